@@ -1,0 +1,153 @@
+"""Convert an image dataset into sharded TFRecords of tf.train.Example.
+
+  python -m pipeline.convert --manifest data.csv --output_dir out/ [options]
+      [any Beam pipeline option]
+
+Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
+--max_error_rate allows (everything is still written).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import apache_beam as beam
+
+from pipeline import launch
+from pipeline import options as opts
+from pipeline import progress
+from pipeline.output_dir import prepare_output_dir
+from transforms import dataset_info
+from transforms.encode_rows import EncodeRows
+from transforms.read_manifest import ROWS
+from transforms.read_manifest import LabelMapFromRows
+from transforms.read_manifest import ReadImageDir
+from transforms.read_manifest import ReadManifest
+from transforms.read_manifest import ResolveKeys
+from transforms.rejects import EXAMPLES
+from transforms.rejects import REJECTED
+from transforms.write_dataset import WriteInfoFn
+from transforms.write_dataset import WriteRejected
+from transforms.write_dataset import WriteShards
+from transforms.spec import shard_suffix
+
+
+def _read_rows(p, config: opts.ConvertConfig):
+  """-> (rows, [rejected PCollections], image-row count, label-row count or None)."""
+  if config.image_dir:
+    source = p | 'ReadImageDir' >> ReadImageDir(config.image_dir, config.split)
+  else:
+    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
+  label_rows, label_count = None, None
+  if len(config.manifests) > 1:
+    labels = p | 'ReadLabelManifest' >> ReadManifest(config.manifests[1])
+    label_rows, label_count = labels[ROWS], labels['count']
+  resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(label_rows)
+  rejected = [source[REJECTED], resolved[REJECTED]]
+  if label_rows is not None:
+    rejected.append(labels[REJECTED])
+  return resolved[ROWS], rejected, source['count'], label_count
+
+
+def build(p, config: opts.ConvertConfig, progress_dir=None):
+  """Adds the whole conversion to pipeline `p`; returns the info PCollection.
+
+  progress_dir: where local workers report their progress (None: nowhere).
+  """
+  rows, rejected, row_count, label_count = _read_rows(p, config)
+  if config.label_map is not None:
+    label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
+  else:
+    label_map = rows | 'LabelMap' >> LabelMapFromRows()
+  encoded = rows | 'EncodeRows' >> EncodeRows(config.image, config.example, label_map,
+                                                progress_dir)
+  examples = encoded[EXAMPLES]
+  rejected.append(encoded[REJECTED])
+
+  split_names = config.split.split_names()
+  by_split = examples | 'PartitionBySplit' >> beam.Partition(
+      lambda example, _: split_names.index(example[0]), len(split_names))
+  shard_paths = []
+  for split, split_examples in zip(split_names, by_split):
+    written = (split_examples
+               | f'Serialized[{split}]' >> beam.Values()
+               | f'Write[{split}]' >> WriteShards(
+                   dataset_info.join(config.output_dir, split),
+                   shard_suffix(config.compression), config.compression,
+                   config.num_shards, config.shard_size_mb * 1024 * 1024))
+    shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
+        lambda path, split=split: (split, path)))
+
+  all_rejected = rejected | 'AllRejected' >> beam.Flatten()
+  rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
+  split_counts = (examples
+                  | 'SplitName' >> beam.Keys()
+                  | 'CountPerSplit' >> beam.combiners.Count.PerElement())
+  reject_counts = (all_rejected
+                   | 'RejectReason' >> beam.Map(
+                       lambda r: ((r.stage, r.code, r.counts_as_row), 1))
+                   | 'CountPerReason' >> beam.CombinePerKey(sum))
+  if label_count is None:
+    label_count = p | 'NoLabelManifest' >> beam.Create([-1])
+  info_args = {
+      'config': config.to_json(),
+      'feature_spec': config.example.feature_spec(config.image),
+      'image_spec': config.image.to_json(),
+      'max_error_rate': config.max_error_rate,
+  }
+  side = beam.pvalue
+  return (p
+          | 'Once' >> beam.Create([None])
+          | 'WriteDatasetInfo' >> beam.ParDo(
+              WriteInfoFn(config.output_dir, split_names, info_args),
+              side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
+              side.AsDict(split_counts),
+              side.AsList(reject_counts),
+              side.AsSingleton(row_count),
+              side.AsSingleton(label_map),
+              side.AsSingleton(label_count),
+              side.AsList(rejected_files)))
+
+
+def summary(info: dict, seconds: float) -> str:
+  """A few lines for the terminal: what was written, what was rejected."""
+  lines = [f'Converted {info["num_examples"]} of {info["num_manifest_rows"]} rows '
+           f'in {seconds:.1f} s; {info["num_rejected"]} rejected'
+           + (' (see rejected.jsonl)' if info['num_rejected'] else '') + '.']
+  for name, split in info['splits'].items():
+    lines.append(f'  {name}: {split["num_examples"]} examples, '
+                 f'{split["num_bytes"] / 1e6:.1f} MB in {len(split["shards"])} shard(s)')
+  for reason, count in info['rejected_by_reason'].items():
+    lines.append(f'  rejected {reason}: {count}')
+  lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  if info['over_budget']:
+    lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
+                 f'{info["max_error_rate"]:.2%}: exit code 3.')
+  return '\n'.join(lines)
+
+
+def run(argv=None) -> int:
+  launch.quiet_logging()
+  args, pipeline_options = launch.parse_options(
+      list(argv or []), opts.ConvertOptions, __doc__.strip().splitlines()[0])
+  config = opts.convert_config(args)
+  prepare_output_dir(config.output_dir, config.overwrite)
+  started = time.time()
+  manifest_path = config.manifests[0].path if config.manifests else None
+  with progress.Reporter.for_run(config.progress, pipeline_options,
+                                 manifest_path) as reporter:
+    p = beam.Pipeline(options=pipeline_options)
+    build(p, config, reporter.directory)
+    p.run().wait_until_finish()
+  info = dataset_info.read_info(config.output_dir)
+  print(summary(info, time.time() - started))
+  return launch.EXIT_OVER_BUDGET if info['over_budget'] else launch.EXIT_OK
+
+
+def main(argv=None) -> int:
+  return launch.main_with_exit_codes(run, argv)
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,116 @@
+"""What both entry points share: argument parsing, local defaults, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import traceback
+
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
+EXIT_USAGE = 2
+EXIT_OVER_BUDGET = 3
+
+LOCAL_RUNNER = 'DirectRunner'
+# Workers are separate processes: Pillow work runs on every core and the
+# launcher stays responsive.
+LOCAL_RUNNING_MODE = 'multi_processing'
+
+
+class UsageError(Exception):
+  """Bad flags or unusable input: exit 2 with one line, before any work."""
+
+
+class _UsageParser(_BeamArgumentParser):
+
+  def error(self, message):
+    raise UsageError(message)
+
+
+def _option_classes(options_cls):
+  """Beam's own option classes plus ours (not the other entry point's)."""
+  classes = {str(options_cls): options_cls}
+  for cls in PipelineOptions.__subclasses__():
+    if cls.__module__.startswith('apache_beam'):
+      classes.setdefault(str(cls), cls)
+  return classes.values()
+
+
+def parse_options(argv: list, options_cls, description: str):
+  """Splits argv into our options (a namespace) and Beam PipelineOptions.
+
+  Every flag must be known to our options or to some Beam options class;
+  anything else is a usage error rather than silently discarded.
+  """
+  if any(arg in ('-h', '--help') for arg in argv):
+    own = argparse.ArgumentParser(description=description,
+                                  epilog='Any Beam pipeline option is accepted too '
+                                  '(--runner, --direct_num_workers, --temp_location, ...).')
+    options_cls._add_argparse_args(own)  # pylint: disable=protected-access
+    own.print_help()
+    raise SystemExit(EXIT_OK)
+  parser = _UsageParser(allow_abbrev=False)
+  for cls in _option_classes(options_cls):
+    cls._add_argparse_args(parser)  # pylint: disable=protected-access
+  _, unknown = parser.parse_known_args(argv)
+  if unknown:
+    raise UsageError(f'unrecognized argument {unknown[0]!r}')
+  own = _UsageParser(allow_abbrev=False)
+  options_cls._add_argparse_args(own)  # pylint: disable=protected-access
+  ours, _ = own.parse_known_args(argv)
+  return ours, local_defaults(PipelineOptions(argv), argv)
+
+
+def _given(argv: list, flag: str) -> bool:
+  return any(a == flag or a.startswith(flag + '=') for a in argv)
+
+
+def local_defaults(options: PipelineOptions, argv: list) -> PipelineOptions:
+  """No --runner: the DirectRunner (never a download), on every core."""
+  if not _given(argv, '--runner'):
+    options.view_as(StandardOptions).runner = LOCAL_RUNNER
+  runner = options.view_as(StandardOptions).runner or ''
+  if runner.split('.')[-1] in ('DirectRunner', 'BundleBasedDirectRunner',
+                               'FnApiRunner', 'SwitchingDirectRunner'):
+    direct = options.view_as(DirectOptions)
+    if not _given(argv, '--direct_num_workers'):
+      direct.direct_num_workers = os.cpu_count() or 1
+    if not _given(argv, '--direct_running_mode'):
+      direct.direct_running_mode = LOCAL_RUNNING_MODE
+  return options
+
+
+def is_local(options: PipelineOptions) -> bool:
+  runner = options.view_as(StandardOptions).runner or ''
+  return runner.split('.')[-1] in ('DirectRunner', 'FnApiRunner',
+                                   'SwitchingDirectRunner')
+
+
+def quiet_logging():
+  """Beam's import-time warnings (no GCP client, ...) are noise for users."""
+  logging.getLogger().setLevel(logging.ERROR)
+
+
+def main_with_exit_codes(run, argv=None) -> int:
+  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    return run(argv)
+  except UsageError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
+  except KeyboardInterrupt:
+    print('interrupted', file=sys.stderr)
+    return EXIT_FAILED
+  except Exception as error:  # a crash: say what failed, keep the detail
+    print(f'error: the job failed: {type(error).__name__}: '
+          f'{str(error).splitlines()[0] if str(error) else ""}', file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    return EXIT_FAILED

@@ -1,0 +1,284 @@
+"""Command-line options of convert and validate, and their checked configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.launch import UsageError
+from transforms import manifest
+from transforms.labels import LabelMap
+from transforms.spec import COMPRESSIONS
+from transforms.spec import DEFAULT_MAX_PIXELS
+from transforms.spec import ENCODINGS
+from transforms.spec import FEATURE_DTYPES
+from transforms.spec import RESIZE_FILTERS
+from transforms.spec import RESIZE_MODES
+from transforms.spec import SCHEMAS
+from transforms.spec import ExampleSpec
+from transforms.spec import ExtraFeature
+from transforms.spec import ImageSpec
+
+DEFAULT_SHARD_SIZE_MB = 128
+_RESERVED_FEATURES = ('image', 'label', 'key', 'split')
+
+
+def _positive_int(text):
+  value = int(text)
+  if value <= 0:
+    raise ValueError(f'{text} is not a positive integer')
+  return value
+
+
+def _non_negative_int(text):
+  value = int(text)
+  if value < 0:
+    raise ValueError(f'{text} is negative')
+  return value
+
+
+class ConvertOptions(PipelineOptions):
+  """Options of `python -m pipeline.convert`."""
+
+  @classmethod
+  def _add_argparse_args(cls, parser):
+    source = parser.add_argument_group('input')
+    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest (optionally .gz) '
+                        'with columns image, label[, key, split, ...]')
+    source.add_argument('--label_manifest', help='second manifest key,label, '
+                        'joined on key with --manifest key,image')
+    source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
+                        'instead of --manifest')
+    source.add_argument('--label_map', help='file with one class name per line; '
+                        'line i is id i. Default: sorted distinct labels')
+    out = parser.add_argument_group('output')
+    out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
+    out.add_argument('--overwrite', action='store_true',
+                     help='replace a previous dataset in --output_dir')
+    out.add_argument('--schema', default='default', choices=SCHEMAS)
+    out.add_argument('--num_shards', type=_non_negative_int, default=0,
+                     help='shards per split (0: per worker bundle, rolled over at '
+                     '--shard_size_mb; N forces exactly N through a shuffle)')
+    out.add_argument('--shard_size_mb', type=_positive_int, default=DEFAULT_SHARD_SIZE_MB,
+                     help='target shard size when --num_shards is 0')
+    out.add_argument('--compression', default='none', choices=COMPRESSIONS)
+    out.add_argument('--split', help='hash split, e.g. train=0.8,validation=0.1,test=0.1')
+    out.add_argument('--split_names', default=','.join(manifest.DEFAULT_SPLIT_NAMES),
+                     help='allowed values of a split column')
+    out.add_argument('--seed', type=int, default=0, help='salt of the --split hash')
+    out.add_argument('--extra_features',
+                     help='manifest columns to copy, e.g. weight:float,source:bytes')
+    image = parser.add_argument_group('image')
+    image.add_argument('--height', type=_positive_int, default=300)
+    image.add_argument('--width', type=_positive_int, default=300)
+    image.add_argument('--channels', type=int, default=3, choices=(1, 3))
+    image.add_argument('--encoding', default='raw', choices=ENCODINGS)
+    image.add_argument('--jpeg_quality', type=int, default=95, choices=range(1, 101),
+                       metavar='1..100')
+    image.add_argument('--resize_mode', default='stretch', choices=RESIZE_MODES)
+    image.add_argument('--resize_filter', default='bilinear', choices=RESIZE_FILTERS)
+    image.add_argument('--background', default='255,255,255',
+                       help='R,G,B colour that transparent pixels are composited over')
+    image.add_argument('--max_pixels', type=_positive_int, default=DEFAULT_MAX_PIXELS,
+                       help='images with more pixels are rejected, never decoded')
+    budget = parser.add_argument_group('errors')
+    budget.add_argument('--max_error_rate', type=float, default=0.0,
+                        help='rejected/rows above this exits 3 (default 0: strict)')
+    budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
+                        help='live progress line on local runs (auto: when stderr is a terminal)')
+
+
+class ValidateOptions(PipelineOptions):
+  """Options of `python -m pipeline.validate`."""
+
+  @classmethod
+  def _add_argparse_args(cls, parser):
+    parser.add_argument('--input_dir', help='a folder written by convert')
+    parser.add_argument('--expected_count', type=_non_negative_int,
+                        help='total number of examples expected')
+    parser.add_argument('--report', help='where to write the JSON report '
+                        '(default INPUT_DIR/validation_report.json)')
+    parser.add_argument('--max_problems', type=_positive_int, default=100,
+                        help='problems listed in the report (all are counted)')
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertConfig:
+  """Checked convert options."""
+  output_dir: str
+  overwrite: bool
+  manifests: tuple  # ManifestConfig for the image rows [, the label rows]
+  image_dir: Optional[str]
+  label_map: Optional[LabelMap]
+  image: ImageSpec
+  example: ExampleSpec
+  split: manifest.SplitConfig
+  num_shards: int
+  shard_size_mb: int
+  compression: str
+  max_error_rate: float
+  progress: str
+
+  def to_json(self) -> dict:
+    return {
+        'output_dir': self.output_dir,
+        'manifest': self.manifests[0].path if self.manifests else None,
+        'label_manifest': self.manifests[1].path if len(self.manifests) > 1 else None,
+        'image_dir': self.image_dir,
+        'label_map_file': self.label_map is not None,
+        'schema': self.example.schema,
+        'compression': self.compression,
+        'num_shards': self.num_shards,
+        'shard_size_mb': self.shard_size_mb,
+        'split': [list(f) for f in self.split.fractions] or None,
+        'seed': self.split.seed,
+        'extra_features': {f.name: f.kind for f in self.example.extra_features},
+    }
+
+
+def parse_split_fractions(text: str) -> tuple:
+  fractions = []
+  for part in text.split(','):
+    name, sep, value = part.partition('=')
+    name = name.strip()
+    try:
+      fraction = float(value)
+    except ValueError:
+      fraction = -1.0
+    if not sep or not manifest.SPLIT_NAME.match(name) or not 0 < fraction <= 1:
+      raise UsageError(f'--split: {part!r} is not NAME=FRACTION with 0 < FRACTION <= 1')
+    fractions.append((name, fraction))
+  names = [n for n, _ in fractions]
+  if len(set(names)) != len(names):
+    raise UsageError(f'--split repeats a split name: {text}')
+  if abs(sum(f for _, f in fractions) - 1.0) > 1e-6:
+    raise UsageError(f'--split fractions add up to {sum(f for _, f in fractions):g}, not 1')
+  return tuple(fractions)
+
+
+def parse_extra_features(text: Optional[str]) -> tuple:
+  if not text:
+    return ()
+  features = []
+  for part in text.split(','):
+    name, sep, kind = part.strip().partition(':')
+    if not sep or not name or kind not in FEATURE_DTYPES:
+      raise UsageError(f'--extra_features: {part!r} is not COLUMN:bytes|float|int64')
+    if name in _RESERVED_FEATURES or name.startswith('image/'):
+      raise UsageError(f'--extra_features: {name!r} is a reserved column/feature name')
+    features.append(ExtraFeature(name, kind))
+  if len({f.name for f in features}) != len(features):
+    raise UsageError(f'--extra_features repeats a column: {text}')
+  return tuple(features)
+
+
+def parse_background(text: str) -> tuple:
+  try:
+    colour = tuple(int(v) for v in text.split(','))
+  except ValueError:
+    colour = ()
+  if len(colour) != 3 or not all(0 <= v <= 255 for v in colour):
+    raise UsageError(f'--background {text!r} is not R,G,B with values 0..255')
+  return colour
+
+
+def read_manifest_header(path: str, fmt: str) -> tuple:
+  """The header of a CSV/TSV manifest, read on the launcher to check columns."""
+  if fmt == 'jsonl':
+    return ()
+  try:
+    with FileSystems.open(path) as stream:
+      first = stream.readline()
+  except Exception as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  try:
+    return manifest.parse_header(first.decode('utf-8'), fmt)
+  except (UnicodeDecodeError, manifest.ManifestFormatError, Exception) as error:
+    raise UsageError(f'manifest {path} has an unusable header line: {error}')
+
+
+def manifest_config(path: str, role: str, split: manifest.SplitConfig,
+                    extras: tuple) -> manifest.ManifestConfig:
+  try:
+    fmt = manifest.manifest_format(path)
+  except manifest.ManifestFormatError as error:
+    raise UsageError(str(error))
+  if '://' not in path and not os.path.isfile(path):
+    raise UsageError(f'manifest {path} does not exist or is not a file')
+  header = read_manifest_header(path, fmt)
+  if fmt != 'jsonl':
+    needed = list(manifest.REQUIRED_COLUMNS[role])
+    if role != manifest.ROLE_LABELS:
+      needed += [f.name for f in extras]
+    missing = [c for c in needed if c not in header]
+    if missing:
+      raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
+                       f'(header: {", ".join(header) or "empty"})')
+  return manifest.ManifestConfig(path=path, fmt=fmt, header=header, role=role,
+                                 split=split, extra_features=extras)
+
+
+def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
+  if not path:
+    return None
+  try:
+    with FileSystems.open(path) as handle:
+      text = handle.read().decode('utf-8')
+    return LabelMap.from_text(text)
+  except Exception as error:
+    raise UsageError(f'--label_map {path}: {error}')
+
+
+def convert_config(args) -> ConvertConfig:
+  """Checks the parsed convert options; UsageError names the first problem."""
+  if not args.output_dir:
+    raise UsageError('--output_dir is required')
+  sources = [bool(args.manifest), bool(args.image_dir)]
+  if sum(sources) != 1:
+    raise UsageError('give exactly one of --manifest or --image_dir')
+  if args.label_manifest and not args.manifest:
+    raise UsageError('--label_manifest goes with --manifest')
+  image = ImageSpec(
+      height=args.height, width=args.width, channels=args.channels,
+      encoding=args.encoding, resize_mode=args.resize_mode,
+      resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
+      background=parse_background(args.background), max_pixels=args.max_pixels)
+  extras = parse_extra_features(args.extra_features)
+  if args.schema == 'seed':
+    if args.encoding != 'raw' or args.resize_mode == 'none':
+      raise UsageError('--schema seed stores fixed-size raw pixels: it needs '
+                       '--encoding raw and a --resize_mode other than none')
+    if extras:
+      raise UsageError('--schema seed writes exactly img_raw and label; '
+                       'drop --extra_features or use --schema default')
+  if not 0.0 <= args.max_error_rate <= 1.0:
+    raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
+  split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
+  if not split_names or not all(manifest.SPLIT_NAME.match(n) for n in split_names):
+    raise UsageError(f'--split_names {args.split_names!r} is not a list of names')
+  split = manifest.SplitConfig(
+      fractions=parse_split_fractions(args.split) if args.split else (),
+      seed=args.seed, names=split_names)
+  manifests = ()
+  if args.manifest:
+    role = manifest.ROLE_IMAGES if args.label_manifest else manifest.ROLE_COMBINED
+    manifests = (manifest_config(args.manifest, role, split, extras),)
+    if args.label_manifest:
+      manifests += (manifest_config(args.label_manifest, manifest.ROLE_LABELS,
+                                    split, ()),)
+  elif '://' not in args.image_dir and not os.path.isdir(args.image_dir):
+    raise UsageError(f'--image_dir {args.image_dir} is not a folder')
+  if extras and args.image_dir:
+    raise UsageError('--extra_features needs a manifest with those columns')
+  return ConvertConfig(
+      output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
+      manifests=manifests, image_dir=args.image_dir,
+      label_map=_read_label_map(args.label_map), image=image,
+      example=ExampleSpec(args.schema, extras), split=split,
+      num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
+      compression=args.compression, max_error_rate=args.max_error_rate,
+      progress=args.progress)

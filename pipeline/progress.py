@@ -1,0 +1,90 @@
+"""A live progress line for local runs.
+
+Workers of the local runner are processes on this machine: each writes how
+many rows it has processed to its own small file in a temp folder, and a
+thread of the launcher sums them into `done/total, rate, ETA` on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from typing import Optional
+
+from pipeline import launch
+
+
+def count_data_lines(path: Optional[str]) -> Optional[int]:
+  """Approximate row count of a local manifest (newlines minus the header)."""
+  if not path or '://' in path or path.endswith('.gz'):
+    return None
+  try:
+    with open(path, 'rb') as handle:
+      lines = sum(chunk.count(b'\n') for chunk in iter(lambda: handle.read(1 << 20), b''))
+  except OSError:
+    return None
+  return max(lines - (0 if path.endswith('.jsonl') else 1), 0)
+
+
+def read_total_done(directory: str) -> int:
+  done = 0
+  for name in os.listdir(directory):
+    try:
+      with open(os.path.join(directory, name)) as handle:
+        done += int(handle.read() or 0)
+    except (OSError, ValueError):
+      continue  # a file being replaced right now; next tick reads it
+  return done
+
+
+def format_line(done: int, total: Optional[int], seconds: float) -> str:
+  rate = done / seconds if seconds > 0 else 0.0
+  text = f'{done}' + (f'/{total}' if total else '') + f' images  {rate:.1f} img/s'
+  if total and rate > 0 and done < total:
+    eta = int((total - done) / rate)
+    text += f'  ETA {eta // 60}:{eta % 60:02d}'
+  return text
+
+
+class Reporter:
+  """Context manager printing progress while a local pipeline runs."""
+
+  def __init__(self, directory: Optional[str], total: Optional[int]):
+    self.directory = directory
+    self._total = total
+    self._stop = threading.Event()
+    self._thread = None
+    self._started = time.time()
+
+  @classmethod
+  def for_run(cls, mode: str, options, manifest_path: Optional[str] = None):
+    wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
+    if not wanted or not launch.is_local(options):
+      return cls(None, None)
+    return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'),
+               count_data_lines(manifest_path))
+
+  def __enter__(self):
+    if self.directory:
+      self._thread = threading.Thread(target=self._loop, daemon=True)
+      self._thread.start()
+    return self
+
+  def _loop(self):
+    while not self._stop.wait(0.5):
+      line = format_line(read_total_done(self.directory), self._total,
+                         time.time() - self._started)
+      sys.stderr.write('\r' + line + '   ')
+      sys.stderr.flush()
+
+  def __exit__(self, *exc):
+    if self.directory:
+      self._stop.set()
+      self._thread.join()
+      sys.stderr.write('\r' + ' ' * 70 + '\r')
+      shutil.rmtree(self.directory, ignore_errors=True)
+    return False

@@ -1,0 +1,1 @@
+"""Beam transforms and the plain per-element functions behind them."""

@@ -1,0 +1,123 @@
+"""EncodeRows: labelled manifest rows -> serialized tf.train.Examples."""
+
+from __future__ import annotations
+
+import hashlib
+
+import apache_beam as beam
+from apache_beam.io.filesystems import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.example import LabelledRow
+from transforms.example import LoadedImage
+from transforms.example import build_example
+from transforms.image import process_image
+from transforms.progress_file import ProgressFile
+from transforms.rejects import EXAMPLES
+from transforms.rejects import METRICS_NAMESPACE
+from transforms.rejects import REJECTED
+from transforms.rejects import RowError
+from transforms.rejects import STAGE_DECODE
+from transforms.rejects import STAGE_READ
+from transforms.rejects import rejection_from_dead_letter
+from transforms.spec import ExampleSpec
+from transforms.spec import ImageSpec
+
+UNEXPECTED = 'unexpected'
+
+
+def read_bytes(path: str) -> bytes:
+  """The whole file at `path` (any Beam filesystem); RowError if unreadable."""
+  try:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return f.read()
+  except IsADirectoryError:
+    raise RowError(STAGE_READ, 'is_directory', f'{path} is a directory, not a file')
+  except FileNotFoundError:
+    raise RowError(STAGE_READ, 'missing_file', f'file not found: {path}')
+  except PermissionError as error:
+    raise RowError(STAGE_READ, 'unreadable', f'permission denied: {error}')
+  except Exception as error:  # remote filesystems wrap their errors in BeamIOError
+    text = str(error)
+    code = 'missing_file' if ('Not found' in text or '404' in text or
+                              'NoSuchKey' in text) else 'unreadable'
+    raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
+
+
+class AssignLabelFn(beam.DoFn):
+  """ManifestRow -> LabelledRow using the LabelMap side input."""
+
+  def process(self, row, label_map):
+    try:
+      label_id, label_text = label_map.lookup(row.label)
+    except RowError as error:
+      yield beam.pvalue.TaggedOutput(
+          REJECTED, row.reject(error.stage, error.code, error.reason))
+      return
+    yield LabelledRow(row, label_id, label_text)
+
+
+class LoadImageFn(beam.DoFn):
+  """LabelledRow -> LoadedImage (read, decode, orient, resize, encode)."""
+
+  def __init__(self, spec: ImageSpec, progress_dir=None):
+    self._spec = spec
+    self._progress_dir = progress_dir
+    self._progress = None
+    self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
+    self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
+
+  def setup(self):
+    self._progress = ProgressFile(self._progress_dir)
+
+  def finish_bundle(self):
+    self._progress.flush()
+
+  def process(self, labelled: LabelledRow):
+    self._progress.tick()
+    row = labelled.row
+    try:
+      data = read_bytes(row.path)
+      image = process_image(data, self._spec)
+    except RowError as error:
+      yield beam.pvalue.TaggedOutput(
+          REJECTED, row.reject(error.stage, error.code, error.reason))
+      return
+    self._images.inc()
+    self._bytes.inc(len(data))
+    yield LoadedImage(labelled, image, hashlib.sha256(data).hexdigest())
+
+
+class EncodeRows(beam.PTransform):
+  """Rows -> {'examples': (split, serialized Example), 'rejected': Rejection}.
+
+  The label map arrives as a singleton side input, so label ids are fixed
+  before any image is decoded.
+  """
+
+  def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
+               progress_dir=None):
+    super().__init__()
+    self._progress_dir = progress_dir
+    self._image_spec = image_spec
+    self._example_spec = example_spec
+    self._label_map = label_map
+
+  def expand(self, rows):
+    labelled = rows | 'AssignLabel' >> beam.ParDo(
+        AssignLabelFn(), beam.pvalue.AsSingleton(self._label_map)).with_outputs(
+            REJECTED, main='labelled')
+    # Expected failures are tagged REJECTED by the DoFn; anything Pillow throws
+    # that we did not foresee becomes a dead letter instead of failing the job.
+    loaded = labelled['labelled'] | 'LoadImage' >> beam.ParDo(
+        LoadImageFn(self._image_spec, self._progress_dir)).with_outputs(
+            REJECTED, main='loaded').with_exception_handling(
+                main_tag='loaded', dead_letter_tag=UNEXPECTED)
+    crash_rejected = loaded[UNEXPECTED] | 'DeadLetterToRejection' >> beam.Map(
+        rejection_from_dead_letter(STAGE_DECODE, 'unexpected_error'))
+    spec = self._example_spec
+    examples = loaded['loaded'] | 'BuildExample' >> beam.Map(
+        lambda image: (image.labelled.row.split, build_example(image, spec)))
+    rejected = (labelled[REJECTED], loaded[REJECTED], crash_rejected
+               ) | 'FlattenRejected' >> beam.Flatten()
+    return {EXAMPLES: examples, REJECTED: rejected}

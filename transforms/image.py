@@ -1,0 +1,231 @@
+"""Decode, orient, convert, resize and encode one image: plain functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+
+import numpy as np
+from PIL import Image
+from PIL import ImageOps
+from PIL import UnidentifiedImageError
+
+from transforms.rejects import RowError
+from transforms.rejects import STAGE_DECODE
+from transforms.spec import ImageSpec
+
+FILTERS = {
+    'bilinear': Image.Resampling.BILINEAR,
+    'bicubic': Image.Resampling.BICUBIC,
+    'lanczos': Image.Resampling.LANCZOS,
+    'nearest': Image.Resampling.NEAREST,
+}
+_EXIF_ORIENTATION = 0x0112
+# Orientations 5-8 swap width and height.
+_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+_HIGH_BIT_DEPTH_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I', 'F')
+_ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
+# JPEG decoding at a reduced DCT scale keeps at least this many source pixels
+# per output pixel (the same gap Pillow's thumbnail() uses).
+_DRAFT_GAP = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedImage:
+  data: bytes
+  height: int
+  width: int
+  channels: int
+  format: str  # raw | jpeg | png
+
+
+def _decode_error(code: str, reason: str) -> RowError:
+  return RowError(STAGE_DECODE, code, reason)
+
+
+def _size_text(num_bytes: int) -> str:
+  return f'{num_bytes / 1024:.0f} KB' if num_bytes >= 1024 else f'{num_bytes} B'
+
+
+def open_image(data: bytes, max_pixels: int) -> Image.Image:
+  """Opens the image header; refuses empty files, non-images and bombs."""
+  if not data:
+    raise _decode_error('empty_file', 'file is empty (0 bytes)')
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore', Image.DecompressionBombWarning)
+      image = Image.open(io.BytesIO(data))
+  except Image.DecompressionBombError as error:
+    raise _decode_error('too_many_pixels', f'decompression bomb: {error}')
+  except UnidentifiedImageError:
+    raise _decode_error(
+        'not_an_image', f'not an image Pillow can read '
+        f'({_size_text(len(data))}, starts with {data[:8]!r})')
+  except (OSError, SyntaxError, ValueError, EOFError) as error:
+    raise _decode_error('corrupt', f'image header is corrupt: {error}')
+  width, height = image.size
+  if width * height > max_pixels:
+    raise _decode_error(
+        'too_many_pixels', f'decompression bomb: {width}x{height} = '
+        f'{width * height} pixels exceeds --max_pixels {max_pixels}; not decoded')
+  if width == 0 or height == 0:
+    raise _decode_error('corrupt', f'image has no pixels ({width}x{height})')
+  return image
+
+
+def orientation(image: Image.Image) -> int:
+  try:
+    return int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
+  except Exception:  # a malformed EXIF block is ignored, as browsers do
+    return 1
+
+
+def load_pixels(image: Image.Image, num_bytes: int,
+                draft_size: tuple[int, int] | None = None) -> Image.Image:
+  """Decodes the pixels (first frame), at a reduced JPEG scale if allowed."""
+  try:
+    if draft_size and image.format == 'JPEG':
+      image.draft(None, draft_size)
+    image.load()
+  except (OSError, SyntaxError, ValueError, EOFError, IndexError) as error:
+    text = str(error)
+    if 'truncated' in text or isinstance(error, EOFError):
+      raise _decode_error(
+          'truncated',
+          f'image file is truncated (read {_size_text(num_bytes)}): {text}')
+    raise _decode_error('corrupt', f'image data is corrupt: {text or repr(error)}')
+  return image
+
+
+def _scale_to_8bit(image: Image.Image) -> Image.Image:
+  """16-bit and 32-bit grey to 8 bits by range (Pillow's convert would clip).
+
+  I;16 uses the full 16-bit range (v / 257); I holding 0..65535 likewise;
+  F holding 0..1 is scaled by 255; anything else by its own min..max.
+  """
+  pixels = np.asarray(image).astype(np.float64)
+  if image.mode.startswith('I;16'):
+    scaled = pixels / 257.0
+  else:
+    low, high = float(pixels.min()), float(pixels.max())
+    if image.mode == 'F' and low >= 0.0 and high <= 1.0:
+      scaled = pixels * 255.0
+    elif image.mode == 'I' and low >= 0 and high <= 65535:
+      scaled = pixels / 257.0
+    else:
+      scaled = (pixels - low) * (255.0 / (high - low)) if high > low else pixels * 0
+  return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), 'L')
+
+
+def _has_alpha(image: Image.Image) -> bool:
+  return image.mode in _ALPHA_MODES or (
+      image.mode in ('P', 'L', 'RGB', '1') and 'transparency' in image.info)
+
+
+def to_mode(image: Image.Image, channels: int,
+            background: tuple = (255, 255, 255)) -> Image.Image:
+  """Converts any Pillow mode to 8-bit RGB (channels=3) or L (channels=1).
+
+  Transparent pixels are composited over `background`.
+  """
+  if image.mode in _HIGH_BIT_DEPTH_MODES:
+    image = _scale_to_8bit(image)
+  if _has_alpha(image):
+    rgba = image.convert('RGBA')
+    canvas = Image.new('RGBA', rgba.size, tuple(background) + (255,))
+    image = Image.alpha_composite(canvas, rgba)
+  target = 'RGB' if channels == 3 else 'L'
+  if image.mode not in ('RGB', 'L'):
+    image = image.convert('RGB')
+  return image if image.mode == target else image.convert(target)
+
+
+def resize(image: Image.Image, spec: ImageSpec) -> Image.Image:
+  """Resizes to spec.width x spec.height according to spec.resize_mode."""
+  if not spec.fixed_size:
+    return image
+  size = (spec.width, spec.height)
+  if image.size == size:
+    return image
+  resample = FILTERS[spec.resize_filter]
+  src_w, src_h = image.size
+  if spec.resize_mode == 'stretch':
+    return image.resize(size, resample)
+  if spec.resize_mode == 'crop':
+    return image.resize(size, resample, box=_centre_crop_box(image.size, size))
+  # pad: keep the aspect ratio, letterbox with zeros (as tf.image.resize_with_pad)
+  scale = min(spec.width / src_w, spec.height / src_h)
+  inner = (max(1, round(src_w * scale)), max(1, round(src_h * scale)))
+  canvas = Image.new(image.mode, size, 0)
+  canvas.paste(image.resize(inner, resample),
+               ((spec.width - inner[0]) // 2, (spec.height - inner[1]) // 2))
+  return canvas
+
+
+def _centre_crop_box(src: tuple[int, int], dst: tuple[int, int]):
+  src_w, src_h = src
+  dst_w, dst_h = dst
+  if src_w * dst_h > src_h * dst_w:  # source is wider: trim left and right
+    crop_w = src_h * dst_w / dst_h
+    return ((src_w - crop_w) / 2, 0, (src_w + crop_w) / 2, src_h)
+  crop_h = src_w * dst_h / dst_w
+  return (0, (src_h - crop_h) / 2, src_w, (src_h + crop_h) / 2)
+
+
+def encode(image: Image.Image, spec: ImageSpec) -> EncodedImage:
+  """Encodes the final pixels as raw bytes, JPEG or PNG."""
+  if spec.encoding == 'raw':
+    data = image.tobytes()
+  else:
+    buffer = io.BytesIO()
+    if spec.encoding == 'jpeg':
+      image.save(buffer, 'JPEG', quality=spec.jpeg_quality)
+    else:
+      image.save(buffer, 'PNG')
+    data = buffer.getvalue()
+  width, height = image.size
+  return EncodedImage(data, height, width, spec.channels, spec.encoding)
+
+
+def _draft_size(spec: ImageSpec, transposed: bool):
+  if not spec.fixed_size:
+    return None
+  size = (spec.width * _DRAFT_GAP, spec.height * _DRAFT_GAP)
+  return size[::-1] if transposed else size
+
+
+def _can_pass_through(image: Image.Image, spec: ImageSpec, turn: int) -> bool:
+  return (spec.resize_mode == 'none' and spec.encoding == 'jpeg' and
+          image.format == 'JPEG' and turn == 1 and image.mode == spec.pil_mode)
+
+
+def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
+                     turn: int) -> Image.Image:
+  image = load_pixels(image, num_bytes,
+                      _draft_size(spec, turn in _TRANSPOSED_ORIENTATIONS))
+  if turn != 1:
+    image = ImageOps.exif_transpose(image)
+  return to_mode(image, spec.channels, spec.background)
+
+
+def decode_pixels(data: bytes, spec: ImageSpec) -> Image.Image:
+  """Bytes -> oriented 8-bit RGB/L pixels, not yet resized."""
+  image = open_image(data, spec.max_pixels)
+  return _oriented_pixels(image, len(data), spec, orientation(image))
+
+
+def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
+  """Source file bytes -> the encoded image an Example stores.
+
+  Raises RowError (stage decode) for anything that is not a usable image.
+  """
+  image = open_image(data, spec.max_pixels)
+  turn = orientation(image)
+  if _can_pass_through(image, spec, turn):
+    width, height = image.size
+    # Verify the whole entropy-coded stream at 1/8 scale, keep the bytes.
+    load_pixels(image, len(data), (1, 1))
+    return EncodedImage(data, height, width, spec.channels, 'jpeg')
+  pixels = _oriented_pixels(image, len(data), spec, turn)
+  return encode(resize(pixels, spec), spec)

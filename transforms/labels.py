@@ -1,0 +1,67 @@
+"""Label maps: class name <-> integer id."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Optional
+
+from transforms.rejects import RowError
+from transforms.rejects import STAGE_LABEL
+
+
+def _is_int(text: str) -> bool:
+  return text.isascii() and text.isdigit()
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelMap:
+  """Line i of label_map.txt is the class name of id i.
+
+  `fixed`: the map came from --label_map, so names outside it are rejected.
+  """
+  names: tuple
+  fixed: bool = False
+  _ids: dict = dataclasses.field(default=None, compare=False, repr=False)
+
+  def __post_init__(self):
+    object.__setattr__(self, '_ids', {n: i for i, n in enumerate(self.names)})
+
+  @classmethod
+  def from_labels(cls, labels: Iterable[str]) -> 'LabelMap':
+    """Sorted distinct names; when every label is an integer, ids as given."""
+    distinct = {label for label in labels if label}
+    if distinct and all(_is_int(label) for label in distinct):
+      top = max(int(label) for label in distinct)
+      return cls(tuple(str(i) for i in range(top + 1)))
+    return cls(tuple(sorted(distinct)))
+
+  @classmethod
+  def from_text(cls, text: str) -> 'LabelMap':
+    names = tuple(line.strip() for line in text.splitlines())
+    while names and not names[-1]:
+      names = names[:-1]
+    if not names:
+      raise ValueError('the label map is empty')
+    if any(not name for name in names):
+      raise ValueError('the label map has a blank line inside it')
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+      raise ValueError(f'the label map repeats {repeated}')
+    return cls(names, fixed=True)
+
+  def to_text(self) -> str:
+    return ''.join(f'{name}\n' for name in self.names)
+
+  def lookup(self, label: Optional[str]) -> tuple[int, str]:
+    """Label text -> (id, name); RowError (stage label) when it has none."""
+    if label is None or not label.strip():
+      raise RowError(STAGE_LABEL, 'empty_label', 'label is empty')
+    label = label.strip()
+    found = self._ids.get(label)
+    if found is not None:
+      return found, label
+    if _is_int(label) and int(label) < len(self.names):
+      return int(label), self.names[int(label)]
+    raise RowError(STAGE_LABEL, 'unknown_label',
+                   f'label {label!r} is not in the label map '
+                   f'({len(self.names)} classes)')

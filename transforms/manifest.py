@@ -1,0 +1,284 @@
+"""Manifest parsing: plain functions for one line, one row, one key."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import posixpath
+import re
+from typing import Iterator, Optional
+
+from transforms.rejects import Rejection
+from transforms.rejects import RowError
+from transforms.rejects import STAGE_DUPLICATE
+from transforms.rejects import STAGE_LABEL
+from transforms.rejects import STAGE_LABEL_MANIFEST
+from transforms.rejects import STAGE_MANIFEST
+
+FORMATS = ('csv', 'tsv', 'jsonl')
+SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
+DEFAULT_SPLIT = 'train'
+DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
+
+# What a manifest holds: images and labels together, or one side of a join.
+ROLE_COMBINED = 'combined'
+ROLE_IMAGES = 'images'
+ROLE_LABELS = 'labels'
+REQUIRED_COLUMNS = {
+    ROLE_COMBINED: ('image', 'label'),
+    ROLE_IMAGES: ('key', 'image'),
+    ROLE_LABELS: ('key', 'label'),
+}
+
+
+class ManifestFormatError(ValueError):
+  """The manifest as a whole cannot be used (a usage error)."""
+
+
+def manifest_format(path: str) -> str:
+  name = path[:-3] if path.endswith('.gz') else path
+  extension = name.rsplit('.', 1)[-1].lower() if '.' in name else ''
+  if extension not in FORMATS:
+    raise ManifestFormatError(
+        f'cannot tell the format of manifest {path!r}: expected a .csv, .tsv '
+        f'or .jsonl file (optionally .gz)')
+  return extension
+
+
+def parse_header(line: str, fmt: str) -> tuple[str, ...]:
+  line = line.lstrip('\ufeff').rstrip('\r\n')
+  if fmt == 'csv':
+    columns = next(csv.reader([line], strict=True), [])
+  else:
+    columns = line.split('\t')
+  columns = tuple(column.strip() for column in columns)
+  duplicated = sorted({c for c in columns if columns.count(c) > 1})
+  if duplicated:
+    raise ManifestFormatError(f'header repeats column(s) {duplicated}')
+  return columns
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitConfig:
+  """Split from a `split` column, or by salted hash of the key."""
+  fractions: tuple = ()  # ((name, fraction), ...); empty: use the column
+  seed: int = 0
+  names: tuple = DEFAULT_SPLIT_NAMES  # allowed values of a split column
+
+  def assign(self, key: str, column_value: Optional[str]) -> str:
+    if self.fractions:
+      return hash_split(key, self.fractions, self.seed)
+    if column_value is None:
+      return DEFAULT_SPLIT
+    value = column_value.strip()
+    if value not in self.names:
+      raise RowError(
+          STAGE_MANIFEST, 'unknown_split',
+          f'split {value!r} is not one of {", ".join(self.names)} '
+          f'(set --split_names)')
+    return value
+
+  def split_names(self) -> tuple:
+    if self.fractions:
+      return tuple(name for name, _ in self.fractions)
+    return self.names
+
+
+def hash_split(key: str, fractions: tuple, seed: int) -> str:
+  """Deterministic split: the salted SHA-256 of the key as a point in [0, 1)."""
+  digest = hashlib.sha256(f'{seed}\x00{key}'.encode('utf-8')).digest()
+  point = int.from_bytes(digest[:8], 'big') / 2.0**64
+  total = sum(fraction for _, fraction in fractions)
+  cumulative = 0.0
+  for name, fraction in fractions:
+    cumulative += fraction / total
+    if point < cumulative:
+      return name
+  return fractions[-1][0]
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestConfig:
+  """Everything needed to turn one manifest line into a row."""
+  path: str
+  fmt: str
+  header: tuple = ()  # csv/tsv columns; empty for jsonl
+  role: str = ROLE_COMBINED
+  split: SplitConfig = SplitConfig()
+  extra_features: tuple = ()  # ExtraFeature
+
+  @property
+  def base_dir(self) -> str:
+    return posixpath.dirname(self.path) if '://' in self.path else (
+        self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestRow:
+  """A parsed manifest line: its fields as read plus the resolved values."""
+  fields: dict
+  source: str
+  line: int
+  image: str = ''
+  path: str = ''
+  key: str = ''
+  label: Optional[str] = None
+  split: str = DEFAULT_SPLIT
+  extras: tuple = ()  # ((name, kind, values), ...)
+
+  def reject(self, stage: str, code: str, reason: str,
+             counts_as_row: bool = True) -> Rejection:
+    return Rejection(self.fields, stage, code, reason, self.source, self.line,
+                     counts_as_row)
+
+
+def split_fields(text: str, config: ManifestConfig) -> dict:
+  """One manifest line -> {column: value}; RowError if it does not parse."""
+  if config.fmt == 'jsonl':
+    try:
+      fields = json.loads(text)
+    except json.JSONDecodeError as error:
+      raise RowError(STAGE_MANIFEST, 'bad_json', f'line is not valid JSON: {error}')
+    if not isinstance(fields, dict):
+      raise RowError(STAGE_MANIFEST, 'bad_json',
+                     f'line is JSON {type(fields).__name__}, not an object')
+    return fields
+  if config.fmt == 'csv':
+    try:
+      values = next(csv.reader([text], strict=True))
+    except csv.Error as error:
+      raise RowError(STAGE_MANIFEST, 'bad_quoting', f'CSV line does not parse: {error}')
+  else:
+    values = text.split('\t')
+  if len(values) != len(config.header):
+    raise RowError(
+        STAGE_MANIFEST, 'wrong_field_count',
+        f'line has {len(values)} fields, the header has {len(config.header)}')
+  return dict(zip(config.header, values))
+
+
+def _text(fields: dict, column: str) -> Optional[str]:
+  value = fields.get(column)
+  if value is None:
+    return None
+  if isinstance(value, (dict, list)):
+    raise RowError(STAGE_MANIFEST, 'bad_value',
+                   f'column {column!r} must be a single value, not {value!r}')
+  return str(value).strip()
+
+
+def resolve_path(image: str, base_dir: str) -> str:
+  """Relative image paths resolve against the manifest's own folder."""
+  if '://' in image or image.startswith('/'):
+    return image
+  return posixpath.join(base_dir, image) if base_dir != '.' else image
+
+
+def parse_extra(value, kind: str, column: str, fmt: str) -> list:
+  """A CSV/TSV cell of space-separated values, or a JSON value or list."""
+  if value is None:
+    raise RowError(STAGE_MANIFEST, 'missing_feature', f'column {column!r} is missing')
+  if isinstance(value, list):
+    items = value
+  elif fmt != 'jsonl':
+    items = value.split()
+  else:
+    items = [value]
+  try:
+    if kind == 'float':
+      return [float(item) for item in items]
+    if kind == 'int64':
+      return [_as_int(item) for item in items]
+    return [item if isinstance(item, str) else json.dumps(item) for item in items]
+  except (TypeError, ValueError) as error:
+    raise RowError(STAGE_MANIFEST, 'bad_feature',
+                   f'column {column!r} value {value!r} is not {kind}: {error}')
+
+
+def _as_int(item) -> int:
+  if isinstance(item, bool) or (isinstance(item, float) and not item.is_integer()):
+    raise ValueError(f'{item!r} is not an integer')
+  value = int(item)
+  if not -2**63 <= value < 2**63:
+    raise ValueError(f'{item!r} is out of int64 range')
+  return value
+
+
+def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> ManifestRow:
+  """Checks and resolves a parsed line; RowError if the row is unusable."""
+  base = ManifestRow(fields, config.path, line)
+  for column in REQUIRED_COLUMNS[config.role]:
+    if column != 'label' and not _text(fields, column):
+      raise RowError(STAGE_MANIFEST, f'empty_{column}', f'column {column!r} is empty')
+  label = _text(fields, 'label')
+  if config.role == ROLE_LABELS:
+    return dataclasses.replace(base, key=_text(fields, 'key'), label=label)
+  image = _text(fields, 'image')
+  key = _text(fields, 'key') or image
+  extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
+                                              config.fmt))
+                 for f in config.extra_features)
+  split = config.split.assign(key, _text(fields, 'split'))
+  return dataclasses.replace(
+      base, image=image, path=resolve_path(image, config.base_dir), key=key,
+      label=label, split=split, extras=extras)
+
+
+def parse_line(raw: bytes, line: int, config: ManifestConfig) -> ManifestRow:
+  """Raw manifest line -> row. RowError carries the stage and the reason."""
+  try:
+    text = raw.decode('utf-8')
+  except UnicodeDecodeError as error:
+    raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}')
+  return row_from_fields(split_fields(text.rstrip('\r\n'), config), config, line)
+
+
+def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
+  """Numbered non-blank data lines of a manifest stream (header skipped)."""
+  number = 0
+  while True:
+    raw = stream.readline()
+    if not raw:
+      return
+    number += 1
+    if number == 1 and fmt != 'jsonl':
+      continue
+    if raw.strip():
+      yield number, raw.rstrip(b'\r\n')
+
+
+def resolve_key(key: str, image_rows: list, label_rows: list,
+                joined: bool) -> tuple[Optional[ManifestRow], list]:
+  """Keeps one row per key (the first by line) and joins its label.
+
+  Returns (row or None, rejections). With `joined`, labels come from the
+  label manifest's rows for this key.
+  """
+  rejections = []
+  images = sorted(image_rows, key=lambda r: (r.source, r.line))
+  kept = images[0] if images else None
+  for duplicate in images[1:]:
+    rejections.append(duplicate.reject(
+        STAGE_DUPLICATE, 'duplicate_key',
+        f'duplicate key {key!r}: kept line {kept.line}'))
+  if not joined:
+    return kept, rejections
+  labels = sorted(label_rows, key=lambda r: r.line)
+  for duplicate in labels[1:]:
+    rejections.append(duplicate.reject(
+        STAGE_LABEL_MANIFEST, 'duplicate_key',
+        f'duplicate key {key!r} in the label manifest: kept line {labels[0].line}',
+        counts_as_row=False))
+  if kept is None:
+    if labels:
+      rejections.append(labels[0].reject(
+          STAGE_LABEL_MANIFEST, 'no_image',
+          f'no row in the image manifest has key {key!r}', counts_as_row=False))
+    return None, rejections
+  if not labels:
+    rejections.append(kept.reject(
+        STAGE_LABEL, 'no_label', f'no row in the label manifest has key {key!r}'))
+    return None, rejections
+  return dataclasses.replace(kept, label=labels[0].label), rejections

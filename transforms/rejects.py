@@ -1,0 +1,94 @@
+"""Dead-letter plumbing shared by every step: tags, the rejection record, counters."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import apache_beam as beam
+
+METRICS_NAMESPACE = 'img2tfrecord'
+
+# Output tags. Every step that can reject an element emits it under REJECTED.
+REJECTED = 'rejected'
+EXAMPLES = 'examples'
+
+# Stages a row can be rejected at (the `stage` key of rejected.jsonl).
+STAGE_MANIFEST = 'manifest'
+STAGE_LABEL_MANIFEST = 'label_manifest'
+STAGE_DUPLICATE = 'duplicate'
+STAGE_JOIN = 'join'
+STAGE_LABEL = 'label'
+STAGE_READ = 'read'
+STAGE_DECODE = 'decode'
+
+
+class RowError(Exception):
+  """An expected, per-row failure: the row is rejected with this reason."""
+
+  def __init__(self, stage: str, code: str, reason: str):
+    super().__init__(reason)
+    self.stage = stage
+    self.code = code
+    self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+  """One rejected row: what was read, where it failed and why.
+
+  `counts_as_row` is False for rows of the label manifest, which are reported
+  but are not image-manifest rows.
+  """
+  row: Any
+  stage: str
+  code: str
+  reason: str
+  source: str = ''
+  line: int = 0
+  counts_as_row: bool = True
+
+  def to_json(self) -> str:
+    record = {
+        'row': self.row,
+        'stage': self.stage,
+        'code': self.code,
+        'reason': self.reason,
+        'source': self.source,
+        'line': self.line,
+    }
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
+
+  @property
+  def counter_name(self) -> str:
+    return f'rejected_{self.stage}_{self.code}'
+
+
+def count_rejection(rejection: Rejection) -> Rejection:
+  beam.metrics.Metrics.counter(METRICS_NAMESPACE,
+                               rejection.counter_name).inc()
+  return rejection
+
+
+def rejection_from_dead_letter(stage: str, code: str):
+  """Maps a `with_exception_handling` dead letter to a Rejection.
+
+  Dead letters are `(element, (exc_class, repr, traceback_lines))`; the element
+  is the row that failed unexpectedly.
+  """
+
+  def convert(dead_letter) -> Rejection:
+    element, (exc_class, exc_repr, _) = dead_letter
+    element = getattr(element, 'row', element)  # a LabelledRow wraps its row
+    row = getattr(element, 'fields', element)
+    return Rejection(
+        row=row,
+        stage=stage,
+        code=code,
+        reason=f'unexpected error {getattr(exc_class, "__name__", exc_class)}: '
+        f'{exc_repr}',
+        source=getattr(element, 'source', ''),
+        line=getattr(element, 'line', 0))
+
+  return convert
