@@ -1,0 +1,29 @@
+"""The `img2tfrecord` console script: `img2tfrecord convert|validate ...`."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = ('usage: img2tfrecord {convert,validate} [options]\n'
+         '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
+         '  validate  read a converted dataset back and check it (see validate --help)')
+
+
+def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ('-h', '--help'):
+    print(USAGE)
+    return 0 if argv else 2
+  command, rest = argv[0], argv[1:]
+  if command == 'convert':
+    from pipeline import convert
+    return convert.main(rest)
+  if command == 'validate':
+    from pipeline import validate
+    return validate.main(rest)
+  print(f'error: unknown command {command!r}\n{USAGE}', file=sys.stderr)
+  return 2
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,128 @@
+"""Validate a dataset written by convert: every shard, every record.
+
+  python -m pipeline.validate --input_dir out/ [--expected_count N]
+      [--report PATH] [any Beam pipeline option]
+
+Exit codes: 0 everything holds, 1 problems found (listed in the report),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+
+import apache_beam as beam
+
+from pipeline import launch
+from pipeline import options as opts
+from pipeline.output_dir import list_entries
+from transforms import dataset_info
+from transforms import validation
+from transforms.spec import VALIDATION_REPORT
+from transforms.validate_shards import PROBLEMS
+from transforms.validate_shards import SUMMARIES
+from transforms.validate_shards import CheckShards
+from transforms.validate_shards import WriteReportFn
+from transforms.validate_shards import build_report
+
+SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
+
+
+def shard_listing(input_dir: str, info: dict) -> tuple:
+  """-> ([(split, shard) to read], [Problem] for missing and unlisted shards)."""
+  present = set(list_entries(input_dir))
+  listed = [(split, shard) for split, declared in info['splits'].items()
+            for shard in declared['shards']]
+  listed_names = {shard for _, shard in listed}
+  problems = [validation.Problem('missing_shard', shard, -1,
+                                 'listed in dataset_info.json but not on disk')
+              for _, shard in listed if shard not in present]
+  problems += [validation.Problem('extra_shard', name, -1,
+                                  'a shard file on disk that dataset_info.json does not list')
+               for name in sorted(present - listed_names)
+               if fnmatch.fnmatchcase(name, SHARD_PATTERN)]
+  return [(split, shard) for split, shard in listed if shard in present], problems
+
+
+def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
+          report_path: str, expected_count=None, max_problems: int = 100):
+  """Adds the validation to pipeline `p`; returns the report PCollection."""
+  checked = (p
+             | 'ShardList' >> beam.Create(shards)
+             | 'CheckShards' >> CheckShards(input_dir, validation.Expected.from_info(info)))
+  summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
+  shard_counts = (summaries
+                  | 'ShardOf' >> beam.Map(lambda s: (s.split, s.shard))
+                  | 'CountPerShard' >> beam.combiners.Count.PerElement())
+  label_counts = (summaries
+                  | 'LabelOf' >> beam.Map(lambda s: s.label)
+                  | 'CountPerLabel' >> beam.combiners.Count.PerElement())
+  problem_counts = (problems
+                    | 'KindOf' >> beam.Map(lambda problem: problem.kind)
+                    | 'CountPerKind' >> beam.combiners.Count.PerElement())
+  first_problems = problems | 'FirstProblems' >> beam.combiners.Top.Smallest(
+      max_problems, key=validation.Problem.sort_key)
+  side = beam.pvalue
+  return (p
+          | 'Once' >> beam.Create([None])
+          | 'WriteReport' >> beam.ParDo(
+              WriteReportFn(info, report_path, listing_problems, expected_count,
+                            max_problems),
+              side.AsList(shard_counts), side.AsList(label_counts),
+              side.AsList(problem_counts), side.AsSingleton(first_problems)))
+
+
+def summary(report: dict, report_path: str) -> str:
+  if report['valid']:
+    splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
+    return (f'OK: {report["num_examples"]} examples ({splits}), every record checked. '
+            f'Report: {report_path}')
+  lines = [f'INVALID: {report["num_problems"]} problem(s) found. Report: {report_path}']
+  lines += [f'  {kind}: {count}' for kind, count in report['problems_by_kind'].items()]
+  lines += [f'  e.g. {p["file"]}' + (f' record {p["record"]}' if p['record'] >= 0 else '')
+            + f': {p["detail"]}' for p in report['problems'][:5]]
+  return '\n'.join(lines)
+
+
+def run(argv=None) -> int:
+  launch.quiet_logging()
+  args, pipeline_options = launch.parse_options(
+      list(argv or []), opts.ValidateOptions, __doc__.strip().splitlines()[0])
+  if not args.input_dir:
+    raise launch.UsageError('--input_dir is required')
+  input_dir = args.input_dir.rstrip('/') or '/'
+  report_path = args.report or dataset_info.join(input_dir, VALIDATION_REPORT)
+  try:
+    info = dataset_info.read_info(input_dir)
+  except dataset_info.InfoError as error:
+    problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
+    report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
+                          args.expected_count, args.max_problems)
+    _write_report_if_possible(report_path, report)
+    print(summary(report, report_path))
+    return launch.EXIT_FAILED
+  shards, listing_problems = shard_listing(input_dir, info)
+  p = beam.Pipeline(options=pipeline_options)
+  build(p, input_dir, info, shards, listing_problems, report_path, args.expected_count,
+        args.max_problems)
+  p.run().wait_until_finish()
+  report = json.loads(dataset_info.read_text(report_path))
+  print(summary(report, report_path))
+  return launch.EXIT_OK if report['valid'] else launch.EXIT_FAILED
+
+
+def _write_report_if_possible(path: str, report: dict) -> None:
+  try:
+    dataset_info.write_text(path, json.dumps(report, indent=2) + '\n')
+  except Exception as error:  # e.g. the input folder itself does not exist
+    print(f'note: could not write the report to {path}: {error}', file=sys.stderr)
+
+
+def main(argv=None) -> int:
+  return launch.main_with_exit_codes(run, argv)
+
+
+if __name__ == '__main__':
+  sys.exit(main())

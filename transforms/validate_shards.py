@@ -1,0 +1,143 @@
+"""Beam steps of validate: read every shard, check every record, sum up."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import dataset_info
+from transforms import validation
+from transforms.rejects import METRICS_NAMESPACE
+from transforms.tfrecord import ShardError
+from transforms.tfrecord import read_records
+
+PROBLEMS = 'problems'
+SUMMARIES = 'summaries'
+
+
+class ReadShardFn(beam.DoFn):
+  """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
+
+  A damaged file is a Problem naming the file and record, never a failed job.
+  """
+
+  def __init__(self, input_dir: str, expected: validation.Expected):
+    self._input_dir = input_dir
+    self._expected = expected
+    self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
+
+  def process(self, element):
+    split, shard = element
+    index = 0
+    try:
+      with FileSystems.open(dataset_info.join(self._input_dir, shard)) as stream:
+        for index, data in read_records(stream):
+          self._records.inc()
+          yield from self._check(split, shard, index, data)
+    except ShardError as error:
+      yield self._problem(error.kind, shard, error.index, error.detail)
+    except (zlib.error, EOFError, OSError) as error:
+      yield self._problem('corrupt_shard', shard, index,
+                          f'cannot read the file after record {index}: '
+                          f'{type(error).__name__}: {error}')
+
+  def _check(self, split, shard, index, data):
+    label, key, problems = validation.check_record(data, self._expected)
+    yield validation.RecordSummary(split, shard, index, label, key)
+    for kind, detail in problems:
+      yield self._problem(kind, shard, index, detail)
+
+  @staticmethod
+  def _problem(kind, shard, index, detail):
+    return beam.pvalue.TaggedOutput(
+        PROBLEMS, validation.Problem(kind, shard, index, detail))
+
+
+def duplicate_problems(grouped):
+  """(key, [(shard, record), ...]) -> a Problem for every repeat of the key."""
+  key, places = grouped
+  places = sorted(places)
+  if len(places) < 2:
+    return []
+  first = f'{places[0][0]}#{places[0][1]}'
+  return [validation.Problem('duplicate_key', shard, record,
+                             f'key {key!r} appears {len(places)} times; first at {first}')
+          for shard, record in places[1:]]
+
+
+class CheckShards(beam.PTransform):
+  """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}."""
+
+  def __init__(self, input_dir: str, expected: validation.Expected):
+    super().__init__()
+    self._input_dir = input_dir
+    self._expected = expected
+
+  def expand(self, shards):
+    read = (shards
+            | 'SpreadShards' >> beam.Reshuffle()
+            | 'ReadShard' >> beam.ParDo(ReadShardFn(self._input_dir, self._expected))
+            .with_outputs(PROBLEMS, main=SUMMARIES))
+    duplicates = (read[SUMMARIES]
+                  | 'KeyedPlaces' >> beam.FlatMap(
+                      lambda s: [(s.key, (s.shard, s.record))] if s.key is not None else [])
+                  | 'GroupByKey' >> beam.GroupByKey()
+                  | 'Duplicates' >> beam.FlatMap(duplicate_problems))
+    problems = (read[PROBLEMS], duplicates) | 'AllProblems' >> beam.Flatten()
+    return {SUMMARIES: read[SUMMARIES], PROBLEMS: problems}
+
+
+class WriteReportFn(beam.DoFn):
+  """Runs once with every count as side inputs: writes the JSON report."""
+
+  def __init__(self, info: dict, report_path: str, listing_problems: list,
+               expected_count, max_problems: int):
+    self._info = info
+    self._report_path = report_path
+    self._listing_problems = listing_problems
+    self._expected_count = expected_count
+    self._max_problems = max_problems
+
+  def process(self, _, shard_counts, label_counts, problem_counts, first_problems):
+    report = build_report(self._info, dict(shard_counts), dict(label_counts),
+                          dict(problem_counts), list(first_problems),
+                          self._listing_problems, self._expected_count,
+                          self._max_problems)
+    dataset_info.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
+    yield report
+
+
+def build_report(info, shard_counts, label_counts, problem_counts, first_problems,
+                 listing_problems, expected_count, max_problems) -> dict:
+  """Everything validate found, as the JSON report holds it."""
+  per_split = {}
+  for (split, shard), count in sorted(shard_counts.items()):
+    per_split.setdefault(split, {})[shard] = count
+  counts = {split: sum(shards.values()) for split, shards in per_split.items()}
+  fixed = listing_problems + validation.count_problems(info, counts, expected_count)
+  for problem in fixed:
+    problem_counts[problem.kind] = problem_counts.get(problem.kind, 0) + 1
+  shown = sorted(fixed + first_problems, key=validation.Problem.sort_key)[:max_problems]
+  names = info['label_map']
+  histogram = {(names[label] if isinstance(label, int) and 0 <= label < len(names)
+                else str(label)): count for label, count in sorted(label_counts.items())}
+  num_problems = sum(problem_counts.values())
+  return {
+      'valid': num_problems == 0,
+      'num_examples': sum(counts.values()),
+      'expected_count': expected_count,
+      'splits': {
+          split: {'num_examples': counts.get(split, 0),
+                  'expected': declared['num_examples'],
+                  'shards': per_split.get(split, {})}
+          for split, declared in info['splits'].items()},
+      'label_histogram': histogram,
+      'num_problems': num_problems,
+      'problems_by_kind': dict(sorted(problem_counts.items())),
+      'problems': [p.to_json() for p in shown],
+      'problems_truncated': num_problems > len(shown),
+      'over_budget': info.get('over_budget', False),
+  }
