@@ -41,6 +41,11 @@ def _non_negative_int(text):
   return value
 
 
+# argparse names the type in its message: "invalid positive integer value: 'abc'"
+_positive_int.__name__ = 'positive integer'
+_non_negative_int.__name__ = 'non-negative integer'
+
+
 class ConvertOptions(PipelineOptions):
   """Options of `python -m pipeline.convert`."""
 
@@ -238,8 +243,10 @@ def convert_config(args) -> ConvertConfig:
   if not args.output_dir:
     raise UsageError('--output_dir is required')
   sources = [bool(args.manifest), bool(args.image_dir)]
-  if sum(sources) != 1:
-    raise UsageError('give exactly one of --manifest or --image_dir')
+  if not any(sources):
+    raise UsageError('--manifest is required (or --image_dir for a folder per class)')
+  if all(sources):
+    raise UsageError('give either --manifest or --image_dir, not both')
   if args.label_manifest and not args.manifest:
     raise UsageError('--label_manifest goes with --manifest')
   image = ImageSpec(

@@ -1,0 +1,282 @@
+"""convert as users run it: flags, outputs, pixels and labels read back."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipeline import convert
+from pipeline.launch import EXIT_OK
+from pipeline.launch import EXIT_OVER_BUDGET
+from tests.conftest import COLOURS
+from tests.conftest import feature
+from tests.conftest import pixels
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+
+def run_convert(sample, *flags) -> int:
+  return convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out), *flags])
+
+
+def test_default_conversion_pixels_labels_and_info(sample):
+  assert run_convert(sample) == EXIT_OK
+  info = read_info(sample.out)
+  assert info['label_map'] == ['blue', 'green', 'red']
+  assert (sample.out / 'label_map.txt').read_text() == 'blue\ngreen\nred\n'
+  assert info['num_manifest_rows'] == 9 and info['num_examples'] == 9
+  assert info['num_rejected'] == 0 and info['over_budget'] is False
+  assert info['splits']['train']['num_examples'] == 9
+  shards = info['splits']['train']['shards']
+  assert sorted(p.name for p in sample.out.glob('*.tfrecord')) == shards
+  assert all(s.startswith('train-') and '-of-' in s for s in shards)
+  assert info['splits']['train']['num_bytes'] == sum(
+      (sample.out / s).stat().st_size for s in shards)
+  assert info['image'] == {**info['image'], 'height': 300, 'width': 300, 'channels': 3,
+                           'encoding': 'raw'}
+  examples = read_examples(sample.out)
+  assert len(examples) == 9
+  for example in examples:
+    name = feature(example, 'image/class/text').decode()
+    filename = feature(example, 'image/filename').decode()
+    assert sample.labels[filename] == name
+    assert feature(example, 'image/class/label') == ['blue', 'green', 'red'].index(name)
+    assert feature(example, 'image/key').decode() == filename
+    assert feature(example, 'image/format') == b'raw'
+    assert (pixels(example) == COLOURS[name]).all()
+    import hashlib
+    digest = hashlib.sha256((sample.root / filename).read_bytes()).hexdigest()
+    assert feature(example, 'image/key/sha256').decode() == digest
+
+
+@pytest.mark.parametrize('encoding', ['jpeg', 'png'])
+def test_encoded_images_decode_to_the_requested_size(sample, encoding):
+  from PIL import Image
+  import io
+  assert run_convert(sample, '--encoding', encoding, '--height', '32', '--width', '48') == 0
+  for example in read_examples(sample.out):
+    image = Image.open(io.BytesIO(feature(example, 'image/encoded')))
+    assert image.format == encoding.upper() and image.size == (48, 32)
+    name = feature(example, 'image/class/text').decode()
+    assert np.abs(np.asarray(image.convert('RGB'), int) - COLOURS[name]).max() <= 3
+
+
+def test_grey_channel_and_gzip_shards(sample):
+  assert run_convert(sample, '--channels', '1', '--compression', 'gzip',
+                     '--height', '8', '--width', '8') == 0
+  info = read_info(sample.out)
+  assert all(s.endswith('.tfrecord.gz') for s in info['splits']['train']['shards'])
+  with gzip.open(sample.out / info['splits']['train']['shards'][0]) as stream:
+    assert stream.read(1)  # really gzip
+  for example in read_examples(sample.out):
+    grey = pixels(example, 8, 8, 1)
+    name = feature(example, 'image/class/text').decode()
+    r, g, b = COLOURS[name]
+    assert abs(int(grey[0, 0, 0]) - round(0.299 * r + 0.587 * g + 0.114 * b)) <= 1
+
+
+def test_rejections_are_listed_with_reasons_and_strict_budget_exits_3(sample):
+  (sample.root / 'images/empty.png').write_bytes(b'')
+  (sample.root / 'images/text.png').write_text('not an image')
+  (sample.root / 'images/dir.png').mkdir()
+  noise = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
+  Image.fromarray(noise).save(sample.root / 'images/noise.jpg', quality=90)
+  good = (sample.root / 'images/noise.jpg').read_bytes()
+  (sample.root / 'images/cut.png').write_bytes(good[:len(good) // 2])
+  rows = list(sample.labels.items()) + [
+      ('images/missing.png', 'red'), ('images/empty.png', 'red'),
+      ('images/text.png', 'red'), ('images/dir.png', 'red'), ('images/cut.png', 'red'),
+      ('images/red_0.png', 'red'),  # duplicate key
+      ('images/red_3.png', ''),  # empty label (and a duplicate key of a kept row)
+  ]
+  write_manifest(sample.manifest, rows)
+  with open(sample.manifest, 'a') as handle:
+    handle.write('"unclosed,red\n')
+    handle.write('a,b,c\n')
+    handle.write('\n')  # blank lines are not rows
+  assert run_convert(sample) == EXIT_OVER_BUDGET
+  info = read_info(sample.out)
+  assert info['num_manifest_rows'] == len(rows) + 2
+  assert info['num_examples'] == 9
+  assert info['num_examples'] + info['num_rejected'] == info['num_manifest_rows']
+  assert info['over_budget'] is True
+  rejected = rejected_lines(sample.out)
+  by_code = {(r['stage'], r['code']) for r in rejected}
+  assert by_code == {('read', 'missing_file'), ('decode', 'empty_file'),
+                     ('decode', 'not_an_image'), ('read', 'is_directory'),
+                     ('decode', 'truncated'), ('duplicate', 'duplicate_key'),
+                     ('manifest', 'bad_quoting'), ('manifest', 'wrong_field_count')}
+  assert len(rejected) == info['num_rejected'] == 9
+  assert info['rejected_by_reason']['duplicate/duplicate_key'] == 2
+  missing = next(r for r in rejected if r['code'] == 'missing_file')
+  assert missing['row'] == {'image': 'images/missing.png', 'label': 'red'}
+  assert 'missing.png' in missing['reason'] and missing['line'] == 11
+  bad_line = next(r for r in rejected if r['code'] == 'wrong_field_count')
+  assert bad_line['row'] == 'a,b,c' and '3 fields' in bad_line['reason']
+  truncated = next(r for r in rejected if r['code'] == 'truncated')
+  assert 'truncated' in truncated['reason']
+
+
+def test_error_budget_allows_some_rejections(sample):
+  write_manifest(sample.manifest, list(sample.labels.items()) + [('images/nope.png', 'red')])
+  assert run_convert(sample, '--max_error_rate', '0.2') == EXIT_OK
+  info = read_info(sample.out)
+  assert (info['num_rejected'], info['over_budget']) == (1, False)
+
+
+def test_empty_label_and_unknown_label_with_label_map(sample, tmp_path):
+  label_map = tmp_path / 'classes.txt'
+  label_map.write_text('red\ngreen\nblue\npurple\n')
+  rows = list(sample.labels.items()) + [('images/red_0.png', '')]
+  rows[-1] = ('images/red_0.png?dup', '')
+  write_manifest(sample.manifest, rows + [('images/blue_2.png', 'cyan')],
+                 header=('image', 'label'))
+  assert run_convert(sample, '--label_map', str(label_map), '--max_error_rate', '1') == 0
+  info = read_info(sample.out)
+  assert info['label_map'] == ['red', 'green', 'blue', 'purple']
+  assert (sample.out / 'label_map.txt').read_text() == 'red\ngreen\nblue\npurple\n'
+  codes = sorted(r['code'] for r in rejected_lines(sample.out))
+  assert codes == ['duplicate_key', 'empty_label']
+  for example in read_examples(sample.out):
+    name = feature(example, 'image/class/text').decode()
+    assert feature(example, 'image/class/label') == ['red', 'green', 'blue', 'purple'].index(name)
+
+
+def test_integer_labels_are_used_as_given(sample):
+  rows = [(image, {'red': 7, 'green': 0, 'blue': 3}[name]) for image, name in sample.labels.items()]
+  write_manifest(sample.manifest, rows)
+  assert run_convert(sample) == 0
+  info = read_info(sample.out)
+  assert info['num_classes'] == 8 and info['label_map'][7] == '7'
+  for example in read_examples(sample.out):
+    image = feature(example, 'image/filename').decode()
+    assert feature(example, 'image/class/label') == dict(rows)[image]
+
+
+def test_hash_split_is_deterministic_and_each_split_has_its_shards(sample):
+  split = 'train=0.5,validation=0.25,test=0.25'
+  assert run_convert(sample, '--split', split) == 0
+  first = read_info(sample.out)
+  assert sum(s['num_examples'] for s in first['splits'].values()) == 9
+  for name, split_info in first['splits'].items():
+    assert all(s.startswith(f'{name}-') for s in split_info['shards'])
+  assert run_convert(sample, '--split', split, '--overwrite') == 0
+  assert {n: s['num_examples'] for n, s in read_info(sample.out)['splits'].items()} == {
+      n: s['num_examples'] for n, s in first['splits'].items()}
+  assert run_convert(sample, '--split', split, '--overwrite', '--seed', '5',
+                     '--num_shards', '2') == 0
+  for split_info in read_info(sample.out)['splits'].values():
+    assert len(split_info['shards']) == 2
+
+
+def test_split_column_and_extra_features(sample):
+  rows = []
+  for i, (image, name) in enumerate(sample.labels.items()):
+    rows.append((image, name, 'test' if i < 3 else 'train', f'{i / 2}', f'{i} {i + 1}',
+                 f'src{i}'))
+  write_manifest(sample.manifest, rows,
+                 header=('image', 'label', 'split', 'weight', 'box', 'source'))
+  assert run_convert(sample, '--extra_features',
+                     'weight:float,box:int64,source:bytes') == 0
+  info = read_info(sample.out)
+  assert {n: s['num_examples'] for n, s in info['splits'].items()} == {'train': 6, 'test': 3}
+  assert info['feature_spec']['weight'] == {'dtype': 'float32', 'shape': [None]}
+  assert info['feature_spec']['box'] == {'dtype': 'int64', 'shape': [None]}
+  by_image = {r[0]: r for r in rows}
+  for example in read_examples(sample.out):
+    row = by_image[feature(example, 'image/filename').decode()]
+    assert example['weight'] == ('float_list', [float(row[3])])
+    assert example['box'] == ('int64_list', [int(v) for v in row[4].split()])
+    assert example['source'] == ('bytes_list', [row[5].encode()])
+
+
+def test_two_manifests_joined_on_key(sample, tmp_path):
+  images = [(f'k{i}', image) for i, image in enumerate(sample.labels)]
+  labels = [(f'k{i}', name) for i, name in enumerate(sample.labels.values())]
+  write_manifest(sample.manifest, images + [('orphan_image', 'images/red_0.png')],
+                 header=('key', 'image'))
+  label_manifest = write_manifest(
+      tmp_path / 'labels.csv', labels + [('orphan_label', 'red'), ('k1', 'blue')],
+      header=('key', 'label'))
+  assert run_convert(sample, '--label_manifest', str(label_manifest),
+                     '--max_error_rate', '1') == 0
+  info = read_info(sample.out)
+  assert info['num_manifest_rows'] == 10 and info['num_examples'] == 9
+  assert info['num_rejected'] == 1
+  assert info['num_label_manifest_rows'] == 11
+  assert info['num_label_manifest_rows_rejected'] == 2
+  stages = sorted((r['stage'], r['code']) for r in rejected_lines(sample.out))
+  assert stages == [('label', 'no_label'), ('label_manifest', 'duplicate_key'),
+                    ('label_manifest', 'no_image')]
+  for example in read_examples(sample.out):
+    key = feature(example, 'image/key').decode()
+    assert feature(example, 'image/class/text').decode() == dict(labels)[key]
+
+
+@pytest.mark.parametrize('fmt', ['tsv', 'jsonl', 'csv.gz', 'jsonl.gz'])
+def test_manifest_formats(sample, fmt):
+  rows = list(sample.labels.items())
+  if fmt.startswith('jsonl'):
+    text = '\n'.join(json.dumps({'image': i, 'label': n}) for i, n in rows) + '\n\n'
+  else:
+    sep = '\t' if fmt == 'tsv' else ','
+    text = '\n'.join([f'image{sep}label'] + [f'{i}{sep}{n}' for i, n in rows]) + '\n'
+  path = sample.root / f'manifest.{fmt}'
+  if fmt.endswith('.gz'):
+    path.write_bytes(gzip.compress(text.encode()))
+  else:
+    path.write_text(text)
+  sample.manifest = path
+  assert run_convert(sample) == 0
+  assert read_info(sample.out)['num_examples'] == 9
+
+
+def test_image_dir_layout(tmp_path):
+  for name, colour in COLOURS.items():
+    write_image(tmp_path / 'data' / name / 'a.png', colour)
+    write_image(tmp_path / 'data' / name / 'b.jpg', colour, fmt='PNG')  # PNG named .jpg
+  (tmp_path / 'data' / 'red' / '.DS_Store').write_text('x')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(tmp_path / 'data'), '--output_dir', str(out),
+                       '--height', '4', '--width', '4']) == 0
+  info = read_info(out)
+  assert info['num_examples'] == 6 and info['label_map'] == ['blue', 'green', 'red']
+  for example in read_examples(out):
+    name = feature(example, 'image/class/text').decode()
+    assert feature(example, 'image/filename').decode().startswith(name + '/')
+    assert (pixels(example, 4, 4) == COLOURS[name]).all()
+
+
+def test_unicode_and_comma_file_names(tmp_path):
+  out = tmp_path / 'out'
+  write_image(tmp_path / 'imgs' / 'café, ☕.png', (10, 20, 30))
+  (tmp_path / 'm.csv').write_text('image,label\n"imgs/café, ☕.png",drink\n')
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2']) == 0
+  (example,) = read_examples(out)
+  assert feature(example, 'image/filename').decode() == 'imgs/café, ☕.png'
+  assert (pixels(example, 2, 2) == (10, 20, 30)).all()
+
+
+@pytest.mark.parametrize('mode,size', [('pad', (300, 300)), ('crop', (300, 300)),
+                                       ('none', None)])
+def test_resize_modes_record_their_sizes(sample, mode, size):
+  assert run_convert(sample, '--resize_mode', mode, '--encoding', 'png') == 0
+  info = read_info(sample.out)
+  assert info['image']['resize_mode'] == mode
+  from PIL import Image
+  import io
+  for example in read_examples(sample.out):
+    image = Image.open(io.BytesIO(feature(example, 'image/encoded')))
+    source = Image.open(sample.root / feature(example, 'image/filename').decode())
+    expected = size or source.size
+    assert image.size == expected
+    assert (feature(example, 'image/width'), feature(example, 'image/height')) == expected
