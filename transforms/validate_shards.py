@@ -122,8 +122,10 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
     problem_counts[problem.kind] = problem_counts.get(problem.kind, 0) + 1
   shown = sorted(fixed + first_problems, key=validation.Problem.sort_key)[:max_problems]
   names = info['label_map']
-  histogram = {(names[label] if isinstance(label, int) and 0 <= label < len(names)
-                else str(label)): count for label, count in sorted(label_counts.items())}
+  # Records whose label could not be read (label None) are not in the histogram.
+  histogram = {(names[label] if 0 <= label < len(names) else str(label)): count
+               for label, count in sorted((l, c) for l, c in label_counts.items()
+                                          if l is not None)}
   num_problems = sum(problem_counts.values())
   return {
       'valid': num_problems == 0,

@@ -1,0 +1,210 @@
+"""validate: a good dataset passes; every kind of damage is found and named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pipeline import convert
+from pipeline import validate
+from pipeline.launch import EXIT_FAILED
+from pipeline.launch import EXIT_OK
+from tests.conftest import read_info
+from transforms.example_proto import parse_example
+from transforms.example_proto import serialize_example
+from transforms.tfrecord import frame
+from transforms.tfrecord import read_records
+
+
+@pytest.fixture
+def converted(sample):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out), '--height', '16', '--width', '16']) == 0
+  return sample.out
+
+
+def run_validate(out, *flags):
+  code = validate.main(['--input_dir', str(out), *flags])
+  report = json.loads((out / 'validation_report.json').read_text())
+  return code, report
+
+
+def first_shard(out):
+  return out / read_info(out)['splits']['train']['shards'][0]
+
+
+def rewrite_first_record(out, change):
+  """Replaces the first record of the first shard by change(features)."""
+  shard = first_shard(out)
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  features = {name: ({'bytes_list': 'bytes', 'int64_list': 'int64',
+                      'float_list': 'float'}[kind], values)
+              for name, (kind, values) in parse_example(records[0]).items()}
+  change(features)
+  records[0] = serialize_example(features)
+  shard.write_bytes(b''.join(frame(r) for r in records))
+  return shard.name
+
+
+def test_a_good_dataset_is_valid_with_counts_and_histogram(converted):
+  code, report = run_validate(converted, '--expected_count', '9')
+  assert code == EXIT_OK
+  assert report['valid'] is True and report['num_problems'] == 0
+  assert report['num_examples'] == 9
+  assert report['splits']['train']['num_examples'] == 9
+  assert sum(report['splits']['train']['shards'].values()) == 9
+  assert report['label_histogram'] == {'blue': 3, 'green': 3, 'red': 3}
+
+
+def test_custom_report_path(converted, tmp_path):
+  path = tmp_path / 'r.json'
+  assert validate.main(['--input_dir', str(converted), '--report', str(path)]) == 0
+  assert json.loads(path.read_text())['num_examples'] == 9
+
+
+def assert_finding(out, kind, file=None, *flags):
+  code, report = run_validate(out, *flags)
+  assert code == EXIT_FAILED
+  assert report['valid'] is False
+  assert kind in report['problems_by_kind'], report['problems_by_kind']
+  if file is not None:
+    assert any(p['kind'] == kind and p['file'] == file for p in report['problems'])
+  return report
+
+
+def test_flipped_byte_is_a_crc_finding(converted):
+  shard = first_shard(converted)
+  data = bytearray(shard.read_bytes())
+  data[200] ^= 0xFF
+  shard.write_bytes(bytes(data))
+  report = assert_finding(converted, 'corrupt_shard', shard.name)
+  assert any(p['record'] == 0 for p in report['problems'])
+
+
+def test_truncated_shard(converted):
+  shard = first_shard(converted)
+  shard.write_bytes(shard.read_bytes()[:-10])
+  report = assert_finding(converted, 'truncated_shard', shard.name)
+  assert 'count_mismatch' in report['problems_by_kind']
+
+
+def test_deleted_shard(converted):
+  shard = first_shard(converted)
+  shard.unlink()
+  assert_finding(converted, 'missing_shard', shard.name)
+
+
+def test_extra_shard_not_listed(converted):
+  shutil.copy(first_shard(converted), converted / 'train-00007-of-00009.tfrecord')
+  assert_finding(converted, 'extra_shard', 'train-00007-of-00009.tfrecord')
+
+
+def test_missing_dataset_info(converted):
+  (converted / 'dataset_info.json').unlink()
+  assert_finding(converted, 'missing_dataset_info')
+
+
+def test_unreadable_dataset_info(converted):
+  (converted / 'dataset_info.json').write_text('{not json')
+  assert_finding(converted, 'missing_dataset_info')
+
+
+def test_unparseable_record(converted):
+  shard = first_shard(converted)
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  records[1] = b'\xff\xff\xff garbage'
+  shard.write_bytes(b''.join(frame(r) for r in records))
+  report = assert_finding(converted, 'unparseable_record', shard.name)
+  assert any(p['record'] == 1 for p in report['problems'])
+
+
+def test_wrong_image_size(converted):
+  def shrink(features):
+    features['image/encoded'] = ('bytes', [features['image/encoded'][1][0][:-3]])
+  name = rewrite_first_record(converted, shrink)
+  assert_finding(converted, 'wrong_image_size', name)
+
+
+def test_label_out_of_range(converted):
+  def relabel(features):
+    features['image/class/label'] = ('int64', [42])
+  name = rewrite_first_record(converted, relabel)
+  assert_finding(converted, 'label_out_of_range', name)
+
+
+def test_label_text_mismatch(converted):
+  def relabel(features):
+    features['image/class/text'] = ('bytes', [b'purple'])
+  assert_finding(converted, 'label_mismatch', rewrite_first_record(converted, relabel))
+
+
+def test_missing_feature_and_wrong_type(converted):
+  def damage(features):
+    del features['image/key/sha256']
+    features['image/height'] = ('float', [16.0])
+  report = assert_finding(converted, 'missing_feature', rewrite_first_record(converted, damage))
+  assert 'wrong_type' in report['problems_by_kind']
+
+
+def test_duplicate_keys(converted):
+  shard = first_shard(converted)
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  shard.write_bytes(b''.join(frame(r) for r in records + records[:1]))
+  info = read_info(converted)
+  info['splits']['train']['num_examples'] += 1
+  info['num_examples'] += 1
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  report = assert_finding(converted, 'duplicate_key', shard.name)
+  assert report['problems_by_kind'] == {'duplicate_key': 1}
+
+
+def test_count_mismatch_with_info_and_expected_count(converted):
+  info = read_info(converted)
+  info['splits']['train']['num_examples'] = 10
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  report = assert_finding(converted, 'count_mismatch', None, '--expected_count', '5')
+  assert report['problems_by_kind']['count_mismatch'] == 3
+
+
+def test_problems_are_capped_but_counted(converted):
+  shard = first_shard(converted)
+  with open(shard, 'rb') as stream:
+    count = sum(1 for _ in read_records(stream))
+  shard.write_bytes(b''.join(frame(b'\xff junk') for _ in range(count)))
+  report = assert_finding(converted, 'unparseable_record', shard.name, '--max_problems', '2')
+  assert len(report['problems']) == 2
+  assert report['problems_truncated'] is True
+  assert report['problems_by_kind']['unparseable_record'] == count
+
+
+def test_gzip_dataset_validates(sample):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--compression', 'gzip', '--encoding', 'jpeg']) == 0
+  code, report = run_validate(sample.out)
+  assert code == EXIT_OK and report['num_examples'] == 9
+  shard = first_shard(sample.out)
+  shard.write_bytes(shard.read_bytes()[:-20])
+  assert_finding(sample.out, 'truncated_shard', shard.name)
+
+
+def test_undecodable_jpeg_is_found(sample):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--encoding', 'jpeg']) == 0
+  def garble(features):
+    features['image/encoded'] = ('bytes', [b'\xff\xd8 not really a jpeg'])
+  assert_finding(sample.out, 'undecodable_image', rewrite_first_record(sample.out, garble))
+
+
+def test_seed_schema_validates_and_catches_short_pixels(sample):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--schema', 'seed', '--height', '10', '--width', '12']) == 0
+  code, report = run_validate(sample.out)
+  assert code == EXIT_OK and report['num_examples'] == 9
+  def shrink(features):
+    features['img_raw'] = ('bytes', [features['img_raw'][1][0][:100]])
+  assert_finding(sample.out, 'wrong_image_size', rewrite_first_record(sample.out, shrink))
