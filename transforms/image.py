@@ -130,7 +130,12 @@ def to_mode(image: Image.Image, channels: int,
   Transparent pixels are composited over `background`.
   """
   if image.mode in _HIGH_BIT_DEPTH_MODES:
-    image = _scale_to_8bit(image)
+    grey = _scale_to_8bit(image)
+    transparent = image.info.get('transparency')  # a 16-bit PNG's tRNS level
+    if isinstance(transparent, int):
+      opaque = (np.asarray(image) != transparent).astype(np.uint8) * 255
+      grey = Image.merge('LA', (grey, Image.fromarray(opaque, 'L')))
+    image = grey
   if _has_alpha(image):
     rgba = image.convert('RGBA')
     canvas = Image.new('RGBA', rgba.size, tuple(background) + (255,))
@@ -200,6 +205,19 @@ def _can_pass_through(image: Image.Image, spec: ImageSpec, turn: int) -> bool:
           image.format == 'JPEG' and turn == 1 and image.mode == spec.pil_mode)
 
 
+def _orientation(image: Image.Image, num_bytes: int) -> int:
+  """EXIF orientation, read before decoding only where that is safe.
+
+  A JPEG's EXIF is in its header, so it is read first (it picks the draft
+  size). Other formats are decoded first: PNG's getexif() decodes the pixels
+  itself, and orientation() would swallow a decode error, leaving a half
+  decoded image that the next load() accepts as good.
+  """
+  if image.format != 'JPEG':
+    load_pixels(image, num_bytes)
+  return orientation(image)
+
+
 def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
                      turn: int) -> Image.Image:
   image = load_pixels(image, num_bytes,
@@ -212,7 +230,8 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
 def decode_pixels(data: bytes, spec: ImageSpec) -> Image.Image:
   """Bytes -> oriented 8-bit RGB/L pixels, not yet resized."""
   image = open_image(data, spec.max_pixels)
-  return _oriented_pixels(image, len(data), spec, orientation(image))
+  return _oriented_pixels(image, len(data), spec,
+                          _orientation(image, len(data)))
 
 
 def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
@@ -221,7 +240,7 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
   Raises RowError (stage decode) for anything that is not a usable image.
   """
   image = open_image(data, spec.max_pixels)
-  turn = orientation(image)
+  turn = _orientation(image, len(data))
   if _can_pass_through(image, spec, turn):
     width, height = image.size
     # Verify the whole entropy-coded stream at 1/8 scale, keep the bytes.

@@ -1,0 +1,95 @@
+"""Independent readers of convert's output, run in their own process.
+
+  python tests/tf_readers.py seed OUT_DIR H W      # the seed's TF1 queue recipe
+  python tests/tf_readers.py tfdata OUT_DIR        # tf.data driven by dataset_info.json
+
+Prints a JSON list of [label, first pixel...] per record, sorted.
+"""
+
+import glob
+import json
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+import tensorflow as tf  # pylint: disable=wrong-import-position
+
+
+def seed_recipe(out_dir, height, width):
+  """The classic tutorial, unchanged but for tf.compat.v1."""
+  from PIL import Image
+  tf1 = tf.compat.v1
+  tf1.disable_eager_execution()
+  files = sorted(glob.glob(os.path.join(out_dir, 'train-*.tfrecord')))
+  filename_queue = tf1.train.string_input_producer(files, num_epochs=1, shuffle=False)
+  reader = tf1.TFRecordReader()
+  _, serialized_example = reader.read(filename_queue)
+  features = tf1.parse_single_example(serialized_example, features={
+      'label': tf1.FixedLenFeature([], tf.int64),
+      'img_raw': tf1.FixedLenFeature([], tf.string),
+  })
+  img = tf1.decode_raw(features['img_raw'], tf.uint8)
+  img = tf.reshape(img, [height, width, 3])
+  label = tf.cast(features['label'], tf.int32)
+  img_batch, label_batch = tf1.train.shuffle_batch(
+      [img, label], batch_size=2, capacity=30, min_after_dequeue=5,
+      allow_smaller_final_batch=True)
+  results = []
+  saved = os.path.join(out_dir, 'seed_images')
+  os.makedirs(saved, exist_ok=True)
+  with tf1.Session() as sess:
+    sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+    coord = tf1.train.Coordinator()
+    threads = tf1.train.start_queue_runners(sess=sess, coord=coord)
+    try:
+      while True:
+        images, labels = sess.run([img_batch, label_batch])
+        for image, value in zip(images, labels):
+          # the seed saves each image with its label in the file name
+          Image.fromarray(image, 'RGB').save(
+              os.path.join(saved, f'{len(results)}_Label_{value}.jpg'))
+          results.append([int(value)] + image[0, 0].tolist())
+    except tf.errors.OutOfRangeError:
+      pass
+    finally:
+      coord.request_stop()
+      coord.join(threads)
+  return results
+
+
+def tfdata(out_dir):
+  """tf.data with a parse spec built from dataset_info.json's feature_spec."""
+  with open(os.path.join(out_dir, 'dataset_info.json')) as handle:
+    info = json.load(handle)
+  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
+  spec = {name: (tf.io.FixedLenFeature([], dtypes[f['dtype']]) if f['shape'] == []
+                 else tf.io.VarLenFeature(dtypes[f['dtype']]))
+          for name, f in info['feature_spec'].items()}
+  files = [os.path.join(out_dir, shard) for split in info['splits'].values()
+           for shard in split['shards']]
+  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  image = info['image']
+  results = []
+  for record in tf.data.TFRecordDataset(files, compression_type=compression):
+    example = tf.io.parse_single_example(record, spec)
+    if info['schema'] == 'seed':
+      pixels = tf.reshape(tf.io.decode_raw(example['img_raw'], tf.uint8),
+                          [image['height'], image['width'], image['channels']])
+      label = example['label']
+    else:
+      encoded = example['image/encoded']
+      shape = [example['image/height'], example['image/width'], example['image/channels']]
+      if image['encoding'] == 'raw':
+        pixels = tf.reshape(tf.io.decode_raw(encoded, tf.uint8), shape)
+      else:
+        pixels = tf.io.decode_image(encoded, channels=image['channels'])
+        tf.debugging.assert_equal(tf.shape(pixels, out_type=tf.int64), tf.stack(shape))
+      label = example['image/class/label']
+    results.append([int(label)] + pixels.numpy()[0, 0].tolist())
+  return results
+
+
+if __name__ == '__main__':
+  mode, out = sys.argv[1], sys.argv[2]
+  rows = seed_recipe(out, int(sys.argv[3]), int(sys.argv[4])) if mode == 'seed' else tfdata(out)
+  print(json.dumps(sorted(rows)))
