@@ -240,11 +240,11 @@ def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
 
 def convert_config(args) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
-  if not args.output_dir:
-    raise UsageError('--output_dir is required')
   sources = [bool(args.manifest), bool(args.image_dir)]
   if not any(sources):
     raise UsageError('--manifest is required (or --image_dir for a folder per class)')
+  if not args.output_dir:
+    raise UsageError('--output_dir is required')
   if all(sources):
     raise UsageError('give either --manifest or --image_dir, not both')
   if args.label_manifest and not args.manifest:

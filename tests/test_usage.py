@@ -1,0 +1,118 @@
+"""Usage errors exit 2 with one line before any output; the output folder is safe."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import cli
+from pipeline import convert
+from pipeline import validate
+from pipeline.launch import EXIT_USAGE
+from tests.conftest import read_info
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--encoding', 'gif'], "invalid choice: 'gif'"),
+    (['--height', 'abc'], "invalid positive integer value: 'abc'"),
+    (['--width', '0'], 'invalid positive integer value'),
+    (['--channels', '2'], 'invalid choice'),
+    (['--resize_mode', 'squash'], 'invalid choice'),
+    (['--no_such_flag', '1'], "unrecognized argument '--no_such_flag'"),
+    (['--split', 'train=0.5,test=0.2'], 'add up to 0.7'),
+    (['--split', 'train'], 'NAME=FRACTION'),
+    (['--extra_features', 'weight:double'], 'COLUMN:bytes|float|int64'),
+    (['--schema', 'seed', '--encoding', 'jpeg'], '--schema seed'),
+    (['--max_error_rate', '2'], 'not in 0..1'),
+    (['--background', 'white'], 'R,G,B'),
+    (['--label_map', '/nonexistent/classes.txt'], '--label_map'),
+    (['--direct_num_workers', 'many'], 'direct_num_workers'),
+])
+def test_bad_flags_exit_2_with_one_line_and_write_nothing(sample, capsys, flags, message):
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out), *flags])
+  err = capsys.readouterr().err.strip()
+  assert code == EXIT_USAGE
+  assert len(err.splitlines()) == 1 and err.startswith('error: ') and message in err, err
+  assert not sample.out.exists()
+
+
+@pytest.mark.parametrize('manifest_text,message', [
+    ('path,label\na.png,x\n', "no column(s) image"),
+    ('image\na.png\n', 'no column(s) label'),
+    ('image,image,label\n', 'repeats column'),
+])
+def test_unusable_manifests_exit_2(tmp_path, capsys, manifest_text, message):
+  (tmp_path / 'm.csv').write_text(manifest_text)
+  code = convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir',
+                       str(tmp_path / 'out')])
+  assert code == EXIT_USAGE and message in capsys.readouterr().err
+  assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('argv,message', [
+    ([], '--manifest is required'),
+    (['--manifest', 'x.csv'], '--output_dir is required'),
+    (['--manifest', 'missing.csv', '--output_dir', 'o'], 'does not exist'),
+    (['--manifest', 'm.xlsx', '--output_dir', 'o'], 'cannot tell the format'),
+])
+def test_missing_or_unreadable_manifest(tmp_path, monkeypatch, capsys, argv, message):
+  monkeypatch.chdir(tmp_path)
+  assert convert.main(argv) == EXIT_USAGE
+  assert message in capsys.readouterr().err
+  assert not (tmp_path / 'o').exists()
+
+
+def test_non_empty_output_is_refused_and_untouched(sample, capsys):
+  sample.out.mkdir()
+  (sample.out / 'notes.txt').write_text('mine')
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out)])
+  assert code == EXIT_USAGE and '--overwrite' in capsys.readouterr().err
+  assert sorted(p.name for p in sample.out.iterdir()) == ['notes.txt']
+
+
+def test_overwrite_replaces_only_the_previous_dataset(sample):
+  argv = ['--manifest', str(sample.manifest), '--output_dir', str(sample.out)]
+  assert convert.main(argv + ['--num_shards', '3']) == 0
+  (sample.out / 'notes.txt').write_text('mine')
+  (sample.out / 'beam-temp-train-leftover').mkdir()
+  (sample.out / 'beam-temp-train-leftover' / 'part').write_text('x')
+  assert convert.main(argv + ['--overwrite', '--num_shards', '1', '--split',
+                              'eval=1']) == 0
+  names = sorted(p.name for p in sample.out.iterdir())
+  assert names == ['dataset_info.json', 'eval-00000-of-00001.tfrecord', 'label_map.txt',
+                   'notes.txt', 'rejected.jsonl']
+  assert read_info(sample.out)['splits']['eval']['num_examples'] == 9
+
+
+def test_validate_usage_errors(capsys, tmp_path):
+  assert validate.main([]) == EXIT_USAGE
+  assert '--input_dir is required' in capsys.readouterr().err
+  assert validate.main(['--input_dir', str(tmp_path), '--expected_count', '-1']) == EXIT_USAGE
+  assert validate.main(['--input_dir', str(tmp_path), '--manifest', 'x']) == EXIT_USAGE
+
+
+def test_console_script_dispatches(sample, capsys):
+  assert cli.main(['convert', '--manifest', str(sample.manifest), '--output_dir',
+                   str(sample.out), '--height', '4', '--width', '4']) == 0
+  assert cli.main(['validate', '--input_dir', str(sample.out)]) == 0
+  assert cli.main(['frobnicate']) == EXIT_USAGE
+  assert cli.main([]) == EXIT_USAGE
+  assert 'convert' in capsys.readouterr().out
+
+
+def test_real_command_line_exit_codes(sample):
+  """python -m pipeline.convert as a user types it: no traceback, right codes."""
+  base = [sys.executable, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
+          '--output_dir', str(sample.out)]
+  bad = subprocess.run(base + ['--height', 'x'], capture_output=True, text=True)
+  assert bad.returncode == 2 and 'Traceback' not in bad.stderr
+  good = subprocess.run(base + ['--height', '8', '--width', '8'], capture_output=True,
+                        text=True)
+  assert good.returncode == 0, good.stderr
+  assert 'Converted 9 of 9 rows' in good.stdout and 'Traceback' not in good.stderr
+  checked = subprocess.run([sys.executable, '-m', 'pipeline.validate', '--input_dir',
+                            str(sample.out)], capture_output=True, text=True)
+  assert checked.returncode == 0 and checked.stdout.startswith('OK: 9 examples')
