@@ -1,0 +1,121 @@
+"""The PTransforms on their own, with TestPipeline + assert_that."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+
+from tests.conftest import COLOURS
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+from transforms import manifest
+from transforms.encode_rows import EncodeRows
+from transforms.example_proto import parse_example
+from transforms.labels import LabelMap
+from transforms.read_manifest import LabelMapFromRows
+from transforms.read_manifest import ReadManifest
+from transforms.read_manifest import ResolveKeys
+from transforms.rejects import EXAMPLES
+from transforms.rejects import REJECTED
+from transforms.spec import ExampleSpec
+from transforms.spec import ImageSpec
+
+
+def direct_pipeline():
+  return TestPipeline(options=PipelineOptions(['--runner=DirectRunner']))
+
+
+def csv_config(path, header=('image', 'label'), role=manifest.ROLE_COMBINED):
+  return manifest.ManifestConfig(path=str(path), fmt='csv', header=header, role=role)
+
+
+def test_read_manifest_rows_rejections_and_count(tmp_path):
+  path = tmp_path / 'm.csv'
+  path.write_text('image,label\na.png,cat\n\nb.png,dog,extra\n"c.png,cat\nd.png,dog\n')
+  with direct_pipeline() as p:
+    read = p | ReadManifest(csv_config(path))
+    assert_that(read['rows'] | beam.Map(lambda r: (r.line, r.image, r.label, r.path)),
+                equal_to([(2, 'a.png', 'cat', f'{tmp_path}/a.png'),
+                          (6, 'd.png', 'dog', f'{tmp_path}/d.png')]), label='Rows')
+    assert_that(read[REJECTED] | beam.Map(lambda r: (r.line, r.code, r.row)),
+                equal_to([(4, 'wrong_field_count', 'b.png,dog,extra'),
+                          (5, 'bad_quoting', '"c.png,cat')]), label='Rejected')
+    assert_that(read['count'], equal_to([4]), label='Count')
+
+
+def test_resolve_keys_keeps_first_row_and_joins_labels(tmp_path):
+  images = [manifest.ManifestRow({'key': k, 'image': i}, 'img.csv', n, image=i, path=i, key=k)
+            for n, (k, i) in enumerate([('a', '1.png'), ('b', '2.png'), ('a', '3.png'),
+                                        ('c', '4.png')], 2)]
+  labels = [manifest.ManifestRow({'key': k, 'label': l}, 'lab.csv', n, key=k, label=l)
+            for n, (k, l) in enumerate([('a', 'cat'), ('b', 'dog'), ('b', 'cat'),
+                                        ('z', 'cat')], 2)]
+  with direct_pipeline() as p:
+    resolved = (p | 'Images' >> beam.Create(images)) | ResolveKeys(
+        p | 'Labels' >> beam.Create(labels))
+    assert_that(resolved['rows'] | beam.Map(lambda r: (r.key, r.image, r.label)),
+                equal_to([('a', '1.png', 'cat'), ('b', '2.png', 'dog')]), label='Rows')
+    assert_that(resolved[REJECTED] | beam.Map(lambda r: (r.stage, r.code, r.line,
+                                                         r.counts_as_row)),
+                equal_to([('duplicate', 'duplicate_key', 4, True),
+                          ('label', 'no_label', 5, True),
+                          ('label_manifest', 'duplicate_key', 4, False),
+                          ('label_manifest', 'no_image', 5, False)]), label='Rejected')
+
+
+def test_label_map_from_rows():
+  rows = [manifest.ManifestRow({}, 'm', i, label=label)
+          for i, label in enumerate(['dog', 'cat', '', 'dog', 'ant'])]
+  with direct_pipeline() as p:
+    label_map = p | beam.Create(rows) | LabelMapFromRows()
+    assert_that(label_map | beam.Map(lambda m: m.names),
+                equal_to([('ant', 'cat', 'dog')]))
+
+
+def test_encode_rows_examples_and_rejections(tmp_path):
+  write_image(tmp_path / 'red.png', COLOURS['red'])
+  (tmp_path / 'bad.png').write_bytes(b'nope')
+  rows = [manifest.ManifestRow({}, 'm', 2, image='red.png', path=str(tmp_path / 'red.png'),
+                               key='red.png', label='red', split='train'),
+          manifest.ManifestRow({}, 'm', 3, image='bad.png', path=str(tmp_path / 'bad.png'),
+                               key='bad.png', label='red', split='train'),
+          manifest.ManifestRow({}, 'm', 4, image='x.png', path=str(tmp_path / 'x.png'),
+                               key='x.png', label='purple', split='train')]
+  spec = ImageSpec(height=2, width=3)
+
+  def summary(split_and_bytes):
+    split, data = split_and_bytes
+    features = parse_example(data)
+    return (split, features['image/class/label'][1], features['image/encoded'][1][0])
+
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('blue', 'red'), fixed=True)])
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(spec, ExampleSpec(), label_map)
+    assert_that(encoded[EXAMPLES] | beam.Map(summary),
+                equal_to([('train', [1], bytes(COLOURS['red']) * 6)]), label='Examples')
+    assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.stage, r.code)),
+                equal_to([(3, 'decode', 'not_an_image'), (4, 'label', 'unknown_label')]),
+                label='Rejected')
+
+
+def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch):
+  write_image(tmp_path / 'red.png', COLOURS['red'])
+  import transforms.encode_rows as encode_rows
+
+  def explode(data, spec):
+    raise ZeroDivisionError('inside some plugin')
+
+  monkeypatch.setattr(encode_rows, 'process_image', explode)
+  rows = [manifest.ManifestRow({'image': 'red.png'}, 'm', 2, image='red.png',
+                               path=str(tmp_path / 'red.png'), key='red.png', label='red')]
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(ImageSpec(), ExampleSpec(), label_map)
+    assert_that(encoded[EXAMPLES], equal_to([]), label='NoExamples')
+    assert_that(encoded[REJECTED] | beam.Map(
+        lambda r: (r.row, r.stage, r.code, 'ZeroDivisionError' in r.reason)),
+                equal_to([({'image': 'red.png'}, 'decode', 'unexpected_error', True)]),
+                label='DeadLetter')

@@ -1,0 +1,132 @@
+"""Plain per-element functions, without Beam."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from transforms import manifest
+from transforms.example_proto import parse_example
+from transforms.example_proto import serialize_example
+from transforms.labels import LabelMap
+from transforms.rejects import RowError
+from transforms.spec import ExtraFeature
+from transforms.tfrecord import ShardError
+from transforms.tfrecord import frame
+from transforms.tfrecord import read_records
+
+
+def config(fmt='csv', header=('image', 'label'), **kwargs):
+  return manifest.ManifestConfig(path='data/m.' + fmt, fmt=fmt, header=header, **kwargs)
+
+
+@pytest.mark.parametrize('path,fmt', [('a.csv', 'csv'), ('a.TSV', 'tsv'),
+                                      ('gs://b/a.jsonl.gz', 'jsonl'), ('a.csv.gz', 'csv')])
+def test_manifest_format_by_extension(path, fmt):
+  assert manifest.manifest_format(path) == fmt
+
+
+def test_parse_csv_line_resolves_relative_paths_and_keeps_absolute_ones():
+  row = manifest.parse_line(b'img/a.png,cat', 2, config())
+  assert (row.image, row.path, row.key, row.label, row.split) == (
+      'img/a.png', 'data/img/a.png', 'img/a.png', 'cat', 'train')
+  assert manifest.parse_line(b'/abs/a.png,cat', 2, config()).path == '/abs/a.png'
+  assert manifest.parse_line(b's3://b/a.png,cat', 2, config()).path == 's3://b/a.png'
+
+
+@pytest.mark.parametrize('raw,fmt,code', [
+    (b'a.png', 'csv', 'wrong_field_count'),
+    (b'"a.png,cat', 'csv', 'bad_quoting'),
+    (b'{"image": "a.png"', 'jsonl', 'bad_json'),
+    (b'[1, 2]', 'jsonl', 'bad_json'),
+    (b'\xff\xfe,cat', 'csv', 'bad_encoding'),
+    (b',cat', 'csv', 'empty_image'),
+    (b'{"image": ["a", "b"], "label": "x"}', 'jsonl', 'bad_value'),
+])
+def test_malformed_lines_are_that_lines_problem(raw, fmt, code):
+  with pytest.raises(RowError) as error:
+    manifest.parse_line(raw, 3, config(fmt, header=() if fmt == 'jsonl' else ('image', 'label')))
+  assert error.value.code == code and error.value.stage == 'manifest'
+
+
+def test_iter_lines_skips_header_and_blank_lines_and_numbers_them():
+  stream = io.BytesIO(b'image,label\r\na,b\r\n\r\n   \nc,d')
+  assert list(manifest.iter_lines(stream, 'csv')) == [(2, b'a,b'), (5, b'c,d')]
+
+
+def test_extra_features_from_csv_cells_and_json_lists():
+  extras = (ExtraFeature('w', 'float'), ExtraFeature('n', 'int64'), ExtraFeature('s', 'bytes'))
+  csv_config = config(header=('image', 'label', 'w', 'n', 's'), extra_features=extras)
+  row = manifest.parse_line(b'a,cat,0.5 1,3,x y', 2, csv_config)
+  assert row.extras == (('w', 'float', [0.5, 1.0]), ('n', 'int64', [3]),
+                        ('s', 'bytes', ['x', 'y']))
+  json_config = config('jsonl', header=(), extra_features=extras)
+  row = manifest.parse_line(
+      b'{"image": "a", "label": 1, "w": [1, 2], "n": 4, "s": "x y"}', 2, json_config)
+  assert row.label == '1'
+  assert row.extras == (('w', 'float', [1.0, 2.0]), ('n', 'int64', [4]), ('s', 'bytes', ['x y']))
+  with pytest.raises(RowError, match='not int64'):
+    manifest.parse_line(b'a,cat,1,1.5,x', 2, csv_config)
+
+
+def test_hash_split_is_stable_and_follows_fractions():
+  fractions = (('train', 0.8), ('test', 0.2))
+  names = [manifest.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
+  assert names == [manifest.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
+  assert 0.75 < names.count('train') / 2000 < 0.85
+  assert names != [manifest.hash_split(f'key{i}', fractions, 1) for i in range(2000)]
+
+
+def test_split_column_values_must_be_known():
+  split = manifest.SplitConfig(names=('train', 'test'))
+  assert split.assign('k', ' test ') == 'test'
+  with pytest.raises(RowError, match='not one of train, test'):
+    split.assign('k', 'dev')
+
+
+def test_label_map_lookup_and_integers():
+  names = LabelMap.from_labels(['dog', 'cat', 'dog'])
+  assert names.names == ('cat', 'dog') and names.lookup('dog') == (1, 'dog')
+  ints = LabelMap.from_labels(['2', '0'])
+  assert ints.names == ('0', '1', '2') and ints.lookup('2') == (2, '2')
+  fixed = LabelMap.from_text('b\na\n')
+  assert fixed.lookup('a') == (1, 'a') and fixed.lookup('0') == (0, 'b')
+  for label, code in [('', 'empty_label'), (None, 'empty_label'), ('zebra', 'unknown_label'),
+                      ('7', 'unknown_label')]:
+    with pytest.raises(RowError) as error:
+      fixed.lookup(label)
+    assert error.value.code == code
+  with pytest.raises(ValueError, match='repeats'):
+    LabelMap.from_text('a\nb\na\n')
+
+
+def test_example_serialization_round_trips_through_tensorflow():
+  tf = pytest.importorskip('tensorflow')
+  data = serialize_example({'img_raw': ('bytes', b'\x00\x01'), 'label': ('int64', 7),
+                            'w': ('float', [0.5, 2.0]), 's': ('bytes', ['é'])})
+  example = tf.train.Example.FromString(data)
+  assert example.features.feature['label'].int64_list.value == [7]
+  assert example.features.feature['img_raw'].bytes_list.value == [b'\x00\x01']
+  assert list(example.features.feature['w'].float_list.value) == [0.5, 2.0]
+  assert example.features.feature['s'].bytes_list.value == ['é'.encode()]
+  assert parse_example(example.SerializeToString())['label'] == ('int64_list', [7])
+
+
+def test_tfrecord_framing_matches_tensorflow_and_detects_damage(tmp_path):
+  tf = pytest.importorskip('tensorflow')
+  path = str(tmp_path / 'x.tfrecord')
+  with tf.io.TFRecordWriter(path) as writer:
+    for payload in (b'one', b'', b'three' * 100):
+      writer.write(payload)
+  data = open(path, 'rb').read()
+  assert data == frame(b'one') + frame(b'') + frame(b'three' * 100)
+  assert [r for _, r in read_records(io.BytesIO(data))] == [b'one', b'', b'three' * 100]
+  flipped = bytearray(data)
+  flipped[-5] ^= 1
+  with pytest.raises(ShardError) as error:
+    list(read_records(io.BytesIO(bytes(flipped))))
+  assert (error.value.kind, error.value.index) == ('corrupt_shard', 2)
+  with pytest.raises(ShardError) as error:
+    list(read_records(io.BytesIO(data[:-3])))
+  assert (error.value.kind, error.value.index) == ('truncated_shard', 2)
