@@ -280,3 +280,19 @@ def test_resize_modes_record_their_sizes(sample, mode, size):
     expected = size or source.size
     assert image.size == expected
     assert (feature(example, 'image/width'), feature(example, 'image/height')) == expected
+
+
+def test_decompression_bomb_is_rejected_from_its_header(sample):
+  write_image(sample.root / 'images/big.png', (1, 2, 3), size=(400, 300))
+  write_manifest(sample.manifest, list(sample.labels.items()) + [('images/big.png', 'red')])
+  assert run_convert(sample, '--max_pixels', '100000', '--max_error_rate', '0.5') == EXIT_OK
+  (rejected,) = rejected_lines(sample.out)
+  assert (rejected['stage'], rejected['code']) == ('decode', 'too_many_pixels')
+  assert '400x300 = 120000 pixels' in rejected['reason']
+  assert read_info(sample.out)['rejected_by_reason'] == {'decode/too_many_pixels': 1}
+
+
+def test_progress_line_and_final_summary(sample, capsys):
+  assert run_convert(sample, '--progress', 'on') == EXIT_OK
+  out = capsys.readouterr().out
+  assert 'Converted 9 of 9 rows in' in out and 'train: 9 examples' in out

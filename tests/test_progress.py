@@ -1,0 +1,32 @@
+"""The pieces of the live progress line."""
+
+from pipeline import progress
+from transforms.progress_file import ProgressFile
+
+
+def test_worker_counts_are_summed(tmp_path):
+  first, second = ProgressFile(str(tmp_path)), ProgressFile(str(tmp_path))
+  for _ in range(3):
+    first.tick()
+  second.tick()
+  first.flush()
+  second.flush()
+  assert progress.read_total_done(str(tmp_path)) == 4
+
+
+def test_progress_file_without_a_folder_does_nothing():
+  quiet = ProgressFile(None)
+  quiet.tick()
+  quiet.flush()
+
+
+def test_format_line_with_rate_and_eta():
+  assert progress.format_line(50, 200, 10.0) == '50/200 images  5.0 img/s  ETA 0:30'
+  assert progress.format_line(7, None, 0.0) == '7 images  0.0 img/s'
+
+
+def test_count_data_lines(tmp_path):
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text('image,label\na,b\nc,d\n')
+  assert progress.count_data_lines(str(manifest)) == 2
+  assert progress.count_data_lines('gs://bucket/m.csv') is None
