@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import WorkerOptions
@@ -67,7 +68,12 @@ def parse_options(argv: list, options_cls, description: str):
   own = _UsageParser(allow_abbrev=False)
   options_cls._add_argparse_args(own)  # pylint: disable=protected-access
   ours, _ = own.parse_known_args(argv)
-  return ours, local_defaults(PipelineOptions(argv), argv)
+  pipeline_options = local_defaults(PipelineOptions(argv), argv)
+  # The launcher reads the manifest header, lists the output folder and reads
+  # dataset_info.json before any Pipeline exists (which is what normally hands
+  # the options to the filesystems): s3:// needs its endpoint and keys here.
+  FileSystems.set_options(pipeline_options)
+  return ours, pipeline_options
 
 
 def _given(argv: list, flag: str) -> bool:

@@ -26,6 +26,9 @@ class _WriteToTFRecordCapped(beam.io.WriteToTFRecord):
   def __init__(self, *args, max_bytes_per_shard=None, **kwargs):
     super().__init__(*args, **kwargs)
     self._sink.max_bytes_per_shard = max_bytes_per_shard
+    # A split with no example gets no shard (and Beam's S3 writer cannot
+    # create a 0-byte object: apache/beam#21427).
+    self._sink.skip_if_empty = True
 
 
 class WriteShards(beam.PTransform):
@@ -62,7 +65,9 @@ def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
   return (rejections
           | 'ToJson' >> beam.Map(lambda r: r.to_json())
           | 'WriteJsonl' >> beam.io.WriteToText(
-              dataset_info.join(output_dir, REJECTED_FILE), shard_name_template=''))
+              dataset_info.join(output_dir, REJECTED_FILE), shard_name_template='',
+              # Object stores: only when a row was rejected (no 0-byte objects).
+              skip_if_empty='://' in output_dir))
 
 
 def shard_sizes(paths: list) -> dict:

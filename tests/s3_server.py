@@ -1,0 +1,130 @@
+"""A local S3-compatible server (moto) for tests, on 127.0.0.1 only.
+
+The server runs as its own process (`python -m moto.server`), so its state
+and threads stay out of the test process and it is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Optional
+
+HOST = '127.0.0.1'
+ACCESS_KEY = 'testing'
+SECRET_KEY = 'testing'
+REGION = 'us-east-1'
+
+
+class ServerUnavailable(Exception):
+  """moto cannot be started here (not installed, or never answers)."""
+
+
+def _free_port() -> int:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    sock.bind((HOST, 0))
+    return sock.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+  try:
+    with urllib.request.urlopen(url, timeout=1):
+      return True
+  except urllib.error.HTTPError:
+    return True  # any HTTP answer means the server is up
+  except (urllib.error.URLError, OSError):
+    return False
+
+
+class MotoServer:
+  """`with MotoServer() as server:` -> server.endpoint is http://127.0.0.1:PORT."""
+
+  def __init__(self, start_timeout: float = 20.0, attempts: int = 3):
+    self._start_timeout = start_timeout
+    self._attempts = attempts
+    self._process: Optional[subprocess.Popen] = None
+    self._log = None
+    self.port: Optional[int] = None
+
+  @property
+  def endpoint(self) -> str:
+    return f'http://{HOST}:{self.port}'
+
+  def beam_options(self) -> list:
+    """Beam pipeline options that point the s3:// filesystem at this server."""
+    return ['--s3_endpoint_url', self.endpoint,
+            '--s3_access_key_id', ACCESS_KEY,
+            '--s3_secret_access_key', SECRET_KEY,
+            '--s3_region_name', REGION]
+
+  def client(self):
+    import boto3  # pylint: disable=import-outside-toplevel
+    return boto3.session.Session().client(
+        's3', endpoint_url=self.endpoint, region_name=REGION,
+        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+
+  def start(self) -> 'MotoServer':
+    try:
+      import moto.server  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as error:
+      raise ServerUnavailable(f'moto[server] is not importable: {error}')
+    last = ''
+    for _ in range(self._attempts):  # a free port can be taken before moto binds it
+      self.port = _free_port()
+      last = self._try_start()
+      if not last:
+        return self
+    raise ServerUnavailable(last)
+
+  def _try_start(self) -> str:
+    """'' once the server answers, else why it did not (the process is stopped)."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+    self._log = tempfile.TemporaryFile()
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_DEFAULT_REGION=REGION)
+    self._process = subprocess.Popen(
+        [sys.executable, '-m', 'moto.server', '-H', HOST, '-p', str(self.port)],
+        stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + self._start_timeout
+    while time.monotonic() < deadline:
+      if self._process.poll() is not None:
+        why = f'moto_server exited with {self._process.returncode}: {self._output()}'
+        self.stop()
+        return why
+      if _answers(self.endpoint + '/moto-api/'):
+        return ''
+      time.sleep(0.1)
+    why = f'moto_server did not answer within {self._start_timeout:.0f} s: {self._output()}'
+    self.stop()
+    return why
+
+  def _output(self) -> str:
+    if self._log is None:
+      return ''
+    self._log.seek(0)
+    return self._log.read().decode('utf-8', 'replace')[-2000:]
+
+  def stop(self) -> None:
+    process, self._process = self._process, None
+    if process is not None and process.poll() is None:
+      process.terminate()
+      try:
+        process.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+    if self._log is not None:
+      self._log.close()
+      self._log = None
+
+  def __enter__(self) -> 'MotoServer':
+    return self.start()
+
+  def __exit__(self, *exc) -> bool:
+    self.stop()
+    return False

@@ -1,0 +1,210 @@
+"""convert and validate end to end on s3:// paths, against a local moto server.
+
+Everything runs as users run it: `python -m pipeline.convert` / `validate` in
+a subprocess, with Beam's --s3_* options pointing at 127.0.0.1. Skipped only
+when moto cannot start at all.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.s3_server import MotoServer
+from tests.s3_server import ServerUnavailable
+from transforms.example_proto import parse_example
+from transforms.tfrecord import read_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUCKET = 'img2tfrecord-test'
+OUT = f's3://{BUCKET}/out'
+SIZE = 8  # --height/--width: every Example holds SIZE*SIZE*3 raw bytes
+COLOURS = {'blue': (0, 0, 255), 'red': (255, 0, 0)}
+# (file under data/images/, label); solid colours, both formats in both classes.
+IMAGES = [('red_0.png', 'red'), ('red_1.jpg', 'red'), ('red_2.png', 'red'),
+          ('blue_0.png', 'blue'), ('blue_1.jpg', 'blue')]
+RUN_TIMEOUT = 120
+
+
+@pytest.fixture(scope='module')
+def server():
+  try:
+    moto = MotoServer().start()
+  except ServerUnavailable as error:
+    pytest.skip(f'cannot start a local moto S3 server: {error}')
+  try:
+    yield moto
+  finally:
+    moto.stop()
+
+
+def _image_bytes(name: str, colour: tuple) -> bytes:
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  buffer = io.BytesIO()
+  Image.new('RGB', (16, 12), colour).save(
+      buffer, format='PNG' if name.endswith('.png') else 'JPEG', quality=95)
+  return buffer.getvalue()
+
+
+@pytest.fixture(scope='module')
+def s3(server):
+  """A boto3 client with the bucket holding data/manifest.csv and data/images/."""
+  client = server.client()
+  client.create_bucket(Bucket=BUCKET)
+  for name, label in IMAGES:
+    client.put_object(Bucket=BUCKET, Key=f'data/images/{name}',
+                      Body=_image_bytes(name, COLOURS[label]))
+  manifest = 'image,label\n' + ''.join(f'images/{n},{l}\n' for n, l in IMAGES)
+  client.put_object(Bucket=BUCKET, Key='data/manifest.csv', Body=manifest.encode())
+  return client
+
+
+def _run(server, module: str, *args: str) -> subprocess.CompletedProcess:
+  command = [sys.executable, '-m', module, *args, *server.beam_options()]
+  # Only the --s3_* options configure S3: no profile, config file or proxy.
+  env = dict(os.environ, AWS_EC2_METADATA_DISABLED='true', AWS_CONFIG_FILE=os.devnull,
+             AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+  for name in ('AWS_PROFILE', 'AWS_DEFAULT_PROFILE', 'AWS_ACCESS_KEY_ID',
+               'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_ENDPOINT_URL',
+               'AWS_ENDPOINT_URL_S3', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy',
+               'https_proxy'):
+    env.pop(name, None)
+  env['NO_PROXY'] = env['no_proxy'] = '127.0.0.1,localhost'
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=RUN_TIMEOUT, check=False)
+
+
+def _explain(result: subprocess.CompletedProcess) -> str:
+  return (f'exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}'
+          f'\n--- stderr\n{result.stderr[-6000:]}')
+
+
+def convert(server, output_dir: str, *extra: str) -> subprocess.CompletedProcess:
+  return _run(server, 'pipeline.convert', '--manifest', f's3://{BUCKET}/data/manifest.csv',
+              '--output_dir', output_dir, '--height', str(SIZE), '--width', str(SIZE),
+              '--progress', 'off', *extra)
+
+
+def validate(server, input_dir: str) -> subprocess.CompletedProcess:
+  return _run(server, 'pipeline.validate', '--input_dir', input_dir)
+
+
+def keys(s3, prefix: str) -> list:
+  response = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix.rstrip('/') + '/')
+  return sorted(o['Key'][len(prefix.rstrip('/')) + 1:] for o in response.get('Contents', []))
+
+
+def get(s3, key: str) -> bytes:
+  return s3.get_object(Bucket=BUCKET, Key=key)['Body'].read()
+
+
+def copy_dataset(s3, source: str, target: str) -> None:
+  """Server-side copy of every object under s3://BUCKET/source/ to target/."""
+  for name in keys(s3, source):
+    s3.copy_object(Bucket=BUCKET, Key=f'{target}/{name}',
+                   CopySource={'Bucket': BUCKET, 'Key': f'{source}/{name}'})
+
+
+@pytest.fixture(scope='module')
+def converted(server, s3):
+  """One convert run into s3://BUCKET/out; -> its dataset_info.json."""
+  result = convert(server, OUT)
+  assert result.returncode == 0, _explain(result)
+  return json.loads(get(s3, 'out/dataset_info.json'))
+
+
+def test_convert_writes_shards_label_map_and_info(s3, converted):
+  names = keys(s3, 'out')
+  shards = converted['splits']['train']['shards']
+  assert shards, converted
+  for name in shards + ['label_map.txt', 'dataset_info.json']:
+    assert name in names, names
+  assert not [n for n in names if n.startswith('beam-temp') or n.endswith('.tmp')], names
+  assert converted['num_examples'] == len(IMAGES)
+  assert converted['num_manifest_rows'] == len(IMAGES)
+  assert converted['num_rejected'] == 0
+  assert list(converted['splits']) == ['train']
+  assert converted['splits']['train']['num_examples'] == len(IMAGES)
+  assert converted['label_map'] == ['blue', 'red']
+  assert converted['config']['output_dir'] == OUT
+  sizes = {o['Key']: o['Size'] for o in
+           s3.list_objects_v2(Bucket=BUCKET, Prefix='out/')['Contents']}
+  assert converted['splits']['train']['num_bytes'] == sum(
+      sizes[f'out/{s}'] for s in shards)
+  assert get(s3, 'out/label_map.txt').decode().split() == ['blue', 'red']
+
+
+def test_shards_hold_the_pixels_and_labels(s3, converted):
+  examples = {}
+  for shard in converted['splits']['train']['shards']:
+    for _, data in read_records(io.BytesIO(get(s3, f'out/{shard}'))):
+      features = parse_example(data)
+      examples[features['image/filename'][1][0].decode()] = features
+  assert sorted(examples) == sorted(f'images/{n}' for n, _ in IMAGES)
+  for name, label in IMAGES:
+    features = examples[f'images/{name}']
+    assert features['image/class/text'][1] == [label.encode()]
+    assert features['image/class/label'][1] == [converted['label_map'].index(label)]
+    assert features['image/height'][1] == [SIZE]
+    assert features['image/width'][1] == [SIZE]
+    pixels = features['image/encoded'][1][0]
+    assert len(pixels) == SIZE * SIZE * 3
+    tolerance = 0 if name.endswith('.png') else 8  # JPEG is lossy
+    for channel, want in enumerate(COLOURS[label]):
+      got = pixels[channel::3]
+      assert max(abs(value - want) for value in got) <= tolerance, (name, channel, got[:4])
+
+
+def test_validate_accepts_the_s3_dataset(server, s3, converted):
+  del converted
+  result = validate(server, OUT)
+  assert result.returncode == 0, _explain(result)
+  assert 'OK' in result.stdout
+  report = json.loads(get(s3, 'out/validation_report.json'))
+  assert report['valid'] and report['num_examples'] == len(IMAGES)
+
+
+def test_validate_names_a_corrupted_shard(server, s3, converted):
+  copy_dataset(s3, 'out', 'corrupt')
+  shard = converted['splits']['train']['shards'][0]
+  data = bytearray(get(s3, f'corrupt/{shard}'))
+  data[len(data) // 2] ^= 0xFF
+  s3.put_object(Bucket=BUCKET, Key=f'corrupt/{shard}', Body=bytes(data))
+  result = validate(server, f's3://{BUCKET}/corrupt')
+  assert result.returncode == 1, _explain(result)
+  assert shard in result.stdout, _explain(result)
+  report = json.loads(get(s3, 'corrupt/validation_report.json'))
+  assert not report['valid']
+  assert 'corrupt_shard' in report['problems_by_kind'], report
+  assert shard in {p['file'] for p in report['problems']}, report
+
+
+def test_refuses_a_non_empty_output_dir_unless_overwrite(server, s3, converted):
+  copy_dataset(s3, 'out', 'again')
+  s3.put_object(Bucket=BUCKET, Key='again/notes.txt', Body=b'not ours')
+  # what a killed run leaves: a beam-temp-* "folder" of objects
+  s3.put_object(Bucket=BUCKET, Key='again/beam-temp-train-0123abcd/part', Body=b'x')
+  before = keys(s3, 'again')
+
+  refused = convert(server, f's3://{BUCKET}/again')
+  assert refused.returncode == 2, _explain(refused)
+  assert 'not empty' in refused.stderr and '--overwrite' in refused.stderr, _explain(refused)
+  assert keys(s3, 'again') == before
+
+  replaced = convert(server, f's3://{BUCKET}/again', '--overwrite')
+  assert replaced.returncode == 0, _explain(replaced)
+  info = json.loads(get(s3, 'again/dataset_info.json'))
+  assert info['num_examples'] == len(IMAGES)
+  assert info['config']['output_dir'] == f's3://{BUCKET}/again'
+  names = keys(s3, 'again')
+  assert 'notes.txt' in names  # files that are not ours are left alone
+  assert not [n for n in names if n.startswith('beam-temp-')], names
+  stale = [n for n in names if n.endswith('.tfrecord')
+           and n not in info['splits']['train']['shards']]
+  assert not stale, names
+  del converted
