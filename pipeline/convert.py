@@ -132,7 +132,9 @@ def run(argv=None) -> int:
   args, pipeline_options = launch.parse_options(
       list(argv or []), opts.ConvertOptions, __doc__.strip().splitlines()[0])
   config = opts.convert_config(args)
-  prepare_output_dir(config.output_dir, config.overwrite)
+  dry_run = launch.is_dry_run(pipeline_options)
+  if not dry_run:  # a dry run only builds the job: it must not clear or create anything
+    prepare_output_dir(config.output_dir, config.overwrite)
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options,
@@ -140,6 +142,10 @@ def run(argv=None) -> int:
     p = beam.Pipeline(options=pipeline_options)
     build(p, config, reporter.directory)
     p.run().wait_until_finish()
+  if dry_run:
+    print(launch.dry_run_note(pipeline_options,
+                              f'nothing was written to {config.output_dir}'))
+    return launch.EXIT_OK
   info = dataset_info.read_info(config.output_dir)
   print(summary(info, time.time() - started))
   return launch.EXIT_OVER_BUDGET if info['over_budget'] else launch.EXIT_OK

@@ -13,6 +13,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
 EXIT_OK = 0
@@ -101,6 +102,21 @@ def is_local(options: PipelineOptions) -> bool:
   runner = options.view_as(StandardOptions).runner or ''
   return runner.split('.')[-1] in ('DirectRunner', 'FnApiRunner',
                                    'SwitchingDirectRunner')
+
+
+def is_dry_run(options: PipelineOptions) -> bool:
+  """--dry_run=True on the DataflowRunner: the job is built, never submitted.
+
+  Every other runner ignores the flag and runs the job in full.
+  """
+  runner = options.view_as(StandardOptions).runner or ''
+  return bool(options.view_as(TestOptions).dry_run) and (
+      runner.split('.')[-1] == 'DataflowRunner')
+
+
+def dry_run_note(options: PipelineOptions, nothing: str) -> str:
+  runner = options.view_as(StandardOptions).runner
+  return f'Dry run: the {runner} job was built, not submitted; {nothing}.'
 
 
 def quiet_logging():

@@ -108,6 +108,9 @@ def run(argv=None) -> int:
   build(p, input_dir, info, shards, listing_problems, report_path, args.expected_count,
         args.max_problems)
   p.run().wait_until_finish()
+  if launch.is_dry_run(pipeline_options):
+    print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    return launch.EXIT_OK
   report = json.loads(dataset_info.read_text(report_path))
   print(summary(report, report_path))
   return launch.EXIT_OK if report['valid'] else launch.EXIT_FAILED

@@ -1,0 +1,407 @@
+"""convert and validate on runners other than the DirectRunner, as users launch them.
+
+- PortableRunner against Beam's own Python job service (the portable path
+  Flink and Spark use), with the SDK harness in the launcher (LOOPBACK) and
+  in an EXTERNAL worker pool (separate worker processes, as on a cluster).
+- DataflowRunner with --dry_run=True: the job is built offline (no network,
+  checked inside an empty network namespace when the machine allows one),
+  and nothing is written or deleted. Needs the apache-beam[gcp] extra; skipped
+  without it.
+
+Every service runs as its own process on 127.0.0.1, started by pid and
+stopped by its own process group at teardown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import pytest
+
+from pipeline import convert
+from pipeline.launch import EXIT_OK
+from pipeline.launch import EXIT_USAGE
+from tests.conftest import COLOURS
+from tests.conftest import feature
+from tests.conftest import pixels
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+HOST = '127.0.0.1'
+START_TIMEOUT = 60.0  # a cold Beam import on a busy 2-core machine takes a few s
+RUN_TIMEOUT = 180.0   # one convert or validate subprocess; each takes ~3-8 s here
+CLASSES = ('blue', 'red')  # label map order: sorted class names
+
+
+@dataclasses.dataclass
+class TwoClassSet:
+  root: pathlib.Path
+  manifest: pathlib.Path
+  labels: dict  # relative image path -> class name
+
+
+@pytest.fixture(scope='module')
+def images(tmp_path_factory) -> TwoClassSet:
+  """Six solid-colour PNGs of two classes and sizes, listed in manifest.csv."""
+  root = tmp_path_factory.mktemp('runner-images')
+  labels = {}
+  for i in range(6):
+    name = CLASSES[i % 2]
+    relative = f'images/{name}_{i}.png'
+    write_image(root / relative, COLOURS[name], size=(24 + 5 * i, 18 + 3 * i))
+    labels[relative] = name
+  manifest = write_manifest(root / 'manifest.csv', labels.items())
+  return TwoClassSet(root, manifest, labels)
+
+
+# --- services ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    sock.bind((HOST, 0))
+    return sock.getsockname()[1]
+
+
+def _accepts(port: int) -> bool:
+  try:
+    with socket.create_connection((HOST, port), timeout=1):
+      return True
+  except OSError:
+    return False
+
+
+def _venv_env() -> dict:
+  """The environment with this interpreter's bin first on PATH.
+
+  worker_pool_main starts each SDK worker as a bare `python -c ...`, so the
+  `python` found on PATH must be the one with Beam and this package.
+  """
+  env = dict(os.environ)
+  env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+  return env
+
+
+def _tail(path: pathlib.Path, chars: int = 3000) -> str:
+  try:
+    return path.read_text(errors='replace')[-chars:]
+  except OSError:
+    return ''
+
+
+class Service:
+  """A Beam service process (`python -m MODULE --FLAG PORT ...`) on a free port."""
+
+  def __init__(self, name: str, module: str, port_flag: str, log_dir: pathlib.Path,
+               extra_args=(), cwd: Optional[pathlib.Path] = None, attempts: int = 3):
+    self.name = name
+    self._module = module
+    self._port_flag = port_flag
+    self._log = log_dir / f'{name}.log'
+    self._extra = list(extra_args)
+    self._cwd = cwd or log_dir
+    self._attempts = attempts
+    self._process: Optional[subprocess.Popen] = None
+    self.port: Optional[int] = None
+
+  def start(self) -> 'Service':
+    for _ in range(self._attempts):  # a free port can be taken before the service binds it
+      self.port = _free_port()
+      with open(self._log, 'ab') as log:
+        self._process = subprocess.Popen(
+            [sys.executable, '-m', self._module, self._port_flag, str(self.port),
+             *self._extra],
+            cwd=self._cwd, env=_venv_env(), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+      deadline = time.monotonic() + START_TIMEOUT
+      while time.monotonic() < deadline and self._process.poll() is None:
+        if _accepts(self.port):
+          return self
+        time.sleep(0.2)
+      self.stop()
+    raise RuntimeError(f'{self.name} did not accept connections on {HOST}:{self.port} '
+                       f'within {START_TIMEOUT:.0f} s; its log:\n{_tail(self._log)}')
+
+  def stop(self) -> None:
+    """Ends the service and the workers it spawned: its own process group only."""
+    process, self._process = self._process, None
+    if process is None or process.poll() is not None:
+      return
+    try:
+      os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+      return
+    try:
+      process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      os.killpg(process.pid, signal.SIGKILL)
+      process.wait(timeout=10)
+    try:  # SDK workers of the pool share the group; none may outlive the test
+      os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+  def log(self) -> str:
+    return _tail(self._log)
+
+
+@pytest.fixture(scope='module')
+def job_service(tmp_path_factory):
+  """Beam's Python job service (what a Flink/Spark job server is to the SDK)."""
+  log_dir = tmp_path_factory.mktemp('job-service')
+  staging = log_dir / 'staging'
+  service = Service('job_service', 'apache_beam.runners.portability.local_job_service_main',
+                    '--port', log_dir, ['--staging_dir', str(staging)])
+  service.start()
+  yield service
+  service.stop()
+
+
+@pytest.fixture(scope='module')
+def worker_pool(tmp_path_factory):
+  """An EXTERNAL worker pool: one SDK worker process per job, like a cluster's."""
+  log_dir = tmp_path_factory.mktemp('worker-pool')
+  service = Service('worker_pool', 'apache_beam.runners.worker.worker_pool_main',
+                    '--service_port', log_dir)
+  service.start()
+  yield service
+  service.stop()
+
+
+# --- running the entry points --------------------------------------------------
+
+
+def run_module(module: str, *args, timeout: float = RUN_TIMEOUT,
+               prefix=()) -> subprocess.CompletedProcess:
+  return subprocess.run([*prefix, sys.executable, '-m', module, *map(str, args)],
+                        cwd=REPO, env=_venv_env(), stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def describe(result: subprocess.CompletedProcess, *services: Service) -> str:
+  text = (f'exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}'
+          f'\n--- stderr\n{result.stderr[-5000:]}')
+  for service in services:
+    text += f'\n--- {service.name} log\n{service.log()}'
+  return text
+
+
+def check_dataset(out: pathlib.Path, images: TwoClassSet) -> None:
+  """Counts in dataset_info.json, then every record's label and real pixels."""
+  info = read_info(out)
+  assert info['num_manifest_rows'] == 6 and info['num_examples'] == 6
+  assert info['num_rejected'] == 0 and info['over_budget'] is False
+  assert info['label_map'] == list(CLASSES) and info['num_classes'] == 2
+  assert list(info['splits']) == ['train']
+  assert info['splits']['train']['num_examples'] == 6
+  shards = info['splits']['train']['shards']
+  assert shards and all((out / shard).is_file() for shard in shards)
+  assert info['splits']['train']['num_bytes'] == sum((out / s).stat().st_size
+                                                     for s in shards)
+  examples = read_examples(out)
+  assert len(examples) == 6
+  seen = set()
+  for example in examples:
+    filename = feature(example, 'image/filename').decode()
+    name = feature(example, 'image/class/text').decode()
+    assert images.labels[filename] == name
+    assert feature(example, 'image/class/label') == CLASSES.index(name)
+    image = pixels(example)  # default spec: raw 300x300x3, resized from the PNG
+    assert image[0, 0].tolist() == list(COLOURS[name])
+    assert image[150, 150].tolist() == list(COLOURS[name])
+    assert (image == COLOURS[name]).all()
+    seen.add(filename)
+  assert seen == set(images.labels)
+
+
+def convert_and_validate(images: TwoClassSet, out: pathlib.Path, runner_flags: list,
+                         *services: Service) -> None:
+  converted = run_module('pipeline.convert', '--manifest', images.manifest,
+                         '--output_dir', out, *runner_flags)
+  assert converted.returncode == EXIT_OK, describe(converted, *services)
+  assert 'Converted 6 of 6 rows' in converted.stdout, describe(converted, *services)
+  check_dataset(out, images)
+
+  validated = run_module('pipeline.validate', '--input_dir', out, *runner_flags)
+  assert validated.returncode == EXIT_OK, describe(validated, *services)
+  assert 'OK: 6 examples (train 6)' in validated.stdout, describe(validated, *services)
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert report['valid'] is True and report['num_examples'] == 6
+  assert report['num_problems'] == 0
+
+
+# --- the runners ---------------------------------------------------------------
+
+
+def test_portable_runner_loopback(images, job_service, tmp_path):
+  flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
+           '--environment_type=LOOPBACK']
+  convert_and_validate(images, tmp_path / 'out', flags, job_service)
+
+
+def test_portable_runner_external_worker_pool(images, job_service, worker_pool, tmp_path):
+  flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
+           '--environment_type=EXTERNAL',
+           f'--environment_config=localhost:{worker_pool.port}']
+  convert_and_validate(images, tmp_path / 'out', flags, job_service, worker_pool)
+  assert 'Starting worker with command' in worker_pool.log(), (
+      'the job ran, but not in the worker pool:\n' + worker_pool.log())
+
+
+def _dataflow_missing() -> Optional[str]:
+  """Why DataflowRunner cannot build a job in this environment, or None."""
+  needed = ('google.auth', 'google.api_core', 'google.cloud.dataflow',
+            'google.cloud.storage', 'apitools')
+  missing = []
+  for name in needed:
+    try:
+      if importlib.util.find_spec(name) is None:
+        missing.append(name)
+    except ModuleNotFoundError:
+      missing.append(name)
+  if missing:
+    return ('DataflowRunner needs the apache-beam[gcp] extra (it imports '
+            f'{", ".join(missing)} before anything else; the pinned requirements '
+            'install apache-beam[aws] only)')
+  return None
+
+
+def _no_network_prefix() -> list:
+  """`unshare -n` (an empty network namespace: loopback down, no routes) if allowed."""
+  unshare = shutil.which('unshare')
+  if not unshare:
+    return []
+  try:
+    probe = subprocess.run([unshare, '-n', 'true'], capture_output=True, timeout=10,
+                           check=False)
+  except (OSError, subprocess.TimeoutExpired):
+    return []
+  return [unshare, '-n'] if probe.returncode == 0 else []
+
+
+def _copy_project(destination: pathlib.Path) -> pathlib.Path:
+  """What --setup_file builds into an sdist, outside the work tree.
+
+  Staging runs `setup.py sdist`, which (re)writes an egg-info folder next to
+  setup.py: a copy keeps that out of the repository others are working in.
+  """
+  for name in ('setup.py', 'requirements.txt', 'requirements-test.txt'):
+    shutil.copy2(REPO / name, destination / name)
+  for package in ('pipeline', 'transforms'):
+    shutil.copytree(REPO / package, destination / package,
+                    ignore=shutil.ignore_patterns('__pycache__'))
+  return destination / 'setup.py'
+
+
+DATAFLOW_DRY_RUN = ['--runner=DataflowRunner', '--dry_run=True',
+                    '--project=img2tfrecord-test', '--region=us-central1',
+                    # a valid bucket name: with an invalid one Beam tries to
+                    # create a default bucket over the network (120 s of retries)
+                    '--temp_location=gs://img2tfrecord-test/tmp']
+
+
+KNOWN_DRY_RUN_BUG = 'dataset_info.json is missing or unreadable'
+
+
+def test_dataflow_dry_run_builds_the_job_offline(images, tmp_path):
+  reason = _dataflow_missing()
+  if reason:
+    pytest.skip(reason)
+  project = tmp_path / 'project'
+  project.mkdir()
+  setup_file = _copy_project(project)
+  out = tmp_path / 'out'
+  prefix = _no_network_prefix()
+  result = run_module(
+      'pipeline.convert', '--manifest', images.manifest, '--output_dir', out,
+      *DATAFLOW_DRY_RUN, f'--setup_file={setup_file}', prefix=prefix)
+  # Building the job: imports, pipeline graph, Runner API proto, the staged
+  # sdist of setup.py, the Dataflow Job message. Any network use would fail
+  # inside the empty namespace (and be an ImportError without the gcp extra).
+  assert 'Google Cloud Dataflow runner not available' not in result.stderr, describe(result)
+  # A dry run writes nothing: no dataset, no shards.
+  assert not (out / 'dataset_info.json').exists()
+  assert not list(out.glob('*.tfrecord*'))
+  if result.returncode != EXIT_OK and KNOWN_DRY_RUN_BUG in result.stderr:
+    pytest.xfail('the job was built offline, then convert read dataset_info.json, '
+                 'which a dry run never writes, and exited 1 (InfoError): '
+                 'pipeline/convert.py run() must stop after a dry run')
+  assert result.returncode == EXIT_OK, describe(result)
+  assert 'Traceback' not in result.stderr, describe(result)
+
+
+def _previous_dataset(images: TwoClassSet, out: pathlib.Path) -> dict:
+  """A real dataset (DirectRunner, in this process) -> {name: bytes} of its files."""
+  assert convert.main(['--manifest', str(images.manifest), '--output_dir', str(out),
+                       '--height', '8', '--width', '8']) == EXIT_OK
+  return {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_path):
+  reason = _dataflow_missing()
+  if reason:
+    pytest.skip(reason)
+  out = tmp_path / 'out'
+  before = _previous_dataset(images, out)
+  result = run_module('pipeline.convert', '--manifest', images.manifest,
+                      '--output_dir', out, '--overwrite', *DATAFLOW_DRY_RUN,
+                      prefix=_no_network_prefix())
+  after = {p.name: p.read_bytes() for p in out.iterdir()}
+  if after != before and KNOWN_DRY_RUN_BUG in result.stderr:
+    pytest.xfail('a dry run with --overwrite deleted the previous dataset '
+                 '(prepare_output_dir runs before the job is built), then exited 1')
+  assert after == before, describe(result)
+  assert result.returncode == EXIT_OK, describe(result)
+
+
+KNOWN_VALIDATE_DRY_RUN_BUG = 'No such file or directory'
+
+
+def test_dataflow_dry_run_of_validate(images, tmp_path):
+  reason = _dataflow_missing()
+  if reason:
+    pytest.skip(reason)
+  out = tmp_path / 'out'
+  before = _previous_dataset(images, out)
+  result = run_module('pipeline.validate', '--input_dir', out, *DATAFLOW_DRY_RUN,
+                      prefix=_no_network_prefix())
+  assert 'Google Cloud Dataflow runner not available' not in result.stderr, describe(result)
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no report either
+  if (result.returncode != EXIT_OK and KNOWN_VALIDATE_DRY_RUN_BUG in result.stderr
+      and 'validation_report.json' in result.stderr):
+    pytest.xfail('the job was built offline, then validate read validation_report.json, '
+                 'which a dry run never writes, and exited 1 (FileNotFoundError): '
+                 'pipeline/validate.py run() must stop after a dry run')
+  assert result.returncode == EXIT_OK, describe(result)
+  assert 'Traceback' not in result.stderr, describe(result)
+
+
+def test_dry_run_flag_on_a_runner_that_ignores_it_still_converts(images, tmp_path, capsys):
+  """Only the DataflowRunner honours --dry_run; elsewhere the job runs in full.
+
+  So convert may treat a run as a dry run only on the DataflowRunner: on the
+  DirectRunner it still refuses a non-empty folder, writes the dataset and
+  reports it as usual.
+  """
+  out = tmp_path / 'out'
+  flags = ['--manifest', str(images.manifest), '--output_dir', str(out), '--dry_run=True']
+  assert convert.main(flags) == EXIT_OK
+  assert 'Converted 6 of 6 rows' in capsys.readouterr().out
+  check_dataset(out, images)
+  assert convert.main(flags) == EXIT_USAGE
+  assert 'is not empty' in capsys.readouterr().err
+  check_dataset(out, images)
