@@ -238,6 +238,10 @@ def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
     raise UsageError(f'--label_map {path}: {error}')
 
 
+def _may_have_split_column(manifests: tuple) -> bool:
+  return bool(manifests) and (manifests[0].fmt == 'jsonl' or 'split' in manifests[0].header)
+
+
 def convert_config(args) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
   sources = [bool(args.manifest), bool(args.image_dir)]
@@ -279,6 +283,10 @@ def convert_config(args) -> ConvertConfig:
                                     split, ()),)
   elif '://' not in args.image_dir and not os.path.isdir(args.image_dir):
     raise UsageError(f'--image_dir {args.image_dir} is not a folder')
+  if not split.fractions and not _may_have_split_column(manifests):
+    # Every row goes to the default split: build one writer, not one per name.
+    split = dataclasses.replace(split, names=(manifest.DEFAULT_SPLIT,))
+    manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
   return ConvertConfig(
