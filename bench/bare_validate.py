@@ -5,20 +5,23 @@ it checks both CRCs of every record with google_crc32c, then parses the
 tf.train.Example by walking the protobuf wire format by hand (importing
 tensorflow's example_pb2 would import all of TensorFlow in every process).
 The check is feature-name agnostic: the image is the longest bytes value of
-the Example, which must be H*W*3 bytes long (raw) or start and end with the
-JPEG SOI/EOI markers (jpeg), and some int64 feature must hold the label.
+the Example, which must be H*W*3 bytes long (raw) or
+a JPEG that decodes to the expected size (jpeg), and some int64 feature must hold the label.
 
     python -m bench.bare_validate --input_dir OUT [--encoding jpeg --height 224 --width 224]
 """
 
 import argparse
 import glob
+import io
 import json
 import multiprocessing
 import os
 import struct
 import sys
 import time
+
+from PIL import Image
 
 from bench.common import CorruptRecord, add_case_arguments, iter_records
 
@@ -114,29 +117,37 @@ def parse_example(data):
     return features
 
 
-def check_example(features, encoding, raw_size):
-    """Raise ValueError unless the Example holds a well-formed image and a label."""
+def check_example(features, encoding, height, width):
+    """Raise ValueError unless the Example holds a well-formed image and a label.
+
+    The same checks as pipeline.validate: raw byte length, or a JPEG that
+    decodes (Pillow) to width x height.
+    """
+    raw_size = height * width * 3
     images = [v for kind, values in features.values() if kind == "bytes" for v in values]
     if not images:
         raise ValueError("no bytes feature")
     image = max(images, key=len)
     if encoding == "raw" and len(image) != raw_size:
         raise ValueError(f"raw image of {len(image)} bytes, expected {raw_size}")
-    if encoding == "jpeg" and (image[:2] != b"\xff\xd8" or image[-2:] != b"\xff\xd9"):
-        raise ValueError("image is not a complete JPEG")
+    if encoding == "jpeg":
+        decoded = Image.open(io.BytesIO(image))
+        decoded.load()
+        if decoded.size != (width, height):
+            raise ValueError(f"JPEG decodes to {decoded.size}, expected {(width, height)}")
     if not any(kind == "int64" and values for kind, values in features.values()):
         raise ValueError("no int64 label")
 
 
 def validate_file(task):
     """Pool task: (records, [error messages]) for one TFRecord file."""
-    path, encoding, raw_size = task
+    path, encoding, height, width = task
     records, errors = 0, []
     try:
         for data in iter_records(path):
             try:
-                check_example(parse_example(data), encoding, raw_size)
-            except (ValueError, IndexError, UnicodeDecodeError) as e:
+                check_example(parse_example(data), encoding, height, width)
+            except (ValueError, IndexError, UnicodeDecodeError, OSError) as e:
                 errors.append(f"{os.path.basename(path)} record {records}: {e}")
             records += 1
     except (CorruptRecord, OSError, struct.error) as e:
@@ -154,7 +165,7 @@ def main():
     start = time.perf_counter()
     files = sorted(glob.glob(os.path.join(args.input_dir, "*.tfrecord*")),
                    key=os.path.getsize, reverse=True)  # big files first balances better
-    tasks = [(path, args.encoding, args.height * args.width * 3) for path in files]
+    tasks = [(path, args.encoding, args.height, args.width) for path in files]
     records, errors = 0, []
     with multiprocessing.Pool(max(1, min(args.processes, len(files)))) as pool:
         for n, errs in pool.imap_unordered(validate_file, tasks):

@@ -15,7 +15,8 @@ import time
 
 from PIL import Image
 
-from bench.common import add_case_arguments, encode, read_manifest, split_evenly, write_record
+from bench.common import (add_case_arguments, encode, read_manifest, split_evenly,
+                          write_record)
 
 
 def convert_slice(paths, output_path, encoding, size):

@@ -6,9 +6,14 @@ sampled from /proc/<pid>/smaps_rollup by a background thread every ~0.1 s
 (every 0.02 s during the first 2 s, so short runs get samples too).
 PSS splits shared pages between the processes that map them, so the sum over
 a tree counts shared libraries and copy-on-write pages once.
+
+To tell whether a figure was disturbed, it also reports the CPU time the tree
+used (rusage of waited-for descendants) and the CPU time the rest of the
+machine used meanwhile (busy time from /proc/stat minus the tree's).
 """
 
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -86,6 +91,20 @@ class PeakPssSampler(threading.Thread):
         self.join()
 
 
+def system_busy_seconds():
+    """CPU seconds all cores have spent busy (not idle or iowait) since boot."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:9]]  # user..steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds():
+    """User + system CPU seconds of this process's waited-for descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def tail(path, lines=STDERR_TAIL_LINES):
     """The last `lines` lines of a text file."""
     try:
@@ -99,12 +118,15 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None):
     """Run `cmd`, wait for it, and return a dict of its measurements.
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
-    `seconds` (launch to exit), `peak_pss_mib`, `max_processes`, `returncode`,
-    `stdout_tail` and, on failure, `stderr_tail`. On timeout the process is
-    killed (with its process group) and `returncode` is None.
+    `seconds` (launch to exit), `peak_pss_mib`, `max_processes`, `cpu_seconds`
+    (the tree's), `other_cpu_seconds` (the rest of the machine's, including
+    the sampler's), `returncode`, `stdout_tail` and, on failure, `stderr_tail`.
+    On timeout the process is killed (with its process group) and `returncode`
+    is None.
     """
     out_path, err_path = f"{log_prefix}.out", f"{log_prefix}.err"
     with open(out_path, "w") as out, open(err_path, "w") as err:
+        busy_before, cpu_before = system_busy_seconds(), children_cpu_seconds()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -120,12 +142,16 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None):
                 proc.wait()
         seconds = time.perf_counter() - start
         sampler.stop()
+        cpu = children_cpu_seconds() - cpu_before
+        other_cpu = system_busy_seconds() - busy_before - cpu
     result = {
         "command": cmd,
         "returncode": returncode,
         "seconds": round(seconds, 3),
         "peak_pss_mib": round(sampler.peak_kib / 1024, 1),
         "max_processes": sampler.max_processes,
+        "cpu_seconds": round(cpu, 2),
+        "other_cpu_seconds": round(max(0.0, other_cpu), 2),
         "stdout_tail": tail(out_path, 5),
         "logs": [out_path, err_path],
     }

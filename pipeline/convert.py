@@ -60,8 +60,9 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
-  encoded = rows | 'EncodeRows' >> EncodeRows(config.image, config.example, label_map,
-                                                progress_dir)
+  encoded = rows | 'EncodeRows' >> EncodeRows(
+      config.image, config.example, label_map, progress_dir,
+      launch.image_threads(config.image_threads, p.options))
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 

@@ -88,6 +88,9 @@ class ConvertOptions(PipelineOptions):
     image.add_argument('--resize_filter', default='bilinear', choices=RESIZE_FILTERS)
     image.add_argument('--background', default='255,255,255',
                        help='R,G,B colour that transparent pixels are composited over')
+    image.add_argument('--image_threads', type=_non_negative_int, default=0,
+                       help='threads converting images in a worker (0: every core '
+                       'on a local run, 1 on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=DEFAULT_MAX_PIXELS,
                        help='images with more pixels are rejected, never decoded')
     budget = parser.add_argument_group('errors')
@@ -127,6 +130,7 @@ class ConvertConfig:
   compression: str
   max_error_rate: float
   progress: str
+  image_threads: int = 0
 
   def to_json(self) -> dict:
     return {
@@ -296,4 +300,4 @@ def convert_config(args) -> ConvertConfig:
       example=ExampleSpec(args.schema, extras), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
-      progress=args.progress)
+      progress=args.progress, image_threads=args.image_threads)

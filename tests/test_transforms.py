@@ -119,3 +119,40 @@ def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch
         lambda r: (r.row, r.stage, r.code, 'ZeroDivisionError' in r.reason)),
                 equal_to([({'image': 'red.png'}, 'decode', 'unexpected_error', True)]),
                 label='DeadLetter')
+
+
+def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypatch):
+  """With image_threads > 1 results leave after later rows were taken in:
+  each outcome must still belong to its own row."""
+  import transforms.encode_rows as encode_rows
+  real = encode_rows.process_image
+
+  def sometimes_explode(data, spec):
+    if data.startswith(b'BOOM'):
+      raise ZeroDivisionError('inside some plugin')
+    return real(data, spec)
+
+  monkeypatch.setattr(encode_rows, 'process_image', sometimes_explode)
+  rows = []
+  for i in range(40):
+    path = tmp_path / f'{i}.png'
+    if i % 10 == 3:
+      path.write_bytes(b'BOOM')
+    elif i % 10 == 7:
+      path.write_bytes(b'not an image')
+    else:
+      write_image(path, (i, 0, 0), size=(3, 2))
+    rows.append(manifest.ManifestRow({'image': path.name}, 'm', i, image=path.name,
+                                     path=str(path), key=path.name, label='red'))
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+        ImageSpec(height=1, width=1), ExampleSpec(), label_map, image_threads=3)
+    assert_that(encoded[EXAMPLES] | beam.Map(
+        lambda e: (parse_example(e[1])['image/filename'][1][0].decode(),
+                   parse_example(e[1])['image/encoded'][1][0][0])),
+                equal_to([(f'{i}.png', i) for i in range(40) if i % 10 not in (3, 7)]),
+                label='Examples')
+    assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.code)),
+                equal_to([(i, 'unexpected_error') for i in range(3, 40, 10)] +
+                         [(i, 'not_an_image') for i in range(7, 40, 10)]), label='Rejected')

@@ -24,6 +24,7 @@ class LoadedImage:
   labelled: LabelledRow
   image: EncodedImage
   sha256: str
+  source_bytes: int = 0
 
 
 def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:

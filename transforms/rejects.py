@@ -71,7 +71,22 @@ def count_rejection(rejection: Rejection) -> Rejection:
   return rejection
 
 
-def rejection_from_dead_letter(stage: str, code: str):
+def unexpected_rejection(row, error: Exception, stage: str = STAGE_DECODE) -> Rejection:
+  """A Rejection for an exception nobody foresaw (a bug or a Pillow surprise)."""
+  return _unexpected(row, stage, type(error), repr(error))
+
+
+def _unexpected(row, stage: str, exc_class, exc_repr: str) -> Rejection:
+  return Rejection(
+      row=getattr(row, 'fields', row),
+      stage=stage,
+      code='unexpected_error',
+      reason=f'unexpected error {getattr(exc_class, "__name__", exc_class)}: {exc_repr}',
+      source=getattr(row, 'source', ''),
+      line=getattr(row, 'line', 0))
+
+
+def rejection_from_dead_letter(stage: str):
   """Maps a `with_exception_handling` dead letter to a Rejection.
 
   Dead letters are `(element, (exc_class, repr, traceback_lines))`; the element
@@ -81,14 +96,6 @@ def rejection_from_dead_letter(stage: str, code: str):
   def convert(dead_letter) -> Rejection:
     element, (exc_class, exc_repr, _) = dead_letter
     element = getattr(element, 'row', element)  # a LabelledRow wraps its row
-    row = getattr(element, 'fields', element)
-    return Rejection(
-        row=row,
-        stage=stage,
-        code=code,
-        reason=f'unexpected error {getattr(exc_class, "__name__", exc_class)}: '
-        f'{exc_repr}',
-        source=getattr(element, 'source', ''),
-        line=getattr(element, 'line', 0))
+    return _unexpected(element, stage, exc_class, exc_repr)
 
   return convert
