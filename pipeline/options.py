@@ -112,6 +112,9 @@ class ValidateOptions(PipelineOptions):
                         '(default INPUT_DIR/validation_report.json)')
     parser.add_argument('--max_problems', type=_positive_int, default=100,
                         help='problems listed in the report (all are counted)')
+    parser.add_argument('--check_threads', type=_non_negative_int, default=0,
+                        help='threads checking records in a worker (0: every core '
+                        'on a local run, 1 on distributed runners)')
 
 
 @dataclasses.dataclass(frozen=True)

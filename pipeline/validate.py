@@ -47,11 +47,13 @@ def shard_listing(input_dir: str, info: dict) -> tuple:
 
 
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
-          report_path: str, expected_count=None, max_problems: int = 100):
+          report_path: str, expected_count=None, max_problems: int = 100,
+          check_threads: int = 0):
   """Adds the validation to pipeline `p`; returns the report PCollection."""
   checked = (p
              | 'ShardList' >> beam.Create(shards)
-             | 'CheckShards' >> CheckShards(input_dir, validation.Expected.from_info(info)))
+             | 'CheckShards' >> CheckShards(input_dir, validation.Expected.from_info(info),
+                                            launch.image_threads(check_threads, p.options)))
   summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
   shard_counts = (summaries
                   | 'ShardOf' >> beam.Map(lambda s: (s.split, s.shard))
@@ -106,7 +108,7 @@ def run(argv=None) -> int:
   shards, listing_problems = shard_listing(input_dir, info)
   p = beam.Pipeline(options=pipeline_options)
   build(p, input_dir, info, shards, listing_problems, report_path, args.expected_count,
-        args.max_problems)
+        args.max_problems, args.check_threads)
   p.run().wait_until_finish()
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))

@@ -130,3 +130,40 @@ def test_tfrecord_framing_matches_tensorflow_and_detects_damage(tmp_path):
   with pytest.raises(ShardError) as error:
     list(read_records(io.BytesIO(data[:-3])))
   assert (error.value.kind, error.value.index) == ('truncated_shard', 2)
+
+
+@pytest.mark.parametrize('threads', [1, 3])
+def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
+  import threading
+  from transforms.ordered_pool import OrderedPool
+  pool = OrderedPool(threads)
+  in_flight, most = [0], [0]
+  lock = threading.Lock()
+
+  def work(i):
+    with lock:
+      in_flight[0] += 1
+      most[0] = max(most[0], in_flight[0])
+    try:
+      if i % 5 == 4:
+        raise ValueError(f'bad {i}')
+      return i * i
+    finally:
+      with lock:
+        in_flight[0] -= 1
+
+  done = []
+  for i in range(30):
+    due = pool.submit(i, work, i)
+    assert len(pool._pending) <= 2 * threads  # pylint: disable=protected-access
+    done += due
+  done += list(pool.drain())
+  pool.shutdown()
+  assert [tag for tag, _ in done] == list(range(30))
+  for tag, future in done:
+    if tag % 5 == 4:
+      with pytest.raises(ValueError, match=f'bad {tag}'):
+        future.result()
+    else:
+      assert future.result() == tag * tag
+  assert most[0] <= max(threads, 1)

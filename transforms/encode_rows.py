@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import collections
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 from apache_beam.io.filesystems import CompressionTypes
@@ -16,6 +14,7 @@ from transforms.example import LabelledRow
 from transforms.example import LoadedImage
 from transforms.example import build_example
 from transforms.image import process_image
+from transforms.ordered_pool import OrderedPool
 from transforms.progress_file import ProgressFile
 from transforms.rejects import EXAMPLES
 from transforms.rejects import METRICS_NAMESPACE
@@ -72,10 +71,10 @@ def load_image(labelled: LabelledRow, spec: ImageSpec) -> LoadedImage:
 class LoadImageFn(beam.DoFn):
   """LabelledRow -> LoadedImage (read, decode, orient, resize, encode).
 
-  With threads > 1, images are converted on a thread pool (Pillow releases
-  the GIL while decoding and resizing), at most 2 x threads in flight, so
-  a single in-process worker uses every core without Beam's multi-worker
-  data plane. Results leave in input order; only the global window is used.
+  With threads > 1, images are converted on an OrderedPool (Pillow releases
+  the GIL while decoding and resizing), so a single in-process worker uses
+  every core without Beam's multi-worker data plane. Only the global window
+  is used (outputs of finish_bundle are placed in it).
   """
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1):
@@ -87,48 +86,36 @@ class LoadImageFn(beam.DoFn):
 
   def setup(self):
     self._progress = ProgressFile(self._progress_dir)
-    self._pool = ThreadPoolExecutor(self._threads) if self._threads > 1 else None
-    self._pending = collections.deque()
+    self._pool = OrderedPool(self._threads)
 
   def teardown(self):
-    if self._pool is not None:
-      self._pool.shutdown()
+    self._pool.shutdown()
 
   def process(self, labelled: LabelledRow):
     self._progress.tick()
-    if self._pool is None:
-      yield self._outcome(labelled, lambda: load_image(labelled, self._spec))
-      return
-    self._pending.append((labelled, self._pool.submit(load_image, labelled, self._spec)))
-    while len(self._pending) > 2 * self._threads:
-      yield self._next_done()
+    for done in self._pool.submit(labelled, load_image, labelled, self._spec):
+      yield self._outcome(*done)
 
   def finish_bundle(self):
     self._progress.flush()
-    while self._pending:
-      outcome = self._next_done()
+    for done in self._pool.drain():
+      outcome = self._outcome(*done)
       if isinstance(outcome, beam.pvalue.TaggedOutput):
         yield beam.pvalue.TaggedOutput(outcome.tag, _in_global_window(outcome.value))
       else:
         yield _in_global_window(outcome)
 
-  def _next_done(self):
-    labelled, future = self._pending.popleft()
-    return self._outcome(labelled, future.result, pooled=True)
-
-  def _outcome(self, labelled: LabelledRow, result, pooled: bool = False):
+  def _outcome(self, labelled: LabelledRow, future):
     """The LoadedImage, or the row's Rejection under REJECTED."""
     row = labelled.row
     try:
-      loaded = result()
+      loaded = future.result()
     except RowError as error:
       return beam.pvalue.TaggedOutput(
           REJECTED, row.reject(error.stage, error.code, error.reason))
     except Exception as error:  # pylint: disable=broad-except
-      if not pooled:
-        raise  # with_exception_handling turns it into this row's dead letter
-      # From the pool, the failure belongs to `row`, not to the element
-      # being processed now: reject the right row here.
+      # Something nobody foresaw (a Pillow plugin bug, ...): this row is
+      # rejected with the exception; the element in hand is not blamed.
       return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, error))
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)

@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms import dataset_info
 from transforms import validation
+from transforms.ordered_pool import OrderedPool
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.tfrecord import ShardError
 from transforms.tfrecord import read_records
@@ -22,12 +23,21 @@ class ReadShardFn(beam.DoFn):
   """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
 
   A damaged file is a Problem naming the file and record, never a failed job.
+  With threads > 1 records are checked on an OrderedPool (JPEG/PNG decoding
+  releases the GIL) while this thread reads and verifies the framing.
   """
 
-  def __init__(self, input_dir: str, expected: validation.Expected):
+  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1):
     self._input_dir = input_dir
     self._expected = expected
+    self._threads = threads
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
+
+  def setup(self):
+    self._pool = OrderedPool(self._threads)
+
+  def teardown(self):
+    self._pool.shutdown()
 
   def process(self, element):
     split, shard = element
@@ -36,16 +46,20 @@ class ReadShardFn(beam.DoFn):
       with FileSystems.open(dataset_info.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
-          yield from self._check(split, shard, index, data)
+          for done in self._pool.submit(index, validation.check_record, data,
+                                        self._expected):
+            yield from self._summarise(split, shard, *done)
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
     except (zlib.error, EOFError, OSError) as error:
       yield self._problem('corrupt_shard', shard, index,
                           f'cannot read the file after record {index}: '
                           f'{type(error).__name__}: {error}')
+    for done in self._pool.drain():
+      yield from self._summarise(split, shard, *done)
 
-  def _check(self, split, shard, index, data):
-    label, key, problems = validation.check_record(data, self._expected)
+  def _summarise(self, split, shard, index, future):
+    label, key, problems = future.result()
     yield validation.RecordSummary(split, shard, index, label, key)
     for kind, detail in problems:
       yield self._problem(kind, shard, index, detail)
@@ -71,15 +85,17 @@ def duplicate_problems(grouped):
 class CheckShards(beam.PTransform):
   """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}."""
 
-  def __init__(self, input_dir: str, expected: validation.Expected):
+  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1):
     super().__init__()
     self._input_dir = input_dir
     self._expected = expected
+    self._threads = threads
 
   def expand(self, shards):
     read = (shards
             | 'SpreadShards' >> beam.Reshuffle()
-            | 'ReadShard' >> beam.ParDo(ReadShardFn(self._input_dir, self._expected))
+            | 'ReadShard' >> beam.ParDo(
+                ReadShardFn(self._input_dir, self._expected, self._threads))
             .with_outputs(PROBLEMS, main=SUMMARIES))
     duplicates = (read[SUMMARIES]
                   | 'KeyedPlaces' >> beam.FlatMap(

@@ -1,0 +1,49 @@
+"""A bounded, order-keeping thread pool for DoFns whose work releases the GIL."""
+
+from __future__ import annotations
+
+import collections
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+
+class OrderedPool:
+  """Runs calls on `threads` threads, at most 2 x threads in flight.
+
+  Results come back as (tag, future) in submission order, so memory stays
+  flat and every outcome keeps the tag of the element it belongs to. With
+  threads <= 1 calls run inline (the future is already done).
+  """
+
+  def __init__(self, threads: int):
+    self._threads = threads
+    self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
+    self._pending = collections.deque()
+
+  def submit(self, tag, fn: Callable, *args) -> list:
+    """Queues fn(*args); returns the (tag, future) pairs that are now due."""
+    if self._executor is None:
+      return [(tag, _run_inline(fn, *args))]
+    self._pending.append((tag, self._executor.submit(fn, *args)))
+    due = []
+    while len(self._pending) > 2 * self._threads:
+      due.append(self._pending.popleft())
+    return due
+
+  def drain(self) -> Iterator[tuple]:
+    while self._pending:
+      yield self._pending.popleft()
+
+  def shutdown(self) -> None:
+    if self._executor is not None:
+      self._executor.shutdown()
+
+
+def _run_inline(fn: Callable, *args) -> Future:
+  future = Future()
+  try:
+    future.set_result(fn(*args))
+  except Exception as error:  # handed to the caller through future.result()
+    future.set_exception(error)
+  return future
