@@ -99,13 +99,18 @@ def local_defaults(options: PipelineOptions, argv: list) -> PipelineOptions:
 
 
 def image_threads(requested: int, options: PipelineOptions) -> int:
-  """Threads converting images inside one worker; 0 means: every core when
-  the run is a single local worker, else 1 (the runner parallelises)."""
+  """Threads converting images inside one worker; 0 means: cores + 1 when the
+  run is a single local worker, else 1 (the runner parallelises).
+
+  The extra thread covers the worker's own thread, which holds the GIL for
+  Beam's per-element work: 3,000 JPEGs on 2 cores took 5.7 s with 2 threads,
+  5.25 s with 3 and 5.5 s with 4.
+  """
   if requested:
     return requested
   direct = options.view_as(DirectOptions)
   single_local_worker = is_local(options) and direct.direct_running_mode == 'in_memory'
-  return (os.cpu_count() or 1) if single_local_worker else 1
+  return (os.cpu_count() or 1) + 1 if single_local_worker else 1
 
 
 def is_local(options: PipelineOptions) -> bool:

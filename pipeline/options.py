@@ -89,7 +89,7 @@ class ConvertOptions(PipelineOptions):
     image.add_argument('--background', default='255,255,255',
                        help='R,G,B colour that transparent pixels are composited over')
     image.add_argument('--image_threads', type=_non_negative_int, default=0,
-                       help='threads converting images in a worker (0: every core '
+                       help='threads converting images in a worker (0: cores + 1 '
                        'on a local run, 1 on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=DEFAULT_MAX_PIXELS,
                        help='images with more pixels are rejected, never decoded')
@@ -113,7 +113,7 @@ class ValidateOptions(PipelineOptions):
     parser.add_argument('--max_problems', type=_positive_int, default=100,
                         help='problems listed in the report (all are counted)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
-                        help='threads checking records in a worker (0: every core '
+                        help='threads checking records in a worker (0: cores + 1 '
                         'on a local run, 1 on distributed runners)')
 
 
