@@ -27,6 +27,7 @@ from transforms.read_manifest import ReadManifest
 from transforms.read_manifest import ResolveKeys
 from transforms.rejects import EXAMPLES
 from transforms.rejects import REJECTED
+from transforms.rejects import count_rejection
 from transforms.write_dataset import WriteInfoFn
 from transforms.write_dataset import WriteRejected
 from transforms.write_dataset import WriteShards
@@ -80,7 +81,9 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
 
-  all_rejected = rejected | 'AllRejected' >> beam.Flatten()
+  all_rejected = (rejected
+                  | 'AllRejected' >> beam.Flatten()
+                  | 'CountRejected' >> beam.Map(count_rejection))
   rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
   split_counts = (examples
                   | 'SplitName' >> beam.Keys()

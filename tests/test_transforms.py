@@ -156,3 +156,23 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypa
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.code)),
                 equal_to([(i, 'unexpected_error') for i in range(3, 40, 10)] +
                          [(i, 'not_an_image') for i in range(7, 40, 10)]), label='Rejected')
+
+
+def test_convert_reports_counters_per_stage_and_reason(sample):
+  from apache_beam.metrics.metric import MetricsFilter
+  from pipeline import convert
+  from pipeline import launch
+  from pipeline import options as opts
+  write_manifest(sample.manifest, list(sample.labels.items()) + [('images/gone.png', 'red')])
+  args, _ = launch.parse_options(['--manifest', str(sample.manifest), '--output_dir',
+                                  str(sample.out), '--height', '4', '--width', '4'],
+                                 opts.ConvertOptions, 'test')
+  p = direct_pipeline()
+  convert.build(p, opts.convert_config(args))
+  result = p.run()
+  result.wait_until_finish()
+  counters = {c.key.metric.name: c.committed for c in result.metrics().query(
+      MetricsFilter().with_namespace('img2tfrecord'))['counters']}
+  assert counters['manifest_rows'] == 10
+  assert counters['images_loaded'] == 9
+  assert counters['rejected_read_missing_file'] == 1
