@@ -125,6 +125,8 @@ def summary(info: dict, seconds: float) -> str:
   for reason, count in info['rejected_by_reason'].items():
     lines.append(f'  rejected {reason}: {count}')
   lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  if not info['num_manifest_rows']:
+    lines.append('Warning: the manifest has no rows; the dataset is empty.')
   if info['over_budget']:
     lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
                  f'{info["max_error_rate"]:.2%}: exit code 3.')

@@ -79,8 +79,8 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
 def summary(report: dict, report_path: str) -> str:
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
-    return (f'OK: {report["num_examples"]} examples ({splits}), every record checked. '
-            f'Report: {report_path}')
+    return (f'OK: {report["num_examples"]} examples' + (f' ({splits})' if splits else '')
+            + f', every record checked. Report: {report_path}')
   lines = [f'INVALID: {report["num_problems"]} problem(s) found. Report: {report_path}']
   lines += [f'  {kind}: {count}' for kind, count in report['problems_by_kind'].items()]
   lines += [f'  e.g. {p["file"]}' + (f' record {p["record"]}' if p['record'] >= 0 else '')

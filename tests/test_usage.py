@@ -116,3 +116,14 @@ def test_real_command_line_exit_codes(sample):
   checked = subprocess.run([sys.executable, '-m', 'pipeline.validate', '--input_dir',
                             str(sample.out)], capture_output=True, text=True)
   assert checked.returncode == 0 and checked.stdout.startswith('OK: 9 examples')
+
+
+def test_empty_manifest_makes_an_empty_valid_dataset_with_a_warning(tmp_path, capsys):
+  (tmp_path / 'm.csv').write_text('image,label\n\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out)]) == 0
+  assert 'the manifest has no rows' in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['splits']) == (0, 0, {})
+  assert validate.main(['--input_dir', str(out), '--expected_count', '0']) == 0
+  assert capsys.readouterr().out.startswith('OK: 0 examples, every record checked')
