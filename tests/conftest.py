@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import socket
 
 import numpy as np
 import pytest
@@ -15,6 +16,13 @@ from transforms.example_proto import parse_example
 from transforms.tfrecord import read_records
 
 COLOURS = {'red': (255, 0, 0), 'green': (0, 255, 0), 'blue': (0, 0, 255)}
+
+
+def free_port(host: str = '127.0.0.1') -> int:
+  """A TCP port nobody listens on right now (for servers the tests start)."""
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    sock.bind((host, 0))
+    return sock.getsockname()[1]
 
 
 def write_image(path: pathlib.Path, colour=(255, 0, 0), size=(40, 30), mode='RGB',

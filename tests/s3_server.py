@@ -7,13 +7,14 @@ and threads stay out of the test process and it is stopped by its own pid.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from typing import Optional
+
+from tests.conftest import free_port
 
 HOST = '127.0.0.1'
 ACCESS_KEY = 'testing'
@@ -23,12 +24,6 @@ REGION = 'us-east-1'
 
 class ServerUnavailable(Exception):
   """moto cannot be started here (not installed, or never answers)."""
-
-
-def _free_port() -> int:
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-    sock.bind((HOST, 0))
-    return sock.getsockname()[1]
 
 
 def _answers(url: str) -> bool:
@@ -75,7 +70,7 @@ class MotoServer:
       raise ServerUnavailable(f'moto[server] is not importable: {error}')
     last = ''
     for _ in range(self._attempts):  # a free port can be taken before moto binds it
-      self.port = _free_port()
+      self.port = free_port()
       last = self._try_start()
       if not last:
         return self

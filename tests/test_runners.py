@@ -34,6 +34,7 @@ from pipeline.launch import EXIT_OK
 from pipeline.launch import EXIT_USAGE
 from tests.conftest import COLOURS
 from tests.conftest import feature
+from tests.conftest import free_port
 from tests.conftest import pixels
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -69,12 +70,6 @@ def images(tmp_path_factory) -> TwoClassSet:
 
 
 # --- services ----------------------------------------------------------------
-
-
-def _free_port() -> int:
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-    sock.bind((HOST, 0))
-    return sock.getsockname()[1]
 
 
 def _accepts(port: int) -> bool:
@@ -120,7 +115,7 @@ class Service:
 
   def start(self) -> 'Service':
     for _ in range(self._attempts):  # a free port can be taken before the service binds it
-      self.port = _free_port()
+      self.port = free_port()
       with open(self._log, 'ab') as log:
         self._process = subprocess.Popen(
             [sys.executable, '-m', self._module, self._port_flag, str(self.port),
@@ -314,9 +309,6 @@ DATAFLOW_DRY_RUN = ['--runner=DataflowRunner', '--dry_run=True',
                     '--temp_location=gs://img2tfrecord-test/tmp']
 
 
-KNOWN_DRY_RUN_BUG = 'dataset_info.json is missing or unreadable'
-
-
 def test_dataflow_dry_run_builds_the_job_offline(images, tmp_path):
   reason = _dataflow_missing()
   if reason:
@@ -336,10 +328,6 @@ def test_dataflow_dry_run_builds_the_job_offline(images, tmp_path):
   # A dry run writes nothing: no dataset, no shards.
   assert not (out / 'dataset_info.json').exists()
   assert not list(out.glob('*.tfrecord*'))
-  if result.returncode != EXIT_OK and KNOWN_DRY_RUN_BUG in result.stderr:
-    pytest.xfail('the job was built offline, then convert read dataset_info.json, '
-                 'which a dry run never writes, and exited 1 (InfoError): '
-                 'pipeline/convert.py run() must stop after a dry run')
   assert result.returncode == EXIT_OK, describe(result)
   assert 'Traceback' not in result.stderr, describe(result)
 
@@ -361,14 +349,8 @@ def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_pa
                       '--output_dir', out, '--overwrite', *DATAFLOW_DRY_RUN,
                       prefix=_no_network_prefix())
   after = {p.name: p.read_bytes() for p in out.iterdir()}
-  if after != before and KNOWN_DRY_RUN_BUG in result.stderr:
-    pytest.xfail('a dry run with --overwrite deleted the previous dataset '
-                 '(prepare_output_dir runs before the job is built), then exited 1')
   assert after == before, describe(result)
   assert result.returncode == EXIT_OK, describe(result)
-
-
-KNOWN_VALIDATE_DRY_RUN_BUG = 'No such file or directory'
 
 
 def test_dataflow_dry_run_of_validate(images, tmp_path):
@@ -381,11 +363,6 @@ def test_dataflow_dry_run_of_validate(images, tmp_path):
                       prefix=_no_network_prefix())
   assert 'Google Cloud Dataflow runner not available' not in result.stderr, describe(result)
   assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no report either
-  if (result.returncode != EXIT_OK and KNOWN_VALIDATE_DRY_RUN_BUG in result.stderr
-      and 'validation_report.json' in result.stderr):
-    pytest.xfail('the job was built offline, then validate read validation_report.json, '
-                 'which a dry run never writes, and exited 1 (FileNotFoundError): '
-                 'pipeline/validate.py run() must stop after a dry run')
   assert result.returncode == EXIT_OK, describe(result)
   assert 'Traceback' not in result.stderr, describe(result)
 
