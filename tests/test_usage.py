@@ -127,3 +127,17 @@ def test_empty_manifest_makes_an_empty_valid_dataset_with_a_warning(tmp_path, ca
   assert (info['num_manifest_rows'], info['num_examples'], info['splits']) == (0, 0, {})
   assert validate.main(['--input_dir', str(out), '--expected_count', '0']) == 0
   assert capsys.readouterr().out.startswith('OK: 0 examples, every record checked')
+
+
+def test_installed_console_script(sample):
+  import pathlib
+  script = pathlib.Path(sys.executable).with_name('img2tfrecord')
+  assert script.exists(), 'make install puts the img2tfrecord console script in the venv'
+  done = subprocess.run([str(script), 'convert', '--manifest', str(sample.manifest),
+                         '--output_dir', str(sample.out), '--height', '4', '--width', '4'],
+                        capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr
+  assert read_info(sample.out)['num_examples'] == 9
+  checked = subprocess.run([str(script), 'validate', '--input_dir', str(sample.out)],
+                           capture_output=True, text=True)
+  assert checked.returncode == 0 and 'OK: 9 examples' in checked.stdout
