@@ -68,8 +68,9 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()
-  by_split = examples | 'PartitionBySplit' >> beam.Partition(
-      lambda example, _: split_names.index(example[0]), len(split_names))
+  by_split = [examples] if len(split_names) == 1 else (
+      examples | 'PartitionBySplit' >> beam.Partition(
+          lambda example, _: split_names.index(example[0]), len(split_names)))
   shard_paths = []
   for split, split_examples in zip(split_names, by_split):
     written = (split_examples
