@@ -141,7 +141,7 @@ def run(argv=None) -> int:
   config = opts.convert_config(args)
   dry_run = launch.is_dry_run(pipeline_options)
   if not dry_run:  # a dry run only builds the job: it must not clear or create anything
-    prepare_output_dir(config.output_dir, config.overwrite)
+    prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names())
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options,

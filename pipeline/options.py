@@ -41,9 +41,17 @@ def _non_negative_int(text):
   return value
 
 
+def _quality(text):
+  value = int(text)
+  if not 1 <= value <= 100:
+    raise ValueError(f'{text} is not in 1..100')
+  return value
+
+
 # argparse names the type in its message: "invalid positive integer value: 'abc'"
 _positive_int.__name__ = 'positive integer'
 _non_negative_int.__name__ = 'non-negative integer'
+_quality.__name__ = 'JPEG quality (1..100)'
 
 
 class ConvertOptions(PipelineOptions):
@@ -82,8 +90,7 @@ class ConvertOptions(PipelineOptions):
     image.add_argument('--width', type=_positive_int, default=300)
     image.add_argument('--channels', type=int, default=3, choices=(1, 3))
     image.add_argument('--encoding', default='raw', choices=ENCODINGS)
-    image.add_argument('--jpeg_quality', type=int, default=95, choices=range(1, 101),
-                       metavar='1..100')
+    image.add_argument('--jpeg_quality', type=_quality, default=95, metavar='1..100')
     image.add_argument('--resize_mode', default='stretch', choices=RESIZE_MODES)
     image.add_argument('--resize_filter', default='bilinear', choices=RESIZE_FILTERS)
     image.add_argument('--background', default='255,255,255',
@@ -266,10 +273,14 @@ def convert_config(args) -> ConvertConfig:
       resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
       background=parse_background(args.background), max_pixels=args.max_pixels)
   extras = parse_extra_features(args.extra_features)
+  if args.resize_mode != 'none' and args.height * args.width > args.max_pixels:
+    raise UsageError(f'--height x --width = {args.height * args.width} pixels is more '
+                     f'than --max_pixels {args.max_pixels}')
   if args.schema == 'seed':
-    if args.encoding != 'raw' or args.resize_mode == 'none':
-      raise UsageError('--schema seed stores fixed-size raw pixels: it needs '
-                       '--encoding raw and a --resize_mode other than none')
+    if args.encoding != 'raw' or args.resize_mode == 'none' or args.channels != 3:
+      raise UsageError('--schema seed stores fixed-size raw RGB pixels (read back with '
+                       'reshape([H, W, 3])): it needs --encoding raw, --channels 3 and '
+                       'a --resize_mode other than none')
     if extras:
       raise UsageError('--schema seed writes exactly img_raw and label; '
                        'drop --extra_features or use --schema default')

@@ -16,12 +16,18 @@ from transforms.spec import LABEL_MAP
 from transforms.spec import REJECTED_FILE
 from transforms.spec import VALIDATION_REPORT
 
-# Files a previous run (finished or killed) of convert may have left.
-OUR_PATTERNS = (DATASET_INFO, DATASET_INFO + '.tmp', LABEL_MAP, LABEL_MAP + '.tmp',
-                'rejected*.jsonl', VALIDATION_REPORT, VALIDATION_REPORT + '.tmp',
-                '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord',
-                '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord.gz',
-                'beam-temp-*')
+# Files convert writes besides shards (and their temp names while writing).
+OUR_FILES = tuple(name + suffix for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT)
+                  for suffix in ('', '.tmp')) + (REJECTED_FILE,)
+_SHARD_NUMBERS = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord'
+
+
+def our_patterns(split_names: tuple) -> tuple:
+  """Names a finished or killed run with these splits may have left."""
+  patterns = ['beam-temp-*']  # Beam's own temp folders, never a user's
+  for split in split_names:
+    patterns += [f'{split}{_SHARD_NUMBERS}', f'{split}{_SHARD_NUMBERS}.gz']
+  return tuple(patterns)
 
 
 def _is_remote(path: str) -> bool:
@@ -49,8 +55,9 @@ def _previous_shards(output_dir: str) -> set:
     return set()
 
 
-def ours(name: str, previous_shards: set) -> bool:
-  return name in previous_shards or any(fnmatch.fnmatchcase(name, p) for p in OUR_PATTERNS)
+def ours(name: str, previous_shards: set, split_names: tuple) -> bool:
+  return (name in OUR_FILES or name in previous_shards or
+          any(fnmatch.fnmatchcase(name, p) for p in our_patterns(split_names)))
 
 
 def _delete(output_dir: str, name: str) -> None:
@@ -63,11 +70,13 @@ def _delete(output_dir: str, name: str) -> None:
     FileSystems.delete([path])
 
 
-def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
+def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()) -> None:
   """Creates output_dir, or clears a previous dataset from it with --overwrite.
 
   dataset_info.json goes first, so an interrupted clean-up never leaves a
-  folder that looks complete. Files that are not ours are left alone.
+  folder that looks complete. Only the previous dataset's files (as its
+  dataset_info.json lists them) and what a killed run with the same splits
+  leaves go; other files are left alone.
   """
   entries = list_entries(output_dir)
   if entries and not overwrite:
@@ -75,7 +84,7 @@ def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
                      f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
   if entries:
     previous = _previous_shards(output_dir)
-    doomed = [n for n in entries if ours(n, previous)]
+    doomed = [n for n in entries if ours(n, previous, split_names)]
     doomed.sort(key=lambda n: n != DATASET_INFO)
     for name in doomed:
       _delete(output_dir, name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import sys
 
 import apache_beam as beam
@@ -95,6 +96,8 @@ def run(argv=None) -> int:
   if not args.input_dir:
     raise launch.UsageError('--input_dir is required')
   input_dir = args.input_dir.rstrip('/') or '/'
+  if '://' not in input_dir and not os.path.isdir(input_dir):
+    raise launch.UsageError(f'--input_dir {input_dir} is not a folder')
   report_path = args.report or dataset_info.join(input_dir, VALIDATION_REPORT)
   try:
     info = dataset_info.read_info(input_dir)

@@ -296,3 +296,17 @@ def test_progress_line_and_final_summary(sample, capsys):
   assert run_convert(sample, '--progress', 'on') == EXIT_OK
   out = capsys.readouterr().out
   assert 'Converted 9 of 9 rows in' in out and 'train: 9 examples' in out
+
+
+def test_image_dir_nested_folders_and_top_level_files(tmp_path):
+  write_image(tmp_path / 'data' / 'red' / 'deep' / 'a.png', COLOURS['red'])
+  write_image(tmp_path / 'data' / 'blue' / 'b.png', COLOURS['blue'])
+  write_image(tmp_path / 'data' / 'stray.png', COLOURS['green'])
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(tmp_path / 'data'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', '--max_error_rate', '1']) == 0
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['label_map']) == (
+      3, 2, ['blue', 'red'])
+  (stray,) = rejected_lines(out)
+  assert (stray['row']['image'], stray['code']) == ('stray.png', 'empty_label')

@@ -167,3 +167,57 @@ def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
     else:
       assert future.result() == tag * tag
   assert most[0] <= max(threads, 1)
+
+
+@pytest.mark.parametrize('raw,code', [
+    (b'{"image": "a.png", "label": "x", "key": "bad\\ud800key"}', 'bad_encoding'),
+    (b'{"image": "a.png", "label": true}', 'bad_value'),
+])
+def test_jsonl_values_that_cannot_be_rows(raw, code):
+  with pytest.raises(RowError) as error:
+    manifest.parse_line(raw, 2, config('jsonl', header=()))
+  assert error.value.code == code
+
+
+def test_jsonl_numbers_bom_and_long_lines():
+  jsonl = config('jsonl', header=())
+  assert manifest.parse_line(b'{"image": "a", "label": 1.0}', 2, jsonl).label == '1'
+  bom = '\ufeff{"image": "a", "label": "cat"}'.encode('utf-8')
+  assert manifest.parse_line(bom, 1, jsonl).label == 'cat'
+  shown = manifest.shown_line(b'x' * 20_000)
+  assert len(shown) < 10_100 and shown.endswith('(20000 characters)')
+
+
+def test_float_features_must_fit_float32():
+  extras = (ExtraFeature('w', 'float'),)
+  csv_config = config(header=('image', 'label', 'w'), extra_features=extras)
+  for value in (b'1e39', b'nan', b'inf'):
+    with pytest.raises(RowError, match='finite float32'):
+      manifest.parse_line(b'a,cat,' + value, 2, csv_config)
+
+
+def test_labels_that_would_break_the_label_map():
+  names = LabelMap.from_labels(['cat', 'zeta\nalpha', 'dog\u2028x'])
+  assert names.names == ('cat',)
+  with pytest.raises(RowError) as error:
+    names.lookup('zeta\nalpha')
+  assert error.value.code == 'bad_label'
+  assert LabelMap.from_text('\ufeffcat\r\ndog\r\n').names == ('cat', 'dog')
+
+
+def test_huge_integer_labels_are_rejected_not_mapped():
+  from transforms.labels import MAX_INTEGER_LABEL
+  label_map = LabelMap.from_labels(['7', str(MAX_INTEGER_LABEL + 1)])
+  assert len(label_map.names) == 8
+  with pytest.raises(RowError, match='--label_map'):
+    label_map.lookup(str(MAX_INTEGER_LABEL + 1))
+
+
+def test_max_pixels_above_pillows_limit_raises_it(monkeypatch):
+  from PIL import Image
+  from transforms.image import allow_pixels
+  monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 1000)
+  allow_pixels(500)
+  assert Image.MAX_IMAGE_PIXELS == 1000
+  allow_pixels(300_000_000)
+  assert Image.MAX_IMAGE_PIXELS == 300_000_000

@@ -141,3 +141,44 @@ def test_installed_console_script(sample):
   checked = subprocess.run([str(script), 'validate', '--input_dir', str(sample.out)],
                            capture_output=True, text=True)
   assert checked.returncode == 0 and 'OK: 9 examples' in checked.stdout
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--height', '100000', '--width', '100000'], 'more than --max_pixels'),
+    (['--schema', 'seed', '--channels', '1'], '--channels 3'),
+    (['--jpeg_quality', '0'], 'invalid JPEG quality (1..100) value'),
+])
+def test_more_bad_flag_combinations(sample, capsys, flags, message):
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out), *flags])
+  err = capsys.readouterr().err.strip()
+  assert code == EXIT_USAGE and len(err.splitlines()) == 1 and message in err, err
+  assert not sample.out.exists()
+
+
+def test_validate_a_missing_folder_is_a_usage_error(tmp_path, capsys):
+  assert validate.main(['--input_dir', str(tmp_path / 'nope')]) == EXIT_USAGE
+  assert 'is not a folder' in capsys.readouterr().err
+  assert not (tmp_path / 'nope').exists()
+
+
+def test_overwrite_keeps_user_files_that_look_like_ours(sample):
+  argv = ['--manifest', str(sample.manifest), '--output_dir', str(sample.out)]
+  assert convert.main(argv) == 0
+  (sample.out / 'rejected_by_reviewer.jsonl').write_text('{}\n')
+  (sample.out / 'mydata-00000-of-00001.tfrecord').write_bytes(b'mine')
+  assert convert.main(argv + ['--overwrite']) == 0
+  assert (sample.out / 'rejected_by_reviewer.jsonl').read_text() == '{}\n'
+  assert (sample.out / 'mydata-00000-of-00001.tfrecord').read_bytes() == b'mine'
+
+
+def test_truncated_gzip_manifest_fails_instead_of_losing_rows(tmp_path, capsys):
+  import gzip
+  rows = ''.join(f'img{i}.png,cat\n' for i in range(20000))
+  data = gzip.compress(('image,label\n' + rows).encode())
+  (tmp_path / 'm.csv.gz').write_bytes(data[:len(data) // 2])
+  code = convert.main(['--manifest', str(tmp_path / 'm.csv.gz'), '--output_dir',
+                       str(tmp_path / 'out'), '--max_error_rate', '1'])
+  assert code == 1
+  assert 'EOFError' in capsys.readouterr().err
+  assert not (tmp_path / 'out' / 'dataset_info.json').exists()

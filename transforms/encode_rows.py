@@ -13,6 +13,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms.example import LabelledRow
 from transforms.example import LoadedImage
 from transforms.example import build_example
+from transforms.image import allow_pixels
 from transforms.image import process_image
 from transforms.ordered_pool import OrderedPool
 from transforms.progress_file import ProgressFile
@@ -85,6 +86,7 @@ class LoadImageFn(beam.DoFn):
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
+    allow_pixels(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
     self._pool = OrderedPool(self._threads)
 

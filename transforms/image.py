@@ -48,6 +48,14 @@ def _size_text(num_bytes: int) -> str:
   return f'{num_bytes / 1024:.0f} KB' if num_bytes >= 1024 else f'{num_bytes} B'
 
 
+def allow_pixels(max_pixels: int) -> None:
+  """Raises Pillow's own decompression-bomb limit (a process-wide setting) to
+  --max_pixels when that is larger: open_image enforces --max_pixels itself,
+  from the header, before any decoding. Never lowers it."""
+  if Image.MAX_IMAGE_PIXELS is not None and max_pixels > Image.MAX_IMAGE_PIXELS:
+    Image.MAX_IMAGE_PIXELS = max_pixels
+
+
 def open_image(data: bytes, max_pixels: int) -> Image.Image:
   """Opens the image header; refuses empty files, non-images and bombs."""
   if not data:

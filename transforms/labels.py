@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import unicodedata
 from typing import Iterable, Optional
 
 from transforms.rejects import RowError
 from transforms.rejects import STAGE_LABEL
 
 
+# Without --label_map, integer labels are ids as given up to this one; a
+# larger integer (an id from some database, say) would make a label map of
+# millions of empty classes, so such rows are rejected instead.
+MAX_INTEGER_LABEL = 100_000
+
+
 def _is_int(text: str) -> bool:
   return text.isascii() and text.isdigit()
+
+
+def _bad_name(label: str) -> bool:
+  """Line breaks or control characters would break label_map.txt's lines."""
+  return any(unicodedata.category(c) in ('Cc', 'Zl', 'Zp') for c in label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,22 +42,22 @@ class LabelMap:
   @classmethod
   def from_labels(cls, labels: Iterable[str]) -> 'LabelMap':
     """Sorted distinct names; when every label is an integer, ids as given."""
-    distinct = {label for label in labels if label}
+    distinct = {label for label in labels if label and not _bad_name(label)}
     if distinct and all(_is_int(label) for label in distinct):
-      top = max(int(label) for label in distinct)
-      return cls(tuple(str(i) for i in range(top + 1)))
+      ids = [int(label) for label in distinct if int(label) <= MAX_INTEGER_LABEL]
+      return cls(tuple(str(i) for i in range(max(ids, default=-1) + 1)))
     return cls(tuple(sorted(distinct)))
 
   @classmethod
   def from_text(cls, text: str) -> 'LabelMap':
-    names = tuple(line.strip() for line in text.splitlines())
+    names = tuple(line.strip() for line in text.lstrip('\ufeff').split('\n'))
     while names and not names[-1]:
       names = names[:-1]
     if not names:
       raise ValueError('the label map is empty')
     if any(not name for name in names):
       raise ValueError('the label map has a blank line inside it')
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = sorted(n for n, count in collections.Counter(names).items() if count > 1)
     if repeated:
       raise ValueError(f'the label map repeats {repeated}')
     return cls(names, fixed=True)
@@ -57,11 +70,18 @@ class LabelMap:
     if label is None or not label.strip():
       raise RowError(STAGE_LABEL, 'empty_label', 'label is empty')
     label = label.strip()
+    if _bad_name(label):
+      raise RowError(STAGE_LABEL, 'bad_label',
+                     f'label {label!r} holds a line break or control character')
     found = self._ids.get(label)
     if found is not None:
       return found, label
     if _is_int(label) and int(label) < len(self.names):
       return int(label), self.names[int(label)]
+    if _is_int(label) and not self.fixed and int(label) > MAX_INTEGER_LABEL:
+      raise RowError(STAGE_LABEL, 'unknown_label',
+                     f'integer label {label} is above {MAX_INTEGER_LABEL}, the largest '
+                     f'id used as given; pass a --label_map to name such classes')
     raise RowError(STAGE_LABEL, 'unknown_label',
                    f'label {label!r} is not in the label map '
                    f'({len(self.names)} classes)')

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import math
 import posixpath
 import re
 from typing import Iterator, Optional
@@ -139,8 +140,13 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
   if config.fmt == 'jsonl':
     try:
       fields = json.loads(text)
+      # JSON may escape lone UTF-16 surrogates, which no UTF-8 text can hold
+      json.dumps(fields, ensure_ascii=False).encode('utf-8')
     except json.JSONDecodeError as error:
       raise RowError(STAGE_MANIFEST, 'bad_json', f'line is not valid JSON: {error}')
+    except UnicodeEncodeError as error:
+      raise RowError(STAGE_MANIFEST, 'bad_encoding',
+                     f'line holds text that is not valid Unicode: {error.reason}')
     if not isinstance(fields, dict):
       raise RowError(STAGE_MANIFEST, 'bad_json',
                      f'line is JSON {type(fields).__name__}, not an object')
@@ -160,12 +166,15 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
 
 
 def _text(fields: dict, column: str) -> Optional[str]:
+  """A column as text: JSON numbers as written (1.0 -> '1'), never a bool or list."""
   value = fields.get(column)
   if value is None:
     return None
-  if isinstance(value, (dict, list)):
+  if isinstance(value, (dict, list, bool)):
     raise RowError(STAGE_MANIFEST, 'bad_value',
-                   f'column {column!r} must be a single value, not {value!r}')
+                   f'column {column!r} must be a string or a number, not {value!r}')
+  if isinstance(value, float) and value.is_integer():
+    value = int(value)
   return str(value).strip()
 
 
@@ -188,13 +197,25 @@ def parse_extra(value, kind: str, column: str, fmt: str) -> list:
     items = [value]
   try:
     if kind == 'float':
-      return [float(item) for item in items]
+      return [_as_float32(item) for item in items]
     if kind == 'int64':
       return [_as_int(item) for item in items]
     return [item if isinstance(item, str) else json.dumps(item) for item in items]
   except (TypeError, ValueError) as error:
     raise RowError(STAGE_MANIFEST, 'bad_feature',
                    f'column {column!r} value {value!r} is not {kind}: {error}')
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _as_float32(item) -> float:
+  if isinstance(item, bool):
+    raise ValueError(f'{item!r} is not a number')
+  value = float(item)
+  if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+    raise ValueError(f'{item!r} is not a finite float32')
+  return value
 
 
 def _as_int(item) -> int:
@@ -226,12 +247,25 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> Manifest
       label=label, split=split, extras=extras)
 
 
+# A rejected line is copied into rejected.jsonl up to this many characters.
+MAX_SHOWN_LINE = 10_000
+
+
+def shown_line(raw: bytes) -> str:
+  text = raw.decode('utf-8', 'replace')
+  if len(text) <= MAX_SHOWN_LINE:
+    return text
+  return text[:MAX_SHOWN_LINE] + f'... ({len(text)} characters)'
+
+
 def parse_line(raw: bytes, line: int, config: ManifestConfig) -> ManifestRow:
   """Raw manifest line -> row. RowError carries the stage and the reason."""
   try:
     text = raw.decode('utf-8')
   except UnicodeDecodeError as error:
     raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}')
+  if line == 1:
+    text = text.lstrip('\ufeff')  # a byte order mark before the first row
   return row_from_fields(split_fields(text.rstrip('\r\n'), config), config, line)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+
 import apache_beam as beam
+from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import manifest
@@ -16,9 +19,17 @@ ROWS = 'rows'
 
 
 def read_numbered_lines(path: str, fmt: str):
-  """Yields (line number, raw bytes) for every non-blank data line."""
-  with FileSystems.open(path) as stream:
-    yield from manifest.iter_lines(stream, fmt)
+  """Yields (line number, raw bytes) for every non-blank data line.
+
+  .gz goes through Python's gzip, which, unlike Beam's decompressor, fails on
+  a truncated file instead of ending early (silently losing the rest).
+  """
+  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    if path.endswith('.gz'):
+      with gzip.GzipFile(fileobj=raw) as stream:
+        yield from manifest.iter_lines(stream, fmt)
+    else:
+      yield from manifest.iter_lines(raw, fmt)
 
 
 class ParseLineFn(beam.DoFn):
@@ -36,7 +47,7 @@ class ParseLineFn(beam.DoFn):
     except RowError as error:
       yield beam.pvalue.TaggedOutput(
           REJECTED,
-          Rejection(raw.decode('utf-8', 'replace'), error.stage, error.code,
+          Rejection(manifest.shown_line(raw), error.stage, error.code,
                     error.reason, self._config.path, line,
                     counts_as_row=self._config.role != manifest.ROLE_LABELS))
 
@@ -111,8 +122,12 @@ def LabelMapFromRows(rows):  # pylint: disable=invalid-name
 
 
 def list_image_dir(directory: str):
-  """(number, relative path) of every DIR/<label>/<file>, sorted; hidden files skipped."""
-  pattern = directory.rstrip('/') + '/*/*'
+  """(number, relative path) of every file below DIR, sorted; hidden ones skipped.
+
+  The label is the first folder (DIR/<label>/.../<file>); a file directly in
+  DIR has none and is rejected as such rather than ignored.
+  """
+  pattern = directory.rstrip('/') + '/**'
   paths = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
   prefix = directory.rstrip('/') + '/'
   relative = [p[len(prefix):] for p in paths if p.startswith(prefix)]
@@ -150,7 +165,7 @@ class _ImageDirRowFn(beam.DoFn):
 
   def process(self, numbered):
     line, relative = numbered
-    fields = {'image': relative, 'label': relative.split('/', 1)[0]}
+    fields = {'image': relative, 'label': relative.split('/')[0] if '/' in relative else ''}
     try:
       yield manifest.row_from_fields(fields, self._config, line)
     except RowError as error:
