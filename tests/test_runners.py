@@ -5,8 +5,7 @@
   in an EXTERNAL worker pool (separate worker processes, as on a cluster).
 - DataflowRunner with --dry_run=True: the job is built offline (no network,
   checked inside an empty network namespace when the machine allows one),
-  and nothing is written or deleted. Needs the apache-beam[gcp] extra; skipped
-  without it.
+  and nothing is written or deleted (apache-beam[gcp] is in requirements.txt).
 
 Every service runs as its own process on 127.0.0.1, started by pid and
 stopped by its own process group at teardown.
@@ -15,7 +14,6 @@ stopped by its own process group at teardown.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import pathlib
@@ -257,24 +255,6 @@ def test_portable_runner_external_worker_pool(images, job_service, worker_pool, 
       'the job ran, but not in the worker pool:\n' + worker_pool.log())
 
 
-def _dataflow_missing() -> Optional[str]:
-  """Why DataflowRunner cannot build a job in this environment, or None."""
-  needed = ('google.auth', 'google.api_core', 'google.cloud.dataflow',
-            'google.cloud.storage', 'apitools')
-  missing = []
-  for name in needed:
-    try:
-      if importlib.util.find_spec(name) is None:
-        missing.append(name)
-    except ModuleNotFoundError:
-      missing.append(name)
-  if missing:
-    return ('DataflowRunner needs the apache-beam[gcp] extra (it imports '
-            f'{", ".join(missing)} before anything else; the pinned requirements '
-            'install apache-beam[aws] only)')
-  return None
-
-
 def _no_network_prefix() -> list:
   """`unshare -n` (an empty network namespace: loopback down, no routes) if allowed."""
   unshare = shutil.which('unshare')
@@ -310,9 +290,6 @@ DATAFLOW_DRY_RUN = ['--runner=DataflowRunner', '--dry_run=True',
 
 
 def test_dataflow_dry_run_builds_the_job_offline(images, tmp_path):
-  reason = _dataflow_missing()
-  if reason:
-    pytest.skip(reason)
   project = tmp_path / 'project'
   project.mkdir()
   setup_file = _copy_project(project)
@@ -340,9 +317,6 @@ def _previous_dataset(images: TwoClassSet, out: pathlib.Path) -> dict:
 
 
 def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_path):
-  reason = _dataflow_missing()
-  if reason:
-    pytest.skip(reason)
   out = tmp_path / 'out'
   before = _previous_dataset(images, out)
   result = run_module('pipeline.convert', '--manifest', images.manifest,
@@ -354,9 +328,6 @@ def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_pa
 
 
 def test_dataflow_dry_run_of_validate(images, tmp_path):
-  reason = _dataflow_missing()
-  if reason:
-    pytest.skip(reason)
   out = tmp_path / 'out'
   before = _previous_dataset(images, out)
   result = run_module('pipeline.validate', '--input_dir', out, *DATAFLOW_DRY_RUN,
