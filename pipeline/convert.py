@@ -20,6 +20,7 @@ from pipeline import progress
 from pipeline.output_dir import prepare_output_dir
 from transforms import dataset_info
 from transforms.encode_rows import EncodeRows
+from transforms.read_manifest import COUNT
 from transforms.read_manifest import ROWS
 from transforms.read_manifest import LabelMapFromRows
 from transforms.read_manifest import ReadImageDir
@@ -43,12 +44,12 @@ def _read_rows(p, config: opts.ConvertConfig):
   label_rows, label_count = None, None
   if len(config.manifests) > 1:
     labels = p | 'ReadLabelManifest' >> ReadManifest(config.manifests[1])
-    label_rows, label_count = labels[ROWS], labels['count']
+    label_rows, label_count = labels[ROWS], labels[COUNT]
   resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(label_rows)
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
-  return resolved[ROWS], rejected, source['count'], label_count
+  return resolved[ROWS], rejected, source[COUNT], label_count
 
 
 def build(p, config: opts.ConvertConfig, progress_dir=None):

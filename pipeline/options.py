@@ -141,6 +141,7 @@ class ConvertConfig:
   max_error_rate: float
   progress: str
   image_threads: int = 0
+  label_map_path: Optional[str] = None
 
   def to_json(self) -> dict:
     return {
@@ -148,7 +149,7 @@ class ConvertConfig:
         'manifest': self.manifests[0].path if self.manifests else None,
         'label_manifest': self.manifests[1].path if len(self.manifests) > 1 else None,
         'image_dir': self.image_dir,
-        'label_map_file': self.label_map is not None,
+        'label_map_file': self.label_map_path,
         'schema': self.example.schema,
         'compression': self.compression,
         'num_shards': self.num_shards,
@@ -314,4 +315,5 @@ def convert_config(args) -> ConvertConfig:
       example=ExampleSpec(args.schema, extras), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
-      progress=args.progress, image_threads=args.image_threads)
+      progress=args.progress, image_threads=args.image_threads,
+      label_map_path=args.label_map)

@@ -13,20 +13,23 @@ from pipeline.launch import UsageError
 from transforms import dataset_info
 from transforms.spec import DATASET_INFO
 from transforms.spec import LABEL_MAP
+from transforms.spec import COMPRESSIONS
 from transforms.spec import REJECTED_FILE
+from transforms.spec import SHARD_NUMBERS_GLOB
 from transforms.spec import VALIDATION_REPORT
+from transforms.spec import shard_suffix
 
 # Files convert writes besides shards (and their temp names while writing).
 OUR_FILES = tuple(name + suffix for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT)
                   for suffix in ('', '.tmp')) + (REJECTED_FILE,)
-_SHARD_NUMBERS = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord'
 
 
 def our_patterns(split_names: tuple) -> tuple:
   """Names a finished or killed run with these splits may have left."""
   patterns = ['beam-temp-*']  # Beam's own temp folders, never a user's
   for split in split_names:
-    patterns += [f'{split}{_SHARD_NUMBERS}', f'{split}{_SHARD_NUMBERS}.gz']
+    patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
+                 for compression in COMPRESSIONS]
   return tuple(patterns)
 
 

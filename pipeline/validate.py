@@ -21,6 +21,8 @@ from pipeline import options as opts
 from pipeline.output_dir import list_entries
 from transforms import dataset_info
 from transforms import validation
+from transforms.spec import SHARD_NUMBERS_GLOB
+from transforms.spec import SHARD_SUFFIX
 from transforms.spec import VALIDATION_REPORT
 from transforms.validate_shards import PROBLEMS
 from transforms.validate_shards import SUMMARIES
@@ -28,7 +30,7 @@ from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
 from transforms.validate_shards import build_report
 
-SHARD_PATTERN = '*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*'
+SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
 
 
 def shard_listing(input_dir: str, info: dict) -> tuple:

@@ -213,6 +213,8 @@ def test_two_manifests_joined_on_key(sample, tmp_path):
   assert info['num_rejected'] == 1
   assert info['num_label_manifest_rows'] == 11
   assert info['num_label_manifest_rows_rejected'] == 2
+  assert info['label_manifest_rejected_by_reason'] == {
+      'label_manifest/duplicate_key': 1, 'label_manifest/no_image': 1}
   stages = sorted((r['stage'], r['code']) for r in rejected_lines(sample.out))
   assert stages == [('label', 'no_label'), ('label_manifest', 'duplicate_key'),
                     ('label_manifest', 'no_image')]
@@ -310,3 +312,14 @@ def test_image_dir_nested_folders_and_top_level_files(tmp_path):
       3, 2, ['blue', 'red'])
   (stray,) = rejected_lines(out)
   assert (stray['row']['image'], stray['code']) == ('stray.png', 'empty_label')
+
+
+def test_jsonl_rows_without_a_split_when_train_is_not_a_split_name(sample):
+  rows = [{'image': image, 'label': name, **({'split': 'dev'} if i % 2 else {})}
+          for i, (image, name) in enumerate(sample.labels.items())]
+  sample.manifest = sample.root / 'm.jsonl'
+  sample.manifest.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+  assert run_convert(sample, '--split_names', 'dev,eval', '--max_error_rate', '1') == 0
+  info = read_info(sample.out)
+  assert {n: s['num_examples'] for n, s in info['splits'].items()} == {'dev': 4}
+  assert info['rejected_by_reason'] == {'manifest/unknown_split': 5}

@@ -91,11 +91,15 @@ def test_label_map_lookup_and_integers():
   ints = LabelMap.from_labels(['2', '0'])
   assert ints.names == ('0', '1', '2') and ints.lookup('2') == (2, '2')
   fixed = LabelMap.from_text('b\na\n')
-  assert fixed.lookup('a') == (1, 'a') and fixed.lookup('0') == (0, 'b')
-  for label, code in [('', 'empty_label'), (None, 'empty_label'), ('zebra', 'unknown_label'),
-                      ('7', 'unknown_label')]:
+  assert fixed.lookup('a') == (1, 'a')
+  numbered = LabelMap.from_text('10\n20\n30\n')
+  assert numbered.lookup('20') == (1, '20')
+  for label_map, label, code in [
+      (fixed, '', 'empty_label'), (fixed, None, 'empty_label'),
+      (fixed, 'zebra', 'unknown_label'), (fixed, '0', 'unknown_label'),
+      (numbered, '2', 'unknown_label'), (numbered, '9' * 5000, 'unknown_label')]:
     with pytest.raises(RowError) as error:
-      fixed.lookup(label)
+      label_map.lookup(label)
     assert error.value.code == code
   with pytest.raises(ValueError, match='repeats'):
     LabelMap.from_text('a\nb\na\n')
@@ -215,9 +219,23 @@ def test_huge_integer_labels_are_rejected_not_mapped():
 
 def test_max_pixels_above_pillows_limit_raises_it(monkeypatch):
   from PIL import Image
-  from transforms.image import allow_pixels
+  from transforms.image import prepare_pillow
   monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 1000)
-  allow_pixels(500)
+  prepare_pillow(500)
   assert Image.MAX_IMAGE_PIXELS == 1000
-  allow_pixels(300_000_000)
+  prepare_pillow(300_000_000)
   assert Image.MAX_IMAGE_PIXELS == 300_000_000
+
+
+@pytest.mark.parametrize('raw', [b'{"image": "a", "label": ' + b'9' * 5000 + b'}',
+                                 b'[' * 100_000 + b']' * 100_000])
+def test_json_too_large_or_too_deep_is_a_bad_line(raw):
+  with pytest.raises(RowError) as error:
+    manifest.parse_line(raw, 2, config('jsonl', header=()))
+  assert error.value.code == 'bad_json'
+
+
+def test_a_missing_split_value_is_train_only_when_train_is_allowed():
+  assert manifest.SplitConfig().assign('k', None) == 'train'
+  with pytest.raises(RowError, match="'train' is not one of dev, eval"):
+    manifest.SplitConfig(names=('dev', 'eval')).assign('k', None)

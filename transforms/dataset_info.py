@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import posixpath
 from typing import Optional
 
+from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.spec import DATASET_INFO
@@ -32,6 +35,19 @@ def write_text(path: str, text: str) -> None:
   FileSystems.rename([temp], [path])
 
 
+@contextlib.contextmanager
+def open_checked(path: str):
+  """Opens any Beam path for reading; a .gz through Python's gzip, which,
+  unlike Beam's decompressor, raises EOFError on a truncated file instead of
+  ending early."""
+  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    if path.endswith('.gz'):
+      with gzip.GzipFile(fileobj=raw) as stream:
+        yield stream
+    else:
+      yield raw
+
+
 def read_text(path: str) -> str:
   with FileSystems.open(path) as handle:
     return handle.read().decode('utf-8')
@@ -40,11 +56,12 @@ def read_text(path: str) -> str:
 def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
                label_names: list, splits: dict, num_manifest_rows: int,
                rejected: dict, num_label_rows: Optional[int],
-               num_label_rows_rejected: int, max_error_rate: float) -> dict:
+               label_rows_rejected: dict, max_error_rate: float) -> dict:
   """Assembles dataset_info.json's content.
 
   `splits`: {name: {'num_examples', 'num_bytes', 'shards'}};
-  `rejected`: {'stage/code': count} for image-manifest rows.
+  `rejected`: {'stage/code': count} for image-manifest rows;
+  `label_rows_rejected`: the same for label-manifest rows (two manifests).
   """
   num_rejected = sum(rejected.values())
   num_examples = sum(s['num_examples'] for s in splits.values())
@@ -69,7 +86,8 @@ def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
   }
   if num_label_rows is not None:
     info['num_label_manifest_rows'] = num_label_rows
-    info['num_label_manifest_rows_rejected'] = num_label_rows_rejected
+    info['num_label_manifest_rows_rejected'] = sum(label_rows_rejected.values())
+    info['label_manifest_rejected_by_reason'] = dict(sorted(label_rows_rejected.items()))
   return info
 
 

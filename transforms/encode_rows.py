@@ -13,7 +13,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms.example import LabelledRow
 from transforms.example import LoadedImage
 from transforms.example import build_example
-from transforms.image import allow_pixels
+from transforms.image import prepare_pillow
 from transforms.image import process_image
 from transforms.ordered_pool import OrderedPool
 from transforms.progress_file import ProgressFile
@@ -21,14 +21,13 @@ from transforms.rejects import EXAMPLES
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.rejects import REJECTED
 from transforms.rejects import RowError
-from transforms.rejects import STAGE_DECODE
 from transforms.rejects import STAGE_READ
-from transforms.rejects import rejection_from_dead_letter
 from transforms.rejects import unexpected_rejection
 from transforms.spec import ExampleSpec
 from transforms.spec import ImageSpec
 
-UNEXPECTED = 'unexpected'
+LABELLED = 'labelled'
+LOADED = 'loaded'
 
 
 def read_bytes(path: str) -> bytes:
@@ -86,7 +85,7 @@ class LoadImageFn(beam.DoFn):
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
-    allow_pixels(self._spec.max_pixels)
+    prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
     self._pool = OrderedPool(self._threads)
 
@@ -147,18 +146,12 @@ class EncodeRows(beam.PTransform):
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
         AssignLabelFn(), beam.pvalue.AsSingleton(self._label_map)).with_outputs(
-            REJECTED, main='labelled')
-    # Expected failures are tagged REJECTED by the DoFn; anything Pillow throws
-    # that we did not foresee becomes a dead letter instead of failing the job.
-    loaded = labelled['labelled'] | 'LoadImage' >> beam.ParDo(
-        LoadImageFn(self._image_spec, self._progress_dir, self._image_threads)).with_outputs(
-            REJECTED, main='loaded').with_exception_handling(
-                main_tag='loaded', dead_letter_tag=UNEXPECTED)
-    crash_rejected = loaded[UNEXPECTED] | 'DeadLetterToRejection' >> beam.Map(
-        rejection_from_dead_letter(STAGE_DECODE))
+            REJECTED, main=LABELLED)
+    loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
+        LoadImageFn(self._image_spec, self._progress_dir, self._image_threads)
+    ).with_outputs(REJECTED, main=LOADED)
     spec = self._example_spec
-    examples = loaded['loaded'] | 'BuildExample' >> beam.Map(
+    examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
         lambda image: (image.labelled.row.split, build_example(image, spec)))
-    rejected = (labelled[REJECTED], loaded[REJECTED], crash_rejected
-               ) | 'FlattenRejected' >> beam.Flatten()
+    rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

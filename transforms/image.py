@@ -48,12 +48,17 @@ def _size_text(num_bytes: int) -> str:
   return f'{num_bytes / 1024:.0f} KB' if num_bytes >= 1024 else f'{num_bytes} B'
 
 
-def allow_pixels(max_pixels: int) -> None:
-  """Raises Pillow's own decompression-bomb limit (a process-wide setting) to
-  --max_pixels when that is larger: open_image enforces --max_pixels itself,
-  from the header, before any decoding. Never lowers it."""
+def prepare_pillow(max_pixels: int) -> None:
+  """Once per worker, before images are opened on several threads: loads
+  Pillow's format plugins (their lazy loading is not thread-safe) and raises
+  Pillow's own decompression-bomb limit, a process-wide setting, to
+  --max_pixels when that is larger (open_image enforces --max_pixels itself,
+  from the header, before decoding). Never lowers it."""
+  Image.init()
   if Image.MAX_IMAGE_PIXELS is not None and max_pixels > Image.MAX_IMAGE_PIXELS:
     Image.MAX_IMAGE_PIXELS = max_pixels
+  # Pillow warns about images it will still open; open_image rejects them.
+  warnings.filterwarnings('ignore', category=Image.DecompressionBombWarning)
 
 
 def open_image(data: bytes, max_pixels: int) -> Image.Image:
@@ -61,9 +66,7 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
   if not data:
     raise _decode_error('empty_file', 'file is empty (0 bytes)')
   try:
-    with warnings.catch_warnings():
-      warnings.simplefilter('ignore', Image.DecompressionBombWarning)
-      image = Image.open(io.BytesIO(data))
+    image = Image.open(io.BytesIO(data))
   except Image.DecompressionBombError as error:
     raise _decode_error('too_many_pixels', f'decompression bomb: {error}')
   except UnidentifiedImageError:

@@ -18,7 +18,8 @@ MAX_INTEGER_LABEL = 100_000
 
 
 def _is_int(text: str) -> bool:
-  return text.isascii() and text.isdigit()
+  # int() refuses strings of thousands of digits; no id is that long anyway
+  return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def _bad_name(label: str) -> bool:
@@ -76,9 +77,7 @@ class LabelMap:
     found = self._ids.get(label)
     if found is not None:
       return found, label
-    if _is_int(label) and int(label) < len(self.names):
-      return int(label), self.names[int(label)]
-    if _is_int(label) and not self.fixed and int(label) > MAX_INTEGER_LABEL:
+    if not self.fixed and _is_int(label) and int(label) > MAX_INTEGER_LABEL:
       raise RowError(STAGE_LABEL, 'unknown_label',
                      f'integer label {label} is above {MAX_INTEGER_LABEL}, the largest '
                      f'id used as given; pass a --label_map to name such classes')

@@ -71,9 +71,7 @@ class SplitConfig:
   def assign(self, key: str, column_value: Optional[str]) -> str:
     if self.fractions:
       return hash_split(key, self.fractions, self.seed)
-    if column_value is None:
-      return DEFAULT_SPLIT
-    value = column_value.strip()
+    value = DEFAULT_SPLIT if column_value is None else column_value.strip()
     if value not in self.names:
       raise RowError(
           STAGE_MANIFEST, 'unknown_split',
@@ -142,11 +140,12 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
       fields = json.loads(text)
       # JSON may escape lone UTF-16 surrogates, which no UTF-8 text can hold
       json.dumps(fields, ensure_ascii=False).encode('utf-8')
-    except json.JSONDecodeError as error:
-      raise RowError(STAGE_MANIFEST, 'bad_json', f'line is not valid JSON: {error}')
     except UnicodeEncodeError as error:
       raise RowError(STAGE_MANIFEST, 'bad_encoding',
                      f'line holds text that is not valid Unicode: {error.reason}')
+    except (ValueError, RecursionError) as error:
+      # JSONDecodeError, integers of thousands of digits, deep nesting
+      raise RowError(STAGE_MANIFEST, 'bad_json', f'line is not usable JSON: {error}')
     if not isinstance(fields, dict):
       raise RowError(STAGE_MANIFEST, 'bad_json',
                      f'line is JSON {type(fields).__name__}, not an object')

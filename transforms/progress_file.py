@@ -27,7 +27,10 @@ class ProgressFile:
     if self._path is None or not os.path.isdir(os.path.dirname(self._path)):
       return
     temp = self._path + '.tmp'
-    with open(temp, 'w') as handle:
-      handle.write(str(self._done))
-    os.replace(temp, self._path)
+    try:
+      with open(temp, 'w') as handle:
+        handle.write(str(self._done))
+      os.replace(temp, self._path)
+    except OSError:
+      pass  # progress is cosmetic: a full or vanished temp folder must not cost a row
     self._flushed_at = time.time()

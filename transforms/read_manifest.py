@@ -2,34 +2,27 @@
 
 from __future__ import annotations
 
-import gzip
-
 import apache_beam as beam
-from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import manifest
+from transforms.dataset_info import open_checked
 from transforms.labels import LabelMap
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.rejects import REJECTED
 from transforms.rejects import Rejection
 from transforms.rejects import RowError
+from transforms.rejects import STAGE_MANIFEST
 
 ROWS = 'rows'
+COUNT = 'count'  # how many lines (or files) were read
 
 
 def read_numbered_lines(path: str, fmt: str):
-  """Yields (line number, raw bytes) for every non-blank data line.
-
-  .gz goes through Python's gzip, which, unlike Beam's decompressor, fails on
-  a truncated file instead of ending early (silently losing the rest).
-  """
-  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-    if path.endswith('.gz'):
-      with gzip.GzipFile(fileobj=raw) as stream:
-        yield from manifest.iter_lines(stream, fmt)
-    else:
-      yield from manifest.iter_lines(raw, fmt)
+  """Yields (line number, raw bytes) for every non-blank data line; a cut-off
+  .gz fails rather than silently losing its tail."""
+  with open_checked(path) as stream:
+    yield from manifest.iter_lines(stream, fmt)
 
 
 class ParseLineFn(beam.DoFn):
@@ -37,25 +30,35 @@ class ParseLineFn(beam.DoFn):
 
   def __init__(self, config: manifest.ManifestConfig):
     self._config = config
-    self._rows = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'manifest_rows')
+    self._rows = beam.metrics.Metrics.counter(
+        METRICS_NAMESPACE,
+        'label_manifest_rows' if config.role == manifest.ROLE_LABELS else 'manifest_rows')
 
   def process(self, numbered):
     line, raw = numbered
     self._rows.inc()
     try:
-      yield manifest.parse_line(raw, line, self._config)
+      row = manifest.parse_line(raw, line, self._config)
     except RowError as error:
-      yield beam.pvalue.TaggedOutput(
-          REJECTED,
-          Rejection(manifest.shown_line(raw), error.stage, error.code,
-                    error.reason, self._config.path, line,
-                    counts_as_row=self._config.role != manifest.ROLE_LABELS))
+      yield self._reject(raw, line, error.stage, error.code, error.reason)
+      return
+    except Exception as error:  # pylint: disable=broad-except
+      # A line nobody foresaw is that line's problem, never the job's.
+      yield self._reject(raw, line, STAGE_MANIFEST, 'unexpected_error',
+                         f'{type(error).__name__}: {error}')
+      return
+    yield row
+
+  def _reject(self, raw: bytes, line: int, stage: str, code: str, reason: str):
+    return beam.pvalue.TaggedOutput(REJECTED, Rejection(
+        manifest.shown_line(raw), stage, code, reason, self._config.path, line,
+        counts_as_row=self._config.role != manifest.ROLE_LABELS))
 
 
 class ReadManifest(beam.PTransform):
   """Reads one manifest in the pipeline.
 
-  Out: {'rows': ManifestRow, 'rejected': Rejection, 'count': int (lines read)}.
+  Out: {ROWS: ManifestRow, REJECTED: Rejection, COUNT: int (lines read)}.
   """
 
   def __init__(self, config: manifest.ManifestConfig):
@@ -70,7 +73,7 @@ class ReadManifest(beam.PTransform):
     parsed = lines | 'ParseLines' >> beam.ParDo(
         ParseLineFn(self._config)).with_outputs(REJECTED, main=ROWS)
     count = lines | 'CountLines' >> beam.combiners.Count.Globally()
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], 'count': count}
+    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], COUNT: count}
 
 
 class ResolveKeyFn(beam.DoFn):
@@ -138,7 +141,7 @@ def list_image_dir(directory: str):
 class ReadImageDir(beam.PTransform):
   """A folder-per-class tree as manifest rows (label = folder name).
 
-  Out: {'rows', 'rejected' (empty), 'count'}, like ReadManifest.
+  Out: {ROWS, REJECTED, COUNT}, like ReadManifest.
   """
 
   def __init__(self, directory: str, split: manifest.SplitConfig):
@@ -155,7 +158,7 @@ class ReadImageDir(beam.PTransform):
     parsed = files | 'ToRows' >> beam.ParDo(_ImageDirRowFn(config)).with_outputs(
         REJECTED, main=ROWS)
     count = files | 'CountFiles' >> beam.combiners.Count.Globally()
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], 'count': count}
+    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], COUNT: count}
 
 
 class _ImageDirRowFn(beam.DoFn):

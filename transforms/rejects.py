@@ -18,7 +18,6 @@ EXAMPLES = 'examples'
 STAGE_MANIFEST = 'manifest'
 STAGE_LABEL_MANIFEST = 'label_manifest'
 STAGE_DUPLICATE = 'duplicate'
-STAGE_JOIN = 'join'
 STAGE_LABEL = 'label'
 STAGE_READ = 'read'
 STAGE_DECODE = 'decode'
@@ -73,29 +72,5 @@ def count_rejection(rejection: Rejection) -> Rejection:
 
 def unexpected_rejection(row, error: Exception, stage: str = STAGE_DECODE) -> Rejection:
   """A Rejection for an exception nobody foresaw (a bug or a Pillow surprise)."""
-  return _unexpected(row, stage, type(error), repr(error))
-
-
-def _unexpected(row, stage: str, exc_class, exc_repr: str) -> Rejection:
-  return Rejection(
-      row=getattr(row, 'fields', row),
-      stage=stage,
-      code='unexpected_error',
-      reason=f'unexpected error {getattr(exc_class, "__name__", exc_class)}: {exc_repr}',
-      source=getattr(row, 'source', ''),
-      line=getattr(row, 'line', 0))
-
-
-def rejection_from_dead_letter(stage: str):
-  """Maps a `with_exception_handling` dead letter to a Rejection.
-
-  Dead letters are `(element, (exc_class, repr, traceback_lines))`; the element
-  is the row that failed unexpectedly.
-  """
-
-  def convert(dead_letter) -> Rejection:
-    element, (exc_class, exc_repr, _) = dead_letter
-    element = getattr(element, 'row', element)  # a LabelledRow wraps its row
-    return _unexpected(element, stage, exc_class, exc_repr)
-
-  return convert
+  return row.reject(stage, 'unexpected_error',
+                    f'unexpected error {type(error).__name__}: {error!r}')

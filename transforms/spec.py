@@ -12,6 +12,8 @@ REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
 SHARD_SUFFIX = '.tfrecord'
 SHARD_TEMPLATE = '-SSSSS-of-NNNNN'
+# fnmatch pattern of SHARD_TEMPLATE + SHARD_SUFFIX, for any split, any compression
+SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 
 ENCODINGS = ('raw', 'jpeg', 'png')
 SCHEMAS = ('default', 'seed')

@@ -6,10 +6,10 @@ import json
 import zlib
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from transforms import dataset_info
 from transforms import validation
+from transforms.image import prepare_pillow
 from transforms.ordered_pool import OrderedPool
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.tfrecord import ShardError
@@ -34,6 +34,7 @@ class ReadShardFn(beam.DoFn):
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
+    prepare_pillow(self._expected.image.max_pixels)
     self._pool = OrderedPool(self._threads)
 
   def teardown(self):
@@ -43,7 +44,7 @@ class ReadShardFn(beam.DoFn):
     split, shard = element
     index = 0
     try:
-      with FileSystems.open(dataset_info.join(self._input_dir, shard)) as stream:
+      with dataset_info.open_checked(dataset_info.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
           for done in self._pool.submit(index, validation.check_record, data,
@@ -51,7 +52,10 @@ class ReadShardFn(beam.DoFn):
             yield from self._summarise(split, shard, *done)
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
-    except (zlib.error, EOFError, OSError) as error:
+    except EOFError as error:
+      yield self._problem('truncated_shard', shard, index,
+                          f'compressed file ends early, after record {index}: {error}')
+    except (zlib.error, OSError) as error:
       yield self._problem('corrupt_shard', shard, index,
                           f'cannot read the file after record {index}: '
                           f'{type(error).__name__}: {error}')
@@ -59,7 +63,12 @@ class ReadShardFn(beam.DoFn):
       yield from self._summarise(split, shard, *done)
 
   def _summarise(self, split, shard, index, future):
-    label, key, problems = future.result()
+    try:
+      label, key, problems = future.result()
+    except Exception as error:  # pylint: disable=broad-except
+      label, key = None, None
+      problems = [('unexpected_error', f'checking the record failed: '
+                                       f'{type(error).__name__}: {error}')]
     yield validation.RecordSummary(split, shard, index, label, key)
     for kind, detail in problems:
       yield self._problem(kind, shard, index, detail)

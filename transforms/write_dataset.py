@@ -79,8 +79,8 @@ def shard_sizes(paths: list) -> dict:
 
 class WriteInfoFn(beam.DoFn):
   """Runs once, after every shard and reject file exists: writes the label map
-  and, last, dataset_info.json. Splits that got no example lose their empty
-  shard files and are left out."""
+  and, last, dataset_info.json. Splits that got no example (and so, with
+  skip_if_empty, no shard) are left out."""
 
   def __init__(self, output_dir: str, split_names: tuple, info_args: dict):
     self._output_dir = output_dir
@@ -95,8 +95,6 @@ class WriteInfoFn(beam.DoFn):
       paths = sorted(p for s, p in shard_paths if s == split)
       count = split_counts.get(split, 0)
       if not count:
-        if paths:
-          FileSystems.delete(paths)
         continue
       sizes = shard_sizes(paths)
       splits[split] = {
@@ -104,18 +102,15 @@ class WriteInfoFn(beam.DoFn):
           'num_bytes': sum(sizes.values()),
           'shards': [dataset_info.basename(p) for p in paths],
       }
-    rejected = {}
-    label_rows_rejected = 0
+    rejected, label_rows_rejected = {}, {}
     for (stage, code, counts_as_row), count in reject_counts:
-      if counts_as_row:
-        rejected[f'{stage}/{code}'] = rejected.get(f'{stage}/{code}', 0) + count
-      else:
-        label_rows_rejected += count
+      tally = rejected if counts_as_row else label_rows_rejected
+      tally[f'{stage}/{code}'] = tally.get(f'{stage}/{code}', 0) + count
     info = dataset_info.build_info(
         label_names=list(label_map.names), splits=splits,
         num_manifest_rows=num_rows, rejected=rejected,
         num_label_rows=num_label_rows if num_label_rows >= 0 else None,
-        num_label_rows_rejected=label_rows_rejected, **self._info_args)
+        label_rows_rejected=label_rows_rejected, **self._info_args)
     dataset_info.write_text(
         dataset_info.join(self._output_dir, LABEL_MAP), label_map.to_text())
     dataset_info.write_text(
