@@ -323,3 +323,29 @@ def test_jsonl_rows_without_a_split_when_train_is_not_a_split_name(sample):
   info = read_info(sample.out)
   assert {n: s['num_examples'] for n, s in info['splits'].items()} == {'dev': 4}
   assert info['rejected_by_reason'] == {'manifest/unknown_split': 5}
+
+
+def test_shard_size_caps_each_shard(sample):
+  assert run_convert(sample, '--shard_size_mb', '1') == EXIT_OK  # 9 x 270 KB raw
+  info = read_info(sample.out)
+  shards = info['splits']['train']['shards']
+  sizes = [(sample.out / s).stat().st_size for s in shards]
+  assert len(shards) >= 3 and sum(sizes) == info['splits']['train']['num_bytes']
+  assert max(sizes) < 1024 * 1024 + 300_000  # rolled over once past 1 MiB
+  assert len(read_examples(sample.out)) == 9
+
+
+@pytest.mark.parametrize('threads', ['1', '4'])
+def test_image_threads_and_check_threads_do_not_change_the_output(sample, threads):
+  from pipeline import validate
+  assert run_convert(sample, '--image_threads', threads, '--encoding', 'png',
+                     '--resize_filter', 'nearest', '--background', '0,0,0') == EXIT_OK
+  by_name = {feature(e, 'image/filename').decode(): feature(e, 'image/encoded')
+             for e in read_examples(sample.out)}
+  assert len(by_name) == 9
+  from PIL import Image
+  import io
+  for filename, data in by_name.items():
+    colour = COLOURS[sample.labels[filename]]
+    assert (np.asarray(Image.open(io.BytesIO(data))) == colour).all()
+  assert validate.main(['--input_dir', str(sample.out), '--check_threads', threads]) == 0
