@@ -349,3 +349,18 @@ def test_image_threads_and_check_threads_do_not_change_the_output(sample, thread
     colour = COLOURS[sample.labels[filename]]
     assert (np.asarray(Image.open(io.BytesIO(data))) == colour).all()
   assert validate.main(['--input_dir', str(sample.out), '--check_threads', threads]) == 0
+
+
+def test_jpeg_quality_changes_the_encoding(tmp_path):
+  noise = np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+  Image.fromarray(noise).save(tmp_path / 'noise.png')
+  write_manifest(tmp_path / 'm.csv', [('noise.png', 'x')])
+  sizes = {}
+  for quality in ('10', '95'):
+    out = tmp_path / f'q{quality}'
+    assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                         '--encoding', 'jpeg', '--jpeg_quality', quality]) == EXIT_OK
+    (example,) = read_examples(out)
+    sizes[quality] = len(feature(example, 'image/encoded'))
+    assert read_info(out)['image']['jpeg_quality'] == int(quality)
+  assert sizes['10'] * 3 < sizes['95']
