@@ -734,19 +734,13 @@ def test_non_image_bytes(data):
   assert 'not an image' in error.reason
 
 
-@pytest.mark.parametrize('entry', sorted(ENTRY_POINTS))
-def test_truncated_jpeg(entry):
+@pytest.mark.parametrize('encoder,size,entry', [
+    *[(jpeg, 256, entry) for entry in sorted(ENTRY_POINTS)],
+    *[(png, 128, entry) for entry in ('decode_pixels', 'process_raw')],
+])
+def test_truncated_file(encoder, size, entry):
   function, spec = ENTRY_POINTS[entry]
-  data = jpeg(noise(256, 256))
-  error = decode_error(data[:len(data) // 2], spec, function)
-  assert error.code == 'truncated'
-  assert 'truncated' in error.reason
-
-
-@pytest.mark.parametrize('entry', ['decode_pixels', 'process_raw'])
-def test_truncated_png(entry):
-  function, spec = ENTRY_POINTS[entry]
-  data = png(noise(128, 128))
+  data = encoder(noise(size, size))
   error = decode_error(data[:len(data) // 2], spec, function)
   assert error.code == 'truncated'
   assert 'truncated' in error.reason
