@@ -27,5 +27,5 @@ setuptools.setup(
     packages=['pipeline', 'transforms'],
     install_requires=requirements('requirements.txt'),
     extras_require={'test': requirements('requirements-test.txt')},
-    entry_points={'console_scripts': ['img2tfrecord = pipeline.cli:main']},
+    entry_points={'console_scripts': ['img2tfrecord = pipeline.cli:console_main']},
 )

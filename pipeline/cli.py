@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from pipeline import fast_exit
+
 USAGE = ('usage: img2tfrecord {convert,validate} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
          '  validate  read a converted dataset back and check it (see validate --help)')
@@ -25,5 +27,10 @@ def main(argv=None) -> int:
   return 2
 
 
+def console_main() -> None:
+  """The console script's entry point: main() and a fast exit."""
+  fast_exit.exit_now(main())
+
+
 if __name__ == '__main__':
-  sys.exit(main())
+  console_main()

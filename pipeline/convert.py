@@ -9,11 +9,11 @@ Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
 
 from __future__ import annotations
 
-import sys
 import time
 
 import apache_beam as beam
 
+from pipeline import fast_exit
 from pipeline import launch
 from pipeline import options as opts
 from pipeline import progress
@@ -164,4 +164,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  fast_exit.exit_now(main())

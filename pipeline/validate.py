@@ -16,6 +16,7 @@ import sys
 
 import apache_beam as beam
 
+from pipeline import fast_exit
 from pipeline import launch
 from pipeline import options as opts
 from pipeline.output_dir import list_entries
@@ -135,4 +136,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  fast_exit.exit_now(main())

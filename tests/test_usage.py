@@ -118,6 +118,29 @@ def test_real_command_line_exit_codes(sample):
   assert checked.returncode == 0 and checked.stdout.startswith('OK: 9 examples')
 
 
+def test_fast_exit_flushes_piped_output_and_keeps_the_code():
+  code = ('import logging, sys; from pipeline.fast_exit import exit_now; '
+          'print("to stdout"); print("to stderr", file=sys.stderr); exit_now(7)')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+  assert (done.returncode, done.stdout, done.stderr) == (7, 'to stdout\n', 'to stderr\n')
+
+
+def test_command_line_over_budget_and_invalid_codes(sample):
+  """Exit codes 3 (convert over --max_error_rate) and 1 (validate found problems)."""
+  (sample.root / 'images' / 'broken.jpg').write_bytes(b'not an image')
+  with open(sample.manifest, 'a') as manifest:
+    manifest.write('images/broken.jpg,red\n')
+  over = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--manifest',
+                         str(sample.manifest), '--output_dir', str(sample.out),
+                         '--height', '4', '--width', '4'], capture_output=True, text=True)
+  assert over.returncode == 3, over.stderr
+  assert 'Converted 9 of 10 rows' in over.stdout and '1 rejected' in over.stdout
+  checked = subprocess.run([sys.executable, '-m', 'pipeline.validate', '--input_dir',
+                            str(sample.out), '--expected_count', '10'],
+                           capture_output=True, text=True)
+  assert checked.returncode == 1 and 'expected' in checked.stdout + checked.stderr
+
+
 def test_empty_manifest_makes_an_empty_valid_dataset_with_a_warning(tmp_path, capsys):
   (tmp_path / 'm.csv').write_text('image,label\n\n')
   out = tmp_path / 'out'

@@ -18,7 +18,13 @@ class OrderedPool:
 
   def __init__(self, threads: int):
     self._threads = threads
-    self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
+    import os, multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    if os.environ.get('I2T_PROC') and threads > 1:
+      n = int(os.environ['I2T_PROC']); self._threads = n
+      self._executor = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context('fork'))
+    else:
+      self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
     self._pending = collections.deque()
 
   def submit(self, tag, fn: Callable, *args) -> list:
