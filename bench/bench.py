@@ -9,6 +9,11 @@ each as its own process tree timed from launch to exit, with peak PSS:
   validate       python -m pipeline.validate on convert's output
   bare validate  bench.bare_validate: one process per core, CRCs + Example checks
 
+Each stage also runs on the first STARTUP_IMAGES images alone: that run's
+time is the stage's fixed start-up cost (interpreter, imports, Beam's pipeline
+construction), and (N - STARTUP_IMAGES) / (seconds - startup seconds) its
+steady rate, reported beside the whole-run rate and ratios.
+
 Run from the project root:
 
     .venv/bin/python -m bench.bench [--manifest M] [--num_images N] [--workdir DIR]
@@ -17,6 +22,7 @@ Run from the project root:
 """
 
 import argparse
+import csv
 import glob
 import importlib.metadata
 import json
@@ -49,6 +55,7 @@ STAGE_NOTES = {
             "(no TensorFlow import); raw length == H*W*3, JPEG SOI/EOI markers",
 }
 RATIOS = (("convert", "ceiling"), ("convert", "seed"), ("validate", "bare"))
+STARTUP_IMAGES = 10
 PIPELINE_DEFAULTS = CASES["raw300"]  # what pipeline.convert does without flags
 MEMORY_SCALING_FACTOR = 4
 MEMORY_SCALING_TARGET = 1.25
@@ -236,9 +243,10 @@ def output_summary(folder):
             "mib": round(sum(os.path.getsize(f) for f in files) / 2**20, 1)}
 
 
-def run_stage(stage, case, manifest, num_images, args):
+def run_stage(stage, case, manifest, num_images, args, run_name=None):
     """Run one stage of one case, or explain why it was skipped."""
-    run_dir = os.path.join(args.workdir, "runs", case.name)
+    run_name = run_name or case.name
+    run_dir = os.path.join(args.workdir, "runs", run_name)
     out = os.path.join(run_dir, stage)
     if stage in args.skip:
         return {"status": "skipped", "reason": "--skip"}
@@ -246,8 +254,8 @@ def run_stage(stage, case, manifest, num_images, args):
     if reads_convert and not tfrecord_files(os.path.join(run_dir, "convert")):
         return {"status": "skipped", "reason": "no convert output to read"}
     writes = stage in WRITING_STAGES
-    print(f"  {case.name}: {STAGE_TITLES[stage]} ...", flush=True)
-    log_prefix = os.path.join(args.workdir, "logs", f"{case.name}-{stage}")
+    print(f"  {run_name}: {STAGE_TITLES[stage]} ...", flush=True)
+    log_prefix = os.path.join(args.workdir, "logs", f"{run_name}-{stage}")
     result = measure_stage(stage_command(stage, case, manifest, run_dir), num_images,
                            log_prefix, args, output_dir=out if writes else None)
     if writes:
@@ -257,21 +265,50 @@ def run_stage(stage, case, manifest, num_images, args):
     return result
 
 
-def stage_ratios(stages):
-    """images/s ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
+def stage_ratios(stages, rate="images_per_s"):
+    """`rate` ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
     ratios = {}
     for top, bottom in RATIOS:
-        a, b = stages[top].get("images_per_s"), stages[bottom].get("images_per_s")
+        a, b = stages[top].get(rate), stages[bottom].get(rate)
         ratios[f"{top}/{bottom}"] = round(a / b, 3) if a and b else None
     return ratios
 
 
+def startup_manifest(manifest, workdir):
+    """A manifest of the first STARTUP_IMAGES images (absolute paths) in `workdir`."""
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, f"manifest-startup-{STARTUP_IMAGES}.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image", "label"])
+        writer.writerows(read_manifest(manifest)[:STARTUP_IMAGES])
+    return path
+
+
+def add_steady_rate(result, startup, num_images):
+    """Startup seconds and the rate once started, from the small run `startup`."""
+    if startup.get("status") != "ok" or result.get("status") != "ok":
+        return
+    result["startup_seconds"] = startup["seconds"]
+    working = result["seconds"] - startup["seconds"]
+    if num_images > STARTUP_IMAGES and working > 0:
+        result["steady_images_per_s"] = round((num_images - STARTUP_IMAGES) / working, 1)
+
+
 def run_case(case, manifest, num_images, args):
-    """All stages of one case, in order, and their ratios."""
+    """All stages of one case, in order, their start-up runs, and the ratios."""
     stages = {stage: run_stage(stage, case, manifest, num_images, args)
               for stage in STAGES}
+    small = startup_manifest(manifest, args.workdir)
+    for stage in STAGES:
+        startup = run_stage(stage, case, small, STARTUP_IMAGES, args,
+                            run_name=f"{case.name}-startup")
+        add_steady_rate(stages[stage], startup, num_images)
+    shutil.rmtree(os.path.join(args.workdir, "runs", f"{case.name}-startup"),
+                  ignore_errors=True)
     return {"encoding": case.encoding, "height": case.height, "width": case.width,
-            "num_images": num_images, "stages": stages, "ratios": stage_ratios(stages)}
+            "num_images": num_images, "stages": stages, "ratios": stage_ratios(stages),
+            "steady_ratios": stage_ratios(stages, "steady_images_per_s")}
 
 
 def memory_scaling(args):
@@ -340,8 +377,8 @@ def print_case(name, result):
     case = CASES[name]
     print(f"\n{name}: {case.encoding} {case.width}x{case.height}, "
           f"{result['num_images']} images")
-    print(f"  {'stage':<14}{'images/s':>10}{'seconds':>10}{'peak PSS MiB':>14}"
-          f"{'procs':>7}{'other CPU%':>12}  status")
+    print(f"  {'stage':<14}{'images/s':>10}{'seconds':>10}{'startup s':>11}"
+          f"{'steady img/s':>14}{'peak PSS MiB':>14}{'procs':>7}{'other CPU%':>12}  status")
     for stage, r in result["stages"].items():
         status = r["status"]
         if status == "failed":
@@ -349,12 +386,15 @@ def print_case(name, result):
         elif status == "skipped":
             status += f" ({r['reason']})"
         print(f"  {STAGE_TITLES[stage]:<14}{fmt(r.get('images_per_s'), '.1f'):>10}"
-              f"{fmt(r.get('seconds'), '.2f'):>10}{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
+              f"{fmt(r.get('seconds'), '.2f'):>10}{fmt(r.get('startup_seconds'), '.2f'):>11}"
+              f"{fmt(r.get('steady_images_per_s'), '.1f'):>14}"
+              f"{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
               f"{fmt(r.get('max_processes'), 'd'):>7}"
               f"{fmt(r.get('other_cpu_percent'), '.0f'):>12}  {status}")
-    print("  ratios (images/s): " + "   ".join(
-        f"{STAGE_TITLES[top]}/{STAGE_TITLES[bottom]} "
-        f"{fmt(result['ratios'][f'{top}/{bottom}'], '.2f')}" for top, bottom in RATIOS))
+    for title, key in (("whole run", "ratios"), ("steady", "steady_ratios")):
+        print(f"  ratios, {title + ' (images/s):':<22}" + "   ".join(
+            f"{STAGE_TITLES[top]}/{STAGE_TITLES[bottom]} "
+            f"{fmt(result[key][f'{top}/{bottom}'], '.2f')}" for top, bottom in RATIOS))
     if any(r.get("other_cpu_percent", 0) > DISTURBED_PERCENT
            for r in result["stages"].values()):
         print(f"  warning: other processes used over {DISTURBED_PERCENT}% of the CPU "
