@@ -121,7 +121,8 @@ class ValidateOptions(PipelineOptions):
                         help='problems listed in the report (all are counted)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
                         help='threads checking records in a worker (0: cores + 1 '
-                        'on a local run, 1 on distributed runners)')
+                        'for JPEG/PNG records on a local run; 1 for raw records '
+                        'and on distributed runners)')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,14 +50,24 @@ def shard_listing(input_dir: str, info: dict) -> tuple:
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 
+def _check_threads(requested: int, expected: validation.Expected, options) -> int:
+  """Raw records are checked inline: their check is a length test, and handing
+  each to a thread cost more than it saved (12,000 raw 300x300 records: 2.4 s
+  inline, 2.9 s on 3 threads). JPEG/PNG records are decoded: every core."""
+  if requested or expected.image.encoding != 'raw':
+    return launch.image_threads(requested, options)
+  return 1
+
+
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0):
   """Adds the validation to pipeline `p`; returns the report PCollection."""
+  expected = validation.Expected.from_info(info)
   checked = (p
              | 'ShardList' >> beam.Create(shards)
-             | 'CheckShards' >> CheckShards(input_dir, validation.Expected.from_info(info),
-                                            launch.image_threads(check_threads, p.options)))
+             | 'CheckShards' >> CheckShards(input_dir, expected,
+                                            _check_threads(check_threads, expected, p.options)))
   summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
   shard_counts = (summaries
                   | 'ShardOf' >> beam.Map(lambda s: (s.split, s.shard))

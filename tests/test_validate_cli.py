@@ -208,3 +208,16 @@ def test_seed_schema_validates_and_catches_short_pixels(sample):
   def shrink(features):
     features['img_raw'] = ('bytes', [features['img_raw'][1][0][:100]])
   assert_finding(sample.out, 'wrong_image_size', rewrite_first_record(sample.out, shrink))
+
+
+@pytest.mark.parametrize('encoding,requested,expected', [
+    ('raw', 0, 1), ('jpeg', 0, None), ('png', 0, None), ('raw', 4, 4), ('jpeg', 2, 2)])
+def test_check_threads_default_per_encoding(encoding, requested, expected):
+  import os
+  import types
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from pipeline import launch
+  options = launch.local_defaults(PipelineOptions([]), [])
+  records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
+  threads = validate._check_threads(requested, records, options)  # pylint: disable=protected-access
+  assert threads == (expected or os.cpu_count() + 1)
