@@ -20,7 +20,7 @@ from pipeline import progress
 from pipeline.output_dir import prepare_output_dir
 from transforms import dataset_info
 from transforms.encode_rows import EncodeRows
-from transforms.read_manifest import COUNT
+from transforms import tally
 from transforms.read_manifest import ROWS
 from transforms.read_manifest import LabelMapFromRows
 from transforms.read_manifest import ReadImageDir
@@ -29,6 +29,7 @@ from transforms.read_manifest import ResolveKeys
 from transforms.rejects import EXAMPLES
 from transforms.rejects import REJECTED
 from transforms.rejects import count_rejection
+from transforms.tally import TALLIES
 from transforms.write_dataset import WriteInfoFn
 from transforms.write_dataset import WriteRejected
 from transforms.write_dataset import WriteShards
@@ -36,20 +37,22 @@ from transforms.spec import shard_suffix
 
 
 def _read_rows(p, config: opts.ConvertConfig):
-  """-> (rows, [rejected PCollections], image-row count, label-row count or None)."""
+  """-> (rows, [rejected PCollections], [tally PCollections])."""
   if config.image_dir:
     source = p | 'ReadImageDir' >> ReadImageDir(config.image_dir, config.split)
   else:
     source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
-  label_rows, label_count = None, None
+  label_rows = None
+  tallies = [source[TALLIES]]
   if len(config.manifests) > 1:
     labels = p | 'ReadLabelManifest' >> ReadManifest(config.manifests[1])
-    label_rows, label_count = labels[ROWS], labels[COUNT]
+    label_rows = labels[ROWS]
+    tallies.append(labels[TALLIES])
   resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(label_rows)
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
-  return resolved[ROWS], rejected, source[COUNT], label_count
+  return resolved[ROWS], rejected, tallies
 
 
 def build(p, config: opts.ConvertConfig, progress_dir=None):
@@ -57,7 +60,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
 
   progress_dir: where local workers report their progress (None: nowhere).
   """
-  rows, rejected, row_count, label_count = _read_rows(p, config)
+  rows, rejected, tallies = _read_rows(p, config)
   if config.label_map is not None:
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
@@ -87,15 +90,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
                   | 'AllRejected' >> beam.Flatten()
                   | 'CountRejected' >> beam.Map(count_rejection))
   rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
-  split_counts = (examples
-                  | 'SplitName' >> beam.Keys()
-                  | 'CountPerSplit' >> beam.combiners.Count.PerElement())
-  reject_counts = (all_rejected
-                   | 'RejectReason' >> beam.Map(
-                       lambda r: ((r.stage, r.code, r.counts_as_row), 1))
-                   | 'CountPerReason' >> beam.CombinePerKey(sum))
-  if label_count is None:
-    label_count = p | 'NoLabelManifest' >> beam.Create([-1])
+  tallies.append(examples | 'TallyExamples' >> beam.Map(
+      lambda example: (tally.example_key(example[0]), 1)))
+  tallies.append(all_rejected | 'TallyRejected' >> beam.Map(
+      lambda rejection: (tally.rejection_key(rejection), 1)))
+  counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
   info_args = {
       'config': config.to_json(),
       'feature_spec': config.example.feature_spec(config.image),
@@ -106,13 +105,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   return (p
           | 'Once' >> beam.Create([None])
           | 'WriteDatasetInfo' >> beam.ParDo(
-              WriteInfoFn(config.output_dir, split_names, info_args),
+              WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
+                          info_args),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
-              side.AsDict(split_counts),
-              side.AsList(reject_counts),
-              side.AsSingleton(row_count),
+              side.AsDict(counts),
               side.AsSingleton(label_map),
-              side.AsSingleton(label_count),
               side.AsList(rejected_files)))
 
 

@@ -16,6 +16,8 @@ from transforms.encode_rows import EncodeRows
 from transforms.example_proto import parse_example
 from transforms.labels import LabelMap
 from transforms.read_manifest import LabelMapFromRows
+from transforms.tally import TALLIES
+from transforms.tally import lines_key
 from transforms.read_manifest import ReadManifest
 from transforms.read_manifest import ResolveKeys
 from transforms.rejects import EXAMPLES
@@ -43,7 +45,7 @@ def test_read_manifest_rows_rejections_and_count(tmp_path):
     assert_that(read[REJECTED] | beam.Map(lambda r: (r.line, r.code, r.row)),
                 equal_to([(4, 'wrong_field_count', 'b.png,dog,extra'),
                           (5, 'bad_quoting', '"c.png,cat')]), label='Rejected')
-    assert_that(read['count'], equal_to([4]), label='Count')
+    assert_that(read[TALLIES], equal_to([(lines_key(False), 1)] * 4), label='Tallies')
 
 
 def test_resolve_keys_keeps_first_row_and_joins_labels(tmp_path):

@@ -239,3 +239,18 @@ def test_a_missing_split_value_is_train_only_when_train_is_allowed():
   assert manifest.SplitConfig().assign('k', None) == 'train'
   with pytest.raises(RowError, match="'train' is not one of dev, eval"):
     manifest.SplitConfig(names=('dev', 'eval')).assign('k', None)
+
+
+def test_tally_sums_read_back_by_name():
+  from transforms import tally
+  from transforms.rejects import Rejection
+  bad_image = Rejection('x.png', 'decode', 'corrupt', 'broken')
+  bad_label_row = Rejection('k,?', 'label_manifest', 'bad_label', 'no',
+                            counts_as_row=False)
+  sums = {tally.lines_key(False): 7, tally.lines_key(True): 3,
+          tally.example_key('train'): 4, tally.example_key('test'): 2,
+          tally.rejection_key(bad_image): 1, tally.rejection_key(bad_label_row): 2}
+  counts = tally.read_counts(sums)
+  assert counts == tally.Counts(7, 3, {'train': 4, 'test': 2}, {'decode/corrupt': 1},
+                                {'label_manifest/bad_label': 2})
+  assert tally.read_counts({}) == tally.Counts(0, 0, {}, {}, {})

@@ -13,9 +13,10 @@ from transforms.rejects import REJECTED
 from transforms.rejects import Rejection
 from transforms.rejects import RowError
 from transforms.rejects import STAGE_MANIFEST
+from transforms.tally import TALLIES
+from transforms.tally import lines_key
 
 ROWS = 'rows'
-COUNT = 'count'  # how many lines (or files) were read
 
 
 def read_numbered_lines(path: str, fmt: str):
@@ -58,7 +59,7 @@ class ParseLineFn(beam.DoFn):
 class ReadManifest(beam.PTransform):
   """Reads one manifest in the pipeline.
 
-  Out: {ROWS: ManifestRow, REJECTED: Rejection, COUNT: int (lines read)}.
+  Out: {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: a line tally per line}.
   """
 
   def __init__(self, config: manifest.ManifestConfig):
@@ -72,8 +73,9 @@ class ReadManifest(beam.PTransform):
         | 'ReadLines' >> beam.FlatMap(read_numbered_lines, self._config.fmt))
     parsed = lines | 'ParseLines' >> beam.ParDo(
         ParseLineFn(self._config)).with_outputs(REJECTED, main=ROWS)
-    count = lines | 'CountLines' >> beam.combiners.Count.Globally()
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], COUNT: count}
+    key = lines_key(self._config.role == manifest.ROLE_LABELS)
+    tallies = lines | 'TallyLines' >> beam.Map(lambda _: (key, 1))
+    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies}
 
 
 class ResolveKeyFn(beam.DoFn):
@@ -113,15 +115,27 @@ class ResolveKeys(beam.PTransform):
     return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
 
 
+class _LabelNamesFn(beam.CombineFn):
+  """Rows -> the LabelMap of their distinct label names."""
+
+  def create_accumulator(self):
+    return set()
+
+  def add_input(self, names, row):
+    names.add(row.label or '')
+    return names
+
+  def merge_accumulators(self, accumulators):
+    return set().union(*accumulators)
+
+  def extract_output(self, names):
+    return LabelMap.from_labels(list(names))
+
+
 @beam.ptransform_fn
 def LabelMapFromRows(rows):  # pylint: disable=invalid-name
   """Rows -> a single LabelMap of their sorted distinct label names."""
-  return (
-      rows
-      | 'LabelNames' >> beam.Map(lambda r: r.label or '')
-      | 'DistinctNames' >> beam.Distinct()
-      | 'AllNames' >> beam.combiners.ToList()
-      | 'BuildLabelMap' >> beam.Map(LabelMap.from_labels))
+  return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn())
 
 
 def list_image_dir(directory: str):
@@ -141,7 +155,7 @@ def list_image_dir(directory: str):
 class ReadImageDir(beam.PTransform):
   """A folder-per-class tree as manifest rows (label = folder name).
 
-  Out: {ROWS, REJECTED, COUNT}, like ReadManifest.
+  Out: {ROWS, REJECTED, TALLIES}, like ReadManifest.
   """
 
   def __init__(self, directory: str, split: manifest.SplitConfig):
@@ -157,8 +171,8 @@ class ReadImageDir(beam.PTransform):
              | 'ListFiles' >> beam.FlatMap(list_image_dir))
     parsed = files | 'ToRows' >> beam.ParDo(_ImageDirRowFn(config)).with_outputs(
         REJECTED, main=ROWS)
-    count = files | 'CountFiles' >> beam.combiners.Count.Globally()
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], COUNT: count}
+    tallies = files | 'TallyFiles' >> beam.Map(lambda _: (lines_key(False), 1))
+    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies}
 
 
 class _ImageDirRowFn(beam.DoFn):

@@ -9,6 +9,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import dataset_info
+from transforms import tally
 from transforms.spec import DATASET_INFO
 from transforms.spec import LABEL_MAP
 from transforms.spec import REJECTED_FILE
@@ -82,18 +83,20 @@ class WriteInfoFn(beam.DoFn):
   and, last, dataset_info.json. Splits that got no example (and so, with
   skip_if_empty, no shard) are left out."""
 
-  def __init__(self, output_dir: str, split_names: tuple, info_args: dict):
+  def __init__(self, output_dir: str, split_names: tuple, has_label_manifest: bool,
+               info_args: dict):
     self._output_dir = output_dir
     self._split_names = split_names
+    self._has_label_manifest = has_label_manifest
     self._info_args = info_args
 
-  def process(self, _, shard_paths, split_counts, reject_counts, num_rows,
-              label_map, num_label_rows, rejected_files):
+  def process(self, _, shard_paths, tally_sums, label_map, rejected_files):
     del rejected_files  # only orders this step after the reject file is written
+    counts = tally.read_counts(tally_sums)
     splits = {}
     for split in self._split_names:
       paths = sorted(p for s, p in shard_paths if s == split)
-      count = split_counts.get(split, 0)
+      count = counts.examples.get(split, 0)
       if not count:
         continue
       sizes = shard_sizes(paths)
@@ -102,15 +105,11 @@ class WriteInfoFn(beam.DoFn):
           'num_bytes': sum(sizes.values()),
           'shards': [dataset_info.basename(p) for p in paths],
       }
-    rejected, label_rows_rejected = {}, {}
-    for (stage, code, counts_as_row), count in reject_counts:
-      tally = rejected if counts_as_row else label_rows_rejected
-      tally[f'{stage}/{code}'] = tally.get(f'{stage}/{code}', 0) + count
     info = dataset_info.build_info(
         label_names=list(label_map.names), splits=splits,
-        num_manifest_rows=num_rows, rejected=rejected,
-        num_label_rows=num_label_rows if num_label_rows >= 0 else None,
-        label_rows_rejected=label_rows_rejected, **self._info_args)
+        num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
+        num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
+        label_rows_rejected=counts.label_rows_rejected, **self._info_args)
     dataset_info.write_text(
         dataset_info.join(self._output_dir, LABEL_MAP), label_map.to_text())
     dataset_info.write_text(
