@@ -10,7 +10,7 @@ from transforms.manifest import ManifestRow
 from transforms.spec import ExampleSpec
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class LabelledRow:
   """A row whose label has been resolved to an id."""
   row: ManifestRow
@@ -18,7 +18,7 @@ class LabelledRow:
   label_text: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class LoadedImage:
   """A labelled row with its encoded image and the source file's digest."""
   labelled: LabelledRow

@@ -31,7 +31,7 @@ _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 _DRAFT_GAP = 2
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class EncodedImage:
   data: bytes
   height: int

@@ -114,7 +114,7 @@ class ManifestConfig:
         self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ManifestRow:
   """A parsed manifest line: its fields as read plus the resolved values."""
   fields: dict

@@ -33,7 +33,7 @@ class RowError(Exception):
     self.reason = reason
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Rejection:
   """One rejected row: what was read, where it failed and why.
 
