@@ -254,3 +254,14 @@ def test_tally_sums_read_back_by_name():
   assert counts == tally.Counts(7, 3, {'train': 4, 'test': 2}, {'decode/corrupt': 1},
                                 {'label_manifest/bad_label': 2})
   assert tally.read_counts({}) == tally.Counts(0, 0, {}, {}, {})
+
+
+def test_example_bytes_are_the_same_in_every_process():
+  import subprocess
+  import sys
+  code = ('import hashlib; from transforms.example_proto import serialize_example; '
+          "print(hashlib.sha256(serialize_example({f'f/{i}': ('int64', i) "
+          'for i in range(12)})).hexdigest())')
+  digests = {subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            check=True).stdout for _ in range(4)}
+  assert len(digests) == 1, digests

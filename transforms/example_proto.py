@@ -95,7 +95,9 @@ def serialize_example(features: dict[str, tuple[str, FeatureValue]]) -> bytes:
       feature_map[name].float_list.value.extend(values)
     else:
       raise ValueError(f'unknown feature kind {kind!r}')
-  return example.SerializeToString()
+  # deterministic: map entries sorted by name, so the same row gives the same
+  # bytes in every run (upb's map order otherwise changes from process to process).
+  return example.SerializeToString(deterministic=True)
 
 
 KIND_OF_DTYPE = {'string': 'bytes_list', 'int64': 'int64_list',
