@@ -67,7 +67,9 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir,
-      launch.image_threads(config.image_threads, p.options))
+      launch.image_threads(config.image_threads, p.options),
+      launch.image_processes(config.image_processes, config.image_threads,
+                             config.image.encoding, p.options))
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 

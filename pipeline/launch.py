@@ -110,9 +110,29 @@ def image_threads(requested: int, options: PipelineOptions) -> int:
   """
   if requested:
     return requested
+  return (os.cpu_count() or 1) + 1 if single_local_worker(options) else 1
+
+
+def image_processes(requested: int, threads_requested: int, encoding: str,
+                    options: PipelineOptions) -> int:
+  """Child processes converting images; 0 means: one per core for JPEG/PNG
+  output on a single local worker (unless threads were asked for), else none.
+
+  Measured on 2 cores, 3,000 JPEGs -> JPEG 224x224: the image stage took
+  3.18 s in processes against 3.58 s on threads (Pillow's Python parts
+  share the GIL). Raw 300x300 output was slower in processes (4.18 s against
+  3.79 s): 270 KB of pixels per image cost more to pass back than the GIL.
+  """
+  if requested:
+    return requested
+  if threads_requested or encoding == 'raw' or not single_local_worker(options):
+    return 0
+  return os.cpu_count() or 1
+
+
+def single_local_worker(options: PipelineOptions) -> bool:
   direct = options.view_as(DirectOptions)
-  single_local_worker = is_local(options) and direct.direct_running_mode == 'in_memory'
-  return (os.cpu_count() or 1) + 1 if single_local_worker else 1
+  return is_local(options) and direct.direct_running_mode == 'in_memory'
 
 
 def is_local(options: PipelineOptions) -> bool:

@@ -98,6 +98,11 @@ class ConvertOptions(PipelineOptions):
     image.add_argument('--image_threads', type=_non_negative_int, default=0,
                        help='threads converting images in a worker (0: cores + 1 '
                        'on a local run, 1 on distributed runners)')
+    image.add_argument('--image_processes', type=_non_negative_int, default=0,
+                       help='child processes converting images in a local worker '
+                       '(0: one per core for JPEG/PNG output on a single local '
+                       'worker unless --image_threads is given; none for raw '
+                       'output and on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=DEFAULT_MAX_PIXELS,
                        help='images with more pixels are rejected, never decoded')
     budget = parser.add_argument_group('errors')
@@ -142,6 +147,7 @@ class ConvertConfig:
   max_error_rate: float
   progress: str
   image_threads: int = 0
+  image_processes: int = 0
   label_map_path: Optional[str] = None
 
   def to_json(self) -> dict:
@@ -317,4 +323,4 @@ def convert_config(args) -> ConvertConfig:
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
       progress=args.progress, image_threads=args.image_threads,
-      label_map_path=args.label_map)
+      image_processes=args.image_processes, label_map_path=args.label_map)

@@ -364,3 +364,23 @@ def test_jpeg_quality_changes_the_encoding(tmp_path):
     sizes[quality] = len(feature(example, 'image/encoded'))
     assert read_info(out)['image']['jpeg_quality'] == int(quality)
   assert sizes['10'] * 3 < sizes['95']
+
+
+def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
+  """Worker processes and threads differ only in where images are converted."""
+  (sample.root / 'images' / 'broken.jpg').write_bytes(b'\xff\xd8 not really a jpeg')
+  with open(sample.manifest, 'a') as manifest:
+    manifest.write('images/broken.jpg,red\nimages/missing.png,red\n')
+  shards = {}
+  for mode, flags in (('threads', ['--image_threads', '3']),
+                      ('processes', ['--image_processes', '2'])):
+    out = tmp_path / mode
+    code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
+                         '--encoding', 'jpeg', '--height', '8', '--width', '8',
+                         '--max_error_rate', '0.5', *flags])
+    assert code == EXIT_OK
+    info = read_info(out)
+    assert (info['num_examples'], info['rejected_by_reason']) == (
+        9, {'decode/not_an_image': 1, 'read/missing_file': 1})
+    shards[mode] = [(out / name).read_bytes() for name in info['splits']['train']['shards']]
+  assert shards['threads'] == shards['processes']

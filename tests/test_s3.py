@@ -208,3 +208,23 @@ def test_refuses_a_non_empty_output_dir_unless_overwrite(server, s3, converted):
            and n not in info['splits']['train']['shards']]
   assert not stale, names
   del converted
+
+
+def test_image_worker_processes_get_s3_images_from_the_parent(server, s3):
+  """Worker processes have no S3 client: the parent reads the bytes for them."""
+  result = convert(server, f's3://{BUCKET}/out-processes', '--encoding', 'png',
+                   '--image_processes', '2')
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'out-processes/dataset_info.json'))
+  assert (info['num_examples'], info['num_rejected']) == (len(IMAGES), 0)
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  seen = set()
+  for shard in info['splits']['train']['shards']:
+    for _, data in read_records(io.BytesIO(get(s3, f'out-processes/{shard}'))):
+      features = parse_example(data)
+      name = features['image/filename'][1][0].decode()
+      label = features['image/class/text'][1][0].decode()
+      pixels = Image.open(io.BytesIO(features['image/encoded'][1][0])).convert('RGB')
+      assert max(abs(a - b) for a, b in zip(pixels.getpixel((4, 4)), COLOURS[label])) <= 8
+      seen.add(name)
+  assert seen == {f'images/{n}' for n, _ in IMAGES}

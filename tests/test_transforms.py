@@ -105,12 +105,12 @@ def test_encode_rows_examples_and_rejections(tmp_path):
 
 def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch):
   write_image(tmp_path / 'red.png', COLOURS['red'])
-  import transforms.encode_rows as encode_rows
+  import transforms.source_image as source_image
 
   def explode(data, spec):
     raise ZeroDivisionError('inside some plugin')
 
-  monkeypatch.setattr(encode_rows, 'process_image', explode)
+  monkeypatch.setattr(source_image, 'process_image', explode)
   rows = [manifest.ManifestRow({'image': 'red.png'}, 'm', 2, image='red.png',
                                path=str(tmp_path / 'red.png'), key='red.png', label='red')]
   with direct_pipeline() as p:
@@ -126,15 +126,15 @@ def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch
 def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypatch):
   """With image_threads > 1 results leave after later rows were taken in:
   each outcome must still belong to its own row."""
-  import transforms.encode_rows as encode_rows
-  real = encode_rows.process_image
+  import transforms.source_image as source_image
+  real = source_image.process_image
 
   def sometimes_explode(data, spec):
     if data.startswith(b'BOOM'):
       raise ZeroDivisionError('inside some plugin')
     return real(data, spec)
 
-  monkeypatch.setattr(encode_rows, 'process_image', sometimes_explode)
+  monkeypatch.setattr(source_image, 'process_image', sometimes_explode)
   rows = []
   for i in range(40):
     path = tmp_path / f'{i}.png'

@@ -265,3 +265,94 @@ def test_example_bytes_are_the_same_in_every_process():
   digests = {subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                             check=True).stdout for _ in range(4)}
   assert len(digests) == 1, digests
+
+
+def _exit_now(code):
+  import os
+  os._exit(code)  # pylint: disable=protected-access
+
+
+def _raise_row_error():
+  from transforms.rejects import RowError
+  raise RowError('decode', 'corrupt', 'bad bytes')
+
+
+class _Unpicklable(Exception):
+
+  def __reduce__(self):
+    raise TypeError('no pickling')
+
+
+def _raise_unpicklable():
+  raise _Unpicklable('weird')
+
+
+def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
+  import os
+  from transforms.process_pool import ProcessPool, WorkerDied
+  from transforms.rejects import RowError
+  pool = ProcessPool(1)
+  try:
+    child_pid = pool.submit(os.getpid).result()
+    assert child_pid != os.getpid()
+    error = pool.submit(_raise_row_error).exception()
+    assert isinstance(error, RowError)
+    assert (error.stage, error.code, error.reason) == ('decode', 'corrupt', 'bad bytes')
+    error = pool.submit(_raise_unpicklable).exception()
+    assert type(error) is RuntimeError and '_Unpicklable' in str(error)
+    died = pool.submit(_exit_now, 7).exception()
+    assert isinstance(died, WorkerDied) and 'exit code 7' in str(died)
+    assert pool.submit(os.getpid).result() not in (child_pid, os.getpid())
+  finally:
+    pool.shutdown()
+
+
+def test_a_worker_crash_fails_only_the_row_that_caused_it():
+  """A batch whose worker died is rerun row by row: only the culprit is rejected."""
+  from concurrent.futures import Future
+  from transforms import manifest
+  from transforms.encode_rows import LoadImageFn
+  from transforms.example import LabelledRow
+  from transforms.image import EncodedImage
+  from transforms.process_pool import WorkerDied
+  from transforms.spec import ImageSpec
+
+  def done(result=None, error=None):
+    future = Future()
+    if error is None:
+      future.set_result(result)
+    else:
+      future.set_exception(error)
+    return future
+
+  class RetryPool:
+
+    def call_alone(self, fn, sources, spec):
+      (path,) = sources
+      if path.endswith('crash.png'):
+        return done(error=WorkerDied('image worker process ended (exit code -11)'))
+      return done([(EncodedImage(b'px', 1, 1, 3, 'raw'), 'sha', 2)])
+
+  rows = [LabelledRow(manifest.ManifestRow({'image': name}, 'm', line, image=name,
+                                           path=f'/data/{name}', key=name), 0, 'a')
+          for line, name in enumerate(['a.png', 'crash.png', 'b.png'], 2)]
+  load = LoadImageFn(ImageSpec(), processes=2)
+  load._pool = RetryPool()  # pylint: disable=protected-access
+  outcomes = load._outcomes(rows, done(error=WorkerDied('died')))  # pylint: disable=protected-access
+  assert [getattr(o, 'tag', 'loaded') for o in outcomes] == ['loaded', 'rejected', 'loaded']
+  assert outcomes[1].value.code == 'unexpected_error' and 'exit code -11' in outcomes[1].value.reason
+  assert outcomes[0].labelled is rows[0] and outcomes[2].image.data == b'px'
+
+
+@pytest.mark.parametrize('encoding,processes,threads,flags,expected', [
+    ('jpeg', 0, 0, [], 'cores'), ('png', 0, 0, [], 'cores'), ('raw', 0, 0, [], 0),
+    ('jpeg', 0, 3, [], 0), ('raw', 2, 0, [], 2),
+    ('jpeg', 0, 0, ['--direct_num_workers', '2'], 0),
+    ('jpeg', 0, 0, ['--runner', 'DataflowRunner'], 0)])
+def test_image_processes_default(encoding, processes, threads, flags, expected):
+  import os
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from pipeline import launch
+  options = launch.local_defaults(PipelineOptions(flags), flags)
+  found = launch.image_processes(processes, threads, encoding, options)
+  assert found == (os.cpu_count() if expected == 'cores' else expected)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import apache_beam as beam
 from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -11,11 +9,10 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.example import LabelledRow
-from transforms.example import LoadedImage
 from transforms.example import build_example
 from transforms.image import prepare_pillow
-from transforms.image import process_image
 from transforms.ordered_pool import OrderedPool
+from transforms.process_pool import WorkerDied
 from transforms.progress_file import ProgressFile
 from transforms.rejects import EXAMPLES
 from transforms.rejects import METRICS_NAMESPACE
@@ -23,24 +20,27 @@ from transforms.rejects import REJECTED
 from transforms.rejects import RowError
 from transforms.rejects import STAGE_READ
 from transforms.rejects import unexpected_rejection
+from transforms.source_image import convert_in_worker
+from transforms.source_image import convert_sources
+from transforms.source_image import is_local
+from transforms.source_image import loaded_image
+from transforms.source_image import read_local_file
 from transforms.spec import ExampleSpec
 from transforms.spec import ImageSpec
 
 LABELLED = 'labelled'
 LOADED = 'loaded'
+# Rows per call to an image worker process: one pipe round trip per batch.
+PROCESS_BATCH = 8
 
 
 def read_bytes(path: str) -> bytes:
   """The whole file at `path` (any Beam filesystem); RowError if unreadable."""
+  if is_local(path):
+    return read_local_file(path)
   try:
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
       return f.read()
-  except IsADirectoryError:
-    raise RowError(STAGE_READ, 'is_directory', f'{path} is a directory, not a file')
-  except FileNotFoundError:
-    raise RowError(STAGE_READ, 'missing_file', f'file not found: {path}')
-  except PermissionError as error:
-    raise RowError(STAGE_READ, 'unreadable', f'permission denied: {error}')
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
     text = str(error)
     code = 'missing_file' if ('Not found' in text or '404' in text or
@@ -61,63 +61,100 @@ class AssignLabelFn(beam.DoFn):
     yield LabelledRow(row, label_id, label_text)
 
 
-def load_image(labelled: LabelledRow, spec: ImageSpec) -> LoadedImage:
-  """Reads and converts one row's image; RowError if it is unusable."""
-  data = read_bytes(labelled.row.path)
-  image = process_image(data, spec)
-  return LoadedImage(labelled, image, hashlib.sha256(data).hexdigest(), len(data))
-
-
 class LoadImageFn(beam.DoFn):
   """LabelledRow -> LoadedImage (read, decode, orient, resize, encode).
 
   With threads > 1, images are converted on an OrderedPool (Pillow releases
   the GIL while decoding and resizing), so a single in-process worker uses
-  every core without Beam's multi-worker data plane. Only the global window
-  is used (outputs of finish_bundle are placed in it).
+  every core without Beam's multi-worker data plane; with processes > 0, in
+  that many child processes instead (no GIL shared at all). Only the global
+  window is used (outputs of finish_bundle are placed in it).
   """
 
-  def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1):
+  def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
+               processes: int = 0):
     self._spec = spec
     self._progress_dir = progress_dir
     self._threads = threads
+    self._processes = processes
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
-    self._pool = OrderedPool(self._threads)
+    if self._processes:
+      self._pool = OrderedPool(self._processes, processes=True)
+    else:
+      self._pool = OrderedPool(self._threads)
+    self._batch = []
 
   def teardown(self):
     self._pool.shutdown()
 
   def process(self, labelled: LabelledRow):
     self._progress.tick()
-    for done in self._pool.submit(labelled, load_image, labelled, self._spec):
-      yield self._outcome(*done)
+    self._batch.append(labelled)
+    if len(self._batch) >= (PROCESS_BATCH if self._processes else 1):
+      yield from self._submit_batch()
 
   def finish_bundle(self):
     self._progress.flush()
+    outcomes = list(self._submit_batch())
     for done in self._pool.drain():
-      outcome = self._outcome(*done)
+      outcomes += self._outcomes(*done)
+    for outcome in outcomes:
       if isinstance(outcome, beam.pvalue.TaggedOutput):
         yield beam.pvalue.TaggedOutput(outcome.tag, _in_global_window(outcome.value))
       else:
         yield _in_global_window(outcome)
 
-  def _outcome(self, labelled: LabelledRow, future):
+  def _submit_batch(self):
+    batch, self._batch = self._batch, []
+    if batch:
+      for done in self._pool.submit(batch, *self._call(batch)):
+        yield from self._outcomes(*done)
+
+  def _call(self, batch: list) -> tuple:
+    """(function, *args) converting these rows on the pool."""
+    if not self._processes:
+      return convert_sources, [labelled.row.path for labelled in batch], self._spec, read_bytes
+    return convert_in_worker, [self._worker_source(l.row.path) for l in batch], self._spec
+
+  @staticmethod
+  def _worker_source(path: str):
+    """Worker processes read local files; remote ones (no Beam filesystems
+    there) are read here and their bytes, or the RowError, sent along."""
+    if is_local(path):
+      return path
+    try:
+      return read_bytes(path)
+    except RowError as error:
+      return error
+
+  def _outcomes(self, batch: list, future) -> list:
+    try:
+      results = future.result()
+    except WorkerDied:
+      if len(batch) == 1:
+        return [self._outcome(batch[0], future.exception())]
+      # One image killed the worker: run each alone, so only that row fails.
+      return [outcome for labelled in batch
+              for outcome in self._outcomes([labelled], self._pool.call_alone(
+                  *self._call([labelled])))]
+    return [self._outcome(labelled, result) for labelled, result in zip(batch, results)]
+
+  def _outcome(self, labelled: LabelledRow, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""
     row = labelled.row
-    try:
-      loaded = future.result()
-    except RowError as error:
+    if isinstance(result, RowError):
       return beam.pvalue.TaggedOutput(
-          REJECTED, row.reject(error.stage, error.code, error.reason))
-    except Exception as error:  # pylint: disable=broad-except
-      # Something nobody foresaw (a Pillow plugin bug, ...): this row is
-      # rejected with the exception; the element in hand is not blamed.
-      return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, error))
+          REJECTED, row.reject(result.stage, result.code, result.reason))
+    if isinstance(result, Exception):
+      # Something nobody foresaw (a Pillow plugin bug, a crashed worker, ...):
+      # this row is rejected with the exception; the element in hand is not blamed.
+      return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, result))
+    loaded = loaded_image(labelled, result)
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)
     return loaded
@@ -135,10 +172,11 @@ class EncodeRows(beam.PTransform):
   """
 
   def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
-               progress_dir=None, image_threads: int = 1):
+               progress_dir=None, image_threads: int = 1, image_processes: int = 0):
     super().__init__()
     self._progress_dir = progress_dir
     self._image_threads = image_threads
+    self._image_processes = image_processes
     self._image_spec = image_spec
     self._example_spec = example_spec
     self._label_map = label_map
@@ -148,7 +186,8 @@ class EncodeRows(beam.PTransform):
         AssignLabelFn(), beam.pvalue.AsSingleton(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
-        LoadImageFn(self._image_spec, self._progress_dir, self._image_threads)
+        LoadImageFn(self._image_spec, self._progress_dir, self._image_threads,
+                    self._image_processes)
     ).with_outputs(REJECTED, main=LOADED)
     spec = self._example_spec
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(

@@ -7,22 +7,22 @@ from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
+from transforms.process_pool import ProcessPool
+
 
 class OrderedPool:
-  """Runs calls on `threads` threads, at most 2 x threads in flight.
+  """Runs calls on `threads` threads (or, with processes=True, in that many
+  child processes), at most 2 x threads in flight.
 
   Results come back as (tag, future) in submission order, so memory stays
   flat and every outcome keeps the tag of the element it belongs to. With
-  threads <= 1 calls run inline (the future is already done).
+  threads <= 1 and no processes, calls run inline (the future is already done).
   """
 
-  def __init__(self, threads: int):
-    self._threads = threads
-    import os, multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    if os.environ.get('I2T_PROC') and threads > 1:
-      n = int(os.environ['I2T_PROC']); self._threads = n
-      self._executor = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context('fork'))
+  def __init__(self, threads: int, processes: bool = False):
+    self._threads = max(threads, 1)
+    if processes:
+      self._executor = ProcessPool(self._threads)
     else:
       self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
     self._pending = collections.deque()
@@ -36,6 +36,12 @@ class OrderedPool:
     while len(self._pending) > 2 * self._threads:
       due.append(self._pending.popleft())
     return due
+
+  def call_alone(self, fn: Callable, *args) -> Future:
+    """Runs fn(*args) outside the ordered queue (e.g. to retry one element)."""
+    if self._executor is None:
+      return _run_inline(fn, *args)
+    return self._executor.submit(fn, *args)
 
   def drain(self) -> Iterator[tuple]:
     while self._pending:

@@ -6,8 +6,6 @@ import dataclasses
 import json
 from typing import Any
 
-import apache_beam as beam
-
 METRICS_NAMESPACE = 'img2tfrecord'
 
 # Output tags. Every step that can reject an element emits it under REJECTED.
@@ -31,6 +29,9 @@ class RowError(Exception):
     self.stage = stage
     self.code = code
     self.reason = reason
+
+  def __reduce__(self):  # crosses process boundaries (image worker processes)
+    return RowError, (self.stage, self.code, self.reason)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,8 +66,10 @@ class Rejection:
 
 
 def count_rejection(rejection: Rejection) -> Rejection:
-  beam.metrics.Metrics.counter(METRICS_NAMESPACE,
-                               rejection.counter_name).inc()
+  # Imported here: the rest of this module runs in image worker processes,
+  # which must not pay for importing Beam.
+  from apache_beam.metrics import Metrics  # pylint: disable=import-outside-toplevel
+  Metrics.counter(METRICS_NAMESPACE, rejection.counter_name).inc()
   return rejection
 
 
