@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from pipeline import convert
+from pipeline.launch import EXIT_FAILED
 from pipeline.launch import EXIT_OK
 from pipeline.launch import EXIT_OVER_BUDGET
 from tests.conftest import COLOURS
@@ -384,3 +385,15 @@ def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
         9, {'decode/not_an_image': 1, 'read/missing_file': 1})
     shards[mode] = [(out / name).read_bytes() for name in info['splits']['train']['shards']]
   assert shards['threads'] == shards['processes']
+
+
+def test_image_workers_that_cannot_start_fail_the_job(sample, monkeypatch, capsys):
+  """Not one rejected row per image: a set-up problem is a crash (exit 1)."""
+  from transforms import process_pool
+  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--encoding', 'png', '--height', '4', '--width', '4',
+                       '--image_processes', '2'])
+  assert code == EXIT_FAILED
+  assert 'image worker process failed to start' in capsys.readouterr().err
+  assert not (sample.out / 'dataset_info.json').exists()

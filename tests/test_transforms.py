@@ -178,3 +178,28 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
   assert counters['manifest_rows'] == 10
   assert counters['images_loaded'] == 9
   assert counters['rejected_read_missing_file'] == 1
+
+
+def test_a_crashing_image_worker_rejects_only_its_row(tmp_path, monkeypatch):
+  """A real worker process dies on one image: that row is rejected, its batch
+  neighbours are converted, order and counts are kept."""
+  import transforms.encode_rows as encode_rows
+  from tests.process_helpers import crash_on_marked
+  monkeypatch.setattr(encode_rows, 'convert_in_worker', crash_on_marked)
+  rows = []
+  for i in range(20):
+    name = f'{i}-CRASH.png' if i == 5 else f'{i}.png'
+    write_image(tmp_path / name, (i, 0, 0), size=(3, 2))
+    rows.append(manifest.ManifestRow({'image': name}, 'm', i, image=name,
+                                     path=str(tmp_path / name), key=name, label='red'))
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+        ImageSpec(height=1, width=1, encoding='png'), ExampleSpec(), label_map,
+        image_processes=2)
+    assert_that(encoded[EXAMPLES] | beam.Map(
+        lambda e: parse_example(e[1])['image/filename'][1][0].decode()),
+                equal_to([f'{i}.png' for i in range(20) if i != 5]), label='Examples')
+    assert_that(encoded[REJECTED] | beam.Map(
+        lambda r: (r.line, r.code, 'exit code 9' in r.reason)),
+                equal_to([(5, 'unexpected_error', True)]), label='Rejected')

@@ -356,3 +356,40 @@ def test_image_processes_default(encoding, processes, threads, flags, expected):
   options = launch.local_defaults(PipelineOptions(flags), flags)
   found = launch.image_processes(processes, threads, encoding, options)
   assert found == (os.cpu_count() if expected == 'cores' else expected)
+
+
+def test_process_pool_replies_survive_stdout_noise_from_the_child():
+  from tests.process_helpers import print_to_stdout
+  from transforms.process_pool import ProcessPool
+  pool = ProcessPool(1)
+  try:
+    assert pool.submit(print_to_stdout, 'GS> some ghostscript chatter\n').result() == (
+        'GS> some ghostscript chatter\n')
+    assert pool.submit(print_to_stdout, 'again').result() == 'again'
+  finally:
+    pool.shutdown()
+
+
+def test_a_worker_that_cannot_start_fails_the_call_not_a_row(monkeypatch):
+  import os
+  from transforms import process_pool
+  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
+  pool = process_pool.ProcessPool(1)
+  try:
+    error = pool.submit(os.getpid).exception()
+    assert isinstance(error, process_pool.WorkerFailedToStart)
+  finally:
+    pool.shutdown()
+
+
+def test_dead_children_release_their_pipes():
+  import os
+  from transforms.process_pool import ProcessPool, WorkerDied
+  pool = ProcessPool(1)
+  try:
+    for _ in range(3):
+      assert isinstance(pool.submit(_exit_now, 5).exception(), WorkerDied)
+    pool.submit(os.getpid).result()
+    assert len(pool._children) == 1  # pylint: disable=protected-access
+  finally:
+    pool.shutdown()

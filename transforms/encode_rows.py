@@ -48,6 +48,22 @@ def read_bytes(path: str) -> bytes:
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
 
 
+def read_remote_sources(args: tuple) -> tuple:
+  """(paths, spec) -> (sources, spec) for an image worker process: local paths
+  as they are (the worker reads them), remote files as their bytes or the
+  RowError reading them (workers have no Beam filesystems). Runs on the pool's
+  threads, so remote files are still read in parallel."""
+  paths, spec = args
+  return [path if is_local(path) else _bytes_or_error(path) for path in paths], spec
+
+
+def _bytes_or_error(path: str):
+  try:
+    return read_bytes(path)
+  except RowError as error:
+    return error
+
+
 class AssignLabelFn(beam.DoFn):
   """ManifestRow -> LabelledRow using the LabelMap side input."""
 
@@ -84,13 +100,15 @@ class LoadImageFn(beam.DoFn):
     prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
     if self._processes:
-      self._pool = OrderedPool(self._processes, processes=True)
+      self._pool = OrderedPool(self._processes, processes=True,
+                               prepare=read_remote_sources)
     else:
       self._pool = OrderedPool(self._threads)
     self._batch = []
 
   def teardown(self):
-    self._pool.shutdown()
+    if hasattr(self, '_pool'):  # setup may have failed before making it
+      self._pool.shutdown()
 
   def process(self, labelled: LabelledRow):
     self._progress.tick()
@@ -117,20 +135,10 @@ class LoadImageFn(beam.DoFn):
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) converting these rows on the pool."""
-    if not self._processes:
-      return convert_sources, [labelled.row.path for labelled in batch], self._spec, read_bytes
-    return convert_in_worker, [self._worker_source(l.row.path) for l in batch], self._spec
-
-  @staticmethod
-  def _worker_source(path: str):
-    """Worker processes read local files; remote ones (no Beam filesystems
-    there) are read here and their bytes, or the RowError, sent along."""
-    if is_local(path):
-      return path
-    try:
-      return read_bytes(path)
-    except RowError as error:
-      return error
+    paths = [labelled.row.path for labelled in batch]
+    if self._processes:
+      return convert_in_worker, paths, self._spec
+    return convert_sources, paths, self._spec, read_bytes
 
   def _outcomes(self, batch: list, future) -> list:
     try:
@@ -142,7 +150,8 @@ class LoadImageFn(beam.DoFn):
       return [outcome for labelled in batch
               for outcome in self._outcomes([labelled], self._pool.call_alone(
                   *self._call([labelled])))]
-    return [self._outcome(labelled, result) for labelled, result in zip(batch, results)]
+    return [self._outcome(labelled, result)
+            for labelled, result in zip(batch, results, strict=True)]
 
   def _outcome(self, labelled: LabelledRow, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""

@@ -1,4 +1,4 @@
-"""A bounded, order-keeping thread pool for DoFns whose work releases the GIL."""
+"""A bounded, order-keeping pool (threads or child processes) for DoFns."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ class OrderedPool:
   threads <= 1 and no processes, calls run inline (the future is already done).
   """
 
-  def __init__(self, threads: int, processes: bool = False):
+  def __init__(self, threads: int, processes: bool = False, prepare=None):
     self._threads = max(threads, 1)
     if processes:
-      self._executor = ProcessPool(self._threads)
+      self._executor = ProcessPool(self._threads, prepare)
     else:
       self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
     self._pending = collections.deque()

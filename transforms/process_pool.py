@@ -3,25 +3,29 @@
 Each pool thread owns one child (`python -m transforms.process_worker`) and
 hands it one call at a time over a pipe: the function goes by reference, the
 arguments and the result pickled. The children are started afresh (not
-forked), so they import only what the called function's module needs (no
-Beam) and share no locks or threads with the Beam worker. A child that dies
-(a decoder crash) fails only the call it was running; the next call on that
-thread starts a new child.
+forked), with the parent's sys.path, so they import only what the called
+function's module needs (no Beam) and share no locks or threads with the Beam
+worker. A child that dies (a decoder crash) fails only the call it was
+running (WorkerDied); the next call on that thread starts a new child. A child
+that cannot even start fails the job (WorkerFailedToStart).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
 import threading
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Optional
 
 WORKER_MODULE = 'transforms.process_worker'
+READY = 'ready'
 OK = 'ok'
 RAISED = 'raised'
+_CLOSE_TIMEOUT_S = 10
 
 
 def picklable_error(error: Exception) -> Exception:
@@ -34,26 +38,47 @@ def picklable_error(error: Exception) -> Exception:
 
 
 class WorkerDied(RuntimeError):
-  """The child process ended while running a call."""
+  """The child process ended (or garbled its reply) while running a call."""
+
+
+class WorkerFailedToStart(RuntimeError):
+  """A child process could not start serving calls: a set-up problem."""
 
 
 class _Child:
   """One child process and its pipes."""
 
   def __init__(self):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
+    # -P (3.11+): the current folder is not put first, so the parent's own
+    # path (PYTHONPATH) alone decides which `transforms` is imported.
+    safe_path = ['-P'] if sys.version_info >= (3, 11) else []
     self._process = subprocess.Popen(
-        [sys.executable, '-m', WORKER_MODULE], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE)
+        [sys.executable, *safe_path, '-m', WORKER_MODULE], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, env=env)
+    try:
+      ready = pickle.load(self._process.stdout)
+    except Exception as error:  # pylint: disable=broad-except
+      self.kill()
+      raise WorkerFailedToStart(
+          f'an image worker process failed to start (exit code '
+          f'{self._process.returncode}); its error is printed above') from error
+    if ready != READY:
+      self.kill()
+      raise WorkerFailedToStart(f'an image worker process said {ready!r} on start')
 
   def call(self, fn: Callable, args: tuple):
+    request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
     try:
-      pickle.dump((fn, args), self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+      self._process.stdin.write(request)
       self._process.stdin.flush()
       status, value = pickle.load(self._process.stdout)
-    except (BrokenPipeError, EOFError, pickle.UnpicklingError) as error:
-      code = self._process.wait()
-      raise WorkerDied(f'image worker process ended (exit code {code}) '
-                       f'while running {fn.__name__}') from error
+    except Exception as error:  # pylint: disable=broad-except
+      # Dead, or its reply stream can no longer be trusted: either way it goes.
+      self.kill()
+      raise WorkerDied(f'image worker process ended (exit code '
+                       f'{self._process.returncode}) while running {fn.__name__}: '
+                       f'{type(error).__name__}') from error
     if status == RAISED:
       raise value
     return value
@@ -62,21 +87,41 @@ class _Child:
   def alive(self) -> bool:
     return self._process.poll() is None
 
-  def close(self):
-    self._process.stdin.close()
+  def kill(self) -> None:
+    if self._process.poll() is None:
+      self._process.kill()
     self._process.wait()
-    self._process.stdout.close()
+    self._close_pipes()
+
+  def close(self) -> None:
+    """Asks the child to stop (end of its input); kills it if it does not."""
+    try:
+      self._process.stdin.close()
+      self._process.wait(timeout=_CLOSE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+      pass  # a dead or stuck child: killed below
+    self.kill()
+
+  def _close_pipes(self) -> None:
+    for pipe in (self._process.stdin, self._process.stdout):
+      try:
+        pipe.close()
+      except OSError:
+        pass  # already broken: nothing left to release
 
 
 class ProcessPool:
   """submit(fn, *args) -> Future, run in one of `processes` child processes.
 
   `fn` must be a module-level function; its module should not import Beam
-  (every child would pay that import).
+  (every child would pay that import). `prepare`, if given, maps the
+  arguments on the pool thread before they are sent (e.g. reads remote files,
+  which children cannot).
   """
 
-  def __init__(self, processes: int):
+  def __init__(self, processes: int, prepare: Optional[Callable] = None):
     self._executor = ThreadPoolExecutor(processes)
+    self._prepare = prepare
     self._local = threading.local()
     self._children = []
     self._lock = threading.Lock()
@@ -84,16 +129,26 @@ class ProcessPool:
   def submit(self, fn: Callable, *args) -> Future:
     return self._executor.submit(self._call, fn, args)
 
-  def _call(self, fn, args):
+  def _call(self, fn: Callable, args: tuple):
+    if self._prepare is not None:
+      args = self._prepare(args)
+    return self._child().call(fn, args)
+
+  def _child(self) -> _Child:
     child = getattr(self._local, 'child', None)
-    if child is None or not child.alive:
-      child = self._local.child = _Child()
+    if child is not None and child.alive:
+      return child
+    if child is not None:  # died: release its pipes now, not at shutdown
       with self._lock:
-        self._children.append(child)
-    return child.call(fn, args)
+        self._children.remove(child)
+      child.kill()
+    child = self._local.child = _Child()
+    with self._lock:
+      self._children.append(child)
+    return child
 
   def shutdown(self) -> None:
-    self._executor.shutdown()
+    self._executor.shutdown(cancel_futures=True)
     with self._lock:
       children, self._children = self._children, []
     for child in children:

@@ -1,19 +1,27 @@
 """The child side of ProcessPool: reads (fn, args), writes (status, value).
 
-Runs until its stdin closes. Nothing else may write to stdout.
+Runs until its stdin closes. Its replies go to the stdout it was started
+with; everything else that writes to stdout (Python code, C libraries, a
+program Pillow runs) lands on stderr, so it cannot garble a reply.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import sys
+from typing import BinaryIO
 
 from transforms.process_pool import OK
 from transforms.process_pool import RAISED
+from transforms.process_pool import READY
 from transforms.process_pool import picklable_error
 
 
-def serve(requests, replies) -> None:
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+  """Answers every (fn, args) request with (OK, result) or (RAISED, error)."""
+  _send(replies, READY)
   while True:
     try:
       fn, args = pickle.load(requests)
@@ -27,11 +35,23 @@ def serve(requests, replies) -> None:
     replies.flush()
 
 
+def _send(replies: BinaryIO, value) -> None:
+  replies.write(_dumps(value))
+  replies.flush()
+
+
 def _dumps(reply) -> bytes:
   return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-if __name__ == '__main__':
-  replies = sys.stdout.buffer
-  sys.stdout = sys.stderr  # a stray print must not corrupt the replies
+def main() -> None:
+  replies = os.fdopen(os.dup(1), 'wb')
+  os.dup2(2, 1)  # from here on, anything printed goes to stderr
+  sys.stdout = sys.stderr
+  # Ctrl-C is for the parent, which stops its children by closing their input.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
   serve(sys.stdin.buffer, replies)
+
+
+if __name__ == '__main__':
+  main()

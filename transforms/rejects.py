@@ -31,7 +31,7 @@ class RowError(Exception):
     self.reason = reason
 
   def __reduce__(self):  # crosses process boundaries (image worker processes)
-    return RowError, (self.stage, self.code, self.reason)
+    return type(self), (self.stage, self.code, self.reason)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

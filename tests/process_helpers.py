@@ -1,0 +1,18 @@
+"""Functions image worker processes run in tests (importable by the children)."""
+
+import os
+
+from transforms.source_image import convert_in_worker
+
+
+def crash_on_marked(sources: list, spec) -> list:
+  """convert_in_worker, except that a path containing CRASH kills the process."""
+  if any('CRASH' in str(source) for source in sources):
+    os._exit(9)  # pylint: disable=protected-access
+  return convert_in_worker(sources, spec)
+
+
+def print_to_stdout(text: str) -> str:
+  os.write(1, text.encode())
+  print(text)
+  return text
