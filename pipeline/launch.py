@@ -23,8 +23,8 @@ EXIT_OVER_BUDGET = 3
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
-# processes) whose image step runs on a thread pool of --image_threads = cores
-# + 1. Measured on 2 cores, 3,000 JPEGs -> raw 300x300: 5.0 s against
+# processes) whose image step uses every core itself (image_threads and
+# image_processes below). Measured on 2 cores, 3,000 JPEGs -> raw 300x300: 5.0 s against
 # 6.3 s for --direct_running_mode multi_threading and 8.0 s for
 # multi_processing; and multi_threading corrupted its data plane in 1 of 3
 # runs of a 100,000-row manifest (cf. apache/beam#21104).
