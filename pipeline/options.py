@@ -128,6 +128,11 @@ class ValidateOptions(PipelineOptions):
                         help='threads checking records in a worker (0: cores + 1 '
                         'for JPEG/PNG records on a local run; 1 for raw records '
                         'and on distributed runners)')
+    parser.add_argument('--check_processes', type=_non_negative_int, default=0,
+                        help='child processes checking records in a local worker '
+                        '(0: one per core for JPEG/PNG records on a single local '
+                        'worker unless --check_threads is given; none for raw records '
+                        'and on distributed runners)')
 
 
 @dataclasses.dataclass(frozen=True)

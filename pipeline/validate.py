@@ -61,13 +61,15 @@ def _check_threads(requested: int, expected: validation.Expected, options) -> in
 
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
-          check_threads: int = 0):
+          check_threads: int = 0, check_processes: int = 0):
   """Adds the validation to pipeline `p`; returns the report PCollection."""
   expected = validation.Expected.from_info(info)
   checked = (p
              | 'ShardList' >> beam.Create(shards)
-             | 'CheckShards' >> CheckShards(input_dir, expected,
-                                            _check_threads(check_threads, expected, p.options)))
+             | 'CheckShards' >> CheckShards(
+                 input_dir, expected, _check_threads(check_threads, expected, p.options),
+                 launch.image_processes(check_processes, check_threads,
+                                        expected.image.encoding, p.options)))
   summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
   shard_counts = (summaries
                   | 'ShardOf' >> beam.Map(lambda s: (s.split, s.shard))
@@ -124,7 +126,7 @@ def run(argv=None) -> int:
   shards, listing_problems = shard_listing(input_dir, info)
   p = beam.Pipeline(options=pipeline_options)
   build(p, input_dir, info, shards, listing_problems, report_path, args.expected_count,
-        args.max_problems, args.check_threads)
+        args.max_problems, args.check_threads, args.check_processes)
   p.run().wait_until_finish()
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))

@@ -221,3 +221,40 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
   threads = validate._check_threads(requested, records, options)  # pylint: disable=protected-access
   assert threads == (expected or os.cpu_count() + 1)
+
+
+def _jpeg_dataset_with_a_bad_record(sample):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--encoding', 'jpeg', '--height', '16', '--width', '16']) == 0
+  def garble(features):
+    features['image/encoded'] = ('bytes', [b'\xff\xd8 not really a jpeg'])
+  return rewrite_first_record(sample.out, garble)
+
+
+def test_check_processes_and_threads_give_the_same_report(sample):
+  shard = _jpeg_dataset_with_a_bad_record(sample)
+  reports = {}
+  for mode, flags in (('threads', ['--check_threads', '3']),
+                      ('processes', ['--check_processes', '2'])):
+    code, report = run_validate(sample.out, *flags)
+    assert code == EXIT_FAILED
+    reports[mode] = report
+  assert reports['threads'] == reports['processes']
+  assert reports['processes']['problems_by_kind'] == {'undecodable_image': 1}
+  assert reports['processes']['problems'][0]['file'] == shard
+  assert reports['processes']['problems'][0]['record'] == 0
+  assert 'starts with' in reports['processes']['problems'][0]['detail']
+  assert sum(reports['processes']['label_histogram'].values()) == 9
+
+
+def test_a_crashing_check_worker_blames_only_its_record(sample, monkeypatch):
+  from tests.process_helpers import crash_on_marked_record
+  from transforms import validate_shards
+  _jpeg_dataset_with_a_bad_record(sample)
+  monkeypatch.setattr(validate_shards.validation, 'check_records', crash_on_marked_record)
+  code, report = run_validate(sample.out, '--check_processes', '2')
+  assert code == EXIT_FAILED
+  assert report['problems_by_kind'] == {'unexpected_error': 1}
+  (problem,) = report['problems']
+  assert problem['record'] == 0 and 'WorkerDied' in problem['detail']
+  assert report['num_examples'] == 9

@@ -11,6 +11,7 @@ from transforms import dataset_info
 from transforms import validation
 from transforms.image import prepare_pillow
 from transforms.ordered_pool import OrderedPool
+from transforms.process_pool import WorkerDied
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.tfrecord import ShardError
 from transforms.tfrecord import read_records
@@ -19,37 +20,48 @@ PROBLEMS = 'problems'
 SUMMARIES = 'summaries'
 
 
+# Records per call to a check worker process: one pipe round trip per batch.
+PROCESS_BATCH = 32
+
+
 class ReadShardFn(beam.DoFn):
   """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
 
   A damaged file is a Problem naming the file and record, never a failed job.
   With threads > 1 records are checked on an OrderedPool (JPEG/PNG decoding
-  releases the GIL) while this thread reads and verifies the framing.
+  releases the GIL), with processes > 0 in that many child processes, in
+  batches, while this thread reads and verifies the framing.
   """
 
-  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1):
+  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
+               processes: int = 0):
     self._input_dir = input_dir
     self._expected = expected
     self._threads = threads
+    self._processes = processes
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
     prepare_pillow(self._expected.image.max_pixels)
-    self._pool = OrderedPool(self._threads)
+    self._pool = (OrderedPool(self._processes, processes=True) if self._processes
+                  else OrderedPool(self._threads))
+    self._batch_size = PROCESS_BATCH if self._processes else 1
 
   def teardown(self):
-    self._pool.shutdown()
+    if hasattr(self, '_pool'):  # setup may have failed before making it
+      self._pool.shutdown()
 
   def process(self, element):
     split, shard = element
-    index = 0
+    index, batch = 0, []
     try:
       with dataset_info.open_checked(dataset_info.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
-          for done in self._pool.submit(index, validation.check_record, data,
-                                        self._expected):
-            yield from self._summarise(split, shard, *done)
+          batch.append((index, data))
+          if len(batch) >= self._batch_size:
+            yield from self._submit(split, shard, batch)
+            batch = []
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
     except EOFError as error:
@@ -59,19 +71,33 @@ class ReadShardFn(beam.DoFn):
       yield self._problem('corrupt_shard', shard, index,
                           f'cannot read the file after record {index}: '
                           f'{type(error).__name__}: {error}')
+    yield from self._submit(split, shard, batch)
     for done in self._pool.drain():
       yield from self._summarise(split, shard, *done)
 
-  def _summarise(self, split, shard, index, future):
+  def _submit(self, split, shard, batch):
+    if batch:
+      for done in self._pool.submit(batch, validation.check_records,
+                                    [data for _, data in batch], self._expected):
+        yield from self._summarise(split, shard, *done)
+
+  def _summarise(self, split, shard, batch, future):
     try:
-      label, key, problems = future.result()
+      results = future.result()
+    except WorkerDied:
+      if len(batch) == 1:
+        results = [validation.unexpected_check_error(future.exception())]
+      else:  # one record killed the worker: check each alone to find it
+        for record in batch:
+          yield from self._summarise(split, shard, [record], self._pool.call_alone(
+              validation.check_records, [record[1]], self._expected))
+        return
     except Exception as error:  # pylint: disable=broad-except
-      label, key = None, None
-      problems = [('unexpected_error', f'checking the record failed: '
-                                       f'{type(error).__name__}: {error}')]
-    yield validation.RecordSummary(split, shard, index, label, key)
-    for kind, detail in problems:
-      yield self._problem(kind, shard, index, detail)
+      results = [validation.unexpected_check_error(error)] * len(batch)
+    for (index, _), (label, key, problems) in zip(batch, results, strict=True):
+      yield validation.RecordSummary(split, shard, index, label, key)
+      for kind, detail in problems:
+        yield self._problem(kind, shard, index, detail)
 
   @staticmethod
   def _problem(kind, shard, index, detail):
@@ -94,17 +120,20 @@ def duplicate_problems(grouped):
 class CheckShards(beam.PTransform):
   """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}."""
 
-  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1):
+  def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
+               processes: int = 0):
     super().__init__()
     self._input_dir = input_dir
     self._expected = expected
     self._threads = threads
+    self._processes = processes
 
   def expand(self, shards):
     read = (shards
             | 'SpreadShards' >> beam.Reshuffle()
             | 'ReadShard' >> beam.ParDo(
-                ReadShardFn(self._input_dir, self._expected, self._threads))
+                ReadShardFn(self._input_dir, self._expected, self._threads,
+                            self._processes))
             .with_outputs(PROBLEMS, main=SUMMARIES))
     duplicates = (read[SUMMARIES]
                   | 'KeyedPlaces' >> beam.FlatMap(

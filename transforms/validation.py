@@ -8,6 +8,7 @@ from typing import Optional
 
 from google.protobuf.message import DecodeError
 from PIL import Image
+from PIL import UnidentifiedImageError
 
 from transforms.example_proto import KIND_OF_DTYPE
 from transforms.example_proto import parse_example
@@ -86,6 +87,9 @@ def check_image(data: bytes, encoding: str, height: int, width: int,
   try:
     image = Image.open(io.BytesIO(data))
     image.load()
+  except UnidentifiedImageError:
+    return [('undecodable_image', f'{encoding} image does not decode: not an image '
+             f'Pillow can read ({len(data)} bytes, starts with {data[:8]!r})')]
   except Exception as error:  # any decoder failure is a finding, not a crash
     return [('undecodable_image', f'{encoding} image does not decode: {error}')]
   problems = []
@@ -142,6 +146,24 @@ def check_record(data: bytes, expected: Expected) -> tuple:
                           height, width, spec.channels)
   text = _scalar(features, 'image/class/text').decode('utf-8', 'replace')
   return label, key, problems + check_label(label, text, expected.label_map)
+
+
+def check_records(records: list, expected: Expected) -> list:
+  """check_record of each record; a record whose check raised gets an
+  unexpected_error problem instead (the others are still checked)."""
+  results = []
+  for data in records:
+    try:
+      results.append(check_record(data, expected))
+    except Exception as error:  # pylint: disable=broad-except  (one record's problem)
+      results.append(unexpected_check_error(error))
+  return results
+
+
+def unexpected_check_error(error: Exception) -> tuple:
+  """The check_record result for a record whose check failed unexpectedly."""
+  return None, None, [('unexpected_error', f'checking the record failed: '
+                                           f'{type(error).__name__}: {error}')]
 
 
 def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> list:
