@@ -65,21 +65,16 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
   """Adds the validation to pipeline `p`; returns the report PCollection."""
   expected = validation.Expected.from_info(info)
   checked = (p
-             | 'ShardList' >> beam.Create(shards)
+             | 'ShardList' >> beam.Create(shards, reshuffle=False)
              | 'CheckShards' >> CheckShards(
                  input_dir, expected, _check_threads(check_threads, expected, p.options),
                  launch.image_processes(check_processes, check_threads,
-                                        expected.image.encoding, p.options)))
+                                        expected.image.encoding, p.options),
+                 spread=not launch.single_local_worker(p.options)))
   summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
-  shard_counts = (summaries
-                  | 'ShardOf' >> beam.Map(lambda s: (s.split, s.shard))
-                  | 'CountPerShard' >> beam.combiners.Count.PerElement())
-  label_counts = (summaries
-                  | 'LabelOf' >> beam.Map(lambda s: s.label)
-                  | 'CountPerLabel' >> beam.combiners.Count.PerElement())
-  problem_counts = (problems
-                    | 'KindOf' >> beam.Map(lambda problem: problem.kind)
-                    | 'CountPerKind' >> beam.combiners.Count.PerElement())
+  tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
+             problems | 'TallyProblems' >> beam.Map(validation.problem_tally))
+  counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
   first_problems = problems | 'FirstProblems' >> beam.combiners.Top.Smallest(
       max_problems, key=validation.Problem.sort_key)
   side = beam.pvalue
@@ -88,8 +83,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
                             max_problems),
-              side.AsList(shard_counts), side.AsList(label_counts),
-              side.AsList(problem_counts), side.AsSingleton(first_problems)))
+              side.AsDict(counts), side.AsSingleton(first_problems)))
 
 
 def summary(report: dict, report_path: str) -> str:

@@ -393,3 +393,18 @@ def test_dead_children_release_their_pipes():
     assert len(pool._children) == 1  # pylint: disable=protected-access
   finally:
     pool.shutdown()
+
+
+def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
+  from transforms import validation
+  summaries = [validation.RecordSummary('train', 's0', 0, 1, 'a'),
+               validation.RecordSummary('train', 's0', 1, None, None),
+               validation.RecordSummary('test', 's1', 0, 1, 'b')]
+  sums = {}
+  for summary in summaries:
+    for key, one in validation.summary_tallies(summary):
+      sums[key] = sums.get(key, 0) + one
+  key, one = validation.problem_tally(validation.Problem('corrupt_shard', 's0', 2, 'x'))
+  sums[key] = one
+  assert validation.split_tallies(sums) == (
+      {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1})

@@ -118,19 +118,25 @@ def duplicate_problems(grouped):
 
 
 class CheckShards(beam.PTransform):
-  """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}."""
+  """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}.
+
+  spread: reshuffle the shards first, so a distributed runner reads them on
+  many workers (pointless for a single local worker).
+  """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
-               processes: int = 0):
+               processes: int = 0, spread: bool = True):
     super().__init__()
     self._input_dir = input_dir
     self._expected = expected
     self._threads = threads
     self._processes = processes
+    self._spread = spread
 
   def expand(self, shards):
+    if self._spread:  # one shard per worker on distributed runners
+      shards = shards | 'SpreadShards' >> beam.Reshuffle()
     read = (shards
-            | 'SpreadShards' >> beam.Reshuffle()
             | 'ReadShard' >> beam.ParDo(
                 ReadShardFn(self._input_dir, self._expected, self._threads,
                             self._processes))
@@ -155,9 +161,10 @@ class WriteReportFn(beam.DoFn):
     self._expected_count = expected_count
     self._max_problems = max_problems
 
-  def process(self, _, shard_counts, label_counts, problem_counts, first_problems):
-    report = build_report(self._info, dict(shard_counts), dict(label_counts),
-                          dict(problem_counts), list(first_problems),
+  def process(self, _, tally_sums, first_problems):
+    shard_counts, label_counts, problem_counts = validation.split_tallies(tally_sums)
+    report = build_report(self._info, shard_counts, label_counts,
+                          problem_counts, list(first_problems),
                           self._listing_problems, self._expected_count,
                           self._max_problems)
     dataset_info.write_text(self._report_path, json.dumps(report, indent=2) + '\n')

@@ -166,6 +166,27 @@ def unexpected_check_error(error: Exception) -> tuple:
                                            f'{type(error).__name__}: {error}')]
 
 
+_SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
+
+
+def summary_tallies(summary: 'RecordSummary') -> list:
+  """The counts one checked record adds to: its shard and its label."""
+  return [((_SHARD, (summary.split, summary.shard)), 1), ((_LABEL, summary.label), 1)]
+
+
+def problem_tally(problem: 'Problem') -> tuple:
+  return (_KIND, problem.kind), 1
+
+
+def split_tallies(sums: dict) -> tuple:
+  """{tally key: sum} -> ({(split, shard): records}, {label: records},
+  {problem kind: problems})."""
+  parts = {_SHARD: {}, _LABEL: {}, _KIND: {}}
+  for (kind, value), count in sums.items():
+    parts[kind][value] = count
+  return parts[_SHARD], parts[_LABEL], parts[_KIND]
+
+
 def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> list:
   """Per-split and total count mismatches. counts: {split: examples read}."""
   problems = []
