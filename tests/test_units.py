@@ -115,6 +115,7 @@ def test_example_serialization_round_trips_through_tensorflow():
   assert list(example.features.feature['w'].float_list.value) == [0.5, 2.0]
   assert example.features.feature['s'].bytes_list.value == ['é'.encode()]
   assert parse_example(example.SerializeToString())['label'] == ('int64_list', [7])
+  assert example.SerializeToString(deterministic=True) == data  # byte for byte
 
 
 def test_tfrecord_framing_matches_tensorflow_and_detects_damage(tmp_path):
