@@ -99,7 +99,7 @@ class ConvertOptions(PipelineOptions):
                        help='threads converting images in a worker (0: cores + 1 '
                        'on a local run, 1 on distributed runners)')
     image.add_argument('--image_processes', type=_non_negative_int, default=0,
-                       help='child processes converting images in a local worker '
+                       help='child processes converting images in a worker '
                        '(0: one per core for JPEG/PNG output on a single local '
                        'worker unless --image_threads is given; none for raw '
                        'output and on distributed runners)')
@@ -129,7 +129,7 @@ class ValidateOptions(PipelineOptions):
                         'for JPEG/PNG records on a local run; 1 for raw records '
                         'and on distributed runners)')
     parser.add_argument('--check_processes', type=_non_negative_int, default=0,
-                        help='child processes checking records in a local worker '
+                        help='child processes checking records in a worker '
                         '(0: one per core for JPEG/PNG records on a single local '
                         'worker unless --check_threads is given; none for raw records '
                         'and on distributed runners)')
@@ -269,6 +269,12 @@ def _may_have_split_column(manifests: tuple) -> bool:
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or 'split' in manifests[0].header)
 
 
+def exclusive_pool_sizes(threads: int, processes: int, what: str) -> None:
+  """--X_threads and --X_processes choose one pool: not both."""
+  if threads and processes:
+    raise UsageError(f'give either --{what}_threads or --{what}_processes, not both')
+
+
 def convert_config(args) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
   sources = [bool(args.manifest), bool(args.image_dir)]
@@ -280,6 +286,7 @@ def convert_config(args) -> ConvertConfig:
     raise UsageError('give either --manifest or --image_dir, not both')
   if args.label_manifest and not args.manifest:
     raise UsageError('--label_manifest goes with --manifest')
+  exclusive_pool_sizes(args.image_threads, args.image_processes, 'image')
   image = ImageSpec(
       height=args.height, width=args.width, channels=args.channels,
       encoding=args.encoding, resize_mode=args.resize_mode,

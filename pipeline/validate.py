@@ -104,6 +104,7 @@ def run(argv=None) -> int:
       list(argv or []), opts.ValidateOptions, __doc__.strip().splitlines()[0])
   if not args.input_dir:
     raise launch.UsageError('--input_dir is required')
+  opts.exclusive_pool_sizes(args.check_threads, args.check_processes, 'check')
   input_dir = args.input_dir.rstrip('/') or '/'
   if '://' not in input_dir and not os.path.isdir(input_dir):
     raise launch.UsageError(f'--input_dir {input_dir} is not a folder')

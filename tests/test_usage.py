@@ -205,3 +205,14 @@ def test_truncated_gzip_manifest_fails_instead_of_losing_rows(tmp_path, capsys):
   assert code == 1
   assert 'EOFError' in capsys.readouterr().err
   assert not (tmp_path / 'out' / 'dataset_info.json').exists()
+
+
+def test_threads_and_processes_are_one_choice(sample, capsys):
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--image_threads', '2', '--image_processes', '2'])
+  assert code == EXIT_USAGE
+  assert 'either --image_threads or --image_processes' in capsys.readouterr().err
+  assert not sample.out.exists()
+  assert validate.main(['--input_dir', str(sample.root), '--check_threads', '2',
+                        '--check_processes', '2']) == EXIT_USAGE
+  assert 'either --check_threads or --check_processes' in capsys.readouterr().err
