@@ -367,11 +367,32 @@ def test_jpeg_quality_changes_the_encoding(tmp_path):
   assert sizes['10'] * 3 < sizes['95']
 
 
+def _messy_images(folder) -> list:
+  """Awkward but valid images (CMYK, EXIF-rotated, alpha, 16-bit, palette) and
+  a truncated one; -> their file names."""
+  rng = np.random.default_rng(5)
+  pixels = rng.integers(0, 255, (40, 60, 3), dtype=np.uint8)
+  Image.fromarray(pixels).convert('CMYK').save(folder / 'cmyk.jpg')
+  exif = Image.Exif()
+  exif[0x0112] = 6
+  Image.fromarray(pixels).save(folder / 'rotated.jpg', exif=exif)
+  Image.fromarray(np.dstack([pixels, pixels[..., :1]])).save(folder / 'alpha.png')
+  Image.fromarray((pixels[..., 0].astype(np.uint16) * 257)).save(folder / 'deep.png')
+  Image.fromarray(pixels).convert('P').save(folder / 'palette.gif')
+  Image.fromarray(pixels).save(folder / 'whole.jpg')
+  whole = (folder / 'whole.jpg').read_bytes()
+  (folder / 'truncated.jpg').write_bytes(whole[:len(whole) * 2 // 3])
+  return ['cmyk.jpg', 'rotated.jpg', 'alpha.png', 'deep.png', 'palette.gif',
+          'truncated.jpg']
+
+
 def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
   """Worker processes and threads differ only in where images are converted."""
   (sample.root / 'images' / 'broken.jpg').write_bytes(b'\xff\xd8 not really a jpeg')
   with open(sample.manifest, 'a') as manifest:
     manifest.write('images/broken.jpg,red\nimages/missing.png,red\n')
+    for name in _messy_images(sample.root / 'images'):
+      manifest.write(f'images/{name},green\n')
   shards = {}
   for mode, flags in (('threads', ['--image_threads', '3']),
                       ('processes', ['--image_processes', '2'])):
@@ -382,8 +403,9 @@ def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
     assert code == EXIT_OK
     info = read_info(out)
     assert (info['num_examples'], info['rejected_by_reason']) == (
-        9, {'decode/not_an_image': 1, 'read/missing_file': 1})
+        14, {'decode/not_an_image': 1, 'decode/truncated': 1, 'read/missing_file': 1})
     shards[mode] = [(out / name).read_bytes() for name in info['splits']['train']['shards']]
+    shards[mode].append(sorted((out / 'rejected.jsonl').read_text().splitlines()))
   assert shards['threads'] == shards['processes']
 
 
