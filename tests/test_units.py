@@ -308,41 +308,28 @@ def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
     pool.shutdown()
 
 
-def test_a_worker_crash_fails_only_the_row_that_caused_it():
-  """A batch whose worker died is rerun row by row: only the culprit is rejected."""
-  from concurrent.futures import Future
-  from transforms import manifest
-  from transforms.encode_rows import LoadImageFn
-  from transforms.example import LabelledRow
-  from transforms.image import EncodedImage
+def _crash_on(items, crash):
   from transforms.process_pool import WorkerDied
-  from transforms.spec import ImageSpec
+  if crash in items:
+    raise WorkerDied('image worker process ended (exit code -11)')
+  return [item * 10 for item in items]
 
-  def done(result=None, error=None):
-    future = Future()
-    if error is None:
-      future.set_result(result)
-    else:
-      future.set_exception(error)
-    return future
 
-  class RetryPool:
-
-    def call_alone(self, fn, sources, spec):
-      (path,) = sources
-      if path.endswith('crash.png'):
-        return done(error=WorkerDied('image worker process ended (exit code -11)'))
-      return done([(EncodedImage(b'px', 1, 1, 3, 'raw'), 'sha', 2)])
-
-  rows = [LabelledRow(manifest.ManifestRow({'image': name}, 'm', line, image=name,
-                                           path=f'/data/{name}', key=name), 0, 'a')
-          for line, name in enumerate(['a.png', 'crash.png', 'b.png'], 2)]
-  load = LoadImageFn(ImageSpec(), processes=2)
-  load._pool = RetryPool()  # pylint: disable=protected-access
-  outcomes = load._outcomes(rows, done(error=WorkerDied('died')))  # pylint: disable=protected-access
-  assert [getattr(o, 'tag', 'loaded') for o in outcomes] == ['loaded', 'rejected', 'loaded']
-  assert outcomes[1].value.code == 'unexpected_error' and 'exit code -11' in outcomes[1].value.reason
-  assert outcomes[0].labelled is rows[0] and outcomes[2].image.data == b'px'
+def test_a_worker_crash_fails_only_the_item_that_caused_it():
+  """A batch whose worker died is rerun item by item: only the culprit fails."""
+  from transforms.ordered_pool import OrderedPool
+  from transforms.process_pool import WorkerDied
+  pool = OrderedPool(1)
+  items = [1, 2, 3, 4]
+  batch = pool.call_alone(_crash_on, items, 3)
+  results = pool.batch_results(batch, len(items), lambda i: (_crash_on, items[i:i + 1], 3))
+  assert results[:2] + results[3:] == [10, 20, 40]
+  assert isinstance(results[2], WorkerDied) and 'exit code -11' in str(results[2])
+  good = pool.call_alone(_crash_on, [5, 6], 3)
+  assert pool.batch_results(good, 2, lambda i: pytest.fail('no rerun needed')) == [50, 60]
+  failing = pool.call_alone(_raise_row_error)
+  with pytest.raises(Exception, match='bad bytes'):  # not a dead worker: raised
+    pool.batch_results(failing, 1, lambda i: pytest.fail('no rerun'))
 
 
 @pytest.mark.parametrize('encoding,processes,threads,flags,expected', [

@@ -258,3 +258,12 @@ def test_a_crashing_check_worker_blames_only_its_record(sample, monkeypatch):
   (problem,) = report['problems']
   assert problem['record'] == 0 and 'WorkerDied' in problem['detail']
   assert report['num_examples'] == 9
+
+
+def test_check_workers_that_cannot_start_fail_the_run(sample, monkeypatch, capsys):
+  from transforms import process_pool
+  _jpeg_dataset_with_a_bad_record(sample)
+  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
+  assert validate.main(['--input_dir', str(sample.out), '--check_processes', '2']) == EXIT_FAILED
+  assert 'worker process failed to start' in capsys.readouterr().err
+  assert not (sample.out / 'validation_report.json').exists()

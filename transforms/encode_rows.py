@@ -12,7 +12,6 @@ from transforms.example import LabelledRow
 from transforms.example import build_example
 from transforms.image import prepare_pillow
 from transforms.ordered_pool import OrderedPool
-from transforms.process_pool import WorkerDied
 from transforms.progress_file import ProgressFile
 from transforms.rejects import EXAMPLES
 from transforms.rejects import METRICS_NAMESPACE
@@ -141,15 +140,8 @@ class LoadImageFn(beam.DoFn):
     return convert_sources, paths, self._spec, read_bytes
 
   def _outcomes(self, batch: list, future) -> list:
-    try:
-      results = future.result()
-    except WorkerDied:
-      if len(batch) == 1:
-        return [self._outcome(batch[0], future.exception())]
-      # One image killed the worker: run each alone, so only that row fails.
-      return [outcome for labelled in batch
-              for outcome in self._outcomes([labelled], self._pool.call_alone(
-                  *self._call([labelled])))]
+    results = self._pool.batch_results(future, len(batch),
+                                       lambda i: self._call(batch[i:i + 1]))
     return [self._outcome(labelled, result)
             for labelled, result in zip(batch, results, strict=True)]
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
 from transforms.process_pool import ProcessPool
+from transforms.process_pool import WorkerDied
 
 
 class OrderedPool:
@@ -42,6 +43,23 @@ class OrderedPool:
     if self._executor is None:
       return _run_inline(fn, *args)
     return self._executor.submit(fn, *args)
+
+  def batch_results(self, future: Future, size: int, call_for: Callable) -> list:
+    """The per-item results of a batched call (a list of `size`).
+
+    If a worker process died running it, each item is rerun alone
+    (call_for(i) -> (fn, *args) of item i alone), so only the item that kills
+    a worker gets the WorkerDied as its result. Other failures are raised.
+    """
+    try:
+      return future.result()
+    except WorkerDied as died:
+      if size == 1:
+        return [died]
+      results = []
+      for i in range(size):
+        results += self.batch_results(self.call_alone(*call_for(i)), 1, call_for)
+      return results
 
   def drain(self) -> Iterator[tuple]:
     while self._pending:

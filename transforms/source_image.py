@@ -54,14 +54,16 @@ def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> lis
       data = source if isinstance(source, bytes) else read(source)
       results.append(convert_bytes(data, spec))
     except Exception as error:  # pylint: disable=broad-except  (returned per image)
-      results.append(picklable_error(error))
+      results.append(error)
   return results
 
 
 def convert_in_worker(sources: list, spec: ImageSpec) -> list:
-  """convert_sources in an image worker process (local paths or bytes)."""
+  """convert_sources in an image worker process (local paths or bytes); the
+  errors made picklable, to travel back with the other results."""
   prepare_pillow(spec.max_pixels)  # once per process; repeating it is cheap
-  return convert_sources(sources, spec)
+  return [picklable_error(result) if isinstance(result, Exception) else result
+          for result in convert_sources(sources, spec)]
 
 
 def loaded_image(labelled: LabelledRow, converted: tuple) -> LoadedImage:

@@ -11,7 +11,6 @@ from transforms import dataset_info
 from transforms import validation
 from transforms.image import prepare_pillow
 from transforms.ordered_pool import OrderedPool
-from transforms.process_pool import WorkerDied
 from transforms.rejects import METRICS_NAMESPACE
 from transforms.tfrecord import ShardError
 from transforms.tfrecord import read_records
@@ -82,19 +81,13 @@ class ReadShardFn(beam.DoFn):
         yield from self._summarise(split, shard, *done)
 
   def _summarise(self, split, shard, batch, future):
-    try:
-      results = future.result()
-    except WorkerDied:
-      if len(batch) == 1:
-        results = [validation.unexpected_check_error(future.exception())]
-      else:  # one record killed the worker: check each alone to find it
-        for record in batch:
-          yield from self._summarise(split, shard, [record], self._pool.call_alone(
-              validation.check_records, [record[1]], self._expected))
-        return
-    except Exception as error:  # pylint: disable=broad-except
-      results = [validation.unexpected_check_error(error)] * len(batch)
-    for (index, _), (label, key, problems) in zip(batch, results, strict=True):
+    results = self._pool.batch_results(
+        future, len(batch),
+        lambda i: (validation.check_records, [batch[i][1]], self._expected))
+    for (index, _), result in zip(batch, results, strict=True):
+      if isinstance(result, Exception):  # the record killed its worker process
+        result = validation.unexpected_check_error(result)
+      label, key, problems = result
       yield validation.RecordSummary(split, shard, index, label, key)
       for kind, detail in problems:
         yield self._problem(kind, shard, index, detail)
