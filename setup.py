@@ -24,7 +24,7 @@ setuptools.setup(
     long_description=(HERE / 'README.md').read_text() if (HERE / 'README.md').exists() else '',
     long_description_content_type='text/markdown',
     python_requires='>=3.10',
-    packages=['pipeline', 'transforms'],
+    packages=setuptools.find_packages(include=['pipeline', 'pipeline.*', 'transforms', 'transforms.*']),
     install_requires=requirements('requirements.txt'),
     extras_require={'test': requirements('requirements-test.txt')},
     entry_points={'console_scripts': ['img2tfrecord = pipeline.cli:console_main']},

@@ -31,433 +31,472 @@ import platform
 import shutil
 import sys
 
-from bench.common import CASES, read_manifest
+from bench.common import CASES
+from bench.common import read_manifest
 from bench.corpus import ensure_corpus
 from bench.measure import run_measured
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STAGES = ("ceiling", "seed", "convert", "validate", "bare")
-WRITING_STAGES = ("ceiling", "seed", "convert")  # their output is emptied first
-SCRATCH_STAGES = ("ceiling", "seed")  # their output is deleted once measured
-STAGE_TITLES = {"ceiling": "ceiling", "seed": "seed loop", "convert": "convert",
-                "validate": "validate", "bare": "bare validate"}
-STAGE_NOTES = {
-    "ceiling": "bench.ceiling: os.cpu_count() processes, contiguous slices; Pillow "
-               "open/convert RGB/resize BILINEAR, raw or JPEG q95; hand TFRecord "
-               "framing with google_crc32c; no Example, no Beam",
-    "seed": "bench.seed_loop: one process incl. TensorFlow import; Pillow "
-            "convert RGB/resize with its default filter (bicubic), raw or JPEG q95; "
-            "tf.train.Example img_raw/label; tf.io.TFRecordWriter",
-    "convert": "python -m pipeline.convert, whole process",
-    "validate": "python -m pipeline.validate --input_dir on convert's output",
-    "bare": "bench.bare_validate: os.cpu_count() processes over whole files; both "
-            "CRCs checked; Example parsed from the protobuf wire format by hand "
-            "(no TensorFlow import); raw length == H*W*3, JPEG SOI/EOI markers",
+STAGES = ('ceiling', 'seed', 'convert', 'validate', 'bare')
+WRITING_STAGES = ('ceiling', 'seed', 'convert')  # their output is emptied first
+SCRATCH_STAGES = ('ceiling', 'seed')  # their output is deleted once measured
+STAGE_TITLES = {
+    'ceiling': 'ceiling',
+    'seed': 'seed loop',
+    'convert': 'convert',
+    'validate': 'validate',
+    'bare': 'bare validate'
 }
-RATIOS = (("convert", "ceiling"), ("convert", "seed"), ("validate", "bare"))
+STAGE_NOTES = {
+    'ceiling': 'bench.ceiling: os.cpu_count() processes, contiguous slices; Pillow '
+               'open/convert RGB/resize BILINEAR, raw or JPEG q95; hand TFRecord '
+               'framing with google_crc32c; no Example, no Beam',
+    'seed': 'bench.seed_loop: one process incl. TensorFlow import; Pillow '
+            'convert RGB/resize with its default filter (bicubic), raw or JPEG q95; '
+            'tf.train.Example img_raw/label; tf.io.TFRecordWriter',
+    'convert': 'python -m pipeline.convert, whole process',
+    'validate': "python -m pipeline.validate --input_dir on convert's output",
+    'bare': 'bench.bare_validate: os.cpu_count() processes over whole files; both '
+            'CRCs checked; Example parsed from the protobuf wire format by hand '
+            '(no TensorFlow import); raw length == H*W*3, JPEG SOI/EOI markers',
+}
+RATIOS = (('convert', 'ceiling'), ('convert', 'seed'), ('validate', 'bare'))
 STARTUP_IMAGES = 10
-PIPELINE_DEFAULTS = CASES["raw300"]  # what pipeline.convert does without flags
+PIPELINE_DEFAULTS = CASES['raw300']  # what pipeline.convert does without flags
 MEMORY_SCALING_FACTOR = 4
 MEMORY_SCALING_TARGET = 1.25
 DISTURBED_PERCENT = 10  # other processes' share of the CPU that flags a figure
 
-
 # ---------------------------------------------------------------- arguments
 
+
 def comma_list(allowed, allow_none=False):
-    """argparse type: a comma-separated subset of `allowed` ('none' = empty)."""
-    def parse(text):
-        if allow_none and text == "none":
-            return []
-        items = [item for item in text.split(",") if item]
-        unknown = sorted(set(items) - set(allowed))
-        if unknown:
-            raise argparse.ArgumentTypeError(
-                f"unknown {unknown}; choose from {','.join(allowed)}")
-        return items
-    return parse
+  """argparse type: a comma-separated subset of `allowed` ('none' = empty)."""
+
+  def parse(text):
+    if allow_none and text == 'none':
+      return []
+    items = [item for item in text.split(',') if item]
+    unknown = sorted(set(items) - set(allowed))
+    if unknown:
+      raise argparse.ArgumentTypeError(f"unknown {unknown}; choose from {','.join(allowed)}")
+    return items
+
+  return parse
 
 
 def positive_int(text):
-    """argparse type: an int >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
-    return value
+  """argparse type: an int >= 1."""
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'{text} is not >= 1')
+  return value
 
 
 def parse_args(argv=None):
-    """The command line's options."""
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.bench", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", help="CSV 'image,label' to use instead of "
-                        "the generated corpus (paths relative to its folder)")
-    parser.add_argument("--num_images", type=positive_int, default=3000,
-                        help="size of the generated corpus (default 3000)")
-    parser.add_argument("--workdir", default="/tmp/img2tfrecord-bench",
-                        help="corpus cache, outputs and logs")
-    parser.add_argument("--json", help="where to write the figures "
-                        "(default WORKDIR/bench.json)")
-    parser.add_argument("--cases", type=comma_list(CASES, allow_none=True),
-                        default=list(CASES),
-                        help=f"comma list of {','.join(CASES)}, or 'none'")
-    parser.add_argument("--skip", type=comma_list(STAGES), default=[],
-                        help=f"comma list of stages to skip: {','.join(STAGES)}")
-    parser.add_argument("--memory_scaling", action="store_true",
-                        help="also run convert (raw300) on the generated corpus at "
-                        f"N and {MEMORY_SCALING_FACTOR}N images and compare peak PSS")
-    parser.add_argument("--repeat", type=positive_int, default=1,
-                        help="runs per stage; the fastest is reported, the "
-                        "highest peak PSS kept (default 1)")
-    parser.add_argument("--timeout", type=float, default=3600,
-                        help="seconds before a measured process is killed")
-    parser.add_argument("--keep_outputs", action="store_true",
-                        help="keep the ceiling and seed loop TFRecords")
-    return parser.parse_args(argv)
+  """The command line's options."""
+  parser = argparse.ArgumentParser(
+      prog='python -m bench.bench',
+      description=__doc__.split('\n\n')[0],
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument(
+      '--manifest',
+      help="CSV 'image,label' to use instead of "
+      "the generated corpus (paths relative to its folder)")
+  parser.add_argument(
+      '--num_images',
+      type=positive_int,
+      default=3000,
+      help='size of the generated corpus (default 3000)')
+  parser.add_argument(
+      '--workdir', default='/tmp/img2tfrecord-bench', help='corpus cache, outputs and logs')
+  parser.add_argument(
+      '--json', help='where to write the figures '
+      '(default WORKDIR/bench.json)')
+  parser.add_argument(
+      '--cases',
+      type=comma_list(CASES, allow_none=True),
+      default=list(CASES),
+      help=f"comma list of {','.join(CASES)}, or 'none'")
+  parser.add_argument(
+      '--skip',
+      type=comma_list(STAGES),
+      default=[],
+      help=f"comma list of stages to skip: {','.join(STAGES)}")
+  parser.add_argument(
+      '--memory_scaling',
+      action='store_true',
+      help='also run convert (raw300) on the generated corpus at '
+      f'N and {MEMORY_SCALING_FACTOR}N images and compare peak PSS')
+  parser.add_argument(
+      '--repeat',
+      type=positive_int,
+      default=1,
+      help='runs per stage; the fastest is reported, the '
+      'highest peak PSS kept (default 1)')
+  parser.add_argument(
+      '--timeout', type=float, default=3600, help='seconds before a measured process is killed')
+  parser.add_argument(
+      '--keep_outputs', action='store_true', help='keep the ceiling and seed loop TFRecords')
+  return parser.parse_args(argv)
 
 
 # ---------------------------------------------------------------- machine
 
+
 def package_version(*names):
-    """Installed version of the first distribution found among `names`."""
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
+  """Installed version of the first distribution found among `names`."""
+  for name in names:
+    try:
+      return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      continue
+  return None
 
 
 def cpu_model():
-    """The CPU's model name from /proc/cpuinfo."""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+  """The CPU's model name from /proc/cpuinfo."""
+  with open('/proc/cpuinfo') as f:
+    for line in f:
+      if line.startswith('model name'):
+        return line.split(':', 1)[1].strip()
+  return platform.processor() or 'unknown'
 
 
 def machine_info():
-    """What the figures were measured on."""
-    from PIL import features
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model(),
-        "memory_gib": round(mem_kib / 2**20, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "pillow": package_version("pillow"),
-        "libjpeg_turbo": features.version("libjpeg_turbo"),
-        "apache_beam": package_version("apache-beam"),
-        "tensorflow": package_version("tensorflow-cpu", "tensorflow"),
-        "numpy": package_version("numpy"),
-        "google_crc32c": package_version("google-crc32c"),
-    }
+  """What the figures were measured on."""
+  from PIL import features
+  with open('/proc/meminfo') as f:
+    mem_kib = int(f.readline().split()[1])
+  return {
+      'cpu_count': os.cpu_count(),
+      'cpu_model': cpu_model(),
+      'memory_gib': round(mem_kib / 2**20, 1),
+      'kernel': platform.release(),
+      'python': platform.python_version(),
+      'pillow': package_version('pillow'),
+      'libjpeg_turbo': features.version('libjpeg_turbo'),
+      'apache_beam': package_version('apache-beam'),
+      'tensorflow': package_version('tensorflow-cpu', 'tensorflow'),
+      'numpy': package_version('numpy'),
+      'google_crc32c': package_version('google-crc32c'),
+  }
 
 
 # ---------------------------------------------------------------- stages
 
+
 def case_flags(case, defaults=None):
-    """--encoding/--height/--width flags; with `defaults`, only those that differ."""
-    flags = []
-    for name in ("encoding", "height", "width"):
-        value = getattr(case, name)
-        if defaults is None or value != getattr(defaults, name):
-            flags += [f"--{name}", str(value)]
-    return flags
+  """--encoding/--height/--width flags; with `defaults`, only those that differ."""
+  flags = []
+  for name in ('encoding', 'height', 'width'):
+    value = getattr(case, name)
+    if defaults is None or value != getattr(defaults, name):
+      flags += [f'--{name}', str(value)]
+  return flags
 
 
 def stage_command(stage, case, manifest, run_dir):
-    """Command line of one stage of one case; outputs go under `run_dir`."""
-    py = sys.executable
-    out = os.path.join(run_dir, stage)
-    convert_out = os.path.join(run_dir, "convert")
-    return {
-        "ceiling": [py, "-m", "bench.ceiling", "--manifest", manifest,
-                    "--output_dir", out] + case_flags(case),
-        "seed": [py, "-m", "bench.seed_loop", "--manifest", manifest,
-                 "--output", os.path.join(out, "seed.tfrecord")] + case_flags(case),
-        "convert": [py, "-m", "pipeline.convert", "--manifest", manifest,
-                    "--output_dir", out, "--overwrite"]
-                   + case_flags(case, PIPELINE_DEFAULTS),
-        "validate": [py, "-m", "pipeline.validate", "--input_dir", convert_out],
-        "bare": [py, "-m", "bench.bare_validate", "--input_dir", convert_out]
-                + case_flags(case),
-    }[stage]
+  """Command line of one stage of one case; outputs go under `run_dir`."""
+  py = sys.executable
+  out = os.path.join(run_dir, stage)
+  convert_out = os.path.join(run_dir, 'convert')
+  return {
+      'ceiling': [py, '-m', 'bench.ceiling', '--manifest', manifest, '--output_dir', out] +
+                 case_flags(case),
+      'seed': [
+          py, '-m', 'bench.seed_loop', '--manifest', manifest, '--output',
+          os.path.join(out, 'seed.tfrecord')
+      ] + case_flags(case),
+      'convert': [
+          py, '-m', 'pipeline.convert', '--manifest', manifest, '--output_dir', out, '--overwrite'
+      ] + case_flags(case, PIPELINE_DEFAULTS),
+      'validate': [py, '-m', 'pipeline.validate', '--input_dir', convert_out],
+      'bare': [py, '-m', 'bench.bare_validate', '--input_dir', convert_out] + case_flags(case),
+  }[stage]
 
 
 def tfrecord_files(folder):
-    """The TFRecord files that convert wrote into `folder`."""
-    return sorted(glob.glob(os.path.join(folder, "*.tfrecord*")))
+  """The TFRecord files that convert wrote into `folder`."""
+  return sorted(glob.glob(os.path.join(folder, '*.tfrecord*')))
 
 
 def last_json_line(lines):
-    """The last stdout line that parses as a JSON object, or None."""
-    for line in reversed(lines):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
+  """The last stdout line that parses as a JSON object, or None."""
+  for line in reversed(lines):
+    try:
+      value = json.loads(line)
+    except ValueError:
+      continue
+    if isinstance(value, dict):
+      return value
+  return None
 
 
 def measure_stage(cmd, num_images, log_prefix, args, output_dir=None):
-    """Run a stage's command --repeat times (up to a failure) and return the
+  """Run a stage's command --repeat times (up to a failure) and return the
     fastest run's measurements, with status, images/s, every run's seconds and
     the highest peak PSS. Before each run, `output_dir` is emptied and dirty
     pages are flushed to disk."""
-    runs = []
-    for _ in range(args.repeat):
-        if output_dir:
-            shutil.rmtree(output_dir, ignore_errors=True)
-        os.sync()  # so no earlier run's writeback lands in this one
-        runs.append(run_measured(cmd, log_prefix, cwd=PROJECT_ROOT, timeout=args.timeout))
-        if runs[-1]["returncode"] != 0:
-            break
-    failed = runs[-1]["returncode"] != 0
-    result = dict(runs[-1] if failed else min(runs, key=lambda r: r["seconds"]))
-    result["runs_seconds"] = [r["seconds"] for r in runs]
-    result["peak_pss_mib"] = max(r["peak_pss_mib"] for r in runs)
-    result["other_cpu_percent"] = round(
-        100 * result["other_cpu_seconds"] / (result["seconds"] * os.cpu_count()), 1)
-    if not failed:
-        result["status"] = "ok"
-        result["images_per_s"] = round(num_images / result["seconds"], 1)
-    else:
-        result["status"] = "timeout" if result["returncode"] is None else "failed"
-    report = last_json_line(result["stdout_tail"])
-    if report is not None:
-        result["report"] = report
-    return result
+  runs = []
+  for _ in range(args.repeat):
+    if output_dir:
+      shutil.rmtree(output_dir, ignore_errors=True)
+    os.sync()  # so no earlier run's writeback lands in this one
+    runs.append(run_measured(cmd, log_prefix, cwd=PROJECT_ROOT, timeout=args.timeout))
+    if runs[-1]['returncode'] != 0:
+      break
+  failed = runs[-1]['returncode'] != 0
+  result = dict(runs[-1] if failed else min(runs, key=lambda r: r['seconds']))
+  result['runs_seconds'] = [r['seconds'] for r in runs]
+  result['peak_pss_mib'] = max(r['peak_pss_mib'] for r in runs)
+  result['other_cpu_percent'] = round(
+      100 * result['other_cpu_seconds'] / (result['seconds'] * os.cpu_count()), 1)
+  if not failed:
+    result['status'] = 'ok'
+    result['images_per_s'] = round(num_images / result['seconds'], 1)
+  else:
+    result['status'] = 'timeout' if result['returncode'] is None else 'failed'
+  report = last_json_line(result['stdout_tail'])
+  if report is not None:
+    result['report'] = report
+  return result
 
 
 def output_summary(folder):
-    """Number and total size of the TFRecord files in `folder`."""
-    files = tfrecord_files(folder)
-    return {"files": len(files),
-            "mib": round(sum(os.path.getsize(f) for f in files) / 2**20, 1)}
+  """Number and total size of the TFRecord files in `folder`."""
+  files = tfrecord_files(folder)
+  return {'files': len(files), 'mib': round(sum(os.path.getsize(f) for f in files) / 2**20, 1)}
 
 
 def run_stage(stage, case, manifest, num_images, args, run_name=None):
-    """Run one stage of one case, or explain why it was skipped."""
-    run_name = run_name or case.name
-    run_dir = os.path.join(args.workdir, "runs", run_name)
-    out = os.path.join(run_dir, stage)
-    if stage in args.skip:
-        return {"status": "skipped", "reason": "--skip"}
-    reads_convert = stage in ("validate", "bare")
-    if reads_convert and not tfrecord_files(os.path.join(run_dir, "convert")):
-        return {"status": "skipped", "reason": "no convert output to read"}
-    writes = stage in WRITING_STAGES
-    print(f"  {run_name}: {STAGE_TITLES[stage]} ...", flush=True)
-    log_prefix = os.path.join(args.workdir, "logs", f"{run_name}-{stage}")
-    result = measure_stage(stage_command(stage, case, manifest, run_dir), num_images,
-                           log_prefix, args, output_dir=out if writes else None)
-    if writes:
-        result["output"] = output_summary(out)
-    if stage in SCRATCH_STAGES and not args.keep_outputs:
-        shutil.rmtree(out, ignore_errors=True)
-    return result
+  """Run one stage of one case, or explain why it was skipped."""
+  run_name = run_name or case.name
+  run_dir = os.path.join(args.workdir, 'runs', run_name)
+  out = os.path.join(run_dir, stage)
+  if stage in args.skip:
+    return {'status': 'skipped', 'reason': '--skip'}
+  reads_convert = stage in ('validate', 'bare')
+  if reads_convert and not tfrecord_files(os.path.join(run_dir, 'convert')):
+    return {'status': 'skipped', 'reason': 'no convert output to read'}
+  writes = stage in WRITING_STAGES
+  print(f'  {run_name}: {STAGE_TITLES[stage]} ...', flush=True)
+  log_prefix = os.path.join(args.workdir, 'logs', f'{run_name}-{stage}')
+  result = measure_stage(
+      stage_command(stage, case, manifest, run_dir),
+      num_images,
+      log_prefix,
+      args,
+      output_dir=out if writes else None)
+  if writes:
+    result['output'] = output_summary(out)
+  if stage in SCRATCH_STAGES and not args.keep_outputs:
+    shutil.rmtree(out, ignore_errors=True)
+  return result
 
 
-def stage_ratios(stages, rate="images_per_s"):
-    """`rate` ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
-    ratios = {}
-    for top, bottom in RATIOS:
-        a, b = stages[top].get(rate), stages[bottom].get(rate)
-        ratios[f"{top}/{bottom}"] = round(a / b, 3) if a and b else None
-    return ratios
+def stage_ratios(stages, rate='images_per_s'):
+  """`rate` ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
+  ratios = {}
+  for top, bottom in RATIOS:
+    a, b = stages[top].get(rate), stages[bottom].get(rate)
+    ratios[f'{top}/{bottom}'] = round(a / b, 3) if a and b else None
+  return ratios
 
 
 def startup_manifest(manifest, workdir):
-    """A manifest of the first STARTUP_IMAGES images (absolute paths) in `workdir`."""
-    os.makedirs(workdir, exist_ok=True)
-    path = os.path.join(workdir, f"manifest-startup-{STARTUP_IMAGES}.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["image", "label"])
-        writer.writerows(read_manifest(manifest)[:STARTUP_IMAGES])
-    return path
+  """A manifest of the first STARTUP_IMAGES images (absolute paths) in `workdir`."""
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, f'manifest-startup-{STARTUP_IMAGES}.csv')
+  with open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['image', 'label'])
+    writer.writerows(read_manifest(manifest)[:STARTUP_IMAGES])
+  return path
 
 
 def add_steady_rate(result, startup, num_images):
-    """Startup seconds and the rate once started, from the small run `startup`."""
-    if startup.get("status") != "ok" or result.get("status") != "ok":
-        return
-    result["startup_seconds"] = startup["seconds"]
-    working = result["seconds"] - startup["seconds"]
-    if num_images > STARTUP_IMAGES and working > 0:
-        result["steady_images_per_s"] = round((num_images - STARTUP_IMAGES) / working, 1)
+  """Startup seconds and the rate once started, from the small run `startup`."""
+  if startup.get('status') != 'ok' or result.get('status') != 'ok':
+    return
+  result['startup_seconds'] = startup['seconds']
+  working = result['seconds'] - startup['seconds']
+  if num_images > STARTUP_IMAGES and working > 0:
+    result['steady_images_per_s'] = round((num_images - STARTUP_IMAGES) / working, 1)
 
 
 def run_case(case, manifest, num_images, args):
-    """All stages of one case, in order, their start-up runs, and the ratios."""
-    stages = {stage: run_stage(stage, case, manifest, num_images, args)
-              for stage in STAGES}
-    small = startup_manifest(manifest, args.workdir)
-    for stage in STAGES:
-        startup = run_stage(stage, case, small, STARTUP_IMAGES, args,
-                            run_name=f"{case.name}-startup")
-        add_steady_rate(stages[stage], startup, num_images)
-    shutil.rmtree(os.path.join(args.workdir, "runs", f"{case.name}-startup"),
-                  ignore_errors=True)
-    return {"encoding": case.encoding, "height": case.height, "width": case.width,
-            "num_images": num_images, "stages": stages, "ratios": stage_ratios(stages),
-            "steady_ratios": stage_ratios(stages, "steady_images_per_s")}
+  """All stages of one case, in order, their start-up runs, and the ratios."""
+  stages = {stage: run_stage(stage, case, manifest, num_images, args) for stage in STAGES}
+  small = startup_manifest(manifest, args.workdir)
+  for stage in STAGES:
+    startup = run_stage(stage, case, small, STARTUP_IMAGES, args, run_name=f'{case.name}-startup')
+    add_steady_rate(stages[stage], startup, num_images)
+  shutil.rmtree(os.path.join(args.workdir, 'runs', f'{case.name}-startup'), ignore_errors=True)
+  return {
+      'encoding': case.encoding,
+      'height': case.height,
+      'width': case.width,
+      'num_images': num_images,
+      'stages': stages,
+      'ratios': stage_ratios(stages),
+      'steady_ratios': stage_ratios(stages, 'steady_images_per_s')
+  }
 
 
 def memory_scaling(args):
-    """Peak PSS of convert (raw300) at N and 4N generated images, and their ratio."""
-    case = CASES["raw300"]
-    runs = {}
-    for n in (args.num_images, MEMORY_SCALING_FACTOR * args.num_images):
-        manifest, _ = ensure_corpus(args.workdir, n)
-        warm_page_cache(manifest)
-        run_dir = os.path.join(args.workdir, "runs", f"memory-{n}")
-        print(f"  memory scaling: convert {n} images ...", flush=True)
-        runs[str(n)] = measure_stage(
-            stage_command("convert", case, manifest, run_dir), n,
-            os.path.join(args.workdir, "logs", f"memory-{n}-convert"), args,
-            output_dir=os.path.join(run_dir, "convert"))
-        shutil.rmtree(run_dir, ignore_errors=True)
-    small, large = (runs[str(n)] for n in (args.num_images,
-                                           MEMORY_SCALING_FACTOR * args.num_images))
-    ok = small["status"] == large["status"] == "ok" and small["peak_pss_mib"] > 0
-    ratio = round(large["peak_pss_mib"] / small["peak_pss_mib"], 3) if ok else None
-    return {"case": case.name, "runs": runs, "pss_ratio": ratio,
-            "target": MEMORY_SCALING_TARGET,
-            "passed": ratio is not None and ratio <= MEMORY_SCALING_TARGET}
+  """Peak PSS of convert (raw300) at N and 4N generated images, and their ratio."""
+  case = CASES['raw300']
+  runs = {}
+  for n in (args.num_images, MEMORY_SCALING_FACTOR * args.num_images):
+    manifest, _ = ensure_corpus(args.workdir, n)
+    warm_page_cache(manifest)
+    run_dir = os.path.join(args.workdir, 'runs', f'memory-{n}')
+    print(f'  memory scaling: convert {n} images ...', flush=True)
+    runs[str(n)] = measure_stage(
+        stage_command('convert', case, manifest, run_dir),
+        n,
+        os.path.join(args.workdir, 'logs', f'memory-{n}-convert'),
+        args,
+        output_dir=os.path.join(run_dir, 'convert'))
+    shutil.rmtree(run_dir, ignore_errors=True)
+  small, large = (runs[str(n)] for n in (args.num_images, MEMORY_SCALING_FACTOR * args.num_images))
+  ok = small['status'] == large['status'] == 'ok' and small['peak_pss_mib'] > 0
+  ratio = round(large['peak_pss_mib'] / small['peak_pss_mib'], 3) if ok else None
+  return {
+      'case': case.name,
+      'runs': runs,
+      'pss_ratio': ratio,
+      'target': MEMORY_SCALING_TARGET,
+      'passed': ratio is not None and ratio <= MEMORY_SCALING_TARGET
+  }
 
 
 # ---------------------------------------------------------------- corpus
 
+
 def warm_page_cache(manifest):
-    """Read every image once so no stage pays for cold disk reads."""
-    for path, _ in read_manifest(manifest):
-        with open(path, "rb") as f:
-            while f.read(1 << 20):
-                pass
+  """Read every image once so no stage pays for cold disk reads."""
+  for path, _ in read_manifest(manifest):
+    with open(path, 'rb') as f:
+      while f.read(1 << 20):
+        pass
 
 
 def prepare_corpus(args):
-    """The manifest to use and a description of its corpus."""
-    if args.manifest:
-        manifest = os.path.abspath(args.manifest)
-        info = {"manifest": manifest, "num_images": len(read_manifest(manifest)),
-                "generated_now": 0}
-    else:
-        print(f"corpus: {args.num_images} images in {args.workdir} ...", flush=True)
-        manifest, info = ensure_corpus(args.workdir, args.num_images)
-    warm_page_cache(manifest)
-    return manifest, info
+  """The manifest to use and a description of its corpus."""
+  if args.manifest:
+    manifest = os.path.abspath(args.manifest)
+    info = {'manifest': manifest, 'num_images': len(read_manifest(manifest)), 'generated_now': 0}
+  else:
+    print(f'corpus: {args.num_images} images in {args.workdir} ...', flush=True)
+    manifest, info = ensure_corpus(args.workdir, args.num_images)
+  warm_page_cache(manifest)
+  return manifest, info
 
 
 # ---------------------------------------------------------------- report
 
+
 def fmt(value, spec):
-    """Format a number, or '-' when missing."""
-    return "-" if value is None else format(value, spec)
+  """Format a number, or '-' when missing."""
+  return '-' if value is None else format(value, spec)
 
 
 def print_machine(machine):
-    """One line: cores, CPU model, memory and the versions that matter."""
-    print(f"\nmachine: {machine['cpu_count']} x {machine['cpu_model']}, "
-          f"{machine['memory_gib']} GiB; Python {machine['python']}, "
-          f"Pillow {machine['pillow']} (libjpeg-turbo {machine['libjpeg_turbo']}), "
-          f"Beam {machine['apache_beam']}, TensorFlow {machine['tensorflow']}")
+  """One line: cores, CPU model, memory and the versions that matter."""
+  print(f"\nmachine: {machine['cpu_count']} x {machine['cpu_model']}, "
+        f"{machine['memory_gib']} GiB; Python {machine['python']}, "
+        f"Pillow {machine['pillow']} (libjpeg-turbo {machine['libjpeg_turbo']}), "
+        f"Beam {machine['apache_beam']}, TensorFlow {machine['tensorflow']}")
 
 
 def print_case(name, result):
-    """The table of one case: a line per stage, the ratios, then any problems."""
-    case = CASES[name]
-    print(f"\n{name}: {case.encoding} {case.width}x{case.height}, "
-          f"{result['num_images']} images")
-    print(f"  {'stage':<14}{'images/s':>10}{'seconds':>10}{'startup s':>11}"
-          f"{'steady img/s':>14}{'peak PSS MiB':>14}{'procs':>7}{'other CPU%':>12}  status")
-    for stage, r in result["stages"].items():
-        status = r["status"]
-        if status == "failed":
-            status += f" (exit {r['returncode']})"
-        elif status == "skipped":
-            status += f" ({r['reason']})"
-        print(f"  {STAGE_TITLES[stage]:<14}{fmt(r.get('images_per_s'), '.1f'):>10}"
-              f"{fmt(r.get('seconds'), '.2f'):>10}{fmt(r.get('startup_seconds'), '.2f'):>11}"
-              f"{fmt(r.get('steady_images_per_s'), '.1f'):>14}"
-              f"{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
-              f"{fmt(r.get('max_processes'), 'd'):>7}"
-              f"{fmt(r.get('other_cpu_percent'), '.0f'):>12}  {status}")
-    for title, key in (("whole run", "ratios"), ("steady", "steady_ratios")):
-        print(f"  ratios, {title + ' (images/s):':<22}" + "   ".join(
-            f"{STAGE_TITLES[top]}/{STAGE_TITLES[bottom]} "
-            f"{fmt(result[key][f'{top}/{bottom}'], '.2f')}" for top, bottom in RATIOS))
-    if any(r.get("other_cpu_percent", 0) > DISTURBED_PERCENT
-           for r in result["stages"].values()):
-        print(f"  warning: other processes used over {DISTURBED_PERCENT}% of the CPU "
-              "during some stages (other CPU%); those figures are low")
-    records = result["stages"]["bare"].get("report", {}).get("records")
-    if records is not None and records != result["num_images"]:
-        print(f"  note: convert's output holds {records} records "
-              f"for {result['num_images']} images")
-    for stage, r in result["stages"].items():
-        if r["status"] in ("failed", "timeout"):
-            print(f"  {STAGE_TITLES[stage]} stderr (last lines):")
-            for line in r.get("stderr_tail", [])[-4:]:
-                print(f"    {line}")
+  """The table of one case: a line per stage, the ratios, then any problems."""
+  case = CASES[name]
+  print(f"\n{name}: {case.encoding} {case.width}x{case.height}, "
+        f"{result['num_images']} images")
+  print(f"  {'stage':<14}{'images/s':>10}{'seconds':>10}{'startup s':>11}"
+        f"{'steady img/s':>14}{'peak PSS MiB':>14}{'procs':>7}{'other CPU%':>12}  status")
+  for stage, r in result['stages'].items():
+    status = r['status']
+    if status == 'failed':
+      status += f" (exit {r['returncode']})"
+    elif status == 'skipped':
+      status += f" ({r['reason']})"
+    print(f"  {STAGE_TITLES[stage]:<14}{fmt(r.get('images_per_s'), '.1f'):>10}"
+          f"{fmt(r.get('seconds'), '.2f'):>10}{fmt(r.get('startup_seconds'), '.2f'):>11}"
+          f"{fmt(r.get('steady_images_per_s'), '.1f'):>14}"
+          f"{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
+          f"{fmt(r.get('max_processes'), 'd'):>7}"
+          f"{fmt(r.get('other_cpu_percent'), '.0f'):>12}  {status}")
+  for title, key in (('whole run', 'ratios'), ('steady', 'steady_ratios')):
+    print(f"  ratios, {title + ' (images/s):':<22}" +
+          '   '.join(f"{STAGE_TITLES[top]}/{STAGE_TITLES[bottom]} "
+                     f"{fmt(result[key][f'{top}/{bottom}'], '.2f')}" for top, bottom in RATIOS))
+  if any(r.get('other_cpu_percent', 0) > DISTURBED_PERCENT for r in result['stages'].values()):
+    print(f'  warning: other processes used over {DISTURBED_PERCENT}% of the CPU '
+          'during some stages (other CPU%); those figures are low')
+  records = result['stages']['bare'].get('report', {}).get('records')
+  if records is not None and records != result['num_images']:
+    print(f"  note: convert's output holds {records} records "
+          f"for {result['num_images']} images")
+  for stage, r in result['stages'].items():
+    if r['status'] in ('failed', 'timeout'):
+      print(f'  {STAGE_TITLES[stage]} stderr (last lines):')
+      for line in r.get('stderr_tail', [])[-4:]:
+        print(f'    {line}')
 
 
 def print_memory_scaling(result):
-    """Peak PSS of convert at both sizes and the verdict against the target."""
-    print(f"\nmemory scaling (convert {result['case']}):")
-    for n, r in result["runs"].items():
-        print(f"  {n:>7} images: peak PSS {fmt(r.get('peak_pss_mib'), '.1f')} MiB, "
-              f"{fmt(r.get('images_per_s'), '.1f')} images/s, "
-              f"other CPU {fmt(r.get('other_cpu_percent'), '.0f')}%, {r['status']}")
-    verdict = "pass" if result["passed"] else "FAIL"
-    print(f"  ratio {fmt(result['pss_ratio'], '.2f')} (target <= "
-          f"{result['target']}): {verdict}")
+  """Peak PSS of convert at both sizes and the verdict against the target."""
+  print(f"\nmemory scaling (convert {result['case']}):")
+  for n, r in result['runs'].items():
+    print(f"  {n:>7} images: peak PSS {fmt(r.get('peak_pss_mib'), '.1f')} MiB, "
+          f"{fmt(r.get('images_per_s'), '.1f')} images/s, "
+          f"other CPU {fmt(r.get('other_cpu_percent'), '.0f')}%, {r['status']}")
+  verdict = 'pass' if result['passed'] else 'FAIL'
+  print(f"  ratio {fmt(result['pss_ratio'], '.2f')} (target <= "
+        f"{result['target']}): {verdict}")
 
 
 def save_json(figures, path):
-    """Write the figures to `path` atomically."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(figures, f, indent=2)
-    os.replace(tmp, path)
+  """Write the figures to `path` atomically."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(figures, f, indent=2)
+  os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- main
 
+
 def main(argv=None):
-    args = parse_args(argv)
-    args.workdir = os.path.abspath(args.workdir)
-    os.makedirs(os.path.join(args.workdir, "logs"), exist_ok=True)
-    json_path = os.path.abspath(args.json or os.path.join(args.workdir, "bench.json"))
+  args = parse_args(argv)
+  args.workdir = os.path.abspath(args.workdir)
+  os.makedirs(os.path.join(args.workdir, 'logs'), exist_ok=True)
+  json_path = os.path.abspath(args.json or os.path.join(args.workdir, 'bench.json'))
 
-    figures = {"machine": machine_info(), "stage_notes": STAGE_NOTES, "cases": {}}
-    if args.cases:
-        manifest, figures["corpus"] = prepare_corpus(args)
-        num_images = figures["corpus"]["num_images"]
-        for name in args.cases:
-            figures["cases"][name] = run_case(CASES[name], manifest, num_images, args)
-            save_json(figures, json_path)
-    if args.memory_scaling:
-        figures["memory_scaling"] = memory_scaling(args)
-        save_json(figures, json_path)
-
-    print_machine(figures["machine"])
-    for name, result in figures["cases"].items():
-        print_case(name, result)
-    if "memory_scaling" in figures:
-        print_memory_scaling(figures["memory_scaling"])
+  figures = {'machine': machine_info(), 'stage_notes': STAGE_NOTES, 'cases': {}}
+  if args.cases:
+    manifest, figures['corpus'] = prepare_corpus(args)
+    num_images = figures['corpus']['num_images']
+    for name in args.cases:
+      figures['cases'][name] = run_case(CASES[name], manifest, num_images, args)
+      save_json(figures, json_path)
+  if args.memory_scaling:
+    figures['memory_scaling'] = memory_scaling(args)
     save_json(figures, json_path)
-    print(f"\nfigures: {json_path}")
+
+  print_machine(figures['machine'])
+  for name, result in figures['cases'].items():
+    print_case(name, result)
+  if 'memory_scaling' in figures:
+    print_memory_scaling(figures['memory_scaling'])
+  save_json(figures, json_path)
+  print(f'\nfigures: {json_path}')
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == '__main__':
+  main()

@@ -15,145 +15,147 @@ import os
 import time
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image
+from PIL import ImageDraw
+from PIL import ImageFilter
 
-GENERATOR_VERSION = "v1"
+GENERATOR_VERSION = 'v1'
 NUM_CLASSES = 10
 JPEG_QUALITY = 90
 SEED = 20240601
 
 
 def label_of(index):
-    """Class name of image `index`, e.g. 'class_03'."""
-    return f"class_{index % NUM_CLASSES:02d}"
+  """Class name of image `index`, e.g. 'class_03'."""
+  return f'class_{index % NUM_CLASSES:02d}'
 
 
 def relative_path(index):
-    """Path of image `index`, relative to the corpus folder."""
-    return os.path.join("images", label_of(index), f"{index:07d}.jpg")
+  """Path of image `index`, relative to the corpus folder."""
+  return os.path.join('images', label_of(index), f'{index:07d}.jpg')
 
 
 def image_size(rng):
-    """(width, height) around ImageNet's typical 500x375; a quarter are portrait."""
-    long_side = int(rng.integers(440, 521))
-    short_side = int(long_side * rng.uniform(0.66, 0.80))
-    if rng.random() < 0.25:
-        return short_side, long_side
-    return long_side, short_side
+  """(width, height) around ImageNet's typical 500x375; a quarter are portrait."""
+  long_side = int(rng.integers(440, 521))
+  short_side = int(long_side * rng.uniform(0.66, 0.80))
+  if rng.random() < 0.25:
+    return short_side, long_side
+  return long_side, short_side
 
 
 def smooth_field(rng, size, cells, amplitude):
-    """Low-frequency random RGB field: a small random grid upscaled bicubically."""
-    grid = rng.integers(0, 256, (cells[1], cells[0], 3), dtype=np.uint8)
-    field = Image.fromarray(grid).resize(size, Image.BICUBIC)
-    return (np.asarray(field, dtype=np.float32) - 128.0) * (amplitude / 128.0)
+  """Low-frequency random RGB field: a small random grid upscaled bicubically."""
+  grid = rng.integers(0, 256, (cells[1], cells[0], 3), dtype=np.uint8)
+  field = Image.fromarray(grid).resize(size, Image.BICUBIC)
+  return (np.asarray(field, dtype=np.float32) - 128.0) * (amplitude / 128.0)
 
 
 def gradient(rng, size):
-    """Linear blend between two random colours along a random direction."""
-    w, h = size
-    angle = rng.uniform(0, 2 * np.pi)
-    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
-    t = xs / w * np.cos(angle) + ys / h * np.sin(angle)
-    t = (t - t.min()) / (t.max() - t.min() + 1e-6)
-    c0, c1 = rng.uniform(20, 235, (2, 3)).astype(np.float32)
-    return c0 + t[..., None] * (c1 - c0)
+  """Linear blend between two random colours along a random direction."""
+  w, h = size
+  angle = rng.uniform(0, 2 * np.pi)
+  ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+  t = xs / w * np.cos(angle) + ys / h * np.sin(angle)
+  t = (t - t.min()) / (t.max() - t.min() + 1e-6)
+  c0, c1 = rng.uniform(20, 235, (2, 3)).astype(np.float32)
+  return c0 + t[..., None] * (c1 - c0)
 
 
 def draw_shapes(rng, img):
-    """Draw a few ellipses, rectangles and polygons with random colours."""
-    w, h = img.size
-    draw = ImageDraw.Draw(img)
-    for _ in range(int(rng.integers(3, 9))):
-        x0, y0 = rng.uniform(-0.2, 1.0) * w, rng.uniform(-0.2, 1.0) * h
-        x1, y1 = x0 + rng.uniform(0.1, 0.6) * w, y0 + rng.uniform(0.1, 0.6) * h
-        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
-        kind = rng.integers(3)
-        if kind == 0:
-            draw.ellipse((x0, y0, x1, y1), fill=colour)
-        elif kind == 1:
-            draw.rectangle((x0, y0, x1, y1), fill=colour)
-        else:
-            points = [(float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1)))
-                      for _ in range(int(rng.integers(3, 7)))]
-            draw.polygon(points, fill=colour)
+  """Draw a few ellipses, rectangles and polygons with random colours."""
+  w, h = img.size
+  draw = ImageDraw.Draw(img)
+  for _ in range(int(rng.integers(3, 9))):
+    x0, y0 = rng.uniform(-0.2, 1.0) * w, rng.uniform(-0.2, 1.0) * h
+    x1, y1 = x0 + rng.uniform(0.1, 0.6) * w, y0 + rng.uniform(0.1, 0.6) * h
+    colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+    kind = rng.integers(3)
+    if kind == 0:
+      draw.ellipse((x0, y0, x1, y1), fill=colour)
+    elif kind == 1:
+      draw.rectangle((x0, y0, x1, y1), fill=colour)
+    else:
+      points = [(float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1)))
+                for _ in range(int(rng.integers(3, 7)))]
+      draw.polygon(points, fill=colour)
 
 
 def make_image(index):
-    """The photo-like RGB image number `index` (deterministic)."""
-    rng = np.random.default_rng([SEED, index])
-    size = image_size(rng)
-    base = gradient(rng, size) + smooth_field(rng, size, (5, 4), 50)
-    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
-    draw_shapes(rng, img)
-    img = img.filter(ImageFilter.GaussianBlur(1.5))
-    pixels = np.asarray(img, dtype=np.float32)
-    pixels += smooth_field(rng, size, (size[0] // 6, size[1] // 6), 14)
-    pixels += smooth_field(rng, size, (size[0] // 2, size[1] // 2), 40)
-    pixels += rng.standard_normal(pixels.shape, dtype=np.float32) * 7.0
-    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+  """The photo-like RGB image number `index` (deterministic)."""
+  rng = np.random.default_rng([SEED, index])
+  size = image_size(rng)
+  base = gradient(rng, size) + smooth_field(rng, size, (5, 4), 50)
+  img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+  draw_shapes(rng, img)
+  img = img.filter(ImageFilter.GaussianBlur(1.5))
+  pixels = np.asarray(img, dtype=np.float32)
+  pixels += smooth_field(rng, size, (size[0] // 6, size[1] // 6), 14)
+  pixels += smooth_field(rng, size, (size[0] // 2, size[1] // 2), 40)
+  pixels += rng.standard_normal(pixels.shape, dtype=np.float32) * 7.0
+  return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
 def write_image(args):
-    """Pool task: generate image `index` into `folder` unless already there."""
-    folder, index = args
-    path = os.path.join(folder, relative_path(index))
-    if os.path.exists(path):
-        return 0
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    make_image(index).save(tmp, format="JPEG", quality=JPEG_QUALITY)
-    os.replace(tmp, path)  # a file that exists is always complete
-    return 1
+  """Pool task: generate image `index` into `folder` unless already there."""
+  folder, index = args
+  path = os.path.join(folder, relative_path(index))
+  if os.path.exists(path):
+    return 0
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f'{path}.tmp{os.getpid()}'
+  make_image(index).save(tmp, format='JPEG', quality=JPEG_QUALITY)
+  os.replace(tmp, path)  # a file that exists is always complete
+  return 1
 
 
 def write_manifest(path, num_images):
-    """Write the CSV `image,label` listing the first `num_images` images."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["image", "label"])
-        for index in range(num_images):
-            writer.writerow([relative_path(index), label_of(index)])
-    os.replace(tmp, path)
+  """Write the CSV `image,label` listing the first `num_images` images."""
+  tmp = path + '.tmp'
+  with open(tmp, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['image', 'label'])
+    for index in range(num_images):
+      writer.writerow([relative_path(index), label_of(index)])
+  os.replace(tmp, path)
 
 
 def corpus_folder(workdir):
-    """Folder holding the cached images of this generator version."""
-    return os.path.join(workdir, f"corpus-{GENERATOR_VERSION}")
+  """Folder holding the cached images of this generator version."""
+  return os.path.join(workdir, f'corpus-{GENERATOR_VERSION}')
 
 
 def ensure_corpus(workdir, num_images, processes=None):
-    """Generate (or reuse) a corpus of `num_images` images; return its manifest path
+  """Generate (or reuse) a corpus of `num_images` images; return its manifest path
     and a dict describing it (images generated now, seconds, bytes on disk)."""
-    folder = corpus_folder(workdir)
-    manifest = os.path.join(folder, f"manifest-{num_images}.csv")
-    start = time.perf_counter()
-    generated = 0
-    if not os.path.exists(manifest):
-        tasks = [(folder, i) for i in range(num_images)]
-        with multiprocessing.Pool(processes or os.cpu_count()) as pool:
-            generated = sum(pool.imap_unordered(write_image, tasks, chunksize=16))
-        write_manifest(manifest, num_images)
-    total_bytes = sum(os.path.getsize(os.path.join(folder, relative_path(i)))
-                      for i in range(num_images))
-    return manifest, {
-        "manifest": manifest,
-        "num_images": num_images,
-        "generated_now": generated,
-        "seconds": round(time.perf_counter() - start, 2),
-        "mean_file_kib": round(total_bytes / num_images / 1024, 1),
-    }
+  folder = corpus_folder(workdir)
+  manifest = os.path.join(folder, f'manifest-{num_images}.csv')
+  start = time.perf_counter()
+  generated = 0
+  if not os.path.exists(manifest):
+    tasks = [(folder, i) for i in range(num_images)]
+    with multiprocessing.Pool(processes or os.cpu_count()) as pool:
+      generated = sum(pool.imap_unordered(write_image, tasks, chunksize=16))
+    write_manifest(manifest, num_images)
+  total_bytes = sum(
+      os.path.getsize(os.path.join(folder, relative_path(i))) for i in range(num_images))
+  return manifest, {
+      'manifest': manifest,
+      'num_images': num_images,
+      'generated_now': generated,
+      'seconds': round(time.perf_counter() - start, 2),
+      'mean_file_kib': round(total_bytes / num_images / 1024, 1),
+  }
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num_images", type=int, default=3000)
-    parser.add_argument("--workdir", default="/tmp/img2tfrecord-bench")
-    args = parser.parse_args()
-    _, info = ensure_corpus(args.workdir, args.num_images)
-    print(info)
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--num_images', type=int, default=3000)
+  parser.add_argument('--workdir', default='/tmp/img2tfrecord-bench')
+  args = parser.parse_args()
+  _, info = ensure_corpus(args.workdir, args.num_images)
+  print(info)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == '__main__':
+  main()

@@ -26,96 +26,96 @@ STDERR_TAIL_LINES = 20
 
 
 def parent_pids():
-    """Map every live pid to its parent pid, from /proc/<pid>/stat."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        # the command name is in parentheses and may contain spaces
-        fields = stat[stat.rindex(")") + 2:].split()
-        parents[int(entry)] = int(fields[1])
-    return parents
+  """Map every live pid to its parent pid, from /proc/<pid>/stat."""
+  parents = {}
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        stat = f.read()
+    except OSError:
+      continue  # exited meanwhile
+    # the command name is in parentheses and may contain spaces
+    fields = stat[stat.rindex(')') + 2:].split()
+    parents[int(entry)] = int(fields[1])
+  return parents
 
 
 def process_tree(root):
-    """Pids of `root` and all its live descendants."""
-    children = {}
-    for pid, ppid in parent_pids().items():
-        children.setdefault(ppid, []).append(pid)
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, ()))
-    return tree
+  """Pids of `root` and all its live descendants."""
+  children = {}
+  for pid, ppid in parent_pids().items():
+    children.setdefault(ppid, []).append(pid)
+  tree, todo = [], [root]
+  while todo:
+    pid = todo.pop()
+    tree.append(pid)
+    todo.extend(children.get(pid, ()))
+  return tree
 
 
 def pss_kib(pid):
-    """PSS of one process in KiB (0 if it has exited)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+  """PSS of one process in KiB (0 if it has exited)."""
+  try:
+    with open(f'/proc/{pid}/smaps_rollup') as f:
+      for line in f:
+        if line.startswith('Pss:'):
+          return int(line.split()[1])
+  except (OSError, ValueError):
+    pass
+  return 0
 
 
 class PeakPssSampler(threading.Thread):
-    """Background thread recording the peak tree PSS and process count."""
+  """Background thread recording the peak tree PSS and process count."""
 
-    def __init__(self, root_pid):
-        super().__init__(daemon=True)
-        self.root_pid = root_pid
-        self.peak_kib = 0
-        self.max_processes = 0
-        self._done = threading.Event()
+  def __init__(self, root_pid):
+    super().__init__(daemon=True)
+    self.root_pid = root_pid
+    self.peak_kib = 0
+    self.max_processes = 0
+    self._done = threading.Event()
 
-    def run(self):
-        start = time.perf_counter()
-        while not self._done.is_set():
-            tree = process_tree(self.root_pid)
-            self.peak_kib = max(self.peak_kib, sum(pss_kib(pid) for pid in tree))
-            self.max_processes = max(self.max_processes, len(tree))
-            early = time.perf_counter() - start < EARLY_PERIOD_S
-            self._done.wait(EARLY_SAMPLE_INTERVAL_S if early else SAMPLE_INTERVAL_S)
+  def run(self):
+    start = time.perf_counter()
+    while not self._done.is_set():
+      tree = process_tree(self.root_pid)
+      self.peak_kib = max(self.peak_kib, sum(pss_kib(pid) for pid in tree))
+      self.max_processes = max(self.max_processes, len(tree))
+      early = time.perf_counter() - start < EARLY_PERIOD_S
+      self._done.wait(EARLY_SAMPLE_INTERVAL_S if early else SAMPLE_INTERVAL_S)
 
-    def stop(self):
-        self._done.set()
-        self.join()
+  def stop(self):
+    self._done.set()
+    self.join()
 
 
 def system_busy_seconds():
-    """CPU seconds all cores have spent busy (not idle or iowait) since boot."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:9]]  # user..steal
-    busy = sum(ticks) - ticks[3] - ticks[4]
-    return busy / os.sysconf("SC_CLK_TCK")
+  """CPU seconds all cores have spent busy (not idle or iowait) since boot."""
+  with open('/proc/stat') as f:
+    ticks = [int(x) for x in f.readline().split()[1:9]]  # user..steal
+  busy = sum(ticks) - ticks[3] - ticks[4]
+  return busy / os.sysconf('SC_CLK_TCK')
 
 
 def children_cpu_seconds():
-    """User + system CPU seconds of this process's waited-for descendants."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+  """User + system CPU seconds of this process's waited-for descendants."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
 
 
 def tail(path, lines=STDERR_TAIL_LINES):
-    """The last `lines` lines of a text file."""
-    try:
-        with open(path, errors="replace") as f:
-            return f.read().splitlines()[-lines:]
-    except OSError:
-        return []
+  """The last `lines` lines of a text file."""
+  try:
+    with open(path, errors='replace') as f:
+      return f.read().splitlines()[-lines:]
+  except OSError:
+    return []
 
 
 def run_measured(cmd, log_prefix, cwd=None, timeout=None):
-    """Run `cmd`, wait for it, and return a dict of its measurements.
+  """Run `cmd`, wait for it, and return a dict of its measurements.
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
     `seconds` (launch to exit), `peak_pss_mib`, `max_processes`, `cpu_seconds`
@@ -124,37 +124,37 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None):
     On timeout the process is killed (with its process group) and `returncode`
     is None.
     """
-    out_path, err_path = f"{log_prefix}.out", f"{log_prefix}.err"
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        busy_before, cpu_before = system_busy_seconds(), children_cpu_seconds()
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        sampler = PeakPssSampler(proc.pid)
-        sampler.start()
-        try:
-            returncode = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:  # on timeout or Ctrl-C, end the process group we started
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        seconds = time.perf_counter() - start
-        sampler.stop()
-        cpu = children_cpu_seconds() - cpu_before
-        other_cpu = system_busy_seconds() - busy_before - cpu
-    result = {
-        "command": cmd,
-        "returncode": returncode,
-        "seconds": round(seconds, 3),
-        "peak_pss_mib": round(sampler.peak_kib / 1024, 1),
-        "max_processes": sampler.max_processes,
-        "cpu_seconds": round(cpu, 2),
-        "other_cpu_seconds": round(max(0.0, other_cpu), 2),
-        "stdout_tail": tail(out_path, 5),
-        "logs": [out_path, err_path],
-    }
-    if returncode != 0:
-        result["stderr_tail"] = tail(err_path)
-    return result
+  out_path, err_path = f'{log_prefix}.out', f'{log_prefix}.err'
+  with open(out_path, 'w') as out, open(err_path, 'w') as err:
+    busy_before, cpu_before = system_busy_seconds(), children_cpu_seconds()
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    sampler = PeakPssSampler(proc.pid)
+    sampler.start()
+    try:
+      returncode = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      returncode = None
+    finally:  # on timeout or Ctrl-C, end the process group we started
+      if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    seconds = time.perf_counter() - start
+    sampler.stop()
+    cpu = children_cpu_seconds() - cpu_before
+    other_cpu = system_busy_seconds() - busy_before - cpu
+  result = {
+      'command': cmd,
+      'returncode': returncode,
+      'seconds': round(seconds, 3),
+      'peak_pss_mib': round(sampler.peak_kib / 1024, 1),
+      'max_processes': sampler.max_processes,
+      'cpu_seconds': round(cpu, 2),
+      'other_cpu_seconds': round(max(0.0, other_cpu), 2),
+      'stdout_tail': tail(out_path, 5),
+      'logs': [out_path, err_path],
+  }
+  if returncode != 0:
+    result['stderr_tail'] = tail(err_path)
+  return result

@@ -18,22 +18,22 @@ from pipeline import launch
 from pipeline import options as opts
 from pipeline import progress
 from pipeline.output_dir import prepare_output_dir
-from transforms import dataset_info
+from transforms import filesystem
+from transforms.core import tally
+from transforms.core.spec import shard_suffix
 from transforms.encode_rows import EncodeRows
-from transforms import tally
-from transforms.read_manifest import ROWS
+from transforms.metrics import count_rejection
 from transforms.read_manifest import LabelMapFromRows
 from transforms.read_manifest import ReadImageDir
 from transforms.read_manifest import ReadManifest
 from transforms.read_manifest import ResolveKeys
-from transforms.rejects import EXAMPLES
-from transforms.rejects import REJECTED
-from transforms.rejects import count_rejection
-from transforms.tally import TALLIES
+from transforms.tags import EXAMPLES
+from transforms.tags import REJECTED
+from transforms.tags import ROWS
+from transforms.tags import TALLIES
 from transforms.write_dataset import WriteInfoFn
 from transforms.write_dataset import WriteRejected
 from transforms.write_dataset import WriteShards
-from transforms.spec import shard_suffix
 
 
 def _read_rows(p, config: opts.ConvertConfig):
@@ -82,7 +82,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     written = (split_examples
                | f'Serialized[{split}]' >> beam.Values()
                | f'Write[{split}]' >> WriteShards(
-                   dataset_info.join(config.output_dir, split),
+                   filesystem.join(config.output_dir, split),
                    shard_suffix(config.compression), config.compression,
                    config.num_shards, config.shard_size_mb * 1024 * 1024))
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
@@ -153,7 +153,7 @@ def run(argv=None) -> int:
     print(launch.dry_run_note(pipeline_options,
                               f'nothing was written to {config.output_dir}'))
     return launch.EXIT_OK
-  info = dataset_info.read_info(config.output_dir)
+  info = filesystem.read_info(config.output_dir)
   print(summary(info, time.time() - started))
   return launch.EXIT_OVER_BUDGET if info['over_budget'] else launch.EXIT_OK
 

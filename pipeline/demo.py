@@ -17,8 +17,8 @@ from PIL import ImageDraw
 
 from pipeline import convert
 from pipeline import validate
-from transforms.example_proto import parse_example
-from transforms.tfrecord import read_records
+from transforms.core.example_proto import parse_example
+from transforms.core.tfrecord import read_records
 
 DATA_DIR = 'demo_data'
 OUTPUT_DIR = 'demo_output'

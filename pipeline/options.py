@@ -10,18 +10,18 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.launch import UsageError
-from transforms import manifest
-from transforms.labels import LabelMap
-from transforms.spec import COMPRESSIONS
-from transforms.spec import DEFAULT_MAX_PIXELS
-from transforms.spec import ENCODINGS
-from transforms.spec import FEATURE_DTYPES
-from transforms.spec import RESIZE_FILTERS
-from transforms.spec import RESIZE_MODES
-from transforms.spec import SCHEMAS
-from transforms.spec import ExampleSpec
-from transforms.spec import ExtraFeature
-from transforms.spec import ImageSpec
+from transforms.core import manifest
+from transforms.core.labels import LabelMap
+from transforms.core.spec import COMPRESSIONS
+from transforms.core.spec import DEFAULT_MAX_PIXELS
+from transforms.core.spec import ENCODINGS
+from transforms.core.spec import FEATURE_DTYPES
+from transforms.core.spec import RESIZE_FILTERS
+from transforms.core.spec import RESIZE_MODES
+from transforms.core.spec import SCHEMAS
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ExtraFeature
+from transforms.core.spec import ImageSpec
 
 DEFAULT_SHARD_SIZE_MB = 128
 _RESERVED_FEATURES = ('image', 'label', 'key', 'split')

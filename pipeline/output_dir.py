@@ -10,14 +10,14 @@ import shutil
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.launch import UsageError
-from transforms import dataset_info
-from transforms.spec import DATASET_INFO
-from transforms.spec import LABEL_MAP
-from transforms.spec import COMPRESSIONS
-from transforms.spec import REJECTED_FILE
-from transforms.spec import SHARD_NUMBERS_GLOB
-from transforms.spec import VALIDATION_REPORT
-from transforms.spec import shard_suffix
+from transforms import filesystem
+from transforms.core.spec import COMPRESSIONS
+from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import VALIDATION_REPORT
+from transforms.core.spec import shard_suffix
 
 # Files convert writes besides shards (and their temp names while writing).
 OUR_FILES = tuple(name + suffix for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT)
@@ -52,7 +52,7 @@ def list_entries(output_dir: str) -> list:
 
 def _previous_shards(output_dir: str) -> set:
   try:
-    info = json.loads(dataset_info.read_text(dataset_info.join(output_dir, DATASET_INFO)))
+    info = json.loads(filesystem.read_text(filesystem.join(output_dir, DATASET_INFO)))
     return {s for split in info.get('splits', {}).values() for s in split.get('shards', [])}
   except Exception:  # no previous (or a damaged) dataset_info: patterns only
     return set()
@@ -64,7 +64,7 @@ def ours(name: str, previous_shards: set, split_names: tuple) -> bool:
 
 
 def _delete(output_dir: str, name: str) -> None:
-  path = dataset_info.join(output_dir, name)
+  path = filesystem.join(output_dir, name)
   if not _is_remote(output_dir) and os.path.isdir(path):
     shutil.rmtree(path)
   elif _is_remote(output_dir) and name.startswith('beam-temp-'):

@@ -20,13 +20,14 @@ from pipeline import fast_exit
 from pipeline import launch
 from pipeline import options as opts
 from pipeline.output_dir import list_entries
-from transforms import dataset_info
-from transforms import validation
-from transforms.spec import SHARD_NUMBERS_GLOB
-from transforms.spec import SHARD_SUFFIX
-from transforms.spec import VALIDATION_REPORT
-from transforms.validate_shards import PROBLEMS
-from transforms.validate_shards import SUMMARIES
+from transforms import filesystem
+from transforms.core import validation
+from transforms.core.dataset_info import InfoError
+from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SHARD_SUFFIX
+from transforms.core.spec import VALIDATION_REPORT
+from transforms.tags import PROBLEMS
+from transforms.tags import SUMMARIES
 from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
 from transforms.validate_shards import build_report
@@ -108,10 +109,10 @@ def run(argv=None) -> int:
   input_dir = args.input_dir.rstrip('/') or '/'
   if '://' not in input_dir and not os.path.isdir(input_dir):
     raise launch.UsageError(f'--input_dir {input_dir} is not a folder')
-  report_path = args.report or dataset_info.join(input_dir, VALIDATION_REPORT)
+  report_path = args.report or filesystem.join(input_dir, VALIDATION_REPORT)
   try:
-    info = dataset_info.read_info(input_dir)
-  except dataset_info.InfoError as error:
+    info = filesystem.read_info(input_dir)
+  except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
     report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
                           args.expected_count, args.max_problems)
@@ -126,14 +127,14 @@ def run(argv=None) -> int:
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return launch.EXIT_OK
-  report = json.loads(dataset_info.read_text(report_path))
+  report = json.loads(filesystem.read_text(report_path))
   print(summary(report, report_path))
   return launch.EXIT_OK if report['valid'] else launch.EXIT_FAILED
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:
   try:
-    dataset_info.write_text(path, json.dumps(report, indent=2) + '\n')
+    filesystem.write_text(path, json.dumps(report, indent=2) + '\n')
   except Exception as error:  # e.g. the input folder itself does not exist
     print(f'note: could not write the report to {path}: {error}', file=sys.stderr)
 

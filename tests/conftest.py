@@ -9,11 +9,11 @@ import pathlib
 import socket
 
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
-from transforms.example_proto import parse_example
-from transforms.tfrecord import read_records
+from transforms.core.example_proto import parse_example
+from transforms.core.tfrecord import read_records
 
 COLOURS = {'red': (255, 0, 0), 'green': (0, 255, 0), 'blue': (0, 0, 255)}
 

@@ -2,7 +2,7 @@
 
 import os
 
-from transforms.source_image import convert_in_worker
+from transforms.workers.source_image import convert_in_worker
 
 
 def crash_on_marked(sources: list, spec) -> list:
@@ -20,7 +20,7 @@ def print_to_stdout(text: str) -> str:
 
 def crash_on_marked_record(records: list, expected) -> list:
   """check_records, except that a record holding 'not really a jpeg' kills the process."""
-  from transforms import validation  # pylint: disable=import-outside-toplevel
+  from transforms.core import validation  # pylint: disable=import-outside-toplevel
   if any(b'not really a jpeg' in record for record in records):
     os._exit(9)  # pylint: disable=protected-access
   return validation.check_records(records, expected)

@@ -10,9 +10,9 @@ import os
 import subprocess
 import sys
 import time
+from typing import Optional
 import urllib.error
 import urllib.request
-from typing import Optional
 
 from tests.conftest import free_port
 
@@ -63,7 +63,7 @@ class MotoServer:
         's3', endpoint_url=self.endpoint, region_name=REGION,
         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
 
-  def start(self) -> 'MotoServer':
+  def start(self) -> MotoServer:
     try:
       import moto.server  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     except ImportError as error:
@@ -117,7 +117,7 @@ class MotoServer:
       self._log.close()
       self._log = None
 
-  def __enter__(self) -> 'MotoServer':
+  def __enter__(self) -> MotoServer:
     return self.start()
 
   def __exit__(self, *exc) -> bool:

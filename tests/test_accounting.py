@@ -10,10 +10,10 @@ import sys
 import time
 
 import hypothesis
-import numpy as np
-import pytest
 from hypothesis import strategies as st
+import numpy as np
 from PIL import Image
+import pytest
 
 from pipeline import convert
 from pipeline import validate
@@ -21,8 +21,8 @@ from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_manifest
-from transforms import manifest
-from transforms.rejects import RowError
+from transforms.core import manifest
+from transforms.core.rejects import RowError
 
 
 def messy_manifest(sample):

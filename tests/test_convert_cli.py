@@ -6,8 +6,8 @@ import gzip
 import json
 
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 from pipeline import convert
 from pipeline.launch import EXIT_FAILED
@@ -60,8 +60,9 @@ def test_default_conversion_pixels_labels_and_info(sample):
 
 @pytest.mark.parametrize('encoding', ['jpeg', 'png'])
 def test_encoded_images_decode_to_the_requested_size(sample, encoding):
-  from PIL import Image
   import io
+
+  from PIL import Image
   assert run_convert(sample, '--encoding', encoding, '--height', '32', '--width', '48') == 0
   for example in read_examples(sample.out):
     image = Image.open(io.BytesIO(feature(example, 'image/encoded')))
@@ -275,8 +276,9 @@ def test_resize_modes_record_their_sizes(sample, mode, size):
   assert run_convert(sample, '--resize_mode', mode, '--encoding', 'png') == 0
   info = read_info(sample.out)
   assert info['image']['resize_mode'] == mode
-  from PIL import Image
   import io
+
+  from PIL import Image
   for example in read_examples(sample.out):
     image = Image.open(io.BytesIO(feature(example, 'image/encoded')))
     source = Image.open(sample.root / feature(example, 'image/filename').decode())
@@ -344,8 +346,9 @@ def test_image_threads_and_check_threads_do_not_change_the_output(sample, thread
   by_name = {feature(e, 'image/filename').decode(): feature(e, 'image/encoded')
              for e in read_examples(sample.out)}
   assert len(by_name) == 9
-  from PIL import Image
   import io
+
+  from PIL import Image
   for filename, data in by_name.items():
     colour = COLOURS[sample.labels[filename]]
     assert (np.asarray(Image.open(io.BytesIO(data))) == colour).all()
@@ -377,7 +380,7 @@ def _messy_images(folder) -> list:
   exif[0x0112] = 6
   Image.fromarray(pixels).save(folder / 'rotated.jpg', exif=exif)
   Image.fromarray(np.dstack([pixels, pixels[..., :1]])).save(folder / 'alpha.png')
-  Image.fromarray((pixels[..., 0].astype(np.uint16) * 257)).save(folder / 'deep.png')
+  Image.fromarray(pixels[..., 0].astype(np.uint16) * 257).save(folder / 'deep.png')
   Image.fromarray(pixels).convert('P').save(folder / 'palette.gif')
   Image.fromarray(pixels).save(folder / 'whole.jpg')
   whole = (folder / 'whole.jpg').read_bytes()
@@ -411,7 +414,7 @@ def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
 
 def test_image_workers_that_cannot_start_fail_the_job(sample, monkeypatch, capsys):
   """Not one rejected row per image: a set-up problem is a crash (exit 1)."""
-  from transforms import process_pool
+  from transforms.workers import process_pool
   monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--encoding', 'png', '--height', '4', '--width', '4',

@@ -12,15 +12,15 @@ import struct
 import zlib
 
 import numpy as np
-import pytest
 from PIL import Image
 from PIL import ImageFile
+import pytest
 
-from transforms.image import decode_pixels
-from transforms.image import process_image
-from transforms.image import to_mode
-from transforms.rejects import RowError
-from transforms.spec import ImageSpec
+from transforms.core.image import decode_pixels
+from transforms.core.image import process_image
+from transforms.core.image import to_mode
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
 
 RED = (255, 0, 0)
 GREEN = (0, 255, 0)

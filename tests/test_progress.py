@@ -1,7 +1,7 @@
 """The pieces of the live progress line."""
 
 from pipeline import progress
-from transforms.progress_file import ProgressFile
+from transforms.workers.progress_file import ProgressFile
 
 
 def test_worker_counts_are_summed(tmp_path):

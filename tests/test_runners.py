@@ -111,7 +111,7 @@ class Service:
     self._process: Optional[subprocess.Popen] = None
     self.port: Optional[int] = None
 
-  def start(self) -> 'Service':
+  def start(self) -> Service:
     for _ in range(self._attempts):  # a free port can be taken before the service binds it
       self.port = free_port()
       with open(self._log, 'ab') as log:

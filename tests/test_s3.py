@@ -17,8 +17,8 @@ import pytest
 
 from tests.s3_server import MotoServer
 from tests.s3_server import ServerUnavailable
-from transforms.example_proto import parse_example
-from transforms.tfrecord import read_records
+from transforms.core.example_proto import parse_example
+from transforms.core.tfrecord import read_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 'img2tfrecord-test'

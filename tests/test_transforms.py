@@ -11,19 +11,19 @@ from apache_beam.testing.util import equal_to
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
-from transforms import manifest
+from transforms.core import manifest
+from transforms.core.example_proto import parse_example
+from transforms.core.labels import LabelMap
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
+from transforms.core.tally import lines_key
 from transforms.encode_rows import EncodeRows
-from transforms.example_proto import parse_example
-from transforms.labels import LabelMap
 from transforms.read_manifest import LabelMapFromRows
-from transforms.tally import TALLIES
-from transforms.tally import lines_key
 from transforms.read_manifest import ReadManifest
 from transforms.read_manifest import ResolveKeys
-from transforms.rejects import EXAMPLES
-from transforms.rejects import REJECTED
-from transforms.spec import ExampleSpec
-from transforms.spec import ImageSpec
+from transforms.tags import EXAMPLES
+from transforms.tags import REJECTED
+from transforms.tags import TALLIES
 
 
 def direct_pipeline():
@@ -105,7 +105,7 @@ def test_encode_rows_examples_and_rejections(tmp_path):
 
 def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch):
   write_image(tmp_path / 'red.png', COLOURS['red'])
-  import transforms.source_image as source_image
+  from transforms.workers import source_image
 
   def explode(data, spec):
     raise ZeroDivisionError('inside some plugin')
@@ -126,7 +126,7 @@ def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch
 def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypatch):
   """With image_threads > 1 results leave after later rows were taken in:
   each outcome must still belong to its own row."""
-  import transforms.source_image as source_image
+  from transforms.workers import source_image
   real = source_image.process_image
 
   def sometimes_explode(data, spec):
@@ -162,6 +162,7 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypa
 
 def test_convert_reports_counters_per_stage_and_reason(sample):
   from apache_beam.metrics.metric import MetricsFilter
+
   from pipeline import convert
   from pipeline import launch
   from pipeline import options as opts
@@ -183,8 +184,8 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
 def test_a_crashing_image_worker_rejects_only_its_row(tmp_path, monkeypatch):
   """A real worker process dies on one image: that row is rejected, its batch
   neighbours are converted, order and counts are kept."""
-  import transforms.encode_rows as encode_rows
   from tests.process_helpers import crash_on_marked
+  from transforms import encode_rows
   monkeypatch.setattr(encode_rows, 'convert_in_worker', crash_on_marked)
   rows = []
   for i in range(20):

@@ -6,15 +6,15 @@ import io
 
 import pytest
 
-from transforms import manifest
-from transforms.example_proto import parse_example
-from transforms.example_proto import serialize_example
-from transforms.labels import LabelMap
-from transforms.rejects import RowError
-from transforms.spec import ExtraFeature
-from transforms.tfrecord import ShardError
-from transforms.tfrecord import frame
-from transforms.tfrecord import read_records
+from transforms.core import manifest
+from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import serialize_example
+from transforms.core.labels import LabelMap
+from transforms.core.rejects import RowError
+from transforms.core.spec import ExtraFeature
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import read_records
 
 
 def config(fmt='csv', header=('image', 'label'), **kwargs):
@@ -140,7 +140,8 @@ def test_tfrecord_framing_matches_tensorflow_and_detects_damage(tmp_path):
 @pytest.mark.parametrize('threads', [1, 3])
 def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
   import threading
-  from transforms.ordered_pool import OrderedPool
+
+  from transforms.workers.ordered_pool import OrderedPool
   pool = OrderedPool(threads)
   in_flight, most = [0], [0]
   lock = threading.Lock()
@@ -211,7 +212,7 @@ def test_labels_that_would_break_the_label_map():
 
 
 def test_huge_integer_labels_are_rejected_not_mapped():
-  from transforms.labels import MAX_INTEGER_LABEL
+  from transforms.core.labels import MAX_INTEGER_LABEL
   label_map = LabelMap.from_labels(['7', str(MAX_INTEGER_LABEL + 1)])
   assert len(label_map.names) == 8
   with pytest.raises(RowError, match='--label_map'):
@@ -220,7 +221,8 @@ def test_huge_integer_labels_are_rejected_not_mapped():
 
 def test_max_pixels_above_pillows_limit_raises_it(monkeypatch):
   from PIL import Image
-  from transforms.image import prepare_pillow
+
+  from transforms.core.image import prepare_pillow
   monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 1000)
   prepare_pillow(500)
   assert Image.MAX_IMAGE_PIXELS == 1000
@@ -243,8 +245,8 @@ def test_a_missing_split_value_is_train_only_when_train_is_allowed():
 
 
 def test_tally_sums_read_back_by_name():
-  from transforms import tally
-  from transforms.rejects import Rejection
+  from transforms.core import tally
+  from transforms.core.rejects import Rejection
   bad_image = Rejection('x.png', 'decode', 'corrupt', 'broken')
   bad_label_row = Rejection('k,?', 'label_manifest', 'bad_label', 'no',
                             counts_as_row=False)
@@ -260,7 +262,7 @@ def test_tally_sums_read_back_by_name():
 def test_example_bytes_are_the_same_in_every_process():
   import subprocess
   import sys
-  code = ('import hashlib; from transforms.example_proto import serialize_example; '
+  code = ('import hashlib; from transforms.core.example_proto import serialize_example; '
           "print(hashlib.sha256(serialize_example({f'f/{i}': ('int64', i) "
           'for i in range(12)})).hexdigest())')
   digests = {subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
@@ -274,7 +276,7 @@ def _exit_now(code):
 
 
 def _raise_row_error():
-  from transforms.rejects import RowError
+  from transforms.core.rejects import RowError
   raise RowError('decode', 'corrupt', 'bad bytes')
 
 
@@ -290,8 +292,10 @@ def _raise_unpicklable():
 
 def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
   import os
-  from transforms.process_pool import ProcessPool, WorkerDied
-  from transforms.rejects import RowError
+
+  from transforms.core.rejects import RowError
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerDied
   pool = ProcessPool(1)
   try:
     child_pid = pool.submit(os.getpid).result()
@@ -309,7 +313,7 @@ def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
 
 
 def _crash_on(items, crash):
-  from transforms.process_pool import WorkerDied
+  from transforms.workers.process_pool import WorkerDied
   if crash in items:
     raise WorkerDied('image worker process ended (exit code -11)')
   return [item * 10 for item in items]
@@ -317,8 +321,8 @@ def _crash_on(items, crash):
 
 def test_a_worker_crash_fails_only_the_item_that_caused_it():
   """A batch whose worker died is rerun item by item: only the culprit fails."""
-  from transforms.ordered_pool import OrderedPool
-  from transforms.process_pool import WorkerDied
+  from transforms.workers.ordered_pool import OrderedPool
+  from transforms.workers.process_pool import WorkerDied
   pool = OrderedPool(1)
   items = [1, 2, 3, 4]
   batch = pool.call_alone(_crash_on, items, 3)
@@ -339,7 +343,9 @@ def test_a_worker_crash_fails_only_the_item_that_caused_it():
     ('jpeg', 0, 0, ['--runner', 'DataflowRunner'], 0)])
 def test_image_processes_default(encoding, processes, threads, flags, expected):
   import os
+
   from apache_beam.options.pipeline_options import PipelineOptions
+
   from pipeline import launch
   options = launch.local_defaults(PipelineOptions(flags), flags)
   found = launch.image_processes(processes, threads, encoding, options)
@@ -348,7 +354,7 @@ def test_image_processes_default(encoding, processes, threads, flags, expected):
 
 def test_process_pool_replies_survive_stdout_noise_from_the_child():
   from tests.process_helpers import print_to_stdout
-  from transforms.process_pool import ProcessPool
+  from transforms.workers.process_pool import ProcessPool
   pool = ProcessPool(1)
   try:
     assert pool.submit(print_to_stdout, 'GS> some ghostscript chatter\n').result() == (
@@ -360,7 +366,8 @@ def test_process_pool_replies_survive_stdout_noise_from_the_child():
 
 def test_a_worker_that_cannot_start_fails_the_call_not_a_row(monkeypatch):
   import os
-  from transforms import process_pool
+
+  from transforms.workers import process_pool
   monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
   pool = process_pool.ProcessPool(1)
   try:
@@ -372,7 +379,9 @@ def test_a_worker_that_cannot_start_fails_the_call_not_a_row(monkeypatch):
 
 def test_dead_children_release_their_pipes():
   import os
-  from transforms.process_pool import ProcessPool, WorkerDied
+
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerDied
   pool = ProcessPool(1)
   try:
     for _ in range(3):
@@ -384,7 +393,7 @@ def test_dead_children_release_their_pipes():
 
 
 def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
-  from transforms import validation
+  from transforms.core import validation
   summaries = [validation.RecordSummary('train', 's0', 0, 1, 'a'),
                validation.RecordSummary('train', 's0', 1, None, None),
                validation.RecordSummary('test', 's1', 0, 1, 'b')]

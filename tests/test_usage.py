@@ -40,7 +40,7 @@ def test_bad_flags_exit_2_with_one_line_and_write_nothing(sample, capsys, flags,
 
 
 @pytest.mark.parametrize('manifest_text,message', [
-    ('path,label\na.png,x\n', "no column(s) image"),
+    ('path,label\na.png,x\n', 'no column(s) image'),
     ('image\na.png\n', 'no column(s) label'),
     ('image,image,label\n', 'repeats column'),
 ])

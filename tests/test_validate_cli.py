@@ -12,10 +12,10 @@ from pipeline import validate
 from pipeline.launch import EXIT_FAILED
 from pipeline.launch import EXIT_OK
 from tests.conftest import read_info
-from transforms.example_proto import parse_example
-from transforms.example_proto import serialize_example
-from transforms.tfrecord import frame
-from transforms.tfrecord import read_records
+from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import serialize_example
+from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import read_records
 
 
 @pytest.fixture
@@ -215,7 +215,9 @@ def test_seed_schema_validates_and_catches_short_pixels(sample):
 def test_check_threads_default_per_encoding(encoding, requested, expected):
   import os
   import types
+
   from apache_beam.options.pipeline_options import PipelineOptions
+
   from pipeline import launch
   options = launch.local_defaults(PipelineOptions([]), [])
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
@@ -261,7 +263,7 @@ def test_a_crashing_check_worker_blames_only_its_record(sample, monkeypatch):
 
 
 def test_check_workers_that_cannot_start_fail_the_run(sample, monkeypatch, capsys):
-  from transforms import process_pool
+  from transforms.workers import process_pool
   _jpeg_dataset_with_a_bad_record(sample)
   monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
   assert validate.main(['--input_dir', str(sample.out), '--check_processes', '2']) == EXIT_FAILED

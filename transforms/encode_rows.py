@@ -8,27 +8,27 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.example import LabelledRow
-from transforms.example import build_example
-from transforms.image import prepare_pillow
-from transforms.ordered_pool import OrderedPool
-from transforms.progress_file import ProgressFile
-from transforms.rejects import EXAMPLES
-from transforms.rejects import METRICS_NAMESPACE
-from transforms.rejects import REJECTED
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_READ
-from transforms.rejects import unexpected_rejection
-from transforms.source_image import convert_in_worker
-from transforms.source_image import convert_sources
-from transforms.source_image import is_local
-from transforms.source_image import loaded_image
-from transforms.source_image import read_local_file
-from transforms.spec import ExampleSpec
-from transforms.spec import ImageSpec
+from transforms.core.example import LabelledRow
+from transforms.core.example import build_example
+from transforms.core.image import prepare_pillow
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import RowError
+from transforms.core.rejects import unexpected_rejection
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
+from transforms.metrics import METRICS_NAMESPACE
+from transforms.tags import EXAMPLES
+from transforms.tags import LABELLED
+from transforms.tags import LOADED
+from transforms.tags import REJECTED
+from transforms.workers.ordered_pool import OrderedPool
+from transforms.workers.progress_file import ProgressFile
+from transforms.workers.source_image import convert_in_worker
+from transforms.workers.source_image import convert_sources
+from transforms.workers.source_image import is_local
+from transforms.workers.source_image import loaded_image
+from transforms.workers.source_image import read_local_file
 
-LABELLED = 'labelled'
-LOADED = 'loaded'
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
 

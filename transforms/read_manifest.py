@@ -5,18 +5,17 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import manifest
-from transforms.dataset_info import open_checked
-from transforms.labels import LabelMap
-from transforms.rejects import METRICS_NAMESPACE
-from transforms.rejects import REJECTED
-from transforms.rejects import Rejection
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_MANIFEST
-from transforms.tally import TALLIES
-from transforms.tally import lines_key
-
-ROWS = 'rows'
+from transforms.core import manifest
+from transforms.core.labels import LabelMap
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import Rejection
+from transforms.core.rejects import RowError
+from transforms.core.tally import lines_key
+from transforms.filesystem import open_checked
+from transforms.metrics import METRICS_NAMESPACE
+from transforms.tags import REJECTED
+from transforms.tags import ROWS
+from transforms.tags import TALLIES
 
 
 def read_numbered_lines(path: str, fmt: str):

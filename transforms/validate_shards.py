@@ -7,17 +7,15 @@ import zlib
 
 import apache_beam as beam
 
-from transforms import dataset_info
-from transforms import validation
-from transforms.image import prepare_pillow
-from transforms.ordered_pool import OrderedPool
-from transforms.rejects import METRICS_NAMESPACE
-from transforms.tfrecord import ShardError
-from transforms.tfrecord import read_records
-
-PROBLEMS = 'problems'
-SUMMARIES = 'summaries'
-
+from transforms import filesystem
+from transforms.core import validation
+from transforms.core.image import prepare_pillow
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import read_records
+from transforms.metrics import METRICS_NAMESPACE
+from transforms.tags import PROBLEMS
+from transforms.tags import SUMMARIES
+from transforms.workers.ordered_pool import OrderedPool
 
 # Records per call to a check worker process: one pipe round trip per batch.
 PROCESS_BATCH = 32
@@ -54,7 +52,7 @@ class ReadShardFn(beam.DoFn):
     split, shard = element
     index, batch = 0, []
     try:
-      with dataset_info.open_checked(dataset_info.join(self._input_dir, shard)) as stream:
+      with filesystem.open_checked(filesystem.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
           batch.append((index, data))
@@ -160,7 +158,7 @@ class WriteReportFn(beam.DoFn):
                           problem_counts, list(first_problems),
                           self._listing_problems, self._expected_count,
                           self._max_problems)
-    dataset_info.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
+    filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
     yield report
 
 

@@ -8,12 +8,13 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import dataset_info
-from transforms import tally
-from transforms.spec import DATASET_INFO
-from transforms.spec import LABEL_MAP
-from transforms.spec import REJECTED_FILE
-from transforms.spec import SHARD_TEMPLATE
+from transforms import filesystem
+from transforms.core import dataset_info
+from transforms.core import tally
+from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import SHARD_TEMPLATE
 
 
 class _WriteToTFRecordCapped(beam.io.WriteToTFRecord):
@@ -66,7 +67,7 @@ def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
   return (rejections
           | 'ToJson' >> beam.Map(lambda r: r.to_json())
           | 'WriteJsonl' >> beam.io.WriteToText(
-              dataset_info.join(output_dir, REJECTED_FILE), shard_name_template='',
+              filesystem.join(output_dir, REJECTED_FILE), shard_name_template='',
               # Object stores: only when a row was rejected (no 0-byte objects).
               skip_if_empty='://' in output_dir))
 
@@ -103,16 +104,16 @@ class WriteInfoFn(beam.DoFn):
       splits[split] = {
           'num_examples': count,
           'num_bytes': sum(sizes.values()),
-          'shards': [dataset_info.basename(p) for p in paths],
+          'shards': [filesystem.basename(p) for p in paths],
       }
     info = dataset_info.build_info(
         label_names=list(label_map.names), splits=splits,
         num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
         num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
         label_rows_rejected=counts.label_rows_rejected, **self._info_args)
-    dataset_info.write_text(
-        dataset_info.join(self._output_dir, LABEL_MAP), label_map.to_text())
-    dataset_info.write_text(
-        dataset_info.join(self._output_dir, DATASET_INFO),
+    filesystem.write_text(
+        filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
+    filesystem.write_text(
+        filesystem.join(self._output_dir, DATASET_INFO),
         json.dumps(info, indent=2, ensure_ascii=False) + '\n')
     yield info

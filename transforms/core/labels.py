@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 import dataclasses
+from typing import Optional
 import unicodedata
-from typing import Iterable, Optional
 
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_LABEL
-
+from transforms.core.rejects import STAGE_LABEL
+from transforms.core.rejects import RowError
 
 # Without --label_map, integer labels are ids as given up to this one; a
 # larger integer (an id from some database, say) would make a label map of
@@ -41,7 +41,7 @@ class LabelMap:
     object.__setattr__(self, '_ids', {n: i for i, n in enumerate(self.names)})
 
   @classmethod
-  def from_labels(cls, labels: Iterable[str]) -> 'LabelMap':
+  def from_labels(cls, labels: Iterable[str]) -> LabelMap:
     """Sorted distinct names; when every label is an integer, ids as given."""
     distinct = {label for label in labels if label and not _bad_name(label)}
     if distinct and all(_is_int(label) for label in distinct):
@@ -50,7 +50,7 @@ class LabelMap:
     return cls(tuple(sorted(distinct)))
 
   @classmethod
-  def from_text(cls, text: str) -> 'LabelMap':
+  def from_text(cls, text: str) -> LabelMap:
     names = tuple(line.strip() for line in text.lstrip('\ufeff').split('\n'))
     while names and not names[-1]:
       names = names[:-1]

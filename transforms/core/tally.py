@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from transforms.rejects import Rejection
-
-TALLIES = 'tallies'
+from transforms.core.rejects import Rejection
 
 _LINES = 'lines'
 _EXAMPLES = 'examples'

@@ -63,7 +63,7 @@ class ImageSpec:
     }
 
   @classmethod
-  def from_json(cls, data: dict) -> 'ImageSpec':
+  def from_json(cls, data: dict) -> ImageSpec:
     return cls(
         height=data.get('height'),
         width=data.get('width'),

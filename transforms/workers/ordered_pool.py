@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
-from transforms.process_pool import ProcessPool
-from transforms.process_pool import WorkerDied
+from transforms.workers.process_pool import ProcessPool
+from transforms.workers.process_pool import WorkerDied
 
 
 class OrderedPool:

@@ -8,8 +8,9 @@ byte-compatibly with `tf.train.Example` while costing no TensorFlow import
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import functools
-from typing import Iterable, Union
+from typing import Union
 
 from google.protobuf import descriptor_pb2
 from google.protobuf import descriptor_pool
@@ -38,7 +39,7 @@ def _field(name, number, ftype, label=_F.LABEL_OPTIONAL, type_name=None,
   return field
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def example_class():
   """Returns the Example message class (built once per process)."""
   fd = descriptor_pb2.FileDescriptorProto(

@@ -10,9 +10,9 @@ from google.protobuf.message import DecodeError
 from PIL import Image
 from PIL import UnidentifiedImageError
 
-from transforms.example_proto import KIND_OF_DTYPE
-from transforms.example_proto import parse_example
-from transforms.spec import ImageSpec
+from transforms.core.example_proto import KIND_OF_DTYPE
+from transforms.core.example_proto import parse_example
+from transforms.core.spec import ImageSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Expected:
   label_map: tuple
 
   @classmethod
-  def from_info(cls, info: dict) -> 'Expected':
+  def from_info(cls, info: dict) -> Expected:
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
                tuple(info['label_map']))
 
@@ -169,12 +169,12 @@ def unexpected_check_error(error: Exception) -> tuple:
 _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
 
 
-def summary_tallies(summary: 'RecordSummary') -> list:
+def summary_tallies(summary: RecordSummary) -> list:
   """The counts one checked record adds to: its shard and its label."""
   return [((_SHARD, (summary.split, summary.shard)), 1), ((_LABEL, summary.label), 1)]
 
 
-def problem_tally(problem: 'Problem') -> tuple:
+def problem_tally(problem: Problem) -> tuple:
   return (_KIND, problem.kind), 1
 
 

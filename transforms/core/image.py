@@ -11,9 +11,9 @@ from PIL import Image
 from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_DECODE
-from transforms.spec import ImageSpec
+from transforms.core.rejects import STAGE_DECODE
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
 
 FILTERS = {
     'bilinear': Image.Resampling.BILINEAR,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from transforms.example_proto import serialize_example
-from transforms.image import EncodedImage
-from transforms.manifest import ManifestRow
-from transforms.spec import ExampleSpec
+from transforms.core.example_proto import serialize_example
+from transforms.core.image import EncodedImage
+from transforms.core.manifest import ManifestRow
+from transforms.core.spec import ExampleSpec
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

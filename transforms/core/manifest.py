@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import csv
 import dataclasses
 import hashlib
@@ -9,14 +10,14 @@ import json
 import math
 import posixpath
 import re
-from typing import Iterator, Optional
+from typing import Optional
 
-from transforms.rejects import Rejection
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_DUPLICATE
-from transforms.rejects import STAGE_LABEL
-from transforms.rejects import STAGE_LABEL_MANIFEST
-from transforms.rejects import STAGE_MANIFEST
+from transforms.core.rejects import STAGE_DUPLICATE
+from transforms.core.rejects import STAGE_LABEL
+from transforms.core.rejects import STAGE_LABEL_MANIFEST
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import Rejection
+from transforms.core.rejects import RowError
 
 FORMATS = ('csv', 'tsv', 'jsonl')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
@@ -87,7 +88,7 @@ class SplitConfig:
 
 def hash_split(key: str, fractions: tuple, seed: int) -> str:
   """Deterministic split: the salted SHA-256 of the key as a point in [0, 1)."""
-  digest = hashlib.sha256(f'{seed}\x00{key}'.encode('utf-8')).digest()
+  digest = hashlib.sha256(f'{seed}\x00{key}'.encode()).digest()
   point = int.from_bytes(digest[:8], 'big') / 2.0**64
   total = sum(fraction for _, fraction in fractions)
   cumulative = 0.0

@@ -1,18 +1,18 @@
 """A row's source file -> LoadedImage: plain functions without Beam, so that
-image worker processes (transforms.process_pool) can run them."""
+image worker processes (transforms.workers.process_pool) can run them."""
 
 from __future__ import annotations
 
 import hashlib
 
-from transforms.example import LabelledRow
-from transforms.example import LoadedImage
-from transforms.image import prepare_pillow
-from transforms.image import process_image
-from transforms.process_pool import picklable_error
-from transforms.rejects import RowError
-from transforms.rejects import STAGE_READ
-from transforms.spec import ImageSpec
+from transforms.core.example import LabelledRow
+from transforms.core.example import LoadedImage
+from transforms.core.image import prepare_pillow
+from transforms.core.image import process_image
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.workers.process_pool import picklable_error
 
 
 def is_local(path: str) -> bool:

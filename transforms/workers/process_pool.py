@@ -1,6 +1,6 @@
 """ProcessPool: calls run in child Python processes, driven by parent threads.
 
-Each pool thread owns one child (`python -m transforms.process_worker`) and
+Each pool thread owns one child (`python -m transforms.workers.process_worker`) and
 hands it one call at a time over a pipe: the function goes by reference, the
 arguments and the result pickled. The children are started afresh (not
 forked), with the parent's sys.path, so they import only what the called
@@ -12,16 +12,17 @@ that cannot even start fails the job (WorkerFailedToStart).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 import os
 import pickle
 import subprocess
 import sys
 import threading
-from concurrent.futures import Future
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional
+from typing import Optional
 
-WORKER_MODULE = 'transforms.process_worker'
+WORKER_MODULE = 'transforms.workers.process_worker'
 READY = 'ready'
 OK = 'ok'
 RAISED = 'raised'

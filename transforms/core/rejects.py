@@ -1,16 +1,10 @@
-"""Dead-letter plumbing shared by every step: tags, the rejection record, counters."""
+"""The rejection record and per-row errors: what every dead letter carries."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from typing import Any
-
-METRICS_NAMESPACE = 'img2tfrecord'
-
-# Output tags. Every step that can reject an element emits it under REJECTED.
-REJECTED = 'rejected'
-EXAMPLES = 'examples'
 
 # Stages a row can be rejected at (the `stage` key of rejected.jsonl).
 STAGE_MANIFEST = 'manifest'
@@ -64,13 +58,6 @@ class Rejection:
   def counter_name(self) -> str:
     return f'rejected_{self.stage}_{self.code}'
 
-
-def count_rejection(rejection: Rejection) -> Rejection:
-  # Imported here: the rest of this module runs in image worker processes,
-  # which must not pay for importing Beam.
-  from apache_beam.metrics import Metrics  # pylint: disable=import-outside-toplevel
-  Metrics.counter(METRICS_NAMESPACE, rejection.counter_name).inc()
-  return rejection
 
 
 def unexpected_rejection(row, error: Exception, stage: str = STAGE_DECODE) -> Rejection:

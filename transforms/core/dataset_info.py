@@ -2,55 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import json
-import posixpath
 from typing import Optional
 
-from apache_beam.io.filesystems import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
-from transforms.spec import DATASET_INFO
-from transforms.spec import FORMAT_VERSION
-
-
-def join(directory: str, name: str) -> str:
-  if '://' in directory:
-    return directory.rstrip('/') + '/' + name
-  return posixpath.join(directory, name)
-
-
-def basename(path: str) -> str:
-  return path.rstrip('/').rsplit('/', 1)[-1]
-
-
-def write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` on any Beam filesystem, via a temp name + rename."""
-  temp = path + '.tmp'
-  with FileSystems.create(temp) as handle:
-    handle.write(text.encode('utf-8'))
-  if FileSystems.exists(path):
-    FileSystems.delete([path])
-  FileSystems.rename([temp], [path])
-
-
-@contextlib.contextmanager
-def open_checked(path: str):
-  """Opens any Beam path for reading; a .gz through Python's gzip, which,
-  unlike Beam's decompressor, raises EOFError on a truncated file instead of
-  ending early."""
-  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-    if path.endswith('.gz'):
-      with gzip.GzipFile(fileobj=raw) as stream:
-        yield stream
-    else:
-      yield raw
-
-
-def read_text(path: str) -> str:
-  with FileSystems.open(path) as handle:
-    return handle.read().decode('utf-8')
+from transforms.core.spec import FORMAT_VERSION
 
 
 def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
@@ -95,13 +50,8 @@ class InfoError(Exception):
   """dataset_info.json is missing or unusable."""
 
 
-def read_info(output_dir: str) -> dict:
-  path = join(output_dir, DATASET_INFO)
-  try:
-    text = read_text(path)
-  except Exception as error:  # missing file: FileNotFoundError or BeamIOError
-    raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
-                    f'the dataset is incomplete or was never written')
+def parse_info(text: str, path: str) -> dict:
+  """The text of dataset_info.json -> its dict; InfoError if it is unusable."""
   try:
     info = json.loads(text)
   except json.JSONDecodeError as error:

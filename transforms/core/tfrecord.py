@@ -6,8 +6,9 @@ uint32 masked crc32c(data), little-endian.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import struct
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import google_crc32c
 

@@ -13,10 +13,10 @@ import signal
 import sys
 from typing import BinaryIO
 
-from transforms.process_pool import OK
-from transforms.process_pool import RAISED
-from transforms.process_pool import READY
-from transforms.process_pool import picklable_error
+from transforms.workers.process_pool import OK
+from transforms.workers.process_pool import RAISED
+from transforms.workers.process_pool import READY
+from transforms.workers.process_pool import picklable_error
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:

@@ -1,0 +1,1 @@
+"""Plain per-element functions and frozen specs: no Beam, no TensorFlow."""

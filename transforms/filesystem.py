@@ -1,0 +1,63 @@
+"""Paths and whole files on any Beam filesystem (local, gs://, s3://)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import posixpath
+
+from apache_beam.io.filesystems import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import parse_info
+from transforms.core.spec import DATASET_INFO
+
+
+def join(directory: str, name: str) -> str:
+  if '://' in directory:
+    return directory.rstrip('/') + '/' + name
+  return posixpath.join(directory, name)
+
+
+def basename(path: str) -> str:
+  return path.rstrip('/').rsplit('/', 1)[-1]
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` on any Beam filesystem, via a temp name + rename."""
+  temp = path + '.tmp'
+  with FileSystems.create(temp) as handle:
+    handle.write(text.encode('utf-8'))
+  if FileSystems.exists(path):
+    FileSystems.delete([path])
+  FileSystems.rename([temp], [path])
+
+
+@contextlib.contextmanager
+def open_checked(path: str):
+  """Opens any Beam path for reading; a .gz through Python's gzip, which,
+  unlike Beam's decompressor, raises EOFError on a truncated file instead of
+  ending early."""
+  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+    if path.endswith('.gz'):
+      with gzip.GzipFile(fileobj=raw) as stream:
+        yield stream
+    else:
+      yield raw
+
+
+def read_text(path: str) -> str:
+  with FileSystems.open(path) as handle:
+    return handle.read().decode('utf-8')
+
+
+def read_info(output_dir: str) -> dict:
+  """dataset_info.json of the dataset in `output_dir`; InfoError if unusable."""
+  path = join(output_dir, DATASET_INFO)
+  try:
+    text = read_text(path)
+  except Exception as error:  # missing file: FileNotFoundError or BeamIOError
+    raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
+                    f'the dataset is incomplete or was never written')
+  return parse_info(text, path)

@@ -1,0 +1,14 @@
+"""Output tags of every Beam step, in one place.
+
+A step that cannot turn an element into its main output emits a dead letter
+under REJECTED (convert) or PROBLEMS (validate): never dropped, always counted.
+"""
+
+ROWS = 'rows'  # ManifestRow
+REJECTED = 'rejected'  # Rejection
+EXAMPLES = 'examples'  # (split, serialized tf.train.Example)
+TALLIES = 'tallies'  # (tally key, 1)
+LABELLED = 'labelled'  # LabelledRow
+LOADED = 'loaded'  # LoadedImage
+SUMMARIES = 'summaries'  # RecordSummary
+PROBLEMS = 'problems'  # Problem
