@@ -13,7 +13,6 @@ from pipeline.launch import UsageError
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
 from transforms.core.spec import COMPRESSIONS
-from transforms.core.spec import DEFAULT_MAX_PIXELS
 from transforms.core.spec import ENCODINGS
 from transforms.core.spec import FEATURE_DTYPES
 from transforms.core.spec import RESIZE_FILTERS
@@ -72,7 +71,7 @@ class ConvertOptions(PipelineOptions):
     out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
     out.add_argument('--overwrite', action='store_true',
                      help='replace a previous dataset in --output_dir')
-    out.add_argument('--schema', default='default', choices=SCHEMAS)
+    out.add_argument('--schema', default=ExampleSpec.schema, choices=SCHEMAS)
     out.add_argument('--num_shards', type=_non_negative_int, default=0,
                      help='shards per split (0: per worker bundle, rolled over at '
                      '--shard_size_mb; N forces exactly N through a shuffle)')
@@ -86,14 +85,16 @@ class ConvertOptions(PipelineOptions):
     out.add_argument('--extra_features',
                      help='manifest columns to copy, e.g. weight:float,source:bytes')
     image = parser.add_argument_group('image')
-    image.add_argument('--height', type=_positive_int, default=300)
-    image.add_argument('--width', type=_positive_int, default=300)
-    image.add_argument('--channels', type=int, default=3, choices=(1, 3))
-    image.add_argument('--encoding', default='raw', choices=ENCODINGS)
-    image.add_argument('--jpeg_quality', type=_quality, default=95, metavar='1..100')
-    image.add_argument('--resize_mode', default='stretch', choices=RESIZE_MODES)
-    image.add_argument('--resize_filter', default='bilinear', choices=RESIZE_FILTERS)
-    image.add_argument('--background', default='255,255,255',
+    image.add_argument('--height', type=_positive_int, default=ImageSpec.height)
+    image.add_argument('--width', type=_positive_int, default=ImageSpec.width)
+    image.add_argument('--channels', type=int, default=ImageSpec.channels, choices=(1, 3))
+    image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS)
+    image.add_argument('--jpeg_quality', type=_quality, default=ImageSpec.jpeg_quality,
+                       metavar='1..100')
+    image.add_argument('--resize_mode', default=ImageSpec.resize_mode, choices=RESIZE_MODES)
+    image.add_argument('--resize_filter', default=ImageSpec.resize_filter,
+                       choices=RESIZE_FILTERS)
+    image.add_argument('--background', default=','.join(map(str, ImageSpec.background)),
                        help='R,G,B colour that transparent pixels are composited over')
     image.add_argument('--image_threads', type=_non_negative_int, default=0,
                        help='threads converting images in a worker (0: cores + 1 '
@@ -103,7 +104,7 @@ class ConvertOptions(PipelineOptions):
                        '(0: one per core for JPEG/PNG output on a single local '
                        'worker unless --image_threads is given; none for raw '
                        'output and on distributed runners)')
-    image.add_argument('--max_pixels', type=_positive_int, default=DEFAULT_MAX_PIXELS,
+    image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
     budget = parser.add_argument_group('errors')
     budget.add_argument('--max_error_rate', type=float, default=0.0,

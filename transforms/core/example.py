@@ -28,26 +28,8 @@ class LoadedImage:
 
 
 def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:
-  """{feature name: (kind, value)} for the chosen schema."""
-  image, labelled = loaded.image, loaded.labelled
-  if spec.schema == 'seed':
-    return {'img_raw': ('bytes', image.data), 'label': ('int64', labelled.label_id)}
-  row = labelled.row
-  features = {
-      'image/encoded': ('bytes', image.data),
-      'image/format': ('bytes', image.format),
-      'image/height': ('int64', image.height),
-      'image/width': ('int64', image.width),
-      'image/channels': ('int64', image.channels),
-      'image/class/label': ('int64', labelled.label_id),
-      'image/class/text': ('bytes', labelled.label_text),
-      'image/filename': ('bytes', row.image),
-      'image/key': ('bytes', row.key),
-      'image/key/sha256': ('bytes', loaded.sha256),
-  }
-  for name, kind, values in row.extras:
-    features[name] = (kind, values)
-  return features
+  """{feature name: (kind, value)}: the spec's feature table applied to `loaded`."""
+  return {feature.name: (feature.kind, feature.value(loaded)) for feature in spec.features()}
 
 
 def build_example(loaded: LoadedImage, spec: ExampleSpec) -> bytes:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
+import functools
+from operator import attrgetter
 from typing import Optional
+
+from transforms.core import checks
 
 FORMAT_VERSION = 1
 DATASET_INFO = 'dataset_info.json'
@@ -16,7 +21,6 @@ SHARD_TEMPLATE = '-SSSSS-of-NNNNN'
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 
 ENCODINGS = ('raw', 'jpeg', 'png')
-SCHEMAS = ('default', 'seed')
 RESIZE_MODES = ('stretch', 'pad', 'crop', 'none')
 RESIZE_FILTERS = ('bilinear', 'bicubic', 'lanczos', 'nearest')
 COMPRESSIONS = ('none', 'gzip')
@@ -64,23 +68,116 @@ class ImageSpec:
 
   @classmethod
   def from_json(cls, data: dict) -> ImageSpec:
+    # A field missing from the JSON takes the field's default (a dataclass's
+    # class attribute is the field's default); height and width: None, as
+    # to_json writes them for a variable size.
     return cls(
         height=data.get('height'),
         width=data.get('width'),
-        channels=int(data.get('channels', 3)),
-        encoding=data.get('encoding', 'raw'),
-        resize_mode=data.get('resize_mode', 'stretch'),
-        resize_filter=data.get('resize_filter', 'bilinear'),
-        jpeg_quality=int(data.get('jpeg_quality', 95)),
-        background=tuple(data.get('background', DEFAULT_BACKGROUND)),
-        max_pixels=int(data.get('max_pixels', DEFAULT_MAX_PIXELS)))
+        channels=int(data.get('channels', cls.channels)),
+        encoding=data.get('encoding', cls.encoding),
+        resize_mode=data.get('resize_mode', cls.resize_mode),
+        resize_filter=data.get('resize_filter', cls.resize_filter),
+        jpeg_quality=int(data.get('jpeg_quality', cls.jpeg_quality)),
+        background=tuple(data.get('background', cls.background)),
+        max_pixels=int(data.get('max_pixels', cls.max_pixels)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+  """One feature of the Example: how convert gets its value from a LoadedImage
+  (transforms.core.example) and how validate checks it in a parsed record."""
+  name: str
+  kind: str  # bytes | float | int64
+  # LoadedImage -> value (a scalar, or a list for shape (None,))
+  value: Callable
+  # (its value, {feature name: first value} of the record, validation.Expected)
+  # -> [(problem kind, detail)]; None: only presence, kind and shape are checked
+  check: Optional[Callable] = None
+  shape: tuple = ()  # (): one value; (None,): a list of any length
+  # decoding the image is the costly check: it runs after the others
+  decodes: bool = False
+
+
+def _check_encoded(data, record, expected):
+  image = expected.image
+  return checks.check_image(data, image.encoding, record['image/height'],
+                            record['image/width'], image.channels)
+
+
+def _check_seed_pixels(data, _, expected):
+  image = expected.image
+  return checks.check_image(data, 'raw', image.height, image.width, image.channels)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureTable:
+  """The features of one --schema, and which of them name the record."""
+  features: tuple  # Feature, in dataset_info.json's feature_spec order
+  label: str  # the feature holding the label id
+  key: Optional[str] = None  # the feature holding the row key, if any
+
+  @functools.cached_property
+  def checked(self) -> tuple:
+    """The features that have a check, in the order they run."""
+    return tuple(sorted((f for f in self.features if f.check), key=lambda f: f.decodes))
+
+
+# One table per schema: the Example builder, feature_spec() (dataset_info.json)
+# and validate's record checks are all driven by it. Adding a feature is one row.
+FEATURE_TABLES = {
+    'default': FeatureTable(
+        features=(
+            Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
+                    decodes=True),
+            Feature('image/format', 'bytes', attrgetter('image.format'),
+                    lambda value, _, e: checks.check_format(value, e.image.encoding)),
+            Feature('image/height', 'int64', attrgetter('image.height'),
+                    lambda value, record, e: checks.check_size(
+                        value, record['image/width'], e.image)),
+            # checked together with image/height
+            Feature('image/width', 'int64', attrgetter('image.width')),
+            Feature('image/channels', 'int64', attrgetter('image.channels'),
+                    lambda value, _, e: checks.check_channels(value, e.image.channels)),
+            Feature('image/class/label', 'int64', attrgetter('labelled.label_id'),
+                    lambda value, _, e: checks.check_label(value, e.label_map)),
+            Feature('image/class/text', 'bytes', attrgetter('labelled.label_text'),
+                    lambda value, record, e: checks.check_label_text(
+                        record['image/class/label'], value, e.label_map)),
+            Feature('image/filename', 'bytes', attrgetter('labelled.row.image')),
+            Feature('image/key', 'bytes', attrgetter('labelled.row.key')),
+            Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
+        ),
+        label='image/class/label', key='image/key'),
+    # The TF1 recipe's two features: fixed-size raw RGB pixels and the label.
+    'seed': FeatureTable(
+        features=(
+            Feature('img_raw', 'bytes', attrgetter('image.data'), _check_seed_pixels,
+                    decodes=True),
+            Feature('label', 'int64', attrgetter('labelled.label_id'),
+                    lambda value, _, e: checks.check_label(value, e.label_map)),
+        ),
+        label='label'),
+}
+SCHEMAS = tuple(FEATURE_TABLES)
 
 
 @dataclasses.dataclass(frozen=True)
 class ExtraFeature:
-  """A manifest column copied into every Example as a list feature."""
+  """A manifest column copied into every Example as a list feature: a Feature
+  whose value is the row's parsed column and whose check is its kind and shape."""
   name: str
   kind: str  # bytes | float | int64
+
+  shape = (None,)
+  check = None
+  decodes = False
+
+  def value(self, loaded) -> list:
+    for name, _, values in loaded.labelled.row.extras:
+      if name == self.name:
+        return values
+    raise KeyError(f'the row has no extra feature {self.name!r}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,28 +186,14 @@ class ExampleSpec:
   schema: str = 'default'
   extra_features: tuple = ()
 
+  def features(self) -> tuple:
+    """The schema's Features, then the ExtraFeatures."""
+    return FEATURE_TABLES[self.schema].features + tuple(self.extra_features)
+
   def feature_spec(self, image: ImageSpec) -> dict:
     """Feature name -> {dtype, shape}, as written to dataset_info.json."""
-    if self.schema == 'seed':
-      return {
-          'img_raw': {'dtype': 'string', 'shape': []},
-          'label': {'dtype': 'int64', 'shape': []},
-      }
-    spec = {
-        'image/encoded': {'dtype': 'string', 'shape': []},
-        'image/format': {'dtype': 'string', 'shape': []},
-        'image/height': {'dtype': 'int64', 'shape': []},
-        'image/width': {'dtype': 'int64', 'shape': []},
-        'image/channels': {'dtype': 'int64', 'shape': []},
-        'image/class/label': {'dtype': 'int64', 'shape': []},
-        'image/class/text': {'dtype': 'string', 'shape': []},
-        'image/filename': {'dtype': 'string', 'shape': []},
-        'image/key': {'dtype': 'string', 'shape': []},
-        'image/key/sha256': {'dtype': 'string', 'shape': []},
-    }
-    for extra in self.extra_features:
-      spec[extra.name] = {'dtype': FEATURE_DTYPES[extra.kind], 'shape': [None]}
-    return spec
+    return {f.name: {'dtype': FEATURE_DTYPES[f.kind], 'shape': list(f.shape)}
+            for f in self.features()}
 
 
 def shard_suffix(compression: str) -> str:

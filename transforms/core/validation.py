@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 from typing import Optional
 
 from google.protobuf.message import DecodeError
-from PIL import Image
-from PIL import UnidentifiedImageError
 
 from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
+from transforms.core.spec import FEATURE_TABLES
 from transforms.core.spec import ImageSpec
 
 
@@ -53,10 +51,6 @@ class Expected:
                tuple(info['label_map']))
 
 
-def _scalar(features: dict, name: str):
-  return features[name][1][0]
-
-
 def check_features(features: dict, spec: dict) -> list:
   """Problems with presence, kind and scalar-ness of the declared features."""
   details = []
@@ -73,46 +67,6 @@ def check_features(features: dict, spec: dict) -> list:
   return details
 
 
-def check_image(data: bytes, encoding: str, height: int, width: int,
-                channels: int) -> list:
-  """Problems with the stored image against the expected H x W x C."""
-  if height <= 0 or width <= 0:
-    return [('wrong_image_size', f'image size {width}x{height} is not positive')]
-  if encoding == 'raw':
-    expected = height * width * channels
-    if len(data) != expected:
-      return [('wrong_image_size', f'raw image has {len(data)} bytes, expected '
-               f'{height}x{width}x{channels} = {expected}')]
-    return []
-  try:
-    image = Image.open(io.BytesIO(data))
-    image.load()
-  except UnidentifiedImageError:
-    return [('undecodable_image', f'{encoding} image does not decode: not an image '
-             f'Pillow can read ({len(data)} bytes, starts with {data[:8]!r})')]
-  except Exception as error:  # any decoder failure is a finding, not a crash
-    return [('undecodable_image', f'{encoding} image does not decode: {error}')]
-  problems = []
-  if image.format != encoding.upper():
-    problems.append(('wrong_image_format', f'image is {image.format}, expected {encoding}'))
-  if image.size != (width, height):
-    problems.append(('wrong_image_size', f'image decodes to {image.size[0]}x'
-                     f'{image.size[1]}, expected {width}x{height}'))
-  if len(image.getbands()) != channels:
-    problems.append(('wrong_channels', f'image has {len(image.getbands())} channels, '
-                     f'expected {channels}'))
-  return problems
-
-
-def check_label(label: int, text: Optional[str], label_map: tuple) -> list:
-  if not 0 <= label < len(label_map):
-    return [('label_out_of_range', f'label {label} is outside 0..{len(label_map) - 1}')]
-  if text is not None and text != label_map[label]:
-    return [('label_mismatch', f'label {label} has text {text!r}, the label map says '
-             f'{label_map[label]!r}')]
-  return []
-
-
 def check_record(data: bytes, expected: Expected) -> tuple:
   """Serialized Example -> (label or None, key or None, [(kind, detail)])."""
   try:
@@ -122,30 +76,13 @@ def check_record(data: bytes, expected: Expected) -> tuple:
   problems = check_features(features, expected.feature_spec)
   if problems:
     return None, None, problems
-  spec = expected.image
-  if expected.schema == 'seed':
-    label = _scalar(features, 'label')
-    problems += check_image(_scalar(features, 'img_raw'), 'raw', spec.height,
-                            spec.width, spec.channels)
-    return label, None, problems + check_label(label, None, expected.label_map)
-  label = _scalar(features, 'image/class/label')
-  key = _scalar(features, 'image/key').decode('utf-8', 'replace')
-  height, width = _scalar(features, 'image/height'), _scalar(features, 'image/width')
-  channels = _scalar(features, 'image/channels')
-  stored_format = _scalar(features, 'image/format').decode('utf-8', 'replace')
-  if stored_format != spec.encoding:
-    problems.append(('wrong_image_format', f'image/format is {stored_format!r}, '
-                     f'expected {spec.encoding!r}'))
-  if spec.fixed_size and (height, width) != (spec.height, spec.width):
-    problems.append(('wrong_image_size', f'image/height x width is {height}x{width}, '
-                     f'expected {spec.height}x{spec.width}'))
-  if channels != spec.channels:
-    problems.append(('wrong_channels', f'image/channels is {channels}, expected '
-                     f'{spec.channels}'))
-  problems += check_image(_scalar(features, 'image/encoded'), spec.encoding,
-                          height, width, spec.channels)
-  text = _scalar(features, 'image/class/text').decode('utf-8', 'replace')
-  return label, key, problems + check_label(label, text, expected.label_map)
+  # An unknown schema is checked as the default one.
+  table = FEATURE_TABLES.get(expected.schema, FEATURE_TABLES['default'])
+  record = {name: values[0] for name, (_, values) in features.items() if values}
+  for feature in table.checked:
+    problems += feature.check(record[feature.name], record, expected)
+  key = record[table.key].decode('utf-8', 'replace') if table.key else None
+  return record[table.label], key, problems
 
 
 def check_records(records: list, expected: Expected) -> list:

@@ -1,0 +1,81 @@
+"""Checks of one stored feature value: plain functions the feature table in
+spec.py names. Each returns a list of (problem kind, detail)."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+from PIL import UnidentifiedImageError
+
+
+def _text(value: bytes) -> str:
+  return value.decode('utf-8', 'replace')
+
+
+def check_image(data: bytes, encoding: str, height: int, width: int,
+                channels: int) -> list:
+  """Problems with the stored image against the expected H x W x C."""
+  if height <= 0 or width <= 0:
+    return [('wrong_image_size', f'image size {width}x{height} is not positive')]
+  if encoding == 'raw':
+    expected = height * width * channels
+    if len(data) != expected:
+      return [('wrong_image_size', f'raw image has {len(data)} bytes, expected '
+               f'{height}x{width}x{channels} = {expected}')]
+    return []
+  try:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+  except UnidentifiedImageError:
+    return [('undecodable_image', f'{encoding} image does not decode: not an image '
+             f'Pillow can read ({len(data)} bytes, starts with {data[:8]!r})')]
+  except Exception as error:  # any decoder failure is a finding, not a crash
+    return [('undecodable_image', f'{encoding} image does not decode: {error}')]
+  problems = []
+  if image.format != encoding.upper():
+    problems.append(('wrong_image_format', f'image is {image.format}, expected {encoding}'))
+  if image.size != (width, height):
+    problems.append(('wrong_image_size', f'image decodes to {image.size[0]}x'
+                     f'{image.size[1]}, expected {width}x{height}'))
+  if len(image.getbands()) != channels:
+    problems.append(('wrong_channels', f'image has {len(image.getbands())} channels, '
+                     f'expected {channels}'))
+  return problems
+
+
+def check_format(stored: bytes, encoding: str) -> list:
+  """image/format against the encoding dataset_info.json declares."""
+  if _text(stored) != encoding:
+    return [('wrong_image_format', f'image/format is {_text(stored)!r}, '
+             f'expected {encoding!r}')]
+  return []
+
+
+def check_size(height: int, width: int, image) -> list:
+  """image/height x width against a fixed-size ImageSpec (any size otherwise)."""
+  if image.fixed_size and (height, width) != (image.height, image.width):
+    return [('wrong_image_size', f'image/height x width is {height}x{width}, '
+             f'expected {image.height}x{image.width}')]
+  return []
+
+
+def check_channels(channels: int, expected: int) -> list:
+  if channels != expected:
+    return [('wrong_channels', f'image/channels is {channels}, expected {expected}')]
+  return []
+
+
+def check_label(label: int, label_map: tuple) -> list:
+  if not 0 <= label < len(label_map):
+    return [('label_out_of_range', f'label {label} is outside 0..{len(label_map) - 1}')]
+  return []
+
+
+def check_label_text(label: int, text: bytes, label_map: tuple) -> list:
+  """The stored class name against the label map's (an out-of-range label is
+  check_label's finding alone)."""
+  if 0 <= label < len(label_map) and _text(text) != label_map[label]:
+    return [('label_mismatch', f'label {label} has text {_text(text)!r}, the label map says '
+             f'{label_map[label]!r}')]
+  return []
