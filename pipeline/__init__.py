@@ -1,7 +1,2 @@
-"""Command-line entry points: convert and validate."""
-
-import logging
-
-# Beam logs warnings at import time (e.g. no GCP client libraries) that mean
-# nothing to a user; errors still reach stderr.
-logging.basicConfig(level=logging.ERROR, format='%(levelname)s: %(message)s')
+"""Command-line entry points: convert and validate (logging is configured only
+by the entry points, launch.configure_logging)."""

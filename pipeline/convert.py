@@ -97,18 +97,12 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   tallies.append(all_rejected | 'TallyRejected' >> beam.Map(
       lambda rejection: (tally.rejection_key(rejection), 1)))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
-  info_args = {
-      'config': config.to_json(),
-      'feature_spec': config.example.feature_spec(config.image),
-      'image_spec': config.image.to_json(),
-      'max_error_rate': config.max_error_rate,
-  }
   side = beam.pvalue
   return (p
           | 'Once' >> beam.Create([None])
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          info_args),
+                          config.info_settings()),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               side.AsSingleton(label_map),
@@ -135,10 +129,8 @@ def summary(info: dict, seconds: float) -> str:
 
 
 def run(argv=None) -> int:
-  launch.quiet_logging()
-  args, pipeline_options = launch.parse_options(
-      list(argv or []), opts.ConvertOptions, __doc__.strip().splitlines()[0])
-  config = opts.convert_config(args)
+  config, pipeline_options = opts.parse_convert(list(argv or []),
+                                                __doc__.strip().splitlines()[0])
   dry_run = launch.is_dry_run(pipeline_options)
   if not dry_run:  # a dry run only builds the job: it must not clear or create anything
     prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names())

@@ -1,20 +1,16 @@
-"""What both entry points share: argument parsing, local defaults, exit codes."""
+"""What both entry points share: exit codes, local defaults, runners, logging."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import traceback
 
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
-from apache_beam.options.pipeline_options import WorkerOptions
-from apache_beam.options.pipeline_options import _BeamArgumentParser
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
@@ -35,68 +31,37 @@ class UsageError(Exception):
   """Bad flags or unusable input: exit 2 with one line, before any work."""
 
 
-class _UsageParser(_BeamArgumentParser):
-
-  def error(self, message):
-    raise UsageError(message)
-
-
-def _option_classes(options_cls):
-  """Beam's own option classes plus ours (not the other entry point's)."""
-  classes = {str(options_cls): options_cls}
-  for cls in PipelineOptions.__subclasses__():
-    if cls.__module__.startswith('apache_beam'):
-      classes.setdefault(str(cls), cls)
-  return classes.values()
+# Runners that cannot run these pipelines, and why: refused before anything is written.
+UNSUPPORTED_RUNNERS = {
+    'DaskRunner': "Beam 2.77's DaskRunner merges tagged outputs into the main output and "
+                  'drops what finish_bundle emits, so rejected rows, shard files and '
+                  'validation problems would be lost or mixed up; use the DirectRunner '
+                  'locally, or Dataflow, Flink, Spark or the PortableRunner',
+}
 
 
-def parse_options(argv: list, options_cls, description: str):
-  """Splits argv into our options (a namespace) and Beam PipelineOptions.
+def check_runner(runner) -> None:
+  """UsageError for a runner that cannot run this pipeline."""
+  name = str(runner or '').split('.')[-1]
+  if name in UNSUPPORTED_RUNNERS:
+    raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
 
-  Every flag must be known to our options or to some Beam options class;
-  anything else is a usage error rather than silently discarded.
+
+def local_defaults(given: dict) -> dict:
+  """The Beam options a run uses: `given` (command line and --config, by option
+  name) plus the local defaults, all of them here.
+
+  No --runner: the DirectRunner (never a download). A local run: one in-process
+  worker, or Beam's worker processes when --direct_num_workers asks for
+  workers (its thread mode is what corrupted its data plane, see above).
+  Worker logs: warnings and up.
   """
-  if any(arg in ('-h', '--help') for arg in argv):
-    own = argparse.ArgumentParser(description=description,
-                                  epilog='Any Beam pipeline option is accepted too '
-                                  '(--runner, --direct_num_workers, --temp_location, ...).')
-    options_cls._add_argparse_args(own)  # pylint: disable=protected-access
-    own.print_help()
-    raise SystemExit(EXIT_OK)
-  parser = _UsageParser(allow_abbrev=False)
-  for cls in _option_classes(options_cls):
-    cls._add_argparse_args(parser)  # pylint: disable=protected-access
-  _, unknown = parser.parse_known_args(argv)
-  if unknown:
-    raise UsageError(f'unrecognized argument {unknown[0]!r}')
-  own = _UsageParser(allow_abbrev=False)
-  options_cls._add_argparse_args(own)  # pylint: disable=protected-access
-  ours, _ = own.parse_known_args(argv)
-  pipeline_options = local_defaults(PipelineOptions(argv), argv)
-  # The launcher reads the manifest header, lists the output folder and reads
-  # dataset_info.json before any Pipeline exists (which is what normally hands
-  # the options to the filesystems): s3:// needs its endpoint and keys here.
-  FileSystems.set_options(pipeline_options)
-  return ours, pipeline_options
-
-
-def _given(argv: list, flag: str) -> bool:
-  return any(a == flag or a.startswith(flag + '=') for a in argv)
-
-
-def local_defaults(options: PipelineOptions, argv: list) -> PipelineOptions:
-  """No --runner: the DirectRunner (never a download), one in-process worker."""
-  if not _given(argv, '--runner'):
-    options.view_as(StandardOptions).runner = LOCAL_RUNNER
-  if is_local(options):
-    direct = options.view_as(DirectOptions)
-    if not _given(argv, '--direct_running_mode'):
-      # Asking for workers means Beam's worker processes; its thread mode is
-      # what corrupted its data plane (see above).
-      direct.direct_running_mode = (
-          'multi_processing' if _given(argv, '--direct_num_workers') else LOCAL_RUNNING_MODE)
-  if not _given(argv, '--default_sdk_harness_log_level'):
-    options.view_as(WorkerOptions).default_sdk_harness_log_level = 'WARNING'
+  options = dict(given)
+  options.setdefault('runner', LOCAL_RUNNER)
+  if is_local_runner(options['runner']):
+    options.setdefault('direct_running_mode', 'multi_processing'
+                       if 'direct_num_workers' in given else LOCAL_RUNNING_MODE)
+  options.setdefault('default_sdk_harness_log_level', 'WARNING')
   return options
 
 
@@ -136,9 +101,12 @@ def single_local_worker(options: PipelineOptions) -> bool:
 
 
 def is_local(options: PipelineOptions) -> bool:
-  runner = options.view_as(StandardOptions).runner or ''
-  return runner.split('.')[-1] in ('DirectRunner', 'FnApiRunner',
-                                   'SwitchingDirectRunner')
+  return is_local_runner(options.view_as(StandardOptions).runner)
+
+
+def is_local_runner(runner) -> bool:
+  return str(runner or '').split('.')[-1] in ('DirectRunner', 'FnApiRunner',
+                                              'SwitchingDirectRunner')
 
 
 def is_dry_run(options: PipelineOptions) -> bool:
@@ -156,14 +124,17 @@ def dry_run_note(options: PipelineOptions, nothing: str) -> str:
   return f'Dry run: the {runner} job was built, not submitted; {nothing}.'
 
 
-def quiet_logging():
-  """Beam's import-time warnings (no GCP client, ...) are noise for users."""
+def configure_logging() -> None:
+  """For the command line only: Beam's warnings (no GCP client, ...) are noise
+  for users; errors still reach stderr. Importing our modules configures nothing."""
+  logging.basicConfig(format='%(levelname)s: %(message)s')
   logging.getLogger().setLevel(logging.ERROR)
 
 
 def main_with_exit_codes(run, argv=None) -> int:
   """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
   argv = list(sys.argv[1:] if argv is None else argv)
+  configure_logging()
   try:
     return run(argv)
   except UsageError as error:

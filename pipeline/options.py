@@ -1,16 +1,23 @@
-"""Command-line options of convert and validate, and their checked configs."""
+"""Command-line options of convert and validate, and their checked, typed configs.
+
+The option definitions below are the one source of the flags: the parser
+(pipeline/command_line.py), --help and --config files all read them.
+"""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline import command_line
 from pipeline.launch import UsageError
+from transforms import filesystem
 from transforms.core import manifest
+from transforms.core.dataset_info import InfoSettings
 from transforms.core.labels import LabelMap
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import ENCODINGS
@@ -18,6 +25,7 @@ from transforms.core.spec import FEATURE_DTYPES
 from transforms.core.spec import RESIZE_FILTERS
 from transforms.core.spec import RESIZE_MODES
 from transforms.core.spec import SCHEMAS
+from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ExtraFeature
 from transforms.core.spec import ImageSpec
@@ -53,7 +61,7 @@ _non_negative_int.__name__ = 'non-negative integer'
 _quality.__name__ = 'JPEG quality (1..100)'
 
 
-class ConvertOptions(PipelineOptions):
+class ConvertOptions:
   """Options of `python -m pipeline.convert`."""
 
   @classmethod
@@ -113,7 +121,7 @@ class ConvertOptions(PipelineOptions):
                         help='live progress line on local runs (auto: when stderr is a terminal)')
 
 
-class ValidateOptions(PipelineOptions):
+class ValidateOptions:
   """Options of `python -m pipeline.validate`."""
 
   @classmethod
@@ -155,6 +163,14 @@ class ConvertConfig:
   image_threads: int = 0
   image_processes: int = 0
   label_map_path: Optional[str] = None
+  options: dict = dataclasses.field(default_factory=dict)  # every option in effect
+  config_file: Optional[str] = None  # --config FILE, if the options came from one
+
+  def info_settings(self) -> InfoSettings:
+    """What dataset_info.json records from these options."""
+    return InfoSettings(image=self.image, example=self.example,
+                        max_error_rate=self.max_error_rate, config=self.to_json(),
+                        options=self.options, config_file=self.config_file)
 
   def to_json(self) -> dict:
     return {
@@ -171,6 +187,17 @@ class ConvertConfig:
         'seed': self.split.seed,
         'extra_features': {f.name: f.kind for f in self.example.extra_features},
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidateConfig:
+  """Checked validate options."""
+  input_dir: str
+  report_path: str
+  expected_count: Optional[int] = None
+  max_problems: int = 100
+  check_threads: int = 0
+  check_processes: int = 0
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -226,11 +253,11 @@ def read_manifest_header(path: str, fmt: str) -> tuple:
   try:
     with FileSystems.open(path) as stream:
       first = stream.readline()
-  except Exception as error:
+  except filesystem.read_errors() as error:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
-  except (UnicodeDecodeError, manifest.ManifestFormatError, Exception) as error:
+  except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
     raise UsageError(f'manifest {path} has an unusable header line: {error}')
 
 
@@ -259,10 +286,14 @@ def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
   if not path:
     return None
   try:
-    with FileSystems.open(path) as handle:
-      text = handle.read().decode('utf-8')
+    text = filesystem.read_text(path)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'--label_map {path} cannot be read: {type(error).__name__}: {error}')
+  except UnicodeDecodeError as error:
+    raise UsageError(f'--label_map {path} is not UTF-8 text: {error}')
+  try:
     return LabelMap.from_text(text)
-  except Exception as error:
+  except ValueError as error:  # empty, blank or repeated lines
     raise UsageError(f'--label_map {path}: {error}')
 
 
@@ -276,8 +307,36 @@ def exclusive_pool_sizes(threads: int, processes: int, what: str) -> None:
     raise UsageError(f'give either --{what}_threads or --{what}_processes, not both')
 
 
-def convert_config(args) -> ConvertConfig:
+def parse_convert(argv: list, description: str = '') -> tuple:
+  """convert's command line -> (ConvertConfig, PipelineOptions)."""
+  parsed = command_line.parse(argv, ConvertOptions, description)
+  return convert_config(parsed), parsed.pipeline_options
+
+
+def parse_validate(argv: list, description: str = '') -> tuple:
+  """validate's command line -> (ValidateConfig, PipelineOptions)."""
+  parsed = command_line.parse(argv, ValidateOptions, description)
+  return validate_config(parsed.args), parsed.pipeline_options
+
+
+def validate_config(args) -> ValidateConfig:
+  """Checks the parsed validate options; UsageError names the first problem."""
+  if not args.input_dir:
+    raise UsageError('--input_dir is required')
+  exclusive_pool_sizes(args.check_threads, args.check_processes, 'check')
+  input_dir = args.input_dir.rstrip('/') or '/'
+  if '://' not in input_dir and not os.path.isdir(input_dir):
+    raise UsageError(f'--input_dir {input_dir} is not a folder')
+  return ValidateConfig(
+      input_dir=input_dir,
+      report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
+      expected_count=args.expected_count, max_problems=args.max_problems,
+      check_threads=args.check_threads, check_processes=args.check_processes)
+
+
+def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
+  args = parsed.args
   sources = [bool(args.manifest), bool(args.image_dir)]
   if not any(sources):
     raise UsageError('--manifest is required (or --image_dir for a folder per class)')
@@ -336,4 +395,5 @@ def convert_config(args) -> ConvertConfig:
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
       progress=args.progress, image_threads=args.image_threads,
-      image_processes=args.image_processes, label_map_path=args.label_map)
+      image_processes=args.image_processes, label_map_path=args.label_map,
+      options=parsed.effective, config_file=parsed.config_file)

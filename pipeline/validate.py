@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import sys
 
 import apache_beam as beam
@@ -25,7 +24,6 @@ from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
-from transforms.core.spec import VALIDATION_REPORT
 from transforms.tags import PROBLEMS
 from transforms.tags import SUMMARIES
 from transforms.validate_shards import CheckShards
@@ -100,35 +98,28 @@ def summary(report: dict, report_path: str) -> str:
 
 
 def run(argv=None) -> int:
-  launch.quiet_logging()
-  args, pipeline_options = launch.parse_options(
-      list(argv or []), opts.ValidateOptions, __doc__.strip().splitlines()[0])
-  if not args.input_dir:
-    raise launch.UsageError('--input_dir is required')
-  opts.exclusive_pool_sizes(args.check_threads, args.check_processes, 'check')
-  input_dir = args.input_dir.rstrip('/') or '/'
-  if '://' not in input_dir and not os.path.isdir(input_dir):
-    raise launch.UsageError(f'--input_dir {input_dir} is not a folder')
-  report_path = args.report or filesystem.join(input_dir, VALIDATION_REPORT)
+  config, pipeline_options = opts.parse_validate(list(argv or []),
+                                                 __doc__.strip().splitlines()[0])
   try:
-    info = filesystem.read_info(input_dir)
+    info = filesystem.read_info(config.input_dir)
   except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
     report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
-                          args.expected_count, args.max_problems)
-    _write_report_if_possible(report_path, report)
-    print(summary(report, report_path))
+                          config.expected_count, config.max_problems)
+    _write_report_if_possible(config.report_path, report)
+    print(summary(report, config.report_path))
     return launch.EXIT_FAILED
-  shards, listing_problems = shard_listing(input_dir, info)
+  shards, listing_problems = shard_listing(config.input_dir, info)
   p = beam.Pipeline(options=pipeline_options)
-  build(p, input_dir, info, shards, listing_problems, report_path, args.expected_count,
-        args.max_problems, args.check_threads, args.check_processes)
+  build(p, config.input_dir, info, shards, listing_problems, config.report_path,
+        config.expected_count, config.max_problems, config.check_threads,
+        config.check_processes)
   p.run().wait_until_finish()
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return launch.EXIT_OK
-  report = json.loads(filesystem.read_text(report_path))
-  print(summary(report, report_path))
+  report = json.loads(filesystem.read_text(config.report_path))
+  print(summary(report, config.report_path))
   return launch.EXIT_OK if report['valid'] else launch.EXIT_FAILED
 
 

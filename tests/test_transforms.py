@@ -164,14 +164,12 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
   from apache_beam.metrics.metric import MetricsFilter
 
   from pipeline import convert
-  from pipeline import launch
   from pipeline import options as opts
   write_manifest(sample.manifest, list(sample.labels.items()) + [('images/gone.png', 'red')])
-  args, _ = launch.parse_options(['--manifest', str(sample.manifest), '--output_dir',
-                                  str(sample.out), '--height', '4', '--width', '4'],
-                                 opts.ConvertOptions, 'test')
+  config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
+                                  str(sample.out), '--height', '4', '--width', '4'])
   p = direct_pipeline()
-  convert.build(p, opts.convert_config(args))
+  convert.build(p, config)
   result = p.run()
   result.wait_until_finish()
   counters = {c.key.metric.name: c.committed for c in result.metrics().query(

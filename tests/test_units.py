@@ -344,10 +344,10 @@ def test_a_worker_crash_fails_only_the_item_that_caused_it():
 def test_image_processes_default(encoding, processes, threads, flags, expected):
   import os
 
-  from apache_beam.options.pipeline_options import PipelineOptions
-
+  from pipeline import command_line
   from pipeline import launch
-  options = launch.local_defaults(PipelineOptions(flags), flags)
+  from pipeline import options as opts
+  options = command_line.parse(flags, opts.ValidateOptions, '').pipeline_options
   found = launch.image_processes(processes, threads, encoding, options)
   assert found == (os.cpu_count() if expected == 'cores' else expected)
 

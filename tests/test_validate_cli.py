@@ -216,10 +216,9 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   import os
   import types
 
-  from apache_beam.options.pipeline_options import PipelineOptions
-
-  from pipeline import launch
-  options = launch.local_defaults(PipelineOptions([]), [])
+  from pipeline import command_line
+  from pipeline import options as opts
+  options = command_line.parse([], opts.ValidateOptions, '').pipeline_options
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
   threads = validate._check_threads(requested, records, options)  # pylint: disable=protected-access
   assert threads == (expected or os.cpu_count() + 1)

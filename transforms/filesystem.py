@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib
 import posixpath
 
 from apache_beam.io.filesystems import CompressionTypes
@@ -45,6 +46,21 @@ def open_checked(path: str):
         yield stream
     else:
       yield raw
+
+
+def read_errors() -> tuple:
+  """What reading a path can raise when the path, not our code, is the problem:
+  missing or unreadable (OSError, Beam's BeamIOError), or refused by the object
+  store (S3 or GCS client errors, e.g. access denied). Use in an except clause:
+  it is only evaluated when something was raised."""
+  errors = [OSError]
+  for module, name in (('apache_beam.io.aws.clients.s3.messages', 'S3ClientError'),
+                       ('google.api_core.exceptions', 'GoogleAPIError')):
+    try:
+      errors.append(getattr(importlib.import_module(module), name))
+    except ImportError:
+      continue  # Beam without that cloud extra: its paths cannot be read anyway
+  return tuple(errors)
 
 
 def read_text(path: str) -> str:

@@ -85,11 +85,11 @@ class WriteInfoFn(beam.DoFn):
   skip_if_empty, no shard) are left out."""
 
   def __init__(self, output_dir: str, split_names: tuple, has_label_manifest: bool,
-               info_args: dict):
+               settings: dataset_info.InfoSettings):
     self._output_dir = output_dir
     self._split_names = split_names
     self._has_label_manifest = has_label_manifest
-    self._info_args = info_args
+    self._settings = settings
 
   def process(self, _, shard_paths, tally_sums, label_map, rejected_files):
     del rejected_files  # only orders this step after the reject file is written
@@ -107,10 +107,10 @@ class WriteInfoFn(beam.DoFn):
           'shards': [filesystem.basename(p) for p in paths],
       }
     info = dataset_info.build_info(
-        label_names=list(label_map.names), splits=splits,
+        self._settings, label_names=list(label_map.names), splits=splits,
         num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
         num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
-        label_rows_rejected=counts.label_rows_rejected, **self._info_args)
+        label_rows_rejected=counts.label_rows_rejected)
     filesystem.write_text(
         filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
     filesystem.write_text(

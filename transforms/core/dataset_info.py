@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Optional
 
 from transforms.core.spec import FORMAT_VERSION
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
 
 
-def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
-               label_names: list, splits: dict, num_manifest_rows: int,
-               rejected: dict, num_label_rows: Optional[int],
-               label_rows_rejected: dict, max_error_rate: float) -> dict:
+@dataclasses.dataclass(frozen=True)
+class InfoSettings:
+  """What a run's options fix in dataset_info.json, known before any row is read."""
+  image: ImageSpec
+  example: ExampleSpec
+  max_error_rate: float
+  config: dict  # the 'config' section: paths, schema, shards, split, extra features
+  options: dict = dataclasses.field(default_factory=dict)  # every option in effect
+  config_file: Optional[str] = None  # the --config file they were merged from
+
+
+def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
+               num_manifest_rows: int, rejected: dict, num_label_rows: Optional[int],
+               label_rows_rejected: dict) -> dict:
   """Assembles dataset_info.json's content.
 
   `splits`: {name: {'num_examples', 'num_bytes', 'shards'}};
@@ -21,11 +34,12 @@ def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
   num_rejected = sum(rejected.values())
   num_examples = sum(s['num_examples'] for s in splits.values())
   error_rate = num_rejected / num_manifest_rows if num_manifest_rows else 0.0
+  config = settings.config
   info = {
       'format_version': FORMAT_VERSION,
-      'schema': config['schema'],
-      'feature_spec': feature_spec,
-      'image': image_spec,
+      'schema': settings.example.schema,
+      'feature_spec': settings.example.feature_spec(settings.image),
+      'image': settings.image.to_json(),
       'compression': config['compression'],
       'num_classes': len(label_names),
       'label_map': list(label_names),
@@ -35,9 +49,11 @@ def build_info(*, config: dict, feature_spec: dict, image_spec: dict,
       'num_rejected': num_rejected,
       'rejected_by_reason': dict(sorted(rejected.items())),
       'error_rate': error_rate,
-      'max_error_rate': max_error_rate,
-      'over_budget': error_rate > max_error_rate,
+      'max_error_rate': settings.max_error_rate,
+      'over_budget': error_rate > settings.max_error_rate,
       'config': config,
+      'options': settings.options,
+      'config_file': settings.config_file,
   }
   if num_label_rows is not None:
     info['num_label_manifest_rows'] = num_label_rows

@@ -1,0 +1,279 @@
+"""One parse of the command line: typed configs, local defaults, every Beam options
+class, did-you-mean, runners that cannot run this pipeline, and bugs versus usage errors."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+from apache_beam.options.pipeline_options import DebugOptions
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions
+from apache_beam.options.pipeline_options import StandardOptions
+import pytest
+
+from pipeline import cli
+from pipeline import command_line
+from pipeline import convert
+from pipeline import launch
+from pipeline import options as opts
+from pipeline import validate
+from pipeline.launch import EXIT_FAILED
+from pipeline.launch import EXIT_USAGE
+from transforms.core import manifest
+from transforms.core.labels import LabelMap
+
+
+def convert_argv(sample, *flags):
+  return ['--manifest', str(sample.manifest), '--output_dir', str(sample.out), *flags]
+
+
+def one_error_line(capsys) -> str:
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and err.startswith('error: '), err
+  return err
+
+
+# --- typed configs from one parse ------------------------------------------------
+
+
+def test_convert_flags_become_a_typed_frozen_config(sample):
+  config, options = opts.parse_convert(convert_argv(
+      sample, '--height', '8', '--width', '6', '--encoding', 'png', '--split',
+      'train=0.75,test=0.25', '--num_shards', '2', '--temp_location', '/tmp/t'))
+  assert isinstance(config, opts.ConvertConfig)
+  assert (config.image.height, config.image.width, config.image.encoding) == (8, 6, 'png')
+  assert config.split.fractions == (('train', 0.75), ('test', 0.25))
+  assert config.num_shards == 2 and config.manifests[0].path == str(sample.manifest)
+  assert options.view_as(GoogleCloudOptions).temp_location == '/tmp/t'
+  with pytest.raises(AttributeError):
+    config.num_shards = 3  # frozen
+
+
+def test_validate_flags_become_a_typed_frozen_config(tmp_path):
+  config, options = opts.parse_validate(['--input_dir', f'{tmp_path}/', '--expected_count',
+                                         '7', '--max_problems', '3', '--check_threads', '2'])
+  assert config == opts.ValidateConfig(
+      input_dir=str(tmp_path), report_path=f'{tmp_path}/validation_report.json',
+      expected_count=7, max_problems=3, check_threads=2, check_processes=0)
+  assert options.view_as(StandardOptions).runner == 'DirectRunner'
+
+
+def test_the_info_settings_are_typed_and_carry_the_options(sample):
+  config, _ = opts.parse_convert(convert_argv(sample, '--encoding', 'jpeg'))
+  settings = config.info_settings()
+  assert settings.image == config.image and settings.example == config.example
+  assert settings.options['encoding'] == 'jpeg' and settings.config_file is None
+  assert settings.config == config.to_json()
+
+
+@pytest.mark.parametrize('given,expected', [
+    ({}, {'runner': 'DirectRunner', 'direct_running_mode': 'in_memory',
+          'default_sdk_harness_log_level': 'WARNING'}),
+    ({'direct_num_workers': 2}, {'runner': 'DirectRunner', 'direct_num_workers': 2,
+                                 'direct_running_mode': 'multi_processing',
+                                 'default_sdk_harness_log_level': 'WARNING'}),
+    ({'direct_running_mode': 'multi_threading'},
+     {'runner': 'DirectRunner', 'direct_running_mode': 'multi_threading',
+      'default_sdk_harness_log_level': 'WARNING'}),
+    ({'runner': 'DataflowRunner', 'default_sdk_harness_log_level': 'INFO'},
+     {'runner': 'DataflowRunner', 'default_sdk_harness_log_level': 'INFO'}),
+])
+def test_local_defaults_in_one_place(given, expected):
+  assert launch.local_defaults(given) == expected
+
+
+def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
+  options = command_line.parse(['--direct_num_workers', '2', '--experiments', 'a',
+                                '--experiments', 'b'], opts.ValidateOptions, '').pipeline_options
+  assert options.view_as(DirectOptions).direct_num_workers == 2
+  assert options.view_as(DirectOptions).direct_running_mode == 'multi_processing'
+  assert options.view_as(DebugOptions).experiments == ['a', 'b']
+  assert options.view_as(StandardOptions).runner == 'DirectRunner'
+
+
+# --- unknown flags, did you mean, --help ---------------------------------------
+
+
+@pytest.mark.parametrize('command,flag,message', [
+    ('convert', '--num_shard', "unrecognized argument '--num_shard'; did you mean --num_shards?"),
+    ('convert', '--num_shard=3', "unrecognized argument '--num_shard=3'; did you mean "
+     '--num_shards?'),
+    ('convert', '--heigth', "unrecognized argument '--heigth'; did you mean --height?"),
+    ('convert', '--tmp_location', "unrecognized argument '--tmp_location'; did you mean "
+     '--temp_location?'),
+    ('convert', '--zzz', "unrecognized argument '--zzz'"),
+    ('validate', '--expected_cont', "unrecognized argument '--expected_cont'; did you mean "
+     '--expected_count?'),
+    ('validate', '--manifest', "unrecognized argument '--manifest'"),
+])
+def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, command, flag,
+                                                         message):
+  sample.out.mkdir()
+  if command == 'convert':
+    code = convert.main(convert_argv(sample, flag, '3'))
+  else:
+    code = validate.main(['--input_dir', str(sample.out), flag, '3'])
+  assert code == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: {message}'
+  assert list(sample.out.iterdir()) == []
+
+
+@pytest.mark.parametrize('main,flags', [
+    (convert.main, ['--num_shards', '--config', '--height', '--image_processes']),
+    (validate.main, ['--input_dir', '--config', '--expected_count', '--check_threads'])])
+def test_help_lists_our_flags_and_exits_0(capsys, main, flags):
+  with pytest.raises(SystemExit) as exited:
+    main(['--help'])
+  assert exited.value.code == 0
+  out = capsys.readouterr().out
+  assert out.startswith('usage: ') and all(f in out for f in flags), out
+  assert 'Any Beam pipeline option is accepted too' in out
+
+
+def test_console_script_help_for_both_commands(capsys):
+  for command, flag in (('convert', '--num_shards'), ('validate', '--expected_count')):
+    with pytest.raises(SystemExit) as exited:
+      cli.main([command, '-h'])
+    assert exited.value.code == 0 and flag in capsys.readouterr().out
+  script = pathlib.Path(sys.executable).with_name('img2tfrecord')
+  done = subprocess.run([str(script), 'validate', '--help'], capture_output=True, text=True)
+  assert done.returncode == 0 and '--expected_count' in done.stdout, done.stderr
+
+
+# --- every Beam options class; runners that cannot run this ----------------------
+
+
+def test_flags_of_beam_options_classes_outside_the_parse_are_accepted(sample):
+  config, options = opts.parse_convert(convert_argv(
+      sample, '--dask_client_address', 'tcp://127.0.0.1:8786', '--render_port', '-1',
+      '--yaml_experimental_features', 'x'))
+  assert config.options['dask_client_address'] == 'tcp://127.0.0.1:8786'
+  assert options.get_all_options(retain_unknown_options=True)['address'] == (
+      'tcp://127.0.0.1:8786')
+  # read from Beam's source, never imported (it needs dask, not installed here)
+  assert 'apache_beam.runners.dask.dask_runner' not in sys.modules
+
+
+def test_the_outlying_options_modules_are_all_of_beams():
+  """Every PipelineOptions subclass Beam ships outside pipeline_options.py is in
+  OUTLYING_BEAM_OPTION_MODULES (examples and test code aside)."""
+  import apache_beam
+  root = pathlib.Path(apache_beam.__file__).parent
+  found = set()
+  for path in root.rglob('*.py'):
+    relative = path.relative_to(root)
+    if (relative.parts[0] in ('examples', 'testing') or path.name.endswith('_test.py')
+        or relative == pathlib.Path('options/pipeline_options.py')):
+      continue
+    if re.search(r'^class \w+\((?:[\w.]+\.)?PipelineOptions\):', path.read_text(
+        encoding='utf-8', errors='replace'), re.MULTILINE):
+      found.add('apache_beam.' + '.'.join(relative.with_suffix('').parts))
+  assert found == set(command_line.OUTLYING_BEAM_OPTION_MODULES)
+  flags = {f for cls in command_line.beam_option_classes()
+           for f in _flags_of(cls)}
+  assert {'--dask_client_address', '--render_output', '--yaml_experimental_features',
+          '--runner', '--s3_endpoint_url', '--direct_num_workers'} <= flags
+
+
+def _flags_of(cls) -> set:
+  import argparse
+  parser = argparse.ArgumentParser()
+  cls._add_argparse_args(parser)  # pylint: disable=protected-access
+  return {s for a in parser._actions for s in a.option_strings}  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('runner', ['DaskRunner',
+                                    'apache_beam.runners.dask.dask_runner.DaskRunner'])
+def test_dask_runner_is_refused_before_anything_is_written(sample, capsys, runner):
+  assert convert.main(convert_argv(sample, '--runner', runner, '--dask_client_address',
+                                   'tcp://127.0.0.1:8786')) == EXIT_USAGE
+  err = one_error_line(capsys)
+  assert err.startswith('error: --runner DaskRunner cannot run this pipeline: ')
+  assert 'merges tagged outputs into the main output' in err and 'finish_bundle' in err
+  assert not sample.out.exists()
+  # a previous dataset stays as it was, even with --overwrite
+  sample.out.mkdir()
+  (sample.out / 'dataset_info.json').write_text('{}')
+  assert convert.main(convert_argv(sample, '--runner', runner, '--overwrite')) == EXIT_USAGE
+  assert 'DaskRunner cannot run' in one_error_line(capsys)
+  assert [p.name for p in sample.out.iterdir()] == ['dataset_info.json']
+  assert validate.main(['--input_dir', str(sample.out), '--runner', runner]) == EXIT_USAGE
+  assert 'DaskRunner cannot run' in one_error_line(capsys)
+  assert [p.name for p in sample.out.iterdir()] == ['dataset_info.json']
+
+
+def test_dask_runner_refused_on_the_real_command_line(sample):
+  done = subprocess.run([sys.executable, '-m', 'pipeline.convert', *convert_argv(
+      sample, '--runner', 'DaskRunner')], capture_output=True, text=True)
+  assert done.returncode == EXIT_USAGE and 'Traceback' not in done.stderr
+  assert done.stderr.startswith('error: --runner DaskRunner cannot run this pipeline')
+  assert not sample.out.exists()
+
+
+# --- bugs are crashes (exit 1, traceback), input problems usage errors (exit 2) ---
+
+
+def test_a_bug_while_reading_the_manifest_header_is_a_crash(sample, capsys, monkeypatch):
+  def buggy(line, fmt):
+    raise TypeError('a bug in parse_header')
+  monkeypatch.setattr(manifest, 'parse_header', buggy)
+  assert convert.main(convert_argv(sample)) == EXIT_FAILED
+  err = capsys.readouterr().err
+  assert err.startswith('error: the job failed: TypeError: a bug in parse_header')
+  assert 'Traceback (most recent call last)' in err
+  assert not sample.out.exists()
+
+
+def test_a_bug_while_reading_the_label_map_is_a_crash(sample, capsys, monkeypatch):
+  (sample.root / 'classes.txt').write_text('red\ngreen\nblue\n')
+  def buggy(cls, text):
+    raise AttributeError('a bug in from_text')
+  monkeypatch.setattr(LabelMap, 'from_text', classmethod(buggy))
+  assert convert.main(convert_argv(sample, '--label_map',
+                                   str(sample.root / 'classes.txt'))) == EXIT_FAILED
+  err = capsys.readouterr().err
+  assert 'AttributeError: a bug in from_text' in err and 'Traceback' in err
+
+
+@pytest.mark.parametrize('content,message', [
+    (b'red\n\nblue\n', 'blank line'),
+    (b'red\nred\n', 'repeats'),
+    (b'\xff\xfe\x00bad', "codec can't decode"),
+    (None, 'cannot be read: '),
+])
+def test_label_map_input_problems_stay_usage_errors(sample, capsys, content, message):
+  path = sample.root / 'classes.txt'
+  if content is not None:
+    path.write_bytes(content)
+  assert convert.main(convert_argv(sample, '--label_map', str(path))) == EXIT_USAGE
+  err = one_error_line(capsys)
+  assert err.startswith(f'error: --label_map {path}') and message in err, err
+
+
+def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
+  (tmp_path / 'm.csv').write_text('image,"label\na.png,x\n')
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir',
+                       str(tmp_path / 'out')]) == EXIT_USAGE
+  assert 'has an unusable header line' in one_error_line(capsys)
+
+
+def test_importing_the_package_configures_no_logging():
+  code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '
+          'pipeline.options, pipeline.cli, pipeline.command_line; '
+          'root = logging.getLogger(); print(len(root.handlers), root.level)')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+  assert done.stdout.split() == ['0', str(30)], done.stderr  # no handler, WARNING
+
+
+def test_the_entry_point_configures_logging(sample, capsys):
+  import logging
+  root = logging.getLogger()
+  level = root.level
+  try:
+    assert convert.main(convert_argv(sample, '--height', 'x')) == EXIT_USAGE
+    assert root.level == logging.ERROR
+  finally:
+    root.setLevel(level)
