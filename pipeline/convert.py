@@ -9,6 +9,7 @@ Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
 
 from __future__ import annotations
 
+import os
 import time
 
 import apache_beam as beam
@@ -31,6 +32,7 @@ from transforms.tags import EXAMPLES
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
 from transforms.tags import TALLIES
+from transforms.workers.pooled_step import pool_size
 from transforms.write_dataset import WriteInfoFn
 from transforms.write_dataset import WriteRejected
 from transforms.write_dataset import WriteShards
@@ -65,11 +67,10 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
+  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
+                   launch.single_local_worker(p.options), os.cpu_count() or 1)
   encoded = rows | 'EncodeRows' >> EncodeRows(
-      config.image, config.example, label_map, progress_dir,
-      launch.image_threads(config.image_threads, p.options),
-      launch.image_processes(config.image_processes, config.image_threads,
-                             config.image.encoding, p.options))
+      config.image, config.example, label_map, progress_dir, pool.threads, pool.processes)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 

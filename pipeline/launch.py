@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import traceback
 
@@ -19,11 +18,11 @@ EXIT_OVER_BUDGET = 3
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
-# processes) whose image step uses every core itself (image_threads and
-# image_processes below). Measured on 2 cores, 3,000 JPEGs -> raw 300x300: 5.0 s against
-# 6.3 s for --direct_running_mode multi_threading and 8.0 s for
-# multi_processing; and multi_threading corrupted its data plane in 1 of 3
-# runs of a 100,000-row manifest (cf. apache/beam#21104).
+# processes) whose image step uses every core itself (pool_size in
+# transforms/workers/pooled_step.py). Measured on 2 cores, 3,000 JPEGs -> raw
+# 300x300: 5.0 s against 6.3 s for --direct_running_mode multi_threading and
+# 8.0 s for multi_processing; and multi_threading corrupted its data plane in 1
+# of 3 runs of a 100,000-row manifest (cf. apache/beam#21104).
 LOCAL_RUNNING_MODE = 'in_memory'
 
 
@@ -63,36 +62,6 @@ def local_defaults(given: dict) -> dict:
                        if 'direct_num_workers' in given else LOCAL_RUNNING_MODE)
   options.setdefault('default_sdk_harness_log_level', 'WARNING')
   return options
-
-
-def image_threads(requested: int, options: PipelineOptions) -> int:
-  """Threads converting images inside one worker; 0 means: cores + 1 when the
-  run is a single local worker, else 1 (the runner parallelises).
-
-  The extra thread covers the worker's own thread, which holds the GIL for
-  Beam's per-element work: 3,000 JPEGs on 2 cores took 5.7 s with 2 threads,
-  5.25 s with 3 and 5.5 s with 4.
-  """
-  if requested:
-    return requested
-  return (os.cpu_count() or 1) + 1 if single_local_worker(options) else 1
-
-
-def image_processes(requested: int, threads_requested: int, encoding: str,
-                    options: PipelineOptions) -> int:
-  """Child processes converting images; 0 means: one per core for JPEG/PNG
-  output on a single local worker (unless threads were asked for), else none.
-
-  Measured on 2 cores, 3,000 JPEGs -> JPEG 224x224: the image stage took
-  3.18 s in processes against 3.58 s on threads (Pillow's Python parts
-  share the GIL). Raw 300x300 output was slower in processes (4.18 s against
-  3.79 s): 270 KB of pixels per image cost more to pass back than the GIL.
-  """
-  if requested:
-    return requested
-  if threads_requested or encoding == 'raw' or not single_local_worker(options):
-    return 0
-  return os.cpu_count() or 1
 
 
 def single_local_worker(options: PipelineOptions) -> bool:

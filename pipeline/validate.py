@@ -10,7 +10,9 @@ Exit codes: 0 everything holds, 1 problems found (listed in the report),
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
+import os
 import sys
 
 import apache_beam as beam
@@ -29,6 +31,7 @@ from transforms.tags import SUMMARIES
 from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
 from transforms.validate_shards import build_report
+from transforms.workers.pooled_step import pool_size
 
 SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
 
@@ -49,27 +52,23 @@ def shard_listing(input_dir: str, info: dict) -> tuple:
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 
-def _check_threads(requested: int, expected: validation.Expected, options) -> int:
-  """Raw records are checked inline: their check is a length test, and handing
-  each to a thread cost more than it saved (12,000 raw 300x300 records: 2.4 s
-  inline, 2.9 s on 3 threads). JPEG/PNG records are decoded: every core."""
-  if requested or expected.image.encoding != 'raw':
-    return launch.image_threads(requested, options)
-  return 1
-
-
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
-          check_threads: int = 0, check_processes: int = 0):
-  """Adds the validation to pipeline `p`; returns the report PCollection."""
+          check_threads: int = 0, check_processes: int = 0,
+          check_records=validation.check_records):
+  """Adds the validation to pipeline `p`; returns the report PCollection.
+
+  check_records: what checks a batch of records (tests swap it).
+  """
   expected = validation.Expected.from_info(info)
+  # Raw records are checked inline: their check is a length test.
+  pool = pool_size(check_threads, check_processes, expected.image.encoding,
+                   launch.single_local_worker(p.options), os.cpu_count() or 1, inline_raw=True)
   checked = (p
              | 'ShardList' >> beam.Create(shards, reshuffle=False)
              | 'CheckShards' >> CheckShards(
-                 input_dir, expected, _check_threads(check_threads, expected, p.options),
-                 launch.image_processes(check_processes, check_threads,
-                                        expected.image.encoding, p.options),
-                 spread=not launch.single_local_worker(p.options)))
+                 input_dir, expected, pool.threads, pool.processes,
+                 spread=not launch.single_local_worker(p.options), check=check_records))
   summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
   tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
              problems | 'TallyProblems' >> beam.Map(validation.problem_tally))
@@ -97,7 +96,8 @@ def summary(report: dict, report_path: str) -> str:
   return '\n'.join(lines)
 
 
-def run(argv=None) -> int:
+def run(argv=None, check_records=validation.check_records) -> int:
+  """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
   try:
@@ -113,7 +113,7 @@ def run(argv=None) -> int:
   p = beam.Pipeline(options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes)
+        config.check_processes, check_records)
   p.run().wait_until_finish()
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
@@ -130,8 +130,8 @@ def _write_report_if_possible(path: str, report: dict) -> None:
     print(f'note: could not write the report to {path}: {error}', file=sys.stderr)
 
 
-def main(argv=None) -> int:
-  return launch.main_with_exit_codes(run, argv)
+def main(argv=None, check_records=validation.check_records) -> int:
+  return launch.main_with_exit_codes(functools.partial(run, check_records=check_records), argv)
 
 
 if __name__ == '__main__':

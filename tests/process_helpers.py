@@ -24,3 +24,15 @@ def crash_on_marked_record(records: list, expected) -> list:
   if any(b'not really a jpeg' in record for record in records):
     os._exit(9)  # pylint: disable=protected-access
   return validation.check_records(records, expected)
+
+
+def times_ten_or_crash(items: list) -> list:
+  """Each item x 10, except that an item 13 kills the process."""
+  if 13 in items:
+    os._exit(9)  # pylint: disable=protected-access
+  return [item * 10 for item in items]
+
+
+def pids(items: list) -> list:
+  """The process id of whoever runs this, once per item."""
+  return [os.getpid() for _ in items]

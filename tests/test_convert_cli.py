@@ -414,8 +414,9 @@ def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
 
 def test_image_workers_that_cannot_start_fail_the_job(sample, monkeypatch, capsys):
   """Not one rejected row per image: a set-up problem is a crash (exit 1)."""
-  from transforms.workers import process_pool
-  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
+  # Child interpreters die on start-up (an unknown stdio encoding), as in a
+  # broken worker environment; this process started long before.
+  monkeypatch.setenv('PYTHONIOENCODING', 'no-such-codec')
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--encoding', 'png', '--height', '4', '--width', '4',
                        '--image_processes', '2'])

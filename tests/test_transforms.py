@@ -24,6 +24,8 @@ from transforms.read_manifest import ResolveKeys
 from transforms.tags import EXAMPLES
 from transforms.tags import REJECTED
 from transforms.tags import TALLIES
+from transforms.workers.source_image import convert_sources
+from transforms.workers.source_image import read_local_file
 
 
 def direct_pipeline():
@@ -103,19 +105,35 @@ def test_encode_rows_examples_and_rejections(tmp_path):
                 label='Rejected')
 
 
-def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch):
-  write_image(tmp_path / 'red.png', COLOURS['red'])
-  from transforms.workers import source_image
+def _explode(path):
+  raise ZeroDivisionError('inside some plugin')
 
-  def explode(data, spec):
+
+def _read_or_explode(path):
+  data = read_local_file(path)
+  if data.startswith(b'BOOM'):
     raise ZeroDivisionError('inside some plugin')
+  return data
 
-  monkeypatch.setattr(source_image, 'process_image', explode)
+
+def _convert_exploding(sources, spec, read):
+  """convert_sources, with every image failing in a way nobody foresaw."""
+  return convert_sources(sources, spec, _explode)
+
+
+def _convert_or_explode(sources, spec, read):
+  """convert_sources, except that a file starting with BOOM fails unforeseen."""
+  return convert_sources(sources, spec, _read_or_explode)
+
+
+def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path):
+  write_image(tmp_path / 'red.png', COLOURS['red'])
   rows = [manifest.ManifestRow({'image': 'red.png'}, 'm', 2, image='red.png',
                                path=str(tmp_path / 'red.png'), key='red.png', label='red')]
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(ImageSpec(), ExampleSpec(), label_map)
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+        ImageSpec(), ExampleSpec(), label_map, convert_on_thread=_convert_exploding)
     assert_that(encoded[EXAMPLES], equal_to([]), label='NoExamples')
     assert_that(encoded[REJECTED] | beam.Map(
         lambda r: (r.row, r.stage, r.code, 'ZeroDivisionError' in r.reason)),
@@ -123,18 +141,9 @@ def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path, monkeypatch
                 label='DeadLetter')
 
 
-def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypatch):
+def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
   """With image_threads > 1 results leave after later rows were taken in:
   each outcome must still belong to its own row."""
-  from transforms.workers import source_image
-  real = source_image.process_image
-
-  def sometimes_explode(data, spec):
-    if data.startswith(b'BOOM'):
-      raise ZeroDivisionError('inside some plugin')
-    return real(data, spec)
-
-  monkeypatch.setattr(source_image, 'process_image', sometimes_explode)
   rows = []
   for i in range(40):
     path = tmp_path / f'{i}.png'
@@ -149,7 +158,8 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path, monkeypa
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
     encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
-        ImageSpec(height=1, width=1), ExampleSpec(), label_map, image_threads=3)
+        ImageSpec(height=1, width=1), ExampleSpec(), label_map, image_threads=3,
+        convert_on_thread=_convert_or_explode)
     assert_that(encoded[EXAMPLES] | beam.Map(
         lambda e: (parse_example(e[1])['image/filename'][1][0].decode(),
                    parse_example(e[1])['image/encoded'][1][0][0])),
@@ -179,12 +189,10 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
   assert counters['rejected_read_missing_file'] == 1
 
 
-def test_a_crashing_image_worker_rejects_only_its_row(tmp_path, monkeypatch):
+def test_a_crashing_image_worker_rejects_only_its_row(tmp_path):
   """A real worker process dies on one image: that row is rejected, its batch
   neighbours are converted, order and counts are kept."""
   from tests.process_helpers import crash_on_marked
-  from transforms import encode_rows
-  monkeypatch.setattr(encode_rows, 'convert_in_worker', crash_on_marked)
   rows = []
   for i in range(20):
     name = f'{i}-CRASH.png' if i == 5 else f'{i}.png'
@@ -195,7 +203,7 @@ def test_a_crashing_image_worker_rejects_only_its_row(tmp_path, monkeypatch):
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
     encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
         ImageSpec(height=1, width=1, encoding='png'), ExampleSpec(), label_map,
-        image_processes=2)
+        image_processes=2, convert_in_process=crash_on_marked)
     assert_that(encoded[EXAMPLES] | beam.Map(
         lambda e: parse_example(e[1])['image/filename'][1][0].decode()),
                 equal_to([f'{i}.png' for i in range(20) if i != 5]), label='Examples')

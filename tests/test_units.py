@@ -347,8 +347,10 @@ def test_image_processes_default(encoding, processes, threads, flags, expected):
   from pipeline import command_line
   from pipeline import launch
   from pipeline import options as opts
+  from transforms.workers.pooled_step import pool_size
   options = command_line.parse(flags, opts.ValidateOptions, '').pipeline_options
-  found = launch.image_processes(processes, threads, encoding, options)
+  found = pool_size(threads, processes, encoding, launch.single_local_worker(options),
+                    os.cpu_count()).processes
   assert found == (os.cpu_count() if expected == 'cores' else expected)
 
 
@@ -364,12 +366,11 @@ def test_process_pool_replies_survive_stdout_noise_from_the_child():
     pool.shutdown()
 
 
-def test_a_worker_that_cannot_start_fails_the_call_not_a_row(monkeypatch):
+def test_a_worker_that_cannot_start_fails_the_call_not_a_row():
   import os
 
   from transforms.workers import process_pool
-  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
-  pool = process_pool.ProcessPool(1)
+  pool = process_pool.ProcessPool(1, worker_module='transforms.no_such_module')
   try:
     error = pool.submit(os.getpid).exception()
     assert isinstance(error, process_pool.WorkerFailedToStart)

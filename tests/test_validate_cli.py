@@ -25,8 +25,8 @@ def converted(sample):
   return sample.out
 
 
-def run_validate(out, *flags):
-  code = validate.main(['--input_dir', str(out), *flags])
+def run_validate(out, *flags, **seams):
+  code = validate.main(['--input_dir', str(out), *flags], **seams)
   report = json.loads((out / 'validation_report.json').read_text())
   return code, report
 
@@ -217,10 +217,13 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   import types
 
   from pipeline import command_line
+  from pipeline import launch
   from pipeline import options as opts
+  from transforms.workers.pooled_step import pool_size
   options = command_line.parse([], opts.ValidateOptions, '').pipeline_options
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
-  threads = validate._check_threads(requested, records, options)  # pylint: disable=protected-access
+  threads = pool_size(requested, 0, records.image.encoding, launch.single_local_worker(options),
+                      os.cpu_count(), inline_raw=True).threads
   assert threads == (expected or os.cpu_count() + 1)
 
 
@@ -248,12 +251,11 @@ def test_check_processes_and_threads_give_the_same_report(sample):
   assert sum(reports['processes']['label_histogram'].values()) == 9
 
 
-def test_a_crashing_check_worker_blames_only_its_record(sample, monkeypatch):
+def test_a_crashing_check_worker_blames_only_its_record(sample):
   from tests.process_helpers import crash_on_marked_record
-  from transforms import validate_shards
   _jpeg_dataset_with_a_bad_record(sample)
-  monkeypatch.setattr(validate_shards.validation, 'check_records', crash_on_marked_record)
-  code, report = run_validate(sample.out, '--check_processes', '2')
+  code, report = run_validate(sample.out, '--check_processes', '2',
+                              check_records=crash_on_marked_record)
   assert code == EXIT_FAILED
   assert report['problems_by_kind'] == {'unexpected_error': 1}
   (problem,) = report['problems']
@@ -262,9 +264,10 @@ def test_a_crashing_check_worker_blames_only_its_record(sample, monkeypatch):
 
 
 def test_check_workers_that_cannot_start_fail_the_run(sample, monkeypatch, capsys):
-  from transforms.workers import process_pool
   _jpeg_dataset_with_a_bad_record(sample)
-  monkeypatch.setattr(process_pool, 'WORKER_MODULE', 'transforms.no_such_module')
+  # Child interpreters die on start-up (an unknown stdio encoding), as in a
+  # broken worker environment; this process started long before.
+  monkeypatch.setenv('PYTHONIOENCODING', 'no-such-codec')
   assert validate.main(['--input_dir', str(sample.out), '--check_processes', '2']) == EXIT_FAILED
   assert 'worker process failed to start' in capsys.readouterr().err
   assert not (sample.out / 'validation_report.json').exists()

@@ -21,7 +21,8 @@ from transforms.tags import EXAMPLES
 from transforms.tags import LABELLED
 from transforms.tags import LOADED
 from transforms.tags import REJECTED
-from transforms.workers.ordered_pool import OrderedPool
+from transforms.workers.pooled_step import PooledStep
+from transforms.workers.pooled_step import PoolSize
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
@@ -79,71 +80,56 @@ class AssignLabelFn(beam.DoFn):
 class LoadImageFn(beam.DoFn):
   """LabelledRow -> LoadedImage (read, decode, orient, resize, encode).
 
-  With threads > 1, images are converted on an OrderedPool (Pillow releases
+  With threads > 1, images are converted on a PooledStep (Pillow releases
   the GIL while decoding and resizing), so a single in-process worker uses
   every core without Beam's multi-worker data plane; with processes > 0, in
   that many child processes instead (no GIL shared at all). Only the global
   window is used (outputs of finish_bundle are placed in it).
+  convert_on_thread/convert_in_process: what converts a batch of rows on a
+  thread (any Beam filesystem) or in a worker process (tests swap them).
   """
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
-               processes: int = 0):
+               processes: int = 0, convert_on_thread=convert_sources,
+               convert_in_process=convert_in_worker):
     self._spec = spec
     self._progress_dir = progress_dir
-    self._threads = threads
     self._processes = processes
+    self._convert_on_thread = convert_on_thread
+    self._convert_in_process = convert_in_process
+    self._step = PooledStep(PoolSize(threads, processes), PROCESS_BATCH,
+                            prepare=read_remote_sources)
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
-    if self._processes:
-      self._pool = OrderedPool(self._processes, processes=True,
-                               prepare=read_remote_sources)
-    else:
-      self._pool = OrderedPool(self._threads)
-    self._batch = []
+    self._step.start(self._call)
 
   def teardown(self):
-    if hasattr(self, '_pool'):  # setup may have failed before making it
-      self._pool.shutdown()
+    self._step.close()
 
   def process(self, labelled: LabelledRow):
     self._progress.tick()
-    self._batch.append(labelled)
-    if len(self._batch) >= (PROCESS_BATCH if self._processes else 1):
-      yield from self._submit_batch()
+    for done, result in self._step.add(labelled):
+      yield self._outcome(done, result)
 
   def finish_bundle(self):
     self._progress.flush()
-    outcomes = list(self._submit_batch())
-    for done in self._pool.drain():
-      outcomes += self._outcomes(*done)
-    for outcome in outcomes:
+    for labelled, result in self._step.flush():
+      outcome = self._outcome(labelled, result)
       if isinstance(outcome, beam.pvalue.TaggedOutput):
         yield beam.pvalue.TaggedOutput(outcome.tag, _in_global_window(outcome.value))
       else:
         yield _in_global_window(outcome)
 
-  def _submit_batch(self):
-    batch, self._batch = self._batch, []
-    if batch:
-      for done in self._pool.submit(batch, *self._call(batch)):
-        yield from self._outcomes(*done)
-
   def _call(self, batch: list) -> tuple:
     """(function, *args) converting these rows on the pool."""
     paths = [labelled.row.path for labelled in batch]
     if self._processes:
-      return convert_in_worker, paths, self._spec
-    return convert_sources, paths, self._spec, read_bytes
-
-  def _outcomes(self, batch: list, future) -> list:
-    results = self._pool.batch_results(future, len(batch),
-                                       lambda i: self._call(batch[i:i + 1]))
-    return [self._outcome(labelled, result)
-            for labelled, result in zip(batch, results, strict=True)]
+      return self._convert_in_process, paths, self._spec
+    return self._convert_on_thread, paths, self._spec, read_bytes
 
   def _outcome(self, labelled: LabelledRow, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""
@@ -173,8 +159,11 @@ class EncodeRows(beam.PTransform):
   """
 
   def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
-               progress_dir=None, image_threads: int = 1, image_processes: int = 0):
+               progress_dir=None, image_threads: int = 1, image_processes: int = 0,
+               convert_on_thread=convert_sources, convert_in_process=convert_in_worker):
     super().__init__()
+    self._converters = {'convert_on_thread': convert_on_thread,
+                        'convert_in_process': convert_in_process}
     self._progress_dir = progress_dir
     self._image_threads = image_threads
     self._image_processes = image_processes
@@ -188,7 +177,7 @@ class EncodeRows(beam.PTransform):
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
         LoadImageFn(self._image_spec, self._progress_dir, self._image_threads,
-                    self._image_processes)
+                    self._image_processes, **self._converters)
     ).with_outputs(REJECTED, main=LOADED)
     spec = self._example_spec
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(

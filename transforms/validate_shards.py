@@ -15,7 +15,8 @@ from transforms.core.tfrecord import read_records
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import PROBLEMS
 from transforms.tags import SUMMARIES
-from transforms.workers.ordered_pool import OrderedPool
+from transforms.workers.pooled_step import PooledStep
+from transforms.workers.pooled_step import PoolSize
 
 # Records per call to a check worker process: one pipe round trip per batch.
 PROCESS_BATCH = 32
@@ -25,40 +26,35 @@ class ReadShardFn(beam.DoFn):
   """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
 
   A damaged file is a Problem naming the file and record, never a failed job.
-  With threads > 1 records are checked on an OrderedPool (JPEG/PNG decoding
+  With threads > 1 records are checked on a PooledStep (JPEG/PNG decoding
   releases the GIL), with processes > 0 in that many child processes, in
-  batches, while this thread reads and verifies the framing.
+  batches, while this thread reads and verifies the framing. `check`: what
+  checks a batch of records (tests swap it).
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
-               processes: int = 0):
+               processes: int = 0, check=validation.check_records):
     self._input_dir = input_dir
     self._expected = expected
-    self._threads = threads
-    self._processes = processes
+    self._check = check
+    self._step = PooledStep(PoolSize(threads, processes), PROCESS_BATCH)
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
     prepare_pillow(self._expected.image.max_pixels)
-    self._pool = (OrderedPool(self._processes, processes=True) if self._processes
-                  else OrderedPool(self._threads))
-    self._batch_size = PROCESS_BATCH if self._processes else 1
+    self._step.start(self._call)
 
   def teardown(self):
-    if hasattr(self, '_pool'):  # setup may have failed before making it
-      self._pool.shutdown()
+    self._step.close()
 
   def process(self, element):
     split, shard = element
-    index, batch = 0, []
+    index = 0
     try:
       with filesystem.open_checked(filesystem.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
-          batch.append((index, data))
-          if len(batch) >= self._batch_size:
-            yield from self._submit(split, shard, batch)
-            batch = []
+          yield from self._summarise(split, shard, self._step.add((index, data)))
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
     except EOFError as error:
@@ -68,21 +64,14 @@ class ReadShardFn(beam.DoFn):
       yield self._problem('corrupt_shard', shard, index,
                           f'cannot read the file after record {index}: '
                           f'{type(error).__name__}: {error}')
-    yield from self._submit(split, shard, batch)
-    for done in self._pool.drain():
-      yield from self._summarise(split, shard, *done)
+    yield from self._summarise(split, shard, self._step.flush())
 
-  def _submit(self, split, shard, batch):
-    if batch:
-      for done in self._pool.submit(batch, validation.check_records,
-                                    [data for _, data in batch], self._expected):
-        yield from self._summarise(split, shard, *done)
+  def _call(self, batch: list) -> tuple:
+    """(function, *args) checking these (index, record) pairs on the pool."""
+    return self._check, [data for _, data in batch], self._expected
 
-  def _summarise(self, split, shard, batch, future):
-    results = self._pool.batch_results(
-        future, len(batch),
-        lambda i: (validation.check_records, [batch[i][1]], self._expected))
-    for (index, _), result in zip(batch, results, strict=True):
+  def _summarise(self, split, shard, done: list):
+    for (index, _), result in done:
       if isinstance(result, Exception):  # the record killed its worker process
         result = validation.unexpected_check_error(result)
       label, key, problems = result
@@ -116,8 +105,9 @@ class CheckShards(beam.PTransform):
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
-               processes: int = 0, spread: bool = True):
+               processes: int = 0, spread: bool = True, check=validation.check_records):
     super().__init__()
+    self._check = check
     self._input_dir = input_dir
     self._expected = expected
     self._threads = threads
@@ -130,7 +120,7 @@ class CheckShards(beam.PTransform):
     read = (shards
             | 'ReadShard' >> beam.ParDo(
                 ReadShardFn(self._input_dir, self._expected, self._threads,
-                            self._processes))
+                            self._processes, self._check))
             .with_outputs(PROBLEMS, main=SUMMARIES))
     duplicates = (read[SUMMARIES]
                   | 'KeyedPlaces' >> beam.FlatMap(

@@ -8,6 +8,21 @@ function's module needs (no Beam) and share no locks or threads with the Beam
 worker. A child that dies (a decoder crash) fails only the call it was
 running (WorkerDied); the next call on that thread starts a new child. A child
 that cannot even start fails the job (WorkerFailedToStart).
+
+Why not concurrent.futures.ProcessPoolExecutor or multiprocessing.Pool:
+- crash isolation per task: when one of their children dies (a decoder
+  segfault), ProcessPoolExecutor breaks the whole pool (BrokenProcessPool:
+  every pending call fails) and multiprocessing.Pool waits forever for the
+  lost result; here only the call that child was running fails, and the row
+  or record behind it is named.
+- children that must not import Beam: their spawn start method re-imports the
+  parent's __main__ (a Beam worker or the convert entry point) in every
+  child; here a child runs `python -m transforms.workers.process_worker`,
+  which imports only the called function's module (core/ and workers/).
+- fork safety: their default start method on Linux (before Python 3.14)
+  forks the Beam worker, with its gRPC and logging threads and their locks
+  held mid-flight; here every child is a fresh interpreter sharing nothing
+  with the parent.
 """
 
 from __future__ import annotations
@@ -49,13 +64,13 @@ class WorkerFailedToStart(RuntimeError):
 class _Child:
   """One child process and its pipes."""
 
-  def __init__(self):
+  def __init__(self, worker_module: str):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
     # -P (3.11+): the current folder is not put first, so the parent's own
     # path (PYTHONPATH) alone decides which `transforms` is imported.
     safe_path = ['-P'] if sys.version_info >= (3, 11) else []
     self._process = subprocess.Popen(
-        [sys.executable, *safe_path, '-m', WORKER_MODULE], stdin=subprocess.PIPE,
+        [sys.executable, *safe_path, '-m', worker_module], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, env=env)
     try:
       ready = pickle.load(self._process.stdout)
@@ -117,11 +132,14 @@ class ProcessPool:
   `fn` must be a module-level function; its module should not import Beam
   (every child would pay that import). `prepare`, if given, maps the
   arguments on the pool thread before they are sent (e.g. reads remote files,
-  which children cannot).
+  which children cannot). `worker_module`: what the children run (a test
+  gives one that cannot start).
   """
 
-  def __init__(self, processes: int, prepare: Optional[Callable] = None):
+  def __init__(self, processes: int, prepare: Optional[Callable] = None,
+               worker_module: str = WORKER_MODULE):
     self._executor = ThreadPoolExecutor(processes)
+    self._worker_module = worker_module
     self._prepare = prepare
     self._local = threading.local()
     self._children = []
@@ -143,7 +161,7 @@ class ProcessPool:
       with self._lock:
         self._children.remove(child)
       child.kill()
-    child = self._local.child = _Child()
+    child = self._local.child = _Child(self._worker_module)
     with self._lock:
       self._children.append(child)
     return child

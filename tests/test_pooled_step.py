@@ -1,0 +1,130 @@
+"""PooledStep (the pooled part of LoadImageFn and ReadShardFn) and pool_size,
+without Beam."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from tests.process_helpers import pids
+from tests.process_helpers import times_ten_or_crash
+from transforms.workers.pooled_step import PooledStep
+from transforms.workers.pooled_step import PoolSize
+from transforms.workers.pooled_step import pool_size
+from transforms.workers.process_pool import WorkerDied
+
+
+def _times_ten(items):
+  return [item * 10 for item in items]
+
+
+class Calls:
+  """call(items) for a PooledStep that remembers every batch it was asked for."""
+
+  def __init__(self, fn=_times_ten):
+    self.batches = []
+    self._fn = fn
+
+  def __call__(self, items):
+    self.batches.append(list(items))
+    return self._fn, list(items)
+
+
+@contextlib.contextmanager
+def started(size: PoolSize, calls: Calls, process_batch: int = 3):
+  step = PooledStep(size, process_batch)
+  step.start(calls)
+  try:
+    yield step
+  finally:
+    step.close()
+
+
+def add_all(step: PooledStep, items) -> tuple:
+  """-> (the pairs add() handed back, every pair once flush() ran too)."""
+  done = []
+  for item in items:
+    done += step.add(item)
+  return list(done), done + step.flush()
+
+
+def test_one_thread_runs_each_item_inline_as_it_comes():
+  calls = Calls()
+  with started(PoolSize(threads=1), calls) as step:
+    assert step.add(1) == [(1, 10)]
+    assert step.add(2) == [(2, 20)]
+    assert step.flush() == []
+    assert calls.batches == [[1], [2]]
+
+
+def test_threads_keep_the_order_and_flush_hands_back_the_rest():
+  calls = Calls()
+  with started(PoolSize(threads=3), calls) as step:
+    before_flush, done = add_all(step, range(20))
+    assert len(before_flush) < 20  # some still in flight: at most 2 x threads
+    assert done == [(item, item * 10) for item in range(20)]
+    assert calls.batches == [[item] for item in range(20)]
+
+
+def test_processes_take_items_in_batches():
+  calls = Calls(times_ten_or_crash)
+  with started(PoolSize(processes=1), calls, process_batch=3) as step:
+    _, done = add_all(step, range(7))
+    assert done == [(item, item * 10) for item in range(7)]
+    assert calls.batches == [[0, 1, 2], [3, 4, 5], [6]]
+    assert step.flush() == []
+
+
+def test_a_batch_whose_worker_died_is_rerun_item_by_item():
+  """Item 13 kills its worker process: only it gets WorkerDied, in its place."""
+  calls = Calls(times_ten_or_crash)
+  with started(PoolSize(processes=2), calls, process_batch=4) as step:
+    _, done = add_all(step, range(10, 20))
+    assert [item for item, _ in done] == list(range(10, 20))
+    assert [result for item, result in done if item != 13] == [
+        item * 10 for item in range(10, 20) if item != 13]
+    died = dict(done)[13]
+    assert isinstance(died, WorkerDied) and 'exit code 9' in str(died)
+    assert calls.batches[:3] == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19]]
+    assert sorted(calls.batches[3:]) == [[10], [11], [12], [13]]
+
+
+def _raise_value_error(items):
+  raise ValueError('not a dead worker')
+
+
+def test_a_call_that_fails_otherwise_is_raised():
+  with started(PoolSize(threads=1), Calls(_raise_value_error)) as step:
+    with pytest.raises(ValueError, match='not a dead worker'):
+      step.add(1)
+
+
+def test_close_is_safe_before_start_and_ends_the_children():
+  PooledStep(PoolSize(processes=2), 4).close()  # setup never ran
+  step = PooledStep(PoolSize(processes=1), 1)
+  step.start(Calls(pids))
+  ((_, child),) = step.add('x') + step.flush()
+  assert child != os.getpid()
+  step.close()
+  step.close()  # a second teardown is harmless
+  with pytest.raises(ProcessLookupError):
+    os.kill(child, 0)
+
+
+@pytest.mark.parametrize('threads,processes,encoding,single,inline_raw,expected', [
+    # convert: cores + 1 threads for raw on a local worker, processes for JPEG/PNG
+    (0, 0, 'raw', True, False, PoolSize(5, 0)),
+    (0, 0, 'jpeg', True, False, PoolSize(5, 4)),
+    (0, 0, 'png', False, False, PoolSize(1, 0)),  # distributed: the runner spreads
+    (3, 0, 'jpeg', True, False, PoolSize(3, 0)),  # threads asked for: no processes
+    (0, 2, 'raw', True, False, PoolSize(5, 2)),
+    # validate: raw records inline unless threads are asked for
+    (0, 0, 'raw', True, True, PoolSize(1, 0)),
+    (4, 0, 'raw', True, True, PoolSize(4, 0)),
+    (0, 0, 'jpeg', True, True, PoolSize(5, 4)),
+    (0, 0, 'jpeg', False, True, PoolSize(1, 0)),
+])
+def test_pool_size(threads, processes, encoding, single, inline_raw, expected):
+  assert pool_size(threads, processes, encoding, single, 4, inline_raw) == expected
