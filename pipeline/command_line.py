@@ -222,13 +222,27 @@ def _load(text: str, path: str):
     except json.JSONDecodeError as error:
       raise UsageError(f'--config {path} does not parse: line {error.lineno}: {error.msg}')
   import yaml  # only a run with --config pays for it
+
+  class Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. YAML 1.1 also reads yes/no/on/off as
+    booleans, and `progress: off` means the value 'off', as on the command line."""
+
+  bool_tag = 'tag:yaml.org,2002:bool'
+  Loader.yaml_implicit_resolvers = {
+      first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
+      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+  Loader.add_implicit_resolver(bool_tag, re.compile(r'^(?:true|True|TRUE|false|False|FALSE)$'),
+                               list('tTfF'))
   try:
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader)  # a SafeLoader: builds plain data only
   except yaml.YAMLError as error:
-    mark = getattr(error, 'problem_mark', None)
-    line = f'line {mark.line + 1}: ' if mark is not None else ''
     problem = getattr(error, 'problem', None) or str(error).splitlines()[0]
-    raise UsageError(f'--config {path} does not parse: {line}{problem}')
+    mark = getattr(error, 'problem_mark', None)
+    where = f'line {mark.line + 1}: ' if mark is not None else ''
+    context, started = getattr(error, 'context', None), getattr(error, 'context_mark', None)
+    if context and started is not None and (mark is None or started.line != mark.line):
+      problem += f' ({context} started at line {started.line + 1})'
+    raise UsageError(f'--config {path} does not parse: {where}{problem}')
 
 
 def _tokens(key: str, value, action, path: str) -> list:
@@ -270,9 +284,12 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   except UnicodeDecodeError as error:
     raise UsageError(f'--config {path} is not UTF-8 text: {error}')
   data = _load(text, path)
+  if data is None:
+    raise UsageError(f'--config {path} is empty: expected one "name: value" per option')
   if not isinstance(data, dict):
+    kind = 'a list' if isinstance(data, list) else type(data).__name__
     raise UsageError(f'--config {path} must hold a mapping of option names to values, '
-                     f'not {type(data).__name__}')
+                     f'not {kind}')
   flags = _flags_of(parser)
   given = {}
   for key, value in data.items():

@@ -228,3 +228,23 @@ def test_image_worker_processes_get_s3_images_from_the_parent(server, s3):
       assert max(abs(a - b) for a, b in zip(pixels.getpixel((4, 4)), COLOURS[label])) <= 8
       seen.add(name)
   assert seen == {f'images/{n}' for n, _ in IMAGES}
+
+
+def test_a_config_file_on_s3(server, s3):
+  """--config s3://...: read with the command line's --s3_* options; recorded."""
+  s3.put_object(Bucket=BUCKET, Key='conf/nightly.yaml', Body=(
+      f'manifest: s3://{BUCKET}/data/manifest.csv\n'
+      f'output_dir: s3://{BUCKET}/from-config\n'
+      f'height: {SIZE}\nwidth: {SIZE}\nprogress: "off"\n').encode())
+  result = _run(server, 'pipeline.convert', '--config', f's3://{BUCKET}/conf/nightly.yaml',
+                '--width', '4')
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'from-config/dataset_info.json'))
+  assert info['config_file'] == f's3://{BUCKET}/conf/nightly.yaml'
+  assert (info['image']['height'], info['image']['width']) == (SIZE, 4)
+  assert info['num_examples'] == len(IMAGES)
+  assert info['options']['s3_secret_access_key'] == '<redacted>'
+  missing = _run(server, 'pipeline.convert', '--config', f's3://{BUCKET}/conf/nope.yaml')
+  assert missing.returncode == 2, _explain(missing)
+  assert missing.stderr.startswith(f'error: --config s3://{BUCKET}/conf/nope.yaml cannot be '
+                                   'read: ') and len(missing.stderr.splitlines()) == 1

@@ -1,0 +1,170 @@
+"""--config FILE: any convert/validate flag (Beam's too) in a YAML or JSON file;
+the command line wins; every error is one line and exit 2; the options in
+effect are recorded in dataset_info.json."""
+
+from __future__ import annotations
+
+import json
+
+from apache_beam.options.pipeline_options import DebugOptions
+from apache_beam.options.pipeline_options import StandardOptions
+import pytest
+
+from pipeline import command_line
+from pipeline import convert
+from pipeline import options as opts
+from pipeline import validate
+from pipeline.launch import EXIT_USAGE
+from tests.conftest import read_info
+from tests.conftest import write_manifest
+
+
+def write(path, text: str):
+  path.write_text(text)
+  return str(path)
+
+
+def test_file_values_as_on_the_command_line_and_the_command_line_wins(sample, tmp_path):
+  config_file = write(tmp_path / 'nightly.yaml', f"""
+manifest: {sample.manifest}
+output_dir: {sample.out}
+height: 8          # the command line says 4
+width: 6
+encoding: png
+split: [train=0.75, test=0.25]    # a list where the flag takes a comma list
+split_names: [train, test]
+background: [0, 0, 0]
+progress: off      # the word, as on the command line (not YAML 1.1's false)
+overwrite: true
+max_error_rate: 0.5
+experiments: [from_file_a, from_file_b]   # a repeated Beam flag
+direct_num_workers: 2
+""")
+  config, options = opts.parse_convert(['--config', config_file, '--height', '4',
+                                        '--experiments', 'from_command_line'])
+  assert (config.image.height, config.image.width, config.image.encoding) == (4, 6, 'png')
+  assert config.split.fractions == (('train', 0.75), ('test', 0.25))
+  assert config.split.names == ('train', 'test') and config.image.background == (0, 0, 0)
+  assert config.overwrite is True and config.max_error_rate == 0.5
+  assert config.progress == 'off'
+  assert config.output_dir == str(sample.out)
+  assert options.view_as(DebugOptions).experiments == ['from_command_line']
+  assert options.view_as(StandardOptions).runner == 'DirectRunner'
+  assert config.config_file == config_file
+  assert config.options['height'] == 4 and config.options['split'] == 'train=0.75,test=0.25'
+  assert config.options['direct_running_mode'] == 'multi_processing'
+
+
+def test_json_config_for_validate(tmp_path):
+  config_file = write(tmp_path / 'validate.json', json.dumps(
+      {'input_dir': str(tmp_path), 'expected_count': 12, 'max_problems': 5}))
+  config, _ = opts.parse_validate(['--config', config_file, '--expected_count', '13'])
+  assert (config.input_dir, config.expected_count, config.max_problems) == (
+      str(tmp_path), 13, 5)
+
+
+def test_the_recorded_options_are_a_config_file_of_the_same_run(sample, tmp_path):
+  write_manifest(sample.manifest, [(image, label, 0.5) for image, label in sample.labels.items()],
+                 header=('image', 'label', 'w'))
+  config, _ = opts.parse_convert([
+      '--manifest', str(sample.manifest), '--output_dir', str(sample.out), '--split',
+      'a=0.5,b=0.5', '--extra_features', 'w:float', '--resize_mode', 'pad'])
+  again = write(tmp_path / 'again.json', json.dumps(config.options))
+  replayed, _ = opts.parse_convert(['--config', again])
+  assert replayed.options == config.options
+  assert replayed.image == config.image and replayed.split == config.split
+  assert replayed.example == config.example and replayed.manifests == config.manifests
+
+
+def test_convert_records_the_merged_options_and_the_file(sample, tmp_path):
+  config_file = write(tmp_path / 'c.yaml', f"""
+manifest: {sample.manifest}
+output_dir: {sample.out}
+height: 6
+width: 6
+s3_secret_access_key: not-for-the-record
+""")
+  assert convert.main(['--config', config_file, '--width', '5']) == 0
+  info = read_info(sample.out)
+  assert info['config_file'] == config_file
+  assert (info['image']['height'], info['image']['width']) == (6, 5)
+  options = info['options']
+  assert (options['height'], options['width'], options['manifest']) == (
+      6, 5, str(sample.manifest))
+  assert options['runner'] == 'DirectRunner' and options['encoding'] == 'raw'
+  assert options['s3_secret_access_key'] == '<redacted>'
+  assert 'not-for-the-record' not in (sample.out / 'dataset_info.json').read_text()
+  assert 'config' not in options
+  # no --config: recorded as null
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--overwrite', '--height', '6', '--width', '6']) == 0
+  assert read_info(sample.out)['config_file'] is None
+
+
+@pytest.mark.parametrize('name,text,message', [
+    ('c.yaml', 'num_shard: 3\n', "unknown key 'num_shard'; did you mean num_shards?"),
+    ('c.yaml', 'zzz: 1\n', "unknown key 'zzz'"),
+    ('c.yaml', 'config: other.yaml\n', "unknown key 'config'"),
+    ('c.yaml', 'expected_count: 3\n', "unknown key 'expected_count'"),  # validate's
+    ('c.yaml', '--height: 3\n', "unknown key '--height'"),
+    ('c.yaml', 'height: abc\n', "key 'height': invalid positive integer value: 'abc'"),
+    ('c.yaml', 'encoding: gif\n', "key 'encoding': invalid choice: 'gif'"),
+    ('c.yaml', "overwrite: 'yes'\n", "key 'overwrite' takes true or false, not 'yes'"),
+    ('c.yaml', 'height: [1, 2]\n', "key 'height' takes one value, not [1, 2]"),
+    ('c.yaml', 'split_names: [train, [a, b]]\n',
+     "key 'split_names' takes a list of plain values, not ['train', ['a', 'b']]"),
+    ('c.yaml', 'split_names: [train, true]\n',
+     "key 'split_names' takes a list of plain values, not ['train', True]"),
+    ('c.yaml', 'overwrite: yes\n', "key 'overwrite' takes true or false, not 'yes'"),
+    ('c.yaml', 'height: {a: 1}\n', "key 'height': invalid positive integer value"),
+    ('c.yaml', 'runner: DaskRunner\n', '--runner DaskRunner cannot run this pipeline'),
+    ('c.yaml', 'height: 8\nwidth: [1, 2\n',
+     "does not parse: line 3: expected ',' or ']', but got '<stream end>' "
+     '(while parsing a flow sequence started at line 2)'),
+    ('c.yaml', 'height: 8\n  width: 2\n', 'does not parse: line 2: mapping values are '
+     'not allowed here'),
+    ('c.json', '{\n  "height": 8,\n}\n', 'does not parse: line 3: Expecting property name'),
+    ('c.yaml', '- height\n- 8\n', 'must hold a mapping of option names to values, not a '
+     'list'),
+    ('c.yaml', '# nothing yet\n', 'is empty'),
+    ('c.yaml', None, 'cannot be read: '),
+])
+def test_config_file_errors_are_one_line_usage_errors(sample, tmp_path, capsys, name, text,
+                                                      message):
+  path = tmp_path / name
+  if text is not None:
+    path.write_text(text)
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--config', str(path)])
+  err = capsys.readouterr().err.strip()
+  assert code == EXIT_USAGE
+  assert len(err.splitlines()) == 1 and err.startswith('error: ') and message in err, err
+  if 'DaskRunner' not in message:
+    assert err.startswith(f'error: --config {path}'), err
+  assert not sample.out.exists()
+
+
+def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):
+  path = write(tmp_path / 'v.yaml', 'manifest: m.csv\n')
+  assert validate.main(['--input_dir', str(tmp_path), '--config', path]) == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'manifest'"
+
+
+def test_credentials_are_redacted_from_the_record(tmp_path):
+  parsed = command_line.parse(['--input_dir', str(tmp_path), '--s3_access_key_id', 'AKIA',
+                               '--s3_secret_access_key', 'shh', '--s3_region_name', 'eu'],
+                              opts.ValidateOptions, '')
+  assert parsed.effective['s3_access_key_id'] == '<redacted>'
+  assert parsed.effective['s3_secret_access_key'] == '<redacted>'
+  assert parsed.effective['s3_region_name'] == 'eu'
+
+
+def test_the_readme_nightly_config_is_valid(tmp_path):
+  """README's nightly.yaml holds only known keys of the right types."""
+  import pathlib
+  readme = (pathlib.Path(__file__).parents[1] / 'README.md').read_text()
+  path = write(tmp_path / 'nightly.yaml', readme.split('# nightly.yaml\n', 1)[1].split('```')[0])
+  parser = command_line._full_parser(opts.ConvertOptions)  # pylint: disable=protected-access
+  given = command_line.read_config_file(path, parser, [])
+  assert given['split'] == 'train=0.9,validation=0.1' and given['overwrite'] is True
+  assert given['runner'] == 'DataflowRunner' and given['height'] == 224
