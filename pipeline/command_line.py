@@ -141,14 +141,14 @@ def _did_you_mean(name: str, own: list, every: list) -> str:
   return ''
 
 
-def _given(parser, argv: list, own_flags: list, where: str = '') -> dict:
+def _given(parser, argv: list, own_flags: list) -> dict:
   """Parses argv: {dest: value} of the flags it holds; UsageError otherwise."""
   namespace, unknown = parser.parse_known_args(argv, argparse.Namespace())
   if unknown:
     name = unknown[0].split('=', 1)[0]
     hint = _did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
         '--') else ''
-    raise UsageError(f'{where}unrecognized argument {unknown[0]!r}{hint}')
+    raise UsageError(f'unrecognized argument {unknown[0]!r}{hint}')
   return vars(namespace)
 
 
@@ -184,13 +184,13 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   # dataset_info.json before any Pipeline exists (which is what normally hands
   # the options to the filesystems): s3:// needs its endpoint and keys here.
   FileSystems.set_options(pipeline_options)
-  effective = {**_by_flag_name(parser, beam, redact=True),
-               **_by_flag_name(own, vars(args))}
+  effective = dict(sorted({**_by_flag_name(parser, beam, redact=True),
+                           **_by_flag_name(own, vars(args))}.items()))
   return Parsed(args, pipeline_options, effective, config_file)
 
 
 def _by_flag_name(parser, values: dict, redact: bool = False) -> dict:
-  """{dest: value} -> {flag name without dashes: JSON-safe value}, sorted."""
+  """{dest: value} -> {flag name without dashes: JSON-safe value}."""
   names = {}
   for flag, action in _flags_of(parser).items():
     names.setdefault(action.dest, flag[2:])
@@ -198,7 +198,7 @@ def _by_flag_name(parser, values: dict, redact: bool = False) -> dict:
   for dest, value in values.items():
     name = names.get(dest, dest)
     out[name] = '<redacted>' if redact and value and _SECRET.search(name) else _json_safe(value)
-  return dict(sorted(out.items()))
+  return out
 
 
 def _json_safe(value):
