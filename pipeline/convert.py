@@ -18,6 +18,7 @@ from pipeline import fast_exit
 from pipeline import launch
 from pipeline import options as opts
 from pipeline import progress
+from pipeline import run_temp
 from pipeline.output_dir import prepare_output_dir
 from transforms import filesystem
 from transforms.core import tally
@@ -152,7 +153,8 @@ def run(argv=None) -> int:
 
 
 def main(argv=None) -> int:
-  return launch.main_with_exit_codes(run, argv)
+  with run_temp.private_temp_dir():
+    return launch.main_with_exit_codes(run, argv)
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ import apache_beam as beam
 from pipeline import fast_exit
 from pipeline import launch
 from pipeline import options as opts
+from pipeline import run_temp
 from pipeline.output_dir import list_entries
 from transforms import filesystem
 from transforms.core import validation
@@ -131,7 +132,9 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 
 def main(argv=None, check_records=validation.check_records) -> int:
-  return launch.main_with_exit_codes(functools.partial(run, check_records=check_records), argv)
+  with run_temp.private_temp_dir():
+    return launch.main_with_exit_codes(functools.partial(run, check_records=check_records),
+                                       argv)
 
 
 if __name__ == '__main__':
