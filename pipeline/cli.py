@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from pipeline import fast_exit
+from pipeline import startup
 
 USAGE = ('usage: img2tfrecord {convert,validate} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
@@ -18,10 +19,12 @@ def main(argv=None) -> int:
     return 0 if argv else 2
   command, rest = argv[0], argv[1:]
   if command == 'convert':
-    from pipeline import convert
+    with startup.deferred_cloud_imports(rest):
+      from pipeline import convert
     return convert.main(rest)
   if command == 'validate':
-    from pipeline import validate
+    with startup.deferred_cloud_imports(rest):
+      from pipeline import validate
     return validate.main(rest)
   print(f'error: unknown command {command!r}\n{USAGE}', file=sys.stderr)
   return 2

@@ -10,12 +10,19 @@ Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
 from __future__ import annotations
 
 import os
+import sys
 import time
+
+from pipeline import startup
+
+if __name__ == '__main__':
+  startup.begin(sys.argv[1:])
 
 import apache_beam as beam
 
 from pipeline import fast_exit
 from pipeline import launch
+from pipeline import local_runner
 from pipeline import options as opts
 from pipeline import progress
 from pipeline import run_temp
@@ -140,7 +147,8 @@ def run(argv=None) -> int:
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options,
                                  manifest_path) as reporter:
-    p = beam.Pipeline(options=pipeline_options)
+    p = beam.Pipeline(
+        runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)
     p.run().wait_until_finish()
   if dry_run:
@@ -158,4 +166,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
+  startup.end()
   fast_exit.exit_now(main())

@@ -15,10 +15,16 @@ import json
 import os
 import sys
 
+from pipeline import startup
+
+if __name__ == '__main__':
+  startup.begin(sys.argv[1:])
+
 import apache_beam as beam
 
 from pipeline import fast_exit
 from pipeline import launch
+from pipeline import local_runner
 from pipeline import options as opts
 from pipeline import run_temp
 from pipeline.output_dir import list_entries
@@ -111,7 +117,8 @@ def run(argv=None, check_records=validation.check_records) -> int:
     print(summary(report, config.report_path))
     return launch.EXIT_FAILED
   shards, listing_problems = shard_listing(config.input_dir, info)
-  p = beam.Pipeline(options=pipeline_options)
+  p = beam.Pipeline(
+      runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
         config.check_processes, check_records)
@@ -138,4 +145,5 @@ def main(argv=None, check_records=validation.check_records) -> int:
 
 
 if __name__ == '__main__':
+  startup.end()
   fast_exit.exit_now(main())

@@ -8,6 +8,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms import filesystem
 from transforms.core.example import LabelledRow
 from transforms.core.example import build_example
 from transforms.core.image import prepare_pillow
@@ -39,6 +40,7 @@ def read_bytes(path: str) -> bytes:
   if is_local(path):
     return read_local_file(path)
   try:
+    filesystem.load_filesystem(path)
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
       return f.read()
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError

@@ -14,6 +14,20 @@ from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
 
+# Filesystems a command line run may have left out of Beam's import
+# (pipeline/startup.py); importing the module registers the filesystem.
+_DEFERRED_FILESYSTEMS = {
+    'gs': 'apache_beam.io.gcp.gcsfilesystem',
+    's3': 'apache_beam.io.aws.s3filesystem',
+}
+
+
+def load_filesystem(path: str) -> None:
+  """Makes sure Beam's filesystem for `path`'s scheme is registered."""
+  module = _DEFERRED_FILESYSTEMS.get(path.split('://', 1)[0]) if '://' in path else None
+  if module:
+    importlib.import_module(module)
+
 
 def join(directory: str, name: str) -> str:
   if '://' in directory:

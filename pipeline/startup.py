@@ -1,0 +1,67 @@
+"""What a command line run does before it imports Beam (so: no Beam here)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import sys
+
+# Imported by `import apache_beam` for features a local run without gs:// or
+# s3:// paths never uses: the GCS and S3 filesystems, BigQuery, Pub/Sub and
+# Dataflow clients (google.cloud, apitools, boto3/botocore), MongoDB and
+# Parquet IO (pymongo, pyarrow). Beam imports each of them under a
+# try/except ImportError and skips what is missing. Measured on 2 cores: the
+# CPU time of importing Beam and the pipeline went from 1.55 s to 0.85 s.
+DEFERRED = ('google.cloud', 'apitools', 'boto3', 'botocore', 'pymongo', 'pyarrow')
+_LOCAL_RUNNERS = ('DirectRunner', 'direct', 'LocalRunner', 'FnApiRunner')
+
+
+def needs_cloud(argv: list) -> bool:
+  """A non-local --runner, or any argument naming a URL (gs://, s3://, an
+  endpoint): then Beam is imported whole."""
+  for i, arg in enumerate(argv):
+    if '://' in arg:
+      return True
+    runner = None
+    if arg == '--runner' and i + 1 < len(argv):
+      runner = argv[i + 1]
+    elif arg.startswith('--runner='):
+      runner = arg.split('=', 1)[1]
+    if runner is not None and runner.split('.')[-1] not in _LOCAL_RUNNERS:
+      return True
+  return False
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+  """Makes the deferred packages look absent while it is installed."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if any(name == d or name.startswith(d + '.') for d in DEFERRED):
+      raise ModuleNotFoundError(f'{name} deferred by pipeline.startup', name=name)
+
+
+def begin(argv: list) -> None:
+  """Before an entry point imports Beam: leave out DEFERRED unless the run
+  needs them (see needs_cloud), until end()."""
+  if 'apache_beam' in sys.modules or needs_cloud(argv):
+    return
+  if not any(isinstance(f, _Refuse) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Refuse())
+
+
+def end() -> None:
+  """Once Beam is imported: every import works again. A gs:// or s3:// path
+  met later (an image listed in a local manifest) loads its filesystem then
+  (transforms.filesystem.load_filesystem)."""
+  sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Refuse)]
+
+
+@contextlib.contextmanager
+def deferred_cloud_imports(argv: list):
+  """begin(argv) ... end() around the imports of an entry point."""
+  begin(argv)
+  try:
+    yield
+  finally:
+    end()
