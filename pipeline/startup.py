@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import logging
 import sys
 
 # Imported by `import apache_beam` for features a local run without gs:// or
@@ -48,13 +49,19 @@ def begin(argv: list) -> None:
     return
   if not any(isinstance(f, _Refuse) for f in sys.meta_path):
     sys.meta_path.insert(0, _Refuse())
+    # Beam logs each package it found missing ("Failed to import
+    # GCSFileSystem", "apitools not found", ...): noise for a run that never
+    # needs them.
+    logging.disable(logging.WARNING)
 
 
 def end() -> None:
   """Once Beam is imported: every import works again. A gs:// or s3:// path
   met later (an image listed in a local manifest) loads its filesystem then
   (transforms.filesystem.load_filesystem)."""
-  sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Refuse)]
+  if any(isinstance(f, _Refuse) for f in sys.meta_path):
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Refuse)]
+    logging.disable(logging.NOTSET)
 
 
 @contextlib.contextmanager

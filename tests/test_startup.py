@@ -52,6 +52,7 @@ print(json.dumps([loaded, s3]))
 def _fresh_import(argv: list) -> list:
   out = subprocess.run([sys.executable, '-c', _SCRIPT] + argv, cwd=ROOT, check=True,
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert 'Failed to import' not in out.stderr and 'not found' not in out.stderr, out.stderr
   return json.loads(out.stdout.splitlines()[-1])
 
 
