@@ -18,11 +18,11 @@ _LOCAL_RUNNERS = ('DirectRunner', 'direct', 'LocalRunner', 'FnApiRunner')
 
 
 def needs_cloud(argv: list) -> bool:
-  """A non-local --runner, or any argument naming a URL (gs://, s3://, an
-  endpoint): then Beam is imported whole."""
+  """A non-local --runner, any argument naming a URL (gs://, s3://, an
+  endpoint) or a --config file: then Beam is imported whole."""
   for i, arg in enumerate(argv):
-    if '://' in arg:
-      return True
+    if '://' in arg or arg == '--config' or arg.startswith('--config='):
+      return True  # a --config file may name URLs or a runner: no guessing
     runner = None
     if arg == '--runner' and i + 1 < len(argv):
       runner = argv[i + 1]

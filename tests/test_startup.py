@@ -25,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     (['--manifest', 'm.csv', '--s3_endpoint_url', 'http://127.0.0.1:9000'], True),
     (['--manifest', 'm.csv', '--runner', 'DataflowRunner'], True),
     (['--manifest', 'm.csv', '--runner=PortableRunner'], True),
+    (['--config', 'run.yaml'], True),
+    (['--config=run.yaml'], True),
 ])
 def test_cloud_packages_are_needed_for_urls_and_distributed_runners(argv, needed):
   assert startup.needs_cloud(argv) is needed
