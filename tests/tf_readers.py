@@ -4,6 +4,13 @@
   python tests/tf_readers.py tfdata OUT_DIR        # tf.data driven by dataset_info.json
 
 Prints a JSON list of [label, first pixel...] per record, sorted.
+
+  python tests/tf_readers.py seed_pickle OUT_DIR H W FILE   # the seed recipe, every pixel
+  python tests/tf_readers.py load FILE DIR:SPLIT...          # pipeline.read.load, in its order
+  python tests/tf_readers.py keras OUT_DIR                  # a tiny model, one epoch
+
+seed_pickle pickles a list of {label, image} (numpy) to FILE, load a list of
+such lists (with key, class_text, extras) per DIR:SPLIT; keras prints its training history as JSON.
 """
 
 import glob
@@ -15,8 +22,9 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import tensorflow as tf  # pylint: disable=wrong-import-position
 
 
-def seed_recipe(out_dir, height, width):
-  """The classic tutorial, unchanged but for tf.compat.v1."""
+def seed_recipe(out_dir, height, width, full_images=None):
+  """The classic tutorial, unchanged but for tf.compat.v1. full_images: a list
+  that receives every {label, image} as well."""
   from PIL import Image
   tf1 = tf.compat.v1
   tf1.disable_eager_execution()
@@ -49,6 +57,8 @@ def seed_recipe(out_dir, height, width):
           Image.fromarray(image, 'RGB').save(
               os.path.join(saved, f'{len(results)}_Label_{value}.jpg'))
           results.append([int(value)] + image[0, 0].tolist())
+          if full_images is not None:
+            full_images.append({'label': int(value), 'image': image})
     except tf.errors.OutOfRangeError:
       pass
     finally:
@@ -89,7 +99,60 @@ def tfdata(out_dir):
   return results
 
 
+def load_records(out_dir, split):
+  """pipeline.read.load, every record in the dataset's order, as numpy."""
+  from pipeline import read
+  rows = []
+  for example in read.load(out_dir, split):
+    row = {name: value.numpy() for name, value in example.items()}
+    for name in ('key', 'class_text'):
+      row[name] = row[name].decode('utf-8')
+    row['label'] = int(row['label'])
+    rows.append(row)
+  return rows
+
+
+def train_keras(out_dir):
+  """A tiny classifier, one epoch on read.load: the README's recipe."""
+  from pipeline import read
+  info = json.load(open(os.path.join(out_dir, 'dataset_info.json')))
+  image = info['image']
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([
+      tf.keras.Input((image['height'], image['width'], image['channels'])),
+      tf.keras.layers.Rescaling(1 / 255),
+      tf.keras.layers.GlobalAveragePooling2D(),
+      tf.keras.layers.Dense(info['num_classes'], activation='softmax')])
+  model.compile('adam', 'sparse_categorical_crossentropy', metrics=['accuracy'])
+  dataset = (read.load(out_dir, 'train').shuffle(100, seed=0)
+             .map(lambda e: (e['image'], e['label'])).batch(4))
+  batches = []
+  counter = tf.keras.callbacks.LambdaCallback(
+      on_train_batch_end=lambda batch, logs: batches.append(batch))
+  history = model.fit(dataset, epochs=1, verbose=0, callbacks=[counter])
+  return {'history': {k: [float(v) for v in vs] for k, vs in history.history.items()},
+          'steps': len(batches)}
+
+
 if __name__ == '__main__':
   mode, out = sys.argv[1], sys.argv[2]
+  if mode in ('seed_pickle', 'load'):
+    import pickle
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if mode == 'load':
+      rows = [load_records(*arg.rsplit(':', 1)) for arg in sys.argv[3:]]
+      out = sys.argv[2]
+    else:
+      rows = []
+      seed_recipe(out, int(sys.argv[3]), int(sys.argv[4]), rows)
+      out = sys.argv[5]
+    with open(out, 'wb') as handle:
+      pickle.dump(rows, handle)
+    print(json.dumps(len(rows)))
+    sys.exit(0)
+  if mode == 'keras':
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    print(json.dumps(train_keras(out)))
+    sys.exit(0)
   rows = seed_recipe(out, int(sys.argv[3]), int(sys.argv[4])) if mode == 'seed' else tfdata(out)
   print(json.dumps(sorted(rows)))

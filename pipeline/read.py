@@ -1,0 +1,162 @@
+"""Load a converted dataset for training, driven only by its dataset_info.json.
+
+  from pipeline import read
+  ds = read.load('out', 'train').shuffle(1000).batch(32)    # tf.data.Dataset of dicts
+  for example in read.examples('out', 'train'):               # numpy, no TensorFlow
+    example['image'], example['label'], example['key'], example['class_text']
+
+Both give each record as {image: uint8 H x W x C, label: int64, key, class_text,
+every extra feature}, from raw, JPEG or PNG output, either schema, gzip or not;
+records of one shard in the shard's order. `--schema seed` records carry no key:
+it is ''. Local paths need neither Beam nor TensorFlow for `examples`; gs:// and
+s3:// paths go through Beam's filesystems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import contextlib
+import gzip
+import os
+from typing import Optional
+
+from transforms.core import records
+from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import parse_info
+from transforms.core.spec import DATASET_INFO
+from transforms.core.tfrecord import read_records
+
+# Records parsed per vectorised tf.io.parse_example call (then unbatched).
+PARSE_BATCH = 64
+
+
+def _is_remote(path: str) -> bool:
+  return '://' in path
+
+
+def join(directory: str, name: str) -> str:
+  if _is_remote(directory):
+    return directory.rstrip('/') + '/' + name
+  return os.path.join(directory, name)
+
+
+@contextlib.contextmanager
+def open_binary(path: str):
+  """A readable binary stream of `path`; `.gz` decompressed. Local files with
+  Python's own open (no Beam import), remote ones through Beam's filesystems."""
+  if _is_remote(path):
+    from transforms import filesystem  # imports Beam: only for gs://, s3://
+    with filesystem.open_checked(path) as stream:
+      yield stream
+    return
+  opener = gzip.open if path.endswith('.gz') else open
+  with opener(path, 'rb') as stream:
+    yield stream
+
+
+def read_info(input_dir: str) -> dict:
+  """dataset_info.json of `input_dir`; InfoError if it is missing or unusable."""
+  path = join(input_dir, DATASET_INFO)
+  if _is_remote(path):
+    from transforms import filesystem  # imports Beam: only for gs://, s3://
+    return filesystem.read_info(input_dir)
+  try:
+    with open(path, encoding='utf-8') as handle:
+      text = handle.read()
+  except OSError as error:
+    raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
+                    f'the dataset is incomplete or was never written')
+  return parse_info(text, path)
+
+
+def shard_paths(input_dir: str, info: dict, split: str) -> list:
+  """The split's shards as dataset_info.json lists them; InfoError for an unknown split."""
+  if split not in info['splits']:
+    raise InfoError(f'no split {split!r} in {join(input_dir, DATASET_INFO)}; it has '
+                    f'{", ".join(info["splits"]) or "none"}')
+  return [join(input_dir, shard) for shard in info['splits'][split]['shards']]
+
+
+def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
+             info: Optional[dict] = None) -> Iterator[dict]:
+  """Every record of `split` as a dict of numpy values, shard by shard, without
+  TensorFlow (the project's own TFRecord reader, both CRCs checked, and Example
+  parser). Raises ShardError on a damaged shard, RecordError on a record that
+  does not match dataset_info.json."""
+  info = info or read_info(input_dir)
+  for path in shard_paths(input_dir, info, split):
+    with open_binary(path) as stream:
+      for _, data in read_records(stream):
+        yield records.to_example(data, info, decode)
+
+
+def _parse_spec(info: dict, tf):
+  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
+  return {name: (tf.io.FixedLenFeature([], dtypes[f['dtype']]) if f['shape'] == []
+                 else tf.io.RaggedFeature(dtypes[f['dtype']]))
+          for name, f in info['feature_spec'].items()}
+
+
+def _decoder(info: dict, decode: bool, tf):
+  """Parsed features -> the example dict, decoding the image per dataset_info.json."""
+  image_info = info['image']
+  channels, encoding = image_info['channels'], image_info['encoding']
+  fixed = [image_info['height'], image_info['width'], channels]
+  label_map = tf.constant(info['label_map'] or [''])
+  seed = info['schema'] == 'seed'
+
+  def to_example(features):
+    if seed:
+      encoded, label = features['img_raw'], features['label']
+      shape, key, encoding_here = fixed, tf.constant(''), 'raw'
+      class_text = tf.gather(label_map, label)
+    else:
+      encoded, label = features['image/encoded'], features['image/class/label']
+      shape = tf.stack([features['image/height'], features['image/width'],
+                        features['image/channels']])
+      key, class_text = features['image/key'], features['image/class/text']
+      encoding_here = encoding
+    if not decode:
+      image = encoded
+    elif encoding_here == 'raw':
+      image = tf.reshape(tf.io.decode_raw(encoded, tf.uint8), shape)
+    elif encoding_here == 'jpeg':
+      # INTEGER_ACCURATE: the DCT Pillow (convert, validate, read.examples) uses.
+      image = tf.io.decode_jpeg(encoded, channels=channels, dct_method='INTEGER_ACCURATE')
+    else:
+      image = tf.io.decode_png(encoded, channels=channels)
+    if decode and None not in fixed:
+      image = tf.ensure_shape(image, fixed)
+    example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
+    if not seed:
+      example.update({name: value for name, value in features.items()
+                      if name not in records.DEFAULT_FEATURES})
+    return example
+
+  return to_example
+
+
+def load(input_dir: str, split: str = 'train', *, decode: bool = True,
+         shuffle_files: bool = False, info: Optional[dict] = None):
+  """A tf.data.Dataset of the split's records as dicts: `image` (uint8 H x W x C,
+  or the stored bytes with decode=False), `label` (int64), `key`, `class_text`
+  and every extra feature. Shards are read in parallel (interleaved, one
+  record of each in turn; each shard in its own order), records parsed in
+  vectorised batches. shuffle_files: a new shard order every epoch."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  info = info or read_info(input_dir)
+  files = shard_paths(input_dir, info, split)
+  compression = 'GZIP' if info['compression'] == 'gzip' else ''
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if shuffle_files:
+    dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True)
+  dataset = dataset.interleave(
+      lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+      cycle_length=max(1, min(len(files), 16)), num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=True)
+  spec = _parse_spec(info, tf)
+  return (dataset.batch(PARSE_BATCH)
+          .map(lambda batch: tf.io.parse_example(batch, spec), num_parallel_calls=tf.data.AUTOTUNE)
+          .unbatch()
+          .map(_decoder(info, decode, tf), num_parallel_calls=tf.data.AUTOTUNE,
+               deterministic=True))

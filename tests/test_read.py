@@ -1,0 +1,210 @@
+"""pipeline.read: read.examples (no TensorFlow) and read.load (tf.data) on real output."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import read
+from tests.conftest import read_info
+from transforms.core.dataset_info import InfoError
+
+READERS = pathlib.Path(__file__).with_name('tf_readers.py')
+ROOT = READERS.parent.parent
+CLASSES = ('ant', 'bee', 'cat')
+HEIGHT, WIDTH = 12, 16
+
+
+def pattern(i: int, channels: int = 3) -> np.ndarray:
+  """A smooth, different image per i, no wrap-around edges (JPEG keeps it
+  within a few levels)."""
+  y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+  planes = [x * 8 + y * 2 + 5 * i, y * 10 + 7 * i, x * 4 + 3 * i + 60]  # all < 256
+  image = np.stack(planes[:channels], axis=-1).astype(np.uint8)
+  return image
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  """12 PNGs of exactly the output size (no resize: pixels survive exactly),
+  labels cycling through CLASSES, a weight column for --extra_features."""
+  root = tmp_path_factory.mktemp('read_source')
+  (root / 'images').mkdir()
+  rows = ['image,label,weight']
+  for i in range(12):
+    Image.fromarray(pattern(i)).save(root / 'images' / f'img_{i:02d}.png')
+    rows.append(f'images/img_{i:02d}.png,{CLASSES[i % 3]},{i} {i + 0.5}')
+  (root / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  return root
+
+
+VARIANTS = {
+    'raw': ['--num_shards', '2'],
+    'seed': ['--schema', 'seed'],
+    'jpeg': ['--encoding', 'jpeg'],
+    'png_gzip': ['--encoding', 'png', '--compression', 'gzip', '--extra_features',
+                 'weight:float'],
+    'none_png_split': ['--resize_mode', 'none', '--encoding', 'png',
+                       '--split', 'train=0.5,test=0.5'],
+}
+
+
+@pytest.fixture(scope='module')
+def datasets(source, tmp_path_factory):
+  """One converted dataset per VARIANTS entry (converted once for the module)."""
+  outs = {}
+  for name, flags in VARIANTS.items():
+    out = tmp_path_factory.mktemp(f'read_{name}') / 'out'
+    assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
+                         '--height', str(HEIGHT), '--width', str(WIDTH), *flags]) == 0
+    outs[name] = out
+  return outs
+
+
+def expected_by_index(key: str) -> int:
+  return int(key.rsplit('_', 1)[1].split('.', maxsplit=1)[0])
+
+
+@pytest.mark.parametrize('variant', ['raw', 'png_gzip', 'none_png_split'])
+def test_examples_give_the_source_pixels_and_labels(datasets, variant):
+  out = datasets[variant]
+  info = read_info(out)
+  seen = []
+  for split in info['splits']:
+    for example in read.examples(str(out), split):
+      i = expected_by_index(example['key'])
+      assert example['image'].dtype == np.uint8
+      np.testing.assert_array_equal(example['image'], pattern(i))
+      assert example['label'] == i % 3
+      assert example['class_text'] == CLASSES[i % 3]
+      if variant == 'png_gzip':
+        np.testing.assert_array_equal(example['weight'], np.float32([i, i + 0.5]))
+        assert example['weight'].dtype == np.float32
+      seen.append(i)
+  assert sorted(seen) == list(range(12))
+
+
+def test_examples_of_jpeg_output_are_within_jpeg_tolerance(datasets):
+  examples = list(read.examples(str(datasets['jpeg'])))
+  assert len(examples) == 12
+  for example in examples:
+    diff = np.abs(example['image'].astype(int) - pattern(expected_by_index(example['key'])))
+    assert diff.mean() < 2 and diff.max() < 16, (diff.mean(), diff.max())
+
+
+def test_examples_of_seed_schema_have_no_key_and_the_class_text_of_the_map(datasets):
+  examples = list(read.examples(str(datasets['seed'])))
+  assert [e['key'] for e in examples] == [''] * 12
+  assert sorted(e['label'] for e in examples) == sorted(i % 3 for i in range(12))
+  assert all(e['class_text'] == CLASSES[e['label']] for e in examples)
+  # images are the sources (each matched by its pixels, labels agree)
+  for example in examples:
+    matches = [i for i in range(12) if np.array_equal(example['image'], pattern(i))]
+    assert len(matches) == 1 and matches[0] % 3 == example['label']
+
+
+def test_examples_without_decode_keep_the_stored_bytes(datasets):
+  example = next(read.examples(str(datasets['jpeg']), decode=False))
+  assert example['image'][:3] == b'\xff\xd8\xff'
+
+
+def test_examples_follow_shard_order(datasets):
+  out = datasets['raw']
+  info = read_info(out)
+  assert len(info['splits']['train']['shards']) == 2
+  keys = [e['key'] for e in read.examples(str(out))]
+  per_shard = []
+  for shard in info['splits']['train']['shards']:
+    per_shard += [e['key'] for e in read.examples(
+        str(out), info={**info, 'splits': {'train': {'shards': [shard]}}})]
+  assert keys == per_shard and len(keys) == 12
+
+
+def test_unknown_split_and_missing_dataset_are_info_errors(datasets, tmp_path):
+  with pytest.raises(InfoError, match=r"no split 'validation'.*it has train"):
+    next(read.examples(str(datasets['raw']), 'validation'))
+  with pytest.raises(InfoError, match='missing or unreadable'):
+    next(read.examples(str(tmp_path / 'nothing')))
+
+
+def test_examples_import_neither_tensorflow_nor_beam(datasets):
+  script = ('import sys, json\nfrom pipeline import read\n'
+            'n = sum(1 for _ in read.examples(sys.argv[1]))\n'
+            'print(json.dumps([n, [m for m in ("tensorflow", "apache_beam") '
+            'if m in sys.modules]]))')
+  done = subprocess.run([sys.executable, '-c', script, str(datasets['png_gzip'])], cwd=ROOT,
+                        capture_output=True, text=True, check=True)
+  assert json.loads(done.stdout) == [12, []]
+
+
+def _tf_reader(*args) -> str:
+  done = subprocess.run([sys.executable, str(READERS), *map(str, args)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_load_matches_examples_record_for_record(datasets, tmp_path):
+  """read.load and read.examples: the same records, pixel for pixel (JPEG too:
+  both decode with the accurate integer DCT), each shard in its own order."""
+  pairs = [(name, split) for name, out in datasets.items() for split in read_info(out)['splits']]
+  result = tmp_path / 'load.pickle'
+  _tf_reader('load', result, *[f'{datasets[name]}:{split}' for name, split in pairs])
+  loaded = pickle.loads(result.read_bytes())
+  for (name, split), from_tf in zip(pairs, loaded):
+    out = datasets[name]
+    plain = list(read.examples(str(out), split))
+    assert len(from_tf) == len(plain) > 0
+    if name != 'seed':  # keys are unique: compare each shard's order
+      info = read_info(out)
+      for shard in info['splits'][split]['shards']:
+        one = {**info, 'splits': {split: {'shards': [shard]}}}
+        shard_keys = [e['key'] for e in read.examples(str(out), split, info=one)]
+        assert [e['key'] for e in from_tf if e['key'] in shard_keys] == shard_keys
+      plain_by_key = {e['key']: e for e in plain}
+      pairs_here = [(e, plain_by_key[e['key']]) for e in from_tf]
+    else:  # one shard: the same order
+      assert len(read_info(out)['splits'][split]['shards']) == 1
+      pairs_here = list(zip(from_tf, plain))
+    for tf_example, example in pairs_here:
+      assert set(tf_example) == set(example)
+      np.testing.assert_array_equal(tf_example['image'], example['image'])
+      assert (tf_example['label'], tf_example['key'], tf_example['class_text']) == (
+          example['label'], example['key'], example['class_text'])
+      for extra in set(example) - {'image', 'label', 'key', 'class_text'}:
+        np.testing.assert_array_equal(tf_example[extra], example[extra])
+
+
+@pytest.mark.slow
+def test_seed_recipe_load_and_examples_agree_pixel_for_pixel(datasets, tmp_path):
+  out = datasets['seed']
+  result = tmp_path / 'seed.pickle'
+  _tf_reader('seed_pickle', out, HEIGHT, WIDTH, result)
+  from_seed = pickle.loads(result.read_bytes())
+  _tf_reader('load', tmp_path / 'load.pickle', f'{out}:train')
+  from_load = pickle.loads((tmp_path / 'load.pickle').read_bytes())[0]
+  plain = list(read.examples(str(out)))
+
+  def as_set(examples):
+    return sorted((e['label'], e['image'].tobytes()) for e in examples)
+
+  assert len(from_seed) == len(from_load) == len(plain) == 12
+  assert as_set(from_seed) == as_set(from_load) == as_set(plain)
+  # read.load keeps the shard's order (the seed recipe's shuffle_batch does not)
+  assert [e['image'].tobytes() for e in from_load] == [e['image'].tobytes() for e in plain]
+
+
+@pytest.mark.slow
+def test_a_keras_model_trains_one_epoch_on_load(datasets):
+  result = json.loads(_tf_reader('keras', datasets['raw']))
+  assert result['steps'] == 3  # 12 examples, batches of 4
+  assert len(result['history']['loss']) == 1 and np.isfinite(result['history']['loss'][0])

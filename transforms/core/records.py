@@ -1,0 +1,119 @@
+"""A converted dataset's records as plain values: decoded to numpy, no TensorFlow.
+
+What `pipeline.read.examples` and `pipeline.inspect` share: from one
+serialized Example and dataset_info.json to a dict of `image` (uint8 H x W x C),
+`label`, `key`, `class_text` and every extra feature; and, for files convert did
+not write, guessing which feature holds the image and which the label.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Optional
+
+import numpy as np
+from PIL import Image
+
+from transforms.core.example_proto import parse_example
+
+# Features of --schema default that are not extra features (everything else is).
+DEFAULT_FEATURES = frozenset((
+    'image/encoded', 'image/format', 'image/height', 'image/width', 'image/channels',
+    'image/class/label', 'image/class/text', 'image/filename', 'image/key',
+    'image/key/sha256'))
+# Guesses for files convert did not write (the tutorial's loop writes img_raw/label).
+IMAGE_FEATURES = ('image/encoded', 'img_raw', 'image')
+LABEL_FEATURES = ('image/class/label', 'label')
+_NUMPY_DTYPES = {'int64': np.int64, 'float32': np.float32, 'string': object}
+
+
+class RecordError(Exception):
+  """One record cannot be turned into an example (it is skipped, not fatal)."""
+
+
+def sniff_encoding(data: bytes) -> Optional[str]:
+  """'jpeg' or 'png' from the bytes' signature; None for anything else (raw)."""
+  if data[:3] == b'\xff\xd8\xff':
+    return 'jpeg'
+  if data[:8] == b'\x89PNG\r\n\x1a\n':
+    return 'png'
+  return None
+
+
+def decode_image(data: bytes, encoding: str, height: Optional[int], width: Optional[int],
+                 channels: int) -> np.ndarray:
+  """Stored image bytes -> uint8 array H x W x C; RecordError if they do not fit."""
+  if encoding == 'raw':
+    if not height or not width or len(data) != height * width * channels:
+      raise RecordError(f'raw image has {len(data)} bytes, expected {height}x{width}x'
+                        f'{channels} = {(height or 0) * (width or 0) * channels}')
+    return np.frombuffer(data, np.uint8).reshape(height, width, channels)
+  try:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+  except Exception as error:  # any decoder failure: this record is skipped
+    raise RecordError(f'{encoding} image does not decode: {type(error).__name__}: {error}')
+  if len(image.getbands()) != channels:
+    image = image.convert('RGB' if channels == 3 else 'L')
+  return np.asarray(image, np.uint8).reshape(image.height, image.width, channels)
+
+
+def _scalar(features: dict, name: str):
+  if name not in features or len(features[name][1]) != 1:
+    raise RecordError(f'feature {name!r} is missing or not a single value')
+  return features[name][1][0]
+
+
+def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
+  """A serialized Example of a converted dataset -> {image, label, key,
+  class_text, extras...}: image uint8 H x W x C (encoded bytes if not
+  decode), label int, key and class_text str ('' for --schema seed, which has
+  no key), extra features as numpy arrays (bytes ones of dtype object)."""
+  try:
+    features = parse_example(data)
+  except Exception as error:  # DecodeError: not an Example
+    raise RecordError(f'not a tf.train.Example: {error}')
+  image_info = info['image']
+  names = info['label_map']
+  if info['schema'] == 'seed':
+    encoded, label, key = _scalar(features, 'img_raw'), _scalar(features, 'label'), ''
+    height, width = image_info['height'], image_info['width']
+    channels, encoding = image_info['channels'], 'raw'
+  else:
+    encoded = _scalar(features, 'image/encoded')
+    label = _scalar(features, 'image/class/label')
+    key = _scalar(features, 'image/key').decode('utf-8', 'replace')
+    height, width = _scalar(features, 'image/height'), _scalar(features, 'image/width')
+    channels, encoding = _scalar(features, 'image/channels'), image_info['encoding']
+  example = {
+      'image': decode_image(encoded, encoding, height, width, channels) if decode else encoded,
+      'label': int(label),
+      'key': key,
+      'class_text': names[label] if 0 <= label < len(names) else '',
+  }
+  if info['schema'] != 'seed':
+    for name, declared in info['feature_spec'].items():
+      if name not in DEFAULT_FEATURES:
+        values = features.get(name, (None, []))[1]
+        example[name] = np.array(values, _NUMPY_DTYPES[declared['dtype']])
+  return example
+
+
+def guess_feature(features: dict, wanted: Optional[str], candidates: tuple) -> Optional[str]:
+  """The feature named `wanted`, else the first of `candidates` present."""
+  if wanted:
+    return wanted if wanted in features else None
+  return next((name for name in candidates if name in features), None)
+
+
+def describe_features(features: dict) -> list:
+  """[(name, kind, number of values, length of the first value or None)]."""
+  rows = []
+  for name, (kind, values) in sorted(features.items()):
+    first = len(values[0]) if kind == 'bytes_list' and values else None
+    rows.append((name, kind or 'empty', len(values), first))
+  return rows
+
+
+__all__ = ['RecordError', 'decode_image', 'describe_features', 'guess_feature',
+           'sniff_encoding', 'to_example']
