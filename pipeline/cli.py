@@ -1,4 +1,4 @@
-"""The `img2tfrecord` console script: `img2tfrecord convert|validate ...`."""
+"""The `img2tfrecord` console script: `img2tfrecord convert|validate|inspect|export ...`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import sys
 from pipeline import fast_exit
 from pipeline import startup
 
-USAGE = ('usage: img2tfrecord {convert,validate} [options]\n'
+USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
-         '  validate  read a converted dataset back and check it (see validate --help)')
+         '  validate  read a converted dataset back and check it (see validate --help)\n'
+         '  inspect   look at a dataset: counts, samples, a report page (see inspect --help)\n'
+         '  export    --format tfds: make it loadable by other readers (see export --help)')
 
 
 def main(argv=None) -> int:
@@ -26,6 +28,12 @@ def main(argv=None) -> int:
     with startup.deferred_cloud_imports(rest):
       from pipeline import validate
     return validate.main(rest)
+  if command == 'inspect':
+    from pipeline import inspect
+    return inspect.main(rest)
+  if command == 'export':
+    from pipeline import export
+    return export.main(rest)
   print(f'error: unknown command {command!r}\n{USAGE}', file=sys.stderr)
   return 2
 

@@ -93,7 +93,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
                | f'Write[{split}]' >> WriteShards(
                    filesystem.join(config.output_dir, split),
                    shard_suffix(config.compression), config.compression,
-                   config.num_shards, config.shard_size_mb * 1024 * 1024))
+                   config.num_shards, config.shard_size_mb * 1024 * 1024,
+                   config.write_index))
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
 

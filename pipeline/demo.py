@@ -2,12 +2,13 @@
 
 Draws 36 images of three classes (circle, square, triangle) in assorted
 formats and modes, writes demo_data/manifest.csv, runs convert and validate
-exactly as a user would, then shows what the output folder holds.
+exactly as a user would, then shows what the output folder holds and runs
+inspect on it (a sample, a contact sheet, a histogram and a report page in
+demo_output/inspect/).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -16,12 +17,12 @@ from PIL import Image
 from PIL import ImageDraw
 
 from pipeline import convert
+from pipeline import inspect
 from pipeline import validate
-from transforms.core.example_proto import parse_example
-from transforms.core.tfrecord import read_records
 
 DATA_DIR = 'demo_data'
 OUTPUT_DIR = 'demo_output'
+EXPORT_DIR = os.path.join(OUTPUT_DIR, 'inspect')
 CLASSES = ('circle', 'square', 'triangle')
 # (extension, Pillow mode): the sample mixes formats and modes on purpose.
 VARIANTS = (('jpg', 'RGB'), ('png', 'RGBA'), ('png', 'L'), ('gif', 'P'), ('bmp', 'RGB'),
@@ -62,24 +63,13 @@ def make_sample(directory: str, per_class: int = 12) -> str:
 
 
 def describe(output_dir: str) -> str:
-  with open(os.path.join(output_dir, 'dataset_info.json')) as handle:
-    info = json.load(handle)
+  """The output folder's files, then what `inspect` shows and exports."""
   lines = [f'\nThe dataset is in {os.path.abspath(output_dir)}/:']
   for name in sorted(os.listdir(output_dir)):
-    lines.append(f'  {name:40s} {os.path.getsize(os.path.join(output_dir, name)):>10,d} bytes')
-  image = info['image']
-  lines.append(f'{info["num_examples"]} examples of {image["height"]}x{image["width"]}x'
-               f'{image["channels"]} {image["encoding"]} pixels, classes {info["label_map"]}.')
-  first_shard = next(iter(info['splits'].values()))['shards'][0]
-  with open(os.path.join(output_dir, first_shard), 'rb') as stream:
-    _, record = next(read_records(stream))
-  features = parse_example(record)
-  lines.append(f'First record of {first_shard}:')
-  for name, (kind, values) in sorted(features.items()):
-    shown = (f'<{len(values[0])} bytes>' if kind == 'bytes_list' and len(values[0]) > 64
-             else values[0] if len(values) == 1 else values)
-    lines.append(f'  {name:20s} {kind:11s} {shown!r}')
-  lines.append('Read it with tf.data: see "Reading the output" in README.md.')
+    path = os.path.join(output_dir, name)
+    if os.path.isfile(path):
+      lines.append(f'  {name:40s} {os.path.getsize(path):>10,d} bytes')
+  lines.append(f'\n$ img2tfrecord inspect --input_dir {output_dir} --export_dir {EXPORT_DIR}')
   return '\n'.join(lines)
 
 
@@ -93,7 +83,9 @@ def main() -> int:
   if code != 0:
     return code
   print(describe(OUTPUT_DIR))
-  return 0
+  code = inspect.main(['--input_dir', OUTPUT_DIR, '--export_dir', EXPORT_DIR])
+  print('Load it for training: read.load / read.examples, see "Reading the output" in README.md.')
+  return code
 
 
 if __name__ == '__main__':

@@ -86,6 +86,9 @@ class ConvertOptions:
     out.add_argument('--shard_size_mb', type=_positive_int, default=DEFAULT_SHARD_SIZE_MB,
                      help='target shard size when --num_shards is 0')
     out.add_argument('--compression', default='none', choices=COMPRESSIONS)
+    out.add_argument('--write_index', action='store_true',
+                     help='write <shard>.index (one "offset length" line per record, as the '
+                     'tfrecord package and DALI read) beside each uncompressed shard')
     out.add_argument('--split', help='hash split, e.g. train=0.8,validation=0.1,test=0.1')
     out.add_argument('--split_names', default=','.join(manifest.DEFAULT_SPLIT_NAMES),
                      help='allowed values of a split column')
@@ -163,6 +166,7 @@ class ConvertConfig:
   image_threads: int = 0
   image_processes: int = 0
   label_map_path: Optional[str] = None
+  write_index: bool = False
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
 
@@ -173,6 +177,7 @@ class ConvertConfig:
                         options=self.options, config_file=self.config_file)
 
   def to_json(self) -> dict:
+    indexed = {'write_index': True} if self.write_index else {}  # absent: as before
     return {
         'output_dir': self.output_dir,
         'manifest': self.manifests[0].path if self.manifests else None,
@@ -186,6 +191,7 @@ class ConvertConfig:
         'split': [list(f) for f in self.split.fractions] or None,
         'seed': self.split.seed,
         'extra_features': {f.name: f.kind for f in self.example.extra_features},
+        **indexed,
     }
 
 
@@ -364,6 +370,9 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     if extras:
       raise UsageError('--schema seed writes exactly img_raw and label; '
                        'drop --extra_features or use --schema default')
+  if args.write_index and args.compression == 'gzip':
+    raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
+                     'cannot be used for random access (drop --compression gzip)')
   if not 0.0 <= args.max_error_rate <= 1.0:
     raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
@@ -396,4 +405,5 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       compression=args.compression, max_error_rate=args.max_error_rate,
       progress=args.progress, image_threads=args.image_threads,
       image_processes=args.image_processes, label_map_path=args.label_map,
-      options=parsed.effective, config_file=parsed.config_file)
+      options=parsed.effective, config_file=parsed.config_file,
+      write_index=args.write_index)

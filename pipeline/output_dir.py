@@ -13,6 +13,7 @@ from pipeline.launch import UsageError
 from transforms import filesystem
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
@@ -30,6 +31,7 @@ def our_patterns(split_names: tuple) -> tuple:
   for split in split_names:
     patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
                  for compression in COMPRESSIONS]
+    patterns.append(f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix("none")}{INDEX_SUFFIX}')
   return tuple(patterns)
 
 
@@ -53,7 +55,8 @@ def list_entries(output_dir: str) -> list:
 def _previous_shards(output_dir: str) -> set:
   try:
     info = json.loads(filesystem.read_text(filesystem.join(output_dir, DATASET_INFO)))
-    return {s for split in info.get('splits', {}).values() for s in split.get('shards', [])}
+    return {name for split in info.get('splits', {}).values()
+            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)}
   except Exception:  # no previous (or a damaged) dataset_info: patterns only
     return set()
 

@@ -31,6 +31,7 @@ from pipeline.output_dir import list_entries
 from transforms import filesystem
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
+from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.tags import PROBLEMS
@@ -55,7 +56,8 @@ def shard_listing(input_dir: str, info: dict) -> tuple:
   problems += [validation.Problem('extra_shard', name, -1,
                                   'a shard file on disk that dataset_info.json does not list')
                for name in sorted(present - listed_names)
-               if fnmatch.fnmatchcase(name, SHARD_PATTERN)]
+               if fnmatch.fnmatchcase(name, SHARD_PATTERN)
+               and not name.endswith(INDEX_SUFFIX)]  # --write_index files
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 

@@ -16,6 +16,9 @@ LABEL_MAP = 'label_map.txt'
 REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
 SHARD_SUFFIX = '.tfrecord'
+# --write_index: `<shard>.index` beside each uncompressed shard, one `offset length`
+# line per record (the tfrecord package's and NVIDIA DALI's index format).
+INDEX_SUFFIX = '.index'
 SHARD_TEMPLATE = '-SSSSS-of-NNNNN'
 # fnmatch pattern of SHARD_TEMPLATE + SHARD_SUFFIX, for any split, any compression
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'

@@ -66,3 +66,50 @@ def read_records(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
       raise ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
     yield index, data
     index += 1
+
+
+def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
+  """Like read_records, but a record whose data CRC fails is yielded as a
+  ShardError and reading goes on (its length was intact); a damaged length or a
+  cut-off file ends the shard with a ShardError."""
+  index = 0
+  while True:
+    header = stream.read(_HEADER.size)
+    if not header:
+      return
+    if len(header) < _HEADER.size or masked_crc(header[:8]) != _HEADER.unpack(header)[1]:
+      yield index, ShardError(index, 'corrupt_shard', f'record {index}: damaged length; '
+                              f'the rest of the file cannot be read')
+      return
+    length = _HEADER.unpack(header)[0]
+    data = stream.read(length)
+    footer = stream.read(_FOOTER.size)
+    if len(data) < length or len(footer) < _FOOTER.size:
+      yield index, ShardError(index, 'truncated_shard', f'file ends inside record {index}')
+      return
+    if masked_crc(data) != _FOOTER.unpack(footer)[0]:
+      yield index, ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
+    else:
+      yield index, data
+    index += 1
+
+
+def record_spans(stream: BinaryIO) -> Iterator[tuple[int, int]]:
+  """(offset, length incl. header and footer) of each record, reading only the
+  12-byte headers and seeking past the data (no CRC check: use read_records for
+  that). On a non-seekable stream the data is read and dropped."""
+  offset = 0
+  while True:
+    header = stream.read(_HEADER.size)
+    if not header:
+      return
+    if len(header) < _HEADER.size:
+      raise ShardError(0, 'truncated_shard', f'file ends inside a header at byte {offset}')
+    length = _HEADER.unpack(header)[0] + _HEADER.size + _FOOTER.size
+    skip = length - _HEADER.size
+    if stream.seekable():
+      stream.seek(skip, 1)
+    else:
+      stream.read(skip)
+    yield offset, length
+    offset += length

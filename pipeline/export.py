@@ -1,0 +1,181 @@
+"""Make a converted dataset loadable by other readers, without touching it.
+
+  python -m pipeline.export --format tfds --input_dir OUT [--output_dir OUT/tfds] [--overwrite]
+
+`--format tfds` writes TensorFlow Datasets' own metadata (its dataset_info.json,
+features.json, label files) into a folder of its own, OUT/tfds by default, with
+the shards reached from there: relative symlinks where the filesystem has
+them, copies where it does not; gzip shards decompressed (TFDS reads only
+uncompressed TFRecords). OUT itself, its dataset_info.json (our contract) and
+validate are untouched. Then:
+
+  tfds.builder_from_directory('OUT/tfds').as_dataset(split='train')
+
+Needs tensorflow-datasets (4.9.x) where it runs. Exit codes: 0 done, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from pipeline import read
+from transforms.core.dataset_info import InfoError
+from transforms.core.tfrecord import record_spans
+
+EXIT_OK, EXIT_USAGE = 0, 2  # as convert, validate and inspect
+FORMATS = ('tfds',)
+TFDS_DIR = 'tfds'
+# Our shard names, in TFDS's template language: the shards keep their names.
+TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
+TFDS_FEATURES_FILE = 'features.json'
+
+
+class ExportError(Exception):
+  """Bad input: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+
+  def error(self, message):
+    raise ExportError(message)
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+  parser = _Parser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
+                   allow_abbrev=False)
+  parser.add_argument('--format', required=True, choices=FORMATS)
+  parser.add_argument('--input_dir', required=True, help='a folder written by convert')
+  parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')
+  parser.add_argument('--overwrite', action='store_true',
+                      help='replace a previous export in --output_dir')
+  return parser.parse_args(argv)
+
+
+def tfds_features(info: dict, tfds, tf):
+  """The FeaturesDict matching our records. Feature names with '/' become
+  nested dicts (`image/class/label` -> ex['image']['class']['label']);
+  `image/key/sha256` is left out (TFDS cannot have `image/key` both a value and
+  a folder); raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
+  image = info['image']
+  names = info['label_map']
+  shape = (image['height'], image['width'], image['channels'])
+  if image['encoding'] == 'raw':
+    if None in shape:
+      raise ExportError('raw pixels of per-record size (--resize_mode none) cannot be a '
+                        'TFDS feature: TFDS needs their fixed shape')
+    pixels = tfds.features.Tensor(shape=shape, dtype=tf.uint8, encoding='bytes')
+  else:
+    pixels = tfds.features.Image(shape=shape, encoding_format=image['encoding'])
+  if info['schema'] == 'seed':
+    return tfds.features.FeaturesDict({
+        'img_raw': pixels, 'label': tfds.features.ClassLabel(names=names)})
+  scalar = {'string': tfds.features.Text(), 'int64': tfds.features.Scalar(dtype=tf.int64)}
+  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
+  nested = {'image': {
+      'encoded': pixels,
+      'format': scalar['string'],
+      'height': scalar['int64'],
+      'width': scalar['int64'],
+      'channels': scalar['int64'],
+      'filename': scalar['string'],
+      'key': scalar['string'],
+      'class': {'label': tfds.features.ClassLabel(names=names), 'text': scalar['string']},
+  }}
+  for name, spec in info['feature_spec'].items():
+    if not name.startswith('image/'):
+      nested[name] = tfds.features.Tensor(shape=(None,), dtype=dtypes[spec['dtype']])
+  return tfds.features.FeaturesDict(nested)
+
+
+def _link_or_copy(source: str, target: str) -> str:
+  """-> 'linked', 'copied' or 'decompressed'."""
+  if source.endswith('.gz'):
+    with read.open_binary(source) as stream, open(target, 'wb') as out:
+      shutil.copyfileobj(stream, out, 1 << 20)
+    return 'decompressed'
+  if '://' not in source:
+    try:
+      os.symlink(os.path.relpath(source, os.path.dirname(target)), target)
+      return 'linked'
+    except OSError:  # no symlinks here (e.g. Windows without the privilege): copy
+      pass
+  with read.open_binary(source) as stream, open(target, 'wb') as out:
+    shutil.copyfileobj(stream, out, 1 << 20)
+  return 'copied'
+
+
+def prepare(output_dir: str, overwrite: bool) -> None:
+  if os.path.exists(output_dir) and os.listdir(output_dir):
+    if not overwrite:
+      raise ExportError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
+                        f'replace a previous export')
+    if not os.path.exists(os.path.join(output_dir, TFDS_FEATURES_FILE)):
+      raise ExportError(f'--output_dir {output_dir} holds no previous TFDS export '
+                        f'({TFDS_FEATURES_FILE} is missing): not replacing it')
+    shutil.rmtree(output_dir)
+  os.makedirs(output_dir, exist_ok=True)
+
+
+def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
+  """Writes the TFDS folder; -> lines for the terminal."""
+  try:
+    info = read.read_info(input_dir)
+  except InfoError as error:
+    raise ExportError(str(error))
+  if '://' in output_dir:
+    raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
+                      'with local files here)')
+  try:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  except ImportError as error:
+    raise ExportError(f'--format tfds needs tensorflow-datasets ({error}): '
+                      f'pip install tensorflow-datasets==4.9.10')
+  features = tfds_features(info, tfds, tf)
+  prepare(output_dir, overwrite)
+  split_infos, done = [], {}
+  for split, declared in info['splits'].items():
+    lengths = []
+    for shard in declared['shards']:
+      target = os.path.join(output_dir, shard[:-3] if shard.endswith('.gz') else shard)
+      how = _link_or_copy(read.join(input_dir, shard), target)
+      done[how] = done.get(how, 0) + 1
+      with open(target, 'rb') as stream:
+        lengths.append(sum(1 for _ in record_spans(stream)))
+    num_bytes = sum(os.path.getsize(os.path.join(output_dir, os.path.basename(s)))
+                    for s in (t[:-3] if t.endswith('.gz') else t for t in declared['shards']))
+    split_infos.append(tfds.core.SplitInfo(
+        name=split, shard_lengths=lengths, num_bytes=num_bytes,
+        filename_template=tfds.core.ShardedFileTemplate(
+            data_dir=output_dir, template=TFDS_TEMPLATE, dataset_name='img2tfrecord',
+            split=split, filetype_suffix='tfrecord')))
+  tfds.folder_dataset.write_metadata(
+      data_dir=output_dir, features=features, split_infos=split_infos,
+      filename_template=TFDS_TEMPLATE, check_data=True,
+      description=f'img2tfrecord dataset {input_dir} (schema {info["schema"]})')
+  shards = ', '.join(f'{n} {how}' for how, n in sorted(done.items()))
+  return [f'TFDS metadata in {output_dir} (shards: {shards}); load it with '
+          f'tfds.builder_from_directory({output_dir!r}).as_dataset(split=...)']
+
+
+def run(argv: list) -> int:
+  args = parse_args(argv)
+  output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
+  print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
+  return EXIT_OK
+
+
+def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    return run(argv)
+  except ExportError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == '__main__':
+  sys.exit(main())

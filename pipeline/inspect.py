@@ -1,0 +1,449 @@
+"""Look at a dataset: counts, specs, the first record; with --export_dir, sample
+images, samples.csv, contact_sheet.png, label_histogram.png and report.html.
+
+  python -m pipeline.inspect --input_dir OUT [--split NAME] [--num 16] [--per_class K]
+      [--seed 0] [--export_dir DIR]
+  python -m pipeline.inspect --files 'PATTERN' [--height H --width W --channels C]
+      [--image_feature NAME] [--label_feature NAME] [--export_dir DIR]
+
+Records are streamed once (class counts and a reproducible random sample in the
+same pass); only the sampled records are kept. Exit codes: 0 done (damaged
+records are reported and skipped), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import glob
+import json
+import os
+import random
+import sys
+from typing import Optional
+
+from pipeline import read
+from pipeline import report
+from transforms.core import records
+from transforms.core.dataset_info import InfoError
+from transforms.core.example_proto import parse_example
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import VALIDATION_REPORT
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import read_records_skipping
+
+EXIT_OK, EXIT_USAGE = 0, 2  # the same codes as convert and validate (pipeline/launch.py)
+TOP_CLASSES = 20  # more classes than this: the terminal lists the most frequent
+FIRST_RECORDS = 3  # records of a foreign file whose features are described
+REJECTED_SHOWN = 3  # first rejected lines per stage/code on the page
+SAMPLES_CSV = 'samples.csv'
+CONTACT_SHEET = 'contact_sheet.png'
+HISTOGRAM = 'label_histogram.png'
+REPORT = 'report.html'
+SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_text')
+
+
+class InspectError(Exception):
+  """Bad input: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+
+  def error(self, message):
+    raise InspectError(message)
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+  parser = _Parser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
+                   allow_abbrev=False)
+  parser.add_argument('--input_dir', help='a folder written by convert')
+  parser.add_argument('--files', help='glob of TFRecord files convert did not write')
+  parser.add_argument('--split', help='only this split (default: every split)')
+  parser.add_argument('--num', type=int, default=16, help='sampled records per split')
+  parser.add_argument('--per_class', type=int, default=0,
+                      help='K sampled records per class and split instead of --num')
+  parser.add_argument('--seed', type=int, default=0, help='seed of the random sample')
+  parser.add_argument('--export_dir', help='write images, samples.csv, contact_sheet.png, '
+                      'label_histogram.png and report.html here')
+  parser.add_argument('--height', type=int, help='--files with raw pixels: their height')
+  parser.add_argument('--width', type=int, help='--files with raw pixels: their width')
+  parser.add_argument('--channels', type=int, default=3, choices=(1, 3))
+  parser.add_argument('--image_feature', help='--files: the image feature (default: the '
+                      f'first of {", ".join(records.IMAGE_FEATURES)})')
+  parser.add_argument('--label_feature', help='--files: the label feature (default: the '
+                      f'first of {", ".join(records.LABEL_FEATURES)})')
+  args = parser.parse_args(argv)
+  if bool(args.input_dir) == bool(args.files):
+    raise InspectError('give --input_dir (a folder written by convert) or --files PATTERN '
+                       '(TFRecord files without dataset_info.json)')
+  if args.num < 0 or args.per_class < 0:
+    raise InspectError('--num and --per_class must not be negative')
+  return args
+
+
+class Reservoir:
+  """A uniform random sample of k items per group, in one pass (algorithm R)."""
+
+  def __init__(self, k: int, rng: random.Random):
+    self._k = k
+    self._rng = rng
+    self._seen = {}
+    self._kept = {}
+
+  def offer(self, group, item) -> None:
+    seen = self._seen.get(group, 0)
+    kept = self._kept.setdefault(group, [])
+    if seen < self._k:
+      kept.append(item)
+    else:
+      slot = self._rng.randrange(seen + 1)
+      if slot < self._k:
+        kept[slot] = item
+    self._seen[group] = seen + 1
+
+  def items(self) -> list:
+    return [item for group in self._kept.values() for item in group]
+
+
+@dataclasses.dataclass
+class Scan:
+  """What one streaming pass over a split found."""
+  counts: dict = dataclasses.field(default_factory=dict)  # {label: records}
+  candidates: list = dataclasses.field(default_factory=list)  # [(shard, index, data)]
+  skipped: list = dataclasses.field(default_factory=list)  # ['shard record i: why']
+  num_records: int = 0
+
+
+def _records_of(path: str, skipped: list):
+  """(index, data) of every readable record of `path`; damage goes to skipped."""
+  shard = os.path.basename(path)
+  try:
+    with read.open_binary(path) as stream:
+      for index, data in read_records_skipping(stream):
+        if isinstance(data, ShardError):
+          skipped.append(f'{shard} record {index}: {data.detail}')
+        else:
+          yield index, data
+  except (EOFError, OSError) as error:  # a cut-off .gz, an unreadable file
+    skipped.append(f'{shard}: {type(error).__name__}: {error}')
+
+
+def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_class: bool,
+               seed: int) -> Scan:
+  """One pass over a split: label counts, and a reproducible sample of
+  sample_size records (per class with per_class)."""
+  scan = Scan()
+  reservoir = Reservoir(sample_size, random.Random(f'{seed}:{split}'))
+  for path in read.shard_paths(input_dir, info, split):
+    shard = os.path.basename(path)
+    for index, data in _records_of(path, scan.skipped):
+      try:
+        example = records.to_example(data, info, decode=False)
+      except records.RecordError as error:
+        scan.skipped.append(f'{shard} record {index}: {error}')
+        continue
+      label = example['label']
+      scan.counts[label] = scan.counts.get(label, 0) + 1
+      scan.num_records += 1
+      if sample_size:
+        reservoir.offer(label if per_class else None, (shard, index, data))
+  scan.candidates = sorted(reservoir.items(), key=lambda c: (
+      info['splits'][split]['shards'].index(c[0]), c[1]))
+  return scan
+
+
+def decode_samples(split: str, scan: Scan, info: dict) -> list:
+  """The sampled records decoded; one that does not decode is skipped (reported)."""
+  samples = []
+  for shard, index, data in scan.candidates:
+    try:
+      example = records.to_example(data, info)
+    except records.RecordError as error:
+      scan.skipped.append(f'{shard} record {index}: {error}')
+      continue
+    samples.append(report.Sample(split, shard, index, example['key'] or f'{shard}#{index}',
+                                 example['label'], example['class_text'], example['image']))
+  return samples
+
+
+def _optional_json(path: str) -> Optional[dict]:
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding='utf-8') as handle:
+    return json.load(handle)
+
+
+def rejected_summary(input_dir: str, info: dict) -> tuple:
+  """([(stage, code, count)] from dataset_info.json, {(stage, code): first lines}
+  streamed from rejected.jsonl)."""
+  counts = [(*reason.split('/', 1), count)
+            for reason, count in info.get('rejected_by_reason', {}).items()]
+  counts += [(*reason.split('/', 1), count)
+             for reason, count in info.get('label_manifest_rejected_by_reason', {}).items()]
+  first = {}
+  path = os.path.join(input_dir, REJECTED_FILE)
+  if counts and os.path.exists(path):
+    with open(path, encoding='utf-8') as handle:
+      for line in handle:
+        try:
+          rejection = json.loads(line)
+        except json.JSONDecodeError:
+          continue  # a cut-off last line: the counts above still hold
+        lines = first.setdefault((rejection.get('stage'), rejection.get('code')), [])
+        if len(lines) < REJECTED_SHOWN:
+          lines.append(line.rstrip('\n'))
+  return counts, first
+
+
+def _shown(kind: str, values: list) -> str:
+  """A feature's values for the terminal: long bytes as their length."""
+  if kind == 'bytes_list' and values and len(values[0]) > 64:
+    return f'<{len(values[0])} bytes>'
+  return repr(values[0] if len(values) == 1 else values)
+
+
+def first_record_lines(path: str) -> list:
+  skipped = []
+  for _, data in _records_of(path, skipped):
+    features = parse_example(data)
+    return [f'  {name:20s} {kind:11s} {_shown(kind, values)}'
+            for name, (kind, values) in sorted(features.items())]
+  return ['  (no readable record)']
+
+
+def class_table(counts: dict, names: list) -> tuple:
+  """(headers, rows): one row per class id with its count per split and total,
+  most frequent first when there are more than TOP_CLASSES."""
+  splits = list(counts)
+  labels = sorted(set(range(len(names))).union(*[set(c) for c in counts.values()]))
+  rows = []
+  for label in labels:
+    per_split = [counts[s].get(label, 0) for s in splits]
+    name = names[label] if 0 <= label < len(names) else '(not in the label map)'
+    rows.append([label, name, *per_split, sum(per_split)])
+  return ['id', 'class', *[f'{s} examples' for s in splits], 'total examples'], rows
+
+
+def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
+  image = info['image']
+  size = ('per-record size' if image['height'] is None
+          else f'{image["height"]}x{image["width"]}')
+  lines = [f'Dataset {input_dir}: schema {info["schema"]}, {info.get("num_examples")} '
+           f'examples, {info.get("num_rejected", 0)} rejected rows, '
+           f'compression {info.get("compression")}.', 'Splits:']
+  for split, declared in info['splits'].items():
+    lines.append(f'  {split:12s} {declared["num_examples"]:>9,d} examples '
+                 f'{declared["num_bytes"]:>14,d} bytes {len(declared["shards"]):>5d} shard(s)')
+  headers, rows = class_table(counts, info['label_map'])
+  shown = rows
+  if len(rows) > TOP_CLASSES:
+    shown = sorted(rows, key=lambda r: -r[-1])[:TOP_CLASSES]
+  lines.append(f'Classes ({len(rows)}' + (f', the {TOP_CLASSES} most frequent' if
+                                          shown is not rows else '') + '):')
+  lines.append('  ' + '  '.join(f'{h:>14s}' if n > 1 else f'{h:>4s}' if n == 0 else f'{h:20s}'
+                                for n, h in enumerate(headers)))
+  for row in shown:
+    lines.append('  ' + '  '.join(f'{v:>14,d}' if n > 1 else f'{v:>4d}' if n == 0
+                                  else f'{report._shorten(str(v), 20):20s}'
+                                  for n, v in enumerate(row)))
+  lines.append(f'Image: {size}x{image["channels"]} {image["encoding"]}, resize '
+               f'{image.get("resize_mode")} ({image.get("resize_filter")})')
+  lines.append('Features:')
+  lines += [f'  {name:20s} {spec["dtype"]:8s} {json.dumps(spec["shape"])}'
+            for name, spec in info['feature_spec'].items()]
+  split = next(iter(counts), None)
+  if split is not None and info['splits'][split]['shards']:
+    first = info['splits'][split]['shards'][0]
+    lines.append(f'First record of {first}:')
+    lines += first_record_lines(read.join(input_dir, first))
+  return lines
+
+
+def prepare_export_dir(export_dir: str) -> None:
+  """Creates export_dir; clears the images of a previous export (their
+  number may differ), nothing else."""
+  os.makedirs(export_dir, exist_ok=True)
+  for path in glob.glob(os.path.join(export_dir, '*_Label_*.jpg')):
+    if os.path.basename(path).split('_', 1)[0].isdigit():
+      os.remove(path)
+
+
+def export(export_dir: str, samples: list) -> list:
+  """Writes `{i}_Label_{label}.jpg` per sample and samples.csv; -> the csv rows."""
+  rows = []
+  for i, sample in enumerate(samples):
+    name = sample.file_name(i)
+    report.to_pil(sample.image).save(os.path.join(export_dir, name), 'JPEG', quality=95)
+    rows.append([name, sample.split, sample.shard, sample.record, sample.key,
+                 '' if sample.label is None else sample.label, sample.class_text])
+  with open(os.path.join(export_dir, SAMPLES_CSV), 'w', newline='', encoding='utf-8') as handle:
+    writer = csv.writer(handle)
+    writer.writerow(SAMPLE_COLUMNS)
+    writer.writerows(rows)
+  return rows
+
+
+def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: dict,
+                   names: list) -> tuple:
+  """contact_sheet.png (every sample), label_histogram.png -> (sheets per split, histogram)."""
+  every = [s for samples in samples_by_split.values() for s in samples]
+  report.contact_sheet(every).save(os.path.join(export_dir, CONTACT_SHEET))
+  histogram = report.figure_png(report.histogram_figure(counts, names),
+                                {'Title': f'{report.HISTOGRAM_TITLE}: {title}'})
+  with open(os.path.join(export_dir, HISTOGRAM), 'wb') as handle:
+    handle.write(histogram)
+  sheets = {split: report.png_bytes(report.contact_sheet(samples))
+            for split, samples in samples_by_split.items() if samples}
+  return sheets, histogram
+
+
+def inspect_dataset(args) -> list:
+  """--input_dir: the summary lines; with --export_dir, every file as well."""
+  if not os.path.isdir(args.input_dir) and '://' not in args.input_dir:
+    raise InspectError(f'--input_dir {args.input_dir} is not a folder')
+  try:
+    info = read.read_info(args.input_dir)
+  except InfoError as error:
+    raise InspectError(f'{error} (for TFRecord files convert did not write, use --files)')
+  splits = list(info['splits'])
+  if args.split:
+    if args.split not in splits:
+      raise InspectError(f'no split {args.split!r}; {args.input_dir} has '
+                         f'{", ".join(splits) or "none"}')
+    splits = [args.split]
+  exporting = bool(args.export_dir)
+  size = (args.per_class or args.num) if exporting else 0
+  scans = {split: scan_split(args.input_dir, info, split, size, bool(args.per_class), args.seed)
+           for split in splits}
+  counts = {split: scan.counts for split, scan in scans.items()}
+  lines = summary_lines(args.input_dir, info, counts)
+  skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
+  if not exporting:
+    return lines + [f'Skipped {line}' for line in skipped]
+  samples = {split: decode_samples(split, scan, info) for split, scan in scans.items()}
+  skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
+  prepare_export_dir(args.export_dir)
+  rows = export(args.export_dir, [s for split in samples.values() for s in split])
+  title = f'img2tfrecord dataset {args.input_dir}'
+  sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'])
+  headers, class_rows = class_table(counts, info['label_map'])
+  rejected, rejected_lines = rejected_summary(args.input_dir, info)
+  split_rows = [[s, d['num_examples'], d['num_bytes'], len(d['shards'])]
+                for s, d in info['splits'].items() if s in splits]
+  page = report.report_html(
+      title=title, splits=split_rows, class_rows=class_rows, class_headers=headers,
+      image_spec=info['image'], feature_spec=info['feature_spec'], histogram_png=histogram,
+      sheets=sheets, samples_rows=rows, rejected=rejected, rejected_lines=rejected_lines,
+      validation=_optional_json(os.path.join(args.input_dir, VALIDATION_REPORT)),
+      skipped=skipped, notes=[f'{info.get("num_examples")} examples, '
+                              f'{info.get("num_rejected", 0)} rejected rows of '
+                              f'{info.get("num_manifest_rows")} manifest rows.'])
+  with open(os.path.join(args.export_dir, REPORT), 'w', encoding='utf-8') as handle:
+    handle.write(page)
+  return lines + [f'Skipped {line}' for line in skipped] + [
+      f'Exported {len(rows)} images, {SAMPLES_CSV}, {CONTACT_SHEET}, {HISTOGRAM} to '
+      f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
+
+
+def foreign_image(features: dict, args, where: str) -> tuple:
+  """(pixels, label or None, class text) of a record of a foreign file."""
+  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
+  if image_name is None or features[image_name][0] != 'bytes_list':
+    raise InspectError(f'{where}: no image feature (tried '
+                       f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
+                       f'name it with --image_feature')
+  data = features[image_name][1][0]
+  encoding = records.sniff_encoding(data)
+  if encoding is None:
+    if not args.height or not args.width:
+      raise InspectError(f'{where}: {image_name!r} holds {len(data)} bytes that are neither '
+                         f'JPEG nor PNG: give --height, --width and --channels of the raw '
+                         f'pixels')
+    expected = args.height * args.width * args.channels
+    if len(data) != expected:
+      raise InspectError(f'{where}: {image_name!r} has {len(data)} bytes, --height '
+                         f'{args.height} --width {args.width} --channels {args.channels} '
+                         f'make {expected}')
+  image = records.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
+  label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
+  label = None
+  if label_name is not None and features[label_name][0] == 'int64_list':
+    label = features[label_name][1][0]
+  text = features.get('image/class/text', (None, [b'']))[1]
+  return image, label, text[0].decode('utf-8', 'replace') if text else ''
+
+
+def inspect_files(args) -> list:
+  """--files: each file's features from its first records; export when asked."""
+  paths = sorted(glob.glob(args.files))
+  if not paths:
+    raise InspectError(f'--files {args.files!r} matches no file')
+  lines = []
+  reservoir = Reservoir(args.per_class or args.num, random.Random(f'{args.seed}:files'))
+  skipped = []
+  counts = {}
+  for path in paths:
+    lines.append(f'{path}:')
+    for index, data in _records_of(path, skipped):
+      try:
+        features = parse_example(data)
+      except Exception as error:  # DecodeError: not an Example
+        skipped.append(f'{os.path.basename(path)} record {index}: not a tf.train.Example: '
+                       f'{error}')
+        continue
+      if index < FIRST_RECORDS:
+        lines.append(f'  record {index}:')
+        lines += [f'    {name:24s} {kind:11s} {n} value(s)' +
+                  (f', first {length} bytes' if length is not None else '')
+                  for name, kind, n, length in records.describe_features(features)]
+      if not args.export_dir:
+        if index + 1 >= FIRST_RECORDS:
+          break
+        continue
+      label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
+      label = None
+      if label_name is not None and features[label_name][0] == 'int64_list':
+        label = features[label_name][1][0]
+      counts[label] = counts.get(label, 0) + 1
+      reservoir.offer(label if args.per_class else None, (path, index, features))
+  lines += [f'Skipped {line}' for line in skipped]
+  if not args.export_dir:
+    return lines
+  samples = []
+  for path, index, features in sorted(reservoir.items(), key=lambda c: (paths.index(c[0]), c[1])):
+    where = f'{os.path.basename(path)} record {index}'
+    try:
+      image, label, text = foreign_image(features, args, where)
+    except records.RecordError as error:
+      skipped.append(f'{where}: {error}')
+      continue
+    key = features.get('image/key', (None, [b'']))[1]
+    samples.append(report.Sample('', os.path.basename(path), index,
+                                 key[0].decode('utf-8', 'replace') if key and key[0] else
+                                 f'{os.path.basename(path)}#{index}', label, text, image))
+  prepare_export_dir(args.export_dir)
+  rows = export(args.export_dir, samples)
+  report.contact_sheet(samples).save(os.path.join(args.export_dir, CONTACT_SHEET))
+  return lines + [f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to '
+                  f'{args.export_dir}']
+
+
+def run(argv: list) -> int:
+  args = parse_args(argv)
+  lines = inspect_files(args) if args.files else inspect_dataset(args)
+  print('\n'.join(lines))
+  return EXIT_OK
+
+
+def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    return run(argv)
+  except InspectError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == '__main__':
+  sys.exit(main())

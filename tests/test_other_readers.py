@@ -1,0 +1,238 @@
+"""Readers people already have: --write_index + the `tfrecord` package (PyTorch
+users' reader), and TensorFlow Datasets through `export --format tfds`."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import cli
+from pipeline import convert
+from pipeline import export
+from pipeline import read
+from pipeline import validate
+from tests.conftest import read_info
+from transforms.core.tfrecord import record_spans
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLASSES = ('ant', 'bee', 'cat')
+HEIGHT, WIDTH = 12, 16
+
+
+def pattern(i: int) -> np.ndarray:
+  y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+  return np.stack([x * 8 + y * 2 + 5 * i, y * 10 + 7 * i, x * 4 + 3 * i + 60],
+                  axis=-1).astype(np.uint8)
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  root = tmp_path_factory.mktemp('others')
+  (root / 'images').mkdir()
+  rows = ['image,label,weight']
+  for i in range(20):
+    Image.fromarray(pattern(i)).save(root / 'images' / f'img_{i:02d}.png')
+    rows.append(f'images/img_{i:02d}.png,{CLASSES[i % 3]},{i} 0.5')
+  (root / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  return root
+
+
+def converted(source, out, *flags):
+  assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), *flags]) == 0
+  return out
+
+
+@pytest.fixture(scope='module')
+def indexed(source, tmp_path_factory):
+  """Raw output in 3 shards of a tiny size cap (several bundles' worth), indexed."""
+  return converted(source, tmp_path_factory.mktemp('indexed') / 'out', '--write_index',
+                   '--extra_features', 'weight:float',
+                   '--shard_size_mb', '1', '--num_shards', '3',
+                   '--split', 'train=0.7,test=0.3')
+
+
+def index_lines(path) -> list:
+  return [tuple(map(int, line.split())) for line in path.read_text().splitlines()]
+
+
+def test_write_index_writes_offsets_and_lengths_of_every_record(indexed):
+  info = read_info(indexed)
+  assert info['config']['write_index'] is True
+  shards = [s for split in info['splits'].values() for s in split['shards']]
+  assert len(shards) == 6
+  for shard in shards:
+    path = indexed / shard
+    with open(path, 'rb') as stream:
+      spans = list(record_spans(stream))
+    assert index_lines(pathlib.Path(f'{path}.index')) == spans
+    assert spans[-1][0] + spans[-1][1] == path.stat().st_size and spans[0][0] == 0
+  assert sorted(p.name for p in indexed.glob('*.index')) == sorted(f'{s}.index' for s in shards)
+
+
+def test_indexed_output_still_validates_and_overwrite_removes_the_index(indexed, source,
+                                                                         tmp_path):
+  assert validate.main(['--input_dir', str(indexed), '--report',
+                        str(tmp_path / 'report.json')]) == 0
+  copy = tmp_path / 'out'
+  converted(source, copy, '--write_index', '--num_shards', '2')
+  assert len(list(copy.glob('*.index'))) == 2
+  converted(source, copy, '--overwrite', '--num_shards', '1')
+  assert list(copy.glob('*.index')) == []
+  assert 'write_index' not in read_info(copy)['config']
+
+
+def test_write_index_with_gzip_is_a_usage_error(source, tmp_path, capsys):
+  assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir',
+                       str(tmp_path / 'out'), '--write_index', '--compression', 'gzip']) == 2
+  assert 'gzip stream cannot be used for random access' in capsys.readouterr().err
+  assert not (tmp_path / 'out').exists()
+
+
+# The tfrecord package registers tensorflow.Example in protobuf's default pool,
+# as TensorFlow does: the two cannot share a process, so it runs in its own.
+TFRECORD_SCRIPT = """
+import hashlib, json, sys
+import tfrecord
+path, index, shard, compression = json.loads(sys.argv[1])
+description = {'image/encoded': 'byte', 'image/class/label': 'int', 'image/key': 'byte'}
+if index:
+  description['weight'] = 'float'
+rows = []
+for r in tfrecord.tfrecord_loader(path, index, description, shard=shard and tuple(shard),
+                                  compression_type=compression):
+  rows.append([bytes(r['image/key']).decode(), int(r['image/class/label'][0]),
+               hashlib.sha256(bytes(r['image/encoded'])).hexdigest(),
+               r['weight'].tolist() if 'weight' in r else None])
+print(json.dumps(rows))
+"""
+
+
+def tfrecord_package(path, index=None, shard=None, compression=None) -> list:
+  if importlib.util.find_spec('tfrecord') is None:  # not imported here: see above
+    pytest.skip('needs the tfrecord package')
+  done = subprocess.run([sys.executable, '-c', TFRECORD_SCRIPT,
+                         json.dumps([str(path), index and str(index), shard, compression])],
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  return json.loads(done.stdout)
+
+
+def _digest(example) -> str:
+  data = example['image'] if isinstance(example['image'], bytes) else example['image'].tobytes()
+  return hashlib.sha256(data).hexdigest()
+
+
+def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
+  info = read_info(indexed)
+  for split, declared in info['splits'].items():
+    expected = {e['key']: e for e in read.examples(str(indexed), split)}
+    seen = []
+    for shard in declared['shards']:
+      path = indexed / shard
+      whole = tfrecord_package(path)
+      keys = [r[0] for r in whole]
+      # two workers, each its half of the shard, found through the index
+      halves = [tfrecord_package(path, f'{path}.index', (n, 2)) for n in range(2)]
+      assert [r[0] for r in halves[0] + halves[1]] == keys
+      assert len(halves[0]) == len(keys) // 2
+      for key, label, digest, weight in halves[0] + halves[1]:
+        assert (label, digest) == (expected[key]['label'], _digest(expected[key]))
+        assert weight == expected[key]['weight'].tolist()
+      seen += keys
+    assert sorted(seen) == sorted(expected)
+
+
+def test_the_tfrecord_package_reads_gzip_output_without_an_index(source, tmp_path):
+  out = converted(source, tmp_path / 'out', '--compression', 'gzip', '--encoding', 'png')
+  info = read_info(out)
+  rows = tfrecord_package(out / info['splits']['train']['shards'][0], compression='gzip')
+  plain = list(read.examples(str(out), decode=False))
+  assert [(r[0], r[1], r[2]) for r in rows] == [(e['key'], e['label'], _digest(e))
+                                                  for e in plain]
+
+
+def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
+  assert export.main(['--format', 'tfds', '--input_dir', str(tmp_path / 'none')]) == 2
+  assert 'dataset_info.json is missing' in capsys.readouterr().err
+  assert cli.main(['export', '--format', 'parquet', '--input_dir', str(tmp_path)]) == 2
+  assert "invalid choice: 'parquet'" in capsys.readouterr().err
+  out = converted(source, tmp_path / 'none_raw', '--resize_mode', 'none')
+  pytest.importorskip('tensorflow_datasets')
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert 'per-record size' in capsys.readouterr().err
+
+
+TFDS_VARIANTS = {
+    'raw': ['--num_shards', '2', '--extra_features', 'weight:float'],
+    'jpeg': ['--encoding', 'jpeg', '--split', 'train=0.6,test=0.4'],
+    'gzip_png': ['--encoding', 'png', '--compression', 'gzip'],
+    'seed': ['--schema', 'seed'],
+}
+
+
+@pytest.mark.slow
+def test_tensorflow_datasets_loads_the_export(source, tmp_path):
+  pytest.importorskip('tensorflow_datasets')
+  outs = {name: converted(source, tmp_path / name, *flags)
+          for name, flags in TFDS_VARIANTS.items()}
+  for out in outs.values():
+    assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 0
+    # our contract is untouched: validate still passes on the folder
+    assert validate.main(['--input_dir', str(out)]) == 0
+  # a second export needs --overwrite
+  assert export.main(['--format', 'tfds', '--input_dir', str(outs['raw'])]) == 2
+  assert export.main(['--format', 'tfds', '--input_dir', str(outs['raw']), '--overwrite']) == 0
+  assert os.path.islink(outs['raw'] / 'tfds' / read_info(outs['raw'])['splits']['train'][
+      'shards'][0])
+  script = """
+import json, sys
+import tensorflow_datasets as tfds
+rows = {}
+for name, folder in json.loads(sys.argv[1]).items():
+  builder = tfds.builder_from_directory(folder)
+  for split in builder.info.splits:
+    for ex in tfds.as_numpy(builder.as_dataset(split=split)):
+      if 'img_raw' in ex:
+        row = [int(ex['label']), '', ex['img_raw'].tolist()]
+      else:
+        image = ex['image']
+        row = [int(image['class']['label']), image['key'].decode(), image['encoded'].tolist()]
+        if 'weight' in ex:
+          row.append(ex['weight'].tolist())
+      rows.setdefault(name + ':' + split, []).append(row)
+print(json.dumps(rows))
+"""
+  done = subprocess.run([sys.executable, '-c', script,
+                         json.dumps({n: str(o / 'tfds') for n, o in outs.items()})],
+                        cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  loaded = json.loads(done.stdout.strip().splitlines()[-1])
+  for name, out in outs.items():
+    for split in read_info(out)['splits']:
+      rows = loaded[f'{name}:{split}']
+      plain = list(read.examples(str(out), split))
+      assert len(rows) == len(plain) > 0
+      if name == 'seed':
+        assert sorted((r[0], np.uint8(r[2]).tobytes()) for r in rows) == sorted(
+            (e['label'], e['image'].tobytes()) for e in plain)
+        continue
+      by_key = {e['key']: e for e in plain}
+      for row in rows:
+        example = by_key[row[1]]
+        assert row[0] == example['label']
+        if name == 'jpeg':  # TFDS decodes with TensorFlow's default (fast) DCT
+          assert np.abs(np.int32(row[2]) - example['image']).mean() < 3
+        else:
+          np.testing.assert_array_equal(np.uint8(row[2]), example['image'])
+        if name == 'raw':
+          np.testing.assert_array_equal(np.float32(row[3]), example['weight'])
