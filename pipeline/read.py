@@ -104,6 +104,7 @@ def _decoder(info: dict, decode: bool, tf):
   fixed = [image_info['height'], image_info['width'], channels]
   label_map = tf.constant(info['label_map'] or [''])
   seed = info['schema'] == 'seed'
+  extras = records.extra_feature_names(info)
 
   def to_example(features):
     if seed:
@@ -128,9 +129,7 @@ def _decoder(info: dict, decode: bool, tf):
     if decode and None not in fixed:
       image = tf.ensure_shape(image, fixed)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
-    if not seed:
-      example.update({name: value for name, value in features.items()
-                      if name not in records.DEFAULT_FEATURES})
+    example.update({name: features[name] for name in extras})
     return example
 
   return to_example

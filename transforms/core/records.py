@@ -15,12 +15,8 @@ import numpy as np
 from PIL import Image
 
 from transforms.core.example_proto import parse_example
+from transforms.core.spec import FEATURE_TABLES
 
-# Features of --schema default that are not extra features (everything else is).
-DEFAULT_FEATURES = frozenset((
-    'image/encoded', 'image/format', 'image/height', 'image/width', 'image/channels',
-    'image/class/label', 'image/class/text', 'image/filename', 'image/key',
-    'image/key/sha256'))
 # Guesses for files convert did not write (the tutorial's loop writes img_raw/label).
 IMAGE_FEATURES = ('image/encoded', 'img_raw', 'image')
 LABEL_FEATURES = ('image/class/label', 'label')
@@ -29,6 +25,12 @@ _NUMPY_DTYPES = {'int64': np.int64, 'float32': np.float32, 'string': object}
 
 class RecordError(Exception):
   """One record cannot be turned into an example (it is skipped, not fatal)."""
+
+
+def extra_feature_names(info: dict) -> list:
+  """The dataset's --extra_features: feature_spec names its schema's table lacks."""
+  table = {f.name for f in FEATURE_TABLES[info['schema']].features}
+  return [name for name in info['feature_spec'] if name not in table]
 
 
 def sniff_encoding(data: bytes) -> Optional[str]:
@@ -75,14 +77,15 @@ def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
     raise RecordError(f'not a tf.train.Example: {error}')
   image_info = info['image']
   names = info['label_map']
+  table = FEATURE_TABLES[info['schema']]
+  label = _scalar(features, table.label)
+  key = _scalar(features, table.key).decode('utf-8', 'replace') if table.key else ''
   if info['schema'] == 'seed':
-    encoded, label, key = _scalar(features, 'img_raw'), _scalar(features, 'label'), ''
+    encoded = _scalar(features, 'img_raw')
     height, width = image_info['height'], image_info['width']
     channels, encoding = image_info['channels'], 'raw'
   else:
     encoded = _scalar(features, 'image/encoded')
-    label = _scalar(features, 'image/class/label')
-    key = _scalar(features, 'image/key').decode('utf-8', 'replace')
     height, width = _scalar(features, 'image/height'), _scalar(features, 'image/width')
     channels, encoding = _scalar(features, 'image/channels'), image_info['encoding']
   example = {
@@ -91,11 +94,9 @@ def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
       'key': key,
       'class_text': names[label] if 0 <= label < len(names) else '',
   }
-  if info['schema'] != 'seed':
-    for name, declared in info['feature_spec'].items():
-      if name not in DEFAULT_FEATURES:
-        values = features.get(name, (None, []))[1]
-        example[name] = np.array(values, _NUMPY_DTYPES[declared['dtype']])
+  for name in extra_feature_names(info):
+    values = features.get(name, (None, []))[1]
+    example[name] = np.array(values, _NUMPY_DTYPES[info['feature_spec'][name]['dtype']])
   return example
 
 
@@ -115,5 +116,5 @@ def describe_features(features: dict) -> list:
   return rows
 
 
-__all__ = ['RecordError', 'decode_image', 'describe_features', 'guess_feature',
-           'sniff_encoding', 'to_example']
+__all__ = ['RecordError', 'decode_image', 'describe_features', 'extra_feature_names',
+           'guess_feature', 'sniff_encoding', 'to_example']
