@@ -4,6 +4,7 @@ TensorFlow; transforms never imports pipeline."""
 import ast
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -63,3 +64,58 @@ def test_plain_layers_never_import_beam_steps(path):
   assert all(m.startswith(allowed) for m in imported), imported
   if path.parent.name == 'core':
     assert not any(m.startswith('transforms.workers') for m in imported), imported
+
+
+# --- README's Layout section names every module, and only modules that exist ---
+
+
+def _layout_section() -> str:
+  text = (ROOT / 'README.md').read_text()
+  start = text.index('\n## Layout\n')
+  end = text.find('\n## ', start + 1)
+  return text[start:end if end != -1 else len(text)]
+
+
+def _layout_blocks() -> dict:
+  """The Layout code block as {folder: its text}: a folder starts a line, and
+  indented lines continue it."""
+  section = _layout_section()
+  code = section.split('```')[1]
+  blocks, folder = {}, None
+  for line in code.splitlines():
+    match = re.match(r'([\w/]+/)\s', line + ' ')
+    if match:
+      folder = match.group(1).rstrip('/')
+      blocks[folder] = line[match.end():]
+    elif folder and line.startswith(' '):
+      blocks[folder] += ' ' + line.strip()
+  return blocks
+
+
+def _package_folders() -> list:
+  """Every folder under pipeline/ and transforms/ that holds Python modules."""
+  folders = set()
+  for top in ('pipeline', 'transforms'):
+    folders.update(p.parent for p in (ROOT / top).rglob('*.py') if '__pycache__' not in p.parts)
+  return sorted(str(f.relative_to(ROOT)) for f in folders)
+
+
+def test_layout_section_has_the_package_folders():
+  folders = _package_folders()
+  assert {'pipeline', 'transforms', 'transforms/core', 'transforms/workers'} <= set(folders)
+  assert set(folders) <= set(_layout_blocks()), 'README Layout misses a folder'
+
+
+@pytest.mark.parametrize('folder', _package_folders())
+def test_layout_section_names_each_module_and_no_other(folder):
+  named = set(re.findall(r'(?<![\w/])(\w+)\.py\b', _layout_blocks()[folder])) - {'__init__'}
+  present = {p.stem for p in (ROOT / folder).glob('*.py')} - {'__init__'}
+  assert not present - named, f'README Layout ({folder}/) does not name {sorted(present - named)}'
+  assert not named - present, f'README Layout ({folder}/) names missing {sorted(named - present)}'
+
+
+def test_layout_section_paths_exist():
+  paths = re.findall(r'(?<![\w/])((?:pipeline|transforms|tests|bench)/[\w/]*\w\.py)\b',
+                     _layout_section())
+  assert paths, 'the Layout section points at no file at all'
+  assert [p for p in paths if not (ROOT / p).is_file()] == []
