@@ -1,4 +1,6 @@
 # The two commands a new user needs: `make demo` and `make test`.
+# install: everything (runtime + the tf extra + test tools); a worker installs
+# only requirements.txt (see README "Running on Dataflow").
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,10 +10,10 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt setup.py
+$(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -r requirements-test.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-tf.txt -r requirements-test.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

@@ -25,7 +25,11 @@ setuptools.setup(
     long_description_content_type='text/markdown',
     python_requires='>=3.10',
     packages=setuptools.find_packages(include=['pipeline', 'pipeline.*', 'transforms', 'transforms.*']),
+    # Workers install only the runtime list; TensorFlow (readers, tests) is the `tf` extra.
     install_requires=requirements('requirements.txt'),
-    extras_require={'test': requirements('requirements-test.txt')},
+    extras_require={
+        'tf': requirements('requirements-tf.txt'),
+        'test': requirements('requirements-tf.txt') + requirements('requirements-test.txt'),
+    },
     entry_points={'console_scripts': ['img2tfrecord = pipeline.cli:console_main']},
 )
