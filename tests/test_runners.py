@@ -274,7 +274,7 @@ def _copy_project(destination: pathlib.Path) -> pathlib.Path:
   Staging runs `setup.py sdist`, which (re)writes an egg-info folder next to
   setup.py: a copy keeps that out of the repository others are working in.
   """
-  for name in ('setup.py', 'requirements.txt', 'requirements-test.txt'):
+  for name in ('setup.py', 'requirements.txt', 'requirements-tf.txt', 'requirements-test.txt'):
     shutil.copy2(REPO / name, destination / name)
   for package in ('pipeline', 'transforms'):
     shutil.copytree(REPO / package, destination / package,
