@@ -26,6 +26,7 @@ from pipeline import local_runner
 from pipeline import options as opts
 from pipeline import progress
 from pipeline import run_temp
+from pipeline.output_dir import RunLock
 from pipeline.output_dir import prepare_output_dir
 from transforms import filesystem
 from transforms.core import tally
@@ -141,9 +142,15 @@ def summary(info: dict, seconds: float) -> str:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
-  dry_run = launch.is_dry_run(pipeline_options)
-  if not dry_run:  # a dry run only builds the job: it must not clear or create anything
+  if launch.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
+    return _convert(config, pipeline_options, dry_run=True)
+  # One run per output folder: a second one exits 2 here, before anything is touched.
+  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options):
     prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names())
+    return _convert(config, pipeline_options, dry_run=False)
+
+
+def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool) -> int:
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options,

@@ -1,0 +1,291 @@
+"""One convert per output folder at a time, and recovery from a SIGKILL at any point."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pipeline import convert
+from pipeline import output_dir
+from pipeline import validate
+from pipeline.launch import EXIT_FAILED
+from pipeline.launch import EXIT_OK
+from pipeline.launch import EXIT_USAGE
+from pipeline.launch import UsageError
+from pipeline.output_dir import RunInfo
+from pipeline.output_dir import RunLock
+from pipeline.output_dir import stale_reason
+from tests.conftest import COLOURS
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOW = 1_800_000_000.0
+HOST, NAMESPACE = 'here', 'pid:[1]'
+TIMEOUT = 180
+
+
+def holder(**changes) -> RunInfo:
+  fields = dict(run_id='abc123def456', host=HOST, pid=4242, started='2027-01-15T08:00:00Z',
+                heartbeat='2027-01-15T08:00:00Z', pid_start='777', pid_namespace=NAMESPACE)
+  fields.update(changes)
+  return RunInfo(**fields)
+
+
+# ---------------------------------------------------------------- staleness, plain
+
+
+def test_same_host_is_judged_by_its_process():
+  old = NOW + 3600 * 24  # heartbeats do not matter on the same host
+  assert stale_reason(holder(), old, HOST, NAMESPACE, lambda pid: '777') is None
+  assert 'process 4242 on this host is gone' in stale_reason(
+      holder(), NOW, HOST, NAMESPACE, lambda pid: None)
+  assert 'now belongs to another process' in stale_reason(
+      holder(), NOW, HOST, NAMESPACE, lambda pid: '999')
+  # a system that cannot tell start times: alive is alive
+  assert stale_reason(holder(), NOW, HOST, NAMESPACE, lambda pid: '') is None
+
+
+def test_another_host_or_pid_namespace_is_judged_by_its_heartbeat():
+  beat = RunInfo.from_text(holder().to_text())
+  beat_at = output_dir._unix(beat.heartbeat)  # pylint: disable=protected-access
+  never = lambda pid: pytest.fail('a process on another host was looked up')  # noqa: E731
+  for host, namespace in (('elsewhere', NAMESPACE), (HOST, 'pid:[2]')):
+    fresh = beat_at + output_dir.STALE_AFTER_SECONDS - 1
+    assert stale_reason(beat, fresh, host, namespace, never) is None
+    why = stale_reason(beat, beat_at + output_dir.STALE_AFTER_SECONDS + 5, host, namespace,
+                       never)
+    assert why.startswith('no heartbeat for 605 s'), why
+
+
+def test_lock_text_round_trip_and_foreign_files():
+  assert RunInfo.from_text(holder().to_text()) == holder()
+  for text in ('', 'not json', '[]', '{"run_id": "x"}', json.dumps(
+      {**json.loads(holder().to_text()), 'heartbeat': 'yesterday'})):
+    assert RunInfo.from_text(text) is None, text
+  assert stale_reason(None, NOW, HOST, NAMESPACE) == (
+      'its lock file is not a lock this program wrote')
+  assert holder().describe() == ('run abc123def456 (host here, pid 4242, started '
+                                 '2027-01-15T08:00:00Z, last heartbeat 2027-01-15T08:00:00Z)')
+
+
+# ---------------------------------------------------------------- the lock, local files
+
+
+def lock_files(folder: pathlib.Path) -> list:
+  return sorted(p.name for p in folder.iterdir() if p.name.startswith('.convert.lock'))
+
+
+def test_second_acquire_is_refused_naming_the_holder_then_free_after_release(tmp_path):
+  out = tmp_path / 'out'
+  first = RunLock.acquire(str(out), False, None)
+  assert lock_files(out) == ['.convert.lock.000000']
+  on_disk = RunInfo.from_text((out / '.convert.lock.000000').read_text())
+  assert on_disk == first.me and on_disk.pid == os.getpid()
+  assert on_disk.host == socket.gethostname()
+  for overwrite in (False, True):  # --overwrite never takes a live lock
+    with pytest.raises(UsageError) as refused:
+      RunLock.acquire(str(out), overwrite, None)
+    message = str(refused.value)
+    assert f'is being written by run {first.me.run_id} (host {first.me.host}, pid ' \
+           f'{os.getpid()}, started {first.me.started}' in message
+  first.release()
+  assert lock_files(out) == []
+  with RunLock.acquire(str(out), False, None) as again:
+    assert again.generation == 0
+  assert lock_files(out) == []
+
+
+def test_a_stale_lock_needs_overwrite_and_is_taken_over(tmp_path):
+  out = tmp_path / 'out'
+  out.mkdir()
+  dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                        capture_output=True, text=True, check=True)
+  stale = dict(json.loads(RunInfo.this_process(NOW).to_text()), pid=int(dead.stdout),
+               run_id='deadbeef0000')
+  (out / '.convert.lock.000003').write_text(json.dumps(stale))
+  with pytest.raises(UsageError) as refused:
+    RunLock.acquire(str(out), False, None)
+  assert 'holds the lock of a run that is no longer running (run deadbeef0000' in str(
+      refused.value)
+  assert f'its process {int(dead.stdout)} on this host is gone' in str(refused.value)
+  assert '--overwrite' in str(refused.value)
+  assert lock_files(out) == ['.convert.lock.000003']
+  lock = RunLock.acquire(str(out), True, None)
+  assert lock.generation == 4 and lock_files(out) == ['.convert.lock.000004']
+  lock.release()
+  assert lock_files(out) == []
+
+
+def test_of_many_acquiring_at_once_exactly_one_wins(tmp_path):
+  out, start = tmp_path / 'out', threading.Barrier(8)
+  won, refused = [], []
+
+  def attempt():
+    start.wait()
+    try:
+      won.append(RunLock.acquire(str(out), True, None))
+    except UsageError as error:
+      refused.append(str(error))
+
+  threads = [threading.Thread(target=attempt) for _ in range(8)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert len(won) == 1 and len(refused) == 7
+  assert all(f'being written by run {won[0].me.run_id}' in r for r in refused), refused
+  won[0].release()
+  assert lock_files(out) == []
+
+
+def test_the_holder_beats_its_own_lock(tmp_path, monkeypatch):
+  monkeypatch.setattr(output_dir, 'HEARTBEAT_SECONDS', 0.05)
+  out = tmp_path / 'out'
+  with RunLock.acquire(str(out), False, None) as lock:
+    first = (out / '.convert.lock.000000').read_text()
+    deadline = time.monotonic() + 10
+    while RunInfo.from_text((out / '.convert.lock.000000').read_text()).heartbeat == (
+        RunInfo.from_text(first).heartbeat) and time.monotonic() < deadline:
+      time.sleep(0.05)
+    beat = RunInfo.from_text((out / '.convert.lock.000000').read_text())
+    assert beat.heartbeat > RunInfo.from_text(first).heartbeat
+    assert (beat.run_id, beat.started) == (lock.me.run_id, RunInfo.from_text(first).started)
+  assert lock_files(out) == []
+
+
+def test_output_dir_that_is_a_file_is_a_usage_error(tmp_path):
+  (tmp_path / 'file').write_text('x')
+  with pytest.raises(UsageError, match='exists and is not a folder'):
+    RunLock.acquire(str(tmp_path / 'file'), False, None)
+
+
+# ---------------------------------------------------------------- convert, end to end
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory) -> pathlib.Path:
+  root = tmp_path_factory.mktemp('lockdata')
+  rows = []
+  for i in range(12):
+    name = list(COLOURS)[i % 3]
+    write_image(root / f'images/{name}_{i}.png', COLOURS[name], size=(30 + i, 20 + i))
+    rows.append((f'images/{name}_{i}.png', name))
+  write_manifest(root / 'manifest.csv', rows)
+  return root
+
+
+def convert_flags(data: pathlib.Path, out, *extra) -> list:
+  return ['--manifest', str(data / 'manifest.csv'), '--output_dir', str(out),
+          '--height', '16', '--width', '16', '--progress', 'off', *extra]
+
+
+def start(point: str, flags: list, go=None) -> subprocess.Popen:
+  command = [sys.executable, '-m', 'tests.lock_helpers', point, *([str(go)] if go else []),
+             '--', *flags]
+  return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen) -> tuple:
+  out, err = process.communicate(timeout=TIMEOUT)
+  return process.returncode, out, err
+
+
+def kill_at(point: str, flags: list) -> tuple:
+  return finish(start(point, flags))
+
+
+def in_process(main, argv: list, capsys) -> tuple:
+  """(exit code, stdout + stderr) of convert.main or validate.main run here."""
+  capsys.readouterr()
+  code = main(argv)
+  captured = capsys.readouterr()
+  return code, captured.out + captured.err
+
+
+@pytest.fixture(scope='module')
+def reference(data, tmp_path_factory) -> dict:
+  """name -> bytes of a clean run's dataset (dataset_info.json left out)."""
+  out = tmp_path_factory.mktemp('reference') / 'out'
+  assert convert.main(convert_flags(data, out)) == EXIT_OK
+  return {p.name: p.read_bytes() for p in out.iterdir() if p.name != 'dataset_info.json'}
+
+
+def assert_same_dataset(out: pathlib.Path, reference: dict) -> None:
+  names = sorted(p.name for p in out.iterdir())
+  assert names == sorted([*reference, 'dataset_info.json']), names
+  for name, data in reference.items():
+    assert (out / name).read_bytes() == data, name
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert info['num_examples'] == 12 and info['num_rejected'] == 0
+
+
+def test_two_converts_at_once_exactly_one_proceeds(data, tmp_path, reference):
+  out, sync = tmp_path / 'out', tmp_path / 'sync'
+  sync.mkdir()
+  go = sync / 'go'
+  runs = [start(f'hold:{sync}', convert_flags(data, out), go) for _ in range(2)]
+  time.sleep(0.5)
+  go.write_text('')
+  deadline = time.monotonic() + TIMEOUT
+  while not any(r.poll() is not None for r in runs) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  (loser,) = [r for r in runs if r.poll() is not None]
+  (winner,) = [r for r in runs if r is not loser]
+  code, _, err = finish(loser)
+  assert code == EXIT_USAGE, err
+  while not list(sync.glob('holding-*')) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  # The loser exited while the winner still holds the lock, paused before writing.
+  assert [p.name for p in sync.glob('holding-*')] == [f'holding-{winner.pid}']
+  held = RunInfo.from_text((out / '.convert.lock.000000').read_text())
+  assert held.pid == winner.pid
+  assert err.strip() == (
+      f'error: --output_dir {out} is being written by {held.describe()}; wait for it to '
+      f'finish or stop it (a killed run is taken over with --overwrite)')
+  assert 'Traceback' not in err
+  (sync / 'release').write_text('')
+  code, _, err = finish(winner)
+  assert code == EXIT_OK, err
+  assert_same_dataset(out, reference)
+
+
+KILL_POINTS = [
+    pytest.param('locked', id='locked', marks=pytest.mark.slow),
+    pytest.param('clearing', id='clearing', marks=pytest.mark.slow),
+    pytest.param('shards', id='shards'),
+    pytest.param('written', id='written', marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize('point', KILL_POINTS)
+def test_killed_run_is_incomplete_and_a_rerun_with_overwrite_recovers(
+    point, data, tmp_path, reference, capsys):
+  out = tmp_path / 'out'
+  if point == 'clearing':  # killed while --overwrite clears a previous dataset
+    assert convert.main(convert_flags(data, out)) == EXIT_OK
+  code, _, err = kill_at(point, convert_flags(data, out, '--overwrite'))
+  assert code == -signal.SIGKILL, err
+  assert lock_files(out) == ['.convert.lock.000000']
+  code, report = in_process(validate.main, ['--input_dir', str(out)], capsys)
+  if point == 'written':  # killed once the dataset was complete: only the lock is left
+    assert code == EXIT_OK, report
+  else:
+    assert code == EXIT_FAILED, report
+    assert 'dataset_info.json' in report and 'incomplete' in report, report
+  code, err = in_process(convert.main, convert_flags(data, out), capsys)
+  assert code == EXIT_USAGE, err
+  assert 'holds the lock of a run that is no longer running' in err and '--overwrite' in err
+  assert convert.main(convert_flags(data, out, '--overwrite')) == EXIT_OK
+  assert_same_dataset(out, reference)  # nothing of the dead run, no lock
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
