@@ -10,8 +10,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -64,9 +66,8 @@ def s3(server):
   return client
 
 
-def _run(server, module: str, *args: str) -> subprocess.CompletedProcess:
-  command = [sys.executable, '-m', module, *args, *server.beam_options()]
-  # Only the --s3_* options configure S3: no profile, config file or proxy.
+def _env() -> dict:
+  """Only the --s3_* options configure S3: no profile, config file or proxy."""
   env = dict(os.environ, AWS_EC2_METADATA_DISABLED='true', AWS_CONFIG_FILE=os.devnull,
              AWS_SHARED_CREDENTIALS_FILE=os.devnull)
   for name in ('AWS_PROFILE', 'AWS_DEFAULT_PROFILE', 'AWS_ACCESS_KEY_ID',
@@ -75,8 +76,23 @@ def _run(server, module: str, *args: str) -> subprocess.CompletedProcess:
                'https_proxy'):
     env.pop(name, None)
   env['NO_PROXY'] = env['no_proxy'] = '127.0.0.1,localhost'
-  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=RUN_TIMEOUT, check=False)
+  return env
+
+
+def _start(server, module: str, *args: str) -> subprocess.Popen:
+  return subprocess.Popen([sys.executable, '-m', module, *args, *server.beam_options()],
+                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def _run(server, module: str, *args: str) -> subprocess.CompletedProcess:
+  process = _start(server, module, *args)
+  try:
+    stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    raise
+  return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def _explain(result: subprocess.CompletedProcess) -> str:
@@ -248,3 +264,73 @@ def test_a_config_file_on_s3(server, s3):
   assert missing.returncode == 2, _explain(missing)
   assert missing.stderr.startswith(f'error: --config s3://{BUCKET}/conf/nope.yaml cannot be '
                                    'read: ') and len(missing.stderr.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the run lock on S3
+
+
+def _convert_args(output_dir: str) -> list:
+  return ['--manifest', f's3://{BUCKET}/data/manifest.csv', '--output_dir', output_dir,
+          '--height', str(SIZE), '--width', str(SIZE), '--progress', 'off']
+
+
+def _dataset_keys(s3, prefix: str) -> list:
+  """What convert writes (a validate run may have added its report)."""
+  return [n for n in keys(s3, prefix) if n != 'validation_report.json']
+
+
+def _locks(s3, prefix: str) -> list:
+  return [n for n in keys(s3, prefix) if n.startswith('.convert.lock.')]
+
+
+def test_two_converts_at_once_on_s3_exactly_one_proceeds(server, s3, converted, tmp_path):
+  """Both reach the lock together; S3's If-None-Match lets one create it."""
+  sync = tmp_path / 'sync'
+  sync.mkdir()
+  target = f's3://{BUCKET}/racing'
+  runs = [_start(server, 'tests.lock_helpers', f'hold:{sync}', str(sync / 'go'), '--',
+                 *_convert_args(target)) for _ in range(2)]
+  time.sleep(0.5)
+  (sync / 'go').write_text('')
+  deadline = time.monotonic() + RUN_TIMEOUT
+  while all(r.poll() is None for r in runs) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  (loser,) = [r for r in runs if r.poll() is not None]
+  (winner,) = [r for r in runs if r is not loser]
+  _, err = loser.communicate()
+  assert loser.returncode == 2, err
+  while not list(sync.glob('holding-*')) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert [p.name for p in sync.glob('holding-*')] == [f'holding-{winner.pid}']
+  assert _locks(s3, 'racing') == ['.convert.lock.000000']
+  held = json.loads(get(s3, 'racing/.convert.lock.000000'))
+  assert held['pid'] == winner.pid
+  assert (f'--output_dir {target} is being written by run {held["run_id"]} (host '
+          f'{held["host"]}, pid {winner.pid}, started {held["started"]}') in err, err
+  (sync / 'release').write_text('')
+  _, err = winner.communicate(timeout=RUN_TIMEOUT)
+  assert winner.returncode == 0, err
+  assert keys(s3, 'racing') == _dataset_keys(s3, 'out')  # no lock left
+  del converted
+
+
+@pytest.mark.slow
+def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converted):
+  target = f's3://{BUCKET}/killed'
+  killed = _run(server, 'tests.lock_helpers', 'shards', '--', *_convert_args(target),
+                '--overwrite')
+  assert killed.returncode == -signal.SIGKILL, _explain(killed)
+  assert _locks(s3, 'killed') == ['.convert.lock.000000']
+  assert 'dataset_info.json' not in keys(s3, 'killed')
+  incomplete = validate(server, target)
+  assert incomplete.returncode == 1, _explain(incomplete)
+  assert 'incomplete' in incomplete.stdout + incomplete.stderr, _explain(incomplete)
+  refused = convert(server, target)
+  assert refused.returncode == 2, _explain(refused)
+  assert 'holds the lock of a run that is no longer running' in refused.stderr
+  recovered = convert(server, target, '--overwrite')
+  assert recovered.returncode == 0, _explain(recovered)
+  assert keys(s3, 'killed') == _dataset_keys(s3, 'out')  # nothing of the dead run, no lock
+  for shard in converted['splits']['train']['shards']:
+    assert get(s3, f'killed/{shard}') == get(s3, f'out/{shard}')
+  assert validate(server, target).returncode == 0
