@@ -1,0 +1,40 @@
+"""Entry point of the Flex Template image (FLEX_TEMPLATE_PYTHON_PY_FILE).
+
+Dataflow's launcher passes every template parameter as --name=value; convert's
+switches (--overwrite) take no value, so `--overwrite=true` becomes
+`--overwrite` and `--overwrite=false` is dropped. Everything else goes to
+convert unchanged, Beam's options included.
+"""
+
+
+from pipeline import convert
+from pipeline import fast_exit
+from pipeline import flex_template
+from pipeline import launch
+
+
+def convert_argv(argv: list) -> list:
+  """Template arguments -> convert's command line; UsageError for a switch
+  whose value is not true or false."""
+  switches = {a.option_strings[0] for a in flex_template.convert_flags()
+              if flex_template.is_switch(a)}
+  result = []
+  for arg in argv:
+    flag, sep, value = arg.partition('=')
+    if flag in switches and sep:
+      if value.lower() not in (flex_template.TRUE, flex_template.FALSE):
+        raise launch.UsageError(f'{flag}={value}: give {flex_template.TRUE} or '
+                                f'{flex_template.FALSE}')
+      if value.lower() == flex_template.TRUE:
+        result.append(flag)
+    else:
+      result.append(arg)
+  return result
+
+
+def run(argv: list) -> int:
+  return convert.run(convert_argv(argv))
+
+
+if __name__ == '__main__':
+  fast_exit.exit_now(launch.main_with_exit_codes(run))

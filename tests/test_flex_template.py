@@ -1,0 +1,152 @@
+"""The Dataflow Flex Template: generated from convert's own flags, never drifting."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import convert
+from pipeline import flex_launch
+from pipeline import flex_template
+from pipeline.launch import EXIT_OK
+from pipeline.launch import EXIT_USAGE
+from pipeline.launch import UsageError
+from pipeline.options import ConvertOptions
+from tests.conftest import read_info
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def command_line_flags() -> dict:
+  """--flag -> argparse action, from the parser convert's command line builds."""
+  parser = argparse.ArgumentParser()
+  ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+  return {flag: action for action in parser._actions  # pylint: disable=protected-access
+          for flag in action.option_strings if flag not in ('-h', '--help')}
+
+
+@pytest.fixture(scope='module')
+def generated(tmp_path_factory) -> pathlib.Path:
+  out = tmp_path_factory.mktemp('flex')
+  done = subprocess.run([sys.executable, '-m', 'pipeline.flex_template', '--output_dir',
+                         str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split() == [str(out / 'metadata.json'), str(out / 'Dockerfile')]
+  return out
+
+
+def test_one_parameter_per_convert_flag_both_ways(generated):
+  parameters = json.loads((generated / 'metadata.json').read_text())['parameters']
+  names = [p['name'] for p in parameters]
+  assert len(names) == len(set(names))
+  flags = command_line_flags()
+  missing = sorted(set(flags) - {f'--{n}' for n in names})
+  extra = sorted({f'--{n}' for n in names} - set(flags))
+  assert missing == [], f'convert flags without a template parameter: {missing}'
+  assert extra == [], f'template parameters convert does not accept: {extra}'
+  assert {'manifest', 'output_dir', 'overwrite', 'encoding', 'num_shards'} <= set(names)
+
+
+def test_parameters_carry_label_help_and_optionality(generated):
+  metadata = json.loads((generated / 'metadata.json').read_text())
+  assert metadata['name'] and metadata['description']
+  for parameter in metadata['parameters']:
+    assert set(parameter) <= {'name', 'label', 'helpText', 'isOptional', 'regexes'}
+    assert parameter['label'] and parameter['helpText'], parameter
+    assert parameter['isOptional'] is (parameter['name'] != 'output_dir'), parameter
+  by_name = {p['name']: p for p in metadata['parameters']}
+  assert by_name['num_shards']['label'] == 'Num shards'
+  assert by_name['num_shards']['helpText'].startswith('Shards per split (0: per worker')
+  assert by_name['num_shards']['helpText'].endswith('(default 0)')
+  assert by_name['manifest']['helpText'].startswith('CSV/TSV/JSONL manifest')
+
+
+def test_output_dir_is_the_one_flag_convert_cannot_run_without(tmp_path, capsys):
+  manifest = write_manifest(tmp_path / 'm.csv', [('a.png', 'x')])
+  assert convert.main(['--manifest', str(manifest)]) == EXIT_USAGE
+  assert '--output_dir is required' in capsys.readouterr().err
+
+
+def test_closed_choices_and_switches_have_a_regex(generated):
+  parameters = {p['name']: p for p in
+                json.loads((generated / 'metadata.json').read_text())['parameters']}
+  closed = 0
+  for flag, action in command_line_flags().items():
+    parameter = parameters[flag[2:]]
+    if action.nargs == 0:
+      allowed = ['true', 'false']
+    elif action.choices:
+      allowed = [str(c) for c in action.choices]
+    else:
+      assert 'regexes' not in parameter, parameter
+      continue
+    closed += 1
+    (regex,) = parameter['regexes']
+    assert [v for v in allowed if re.fullmatch(regex, v)] == allowed, (regex, allowed)
+    for wrong in ('', 'bogus', allowed[0] + 'x', f'{allowed[0]}|{allowed[-1]}'):
+      assert not re.search(regex, wrong), (regex, wrong)
+  assert parameters['encoding']['regexes'] == ['^(raw|jpeg|png)$']
+  assert parameters['overwrite']['regexes'] == ['^(true|false)$']
+  assert closed >= 7  # schema, compression, channels, encoding, resize x2, progress, overwrite
+
+
+def test_dockerfile_pins_the_launcher_installs_the_package_and_sets_the_entry_point(generated):
+  lines = [line for line in (generated / 'Dockerfile').read_text().splitlines()
+           if line and not line.startswith('#')]
+  steps = [tuple(line.split(None, 1)) for line in lines]
+  python = f'{sys.version_info.major}{sys.version_info.minor}'
+  (base,) = [args for op, args in steps if op == 'FROM']
+  image, tag = base.rsplit(':', 1)
+  assert image == f'gcr.io/dataflow-templates-base/python{python}-template-launcher-base'
+  assert re.fullmatch(r'flex_templates_base_image_release_\d{8}_RC\d\d', tag), tag
+  copied = [p.rstrip('/') for op, args in steps if op == 'COPY' for p in args.split()[:-1]]
+  for name in copied:
+    assert (ROOT / name).exists(), name
+  assert {'setup.py', 'requirements.txt', 'pipeline', 'transforms'} <= set(copied)
+  assert ('RUN', 'pip install --no-cache-dir .') in steps
+  env = dict(args.split('=', 1) for op, args in steps if op == 'ENV')
+  assert env == {'FLEX_TEMPLATE_PYTHON_PY_FILE': '/template/pipeline/flex_launch.py',
+                 'FLEX_TEMPLATE_PYTHON_SETUP_FILE': '/template/setup.py'}
+  assert (ROOT / 'pipeline' / 'flex_launch.py').is_file()
+
+
+def test_generation_is_deterministic(generated, tmp_path):
+  flex_template.write(str(tmp_path))
+  for name in ('metadata.json', 'Dockerfile'):
+    assert (tmp_path / name).read_text() == (generated / name).read_text()
+
+
+def test_template_parameters_become_convert_flags():
+  assert flex_launch.convert_argv(
+      ['--manifest=gs://b/m.csv', '--overwrite=true', '--num_shards=4',
+       '--runner=DataflowRunner']) == [
+           '--manifest=gs://b/m.csv', '--overwrite', '--num_shards=4', '--runner=DataflowRunner']
+  assert flex_launch.convert_argv(['--overwrite=false', '--overwrite']) == ['--overwrite']
+  with pytest.raises(UsageError, match='--overwrite=yes: give true or false'):
+    flex_launch.convert_argv(['--overwrite=yes'])
+
+
+def test_the_entry_point_runs_convert_as_the_launcher_calls_it(tmp_path):
+  """`python FLEX_TEMPLATE_PYTHON_PY_FILE --name=value ...`, on the DirectRunner here."""
+  write_image(tmp_path / 'a.png', (255, 0, 0))
+  write_image(tmp_path / 'b.png', (0, 0, 255))
+  manifest = write_manifest(tmp_path / 'm.csv', [('a.png', 'red'), ('b.png', 'blue')])
+  out = tmp_path / 'out'
+  (out).mkdir()
+  (out / 'label_map.txt').write_text('old\n')  # a previous dataset: needs --overwrite=true
+  done = subprocess.run(
+      [sys.executable, str(ROOT / 'pipeline' / 'flex_launch.py'), f'--manifest={manifest}',
+       f'--output_dir={out}', '--overwrite=true', '--height=8', '--width=8',
+       '--progress=off', '--runner=DirectRunner'],
+      cwd=tmp_path, capture_output=True, text=True, timeout=180)
+  assert done.returncode == EXIT_OK, done.stderr
+  info = read_info(out)
+  assert info['num_examples'] == 2 and info['label_map'] == ['blue', 'red']
