@@ -6,7 +6,7 @@ writes DIR/metadata.json (one parameter per convert flag: name, label, help
 text, optional or not, a regex for flags with a closed set of values) and
 DIR/Dockerfile (the pinned launcher base image, the package installed, the
 entry point set). Both come from walking the argparse parser that
-ConvertOptions builds for the command line, so they cannot drift from it.
+convert's command line builds (command_line.own_parser), so they cannot drift.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import re
 import sys
 
+from pipeline import command_line
 from pipeline.options import ConvertOptions
 
 # Google's Python 3.11 launcher image, pinned (never :latest) so a rebuild
@@ -34,17 +35,12 @@ IMAGE_FILES = ('setup.py', 'MANIFEST.in', 'README.md', 'requirements.txt',
 IMAGE_PACKAGES = ('pipeline', 'transforms')
 
 
-def convert_parser() -> argparse.ArgumentParser:
-  """The parser of convert's own flags, exactly as the command line builds it."""
-  parser = argparse.ArgumentParser(add_help=False)
-  ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
-  return parser
-
-
 def convert_flags() -> list:
-  """argparse actions of convert's own flags."""
-  return [a for a in convert_parser()._actions  # pylint: disable=protected-access
-          if a.option_strings]
+  """argparse actions of convert's own flags (--config included, --help not),
+  from the parser its command line and --help use."""
+  parser = command_line.own_parser(ConvertOptions)
+  return [a for a in parser._actions  # pylint: disable=protected-access
+          if a.option_strings and a.dest != 'help']
 
 
 def is_switch(action: argparse.Action) -> bool:

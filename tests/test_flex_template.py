@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import re
@@ -11,6 +10,7 @@ import sys
 
 import pytest
 
+from pipeline import command_line
 from pipeline import convert
 from pipeline import flex_launch
 from pipeline import flex_template
@@ -27,8 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def command_line_flags() -> dict:
   """--flag -> argparse action, from the parser convert's command line builds."""
-  parser = argparse.ArgumentParser()
-  ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+  parser = command_line.own_parser(ConvertOptions)
   return {flag: action for action in parser._actions  # pylint: disable=protected-access
           for flag in action.option_strings if flag not in ('-h', '--help')}
 
@@ -52,7 +51,8 @@ def test_one_parameter_per_convert_flag_both_ways(generated):
   extra = sorted({f'--{n}' for n in names} - set(flags))
   assert missing == [], f'convert flags without a template parameter: {missing}'
   assert extra == [], f'template parameters convert does not accept: {extra}'
-  assert {'manifest', 'output_dir', 'overwrite', 'encoding', 'num_shards'} <= set(names)
+  assert {'config', 'manifest', 'output_dir', 'overwrite', 'encoding', 'num_shards'} <= set(
+      names)
 
 
 def test_parameters_carry_label_help_and_optionality(generated):
