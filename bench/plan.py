@@ -23,6 +23,7 @@ MIB = 2**20
 GIB = 2**30
 SHARD_TARGET_MIB = 128  # convert's --shard_size_mb default; tf.data reads 100-200 MB shards well
 DATAFLOW_STARTUP_MINUTES = 4.0  # assumed, not measured here: worker VMs boot and install
+DISTURBED_PERCENT = 10  # as bench.bench: above this share of other CPU use, rates are low
 
 
 class PlanError(Exception):
@@ -84,6 +85,7 @@ def estimate(figures: dict, images: int, workers: int, vcpus: int, case: str = '
       'shard_mib': output_bytes / shards / MIB,
       'local_minutes': (stage.get('startup_seconds', 0.0) + images / rate) / 60,
       'machine_gib': figures['machine'].get('memory_gib'),
+      'other_cpu_percent': stage.get('other_cpu_percent', 0.0),
   }
   memory = per_row_memory(figures)
   if memory:
@@ -112,6 +114,10 @@ def render(e: dict, startup_minutes: float = DATAFLOW_STARTUP_MINUTES) -> str:
       f"Locally, on {e['bench_cores']} cores as in the bench: "
       f"{e['local_minutes']:.0f} min for {e['images']:,} images.",
   ]
+  if e['other_cpu_percent'] > DISTURBED_PERCENT:
+    lines.append(f"Warning: other processes used {e['other_cpu_percent']:.0f}% of the CPU "
+                 f"during the bench's convert: its rate, and every time above, is too "
+                 f"pessimistic; rerun make bench on an idle machine.")
   if 'bytes_per_row' in e:
     lines.append(
         f"Local memory: {e['bytes_per_row'] / 1e3:.1f} KB per manifest row "

@@ -78,3 +78,12 @@ def test_without_memory_scaling_the_per_row_memory_is_not_guessed(figures):
   assert 'bytes_per_row' not in e
   assert plan.render(e).splitlines()[-1] == (
       'Local memory per manifest row: not measured (make bench BENCH_ARGS=--memory_scaling).')
+
+
+def test_a_disturbed_bench_is_flagged(figures):
+  calm = plan.render(plan.estimate(figures, 1000, 1, 1))
+  assert 'Warning' not in calm
+  busy = json.loads(json.dumps(figures))
+  busy['cases']['raw300']['stages']['convert']['other_cpu_percent'] = 88.0
+  assert ("Warning: other processes used 88% of the CPU during the bench's convert"
+          in plan.render(plan.estimate(busy, 1000, 1, 1)))
