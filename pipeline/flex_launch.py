@@ -6,11 +6,20 @@ switches (--overwrite) take no value, so `--overwrite=true` becomes
 convert unchanged, Beam's options included.
 """
 
+import os
+import sys
 
-from pipeline import convert
-from pipeline import fast_exit
-from pipeline import flex_template
-from pipeline import launch
+# Run as a script (the launcher does), sys.path[0] is pipeline/ itself, whose
+# inspect.py would shadow the standard library's `inspect` (dataclasses and
+# Beam import it): the project root goes there instead.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+from pipeline import convert  # noqa: E402
+from pipeline import fast_exit  # noqa: E402
+from pipeline import flex_template  # noqa: E402
+from pipeline import launch  # noqa: E402
 
 
 def convert_argv(argv: list) -> list:
