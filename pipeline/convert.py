@@ -40,6 +40,7 @@ from transforms.read_manifest import ResolveKeys
 from transforms.tags import EXAMPLES
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
+from transforms.tags import SKIPPED
 from transforms.tags import TALLIES
 from transforms.workers.pooled_step import pool_size
 from transforms.write_dataset import WriteInfoFn
@@ -48,9 +49,10 @@ from transforms.write_dataset import WriteShards
 
 
 def _read_rows(p, config: opts.ConvertConfig):
-  """-> (rows, [rejected PCollections], [tally PCollections])."""
+  """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None)."""
   if config.image_dir:
-    source = p | 'ReadImageDir' >> ReadImageDir(config.image_dir, config.split)
+    source = p | 'ReadImageDir' >> ReadImageDir(
+        config.image_dir, config.split, config.image_dir_layout, config.image_extensions)
   else:
     source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
   label_rows = None
@@ -63,7 +65,7 @@ def _read_rows(p, config: opts.ConvertConfig):
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
-  return resolved[ROWS], rejected, tallies
+  return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
 
 
 def build(p, config: opts.ConvertConfig, progress_dir=None):
@@ -71,15 +73,17 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
 
   progress_dir: where local workers report their progress (None: nowhere).
   """
-  rows, rejected, tallies = _read_rows(p, config)
+  rows, rejected, tallies, skipped = _read_rows(p, config)
   if config.label_map is not None:
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   launch.single_local_worker(p.options), os.cpu_count() or 1)
+                   launch.single_local_worker(p.options), os.cpu_count() or 1,
+                   timeout_s=config.image_timeout_s)
   encoded = rows | 'EncodeRows' >> EncodeRows(
-      config.image, config.example, label_map, progress_dir, pool.threads, pool.processes)
+      config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
+      image_timeout_s=pool.timeout_s or 0.0)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 
@@ -117,7 +121,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               side.AsSingleton(label_map),
-              side.AsList(rejected_files)))
+              side.AsList(rejected_files),
+              **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped)})))
 
 
 def summary(info: dict, seconds: float) -> str:
@@ -130,6 +135,13 @@ def summary(info: dict, seconds: float) -> str:
                  f'{split["num_bytes"] / 1e6:.1f} MB in {len(split["shards"])} shard(s)')
   for reason, count in info['rejected_by_reason'].items():
     lines.append(f'  rejected {reason}: {count}')
+  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
+    lines.append(f'  label manifest line rejected {reason}: {count} (not an image row)')
+  if info.get('num_skipped_files'):
+    shown = info['skipped_files']
+    lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
+                 f'name (--image_extensions): {", ".join(shown)}'
+                 + (', ...' if info['num_skipped_files'] > len(shown) else ''))
   lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
   if not info['num_manifest_rows']:
     lines.append('Warning: the manifest has no rows; the dataset is empty.')
@@ -153,8 +165,8 @@ def run(argv=None) -> int:
 def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool) -> int:
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
-  with progress.Reporter.for_run(config.progress, pipeline_options,
-                                 manifest_path) as reporter:
+  with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
+                                 config.image_dir, config.image_extensions) as reporter:
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)

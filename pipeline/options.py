@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
 from typing import Optional
 
@@ -20,6 +21,7 @@ from transforms.core import manifest
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.labels import LabelMap
 from transforms.core.spec import COMPRESSIONS
+from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ENCODINGS
 from transforms.core.spec import FEATURE_DTYPES
 from transforms.core.spec import RESIZE_FILTERS
@@ -31,6 +33,7 @@ from transforms.core.spec import ExtraFeature
 from transforms.core.spec import ImageSpec
 
 DEFAULT_SHARD_SIZE_MB = 128
+DEFAULT_IMAGE_TIMEOUT_S = 60.0
 _RESERVED_FEATURES = ('image', 'label', 'key', 'split')
 
 
@@ -48,6 +51,13 @@ def _non_negative_int(text):
   return value
 
 
+def _non_negative_float(text):
+  value = float(text)
+  if not value >= 0 or value == float('inf'):
+    raise ValueError(f'{text} is not a non-negative number')
+  return value
+
+
 def _quality(text):
   value = int(text)
   if not 1 <= value <= 100:
@@ -58,6 +68,7 @@ def _quality(text):
 # argparse names the type in its message: "invalid positive integer value: 'abc'"
 _positive_int.__name__ = 'positive integer'
 _non_negative_int.__name__ = 'non-negative integer'
+_non_negative_float.__name__ = 'non-negative number'
 _quality.__name__ = 'JPEG quality (1..100)'
 
 
@@ -75,6 +86,24 @@ class ConvertOptions:
                         'instead of --manifest')
     source.add_argument('--label_map', help='file with one class name per line; '
                         'line i is id i. Default: sorted distinct labels')
+    source.add_argument('--manifest_format', choices=manifest.FORMATS,
+                        help='format of the manifests (default: from the file name; '
+                        'txt: "path label" per line)')
+    for column in manifest.COLUMNS:
+      source.add_argument(f'--{column}_column', metavar='NAME',
+                          help=f'the manifest column holding the {column} '
+                          f'(default {column})')
+    source.add_argument('--image_dir_layout', default=manifest.LAYOUT_LABEL,
+                        choices=manifest.IMAGE_DIR_LAYOUTS,
+                        help='label: DIR/<label>/<image>; split/label: '
+                        'DIR/<split>/<label>/<image>')
+    source.add_argument('--image_extensions', default=','.join(manifest.DEFAULT_IMAGE_EXTENSIONS),
+                        help='with --image_dir, files with other extensions are skipped '
+                        '(all: keep every file)')
+    source.add_argument('--multi_label', action='store_true',
+                        help='a label cell or JSON list holds several labels')
+    source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,
+                        help='separates the labels of a cell with --multi_label')
     out = parser.add_argument_group('output')
     out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
     out.add_argument('--overwrite', action='store_true',
@@ -117,6 +146,13 @@ class ConvertOptions:
                        'output and on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
+    image.add_argument('--image_timeout_s', type=_non_negative_float,
+                       default=DEFAULT_IMAGE_TIMEOUT_S,
+                       help='an image taking longer to read, decode, resize and encode '
+                       'is rejected as decode/timeout (0: no limit)')
+    image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
+                       help='Pillow formats decoded, by content (all: every format '
+                       'Pillow has); others are rejected')
     budget = parser.add_argument_group('errors')
     budget.add_argument('--max_error_rate', type=float, default=0.0,
                         help='rejected/rows above this exits 3 (default 0: strict)')
@@ -167,6 +203,9 @@ class ConvertConfig:
   image_processes: int = 0
   label_map_path: Optional[str] = None
   write_index: bool = False
+  image_dir_layout: str = manifest.LAYOUT_LABEL
+  image_extensions: Optional[tuple] = manifest.DEFAULT_IMAGE_EXTENSIONS  # None: all
+  image_timeout_s: float = DEFAULT_IMAGE_TIMEOUT_S  # 0: no limit
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
 
@@ -178,7 +217,7 @@ class ConvertConfig:
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
-    return {
+    data = {
         'output_dir': self.output_dir,
         'manifest': self.manifests[0].path if self.manifests else None,
         'label_manifest': self.manifests[1].path if len(self.manifests) > 1 else None,
@@ -193,6 +232,24 @@ class ConvertConfig:
         'extra_features': {f.name: f.kind for f in self.example.extra_features},
         **indexed,
     }
+    # Options of #11, recorded only where they apply or differ from their
+    # default: a dataset converted as before gets the same dataset_info.json.
+    if self.image_dir:
+      data['image_dir_layout'] = self.image_dir_layout
+      data['image_extensions'] = list(self.image_extensions or ()) or 'all'
+    if self.manifests:
+      first = self.manifests[0]
+      if first.fmt != manifest.manifest_format_or_none(first.path):
+        data['manifest_format'] = first.fmt
+      columns = dict(first.columns)
+      if len(self.manifests) > 1:
+        columns.update(self.manifests[1].columns)
+      if columns:
+        data['columns'] = columns
+      if first.multi_label:
+        data['multi_label'] = True
+        data['label_separator'] = first.label_separator
+    return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,40 +309,88 @@ def parse_background(text: str) -> tuple:
   return colour
 
 
-def read_manifest_header(path: str, fmt: str) -> tuple:
-  """The header of a CSV/TSV manifest, read on the launcher to check columns."""
-  if fmt == 'jsonl':
-    return ()
+def _first_line(path: str, skip_blank: bool = False) -> bytes:
+  """The first (non-blank) line of a manifest, read on the launcher."""
   try:
     with FileSystems.open(path) as stream:
       first = stream.readline()
+      while skip_blank and first and not first.strip():
+        first = stream.readline()
+      return first
   except filesystem.read_errors() as error:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+
+
+def read_manifest_header(path: str, fmt: str) -> tuple:
+  """The header of a CSV/TSV manifest, read on the launcher to check columns."""
+  if not manifest.has_header(fmt):
+    return ()
+  first = _first_line(path)
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
   except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
     raise UsageError(f'manifest {path} has an unusable header line: {error}')
 
 
-def manifest_config(path: str, role: str, split: manifest.SplitConfig,
-                    extras: tuple) -> manifest.ManifestConfig:
+def _jsonl_columns(path: str) -> Optional[tuple]:
+  """The keys of a JSONL manifest's first object (None if it does not parse:
+  that line is then rejected on its own)."""
   try:
-    fmt = manifest.manifest_format(path)
+    first = json.loads(_first_line(path, skip_blank=True).decode('utf-8').lstrip('\ufeff'))
+  except (UnicodeDecodeError, ValueError):
+    return None
+  return tuple(first) if isinstance(first, dict) else None
+
+
+# Which logical columns each kind of manifest reads.
+_ROLE_COLUMNS = {
+    manifest.ROLE_COMBINED: ('image', 'label', 'key', 'split'),
+    manifest.ROLE_IMAGES: ('image', 'key', 'split'),
+    manifest.ROLE_LABELS: ('key', 'label'),
+}
+
+
+def manifest_config(path: str, role: str, split: manifest.SplitConfig, extras: tuple,
+                    fmt: Optional[str] = None, columns: Optional[dict] = None,
+                    multi_label: bool = False,
+                    label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR
+                    ) -> manifest.ManifestConfig:
+  """Checks one manifest on the launcher. `columns`: {logical column: the
+  file's name} as given by --image_column etc. A named column the file lacks
+  is a usage error that lists the columns it has."""
+  try:
+    fmt = fmt or manifest.manifest_format(path)
   except manifest.ManifestFormatError as error:
     raise UsageError(str(error))
   if '://' not in path and not os.path.isfile(path):
     raise UsageError(f'manifest {path} does not exist or is not a file')
+  named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if named and fmt == 'txt':
+    raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
+                     f'column names: drop --{next(iter(named))}_column')
   header = read_manifest_header(path, fmt)
-  if fmt != 'jsonl':
-    needed = list(manifest.REQUIRED_COLUMNS[role])
+  config = manifest.ManifestConfig(
+      path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
+      columns=tuple(sorted(named.items())), multi_label=multi_label,
+      label_separator=label_separator)
+  if manifest.has_header(fmt):
+    needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
+    needed += [n for n in named.values() if n not in needed]
     if role != manifest.ROLE_LABELS:
       needed += [f.name for f in extras]
-    missing = [c for c in needed if c not in header]
-    if missing:
-      raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
-                       f'(header: {", ".join(header) or "empty"})')
-  return manifest.ManifestConfig(path=path, fmt=fmt, header=header, role=role,
-                                 split=split, extra_features=extras)
+    _check_columns(path, needed, header)
+  elif fmt == 'jsonl' and named:
+    found = _jsonl_columns(path)
+    if found is not None:
+      _check_columns(path, list(named.values()), found)
+  return config
+
+
+def _check_columns(path: str, needed: list, found: tuple) -> None:
+  missing = [c for c in needed if c not in found]
+  if missing:
+    raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
+                     f'(its columns: {", ".join(found) or "none"})')
 
 
 def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
@@ -304,7 +409,50 @@ def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
 
 
 def _may_have_split_column(manifests: tuple) -> bool:
-  return bool(manifests) and (manifests[0].fmt == 'jsonl' or 'split' in manifests[0].header)
+  return bool(manifests) and (manifests[0].fmt == 'jsonl' or
+                              manifests[0].column('split') in manifests[0].header)
+
+
+def parse_name_list(text: str, flag: str, lower: bool) -> Optional[tuple]:
+  """'a,b' -> ('a', 'b') (dots stripped, case folded); 'all' -> None."""
+  if text.strip().lower() == 'all':
+    return None
+  names = tuple(dict.fromkeys(
+      n.strip().lstrip('.').lower() if lower else n.strip().upper()
+      for n in text.split(',') if n.strip().lstrip('.')))
+  if not names:
+    raise UsageError(f'{flag} {text!r} names nothing (give a list, or all)')
+  return names
+
+
+def parse_formats(text: str) -> Optional[tuple]:
+  """--formats: Pillow format names (JPEG, PNG, ...), or all."""
+  formats = parse_name_list(text, '--formats', lower=False)
+  if formats is None or formats == DEFAULT_FORMATS:
+    return formats
+  # Pillow's plugins are loaded only to check a list other than the default
+  # (about 0.1 s of start-up otherwise)
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  Image.init()
+  unknown = [f for f in formats if f not in Image.OPEN]
+  if unknown:
+    raise UsageError(f'--formats: Pillow reads no format {", ".join(unknown)} '
+                     f'(it reads {", ".join(sorted(Image.OPEN))})')
+  return tuple(sorted(formats))
+
+
+def image_dir_splits(directory: str, names: tuple) -> None:
+  """--image_dir_layout split/label: every first-level folder must be a split
+  name; a usage error names the first that is not."""
+  if '://' in directory:
+    from transforms.read_manifest import list_files  # pylint: disable=import-outside-toplevel
+    folders = {r.split('/')[0] for r in list_files(directory) if '/' in r}
+  else:
+    folders = {e.name for e in os.scandir(directory) if e.is_dir()}
+  unknown = sorted(f for f in folders if not f.startswith('.') and f not in names)
+  if unknown:
+    raise UsageError(f'--image_dir {directory}: folder {unknown[0]!r} is not a split name '
+                     f'({", ".join(names)}; set --split_names)')
 
 
 def exclusive_pool_sizes(threads: int, processes: int, what: str) -> None:
@@ -357,7 +505,8 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       height=args.height, width=args.width, channels=args.channels,
       encoding=args.encoding, resize_mode=args.resize_mode,
       resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
-      background=parse_background(args.background), max_pixels=args.max_pixels)
+      background=parse_background(args.background), max_pixels=args.max_pixels,
+      formats=parse_formats(args.formats))
   extras = parse_extra_features(args.extra_features)
   if args.resize_mode != 'none' and args.height * args.width > args.max_pixels:
     raise UsageError(f'--height x --width = {args.height * args.width} pixels is more '
@@ -370,6 +519,9 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     if extras:
       raise UsageError('--schema seed writes exactly img_raw and label; '
                        'drop --extra_features or use --schema default')
+    if args.multi_label:
+      raise UsageError('--schema seed stores one int64 label per record; '
+                       '--multi_label needs --schema default')
   if args.write_index and args.compression == 'gzip':
     raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
                      'cannot be used for random access (drop --compression gzip)')
@@ -381,16 +533,36 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   split = manifest.SplitConfig(
       fractions=parse_split_fractions(args.split) if args.split else (),
       seed=args.seed, names=split_names)
+  columns = {c: getattr(args, f'{c}_column') for c in manifest.COLUMNS
+             if getattr(args, f'{c}_column')}
+  if not args.label_separator:
+    raise UsageError('--label_separator is empty')
+  reading = dict(fmt=args.manifest_format, columns=columns, multi_label=args.multi_label,
+                 label_separator=args.label_separator)
   manifests = ()
   if args.manifest:
     role = manifest.ROLE_IMAGES if args.label_manifest else manifest.ROLE_COMBINED
-    manifests = (manifest_config(args.manifest, role, split, extras),)
+    manifests = (manifest_config(args.manifest, role, split, extras, **reading),)
     if args.label_manifest:
       manifests += (manifest_config(args.label_manifest, manifest.ROLE_LABELS,
-                                    split, ()),)
-  elif '://' not in args.image_dir and not os.path.isdir(args.image_dir):
-    raise UsageError(f'--image_dir {args.image_dir} is not a folder')
-  if not split.fractions and not _may_have_split_column(manifests):
+                                    split, (), **reading),)
+  else:
+    image_dir_flags = [f'--{c}_column' for c in columns] + [
+        flag for flag, given in (('--manifest_format', args.manifest_format),
+                                 ('--multi_label', args.multi_label)) if given]
+    if image_dir_flags:
+      raise UsageError(f'{image_dir_flags[0]} goes with --manifest, not --image_dir')
+    if '://' not in args.image_dir and not os.path.isdir(args.image_dir):
+      raise UsageError(f'--image_dir {args.image_dir} is not a folder')
+    if args.image_dir_layout == manifest.LAYOUT_SPLIT_LABEL:
+      if split.fractions:
+        raise UsageError('--image_dir_layout split/label takes the split from the '
+                         'first folder: drop --split')
+      image_dir_splits(args.image_dir, split.names)
+  split_from_folders = (args.image_dir and
+                        args.image_dir_layout == manifest.LAYOUT_SPLIT_LABEL)
+  if not split.fractions and not split_from_folders and not _may_have_split_column(
+      manifests):
     # Every row goes to the default split: build one writer, not one per name.
     split = dataclasses.replace(split, names=(manifest.DEFAULT_SPLIT,))
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
@@ -400,10 +572,13 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
       label_map=_read_label_map(args.label_map), image=image,
-      example=ExampleSpec(args.schema, extras), split=split,
+      example=ExampleSpec(args.schema, extras, args.multi_label), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
       progress=args.progress, image_threads=args.image_threads,
       image_processes=args.image_processes, label_map_path=args.label_map,
+      image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
+      image_extensions=parse_name_list(args.image_extensions, '--image_extensions',
+                                       lower=True),
       options=parsed.effective, config_file=parsed.config_file,
       write_index=args.write_index)

@@ -16,6 +16,7 @@ import time
 from typing import Optional
 
 from pipeline import launch
+from transforms.core import manifest
 
 
 def count_data_lines(path: Optional[str]) -> Optional[int]:
@@ -27,7 +28,19 @@ def count_data_lines(path: Optional[str]) -> Optional[int]:
       lines = sum(chunk.count(b'\n') for chunk in iter(lambda: handle.read(1 << 20), b''))
   except OSError:
     return None
-  return max(lines - (0 if path.endswith('.jsonl') else 1), 0)
+  return max(lines - (0 if path.endswith(('.jsonl', '.txt')) else 1), 0)
+
+
+def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
+  """Rows of a local --image_dir: its files that are images by name."""
+  if not directory or '://' in directory:
+    return None
+  total = 0
+  for folder, _, names in os.walk(directory):
+    relative = os.path.relpath(folder, directory)
+    prefix = '' if relative == '.' else relative.replace(os.sep, '/') + '/'
+    total += sum(manifest.wanted_file(prefix + name, extensions) for name in names)
+  return total
 
 
 def read_total_done(directory: str) -> int:
@@ -61,12 +74,15 @@ class Reporter:
     self._started = time.time()
 
   @classmethod
-  def for_run(cls, mode: str, options, manifest_path: Optional[str] = None):
+  def for_run(cls, mode: str, options, manifest_path: Optional[str] = None,
+              image_dir: Optional[str] = None, extensions=None):
+    """The total is the manifest's lines, or the --image_dir's image files."""
     wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
     if not wanted or not launch.is_local(options):
       return cls(None, None)
-    return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'),
-               count_data_lines(manifest_path))
+    total = (count_data_lines(manifest_path) if manifest_path
+             else count_image_files(image_dir, extensions))
+    return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'), total)
 
   def __enter__(self):
     if self.directory:

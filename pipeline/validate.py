@@ -93,15 +93,28 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
               side.AsDict(counts), side.AsSingleton(first_problems)))
 
 
+OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed '
+                    '(over_budget in dataset_info.json): the records are sound, but rows '
+                    'are missing; see rejected.jsonl.')
+
+
+def _location(problem: dict) -> str:
+  """'shard record N: ' / 'shard: ' / '' for a problem of the whole dataset."""
+  place = problem['file'] + (f' record {problem["record"]}' if problem['record'] >= 0 else '')
+  return f'{place}: ' if place else ''
+
+
 def summary(report: dict, report_path: str) -> str:
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
-    return (f'OK: {report["num_examples"]} examples' + (f' ({splits})' if splits else '')
+    text = (f'OK: {report["num_examples"]} examples' + (f' ({splits})' if splits else '')
             + f', every record checked. Report: {report_path}')
+    return text + ('\n' + OVER_BUDGET_NOTE if report.get('over_budget') else '')
   lines = [f'INVALID: {report["num_problems"]} problem(s) found. Report: {report_path}']
   lines += [f'  {kind}: {count}' for kind, count in report['problems_by_kind'].items()]
-  lines += [f'  e.g. {p["file"]}' + (f' record {p["record"]}' if p['record'] >= 0 else '')
-            + f': {p["detail"]}' for p in report['problems'][:5]]
+  lines += [f'  e.g. {_location(p)}{p["detail"]}' for p in report['problems'][:5]]
+  if report.get('over_budget'):
+    lines.append(OVER_BUDGET_NOTE)
   return '\n'.join(lines)
 
 

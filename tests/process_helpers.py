@@ -1,6 +1,7 @@
 """Functions image worker processes run in tests (importable by the children)."""
 
 import os
+import time
 
 from transforms.workers.source_image import convert_in_worker
 
@@ -9,6 +10,14 @@ def crash_on_marked(sources: list, spec) -> list:
   """convert_in_worker, except that a path containing CRASH kills the process."""
   if any('CRASH' in str(source) for source in sources):
     os._exit(9)  # pylint: disable=protected-access
+  return convert_in_worker(sources, spec)
+
+
+def sleep_on_marked(sources: list, spec) -> list:
+  """convert_in_worker, except that a path containing SLOW stalls the process
+  (a decoder that never finishes)."""
+  if any('SLOW' in str(source) for source in sources):
+    time.sleep(600)
   return convert_in_worker(sources, spec)
 
 

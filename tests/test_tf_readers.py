@@ -50,12 +50,21 @@ def test_seed_recipe_reads_seed_schema(sample):
     (['--encoding', 'jpeg', '--channels', '1'], 1),
     (['--resize_mode', 'none', '--encoding', 'png', '--split',
       'train=0.5,test=0.5', '--extra_features', 'weight:float'], 3),
+    (['--multi_label'], 3),
 ])
 def test_tf_data_reads_every_variant(sample, flags, channels):
   if '--extra_features' in flags:
     rows = [(image, name, '0.5 1.5') for image, name in sample.labels.items()]
     sample.manifest.write_text('image,label,weight\n' + '\n'.join(
         ','.join(r) for r in rows) + '\n')
+  expected = expected_rows(sample, channels)
+  if '--multi_label' in flags:  # each row also labelled green, listed second
+    rows = [(image, f'{name};green') for image, name in sample.labels.items()]
+    sample.manifest.write_text('image,label\n' + '\n'.join(
+        ','.join(r) for r in rows) + '\n')
+    green = NAMES.index('green')
+    expected = sorted([[r[0]] + ([green] if r[0] != green else [])] + r[1:]
+                      for r in expected)
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--height', '12', '--width', '10', *flags]) == 0
   rows = read_with_tensorflow('tfdata', sample.out)
@@ -64,4 +73,4 @@ def test_tf_data_reads_every_variant(sample, flags, channels):
     assert [r[0] for r in rows] == [r[0] for r in expected]
     assert all(abs(a[1] - b[1]) <= 3 for a, b in zip(rows, expected))
   else:
-    assert rows == expected_rows(sample, channels)
+    assert rows == expected

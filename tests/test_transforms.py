@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
+import pytest
 
 from tests.conftest import COLOURS
 from tests.conftest import write_image
@@ -187,6 +190,33 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
   assert counters['manifest_rows'] == 10
   assert counters['images_loaded'] == 9
   assert counters['rejected_read_missing_file'] == 1
+
+
+@pytest.mark.parametrize('slow', [5, 19])
+def test_a_stuck_image_is_rejected_as_timeout_and_its_batch_redone(tmp_path, slow):
+  """A worker process that never answers is killed after --image_timeout_s and
+  replaced; its row is rejected (decode/timeout), the rest of its batch redone."""
+  from tests.process_helpers import sleep_on_marked
+  rows = []
+  for i in range(20):
+    name = f'{i}-SLOW.png' if i == slow else f'{i}.png'
+    write_image(tmp_path / name, (i, 0, 0), size=(3, 2))
+    rows.append(manifest.ManifestRow({'image': name}, 'm', i, image=name,
+                                     path=str(tmp_path / name), key=name, label='red'))
+  started = time.monotonic()
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
+    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+        ImageSpec(height=1, width=1), ExampleSpec(), label_map,
+        image_processes=2, convert_in_process=sleep_on_marked, image_timeout_s=2)
+    assert_that(encoded[EXAMPLES] | beam.Map(
+        lambda e: parse_example(e[1])['image/filename'][1][0].decode()),
+                equal_to([f'{i}.png' for i in range(20) if i != slow]), label='Examples')
+    assert_that(encoded[REJECTED] | beam.Map(
+        lambda r: (r.line, r.stage, r.code, '--image_timeout_s 2' in r.reason)),
+                equal_to([(slow, 'decode', 'timeout', True)]), label='Rejected')
+  # the batch, then the row alone: twice the limit, not the 600 s sleep
+  assert time.monotonic() - started < 120
 
 
 def test_a_crashing_image_worker_rejects_only_its_row(tmp_path):

@@ -336,12 +336,15 @@ def test_a_worker_crash_fails_only_the_item_that_caused_it():
     pool.batch_results(failing, 1, lambda i: pytest.fail('no rerun'))
 
 
-@pytest.mark.parametrize('encoding,processes,threads,flags,expected', [
-    ('jpeg', 0, 0, [], 'cores'), ('png', 0, 0, [], 'cores'), ('raw', 0, 0, [], 0),
-    ('jpeg', 0, 3, [], 0), ('raw', 2, 0, [], 2),
-    ('jpeg', 0, 0, ['--direct_num_workers', '2'], 0),
-    ('jpeg', 0, 0, ['--runner', 'DataflowRunner'], 0)])
-def test_image_processes_default(encoding, processes, threads, flags, expected):
+@pytest.mark.parametrize('encoding,processes,threads,flags,timeout,expected', [
+    ('jpeg', 0, 0, [], 0, 'cores'), ('png', 0, 0, [], 0, 'cores'), ('raw', 0, 0, [], 0, 0),
+    ('jpeg', 0, 3, [], 0, 0), ('raw', 2, 0, [], 0, 2),
+    ('jpeg', 0, 0, ['--direct_num_workers', '2'], 0, 0),
+    ('jpeg', 0, 0, ['--runner', 'DataflowRunner'], 0, 0),
+    # a time limit needs processes (a thread cannot be stopped), raw output too
+    ('raw', 0, 0, [], 60, 'cores'), ('raw', 0, 0, ['--runner', 'DataflowRunner'], 60, 1),
+    ('raw', 0, 3, [], 60, 0), ('raw', 2, 0, [], 60, 2)])
+def test_image_processes_default(encoding, processes, threads, flags, timeout, expected):
   import os
 
   from pipeline import command_line
@@ -350,8 +353,29 @@ def test_image_processes_default(encoding, processes, threads, flags, expected):
   from transforms.workers.pooled_step import pool_size
   options = command_line.parse(flags, opts.ValidateOptions, '').pipeline_options
   found = pool_size(threads, processes, encoding, launch.single_local_worker(options),
-                    os.cpu_count()).processes
+                    os.cpu_count(), timeout_s=timeout).processes
   assert found == (os.cpu_count() if expected == 'cores' else expected)
+
+
+def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one():
+  import os
+  import time
+
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+  pool = ProcessPool(1, timeout_s=1)
+  try:
+    stuck_pid = pool.submit(os.getpid).result()
+    started = time.monotonic()
+    error = pool.submit(time.sleep, 600).exception()
+    assert isinstance(error, WorkerTimedOut) and 'after 1 s' in str(error)
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):
+      os.kill(stuck_pid, 0)  # killed and reaped
+    assert pool.submit(os.getpid).result() not in (stuck_pid, os.getpid())
+    assert pool.submit(time.sleep, 0.01).result() is None  # quick calls are unaffected
+  finally:
+    pool.shutdown()
 
 
 def test_process_pool_replies_survive_stdout_noise_from_the_child():

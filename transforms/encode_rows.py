@@ -12,6 +12,7 @@ from transforms import filesystem
 from transforms.core.example import LabelledRow
 from transforms.core.example import build_example
 from transforms.core.image import prepare_pillow
+from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
@@ -24,6 +25,7 @@ from transforms.tags import LOADED
 from transforms.tags import REJECTED
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
+from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
@@ -71,7 +73,10 @@ class AssignLabelFn(beam.DoFn):
 
   def process(self, row, label_map):
     try:
-      label_id, label_text = label_map.lookup(row.label)
+      if isinstance(row.label, tuple):  # --multi_label: ids and names as lists
+        label_id, label_text = label_map.lookup_all(row.label)
+      else:
+        label_id, label_text = label_map.lookup(row.label)
     except RowError as error:
       yield beam.pvalue.TaggedOutput(
           REJECTED, row.reject(error.stage, error.code, error.reason))
@@ -85,21 +90,25 @@ class LoadImageFn(beam.DoFn):
   With threads > 1, images are converted on a PooledStep (Pillow releases
   the GIL while decoding and resizing), so a single in-process worker uses
   every core without Beam's multi-worker data plane; with processes > 0, in
-  that many child processes instead (no GIL shared at all). Only the global
-  window is used (outputs of finish_bundle are placed in it).
+  that many child processes instead (no GIL shared at all). In processes, a
+  batch still running after timeout_s has its child killed and replaced and
+  is rerun row by row: the row that overruns alone is rejected (decode/timeout),
+  the others are converted. Threads cannot be stopped: no limit there. Only
+  the global window is used (outputs of finish_bundle are placed in it).
   convert_on_thread/convert_in_process: what converts a batch of rows on a
   thread (any Beam filesystem) or in a worker process (tests swap them).
   """
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
-               convert_in_process=convert_in_worker):
+               convert_in_process=convert_in_worker, timeout_s: float = 0.0):
     self._spec = spec
+    self._timeout_s = timeout_s
     self._progress_dir = progress_dir
     self._processes = processes
     self._convert_on_thread = convert_on_thread
     self._convert_in_process = convert_in_process
-    self._step = PooledStep(PoolSize(threads, processes), PROCESS_BATCH,
+    self._step = PooledStep(PoolSize(threads, processes, timeout_s or None), PROCESS_BATCH,
                             prepare=read_remote_sources)
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
@@ -136,6 +145,10 @@ class LoadImageFn(beam.DoFn):
   def _outcome(self, labelled: LabelledRow, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""
     row = labelled.row
+    if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
+      return beam.pvalue.TaggedOutput(REJECTED, row.reject(
+          STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
+          f'than --image_timeout_s {self._timeout_s:g}: stopped'))
     if isinstance(result, RowError):
       return beam.pvalue.TaggedOutput(
           REJECTED, row.reject(result.stage, result.code, result.reason))
@@ -162,10 +175,12 @@ class EncodeRows(beam.PTransform):
 
   def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
-               convert_on_thread=convert_sources, convert_in_process=convert_in_worker):
+               convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
+               image_timeout_s: float = 0.0):
     super().__init__()
     self._converters = {'convert_on_thread': convert_on_thread,
-                        'convert_in_process': convert_in_process}
+                        'convert_in_process': convert_in_process,
+                        'timeout_s': image_timeout_s}
     self._progress_dir = progress_dir
     self._image_threads = image_threads
     self._image_processes = image_processes

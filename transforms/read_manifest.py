@@ -11,10 +11,12 @@ from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
 from transforms.core.tally import lines_key
+from transforms.core.tally import skipped_key
 from transforms.filesystem import open_checked
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
+from transforms.tags import SKIPPED
 from transforms.tags import TALLIES
 
 
@@ -37,21 +39,24 @@ class ParseLineFn(beam.DoFn):
   def process(self, numbered):
     line, raw = numbered
     self._rows.inc()
+    # rejected.jsonl's `row`: the parsed fields once the line parsed, else the line
+    shown = manifest.shown_line(raw)
     try:
-      row = manifest.parse_line(raw, line, self._config)
+      shown = manifest.line_fields(raw, line, self._config)
+      row = manifest.row_from_fields(shown, self._config, line)
     except RowError as error:
-      yield self._reject(raw, line, error.stage, error.code, error.reason)
+      yield self._reject(shown, line, error.stage, error.code, error.reason)
       return
     except Exception as error:  # pylint: disable=broad-except
       # A line nobody foresaw is that line's problem, never the job's.
-      yield self._reject(raw, line, STAGE_MANIFEST, 'unexpected_error',
+      yield self._reject(shown, line, STAGE_MANIFEST, 'unexpected_error',
                          f'{type(error).__name__}: {error}')
       return
     yield row
 
-  def _reject(self, raw: bytes, line: int, stage: str, code: str, reason: str):
+  def _reject(self, shown, line: int, stage: str, code: str, reason: str):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        manifest.shown_line(raw), stage, code, reason, self._config.path, line,
+        shown, stage, code, reason, self._config.path, line,
         counts_as_row=self._config.role != manifest.ROLE_LABELS))
 
 
@@ -115,20 +120,33 @@ class ResolveKeys(beam.PTransform):
 
 
 class _LabelNamesFn(beam.CombineFn):
-  """Rows -> the LabelMap of their distinct label names."""
+  """Rows -> the LabelMap of their distinct label names.
+
+  Keeps where each name is first written ((line, position) of its first
+  row), so integer classes are named as first written whatever the order in
+  which a runner combines the rows.
+  """
 
   def create_accumulator(self):
-    return set()
+    return {}
 
-  def add_input(self, names, row):
-    names.add(row.label or '')
-    return names
+  def add_input(self, first, row):
+    for position, label in enumerate(manifest.label_list(row.label)):
+      place = (row.line, position)
+      if label not in first or place < first[label]:
+        first[label] = place
+    return first
 
   def merge_accumulators(self, accumulators):
-    return set().union(*accumulators)
+    merged = {}
+    for first in accumulators:
+      for label, place in first.items():
+        if label not in merged or place < merged[label]:
+          merged[label] = place
+    return merged
 
-  def extract_output(self, names):
-    return LabelMap.from_labels(list(names))
+  def extract_output(self, first):
+    return LabelMap.from_labels(sorted(first, key=lambda label: (first[label], label)))
 
 
 @beam.ptransform_fn
@@ -137,52 +155,80 @@ def LabelMapFromRows(rows):  # pylint: disable=invalid-name
   return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn())
 
 
-def list_image_dir(directory: str):
-  """(number, relative path) of every file below DIR, sorted; hidden ones skipped.
-
-  The label is the first folder (DIR/<label>/.../<file>); a file directly in
-  DIR has none and is rejected as such rather than ignored.
-  """
+def list_files(directory: str) -> list:
+  """Every file below DIR (any Beam filesystem), relative to DIR, sorted."""
   pattern = directory.rstrip('/') + '/**'
   paths = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
   prefix = directory.rstrip('/') + '/'
-  relative = [p[len(prefix):] for p in paths if p.startswith(prefix)]
-  visible = [r for r in relative if not any(part.startswith('.') for part in r.split('/'))]
-  return list(enumerate(visible, 1))
+  return [p[len(prefix):] for p in paths if p.startswith(prefix)]
+
+
+def list_image_dir(directory: str, extensions=None):
+  """(number, relative path) of every image file below DIR, sorted; hidden
+  files skipped silently, files of other extensions under SKIPPED.
+
+  Files at a depth the layout has no label for are rows (rejected as such,
+  never ignored).
+  """
+  number = 0
+  for relative in list_files(directory):
+    if manifest.wanted_file(relative, extensions):
+      number += 1
+      yield number, relative
+    elif manifest.wanted_file(relative, None):
+      yield beam.pvalue.TaggedOutput(SKIPPED, relative)
+
+
+# dataset_info.json lists this many skipped file names (the first by name).
+SHOWN_SKIPPED_FILES = 10
 
 
 class ReadImageDir(beam.PTransform):
-  """A folder-per-class tree as manifest rows (label = folder name).
+  """A folder-per-class tree as manifest rows (label = folder name; with
+  layout split/label, DIR/<split>/<label>/...).
 
-  Out: {ROWS, REJECTED, TALLIES}, like ReadManifest.
+  Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list}.
   """
 
-  def __init__(self, directory: str, split: manifest.SplitConfig):
+  def __init__(self, directory: str, split: manifest.SplitConfig,
+               layout: str = manifest.LAYOUT_LABEL, extensions=None):
     super().__init__()
     self._config = manifest.ManifestConfig(
         path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
         split=split)
+    self._layout = layout
+    self._extensions = extensions
 
   def expand(self, pbegin):
     config = self._config
-    files = (pbegin
-             | 'ImageDir' >> beam.Create([config.path])
-             | 'ListFiles' >> beam.FlatMap(list_image_dir))
-    parsed = files | 'ToRows' >> beam.ParDo(_ImageDirRowFn(config)).with_outputs(
-        REJECTED, main=ROWS)
-    tallies = files | 'TallyFiles' >> beam.Map(lambda _: (lines_key(False), 1))
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies}
+    listed = (pbegin
+              | 'ImageDir' >> beam.Create([config.path])
+              | 'ListFiles' >> beam.FlatMap(list_image_dir, self._extensions)
+              .with_outputs(SKIPPED, main=ROWS))
+    files = listed[ROWS]
+    parsed = files | 'ToRows' >> beam.ParDo(
+        _ImageDirRowFn(config, self._layout)).with_outputs(REJECTED, main=ROWS)
+    tallies = (
+        files | 'TallyFiles' >> beam.Map(lambda _: (lines_key(False), 1)),
+        listed[SKIPPED] | 'TallySkipped' >> beam.Map(lambda _: (skipped_key(), 1)),
+    ) | 'Tallies' >> beam.Flatten()
+    skipped = listed[SKIPPED] | 'FirstSkipped' >> beam.combiners.Top.Smallest(
+        SHOWN_SKIPPED_FILES)
+    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies,
+            SKIPPED: skipped}
 
 
 class _ImageDirRowFn(beam.DoFn):
 
-  def __init__(self, config: manifest.ManifestConfig):
+  def __init__(self, config: manifest.ManifestConfig, layout: str):
     self._config = config
+    self._layout = layout
 
   def process(self, numbered):
     line, relative = numbered
-    fields = {'image': relative, 'label': relative.split('/')[0] if '/' in relative else ''}
+    fields = {'image': relative}
     try:
+      fields = manifest.image_dir_fields(relative, self._layout)
       yield manifest.row_from_fields(fields, self._config, line)
     except RowError as error:
       yield beam.pvalue.TaggedOutput(REJECTED, Rejection(

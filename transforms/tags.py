@@ -8,6 +8,7 @@ ROWS = 'rows'  # ManifestRow
 REJECTED = 'rejected'  # Rejection
 EXAMPLES = 'examples'  # (split, serialized tf.train.Example)
 TALLIES = 'tallies'  # (tally key, 1)
+SKIPPED = 'skipped'  # a file below --image_dir that is not an image by name
 LABELLED = 'labelled'  # LabelledRow
 LOADED = 'loaded'  # LoadedImage
 SUMMARIES = 'summaries'  # RecordSummary

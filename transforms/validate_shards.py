@@ -49,20 +49,22 @@ class ReadShardFn(beam.DoFn):
 
   def process(self, element):
     split, shard = element
-    index = 0
+    read = 0  # records read whole: the index of the first one not read
     try:
       with filesystem.open_checked(filesystem.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
+          read = index + 1
           yield from self._summarise(split, shard, self._step.add((index, data)))
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
     except EOFError as error:
-      yield self._problem('truncated_shard', shard, index,
-                          f'compressed file ends early, after record {index}: {error}')
+      yield self._problem('truncated_shard', shard, read,
+                          f'compressed file ends early, inside record {read} '
+                          f'({read} read whole): {error}')
     except (zlib.error, OSError) as error:
-      yield self._problem('corrupt_shard', shard, index,
-                          f'cannot read the file after record {index}: '
+      yield self._problem('corrupt_shard', shard, read,
+                          f'cannot read the file from record {read} ({read} read whole): '
                           f'{type(error).__name__}: {error}')
     yield from self._summarise(split, shard, self._step.flush())
 

@@ -160,7 +160,9 @@ class WriteInfoFn(beam.DoFn):
     self._has_label_manifest = has_label_manifest
     self._settings = settings
 
-  def process(self, _, shard_paths, tally_sums, label_map, rejected_files):
+  def process(self, _, shard_paths, tally_sums, label_map, rejected_files,
+              skipped_files=None):
+    """skipped_files: with --image_dir, the first skipped file names."""
     del rejected_files  # only orders this step after the reject file is written
     counts = tally.read_counts(tally_sums)
     splits = {}
@@ -179,7 +181,8 @@ class WriteInfoFn(beam.DoFn):
         self._settings, label_names=list(label_map.names), splits=splits,
         num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
         num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
-        label_rows_rejected=counts.label_rows_rejected)
+        label_rows_rejected=counts.label_rows_rejected,
+        skipped=None if skipped_files is None else (counts.skipped_files, skipped_files))
     filesystem.write_text(
         filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
     filesystem.write_text(

@@ -79,3 +79,20 @@ def check_label_text(label: int, text: bytes, label_map: tuple) -> list:
     return [('label_mismatch', f'label {label} has text {_text(text)!r}, the label map says '
              f'{label_map[label]!r}')]
   return []
+
+
+def check_labels(labels: list, label_map: tuple) -> list:
+  """A multi-label record's ids: at least one, each class once, each in range."""
+  if not labels:
+    return [('missing_label', 'image/class/label is an empty list')]
+  if len(set(labels)) != len(labels):
+    return [('label_mismatch', f'label ids {list(labels)} repeat a class')]
+  return [problem for label in labels for problem in check_label(label, label_map)]
+
+
+def check_label_texts(labels: list, texts: list, label_map: tuple) -> list:
+  """A multi-label record's texts against its ids, one by one."""
+  if len(texts) != len(labels):
+    return [('label_mismatch', f'{len(labels)} label ids but {len(texts)} label texts')]
+  return [problem for label, text in zip(labels, texts)
+          for problem in check_label_text(label, text, label_map)]

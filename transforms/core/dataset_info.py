@@ -24,12 +24,13 @@ class InfoSettings:
 
 def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
                num_manifest_rows: int, rejected: dict, num_label_rows: Optional[int],
-               label_rows_rejected: dict) -> dict:
+               label_rows_rejected: dict, skipped: Optional[tuple] = None) -> dict:
   """Assembles dataset_info.json's content.
 
   `splits`: {name: {'num_examples', 'num_bytes', 'shards'}};
   `rejected`: {'stage/code': count} for image-manifest rows;
-  `label_rows_rejected`: the same for label-manifest rows (two manifests).
+  `label_rows_rejected`: the same for label-manifest rows (two manifests);
+  `skipped`: with --image_dir, (files skipped for their extension, the first names).
   """
   num_rejected = sum(rejected.values())
   num_examples = sum(s['num_examples'] for s in splits.values())
@@ -59,6 +60,9 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
     info['num_label_manifest_rows'] = num_label_rows
     info['num_label_manifest_rows_rejected'] = sum(label_rows_rejected.values())
     info['label_manifest_rejected_by_reason'] = dict(sorted(label_rows_rejected.items()))
+  if skipped is not None:
+    info['num_skipped_files'] = skipped[0]
+    info['skipped_files'] = sorted(skipped[1])
   return info
 
 

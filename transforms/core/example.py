@@ -12,10 +12,10 @@ from transforms.core.spec import ExampleSpec
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LabelledRow:
-  """A row whose label has been resolved to an id."""
+  """A row whose label has been resolved to an id (a multi-label row's: tuples)."""
   row: ManifestRow
-  label_id: int
-  label_text: str
+  label_id: int | tuple
+  label_text: str | tuple
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import warnings
 
 import numpy as np
@@ -61,19 +62,51 @@ def prepare_pillow(max_pixels: int) -> None:
   warnings.filterwarnings('ignore', category=Image.DecompressionBombWarning)
 
 
-def open_image(data: bytes, max_pixels: int) -> Image.Image:
-  """Opens the image header; refuses empty files, non-images and bombs."""
+def identify_format(data: bytes) -> str | None:
+  """The Pillow format whose signature check accepts these bytes, without
+  parsing them (no plugin's decoder runs); None if none does."""
+  prefix = data[:16]
+  for name in Image.ID:
+    accept = Image.OPEN[name][1]
+    if accept is None:  # a plugin without a signature check cannot tell
+      continue
+    try:
+      if accept(prefix):
+        return name
+    except Exception:  # pylint: disable=broad-except  (its check failed: not this format)
+      continue
+  return None
+
+
+def _bomb_pixels(error: Exception) -> str:
+  """The pixel count in Pillow's DecompressionBombError message, if it has one."""
+  found = re.search(r'\((\d+) pixels\)', str(error))
+  return f'{int(found.group(1))} pixels' if found else 'more pixels'
+
+
+def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Image.Image:
+  """Opens the image header; refuses empty files, non-images, formats not in
+  `formats` (None: every format) and bombs."""
   if not data:
     raise _decode_error('empty_file', 'file is empty (0 bytes)')
   try:
-    image = Image.open(io.BytesIO(data))
+    # Only the allowed formats' plugins ever parse the bytes.
+    image = Image.open(io.BytesIO(data), formats=formats)
   except Image.DecompressionBombError as error:
-    raise _decode_error('too_many_pixels', f'decompression bomb: {error}')
+    raise _decode_error('too_many_pixels', f'decompression bomb: {_bomb_pixels(error)} '
+                        f'exceeds --max_pixels {max_pixels}; not decoded')
   except UnidentifiedImageError:
+    found = identify_format(data) if formats is not None else None
+    if found is not None and found not in formats:
+      raise _decode_error('format_not_allowed', f'{found} image: format not in --formats '
+                          f'({", ".join(formats)})')
     raise _decode_error(
         'not_an_image', f'not an image Pillow can read '
         f'({_size_text(len(data))}, starts with {data[:8]!r})')
   except (OSError, SyntaxError, ValueError, EOFError) as error:
+    if 'unsupported' in str(error).lower():
+      # a valid variant (a BMP compression, ...) that Pillow does not decode
+      raise _decode_error('unsupported', f'an image variant Pillow cannot read: {error}')
     raise _decode_error('corrupt', f'image header is corrupt: {error}')
   width, height = image.size
   if width * height > max_pixels:
@@ -240,7 +273,7 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
 
 def decode_pixels(data: bytes, spec: ImageSpec) -> Image.Image:
   """Bytes -> oriented 8-bit RGB/L pixels, not yet resized."""
-  image = open_image(data, spec.max_pixels)
+  image = open_image(data, spec.max_pixels, spec.formats)
   return _oriented_pixels(image, len(data), spec,
                           _orientation(image, len(data)))
 
@@ -250,7 +283,7 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
 
   Raises RowError (stage decode) for anything that is not a usable image.
   """
-  image = open_image(data, spec.max_pixels)
+  image = open_image(data, spec.max_pixels, spec.formats)
   turn = _orientation(image, len(data))
   if _can_pass_through(image, spec, turn):
     width, height = image.size

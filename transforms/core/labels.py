@@ -18,8 +18,16 @@ MAX_INTEGER_LABEL = 100_000
 
 
 def _is_int(text: str) -> bool:
+  """A non-negative integer, leading zeros allowed ('00001' is 1)."""
   # int() refuses strings of thousands of digits; no id is that long anyway
   return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def _gap_name(value: int, written: list) -> str:
+  """The name of an integer id no row uses: zero-padded like the others when
+  they all share one width ('00003' between '00002' and '00004')."""
+  widths = {len(text) for text in written}
+  return str(value).zfill(widths.pop()) if len(widths) == 1 else str(value)
 
 
 def _bad_name(label: str) -> bool:
@@ -32,21 +40,34 @@ class LabelMap:
   """Line i of label_map.txt is the class name of id i.
 
   `fixed`: the map came from --label_map, so names outside it are rejected.
+  When every name is an integer (leading zeros allowed), labels are also
+  matched by value: '1', '01' and '00001' are the same class.
   """
   names: tuple
   fixed: bool = False
   _ids: dict = dataclasses.field(default=None, compare=False, repr=False)
+  _values: dict = dataclasses.field(default=None, compare=False, repr=False)
 
   def __post_init__(self):
     object.__setattr__(self, '_ids', {n: i for i, n in enumerate(self.names)})
+    numeric = bool(self.names) and all(_is_int(n) for n in self.names)
+    object.__setattr__(self, '_values', {int(n): i for i, n in enumerate(self.names)}
+                       if numeric else {})
 
   @classmethod
   def from_labels(cls, labels: Iterable[str]) -> LabelMap:
-    """Sorted distinct names; when every label is an integer, ids as given."""
+    """Sorted distinct names; when every label is an integer, the id is its
+    value and the name its text as first written (`labels` in line order)."""
+    labels = list(labels)
     distinct = {label for label in labels if label and not _bad_name(label)}
     if distinct and all(_is_int(label) for label in distinct):
-      ids = [int(label) for label in distinct if int(label) <= MAX_INTEGER_LABEL]
-      return cls(tuple(str(i) for i in range(max(ids, default=-1) + 1)))
+      first = {}
+      for label in labels:
+        if label in distinct and int(label) <= MAX_INTEGER_LABEL:
+          first.setdefault(int(label), label)
+      written = list(first.values())
+      return cls(tuple(first.get(i) or _gap_name(i, written)
+                       for i in range(max(first, default=-1) + 1)))
     return cls(tuple(sorted(distinct)))
 
   @classmethod
@@ -58,7 +79,10 @@ class LabelMap:
       raise ValueError('the label map is empty')
     if any(not name for name in names):
       raise ValueError('the label map has a blank line inside it')
-    repeated = sorted(n for n, count in collections.Counter(names).items() if count > 1)
+    # in a map of integers, '1' and '01' are the same class
+    numeric = all(_is_int(n) for n in names)
+    same = collections.Counter(int(n) if numeric else n for n in names)
+    repeated = sorted(str(n) for n, count in same.items() if count > 1)
     if repeated:
       raise ValueError(f'the label map repeats {repeated}')
     return cls(names, fixed=True)
@@ -66,8 +90,24 @@ class LabelMap:
   def to_text(self) -> str:
     return ''.join(f'{name}\n' for name in self.names)
 
+  def lookup_all(self, labels) -> tuple[tuple, tuple]:
+    """A multi-label row's labels -> (ids, names) in the order given, each
+    class once; RowError (stage label) for an empty list or any bad label."""
+    ids, names = [], []
+    for label in labels:
+      found, name = self.lookup(label)
+      if found not in ids:
+        ids.append(found)
+        names.append(name)
+    if not ids:
+      raise RowError(STAGE_LABEL, 'empty_label', 'the row has no labels')
+    return tuple(ids), tuple(names)
+
   def lookup(self, label: Optional[str]) -> tuple[int, str]:
-    """Label text -> (id, name); RowError (stage label) when it has none."""
+    """Label text -> (id, name); RowError (stage label) when it has none.
+
+    `name` is the map's own text: an integer label's first-written form.
+    """
     if label is None or not label.strip():
       raise RowError(STAGE_LABEL, 'empty_label', 'label is empty')
     label = label.strip()
@@ -75,8 +115,10 @@ class LabelMap:
       raise RowError(STAGE_LABEL, 'bad_label',
                      f'label {label!r} holds a line break or control character')
     found = self._ids.get(label)
+    if found is None and self._values and _is_int(label):
+      found = self._values.get(int(label))
     if found is not None:
-      return found, label
+      return found, self.names[found]
     if not self.fixed and _is_int(label) and int(label) > MAX_INTEGER_LABEL:
       raise RowError(STAGE_LABEL, 'unknown_label',
                      f'integer label {label} is above {MAX_INTEGER_LABEL}, the largest '

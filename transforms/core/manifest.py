@@ -19,7 +19,7 @@ from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
 
-FORMATS = ('csv', 'tsv', 'jsonl')
+FORMATS = ('csv', 'tsv', 'jsonl', 'txt')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
 DEFAULT_SPLIT = 'train'
 DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
@@ -35,6 +35,18 @@ REQUIRED_COLUMNS = {
 }
 
 
+# Logical columns a manifest may name differently (--image_column, ...).
+COLUMNS = ('image', 'label', 'key', 'split')
+DEFAULT_LABEL_SEPARATOR = ';'
+
+# --image_dir: files with other extensions are skipped, not rows.
+DEFAULT_IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'gif', 'bmp', 'tif', 'tiff', 'webp',
+                            'ppm', 'pgm')
+LAYOUT_LABEL = 'label'  # DIR/<label>/.../<file>
+LAYOUT_SPLIT_LABEL = 'split/label'  # DIR/<split>/<label>/.../<file>
+IMAGE_DIR_LAYOUTS = (LAYOUT_LABEL, LAYOUT_SPLIT_LABEL)
+
+
 class ManifestFormatError(ValueError):
   """The manifest as a whole cannot be used (a usage error)."""
 
@@ -44,9 +56,16 @@ def manifest_format(path: str) -> str:
   extension = name.rsplit('.', 1)[-1].lower() if '.' in name else ''
   if extension not in FORMATS:
     raise ManifestFormatError(
-        f'cannot tell the format of manifest {path!r}: expected a .csv, .tsv '
-        f'or .jsonl file (optionally .gz)')
+        f'cannot tell the format of manifest {path!r}: expected a .csv, .tsv, '
+        f'.jsonl or .txt file (optionally .gz), or give --manifest_format')
   return extension
+
+
+def manifest_format_or_none(path: str) -> Optional[str]:
+  try:
+    return manifest_format(path)
+  except ManifestFormatError:
+    return None
 
 
 def parse_header(line: str, fmt: str) -> tuple[str, ...]:
@@ -104,10 +123,17 @@ class ManifestConfig:
   """Everything needed to turn one manifest line into a row."""
   path: str
   fmt: str
-  header: tuple = ()  # csv/tsv columns; empty for jsonl
+  header: tuple = ()  # csv/tsv columns; empty for jsonl and txt
   role: str = ROLE_COMBINED
   split: SplitConfig = SplitConfig()
   extra_features: tuple = ()  # ExtraFeature
+  columns: tuple = ()  # ((logical column, the file's name for it), ...)
+  multi_label: bool = False  # a label cell (or JSON list) holds several labels
+  label_separator: str = DEFAULT_LABEL_SEPARATOR
+
+  def column(self, name: str) -> str:
+    """The file's name of logical column `name` (image, label, key, split)."""
+    return dict(self.columns).get(name, name)
 
   @property
   def base_dir(self) -> str:
@@ -151,6 +177,14 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
       raise RowError(STAGE_MANIFEST, 'bad_json',
                      f'line is JSON {type(fields).__name__}, not an object')
     return fields
+  if config.fmt == 'txt':
+    # `path label`: the last field is the label, so a path may hold spaces
+    values = text.strip().rsplit(None, 1)
+    if len(values) != 2:
+      raise RowError(STAGE_MANIFEST, 'wrong_field_count',
+                     f'line has {len(values)} field(s), expected 2 (the last is the '
+                     f'{REQUIRED_COLUMNS[config.role][1]})')
+    return dict(zip(REQUIRED_COLUMNS[config.role], values))
   if config.fmt == 'csv':
     try:
       values = next(csv.reader([text], strict=True))
@@ -170,12 +204,41 @@ def _text(fields: dict, column: str) -> Optional[str]:
   value = fields.get(column)
   if value is None:
     return None
-  if isinstance(value, (dict, list, bool)):
+  return _item_text(value, column)
+
+
+def _item_text(value, column: str) -> str:
+  if isinstance(value, (dict, list, bool)) or value is None:
     raise RowError(STAGE_MANIFEST, 'bad_value',
                    f'column {column!r} must be a string or a number, not {value!r}')
   if isinstance(value, float) and value.is_integer():
     value = int(value)
   return str(value).strip()
+
+
+def _labels(fields: dict, config: ManifestConfig):
+  """The label as text, or with multi_label a tuple of labels in the order
+  given, each once (a cell split at the separator, or a JSON list)."""
+  column = config.column('label')
+  if not config.multi_label:
+    return _text(fields, column)
+  value = fields.get(column)
+  if value is None:
+    return ()
+  items = value if isinstance(value, list) else [value]
+  labels = []
+  for item in items:
+    text = _item_text(item, column)
+    parts = text.split(config.label_separator) if isinstance(item, str) else [text]
+    labels += [part.strip() for part in parts if part.strip()]
+  return tuple(dict.fromkeys(labels))
+
+
+def label_list(label) -> tuple:
+  """A row's label(s) as a tuple: none, one, or a multi-label row's list."""
+  if label is None:
+    return ()
+  return label if isinstance(label, tuple) else (label,)
 
 
 def resolve_path(image: str, base_dir: str) -> str:
@@ -231,17 +294,18 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> Manifest
   """Checks and resolves a parsed line; RowError if the row is unusable."""
   base = ManifestRow(fields, config.path, line)
   for column in REQUIRED_COLUMNS[config.role]:
-    if column != 'label' and not _text(fields, column):
-      raise RowError(STAGE_MANIFEST, f'empty_{column}', f'column {column!r} is empty')
-  label = _text(fields, 'label')
+    if column != 'label' and not _text(fields, config.column(column)):
+      raise RowError(STAGE_MANIFEST, f'empty_{column}',
+                     f'column {config.column(column)!r} is empty')
+  label = _labels(fields, config)
   if config.role == ROLE_LABELS:
-    return dataclasses.replace(base, key=_text(fields, 'key'), label=label)
-  image = _text(fields, 'image')
-  key = _text(fields, 'key') or image
+    return dataclasses.replace(base, key=_text(fields, config.column('key')), label=label)
+  image = _text(fields, config.column('image'))
+  key = _text(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
                                               config.fmt))
                  for f in config.extra_features)
-  split = config.split.assign(key, _text(fields, 'split'))
+  split = config.split.assign(key, _text(fields, config.column('split')))
   return dataclasses.replace(
       base, image=image, path=resolve_path(image, config.base_dir), key=key,
       label=label, split=split, extras=extras)
@@ -258,15 +322,24 @@ def shown_line(raw: bytes) -> str:
   return text[:MAX_SHOWN_LINE] + f'... ({len(text)} characters)'
 
 
-def parse_line(raw: bytes, line: int, config: ManifestConfig) -> ManifestRow:
-  """Raw manifest line -> row. RowError carries the stage and the reason."""
+def line_fields(raw: bytes, line: int, config: ManifestConfig) -> dict:
+  """Raw manifest line -> {column: value}; RowError if it does not parse."""
   try:
     text = raw.decode('utf-8')
   except UnicodeDecodeError as error:
     raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}')
   if line == 1:
     text = text.lstrip('\ufeff')  # a byte order mark before the first row
-  return row_from_fields(split_fields(text.rstrip('\r\n'), config), config, line)
+  return split_fields(text.rstrip('\r\n'), config)
+
+
+def parse_line(raw: bytes, line: int, config: ManifestConfig) -> ManifestRow:
+  """Raw manifest line -> row. RowError carries the stage and the reason."""
+  return row_from_fields(line_fields(raw, line, config), config, line)
+
+
+def has_header(fmt: str) -> bool:
+  return fmt in ('csv', 'tsv')
 
 
 def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
@@ -277,7 +350,7 @@ def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
     if not raw:
       return
     number += 1
-    if number == 1 and fmt != 'jsonl':
+    if number == 1 and has_header(fmt):
       continue
     if raw.strip():
       yield number, raw.rstrip(b'\r\n')
@@ -316,3 +389,29 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
         STAGE_LABEL, 'no_label', f'no row in the label manifest has key {key!r}'))
     return None, rejections
   return dataclasses.replace(kept, label=labels[0].label), rejections
+
+
+def wanted_file(relative: str, extensions: Optional[tuple]) -> bool:
+  """--image_dir: is this file a row? Hidden files and folders never are;
+  with `extensions` (lower case, no dot; None: every file) only image names."""
+  if any(part.startswith('.') for part in relative.split('/')):
+    return False
+  if extensions is None:
+    return True
+  name = relative.rsplit('/', 1)[-1]
+  return '.' in name and name.rsplit('.', 1)[1].lower() in extensions
+
+
+def image_dir_fields(relative: str, layout: str) -> dict:
+  """A file below --image_dir -> its row's fields, from its folders.
+
+  layout label: DIR/<label>/... (a file directly in DIR has an empty label);
+  layout split/label: DIR/<split>/<label>/..., RowError at another depth.
+  """
+  parts = relative.split('/')
+  if layout == LAYOUT_SPLIT_LABEL:
+    if len(parts) < 3:
+      raise RowError(STAGE_MANIFEST, 'wrong_depth',
+                     f'{relative!r} is not in a DIR/<split>/<label>/ folder')
+    return {'image': relative, 'split': parts[0], 'label': parts[1]}
+  return {'image': relative, 'label': parts[0] if len(parts) > 1 else ''}

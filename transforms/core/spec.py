@@ -33,6 +33,10 @@ FEATURE_DTYPES = {'bytes': 'string', 'float': 'float32', 'int64': 'int64'}
 DEFAULT_MAX_PIXELS = 89_478_485
 # Transparent pixels are composited over this colour (white).
 DEFAULT_BACKGROUND = (255, 255, 255)
+# Pillow formats decoded by default (recognised by content; PPM covers PGM/PBM):
+# the common photo and scan formats. Other decoders stay out of reach of
+# untrusted files unless --formats asks for them.
+DEFAULT_FORMATS = ('BMP', 'GIF', 'JPEG', 'PNG', 'PPM', 'TIFF', 'WEBP')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +51,7 @@ class ImageSpec:
   jpeg_quality: int = 95
   background: tuple = DEFAULT_BACKGROUND
   max_pixels: int = DEFAULT_MAX_PIXELS
+  formats: Optional[tuple] = DEFAULT_FORMATS  # Pillow formats decoded; None: all
 
   @property
   def fixed_size(self) -> bool:
@@ -57,7 +62,7 @@ class ImageSpec:
     return 'RGB' if self.channels == 3 else 'L'
 
   def to_json(self) -> dict:
-    return {
+    data = {
         'height': self.height if self.fixed_size else None,
         'width': self.width if self.fixed_size else None,
         'channels': self.channels,
@@ -68,6 +73,9 @@ class ImageSpec:
         'background': list(self.background),
         'max_pixels': self.max_pixels,
     }
+    if self.formats != DEFAULT_FORMATS:  # datasets made by default stay as they were
+      data['formats'] = list(self.formats) if self.formats else 'all'
+    return data
 
   @classmethod
   def from_json(cls, data: dict) -> ImageSpec:
@@ -83,7 +91,12 @@ class ImageSpec:
         resize_filter=data.get('resize_filter', cls.resize_filter),
         jpeg_quality=int(data.get('jpeg_quality', cls.jpeg_quality)),
         background=tuple(data.get('background', cls.background)),
-        max_pixels=int(data.get('max_pixels', cls.max_pixels)))
+        max_pixels=int(data.get('max_pixels', cls.max_pixels)),
+        formats=_formats_from_json(data.get('formats', cls.formats)))
+
+
+def _formats_from_json(value) -> Optional[tuple]:
+  return None if value == 'all' else tuple(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +178,31 @@ FEATURE_TABLES = {
 SCHEMAS = tuple(FEATURE_TABLES)
 
 
+def _multi_label(table: FeatureTable) -> FeatureTable:
+  """--multi_label: the label ids and their texts are lists (int64, bytes) in
+  the order given, checked element by element."""
+  label, text = table.label, 'image/class/text'
+  list_checks = {
+      label: lambda values, _, e: checks.check_labels(values, e.label_map),
+      text: lambda values, record, e: checks.check_label_texts(
+          record[label], values, e.label_map),
+  }
+  return dataclasses.replace(table, features=tuple(
+      dataclasses.replace(f, shape=(None,), check=list_checks[f.name])
+      if f.name in list_checks else f for f in table.features))
+
+
+MULTI_LABEL_TABLE = _multi_label(FEATURE_TABLES['default'])
+
+
+def feature_table(schema: str, multi_label: bool = False) -> FeatureTable:
+  """The table of `schema` (an unknown one: the default's); with multi_label,
+  the default schema with label lists (--schema seed has one label)."""
+  if multi_label:
+    return MULTI_LABEL_TABLE
+  return FEATURE_TABLES.get(schema, FEATURE_TABLES['default'])
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtraFeature:
   """A manifest column copied into every Example as a list feature: a Feature
@@ -188,10 +226,12 @@ class ExampleSpec:
   """Which features an Example carries."""
   schema: str = 'default'
   extra_features: tuple = ()
+  multi_label: bool = False  # image/class/label and /text are lists
 
   def features(self) -> tuple:
     """The schema's Features, then the ExtraFeatures."""
-    return FEATURE_TABLES[self.schema].features + tuple(self.extra_features)
+    return feature_table(self.schema, self.multi_label).features + tuple(
+        self.extra_features)
 
   def feature_spec(self, image: ImageSpec) -> dict:
     """Feature name -> {dtype, shape}, as written to dataset_info.json."""

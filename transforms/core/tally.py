@@ -13,11 +13,17 @@ from transforms.core.rejects import Rejection
 _LINES = 'lines'
 _EXAMPLES = 'examples'
 _REJECTED = 'rejected'
+_SKIPPED = 'skipped'
 
 
 def lines_key(is_label_manifest: bool) -> tuple:
   """Lines (or listed files) read from the image or the label manifest."""
   return (_LINES, is_label_manifest)
+
+
+def skipped_key() -> tuple:
+  """Files below --image_dir skipped for their extension (not rows)."""
+  return (_SKIPPED,)
 
 
 def example_key(split: str) -> tuple:
@@ -35,6 +41,7 @@ class Counts(NamedTuple):
   examples: dict  # split -> examples
   rejected: dict  # 'stage/code' -> image-manifest rows rejected
   label_rows_rejected: dict  # 'stage/code' -> label-manifest rows rejected
+  skipped_files: int = 0  # --image_dir files that are not images by name
 
 
 def read_counts(sums: dict) -> Counts:
@@ -48,4 +55,4 @@ def read_counts(sums: dict) -> Counts:
       into = rejected if counts_as_row else label_rows_rejected
       into[f'{stage}/{code}'] = into.get(f'{stage}/{code}', 0) + count
   return Counts(sums.get(lines_key(False), 0), sums.get(lines_key(True), 0),
-                examples, rejected, label_rows_rejected)
+                examples, rejected, label_rows_rejected, sums.get(skipped_key(), 0))

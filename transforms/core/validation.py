@@ -9,8 +9,8 @@ from google.protobuf.message import DecodeError
 
 from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
-from transforms.core.spec import FEATURE_TABLES
 from transforms.core.spec import ImageSpec
+from transforms.core.spec import feature_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ class RecordSummary:
   split: str
   shard: str
   record: int
-  label: Optional[int]
+  label: Optional[int]  # a multi-label record's: a tuple of ids
   key: Optional[str]
 
 
@@ -76,13 +76,19 @@ def check_record(data: bytes, expected: Expected) -> tuple:
   problems = check_features(features, expected.feature_spec)
   if problems:
     return None, None, problems
-  # An unknown schema is checked as the default one.
-  table = FEATURE_TABLES.get(expected.schema, FEATURE_TABLES['default'])
-  record = {name: values[0] for name, (_, values) in features.items() if values}
+  # An unknown schema is checked as the default one; label lists (--multi_label)
+  # are declared with the shape [null].
+  lists = {name for name, declared in expected.feature_spec.items()
+           if declared['shape'] != []}
+  table = feature_table(expected.schema, multi_label='image/class/label' in lists)
+  # a scalar feature's one value; a list feature's whole list
+  record = {name: values if name in lists else values[0]
+            for name, (_, values) in features.items() if values or name in lists}
   for feature in table.checked:
     problems += feature.check(record[feature.name], record, expected)
   key = record[table.key].decode('utf-8', 'replace') if table.key else None
-  return record[table.label], key, problems
+  label = record[table.label]
+  return tuple(label) if isinstance(label, list) else label, key, problems
 
 
 def check_records(records: list, expected: Expected) -> list:
@@ -107,8 +113,10 @@ _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
 
 
 def summary_tallies(summary: RecordSummary) -> list:
-  """The counts one checked record adds to: its shard and its label."""
-  return [((_SHARD, (summary.split, summary.shard)), 1), ((_LABEL, summary.label), 1)]
+  """The counts one checked record adds to: its shard and its label(s)."""
+  labels = summary.label if isinstance(summary.label, tuple) else (summary.label,)
+  return [((_SHARD, (summary.split, summary.shard)), 1)] + [
+      ((_LABEL, label), 1) for label in labels]
 
 
 def problem_tally(problem: Problem) -> tuple:

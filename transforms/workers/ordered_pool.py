@@ -14,17 +14,19 @@ from transforms.workers.process_pool import WorkerDied
 
 class OrderedPool:
   """Runs calls on `threads` threads (or, with processes=True, in that many
-  child processes), at most 2 x threads in flight.
+  child processes), at most 2 x threads in flight. With processes, a call
+  still running after timeout_s seconds has its child killed (WorkerTimedOut).
 
   Results come back as (tag, future) in submission order, so memory stays
   flat and every outcome keeps the tag of the element it belongs to. With
   threads <= 1 and no processes, calls run inline (the future is already done).
   """
 
-  def __init__(self, threads: int, processes: bool = False, prepare=None):
+  def __init__(self, threads: int, processes: bool = False, prepare=None,
+               timeout_s: float | None = None):
     self._threads = max(threads, 1)
     if processes:
-      self._executor = ProcessPool(self._threads, prepare)
+      self._executor = ProcessPool(self._threads, prepare, timeout_s=timeout_s)
     else:
       self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
     self._pending = collections.deque()

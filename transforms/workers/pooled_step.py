@@ -12,13 +12,18 @@ from transforms.workers.ordered_pool import OrderedPool
 
 @dataclasses.dataclass(frozen=True)
 class PoolSize:
-  """Threads, or child processes when processes > 0, working for one DoFn."""
+  """Threads, or child processes when processes > 0, working for one DoFn.
+
+  timeout_s (processes only): a call still running after that long has its
+  child killed and replaced (WorkerTimedOut); None: no limit.
+  """
   threads: int = 1
   processes: int = 0
+  timeout_s: Optional[float] = None
 
 
 def pool_size(threads: int, processes: int, encoding: str, single_local_worker: bool,
-              cpu_count: int, inline_raw: bool = False) -> PoolSize:
+              cpu_count: int, inline_raw: bool = False, timeout_s: float = 0.0) -> PoolSize:
   """The pool converting images (convert) or checking records (validate) in
   one worker. threads/processes: what the user asked for (0: choose);
   encoding: of the output images; inline_raw: raw images need no pool (validate
@@ -37,6 +42,10 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
   against 3.58 s on threads (Pillow's Python parts share the GIL). Raw 300x300
   output was slower in processes (4.18 s against 3.79 s): 270 KB of pixels per
   image cost more to pass back than the GIL.
+
+  With a time limit (timeout_s, convert's --image_timeout_s), processes
+  unless threads were asked for, for every encoding: only a process can be
+  stopped. One per core on a single local worker, else one per worker.
   """
   if threads:
     chosen_threads = threads
@@ -46,11 +55,14 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
     chosen_threads = cpu_count + 1 if single_local_worker else 1
   if processes:
     chosen_processes = processes
+  elif timeout_s and not threads:
+    chosen_processes = cpu_count if single_local_worker else 1
   elif threads or encoding == 'raw' or not single_local_worker:
     chosen_processes = 0
   else:
     chosen_processes = cpu_count
-  return PoolSize(chosen_threads, chosen_processes)
+  return PoolSize(chosen_threads, chosen_processes,
+                  (timeout_s or None) if chosen_processes else None)
 
 
 class PooledStep:
@@ -60,8 +72,9 @@ class PooledStep:
   is one result per item (an item's failure as its result, not raised). In
   processes, items go in batches of `process_batch` (one pipe round trip per
   batch); on threads one by one (inline with a single thread). A batch whose
-  worker process died is rerun item by item, so only the item that kills a
-  worker gets the WorkerDied as its result. Any other failure of a call (e.g.
+  worker process died (or overran size.timeout_s: WorkerTimedOut) is rerun
+  item by item, so only the item that kills a worker gets the WorkerDied as
+  its result. Any other failure of a call (e.g.
   WorkerFailedToStart) is raised: a set-up problem fails the job.
 
   Built with the DoFn (picklable); start() in DoFn.setup, close() in
@@ -80,7 +93,8 @@ class PooledStep:
     self._call = call
     self._batch = []
     if self._size.processes:
-      self._pool = OrderedPool(self._size.processes, processes=True, prepare=self._prepare)
+      self._pool = OrderedPool(self._size.processes, processes=True, prepare=self._prepare,
+                               timeout_s=self._size.timeout_s)
     else:
       self._pool = OrderedPool(self._size.threads)
 

@@ -32,6 +32,7 @@ from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
 import os
 import pickle
+import select
 import subprocess
 import sys
 import threading
@@ -55,6 +56,10 @@ def picklable_error(error: Exception) -> Exception:
 
 class WorkerDied(RuntimeError):
   """The child process ended (or garbled its reply) while running a call."""
+
+
+class WorkerTimedOut(WorkerDied):
+  """The child took longer than the call's time limit: it was killed."""
 
 
 class WorkerFailedToStart(RuntimeError):
@@ -83,12 +88,20 @@ class _Child:
       self.kill()
       raise WorkerFailedToStart(f'an image worker process said {ready!r} on start')
 
-  def call(self, fn: Callable, args: tuple):
+  def call(self, fn: Callable, args: tuple, timeout_s: Optional[float] = None):
+    """fn(*args) in the child; WorkerTimedOut (the child killed) if no reply
+    came within timeout_s seconds."""
     request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
     try:
       self._process.stdin.write(request)
       self._process.stdin.flush()
+      if timeout_s and not select.select([self._process.stdout], [], [], timeout_s)[0]:
+        self.kill()
+        raise WorkerTimedOut(f'image worker process still running {fn.__name__} after '
+                             f'{timeout_s:g} s: killed')
       status, value = pickle.load(self._process.stdout)
+    except WorkerTimedOut:
+      raise
     except Exception as error:  # pylint: disable=broad-except
       # Dead, or its reply stream can no longer be trusted: either way it goes.
       self.kill()
@@ -133,14 +146,16 @@ class ProcessPool:
   (every child would pay that import). `prepare`, if given, maps the
   arguments on the pool thread before they are sent (e.g. reads remote files,
   which children cannot). `worker_module`: what the children run (a test
-  gives one that cannot start).
+  gives one that cannot start). `timeout_s`: a call still running after that
+  long kills its child (WorkerTimedOut); the next call starts a new one.
   """
 
   def __init__(self, processes: int, prepare: Optional[Callable] = None,
-               worker_module: str = WORKER_MODULE):
+               worker_module: str = WORKER_MODULE, timeout_s: Optional[float] = None):
     self._executor = ThreadPoolExecutor(processes)
     self._worker_module = worker_module
     self._prepare = prepare
+    self._timeout_s = timeout_s
     self._local = threading.local()
     self._children = []
     self._lock = threading.Lock()
@@ -151,7 +166,7 @@ class ProcessPool:
   def _call(self, fn: Callable, args: tuple):
     if self._prepare is not None:
       args = self._prepare(args)
-    return self._child().call(fn, args)
+    return self._child().call(fn, args, self._timeout_s)
 
   def _child(self) -> _Child:
     child = getattr(self._local, 'child', None)
