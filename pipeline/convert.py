@@ -29,6 +29,9 @@ from pipeline import run_temp
 from pipeline.output_dir import RunLock
 from pipeline.output_dir import prepare_output_dir
 from transforms import filesystem
+from transforms.content import ContentDuplicates
+from transforms.content import DedupeContent
+from transforms.content import HashSourceFn
 from transforms.core import tally
 from transforms.core.spec import shard_suffix
 from transforms.encode_rows import EncodeRows
@@ -48,11 +51,15 @@ from transforms.write_dataset import WriteRejected
 from transforms.write_dataset import WriteShards
 
 
-def _read_rows(p, config: opts.ConvertConfig):
-  """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None)."""
+def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
+  """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
+
+  in_order: the rows come out in their write order (a single local worker).
+  """
   if config.image_dir:
     source = p | 'ReadImageDir' >> ReadImageDir(
-        config.image_dir, config.split, config.image_dir_layout, config.image_extensions)
+        config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
+        config.label_normalize)
   else:
     source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
   label_rows = None
@@ -61,7 +68,8 @@ def _read_rows(p, config: opts.ConvertConfig):
     labels = p | 'ReadLabelManifest' >> ReadManifest(config.manifests[1])
     label_rows = labels[ROWS]
     tallies.append(labels[TALLIES])
-  resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(label_rows)
+  resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(
+      label_rows, config.ordering, in_order)
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
@@ -73,7 +81,20 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
 
   progress_dir: where local workers report their progress (None: nowhere).
   """
-  rows, rejected, tallies, skipped = _read_rows(p, config)
+  # A single local worker sorts the rows (small) into their write order before
+  # any image is decoded and writes records as they come: no image payload
+  # goes through a shuffle. Other runners shuffle the records to their shards.
+  in_order = launch.single_local_worker(p.options)
+  rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  if 'content' in (config.dedupe, config.split_by):
+    rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
+        config.split if config.split_by == 'content' else None))
+  if config.dedupe == 'content':
+    deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order)
+    rows = deduped[ROWS]
+    rejected.append(deduped[REJECTED])
+  tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
+      lambda row: [(key, 1) for key in tally.label_keys(row)]))
   if config.label_map is not None:
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
@@ -83,7 +104,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
                    timeout_s=config.image_timeout_s)
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
-      image_timeout_s=pool.timeout_s or 0.0)
+      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 
@@ -93,13 +114,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           lambda example, _: split_names.index(example[0]), len(split_names)))
   shard_paths = []
   for split, split_examples in zip(split_names, by_split):
-    written = (split_examples
-               | f'Serialized[{split}]' >> beam.Values()
-               | f'Write[{split}]' >> WriteShards(
-                   filesystem.join(config.output_dir, split),
-                   shard_suffix(config.compression), config.compression,
-                   config.num_shards, config.shard_size_mb * 1024 * 1024,
-                   config.write_index))
+    written = split_examples | f'Write[{split}]' >> WriteShards(
+        filesystem.join(config.output_dir, split),
+        shard_suffix(config.compression), config.compression,
+        config.num_shards, config.shard_size_mb * 1024 * 1024, in_order,
+        config.write_index)
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
 
@@ -108,7 +127,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
                   | 'CountRejected' >> beam.Map(count_rejection))
   rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
   tallies.append(examples | 'TallyExamples' >> beam.Map(
-      lambda example: (tally.example_key(example[0]), 1)))
+      lambda example: (tally.example_key(example.split, example.label_id), 1)))
+  content_duplicates = examples | 'ContentDuplicates' >> ContentDuplicates()
   tallies.append(all_rejected | 'TallyRejected' >> beam.Map(
       lambda rejection: (tally.rejection_key(rejection), 1)))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
@@ -122,6 +142,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
               side.AsDict(counts),
               side.AsSingleton(label_map),
               side.AsList(rejected_files),
+              side.AsSingleton(content_duplicates),
               **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped)})))
 
 
@@ -133,6 +154,7 @@ def summary(info: dict, seconds: float) -> str:
   for name, split in info['splits'].items():
     lines.append(f'  {name}: {split["num_examples"]} examples, '
                  f'{split["num_bytes"] / 1e6:.1f} MB in {len(split["shards"])} shard(s)')
+    lines += _class_lines(split)
   for reason, count in info['rejected_by_reason'].items():
     lines.append(f'  rejected {reason}: {count}')
   for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
@@ -143,12 +165,60 @@ def summary(info: dict, seconds: float) -> str:
                  f'name (--image_extensions): {", ".join(shown)}'
                  + (', ...' if info['num_skipped_files'] > len(shown) else ''))
   lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  lines += warning_lines(info)
   if not info['num_manifest_rows']:
     lines.append('Warning: the manifest has no rows; the dataset is empty.')
   if info['over_budget']:
     lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
                  f'{info["max_error_rate"]:.2%}: exit code 3.')
   return '\n'.join(lines)
+
+
+# Up to this many classes the summary lists them all; above, the extremes.
+SUMMARY_CLASSES = 20
+SUMMARY_EXTREMES = 3
+
+
+def _class_lines(split: dict) -> list:
+  counts = split.get('examples_per_class') or {}
+  if not counts:
+    return []
+  ratio = split.get('imbalance_ratio')
+  ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+  shown = lambda items: ', '.join(f'{name} {n}' for name, n in items)  # noqa: E731
+  if len(ranked) <= SUMMARY_CLASSES:
+    text = f'per class: {shown(ranked)}'
+  else:
+    text = (f'per class: largest {shown(ranked[:SUMMARY_EXTREMES])}; smallest '
+            f'{shown(ranked[-SUMMARY_EXTREMES:])}')
+  return [f'    {text}' + (f'; imbalance {ratio:.1f}x' if ratio else '')]
+
+
+def warning_lines(info: dict) -> list:
+  """One line per kind of warning dataset_info.json holds."""
+  lines = []
+  labels = info.get('label_warnings') or {}
+  if labels.get('num_case_variant_groups'):
+    groups = ['/'.join(group) for group in labels['case_variants'][:3]]
+    lines.append(f'Warning: {labels["num_case_variant_groups"]} group(s) of labels differ '
+                 f'only in case, kept apart: {"; ".join(groups)} '
+                 f'(--label_normalize lower merges them)')
+  if labels.get('num_labels_with_surrounding_spaces'):
+    names = list(labels['surrounding_spaces'])[:3]
+    lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
+                 f'surrounding spaces in some rows, stripped and merged: {names} '
+                 f'(--label_normalize strip says that is intended)')
+  if labels.get('num_empty_classes'):
+    lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
+                 f'no example (ids kept): {labels["empty_classes"][:5]}')
+  copies = info.get('content_duplicates') or {}
+  if copies.get('num_within_split') or copies.get('num_across_splits'):
+    lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '
+                 f'image(s) repeat the bytes of another row under another key: '
+                 f'{copies["num_within_split"]} within a split, '
+                 f'{copies["num_across_splits"]} across splits (see content_duplicates in '
+                 f'dataset_info.json; --dedupe content, --split_by content)')
+  return lines
 
 
 def run(argv=None) -> int:

@@ -74,8 +74,9 @@ def is_local(options: PipelineOptions) -> bool:
 
 
 def is_local_runner(runner) -> bool:
+  # 'direct' too: Beam and local_runner.for_options accept it for the DirectRunner.
   return str(runner or '').split('.')[-1] in ('DirectRunner', 'FnApiRunner',
-                                              'SwitchingDirectRunner')
+                                              'SwitchingDirectRunner', 'direct')
 
 
 def is_dry_run(options: PipelineOptions) -> bool:

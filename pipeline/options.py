@@ -20,6 +20,11 @@ from transforms import filesystem
 from transforms.core import manifest
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.labels import LabelMap
+from transforms.core.labels import normalized_map
+from transforms.core.labels import parse_normalize
+from transforms.core.shuffle import DEFAULT_ORDERING
+from transforms.core.shuffle import SHUFFLE_MODES
+from transforms.core.shuffle import Ordering
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ENCODINGS
@@ -121,7 +126,21 @@ class ConvertOptions:
     out.add_argument('--split', help='hash split, e.g. train=0.8,validation=0.1,test=0.1')
     out.add_argument('--split_names', default=','.join(manifest.DEFAULT_SPLIT_NAMES),
                      help='allowed values of a split column')
-    out.add_argument('--seed', type=int, default=0, help='salt of the --split hash')
+    out.add_argument('--seed', type=int, default=0,
+                     help='salt of the --split hash and of the --shuffle order')
+    out.add_argument('--shuffle', default='on', choices=SHUFFLE_MODES,
+                     help='on: records in a pseudo-random order fixed by a salted hash '
+                     'of the key (--seed); off: in manifest order')
+    out.add_argument('--dedupe', default='key', choices=('key', 'content'),
+                     help='key: one row per key (always); content: also one row per '
+                     'identical image (the first by line), others rejected as '
+                     'duplicate/duplicate_content')
+    out.add_argument('--split_by', default='key', choices=('key', 'content'),
+                     help='what --split hashes: the key, or the image bytes (copies '
+                     'then always land in one split)')
+    out.add_argument('--label_normalize',
+                     help='merge label spellings on purpose: lower, strip, or both '
+                     '(also lower,strip); the normalized text is stored')
     out.add_argument('--extra_features',
                      help='manifest columns to copy, e.g. weight:float,source:bytes')
     image = parser.add_argument_group('image')
@@ -171,7 +190,9 @@ class ValidateOptions:
     parser.add_argument('--report', help='where to write the JSON report '
                         '(default INPUT_DIR/validation_report.json)')
     parser.add_argument('--max_problems', type=_positive_int, default=100,
-                        help='problems listed in the report (all are counted)')
+                        help='problems (and warnings) listed in the report (all are counted)')
+    parser.add_argument('--strict', action='store_true',
+                        help='exit 1 on warnings too (e.g. the same image in two splits)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
                         help='threads checking records in a worker (0: cores + 1 '
                         'for JPEG/PNG records on a local run; 1 for raw records '
@@ -206,6 +227,10 @@ class ConvertConfig:
   image_dir_layout: str = manifest.LAYOUT_LABEL
   image_extensions: Optional[tuple] = manifest.DEFAULT_IMAGE_EXTENSIONS  # None: all
   image_timeout_s: float = DEFAULT_IMAGE_TIMEOUT_S  # 0: no limit
+  ordering: Ordering = DEFAULT_ORDERING
+  dedupe: str = 'key'
+  split_by: str = 'key'
+  label_normalize: frozenset = frozenset()
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
 
@@ -213,7 +238,8 @@ class ConvertConfig:
     """What dataset_info.json records from these options."""
     return InfoSettings(image=self.image, example=self.example,
                         max_error_rate=self.max_error_rate, config=self.to_json(),
-                        options=self.options, config_file=self.config_file)
+                        options=self.options, config_file=self.config_file,
+                        label_normalize=self.label_normalize)
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
@@ -229,6 +255,10 @@ class ConvertConfig:
         'shard_size_mb': self.shard_size_mb,
         'split': [list(f) for f in self.split.fractions] or None,
         'seed': self.split.seed,
+        'shuffle': 'on' if self.ordering.shuffle else 'off',
+        'dedupe': self.dedupe,
+        'split_by': self.split_by,
+        'label_normalize': sorted(self.label_normalize),
         'extra_features': {f.name: f.kind for f in self.example.extra_features},
         **indexed,
     }
@@ -261,6 +291,7 @@ class ValidateConfig:
   max_problems: int = 100
   check_threads: int = 0
   check_processes: int = 0
+  strict: bool = False  # warnings exit 1 too
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -353,7 +384,8 @@ _ROLE_COLUMNS = {
 def manifest_config(path: str, role: str, split: manifest.SplitConfig, extras: tuple,
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
-                    label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR
+                    label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
+                    label_normalize: frozenset = frozenset()
                     ) -> manifest.ManifestConfig:
   """Checks one manifest on the launcher. `columns`: {logical column: the
   file's name} as given by --image_column etc. A named column the file lacks
@@ -372,7 +404,7 @@ def manifest_config(path: str, role: str, split: manifest.SplitConfig, extras: t
   config = manifest.ManifestConfig(
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
-      label_separator=label_separator)
+      label_separator=label_separator, label_normalize=label_normalize)
   if manifest.has_header(fmt):
     needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
     needed += [n for n in named.values() if n not in needed]
@@ -393,7 +425,7 @@ def _check_columns(path: str, needed: list, found: tuple) -> None:
                      f'(its columns: {", ".join(found) or "none"})')
 
 
-def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
+def _read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
   if not path:
     return None
   try:
@@ -403,7 +435,7 @@ def _read_label_map(path: Optional[str]) -> Optional[LabelMap]:
   except UnicodeDecodeError as error:
     raise UsageError(f'--label_map {path} is not UTF-8 text: {error}')
   try:
-    return LabelMap.from_text(text)
+    return normalized_map(LabelMap.from_text(text), modes)
   except ValueError as error:  # empty, blank or repeated lines
     raise UsageError(f'--label_map {path}: {error}')
 
@@ -485,7 +517,8 @@ def validate_config(args) -> ValidateConfig:
       input_dir=input_dir,
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
       expected_count=args.expected_count, max_problems=args.max_problems,
-      check_threads=args.check_threads, check_processes=args.check_processes)
+      check_threads=args.check_threads, check_processes=args.check_processes,
+      strict=args.strict)
 
 
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
@@ -537,8 +570,15 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
              if getattr(args, f'{c}_column')}
   if not args.label_separator:
     raise UsageError('--label_separator is empty')
+  if args.split_by == 'content' and not split.fractions:
+    raise UsageError('--split_by content draws --split fractions from the image bytes: '
+                     'give --split too')
+  try:
+    label_normalize = parse_normalize(args.label_normalize)
+  except ValueError as error:
+    raise UsageError(f'--label_normalize: {error}')
   reading = dict(fmt=args.manifest_format, columns=columns, multi_label=args.multi_label,
-                 label_separator=args.label_separator)
+                 label_separator=args.label_separator, label_normalize=label_normalize)
   manifests = ()
   if args.manifest:
     role = manifest.ROLE_IMAGES if args.label_manifest else manifest.ROLE_COMBINED
@@ -571,7 +611,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
-      label_map=_read_label_map(args.label_map), image=image,
+      label_map=_read_label_map(args.label_map, label_normalize), image=image,
       example=ExampleSpec(args.schema, extras, args.multi_label), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
@@ -581,4 +621,6 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       image_extensions=parse_name_list(args.image_extensions, '--image_extensions',
                                        lower=True),
       options=parsed.effective, config_file=parsed.config_file,
-      write_index=args.write_index)
+      write_index=args.write_index,
+      ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
+      dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize)

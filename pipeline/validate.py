@@ -3,8 +3,8 @@
   python -m pipeline.validate --input_dir out/ [--expected_count N]
       [--report PATH] [any Beam pipeline option]
 
-Exit codes: 0 everything holds, 1 problems found (listed in the report),
-2 usage error.
+Exit codes: 0 everything holds, 1 problems found (listed in the report) or,
+with --strict, warnings found; 2 usage error.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.tags import PROBLEMS
 from transforms.tags import SUMMARIES
+from transforms.tags import WARNINGS
 from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
 from transforms.validate_shards import build_report
@@ -78,11 +79,14 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
              | 'CheckShards' >> CheckShards(
                  input_dir, expected, pool.threads, pool.processes,
                  spread=not launch.single_local_worker(p.options), check=check_records))
-  summaries, problems = checked[SUMMARIES], checked[PROBLEMS]
+  summaries, problems, warnings = checked[SUMMARIES], checked[PROBLEMS], checked[WARNINGS]
   tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
-             problems | 'TallyProblems' >> beam.Map(validation.problem_tally))
+             problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
+             warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
   first_problems = problems | 'FirstProblems' >> beam.combiners.Top.Smallest(
+      max_problems, key=validation.Problem.sort_key)
+  first_warnings = warnings | 'FirstWarnings' >> beam.combiners.Top.Smallest(
       max_problems, key=validation.Problem.sort_key)
   side = beam.pvalue
   return (p
@@ -90,7 +94,8 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
                             max_problems),
-              side.AsDict(counts), side.AsSingleton(first_problems)))
+              side.AsDict(counts), side.AsSingleton(first_problems),
+              side.AsSingleton(first_warnings)))
 
 
 OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed '
@@ -104,18 +109,28 @@ def _location(problem: dict) -> str:
   return f'{place}: ' if place else ''
 
 
-def summary(report: dict, report_path: str) -> str:
+def _examples(findings: list) -> list:
+  return [f'  e.g. {_location(p)}{p["detail"]}' for p in findings[:5]]
+
+
+def summary(report: dict, report_path: str, strict: bool = False) -> str:
+  warned = report.get('num_warnings', 0)
+  warnings = []
+  if warned:
+    warnings = [f'WARNING: {warned} warning(s)'
+                + (' (--strict: exit 1)' if strict else ' (exit code unchanged without --strict)')]
+    warnings += [f'  {kind}: {count}' for kind, count in report['warnings_by_kind'].items()]
+    warnings += _examples(report['warnings'])
+  note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
-    text = (f'OK: {report["num_examples"]} examples' + (f' ({splits})' if splits else '')
-            + f', every record checked. Report: {report_path}')
-    return text + ('\n' + OVER_BUDGET_NOTE if report.get('over_budget') else '')
+    return '\n'.join([f'OK: {report["num_examples"]} examples'
+                      + (f' ({splits})' if splits else '')
+                      + f', every record checked. Report: {report_path}'] + note + warnings)
   lines = [f'INVALID: {report["num_problems"]} problem(s) found. Report: {report_path}']
   lines += [f'  {kind}: {count}' for kind, count in report['problems_by_kind'].items()]
-  lines += [f'  e.g. {_location(p)}{p["detail"]}' for p in report['problems'][:5]]
-  if report.get('over_budget'):
-    lines.append(OVER_BUDGET_NOTE)
-  return '\n'.join(lines)
+  lines += _examples(report['problems'])
+  return '\n'.join(lines + note + warnings)
 
 
 def run(argv=None, check_records=validation.check_records) -> int:
@@ -142,8 +157,10 @@ def run(argv=None, check_records=validation.check_records) -> int:
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return launch.EXIT_OK
   report = json.loads(filesystem.read_text(config.report_path))
-  print(summary(report, config.report_path))
-  return launch.EXIT_OK if report['valid'] else launch.EXIT_FAILED
+  print(summary(report, config.report_path, config.strict))
+  if not report['valid'] or (config.strict and report['num_warnings']):
+    return launch.EXIT_FAILED
+  return launch.EXIT_OK
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:

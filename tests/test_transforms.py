@@ -93,10 +93,9 @@ def test_encode_rows_examples_and_rejections(tmp_path):
                                key='x.png', label='purple', split='train')]
   spec = ImageSpec(height=2, width=3)
 
-  def summary(split_and_bytes):
-    split, data = split_and_bytes
-    features = parse_example(data)
-    return (split, features['image/class/label'][1], features['image/encoded'][1][0])
+  def summary(example):
+    features = parse_example(example.data)
+    return (example.split, features['image/class/label'][1], features['image/encoded'][1][0])
 
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('blue', 'red'), fixed=True)])
@@ -164,8 +163,8 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
         ImageSpec(height=1, width=1), ExampleSpec(), label_map, image_threads=3,
         convert_on_thread=_convert_or_explode)
     assert_that(encoded[EXAMPLES] | beam.Map(
-        lambda e: (parse_example(e[1])['image/filename'][1][0].decode(),
-                   parse_example(e[1])['image/encoded'][1][0][0])),
+        lambda e: (parse_example(e.data)['image/filename'][1][0].decode(),
+                   parse_example(e.data)['image/encoded'][1][0][0])),
                 equal_to([(f'{i}.png', i) for i in range(40) if i % 10 not in (3, 7)]),
                 label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.code)),
@@ -235,7 +234,7 @@ def test_a_crashing_image_worker_rejects_only_its_row(tmp_path):
         ImageSpec(height=1, width=1, encoding='png'), ExampleSpec(), label_map,
         image_processes=2, convert_in_process=crash_on_marked)
     assert_that(encoded[EXAMPLES] | beam.Map(
-        lambda e: parse_example(e[1])['image/filename'][1][0].decode()),
+        lambda e: parse_example(e.data)['image/filename'][1][0].decode()),
                 equal_to([f'{i}.png' for i in range(20) if i != 5]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(
         lambda r: (r.line, r.code, 'exit code 9' in r.reason)),

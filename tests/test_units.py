@@ -428,5 +428,9 @@ def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
       sums[key] = sums.get(key, 0) + one
   key, one = validation.problem_tally(validation.Problem('corrupt_shard', 's0', 2, 'x'))
   sums[key] = one
+  key, one = validation.warning_tally(
+      validation.Problem('cross_split_duplicate', 's1', 0, 'x'))
+  sums[key] = one
   assert validation.split_tallies(sums) == (
-      {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1})
+      {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1},
+      {'cross_split_duplicate': 1})

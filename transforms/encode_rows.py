@@ -10,12 +10,14 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
 from transforms.core.example import LabelledRow
-from transforms.core.example import build_example
+from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
+from transforms.core.shuffle import DEFAULT_ORDERING
+from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.metrics import METRICS_NAMESPACE
@@ -167,7 +169,9 @@ def _in_global_window(value):
 
 
 class EncodeRows(beam.PTransform):
-  """Rows -> {'examples': (split, serialized Example), 'rejected': Rejection}.
+  """Rows -> {'examples': BuiltExample, 'rejected': Rejection}.
+
+  Rows keep their order (the local write order) through every step.
 
   The label map arrives as a singleton side input, so label ids are fixed
   before any image is decoded.
@@ -176,8 +180,9 @@ class EncodeRows(beam.PTransform):
   def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
-               image_timeout_s: float = 0.0):
+               image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING):
     super().__init__()
+    self._ordering = ordering
     self._converters = {'convert_on_thread': convert_on_thread,
                         'convert_in_process': convert_in_process,
                         'timeout_s': image_timeout_s}
@@ -196,8 +201,8 @@ class EncodeRows(beam.PTransform):
         LoadImageFn(self._image_spec, self._progress_dir, self._image_threads,
                     self._image_processes, **self._converters)
     ).with_outputs(REJECTED, main=LOADED)
-    spec = self._example_spec
+    spec, ordering = self._example_spec, self._ordering
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
-        lambda image: (image.labelled.row.split, build_example(image, spec)))
+        lambda image: built_example(image, spec, ordering))
     rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import manifest
+from transforms.core import shuffle
 from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
@@ -98,24 +101,82 @@ class ResolveKeyFn(beam.DoFn):
       yield row
 
 
+class _ResolveAllFn(beam.DoFn):
+  """(None, [(side, row), ...]) -> every kept row in write order, plus rejections.
+
+  The single-worker form of ResolveKeyFn: all rows arrive as one group, so
+  the rows (small) are put in their write order before any image is decoded,
+  and the images never go through a shuffle.
+  """
+
+  def __init__(self, joined: bool, ordering: shuffle.Ordering):
+    self._joined = joined
+    self._ordering = ordering
+
+  def process(self, grouped):
+    _, tagged = grouped
+    ordering = self._ordering
+    # Shuffled, a key's rows share its place: one sort both groups them and
+    # puts the kept rows in write order, so they leave as they are resolved.
+    # In manifest order the kept row's line decides, known once resolved.
+    place = (lambda key, line: ordering.key(key, line)) if ordering.shuffle else (
+        lambda key, line: 0)
+    tagged = sorted(tagged, key=lambda t: (place(t[1].key, t[1].line), t[1].key, t[0],
+                                           t[1].source, t[1].line))
+    kept = []
+    for key, group in itertools.groupby(tagged, key=lambda t: t[1].key):
+      sides = {'images': [], 'labels': []}
+      for side, row in group:
+        sides[side].append(row)
+      row, rejections = manifest.resolve_key(key, sides['images'], sides['labels'],
+                                             self._joined)
+      for rejection in rejections:
+        yield beam.pvalue.TaggedOutput(REJECTED, rejection)
+      if row is None:
+        continue
+      if ordering.shuffle:
+        yield row
+      else:
+        kept.append(row)
+    del tagged
+    yield from shuffle.sort_rows(kept, ordering)
+
+
 class ResolveKeys(beam.PTransform):
   """Keeps one image row per key and, with a label manifest, joins labels.
 
   In: image rows (and optionally label rows). Out: {'rows', 'rejected'}.
+  in_order: one group of every row, which comes out sorted in the write order
+  of `ordering` (for a single local worker, which then writes records in
+  the order they arrive); else grouped per key, in no particular order.
   """
 
-  def __init__(self, label_rows=None):
+  def __init__(self, label_rows=None, ordering: shuffle.Ordering = shuffle.DEFAULT_ORDERING,
+               in_order: bool = False):
     super().__init__()
     self._label_rows = label_rows
+    self._ordering = ordering
+    self._in_order = in_order
 
   def expand(self, image_rows):
+    joined = self._label_rows is not None
+    if self._in_order:
+      tagged = [image_rows | 'TagImages' >> beam.Map(lambda r: (None, ('images', r)))]
+      if joined:
+        tagged.append(self._label_rows | 'TagLabels' >> beam.Map(
+            lambda r: (None, ('labels', r))))
+      grouped = (tagged | 'AllRows' >> beam.Flatten()
+                 | 'GroupAll' >> beam.GroupByKey())
+      resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
+          _ResolveAllFn(joined, self._ordering)).with_outputs(REJECTED, main=ROWS)
+      return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
     sides = {'images': image_rows | 'KeyImages' >> beam.Map(lambda r: (r.key, r))}
-    if self._label_rows is not None:
+    if joined:
       sides['labels'] = self._label_rows | 'KeyLabels' >> beam.Map(
           lambda r: (r.key, r))
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
-        ResolveKeyFn(self._label_rows is not None)).with_outputs(REJECTED, main=ROWS)
+        ResolveKeyFn(joined)).with_outputs(REJECTED, main=ROWS)
     return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
 
 
@@ -191,11 +252,12 @@ class ReadImageDir(beam.PTransform):
   """
 
   def __init__(self, directory: str, split: manifest.SplitConfig,
-               layout: str = manifest.LAYOUT_LABEL, extensions=None):
+               layout: str = manifest.LAYOUT_LABEL, extensions=None,
+               label_normalize: frozenset = frozenset()):
     super().__init__()
     self._config = manifest.ManifestConfig(
         path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
-        split=split)
+        split=split, label_normalize=label_normalize)
     self._layout = layout
     self._extensions = extensions
 

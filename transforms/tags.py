@@ -6,10 +6,11 @@ under REJECTED (convert) or PROBLEMS (validate): never dropped, always counted.
 
 ROWS = 'rows'  # ManifestRow
 REJECTED = 'rejected'  # Rejection
-EXAMPLES = 'examples'  # (split, serialized tf.train.Example)
+EXAMPLES = 'examples'  # BuiltExample (split, order, ..., serialized tf.train.Example)
 TALLIES = 'tallies'  # (tally key, 1)
 SKIPPED = 'skipped'  # a file below --image_dir that is not an image by name
 LABELLED = 'labelled'  # LabelledRow
 LOADED = 'loaded'  # LoadedImage
 SUMMARIES = 'summaries'  # RecordSummary
 PROBLEMS = 'problems'  # Problem
+WARNINGS = 'warnings'  # Problem that does not make the dataset invalid (validate --strict)

@@ -15,6 +15,7 @@ from transforms.core.tfrecord import read_records
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import PROBLEMS
 from transforms.tags import SUMMARIES
+from transforms.tags import WARNINGS
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 
@@ -76,8 +77,8 @@ class ReadShardFn(beam.DoFn):
     for (index, _), result in done:
       if isinstance(result, Exception):  # the record killed its worker process
         result = validation.unexpected_check_error(result)
-      label, key, problems = result
-      yield validation.RecordSummary(split, shard, index, label, key)
+      label, key, problems, sha256 = result
+      yield validation.RecordSummary(split, shard, index, label, key, sha256)
       for kind, detail in problems:
         yield self._problem(kind, shard, index, detail)
 
@@ -100,7 +101,8 @@ def duplicate_problems(grouped):
 
 
 class CheckShards(beam.PTransform):
-  """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem}.
+  """(split, shard name) pairs -> {'summaries': RecordSummary, 'problems': Problem,
+  'warnings': Problem (findings that do not make the dataset invalid)}.
 
   spread: reshuffle the shards first, so a distributed runner reads them on
   many workers (pointless for a single local worker).
@@ -130,7 +132,14 @@ class CheckShards(beam.PTransform):
                   | 'GroupByKey' >> beam.GroupByKey()
                   | 'Duplicates' >> beam.FlatMap(duplicate_problems))
     problems = (read[PROBLEMS], duplicates) | 'AllProblems' >> beam.Flatten()
-    return {SUMMARIES: read[SUMMARIES], PROBLEMS: problems}
+    warnings = (read[SUMMARIES]
+                | 'ContentPlaces' >> beam.FlatMap(
+                    lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]
+                    if s.sha256 else [])
+                | 'GroupByContent' >> beam.GroupByKey()
+                | 'CrossSplitCopies' >> beam.FlatMapTuple(
+                    lambda sha, places: validation.cross_split_copies(sha, list(places))))
+    return {SUMMARIES: read[SUMMARIES], PROBLEMS: problems, WARNINGS: warnings}
 
 
 class WriteReportFn(beam.DoFn):
@@ -144,19 +153,25 @@ class WriteReportFn(beam.DoFn):
     self._expected_count = expected_count
     self._max_problems = max_problems
 
-  def process(self, _, tally_sums, first_problems):
-    shard_counts, label_counts, problem_counts = validation.split_tallies(tally_sums)
+  def process(self, _, tally_sums, first_problems, first_warnings):
+    shard_counts, label_counts, problem_counts, warning_counts = validation.split_tallies(
+        tally_sums)
     report = build_report(self._info, shard_counts, label_counts,
                           problem_counts, list(first_problems),
                           self._listing_problems, self._expected_count,
-                          self._max_problems)
+                          self._max_problems, warning_counts, list(first_warnings))
     filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
     yield report
 
 
 def build_report(info, shard_counts, label_counts, problem_counts, first_problems,
-                 listing_problems, expected_count, max_problems) -> dict:
-  """Everything validate found, as the JSON report holds it."""
+                 listing_problems, expected_count, max_problems, warning_counts=None,
+                 first_warnings=()) -> dict:
+  """Everything validate found, as the JSON report holds it.
+
+  Warnings (e.g. the same image in two splits) are listed apart from problems
+  and leave `valid` as it is; validate --strict exits 1 on them too.
+  """
   per_split = {}
   for (split, shard), count in sorted(shard_counts.items()):
     per_split.setdefault(split, {})[shard] = count
@@ -171,6 +186,8 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
                for label, count in sorted((l, c) for l, c in label_counts.items()
                                           if l is not None)}
   num_problems = sum(problem_counts.values())
+  num_warnings = sum((warning_counts or {}).values())
+  warnings_shown = sorted(first_warnings, key=validation.Problem.sort_key)[:max_problems]
   return {
       'valid': num_problems == 0,
       'num_examples': sum(counts.values()),
@@ -185,5 +202,9 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
       'problems_by_kind': dict(sorted(problem_counts.items())),
       'problems': [p.to_json() for p in shown],
       'problems_truncated': num_problems > len(shown),
+      'num_warnings': num_warnings,
+      'warnings_by_kind': dict(sorted((warning_counts or {}).items())),
+      'warnings': [w.to_json() for w in warnings_shown],
+      'warnings_truncated': num_warnings > len(warnings_shown),
       'over_budget': info.get('over_budget', False),
   }

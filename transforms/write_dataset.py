@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import array
 import json
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.tfrecordio import _TFRecordSink
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
 from transforms.core import dataset_info
+from transforms.core import labels
+from transforms.core import shuffle
 from transforms.core import tally
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_TEMPLATE
+from transforms.core.tfrecord import frame
 
 
 class _WriteToTFRecordCapped(beam.io.WriteToTFRecord):
@@ -24,7 +30,8 @@ class _WriteToTFRecordCapped(beam.io.WriteToTFRecord):
 
   Beam's file sink supports the cap but WriteToTFRecord does not expose it;
   it applies only with num_shards=0, where shards are written per bundle
-  without a GroupByKey of the records. write_index: `<shard>.index` files too.
+  without a GroupByKey of the records (used on a single local worker only).
+  write_index: `<shard>.index` files too.
   """
 
   def __init__(self, *args, max_bytes_per_shard=None, write_index=False, **kwargs):
@@ -96,38 +103,238 @@ class _IndexingTFRecordSink(_TFRecordSink):
                                                pre_finalize_results, w)
 
 
-class WriteShards(beam.PTransform):
-  """Serialized Examples -> `PREFIX-00000-of-0000N.tfrecord[.gz]` files.
+def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
+  """PREFIX-00001-of-00004SUFFIX, as SHARD_TEMPLATE names Beam's own shards."""
+  return f'{prefix}-{index:05d}-of-{num_shards:05d}{suffix}'
 
-  num_shards=0: written per bundle, rolled over at max_bytes_per_shard (memory
-  stays flat). num_shards=N: exactly N shards, through a GroupByKey.
+
+def _in_global_window(value):
+  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+
+class _InWriteOrderFn(beam.DoFn):
+  """BuiltExample -> its serialized bytes, failing the job if examples arrive
+  out of write order (they are sorted before decoding on a single worker: a
+  runner that reordered them would otherwise go unnoticed)."""
+
+  def start_bundle(self):
+    self._last = None
+
+  def process(self, example):
+    if self._last is not None and example.order < self._last:
+      raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
+    self._last = example.order
+    yield example.data
+
+
+class _WriteRoundRobinFn(beam.DoFn):
+  """BuiltExamples in write order -> N shard files, example i to shard i mod N.
+
+  For a single local worker, whose one bundle brings the split's examples in
+  write order: shards are written as the images come, no image is held back.
+  Out (at the end of the bundle): the N shard paths (none for an empty split).
+  """
+
+  def __init__(self, prefix: str, suffix: str, compression: str, num_shards: int,
+               write_index: bool = False):
+    self._prefix = prefix
+    self._suffix = suffix
+    self._compression = compression
+    self._num_shards = num_shards
+    self._write_index = write_index
+
+  def setup(self):
+    self._written = False  # a bundle of this split wrote its shards already
+
+  def start_bundle(self):
+    self._files, self._count, self._last = [], 0, None
+
+  def process(self, example):
+    if self._written:
+      raise RuntimeError('round-robin shards are written from a single bundle; '
+                         'this runner split the examples into several')
+    if self._last is not None and example.order < self._last:
+      raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
+    self._last = example.order
+    if not self._files:
+      self._files = [_ShardFile(self._path(i), self._compression, self._write_index)
+                     for i in range(self._num_shards)]
+    self._files[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
+    self._count += 1
+
+  def finish_bundle(self):
+    for handle in self._files:
+      handle.close()
+    if self._files:
+      self._written = True
+      for i in range(self._num_shards):
+        yield _in_global_window(self._path(i))
+    self._files = []
+
+  def _path(self, index: int) -> str:
+    return shard_path(self._prefix, index, self._num_shards, self._suffix)
+
+
+class _ShardFile:
+  """A shard written record by record; with write_index, also its
+  `<shard>.index` (one `offset length` line per record, as _IndexingTFRecordSink
+  writes them), from the offsets seen while writing."""
+
+  def __init__(self, path: str, compression: str, write_index: bool = False):
+    self._path = path
+    self._handle = FileSystems.create(path, 'application/octet-stream',
+                                      _compression_type(compression))
+    self._lines = [] if write_index else None
+    self._position = 0
+
+  def write_record(self, data: bytes) -> None:
+    framed = frame(data)
+    self._handle.write(framed)
+    if self._lines is not None:
+      self._lines.append(f'{self._position} {len(framed)}\n')
+    self._position += len(framed)
+
+  def close(self) -> None:
+    self._handle.close()
+    if self._lines is not None:
+      with FileSystems.create(self._path + INDEX_SUFFIX) as index:
+        index.write(''.join(self._lines).encode('ascii'))
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    self.close()
+
+
+def _compression_type(compression: str):
+  return CompressionTypes.GZIP if compression == 'gzip' else CompressionTypes.UNCOMPRESSED
+
+
+class _SortedOrdersFn(beam.CombineFn):
+  """Orders -> all of them sorted, packed (8 bytes each), to rank examples by."""
+
+  def create_accumulator(self):
+    return []
+
+  def add_input(self, orders, order):
+    orders.append(order)
+    return orders
+
+  def merge_accumulators(self, accumulators):
+    return [order for orders in accumulators for order in orders]
+
+  def extract_output(self, orders):
+    return array.array('Q', sorted(orders))
+
+
+def _assign_shard(example, sorted_orders, num_shards):
+  rank = shuffle.rank_of(example.order, sorted_orders)
+  return shuffle.shard_of(rank, num_shards), (example.order, example.data)
+
+
+class _WriteShardFn(beam.DoFn):
+  """(shard index, [(order, data), ...]) -> that shard file, records in write order."""
+
+  def __init__(self, prefix: str, suffix: str, compression: str, write_index: bool = False):
+    self._prefix = prefix
+    self._suffix = suffix
+    self._compression = compression
+    self._write_index = write_index
+
+  def process(self, grouped, num_shards):
+    index, records = grouped
+    path = shard_path(self._prefix, index, num_shards, self._suffix)
+    with _ShardFile(path, self._compression, self._write_index) as shard:
+      for _, data in sorted(records):
+        shard.write_record(data)
+    yield path
+
+
+def _empty_shards(_, prefix, suffix, compression, write_index, sorted_orders, num_shards):
+  """Shards that got no record (a split of fewer examples than shards): the
+  last ones of the round robin. A split without examples gets no shard."""
+  if not sorted_orders:
+    return []
+  paths = [shard_path(prefix, i, num_shards, suffix)
+           for i in range(len(sorted_orders), num_shards)]
+  for path in paths:
+    _ShardFile(path, compression, write_index).close()
+  return paths
+
+
+class WriteShards(beam.PTransform):
+  """BuiltExamples of one split -> `PREFIX-00000-of-0000N.tfrecord[.gz]` files.
+
+  Records are written in their write order (BuiltExample.order).
+  in_order (a single local worker, whose examples arrive in write order, as
+  rows were sorted before decoding): num_shards=0 writes shards rolled over at
+  max_bytes_per_shard; num_shards=N writes example i to shard i mod N. No
+  image goes through a shuffle and memory stays flat.
+  Otherwise (distributed runners): example of rank i in the write order goes
+  to shard i mod N (N = num_shards, or the split's bytes / max_bytes_per_shard)
+  through the runner's shuffle, and each shard is sorted by order.
+  Either way the shards are the same on every run.
   write_index: an `<shard>.index` beside each (uncompressed) shard.
-  Out: the final shard paths.
+  Out: the shard paths.
   """
 
   def __init__(self, file_path_prefix: str, suffix: str, compression: str,
                num_shards: int = 0, max_bytes_per_shard: int | None = None,
-               write_index: bool = False):
+               in_order: bool = False, write_index: bool = False):
     super().__init__()
     self._prefix = file_path_prefix
     self._suffix = suffix
-    self._compression = (CompressionTypes.GZIP if compression == 'gzip'
-                         else CompressionTypes.UNCOMPRESSED)
+    self._compression = compression
     self._num_shards = num_shards
-    self._max_bytes = max_bytes_per_shard if not num_shards else None
+    self._max_bytes = max_bytes_per_shard
+    self._in_order = in_order
     if write_index and compression == 'gzip':
       raise ValueError('gzip shards cannot be indexed (offsets are in the compressed stream)')
     self._write_index = write_index
 
-  def expand(self, serialized):
-    return serialized | 'WriteToTFRecord' >> _WriteToTFRecordCapped(
-        self._prefix,
-        file_name_suffix=self._suffix,
-        num_shards=self._num_shards,
-        shard_name_template=SHARD_TEMPLATE,
-        compression_type=self._compression,
-        max_bytes_per_shard=self._max_bytes,
-        write_index=self._write_index)
+  def expand(self, examples):
+    if self._in_order and self._num_shards:
+      return examples | 'WriteRoundRobin' >> beam.ParDo(_WriteRoundRobinFn(
+          self._prefix, self._suffix, self._compression, self._num_shards,
+          self._write_index))
+    if self._in_order:
+      return (examples
+              | 'InWriteOrder' >> beam.ParDo(_InWriteOrderFn())
+              | 'WriteToTFRecord' >> _WriteToTFRecordCapped(
+                  self._prefix,
+                  file_name_suffix=self._suffix,
+                  num_shards=0,
+                  shard_name_template=SHARD_TEMPLATE,
+                  compression_type=_compression_type(self._compression),
+                  max_bytes_per_shard=self._max_bytes,
+                  write_index=self._write_index))
+    side = beam.pvalue
+    orders = (examples
+              | 'Orders' >> beam.Map(lambda e: e.order)
+              | 'SortedOrders' >> beam.CombineGlobally(_SortedOrdersFn()))
+    if self._num_shards:
+      num_shards = examples.pipeline | 'NumShards' >> beam.Create([self._num_shards])
+    else:
+      max_bytes = self._max_bytes
+      num_shards = (examples
+                    | 'Sizes' >> beam.Map(lambda e: len(e.data))
+                    | 'TotalBytes' >> beam.CombineGlobally(sum)
+                    | 'ShardsForSize' >> beam.Map(shuffle.shards_for_size, max_bytes))
+    written = (examples
+               | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
+                                           side.AsSingleton(num_shards))
+               | 'GroupByShard' >> beam.GroupByKey()
+               | 'WriteShard' >> beam.ParDo(
+                   _WriteShardFn(self._prefix, self._suffix, self._compression,
+                                 self._write_index),
+                   side.AsSingleton(num_shards)))
+    empty = (examples.pipeline
+             | 'Once' >> beam.Create([None])
+             | 'EmptyShards' >> beam.FlatMap(
+                 _empty_shards, self._prefix, self._suffix, self._compression,
+                 self._write_index, side.AsSingleton(orders), side.AsSingleton(num_shards)))
+    return (written, empty) | 'ShardPaths' >> beam.Flatten()
 
 
 @beam.ptransform_fn
@@ -161,10 +368,12 @@ class WriteInfoFn(beam.DoFn):
     self._settings = settings
 
   def process(self, _, shard_paths, tally_sums, label_map, rejected_files,
-              skipped_files=None):
+              content_duplicates, skipped_files=None):
     """skipped_files: with --image_dir, the first skipped file names."""
     del rejected_files  # only orders this step after the reject file is written
     counts = tally.read_counts(tally_sums)
+    names = list(label_map.names)
+    balance = labels.class_balance(counts.class_counts, names)
     splits = {}
     for split in self._split_names:
       paths = sorted(p for s, p in shard_paths if s == split)
@@ -176,13 +385,18 @@ class WriteInfoFn(beam.DoFn):
           'num_examples': count,
           'num_bytes': sum(sizes.values()),
           'shards': [filesystem.basename(p) for p in paths],
+          **balance.get(split, {}),
       }
     info = dataset_info.build_info(
-        self._settings, label_names=list(label_map.names), splits=splits,
+        self._settings, label_names=names, splits=splits,
         num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
         num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
         label_rows_rejected=counts.label_rows_rejected,
-        skipped=None if skipped_files is None else (counts.skipped_files, skipped_files))
+        skipped=None if skipped_files is None else (counts.skipped_files, skipped_files),
+        label_warnings=labels.label_warnings(counts.label_rows, counts.padded_labels,
+                                             self._settings.label_normalize, names,
+                                             counts.class_counts),
+        content_duplicates=content_duplicates)
     filesystem.write_text(
         filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
     filesystem.write_text(

@@ -20,14 +20,20 @@ class InfoSettings:
   config: dict  # the 'config' section: paths, schema, shards, split, extra features
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # the --config file they were merged from
+  label_normalize: frozenset = frozenset()  # --label_normalize modes (label warnings)
 
 
 def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
                num_manifest_rows: int, rejected: dict, num_label_rows: Optional[int],
-               label_rows_rejected: dict, skipped: Optional[tuple] = None) -> dict:
+               label_rows_rejected: dict, skipped: Optional[tuple] = None,
+               label_warnings: Optional[dict] = None,
+               content_duplicates: Optional[dict] = None) -> dict:
   """Assembles dataset_info.json's content.
 
-  `splits`: {name: {'num_examples', 'num_bytes', 'shards'}};
+  `splits`: {name: {'num_examples', 'num_bytes', 'shards', 'examples_per_class',
+  'imbalance_ratio'}};
+  `label_warnings`: labels.label_warnings(); `content_duplicates`: the report
+  of transforms.core.duplicates;
   `rejected`: {'stage/code': count} for image-manifest rows;
   `label_rows_rejected`: the same for label-manifest rows (two manifests);
   `skipped`: with --image_dir, (files skipped for their extension, the first names).
@@ -52,6 +58,8 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'error_rate': error_rate,
       'max_error_rate': settings.max_error_rate,
       'over_budget': error_rate > settings.max_error_rate,
+      'label_warnings': label_warnings or {},
+      'content_duplicates': content_duplicates or {},
       'config': config,
       'options': settings.options,
       'config_file': settings.config_file,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from transforms.core.example_proto import serialize_example
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
+from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 
 
@@ -34,3 +36,20 @@ def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:
 
 def build_example(loaded: LoadedImage, spec: ExampleSpec) -> bytes:
   return serialize_example(example_features(loaded, spec))
+
+
+class BuiltExample(NamedTuple):
+  """A serialized Example with what the writers and the counts need to know."""
+  split: str
+  order: int  # place in the write order (transforms.core.shuffle)
+  label_id: int
+  key: str
+  line: int
+  sha256: str
+  data: bytes
+
+
+def built_example(loaded: LoadedImage, spec: ExampleSpec, ordering: Ordering) -> BuiltExample:
+  row = loaded.labelled.row
+  return BuiltExample(row.split, ordering.key(row.key, row.line), loaded.labelled.label_id,
+                      row.key, row.line, loaded.sha256, build_example(loaded, spec))

@@ -126,3 +126,97 @@ class LabelMap:
     raise RowError(STAGE_LABEL, 'unknown_label',
                    f'label {label!r} is not in the label map '
                    f'({len(self.names)} classes)')
+
+
+# --label_normalize: which differences between label spellings are merged.
+NORMALIZE_MODES = ('lower', 'strip')
+NORMALIZE_CHOICES = {'lower': ('lower',), 'strip': ('strip',), 'both': NORMALIZE_MODES}
+
+
+def parse_normalize(text: Optional[str]) -> frozenset:
+  """'lower', 'strip', 'both' or a comma list of lower/strip -> the modes;
+  ValueError otherwise."""
+  if not text:
+    return frozenset()
+  modes = set()
+  for part in text.split(','):
+    part = part.strip()
+    if part not in NORMALIZE_CHOICES:
+      raise ValueError(f'{part!r} is not one of lower, strip, both')
+    modes.update(NORMALIZE_CHOICES[part])
+  return frozenset(modes)
+
+
+def normalize_label(label: Optional[str], modes: frozenset) -> Optional[str]:
+  """The label as stored. Surrounding spaces are always stripped (label_map.txt
+  cannot hold them); 'lower' lowercases."""
+  if label is None:
+    return None
+  return label.lower() if 'lower' in modes else label
+
+
+def normalized_map(label_map: LabelMap, modes: frozenset) -> LabelMap:
+  """A --label_map file under --label_normalize; ValueError if two of its
+  names become one."""
+  if 'lower' not in modes:
+    return label_map
+  names = tuple(normalize_label(name, modes) for name in label_map.names)
+  merged = sorted(n for n, count in collections.Counter(names).items() if count > 1)
+  if merged:
+    raise ValueError(f'--label_normalize lower makes these names one: {merged}')
+  return LabelMap(names, fixed=label_map.fixed)
+
+
+# Warnings list at most this many names or groups (counts are always whole).
+MAX_LISTED = 20
+
+
+def case_variants(label_rows: dict) -> list:
+  """{label: rows} -> [[(label, rows), ...] per group of labels that differ
+  only in case], largest groups first."""
+  groups = collections.defaultdict(list)
+  for label, rows in label_rows.items():
+    if label:
+      groups[label.casefold()].append((label, rows))
+  variants = [sorted(g) for g in groups.values() if len(g) > 1]
+  return sorted(variants, key=lambda g: (-sum(r for _, r in g), g))
+
+
+def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
+                   label_names: list, class_counts: dict) -> dict:
+  """What dataset_info.json's `label_warnings` holds (empty lists when none).
+
+  case_variants: labels that differ only in case (not merged unless
+  --label_normalize lower); surrounding_spaces: labels whose cells had spaces
+  around them, with their row counts (stripped, so merged: unless
+  --label_normalize strip asked for it, that is worth knowing);
+  empty_classes: classes of the label map without an example (their ids stay).
+  """
+  variants = case_variants(label_rows)
+  spaced = {} if 'strip' in modes else dict(sorted(padded_labels.items()))
+  used = {label_id for per_class in class_counts.values() for label_id, n in per_class.items()
+          if n}
+  empty = [name for i, name in enumerate(label_names) if i not in used]
+  return {
+      'case_variants': [{label: rows for label, rows in group}
+                        for group in variants[:MAX_LISTED]],
+      'num_case_variant_groups': len(variants),
+      'surrounding_spaces': dict(list(spaced.items())[:MAX_LISTED]),
+      'num_labels_with_surrounding_spaces': len(spaced),
+      'empty_classes': empty[:MAX_LISTED],
+      'num_empty_classes': len(empty),
+  }
+
+
+def class_balance(class_counts: dict, label_names: list) -> dict:
+  """{split: {label id: examples}} -> {split: {'examples_per_class': {name: n}
+  for every class, 'imbalance_ratio': largest / smallest non-empty class}}."""
+  balance = {}
+  for split, per_class in sorted(class_counts.items()):
+    counts = {name: per_class.get(i, 0) for i, name in enumerate(label_names)}
+    present = [n for n in counts.values() if n]
+    balance[split] = {
+        'examples_per_class': counts,
+        'imbalance_ratio': max(present) / min(present) if present else None,
+    }
+  return balance

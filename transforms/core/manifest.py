@@ -12,6 +12,7 @@ import posixpath
 import re
 from typing import Optional
 
+from transforms.core.labels import normalize_label
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
@@ -134,6 +135,7 @@ class ManifestConfig:
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
     return dict(self.columns).get(name, name)
+  label_normalize: frozenset = frozenset()  # labels.NORMALIZE_MODES
 
   @property
   def base_dir(self) -> str:
@@ -153,6 +155,8 @@ class ManifestRow:
   label: Optional[str] = None
   split: str = DEFAULT_SPLIT
   extras: tuple = ()  # ((name, kind, values), ...)
+  label_padded: bool = False  # the label cell had surrounding spaces (stripped)
+  content_sha256: str = ''  # hex SHA-256 of the source file, when hashed before decoding
 
   def reject(self, stage: str, code: str, reason: str,
              counts_as_row: bool = True) -> Rejection:
@@ -234,6 +238,13 @@ def _labels(fields: dict, config: ManifestConfig):
   return tuple(dict.fromkeys(labels))
 
 
+def _normalized(label, modes: frozenset):
+  """--label_normalize on a label, or on each of a multi-label row's (each once)."""
+  if isinstance(label, tuple):
+    return tuple(dict.fromkeys(normalize_label(one, modes) for one in label))
+  return normalize_label(label, modes)
+
+
 def label_list(label) -> tuple:
   """A row's label(s) as a tuple: none, one, or a multi-label row's list."""
   if label is None:
@@ -297,9 +308,12 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> Manifest
     if column != 'label' and not _text(fields, config.column(column)):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
                      f'column {config.column(column)!r} is empty')
-  label = _labels(fields, config)
+  label = _normalized(_labels(fields, config), config.label_normalize)
+  # multi_label: each label is stripped where the cell is split, as intended
+  padded = not config.multi_label and _is_padded(fields.get(config.column('label')))
   if config.role == ROLE_LABELS:
-    return dataclasses.replace(base, key=_text(fields, config.column('key')), label=label)
+    return dataclasses.replace(base, key=_text(fields, config.column('key')), label=label,
+                               label_padded=padded)
   image = _text(fields, config.column('image'))
   key = _text(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
@@ -308,7 +322,11 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> Manifest
   split = config.split.assign(key, _text(fields, config.column('split')))
   return dataclasses.replace(
       base, image=image, path=resolve_path(image, config.base_dir), key=key,
-      label=label, split=split, extras=extras)
+      label=label, split=split, extras=extras, label_padded=padded)
+
+
+def _is_padded(value) -> bool:
+  return isinstance(value, str) and value.strip() != value and bool(value.strip())
 
 
 # A rejected line is copied into rejected.jsonl up to this many characters.
@@ -388,7 +406,8 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
     rejections.append(kept.reject(
         STAGE_LABEL, 'no_label', f'no row in the label manifest has key {key!r}'))
     return None, rejections
-  return dataclasses.replace(kept, label=labels[0].label), rejections
+  return dataclasses.replace(kept, label=labels[0].label,
+                             label_padded=labels[0].label_padded), rejections
 
 
 def wanted_file(relative: str, extensions: Optional[tuple]) -> bool:

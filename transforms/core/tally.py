@@ -14,6 +14,8 @@ _LINES = 'lines'
 _EXAMPLES = 'examples'
 _REJECTED = 'rejected'
 _SKIPPED = 'skipped'
+_LABEL_ROWS = 'label_rows'
+_PADDED_LABELS = 'padded_labels'
 
 
 def lines_key(is_label_manifest: bool) -> tuple:
@@ -26,8 +28,19 @@ def skipped_key() -> tuple:
   return (_SKIPPED,)
 
 
-def example_key(split: str) -> tuple:
-  return (_EXAMPLES, split)
+def example_key(split: str, label_id=None) -> tuple:
+  """label_id: an int, a multi-label example's tuple of ids, or None."""
+  return (_EXAMPLES, split, label_id)
+
+
+def label_keys(row) -> list:
+  """A row's label as read (after normalisation), and whether its cell had
+  surrounding spaces (stripped since ever: label_map.txt cannot hold them)."""
+  texts = row.label if isinstance(row.label, tuple) else (row.label or '',)  # --multi_label
+  keys = [(_LABEL_ROWS, text) for text in texts]
+  if row.label_padded:
+    keys += [(_PADDED_LABELS, text) for text in texts]
+  return keys
 
 
 def rejection_key(rejection: Rejection) -> tuple:
@@ -42,17 +55,30 @@ class Counts(NamedTuple):
   rejected: dict  # 'stage/code' -> image-manifest rows rejected
   label_rows_rejected: dict  # 'stage/code' -> label-manifest rows rejected
   skipped_files: int = 0  # --image_dir files that are not images by name
+  class_counts: dict = {}  # split -> {label id: examples}
+  label_rows: dict = {}  # label text -> rows (before the label map)
+  padded_labels: dict = {}  # label text -> rows whose cell had surrounding spaces
 
 
 def read_counts(sums: dict) -> Counts:
   """{tally key: sum} -> Counts (absent keys are 0)."""
   examples, rejected, label_rows_rejected = {}, {}, {}
+  class_counts, label_rows, padded_labels = {}, {}, {}
   for key, count in sums.items():
     if key[0] == _EXAMPLES:
-      examples[key[1]] = count
+      _, split, label_id = key
+      examples[split] = examples.get(split, 0) + count
+      per_class = class_counts.setdefault(split, {}) if label_id is not None else {}
+      for one in label_id if isinstance(label_id, tuple) else (label_id,):
+        per_class[one] = per_class.get(one, 0) + count
+    elif key[0] == _LABEL_ROWS:
+      label_rows[key[1]] = count
+    elif key[0] == _PADDED_LABELS:
+      padded_labels[key[1]] = count
     elif key[0] == _REJECTED:
       _, stage, code, counts_as_row = key
       into = rejected if counts_as_row else label_rows_rejected
       into[f'{stage}/{code}'] = into.get(f'{stage}/{code}', 0) + count
   return Counts(sums.get(lines_key(False), 0), sums.get(lines_key(True), 0),
-                examples, rejected, label_rows_rejected, sums.get(skipped_key(), 0))
+                examples, rejected, label_rows_rejected, sums.get(skipped_key(), 0),
+                class_counts, label_rows, padded_labels)

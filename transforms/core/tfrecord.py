@@ -33,7 +33,7 @@ def masked_crc(data: bytes) -> int:
 
 
 def frame(data: bytes) -> bytes:
-  """One record in TFRecord framing (used by tests and the benchmark)."""
+  """One record in TFRecord framing (the shard writers, tests and the benchmark)."""
   length = struct.pack('<Q', len(data))
   return length + struct.pack('<I', masked_crc(length)) + data + struct.pack(
       '<I', masked_crc(data))

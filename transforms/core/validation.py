@@ -35,6 +35,7 @@ class RecordSummary:
   record: int
   label: Optional[int]  # a multi-label record's: a tuple of ids
   key: Optional[str]
+  sha256: Optional[str] = None  # image/key/sha256: the source file's digest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +69,22 @@ def check_features(features: dict, spec: dict) -> list:
 
 
 def check_record(data: bytes, expected: Expected) -> tuple:
-  """Serialized Example -> (label or None, key or None, [(kind, detail)])."""
+  """Serialized Example -> (label or None, key or None, [(kind, detail)], sha256 or None)."""
+  label, key, problems, features = _check_record(data, expected)
+  sha256 = None
+  if features is not None and features.get('image/key/sha256', (None, ()))[1]:
+    sha256 = features['image/key/sha256'][1][0].decode('utf-8', 'replace')
+  return label, key, problems, sha256
+
+
+def _check_record(data: bytes, expected: Expected) -> tuple:
   try:
     features = parse_example(data)
   except DecodeError as error:
-    return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')]
+    return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')], None
   problems = check_features(features, expected.feature_spec)
   if problems:
-    return None, None, problems
+    return None, None, problems, None
   # An unknown schema is checked as the default one; label lists (--multi_label)
   # are declared with the shape [null].
   lists = {name for name, declared in expected.feature_spec.items()
@@ -88,7 +97,7 @@ def check_record(data: bytes, expected: Expected) -> tuple:
     problems += feature.check(record[feature.name], record, expected)
   key = record[table.key].decode('utf-8', 'replace') if table.key else None
   label = record[table.label]
-  return tuple(label) if isinstance(label, list) else label, key, problems
+  return tuple(label) if isinstance(label, list) else label, key, problems, features
 
 
 def check_records(records: list, expected: Expected) -> list:
@@ -106,7 +115,7 @@ def check_records(records: list, expected: Expected) -> list:
 def unexpected_check_error(error: Exception) -> tuple:
   """The check_record result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
-                                           f'{type(error).__name__}: {error}')]
+                                           f'{type(error).__name__}: {error}')], None
 
 
 _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
@@ -123,13 +132,37 @@ def problem_tally(problem: Problem) -> tuple:
   return (_KIND, problem.kind), 1
 
 
+# Warnings: findings that do not make a dataset invalid (exit 1 only with --strict).
+_WARNING = 'warning'
+
+
+def warning_tally(warning: Problem) -> tuple:
+  return (_WARNING, warning.kind), 1
+
+
+def cross_split_copies(sha256: str, places: list) -> list:
+  """Records with the same source bytes: [(split, shard, record, key), ...]
+  -> a cross_split_duplicate warning for each record in another split than
+  the first copy (by split, shard, record); none when all are in one split."""
+  places = sorted(places)
+  splits = sorted({split for split, _, _, _ in places})
+  if len(splits) < 2:
+    return []
+  first = places[0]
+  return [Problem('cross_split_duplicate', shard, record,
+                  f'key {key!r} ({split}) has the same bytes (SHA-256 {sha256[:12]}...) '
+                  f'as {len(places) - 1} record(s) in split(s) {", ".join(splits)}; '
+                  f'first: key {first[3]!r} ({first[0]}) at {first[1]}#{first[2]}')
+          for split, shard, record, key in places if split != first[0]]
+
+
 def split_tallies(sums: dict) -> tuple:
   """{tally key: sum} -> ({(split, shard): records}, {label: records},
-  {problem kind: problems})."""
-  parts = {_SHARD: {}, _LABEL: {}, _KIND: {}}
+  {problem kind: problems}, {warning kind: warnings})."""
+  parts = {_SHARD: {}, _LABEL: {}, _KIND: {}, _WARNING: {}}
   for (kind, value), count in sums.items():
     parts[kind][value] = count
-  return parts[_SHARD], parts[_LABEL], parts[_KIND]
+  return parts[_SHARD], parts[_LABEL], parts[_KIND], parts[_WARNING]
 
 
 def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> list:

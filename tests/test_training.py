@@ -1,0 +1,367 @@
+"""Training-ready output: records shuffled on disk by a salted hash of the key,
+shard sizes, the same bytes on every run and through either write path."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+import pytest
+
+from pipeline import convert
+from pipeline.launch import EXIT_OK
+from tests.conftest import feature
+from tests.conftest import read_info
+from tests.conftest import write_image
+from transforms.core import shuffle
+from transforms.core.example import BuiltExample
+from transforms.core.example_proto import parse_example
+from transforms.core.tfrecord import read_records
+from transforms.write_dataset import WriteShards
+
+NUM_CLASSES = 12
+PER_CLASS = 8
+
+
+@pytest.fixture(scope='module')
+def class_folders(tmp_path_factory) -> pathlib.Path:
+  """A folder per class, 12 classes of 8 tiny PNGs (one extra in the last),
+  listed class by class as a folder listing is."""
+  root = tmp_path_factory.mktemp('classes')
+  for c in range(NUM_CLASSES):
+    for i in range(PER_CLASS + (c == NUM_CLASSES - 1)):
+      write_image(root / f'class{c:02d}' / f'{i}.png', (c * 20, i * 30, 0), size=(3, 2))
+  return root
+
+
+def shard_records(out: pathlib.Path) -> list:
+  """[[parsed Example, ...] per shard] in listing order."""
+  info = read_info(out)
+  shards = []
+  for split in info['splits'].values():
+    for shard in split['shards']:
+      with open(out / shard, 'rb') as stream:
+        shards.append([parse_example(data) for _, data in read_records(stream)])
+  return shards
+
+
+def keys(records: list) -> list:
+  return [feature(r, 'image/key').decode() for r in records]
+
+
+def same_label_share(records: list) -> float:
+  labels = [feature(r, 'image/class/label') for r in records]
+  pairs = list(zip(labels, labels[1:]))
+  return sum(a == b for a, b in pairs) / len(pairs)
+
+
+@pytest.fixture(scope='module')
+def three_shards(class_folders, tmp_path_factory) -> pathlib.Path:
+  out = tmp_path_factory.mktemp('three') / 'out'
+  assert convert.main(['--image_dir', str(class_folders), '--output_dir', str(out),
+                       '--num_shards', '3', '--height', '2', '--width', '2']) == EXIT_OK
+  return out
+
+
+def test_shards_mix_the_classes_like_a_random_order(three_shards):
+  shards = shard_records(three_shards)
+  assert [len(s) for s in shards] == [33, 32, 32]  # 97 records: sizes differ by one at most
+  for records in shards:
+    assert len({feature(r, 'image/class/label') for r in records}) >= NUM_CLASSES - 2
+    # a random order has 1/12 adjacent pairs of one label; manifest order had 7/8
+    assert same_label_share(records) <= 2 / NUM_CLASSES
+
+
+def test_write_order_is_the_salted_hash_of_the_key_round_robin(three_shards):
+  shards = shard_records(three_shards)
+  every = sorted((k for s in shards for k in keys(s)),
+                 key=lambda k: shuffle.Ordering(seed=0).key(k, 0))
+  assert [keys(s) for s in shards] == [every[0::3], every[1::3], every[2::3]]
+
+
+def test_the_same_bytes_on_every_run(three_shards, class_folders, tmp_path):
+  out = tmp_path / 'again'
+  assert convert.main(['--image_dir', str(class_folders), '--output_dir', str(out),
+                       '--num_shards', '3', '--height', '2', '--width', '2']) == EXIT_OK
+  for name in read_info(three_shards)['splits']['train']['shards']:
+    assert (out / name).read_bytes() == (three_shards / name).read_bytes()
+
+
+def test_another_seed_another_order_and_shuffle_off_keeps_the_listing(
+    three_shards, class_folders, tmp_path):
+  seeded, off = tmp_path / 'seeded', tmp_path / 'off'
+  common = ['--image_dir', str(class_folders), '--height', '2', '--width', '2']
+  assert convert.main(common + ['--output_dir', str(seeded), '--seed', '5']) == EXIT_OK
+  assert convert.main(common + ['--output_dir', str(off), '--shuffle', 'off']) == EXIT_OK
+  [seeded_records] = shard_records(seeded)
+  expected = sorted(keys(seeded_records), key=lambda k: shuffle.Ordering(seed=5).key(k, 0))
+  assert keys(seeded_records) == expected
+  assert expected != sorted(expected, key=lambda k: shuffle.Ordering(seed=0).key(k, 0))
+  [off_records] = shard_records(off)
+  assert keys(off_records) == sorted(keys(off_records))  # the folder listing's order
+  assert same_label_share(off_records) > 0.8
+  assert read_info(off)['config']['shuffle'] == 'off'
+
+
+def _examples(count: int) -> list:
+  ordering = shuffle.Ordering(seed=3)
+  return [BuiltExample('train', ordering.key(f'k{i}', i), 0, f'k{i}', i, '',
+                       f'record {i}'.encode() * (i % 5 + 1)) for i in range(count)]
+
+
+def _write(examples: list, out: pathlib.Path, in_order: bool, num_shards: int,
+           max_bytes=None) -> list:
+  if in_order:
+    examples = sorted(examples, key=lambda e: e.order)
+  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+    _ = (p | beam.Create(examples, reshuffle=False)
+         | WriteShards(str(out / 'train'), '.tfrecord', 'none', num_shards, max_bytes,
+                       in_order))
+  return sorted(out.glob('train-*'))
+
+
+@pytest.mark.parametrize('count', [10, 2])
+def test_both_write_paths_write_the_same_shards(tmp_path, count):
+  """A single local worker writes as records come (in order); other runners
+  shuffle them to their shard: the files must be the same."""
+  examples = _examples(count)
+  local = _write(examples, tmp_path / 'local', True, 4)
+  shuffled = _write(list(reversed(examples)), tmp_path / 'shuffled', False, 4)
+  assert [p.name for p in local] == [f'train-{i:05d}-of-00004.tfrecord' for i in range(4)]
+  assert [p.name for p in shuffled] == [p.name for p in local]
+  assert [p.read_bytes() for p in shuffled] == [p.read_bytes() for p in local]
+  in_order = [e.data for e in sorted(examples, key=lambda e: e.order)]
+  for i, path in enumerate(local):
+    with open(path, 'rb') as stream:
+      assert [data for _, data in read_records(stream)] == in_order[i::4]
+
+
+def test_distributed_path_derives_the_shard_count_from_the_size(tmp_path):
+  examples = _examples(12)
+  total = sum(len(e.data) for e in examples)
+  paths = _write(examples, tmp_path / 'sized', False, 0, max_bytes=total // 3 + 1)
+  assert [p.name for p in paths] == [f'train-{i:05d}-of-00003.tfrecord' for i in range(3)]
+  assert _write([], tmp_path / 'empty', False, 0, max_bytes=100) == []
+
+
+def test_records_out_of_write_order_fail_the_job(tmp_path):
+  examples = sorted(_examples(5), key=lambda e: e.order)
+  examples[1], examples[3] = examples[3], examples[1]
+  with pytest.raises(Exception, match='out of write order'):
+    with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+      _ = (p | beam.Create(examples, reshuffle=False)
+           | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', 2, None, True))
+
+
+def test_ordering_units():
+  on, off = shuffle.Ordering(seed=0), shuffle.Ordering(shuffle=False)
+  assert on.key('a.png', 7) == shuffle.Ordering(seed=0).key('a.png', 99)
+  assert on.key('a.png', 7) != shuffle.Ordering(seed=1).key('a.png', 7)
+  assert 0 <= on.key('a.png', 7) < 2**64
+  assert off.key('a.png', 7) == 7
+  assert [shuffle.shard_of(r, 3) for r in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+  assert shuffle.rank_of(30, [10, 20, 30, 40]) == 2
+  assert [shuffle.shards_for_size(b, 100) for b in (0, 1, 100, 101, 1000)] == [1, 1, 1, 2, 10]
+
+
+# ---------------------------------------------------------------- duplicates by content
+
+SPLIT = (('train', 0.5), ('test', 0.5))
+
+
+def _leaky_seed() -> int:
+  """A seed whose key-based split puts a.png and its copy apart, and b.png
+  and ./b.png together."""
+  from transforms.core.manifest import hash_split
+  for seed in range(500):
+    where = {k: hash_split(k, SPLIT, seed) for k in ('a.png', 'copy/a.png', 'b.png', './b.png')}
+    if where['a.png'] != where['copy/a.png'] and where['b.png'] == where['./b.png']:
+      return seed
+  raise AssertionError('no such seed')
+
+
+@pytest.fixture(scope='module')
+def copies(tmp_path_factory) -> pathlib.Path:
+  """a.png copied to copy/a.png; b.png listed twice (b.png, ./b.png); labels
+  that differ in case (Natural/natural) or in spaces (' cat'/'cat')."""
+  root = tmp_path_factory.mktemp('copies')
+  write_image(root / 'a.png', (255, 0, 0), size=(3, 2))
+  (root / 'copy').mkdir()
+  (root / 'copy' / 'a.png').write_bytes((root / 'a.png').read_bytes())
+  write_image(root / 'b.png', (0, 255, 0), size=(3, 2))
+  write_image(root / 'c.png', (0, 0, 255), size=(3, 2))
+  write_image(root / 'd.png', (9, 9, 9), size=(3, 2))
+  (root / 'm.csv').write_text('image,label\na.png,Natural\nb.png,natural\nc.png, cat\n'
+                              'd.png,cat\ncopy/a.png,Natural\n./b.png,natural\n')
+  return root
+
+
+def _convert(copies, out, *flags) -> int:
+  return convert.main(['--manifest', str(copies / 'm.csv'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', *flags])
+
+
+@pytest.fixture(scope='module')
+def leaky(copies, tmp_path_factory):
+  out = tmp_path_factory.mktemp('leaky') / 'out'
+  seed = _leaky_seed()
+  assert _convert(copies, out, '--split', 'train=0.5,test=0.5', '--seed', str(seed)) == EXIT_OK
+  return out, seed
+
+
+def test_content_duplicates_within_and_across_splits(leaky, copies):
+  from transforms.core.manifest import hash_split
+  out, seed = leaky
+  report = read_info(out)['content_duplicates']
+  a_split, copy_split = (hash_split(k, SPLIT, seed) for k in ('a.png', 'copy/a.png'))
+  b_split = hash_split('b.png', SPLIT, seed)
+  assert report['num_within_split'] == 1 and report['num_across_splits'] == 1
+  assert report['num_contents'] == 2
+  import hashlib
+  sha_a = hashlib.sha256((copies / 'a.png').read_bytes()).hexdigest()
+  sha_b = hashlib.sha256((copies / 'b.png').read_bytes()).hexdigest()
+  assert report['pairs'] == [  # the leak first
+      {'sha256': sha_a, 'across': True,
+       'first': {'line': 2, 'key': 'a.png', 'split': a_split},
+       'duplicate': {'line': 6, 'key': 'copy/a.png', 'split': copy_split}},
+      {'sha256': sha_b, 'across': False,
+       'first': {'line': 3, 'key': 'b.png', 'split': b_split},
+       'duplicate': {'line': 7, 'key': './b.png', 'split': b_split}}]
+  assert convert.warning_lines(read_info(out))[-1].startswith(
+      'Warning: 2 image(s) repeat the bytes of another row under another key: '
+      '1 within a split, 1 across splits')
+
+
+def test_validate_warns_of_cross_split_copies_and_strict_fails(leaky, capsys):
+  from pipeline import validate
+  out, seed = leaky
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert report['valid'] is True and report['num_problems'] == 0
+  assert report['num_warnings'] == 1
+  assert report['warnings_by_kind'] == {'cross_split_duplicate': 1}
+  from transforms.core.manifest import hash_split
+  in_train = [k for k in ('a.png', 'copy/a.png') if hash_split(k, SPLIT, seed) == 'train']
+  in_test = [k for k in ('a.png', 'copy/a.png') if hash_split(k, SPLIT, seed) == 'test']
+  [warning] = report['warnings']
+  assert warning['kind'] == 'cross_split_duplicate'
+  assert warning['file'].startswith('train-')  # warned: the copy outside the first split
+  assert warning['detail'].startswith(f'key {in_train[0]!r} (train) has the same bytes')
+  assert f'first: key {in_test[0]!r} (test)' in warning['detail']
+  assert 'WARNING: 1 warning(s)' in capsys.readouterr().out
+  assert validate.main(['--input_dir', str(out), '--strict']) == 1
+  assert '--strict: exit 1' in capsys.readouterr().out
+
+
+def test_dedupe_content_keeps_the_first_line_and_rejects_the_copies(copies, tmp_path):
+  from tests.conftest import rejected_lines
+  out = tmp_path / 'out'
+  assert _convert(copies, out, '--dedupe', 'content', '--max_error_rate', '0.5') == EXIT_OK
+  info = read_info(out)
+  assert info['num_examples'] == 4 and info['num_rejected'] == 2
+  assert info['rejected_by_reason'] == {'duplicate/duplicate_content': 2}
+  rejected = sorted((r['line'], r['stage'], r['code']) for r in rejected_lines(out))
+  assert rejected == [(6, 'duplicate', 'duplicate_content'),
+                      (7, 'duplicate', 'duplicate_content')]
+  assert info['content_duplicates']['num_within_split'] == 0
+  [records] = shard_records(out)
+  assert sorted(keys(records)) == ['a.png', 'b.png', 'c.png', 'd.png']
+
+
+def test_split_by_content_keeps_copies_together(copies, tmp_path):
+  for seed in range(4):
+    out = tmp_path / f'out{seed}'
+    assert _convert(copies, out, '--split', 'train=0.5,test=0.5', '--seed', str(seed),
+                    '--split_by', 'content') == EXIT_OK
+    info = read_info(out)
+    assert info['content_duplicates']['num_across_splits'] == 0
+    assert info['content_duplicates']['num_within_split'] == 2
+
+
+def test_split_by_content_needs_split(copies, tmp_path, capsys):
+  assert _convert(copies, tmp_path / 'o', '--split_by', 'content') == 2
+  assert '--split_by content' in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- labels
+
+
+def test_case_variants_and_spaces_are_warned_not_merged(leaky, capsys):
+  out, _ = leaky
+  info = read_info(out)
+  assert info['label_map'] == ['Natural', 'cat', 'natural']
+  warnings = info['label_warnings']
+  assert warnings['case_variants'] == [{'Natural': 2, 'natural': 2}]
+  assert warnings['num_case_variant_groups'] == 1
+  assert warnings['surrounding_spaces'] == {'cat': 1}  # ' cat' was stripped, as ever
+  assert warnings['empty_classes'] == [] and warnings['num_empty_classes'] == 0
+  lines = convert.warning_lines(info)
+  assert lines[0].startswith('Warning: 1 group(s) of labels differ only in case, kept apart: '
+                             'Natural/natural')
+  assert lines[1].startswith('Warning: 1 label(s) had surrounding spaces in some rows')
+
+
+@pytest.mark.parametrize('modes', ['lower', 'both', 'lower,strip'])
+def test_label_normalize_merges_on_purpose(copies, tmp_path, modes):
+  out = tmp_path / 'out'
+  assert _convert(copies, out, '--label_normalize', modes) == EXIT_OK
+  info = read_info(out)
+  assert info['label_map'] == ['cat', 'natural']
+  assert info['label_warnings']['case_variants'] == []
+  assert info['label_warnings']['surrounding_spaces'] == (
+      {} if modes != 'lower' else {'cat': 1})
+  assert info['splits']['train']['examples_per_class'] == {'cat': 2, 'natural': 4}
+  [records] = shard_records(out)
+  texts = {feature(r, 'image/key').decode(): feature(r, 'image/class/text').decode()
+           for r in records}
+  assert texts['a.png'] == 'natural' and texts['c.png'] == 'cat'
+
+
+def test_label_normalize_bad_value_is_a_usage_error(copies, tmp_path, capsys):
+  assert _convert(copies, tmp_path / 'o', '--label_normalize', 'upper') == 2
+  assert "--label_normalize: 'upper' is not one of lower, strip, both" in \
+      capsys.readouterr().err
+
+
+def test_empty_classes_are_listed_and_keep_their_ids(copies, tmp_path):
+  out = tmp_path / 'out'
+  (tmp_path / 'map.txt').write_text('zebra\nNatural\nnatural\ncat\nyak\n')
+  assert _convert(copies, out, '--label_map', str(tmp_path / 'map.txt')) == EXIT_OK
+  info = read_info(out)
+  assert info['label_map'] == ['zebra', 'Natural', 'natural', 'cat', 'yak']
+  assert info['label_warnings']['empty_classes'] == ['zebra', 'yak']
+  assert info['splits']['train']['examples_per_class'] == {
+      'zebra': 0, 'Natural': 2, 'natural': 2, 'cat': 2, 'yak': 0}
+  assert info['splits']['train']['imbalance_ratio'] == 1.0
+  [records] = shard_records(out)
+  ids = {feature(r, 'image/class/text').decode(): feature(r, 'image/class/label')
+         for r in records}
+  assert ids == {'Natural': 1, 'natural': 2, 'cat': 3}
+
+
+def test_summary_lists_every_class_up_to_20_then_the_extremes():
+  few = {'examples_per_class': {'a': 5, 'b': 1}, 'imbalance_ratio': 5.0}
+  assert convert._class_lines(few) == ['    per class: a 5, b 1; imbalance 5.0x']
+  many = {'examples_per_class': {f'c{i:02d}': i + 1 for i in range(25)},
+          'imbalance_ratio': 25.0}
+  assert convert._class_lines(many) == [
+      '    per class: largest c24 25, c23 24, c22 23; smallest c02 3, c01 2, c00 1; '
+      'imbalance 25.0x']
+
+
+def test_content_duplicate_units():
+  from transforms.core import duplicates
+  Copy = duplicates.Copy
+  pairs = duplicates.duplicate_pairs('ff', [Copy(9, 'c', 'test'), Copy(2, 'a', 'train'),
+                                            Copy(5, 'b', 'test')])
+  assert [(p['first']['key'], p['duplicate']['key'], p['across']) for p in pairs] == [
+      ('a', 'b', True), ('b', 'c', False)]
+  report = duplicates.add_pairs(duplicates.empty_report(), pairs)
+  assert (report['num_within_split'], report['num_across_splits'], report['num_contents']) == (
+      1, 1, 1)
+  merged = duplicates.merge_reports([report, duplicates.empty_report(), report])
+  assert merged['num_across_splits'] == 2 and len(merged['pairs']) == 4
+  assert duplicates.duplicate_pairs('ff', [Copy(1, 'a', 'train')]) == []
