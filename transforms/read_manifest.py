@@ -119,8 +119,7 @@ class _ResolveAllFn(beam.DoFn):
     # Shuffled, a key's rows share its place: one sort both groups them and
     # puts the kept rows in write order, so they leave as they are resolved.
     # In manifest order the kept row's line decides, known once resolved.
-    place = (lambda key, line: ordering.key(key, line)) if ordering.shuffle else (
-        lambda key, line: 0)
+    place = ordering.key if ordering.shuffle else (lambda key, line: 0)
     tagged = sorted(tagged, key=lambda t: (place(t[1].key, t[1].line), t[1].key, t[0],
                                            t[1].source, t[1].line))
     kept = []
