@@ -69,12 +69,15 @@ def check_features(features: dict, spec: dict) -> list:
 
 
 def check_record(data: bytes, expected: Expected) -> tuple:
-  """Serialized Example -> (label or None, key or None, [(kind, detail)], sha256 or None)."""
-  label, key, problems, features = _check_record(data, expected)
-  sha256 = None
-  if features is not None and features.get('image/key/sha256', (None, ()))[1]:
-    sha256 = features['image/key/sha256'][1][0].decode('utf-8', 'replace')
-  return label, key, problems, sha256
+  """Serialized Example -> (label or None, key or None, [(kind, detail)])."""
+  return _check_record(data, expected)[:3]
+
+
+def _source_digest(features) -> Optional[str]:
+  """image/key/sha256 of a parsed record (None when it has none)."""
+  if features is None or not features.get('image/key/sha256', (None, ()))[1]:
+    return None
+  return features['image/key/sha256'][1][0].decode('utf-8', 'replace')
 
 
 def _check_record(data: bytes, expected: Expected) -> tuple:
@@ -101,19 +104,21 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
 
 
 def check_records(records: list, expected: Expected) -> list:
-  """check_record of each record; a record whose check raised gets an
+  """check_record of each record, plus its source digest (image/key/sha256 or
+  None): (label, key, problems, sha256). A record whose check raised gets an
   unexpected_error problem instead (the others are still checked)."""
   results = []
   for data in records:
     try:
-      results.append(check_record(data, expected))
+      label, key, problems, features = _check_record(data, expected)
+      results.append((label, key, problems, _source_digest(features)))
     except Exception as error:  # pylint: disable=broad-except  (one record's problem)
       results.append(unexpected_check_error(error))
   return results
 
 
 def unexpected_check_error(error: Exception) -> tuple:
-  """The check_record result for a record whose check failed unexpectedly."""
+  """The check_records result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
                                            f'{type(error).__name__}: {error}')], None
 
