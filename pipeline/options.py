@@ -28,14 +28,13 @@ from transforms.core.shuffle import Ordering
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ENCODINGS
-from transforms.core.spec import FEATURE_DTYPES
 from transforms.core.spec import RESIZE_FILTERS
 from transforms.core.spec import RESIZE_MODES
 from transforms.core.spec import SCHEMAS
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
-from transforms.core.spec import ExtraFeature
 from transforms.core.spec import ImageSpec
+from transforms.core.spec import parse_extra_feature
 
 DEFAULT_SHARD_SIZE_MB = 128
 DEFAULT_IMAGE_TIMEOUT_S = 60.0
@@ -142,7 +141,10 @@ class ConvertOptions:
                      help='merge label spellings on purpose: lower, strip, or both '
                      '(also lower,strip); the normalized text is stored')
     out.add_argument('--extra_features',
-                     help='manifest columns to copy, e.g. weight:float,source:bytes')
+                     help='manifest columns to copy, each with a shape: name:type a '
+                     'scalar, name:type[N] N values, name:type[] a list, name:type[][N] a '
+                     'list of N-tuples; type bytes|float|int64, e.g. '
+                     'weight:float,boxes:float[][4]')
     image = parser.add_argument_group('image')
     image.add_argument('--height', type=_positive_int, default=ImageSpec.height)
     image.add_argument('--width', type=_positive_int, default=ImageSpec.width)
@@ -259,7 +261,8 @@ class ConvertConfig:
         'dedupe': self.dedupe,
         'split_by': self.split_by,
         'label_normalize': sorted(self.label_normalize),
-        'extra_features': {f.name: f.kind for f in self.example.extra_features},
+        'extra_features': {f.name: f.declaration().split(':', 1)[1]
+                           for f in self.example.extra_features},
         **indexed,
     }
     # Options of #11, recorded only where they apply or differ from their
@@ -319,12 +322,15 @@ def parse_extra_features(text: Optional[str]) -> tuple:
     return ()
   features = []
   for part in text.split(','):
-    name, sep, kind = part.strip().partition(':')
-    if not sep or not name or kind not in FEATURE_DTYPES:
-      raise UsageError(f'--extra_features: {part!r} is not COLUMN:bytes|float|int64')
-    if name in _RESERVED_FEATURES or name.startswith('image/'):
-      raise UsageError(f'--extra_features: {name!r} is a reserved column/feature name')
-    features.append(ExtraFeature(name, kind))
+    try:
+      feature = parse_extra_feature(part)
+    except ValueError:
+      raise UsageError(f'--extra_features: {part!r} is not COLUMN:bytes|float|int64 with '
+                       f'an optional shape [N], [] or [][N] (N >= 1)')
+    if feature.name in _RESERVED_FEATURES or feature.name.startswith('image/'):
+      raise UsageError(f'--extra_features: {feature.name!r} is a reserved column/feature '
+                       f'name')
+    features.append(feature)
   if len({f.name for f in features}) != len(features):
     raise UsageError(f'--extra_features repeats a column: {text}')
   return tuple(features)

@@ -187,11 +187,13 @@ def test_split_column_and_extra_features(sample):
   write_manifest(sample.manifest, rows,
                  header=('image', 'label', 'split', 'weight', 'box', 'source'))
   assert run_convert(sample, '--extra_features',
-                     'weight:float,box:int64,source:bytes') == 0
+                     'weight:float,box:int64[],source:bytes') == 0
   info = read_info(sample.out)
   assert {n: s['num_examples'] for n, s in info['splits'].items()} == {'train': 6, 'test': 3}
-  assert info['feature_spec']['weight'] == {'dtype': 'float32', 'shape': [None]}
+  assert info['feature_spec']['weight'] == {'dtype': 'float32', 'shape': []}
   assert info['feature_spec']['box'] == {'dtype': 'int64', 'shape': [None]}
+  assert info['feature_spec']['source'] == {'dtype': 'string', 'shape': []}
+  assert info['format_version'] == 2
   by_image = {r[0]: r for r in rows}
   for example in read_examples(sample.out):
     row = by_image[feature(example, 'image/filename').decode()]

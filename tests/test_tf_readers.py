@@ -49,7 +49,7 @@ def test_seed_recipe_reads_seed_schema(sample):
     (['--encoding', 'png', '--compression', 'gzip'], 3),
     (['--encoding', 'jpeg', '--channels', '1'], 1),
     (['--resize_mode', 'none', '--encoding', 'png', '--split',
-      'train=0.5,test=0.5', '--extra_features', 'weight:float'], 3),
+      'train=0.5,test=0.5', '--extra_features', 'weight:float[2]'], 3),
     (['--multi_label'], 3),
 ])
 def test_tf_data_reads_every_variant(sample, flags, channels):

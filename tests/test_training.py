@@ -365,3 +365,116 @@ def test_content_duplicate_units():
   merged = duplicates.merge_reports([report, duplicates.empty_report(), report])
   assert merged['num_across_splits'] == 2 and len(merged['pairs']) == 4
   assert duplicates.duplicate_pairs('ff', [Copy(1, 'a', 'train')]) == []
+
+
+# ---------------------------------------------------------------- extra-feature shapes
+
+
+def test_declarations_and_their_shapes():
+  from transforms.core.spec import parse_extra_feature
+  shapes = {text: parse_extra_feature(text).shape
+            for text in ('w:float', 'w:float[3]', 'w:bytes[]', 'boxes:float[][4]')}
+  assert shapes == {'w:float': (), 'w:float[3]': (3,), 'w:bytes[]': (None,),
+                    'boxes:float[][4]': (None, 4)}
+  assert parse_extra_feature('boxes:float[][4]').declaration() == 'boxes:float[][4]'
+  for bad in ('w:double', 'w:float[0]', 'w:float[2][3]', 'w:float[][]', 'w', 'w:float[x]'):
+    with pytest.raises(ValueError):
+      parse_extra_feature(bad)
+
+
+def test_cells_against_declared_shapes():
+  from transforms.core.manifest import parse_extra
+  from transforms.core.rejects import RowError
+  assert parse_extra('0.5', 'float', 'w', 'csv', ()) == [0.5]
+  assert parse_extra('two words', 'bytes', 's', 'csv', ()) == ['two words']
+  assert parse_extra('1 2 3', 'int64', 'n', 'csv', (3,)) == [1, 2, 3]
+  assert parse_extra('', 'int64', 'n', 'csv', (None,)) == []
+  assert parse_extra([[1, 2, 3, 4], [5, 6, 7, 8]], 'float', 'b', 'jsonl', (None, 4)) == [
+      1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+  assert parse_extra([], 'float', 'b', 'jsonl', (None, 4)) == []
+  assert parse_extra('1 2 3 4', 'float', 'b', 'csv', (None, 4)) == [1.0, 2.0, 3.0, 4.0]
+  cases = [('', 'float', 'csv', (), 'missing_feature', 'holds one value'),
+           ('0.5 1', 'float', 'csv', (), 'bad_feature', 'a scalar holds exactly 1'),
+           ('1 2', 'int64', 'csv', (3,), 'bad_feature', 'has 2 values, expected 3'),
+           ([[1, 2, 3, 4], [5, 6]], 'float', 'jsonl', (None, 4), 'bad_feature', '4-lists'),
+           ('1 2 3', 'float', 'csv', (None, 4), 'bad_feature', 'whole number of 4-tuples'),
+           ([[1, 2]], 'float', 'jsonl', (None,), 'bad_feature', 'is not float')]
+  for value, kind, fmt, shape, code, reason in cases:
+    with pytest.raises(RowError) as error:
+      parse_extra(value, kind, 'c', fmt, shape)
+    assert (error.value.stage, error.value.code) == ('manifest', code), value
+    assert reason in error.value.reason, (value, error.value.reason)
+
+
+def test_validate_checks_every_declared_shape():
+  from transforms.core.validation import check_features
+  spec = {'s': {'dtype': 'float32', 'shape': []}, 'f': {'dtype': 'int64', 'shape': [3]},
+          'v': {'dtype': 'int64', 'shape': [None]}, 'b': {'dtype': 'float32', 'shape': [None, 4]}}
+  good = {'s': ('float_list', [1.0]), 'f': ('int64_list', [1, 2, 3]), 'v': ('int64_list', []),
+          'b': ('float_list', [0.0] * 8)}
+  assert check_features(good, spec) == []
+  bad = {'s': ('float_list', [1.0, 2.0]), 'f': ('int64_list', [1]), 'v': ('int64_list', [1]),
+         'b': ('float_list', [0.0] * 6)}
+  assert check_features(bad, spec) == [
+      ('wrong_shape', "feature 's' has 2 values, a scalar holds exactly 1"),
+      ('wrong_shape', "feature 'f' has 1 values, expected 3"),
+      ('wrong_shape', "feature 'b' has 6 values, not a whole number of 4-tuples")]
+
+
+@pytest.fixture(scope='module')
+def shaped(tmp_path_factory) -> pathlib.Path:
+  root = tmp_path_factory.mktemp('shaped')
+  for name in ('a', 'b', 'c'):
+    write_image(root / f'{name}.png', (1, 2, 3), size=(3, 2))
+  rows = [{'image': 'a.png', 'label': 'x', 'weight': 0.5, 'rgb': [1, 2, 3], 'tags': ['p', 'q'],
+           'boxes': [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]]},
+          {'image': 'b.png', 'label': 'x', 'weight': 2, 'rgb': [4, 5, 6], 'tags': [],
+           'boxes': []},
+          {'image': 'c.png', 'label': 'x', 'weight': '', 'rgb': [7, 8, 9], 'tags': ['r'],
+           'boxes': [[1, 1, 1, 1]]}]
+  (root / 'm.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / 'm.jsonl'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', '--max_error_rate', '0.5',
+                       '--extra_features',
+                       'weight:float,rgb:int64[3],tags:bytes[],boxes:float[][4]']) == EXIT_OK
+  return out
+
+
+def test_shapes_in_feature_spec_records_and_rejections(shaped):
+  from tests.conftest import rejected_lines
+  info = read_info(shaped)
+  assert info['format_version'] == 2
+  assert {n: f['shape'] for n, f in info['feature_spec'].items() if '/' not in n} == {
+      'weight': [], 'rgb': [3], 'tags': [None], 'boxes': [None, 4]}
+  assert info['config']['extra_features'] == {'weight': 'float', 'rgb': 'int64[3]',
+                                              'tags': 'bytes[]', 'boxes': 'float[][4]'}
+  [rejected] = rejected_lines(shaped)
+  assert (rejected['line'], rejected['stage'], rejected['code']) == (
+      3, 'manifest', 'missing_feature')
+  [records] = shard_records(shaped)
+  by_key = {feature(r, 'image/key').decode(): r for r in records}
+  assert by_key['a.png']['boxes'] == ('float_list', pytest.approx(
+      [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]))
+  assert by_key['b.png']['boxes'] == ('float_list', [])
+  assert by_key['b.png']['weight'] == ('float_list', [2.0])
+  assert by_key['a.png']['rgb'] == ('int64_list', [1, 2, 3])
+  assert by_key['a.png']['tags'] == ('bytes_list', [b'p', b'q'])
+  from pipeline import validate
+  assert validate.main(['--input_dir', str(shaped)]) == EXIT_OK
+
+
+@pytest.mark.slow
+def test_tf_data_reads_each_shape_from_feature_spec(shaped):
+  """The README's recipe: FixedLenFeature for [] and [N], RaggedFeature for
+  [null] and [null, N]."""
+  from tests.test_tf_readers import read_with_tensorflow
+  found = read_with_tensorflow('extras', shaped)
+  assert found['a.png']['weight'] == 0.5 and found['b.png']['weight'] == 2.0
+  assert found['a.png']['rgb'] == [1, 2, 3]
+  assert found['a.png']['tags'] == ['p', 'q'] and found['b.png']['tags'] == []
+  boxes = found['a.png']['boxes']
+  assert [len(box) for box in boxes] == [4, 4]  # a [2, 4] ragged tensor: two 4-tuples
+  assert [v for box in boxes for v in box] == pytest.approx(
+      [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+  assert found['b.png']['boxes'] == []

@@ -67,14 +67,55 @@ def seed_recipe(out_dir, height, width, full_images=None):
   return results
 
 
+def parse_spec(feature_spec: dict) -> dict:
+  """tf.io parse features chosen mechanically from feature_spec's shapes (the
+  README's recipe): [] and [N] fixed, [null] ragged, [null, N] ragged of N-rows."""
+  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
+  spec = {}
+  for name, f in feature_spec.items():
+    dtype, shape = dtypes[f['dtype']], f['shape']
+    if None not in shape:
+      spec[name] = tf.io.FixedLenFeature(shape, dtype)
+    elif len(shape) == 1:
+      spec[name] = tf.io.RaggedFeature(dtype)
+    else:
+      spec[name] = tf.io.RaggedFeature(
+          dtype, partitions=[tf.io.RaggedFeature.UniformRowLength(shape[1])])
+  return spec
+
+
+def _text(value):
+  """bytes (in nested lists) as text, for JSON."""
+  if isinstance(value, list):
+    return [_text(v) for v in value]
+  return value.decode() if isinstance(value, bytes) else value
+
+
+def extras(out_dir):
+  """{key: {extra feature: its value as a (nested) list}} read with tf.data."""
+  with open(os.path.join(out_dir, 'dataset_info.json')) as handle:
+    info = json.load(handle)
+  spec = parse_spec(info['feature_spec'])
+  names = [n for n in info['feature_spec'] if not n.startswith('image/')]
+  files = [os.path.join(out_dir, shard) for split in info['splits'].values()
+           for shard in split['shards']]
+  found = {}
+  for record in tf.data.TFRecordDataset(files):
+    example = tf.io.parse_single_example(record, spec)
+    values = {}
+    for name in names:
+      value = example[name]
+      value = value.to_list() if hasattr(value, 'to_list') else value.numpy().tolist()
+      values[name] = _text(value)
+    found[example['image/key'].numpy().decode()] = values
+  return found
+
+
 def tfdata(out_dir):
   """tf.data with a parse spec built from dataset_info.json's feature_spec."""
   with open(os.path.join(out_dir, 'dataset_info.json')) as handle:
     info = json.load(handle)
-  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
-  spec = {name: (tf.io.FixedLenFeature([], dtypes[f['dtype']]) if f['shape'] == []
-                 else tf.io.VarLenFeature(dtypes[f['dtype']]))
-          for name, f in info['feature_spec'].items()}
+  spec = parse_spec(info['feature_spec'])
   files = [os.path.join(out_dir, shard) for split in info['splits'].values()
            for shard in split['shards']]
   compression = 'GZIP' if info['compression'] == 'gzip' else ''
@@ -152,6 +193,9 @@ if __name__ == '__main__':
     with open(out, 'wb') as handle:
       pickle.dump(rows, handle)
     print(json.dumps(len(rows)))
+    sys.exit(0)
+  if mode == 'extras':
+    print(json.dumps(extras(out)))
     sys.exit(0)
   if mode == 'keras':
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -7,6 +7,7 @@ import json
 from typing import Optional
 
 from transforms.core.spec import FORMAT_VERSION
+from transforms.core.spec import READABLE_FORMAT_VERSIONS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -90,7 +91,7 @@ def parse_info(text: str, path: str) -> dict:
                          'label_map', 'splits') if k not in info]
   if missing:
     raise InfoError(f'{path} lacks {", ".join(missing)}')
-  if info['format_version'] != FORMAT_VERSION:
+  if info['format_version'] not in READABLE_FORMAT_VERSIONS:
     raise InfoError(f'{path} has format_version {info["format_version"]}; '
-                    f'this tool reads {FORMAT_VERSION}')
+                    f'this tool reads {", ".join(map(str, READABLE_FORMAT_VERSIONS))}')
   return info

@@ -19,6 +19,7 @@ from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
+from transforms.core.spec import shape_problem
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'txt')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
@@ -259,25 +260,45 @@ def resolve_path(image: str, base_dir: str) -> str:
   return posixpath.join(base_dir, image) if base_dir != '.' else image
 
 
-def parse_extra(value, kind: str, column: str, fmt: str) -> list:
-  """A CSV/TSV cell of space-separated values, or a JSON value or list."""
+def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,)) -> list:
+  """A CSV/TSV cell of space-separated values (a scalar bytes cell: the whole
+  text), or a JSON value or list (of N-lists for shape (None, N)) -> the values,
+  flattened; RowError when they are not `kind` or do not fit `shape`."""
   if value is None:
     raise RowError(STAGE_MANIFEST, 'missing_feature', f'column {column!r} is missing')
+  if shape == () and value == '':
+    raise RowError(STAGE_MANIFEST, 'missing_feature',
+                   f'column {column!r} is empty; it holds one value (a scalar)')
   if isinstance(value, list):
     items = value
-  elif fmt != 'jsonl':
+    if len(shape) == 2 and all(isinstance(item, list) for item in items):
+      if any(len(item) != shape[1] for item in items):
+        raise RowError(STAGE_MANIFEST, 'bad_feature',
+                       f'column {column!r} value {value!r} is not a list of '
+                       f'{shape[1]}-lists')
+      items = [v for item in items for v in item]
+  elif fmt != 'jsonl' and not (shape == () and kind == 'bytes'):
     items = value.split()
   else:
     items = [value]
   try:
     if kind == 'float':
-      return [_as_float32(item) for item in items]
-    if kind == 'int64':
-      return [_as_int(item) for item in items]
-    return [item if isinstance(item, str) else json.dumps(item) for item in items]
+      values = [_as_float32(item) for item in items]
+    elif kind == 'int64':
+      values = [_as_int(item) for item in items]
+    else:
+      values = [item if isinstance(item, str) else json.dumps(item) for item in items]
   except (TypeError, ValueError) as error:
     raise RowError(STAGE_MANIFEST, 'bad_feature',
                    f'column {column!r} value {value!r} is not {kind}: {error}')
+  problem = shape_problem(len(values), shape)
+  if problem:
+    if shape == () and not values:
+      raise RowError(STAGE_MANIFEST, 'missing_feature',
+                     f'column {column!r} is empty; it holds one value (a scalar)')
+    raise RowError(STAGE_MANIFEST, 'bad_feature', f'column {column!r} value {value!r} '
+                   f'{problem}')
+  return values
 
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -317,7 +338,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> Manifest
   image = _text(fields, config.column('image'))
   key = _text(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
-                                              config.fmt))
+                                              config.fmt, f.shape))
                  for f in config.extra_features)
   split = config.split.assign(key, _text(fields, config.column('split')))
   return dataclasses.replace(

@@ -6,11 +6,15 @@ from collections.abc import Callable
 import dataclasses
 import functools
 from operator import attrgetter
+import re
 from typing import Optional
 
 from transforms.core import checks
 
-FORMAT_VERSION = 1
+# 2: --extra_features declare a shape; `name:type` is a scalar (in 1 it was a
+# variable-length list, feature_spec shape [null], which 2 reads the same way).
+FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = (1, 2)
 DATASET_INFO = 'dataset_info.json'
 LABEL_MAP = 'label_map.txt'
 REJECTED_FILE = 'rejected.jsonl'
@@ -205,12 +209,16 @@ def feature_table(schema: str, multi_label: bool = False) -> FeatureTable:
 
 @dataclasses.dataclass(frozen=True)
 class ExtraFeature:
-  """A manifest column copied into every Example as a list feature: a Feature
-  whose value is the row's parsed column and whose check is its kind and shape."""
+  """A manifest column copied into every Example: a Feature whose value is the
+  row's parsed column (stored flattened) and whose check is its kind and shape.
+
+  shape: () one value; (N,) exactly N; (None,) any number; (None, N) a list of
+  N-tuples (boxes), stored flattened: a multiple of N values.
+  """
   name: str
   kind: str  # bytes | float | int64
+  shape: tuple = (None,)
 
-  shape = (None,)
   check = None
   decodes = False
 
@@ -219,6 +227,43 @@ class ExtraFeature:
       if name == self.name:
         return values
     raise KeyError(f'the row has no extra feature {self.name!r}')
+
+  def declaration(self) -> str:
+    """As --extra_features writes it: name:kind, name:kind[N], [] or [][N]."""
+    return f'{self.name}:{self.kind}' + ''.join(
+        '[]' if n is None else f'[{n}]' for n in self.shape)
+
+
+_DECLARATION = re.compile(r'^(?P<name>[^:\[\]]+):(?P<kind>[a-z0-9]+)(?P<shape>(\[[0-9]*\])*)$')
+_SHAPES = {'': lambda _: (), '[N]': lambda n: (n[0],), '[]': lambda _: (None,),
+           '[][N]': lambda n: (None, n[0])}
+
+
+def parse_extra_feature(text: str) -> ExtraFeature:
+  """'name:kind', 'name:kind[N]', 'name:kind[]' or 'name:kind[][N]' (N >= 1)
+  -> ExtraFeature; ValueError otherwise."""
+  match = _DECLARATION.match(text.strip())
+  if not match or match['kind'] not in FEATURE_DTYPES:
+    raise ValueError(text)
+  sizes = [int(n) for n in re.findall(r'\[([0-9]+)\]', match['shape'])]
+  form = re.sub(r'\[[0-9]+\]', '[N]', match['shape'])
+  if form not in _SHAPES or any(n < 1 for n in sizes):
+    raise ValueError(text)
+  return ExtraFeature(match['name'].strip(), match['kind'], _SHAPES[form](sizes))
+
+
+def shape_problem(count: int, shape) -> Optional[str]:
+  """Why `count` values do not fit a declared shape ((), (N,), (None,),
+  (None, N), or the same as JSON lists), or None when they do."""
+  shape = tuple(shape)
+  if shape == ():
+    return None if count == 1 else f'has {count} values, a scalar holds exactly 1'
+  if len(shape) == 1 and shape[0] is not None:
+    return None if count == shape[0] else f'has {count} values, expected {shape[0]}'
+  if len(shape) == 2 and shape[1]:
+    return None if count % shape[1] == 0 else (
+        f'has {count} values, not a whole number of {shape[1]}-tuples')
+  return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import feature_table
+from transforms.core.spec import shape_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +64,9 @@ def check_features(features: dict, spec: dict) -> list:
     if kind != KIND_OF_DTYPE[declared['dtype']]:
       details.append(('wrong_type', f'feature {name!r} is {kind}, expected '
                       f'{KIND_OF_DTYPE[declared["dtype"]]}'))
-    elif declared['shape'] == [] and len(values) != 1:
-      details.append(('wrong_shape', f'feature {name!r} has {len(values)} values, expected 1'))
+    elif shape_problem(len(values), declared['shape']):
+      details.append(('wrong_shape', f'feature {name!r} '
+                      f'{shape_problem(len(values), declared["shape"])}'))
   return details
 
 
