@@ -91,10 +91,18 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
 
 
 def _parse_spec(info: dict, tf):
+  """Each feature_spec shape as README "Reading each shape" reads it: [] and [N]
+  fixed, [null] a ragged list, [null, N] a ragged [k, N] tensor."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
-  return {name: (tf.io.FixedLenFeature([], dtypes[f['dtype']]) if f['shape'] == []
-                 else tf.io.RaggedFeature(dtypes[f['dtype']]))
-          for name, f in info['feature_spec'].items()}
+
+  def parse(f):
+    dtype, shape = dtypes[f['dtype']], f['shape']
+    if None not in shape:
+      return tf.io.FixedLenFeature(shape, dtype)
+    if len(shape) == 1:
+      return tf.io.RaggedFeature(dtype)
+    return tf.io.RaggedFeature(dtype, partitions=[tf.io.RaggedFeature.UniformRowLength(shape[1])])
+  return {name: parse(f) for name, f in info['feature_spec'].items()}
 
 
 def _decoder(info: dict, decode: bool, tf):

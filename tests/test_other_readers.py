@@ -56,7 +56,7 @@ def converted(source, out, *flags):
 def indexed(source, tmp_path_factory):
   """Raw output in 3 shards of a tiny size cap (several bundles' worth), indexed."""
   return converted(source, tmp_path_factory.mktemp('indexed') / 'out', '--write_index',
-                   '--extra_features', 'weight:float',
+                   '--extra_features', 'weight:float[]',
                    '--shard_size_mb', '1', '--num_shards', '3',
                    '--split', 'train=0.7,test=0.3')
 
@@ -173,7 +173,7 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
 
 
 TFDS_VARIANTS = {
-    'raw': ['--num_shards', '2', '--extra_features', 'weight:float'],
+    'raw': ['--num_shards', '2', '--extra_features', 'weight:float[]'],
     'jpeg': ['--encoding', 'jpeg', '--split', 'train=0.6,test=0.4'],
     'gzip_png': ['--encoding', 'png', '--compression', 'gzip'],
     'seed': ['--schema', 'seed'],

@@ -51,7 +51,7 @@ VARIANTS = {
     'seed': ['--schema', 'seed'],
     'jpeg': ['--encoding', 'jpeg'],
     'png_gzip': ['--encoding', 'png', '--compression', 'gzip', '--extra_features',
-                 'weight:float'],
+                 'weight:float[]'],
     'none_png_split': ['--resize_mode', 'none', '--encoding', 'png',
                        '--split', 'train=0.5,test=0.5'],
 }

@@ -96,7 +96,12 @@ def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
   }
   for name in extra_feature_names(info):
     values = features.get(name, (None, []))[1]
-    example[name] = np.array(values, _NUMPY_DTYPES[info['feature_spec'][name]['dtype']])
+    spec = info['feature_spec'][name]
+    shape = [-1 if n is None else n for n in spec['shape']]  # [] one value, [null, N] k x N
+    try:
+      example[name] = np.array(values, _NUMPY_DTYPES[spec['dtype']]).reshape(shape)
+    except ValueError:
+      raise RecordError(f'{name} has {len(values)} values, its shape is {spec["shape"]}')
   return example
 
 
