@@ -20,6 +20,7 @@ from transforms.core import shuffle
 from transforms.core.example import BuiltExample
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
+from transforms.core.tfrecord import record_spans
 from transforms.write_dataset import WriteShards
 
 NUM_CLASSES = 12
@@ -137,6 +138,34 @@ def test_both_write_paths_write_the_same_shards(tmp_path, count):
   for i, path in enumerate(local):
     with open(path, 'rb') as stream:
       assert [data for _, data in read_records(stream)] == in_order[i::4]
+
+
+@pytest.mark.parametrize('in_order,num_shards', [(True, 4), (False, 4), (True, 0)])
+def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
+  """--write_index: the round robin, the shuffled per-shard and the size-capped
+  writers each leave `<shard>.index`, one `offset length` line per record
+  (an empty shard: an empty index)."""
+  examples = _examples(3)
+  if in_order:
+    examples = sorted(examples, key=lambda e: e.order)
+  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+    _ = (p | beam.Create(examples, reshuffle=False)
+         | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 10 ** 6,
+                       in_order, write_index=True))
+  shards = sorted(tmp_path.glob('train-*.tfrecord'))
+  assert len(shards) == (num_shards or 1)
+  assert sorted(tmp_path.glob('*.index')) == [pathlib.Path(f'{s}.index') for s in shards]
+  spans = []
+  for shard in shards:
+    with open(shard, 'rb') as stream:
+      expected = [f'{offset} {length}' for offset, length in record_spans(stream)]
+    assert pathlib.Path(f'{shard}.index').read_text().splitlines() == expected
+    spans.extend(expected)
+  assert len(spans) == 3
+  if num_shards:
+    assert pathlib.Path(f'{shards[3]}.index').read_text() == ''  # 3 records, 4 shards
+  with pytest.raises(ValueError, match='gzip'):
+    WriteShards('x', '.tfrecord.gz', 'gzip', 2, None, in_order, write_index=True)
 
 
 def test_distributed_path_derives_the_shard_count_from_the_size(tmp_path):
