@@ -136,9 +136,13 @@ def tfdata(out_dir):
         pixels = tf.io.decode_image(encoded, channels=image['channels'])
         tf.debugging.assert_equal(tf.shape(pixels, out_type=tf.int64), tf.stack(shape))
       label = example['image/class/label']
-    # --multi_label: feature_spec says [null], so the labels are a SparseTensor
-    value = (label.values.numpy().tolist() if isinstance(label, tf.SparseTensor)
-             else int(label))
+    # --multi_label: feature_spec says [null], so the labels are a list
+    if isinstance(label, tf.SparseTensor):
+      value = label.values.numpy().tolist()
+    elif label.shape.rank:
+      value = label.numpy().tolist()
+    else:
+      value = int(label)
     results.append([value] + pixels.numpy()[0, 0].tolist())
   return results
 
