@@ -129,6 +129,11 @@ def _records_of(path: str, skipped: list):
     skipped.append(f'{shard}: {type(error).__name__}: {error}')
 
 
+def _label_ids(label) -> list:
+  """A record's label ids as a list: one, or a --multi_label record's several."""
+  return [label] if isinstance(label, int) else [int(i) for i in label]
+
+
 def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_class: bool,
                seed: int) -> Scan:
   """One pass over a split: label counts, and a reproducible sample of
@@ -143,11 +148,14 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
       except records.RecordError as error:
         scan.skipped.append(f'{shard} record {index}: {error}')
         continue
-      label = example['label']
-      scan.counts[label] = scan.counts.get(label, 0) + 1
+      labels = _label_ids(example['label'])
+      for label in labels:
+        scan.counts[label] = scan.counts.get(label, 0) + 1
       scan.num_records += 1
       if sample_size:
-        reservoir.offer(label if per_class else None, (shard, index, data))
+        # --multi_label records are sampled under their first label
+        group = (labels[0] if labels else None) if per_class else None
+        reservoir.offer(group, (shard, index, data))
   scan.candidates = sorted(reservoir.items(), key=lambda c: (
       info['splits'][split]['shards'].index(c[0]), c[1]))
   return scan
@@ -162,8 +170,11 @@ def decode_samples(split: str, scan: Scan, info: dict) -> list:
     except records.RecordError as error:
       scan.skipped.append(f'{shard} record {index}: {error}')
       continue
+    label, class_text = example['label'], example['class_text']
+    if not isinstance(label, int):  # --multi_label: ids as 1+2, texts as 'cat, dog'
+      label, class_text = '+'.join(map(str, _label_ids(label))), ', '.join(class_text)
     samples.append(report.Sample(split, shard, index, example['key'] or f'{shard}#{index}',
-                                 example['label'], example['class_text'], example['image']))
+                                 label, class_text, example['image']))
   return samples
 
 

@@ -12,6 +12,7 @@ import html
 import io
 import json
 from typing import Optional
+from typing import Union
 
 import numpy as np
 from PIL import Image
@@ -33,7 +34,7 @@ class Sample:
   shard: str
   record: int
   key: str
-  label: Optional[int]
+  label: Union[int, str, None]  # a --multi_label record's ids joined: '1+2'
   class_text: str
   image: np.ndarray  # uint8 H x W x C
 

@@ -391,3 +391,28 @@ def test_inspect_module_runs_as_a_script(dataset):
                          str(dataset), '--split', 'nope'], capture_output=True, text=True,
                         cwd=pathlib.Path(__file__).parent.parent)
   assert done.returncode == 2 and "no split 'nope'" in done.stderr
+
+
+def test_multi_label_records_are_counted_per_label_and_named_by_their_ids(tmp_path):
+  """--multi_label: a record counts once for each of its labels; its exported
+  file is named by its ids joined with '+', its caption by its texts."""
+  rows = ['image,label']
+  for i, labels in enumerate(['ant;bee', 'bee', 'cat;ant;bee', 'cat']):
+    Image.fromarray(pattern(i)).save(tmp_path / f'img_{i}.png')
+    rows.append(f'img_{i}.png,{labels}')
+  (tmp_path / 'm.csv').write_text('\n'.join(rows) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), '--multi_label']) == 0
+  info = read_info(out)
+  assert inspect.scan_split(str(out), info, 'train', 0, False, 0).counts == {0: 2, 1: 3, 2: 2}
+  code, _ = run_inspect(['--input_dir', str(out), '--export_dir', str(tmp_path / 'x'),
+                         '--num', '4'])
+  assert code == 0
+  by_key = {row['key']: row for row in samples_csv(tmp_path / 'x')}
+  assert {key: (row['label'], row['class_text']) for key, row in by_key.items()} == {
+      'img_0.png': ('0+1', 'ant, bee'), 'img_1.png': ('1', 'bee'),
+      'img_2.png': ('2+0+1', 'cat, ant, bee'), 'img_3.png': ('2', 'cat')}
+  for i, row in enumerate(samples_csv(tmp_path / 'x')):
+    assert row['file'] == f'{i}_Label_{row["label"]}.jpg'
+    assert (tmp_path / 'x' / row['file']).exists()

@@ -208,3 +208,51 @@ def test_a_keras_model_trains_one_epoch_on_load(datasets):
   result = json.loads(_tf_reader('keras', datasets['raw']))
   assert result['steps'] == 3  # 12 examples, batches of 4
   assert len(result['history']['loss']) == 1 and np.isfinite(result['history']['loss'][0])
+
+
+@pytest.fixture(scope='module')
+def multi_labelled(source, tmp_path_factory):
+  """The source images with label lists (--multi_label): img_i has CLASSES[i % 3]
+  and, for even i, also CLASSES[(i + 1) % 3]."""
+  rows = ['image,label']
+  for i in range(12):
+    labels = [CLASSES[i % 3]] + ([CLASSES[(i + 1) % 3]] if i % 2 == 0 else [])
+    rows.append(f'{source}/images/img_{i:02d}.png,{";".join(labels)}')
+  root = tmp_path_factory.mktemp('read_multi')
+  (root / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / 'manifest.csv'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), '--multi_label',
+                       '--num_shards', '2']) == 0
+  return out
+
+
+def multi_labels_of(i: int) -> list:
+  labels = [CLASSES[i % 3]] + ([CLASSES[(i + 1) % 3]] if i % 2 == 0 else [])
+  return labels
+
+
+def test_examples_of_multi_label_output_give_label_lists(multi_labelled):
+  found = list(read.examples(str(multi_labelled)))
+  assert len(found) == 12
+  for example in found:
+    i = expected_by_index(example['key'])
+    # ids in the row's order; the label map is sorted, so an id is its CLASSES index
+    assert example['label'].dtype == np.int64
+    assert example['label'].tolist() == [CLASSES.index(c) for c in multi_labels_of(i)]
+    assert example['class_text'] == multi_labels_of(i)
+    np.testing.assert_array_equal(example['image'], pattern(i))
+
+
+@pytest.mark.slow
+def test_load_of_multi_label_output_matches_examples(multi_labelled, tmp_path):
+  result = tmp_path / 'load.pickle'
+  _tf_reader('load', result, f'{multi_labelled}:train')
+  [from_tf] = pickle.loads(result.read_bytes())
+  plain = {e['key']: e for e in read.examples(str(multi_labelled))}
+  assert sorted(e['key'] for e in from_tf) == sorted(plain)
+  for example in from_tf:
+    expected = plain[example['key']]
+    assert example['label'] == expected['label'].tolist()
+    assert example['class_text'] == expected['class_text']
+    np.testing.assert_array_equal(example['image'], expected['image'])

@@ -153,9 +153,13 @@ def load_records(out_dir, split):
   rows = []
   for example in read.load(out_dir, split):
     row = {name: value.numpy() for name, value in example.items()}
-    for name in ('key', 'class_text'):
-      row[name] = row[name].decode('utf-8')
-    row['label'] = int(row['label'])
+    row['key'] = row['key'].decode('utf-8')
+    if row['label'].ndim:  # --multi_label: a list of ids and of texts
+      row['label'] = row['label'].tolist()
+      row['class_text'] = [text.decode('utf-8') for text in row['class_text']]
+    else:
+      row['label'] = int(row['label'])
+      row['class_text'] = row['class_text'].decode('utf-8')
     rows.append(row)
   return rows
 

@@ -66,11 +66,18 @@ def _scalar(features: dict, name: str):
   return features[name][1][0]
 
 
+def is_multi_label(info: dict) -> bool:
+  """Whether the dataset was written with --multi_label (its label is a list)."""
+  table = FEATURE_TABLES[info['schema']]
+  return info['feature_spec'].get(table.label, {}).get('shape') == [None]
+
+
 def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
   """A serialized Example of a converted dataset -> {image, label, key,
   class_text, extras...}: image uint8 H x W x C (encoded bytes if not
   decode), label int, key and class_text str ('' for --schema seed, which has
-  no key), extra features as numpy arrays (bytes ones of dtype object)."""
+  no key), extra features as numpy arrays (bytes ones of dtype object). With
+  --multi_label, label is an int64 array of ids and class_text a list of str."""
   try:
     features = parse_example(data)
   except Exception as error:  # DecodeError: not an Example
@@ -78,7 +85,12 @@ def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
   image_info = info['image']
   names = info['label_map']
   table = FEATURE_TABLES[info['schema']]
-  label = _scalar(features, table.label)
+  if is_multi_label(info):
+    label = np.array(features.get(table.label, (None, []))[1], np.int64)
+    class_text = [names[i] if 0 <= i < len(names) else '' for i in label]
+  else:
+    label = int(_scalar(features, table.label))
+    class_text = names[label] if 0 <= label < len(names) else ''
   key = _scalar(features, table.key).decode('utf-8', 'replace') if table.key else ''
   if info['schema'] == 'seed':
     encoded = _scalar(features, 'img_raw')
@@ -90,9 +102,9 @@ def to_example(data: bytes, info: dict, decode: bool = True) -> dict:
     channels, encoding = _scalar(features, 'image/channels'), image_info['encoding']
   example = {
       'image': decode_image(encoded, encoding, height, width, channels) if decode else encoded,
-      'label': int(label),
+      'label': label,
       'key': key,
-      'class_text': names[label] if 0 <= label < len(names) else '',
+      'class_text': class_text,
   }
   for name in extra_feature_names(info):
     values = features.get(name, (None, []))[1]
@@ -122,4 +134,4 @@ def describe_features(features: dict) -> list:
 
 
 __all__ = ['RecordError', 'decode_image', 'describe_features', 'extra_feature_names',
-           'guess_feature', 'sniff_encoding', 'to_example']
+           'guess_feature', 'is_multi_label', 'sniff_encoding', 'to_example']
