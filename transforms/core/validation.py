@@ -158,7 +158,7 @@ def cross_split_copies(sha256: str, places: list) -> list:
   first = places[0]
   return [Problem('cross_split_duplicate', shard, record,
                   f'key {key!r} ({split}) has the same bytes (SHA-256 {sha256[:12]}...) '
-                  f'as {len(places) - 1} record(s) in split(s) {", ".join(splits)}; '
+                  f'as {len(places) - 1} other record(s) (copies in {", ".join(splits)}); '
                   f'first: key {first[3]!r} ({first[0]}) at {first[1]}#{first[2]}')
           for split, shard, record, key in places if split != first[0]]
 
