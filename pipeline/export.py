@@ -22,6 +22,7 @@ import shutil
 import sys
 
 from pipeline import read
+from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import record_spans
 
@@ -84,9 +85,12 @@ def tfds_features(info: dict, tfds, tf):
       'key': scalar['string'],
       'class': {'label': tfds.features.ClassLabel(names=names), 'text': scalar['string']},
   }}
-  for name, spec in info['feature_spec'].items():
-    if not name.startswith('image/'):
-      nested[name] = tfds.features.Tensor(shape=(None,), dtype=dtypes[spec['dtype']])
+  if records.is_multi_label(info):  # label ids and texts are lists
+    nested['image']['class'] = {'label': tfds.features.Sequence(tfds.features.ClassLabel(
+        names=names)), 'text': tfds.features.Sequence(tfds.features.Text())}
+  for name in records.extra_feature_names(info):
+    spec = info['feature_spec'][name]  # shape [], [N], [null] or [null, N]
+    nested[name] = tfds.features.Tensor(shape=tuple(spec['shape']), dtype=dtypes[spec['dtype']])
   return tfds.features.FeaturesDict(nested)
 
 

@@ -236,3 +236,46 @@ print(json.dumps(rows))
           np.testing.assert_array_equal(np.uint8(row[2]), example['image'])
         if name == 'raw':
           np.testing.assert_array_equal(np.float32(row[3]), example['weight'])
+
+
+@pytest.mark.slow
+def test_tensorflow_datasets_reads_declared_shapes_and_label_lists(tmp_path):
+  """Extra features in their feature_spec shape ([], [N], [null], [null, N]) and
+  --multi_label lists come out of TFDS as they went in."""
+  pytest.importorskip('tensorflow_datasets')
+  rows = []
+  for i in range(6):
+    Image.fromarray(pattern(i)).save(tmp_path / f'{i}.png')
+    rows.append(json.dumps({'image': f'{i}.png', 'label': ['ant', 'bee'][:1 + i % 2],
+                            'weight': i * 0.5, 'emb': [i, i + 1, i + 2],
+                            'boxes': [[i, 0, 1, 1]] * (i % 3), 'tags': ['x'] * i}))
+  (tmp_path / 'm.jsonl').write_text('\n'.join(rows) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.jsonl'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), '--multi_label',
+                       '--extra_features',
+                       'weight:float,emb:int64[3],tags:bytes[],boxes:float[][4]']) == 0
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 0
+  script = """
+import json, sys
+import tensorflow_datasets as tfds
+builder = tfds.builder_from_directory(sys.argv[1])
+rows = {}
+for ex in tfds.as_numpy(builder.as_dataset(split='train')):
+  rows[ex['image']['key'].decode()] = {
+      'label': ex['image']['class']['label'].tolist(),
+      'text': [t.decode() for t in ex['image']['class']['text']],
+      'weight': [list(ex['weight'].shape), ex['weight'].tolist()],
+      'emb': [list(ex['emb'].shape), ex['emb'].tolist()],
+      'tags': [t.decode() for t in ex['tags']],
+      'boxes': [list(ex['boxes'].shape), ex['boxes'].tolist()]}
+print(json.dumps(rows))
+"""
+  done = subprocess.run([sys.executable, '-c', script, str(out / 'tfds')], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  loaded = json.loads(done.stdout.strip().splitlines()[-1])
+  assert loaded == {f'{i}.png': {
+      'label': [0, 1][:1 + i % 2], 'text': ['ant', 'bee'][:1 + i % 2],
+      'weight': [[], i * 0.5], 'emb': [[3], [i, i + 1, i + 2]], 'tags': ['x'] * i,
+      'boxes': [[i % 3, 4], [[i, 0, 1, 1]] * (i % 3)]} for i in range(6)}
