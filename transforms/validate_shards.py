@@ -11,45 +11,114 @@ from transforms import filesystem
 from transforms.core import validation
 from transforms.core.image import prepare_pillow
 from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import plan_spans
 from transforms.core.tfrecord import read_records
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import PROBLEMS
 from transforms.tags import SUMMARIES
 from transforms.tags import WARNINGS
+from transforms.workers.ordered_pool import OrderedPool
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
+from transforms.workers.process_pool import WorkerDied
+from transforms.workers.shard_span import check_span
+from transforms.workers.shard_span import read_failure
 
 # Records per call to a check worker process: one pipe round trip per batch.
 PROCESS_BATCH = 32
+# Bytes of a local shard one check process reads and checks per call (spans).
+SPAN_BYTES = 8 << 20
 
 
 class ReadShardFn(beam.DoFn):
   """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
 
   A damaged file is a Problem naming the file and record, never a failed job.
-  With threads > 1 records are checked on a PooledStep (JPEG/PNG decoding
-  releases the GIL), with processes > 0 in that many child processes, in
-  batches, while this thread reads and verifies the framing. `check`: what
-  checks a batch of records (tests swap it).
+  With span_processes > 0, a local uncompressed shard is cut into spans of
+  SPAN_BYTES that that many child processes read, verify and check
+  themselves (check_span): shards are read concurrently, and no record crosses
+  a pipe. Other shards are read by this thread, which verifies the framing;
+  with threads > 1 their records are checked on a PooledStep (JPEG/PNG
+  decoding releases the GIL), with processes > 0 in that many child processes,
+  in batches. `check`: what checks a batch of records (tests swap it).
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
-               processes: int = 0, check=validation.check_records):
+               processes: int = 0, check=validation.check_records, span_processes: int = 0):
     self._input_dir = input_dir
     self._expected = expected
     self._check = check
     self._step = PooledStep(PoolSize(threads, processes), PROCESS_BATCH)
+    self._span_processes = span_processes
+    self._spans = None
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
     prepare_pillow(self._expected.image.max_pixels)
     self._step.start(self._call)
+    if self._span_processes:
+      self._spans = OrderedPool(self._span_processes, processes=True)
 
   def teardown(self):
     self._step.close()
+    if self._spans is not None:
+      self._spans.shutdown()
+      self._spans = None
 
   def process(self, element):
     split, shard = element
+    path = filesystem.join(self._input_dir, shard)
+    spans = self._plan(path)
+    if spans is None:
+      yield from self._read_here(split, shard)
+    else:
+      yield from self._read_in_spans(split, shard, path, spans)
+
+  def _plan(self, path: str):
+    """The spans to check `path` in, in worker processes; None: read it here
+    (no span processes, a remote or compressed file, or one that cannot be
+    opened: reading it here names the problem as ever)."""
+    if self._spans is None or '://' in path or path.endswith('.gz'):
+      return None
+    try:
+      with open(path, 'rb') as stream:
+        return plan_spans(stream, SPAN_BYTES)
+    except OSError:
+      return None
+
+  def _read_in_spans(self, split, shard, path, spans):
+    """Spans go to the check processes, which read and check them; results
+    come back in order. After a span that ends in damage, the rest of the
+    shard is not reported (as read_records stops there)."""
+    ended = []
+    for span in spans:
+      for due in self._spans.submit(span, check_span, path, *span, self._check,
+                                    self._expected):
+        yield from self._span_done(split, shard, path, *due, ended)
+    for due in self._spans.drain():
+      yield from self._span_done(split, shard, path, *due, ended)
+
+  def _span_done(self, split, shard, path, span, future, ended):
+    try:
+      first, results, failure = future.result()
+    except WorkerDied:  # a record killed its process: again, one record at a time
+      first, results, failure = check_span(path, *span, self._check_alone, self._expected)
+    if ended:
+      return
+    self._records.inc(len(results))
+    yield from self._summarise(split, shard, [((first + i, None), result)
+                                              for i, result in enumerate(results)])
+    if failure is not None:
+      ended.append(failure)
+      yield self._problem(failure[0], shard, failure[1], failure[2])
+
+  def _check_alone(self, records: list, expected) -> list:
+    """check(records) with each record in a process of its own call: only a
+    record that kills its worker gets the WorkerDied (as PooledStep does)."""
+    return [self._spans.batch_results(self._spans.call_alone(self._check, [data], expected),
+                                      1, None)[0] for data in records]
+
+  def _read_here(self, split, shard):
     read = 0  # records read whole: the index of the first one not read
     try:
       with filesystem.open_checked(filesystem.join(self._input_dir, shard)) as stream:
@@ -64,9 +133,8 @@ class ReadShardFn(beam.DoFn):
                           f'compressed file ends early, inside record {read} '
                           f'({read} read whole): {error}')
     except (zlib.error, OSError) as error:
-      yield self._problem('corrupt_shard', shard, read,
-                          f'cannot read the file from record {read} ({read} read whole): '
-                          f'{type(error).__name__}: {error}')
+      kind, record, detail = read_failure(error, read)
+      yield self._problem(kind, shard, record, detail)
     yield from self._summarise(split, shard, self._step.flush())
 
   def _call(self, batch: list) -> tuple:
@@ -105,13 +173,16 @@ class CheckShards(beam.PTransform):
   'warnings': Problem (findings that do not make the dataset invalid)}.
 
   spread: reshuffle the shards first, so a distributed runner reads them on
-  many workers (pointless for a single local worker).
+  many workers (pointless for a single local worker). span_processes: see
+  ReadShardFn.
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
-               processes: int = 0, spread: bool = True, check=validation.check_records):
+               processes: int = 0, spread: bool = True, check=validation.check_records,
+               span_processes: int = 0):
     super().__init__()
     self._check = check
+    self._span_processes = span_processes
     self._input_dir = input_dir
     self._expected = expected
     self._threads = threads
@@ -124,7 +195,7 @@ class CheckShards(beam.PTransform):
     read = (shards
             | 'ReadShard' >> beam.ParDo(
                 ReadShardFn(self._input_dir, self._expected, self._threads,
-                            self._processes, self._check))
+                            self._processes, self._check, self._span_processes))
             .with_outputs(PROBLEMS, main=SUMMARIES))
     duplicates = (read[SUMMARIES]
                   | 'KeyedPlaces' >> beam.FlatMap(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 import functools
+import struct
 from typing import Union
 
 from google.protobuf import descriptor_pb2
@@ -117,3 +118,134 @@ def parse_example(data: bytes) -> dict[str, tuple[str, list]]:
     values = list(getattr(feature, kind).value) if kind else []
     parsed[name] = (kind, values)
   return parsed
+
+
+class _NotPlain(Exception):
+  """The bytes are not in the plain layout parse_example_plain reads."""
+
+
+_KINDS = {0x0A: 'bytes_list', 0x12: 'float_list', 0x1A: 'int64_list'}  # Feature's tags
+_LEN1 = 0x0A  # field 1, length-delimited: every message's first field here
+_VARINT1, _FIXED32_1 = 0x08, 0x0D  # field 1 as one varint / one fixed 32-bit value
+_INT64_WRAP, _INT64_SIGN = 1 << 64, 1 << 63
+
+
+def _varint(buf, pos: int) -> tuple:
+  """(value, position after it) of the varint at `pos` (at most 10 bytes)."""
+  byte = buf[pos]
+  if byte < 0x80:
+    return byte, pos + 1
+  value, shift = byte & 0x7F, 7
+  while True:
+    pos += 1
+    byte = buf[pos]
+    value |= (byte & 0x7F) << shift
+    if byte < 0x80:
+      return value, pos + 1
+    shift += 7
+    if shift > 63:
+      raise _NotPlain
+
+
+def _delimited(buf, pos: int, end: int, tag: int) -> tuple:
+  """(start, end) of the length-delimited field with `tag` at `pos`."""
+  if buf[pos] != tag:
+    raise _NotPlain
+  length, start = _varint(buf, pos + 1)
+  if start + length > end:
+    raise _NotPlain
+  return start, start + length
+
+
+def _int64s(buf, start: int, end: int) -> list:
+  values, pos = [], start
+  while pos < end:
+    tag = buf[pos]
+    if tag == _LEN1:  # packed, as proto3 writes them
+      begin, stop = _delimited(buf, pos, end, _LEN1)
+      pos = begin
+      while pos < stop:
+        value, pos = _varint(buf, pos)
+        values.append(value)
+      if pos != stop:
+        raise _NotPlain
+    elif tag == _VARINT1:
+      value, pos = _varint(buf, pos + 1)
+      values.append(value)
+    else:
+      raise _NotPlain
+  if pos != end or any(v >= _INT64_WRAP for v in values):
+    raise _NotPlain
+  return [v - _INT64_WRAP if v >= _INT64_SIGN else v for v in values]
+
+
+def _floats(buf, start: int, end: int) -> list:
+  values, pos = [], start
+  while pos < end:
+    tag = buf[pos]
+    if tag == _LEN1:
+      begin, pos = _delimited(buf, pos, end, _LEN1)
+      if (pos - begin) % 4:
+        raise _NotPlain
+      values += struct.unpack(f'<{(pos - begin) // 4}f', buf[begin:pos])
+    elif tag == _FIXED32_1 and pos + 5 <= end:
+      values += struct.unpack('<f', buf[pos + 1:pos + 5])
+      pos += 5
+    else:
+      raise _NotPlain
+  return values
+
+
+def _bytes_values(buf, start: int, end: int, view: bool) -> list:
+  values, pos = [], start
+  while pos < end:
+    begin, pos = _delimited(buf, pos, end, _LEN1)
+    values.append(buf[begin:pos] if view else bytes(buf[begin:pos]))
+  return values
+
+
+def _feature(buf, start: int, end: int, view: bool) -> tuple:
+  """(kind, values) of a Feature holding exactly one of its lists."""
+  if start >= end or buf[start] not in _KINDS:
+    raise _NotPlain
+  kind = _KINDS[buf[start]]
+  begin, stop = _delimited(buf, start, end, buf[start])
+  if stop != end:
+    raise _NotPlain
+  if kind == 'bytes_list':
+    return kind, _bytes_values(buf, begin, stop, view)
+  if kind == 'int64_list':
+    return kind, _int64s(buf, begin, stop)
+  return kind, _floats(buf, begin, stop)
+
+
+def _parse_plain(buf, views: frozenset) -> dict:
+  parsed, pos, end = {}, 0, len(buf)
+  if end:
+    start, stop = _delimited(buf, 0, end, _LEN1)  # Example.features, once
+    if stop != end:
+      raise _NotPlain
+    pos, end = start, stop
+  while pos < end:  # Features.feature: map entries
+    entry, pos = _delimited(buf, pos, end, _LEN1)
+    key_start, key_stop = _delimited(buf, entry, pos, _LEN1)
+    value_start, value_stop = _delimited(buf, key_stop, pos, 0x12)
+    name = bytes(buf[key_start:key_stop]).decode('utf-8')
+    if value_stop != pos or name in parsed:
+      raise _NotPlain
+    parsed[name] = _feature(buf, value_start, value_stop, name in views)
+  return parsed
+
+
+def parse_example_plain(data: bytes, views: frozenset = frozenset()):
+  """parse_example's result for an Example in the plain layout every
+  serializer writes (each message's fields once, in order, no unknown fields,
+  each name once); None for anything else, which parse_example then reads
+  (or rejects) as it always did. Walks the bytes without copying the values;
+  the values of the features named in `views` stay memoryviews into `data`
+  (for checks that need only their length: no copy of a raw image's pixels).
+  """
+  try:
+    return _parse_plain(memoryview(data), views)
+  except (_NotPlain, IndexError, UnicodeDecodeError, struct.error):
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 import struct
 from typing import BinaryIO
+from typing import Optional
 
 import google_crc32c
 
@@ -39,14 +40,16 @@ def frame(data: bytes) -> bytes:
       '<I', masked_crc(data))
 
 
-def read_records(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+def read_records(stream: BinaryIO, first_index: int = 0,
+                 limit: Optional[int] = None) -> Iterator[tuple[int, bytes]]:
   """Yields (index, data); raises ShardError at the first damaged record.
 
   A bad data CRC is reported for that record, and reading stops: a single
-  flipped byte means the file is not what convert wrote.
+  flipped byte means the file is not what convert wrote. `first_index`: the
+  index of the record the stream is at; `limit`: read at most that many.
   """
-  index = 0
-  while True:
+  index, end = first_index, None if limit is None else first_index + limit
+  while end is None or index < end:
     header = stream.read(_HEADER.size)
     if not header:
       return
@@ -113,3 +116,28 @@ def record_spans(stream: BinaryIO) -> Iterator[tuple[int, int]]:
       stream.read(skip)
     yield offset, length
     offset += length
+
+
+def plan_spans(stream: BinaryIO, span_bytes: int) -> list[tuple[int, int, Optional[int]]]:
+  """Cuts a shard into (offset, first index, record count) spans of about
+  `span_bytes` each, to be read (read_records) and checked independently,
+  reading only the 12-byte headers and seeking past the data. The last span's
+  count is None (to the end of the file): scanning stops at the first header
+  that is cut off or fails its CRC, and reading that span finds the damage and
+  names it as read_records always does (later records are never read).
+  """
+  spans, start, first, index, offset = [], 0, 0, 0, 0
+  while True:
+    header = stream.read(_HEADER.size)
+    if not header and start == offset and spans:
+      return spans  # the file ends with the last full span
+    if len(header) < _HEADER.size or masked_crc(header[:8]) != _HEADER.unpack(header)[1]:
+      break
+    offset += _HEADER.size + _HEADER.unpack(header)[0] + _FOOTER.size
+    index += 1
+    if offset - start >= span_bytes:
+      spans.append((start, first, index - first))
+      start, first = offset, index
+    stream.seek(offset)
+  spans.append((start, first, None))
+  return spans

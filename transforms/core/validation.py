@@ -9,6 +9,7 @@ from google.protobuf.message import DecodeError
 
 from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import parse_example_plain
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import feature_table
 from transforms.core.spec import shape_problem
@@ -83,18 +84,24 @@ def _source_digest(features) -> Optional[str]:
 
 
 def _check_record(data: bytes, expected: Expected) -> tuple:
-  try:
-    features = parse_example(data)
-  except DecodeError as error:
-    return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')], None
-  problems = check_features(features, expected.feature_spec)
-  if problems:
-    return None, None, problems, None
   # An unknown schema is checked as the default one; label lists (--multi_label)
   # are declared with the shape [null].
   lists = {name for name, declared in expected.feature_spec.items()
            if declared['shape'] != []}
   table = feature_table(expected.schema, multi_label='image/class/label' in lists)
+  # Raw pixels are only measured (their check is a length test): they stay a
+  # view into `data` instead of being copied out.
+  views = frozenset(f.name for f in table.features
+                    if f.decodes) if expected.image.encoding == 'raw' else frozenset()
+  features = parse_example_plain(data, views)
+  if features is None:  # not the plain layout: protobuf's parser decides
+    try:
+      features = parse_example(data)
+    except DecodeError as error:
+      return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')], None
+  problems = check_features(features, expected.feature_spec)
+  if problems:
+    return None, None, problems, None
   # a scalar feature's one value; a list feature's whole list
   record = {name: values if name in lists else values[0]
             for name, (_, values) in features.items() if values or name in lists}
