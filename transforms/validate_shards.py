@@ -6,6 +6,8 @@ import json
 import zlib
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
 from transforms.core import validation
@@ -40,7 +42,8 @@ class ReadShardFn(beam.DoFn):
   a pipe. Other shards are read by this thread, which verifies the framing;
   with threads > 1 their records are checked on a PooledStep (JPEG/PNG
   decoding releases the GIL), with processes > 0 in that many child processes,
-  in batches. `check`: what checks a batch of records (tests swap it).
+  in batches. `check`: what checks a batch of records (tests swap it). Only
+  the global window is used (outputs of finish_bundle are placed in it).
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
@@ -51,6 +54,7 @@ class ReadShardFn(beam.DoFn):
     self._step = PooledStep(PoolSize(threads, processes), PROCESS_BATCH)
     self._span_processes = span_processes
     self._spans = None
+    self._ended = set()
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
@@ -86,30 +90,41 @@ class ReadShardFn(beam.DoFn):
     except OSError:
       return None
 
+  def start_bundle(self):
+    self._ended = set()  # shards whose reading ended in damage
+
+  def finish_bundle(self):
+    if self._spans is not None:
+      for due in self._spans.drain():
+        for output in self._span_done(*due):
+          if isinstance(output, beam.pvalue.TaggedOutput):
+            yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+          else:
+            yield _in_global_window(output)
+
   def _read_in_spans(self, split, shard, path, spans):
     """Spans go to the check processes, which read and check them; results
-    come back in order. After a span that ends in damage, the rest of the
-    shard is not reported (as read_records stops there)."""
-    ended = []
+    come back in order, the last ones in finish_bundle (so the processes go
+    on to the next shard's spans meanwhile). After a span that ends in damage,
+    the rest of its shard is not reported (read_records stops there)."""
     for span in spans:
-      for due in self._spans.submit(span, check_span, path, *span, self._check,
-                                    self._expected):
-        yield from self._span_done(split, shard, path, *due, ended)
-    for due in self._spans.drain():
-      yield from self._span_done(split, shard, path, *due, ended)
+      for due in self._spans.submit((split, shard, path, span), check_span, path, *span,
+                                    self._check, self._expected):
+        yield from self._span_done(*due)
 
-  def _span_done(self, split, shard, path, span, future, ended):
+  def _span_done(self, tag, future):
+    split, shard, path, span = tag
     try:
       first, results, failure = future.result()
     except WorkerDied:  # a record killed its process: again, one record at a time
       first, results, failure = check_span(path, *span, self._check_alone, self._expected)
-    if ended:
+    if shard in self._ended:
       return
     self._records.inc(len(results))
     yield from self._summarise(split, shard, [((first + i, None), result)
                                               for i, result in enumerate(results)])
     if failure is not None:
-      ended.append(failure)
+      self._ended.add(shard)
       yield self._problem(failure[0], shard, failure[1], failure[2])
 
   def _check_alone(self, records: list, expected) -> list:
@@ -154,6 +169,10 @@ class ReadShardFn(beam.DoFn):
   def _problem(kind, shard, index, detail):
     return beam.pvalue.TaggedOutput(
         PROBLEMS, validation.Problem(kind, shard, index, detail))
+
+
+def _in_global_window(value):
+  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 def duplicate_problems(grouped):
