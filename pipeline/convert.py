@@ -240,7 +240,7 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool) -> int
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)
-    p.run().wait_until_finish()
+    local_runner.run(p).wait_until_finish()
   if dry_run:
     print(launch.dry_run_note(pipeline_options,
                               f'nothing was written to {config.output_dir}'))

@@ -179,7 +179,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
         config.check_processes, check_records)
-  p.run().wait_until_finish()
+  local_runner.run(p).wait_until_finish()
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return launch.EXIT_OK
