@@ -6,8 +6,13 @@ each as its own process tree timed from launch to exit, with peak PSS:
   ceiling        bench.ceiling: one process per core, Pillow + hand framing
   seed loop      bench.seed_loop: the single-process TensorFlow tutorial loop
   convert        python -m pipeline.convert (the project's CLI)
+  tf.data        bench.tfdata_peer: the converter a TensorFlow user would write
+                 (tf.data, antialiased tf.image.resize, tf.io.TFRecordWriter)
   validate       python -m pipeline.validate on convert's output
   bare validate  bench.bare_validate: one process per core, CRCs + Example checks
+
+Convert's and tf.data's output also get a mean pixel error against a Pillow
+reference (bench.quality) on the first 100 images.
 
 Each stage also runs on the first STARTUP_IMAGES images alone: that run's
 time is the stage's fixed start-up cost (interpreter, imports, Beam's pipeline
@@ -35,15 +40,19 @@ from bench.common import CASES
 from bench.common import read_manifest
 from bench.corpus import ensure_corpus
 from bench.measure import run_measured
+from bench.quality import mean_pixel_error
+from bench.quality import tfrecord_images
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STAGES = ('ceiling', 'seed', 'convert', 'validate', 'bare')
-WRITING_STAGES = ('ceiling', 'seed', 'convert')  # their output is emptied first
-SCRATCH_STAGES = ('ceiling', 'seed')  # their output is deleted once measured
+STAGES = ('ceiling', 'seed', 'convert', 'tfdata', 'validate', 'bare')
+WRITING_STAGES = ('ceiling', 'seed', 'convert', 'tfdata')  # their output is emptied first
+SCRATCH_STAGES = ('ceiling', 'seed', 'tfdata')  # their output is deleted once measured
+QUALITY_STAGES = ('convert', 'tfdata')  # their output's pixels are compared to Pillow's
 STAGE_TITLES = {
     'ceiling': 'ceiling',
     'seed': 'seed loop',
     'convert': 'convert',
+    'tfdata': 'tf.data',
     'validate': 'validate',
     'bare': 'bare validate'
 }
@@ -55,12 +64,17 @@ STAGE_NOTES = {
             'convert RGB/resize with its default filter (bicubic), raw or JPEG q95; '
             'tf.train.Example img_raw/label; tf.io.TFRecordWriter',
     'convert': 'python -m pipeline.convert, whole process',
+    'tfdata': 'bench.tfdata_peer: one process incl. TensorFlow import; tf.data map '
+              '(AUTOTUNE) of read_file/decode_image/resize bilinear antialias=True/'
+              'round to uint8, raw or encode_jpeg q95; tf.train.Example; '
+              'tf.io.TFRecordWriter',
     'validate': "python -m pipeline.validate --input_dir on convert's output",
     'bare': 'bench.bare_validate: os.cpu_count() processes over whole files; both '
             'CRCs checked; Example parsed from the protobuf wire format by hand '
             '(no TensorFlow import); raw length == H*W*3, JPEG SOI/EOI markers',
 }
-RATIOS = (('convert', 'ceiling'), ('convert', 'seed'), ('validate', 'bare'))
+RATIOS = (('convert', 'ceiling'), ('convert', 'seed'), ('convert', 'tfdata'),
+          ('validate', 'bare'))
 STARTUP_IMAGES = 10
 PIPELINE_DEFAULTS = CASES['raw300']  # what pipeline.convert does without flags
 MEMORY_SCALING_FACTOR = 4
@@ -211,6 +225,8 @@ def stage_command(stage, case, manifest, run_dir):
       'convert': [
           py, '-m', 'pipeline.convert', '--manifest', manifest, '--output_dir', out, '--overwrite'
       ] + case_flags(case, PIPELINE_DEFAULTS),
+      'tfdata': [py, '-m', 'bench.tfdata_peer', '--manifest', manifest, '--output_dir', out] +
+                case_flags(case),
       'validate': [py, '-m', 'pipeline.validate', '--input_dir', convert_out],
       'bare': [py, '-m', 'bench.bare_validate', '--input_dir', convert_out] + case_flags(case),
   }[stage]
@@ -290,6 +306,10 @@ def run_stage(stage, case, manifest, num_images, args, run_name=None):
       output_dir=out if writes else None)
   if writes:
     result['output'] = output_summary(out)
+  if stage in QUALITY_STAGES and result['status'] == 'ok':
+    result['mean_pixel_error'] = mean_pixel_error(
+        tfrecord_images(tfrecord_files(out), os.path.dirname(manifest)),
+        read_manifest(manifest), case.encoding, case.width, case.height)
   if stage in SCRATCH_STAGES and not args.keep_outputs:
     shutil.rmtree(out, ignore_errors=True)
   return result
@@ -299,7 +319,7 @@ def stage_ratios(stages, rate='images_per_s'):
   """`rate` ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
   ratios = {}
   for top, bottom in RATIOS:
-    a, b = stages[top].get(rate), stages[bottom].get(rate)
+    a, b = stages.get(top, {}).get(rate), stages.get(bottom, {}).get(rate)
     ratios[f'{top}/{bottom}'] = round(a / b, 3) if a and b else None
   return ratios
 
@@ -417,7 +437,8 @@ def print_case(name, result):
   print(f"\n{name}: {case.encoding} {case.width}x{case.height}, "
         f"{result['num_images']} images")
   print(f"  {'stage':<14}{'images/s':>10}{'seconds':>10}{'startup s':>11}"
-        f"{'steady img/s':>14}{'peak PSS MiB':>14}{'procs':>7}{'other CPU%':>12}  status")
+        f"{'steady img/s':>14}{'peak PSS MiB':>14}{'procs':>7}{'other CPU%':>12}"
+        f"{'px err':>8}  status")
   for stage, r in result['stages'].items():
     status = r['status']
     if status == 'failed':
@@ -429,7 +450,8 @@ def print_case(name, result):
           f"{fmt(r.get('steady_images_per_s'), '.1f'):>14}"
           f"{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
           f"{fmt(r.get('max_processes'), 'd'):>7}"
-          f"{fmt(r.get('other_cpu_percent'), '.0f'):>12}  {status}")
+          f"{fmt(r.get('other_cpu_percent'), '.0f'):>12}"
+          f"{fmt(r.get('mean_pixel_error'), '.2f'):>8}  {status}")
   for title, key in (('whole run', 'ratios'), ('steady', 'steady_ratios')):
     print(f"  ratios, {title + ' (images/s):':<22}" +
           '   '.join(f"{STAGE_TITLES[top]}/{STAGE_TITLES[bottom]} "

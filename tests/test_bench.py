@@ -1,6 +1,12 @@
 """The benchmark's arithmetic (its runs are not tests: no timing is asserted)."""
 
+import numpy as np
+from PIL import Image
+
 from bench import bench
+from bench import quality
+from bench.common import write_record
+from transforms.core.example_proto import serialize_example
 
 
 def test_steady_rate_removes_the_startup_run():
@@ -22,9 +28,11 @@ def test_ratios_per_rate_and_missing_stages():
             'seed': {'images_per_s': 45.0},
             'validate': {'status': 'skipped'}, 'bare': {'images_per_s': 10.0}}
   assert bench.stage_ratios(stages) == {
-      'convert/ceiling': 0.9, 'convert/seed': 2.0, 'validate/bare': None}
+      'convert/ceiling': 0.9, 'convert/seed': 2.0, 'convert/tfdata': None,
+      'validate/bare': None}
   assert bench.stage_ratios(stages, 'steady_images_per_s') == {
-      'convert/ceiling': 0.95, 'convert/seed': None, 'validate/bare': None}
+      'convert/ceiling': 0.95, 'convert/seed': None, 'convert/tfdata': None,
+      'validate/bare': None}
 
 
 def test_startup_manifest_holds_the_first_images_with_absolute_paths(tmp_path):
@@ -35,3 +43,33 @@ def test_startup_manifest_holds_the_first_images_with_absolute_paths(tmp_path):
   assert len(rows) == bench.STARTUP_IMAGES
   assert rows[0] == (str(tmp_path / 'img' / '0.jpg'), 'c0')
   assert rows[-1] == (str(tmp_path / 'img' / '9.jpg'), 'c1')
+
+
+def test_crop_box_is_centred_with_the_target_aspect():
+  assert quality.crop_box((400, 200), (100, 100)) == (100, 0, 300, 200)
+  assert quality.crop_box((200, 400), (100, 50)) == (0, 150, 200, 250)
+
+
+def test_mean_pixel_error_against_pillows_reference(tmp_path):
+  rng = np.random.default_rng(3)
+  sources = []
+  for i in range(3):
+    path = tmp_path / f'{i}.png'
+    Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(path)
+    sources.append((str(path), 'c'))
+  exact = tmp_path / 'exact.tfrecord'
+  off = tmp_path / 'off.tfrecord'
+  with open(exact, 'wb') as f, open(off, 'wb') as g:
+    for i, (path, _) in enumerate(sources):
+      pixels = np.clip(np.round(quality.reference(path, 20, 10)), 0, 255).astype(np.uint8)
+      brighter = np.clip(pixels.astype(int) + 4, 0, 255).astype(np.uint8)
+      for out, image in ((f, pixels), (g, brighter)):
+        write_record(out, serialize_example({
+            'image/encoded': ('bytes', image.tobytes()), 'image/key': ('bytes', f'{i}.png')}))
+  def stored(path):
+    return quality.tfrecord_images([str(path)], str(tmp_path))
+  error = quality.mean_pixel_error(stored(exact), sources, 'raw', 20, 10)
+  assert 0 < error <= 0.5  # rounding only
+  shifted = quality.mean_pixel_error(stored(off), sources, 'raw', 20, 10)
+  assert 3.0 < shifted <= 4.5
+  assert quality.mean_pixel_error(stored(exact), sources, 'raw', 20, 10, sample=0) is None
