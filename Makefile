@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -33,5 +33,18 @@ lint: install
 bench: install
 	$(PY) -m bench.bench $(BENCH_ARGS)
 
+# The peers (img2dataset, TensorFlow Datasets' builder), each in its own venv
+# (.peers/NAME, pinned in bench/peers/requirements-NAME.txt), then the bench's
+# peer job alone (add --cases raw300,jpeg224 to BENCH_ARGS for the rest too).
+PEERS := img2dataset tfds
+bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
+	$(PY) -m bench.bench --cases none --peers $(BENCH_ARGS)
+
+.peers/%/.installed: bench/peers/requirements-%.txt
+	$(PYTHON) -m venv .peers/$*
+	.peers/$*/bin/python -m pip install --quiet --upgrade pip
+	.peers/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
 clean:
-	rm -rf demo_data demo_output build *.egg-info .pytest_cache
+	rm -rf demo_data demo_output build *.egg-info .pytest_cache .peers

@@ -19,11 +19,16 @@ time is the stage's fixed start-up cost (interpreter, imports, Beam's pipeline
 construction), and (N - STARTUP_IMAGES) / (seconds - startup seconds) its
 steady rate, reported beside the whole-run rate and ratios.
 
+With --peers it also runs the job the peers can all do (JPEG q95 224x224 from
+the centred crop) with convert (--resize_mode crop), img2dataset and TensorFlow
+Datasets' builder, each peer in its own venv that `make bench-peers` builds
+(.peers/NAME, from bench/peers/requirements-NAME.txt).
+
 Run from the project root:
 
     .venv/bin/python -m bench.bench [--manifest M] [--num_images N] [--workdir DIR]
         [--json OUT.json] [--cases raw300,jpeg224] [--skip convert,validate]
-        [--repeat R] [--memory_scaling]
+        [--repeat R] [--memory_scaling] [--peers]
 """
 
 import argparse
@@ -37,11 +42,13 @@ import shutil
 import sys
 
 from bench.common import CASES
+from bench.common import Case
 from bench.common import read_manifest
 from bench.corpus import ensure_corpus
 from bench.measure import run_measured
 from bench.quality import mean_pixel_error
 from bench.quality import tfrecord_images
+from bench.quality import webdataset_images
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ('ceiling', 'seed', 'convert', 'tfdata', 'validate', 'bare')
@@ -79,7 +86,10 @@ STARTUP_IMAGES = 10
 PIPELINE_DEFAULTS = CASES['raw300']  # what pipeline.convert does without flags
 MEMORY_SCALING_FACTOR = 4
 MEMORY_SCALING_TARGET = 1.25
-DISTURBED_PERCENT = 10  # other processes' share of the CPU that flags a figure
+DISTURBED_PERCENT = 10
+PEER_JOB = Case('jpeg224crop', 'jpeg', 224, 224)  # the job every peer can do
+PEERS = ('img2dataset', 'tfds')  # .peers/NAME/bin/python runs bench/peers/NAME_peer.py
+PEER_TITLES = {'convert': 'convert', 'img2dataset': 'img2dataset', 'tfds': 'TFDS builder'}  # other processes' share of the CPU that flags a figure
 
 # ---------------------------------------------------------------- arguments
 
@@ -150,6 +160,11 @@ def parse_args(argv=None):
       'highest peak PSS kept (default 1)')
   parser.add_argument(
       '--timeout', type=float, default=3600, help='seconds before a measured process is killed')
+  parser.add_argument(
+      '--peers',
+      action='store_true',
+      help='also run the centre-crop JPEG job with convert, img2dataset and '
+      "TFDS' builder (their venvs: make bench-peers)")
   parser.add_argument(
       '--keep_outputs', action='store_true', help='keep the ceiling and seed loop TFRecords')
   return parser.parse_args(argv)
@@ -315,10 +330,10 @@ def run_stage(stage, case, manifest, num_images, args, run_name=None):
   return result
 
 
-def stage_ratios(stages, rate='images_per_s'):
-  """`rate` ratios convert/ceiling, convert/seed, validate/bare (None if missing)."""
+def stage_ratios(stages, rate='images_per_s', pairs=RATIOS):
+  """`rate` ratios top/bottom of `pairs` (None if missing)."""
   ratios = {}
-  for top, bottom in RATIOS:
+  for top, bottom in pairs:
     a, b = stages.get(top, {}).get(rate), stages.get(bottom, {}).get(rate)
     ratios[f'{top}/{bottom}'] = round(a / b, 3) if a and b else None
   return ratios
@@ -390,6 +405,77 @@ def memory_scaling(args):
       'target': MEMORY_SCALING_TARGET,
       'passed': ratio is not None and ratio <= MEMORY_SCALING_TARGET
   }
+
+
+# ---------------------------------------------------------------- peers
+
+
+def peer_python(name):
+  """The interpreter of peer `name`'s venv (None when it is not built)."""
+  path = os.path.join(PROJECT_ROOT, '.peers', name, 'bin', 'python')
+  return path if os.path.exists(path) else None
+
+
+def peer_command(tool, manifest, out):
+  """Command line of one tool doing the peer job, or None (venv not built)."""
+  size = ['--height', str(PEER_JOB.height), '--width', str(PEER_JOB.width)]
+  if tool == 'convert':
+    return [sys.executable, '-m', 'pipeline.convert', '--manifest', manifest, '--output_dir',
+            out, '--overwrite', '--encoding', 'jpeg', '--resize_mode', 'crop'] + size
+  python = peer_python(tool)
+  if python is None:
+    return None
+  return [python, os.path.join(PROJECT_ROOT, 'bench', 'peers', f'{tool}_peer.py'),
+          '--manifest', manifest, '--output_dir', out] + size
+
+
+def peer_images(tool, out, manifest):
+  """(source, JPEG bytes) pairs of a tool's output, for the pixel error."""
+  if tool == 'img2dataset':
+    return webdataset_images(sorted(glob.glob(os.path.join(out, '*.tar'))))
+  if tool == 'tfds':
+    files = sorted(glob.glob(os.path.join(out, '**', '*.tfrecord*'), recursive=True))
+    return tfrecord_images(files, '', image='image', key='key')
+  return tfrecord_images(tfrecord_files(out), os.path.dirname(manifest))
+
+
+def run_peers(manifest, num_images, args):
+  """The peer job with convert and each peer: images/s, peak PSS, pixel error, ratios."""
+  results = {}
+  rows = read_manifest(manifest)
+  for tool in ('convert',) + PEERS:
+    out = os.path.join(args.workdir, 'runs', 'peers', tool)
+    cmd = peer_command(tool, manifest, out)
+    if cmd is None:
+      results[tool] = {'status': 'skipped', 'reason': 'no venv: make bench-peers'}
+      continue
+    print(f'  peers: {PEER_TITLES[tool]} ...', flush=True)
+    result = measure_stage(cmd, num_images, os.path.join(args.workdir, 'logs', f'peer-{tool}'),
+                           args, output_dir=out)
+    if result['status'] == 'ok':
+      result['mean_pixel_error'] = mean_pixel_error(
+          peer_images(tool, out, manifest), rows, PEER_JOB.encoding, PEER_JOB.width,
+          PEER_JOB.height, crop=True)
+    shutil.rmtree(out, ignore_errors=True)
+    results[tool] = result
+  ratios = stage_ratios(results, pairs=[('convert', tool) for tool in PEERS])
+  return {'job': 'JPEG q95 224x224, centred crop', 'num_images': num_images,
+          'tools': results, 'ratios': ratios}
+
+
+def print_peers(result):
+  """The peer job's table: a line per tool, then convert's ratio to each."""
+  print(f"\npeers: {result['job']}, {result['num_images']} images")
+  print(f"  {'tool':<14}{'images/s':>10}{'seconds':>10}{'peak PSS MiB':>14}{'px err':>8}"
+        '  status')
+  for tool, r in result['tools'].items():
+    status = r['status'] + (f" ({r['reason']})" if r['status'] == 'skipped' else '')
+    print(f"  {PEER_TITLES[tool]:<14}{fmt(r.get('images_per_s'), '.1f'):>10}"
+          f"{fmt(r.get('seconds'), '.2f'):>10}{fmt(r.get('peak_pss_mib'), '.1f'):>14}"
+          f"{fmt(r.get('mean_pixel_error'), '.2f'):>8}  {status}")
+  print('  convert is x faster than: ' + '   '.join(
+      f"{PEER_TITLES[name.split('/')[1]]} {fmt(ratio, '.2f')}"
+      for name, ratio in result['ratios'].items()))
 
 
 # ---------------------------------------------------------------- corpus
@@ -510,12 +596,18 @@ def main(argv=None):
   if args.memory_scaling:
     figures['memory_scaling'] = memory_scaling(args)
     save_json(figures, json_path)
+  if args.peers:
+    manifest, figures['corpus'] = prepare_corpus(args)
+    figures['peers'] = run_peers(manifest, figures['corpus']['num_images'], args)
+    save_json(figures, json_path)
 
   print_machine(figures['machine'])
   for name, result in figures['cases'].items():
     print_case(name, result)
   if 'memory_scaling' in figures:
     print_memory_scaling(figures['memory_scaling'])
+  if 'peers' in figures:
+    print_peers(figures['peers'])
   save_json(figures, json_path)
   print(f'\nfigures: {json_path}')
 

@@ -73,3 +73,25 @@ def test_mean_pixel_error_against_pillows_reference(tmp_path):
   shifted = quality.mean_pixel_error(stored(off), sources, 'raw', 20, 10)
   assert 3.0 < shifted <= 4.5
   assert quality.mean_pixel_error(stored(exact), sources, 'raw', 20, 10, sample=0) is None
+
+
+def test_webdataset_samples_are_traced_back_to_their_file_urls(tmp_path):
+  import io
+  import json
+  import tarfile
+  path = tmp_path / '00000.tar'
+  with tarfile.open(path, 'w') as tar:
+    for name, data in (('000.jpg', b'jpeg0'), ('000.json', json.dumps(
+        {'url': 'file:///data/a.jpg'}).encode()), ('001.json', b'{"url": "file:///b.jpg"}')):
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  assert list(quality.webdataset_images([str(path)])) == [('/data/a.jpg', b'jpeg0')]
+
+
+def test_a_peer_without_its_venv_is_skipped(tmp_path, monkeypatch):
+  monkeypatch.setattr(bench, 'PROJECT_ROOT', str(tmp_path))
+  assert bench.peer_command('tfds', 'm.csv', 'out') is None
+  command = bench.peer_command('convert', 'm.csv', 'out')
+  assert command[1:3] == ['-m', 'pipeline.convert']
+  assert command[-6:] == ['--resize_mode', 'crop', '--height', '224', '--width', '224']
