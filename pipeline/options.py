@@ -200,10 +200,12 @@ class ValidateOptions:
                         'for JPEG/PNG records on a local run; 1 for raw records '
                         'and on distributed runners)')
     parser.add_argument('--check_processes', type=_non_negative_int, default=0,
-                        help='child processes checking records in a worker '
-                        '(0: one per core for JPEG/PNG records on a single local '
-                        'worker unless --check_threads is given; none for raw records '
-                        'and on distributed runners)')
+                        help='child processes checking records in a worker; they '
+                        'read local uncompressed shards themselves, in 8 MiB spans '
+                        '(0: one per core on a single local worker for 32 MiB of such '
+                        'shards or more, and for other JPEG/PNG records, unless '
+                        '--check_threads is given; none for small raw datasets and on '
+                        'distributed runners)')
 
 
 @dataclasses.dataclass(frozen=True)
