@@ -40,6 +40,8 @@ def main():
   if args.height != args.width:
     parser.error('img2dataset resizes to a square: --height must equal --width')
 
+  # albumentations (an img2dataset dependency) asks PyPI for a newer version on import
+  os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
   from img2dataset import download  # pylint: disable=import-outside-toplevel
 
   start = time.perf_counter()

@@ -39,7 +39,7 @@ def make_builder(rows, height, width):
     VERSION = tfds.core.Version('1.0.0')
 
     def _info(self):
-      return self.dataset_info_from_configs(features=tfds.features.FeaturesDict({
+      return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({
           'image': tfds.features.Image(shape=(height, width, 3), encoding_format='jpeg'),
           'label': tfds.features.ClassLabel(names=names),
           'key': tfds.features.Text(),
