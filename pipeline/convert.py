@@ -89,16 +89,18 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.split if config.split_by == 'content' else None))
-  if config.dedupe == 'content':
-    deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order)
-    rows = deduped[ROWS]
-    rejected.append(deduped[REJECTED])
   tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
       lambda row: [(key, 1) for key in tally.label_keys(row)]))
+  # The label map is made from every row, before --dedupe content: a class
+  # whose rows all turn out to be copies keeps its id (an empty class, warned).
   if config.label_map is not None:
     label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
+  if config.dedupe == 'content':
+    deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
+    rows = deduped[ROWS]
+    rejected.append(deduped[REJECTED])
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    launch.single_local_worker(p.options), os.cpu_count() or 1,
                    timeout_s=config.image_timeout_s)
@@ -206,8 +208,8 @@ def warning_lines(info: dict) -> list:
   if labels.get('num_labels_with_surrounding_spaces'):
     names = list(labels['surrounding_spaces'])[:3]
     lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
-                 f'surrounding spaces in some rows, stripped and merged: {names} '
-                 f'(--label_normalize strip says that is intended)')
+                 f'surrounding spaces in some rows, stripped (one class with any unspaced '
+                 f'spelling): {names} (--label_normalize strip says that is intended)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
                  f'no example (ids kept): {labels["empty_classes"][:5]}')

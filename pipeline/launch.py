@@ -65,8 +65,12 @@ def local_defaults(given: dict) -> dict:
 
 
 def single_local_worker(options: PipelineOptions) -> bool:
+  """One in-process worker, which gets every element in one bundle: the writer
+  can stream in write order. --direct_num_workers 2 (or 0: one per core) splits
+  the input even in_memory, so it takes the distributed path."""
   direct = options.view_as(DirectOptions)
-  return is_local(options) and direct.direct_running_mode == 'in_memory'
+  return (is_local(options) and direct.direct_running_mode == 'in_memory'
+          and direct.direct_num_workers == 1)
 
 
 def is_local(options: PipelineOptions) -> bool:

@@ -91,6 +91,42 @@ def test_the_same_bytes_on_every_run(three_shards, class_folders, tmp_path):
     assert (out / name).read_bytes() == (three_shards / name).read_bytes()
 
 
+def test_in_memory_with_two_workers_writes_every_record_once(three_shards, class_folders,
+                                                             tmp_path):
+  """--direct_num_workers 2 splits the input even in_memory: the distributed
+  write path, and the same shards as the single local worker."""
+  out = tmp_path / 'two'
+  assert convert.main(['--image_dir', str(class_folders), '--output_dir', str(out),
+                       '--num_shards', '3', '--height', '2', '--width', '2',
+                       '--direct_running_mode', 'in_memory',
+                       '--direct_num_workers', '2']) == EXIT_OK
+  names = read_info(three_shards)['splits']['train']['shards']
+  assert read_info(out)['splits']['train']['shards'] == names
+  for name in names:
+    assert (out / name).read_bytes() == (three_shards / name).read_bytes()
+
+
+def test_size_capped_shards_are_the_same_on_every_run(class_folders, tmp_path):
+  """The default --num_shards 0: shards roll over at --shard_size_mb, named in
+  write order (Beam's sink named them by random temp names)."""
+  outs = []
+  for run in ('a', 'b'):
+    out = tmp_path / run
+    assert convert.main(['--image_dir', str(class_folders), '--output_dir', str(out),
+                         '--shard_size_mb', '1', '--height', '128', '--width', '128',
+                         '--write_index']) == EXIT_OK
+    outs.append(out)
+  names = read_info(outs[0])['splits']['train']['shards']
+  # 97 raw records of 49,152 pixel bytes: 22 fill a MiB, so 5 shards
+  assert len(names) == 5 and read_info(outs[1])['splits']['train']['shards'] == names
+  for name in names + [f'{n}.index' for n in names]:
+    assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+  # consecutive runs of the write order
+  all_keys = [k for records in shard_records(outs[0]) for k in keys(records)]
+  assert all_keys == sorted(all_keys, key=lambda k: shuffle.Ordering().key(k, 0))
+  assert not list(outs[0].glob('beam-temp-*'))
+
+
 def test_another_seed_another_order_and_shuffle_off_keeps_the_listing(
     three_shards, class_folders, tmp_path):
   seeded, off = tmp_path / 'seeded', tmp_path / 'off'
@@ -140,7 +176,7 @@ def test_both_write_paths_write_the_same_shards(tmp_path, count):
       assert [data for _, data in read_records(stream)] == in_order[i::4]
 
 
-@pytest.mark.parametrize('in_order,num_shards', [(True, 4), (False, 4), (True, 0)])
+@pytest.mark.parametrize('in_order,num_shards', [(True, 4), (False, 4), (True, 0), (False, 0)])
 def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
   """--write_index: the round robin, the shuffled per-shard and the size-capped
   writers each leave `<shard>.index`, one `offset length` line per record
@@ -168,12 +204,30 @@ def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
     WriteShards('x', '.tfrecord.gz', 'gzip', 2, None, in_order, write_index=True)
 
 
-def test_distributed_path_derives_the_shard_count_from_the_size(tmp_path):
-  examples = _examples(12)
-  total = sum(len(e.data) for e in examples)
-  paths = _write(examples, tmp_path / 'sized', False, 0, max_bytes=total // 3 + 1)
-  assert [p.name for p in paths] == [f'train-{i:05d}-of-00003.tfrecord' for i in range(3)]
+@pytest.mark.parametrize('count,divisor', [(12, 3), (12, 1000), (1, 3)])
+def test_both_write_paths_cut_the_same_size_capped_shards(tmp_path, count, divisor):
+  """num_shards=0: consecutive runs of the write order, each closed once it
+  holds >= max_bytes; written as they come locally, placed by the combined
+  split points elsewhere: the same files."""
+  examples = _examples(count)
+  max_bytes = sum(shuffle.framed_size(len(e.data)) for e in examples) // divisor + 1
+  local = _write(examples, tmp_path / 'local', True, 0, max_bytes)
+  shuffled = _write(list(reversed(examples)), tmp_path / 'shuffled', False, 0, max_bytes)
+  assert [p.name for p in shuffled] == [p.name for p in local]
+  assert [p.read_bytes() for p in shuffled] == [p.read_bytes() for p in local]
+  in_order = [e.data for e in sorted(examples, key=lambda e: e.order)]
+  shards = []
+  for path in local:
+    with open(path, 'rb') as stream:
+      shards.append([data for _, data in read_records(stream)])
+  assert [data for shard in shards for data in shard] == in_order
+  for shard in shards[:-1]:  # full, and it was not yet full before its last record
+    sizes = [shuffle.framed_size(len(data)) for data in shard]
+    assert sum(sizes) >= max_bytes > sum(sizes[:-1])
+  assert [p.name for p in local] == [
+      f'train-{i:05d}-of-{len(local):05d}.tfrecord' for i in range(len(local))]
   assert _write([], tmp_path / 'empty', False, 0, max_bytes=100) == []
+  assert _write([], tmp_path / 'empty_local', True, 0, max_bytes=100) == []
 
 
 def test_records_out_of_write_order_fail_the_job(tmp_path):
@@ -193,7 +247,13 @@ def test_ordering_units():
   assert off.key('a.png', 7) == 7
   assert [shuffle.shard_of(r, 3) for r in range(7)] == [0, 1, 2, 0, 1, 2, 0]
   assert shuffle.rank_of(30, [10, 20, 30, 40]) == 2
-  assert [shuffle.shards_for_size(b, 100) for b in (0, 1, 100, 101, 1000)] == [1, 1, 1, 2, 10]
+  capped = shuffle.SizeCappedShards(100)
+  assert [capped.add(size) for size in (60, 40, 1, 99, 100, 5, 200, 1)] == [0, 0, 1, 1, 2, 3, 3, 4]
+  starts = shuffle.size_capped_starts([(30, 99), (10, 60), (20, 40), (40, 1)], 100)
+  assert starts == [10, 30]  # 60 + 40 fill shard 0; 99 + 1 shard 1
+  assert [shuffle.shard_of_order(o, starts) for o in (10, 20, 30, 40)] == [0, 0, 1, 1]
+  assert shuffle.size_capped_starts([], 100) == []
+  assert shuffle.framed_size(0) == 16
 
 
 # ---------------------------------------------------------------- duplicates by content
@@ -300,6 +360,47 @@ def test_dedupe_content_keeps_the_first_line_and_rejects_the_copies(copies, tmp_
   assert sorted(keys(records)) == ['a.png', 'b.png', 'c.png', 'd.png']
 
 
+@pytest.mark.parametrize('direct_flags', [[], ['--direct_num_workers', '2']])
+def test_dedupe_content_keeps_the_first_copy_whose_label_resolves(tmp_path, direct_flags):
+  """The first copy by line has no label (or one outside --label_map): the
+  next copy is kept, not lost with it. A class whose only row is a copy keeps
+  its id in the label map and is warned about as empty."""
+  from tests.conftest import rejected_lines
+  write_image(tmp_path / 'a.png', (255, 0, 0), size=(3, 2))
+  for name in ('copy_a.png', 'copy2_a.png'):
+    (tmp_path / name).write_bytes((tmp_path / 'a.png').read_bytes())
+  write_image(tmp_path / 'b.png', (0, 255, 0), size=(3, 2))
+  write_image(tmp_path / 'c.png', (0, 0, 255), size=(3, 2))
+  (tmp_path / 'c_copy.png').write_bytes((tmp_path / 'c.png').read_bytes())
+  (tmp_path / 'm.csv').write_text('image,label\na.png,\ncopy_a.png,ant\ncopy2_a.png,ant\n'
+                                  'b.png,bee\nc.png,bee\nc_copy.png,cat\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', '--dedupe', 'content',
+                       '--max_error_rate', '1', *direct_flags]) == EXIT_OK
+  info = read_info(out)
+  rejected = sorted((r['line'], r['code'], r['reason'].split('...) as ')[-1])
+                    for r in rejected_lines(out))
+  assert rejected == [(2, 'duplicate_content', "line 3, key 'copy_a.png': kept that line"),
+                      (4, 'duplicate_content', "line 3, key 'copy_a.png': kept that line"),
+                      (7, 'duplicate_content', "line 6, key 'c.png': kept that line")]
+  [records] = shard_records(out)
+  assert sorted(keys(records)) == ['b.png', 'c.png', 'copy_a.png']
+  assert info['label_map'] == ['ant', 'bee', 'cat']
+  assert info['label_warnings']['empty_classes'] == ['cat']
+  # a --label_map without the first copy's label: the same choice
+  (tmp_path / 'map.txt').write_text('ant\nbee\n')
+  (tmp_path / 'm2.csv').write_text('image,label\na.png,wasp\ncopy_a.png,ant\nb.png,bee\n')
+  out2 = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(tmp_path / 'm2.csv'), '--output_dir', str(out2),
+                       '--height', '2', '--width', '2', '--dedupe', 'content',
+                       '--label_map', str(tmp_path / 'map.txt'), '--max_error_rate', '1',
+                       *direct_flags]) == EXIT_OK
+  assert [(r['line'], r['code']) for r in rejected_lines(out2)] == [(2, 'duplicate_content')]
+  [records2] = shard_records(out2)
+  assert sorted(keys(records2)) == ['b.png', 'copy_a.png']
+
+
 def test_split_by_content_keeps_copies_together(copies, tmp_path):
   for seed in range(4):
     out = tmp_path / f'out{seed}'
@@ -394,6 +495,20 @@ def test_content_duplicate_units():
   merged = duplicates.merge_reports([report, duplicates.empty_report(), report])
   assert merged['num_across_splits'] == 2 and len(merged['pairs']) == 4
   assert duplicates.duplicate_pairs('ff', [Copy(1, 'a', 'train')]) == []
+  # keep_first_copy: the first by line whose label resolves, else the first
+  from transforms.core.labels import LabelMap
+  from transforms.core.manifest import ManifestRow
+  label_map = LabelMap(('ant', 'bee'), fixed=True)
+  rows = [ManifestRow({}, 'm', line, key=f'k{line}', label=label, content_sha256='ab' * 32)
+          for line, label in ((7, 'bee'), (3, ''), (5, 'wasp'), (9, ('ant',)))]
+  kept, rejected = duplicates.keep_first_copy(rows, lambda r: label_map.resolves(r.label))
+  assert kept.line == 7 and sorted(r.line for r in rejected) == [3, 5, 9]
+  assert {r.code for r in rejected} == {'duplicate_content'}
+  kept, _ = duplicates.keep_first_copy(rows[1:3], lambda r: label_map.resolves(r.label))
+  assert kept.line == 3  # none resolves: the first by line
+  assert duplicates.keep_first_copy(rows)[0].line == 3
+  assert [label_map.resolves(label) for label in ('ant', ' bee ', '', 'wasp', ('ant', 'bee'),
+                                                  ())] == [True, True, False, False, True, False]
 
 
 # ---------------------------------------------------------------- extra-feature shapes
@@ -427,7 +542,12 @@ def test_cells_against_declared_shapes():
            ('1 2', 'int64', 'csv', (3,), 'bad_feature', 'has 2 values, expected 3'),
            ([[1, 2, 3, 4], [5, 6]], 'float', 'jsonl', (None, 4), 'bad_feature', '4-lists'),
            ('1 2 3', 'float', 'csv', (None, 4), 'bad_feature', 'whole number of 4-tuples'),
-           ([[1, 2]], 'float', 'jsonl', (None,), 'bad_feature', 'is not float')]
+           ([[1, 2]], 'float', 'jsonl', (None,), 'bad_feature', 'nested deeper than its shape'),
+           ([['p']], 'bytes', 'jsonl', (None,), 'bad_feature', 'nested deeper than its shape'),
+           ([[1, 2], 3], 'int64', 'jsonl', (None, 2), 'bad_feature', 'nested deeper'),
+           (['x', ['y']], 'bytes', 'jsonl', (2,), 'bad_feature', 'nested deeper')]
+  # an object in a bytes list is kept as its JSON text
+  assert parse_extra([{'a': 1}, 2], 'bytes', 't', 'jsonl', (None,)) == ['{"a": 1}', '2']
   for value, kind, fmt, shape, code, reason in cases:
     with pytest.raises(RowError) as error:
       parse_extra(value, kind, 'c', fmt, shape)

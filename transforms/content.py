@@ -74,11 +74,13 @@ def _content_key(row) -> str:
 
 
 class _DedupeGroupFn(beam.DoFn):
-  """(content, rows) -> the first row by line; the others under REJECTED."""
+  """(content, rows) -> the first row by line whose label resolves in the
+  label map (side input); the others under REJECTED."""
 
-  def process(self, grouped):
+  def process(self, grouped, label_map):
     _, rows = grouped
-    kept, rejections = duplicates.keep_first_copy(list(rows))
+    kept, rejections = duplicates.keep_first_copy(
+        list(rows), lambda row: label_map.resolves(row.label))
     for rejection in rejections:
       yield beam.pvalue.TaggedOutput(REJECTED, rejection)
     yield kept
@@ -90,14 +92,15 @@ class _DedupeAllFn(beam.DoFn):
   def __init__(self, ordering: shuffle.Ordering):
     self._ordering = ordering
 
-  def process(self, grouped):
+  def process(self, grouped, label_map):
     _, rows = grouped
     by_content = {}
     for row in rows:
       by_content.setdefault(_content_key(row), []).append(row)
     kept = []
     for group in by_content.values():
-      first, rejections = duplicates.keep_first_copy(group)
+      first, rejections = duplicates.keep_first_copy(
+          group, lambda row: label_map.resolves(row.label))
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
       kept.append(first)
@@ -107,26 +110,30 @@ class _DedupeAllFn(beam.DoFn):
 class DedupeContent(beam.PTransform):
   """Hashed rows -> {ROWS: one row per content, REJECTED: the other copies}.
 
-  in_order: every row in one group, the kept ones leave in write order (a
-  single local worker); else grouped per content.
+  The row kept is the first by line whose label resolves in `label_map` (a
+  singleton PCollection of LabelMap). in_order: every row in one group, the
+  kept ones leave in write order (a single local worker); else grouped per
+  content.
   """
 
-  def __init__(self, ordering: shuffle.Ordering, in_order: bool):
+  def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map):
     super().__init__()
     self._ordering = ordering
     self._in_order = in_order
+    self._label_map = label_map
 
   def expand(self, rows):
+    label_map = beam.pvalue.AsSingleton(self._label_map)
     if self._in_order:
       kept = (rows
               | 'All' >> beam.Map(lambda r: (None, r))
               | 'GroupAll' >> beam.GroupByKey()
-              | 'KeepFirst' >> beam.ParDo(_DedupeAllFn(self._ordering)).with_outputs(
-                  REJECTED, main=ROWS))
+              | 'KeepFirst' >> beam.ParDo(_DedupeAllFn(self._ordering), label_map)
+              .with_outputs(REJECTED, main=ROWS))
     else:
       kept = (rows
               | 'ByContent' >> beam.Map(lambda r: (_content_key(r), r))
               | 'GroupByContent' >> beam.GroupByKey()
-              | 'KeepFirst' >> beam.ParDo(_DedupeGroupFn()).with_outputs(
-                  REJECTED, main=ROWS))
+              | 'KeepFirst' >> beam.ParDo(_DedupeGroupFn(), label_map)
+              .with_outputs(REJECTED, main=ROWS))
     return {ROWS: kept[ROWS], REJECTED: kept[REJECTED]}

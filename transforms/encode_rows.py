@@ -75,10 +75,7 @@ class AssignLabelFn(beam.DoFn):
 
   def process(self, row, label_map):
     try:
-      if isinstance(row.label, tuple):  # --multi_label: ids and names as lists
-        label_id, label_text = label_map.lookup_all(row.label)
-      else:
-        label_id, label_text = label_map.lookup(row.label)
+      label_id, label_text = label_map.resolve(row.label)  # --multi_label: tuples
     except RowError as error:
       yield beam.pvalue.TaggedOutput(
           REJECTED, row.reject(error.stage, error.code, error.reason))

@@ -8,7 +8,6 @@ import json
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.tfrecordio import _TFRecordSink
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -21,90 +20,11 @@ from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
-from transforms.core.spec import SHARD_TEMPLATE
 from transforms.core.tfrecord import frame
 
 
-class _WriteToTFRecordCapped(beam.io.WriteToTFRecord):
-  """WriteToTFRecord whose per-bundle shards roll over at a byte size.
-
-  Beam's file sink supports the cap but WriteToTFRecord does not expose it;
-  it applies only with num_shards=0, where shards are written per bundle
-  without a GroupByKey of the records (used on a single local worker only).
-  write_index: `<shard>.index` files too.
-  """
-
-  def __init__(self, *args, max_bytes_per_shard=None, write_index=False, **kwargs):
-    super().__init__(*args, **kwargs)
-    if write_index:
-      self._sink.__class__ = _IndexingTFRecordSink  # same state, the indexing methods
-    self._sink.max_bytes_per_shard = max_bytes_per_shard
-    # A split with no example gets no shard (and Beam's S3 writer cannot
-    # create a 0-byte object: apache/beam#21427).
-    self._sink.skip_if_empty = True
-
-
-class _IndexingHandle:
-  """A shard's file handle that notes where each record starts and how long it
-  is (header + data + footer), as the bytes pass through."""
-
-  def __init__(self, handle, temp_path: str):
-    self.handle = handle
-    self.temp_path = temp_path
-    self.position = 0
-    self.lines = []
-
-  def write(self, data: bytes) -> None:
-    self.handle.write(data)
-    self.position += len(data)
-
-  def flush(self) -> None:
-    self.handle.flush()
-
-  def close(self) -> None:
-    self.handle.close()
-
-
-class _IndexingTFRecordSink(_TFRecordSink):
-  """Beam's TFRecord sink, also writing `<shard>.index` beside each
-  uncompressed shard: one `offset length` line per record (the format of the
-  tfrecord package's and DALI's index tools), from the offsets seen while
-  writing, so no second pass over the shard.
-
-  The index is written next to the shard's temp file on close and renamed with
-  it in finalize: Beam names shard i of n after the i-th of its sorted temp
-  files (FileBasedSink.finalize_windowed_write); the index follows that map.
-  """
-
-  def open(self, temp_path):
-    return _IndexingHandle(super().open(temp_path), temp_path)
-
-  def write_encoded_record(self, file_handle, value):
-    start = file_handle.position
-    super().write_encoded_record(file_handle, value)
-    file_handle.lines.append(f'{start} {file_handle.position - start}\n')
-
-  def close(self, file_handle):
-    super().close(file_handle)
-    with FileSystems.create(file_handle.temp_path + INDEX_SUFFIX) as index:
-      index.write(''.join(file_handle.lines).encode('ascii'))
-
-  def finalize_windowed_write(self, init_result, writer_results, pre_finalize_results,
-                              w=None):
-    ordered = sorted(writer_results)
-    for shard_num, temp_path in enumerate(ordered):
-      index = temp_path + INDEX_SUFFIX
-      if FileSystems.exists(index):  # absent: renamed by an earlier attempt
-        final = self._get_final_name(shard_num, len(ordered), w) + INDEX_SUFFIX
-        if FileSystems.exists(final):
-          FileSystems.delete([final])
-        FileSystems.rename([index], [final])
-    yield from super().finalize_windowed_write(init_result, writer_results,
-                                               pre_finalize_results, w)
-
-
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
-  """PREFIX-00001-of-00004SUFFIX, as SHARD_TEMPLATE names Beam's own shards."""
+  """PREFIX-00001-of-00004SUFFIX (Beam's own shard names; SHARD_NUMBERS_GLOB matches them)."""
   return f'{prefix}-{index:05d}-of-{num_shards:05d}{suffix}'
 
 
@@ -175,10 +95,77 @@ class _WriteRoundRobinFn(beam.DoFn):
     return shard_path(self._prefix, index, self._num_shards, self._suffix)
 
 
+class _WriteSizeCappedFn(beam.DoFn):
+  """BuiltExamples in write order -> shards of about max_bytes each: consecutive
+  runs of the write order (shuffle.SizeCappedShards, as a distributed runner
+  cuts them too). For a single local worker, whose one bundle brings the
+  split's examples in write order: written as the images come, one file open
+  at a time. N is known only at the end, so shards are written in
+  `beam-temp-<split>-shards/` (cleaned like Beam's temp folders) and renamed
+  to PREFIX-0000i-of-0000N in write order.
+  Out (at the end of the bundle): the shard paths (none for an empty split).
+  """
+
+  def __init__(self, prefix: str, suffix: str, compression: str, max_bytes: int,
+               write_index: bool = False):
+    self._prefix = prefix
+    self._suffix = suffix
+    self._compression = compression
+    self._max_bytes = max_bytes
+    self._write_index = write_index
+    folder, split = prefix.rsplit('/', 1)
+    self._temp_dir = f'{folder}/beam-temp-{split}-shards'
+
+  def setup(self):
+    self._written = False  # a bundle of this split wrote its shards already
+
+  def start_bundle(self):
+    self._file, self._count, self._last = None, 0, None
+    self._shards = shuffle.SizeCappedShards(self._max_bytes)
+
+  def process(self, example):
+    if self._written:
+      raise RuntimeError('size-capped shards are written from a single bundle; '
+                         'this runner split the examples into several')
+    if self._last is not None and example.order < self._last:
+      raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
+    self._last = example.order
+    shard = self._shards.add(shuffle.framed_size(len(example.data)))
+    if shard == self._count:
+      if self._file:
+        self._file.close()
+      self._file = _ShardFile(self._temp_path(shard), self._compression, self._write_index)
+      self._count += 1
+    self._file.write_record(example.data)
+
+  def finish_bundle(self):
+    if not self._file:
+      return
+    self._file.close()
+    self._file, self._written = None, True
+    for i in range(self._count):
+      final = shard_path(self._prefix, i, self._count, self._suffix)
+      temps, finals = [self._temp_path(i)], [final]
+      if self._write_index:
+        temps.append(self._temp_path(i) + INDEX_SUFFIX)
+        finals.append(final + INDEX_SUFFIX)
+      for temp, path in zip(temps, finals):
+        if FileSystems.exists(path):  # an earlier attempt's
+          FileSystems.delete([path])
+        FileSystems.rename([temp], [path])
+      yield _in_global_window(final)
+    if FileSystems.exists(self._temp_dir):  # object stores have no folders
+      FileSystems.delete([self._temp_dir])
+
+  def _temp_path(self, index: int) -> str:
+    return f'{self._temp_dir}/{index:05d}{self._suffix}'
+
+
 class _ShardFile:
   """A shard written record by record; with write_index, also its
-  `<shard>.index` (one `offset length` line per record, as _IndexingTFRecordSink
-  writes them), from the offsets seen while writing."""
+  `<shard>.index` (one `offset length` line per record, the format of the
+  tfrecord package's and DALI's index tools), from the offsets seen while
+  writing, so no second pass over the shard."""
 
   def __init__(self, path: str, compression: str, write_index: bool = False):
     self._path = path
@@ -215,17 +202,51 @@ class _SortedOrdersFn(beam.CombineFn):
   """Orders -> all of them sorted, packed (8 bytes each), to rank examples by."""
 
   def create_accumulator(self):
-    return []
+    return array.array('Q')  # 8 bytes an order (a list of ints: ~36)
 
   def add_input(self, orders, order):
     orders.append(order)
     return orders
 
   def merge_accumulators(self, accumulators):
-    return [order for orders in accumulators for order in orders]
+    merged = array.array('Q')
+    for orders in accumulators:
+      merged.extend(orders)
+    return merged
 
   def extract_output(self, orders):
     return array.array('Q', sorted(orders))
+
+
+class _ShardStartsFn(beam.CombineFn):
+  """(order, framed bytes) of every example -> the order each size-capped shard
+  starts at (shuffle.size_capped_starts): N small numbers, the side input
+  that places every example. Accumulated as packed arrays, 16 bytes a record."""
+
+  def __init__(self, max_bytes: int):
+    self._max_bytes = max_bytes
+
+  def create_accumulator(self):
+    return array.array('Q'), array.array('Q')
+
+  def add_input(self, accumulator, order_and_size):
+    accumulator[0].append(order_and_size[0])
+    accumulator[1].append(order_and_size[1])
+    return accumulator
+
+  def merge_accumulators(self, accumulators):
+    orders, sizes = self.create_accumulator()
+    for more_orders, more_sizes in accumulators:
+      orders.extend(more_orders)
+      sizes.extend(more_sizes)
+    return orders, sizes
+
+  def extract_output(self, accumulator):
+    return shuffle.size_capped_starts(zip(*accumulator), self._max_bytes)
+
+
+def _assign_capped_shard(example, starts):
+  return shuffle.shard_of_order(example.order, starts), (example.order, example.data)
 
 
 def _assign_shard(example, sorted_orders, num_shards):
@@ -267,14 +288,14 @@ class WriteShards(beam.PTransform):
   """BuiltExamples of one split -> `PREFIX-00000-of-0000N.tfrecord[.gz]` files.
 
   Records are written in their write order (BuiltExample.order).
+  num_shards=N: example of rank i in the write order goes to shard i mod N.
+  num_shards=0: shards are consecutive runs of the write order, each rolled
+  over once it holds max_bytes_per_shard (shuffle.SizeCappedShards).
   in_order (a single local worker, whose examples arrive in write order, as
-  rows were sorted before decoding): num_shards=0 writes shards rolled over at
-  max_bytes_per_shard; num_shards=N writes example i to shard i mod N. No
-  image goes through a shuffle and memory stays flat.
-  Otherwise (distributed runners): example of rank i in the write order goes
-  to shard i mod N (N = num_shards, or the split's bytes / max_bytes_per_shard)
-  through the runner's shuffle, and each shard is sorted by order.
-  Either way the shards are the same on every run.
+  rows were sorted before decoding): written as the images come; no image goes
+  through a shuffle and memory stays flat. Otherwise (distributed runners):
+  the same shards, through the runner's shuffle, each sorted by order. Either
+  way the shards are the same on every run and every runner.
   write_index: an `<shard>.index` beside each (uncompressed) shard.
   Out: the shard paths.
   """
@@ -299,36 +320,31 @@ class WriteShards(beam.PTransform):
           self._prefix, self._suffix, self._compression, self._num_shards,
           self._write_index))
     if self._in_order:
-      return (examples
-              | 'InWriteOrder' >> beam.ParDo(_InWriteOrderFn())
-              | 'WriteToTFRecord' >> _WriteToTFRecordCapped(
-                  self._prefix,
-                  file_name_suffix=self._suffix,
-                  num_shards=0,
-                  shard_name_template=SHARD_TEMPLATE,
-                  compression_type=_compression_type(self._compression),
-                  max_bytes_per_shard=self._max_bytes,
-                  write_index=self._write_index))
+      return examples | 'WriteSizeCapped' >> beam.ParDo(_WriteSizeCappedFn(
+          self._prefix, self._suffix, self._compression, self._max_bytes,
+          self._write_index))
     side = beam.pvalue
+    write_shard = _WriteShardFn(self._prefix, self._suffix, self._compression,
+                                self._write_index)
+    if not self._num_shards:
+      starts = (examples
+                | 'OrdersAndSizes' >> beam.Map(
+                    lambda e: (e.order, shuffle.framed_size(len(e.data))))
+                | 'ShardStarts' >> beam.CombineGlobally(_ShardStartsFn(self._max_bytes)))
+      return (examples
+              | 'AssignShard' >> beam.Map(_assign_capped_shard, side.AsSingleton(starts))
+              | 'GroupByShard' >> beam.GroupByKey()
+              | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
+                  starts | 'NumShards' >> beam.Map(len))))
     orders = (examples
               | 'Orders' >> beam.Map(lambda e: e.order)
               | 'SortedOrders' >> beam.CombineGlobally(_SortedOrdersFn()))
-    if self._num_shards:
-      num_shards = examples.pipeline | 'NumShards' >> beam.Create([self._num_shards])
-    else:
-      max_bytes = self._max_bytes
-      num_shards = (examples
-                    | 'Sizes' >> beam.Map(lambda e: len(e.data))
-                    | 'TotalBytes' >> beam.CombineGlobally(sum)
-                    | 'ShardsForSize' >> beam.Map(shuffle.shards_for_size, max_bytes))
+    num_shards = examples.pipeline | 'NumShards' >> beam.Create([self._num_shards])
     written = (examples
                | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
                                            side.AsSingleton(num_shards))
                | 'GroupByShard' >> beam.GroupByKey()
-               | 'WriteShard' >> beam.ParDo(
-                   _WriteShardFn(self._prefix, self._suffix, self._compression,
-                                 self._write_index),
-                   side.AsSingleton(num_shards)))
+               | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(num_shards)))
     empty = (examples.pipeline
              | 'Once' >> beam.Create([None])
              | 'EmptyShards' >> beam.FlatMap(

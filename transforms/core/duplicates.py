@@ -8,6 +8,7 @@ source file; validate by `image/key/sha256` of each record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
 
 from transforms.core.rejects import STAGE_DUPLICATE
@@ -68,12 +69,14 @@ def _pair_order(pair: dict) -> tuple:
   return (not pair['across'], pair['duplicate']['line'], pair['duplicate']['key'])
 
 
-def keep_first_copy(rows: list) -> tuple:
-  """Rows with identical bytes -> (the first by manifest line, [Rejection of
-  every other as duplicate/duplicate_content])."""
+def keep_first_copy(rows: list, usable: Callable = lambda row: True) -> tuple:
+  """Rows with identical bytes -> (the first by manifest line that is
+  `usable`, i.e. whose label resolves; the first of all if none is,
+  [Rejection of every other as duplicate/duplicate_content]). A copy with a
+  usable label is not lost to an earlier one rejected at the label stage."""
   rows = sorted(rows, key=lambda r: (r.source, r.line))
-  kept = rows[0]
+  kept = next((row for row in rows if usable(row)), rows[0])
   return kept, [row.reject(STAGE_DUPLICATE, 'duplicate_content',
                            f'same bytes (SHA-256 {row.content_sha256[:12]}...) as line '
                            f'{kept.line}, key {kept.key!r}: kept that line')
-                for row in rows[1:]]
+                for row in rows if row is not kept]

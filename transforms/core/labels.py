@@ -90,6 +90,21 @@ class LabelMap:
   def to_text(self) -> str:
     return ''.join(f'{name}\n' for name in self.names)
 
+  def resolve(self, label) -> tuple:
+    """A row's label (a --multi_label row's: a tuple) -> (id, name), or (ids,
+    names); RowError (stage label) when it has none."""
+    if isinstance(label, tuple):
+      return self.lookup_all(label)
+    return self.lookup(label)
+
+  def resolves(self, label) -> bool:
+    """Whether `resolve` gives the label an id (the row passes the label stage)."""
+    try:
+      self.resolve(label)
+    except RowError:
+      return False
+    return True
+
   def lookup_all(self, labels) -> tuple[tuple, tuple]:
     """A multi-label row's labels -> (ids, names) in the order given, each
     class once; RowError (stage label) for an empty list or any bad label."""

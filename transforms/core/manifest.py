@@ -277,6 +277,10 @@ def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,))
                        f'column {column!r} value {value!r} is not a list of '
                        f'{shape[1]}-lists')
       items = [v for item in items for v in item]
+    if any(isinstance(item, list) for item in items):
+      raise RowError(STAGE_MANIFEST, 'bad_feature',
+                     f'column {column!r} value {value!r} is nested deeper than its shape '
+                     f'{list(shape)}')
   elif fmt != 'jsonl' and not (shape == () and kind == 'bytes'):
     items = value.split()
   else:

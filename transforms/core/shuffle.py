@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
-import math
 
 SHUFFLE_MODES = ('on', 'off')
 
@@ -48,7 +47,43 @@ def rank_of(order: int, sorted_orders) -> int:
   return bisect.bisect_left(sorted_orders, order)
 
 
-def shards_for_size(total_bytes: int, shard_bytes: int) -> int:
-  """Shards of about `shard_bytes` each for a split of `total_bytes`."""
-  return max(1, math.ceil(total_bytes / shard_bytes))
+def framed_size(data_length: int) -> int:
+  """Bytes a record takes in an uncompressed TFRecord file (length, its CRC,
+  data, data CRC): what --shard_size_mb counts, before any gzip."""
+  return data_length + 16
+
+
+class SizeCappedShards:
+  """Records in write order -> shard indices, rolling over to the next shard
+  once the current one holds >= max_bytes (Beam's file-sink rule): shards are
+  consecutive runs of the write order, each about max_bytes. The same sizes in
+  the same order give the same shards, on a single local writer and when a
+  distributed runner computes the split points from all sizes at once."""
+
+  def __init__(self, max_bytes: int):
+    self._max_bytes = max_bytes
+    self.shard = -1
+    self._filled = max_bytes  # the first record opens shard 0
+
+  def add(self, framed_bytes: int) -> int:
+    """The shard of the next record of `framed_bytes`."""
+    if self._filled >= self._max_bytes:
+      self.shard, self._filled = self.shard + 1, 0
+    self._filled += framed_bytes
+    return self.shard
+
+
+def size_capped_starts(orders_and_sizes, max_bytes: int) -> list:
+  """[(order, framed bytes), ...] of a split, any order -> the order of the
+  first record of each shard (sorted), as SizeCappedShards cuts them."""
+  shards, starts = SizeCappedShards(max_bytes), []
+  for order, size in sorted(orders_and_sizes):
+    if shards.add(size) == len(starts):
+      starts.append(order)
+  return starts
+
+
+def shard_of_order(order: int, starts) -> int:
+  """The shard (index into size_capped_starts) a record of `order` falls in."""
+  return bisect.bisect_right(starts, order) - 1
 DEFAULT_ORDERING = Ordering()
