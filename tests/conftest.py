@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import socket
 
 import numpy as np
@@ -49,17 +50,59 @@ class Sample:
   out: pathlib.Path
 
 
-@pytest.fixture
-def sample(tmp_path) -> Sample:
+def make_sample(root: pathlib.Path) -> Sample:
   """Nine solid-colour PNGs, three per class, of assorted sizes (exact pixels)."""
   labels = {}
   for i in range(9):
     name = list(COLOURS)[i % 3]
     relative = f'images/{name}_{i}.png'
-    write_image(tmp_path / relative, COLOURS[name], size=(20 + 7 * i, 15 + 5 * i))
+    write_image(root / relative, COLOURS[name], size=(20 + 7 * i, 15 + 5 * i))
     labels[relative] = name
-  manifest = write_manifest(tmp_path / 'manifest.csv', labels.items())
-  return Sample(tmp_path, manifest, labels, tmp_path / 'out')
+  manifest = write_manifest(root / 'manifest.csv', labels.items())
+  return Sample(root, manifest, labels, root / 'out')
+
+
+@pytest.fixture
+def sample(tmp_path) -> Sample:
+  """The nine-image sample in this test's own tmp folder (free to change)."""
+  return make_sample(tmp_path)
+
+
+def _fingerprint(folder: pathlib.Path) -> dict:
+  return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob('*'))
+          if p.is_file()}
+
+
+@pytest.fixture(scope='session')
+def converted_sample(tmp_path_factory):
+  """convert run once per session for each set of flags on the nine-image sample.
+
+  -> a function(*flags) giving the (Sample, output folder) of that run. A
+  pipeline run costs 1.5-3 s here; tests that only read the output share one.
+  The folders are read-only (validate writes its report into its input
+  folder): a test that changes or validates one works on copy_dataset(folder,
+  tmp_path). Checked at the end of the session.
+  """
+  from pipeline import convert  # pylint: disable=import-outside-toplevel
+  runs = {}
+
+  def converted(*flags: str):
+    if flags not in runs:
+      sample = make_sample(tmp_path_factory.mktemp('converted'))
+      code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                           *flags])
+      assert code == 0, f'convert {flags} exited {code}'
+      runs[flags] = (sample, _fingerprint(sample.root))
+    return runs[flags][0], runs[flags][0].out
+
+  yield converted
+  for flags, (sample, fingerprint) in runs.items():
+    assert _fingerprint(sample.root) == fingerprint, f'a test changed the shared {flags} run'
+
+
+def copy_dataset(folder: pathlib.Path, tmp_path: pathlib.Path, name: str = 'out') -> pathlib.Path:
+  """A private copy of a shared converted folder, for a test that changes it."""
+  return pathlib.Path(shutil.copytree(folder, tmp_path / name))
 
 
 def read_info(out) -> dict:

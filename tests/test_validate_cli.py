@@ -1,4 +1,9 @@
-"""validate: a good dataset passes; every kind of damage is found and named."""
+"""validate: a good dataset passes; every kind of damage is found and named.
+
+Each dataset is converted once per session (tests.conftest.converted_sample);
+a test validates and damages its own copy, damaging records directly with the
+framing and Example functions instead of converting again.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,24 @@ import shutil
 
 import pytest
 
-from pipeline import convert
 from pipeline import validate
 from pipeline.launch import EXIT_FAILED
 from pipeline.launch import EXIT_OK
+from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import read_records
 
+RAW_16 = ('--height', '16', '--width', '16')
+JPEG_16 = ('--encoding', 'jpeg', '--height', '16', '--width', '16')
+
 
 @pytest.fixture
-def converted(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
-                       str(sample.out), '--height', '16', '--width', '16']) == 0
-  return sample.out
+def converted(converted_sample, tmp_path):
+  """This test's own copy of the nine images converted raw at 16x16."""
+  return copy_dataset(converted_sample(*RAW_16)[1], tmp_path)
 
 
 def run_validate(out, *flags, **seams):
@@ -182,32 +189,39 @@ def test_problems_are_capped_but_counted(converted):
   assert report['problems_by_kind']['unparseable_record'] == count
 
 
-def test_gzip_dataset_validates(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--compression', 'gzip', '--encoding', 'jpeg']) == 0
-  code, report = run_validate(sample.out)
+def test_gzip_dataset_validates(converted_sample, tmp_path):
+  out = copy_dataset(converted_sample('--compression', 'gzip', '--encoding', 'jpeg')[1],
+                     tmp_path)
+  code, report = run_validate(out)
   assert code == EXIT_OK and report['num_examples'] == 9
-  shard = first_shard(sample.out)
+  shard = first_shard(out)
   shard.write_bytes(shard.read_bytes()[:-20])
-  assert_finding(sample.out, 'truncated_shard', shard.name)
+  assert_finding(out, 'truncated_shard', shard.name)
 
 
-def test_undecodable_jpeg_is_found(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--encoding', 'jpeg']) == 0
+@pytest.fixture
+def bad_jpeg(converted_sample, tmp_path):
+  """-> (a copy of the nine images as 16x16 JPEGs, the shard whose first
+  record no longer decodes)."""
+  out = copy_dataset(converted_sample(*JPEG_16)[1], tmp_path)
   def garble(features):
     features['image/encoded'] = ('bytes', [b'\xff\xd8 not really a jpeg'])
-  assert_finding(sample.out, 'undecodable_image', rewrite_first_record(sample.out, garble))
+  return out, rewrite_first_record(out, garble)
 
 
-def test_seed_schema_validates_and_catches_short_pixels(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--schema', 'seed', '--height', '10', '--width', '12']) == 0
-  code, report = run_validate(sample.out)
+def test_undecodable_jpeg_is_found(bad_jpeg):
+  out, shard = bad_jpeg
+  assert_finding(out, 'undecodable_image', shard)
+
+
+def test_seed_schema_validates_and_catches_short_pixels(converted_sample, tmp_path):
+  out = copy_dataset(converted_sample('--schema', 'seed', '--height', '10', '--width', '12')[1],
+                     tmp_path)
+  code, report = run_validate(out)
   assert code == EXIT_OK and report['num_examples'] == 9
   def shrink(features):
     features['img_raw'] = ('bytes', [features['img_raw'][1][0][:100]])
-  assert_finding(sample.out, 'wrong_image_size', rewrite_first_record(sample.out, shrink))
+  assert_finding(out, 'wrong_image_size', rewrite_first_record(out, shrink))
 
 
 @pytest.mark.parametrize('encoding,requested,expected', [
@@ -227,20 +241,12 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   assert threads == (expected or os.cpu_count() + 1)
 
 
-def _jpeg_dataset_with_a_bad_record(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--encoding', 'jpeg', '--height', '16', '--width', '16']) == 0
-  def garble(features):
-    features['image/encoded'] = ('bytes', [b'\xff\xd8 not really a jpeg'])
-  return rewrite_first_record(sample.out, garble)
-
-
-def test_check_processes_and_threads_give_the_same_report(sample):
-  shard = _jpeg_dataset_with_a_bad_record(sample)
+def test_check_processes_and_threads_give_the_same_report(bad_jpeg):
+  out, shard = bad_jpeg
   reports = {}
   for mode, flags in (('threads', ['--check_threads', '3']),
                       ('processes', ['--check_processes', '2'])):
-    code, report = run_validate(sample.out, *flags)
+    code, report = run_validate(out, *flags)
     assert code == EXIT_FAILED
     reports[mode] = report
   assert reports['threads'] == reports['processes']
@@ -251,10 +257,10 @@ def test_check_processes_and_threads_give_the_same_report(sample):
   assert sum(reports['processes']['label_histogram'].values()) == 9
 
 
-def test_a_crashing_check_worker_blames_only_its_record(sample):
+def test_a_crashing_check_worker_blames_only_its_record(bad_jpeg):
   from tests.process_helpers import crash_on_marked_record
-  _jpeg_dataset_with_a_bad_record(sample)
-  code, report = run_validate(sample.out, '--check_processes', '2',
+  out, _ = bad_jpeg
+  code, report = run_validate(out, '--check_processes', '2',
                               check_records=crash_on_marked_record)
   assert code == EXIT_FAILED
   assert report['problems_by_kind'] == {'unexpected_error': 1}
@@ -263,11 +269,11 @@ def test_a_crashing_check_worker_blames_only_its_record(sample):
   assert report['num_examples'] == 9
 
 
-def test_check_workers_that_cannot_start_fail_the_run(sample, monkeypatch, capsys):
-  _jpeg_dataset_with_a_bad_record(sample)
+def test_check_workers_that_cannot_start_fail_the_run(bad_jpeg, monkeypatch, capsys):
+  out, _ = bad_jpeg
   # Child interpreters die on start-up (an unknown stdio encoding), as in a
   # broken worker environment; this process started long before.
   monkeypatch.setenv('PYTHONIOENCODING', 'no-such-codec')
-  assert validate.main(['--input_dir', str(sample.out), '--check_processes', '2']) == EXIT_FAILED
+  assert validate.main(['--input_dir', str(out), '--check_processes', '2']) == EXIT_FAILED
   assert 'worker process failed to start' in capsys.readouterr().err
-  assert not (sample.out / 'validation_report.json').exists()
+  assert not (out / 'validation_report.json').exists()
