@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-peers clean
+.PHONY: install demo test test-fast lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -20,8 +20,20 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 demo: install
 	$(PY) -m pipeline.demo
 
+# Two pytest workers (pytest-xdist): a test mostly waits on one core for a Beam
+# pipeline, so two run side by side on CI's two cores. Tests sharing an
+# expensive fixture carry one xdist_group and stay on one worker (loadgroup).
+# TEST_WORKERS=0 runs everything in this process (for a debugger).
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
 test: install
-	$(PY) -m pytest -q tests
+	$(PYTEST) tests
+
+# The suite without the tests marked slow (TensorFlow, Chromium, servers,
+# killed runs, Beam in subprocesses): for the edit-test loop. CI runs make test.
+test-fast: install
+	$(PYTEST) -m 'not slow' tests
 
 # ruff for everything but indents; pycodestyle holds indents to the house's 2
 # spaces (ruff's E111 knows only multiples of 4). See ruff.toml.

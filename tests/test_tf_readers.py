@@ -1,4 +1,8 @@
-"""The output read by TensorFlow itself: the seed's TF1 recipe and tf.data."""
+"""The output read by TensorFlow itself: the seed's TF1 recipe and tf.data.
+
+Every dataset is converted first, then all are read in ONE TensorFlow process
+(tf_readers.py jobs): its import costs ~5 s, once instead of once per test.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,10 @@ import pytest
 
 from pipeline import convert
 from tests.conftest import COLOURS
+from tests.conftest import make_sample
+
+# TensorFlow in a subprocess; one worker shares the read_back fixture.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('tf_readers')]
 
 READERS = pathlib.Path(__file__).with_name('tf_readers.py')
 NAMES = sorted(COLOURS)
@@ -35,39 +43,78 @@ def expected_rows(sample, channels=3):
   return sorted(rows)
 
 
-def test_seed_recipe_reads_seed_schema(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--schema', 'seed', '--height', '30', '--width', '20']) == 0
-  assert read_with_tensorflow('seed', sample.out, 30, 20) == expected_rows(sample)
-  saved = sorted(os.listdir(sample.out / 'seed_images'))
-  assert len(saved) == 9 and all('_Label_' in name for name in saved)
+SEED_RECIPE = ['--schema', 'seed', '--height', '30', '--width', '20']
+VARIANTS = {
+    'raw': ([], 3),
+    'seed': (['--schema', 'seed'], 3),
+    'png_gzip': (['--encoding', 'png', '--compression', 'gzip'], 3),
+    'jpeg_grey': (['--encoding', 'jpeg', '--channels', '1'], 1),
+    'none_split_extra': (['--resize_mode', 'none', '--encoding', 'png', '--split',
+                          'train=0.5,test=0.5', '--extra_features', 'weight:float[2]'], 3),
+    'multi_label': (['--multi_label'], 3),
+}
 
 
-@pytest.mark.parametrize('flags,channels', [
-    ([], 3),
-    (['--schema', 'seed'], 3),
-    (['--encoding', 'png', '--compression', 'gzip'], 3),
-    (['--encoding', 'jpeg', '--channels', '1'], 1),
-    (['--resize_mode', 'none', '--encoding', 'png', '--split',
-      'train=0.5,test=0.5', '--extra_features', 'weight:float[2]'], 3),
-    (['--multi_label'], 3),
-])
-def test_tf_data_reads_every_variant(sample, flags, channels):
+def _prepare(sample, flags) -> None:
+  """The manifest a variant needs: a weight column, or a second label."""
   if '--extra_features' in flags:
     rows = [(image, name, '0.5 1.5') for image, name in sample.labels.items()]
     sample.manifest.write_text('image,label,weight\n' + '\n'.join(
         ','.join(r) for r in rows) + '\n')
-  expected = expected_rows(sample, channels)
   if '--multi_label' in flags:  # each row also labelled green, listed second
     rows = [(image, f'{name};green') for image, name in sample.labels.items()]
     sample.manifest.write_text('image,label\n' + '\n'.join(
         ','.join(r) for r in rows) + '\n')
+
+
+@pytest.fixture(scope='module')
+def read_back(tmp_path_factory):
+  """-> {'recipe' or a VARIANTS name: (sample, exit code of convert, what
+  TensorFlow read: {'rows': ...} or {'error': ...})}."""
+  runs = {}
+  sample = make_sample(tmp_path_factory.mktemp('seed_recipe'))
+  runs['recipe'] = (sample, convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                                          str(sample.out), *SEED_RECIPE]),
+                    ['seed', str(sample.out), 30, 20])
+  for name, (flags, _) in VARIANTS.items():
+    sample = make_sample(tmp_path_factory.mktemp(f'tfdata_{name}'))
+    _prepare(sample, flags)
+    code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                         '--height', '12', '--width', '10', *flags])
+    runs[name] = (sample, code, ['tfdata', str(sample.out)])
+  converted = [name for name, (_, code, _) in runs.items() if code == 0]
+  done = subprocess.run([sys.executable, str(READERS), 'jobs',
+                         json.dumps([runs[name][2] for name in converted])],
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  found = dict(zip(converted, json.loads(done.stdout.strip().splitlines()[-1])))
+  return {name: (sample, code, found.get(name)) for name, (sample, code, _) in runs.items()}
+
+
+def _rows(read: tuple) -> list:
+  _, code, found = read
+  assert code == 0
+  assert 'error' not in found, found['error'][-3000:]
+  return found['rows']
+
+
+def test_seed_recipe_reads_seed_schema(read_back):
+  sample = read_back['recipe'][0]
+  assert _rows(read_back['recipe']) == expected_rows(sample)
+  saved = sorted(os.listdir(sample.out / 'seed_images'))
+  assert len(saved) == 9 and all('_Label_' in name for name in saved)
+
+
+@pytest.mark.parametrize('variant', list(VARIANTS))
+def test_tf_data_reads_every_variant(read_back, variant):
+  flags, channels = VARIANTS[variant]
+  sample = read_back[variant][0]
+  rows = _rows(read_back[variant])
+  expected = expected_rows(sample, channels)
+  if '--multi_label' in flags:
     green = NAMES.index('green')
     expected = sorted([[r[0]] + ([green] if r[0] != green else [])] + r[1:]
                       for r in expected)
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--height', '12', '--width', '10', *flags]) == 0
-  rows = read_with_tensorflow('tfdata', sample.out)
   if '--encoding' in flags and 'jpeg' in flags:
     expected = expected_rows(sample, channels)
     assert [r[0] for r in rows] == [r[0] for r in expected]

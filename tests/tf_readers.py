@@ -5,6 +5,11 @@
 
 Prints a JSON list of [label, first pixel...] per record, sorted.
 
+  python tests/tf_readers.py jobs JSON             # [[mode, OUT_DIR, ...], ...] in one process
+
+Prints one {"rows": [...]} or {"error": traceback} per job: one process for
+many datasets pays TensorFlow's import (~5 s) once.
+
   python tests/tf_readers.py seed_pickle OUT_DIR H W FILE   # the seed recipe, every pixel
   python tests/tf_readers.py load FILE DIR:SPLIT...          # pipeline.read.load, in its order
   python tests/tf_readers.py keras OUT_DIR                  # a tiny model, one epoch
@@ -17,6 +22,7 @@ import glob
 import json
 import os
 import sys
+import traceback
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import tensorflow as tf  # pylint: disable=wrong-import-position
@@ -147,6 +153,24 @@ def tfdata(out_dir):
   return results
 
 
+def run_jobs(jobs: list) -> list:
+  """Every tf.data job first: the seed recipe turns eager execution off for
+  good, so a process runs at most one, last."""
+  seeds = [i for i, job in enumerate(jobs) if job[0] == 'seed']
+  if len(seeds) > 1:
+    raise ValueError('one seed job per process (it disables eager execution)')
+  results = {}
+  for i in [i for i in range(len(jobs)) if i not in seeds] + seeds:
+    mode, out, *size = jobs[i]
+    try:
+      rows = seed_recipe(out, *map(int, size)) if mode == 'seed' else tfdata(out)
+      results[i] = {'rows': sorted(rows)}
+    except Exception:  # pylint: disable=broad-except
+      # reported to that job's test, which fails with it; the other jobs go on
+      results[i] = {'error': traceback.format_exc()}
+  return [results[i] for i in range(len(jobs))]
+
+
 def load_records(out_dir, split):
   """pipeline.read.load, every record in the dataset's order, as numpy."""
   from pipeline import read
@@ -188,6 +212,9 @@ def train_keras(out_dir):
 
 if __name__ == '__main__':
   mode, out = sys.argv[1], sys.argv[2]
+  if mode == 'jobs':
+    print(json.dumps(run_jobs(json.loads(out))))
+    sys.exit(0)
   if mode in ('seed_pickle', 'load'):
     import pickle
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
