@@ -37,7 +37,8 @@ def messy_manifest(sample):
   return len(rows) + 1
 
 
-@pytest.mark.parametrize('mode', ['in_memory', 'multi_threading', 'multi_processing'])
+@pytest.mark.parametrize('mode', ['in_memory', 'multi_threading', pytest.param(
+    'multi_processing', marks=pytest.mark.slow)])  # Beam worker processes
 def test_rows_read_equal_examples_plus_rejected(sample, mode):
   num_rows = messy_manifest(sample)
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
@@ -82,6 +83,7 @@ def _big_jpeg(path):
   Image.fromarray(rng.integers(0, 255, (900, 1200, 3), dtype=np.uint8)).save(path, quality=95)
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_no_complete_looking_output_and_rerun_recovers(tmp_path):
   _big_jpeg(tmp_path / 'big.jpg')
   rows = [(f'k{i}', 'big.jpg', f'c{i % 3}') for i in range(600)]

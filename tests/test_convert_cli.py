@@ -163,6 +163,7 @@ def test_integer_labels_are_used_as_given(sample):
     assert feature(example, 'image/class/label') == dict(rows)[image]
 
 
+@pytest.mark.slow
 def test_hash_split_is_deterministic_and_each_split_has_its_shards(sample):
   split = 'train=0.5,validation=0.25,test=0.25'
   assert run_convert(sample, '--split', split) == 0
@@ -357,6 +358,7 @@ def test_image_threads_and_check_threads_do_not_change_the_output(sample, thread
   assert validate.main(['--input_dir', str(sample.out), '--check_threads', threads]) == 0
 
 
+@pytest.mark.slow
 def test_jpeg_quality_changes_the_encoding(tmp_path):
   noise = np.random.default_rng(3).integers(0, 255, (64, 64, 3), dtype=np.uint8)
   Image.fromarray(noise).save(tmp_path / 'noise.png')
@@ -391,6 +393,7 @@ def _messy_images(folder) -> list:
           'truncated.jpg']
 
 
+@pytest.mark.slow
 def test_image_processes_write_the_same_bytes_as_threads(sample, tmp_path):
   """Worker processes and threads differ only in where images are converted."""
   (sample.root / 'images' / 'broken.jpg').write_bytes(b'\xff\xd8 not really a jpeg')

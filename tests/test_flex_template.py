@@ -22,6 +22,9 @@ from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest
 
+# One worker builds the generated template (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('flex_template')
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -134,6 +137,7 @@ def test_template_parameters_become_convert_flags():
     flex_launch.convert_argv(['--overwrite=yes'])
 
 
+@pytest.mark.slow
 def test_the_entry_point_runs_convert_as_the_launcher_calls_it(tmp_path):
   """`python FLEX_TEMPLATE_PYTHON_PY_FILE --name=value ...`, on the DirectRunner here."""
   write_image(tmp_path / 'a.png', (255, 0, 0))

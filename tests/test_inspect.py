@@ -28,6 +28,9 @@ from tests.conftest import read_info
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
 
+# One worker builds the dataset and exported fixtures (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('inspect')
+
 CLASSES = ('ant', 'bee', 'cat')
 HEIGHT, WIDTH = 24, 32
 

@@ -79,6 +79,7 @@ def test_write_index_writes_offsets_and_lengths_of_every_record(indexed):
   assert sorted(p.name for p in indexed.glob('*.index')) == sorted(f'{s}.index' for s in shards)
 
 
+@pytest.mark.slow
 def test_indexed_output_still_validates_and_overwrite_removes_the_index(indexed, source,
                                                                          tmp_path):
   assert validate.main(['--input_dir', str(indexed), '--report',
@@ -132,6 +133,7 @@ def _digest(example) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
   info = read_info(indexed)
   for split, declared in info['splits'].items():
@@ -152,6 +154,7 @@ def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
     assert sorted(seen) == sorted(expected)
 
 
+@pytest.mark.slow
 def test_the_tfrecord_package_reads_gzip_output_without_an_index(source, tmp_path):
   out = converted(source, tmp_path / 'out', '--compression', 'gzip', '--encoding', 'png')
   info = read_info(out)
@@ -161,6 +164,7 @@ def test_the_tfrecord_package_reads_gzip_output_without_an_index(source, tmp_pat
                                                   for e in plain]
 
 
+@pytest.mark.slow
 def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert export.main(['--format', 'tfds', '--input_dir', str(tmp_path / 'none')]) == 2
   assert 'dataset_info.json is missing' in capsys.readouterr().err
@@ -197,6 +201,9 @@ def test_tensorflow_datasets_loads_the_export(source, tmp_path):
   script = """
 import json, sys
 import tensorflow_datasets as tfds
+
+# One worker builds the source and indexed fixtures (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('other_readers')
 rows = {}
 for name, folder in json.loads(sys.argv[1]).items():
   builder = tfds.builder_from_directory(folder)

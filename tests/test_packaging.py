@@ -10,6 +10,9 @@ import tarfile
 
 import pytest
 
+# One worker builds the sdist (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('packaging')
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -17,6 +17,9 @@ from pipeline import read
 from tests.conftest import read_info
 from transforms.core.dataset_info import InfoError
 
+# One worker builds the datasets fixture (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('read')
+
 READERS = pathlib.Path(__file__).with_name('tf_readers.py')
 ROOT = READERS.parent.parent
 CLASSES = ('ant', 'bee', 'cat')
@@ -57,16 +60,27 @@ VARIANTS = {
 }
 
 
+class _Converted(dict):
+  """VARIANTS name -> its converted folder, converted on first use (a run
+  that deselects some tests converts only what the rest read)."""
+
+  def __init__(self, source, tmp_path_factory):
+    super().__init__()
+    self._source, self._tmp = source, tmp_path_factory
+
+  def __missing__(self, name):
+    out = self._tmp.mktemp(f'read_{name}') / 'out'
+    assert convert.main(['--manifest', str(self._source / 'manifest.csv'), '--output_dir',
+                         str(out), '--height', str(HEIGHT), '--width', str(WIDTH),
+                         *VARIANTS[name]]) == 0
+    self[name] = out
+    return out
+
+
 @pytest.fixture(scope='module')
 def datasets(source, tmp_path_factory):
   """One converted dataset per VARIANTS entry (converted once for the module)."""
-  outs = {}
-  for name, flags in VARIANTS.items():
-    out = tmp_path_factory.mktemp(f'read_{name}') / 'out'
-    assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
-                         '--height', str(HEIGHT), '--width', str(WIDTH), *flags]) == 0
-    outs[name] = out
-  return outs
+  return _Converted(source, tmp_path_factory)
 
 
 def expected_by_index(key: str) -> int:
@@ -156,7 +170,7 @@ def _tf_reader(*args) -> str:
 def test_load_matches_examples_record_for_record(datasets, tmp_path):
   """read.load and read.examples: the same records, pixel for pixel (JPEG too:
   both decode with the accurate integer DCT), each shard in its own order."""
-  pairs = [(name, split) for name, out in datasets.items() for split in read_info(out)['splits']]
+  pairs = [(name, split) for name in VARIANTS for split in read_info(datasets[name])['splits']]
   result = tmp_path / 'load.pickle'
   _tf_reader('load', result, *[f'{datasets[name]}:{split}' for name, split in pairs])
   loaded = pickle.loads(result.read_bytes())

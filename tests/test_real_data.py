@@ -380,6 +380,7 @@ def test_multi_label_parsing_units():
 # 5. Only the formats you expect
 
 
+@pytest.mark.slow
 def test_formats_allow_list_by_content(tmp_path):
   write_image(tmp_path / 'pcx_named.png', fmt='PCX')  # a PCX file with a .png name
   write_image(tmp_path / 'real.png')

@@ -28,6 +28,9 @@ from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
 
+# One worker builds the reference dataset (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('run_lock')
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOW = 1_800_000_000.0
 HOST, NAMESPACE = 'here', 'pid:[1]'
@@ -230,6 +233,7 @@ def assert_same_dataset(out: pathlib.Path, reference: dict) -> None:
   assert info['num_examples'] == 12 and info['num_rejected'] == 0
 
 
+@pytest.mark.slow
 def test_two_converts_at_once_exactly_one_proceeds(data, tmp_path, reference):
   out, sync = tmp_path / 'out', tmp_path / 'sync'
   sync.mkdir()
@@ -263,7 +267,7 @@ def test_two_converts_at_once_exactly_one_proceeds(data, tmp_path, reference):
 KILL_POINTS = [
     pytest.param('locked', id='locked', marks=pytest.mark.slow),
     pytest.param('clearing', id='clearing', marks=pytest.mark.slow),
-    pytest.param('shards', id='shards'),
+    pytest.param('shards', id='shards', marks=pytest.mark.slow),
     pytest.param('written', id='written', marks=pytest.mark.slow),
 ]
 

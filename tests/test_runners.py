@@ -39,6 +39,9 @@ from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest
 
+# One worker builds the job service and worker pool (make test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('runners')]
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HOST = '127.0.0.1'
 START_TIMEOUT = 60.0  # a cold Beam import on a busy 2-core machine takes a few s

@@ -22,6 +22,9 @@ from tests.s3_server import ServerUnavailable
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
 
+# One worker builds one moto server and its converted dataset (make test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3')]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 'img2tfrecord-test'
 OUT = f's3://{BUCKET}/out'

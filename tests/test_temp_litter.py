@@ -37,6 +37,7 @@ def system_temp(tmp_path):
   return temp
 
 
+@pytest.mark.slow
 def test_convert_and_validate_leave_no_temp_files(sample, system_temp):
   convert = _run('pipeline.convert', ['--manifest', sample.manifest, '--output_dir',
                                       sample.out, '--encoding', 'jpeg'], system_temp)
@@ -57,6 +58,7 @@ def test_usage_errors_leave_no_temp_files(module, args, system_temp):
   assert done.stderr.startswith('error: ')
 
 
+@pytest.mark.slow
 def test_failed_run_leaves_no_temp_files(tmp_path, system_temp):
   rows = ''.join(f'img{i}.png,cat\n' for i in range(20000))
   data = gzip.compress(('image,label\n' + rows).encode())

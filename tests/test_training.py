@@ -23,6 +23,9 @@ from transforms.core.tfrecord import read_records
 from transforms.core.tfrecord import record_spans
 from transforms.write_dataset import WriteShards
 
+# One worker builds its converted datasets (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('training')
+
 NUM_CLASSES = 12
 PER_CLASS = 8
 
@@ -106,6 +109,7 @@ def test_in_memory_with_two_workers_writes_every_record_once(three_shards, class
     assert (out / name).read_bytes() == (three_shards / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_size_capped_shards_are_the_same_on_every_run(class_folders, tmp_path):
   """The default --num_shards 0: shards roll over at --shard_size_mb, named in
   write order (Beam's sink named them by random temp names)."""
@@ -127,6 +131,7 @@ def test_size_capped_shards_are_the_same_on_every_run(class_folders, tmp_path):
   assert not list(outs[0].glob('beam-temp-*'))
 
 
+@pytest.mark.slow
 def test_another_seed_another_order_and_shuffle_off_keeps_the_listing(
     three_shards, class_folders, tmp_path):
   seeded, off = tmp_path / 'seeded', tmp_path / 'off'
@@ -401,6 +406,7 @@ def test_dedupe_content_keeps_the_first_copy_whose_label_resolves(tmp_path, dire
   assert sorted(keys(records2)) == ['b.png', 'copy_a.png']
 
 
+@pytest.mark.slow
 def test_split_by_content_keeps_copies_together(copies, tmp_path):
   for seed in range(4):
     out = tmp_path / f'out{seed}'

@@ -191,6 +191,7 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
   assert counters['rejected_read_missing_file'] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('slow', [5, 19])
 def test_a_stuck_image_is_rejected_as_timeout_and_its_batch_redone(tmp_path, slow):
   """A worker process that never answers is killed after --image_timeout_s and

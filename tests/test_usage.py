@@ -73,6 +73,7 @@ def test_non_empty_output_is_refused_and_untouched(sample, capsys):
   assert sorted(p.name for p in sample.out.iterdir()) == ['notes.txt']
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_only_the_previous_dataset(sample):
   argv = ['--manifest', str(sample.manifest), '--output_dir', str(sample.out)]
   assert convert.main(argv + ['--num_shards', '3']) == 0
@@ -103,6 +104,7 @@ def test_console_script_dispatches(sample, capsys):
   assert 'convert' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_real_command_line_exit_codes(sample):
   """python -m pipeline.convert as a user types it: no traceback, right codes."""
   base = [sys.executable, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
@@ -125,6 +127,7 @@ def test_fast_exit_flushes_piped_output_and_keeps_the_code():
   assert (done.returncode, done.stdout, done.stderr) == (7, 'to stdout\n', 'to stderr\n')
 
 
+@pytest.mark.slow
 def test_command_line_over_budget_and_invalid_codes(sample):
   """Exit codes 3 (convert over --max_error_rate) and 1 (validate found problems)."""
   (sample.root / 'images' / 'broken.jpg').write_bytes(b'not an image')
@@ -152,6 +155,7 @@ def test_empty_manifest_makes_an_empty_valid_dataset_with_a_warning(tmp_path, ca
   assert capsys.readouterr().out.startswith('OK: 0 examples, every record checked')
 
 
+@pytest.mark.slow
 def test_installed_console_script(sample):
   import pathlib
   script = pathlib.Path(sys.executable).with_name('img2tfrecord')

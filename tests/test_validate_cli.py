@@ -22,6 +22,9 @@ from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import read_records
 
+# One worker converts each shared dataset (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('converted_sample')
+
 RAW_16 = ('--height', '16', '--width', '16')
 JPEG_16 = ('--encoding', 'jpeg', '--height', '16', '--width', '16')
 
@@ -241,6 +244,7 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   assert threads == (expected or os.cpu_count() + 1)
 
 
+@pytest.mark.slow
 def test_check_processes_and_threads_give_the_same_report(bad_jpeg):
   out, shard = bad_jpeg
   reports = {}
