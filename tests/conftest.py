@@ -134,3 +134,10 @@ def pixels(example: dict, height=300, width=300, channels=3) -> np.ndarray:
 def rejected_lines(out) -> list:
   text = (pathlib.Path(out) / 'rejected.jsonl').read_text()
   return [json.loads(line) for line in text.splitlines() if line]
+
+
+def pytest_collection_modifyitems(items):
+  """Tests of an xdist_group first (stable otherwise): each group is one long
+  unit of work for one pytest-xdist worker, and starting the long units first
+  keeps one worker from finishing alone (make test: --dist loadgroup)."""
+  items.sort(key=lambda item: item.get_closest_marker('xdist_group') is None)
