@@ -23,6 +23,9 @@ from pipeline import validate
 from tests.conftest import read_info
 from transforms.core.tfrecord import record_spans
 
+# One worker builds the source and indexed fixtures (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group('other_readers')
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLASSES = ('ant', 'bee', 'cat')
 HEIGHT, WIDTH = 12, 16
@@ -202,8 +205,6 @@ def test_tensorflow_datasets_loads_the_export(source, tmp_path):
 import json, sys
 import tensorflow_datasets as tfds
 
-# One worker builds the source and indexed fixtures (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group('other_readers')
 rows = {}
 for name, folder in json.loads(sys.argv[1]).items():
   builder = tfds.builder_from_directory(folder)
