@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from pipeline import convert
 from pipeline import validate
 from pipeline.launch import EXIT_FAILED
@@ -81,12 +83,12 @@ def test_spans_give_the_same_report_as_reading_here(sample, monkeypatch):
   assert here['num_examples'] == 1 + 2 + 1  # the records before each damage
 
 
-def test_check_span_reads_its_records_only(sample):
-  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
-                       '--height', '16', '--width', '16']) == 0
-  info = read_info(sample.out)
+@pytest.mark.xdist_group('converted_sample')  # shares test_validate_cli's raw 16x16 run
+def test_check_span_reads_its_records_only(converted_sample):
+  _, out = converted_sample('--height', '16', '--width', '16')
+  info = read_info(out)
   from transforms.core.validation import Expected
-  shard = sample.out / info['splits']['train']['shards'][0]
+  shard = out / info['splits']['train']['shards'][0]
   with open(shard, 'rb') as stream:
     spans = plan_spans(stream, 2000)
   results = [check_span(str(shard), *span, check_records, Expected.from_info(info))
