@@ -235,13 +235,14 @@ def test_both_write_paths_cut_the_same_size_capped_shards(tmp_path, count, divis
   assert _write([], tmp_path / 'empty_local', True, 0, max_bytes=100) == []
 
 
-def test_records_out_of_write_order_fail_the_job(tmp_path):
+@pytest.mark.parametrize('num_shards', [2, 0])
+def test_records_out_of_write_order_fail_the_job(tmp_path, num_shards):
   examples = sorted(_examples(5), key=lambda e: e.order)
   examples[1], examples[3] = examples[3], examples[1]
   with pytest.raises(Exception, match='out of write order'):
     with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
       _ = (p | beam.Create(examples, reshuffle=False)
-           | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', 2, None, True))
+           | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 100, True))
 
 
 def test_ordering_units():

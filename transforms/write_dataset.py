@@ -32,22 +32,33 @@ def _in_global_window(value):
   return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
-class _InWriteOrderFn(beam.DoFn):
-  """BuiltExample -> its serialized bytes, failing the job if examples arrive
-  out of write order (they are sorted before decoding on a single worker: a
-  runner that reordered them would otherwise go unnoticed)."""
+class _InOrderWriterFn(beam.DoFn):
+  """What both single-worker shard writers share: examples must come in write
+  order and in one bundle (rows are sorted before decoding on a single local
+  worker; a runner that reordered or split them would otherwise go unnoticed)."""
+
+  def __init__(self, prefix: str, suffix: str, compression: str, write_index: bool):
+    self._prefix = prefix
+    self._suffix = suffix
+    self._compression = compression
+    self._write_index = write_index
+
+  def setup(self):
+    self._written = False  # a bundle of this split wrote its shards already
 
   def start_bundle(self):
     self._last = None
 
-  def process(self, example):
+  def _check(self, example) -> None:
+    if self._written:
+      raise RuntimeError(f'{type(self).__name__} writes from a single bundle; '
+                         'this runner split the examples into several')
     if self._last is not None and example.order < self._last:
       raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
     self._last = example.order
-    yield example.data
 
 
-class _WriteRoundRobinFn(beam.DoFn):
+class _WriteRoundRobinFn(_InOrderWriterFn):
   """BuiltExamples in write order -> N shard files, example i to shard i mod N.
 
   For a single local worker, whose one bundle brings the split's examples in
@@ -57,25 +68,15 @@ class _WriteRoundRobinFn(beam.DoFn):
 
   def __init__(self, prefix: str, suffix: str, compression: str, num_shards: int,
                write_index: bool = False):
-    self._prefix = prefix
-    self._suffix = suffix
-    self._compression = compression
+    super().__init__(prefix, suffix, compression, write_index)
     self._num_shards = num_shards
-    self._write_index = write_index
-
-  def setup(self):
-    self._written = False  # a bundle of this split wrote its shards already
 
   def start_bundle(self):
-    self._files, self._count, self._last = [], 0, None
+    super().start_bundle()
+    self._files, self._count = [], 0
 
   def process(self, example):
-    if self._written:
-      raise RuntimeError('round-robin shards are written from a single bundle; '
-                         'this runner split the examples into several')
-    if self._last is not None and example.order < self._last:
-      raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
-    self._last = example.order
+    self._check(example)
     if not self._files:
       self._files = [_ShardFile(self._path(i), self._compression, self._write_index)
                      for i in range(self._num_shards)]
@@ -95,7 +96,7 @@ class _WriteRoundRobinFn(beam.DoFn):
     return shard_path(self._prefix, index, self._num_shards, self._suffix)
 
 
-class _WriteSizeCappedFn(beam.DoFn):
+class _WriteSizeCappedFn(_InOrderWriterFn):
   """BuiltExamples in write order -> shards of about max_bytes each: consecutive
   runs of the write order (shuffle.SizeCappedShards, as a distributed runner
   cuts them too). For a single local worker, whose one bundle brings the
@@ -108,28 +109,18 @@ class _WriteSizeCappedFn(beam.DoFn):
 
   def __init__(self, prefix: str, suffix: str, compression: str, max_bytes: int,
                write_index: bool = False):
-    self._prefix = prefix
-    self._suffix = suffix
-    self._compression = compression
+    super().__init__(prefix, suffix, compression, write_index)
     self._max_bytes = max_bytes
-    self._write_index = write_index
     folder, split = prefix.rsplit('/', 1)
     self._temp_dir = f'{folder}/beam-temp-{split}-shards'
 
-  def setup(self):
-    self._written = False  # a bundle of this split wrote its shards already
-
   def start_bundle(self):
-    self._file, self._count, self._last = None, 0, None
+    super().start_bundle()
+    self._file, self._count = None, 0
     self._shards = shuffle.SizeCappedShards(self._max_bytes)
 
   def process(self, example):
-    if self._written:
-      raise RuntimeError('size-capped shards are written from a single bundle; '
-                         'this runner split the examples into several')
-    if self._last is not None and example.order < self._last:
-      raise RuntimeError(f'record {example.key!r} reached the writer out of write order')
-    self._last = example.order
+    self._check(example)
     shard = self._shards.add(shuffle.framed_size(len(example.data)))
     if shard == self._count:
       if self._file:
