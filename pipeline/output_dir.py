@@ -292,8 +292,13 @@ class _LocalLocks:
     """Temp files of a run killed inside create(); a live one is younger
     than a second."""
     for name in self.names():
-      path = os.path.join(self._directory, name)
-      if name.startswith(LOCK_PREFIX + 'tmp-') and time.time() - os.path.getmtime(path) > 60:
+      if not name.startswith(LOCK_PREFIX + 'tmp-'):
+        continue
+      try:
+        modified = os.path.getmtime(os.path.join(self._directory, name))
+      except FileNotFoundError:  # a live create() of another run removed it after listing
+        continue
+      if time.time() - modified > 60:
         self.delete(name)
 
 

@@ -151,6 +151,22 @@ def test_of_many_acquiring_at_once_exactly_one_wins(tmp_path):
   assert lock_files(out) == []
 
 
+def test_orphan_temps_old_ones_go_young_ones_stay_vanished_ones_are_skipped(tmp_path):
+  """A temp listed, then removed by another run's create() before its age is
+  read, is skipped (it once failed the winner of a race with FileNotFoundError)."""
+
+  class ListsAVanishedTemp(output_dir._LocalLocks):
+    def names(self) -> list:
+      return super().names() + ['.convert.lock.tmp-gone']
+
+  old, young = tmp_path / '.convert.lock.tmp-old', tmp_path / '.convert.lock.tmp-young'
+  old.write_text('x')
+  young.write_text('x')
+  os.utime(old, (time.time() - 120, time.time() - 120))
+  ListsAVanishedTemp(str(tmp_path)).delete_orphans()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['.convert.lock.tmp-young']
+
+
 def test_the_holder_beats_its_own_lock(tmp_path, monkeypatch):
   monkeypatch.setattr(output_dir, 'HEARTBEAT_SECONDS', 0.05)
   out = tmp_path / 'out'
