@@ -54,6 +54,35 @@ class Parsed:
   config_file: Optional[str] = None
 
 
+class ViewCachingOptions(PipelineOptions):
+  """PipelineOptions whose view_as(cls) parses each view once.
+
+  Beam calls view_as a few times per transform while building and running a
+  pipeline (~330 calls for a convert), and each call builds an argparse parser
+  of that class's flags and parses the flags again: 0.3 s of a 10-image
+  convert's start-up (measured on 2 cores). A cached view behaves as a new
+  one: views share this object's option values, and the fill-in of unset
+  options that view_as does is repeated on every call. Copies and pickles
+  leave the cache out.
+  """
+
+  def view_as(self, cls):
+    views = self.__dict__.setdefault('_views', {})
+    view = views.get(cls)
+    if view is None or view._all_options is not self._all_options:  # pylint: disable=protected-access
+      view = views[cls] = super().view_as(cls)
+      return view
+    for name in view._visible_option_list():  # pylint: disable=protected-access
+      if name not in self._all_options:
+        self._all_options[name] = getattr(view._visible_options, name)  # pylint: disable=protected-access
+    return view
+
+  def __getstate__(self):
+    state = dict(super().__getstate__())
+    state.pop('_views', None)
+    return state
+
+
 class _UsageParser(_BeamArgumentParser):
 
   def error(self, message):
@@ -179,7 +208,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   delattr(args, 'config')
   beam = launch.local_defaults({k: v for k, v in given.items() if k not in own_dests})
   launch.check_runner(beam.get('runner'))
-  pipeline_options = PipelineOptions([], **beam)
+  pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands
   # the options to the filesystems): s3:// needs its endpoint and keys here.

@@ -32,6 +32,7 @@ from transforms import filesystem
 from transforms.content import ContentDuplicates
 from transforms.content import DedupeContent
 from transforms.content import HashSourceFn
+from transforms.core import duplicates
 from transforms.core import tally
 from transforms.core.spec import shard_suffix
 from transforms.encode_rows import EncodeRows
@@ -40,6 +41,7 @@ from transforms.read_manifest import LabelMapFromRows
 from transforms.read_manifest import ReadImageDir
 from transforms.read_manifest import ReadManifest
 from transforms.read_manifest import ResolveKeys
+from transforms.read_manifest import label_map_side_input
 from transforms.tags import EXAMPLES
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
@@ -94,7 +96,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # The label map is made from every row, before --dedupe content: a class
   # whose rows all turn out to be copies keeps its id (an empty class, warned).
   if config.label_map is not None:
-    label_map = p | 'LabelMapFromFile' >> beam.Create([config.label_map])
+    label_map = (p | 'LabelMapOnce' >> beam.Impulse()
+                 | 'LabelMapFromFile' >> beam.Map(lambda _, names: names, config.label_map))
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows()
   if config.dedupe == 'content':
@@ -136,16 +139,16 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
   side = beam.pvalue
   return (p
-          | 'Once' >> beam.Create([None])
+          | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
                           config.info_settings()),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
-              side.AsSingleton(label_map),
+              label_map_side_input(label_map),
               side.AsList(rejected_files),
-              side.AsSingleton(content_duplicates),
-              **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped)})))
+              side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
+              **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
 
 
 def summary(info: dict, seconds: float) -> str:

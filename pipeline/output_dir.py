@@ -32,8 +32,9 @@ from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import shard_suffix
 
 # Files convert writes besides shards (and their temp names while writing).
-OUR_FILES = tuple(name + suffix for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT)
-                  for suffix in ('', '.tmp')) + (REJECTED_FILE,)
+OUR_FILES = tuple(name + suffix
+                  for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT, REJECTED_FILE)
+                  for suffix in ('', '.tmp'))
 
 
 def our_patterns(split_names: tuple) -> tuple:

@@ -111,18 +111,20 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
              problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
              warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
+  # Without Beam's default value (four more steps and a stage each): an empty
+  # input gives no list, and the side inputs below supply [].
   first_problems = problems | 'FirstProblems' >> beam.combiners.Top.Smallest(
-      max_problems, key=validation.Problem.sort_key)
+      max_problems, key=validation.Problem.sort_key, has_defaults=False)
   first_warnings = warnings | 'FirstWarnings' >> beam.combiners.Top.Smallest(
-      max_problems, key=validation.Problem.sort_key)
+      max_problems, key=validation.Problem.sort_key, has_defaults=False)
   side = beam.pvalue
   return (p
-          | 'Once' >> beam.Create([None])
+          | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
                             max_problems),
-              side.AsDict(counts), side.AsSingleton(first_problems),
-              side.AsSingleton(first_warnings)))
+              side.AsDict(counts), side.AsSingleton(first_problems, default_value=[]),
+              side.AsSingleton(first_warnings, default_value=[])))
 
 
 OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed '

@@ -15,6 +15,7 @@ from transforms.core import manifest
 from transforms.core import shuffle
 from transforms.core.rejects import RowError
 from transforms.encode_rows import read_bytes
+from transforms.read_manifest import label_map_side_input
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
 
@@ -38,14 +39,17 @@ class _ReportFn(beam.CombineFn):
 @beam.ptransform_fn
 def ContentDuplicates(examples):  # pylint: disable=invalid-name
   """BuiltExamples -> one report of the rows whose source bytes repeat an
-  earlier row's under another key (within a split, across splits)."""
+  earlier row's under another key (within a split, across splits); none when
+  there is no example: read it as AsSingleton(..., default_value=
+  duplicates.empty_report()). Beam's default value would add four steps and a
+  stage."""
   return (examples
           | 'ContentCopies' >> beam.Map(
               lambda e: (e.sha256, duplicates.Copy(e.line, e.key, e.split)))
           | 'GroupByContent' >> beam.GroupByKey()
           | 'Pairs' >> beam.MapTuple(lambda sha, copies: duplicates.duplicate_pairs(
               sha, list(copies)))
-          | 'Report' >> beam.CombineGlobally(_ReportFn()))
+          | 'Report' >> beam.CombineGlobally(_ReportFn()).without_defaults())
 
 
 class HashSourceFn(beam.DoFn):
@@ -123,7 +127,7 @@ class DedupeContent(beam.PTransform):
     self._label_map = label_map
 
   def expand(self, rows):
-    label_map = beam.pvalue.AsSingleton(self._label_map)
+    label_map = label_map_side_input(self._label_map)
     if self._in_order:
       kept = (rows
               | 'All' >> beam.Map(lambda r: (None, r))

@@ -21,6 +21,7 @@ from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.metrics import METRICS_NAMESPACE
+from transforms.read_manifest import label_map_side_input
 from transforms.tags import EXAMPLES
 from transforms.tags import LABELLED
 from transforms.tags import LOADED
@@ -192,7 +193,7 @@ class EncodeRows(beam.PTransform):
 
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
-        AssignLabelFn(), beam.pvalue.AsSingleton(self._label_map)).with_outputs(
+        AssignLabelFn(), label_map_side_input(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
         LoadImageFn(self._image_spec, self._progress_dir, self._image_threads,

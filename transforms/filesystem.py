@@ -39,14 +39,22 @@ def basename(path: str) -> str:
   return path.rstrip('/').rsplit('/', 1)[-1]
 
 
-def write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` on any Beam filesystem, via a temp name + rename."""
+@contextlib.contextmanager
+def replacing(path: str):
+  """A binary handle whose bytes replace `path` (any Beam filesystem) once the
+  block ends: written under a temp name, then renamed."""
   temp = path + '.tmp'
   with FileSystems.create(temp) as handle:
-    handle.write(text.encode('utf-8'))
+    yield handle
   if FileSystems.exists(path):
     FileSystems.delete([path])
   FileSystems.rename([temp], [path])
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` on any Beam filesystem, via a temp name + rename."""
+  with replacing(path) as handle:
+    handle.write(text.encode('utf-8'))
 
 
 @contextlib.contextmanager

@@ -76,8 +76,10 @@ class ReadManifest(beam.PTransform):
   def expand(self, pbegin):
     lines = (
         pbegin
-        | 'ManifestPath' >> beam.Create([self._config.path])
-        | 'ReadLines' >> beam.FlatMap(read_numbered_lines, self._config.fmt))
+        | 'Once' >> beam.Impulse()
+        | 'ReadLines' >> beam.FlatMap(
+            lambda _, path, fmt: read_numbered_lines(path, fmt),
+            self._config.path, self._config.fmt))
     parsed = lines | 'ParseLines' >> beam.ParDo(
         ParseLineFn(self._config)).with_outputs(REJECTED, main=ROWS)
     key = lines_key(self._config.role == manifest.ROLE_LABELS)
@@ -211,8 +213,16 @@ class _LabelNamesFn(beam.CombineFn):
 
 @beam.ptransform_fn
 def LabelMapFromRows(rows):  # pylint: disable=invalid-name
-  """Rows -> a single LabelMap of their sorted distinct label names."""
-  return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn())
+  """Rows -> a single LabelMap of their sorted distinct label names; none when
+  there is no row: read it with label_map_side_input. (Beam's default value
+  would add four steps and a stage to every convert.)"""
+  return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()
+
+
+def label_map_side_input(label_map):
+  """A label map PCollection (one LabelMap, or none) as a side input: an empty
+  map when there was no row to make one from."""
+  return beam.pvalue.AsSingleton(label_map, default_value=LabelMap.from_labels([]))
 
 
 def list_files(directory: str) -> list:
@@ -263,8 +273,10 @@ class ReadImageDir(beam.PTransform):
   def expand(self, pbegin):
     config = self._config
     listed = (pbegin
-              | 'ImageDir' >> beam.Create([config.path])
-              | 'ListFiles' >> beam.FlatMap(list_image_dir, self._extensions)
+              | 'Once' >> beam.Impulse()
+              | 'ListFiles' >> beam.FlatMap(
+                  lambda _, path, extensions: list_image_dir(path, extensions),
+                  config.path, self._extensions)
               .with_outputs(SKIPPED, main=ROWS))
     files = listed[ROWS]
     parsed = files | 'ToRows' >> beam.ParDo(
@@ -273,8 +285,10 @@ class ReadImageDir(beam.PTransform):
         files | 'TallyFiles' >> beam.Map(lambda _: (lines_key(False), 1)),
         listed[SKIPPED] | 'TallySkipped' >> beam.Map(lambda _: (skipped_key(), 1)),
     ) | 'Tallies' >> beam.Flatten()
+    # No value when nothing was skipped: the reader's side input supplies []
+    # (Beam's default value would add four steps and a stage).
     skipped = listed[SKIPPED] | 'FirstSkipped' >> beam.combiners.Top.Smallest(
-        SHOWN_SKIPPED_FILES)
+        SHOWN_SKIPPED_FILES, has_defaults=False)
     return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies,
             SKIPPED: skipped}
 

@@ -337,22 +337,46 @@ class WriteShards(beam.PTransform):
                | 'GroupByShard' >> beam.GroupByKey()
                | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(num_shards)))
     empty = (examples.pipeline
-             | 'Once' >> beam.Create([None])
+             | 'Once' >> beam.Impulse()
              | 'EmptyShards' >> beam.FlatMap(
                  _empty_shards, self._prefix, self._suffix, self._compression,
                  self._write_index, side.AsSingleton(orders), side.AsSingleton(num_shards)))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()
 
 
+class _WriteRejectedFn(beam.DoFn):
+  """Runs once: every rejection (a side input) -> one JSON line each in
+  `path`, in the order they arrive, written under a temp name and renamed.
+  An object store gets no object when nothing was rejected."""
+
+  def __init__(self, path: str):
+    self._path = path
+
+  def process(self, _, rejections):
+    rejections = iter(rejections)
+    first = next(rejections, None)
+    if first is None and '://' in self._path:
+      return
+    with filesystem.replacing(self._path) as handle:
+      for rejection in ([] if first is None else [first]):
+        handle.write(rejection.to_json().encode('utf-8') + b'\n')
+      for rejection in rejections:
+        handle.write(rejection.to_json().encode('utf-8') + b'\n')
+    yield self._path
+
+
 @beam.ptransform_fn
 def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
-  """Rejection -> OUT/rejected.jsonl (one JSON object per line; empty if none)."""
-  return (rejections
-          | 'ToJson' >> beam.Map(lambda r: r.to_json())
-          | 'WriteJsonl' >> beam.io.WriteToText(
-              filesystem.join(output_dir, REJECTED_FILE), shard_name_template='',
-              # Object stores: only when a row was rejected (no 0-byte objects).
-              skip_if_empty='://' in output_dir))
+  """Rejection -> OUT/rejected.jsonl (one JSON object per line; empty if none).
+
+  Out: the file's path (none for an empty object store write). Two steps
+  where Beam's WriteToText took twelve in five stages; each step costs a
+  pipeline's start-up ~20 ms (measured on 2 cores).
+  """
+  return (rejections.pipeline
+          | 'Once' >> beam.Impulse()
+          | 'WriteJsonl' >> beam.ParDo(_WriteRejectedFn(
+              filesystem.join(output_dir, REJECTED_FILE)), beam.pvalue.AsIter(rejections)))
 
 
 def shard_sizes(paths: list) -> dict:

