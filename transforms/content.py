@@ -15,6 +15,7 @@ from transforms.core import manifest
 from transforms.core import shuffle
 from transforms.core.rejects import RowError
 from transforms.encode_rows import read_bytes
+from transforms.filesystem import FileReader
 from transforms.read_manifest import label_map_side_input
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
@@ -61,9 +62,12 @@ class HashSourceFn(beam.DoFn):
   def __init__(self, split: Optional[manifest.SplitConfig] = None):
     self._split = split
 
+  def setup(self):
+    self._reader = FileReader()
+
   def process(self, row):
     try:
-      digest = hashlib.sha256(read_bytes(row.path)).hexdigest()
+      digest = hashlib.sha256(read_bytes(row.path, self._reader)).hexdigest()
     except RowError:
       yield row
       return

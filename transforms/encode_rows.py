@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Optional
+
 import apache_beam as beam
-from apache_beam.io.filesystems import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -40,13 +41,14 @@ from transforms.workers.source_image import read_local_file
 PROCESS_BATCH = 8
 
 
-def read_bytes(path: str) -> bytes:
-  """The whole file at `path` (any Beam filesystem); RowError if unreadable."""
+def read_bytes(path: str, reader: Optional[filesystem.FileReader] = None) -> bytes:
+  """The whole file at `path` (any Beam filesystem); RowError if unreadable.
+  reader: what opens remote files (a DoFn's, made in setup: it keeps one S3
+  client); None: a new one."""
   if is_local(path):
     return read_local_file(path)
   try:
-    filesystem.load_filesystem(path)
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with (reader or filesystem.FileReader()).open(path) as f:
       return f.read()
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
     text = str(error)
@@ -55,18 +57,18 @@ def read_bytes(path: str) -> bytes:
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
 
 
-def read_remote_sources(args: tuple) -> tuple:
+def read_remote_sources(reader: filesystem.FileReader, args: tuple) -> tuple:
   """(paths, spec) -> (sources, spec) for an image worker process: local paths
   as they are (the worker reads them), remote files as their bytes or the
   RowError reading them (workers have no Beam filesystems). Runs on the pool's
   threads, so remote files are still read in parallel."""
   paths, spec = args
-  return [path if is_local(path) else _bytes_or_error(path) for path in paths], spec
+  return [path if is_local(path) else _bytes_or_error(path, reader) for path in paths], spec
 
 
-def _bytes_or_error(path: str):
+def _bytes_or_error(path: str, reader: filesystem.FileReader):
   try:
-    return read_bytes(path)
+    return read_bytes(path, reader)
   except RowError as error:
     return error
 
@@ -108,15 +110,15 @@ class LoadImageFn(beam.DoFn):
     self._processes = processes
     self._convert_on_thread = convert_on_thread
     self._convert_in_process = convert_in_process
-    self._step = PooledStep(PoolSize(threads, processes, timeout_s or None), PROCESS_BATCH,
-                            prepare=read_remote_sources)
+    self._step = PooledStep(PoolSize(threads, processes, timeout_s or None), PROCESS_BATCH)
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
-    self._step.start(self._call)
+    self._reader = filesystem.FileReader()
+    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader))
 
   def teardown(self):
     self._step.close()
@@ -140,7 +142,10 @@ class LoadImageFn(beam.DoFn):
     paths = [labelled.row.path for labelled in batch]
     if self._processes:
       return self._convert_in_process, paths, self._spec
-    return self._convert_on_thread, paths, self._spec, read_bytes
+    return self._convert_on_thread, paths, self._spec, self._read
+
+  def _read(self, path: str) -> bytes:
+    return read_bytes(path, self._reader)
 
   def _outcome(self, labelled: LabelledRow, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""

@@ -81,19 +81,20 @@ class PooledStep:
   DoFn.teardown (safe when start() never ran or failed).
   """
 
-  def __init__(self, size: PoolSize, process_batch: int, prepare: Optional[Callable] = None):
+  def __init__(self, size: PoolSize, process_batch: int):
     self._size = size
     self._batch_size = process_batch if size.processes else 1
-    self._prepare = prepare
     self._pool = None
     self._call = None
     self._batch = []
 
-  def start(self, call: Callable) -> None:
+  def start(self, call: Callable, prepare: Optional[Callable] = None) -> None:
+    """prepare (processes only): maps a call's arguments on the pool's thread
+    before they are sent to a child (see ProcessPool)."""
     self._call = call
     self._batch = []
     if self._size.processes:
-      self._pool = OrderedPool(self._size.processes, processes=True, prepare=self._prepare,
+      self._pool = OrderedPool(self._size.processes, processes=True, prepare=prepare,
                                timeout_s=self._size.timeout_s)
     else:
       self._pool = OrderedPool(self._size.threads)

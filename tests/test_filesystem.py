@@ -1,0 +1,87 @@
+"""transforms.filesystem: one S3 client per reader, whole-file replacement."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from transforms import filesystem
+from transforms.core.rejects import RowError
+from transforms.encode_rows import read_bytes
+
+
+class FakeS3IO:
+  """Beam's S3IO as FileReader uses it: open(path, 'rb') -> a binary stream."""
+
+  def __init__(self, objects: dict):
+    self._objects = objects
+
+  def open(self, path: str, mode: str):
+    assert mode == 'rb'
+    if path not in self._objects:
+      raise OSError(f'Not found: {path} (404)')
+    return io.BytesIO(self._objects[path])
+
+
+def counting_s3io(objects: dict):
+  made = []
+
+  def make():
+    made.append(FakeS3IO(objects))
+    return made[-1]
+  return make, made
+
+
+def test_one_s3_client_serves_every_read_from_every_thread():
+  objects = {f's3://bucket/images/{i}.png': bytes([i]) * (i + 1) for i in range(40)}
+  make, made = counting_s3io(objects)
+  reader = filesystem.FileReader(make_s3io=make)
+  start, results = threading.Barrier(8), {}
+
+  def read_some(first: int):
+    start.wait()
+    for i in range(first, 40, 8):
+      path = f's3://bucket/images/{i}.png'
+      results[path] = read_bytes(path, reader)
+
+  threads = [threading.Thread(target=read_some, args=(n,)) for n in range(8)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert results == objects
+  assert len(made) == 1
+
+
+def test_a_missing_s3_object_is_a_missing_file_row_error():
+  make, made = counting_s3io({})
+  with pytest.raises(RowError) as caught:
+    read_bytes('s3://bucket/gone.png', filesystem.FileReader(make_s3io=make))
+  assert (caught.value.stage, caught.value.code) == ('read', 'missing_file')
+  assert 's3://bucket/gone.png' in caught.value.reason
+  assert len(made) == 1
+
+
+def test_other_paths_go_through_beams_filesystems_without_an_s3_client(tmp_path):
+  make, made = counting_s3io({})
+  (tmp_path / 'a.bin').write_bytes(b'\x00\x01gz-like but not decompressed')
+  (tmp_path / 'b.gz').write_bytes(b'\x1f\x8b stored as is')
+  reader = filesystem.FileReader(make_s3io=make)
+  with reader.open(str(tmp_path / 'a.bin')) as stream:
+    assert stream.read() == b'\x00\x01gz-like but not decompressed'
+  with reader.open(str(tmp_path / 'b.gz')) as stream:
+    assert stream.read() == b'\x1f\x8b stored as is'
+  assert made == []
+
+
+def test_replacing_swaps_the_whole_file_at_the_end_and_leaves_no_temp(tmp_path):
+  path = tmp_path / 'rejected.jsonl'
+  path.write_bytes(b'old\n')
+  with filesystem.replacing(str(path)) as handle:
+    handle.write(b'new 1\n')
+    assert path.read_bytes() == b'old\n'  # not replaced before the block ends
+    handle.write(b'new 2\n')
+  assert path.read_bytes() == b'new 1\nnew 2\n'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['rejected.jsonl']
