@@ -4,6 +4,7 @@ install no more than the workers run: no TensorFlow."""
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,10 +19,19 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope='module')
 def sdist(tmp_path_factory):
-  """The sdist --setup_file stages, unpacked, with its egg-info built from it."""
+  """The sdist --setup_file stages, unpacked, with its egg-info built from it.
+
+  Built from a copy of the project: sdist stages every file in a folder next
+  to setup.py and deletes it after, and rewrites the egg-info there, which
+  collides with anything else building or reading the work tree meanwhile.
+  """
   tmp_path = tmp_path_factory.mktemp('sdist')
+  project = tmp_path / 'project'
+  shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(
+      '.git', '.venv', '.peers', '*.egg-info', '__pycache__', 'build', 'dist',
+      'demo_data', 'demo_output', 'img2tfrecord-*'))
   done = subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '-d', str(tmp_path)],
-                        cwd=REPO, capture_output=True, text=True)
+                        cwd=project, capture_output=True, text=True)
   assert done.returncode == 0, done.stderr
   (archive,) = tmp_path.glob('img2tfrecord-*.tar.gz')
   with tarfile.open(archive) as packed:
