@@ -13,13 +13,17 @@ from transforms.encode_rows import read_bytes
 
 
 class FakeS3IO:
-  """Beam's S3IO as FileReader uses it: open(path, 'rb') -> a binary stream."""
+  """Beam's S3IO as FileReader uses it: open(path, 'rb') -> a binary stream.
+  Records the threads that use it: Beam's client keeps its current download
+  in the client, so one used from two threads mixes their bytes."""
 
   def __init__(self, objects: dict):
     self._objects = objects
+    self.threads = set()
 
   def open(self, path: str, mode: str):
     assert mode == 'rb'
+    self.threads.add(threading.get_ident())
     if path not in self._objects:
       raise OSError(f'Not found: {path} (404)')
     return io.BytesIO(self._objects[path])
@@ -34,7 +38,7 @@ def counting_s3io(objects: dict):
   return make, made
 
 
-def test_one_s3_client_serves_every_read_from_every_thread():
+def test_each_thread_reads_s3_through_one_client_of_its_own():
   objects = {f's3://bucket/images/{i}.png': bytes([i]) * (i + 1) for i in range(40)}
   make, made = counting_s3io(objects)
   reader = filesystem.FileReader(make_s3io=make)
@@ -52,7 +56,10 @@ def test_one_s3_client_serves_every_read_from_every_thread():
   for thread in threads:
     thread.join()
   assert results == objects
-  assert len(made) == 1
+  # 8 clients for 40 reads, and never one client in two threads.
+  assert len(made) == 8
+  assert all(len(client.threads) == 1 for client in made)
+  assert len(set().union(*(client.threads for client in made))) == 8
 
 
 def test_a_missing_s3_object_is_a_missing_file_row_error():

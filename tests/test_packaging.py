@@ -27,9 +27,12 @@ def sdist(tmp_path_factory):
   """
   tmp_path = tmp_path_factory.mktemp('sdist')
   project = tmp_path / 'project'
+  # Left out: what is not the project's source, and the caches other tests and
+  # tools write meanwhile (a file gone between listing and copying fails copytree).
   shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(
       '.git', '.venv', '.peers', '*.egg-info', '__pycache__', 'build', 'dist',
-      'demo_data', 'demo_output', 'img2tfrecord-*'))
+      'demo_data', 'demo_output', 'img2tfrecord-*', '.hypothesis', '.ruff_cache',
+      '.pytest_cache', '.coverage*', 'htmlcov'))
   done = subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '-d', str(tmp_path)],
                         cwd=project, capture_output=True, text=True)
   assert done.returncode == 0, done.stderr

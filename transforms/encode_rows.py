@@ -43,8 +43,8 @@ PROCESS_BATCH = 8
 
 def read_bytes(path: str, reader: Optional[filesystem.FileReader] = None) -> bytes:
   """The whole file at `path` (any Beam filesystem); RowError if unreadable.
-  reader: what opens remote files (a DoFn's, made in setup: it keeps one S3
-  client); None: a new one."""
+  reader: what opens remote files (a DoFn's, made in setup: it keeps an S3
+  client per thread); None: a new one."""
   if is_local(path):
     return read_local_file(path)
   try:
