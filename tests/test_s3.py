@@ -15,10 +15,13 @@ import subprocess
 import sys
 import time
 
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
 from tests.s3_server import MotoServer
 from tests.s3_server import ServerUnavailable
+from transforms import filesystem
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
 
@@ -337,3 +340,16 @@ def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converte
   for shard in converted['splits']['train']['shards']:
     assert get(s3, f'killed/{shard}') == get(s3, f'out/{shard}')
   assert validate(server, target).returncode == 0
+
+
+def test_write_text_replaces_an_existing_object_and_leaves_no_temp(server, s3):
+  """filesystem.replacing renames over the old object (no delete first)."""
+  path = f's3://{BUCKET}/replaced/dataset_info.json'
+  FileSystems.set_options(PipelineOptions(server.beam_options()))
+  try:
+    filesystem.write_text(path, 'first')
+    filesystem.write_text(path, 'second, longer')
+    assert filesystem.read_text(path) == 'second, longer'
+    assert keys(s3, 'replaced') == ['dataset_info.json']
+  finally:
+    FileSystems.set_options(None)

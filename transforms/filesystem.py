@@ -85,12 +85,16 @@ def basename(path: str) -> str:
 @contextlib.contextmanager
 def replacing(path: str):
   """A binary handle whose bytes replace `path` (any Beam filesystem) once the
-  block ends: written under a temp name, then renamed."""
+  block ends: written under a temp name, then renamed over it.
+
+  The rename replaces an existing file by itself (os.rename locally, at once;
+  a copy over it on S3 and GCS), so `path` is never missing in between. An
+  exists + delete before it cost two more S3 clients per file (~0.27 s of CPU
+  each: see FileReader).
+  """
   temp = path + '.tmp'
   with FileSystems.create(temp) as handle:
     yield handle
-  if FileSystems.exists(path):
-    FileSystems.delete([path])
   FileSystems.rename([temp], [path])
 
 
