@@ -140,10 +140,8 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       if self._write_index:
         temps.append(self._temp_path(i) + INDEX_SUFFIX)
         finals.append(final + INDEX_SUFFIX)
-      for temp, path in zip(temps, finals):
-        if FileSystems.exists(path):  # an earlier attempt's
-          FileSystems.delete([path])
-        FileSystems.rename([temp], [path])
+      # A rename replaces an earlier attempt's file (see filesystem.replacing).
+      FileSystems.rename(temps, finals)
       yield _in_global_window(final)
     if FileSystems.exists(self._temp_dir):  # object stores have no folders
       FileSystems.delete([self._temp_dir])
@@ -330,17 +328,16 @@ class WriteShards(beam.PTransform):
     orders = (examples
               | 'Orders' >> beam.Map(lambda e: e.order)
               | 'SortedOrders' >> beam.CombineGlobally(_SortedOrdersFn()))
-    num_shards = examples.pipeline | 'NumShards' >> beam.Create([self._num_shards])
     written = (examples
                | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
-                                           side.AsSingleton(num_shards))
+                                           self._num_shards)
                | 'GroupByShard' >> beam.GroupByKey()
-               | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(num_shards)))
+               | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards))
     empty = (examples.pipeline
              | 'Once' >> beam.Impulse()
              | 'EmptyShards' >> beam.FlatMap(
                  _empty_shards, self._prefix, self._suffix, self._compression,
-                 self._write_index, side.AsSingleton(orders), side.AsSingleton(num_shards)))
+                 self._write_index, side.AsSingleton(orders), self._num_shards))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()
 
 
