@@ -231,13 +231,15 @@ def run(argv=None) -> int:
                                                 __doc__.strip().splitlines()[0])
   if launch.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     return _convert(config, pipeline_options, dry_run=True)
+  files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
-  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options):
-    prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names())
-    return _convert(config, pipeline_options, dry_run=False)
+  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files):
+    prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names(), files)
+    return _convert(config, pipeline_options, dry_run=False, files=files)
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool) -> int:
+def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
+             files: filesystem.FileAccess | None = None) -> int:
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
@@ -250,7 +252,7 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool) -> int
     print(launch.dry_run_note(pipeline_options,
                               f'nothing was written to {config.output_dir}'))
     return launch.EXIT_OK
-  info = filesystem.read_info(config.output_dir)
+  info = filesystem.read_info(config.output_dir, files)
   print(summary(info, time.time() - started))
   return launch.EXIT_OVER_BUDGET if info['over_budget'] else launch.EXIT_OK
 

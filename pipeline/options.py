@@ -12,8 +12,6 @@ import json
 import os
 from typing import Optional
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline import command_line
 from pipeline.launch import UsageError
 from transforms import filesystem
@@ -351,7 +349,7 @@ def parse_background(text: str) -> tuple:
 def _first_line(path: str, skip_blank: bool = False) -> bytes:
   """The first (non-blank) line of a manifest, read on the launcher."""
   try:
-    with FileSystems.open(path) as stream:
+    with filesystem.FileAccess().open_checked(path) as stream:
       first = stream.readline()
       while skip_blank and first and not first.strip():
         first = stream.readline()

@@ -18,8 +18,6 @@ import time
 from typing import Optional
 import uuid
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.launch import UsageError
 from transforms import filesystem
 from transforms.core.spec import COMPRESSIONS
@@ -51,7 +49,7 @@ def _is_remote(path: str) -> bool:
   return '://' in path
 
 
-def list_entries(output_dir: str) -> list:
+def list_entries(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> list:
   """Names directly inside output_dir (for a remote bucket: top-level names),
   run locks left out."""
   if not _is_remote(output_dir):
@@ -62,14 +60,14 @@ def list_entries(output_dir: str) -> list:
     names = os.listdir(output_dir)
   else:
     prefix = output_dir.rstrip('/') + '/'
-    matched = FileSystems.match([prefix + '**'])[0].metadata_list
-    names = {m.path[len(prefix):].split('/', 1)[0] for m in matched}
+    names = {path[len(prefix):].split('/', 1)[0]
+             for path, _ in (files or filesystem.FileAccess()).list(prefix)}
   return sorted(n for n in names if not n.startswith(LOCK_PREFIX))
 
 
-def _previous_shards(output_dir: str) -> set:
+def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
   try:
-    info = json.loads(filesystem.read_text(filesystem.join(output_dir, DATASET_INFO)))
+    info = json.loads(files.read_text(filesystem.join(output_dir, DATASET_INFO)))
     return {name for split in info.get('splits', {}).values()
             for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)}
   except Exception:  # no previous (or a damaged) dataset_info: patterns only
@@ -81,17 +79,18 @@ def ours(name: str, previous_shards: set, split_names: tuple) -> bool:
           any(fnmatch.fnmatchcase(name, p) for p in our_patterns(split_names)))
 
 
-def _delete(output_dir: str, name: str) -> None:
+def _delete(output_dir: str, name: str, files: filesystem.FileAccess) -> None:
   path = filesystem.join(output_dir, name)
   if not _is_remote(output_dir) and os.path.isdir(path):
     shutil.rmtree(path)
   elif _is_remote(output_dir) and name.startswith('beam-temp-'):
-    FileSystems.delete([path + '/'])
+    files.delete([path + '/'])
   else:
-    FileSystems.delete([path])
+    files.delete([path])
 
 
-def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()) -> None:
+def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = (),
+                       files: Optional[filesystem.FileAccess] = None) -> None:
   """Creates output_dir, or clears a previous dataset from it with --overwrite.
 
   dataset_info.json goes first, so an interrupted clean-up never leaves a
@@ -99,16 +98,17 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
   dataset_info.json lists them) and what a killed run with the same splits
   leaves go; other files are left alone.
   """
-  entries = list_entries(output_dir)
+  files = files or filesystem.FileAccess()
+  entries = list_entries(output_dir, files)
   if entries and not overwrite:
     raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
                      f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
   if entries:
-    previous = _previous_shards(output_dir)
+    previous = _previous_shards(output_dir, files)
     doomed = [n for n in entries if ours(n, previous, split_names)]
     doomed.sort(key=lambda n: n != DATASET_INFO)
     for name in doomed:
-      _delete(output_dir, name)
+      _delete(output_dir, name, files)
   if not _is_remote(output_dir):
     os.makedirs(output_dir, exist_ok=True)
 
@@ -310,19 +310,21 @@ class _BeamLocks:
 
   atomic = False
 
-  def __init__(self, directory: str, options):
+  def __init__(self, directory: str, options, files: Optional[filesystem.FileAccess] = None):
     self._directory = directory.rstrip('/')
     self._options = options
+    self._files = files or filesystem.FileAccess()
 
   def _path(self, name: str) -> str:
     return f'{self._directory}/{name}'
 
   def names(self) -> list:
-    matched = FileSystems.match([self._path(LOCK_PREFIX + '*')])[0].metadata_list
-    return [m.path.rsplit('/', 1)[-1] for m in matched]
+    prefix = self._path(LOCK_PREFIX)
+    return [path.rsplit('/', 1)[-1] for path, _ in self._files.list(prefix)
+            if '/' not in path[len(prefix):]]
 
   def _put_if_absent(self, name: str, data: bytes) -> bool:
-    if FileSystems.exists(self._path(name)):
+    if self._files.exists(self._path(name)):
       return False
     self.replace(name, data.decode('utf-8'))
     return True
@@ -331,20 +333,20 @@ class _BeamLocks:
     return self._put_if_absent(name, text.encode('utf-8'))
 
   def replace(self, name: str, text: str) -> None:
-    with FileSystems.create(self._path(name)) as handle:
+    with self._files.create(self._path(name)) as handle:
       handle.write(text.encode('utf-8'))
 
   def read(self, name: str) -> Optional[str]:
     try:
-      return filesystem.read_text(self._path(name))
+      return self._files.read_text(self._path(name))
     except Exception:  # pylint: disable=broad-except  # gone: BeamIOError/FileNotFoundError
-      if FileSystems.exists(self._path(name)):
+      if self._files.exists(self._path(name)):
         raise
       return None
 
   def delete(self, name: str) -> None:
-    if FileSystems.exists(self._path(name)):
-      FileSystems.delete([self._path(name)])
+    if self._files.exists(self._path(name)):
+      self._files.delete([self._path(name)])
 
   def delete_orphans(self) -> None:
     """Object stores write a lock in one request: no temp files."""
@@ -358,13 +360,10 @@ class _S3Locks(_BeamLocks):
   atomic = True
 
   def _put_if_absent(self, name: str, data: bytes) -> bool:
-    # pylint: disable=import-outside-toplevel
-    from apache_beam.io.aws.clients.s3.boto3_client import Client
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError  # pylint: disable=import-outside-toplevel
     bucket, key = self._path(name)[len('s3://'):].split('/', 1)
     try:
-      Client(self._options).client.put_object(Bucket=bucket, Key=key, Body=data,
-                                              IfNoneMatch='*')
+      self._files.s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch='*')
       return True
     except ClientError as error:
       if error.response.get('Error', {}).get('Code') in (
@@ -393,14 +392,14 @@ class _GcsLocks(_BeamLocks):
       return False
 
 
-def lock_store(output_dir: str, options):
+def lock_store(output_dir: str, options, files: Optional[filesystem.FileAccess] = None):
   if not _is_remote(output_dir):
     return _LocalLocks(output_dir)
   if output_dir.startswith('s3://'):
-    return _S3Locks(output_dir, options)
+    return _S3Locks(output_dir, options, files)
   if output_dir.startswith('gs://'):
-    return _GcsLocks(output_dir, options)
-  return _BeamLocks(output_dir, options)
+    return _GcsLocks(output_dir, options, files)
+  return _BeamLocks(output_dir, options, files)
 
 
 class RunLock:
@@ -420,8 +419,10 @@ class RunLock:
     self._beats = threading.Thread(target=self._beat, name='run-lock-heartbeat', daemon=True)
 
   @classmethod
-  def acquire(cls, output_dir: str, overwrite: bool, options, store=None) -> RunLock:
-    store = store or lock_store(output_dir, options)
+  def acquire(cls, output_dir: str, overwrite: bool, options, store=None,
+              files: Optional[filesystem.FileAccess] = None) -> RunLock:
+    """files: what reaches a remote OUT (one per command run: see FileAccess)."""
+    store = store or lock_store(output_dir, options, files)
     host, namespace = socket.gethostname(), pid_namespace()
     for _ in range(3):  # a lock released between listing and reading: list again
       generations = sorted(g for g in map(lock_generation, store.names()) if g is not None)

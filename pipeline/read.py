@@ -46,7 +46,7 @@ def open_binary(path: str):
   Python's own open (no Beam import), remote ones through Beam's filesystems."""
   if _is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
-    with filesystem.open_checked(path) as stream:
+    with filesystem.FileAccess().open_checked(path) as stream:
       yield stream
     return
   opener = gzip.open if path.endswith('.gz') else open

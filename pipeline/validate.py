@@ -45,9 +45,9 @@ from transforms.workers.pooled_step import pool_size
 SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
 
 
-def shard_listing(input_dir: str, info: dict) -> tuple:
+def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
   """-> ([(split, shard) to read], [Problem] for missing and unlisted shards)."""
-  present = set(list_entries(input_dir))
+  present = set(list_entries(input_dir, files))
   listed = [(split, shard) for split, declared in info['splits'].items()
             for shard in declared['shards']]
   listed_names = {shard for _, shard in listed}
@@ -166,8 +166,9 @@ def run(argv=None, check_records=validation.check_records) -> int:
   """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
+  files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
-    info = filesystem.read_info(config.input_dir)
+    info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
     report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
@@ -175,7 +176,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
     _write_report_if_possible(config.report_path, report)
     print(summary(report, config.report_path))
     return launch.EXIT_FAILED
-  shards, listing_problems = shard_listing(config.input_dir, info)
+  shards, listing_problems = shard_listing(config.input_dir, info, files)
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
@@ -185,7 +186,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
   if launch.is_dry_run(pipeline_options):
     print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return launch.EXIT_OK
-  report = json.loads(filesystem.read_text(config.report_path))
+  report = json.loads(files.read_text(config.report_path))
   print(summary(report, config.report_path, config.strict))
   if not report['valid'] or (config.strict and report['num_warnings']):
     return launch.EXIT_FAILED

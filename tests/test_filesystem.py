@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import threading
 
 import pytest
@@ -13,7 +14,7 @@ from transforms.encode_rows import read_bytes
 
 
 class FakeS3IO:
-  """Beam's S3IO as FileReader uses it: open(path, 'rb') -> a binary stream.
+  """Beam's S3IO as FileAccess uses it: open(path, 'rb') -> a binary stream.
   Records the threads that use it: Beam's client keeps its current download
   in the client, so one used from two threads mixes their bytes."""
 
@@ -41,7 +42,7 @@ def counting_s3io(objects: dict):
 def test_each_thread_reads_s3_through_one_client_of_its_own():
   objects = {f's3://bucket/images/{i}.png': bytes([i]) * (i + 1) for i in range(40)}
   make, made = counting_s3io(objects)
-  reader = filesystem.FileReader(make_s3io=make)
+  reader = filesystem.FileAccess(make_s3io=make)
   start, results = threading.Barrier(8), {}
 
   def read_some(first: int):
@@ -65,7 +66,7 @@ def test_each_thread_reads_s3_through_one_client_of_its_own():
 def test_a_missing_s3_object_is_a_missing_file_row_error():
   make, made = counting_s3io({})
   with pytest.raises(RowError) as caught:
-    read_bytes('s3://bucket/gone.png', filesystem.FileReader(make_s3io=make))
+    read_bytes('s3://bucket/gone.png', filesystem.FileAccess(make_s3io=make))
   assert (caught.value.stage, caught.value.code) == ('read', 'missing_file')
   assert 's3://bucket/gone.png' in caught.value.reason
   assert len(made) == 1
@@ -75,7 +76,7 @@ def test_other_paths_go_through_beams_filesystems_without_an_s3_client(tmp_path)
   make, made = counting_s3io({})
   (tmp_path / 'a.bin').write_bytes(b'\x00\x01gz-like but not decompressed')
   (tmp_path / 'b.gz').write_bytes(b'\x1f\x8b stored as is')
-  reader = filesystem.FileReader(make_s3io=make)
+  reader = filesystem.FileAccess(make_s3io=make)
   with reader.open(str(tmp_path / 'a.bin')) as stream:
     assert stream.read() == b'\x00\x01gz-like but not decompressed'
   with reader.open(str(tmp_path / 'b.gz')) as stream:
@@ -86,9 +87,34 @@ def test_other_paths_go_through_beams_filesystems_without_an_s3_client(tmp_path)
 def test_replacing_swaps_the_whole_file_at_the_end_and_leaves_no_temp(tmp_path):
   path = tmp_path / 'rejected.jsonl'
   path.write_bytes(b'old\n')
-  with filesystem.replacing(str(path)) as handle:
+  with filesystem.FileAccess().replacing(str(path)) as handle:
     handle.write(b'new 1\n')
     assert path.read_bytes() == b'old\n'  # not replaced before the block ends
     handle.write(b'new 2\n')
   assert path.read_bytes() == b'new 1\nnew 2\n'
   assert sorted(p.name for p in tmp_path.iterdir()) == ['rejected.jsonl']
+
+
+def test_local_paths_every_operation_and_no_s3_client(tmp_path):
+  make, made = counting_s3io({})
+  files = filesystem.FileAccess(make_s3io=make)
+  folder = str(tmp_path / 'out')
+  os.makedirs(folder)
+  with files.create(f'{folder}/a.txt') as handle:
+    handle.write(b'plain')
+  with files.create(f'{folder}/b.txt.gz', gzip_compressed=True) as handle:
+    handle.write(b'squeezed ' * 10)
+  assert files.exists(f'{folder}/a.txt') and not files.exists(f'{folder}/nope.txt')
+  assert files.read_text(f'{folder}/b.txt.gz') == 'squeezed ' * 10  # .gz decompressed
+  with files.open(f'{folder}/b.txt.gz') as stream:
+    assert stream.read(2) == b'\x1f\x8b'  # open(): the bytes as stored
+  sizes = dict(files.list(f'{folder}/'))
+  assert sizes == {f'{folder}/a.txt': 5,
+                   f'{folder}/b.txt.gz': os.path.getsize(f'{folder}/b.txt.gz')}
+  assert files.sizes([f'{folder}/a.txt']) == {f'{folder}/a.txt': 5}
+  files.write_text(f'{folder}/c.txt', 'old')
+  files.rename([f'{folder}/a.txt'], [f'{folder}/c.txt'])  # over an existing file
+  assert files.read_text(f'{folder}/c.txt') == 'plain'
+  files.delete([f'{folder}/c.txt'])
+  assert sorted(os.listdir(folder)) == ['b.txt.gz']
+  assert made == []

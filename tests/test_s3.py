@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from apache_beam.io.filesystems import FileSystems
@@ -343,7 +344,7 @@ def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converte
 
 
 def test_write_text_replaces_an_existing_object_and_leaves_no_temp(server, s3):
-  """filesystem.replacing renames over the old object (no delete first)."""
+  """FileAccess.replacing renames over the old object (no delete first)."""
   path = f's3://{BUCKET}/replaced/dataset_info.json'
   FileSystems.set_options(PipelineOptions(server.beam_options()))
   try:
@@ -351,5 +352,42 @@ def test_write_text_replaces_an_existing_object_and_leaves_no_temp(server, s3):
     filesystem.write_text(path, 'second, longer')
     assert filesystem.read_text(path) == 'second, longer'
     assert keys(s3, 'replaced') == ['dataset_info.json']
+  finally:
+    FileSystems.set_options(None)
+
+
+def test_file_access_does_every_operation_with_one_client_per_thread(server, s3):
+  """Beam's S3 filesystem made a client (~0.2-0.5 s of CPU) per call."""
+  made = []
+
+  def make():
+    made.append(threading.get_ident())
+    return filesystem._beam_s3io()  # pylint: disable=protected-access
+
+  root = f's3://{BUCKET}/access'
+  FileSystems.set_options(PipelineOptions(server.beam_options()))
+  try:
+    files = filesystem.FileAccess(make_s3io=make)
+    with files.create(f'{root}/a.bin') as handle:
+      handle.write(b'12345')
+    with files.create(f'{root}/b.txt.gz', gzip_compressed=True) as handle:
+      handle.write(b'squeezed ' * 10)
+    files.write_text(f'{root}/tmp/c.txt', 'in a folder')
+    assert files.exists(f'{root}/a.bin') and not files.exists(f'{root}/nope')
+    assert files.read_text(f'{root}/b.txt.gz') == 'squeezed ' * 10
+    assert sorted(path for path, _ in files.list(f'{root}/')) == [
+        f'{root}/a.bin', f'{root}/b.txt.gz', f'{root}/tmp/c.txt']
+    assert files.sizes([f'{root}/a.bin']) == {f'{root}/a.bin': 5}
+    files.rename([f'{root}/a.bin'], [f'{root}/d.bin'])
+    files.delete([f'{root}/tmp/'])
+    assert keys(s3, 'access') == ['b.txt.gz', 'd.bin']
+    files.s3_client().put_object(Bucket=BUCKET, Key='access/e.bin', Body=b'x')
+    files.delete([f'{root}/b.txt.gz', f'{root}/d.bin', f'{root}/e.bin'])
+    assert keys(s3, 'access') == []
+    assert made == [threading.get_ident()]
+    other = threading.Thread(target=lambda: files.exists(f'{root}/a.bin'))
+    other.start()
+    other.join()
+    assert len(made) == 2 and made[1] != made[0]
   finally:
     FileSystems.set_options(None)

@@ -15,7 +15,7 @@ from transforms.core import manifest
 from transforms.core import shuffle
 from transforms.core.rejects import RowError
 from transforms.encode_rows import read_bytes
-from transforms.filesystem import FileReader
+from transforms.filesystem import FileAccess
 from transforms.read_manifest import label_map_side_input
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
@@ -63,7 +63,7 @@ class HashSourceFn(beam.DoFn):
     self._split = split
 
   def setup(self):
-    self._reader = FileReader()
+    self._reader = FileAccess()
 
   def process(self, row):
     try:

@@ -41,14 +41,14 @@ from transforms.workers.source_image import read_local_file
 PROCESS_BATCH = 8
 
 
-def read_bytes(path: str, reader: Optional[filesystem.FileReader] = None) -> bytes:
+def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None) -> bytes:
   """The whole file at `path` (any Beam filesystem); RowError if unreadable.
   reader: what opens remote files (a DoFn's, made in setup: it keeps an S3
   client per thread); None: a new one."""
   if is_local(path):
     return read_local_file(path)
   try:
-    with (reader or filesystem.FileReader()).open(path) as f:
+    with (reader or filesystem.FileAccess()).open(path) as f:
       return f.read()
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
     text = str(error)
@@ -57,7 +57,7 @@ def read_bytes(path: str, reader: Optional[filesystem.FileReader] = None) -> byt
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
 
 
-def read_remote_sources(reader: filesystem.FileReader, args: tuple) -> tuple:
+def read_remote_sources(reader: filesystem.FileAccess, args: tuple) -> tuple:
   """(paths, spec) -> (sources, spec) for an image worker process: local paths
   as they are (the worker reads them), remote files as their bytes or the
   RowError reading them (workers have no Beam filesystems). Runs on the pool's
@@ -66,7 +66,7 @@ def read_remote_sources(reader: filesystem.FileReader, args: tuple) -> tuple:
   return [path if is_local(path) else _bytes_or_error(path, reader) for path in paths], spec
 
 
-def _bytes_or_error(path: str, reader: filesystem.FileReader):
+def _bytes_or_error(path: str, reader: filesystem.FileAccess):
   try:
     return read_bytes(path, reader)
   except RowError as error:
@@ -117,7 +117,7 @@ class LoadImageFn(beam.DoFn):
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
-    self._reader = filesystem.FileReader()
+    self._reader = filesystem.FileAccess()
     self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader))
 
   def teardown(self):

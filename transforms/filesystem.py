@@ -8,7 +8,10 @@ import gzip
 import importlib
 import posixpath
 import threading
+from typing import Optional
 
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystem import CompressedFile
 from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import RuntimeValueProvider
@@ -40,16 +43,19 @@ def _beam_s3io():
   return s3io.S3IO(options=options)
 
 
-class FileReader:
-  """Opens files for reading on any Beam filesystem, with one S3 client per
-  thread for every s3:// file.
+class FileAccess:
+  """Reads and writes files on any Beam filesystem, with one S3 client per
+  thread for every s3:// path.
 
-  Beam's S3 filesystem builds a new boto3 client for each call: ~0.27 s of
-  CPU (botocore parses the S3 service model again; measured on 2 cores), which
-  convert paid for every image it read from s3://. One per thread, not one
-  for all: Beam's client wrapper keeps its current download in the client, so
-  threads sharing one read each other's bytes (seen with 8 threads reading
-  2 MB objects from a local S3 server). Make it in DoFn.setup.
+  Beam's S3 filesystem builds a new boto3 client for each call: 0.12-0.48 s
+  of CPU each (botocore parses the S3 service model again; measured on 2
+  cores). convert paid that for every image it read from s3:// and 18 more
+  times per run (lock, listing, shards, renames, dataset_info.json; counted
+  on a 5-image run). One per thread, not one for all: Beam's client wrapper
+  keeps its current download in the client, so threads sharing one read each
+  other's bytes (seen with 8 threads reading 2 MB objects from a local S3
+  server). Make one per step (in DoFn.setup, or one per command run) and
+  pass it on. Other paths go through Beam's FileSystems, as before.
   make_s3io: what builds an S3 client (tests count the calls).
   """
 
@@ -59,10 +65,105 @@ class FileReader:
 
   def open(self, path: str):
     """A binary stream of the file's bytes as stored (no decompression)."""
-    if path.startswith('s3://'):
+    if _is_s3(path):
       return self._s3().open(path, 'rb')
     load_filesystem(path)
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+  def create(self, path: str, gzip_compressed: bool = False):
+    """A binary write handle for `path` (replaced if it exists) whose bytes
+    are gzip-compressed on the way with gzip_compressed."""
+    compression = CompressionTypes.GZIP if gzip_compressed else CompressionTypes.UNCOMPRESSED
+    if not _is_s3(path):
+      load_filesystem(path)
+      return FileSystems.create(path, 'application/octet-stream', compression)
+    raw = self._s3().open(path, 'wb', mime_type=CompressionTypes.mime_type(
+        compression, 'application/octet-stream'))
+    return CompressedFile(raw, compression_type=compression) if gzip_compressed else raw
+
+  def exists(self, path: str) -> bool:
+    if _is_s3(path):
+      return self._s3().exists(path)
+    load_filesystem(path)
+    return FileSystems.exists(path)
+
+  def rename(self, sources: list, destinations: list) -> None:
+    """Each source renamed over its destination (BeamIOError if any fails)."""
+    if not sources or not _is_s3(sources[0]):
+      FileSystems.rename(sources, destinations)
+      return
+    failed = {(source, destination): error for source, destination, error
+              in self._s3().rename_files(list(zip(sources, destinations))) if error}
+    if failed:
+      raise BeamIOError('Rename operation failed', failed)
+
+  def delete(self, paths: list) -> None:
+    """Deletes files, and folders given with a trailing '/' (BeamIOError if
+    any fails)."""
+    if not paths or not _is_s3(paths[0]):
+      FileSystems.delete(paths)
+      return
+    failed = {path: error for path, error in self._s3().delete_paths(paths).items() if error}
+    if failed:
+      raise BeamIOError('Delete operation failed', failed)
+
+  def list(self, prefix: str) -> list:
+    """(path, size in bytes) of every file whose path starts with `prefix`
+    (a folder's with a trailing '/'), in any order."""
+    if _is_s3(prefix):
+      return [(path, size) for path, (size, _) in
+              self._s3().list_files(prefix, with_metadata=True)]
+    load_filesystem(prefix)
+    pattern = prefix + '**' if prefix.endswith('/') else prefix + '*'
+    return [(m.path, m.size_in_bytes) for r in FileSystems.match([pattern])
+            for m in r.metadata_list]
+
+  def sizes(self, paths: list) -> dict:
+    """{path: size in bytes} of existing files."""
+    if paths and _is_s3(paths[0]):
+      return {path: self._s3().size(path) for path in paths}
+    return {m.path: m.size_in_bytes for r in FileSystems.match(paths) for m in r.metadata_list}
+
+  def s3_client(self):
+    """The boto3 client of this thread's S3 connection (for requests Beam's
+    S3IO does not offer, e.g. a conditional put)."""
+    return self._s3().client.client
+
+  @contextlib.contextmanager
+  def replacing(self, path: str):
+    """A binary handle whose bytes replace `path` once the block ends: written
+    under a temp name, then renamed over it.
+
+    The rename replaces an existing file by itself (os.rename locally, at
+    once; a copy over it on S3 and GCS), so `path` is never missing in
+    between. An exists + delete before it cost two more S3 calls per file.
+    """
+    temp = path + '.tmp'
+    with self.create(temp) as handle:
+      yield handle
+    self.rename([temp], [path])
+
+  def write_text(self, path: str, text: str) -> None:
+    """Writes `text` to `path`, via a temp name + rename."""
+    with self.replacing(path) as handle:
+      handle.write(text.encode('utf-8'))
+
+  def read_text(self, path: str) -> str:
+    """The file's text (a .gz decompressed)."""
+    with self.open_checked(path) as handle:
+      return handle.read().decode('utf-8')
+
+  @contextlib.contextmanager
+  def open_checked(self, path: str):
+    """Opens a file for reading; a .gz through Python's gzip, which, unlike
+    Beam's decompressor, raises EOFError on a truncated file instead of
+    ending early."""
+    with self.open(path) as raw:
+      if path.endswith('.gz'):
+        with gzip.GzipFile(fileobj=raw) as stream:
+          yield stream
+      else:
+        yield raw
 
   def _s3(self):
     s3io = getattr(self._local, 's3io', None)
@@ -70,6 +171,10 @@ class FileReader:
       load_filesystem('s3://')
       s3io = self._local.s3io = self._make_s3io()
     return s3io
+
+
+def _is_s3(path: str) -> bool:
+  return path.startswith('s3://')
 
 
 def join(directory: str, name: str) -> str:
@@ -82,39 +187,9 @@ def basename(path: str) -> str:
   return path.rstrip('/').rsplit('/', 1)[-1]
 
 
-@contextlib.contextmanager
-def replacing(path: str):
-  """A binary handle whose bytes replace `path` (any Beam filesystem) once the
-  block ends: written under a temp name, then renamed over it.
-
-  The rename replaces an existing file by itself (os.rename locally, at once;
-  a copy over it on S3 and GCS), so `path` is never missing in between. An
-  exists + delete before it cost two more S3 clients per file (~0.27 s of CPU
-  each: see FileReader).
-  """
-  temp = path + '.tmp'
-  with FileSystems.create(temp) as handle:
-    yield handle
-  FileSystems.rename([temp], [path])
-
-
 def write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` on any Beam filesystem, via a temp name + rename."""
-  with replacing(path) as handle:
-    handle.write(text.encode('utf-8'))
-
-
-@contextlib.contextmanager
-def open_checked(path: str):
-  """Opens any Beam path for reading; a .gz through Python's gzip, which,
-  unlike Beam's decompressor, raises EOFError on a truncated file instead of
-  ending early."""
-  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-    if path.endswith('.gz'):
-      with gzip.GzipFile(fileobj=raw) as stream:
-        yield stream
-    else:
-      yield raw
+  """Writes `text` to `path` on any Beam filesystem (one call: FileAccess for more)."""
+  FileAccess().write_text(path, text)
 
 
 def read_errors() -> tuple:
@@ -133,15 +208,15 @@ def read_errors() -> tuple:
 
 
 def read_text(path: str) -> str:
-  with FileSystems.open(path) as handle:
-    return handle.read().decode('utf-8')
+  """The text of `path` on any Beam filesystem (one call: FileAccess for more)."""
+  return FileAccess().read_text(path)
 
 
-def read_info(output_dir: str) -> dict:
+def read_info(output_dir: str, files: Optional[FileAccess] = None) -> dict:
   """dataset_info.json of the dataset in `output_dir`; InfoError if unusable."""
   path = join(output_dir, DATASET_INFO)
   try:
-    text = read_text(path)
+    text = (files or FileAccess()).read_text(path)
   except Exception as error:  # missing file: FileNotFoundError or BeamIOError
     raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
                     f'the dataset is incomplete or was never written')

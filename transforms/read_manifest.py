@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import manifest
 from transforms.core import shuffle
@@ -15,7 +14,7 @@ from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
-from transforms.filesystem import open_checked
+from transforms.filesystem import FileAccess
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
@@ -26,7 +25,7 @@ from transforms.tags import TALLIES
 def read_numbered_lines(path: str, fmt: str):
   """Yields (line number, raw bytes) for every non-blank data line; a cut-off
   .gz fails rather than silently losing its tail."""
-  with open_checked(path) as stream:
+  with FileAccess().open_checked(path) as stream:
     yield from manifest.iter_lines(stream, fmt)
 
 
@@ -227,9 +226,8 @@ def label_map_side_input(label_map):
 
 def list_files(directory: str) -> list:
   """Every file below DIR (any Beam filesystem), relative to DIR, sorted."""
-  pattern = directory.rstrip('/') + '/**'
-  paths = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
   prefix = directory.rstrip('/') + '/'
+  paths = sorted(path for path, _ in FileAccess().list(prefix))
   return [p[len(prefix):] for p in paths if p.startswith(prefix)]
 
 

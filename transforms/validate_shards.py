@@ -58,6 +58,7 @@ class ReadShardFn(beam.DoFn):
     self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
 
   def setup(self):
+    self._files = filesystem.FileAccess()
     prepare_pillow(self._expected.image.max_pixels)
     self._step.start(self._call)
     if self._span_processes:
@@ -136,7 +137,7 @@ class ReadShardFn(beam.DoFn):
   def _read_here(self, split, shard):
     read = 0  # records read whole: the index of the first one not read
     try:
-      with filesystem.open_checked(filesystem.join(self._input_dir, shard)) as stream:
+      with self._files.open_checked(filesystem.join(self._input_dir, shard)) as stream:
         for index, data in read_records(stream):
           self._records.inc()
           read = index + 1

@@ -6,8 +6,6 @@ import array
 import json
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -45,6 +43,7 @@ class _InOrderWriterFn(beam.DoFn):
 
   def setup(self):
     self._written = False  # a bundle of this split wrote its shards already
+    self._files = filesystem.FileAccess()
 
   def start_bundle(self):
     self._last = None
@@ -73,24 +72,24 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
 
   def start_bundle(self):
     super().start_bundle()
-    self._files, self._count = [], 0
+    self._shards, self._count = [], 0
 
   def process(self, example):
     self._check(example)
-    if not self._files:
-      self._files = [_ShardFile(self._path(i), self._compression, self._write_index)
-                     for i in range(self._num_shards)]
-    self._files[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
+    if not self._shards:
+      self._shards = [_ShardFile(self._path(i), self._compression, self._write_index,
+                                 self._files) for i in range(self._num_shards)]
+    self._shards[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
     self._count += 1
 
   def finish_bundle(self):
-    for handle in self._files:
+    for handle in self._shards:
       handle.close()
-    if self._files:
+    if self._shards:
       self._written = True
       for i in range(self._num_shards):
         yield _in_global_window(self._path(i))
-    self._files = []
+    self._shards = []
 
   def _path(self, index: int) -> str:
     return shard_path(self._prefix, index, self._num_shards, self._suffix)
@@ -117,15 +116,16 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   def start_bundle(self):
     super().start_bundle()
     self._file, self._count = None, 0
-    self._shards = shuffle.SizeCappedShards(self._max_bytes)
+    self._cuts = shuffle.SizeCappedShards(self._max_bytes)
 
   def process(self, example):
     self._check(example)
-    shard = self._shards.add(shuffle.framed_size(len(example.data)))
+    shard = self._cuts.add(shuffle.framed_size(len(example.data)))
     if shard == self._count:
       if self._file:
         self._file.close()
-      self._file = _ShardFile(self._temp_path(shard), self._compression, self._write_index)
+      self._file = _ShardFile(self._temp_path(shard), self._compression, self._write_index,
+                              self._files)
       self._count += 1
     self._file.write_record(example.data)
 
@@ -141,10 +141,10 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
         temps.append(self._temp_path(i) + INDEX_SUFFIX)
         finals.append(final + INDEX_SUFFIX)
       # A rename replaces an earlier attempt's file (see filesystem.replacing).
-      FileSystems.rename(temps, finals)
+      self._files.rename(temps, finals)
       yield _in_global_window(final)
-    if FileSystems.exists(self._temp_dir):  # object stores have no folders
-      FileSystems.delete([self._temp_dir])
+    if self._files.exists(self._temp_dir):  # object stores have no folders
+      self._files.delete([self._temp_dir])
 
   def _temp_path(self, index: int) -> str:
     return f'{self._temp_dir}/{index:05d}{self._suffix}'
@@ -156,10 +156,11 @@ class _ShardFile:
   tfrecord package's and DALI's index tools), from the offsets seen while
   writing, so no second pass over the shard."""
 
-  def __init__(self, path: str, compression: str, write_index: bool = False):
+  def __init__(self, path: str, compression: str, write_index: bool = False,
+               files: filesystem.FileAccess | None = None):
     self._path = path
-    self._handle = FileSystems.create(path, 'application/octet-stream',
-                                      _compression_type(compression))
+    self._files = files or filesystem.FileAccess()
+    self._handle = self._files.create(path, gzip_compressed=compression == 'gzip')
     self._lines = [] if write_index else None
     self._position = 0
 
@@ -173,7 +174,7 @@ class _ShardFile:
   def close(self) -> None:
     self._handle.close()
     if self._lines is not None:
-      with FileSystems.create(self._path + INDEX_SUFFIX) as index:
+      with self._files.create(self._path + INDEX_SUFFIX) as index:
         index.write(''.join(self._lines).encode('ascii'))
 
   def __enter__(self):
@@ -181,10 +182,6 @@ class _ShardFile:
 
   def __exit__(self, *exc_info):
     self.close()
-
-
-def _compression_type(compression: str):
-  return CompressionTypes.GZIP if compression == 'gzip' else CompressionTypes.UNCOMPRESSED
 
 
 class _SortedOrdersFn(beam.CombineFn):
@@ -252,10 +249,13 @@ class _WriteShardFn(beam.DoFn):
     self._compression = compression
     self._write_index = write_index
 
+  def setup(self):
+    self._files = filesystem.FileAccess()
+
   def process(self, grouped, num_shards):
     index, records = grouped
     path = shard_path(self._prefix, index, num_shards, self._suffix)
-    with _ShardFile(path, self._compression, self._write_index) as shard:
+    with _ShardFile(path, self._compression, self._write_index, self._files) as shard:
       for _, data in sorted(records):
         shard.write_record(data)
     yield path
@@ -354,7 +354,7 @@ class _WriteRejectedFn(beam.DoFn):
     first = next(rejections, None)
     if first is None and '://' in self._path:
       return
-    with filesystem.replacing(self._path) as handle:
+    with filesystem.FileAccess().replacing(self._path) as handle:
       for rejection in ([] if first is None else [first]):
         handle.write(rejection.to_json().encode('utf-8') + b'\n')
       for rejection in rejections:
@@ -376,11 +376,8 @@ def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
               filesystem.join(output_dir, REJECTED_FILE)), beam.pvalue.AsIter(rejections)))
 
 
-def shard_sizes(paths: list) -> dict:
-  if not paths:
-    return {}
-  results = FileSystems.match(paths)
-  return {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
+def shard_sizes(paths: list, files: filesystem.FileAccess) -> dict:
+  return files.sizes(paths) if paths else {}
 
 
 class WriteInfoFn(beam.DoFn):
@@ -399,6 +396,7 @@ class WriteInfoFn(beam.DoFn):
               content_duplicates, skipped_files=None):
     """skipped_files: with --image_dir, the first skipped file names."""
     del rejected_files  # only orders this step after the reject file is written
+    files = filesystem.FileAccess()  # one S3 client for the sizes and both files
     counts = tally.read_counts(tally_sums)
     names = list(label_map.names)
     balance = labels.class_balance(counts.class_counts, names)
@@ -408,7 +406,7 @@ class WriteInfoFn(beam.DoFn):
       count = counts.examples.get(split, 0)
       if not count:
         continue
-      sizes = shard_sizes(paths)
+      sizes = shard_sizes(paths, files)
       splits[split] = {
           'num_examples': count,
           'num_bytes': sum(sizes.values()),
@@ -425,9 +423,9 @@ class WriteInfoFn(beam.DoFn):
                                              self._settings.label_normalize, names,
                                              counts.class_counts),
         content_duplicates=content_duplicates)
-    filesystem.write_text(
+    files.write_text(
         filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
-    filesystem.write_text(
+    files.write_text(
         filesystem.join(self._output_dir, DATASET_INFO),
         json.dumps(info, indent=2, ensure_ascii=False) + '\n')
     yield info
