@@ -42,12 +42,14 @@ import apache_beam
 from apache_beam.io.filesystems import FileSystems
 startup.end()
 heavy = ('google.cloud.storage', 'google.cloud.bigquery', 'apitools', 'boto3', 'botocore',
-         'pymongo', 'pyarrow')  # google.cloud itself is a namespace made at start-up
-loaded = [m for m in heavy if m in sys.modules]
+         'pymongo', 'pyarrow', 'apache_beam.io.gcp.bigquery', 'requests', 'google.auth')
+loaded = [m for m in heavy if m in sys.modules]  # google.cloud itself: a namespace
 from transforms import filesystem
 filesystem.load_filesystem('s3://bucket/key.jpg')
 s3 = type(FileSystems.get_filesystem('s3://bucket/key.jpg')).__name__
-print(json.dumps([loaded, s3]))
+filesystem.load_filesystem('gs://bucket/key.jpg')
+gcs = type(FileSystems.get_filesystem('gs://bucket/key.jpg')).__name__
+print(json.dumps([loaded, s3, gcs]))
 """
 
 
@@ -59,15 +61,15 @@ def _fresh_import(argv: list) -> list:
 
 
 def test_local_run_imports_beam_without_cloud_packages_and_loads_s3_on_demand():
-  loaded, s3 = _fresh_import(['--manifest', 'm.csv'])
+  loaded, s3, gcs = _fresh_import(['--manifest', 'm.csv'])
   assert loaded == []
-  assert s3 == 'S3FileSystem'
+  assert (s3, gcs) == ('S3FileSystem', 'GCSFileSystem')
 
 
 def test_run_naming_a_url_imports_beam_whole():
-  loaded, s3 = _fresh_import(['--manifest', 'gs://bucket/m.csv'])
-  assert {'google.cloud.storage', 'boto3'} <= set(loaded)
-  assert s3 == 'S3FileSystem'
+  loaded, s3, gcs = _fresh_import(['--manifest', 'gs://bucket/m.csv'])
+  assert {'google.cloud.storage', 'boto3', 'apache_beam.io.gcp.bigquery'} <= set(loaded)
+  assert (s3, gcs) == ('S3FileSystem', 'GCSFileSystem')
 
 
 @pytest.mark.parametrize('runner, local', [
