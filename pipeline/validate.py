@@ -35,7 +35,7 @@ from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.tags import PROBLEMS
-from transforms.tags import SUMMARIES
+from transforms.tags import TALLIES
 from transforms.tags import WARNINGS
 from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
@@ -106,8 +106,8 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
                  input_dir, expected, pool.threads, pool.processes, spread=not single,
                  check=check_records, span_processes=span_processes(
                      check_threads, check_processes, single, input_dir, shards)))
-  summaries, problems, warnings = checked[SUMMARIES], checked[PROBLEMS], checked[WARNINGS]
-  tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
+  problems, warnings = checked[PROBLEMS], checked[WARNINGS]
+  tallies = (checked[TALLIES],
              problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
              warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)

@@ -434,3 +434,28 @@ def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
   assert validation.split_tallies(sums) == (
       {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1},
       {'cross_split_duplicate': 1})
+
+
+def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
+  from transforms.core import validation
+  summaries = [validation.RecordSummary('train', 's0', 0, 1, 'a', 'sha-x'),
+               validation.RecordSummary('train', 's0', 1, (0, 2), 'b', 'sha-y'),
+               validation.RecordSummary('train', 's1', 0, 1, 'a', None),
+               validation.RecordSummary('test', 's2', 0, 0, 'c', 'sha-x'),
+               validation.RecordSummary('test', 's2', 1, None, None, None)]
+  whole, first, second = (validation.RecordFacts() for _ in range(3))
+  for i, summary in enumerate(summaries):
+    whole.add(summary)
+    (first if i % 2 else second).add(summary)
+  merged = validation.RecordFacts().merge(second).merge(first)
+  assert merged.tallies == whole.tallies == {
+      ('shard', ('train', 's0')): 2, ('shard', ('train', 's1')): 1,
+      ('shard', ('test', 's2')): 2, ('label', 1): 2, ('label', 0): 2, ('label', 2): 1,
+      ('label', None): 1}
+  for facts in (merged, whole):
+    assert facts.duplicate_key_problems() == [validation.Problem(
+        'duplicate_key', 's1', 0, "key 'a' appears 2 times; first at s0#0")]
+    [warning] = facts.cross_split_warnings()
+    assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's0', 0)
+    assert warning.detail.startswith("key 'a' (train) has the same bytes (SHA-256 sha-x...)")
+    assert "first: key 'c' (test) at s2#0" in warning.detail

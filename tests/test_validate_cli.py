@@ -173,6 +173,36 @@ def test_duplicate_keys(converted):
   assert report['problems_by_kind'] == {'duplicate_key': 1}
 
 
+def test_one_local_worker_reports_as_distributed_grouping_does(converted):
+  """A single local worker gathers the records' facts in the reader
+  (RecordFacts); with --direct_num_workers 2 they are grouped by key and by
+  source digest: the same report, byte for byte."""
+  shard = first_shard(converted)
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  shard.write_bytes(b''.join(frame(r) for r in records + records[:2]))
+  test_shard = converted / 'test-00000-of-00001.tfrecord'
+  test_shard.write_bytes(b''.join(frame(r) for r in records[2:4]))
+  rewrite_first_record(converted, lambda f: f.update({'image/height': ('float', [16.0])}))
+  info = read_info(converted)
+  info['splits']['train']['num_examples'] += 2
+  info['splits']['test'] = dict(info['splits']['train'], num_examples=2,
+                                shards=[test_shard.name])
+  info['num_examples'] += 4
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  code, gathered = run_validate(converted)
+  assert code == EXIT_FAILED
+  # records 0 and 1 repeated in train, 2 and 3 in test; record 0 is damaged,
+  # so its key is not counted: 3 repeats.
+  assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1}
+  assert gathered['warnings_by_kind'] == {'cross_split_duplicate': 2}
+  assert gathered['num_examples'] == 13
+  text = (converted / 'validation_report.json').read_bytes()
+  code, grouped = run_validate(converted, '--direct_num_workers', '2')
+  assert code == EXIT_FAILED and grouped == gathered
+  assert (converted / 'validation_report.json').read_bytes() == text
+
+
 def test_count_mismatch_with_info_and_expected_count(converted):
   info = read_info(converted)
   info['splits']['train']['num_examples'] = 10

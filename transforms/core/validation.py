@@ -154,6 +154,18 @@ def warning_tally(warning: Problem) -> tuple:
   return (_WARNING, warning.kind), 1
 
 
+def duplicate_key_problems(key: str, places: list) -> list:
+  """A key's records [(shard, record), ...] -> a duplicate_key Problem for
+  every repeat of the key (none for a key seen once)."""
+  places = sorted(places)
+  if len(places) < 2:
+    return []
+  first = f'{places[0][0]}#{places[0][1]}'
+  return [Problem('duplicate_key', shard, record,
+                  f'key {key!r} appears {len(places)} times; first at {first}')
+          for shard, record in places[1:]]
+
+
 def cross_split_copies(sha256: str, places: list) -> list:
   """Records with the same source bytes: [(split, shard, record, key), ...]
   -> a cross_split_duplicate warning for each record in another split than
@@ -168,6 +180,45 @@ def cross_split_copies(sha256: str, places: list) -> list:
                   f'as {len(places) - 1} other record(s) (copies in {", ".join(splits)}); '
                   f'first: key {first[3]!r} ({first[0]}) at {first[1]}#{first[2]}')
           for split, shard, record, key in places if split != first[0]]
+
+
+@dataclasses.dataclass
+class RecordFacts:
+  """What the report needs of checked records, gathered in one place (a
+  single local worker): their tallies, and where each key and each source
+  digest was seen. It holds every key, as grouping by key on one worker
+  would; distributed runners group by key instead (validate_shards)."""
+  tallies: dict = dataclasses.field(default_factory=dict)  # tally key -> count
+  key_places: dict = dataclasses.field(default_factory=dict)  # key -> [(shard, record)]
+  # source SHA-256 -> [(split, shard, record, key)]
+  content_places: dict = dataclasses.field(default_factory=dict)
+
+  def add(self, summary: RecordSummary) -> None:
+    for tally, count in summary_tallies(summary):
+      self.tallies[tally] = self.tallies.get(tally, 0) + count
+    if summary.key is not None:
+      self.key_places.setdefault(summary.key, []).append((summary.shard, summary.record))
+    if summary.sha256:
+      self.content_places.setdefault(summary.sha256, []).append(
+          (summary.split, summary.shard, summary.record, summary.key))
+
+  def merge(self, other: RecordFacts) -> RecordFacts:
+    """Adds `other` into this one; -> this one."""
+    for tally, count in other.tallies.items():
+      self.tallies[tally] = self.tallies.get(tally, 0) + count
+    for mine, theirs in ((self.key_places, other.key_places),
+                         (self.content_places, other.content_places)):
+      for name, places in theirs.items():
+        mine.setdefault(name, []).extend(places)
+    return self
+
+  def duplicate_key_problems(self) -> list:
+    return [problem for key, places in self.key_places.items()
+            for problem in duplicate_key_problems(key, places)]
+
+  def cross_split_warnings(self) -> list:
+    return [warning for sha256, places in self.content_places.items()
+            for warning in cross_split_copies(sha256, places)]
 
 
 def split_tallies(sums: dict) -> tuple:
