@@ -18,6 +18,7 @@ from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import plan_spans
 from transforms.core.tfrecord import read_records
 from transforms.core.validation import check_records
+from transforms.workers.pooled_step import PoolSize
 from transforms.workers.shard_span import check_span
 
 
@@ -98,3 +99,37 @@ def test_check_span_reads_its_records_only(converted_sample):
   labels = [result[0] for _, checked, _ in results for result in checked]
   assert len(labels) == 9 and sorted(labels) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
   assert len(spans) > 2
+
+
+MB = 1 << 20
+
+
+@pytest.mark.parametrize('flags,encoding,single,sizes,expected', [
+    # small local shards: JPEG checked on threads (processes would not pay)
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 0), 0)),
+    ((0, 0), 'raw', True, {'train-0.tfrecord': MB}, (PoolSize(1, 0), 0)),
+    # big uncompressed: span processes read them; the reader has nothing left
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord': 20 * MB, 'test-0.tfrecord': 20 * MB},
+     (PoolSize(3, 0), 2)),
+    # big compressed: read here, checked in processes; no span process idles
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(3, 2), 0)),
+    ((0, 0), 'raw', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(1, 0), 0)),
+    # asked for: as asked, whatever the size
+    ((2, 0), 'jpeg', True, {'train-0.tfrecord': 40 * MB}, (PoolSize(2, 0), 0)),
+    ((0, 3), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 3), 3)),
+    # distributed: the runner spreads the shards
+    ((0, 0), 'jpeg', False, {'train-0.tfrecord': 40 * MB}, (PoolSize(1, 0), 0)),
+])
+def test_check_pools_follow_the_size_of_the_shards(tmp_path, flags, encoding, single, sizes,
+                                                   expected):
+  for name, size in sizes.items():
+    with open(tmp_path / name, 'wb') as handle:
+      handle.truncate(size)  # sparse: no disk used
+  shards = [(name.split('-')[0], name) for name in sizes]
+  assert validate.check_pools(*flags, encoding, single, str(tmp_path), shards, 2) == expected
+
+
+def test_check_pools_of_a_remote_dataset_leave_sizes_alone():
+  shards = [('train', 'train-0.tfrecord')]
+  assert validate.check_pools(0, 0, 'jpeg', True, 's3://bucket/out', shards, 2) == (
+      PoolSize(3, 2), 0)

@@ -23,7 +23,8 @@ class PoolSize:
 
 
 def pool_size(threads: int, processes: int, encoding: str, single_local_worker: bool,
-              cpu_count: int, inline_raw: bool = False, timeout_s: float = 0.0) -> PoolSize:
+              cpu_count: int, inline_raw: bool = False, timeout_s: float = 0.0,
+              processes_pay: bool = True) -> PoolSize:
   """The pool converting images (convert) or checking records (validate) in
   one worker. threads/processes: what the user asked for (0: choose);
   encoding: of the output images; inline_raw: raw images need no pool (validate
@@ -46,6 +47,9 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
   With a time limit (timeout_s, convert's --image_timeout_s), processes
   unless threads were asked for, for every encoding: only a process can be
   stopped. One per core on a single local worker, else one per worker.
+
+  processes_pay=False: too little work to pay for starting processes (known
+  to validate, from the shards' size): threads instead, as if asked for.
   """
   if threads:
     chosen_threads = threads
@@ -57,7 +61,7 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
     chosen_processes = processes
   elif timeout_s and not threads:
     chosen_processes = cpu_count if single_local_worker else 1
-  elif threads or encoding == 'raw' or not single_local_worker:
+  elif threads or encoding == 'raw' or not single_local_worker or not processes_pay:
     chosen_processes = 0
   else:
     chosen_processes = cpu_count
