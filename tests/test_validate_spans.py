@@ -66,6 +66,7 @@ def damaged_dataset(sample):
 
 
 def report_of(out, *flags):
+  (out / 'validation_report.json').unlink(missing_ok=True)  # none left by an earlier run
   assert validate.main(['--input_dir', str(out), *flags]) == EXIT_FAILED
   return json.loads((out / 'validation_report.json').read_text())
 
@@ -85,6 +86,21 @@ def test_spans_give_the_same_report_as_reading_here(sample, monkeypatch):
 
 
 @pytest.mark.xdist_group('converted_sample')  # shares test_validate_cli's raw 16x16 run
+def test_whole_shards_give_the_same_report_as_reading_here(sample, monkeypatch):
+  """With enough shards per check process, each reads whole shards: no pass
+  over the record headers to cut spans."""
+  out = damaged_dataset(sample)
+  here = report_of(out, '--check_threads', '1')
+  monkeypatch.setattr(validate, 'WHOLE_SHARDS_PER_PROCESS', 1)  # 3 shards, 2 processes
+
+  def no_spans(*args):
+    raise AssertionError('spans were planned')
+  monkeypatch.setattr(validate_shards, 'plan_spans', no_spans)
+  assert report_of(out, '--check_processes', '2') == here
+  assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
+                                      'truncated_shard': 1}
+
+
 def test_check_span_reads_its_records_only(converted_sample):
   _, out = converted_sample('--height', '16', '--width', '16')
   info = read_info(out)
