@@ -62,36 +62,36 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 
-# Below this many bytes of shards, starting check processes costs more than
-# they save (a child's start is ~0.1 s of CPU; 10 raw 300x300 records take
-# ~3 ms to check here; 10 JPEG 224x224 records were validated in 2.31 s with
-# check processes, 1.98 s on threads: median of 4).
+# Below this many bytes of local uncompressed shards, starting span processes
+# costs more than reading here saves (a child's start is ~0.1 s of CPU; 10
+# raw 300x300 records take ~3 ms to check here).
 SPAN_MIN_BYTES = 32 << 20
-# From this many local uncompressed shards per span process, spans are whole shards.
+# From this many local uncompressed shards per span process, none of them
+# over 1 / (2 x processes) of their bytes, each process reads whole shards:
+# enough shards keep every process busy, and no pass over the record headers
+# here cuts them into spans (25 shards of 128 MiB, 2 processes: 2.81 -> 2.60 s
+# after imports, median of 6). A span's results come back in one message.
 WHOLE_SHARDS_PER_PROCESS = 4
 
 
 def check_pools(check_threads: int, check_processes: int, encoding: str,
                 single_local_worker: bool, input_dir: str, shards: list,
                 cpu_count: int) -> tuple:
-  """-> (PoolSize of the reader's own checks, span processes): the check
-  processes that read local uncompressed shards themselves (ReadShardFn's
-  spans), and the pool checking the records of the shards the reader reads
-  (compressed, remote, or all of them without spans).
+  """-> (PoolSize of the reader's own checks, span processes, whole shards):
+  the check processes that read local uncompressed shards themselves
+  (ReadShardFn's spans, whole shards or 8 MiB spans), and the pool checking
+  the records of the shards the reader reads (compressed, remote, or all of
+  them without spans).
 
   --check_processes N asks for N of both, --check_threads N for N threads and
   no processes. By default on a single local worker: one span process per
   core once the local uncompressed shards hold SPAN_MIN_BYTES; the reader's
-  pool then (pool_size) starts processes only for at least as many bytes
-  of its own shards, threads below that. None on other runners (they spread
-  shards over workers).
+  pool (pool_size) then starts no processes unless compressed shards are left
+  for it. None on other runners (they spread shards over workers).
   """
-  if check_processes or check_threads or not single_local_worker or '://' in input_dir:
-    spans = check_processes
-    return pool_size(check_threads, check_processes, encoding, single_local_worker,
-                     cpu_count, inline_raw=True), spans
-  plain = compressed = 0
-  for _, shard in shards:
+  local = '://' not in input_dir
+  plain, compressed = {}, 0
+  for _, shard in (shards if local else ()):
     try:
       size = os.path.getsize(os.path.join(input_dir, shard))
     except OSError:
@@ -99,11 +99,18 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
     if shard.endswith('.gz'):
       compressed += size
     else:
-      plain += size
-  spans = cpu_count if plain >= SPAN_MIN_BYTES else 0
-  read_here = compressed + (0 if spans else plain)
-  return pool_size(0, 0, encoding, single_local_worker, cpu_count, inline_raw=True,
-                   processes_pay=read_here >= SPAN_MIN_BYTES), spans
+      plain[shard] = size
+  if check_processes or check_threads or not local or not single_local_worker:
+    pool = pool_size(check_threads, check_processes, encoding, single_local_worker,
+                     cpu_count, inline_raw=True)
+    spans = check_processes  # remote shards are read in the worker all the same
+  else:
+    spans = cpu_count if sum(plain.values()) >= SPAN_MIN_BYTES else 0
+    pool = pool_size(0, 0, encoding, single_local_worker, cpu_count, inline_raw=True,
+                     records_here=not spans or compressed > 0)
+  whole = bool(spans) and len(plain) >= WHOLE_SHARDS_PER_PROCESS * spans and (
+      max(plain.values()) * 2 * spans <= sum(plain.values()))
+  return pool, spans, whole
 
 
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
@@ -116,13 +123,9 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
   """
   expected = validation.Expected.from_info(info)
   single = launch.single_local_worker(p.options)
-  pool, spans = check_pools(check_threads, check_processes, expected.image.encoding,
-                            single, input_dir, shards, os.cpu_count() or 1)
-  # Enough shards keep every span process busy by themselves: each reads whole
-  # shards, with no pass over the record headers here to cut them into spans
-  # (25 shards of 128 MiB, 2 processes: 2.81 -> 2.60 s after imports, median of 6).
-  plain_shards = [shard for _, shard in shards if not shard.endswith('.gz')]
-  whole_shards = bool(spans) and len(plain_shards) >= WHOLE_SHARDS_PER_PROCESS * spans
+  pool, spans, whole_shards = check_pools(
+      check_threads, check_processes, expected.image.encoding, single, input_dir, shards,
+      os.cpu_count() or 1)
   checked = (p
              | 'ShardList' >> beam.Create(shards, reshuffle=False)
              | 'CheckShards' >> CheckShards(

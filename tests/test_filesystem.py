@@ -111,7 +111,7 @@ def test_local_paths_every_operation_and_no_s3_client(tmp_path):
   sizes = dict(files.list(f'{folder}/'))
   assert sizes == {f'{folder}/a.txt': 5,
                    f'{folder}/b.txt.gz': os.path.getsize(f'{folder}/b.txt.gz')}
-  assert files.sizes([f'{folder}/a.txt']) == {f'{folder}/a.txt': 5}
+  assert files.sizes([f'{folder}/a.txt', f'{folder}/gone.txt']) == {f'{folder}/a.txt': 5}
   files.write_text(f'{folder}/c.txt', 'old')
   files.rename([f'{folder}/a.txt'], [f'{folder}/c.txt'])  # over an existing file
   assert files.read_text(f'{folder}/c.txt') == 'plain'

@@ -377,7 +377,7 @@ def test_file_access_does_every_operation_with_one_client_per_thread(server, s3)
     assert files.read_text(f'{root}/b.txt.gz') == 'squeezed ' * 10
     assert sorted(path for path, _ in files.list(f'{root}/')) == [
         f'{root}/a.bin', f'{root}/b.txt.gz', f'{root}/tmp/c.txt']
-    assert files.sizes([f'{root}/a.bin']) == {f'{root}/a.bin': 5}
+    assert files.sizes([f'{root}/a.bin', f'{root}/gone.bin']) == {f'{root}/a.bin': 5}
     files.rename([f'{root}/a.bin'], [f'{root}/d.bin'])
     files.delete([f'{root}/tmp/'])
     assert keys(s3, 'access') == ['b.txt.gz', 'd.bin']

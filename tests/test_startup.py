@@ -49,6 +49,12 @@ filesystem.load_filesystem('s3://bucket/key.jpg')
 s3 = type(FileSystems.get_filesystem('s3://bucket/key.jpg')).__name__
 filesystem.load_filesystem('gs://bucket/key.jpg')
 gcs = type(FileSystems.get_filesystem('gs://bucket/key.jpg')).__name__
+# An S3 client can be made (Beam's client module kept `boto3 = None` from a
+# deferred import: "Missing boto3 requirement"); making one sends no request.
+from apache_beam.io.aws import s3io
+from apache_beam.options.pipeline_options import PipelineOptions
+s3io.S3IO(options=PipelineOptions(['--s3_region_name', 'us-east-1',
+                                   '--s3_endpoint_url', 'http://127.0.0.1:9']))
 print(json.dumps([loaded, s3, gcs]))
 """
 

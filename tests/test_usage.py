@@ -211,6 +211,19 @@ def test_truncated_gzip_manifest_fails_instead_of_losing_rows(tmp_path, capsys):
   assert not (tmp_path / 'out' / 'dataset_info.json').exists()
 
 
+def test_gzip_manifest_cut_inside_its_header_is_a_usage_error(tmp_path, capsys):
+  import gzip
+  data = gzip.compress(b'image,label\nimg0.png,cat\n')
+  (tmp_path / 'm.csv.gz').write_bytes(data[:15])
+  code = convert.main(['--manifest', str(tmp_path / 'm.csv.gz'), '--output_dir',
+                       str(tmp_path / 'out')])
+  assert code == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: cannot read manifest {tmp_path / "m.csv.gz"}: EOFError: ')
+  assert len(err.strip().splitlines()) == 1
+  assert not (tmp_path / 'out').exists()
+
+
 def test_threads_and_processes_are_one_choice(sample, capsys):
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--image_threads', '2', '--image_processes', '2'])

@@ -91,12 +91,12 @@ def test_whole_shards_give_the_same_report_as_reading_here(sample, monkeypatch):
   over the record headers to cut spans."""
   out = damaged_dataset(sample)
   here = report_of(out, '--check_threads', '1')
-  monkeypatch.setattr(validate, 'WHOLE_SHARDS_PER_PROCESS', 1)  # 3 shards, 2 processes
+  monkeypatch.setattr(validate, 'WHOLE_SHARDS_PER_PROCESS', 1)  # 3 shards, 1 process
 
   def no_spans(*args):
     raise AssertionError('spans were planned')
   monkeypatch.setattr(validate_shards, 'plan_spans', no_spans)
-  assert report_of(out, '--check_processes', '2') == here
+  assert report_of(out, '--check_processes', '1') == here
   assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
                                       'truncated_shard': 1}
 
@@ -120,21 +120,32 @@ def test_check_span_reads_its_records_only(converted_sample):
 MB = 1 << 20
 
 
+def equal_shards(count: int, size: int) -> dict:
+  return {f'train-{i}.tfrecord': size for i in range(count)}
+
+
 @pytest.mark.parametrize('flags,encoding,single,sizes,expected', [
-    # small local shards: JPEG checked on threads (processes would not pay)
-    ((0, 0), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 0), 0)),
-    ((0, 0), 'raw', True, {'train-0.tfrecord': MB}, (PoolSize(1, 0), 0)),
+    # small local shards: read here; JPEG checked in processes (crash isolation)
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 2), 0, False)),
+    ((0, 0), 'raw', True, {'train-0.tfrecord': MB}, (PoolSize(1, 0), 0, False)),
     # big uncompressed: span processes read them; the reader has nothing left
     ((0, 0), 'jpeg', True, {'train-0.tfrecord': 20 * MB, 'test-0.tfrecord': 20 * MB},
-     (PoolSize(3, 0), 2)),
-    # big compressed: read here, checked in processes; no span process idles
-    ((0, 0), 'jpeg', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(3, 2), 0)),
-    ((0, 0), 'raw', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(1, 0), 0)),
+     (PoolSize(3, 0), 2, False)),
+    # ... in whole shards once there are 4 per process, none too big
+    ((0, 0), 'jpeg', True, equal_shards(8, 5 * MB), (PoolSize(3, 0), 2, True)),
+    ((0, 0), 'raw', True, {**equal_shards(7, MB), 'test-0.tfrecord': 63 * MB},
+     (PoolSize(1, 0), 2, False)),
+    # compressed: read here, checked in processes; no span process idles
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(3, 2), 0, False)),
+    ((0, 0), 'raw', True, {'train-0.tfrecord.gz': 40 * MB}, (PoolSize(1, 0), 0, False)),
+    ((0, 0), 'jpeg', True, {'train-0.tfrecord': 40 * MB, 'test-0.tfrecord.gz': MB},
+     (PoolSize(3, 2), 2, False)),
     # asked for: as asked, whatever the size
-    ((2, 0), 'jpeg', True, {'train-0.tfrecord': 40 * MB}, (PoolSize(2, 0), 0)),
-    ((0, 3), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 3), 3)),
+    ((2, 0), 'jpeg', True, {'train-0.tfrecord': 40 * MB}, (PoolSize(2, 0), 0, False)),
+    ((0, 3), 'jpeg', True, {'train-0.tfrecord': MB}, (PoolSize(3, 3), 3, False)),
+    ((0, 1), 'raw', True, equal_shards(8, MB), (PoolSize(1, 1), 1, True)),
     # distributed: the runner spreads the shards
-    ((0, 0), 'jpeg', False, {'train-0.tfrecord': 40 * MB}, (PoolSize(1, 0), 0)),
+    ((0, 0), 'jpeg', False, {'train-0.tfrecord': 40 * MB}, (PoolSize(1, 0), 0, False)),
 ])
 def test_check_pools_follow_the_size_of_the_shards(tmp_path, flags, encoding, single, sizes,
                                                    expected):
@@ -148,4 +159,4 @@ def test_check_pools_follow_the_size_of_the_shards(tmp_path, flags, encoding, si
 def test_check_pools_of_a_remote_dataset_leave_sizes_alone():
   shards = [('train', 'train-0.tfrecord')]
   assert validate.check_pools(0, 0, 'jpeg', True, 's3://bucket/out', shards, 2) == (
-      PoolSize(3, 2), 0)
+      PoolSize(3, 2), 0, False)

@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import importlib
 import posixpath
+import sys
 import threading
 from typing import Optional
 
@@ -29,10 +30,19 @@ _DEFERRED_FILESYSTEMS = {
 
 
 def load_filesystem(path: str) -> None:
-  """Makes sure Beam's filesystem for `path`'s scheme is registered."""
-  module = _DEFERRED_FILESYSTEMS.get(path.split('://', 1)[0]) if '://' in path else None
+  """Makes sure Beam's filesystem for `path`'s scheme is registered, with its
+  client library."""
+  scheme = path.split('://', 1)[0] if '://' in path else None
+  module = _DEFERRED_FILESYSTEMS.get(scheme)
   if module:
     importlib.import_module(module)
+  if scheme == 's3':
+    # Beam's S3 client module is imported with Beam, and it keeps `boto3 =
+    # None` when boto3 was left out then: a local run with s3:// images in
+    # its manifest would reject every one ("Missing boto3 requirement").
+    client = sys.modules.get('apache_beam.io.aws.clients.s3.boto3_client')
+    if client is not None and client.boto3 is None:
+      importlib.reload(client)
 
 
 def _beam_s3io():
@@ -119,10 +129,15 @@ class FileAccess:
             for m in r.metadata_list]
 
   def sizes(self, paths: list) -> dict:
-    """{path: size in bytes} of existing files."""
-    if paths and _is_s3(paths[0]):
-      return {path: self._s3().size(path) for path in paths}
-    return {m.path: m.size_in_bytes for r in FileSystems.match(paths) for m in r.metadata_list}
+    """{path: size in bytes} of those of `paths` that exist (one listing per
+    folder on S3)."""
+    if not paths or not _is_s3(paths[0]):
+      return {m.path: m.size_in_bytes for r in FileSystems.match(paths)
+              for m in r.metadata_list}
+    wanted = set(paths)
+    folders = sorted({path.rsplit('/', 1)[0] + '/' for path in paths})
+    return {path: size for folder in folders for path, size in self.list(folder)
+            if path in wanted}
 
   def s3_client(self):
     """The boto3 client of this thread's S3 connection (for requests Beam's
@@ -197,7 +212,7 @@ def read_errors() -> tuple:
   missing or unreadable (OSError, Beam's BeamIOError), or refused by the object
   store (S3 or GCS client errors, e.g. access denied). Use in an except clause:
   it is only evaluated when something was raised."""
-  errors = [OSError]
+  errors = [OSError, EOFError]  # EOFError: a cut-off .gz (Python's gzip)
   for module, name in (('apache_beam.io.aws.clients.s3.messages', 'S3ClientError'),
                        ('google.api_core.exceptions', 'GoogleAPIError')):
     try:

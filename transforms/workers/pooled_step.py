@@ -24,7 +24,7 @@ class PoolSize:
 
 def pool_size(threads: int, processes: int, encoding: str, single_local_worker: bool,
               cpu_count: int, inline_raw: bool = False, timeout_s: float = 0.0,
-              processes_pay: bool = True) -> PoolSize:
+              records_here: bool = True) -> PoolSize:
   """The pool converting images (convert) or checking records (validate) in
   one worker. threads/processes: what the user asked for (0: choose);
   encoding: of the output images; inline_raw: raw images need no pool (validate
@@ -48,8 +48,8 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
   unless threads were asked for, for every encoding: only a process can be
   stopped. One per core on a single local worker, else one per worker.
 
-  processes_pay=False: too little work to pay for starting processes (known
-  to validate, from the shards' size): threads instead, as if asked for.
+  records_here=False: the step gets no records of its own (validate's span
+  processes read every shard): no processes to start.
   """
   if threads:
     chosen_threads = threads
@@ -61,7 +61,7 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
     chosen_processes = processes
   elif timeout_s and not threads:
     chosen_processes = cpu_count if single_local_worker else 1
-  elif threads or encoding == 'raw' or not single_local_worker or not processes_pay:
+  elif threads or encoding == 'raw' or not single_local_worker or not records_here:
     chosen_processes = 0
   else:
     chosen_processes = cpu_count
