@@ -103,7 +103,9 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
   if check_processes or check_threads or not local or not single_local_worker:
     pool = pool_size(check_threads, check_processes, encoding, single_local_worker,
                      cpu_count, inline_raw=True)
-    spans = check_processes  # remote shards are read in the worker all the same
+    # --check_processes N: N span processes as asked (remote and .gz shards
+    # are still read by the reader, in its N check processes).
+    spans = check_processes
   else:
     spans = cpu_count if sum(plain.values()) >= SPAN_MIN_BYTES else 0
     pool = pool_size(0, 0, encoding, single_local_worker, cpu_count, inline_raw=True,

@@ -100,6 +100,7 @@ class FileAccess:
   def rename(self, sources: list, destinations: list) -> None:
     """Each source renamed over its destination (BeamIOError if any fails)."""
     if not sources or not _is_s3(sources[0]):
+      load_filesystem(sources[0] if sources else '')
       FileSystems.rename(sources, destinations)
       return
     failed = {(source, destination): error for source, destination, error
@@ -111,6 +112,7 @@ class FileAccess:
     """Deletes files, and folders given with a trailing '/' (BeamIOError if
     any fails)."""
     if not paths or not _is_s3(paths[0]):
+      load_filesystem(paths[0] if paths else '')
       FileSystems.delete(paths)
       return
     failed = {path: error for path, error in self._s3().delete_paths(paths).items() if error}
@@ -131,7 +133,10 @@ class FileAccess:
   def sizes(self, paths: list) -> dict:
     """{path: size in bytes} of those of `paths` that exist (one listing per
     folder on S3)."""
-    if not paths or not _is_s3(paths[0]):
+    if not paths:
+      return {}
+    if not _is_s3(paths[0]):
+      load_filesystem(paths[0])
       return {m.path: m.size_in_bytes for r in FileSystems.match(paths)
               for m in r.metadata_list}
     wanted = set(paths)

@@ -42,10 +42,10 @@ class ReadShardFn(beam.DoFn):
   With span_processes > 0, a local uncompressed shard is cut into spans of
   SPAN_BYTES (whole_shards: a span is a whole shard) that that many child
   processes read, verify and check themselves (check_span): shards are read
-  concurrently, and no record crosses a pipe. Other shards are read by this thread, which verifies the framing;
-  with threads > 1 their records are checked on a PooledStep (JPEG/PNG
-  decoding releases the GIL), with processes > 0 in that many child processes,
-  in batches. `check`: what checks a batch of records (tests swap it). Only
+  concurrently, and no record crosses a pipe. Other shards are read by this
+  thread, which verifies the framing; with threads > 1 their records are
+  checked on a PooledStep (JPEG/PNG decoding releases the GIL), with
+  processes > 0 in that many child processes, in batches. `check`: what checks a batch of records (tests swap it). Only
   the global window is used (outputs of finish_bundle are placed in it).
   """
 

@@ -350,15 +350,15 @@ class _WriteRejectedFn(beam.DoFn):
     self._path = path
 
   def process(self, _, rejections):
-    rejections = iter(rejections)
-    first = next(rejections, None)
+    lines = (rejection.to_json().encode('utf-8') + b'\n' for rejection in rejections)
+    first = next(lines, None)
     if first is None and '://' in self._path:
       return
     with filesystem.FileAccess().replacing(self._path) as handle:
-      for rejection in ([] if first is None else [first]):
-        handle.write(rejection.to_json().encode('utf-8') + b'\n')
-      for rejection in rejections:
-        handle.write(rejection.to_json().encode('utf-8') + b'\n')
+      if first is not None:
+        handle.write(first)
+      for line in lines:
+        handle.write(line)
     yield self._path
 
 
@@ -374,10 +374,6 @@ def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
           | 'Once' >> beam.Impulse()
           | 'WriteJsonl' >> beam.ParDo(_WriteRejectedFn(
               filesystem.join(output_dir, REJECTED_FILE)), beam.pvalue.AsIter(rejections)))
-
-
-def shard_sizes(paths: list, files: filesystem.FileAccess) -> dict:
-  return files.sizes(paths) if paths else {}
 
 
 class WriteInfoFn(beam.DoFn):
@@ -406,7 +402,7 @@ class WriteInfoFn(beam.DoFn):
       count = counts.examples.get(split, 0)
       if not count:
         continue
-      sizes = shard_sizes(paths, files)
+      sizes = files.sizes(paths)
       splits[split] = {
           'num_examples': count,
           'num_bytes': sum(sizes.values()),
