@@ -11,6 +11,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipeline.beam_signatures import remember_method_signatures
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
 EXIT_USAGE = 2
@@ -109,6 +111,7 @@ def main_with_exit_codes(run, argv=None) -> int:
   """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
   argv = list(sys.argv[1:] if argv is None else argv)
   configure_logging()
+  remember_method_signatures()
   try:
     return run(argv)
   except UsageError as error:

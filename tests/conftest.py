@@ -62,6 +62,14 @@ def make_sample(root: pathlib.Path) -> Sample:
   return Sample(root, manifest, labels, root / 'out')
 
 
+@pytest.fixture(scope='session', autouse=True)
+def _beam_remembers_method_signatures():
+  """What every command run does (launch.main_with_exit_codes), for the
+  TestPipeline tests too: about 0.35 s less per pipeline run."""
+  from pipeline.beam_signatures import remember_method_signatures
+  remember_method_signatures()
+
+
 @pytest.fixture
 def sample(tmp_path) -> Sample:
   """The nine-image sample in this test's own tmp folder (free to change)."""
