@@ -107,28 +107,40 @@ def test_write_index_with_gzip_is_a_usage_error(source, tmp_path, capsys):
 TFRECORD_SCRIPT = """
 import hashlib, json, sys
 import tfrecord
-path, index, shard, compression = json.loads(sys.argv[1])
-description = {'image/encoded': 'byte', 'image/class/label': 'int', 'image/key': 'byte'}
-if index:
-  description['weight'] = 'float'
-rows = []
-for r in tfrecord.tfrecord_loader(path, index, description, shard=shard and tuple(shard),
-                                  compression_type=compression):
-  rows.append([bytes(r['image/key']).decode(), int(r['image/class/label'][0]),
-               hashlib.sha256(bytes(r['image/encoded'])).hexdigest(),
-               r['weight'].tolist() if 'weight' in r else None])
-print(json.dumps(rows))
+found = []
+for path, index, shard, compression in json.loads(sys.argv[1]):
+  description = {'image/encoded': 'byte', 'image/class/label': 'int', 'image/key': 'byte'}
+  if index:
+    description['weight'] = 'float'
+  rows = []
+  for r in tfrecord.tfrecord_loader(path, index, description, shard=shard and tuple(shard),
+                                    compression_type=compression):
+    rows.append([bytes(r['image/key']).decode(), int(r['image/class/label'][0]),
+                 hashlib.sha256(bytes(r['image/encoded'])).hexdigest(),
+                 r['weight'].tolist() if 'weight' in r else None])
+  found.append(rows)
+print(json.dumps(found))
 """
 
 
-def tfrecord_package(path, index=None, shard=None, compression=None) -> list:
+def tfrecord_package_reads(reads: list) -> list:
+  """[(path, index, shard, compression), ...] -> the rows of each read, all in
+  one process (its start and import cost ~0.4 s)."""
   if importlib.util.find_spec('tfrecord') is None:  # not imported here: see above
     pytest.skip('needs the tfrecord package')
-  done = subprocess.run([sys.executable, '-c', TFRECORD_SCRIPT,
-                         json.dumps([str(path), index and str(index), shard, compression])],
+  jobs = [[str(path), index and str(index), shard, compression]
+          for path, index, shard, compression in reads]
+  done = subprocess.run([sys.executable, '-c', TFRECORD_SCRIPT, json.dumps(jobs)],
                         capture_output=True, text=True, timeout=120)
   assert done.returncode == 0, done.stderr[-2000:]
-  return json.loads(done.stdout)
+  found = json.loads(done.stdout)
+  assert len(found) == len(reads)
+  return found
+
+
+def tfrecord_package(path, index=None, shard=None, compression=None) -> list:
+  [rows] = tfrecord_package_reads([(path, index, shard, compression)])
+  return rows
 
 
 def _digest(example) -> str:
@@ -139,15 +151,19 @@ def _digest(example) -> str:
 @pytest.mark.slow
 def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
   info = read_info(indexed)
+  # each shard whole, then in two halves found through its index (two workers)
+  shards = [indexed / shard for declared in info['splits'].values()
+            for shard in declared['shards']]
+  reads = [job for path in shards for job in [
+      (path, None, None, None), *[(path, f'{path}.index', (n, 2), None) for n in range(2)]]]
+  found = iter(tfrecord_package_reads(reads))
   for split, declared in info['splits'].items():
     expected = {e['key']: e for e in read.examples(str(indexed), split)}
     seen = []
-    for shard in declared['shards']:
-      path = indexed / shard
-      whole = tfrecord_package(path)
+    for _ in declared['shards']:
+      whole = next(found)
       keys = [r[0] for r in whole]
-      # two workers, each its half of the shard, found through the index
-      halves = [tfrecord_package(path, f'{path}.index', (n, 2)) for n in range(2)]
+      halves = [next(found), next(found)]
       assert [r[0] for r in halves[0] + halves[1]] == keys
       assert len(halves[0]) == len(keys) // 2
       for key, label, digest, weight in halves[0] + halves[1]:
