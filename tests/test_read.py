@@ -166,14 +166,29 @@ def _tf_reader(*args) -> str:
   return done.stdout.strip().splitlines()[-1]
 
 
+def _load_pairs(datasets) -> list:
+  return [(name, split) for name in VARIANTS for split in read_info(datasets[name])['splits']]
+
+
+@pytest.fixture(scope='module')
+def eager_tf(datasets, multi_labelled, tmp_path_factory):
+  """read.load of every dataset and split, and the Keras run, in ONE TensorFlow
+  process (its import costs ~5 s): {'load': {'DIR:SPLIT': records}, 'keras':
+  the training history}. The seed recipe needs a process of its own (it turns
+  eager execution off)."""
+  result = tmp_path_factory.mktemp('eager_tf') / 'eager.pickle'
+  jobs = {'load': [f'{datasets[name]}:{split}' for name, split in _load_pairs(datasets)] + [
+      f'{multi_labelled}:train'], 'keras': str(datasets['raw'])}
+  _tf_reader('eager', result, json.dumps(jobs))
+  return pickle.loads(result.read_bytes())
+
+
 @pytest.mark.slow
-def test_load_matches_examples_record_for_record(datasets, tmp_path):
+def test_load_matches_examples_record_for_record(datasets, eager_tf):
   """read.load and read.examples: the same records, pixel for pixel (JPEG too:
   both decode with the accurate integer DCT), each shard in its own order."""
-  pairs = [(name, split) for name in VARIANTS for split in read_info(datasets[name])['splits']]
-  result = tmp_path / 'load.pickle'
-  _tf_reader('load', result, *[f'{datasets[name]}:{split}' for name, split in pairs])
-  loaded = pickle.loads(result.read_bytes())
+  pairs = _load_pairs(datasets)
+  loaded = [eager_tf['load'][f'{datasets[name]}:{split}'] for name, split in pairs]
   for (name, split), from_tf in zip(pairs, loaded):
     out = datasets[name]
     plain = list(read.examples(str(out), split))
@@ -199,13 +214,12 @@ def test_load_matches_examples_record_for_record(datasets, tmp_path):
 
 
 @pytest.mark.slow
-def test_seed_recipe_load_and_examples_agree_pixel_for_pixel(datasets, tmp_path):
+def test_seed_recipe_load_and_examples_agree_pixel_for_pixel(datasets, eager_tf, tmp_path):
   out = datasets['seed']
   result = tmp_path / 'seed.pickle'
   _tf_reader('seed_pickle', out, HEIGHT, WIDTH, result)
   from_seed = pickle.loads(result.read_bytes())
-  _tf_reader('load', tmp_path / 'load.pickle', f'{out}:train')
-  from_load = pickle.loads((tmp_path / 'load.pickle').read_bytes())[0]
+  from_load = eager_tf['load'][f'{out}:train']
   plain = list(read.examples(str(out)))
 
   def as_set(examples):
@@ -218,8 +232,8 @@ def test_seed_recipe_load_and_examples_agree_pixel_for_pixel(datasets, tmp_path)
 
 
 @pytest.mark.slow
-def test_a_keras_model_trains_one_epoch_on_load(datasets):
-  result = json.loads(_tf_reader('keras', datasets['raw']))
+def test_a_keras_model_trains_one_epoch_on_load(eager_tf):
+  result = eager_tf['keras']
   assert result['steps'] == 3  # 12 examples, batches of 4
   assert len(result['history']['loss']) == 1 and np.isfinite(result['history']['loss'][0])
 
@@ -259,10 +273,8 @@ def test_examples_of_multi_label_output_give_label_lists(multi_labelled):
 
 
 @pytest.mark.slow
-def test_load_of_multi_label_output_matches_examples(multi_labelled, tmp_path):
-  result = tmp_path / 'load.pickle'
-  _tf_reader('load', result, f'{multi_labelled}:train')
-  [from_tf] = pickle.loads(result.read_bytes())
+def test_load_of_multi_label_output_matches_examples(multi_labelled, eager_tf):
+  from_tf = eager_tf['load'][f'{multi_labelled}:train']
   plain = {e['key']: e for e in read.examples(str(multi_labelled))}
   assert sorted(e['key'] for e in from_tf) == sorted(plain)
   for example in from_tf:

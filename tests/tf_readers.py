@@ -13,9 +13,12 @@ many datasets pays TensorFlow's import (~5 s) once.
   python tests/tf_readers.py seed_pickle OUT_DIR H W FILE   # the seed recipe, every pixel
   python tests/tf_readers.py load FILE DIR:SPLIT...          # pipeline.read.load, in its order
   python tests/tf_readers.py keras OUT_DIR                  # a tiny model, one epoch
+  python tests/tf_readers.py eager FILE JSON                # {"load": [DIR:SPLIT, ...],
+                                                            #  "keras": OUT_DIR}: both, one process
 
 seed_pickle pickles a list of {label, image} (numpy) to FILE, load a list of
-such lists (with key, class_text, extras) per DIR:SPLIT; keras prints its training history as JSON.
+such lists (with key, class_text, extras) per DIR:SPLIT; keras prints its training history as JSON;
+eager pickles {"load": {DIR:SPLIT: that list}, "keras": the history} to FILE.
 """
 
 import glob
@@ -215,10 +218,14 @@ if __name__ == '__main__':
   if mode == 'jobs':
     print(json.dumps(run_jobs(json.loads(out))))
     sys.exit(0)
-  if mode in ('seed_pickle', 'load'):
+  if mode in ('seed_pickle', 'load', 'eager'):
     import pickle
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if mode == 'load':
+    if mode == 'eager':
+      jobs = json.loads(sys.argv[3])
+      rows = {'load': {arg: load_records(*arg.rsplit(':', 1)) for arg in jobs['load']},
+              'keras': train_keras(jobs['keras'])}
+    elif mode == 'load':
       rows = [load_records(*arg.rsplit(':', 1)) for arg in sys.argv[3:]]
       out = sys.argv[2]
     else:
