@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 
 from apache_beam.transforms import core
 
@@ -24,12 +25,13 @@ def remember_method_signatures() -> None:
   """Makes Beam's get_function_args_defaults (-> (argument names, defaults))
   remember its answer for a bound method's function: the signature of a bound
   method is its function's minus the first parameter, whatever the instance.
-  Plain functions (Map, FlatMap lambdas) are inspected every time, as before,
-  so nothing made per pipeline is kept. Idempotent. Callers get new lists."""
-  original = core.get_function_args_defaults
-  if getattr(original, _MARK, False):
-    return
-  remembered = {}
+  Plain functions (Map, FlatMap lambdas) are inspected every time, as before.
+  The functions are held weakly: a DoFn class made per pipeline is not kept
+  alive. Idempotent. Callers get new lists."""
+  original = getattr(core, 'get_function_args_defaults', None)
+  if original is None or getattr(original, _MARK, False):
+    return  # another Beam than requirements.txt pins: it runs as it is, only slower
+  remembered = weakref.WeakKeyDictionary()
 
   @functools.wraps(original)  # and __wrapped__: Beam's own, for the tests
   def get_function_args_defaults(f):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pkgutil
 import subprocess
 import sys
 import types
+import weakref
 
 import apache_beam as beam
 from apache_beam.transforms import core
@@ -108,3 +110,20 @@ def test_every_command_run_remembers_signatures():
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
                         text=True, check=True, env=dict(os.environ, PYTHONPATH=ROOT))
   assert done.stdout.split() == ['False', '0', 'True']
+
+
+def test_a_dofn_class_that_goes_away_is_not_kept(remembering):
+  remembered, _ = remembering
+
+  def make_class():
+    class ForOnePipeline(beam.DoFn):
+      def process(self, element):
+        yield element
+    return ForOnePipeline
+
+  cls = make_class()
+  assert remembered(cls().process) == (['element'], [])
+  function = weakref.ref(cls.process)
+  del cls
+  gc.collect()
+  assert function() is None
