@@ -205,6 +205,7 @@ def test_dask_runner_is_refused_before_anything_is_written(sample, capsys, runne
   assert [p.name for p in sample.out.iterdir()] == ['dataset_info.json']
 
 
+@pytest.mark.slow  # Beam in a subprocess
 def test_dask_runner_refused_on_the_real_command_line(sample):
   done = subprocess.run([sys.executable, '-m', 'pipeline.convert', *convert_argv(
       sample, '--runner', 'DaskRunner')], capture_output=True, text=True)
@@ -260,6 +261,7 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
   assert 'has an unusable header line' in one_error_line(capsys)
 
 
+@pytest.mark.slow  # Beam in a subprocess
 def test_importing_the_package_configures_no_logging():
   code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '
           'pipeline.options, pipeline.cli, pipeline.command_line; '

@@ -88,6 +88,7 @@ def _worker_modules() -> list:
   return modules
 
 
+@pytest.mark.slow  # a fresh interpreter per module
 def test_worker_code_never_imports_tensorflow():
   modules = _worker_modules()
   assert {'transforms.encode_rows', 'transforms.validate_shards',

@@ -105,6 +105,7 @@ def test_label_map_lookup_and_integers():
     LabelMap.from_text('a\nb\na\n')
 
 
+@pytest.mark.slow  # imports TensorFlow (~5 s)
 def test_example_serialization_round_trips_through_tensorflow():
   tf = pytest.importorskip('tensorflow')
   data = serialize_example({'img_raw': ('bytes', b'\x00\x01'), 'label': ('int64', 7),

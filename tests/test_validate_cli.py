@@ -173,6 +173,7 @@ def test_duplicate_keys(converted):
   assert report['problems_by_kind'] == {'duplicate_key': 1}
 
 
+@pytest.mark.slow  # Beam worker processes
 def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   """A single local worker gathers the records' facts in the reader
   (RecordFacts); with --direct_num_workers 2 they are grouped by key and by
