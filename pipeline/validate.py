@@ -34,9 +34,9 @@ from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
-from transforms.tags import PROBLEMS
-from transforms.tags import TALLIES
-from transforms.tags import WARNINGS
+from transforms.tags import FIRST_PROBLEMS
+from transforms.tags import FIRST_WARNINGS
+from transforms.tags import TALLY_SUMS
 from transforms.validate_shards import CheckShards
 from transforms.validate_shards import WriteReportFn
 from transforms.validate_shards import build_report
@@ -132,26 +132,17 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
              | 'ShardList' >> beam.Create(shards, reshuffle=False)
              | 'CheckShards' >> CheckShards(
                  input_dir, expected, pool.threads, pool.processes, spread=not single,
-                 check=check_records, span_processes=spans, whole_shards=whole_shards))
-  problems, warnings = checked[PROBLEMS], checked[WARNINGS]
-  tallies = (checked[TALLIES],
-             problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
-             warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
-  counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
-  # Without Beam's default value (four more steps and a stage each): an empty
-  # input gives no list, and the side inputs below supply [].
-  first_problems = problems | 'FirstProblems' >> beam.combiners.Top.Smallest(
-      max_problems, key=validation.Problem.sort_key, has_defaults=False)
-  first_warnings = warnings | 'FirstWarnings' >> beam.combiners.Top.Smallest(
-      max_problems, key=validation.Problem.sort_key, has_defaults=False)
+                 check=check_records, span_processes=spans, whole_shards=whole_shards,
+                 max_problems=max_problems))
   side = beam.pvalue
   return (p
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
                             max_problems),
-              side.AsDict(counts), side.AsSingleton(first_problems, default_value=[]),
-              side.AsSingleton(first_warnings, default_value=[])))
+              side.AsDict(checked[TALLY_SUMS]),
+              side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
+              side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
 
 
 OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed '

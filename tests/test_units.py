@@ -460,3 +460,42 @@ def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
     assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's0', 0)
     assert warning.detail.startswith("key 'a' (train) has the same bytes (SHA-256 sha-x...)")
     assert "first: key 'c' (test) at s2#0" in warning.detail
+
+
+def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
+  from transforms.core import validation
+  problems = [validation.Problem('wrong_size', f's{i % 3}', i, f'd{i}') for i in range(50)]
+  whole, first, second = (validation.RecordFacts(max_problems=4) for _ in range(3))
+  for i, problem in enumerate(reversed(problems)):
+    whole.add_problem(problem)
+    (first if i % 2 else second).add_problem(problem)
+    assert len(whole.problems) <= 8  # at most 2 x max_problems held, whatever comes
+  whole.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
+  whole.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
+  second.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
+  first.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
+  merged = validation.RecordFacts(max_problems=4).merge(first).merge(second)
+  expected_first = sorted(problems, key=validation.Problem.sort_key)[:4]
+  assert [p.record for p in expected_first] == [0, 3, 6, 9]  # file s0 first, by record
+  for facts in (whole, merged):
+    sums, first_problems, first_warnings = facts.report_inputs()
+    assert first_problems == expected_first
+    [warning] = first_warnings
+    # the copy in test comes first (splits by name): the train one is warned about
+    assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's9', 0)
+    assert validation.split_tallies(sums) == (
+        {('train', 's9'): 1, ('test', 's9'): 1}, {1: 2},
+        {'wrong_size': 50, 'duplicate_key': 1}, {'cross_split_duplicate': 1})
+
+
+def test_report_inputs_put_duplicate_keys_among_the_first_problems():
+  from transforms.core import validation
+  facts = validation.RecordFacts(max_problems=2)
+  facts.add_problem(validation.Problem('wrong_size', 'b', 0, 'x'))
+  facts.add_problem(validation.Problem('wrong_size', 'b', 1, 'y'))
+  facts.add(validation.RecordSummary('train', 'a', 0, 1, 'k'))
+  facts.add(validation.RecordSummary('train', 'a', 1, 1, 'k'))
+  _, first_problems, first_warnings = facts.report_inputs()
+  assert [(p.kind, p.file, p.record) for p in first_problems] == [
+      ('duplicate_key', 'a', 1), ('wrong_size', 'b', 0)]
+  assert first_warnings == []

@@ -14,3 +14,7 @@ LOADED = 'loaded'  # LoadedImage
 SUMMARIES = 'summaries'  # RecordSummary
 PROBLEMS = 'problems'  # Problem
 WARNINGS = 'warnings'  # Problem that does not make the dataset invalid (validate --strict)
+# CheckShards' outputs, what validate's report is written from:
+TALLY_SUMS = 'tally_sums'  # (tally key, sum over the dataset)
+FIRST_PROBLEMS = 'first_problems'  # one list: the first --max_problems Problems (none: none)
+FIRST_WARNINGS = 'first_warnings'  # one list: the first warnings, likewise

@@ -185,13 +185,23 @@ def cross_split_copies(sha256: str, places: list) -> list:
 @dataclasses.dataclass
 class RecordFacts:
   """What the report needs of checked records, gathered in one place (a
-  single local worker): their tallies, and where each key and each source
-  digest was seen. It holds every key, as grouping by key on one worker
+  single local worker): their tallies, where each key and each source digest
+  was seen, and the problems found (every one tallied, the first
+  max_problems kept). It holds every key, as grouping by key on one worker
   would; distributed runners group by key instead (validate_shards)."""
+  max_problems: int = 100
   tallies: dict = dataclasses.field(default_factory=dict)  # tally key -> count
   key_places: dict = dataclasses.field(default_factory=dict)  # key -> [(shard, record)]
   # source SHA-256 -> [(split, shard, record, key)]
   content_places: dict = dataclasses.field(default_factory=dict)
+  problems: list = dataclasses.field(default_factory=list)  # the first (Problem.sort_key)
+
+  def add_problem(self, problem: Problem) -> None:
+    tally, count = problem_tally(problem)
+    self.tallies[tally] = self.tallies.get(tally, 0) + count
+    self.problems.append(problem)
+    if len(self.problems) > 2 * self.max_problems:  # memory stays flat
+      self.problems = first_findings(self.problems, self.max_problems)
 
   def add(self, summary: RecordSummary) -> None:
     for tally, count in summary_tallies(summary):
@@ -210,7 +220,20 @@ class RecordFacts:
                          (self.content_places, other.content_places)):
       for name, places in theirs.items():
         mine.setdefault(name, []).extend(places)
+    self.problems = first_findings(self.problems + other.problems, self.max_problems)
     return self
+
+  def report_inputs(self) -> tuple:
+    """-> ({tally key: sum}, the first max_problems problems, the first
+    max_problems warnings): what the report is written from, the duplicate
+    keys and cross-split copies found and counted."""
+    duplicates, warnings = self.duplicate_key_problems(), self.cross_split_warnings()
+    sums = dict(self.tallies)
+    for tally, count in ([problem_tally(p) for p in duplicates]
+                         + [warning_tally(w) for w in warnings]):
+      sums[tally] = sums.get(tally, 0) + count
+    return (sums, first_findings(self.problems + duplicates, self.max_problems),
+            first_findings(warnings, self.max_problems))
 
   def duplicate_key_problems(self) -> list:
     return [problem for key, places in self.key_places.items()
@@ -219,6 +242,11 @@ class RecordFacts:
   def cross_split_warnings(self) -> list:
     return [warning for sha256, places in self.content_places.items()
             for warning in cross_split_copies(sha256, places)]
+
+
+def first_findings(findings: list, count: int) -> list:
+  """The first `count` problems or warnings by Problem.sort_key."""
+  return sorted(findings, key=Problem.sort_key)[:count]
 
 
 def split_tallies(sums: dict) -> tuple:
