@@ -36,6 +36,7 @@ def converted(converted_sample, tmp_path):
 
 
 def run_validate(out, *flags, **seams):
+  (out / 'validation_report.json').unlink(missing_ok=True)  # none left by an earlier run
   code = validate.main(['--input_dir', str(out), *flags], **seams)
   report = json.loads((out / 'validation_report.json').read_text())
   return code, report
@@ -184,7 +185,12 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   shard.write_bytes(b''.join(frame(r) for r in records + records[:2]))
   test_shard = converted / 'test-00000-of-00001.tfrecord'
   test_shard.write_bytes(b''.join(frame(r) for r in records[2:4]))
-  rewrite_first_record(converted, lambda f: f.update({'image/height': ('float', [16.0])}))
+
+  def damage(features):  # problems of one record, two of them of one kind
+    features.update({'image/height': ('float', [16.0])})
+    del features['image/width'], features['image/channels']  # read width first
+
+  rewrite_first_record(converted, damage)
   info = read_info(converted)
   info['splits']['train']['num_examples'] += 2
   info['splits']['test'] = dict(info['splits']['train'], num_examples=2,
@@ -195,7 +201,12 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   assert code == EXIT_FAILED
   # records 0 and 1 repeated in train, 2 and 3 in test; record 0 is damaged,
   # so its key is not counted: 3 repeats.
-  assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1}
+  assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1,
+                                          'missing_feature': 2}
+  assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems'][:3]] == [
+      (0, 'missing_feature', "feature 'image/channels' is missing"),
+      (0, 'missing_feature', "feature 'image/width' is missing"),
+      (0, 'wrong_type', "feature 'image/height' is float_list, expected int64_list")]
   assert gathered['warnings_by_kind'] == {'cross_split_duplicate': 2}
   assert gathered['num_examples'] == 13
   text = (converted / 'validation_report.json').read_bytes()

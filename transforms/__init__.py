@@ -26,7 +26,7 @@ _EXPORTS = {
     'WriteReportFn': 'transforms.validate_shards',
     **{tag: 'transforms.tags' for tag in (
         'ROWS', 'REJECTED', 'EXAMPLES', 'TALLIES', 'LABELLED', 'LOADED',
-        'SUMMARIES', 'PROBLEMS')},
+        'SUMMARIES', 'PROBLEMS', 'TALLY_SUMS', 'FIRST_PROBLEMS', 'FIRST_WARNINGS')},
 }
 
 __all__ = sorted(_EXPORTS)  # noqa: PLE0605  (built from the table above)

@@ -24,7 +24,9 @@ class Problem:
   detail: str
 
   def sort_key(self):
-    return (self.file, self.record, self.kind)
+    # detail too: one record can have several problems of one kind (two
+    # missing features), and the report lists them in one order on every path
+    return (self.file, self.record, self.kind, self.detail)
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)
