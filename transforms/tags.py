@@ -11,9 +11,8 @@ TALLIES = 'tallies'  # (tally key, 1)
 SKIPPED = 'skipped'  # a file below --image_dir that is not an image by name
 LABELLED = 'labelled'  # LabelledRow
 LOADED = 'loaded'  # LoadedImage
-SUMMARIES = 'summaries'  # RecordSummary
+SUMMARIES = 'summaries'  # RecordSummary, or with gather RecordFacts (validate's reader)
 PROBLEMS = 'problems'  # Problem
-WARNINGS = 'warnings'  # Problem that does not make the dataset invalid (validate --strict)
 # CheckShards' outputs, what validate's report is written from:
 TALLY_SUMS = 'tally_sums'  # (tally key, sum over the dataset)
 FIRST_PROBLEMS = 'first_problems'  # one list: the first --max_problems Problems (none: none)

@@ -46,8 +46,9 @@ class ReadShardFn(beam.DoFn):
   concurrently, and no record crosses a pipe. Other shards are read by this
   thread, which verifies the framing; with threads > 1 their records are
   checked on a PooledStep (JPEG/PNG decoding releases the GIL), with
-  processes > 0 in that many child processes, in batches. `check`: what checks a batch of records (tests swap it). Only
-  the global window is used (outputs of finish_bundle are placed in it).
+  processes > 0 in that many child processes, in batches. `check`: what
+  checks a batch of records (tests swap it). Only the global window is used
+  (outputs of finish_bundle are placed in it).
   """
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
