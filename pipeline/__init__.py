@@ -1,2 +1,2 @@
 """Command-line entry points: convert and validate (logging is configured only
-by the entry points, launch.configure_logging)."""
+by the entry points, cli.configure_logging)."""

@@ -1,11 +1,54 @@
-"""The `img2tfrecord` console script: `img2tfrecord convert|validate|inspect|export ...`."""
+"""The command line: the `img2tfrecord` console script (`img2tfrecord
+convert|validate|inspect|export ...`), exit codes, the one UsageError, logging
+and the exit-code wrapper of every entry point. No Beam import at import time:
+the console script defers Beam's cloud imports (beam_runtime/startup.py)."""
 
 from __future__ import annotations
 
+import logging
 import sys
+import traceback
 
-from pipeline import fast_exit
-from pipeline import startup
+from pipeline.beam_runtime import fast_exit
+from pipeline.beam_runtime import startup
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
+EXIT_USAGE = 2
+EXIT_OVER_BUDGET = 3
+
+
+class UsageError(Exception):
+  """Bad flags or unusable input: exit 2 with one line, before any work."""
+
+
+def configure_logging() -> None:
+  """For the command line only: Beam's warnings (no GCP client, ...) are noise
+  for users; errors still reach stderr. Importing our modules configures nothing."""
+  logging.basicConfig(format='%(levelname)s: %(message)s')
+  logging.getLogger().setLevel(logging.ERROR)
+
+
+def main_with_exit_codes(run, argv=None) -> int:
+  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  configure_logging()
+  from pipeline.beam_runtime.beam_signatures import remember_method_signatures
+  remember_method_signatures()
+  try:
+    return run(argv)
+  except UsageError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
+  except KeyboardInterrupt:
+    print('interrupted', file=sys.stderr)
+    return EXIT_FAILED
+  except Exception as error:  # a crash: say what failed, keep the detail
+    print(f'error: the job failed: {type(error).__name__}: '
+          f'{str(error).splitlines()[0] if str(error) else ""}', file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    return EXIT_FAILED
+
 
 USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
@@ -18,7 +61,7 @@ def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv or argv[0] in ('-h', '--help'):
     print(USAGE)
-    return 0 if argv else 2
+    return EXIT_OK if argv else EXIT_USAGE
   command, rest = argv[0], argv[1:]
   if command == 'convert':
     with startup.deferred_cloud_imports(rest):
@@ -29,13 +72,13 @@ def main(argv=None) -> int:
       from pipeline import validate
     return validate.main(rest)
   if command == 'inspect':
-    from pipeline import inspect
-    return inspect.main(rest)
+    from pipeline import look
+    return look.main(rest)
   if command == 'export':
     from pipeline import export
     return export.main(rest)
   print(f'error: unknown command {command!r}\n{USAGE}', file=sys.stderr)
-  return 2
+  return EXIT_USAGE
 
 
 def console_main() -> None:

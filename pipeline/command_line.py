@@ -5,7 +5,7 @@ options class Beam ships: a flag nobody knows is a usage error (with a "did you
 mean"), never silently dropped. Flags on the command line override the same
 flags in a --config file. Our options come back as a namespace for the
 command's typed config; Beam's as PipelineOptions with the local defaults
-(launch.local_defaults) applied.
+(engines.local_defaults) applied.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-from pipeline import launch
-from pipeline.launch import UsageError
+from pipeline import cli
+from pipeline import engines
+from pipeline.cli import UsageError
 from transforms import filesystem
 
 CONFIG_FLAG = '--config'
@@ -190,7 +191,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   own = own_parser(options_cls, description)
   if any(arg in ('-h', '--help') for arg in argv):
     own.print_help()
-    raise SystemExit(launch.EXIT_OK)
+    raise SystemExit(cli.EXIT_OK)
   own_dests = {a.dest for a in own._actions} - {'help', 'config'}  # pylint: disable=protected-access
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
@@ -199,15 +200,15 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   if config_file:
     # The file may be on s3:// or gs://: the command line's Beam options
     # (endpoint, keys, project) reach the filesystems before it is read.
-    FileSystems.set_options(PipelineOptions([], **launch.local_defaults(
+    FileSystems.set_options(PipelineOptions([], **engines.local_defaults(
         {k: v for k, v in given.items() if k not in own_dests})))
     given = {**read_config_file(config_file, parser, own_flags), **given}
   args = own.parse_args([])  # our defaults, typed as argparse types them
   for dest in own_dests & set(given):
     setattr(args, dest, given[dest])
   delattr(args, 'config')
-  beam = launch.local_defaults({k: v for k, v in given.items() if k not in own_dests})
-  launch.check_runner(beam.get('runner'))
+  beam = engines.local_defaults({k: v for k, v in given.items() if k not in own_dests})
+  engines.check_runner(beam.get('runner'))
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands

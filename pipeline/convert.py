@@ -13,44 +13,45 @@ import os
 import sys
 import time
 
-from pipeline import startup
+from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
 
-from pipeline import fast_exit
-from pipeline import launch
-from pipeline import local_runner
-from pipeline import options as opts
+from pipeline import cli
+from pipeline import config as opts
+from pipeline import engines
 from pipeline import progress
 from pipeline import run_temp
+from pipeline.beam_runtime import fast_exit
+from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import RunLock
 from pipeline.output_dir import prepare_output_dir
 from transforms import filesystem
-from transforms.content import ContentDuplicates
-from transforms.content import DedupeContent
-from transforms.content import HashSourceFn
+from transforms.beam_util import EXAMPLES
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.beam_util import SKIPPED
+from transforms.beam_util import TALLIES
+from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import tally
 from transforms.core.spec import shard_suffix
-from transforms.encode_rows import EncodeRows
-from transforms.metrics import count_rejection
-from transforms.read_manifest import LabelMapFromRows
-from transforms.read_manifest import ReadImageDir
-from transforms.read_manifest import ReadManifest
-from transforms.read_manifest import ResolveKeys
-from transforms.read_manifest import label_map_side_input
-from transforms.tags import EXAMPLES
-from transforms.tags import REJECTED
-from transforms.tags import ROWS
-from transforms.tags import SKIPPED
-from transforms.tags import TALLIES
+from transforms.dedupe import ContentDuplicates
+from transforms.dedupe import DedupeContent
+from transforms.dedupe import HashSourceFn
+from transforms.encode import EncodeRows
+from transforms.sources import LabelMapFromRows
+from transforms.sources import ReadImageDir
+from transforms.sources import ReadManifest
+from transforms.sources import ResolveKeys
+from transforms.sources import label_map_side_input
 from transforms.workers.pooled_step import pool_size
-from transforms.write_dataset import WriteInfoFn
-from transforms.write_dataset import WriteRejected
-from transforms.write_dataset import WriteShards
+from transforms.write_metadata import WriteInfoFn
+from transforms.write_metadata import WriteRejected
+from transforms.write_shards import WriteShards
 
 
 def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
@@ -86,7 +87,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # A single local worker sorts the rows (small) into their write order before
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
-  in_order = launch.single_local_worker(p.options)
+  in_order = engines.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
@@ -105,7 +106,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   launch.single_local_worker(p.options), os.cpu_count() or 1,
+                   engines.single_local_worker(p.options), os.cpu_count() or 1,
                    timeout_s=config.image_timeout_s)
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
@@ -229,7 +230,7 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
-  if launch.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
+  if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     return _convert(config, pipeline_options, dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
@@ -249,17 +250,17 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
     build(p, config, reporter.directory)
     local_runner.run(p).wait_until_finish()
   if dry_run:
-    print(launch.dry_run_note(pipeline_options,
+    print(engines.dry_run_note(pipeline_options,
                               f'nothing was written to {config.output_dir}'))
-    return launch.EXIT_OK
+    return cli.EXIT_OK
   info = filesystem.read_info(config.output_dir, files)
   print(summary(info, time.time() - started))
-  return launch.EXIT_OVER_BUDGET if info['over_budget'] else launch.EXIT_OK
+  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
 
 
 def main(argv=None) -> int:
   with run_temp.private_temp_dir():
-    return launch.main_with_exit_codes(run, argv)
+    return cli.main_with_exit_codes(run, argv)
 
 
 if __name__ == '__main__':

@@ -17,7 +17,7 @@ from PIL import Image
 from PIL import ImageDraw
 
 from pipeline import convert
-from pipeline import inspect
+from pipeline import look
 from pipeline import validate
 
 DATA_DIR = 'demo_data'
@@ -83,7 +83,7 @@ def main() -> int:
   if code != 0:
     return code
   print(describe(OUTPUT_DIR))
-  code = inspect.main(['--input_dir', OUTPUT_DIR, '--export_dir', EXPORT_DIR])
+  code = look.main(['--input_dir', OUTPUT_DIR, '--export_dir', EXPORT_DIR])
   print('Load it for training: read.load / read.examples, see "Reading the output" in README.md.')
   return code
 

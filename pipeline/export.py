@@ -22,6 +22,7 @@ import shutil
 import sys
 
 from pipeline import read
+from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import record_spans
@@ -100,7 +101,7 @@ def _link_or_copy(source: str, target: str) -> str:
     with read.open_binary(source) as stream, open(target, 'wb') as out:
       shutil.copyfileobj(stream, out, 1 << 20)
     return 'decompressed'
-  if '://' not in source:
+  if not paths.is_remote(source):
     try:
       os.symlink(os.path.relpath(source, os.path.dirname(target)), target)
       return 'linked'
@@ -129,7 +130,7 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
     info = read.read_info(input_dir)
   except InfoError as error:
     raise ExportError(str(error))
-  if '://' in output_dir:
+  if paths.is_remote(output_dir):
     raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   try:

@@ -9,17 +9,14 @@ convert unchanged, Beam's options included.
 import os
 import sys
 
-# Run as a script (the launcher does), sys.path[0] is pipeline/ itself, whose
-# inspect.py would shadow the standard library's `inspect` (dataclasses and
-# Beam import it): the project root goes there instead.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
+# Run as a script (the launcher does), sys.path[0] is pipeline/ itself: the
+# project root goes first, so that `pipeline` imports from a checkout too.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline import convert  # noqa: E402
-from pipeline import fast_exit  # noqa: E402
-from pipeline import flex_template  # noqa: E402
-from pipeline import launch  # noqa: E402
+from pipeline import cli
+from pipeline import convert
+from pipeline import flex_template
+from pipeline.beam_runtime import fast_exit
 
 
 def convert_argv(argv: list) -> list:
@@ -32,7 +29,7 @@ def convert_argv(argv: list) -> list:
     flag, sep, value = arg.partition('=')
     if flag in switches and sep:
       if value.lower() not in (flex_template.TRUE, flex_template.FALSE):
-        raise launch.UsageError(f'{flag}={value}: give {flex_template.TRUE} or '
+        raise cli.UsageError(f'{flag}={value}: give {flex_template.TRUE} or '
                                 f'{flex_template.FALSE}')
       if value.lower() == flex_template.TRUE:
         result.append(flag)
@@ -46,4 +43,4 @@ def run(argv: list) -> int:
 
 
 if __name__ == '__main__':
-  fast_exit.exit_now(launch.main_with_exit_codes(run))
+  fast_exit.exit_now(cli.main_with_exit_codes(run))

@@ -18,7 +18,7 @@ import re
 import sys
 
 from pipeline import command_line
-from pipeline.options import ConvertOptions
+from pipeline.flags import ConvertOptions
 
 # Google's Python 3.11 launcher image, pinned (never :latest) so a rebuild
 # gives the same launcher. The package installs Beam 2.77.0 over its Beam.

@@ -18,8 +18,9 @@ import time
 from typing import Optional
 import uuid
 
-from pipeline.launch import UsageError
+from pipeline.cli import UsageError
 from transforms import filesystem
+from transforms.core import paths
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
@@ -45,14 +46,10 @@ def our_patterns(split_names: tuple) -> tuple:
   return tuple(patterns)
 
 
-def _is_remote(path: str) -> bool:
-  return '://' in path
-
-
 def list_entries(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> list:
   """Names directly inside output_dir (for a remote bucket: top-level names),
   run locks left out."""
-  if not _is_remote(output_dir):
+  if not paths.is_remote(output_dir):
     if not os.path.exists(output_dir):
       return []
     if not os.path.isdir(output_dir):
@@ -81,9 +78,9 @@ def ours(name: str, previous_shards: set, split_names: tuple) -> bool:
 
 def _delete(output_dir: str, name: str, files: filesystem.FileAccess) -> None:
   path = filesystem.join(output_dir, name)
-  if not _is_remote(output_dir) and os.path.isdir(path):
+  if not paths.is_remote(output_dir) and os.path.isdir(path):
     shutil.rmtree(path)
-  elif _is_remote(output_dir) and name.startswith('beam-temp-'):
+  elif paths.is_remote(output_dir) and name.startswith('beam-temp-'):
     files.delete([path + '/'])
   else:
     files.delete([path])
@@ -109,7 +106,7 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
     doomed.sort(key=lambda n: n != DATASET_INFO)
     for name in doomed:
       _delete(output_dir, name, files)
-  if not _is_remote(output_dir):
+  if not paths.is_remote(output_dir):
     os.makedirs(output_dir, exist_ok=True)
 
 
@@ -393,7 +390,7 @@ class _GcsLocks(_BeamLocks):
 
 
 def lock_store(output_dir: str, options, files: Optional[filesystem.FileAccess] = None):
-  if not _is_remote(output_dir):
+  if not paths.is_remote(output_dir):
     return _LocalLocks(output_dir)
   if output_dir.startswith('s3://'):
     return _S3Locks(output_dir, options, files)

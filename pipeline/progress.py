@@ -15,13 +15,14 @@ import threading
 import time
 from typing import Optional
 
-from pipeline import launch
+from pipeline import engines
 from transforms.core import manifest
+from transforms.core import paths
 
 
 def count_data_lines(path: Optional[str]) -> Optional[int]:
   """Approximate row count of a local manifest (newlines minus the header)."""
-  if not path or '://' in path or path.endswith('.gz'):
+  if not path or paths.is_remote(path) or path.endswith('.gz'):
     return None
   try:
     with open(path, 'rb') as handle:
@@ -33,7 +34,7 @@ def count_data_lines(path: Optional[str]) -> Optional[int]:
 
 def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
   """Rows of a local --image_dir: its files that are images by name."""
-  if not directory or '://' in directory:
+  if not directory or paths.is_remote(directory):
     return None
   total = 0
   for folder, _, names in os.walk(directory):
@@ -78,7 +79,7 @@ class Reporter:
               image_dir: Optional[str] = None, extensions=None):
     """The total is the manifest's lines, or the --image_dir's image files."""
     wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
-    if not wanted or not launch.is_local(options):
+    if not wanted or not engines.is_local(options):
       return cls(None, None)
     total = (count_data_lines(manifest_path) if manifest_path
              else count_image_files(image_dir, extensions))

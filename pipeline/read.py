@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 import contextlib
 import gzip
-import os
 from typing import Optional
 
+from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
@@ -30,21 +30,15 @@ from transforms.core.tfrecord import read_records
 PARSE_BATCH = 64
 
 
-def _is_remote(path: str) -> bool:
-  return '://' in path
-
-
 def join(directory: str, name: str) -> str:
-  if _is_remote(directory):
-    return directory.rstrip('/') + '/' + name
-  return os.path.join(directory, name)
+  return paths.join(directory, name)
 
 
 @contextlib.contextmanager
 def open_binary(path: str):
   """A readable binary stream of `path`; `.gz` decompressed. Local files with
   Python's own open (no Beam import), remote ones through Beam's filesystems."""
-  if _is_remote(path):
+  if paths.is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
     with filesystem.FileAccess().open_checked(path) as stream:
       yield stream
@@ -57,7 +51,7 @@ def open_binary(path: str):
 def read_info(input_dir: str) -> dict:
   """dataset_info.json of `input_dir`; InfoError if it is missing or unusable."""
   path = join(input_dir, DATASET_INFO)
-  if _is_remote(path):
+  if paths.is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
     return filesystem.read_info(input_dir)
   try:

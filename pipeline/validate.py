@@ -15,31 +15,33 @@ import json
 import os
 import sys
 
-from pipeline import startup
+from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
 
-from pipeline import fast_exit
-from pipeline import launch
-from pipeline import local_runner
-from pipeline import options as opts
+from pipeline import cli
+from pipeline import config as opts
+from pipeline import engines
 from pipeline import run_temp
+from pipeline.beam_runtime import fast_exit
+from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
 from transforms import filesystem
+from transforms.beam_util import FIRST_PROBLEMS
+from transforms.beam_util import FIRST_WARNINGS
+from transforms.beam_util import TALLY_SUMS
+from transforms.check_shards import CheckShards
+from transforms.check_shards import WriteReportFn
+from transforms.check_shards import build_report
+from transforms.core import paths
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
-from transforms.tags import FIRST_PROBLEMS
-from transforms.tags import FIRST_WARNINGS
-from transforms.tags import TALLY_SUMS
-from transforms.validate_shards import CheckShards
-from transforms.validate_shards import WriteReportFn
-from transforms.validate_shards import build_report
 from transforms.workers.pooled_step import pool_size
 
 SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
@@ -89,7 +91,7 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
   pool (pool_size) then starts no processes unless compressed shards are left
   for it. None on other runners (they spread shards over workers).
   """
-  local = '://' not in input_dir
+  local = not paths.is_remote(input_dir)
   plain, compressed = {}, 0
   for _, shard in (shards if local else ()):
     try:
@@ -124,7 +126,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
   check_records: what checks a batch of records (tests swap it).
   """
   expected = validation.Expected.from_info(info)
-  single = launch.single_local_worker(p.options)
+  single = engines.single_local_worker(p.options)
   pool, spans, whole_shards = check_pools(
       check_threads, check_processes, expected.image.encoding, single, input_dir, shards,
       os.cpu_count() or 1)
@@ -193,7 +195,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
                           config.expected_count, config.max_problems)
     _write_report_if_possible(config.report_path, report)
     print(summary(report, config.report_path))
-    return launch.EXIT_FAILED
+    return cli.EXIT_FAILED
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
@@ -201,14 +203,14 @@ def run(argv=None, check_records=validation.check_records) -> int:
         config.expected_count, config.max_problems, config.check_threads,
         config.check_processes, check_records)
   local_runner.run(p).wait_until_finish()
-  if launch.is_dry_run(pipeline_options):
-    print(launch.dry_run_note(pipeline_options, 'nothing was checked or written'))
-    return launch.EXIT_OK
+  if engines.is_dry_run(pipeline_options):
+    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    return cli.EXIT_OK
   report = json.loads(files.read_text(config.report_path))
   print(summary(report, config.report_path, config.strict))
   if not report['valid'] or (config.strict and report['num_warnings']):
-    return launch.EXIT_FAILED
-  return launch.EXIT_OK
+    return cli.EXIT_FAILED
+  return cli.EXIT_OK
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:
@@ -220,7 +222,7 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 def main(argv=None, check_records=validation.check_records) -> int:
   with run_temp.private_temp_dir():
-    return launch.main_with_exit_codes(functools.partial(run, check_records=check_records),
+    return cli.main_with_exit_codes(functools.partial(run, check_records=check_records),
                                        argv)
 
 

@@ -17,7 +17,7 @@ import time
 from pipeline import convert
 from pipeline import output_dir
 from transforms import filesystem
-from transforms import write_dataset
+from transforms import write_metadata
 
 POINTS = ('none', 'locked', 'clearing', 'shards', 'written')
 
@@ -67,7 +67,7 @@ def main(argv: list) -> int:
   elif point == 'clearing':  # --overwrite removed dataset_info.json, then died
     output_dir._delete = _after_first(output_dir._delete)  # pylint: disable=protected-access
   elif point == 'shards':  # every shard is written, dataset_info.json is not
-    write_dataset.WriteInfoFn.process = _die
+    write_metadata.WriteInfoFn.process = _die
   elif point == 'written':  # dataset_info.json is written, the lock still held
     filesystem.read_info = _die
   elif point != 'none':

@@ -1,4 +1,4 @@
-"""Beam's DoFn method inspection, remembered per function (pipeline/beam_signatures.py)."""
+"""Beam's DoFn method inspection, remembered per function (pipeline/beam_runtime/beam_signatures.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from apache_beam.transforms import core
 import pytest
 
 import pipeline
-from pipeline import beam_signatures
+from pipeline.beam_runtime import beam_signatures
 import transforms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,12 +100,12 @@ def test_installing_twice_wraps_beams_function_once(remembering):
 
 @pytest.mark.slow  # Beam in a subprocess
 def test_every_command_run_remembers_signatures():
-  """launch.main_with_exit_codes, which convert, validate and the Flex Template
+  """cli.main_with_exit_codes, which convert, validate and the Flex Template
   entry run through, installs it (a fresh interpreter: here it already is)."""
   script = ('from apache_beam.transforms import core\n'
-            'from pipeline import launch\n'
+            'from pipeline import cli\n'
             'before = hasattr(core.get_function_args_defaults, "__wrapped__")\n'
-            'code = launch.main_with_exit_codes(lambda argv: 0, [])\n'
+            'code = cli.main_with_exit_codes(lambda argv: 0, [])\n'
             'print(before, code, hasattr(core.get_function_args_defaults, "__wrapped__"))\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
                         text=True, check=True, env=dict(os.environ, PYTHONPATH=ROOT))

@@ -16,12 +16,13 @@ import pytest
 
 from pipeline import cli
 from pipeline import command_line
+from pipeline import config as opts
 from pipeline import convert
-from pipeline import launch
-from pipeline import options as opts
+from pipeline import engines
+from pipeline import flags
 from pipeline import validate
-from pipeline.launch import EXIT_FAILED
-from pipeline.launch import EXIT_USAGE
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_USAGE
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
 
@@ -82,12 +83,12 @@ def test_the_info_settings_are_typed_and_carry_the_options(sample):
      {'runner': 'DataflowRunner', 'default_sdk_harness_log_level': 'INFO'}),
 ])
 def test_local_defaults_in_one_place(given, expected):
-  assert launch.local_defaults(given) == expected
+  assert engines.local_defaults(given) == expected
 
 
 def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
   options = command_line.parse(['--direct_num_workers', '2', '--experiments', 'a',
-                                '--experiments', 'b'], opts.ValidateOptions, '').pipeline_options
+                                '--experiments', 'b'], flags.ValidateOptions, '').pipeline_options
   assert options.view_as(DirectOptions).direct_num_workers == 2
   assert options.view_as(DirectOptions).direct_running_mode == 'multi_processing'
   assert options.view_as(DebugOptions).experiments == ['a', 'b']
@@ -264,7 +265,7 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
 @pytest.mark.slow  # Beam in a subprocess
 def test_importing_the_package_configures_no_logging():
   code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '
-          'pipeline.options, pipeline.cli, pipeline.command_line; '
+          'pipeline.config, pipeline.flags, pipeline.preflight, pipeline.cli, pipeline.command_line; '
           'root = logging.getLogger(); print(len(root.handlers), root.level)')
   done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
   assert done.stdout.split() == ['0', str(30)], done.stderr  # no handler, WARNING

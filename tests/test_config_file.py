@@ -11,10 +11,11 @@ from apache_beam.options.pipeline_options import StandardOptions
 import pytest
 
 from pipeline import command_line
+from pipeline import config as opts
 from pipeline import convert
-from pipeline import options as opts
+from pipeline import flags
 from pipeline import validate
-from pipeline.launch import EXIT_USAGE
+from pipeline.cli import EXIT_USAGE
 from tests.conftest import read_info
 from tests.conftest import write_manifest
 
@@ -153,7 +154,7 @@ def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):
 def test_credentials_are_redacted_from_the_record(tmp_path):
   parsed = command_line.parse(['--input_dir', str(tmp_path), '--s3_access_key_id', 'AKIA',
                                '--s3_secret_access_key', 'shh', '--s3_region_name', 'eu'],
-                              opts.ValidateOptions, '')
+                              flags.ValidateOptions, '')
   assert parsed.effective['s3_access_key_id'] == '<redacted>'
   assert parsed.effective['s3_secret_access_key'] == '<redacted>'
   assert parsed.effective['s3_region_name'] == 'eu'
@@ -164,7 +165,7 @@ def test_the_readme_nightly_config_is_valid(tmp_path):
   import pathlib
   readme = (pathlib.Path(__file__).parents[1] / 'README.md').read_text()
   path = write(tmp_path / 'nightly.yaml', readme.split('# nightly.yaml\n', 1)[1].split('```')[0])
-  parser = command_line._full_parser(opts.ConvertOptions)  # pylint: disable=protected-access
+  parser = command_line._full_parser(flags.ConvertOptions)  # pylint: disable=protected-access
   given = command_line.read_config_file(path, parser, [])
   assert given['split'] == 'train=0.9,validation=0.1' and given['overwrite'] is True
   assert given['runner'] == 'DataflowRunner' and given['height'] == 224

@@ -162,9 +162,10 @@ def test_image_spec_from_json_fills_missing_fields_with_the_field_defaults():
 def test_convert_flag_defaults_are_the_image_spec_defaults():
   import argparse
 
-  from pipeline import options as opts
+  from pipeline import config
+  from pipeline import flags
   parser = argparse.ArgumentParser()
-  opts.ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+  flags.ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   args = parser.parse_args([])
   spec = ImageSpec()
   assert (args.height, args.width, args.channels, args.encoding, args.jpeg_quality,
@@ -174,4 +175,4 @@ def test_convert_flag_defaults_are_the_image_spec_defaults():
           args.resize_mode, args.resize_filter, args.max_pixels) == (
       spec.height, spec.width, spec.channels, spec.encoding, spec.jpeg_quality,
       spec.resize_mode, spec.resize_filter, spec.max_pixels)
-  assert opts.parse_background(args.background) == spec.background == (255, 255, 255)
+  assert config.parse_background(args.background) == spec.background == (255, 255, 255)

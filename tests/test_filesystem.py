@@ -10,7 +10,7 @@ import pytest
 
 from transforms import filesystem
 from transforms.core.rejects import RowError
-from transforms.encode_rows import read_bytes
+from transforms.encode import read_bytes
 
 
 class FakeS3IO:

@@ -14,10 +14,10 @@ from pipeline import command_line
 from pipeline import convert
 from pipeline import flex_launch
 from pipeline import flex_template
-from pipeline.launch import EXIT_OK
-from pipeline.launch import EXIT_USAGE
-from pipeline.launch import UsageError
-from pipeline.options import ConvertOptions
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
+from pipeline.flags import ConvertOptions
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest

@@ -62,7 +62,7 @@ def _sections(requires: str) -> dict:
 def test_sdist_carries_both_packages_and_the_files_setup_py_reads(sdist):
   names, requires = sdist
   assert {'setup.py', 'requirements.txt', 'requirements-tf.txt', 'requirements-test.txt',
-          'README.md', 'pipeline/convert.py', 'transforms/encode_rows.py'} <= names
+          'README.md', 'pipeline/convert.py', 'transforms/encode.py'} <= names
   assert 'apache-beam[aws,gcp]==2.77.0' in requires and 'Pillow==12.3.0' in requires
 
 
@@ -91,7 +91,7 @@ def _worker_modules() -> list:
 @pytest.mark.slow  # a fresh interpreter per module
 def test_worker_code_never_imports_tensorflow():
   modules = _worker_modules()
-  assert {'transforms.encode_rows', 'transforms.validate_shards',
+  assert {'transforms.encode', 'transforms.check_shards',
           'transforms.workers.process_worker', 'transforms.core.example_proto'} <= set(modules)
   script = ('import importlib, json, sys\n'
             'for name in sys.argv[1:]:\n'

@@ -15,8 +15,8 @@ import pytest
 from pipeline import convert
 from pipeline import progress
 from pipeline import validate
-from pipeline.launch import EXIT_OK
-from pipeline.launch import EXIT_USAGE
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
 from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info

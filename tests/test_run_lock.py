@@ -17,10 +17,10 @@ import pytest
 from pipeline import convert
 from pipeline import output_dir
 from pipeline import validate
-from pipeline.launch import EXIT_FAILED
-from pipeline.launch import EXIT_OK
-from pipeline.launch import EXIT_USAGE
-from pipeline.launch import UsageError
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
 from pipeline.output_dir import RunInfo
 from pipeline.output_dir import RunLock
 from pipeline.output_dir import stale_reason

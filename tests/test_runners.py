@@ -28,8 +28,8 @@ from typing import Optional
 import pytest
 
 from pipeline import convert
-from pipeline.launch import EXIT_OK
-from pipeline.launch import EXIT_USAGE
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
 from tests.conftest import COLOURS
 from tests.conftest import feature
 from tests.conftest import free_port

@@ -10,8 +10,8 @@ import sys
 from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
-from pipeline import local_runner
-from pipeline import startup
+from pipeline.beam_runtime import local_runner
+from pipeline.beam_runtime import startup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,7 +36,7 @@ def test_cloud_packages_are_needed_for_urls_and_distributed_runners(argv, needed
 # and whether an s3:// filesystem can still be had afterwards.
 _SCRIPT = """
 import json, sys
-from pipeline import startup
+from pipeline.beam_runtime import startup
 startup.begin(sys.argv[1:])
 import apache_beam
 from apache_beam.io.filesystems import FileSystems

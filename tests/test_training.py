@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import convert
-from pipeline.launch import EXIT_OK
+from pipeline.cli import EXIT_OK
 from tests.conftest import feature
 from tests.conftest import read_info
 from tests.conftest import write_image
@@ -21,7 +21,7 @@ from transforms.core.example import BuiltExample
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
 from transforms.core.tfrecord import record_spans
-from transforms.write_dataset import WriteShards
+from transforms.write_shards import WriteShards
 
 # One worker builds its converted datasets (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('training')

@@ -14,19 +14,19 @@ import pytest
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
+from transforms.beam_util import EXAMPLES
+from transforms.beam_util import REJECTED
+from transforms.beam_util import TALLIES
 from transforms.core import manifest
 from transforms.core.example_proto import parse_example
 from transforms.core.labels import LabelMap
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
-from transforms.encode_rows import EncodeRows
-from transforms.read_manifest import LabelMapFromRows
-from transforms.read_manifest import ReadManifest
-from transforms.read_manifest import ResolveKeys
-from transforms.tags import EXAMPLES
-from transforms.tags import REJECTED
-from transforms.tags import TALLIES
+from transforms.encode import EncodeRows
+from transforms.sources import LabelMapFromRows
+from transforms.sources import ReadManifest
+from transforms.sources import ResolveKeys
 from transforms.workers.source_image import convert_sources
 from transforms.workers.source_image import read_local_file
 
@@ -175,8 +175,8 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
 def test_convert_reports_counters_per_stage_and_reason(sample):
   from apache_beam.metrics.metric import MetricsFilter
 
+  from pipeline import config as opts
   from pipeline import convert
-  from pipeline import options as opts
   write_manifest(sample.manifest, list(sample.labels.items()) + [('images/gone.png', 'red')])
   config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
                                   str(sample.out), '--height', '4', '--width', '4'])

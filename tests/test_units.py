@@ -349,11 +349,11 @@ def test_image_processes_default(encoding, processes, threads, flags, timeout, e
   import os
 
   from pipeline import command_line
-  from pipeline import launch
-  from pipeline import options as opts
+  from pipeline import engines
+  from pipeline.flags import ValidateOptions
   from transforms.workers.pooled_step import pool_size
-  options = command_line.parse(flags, opts.ValidateOptions, '').pipeline_options
-  found = pool_size(threads, processes, encoding, launch.single_local_worker(options),
+  options = command_line.parse(flags, ValidateOptions, '').pipeline_options
+  found = pool_size(threads, processes, encoding, engines.single_local_worker(options),
                     os.cpu_count(), timeout_s=timeout).processes
   assert found == (os.cpu_count() if expected == 'cores' else expected)
 

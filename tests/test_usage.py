@@ -10,7 +10,7 @@ import pytest
 from pipeline import cli
 from pipeline import convert
 from pipeline import validate
-from pipeline.launch import EXIT_USAGE
+from pipeline.cli import EXIT_USAGE
 from tests.conftest import read_info
 
 
@@ -121,7 +121,7 @@ def test_real_command_line_exit_codes(sample):
 
 
 def test_fast_exit_flushes_piped_output_and_keeps_the_code():
-  code = ('import logging, sys; from pipeline.fast_exit import exit_now; '
+  code = ('import logging, sys; from pipeline.beam_runtime.fast_exit import exit_now; '
           'print("to stdout"); print("to stderr", file=sys.stderr); exit_now(7)')
   done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
   assert (done.returncode, done.stdout, done.stderr) == (7, 'to stdout\n', 'to stderr\n')

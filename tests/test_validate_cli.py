@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from pipeline import validate
-from pipeline.launch import EXIT_FAILED
-from pipeline.launch import EXIT_OK
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
@@ -276,12 +276,12 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   import types
 
   from pipeline import command_line
-  from pipeline import launch
-  from pipeline import options as opts
+  from pipeline import engines
+  from pipeline.flags import ValidateOptions
   from transforms.workers.pooled_step import pool_size
-  options = command_line.parse([], opts.ValidateOptions, '').pipeline_options
+  options = command_line.parse([], ValidateOptions, '').pipeline_options
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
-  threads = pool_size(requested, 0, records.image.encoding, launch.single_local_worker(options),
+  threads = pool_size(requested, 0, records.image.encoding, engines.single_local_worker(options),
                       os.cpu_count(), inline_raw=True).threads
   assert threads == (expected or os.cpu_count() + 1)
 

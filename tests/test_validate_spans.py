@@ -10,9 +10,9 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.launch import EXIT_FAILED
+from pipeline.cli import EXIT_FAILED
 from tests.conftest import read_info
-from transforms import validate_shards
+from transforms import check_shards
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import plan_spans
@@ -74,7 +74,7 @@ def report_of(out, *flags):
 def test_spans_give_the_same_report_as_reading_here(sample, monkeypatch):
   out = damaged_dataset(sample)
   here = report_of(out, '--check_threads', '1')
-  monkeypatch.setattr(validate_shards, 'SPAN_BYTES', 1000)  # about one record per span
+  monkeypatch.setattr(check_shards, 'SPAN_BYTES', 1000)  # about one record per span
   in_spans = report_of(out, '--check_processes', '2')
   assert in_spans == here
   assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
@@ -95,7 +95,7 @@ def test_whole_shards_give_the_same_report_as_reading_here(sample, monkeypatch):
 
   def no_spans(*args):
     raise AssertionError('spans were planned')
-  monkeypatch.setattr(validate_shards, 'plan_spans', no_spans)
+  monkeypatch.setattr(check_shards, 'plan_spans', no_spans)
   assert report_of(out, '--check_processes', '1') == here
   assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
                                       'truncated_shard': 1}

@@ -6,7 +6,6 @@ from collections.abc import Callable
 import contextlib
 import gzip
 import importlib
-import posixpath
 import sys
 import threading
 from typing import Optional
@@ -17,12 +16,13 @@ from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import RuntimeValueProvider
 
+from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
 
 # Filesystems a command line run may have left out of Beam's import
-# (pipeline/startup.py); importing the module registers the filesystem.
+# (pipeline/beam_runtime/startup.py); importing the module registers the filesystem.
 _DEFERRED_FILESYSTEMS = {
     'gs': 'apache_beam.io.gcp.gcsfilesystem',
     's3': 'apache_beam.io.aws.s3filesystem',
@@ -32,7 +32,7 @@ _DEFERRED_FILESYSTEMS = {
 def load_filesystem(path: str) -> None:
   """Makes sure Beam's filesystem for `path`'s scheme is registered, with its
   client library."""
-  scheme = path.split('://', 1)[0] if '://' in path else None
+  scheme = path.split('://', 1)[0] if paths.is_remote(path) else None
   module = _DEFERRED_FILESYSTEMS.get(scheme)
   if module:
     importlib.import_module(module)
@@ -198,9 +198,7 @@ def _is_s3(path: str) -> bool:
 
 
 def join(directory: str, name: str) -> str:
-  if '://' in directory:
-    return directory.rstrip('/') + '/' + name
-  return posixpath.join(directory, name)
+  return paths.join(directory, name)
 
 
 def basename(path: str) -> str:

@@ -12,6 +12,7 @@ import posixpath
 import re
 from typing import Optional
 
+from transforms.core import paths
 from transforms.core.labels import normalize_label
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
@@ -140,7 +141,7 @@ class ManifestConfig:
 
   @property
   def base_dir(self) -> str:
-    return posixpath.dirname(self.path) if '://' in self.path else (
+    return posixpath.dirname(self.path) if paths.is_remote(self.path) else (
         self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
 
 
@@ -255,7 +256,7 @@ def label_list(label) -> tuple:
 
 def resolve_path(image: str, base_dir: str) -> str:
   """Relative image paths resolve against the manifest's own folder."""
-  if '://' in image or image.startswith('/'):
+  if paths.is_remote(image) or image.startswith('/'):
     return image
   return posixpath.join(base_dir, image) if base_dir != '.' else image
 

@@ -1,6 +1,6 @@
 """A converted dataset's records as plain values: decoded to numpy, no TensorFlow.
 
-What `pipeline.read.examples` and `pipeline.inspect` share: from one
+What `pipeline.read.examples` and `pipeline.look` share: from one
 serialized Example and dataset_info.json to a dict of `image` (uint8 H x W x C),
 `label`, `key`, `class_text` and every extra feature; and, for files convert did
 not write, guessing which feature holds the image and which the label.

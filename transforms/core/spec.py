@@ -23,7 +23,7 @@ SHARD_SUFFIX = '.tfrecord'
 # --write_index: `<shard>.index` beside each uncompressed shard, one `offset length`
 # line per record (the tfrecord package's and NVIDIA DALI's index format).
 INDEX_SUFFIX = '.index'
-# fnmatch pattern of a shard's numbers (write_dataset.shard_path: -00001-of-00004)
+# fnmatch pattern of a shard's numbers (write_shards.shard_path: -00001-of-00004)
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 
 ENCODINGS = ('raw', 'jpeg', 'png')

@@ -190,7 +190,7 @@ class RecordFacts:
   single local worker): their tallies, where each key and each source digest
   was seen, and the problems found (every one tallied, the first
   max_problems kept). It holds every key, as grouping by key on one worker
-  would; distributed runners group by key instead (validate_shards)."""
+  would; distributed runners group by key instead (check_shards)."""
   max_problems: int = 100
   tallies: dict = dataclasses.field(default_factory=dict)  # tally key -> count
   key_places: dict = dataclasses.field(default_factory=dict)  # key -> [(shard, record)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+from transforms.core import paths
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import prepare_pillow
@@ -16,7 +17,7 @@ from transforms.workers.process_pool import picklable_error
 
 
 def is_local(path: str) -> bool:
-  return '://' not in path
+  return not paths.is_remote(path)
 
 
 def read_local_file(path: str) -> bytes:

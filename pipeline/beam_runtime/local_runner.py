@@ -9,7 +9,10 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineResult
 from apache_beam.runners.runner import PipelineRunner
 
-_DIRECT_RUNNERS = ('DirectRunner', 'SwitchingDirectRunner', 'direct')
+from pipeline.beam_runtime import LOCAL_RUNNERS
+
+# The local runners that name the DirectRunner; FnApiRunner, the other one, Beam makes itself.
+_DIRECT_RUNNERS = tuple(r for r in LOCAL_RUNNERS if r != 'FnApiRunner')
 
 
 class LocalRunner(PipelineRunner):

@@ -1,9 +1,9 @@
 """Look at a dataset: counts, specs, the first record; with --export_dir, sample
 images, samples.csv, contact_sheet.png, label_histogram.png and report.html.
 
-  python -m pipeline.inspect --input_dir OUT [--split NAME] [--num 16] [--per_class K]
+  python -m pipeline.look --input_dir OUT [--split NAME] [--num 16] [--per_class K]
       [--seed 0] [--export_dir DIR]
-  python -m pipeline.inspect --files 'PATTERN' [--height H --width W --channels C]
+  python -m pipeline.look --files 'PATTERN' [--height H --width W --channels C]
       [--image_feature NAME] [--label_feature NAME] [--export_dir DIR]
 
 Records are streamed once (class counts and a reproducible random sample in the
@@ -25,6 +25,9 @@ from typing import Optional
 
 from pipeline import read
 from pipeline import report
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.example_proto import parse_example
@@ -33,7 +36,6 @@ from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
 
-EXIT_OK, EXIT_USAGE = 0, 2  # the same codes as convert and validate (pipeline/launch.py)
 TOP_CLASSES = 20  # more classes than this: the terminal lists the most frequent
 FIRST_RECORDS = 3  # records of a foreign file whose features are described
 REJECTED_SHOWN = 3  # first rejected lines per stage/code on the page
@@ -311,7 +313,7 @@ def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: 
 
 def inspect_dataset(args) -> list:
   """--input_dir: the summary lines; with --export_dir, every file as well."""
-  if not os.path.isdir(args.input_dir) and '://' not in args.input_dir:
+  if not os.path.isdir(args.input_dir) and not paths.is_remote(args.input_dir):
     raise InspectError(f'--input_dir {args.input_dir} is not a folder')
   try:
     info = read.read_info(args.input_dir)

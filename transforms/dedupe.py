@@ -10,15 +10,15 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
 from transforms.core import duplicates
 from transforms.core import manifest
 from transforms.core import shuffle
 from transforms.core.rejects import RowError
-from transforms.encode_rows import read_bytes
+from transforms.encode import read_bytes
 from transforms.filesystem import FileAccess
-from transforms.read_manifest import label_map_side_input
-from transforms.tags import REJECTED
-from transforms.tags import ROWS
+from transforms.sources import label_map_side_input
 
 
 class _ReportFn(beam.CombineFn):

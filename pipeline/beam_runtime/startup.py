@@ -7,6 +7,9 @@ import importlib.abc
 import logging
 import sys
 
+from pipeline.beam_runtime import LOCAL_RUNNERS
+from transforms.core import paths
+
 # Imported by `import apache_beam` for features a local run without gs:// or
 # s3:// paths never uses: the GCS and S3 filesystems, BigQuery, Pub/Sub and
 # Dataflow clients (google.cloud, apitools, boto3/botocore), MongoDB and
@@ -20,14 +23,16 @@ import sys
 # median of 4, idle machine). gcsio still comes with the gs:// filesystem.
 DEFERRED = ('google.cloud', 'apitools', 'boto3', 'botocore', 'pymongo', 'pyarrow',
             'apache_beam.io.gcp.bigquery')
-_LOCAL_RUNNERS = ('DirectRunner', 'direct', 'LocalRunner', 'FnApiRunner')
+# Also LocalRunner (local_runner.py's class, by name); SwitchingDirectRunner, named
+# by its full path, imports Beam whole as before.
+_LOCAL_RUNNERS = tuple(r for r in LOCAL_RUNNERS if r != 'SwitchingDirectRunner') + ('LocalRunner',)
 
 
 def needs_cloud(argv: list) -> bool:
   """A non-local --runner, any argument naming a URL (gs://, s3://, an
   endpoint) or a --config file: then Beam is imported whole."""
   for i, arg in enumerate(argv):
-    if '://' in arg or arg == '--config' or arg.startswith('--config='):
+    if paths.is_remote(arg) or arg == '--config' or arg.startswith('--config='):
       return True  # a --config file may name URLs or a runner: no guessing
     runner = None
     if arg == '--runner' and i + 1 < len(argv):
@@ -45,7 +50,7 @@ class _Refuse(importlib.abc.MetaPathFinder):
   def find_spec(self, name, path=None, target=None):
     del path, target
     if any(name == d or name.startswith(d + '.') for d in DEFERRED):
-      raise ModuleNotFoundError(f'{name} deferred by pipeline.startup', name=name)
+      raise ModuleNotFoundError(f'{name} deferred by pipeline.beam_runtime.startup', name=name)
 
 
 def begin(argv: list) -> None:

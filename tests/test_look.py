@@ -1,4 +1,4 @@
-"""pipeline.inspect: the summary, the exported files checked for content, foreign
+"""pipeline.look: the summary, the exported files checked for content, foreign
 files, bad input (exit 2), damaged records (skipped), the page in a real browser."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from pipeline import cli
 from pipeline import convert
-from pipeline import inspect
+from pipeline import look
 from pipeline import read
 from pipeline import report
 from pipeline import validate
@@ -76,7 +76,7 @@ def run_inspect(argv):
   stdout = io.StringIO()
   import contextlib
   with contextlib.redirect_stdout(stdout):
-    code = inspect.main(argv)
+    code = look.main(argv)
   return code, stdout.getvalue()
 
 
@@ -149,7 +149,7 @@ def test_per_class_takes_k_of_each_class_per_split(dataset, tmp_path):
 def test_reservoir_is_uniform_enough():
   seen = {}
   for seed in range(300):
-    sample = inspect.Reservoir(3, random.Random(seed))
+    sample = look.Reservoir(3, random.Random(seed))
     for item in range(10):
       sample.offer(None, item)
     for item in sample.items():
@@ -174,7 +174,7 @@ def test_summary_and_histogram_show_the_class_counts(dataset, exported):
   assert picture.format == 'PNG' and picture.size[0] >= 600
   assert picture.info['Title'].startswith('Examples per class')
   # what the scan counted is what the records hold
-  scanned = {s: inspect.scan_split(str(dataset), info, s, 0, False, 0).counts for s in splits}
+  scanned = {s: look.scan_split(str(dataset), info, s, 0, False, 0).counts for s in splits}
   assert scanned == counts
 
 
@@ -318,7 +318,7 @@ def test_console_script_runs_inspect(dataset, capsys):
 def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, capsys, argv, message):
   (tmp_path / 'empty').mkdir()
   values = {'missing': tmp_path / 'missing', 'empty': tmp_path / 'empty', 'dataset': dataset}
-  assert inspect.main([a.format(**values) for a in argv]) == 2
+  assert look.main([a.format(**values) for a in argv]) == 2
   err = capsys.readouterr().err
   assert message in err and len(err.strip().splitlines()) == 1, err
 
@@ -359,9 +359,9 @@ def test_foreign_files_with_raw_pixels_need_their_size(tmp_path):
   assert 'img_raw                  bytes_list  1 value(s), first 240 bytes' in printed
   assert 'label                    int64_list  1 value(s)' in printed
   export = ['--files', str(tmp_path / '*.tfrecords'), '--export_dir', str(tmp_path / 'e')]
-  assert inspect.main(export) == 2  # raw bytes: the size is needed
-  assert inspect.main(export + ['--height', '10', '--width', '9']) == 2  # 270 != 240
-  assert inspect.main(export + ['--height', '10', '--width', '8']) == 0
+  assert look.main(export) == 2  # raw bytes: the size is needed
+  assert look.main(export + ['--height', '10', '--width', '9']) == 2  # 270 != 240
+  assert look.main(export + ['--height', '10', '--width', '8']) == 0
   rows = samples_csv(tmp_path / 'e')
   assert [r['file'] for r in rows] == [f'{i}_Label_{i % 2}.jpg' for i in range(5)]
   for i, row in enumerate(rows):
@@ -377,20 +377,20 @@ def test_foreign_gzip_files_with_encoded_images_are_recognised_by_content(tmp_pa
     Image.fromarray(pattern(i)).save(buffer, 'PNG' if i % 2 else 'JPEG', quality=95)
     examples.append({'image': ('bytes', buffer.getvalue()), 'label': ('int64', i)})
   _write_foreign(tmp_path / 'mine.tfrecord.gz', examples, compress=True)
-  assert inspect.main(['--files', str(tmp_path / 'mine.tfrecord.gz'),
+  assert look.main(['--files', str(tmp_path / 'mine.tfrecord.gz'),
                        '--export_dir', str(tmp_path / 'e'), '--num', '10']) == 0
   rows = samples_csv(tmp_path / 'e')
   assert [r['label'] for r in rows] == ['0', '1', '2', '3']
   for i, row in enumerate(rows):
     pixels = np.asarray(Image.open(tmp_path / 'e' / row['file']), np.int32)
     assert np.abs(pixels - pattern(i)).mean() < 4
-  assert inspect.main(['--files', str(tmp_path / 'mine.tfrecord.gz'), '--export_dir',
+  assert look.main(['--files', str(tmp_path / 'mine.tfrecord.gz'), '--export_dir',
                        str(tmp_path / 'f'), '--image_feature', 'nope']) == 2
   assert 'no image feature (tried nope)' in capsys.readouterr().err
 
 
 def test_inspect_module_runs_as_a_script(dataset):
-  done = subprocess.run([os.sys.executable, '-m', 'pipeline.inspect', '--input_dir',
+  done = subprocess.run([os.sys.executable, '-m', 'pipeline.look', '--input_dir',
                          str(dataset), '--split', 'nope'], capture_output=True, text=True,
                         cwd=pathlib.Path(__file__).parent.parent)
   assert done.returncode == 2 and "no split 'nope'" in done.stderr
@@ -408,7 +408,7 @@ def test_multi_label_records_are_counted_per_label_and_named_by_their_ids(tmp_pa
   assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
                        '--height', str(HEIGHT), '--width', str(WIDTH), '--multi_label']) == 0
   info = read_info(out)
-  assert inspect.scan_split(str(out), info, 'train', 0, False, 0).counts == {0: 2, 1: 3, 2: 2}
+  assert look.scan_split(str(out), info, 'train', 0, False, 0).counts == {0: 2, 1: 3, 2: 2}
   code, _ = run_inspect(['--input_dir', str(out), '--export_dir', str(tmp_path / 'x'),
                          '--num', '4'])
   assert code == 0

@@ -6,10 +6,14 @@ import functools
 from typing import Optional
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
+from transforms.beam_util import EXAMPLES
+from transforms.beam_util import LABELLED
+from transforms.beam_util import LOADED
+from transforms.beam_util import METRICS_NAMESPACE
+from transforms.beam_util import REJECTED
+from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
@@ -21,12 +25,7 @@ from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
-from transforms.metrics import METRICS_NAMESPACE
-from transforms.read_manifest import label_map_side_input
-from transforms.tags import EXAMPLES
-from transforms.tags import LABELLED
-from transforms.tags import LOADED
-from transforms.tags import REJECTED
+from transforms.sources import label_map_side_input
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.process_pool import WorkerTimedOut
@@ -133,9 +132,9 @@ class LoadImageFn(beam.DoFn):
     for labelled, result in self._step.flush():
       outcome = self._outcome(labelled, result)
       if isinstance(outcome, beam.pvalue.TaggedOutput):
-        yield beam.pvalue.TaggedOutput(outcome.tag, _in_global_window(outcome.value))
+        yield beam.pvalue.TaggedOutput(outcome.tag, in_global_window(outcome.value))
       else:
-        yield _in_global_window(outcome)
+        yield in_global_window(outcome)
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) converting these rows on the pool."""
@@ -165,10 +164,6 @@ class LoadImageFn(beam.DoFn):
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)
     return loaded
-
-
-def _in_global_window(value):
-  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 class EncodeRows(beam.PTransform):

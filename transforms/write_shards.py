@@ -1,33 +1,21 @@
-"""Writing a dataset: TFRecord shards per split, rejected rows, dataset_info.json."""
+"""Writing a dataset's TFRecord shards per split (and their index files)."""
 
 from __future__ import annotations
 
 import array
-import json
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
-from transforms.core import dataset_info
-from transforms.core import labels
+from transforms.beam_util import in_global_window
 from transforms.core import shuffle
-from transforms.core import tally
-from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
-from transforms.core.spec import LABEL_MAP
-from transforms.core.spec import REJECTED_FILE
 from transforms.core.tfrecord import frame
 
 
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
   """PREFIX-00001-of-00004SUFFIX (Beam's own shard names; SHARD_NUMBERS_GLOB matches them)."""
   return f'{prefix}-{index:05d}-of-{num_shards:05d}{suffix}'
-
-
-def _in_global_window(value):
-  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 class _InOrderWriterFn(beam.DoFn):
@@ -88,7 +76,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     if self._shards:
       self._written = True
       for i in range(self._num_shards):
-        yield _in_global_window(self._path(i))
+        yield in_global_window(self._path(i))
     self._shards = []
 
   def _path(self, index: int) -> str:
@@ -142,7 +130,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
         finals.append(final + INDEX_SUFFIX)
       # A rename replaces an earlier attempt's file (see filesystem.replacing).
       self._files.rename(temps, finals)
-      yield _in_global_window(final)
+      yield in_global_window(final)
     if self._files.exists(self._temp_dir):  # object stores have no folders
       self._files.delete([self._temp_dir])
 
@@ -339,89 +327,3 @@ class WriteShards(beam.PTransform):
                  _empty_shards, self._prefix, self._suffix, self._compression,
                  self._write_index, side.AsSingleton(orders), self._num_shards))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()
-
-
-class _WriteRejectedFn(beam.DoFn):
-  """Runs once: every rejection (a side input) -> one JSON line each in
-  `path`, in the order they arrive, written under a temp name and renamed.
-  An object store gets no object when nothing was rejected."""
-
-  def __init__(self, path: str):
-    self._path = path
-
-  def process(self, _, rejections):
-    lines = (rejection.to_json().encode('utf-8') + b'\n' for rejection in rejections)
-    first = next(lines, None)
-    if first is None and '://' in self._path:
-      return
-    with filesystem.FileAccess().replacing(self._path) as handle:
-      if first is not None:
-        handle.write(first)
-      for line in lines:
-        handle.write(line)
-    yield self._path
-
-
-@beam.ptransform_fn
-def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
-  """Rejection -> OUT/rejected.jsonl (one JSON object per line; empty if none).
-
-  Out: the file's path (none for an empty object store write). Two steps
-  where Beam's WriteToText took twelve in five stages; each step costs a
-  pipeline's start-up ~20 ms (measured on 2 cores).
-  """
-  return (rejections.pipeline
-          | 'Once' >> beam.Impulse()
-          | 'WriteJsonl' >> beam.ParDo(_WriteRejectedFn(
-              filesystem.join(output_dir, REJECTED_FILE)), beam.pvalue.AsIter(rejections)))
-
-
-class WriteInfoFn(beam.DoFn):
-  """Runs once, after every shard and reject file exists: writes the label map
-  and, last, dataset_info.json. Splits that got no example (and so, with
-  skip_if_empty, no shard) are left out."""
-
-  def __init__(self, output_dir: str, split_names: tuple, has_label_manifest: bool,
-               settings: dataset_info.InfoSettings):
-    self._output_dir = output_dir
-    self._split_names = split_names
-    self._has_label_manifest = has_label_manifest
-    self._settings = settings
-
-  def process(self, _, shard_paths, tally_sums, label_map, rejected_files,
-              content_duplicates, skipped_files=None):
-    """skipped_files: with --image_dir, the first skipped file names."""
-    del rejected_files  # only orders this step after the reject file is written
-    files = filesystem.FileAccess()  # one S3 client for the sizes and both files
-    counts = tally.read_counts(tally_sums)
-    names = list(label_map.names)
-    balance = labels.class_balance(counts.class_counts, names)
-    splits = {}
-    for split in self._split_names:
-      paths = sorted(p for s, p in shard_paths if s == split)
-      count = counts.examples.get(split, 0)
-      if not count:
-        continue
-      sizes = files.sizes(paths)
-      splits[split] = {
-          'num_examples': count,
-          'num_bytes': sum(sizes.values()),
-          'shards': [filesystem.basename(p) for p in paths],
-          **balance.get(split, {}),
-      }
-    info = dataset_info.build_info(
-        self._settings, label_names=names, splits=splits,
-        num_manifest_rows=counts.manifest_rows, rejected=counts.rejected,
-        num_label_rows=counts.label_manifest_rows if self._has_label_manifest else None,
-        label_rows_rejected=counts.label_rows_rejected,
-        skipped=None if skipped_files is None else (counts.skipped_files, skipped_files),
-        label_warnings=labels.label_warnings(counts.label_rows, counts.padded_labels,
-                                             self._settings.label_normalize, names,
-                                             counts.class_counts),
-        content_duplicates=content_duplicates)
-    files.write_text(
-        filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
-    files.write_text(
-        filesystem.join(self._output_dir, DATASET_INFO),
-        json.dumps(info, indent=2, ensure_ascii=False) + '\n')
-    yield info

@@ -6,6 +6,11 @@ import itertools
 
 import apache_beam as beam
 
+from transforms.beam_util import METRICS_NAMESPACE
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.beam_util import SKIPPED
+from transforms.beam_util import TALLIES
 from transforms.core import manifest
 from transforms.core import shuffle
 from transforms.core.labels import LabelMap
@@ -15,11 +20,6 @@ from transforms.core.rejects import RowError
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
-from transforms.metrics import METRICS_NAMESPACE
-from transforms.tags import REJECTED
-from transforms.tags import ROWS
-from transforms.tags import SKIPPED
-from transforms.tags import TALLIES
 
 
 def read_numbered_lines(path: str, fmt: str):

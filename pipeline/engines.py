@@ -1,22 +1,14 @@
-"""What both entry points share: exit codes, local defaults, runners, logging."""
+"""The runners: which run locally, the local defaults, the ones refused, dry runs."""
 
 from __future__ import annotations
-
-import logging
-import sys
-import traceback
 
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
-from pipeline.beam_signatures import remember_method_signatures
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
-EXIT_USAGE = 2
-EXIT_OVER_BUDGET = 3
+from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.cli import UsageError
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
@@ -26,10 +18,6 @@ LOCAL_RUNNER = 'DirectRunner'
 # 8.0 s for multi_processing; and multi_threading corrupted its data plane in 1
 # of 3 runs of a 100,000-row manifest (cf. apache/beam#21104).
 LOCAL_RUNNING_MODE = 'in_memory'
-
-
-class UsageError(Exception):
-  """Bad flags or unusable input: exit 2 with one line, before any work."""
 
 
 # Runners that cannot run these pipelines, and why: refused before anything is written.
@@ -80,9 +68,7 @@ def is_local(options: PipelineOptions) -> bool:
 
 
 def is_local_runner(runner) -> bool:
-  # 'direct' too: Beam and local_runner.for_options accept it for the DirectRunner.
-  return str(runner or '').split('.')[-1] in ('DirectRunner', 'FnApiRunner',
-                                              'SwitchingDirectRunner', 'direct')
+  return str(runner or '').split('.')[-1] in LOCAL_RUNNERS
 
 
 def is_dry_run(options: PipelineOptions) -> bool:
@@ -98,30 +84,3 @@ def is_dry_run(options: PipelineOptions) -> bool:
 def dry_run_note(options: PipelineOptions, nothing: str) -> str:
   runner = options.view_as(StandardOptions).runner
   return f'Dry run: the {runner} job was built, not submitted; {nothing}.'
-
-
-def configure_logging() -> None:
-  """For the command line only: Beam's warnings (no GCP client, ...) are noise
-  for users; errors still reach stderr. Importing our modules configures nothing."""
-  logging.basicConfig(format='%(levelname)s: %(message)s')
-  logging.getLogger().setLevel(logging.ERROR)
-
-
-def main_with_exit_codes(run, argv=None) -> int:
-  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
-  argv = list(sys.argv[1:] if argv is None else argv)
-  configure_logging()
-  remember_method_signatures()
-  try:
-    return run(argv)
-  except UsageError as error:
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_USAGE
-  except KeyboardInterrupt:
-    print('interrupted', file=sys.stderr)
-    return EXIT_FAILED
-  except Exception as error:  # a crash: say what failed, keep the detail
-    print(f'error: the job failed: {type(error).__name__}: '
-          f'{str(error).splitlines()[0] if str(error) else ""}', file=sys.stderr)
-    traceback.print_exc(file=sys.stderr)
-    return EXIT_FAILED

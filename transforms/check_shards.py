@@ -6,21 +6,21 @@ import json
 import zlib
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import filesystem
+from transforms.beam_util import FIRST_PROBLEMS
+from transforms.beam_util import FIRST_WARNINGS
+from transforms.beam_util import METRICS_NAMESPACE
+from transforms.beam_util import PROBLEMS
+from transforms.beam_util import SUMMARIES
+from transforms.beam_util import TALLY_SUMS
+from transforms.beam_util import in_global_window
+from transforms.core import paths
 from transforms.core import validation
 from transforms.core.image import prepare_pillow
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import plan_spans
 from transforms.core.tfrecord import read_records
-from transforms.metrics import METRICS_NAMESPACE
-from transforms.tags import FIRST_PROBLEMS
-from transforms.tags import FIRST_WARNINGS
-from transforms.tags import PROBLEMS
-from transforms.tags import SUMMARIES
-from transforms.tags import TALLY_SUMS
 from transforms.workers.ordered_pool import OrderedPool
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
@@ -93,7 +93,7 @@ class ReadShardFn(beam.DoFn):
     """The spans to check `path` in, in worker processes; None: read it here
     (no span processes, a remote or compressed file, or one that cannot be
     opened: reading it here names the problem as ever)."""
-    if self._spans is None or '://' in path or path.endswith('.gz'):
+    if self._spans is None or paths.is_remote(path) or path.endswith('.gz'):
       return None
     try:
       with open(path, 'rb') as stream:
@@ -110,11 +110,11 @@ class ReadShardFn(beam.DoFn):
       for due in self._spans.drain():
         for output in self._gathered(self._span_done(*due)):
           if isinstance(output, beam.pvalue.TaggedOutput):
-            yield beam.pvalue.TaggedOutput(output.tag, _in_global_window(output.value))
+            yield beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
           else:
-            yield _in_global_window(output)
+            yield in_global_window(output)
     if self._facts is not None and self._facts.tallies:
-      yield _in_global_window(self._facts)
+      yield in_global_window(self._facts)
     self._facts = None
 
   def _gathered(self, outputs):
@@ -197,10 +197,6 @@ class ReadShardFn(beam.DoFn):
   def _problem(kind, shard, index, detail):
     return beam.pvalue.TaggedOutput(
         PROBLEMS, validation.Problem(kind, shard, index, detail))
-
-
-def _in_global_window(value):
-  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
 class _MergeFactsFn(beam.CombineFn):

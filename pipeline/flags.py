@@ -1,0 +1,186 @@
+"""The flags of convert and validate: the one source of the flags, which the
+parser (pipeline/command_line.py), --help and --config files all read, with
+their defaults and the small value parsers of their types."""
+
+from __future__ import annotations
+
+from transforms.core import manifest
+from transforms.core.shuffle import SHUFFLE_MODES
+from transforms.core.spec import COMPRESSIONS
+from transforms.core.spec import DEFAULT_FORMATS
+from transforms.core.spec import ENCODINGS
+from transforms.core.spec import RESIZE_FILTERS
+from transforms.core.spec import RESIZE_MODES
+from transforms.core.spec import SCHEMAS
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
+
+DEFAULT_SHARD_SIZE_MB = 128
+DEFAULT_IMAGE_TIMEOUT_S = 60.0
+
+
+def _positive_int(text):
+  value = int(text)
+  if value <= 0:
+    raise ValueError(f'{text} is not a positive integer')
+  return value
+
+
+def _non_negative_int(text):
+  value = int(text)
+  if value < 0:
+    raise ValueError(f'{text} is negative')
+  return value
+
+
+def _non_negative_float(text):
+  value = float(text)
+  if not value >= 0 or value == float('inf'):
+    raise ValueError(f'{text} is not a non-negative number')
+  return value
+
+
+def _quality(text):
+  value = int(text)
+  if not 1 <= value <= 100:
+    raise ValueError(f'{text} is not in 1..100')
+  return value
+
+
+# argparse names the type in its message: "invalid positive integer value: 'abc'"
+_positive_int.__name__ = 'positive integer'
+_non_negative_int.__name__ = 'non-negative integer'
+_non_negative_float.__name__ = 'non-negative number'
+_quality.__name__ = 'JPEG quality (1..100)'
+
+
+class ConvertOptions:
+  """Options of `python -m pipeline.convert`."""
+
+  @classmethod
+  def _add_argparse_args(cls, parser):
+    source = parser.add_argument_group('input')
+    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest (optionally .gz) '
+                        'with columns image, label[, key, split, ...]')
+    source.add_argument('--label_manifest', help='second manifest key,label, '
+                        'joined on key with --manifest key,image')
+    source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
+                        'instead of --manifest')
+    source.add_argument('--label_map', help='file with one class name per line; '
+                        'line i is id i. Default: sorted distinct labels')
+    source.add_argument('--manifest_format', choices=manifest.FORMATS,
+                        help='format of the manifests (default: from the file name; '
+                        'txt: "path label" per line)')
+    for column in manifest.COLUMNS:
+      source.add_argument(f'--{column}_column', metavar='NAME',
+                          help=f'the manifest column holding the {column} '
+                          f'(default {column})')
+    source.add_argument('--image_dir_layout', default=manifest.LAYOUT_LABEL,
+                        choices=manifest.IMAGE_DIR_LAYOUTS,
+                        help='label: DIR/<label>/<image>; split/label: '
+                        'DIR/<split>/<label>/<image>')
+    source.add_argument('--image_extensions', default=','.join(manifest.DEFAULT_IMAGE_EXTENSIONS),
+                        help='with --image_dir, files with other extensions are skipped '
+                        '(all: keep every file)')
+    source.add_argument('--multi_label', action='store_true',
+                        help='a label cell or JSON list holds several labels')
+    source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,
+                        help='separates the labels of a cell with --multi_label')
+    out = parser.add_argument_group('output')
+    out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
+    out.add_argument('--overwrite', action='store_true',
+                     help='replace a previous dataset in --output_dir')
+    out.add_argument('--schema', default=ExampleSpec.schema, choices=SCHEMAS)
+    out.add_argument('--num_shards', type=_non_negative_int, default=0,
+                     help='shards per split (0: per worker bundle, rolled over at '
+                     '--shard_size_mb; N forces exactly N through a shuffle)')
+    out.add_argument('--shard_size_mb', type=_positive_int, default=DEFAULT_SHARD_SIZE_MB,
+                     help='target shard size when --num_shards is 0')
+    out.add_argument('--compression', default='none', choices=COMPRESSIONS)
+    out.add_argument('--write_index', action='store_true',
+                     help='write <shard>.index (one "offset length" line per record, as the '
+                     'tfrecord package and DALI read) beside each uncompressed shard')
+    out.add_argument('--split', help='hash split, e.g. train=0.8,validation=0.1,test=0.1')
+    out.add_argument('--split_names', default=','.join(manifest.DEFAULT_SPLIT_NAMES),
+                     help='allowed values of a split column')
+    out.add_argument('--seed', type=int, default=0,
+                     help='salt of the --split hash and of the --shuffle order')
+    out.add_argument('--shuffle', default='on', choices=SHUFFLE_MODES,
+                     help='on: records in a pseudo-random order fixed by a salted hash '
+                     'of the key (--seed); off: in manifest order')
+    out.add_argument('--dedupe', default='key', choices=('key', 'content'),
+                     help='key: one row per key (always); content: also one row per '
+                     'identical image (the first by line), others rejected as '
+                     'duplicate/duplicate_content')
+    out.add_argument('--split_by', default='key', choices=('key', 'content'),
+                     help='what --split hashes: the key, or the image bytes (copies '
+                     'then always land in one split)')
+    out.add_argument('--label_normalize',
+                     help='merge label spellings on purpose: lower, strip, or both '
+                     '(also lower,strip); the normalized text is stored')
+    out.add_argument('--extra_features',
+                     help='manifest columns to copy, each with a shape: name:type a '
+                     'scalar, name:type[N] N values, name:type[] a list, name:type[][N] a '
+                     'list of N-tuples; type bytes|float|int64, e.g. '
+                     'weight:float,boxes:float[][4]')
+    image = parser.add_argument_group('image')
+    image.add_argument('--height', type=_positive_int, default=ImageSpec.height)
+    image.add_argument('--width', type=_positive_int, default=ImageSpec.width)
+    image.add_argument('--channels', type=int, default=ImageSpec.channels, choices=(1, 3))
+    image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS)
+    image.add_argument('--jpeg_quality', type=_quality, default=ImageSpec.jpeg_quality,
+                       metavar='1..100')
+    image.add_argument('--resize_mode', default=ImageSpec.resize_mode, choices=RESIZE_MODES)
+    image.add_argument('--resize_filter', default=ImageSpec.resize_filter,
+                       choices=RESIZE_FILTERS)
+    image.add_argument('--background', default=','.join(map(str, ImageSpec.background)),
+                       help='R,G,B colour that transparent pixels are composited over')
+    image.add_argument('--image_threads', type=_non_negative_int, default=0,
+                       help='threads converting images in a worker (0: cores + 1 '
+                       'on a local run, 1 on distributed runners)')
+    image.add_argument('--image_processes', type=_non_negative_int, default=0,
+                       help='child processes converting images in a worker '
+                       '(0: one per core for JPEG/PNG output on a single local '
+                       'worker unless --image_threads is given; none for raw '
+                       'output and on distributed runners)')
+    image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
+                       help='images with more pixels are rejected, never decoded')
+    image.add_argument('--image_timeout_s', type=_non_negative_float,
+                       default=DEFAULT_IMAGE_TIMEOUT_S,
+                       help='an image taking longer to read, decode, resize and encode '
+                       'is rejected as decode/timeout (0: no limit)')
+    image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
+                       help='Pillow formats decoded, by content (all: every format '
+                       'Pillow has); others are rejected')
+    budget = parser.add_argument_group('errors')
+    budget.add_argument('--max_error_rate', type=float, default=0.0,
+                        help='rejected/rows above this exits 3 (default 0: strict)')
+    budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
+                        help='live progress line on local runs (auto: when stderr is a terminal)')
+
+
+class ValidateOptions:
+  """Options of `python -m pipeline.validate`."""
+
+  @classmethod
+  def _add_argparse_args(cls, parser):
+    parser.add_argument('--input_dir', help='a folder written by convert')
+    parser.add_argument('--expected_count', type=_non_negative_int,
+                        help='total number of examples expected')
+    parser.add_argument('--report', help='where to write the JSON report '
+                        '(default INPUT_DIR/validation_report.json)')
+    parser.add_argument('--max_problems', type=_positive_int, default=100,
+                        help='problems (and warnings) listed in the report (all are counted)')
+    parser.add_argument('--strict', action='store_true',
+                        help='exit 1 on warnings too (e.g. the same image in two splits)')
+    parser.add_argument('--check_threads', type=_non_negative_int, default=0,
+                        help='threads checking records in a worker (0: cores + 1 '
+                        'for JPEG/PNG records on a local run; 1 for raw records '
+                        'and on distributed runners)')
+    parser.add_argument('--check_processes', type=_non_negative_int, default=0,
+                        help='child processes checking records in a worker; they '
+                        'read local uncompressed shards themselves, in 8 MiB spans '
+                        '(0: one per core on a single local worker for 32 MiB of such '
+                        'shards or more, and for other JPEG/PNG records, unless '
+                        '--check_threads is given; none for small raw datasets and on '
+                        'distributed runners)')

@@ -1,0 +1,136 @@
+"""What convert checks on the launcher before any work: reads of the input
+(a manifest's header line and columns, the --label_map file, the split folders
+of --image_dir), each a UsageError naming the problem."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Optional
+
+from pipeline.cli import UsageError
+from transforms import filesystem
+from transforms.core import manifest
+from transforms.core import paths
+from transforms.core.labels import LabelMap
+from transforms.core.labels import normalized_map
+
+
+def _first_line(path: str, skip_blank: bool = False) -> bytes:
+  """The first (non-blank) line of a manifest, read on the launcher."""
+  try:
+    with filesystem.FileAccess().open_checked(path) as stream:
+      first = stream.readline()
+      while skip_blank and first and not first.strip():
+        first = stream.readline()
+      return first
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+
+
+def read_manifest_header(path: str, fmt: str) -> tuple:
+  """The header of a CSV/TSV manifest, read on the launcher to check columns."""
+  if not manifest.has_header(fmt):
+    return ()
+  first = _first_line(path)
+  try:
+    return manifest.parse_header(first.decode('utf-8'), fmt)
+  except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
+    raise UsageError(f'manifest {path} has an unusable header line: {error}')
+
+
+def _jsonl_columns(path: str) -> Optional[tuple]:
+  """The keys of a JSONL manifest's first object (None if it does not parse:
+  that line is then rejected on its own)."""
+  try:
+    first = json.loads(_first_line(path, skip_blank=True).decode('utf-8').lstrip('\ufeff'))
+  except (UnicodeDecodeError, ValueError):
+    return None
+  return tuple(first) if isinstance(first, dict) else None
+
+
+# Which logical columns each kind of manifest reads.
+_ROLE_COLUMNS = {
+    manifest.ROLE_COMBINED: ('image', 'label', 'key', 'split'),
+    manifest.ROLE_IMAGES: ('image', 'key', 'split'),
+    manifest.ROLE_LABELS: ('key', 'label'),
+}
+
+
+def manifest_config(path: str, role: str, split: manifest.SplitConfig, extras: tuple,
+                    fmt: Optional[str] = None, columns: Optional[dict] = None,
+                    multi_label: bool = False,
+                    label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
+                    label_normalize: frozenset = frozenset()
+                    ) -> manifest.ManifestConfig:
+  """Checks one manifest on the launcher. `columns`: {logical column: the
+  file's name} as given by --image_column etc. A named column the file lacks
+  is a usage error that lists the columns it has."""
+  try:
+    fmt = fmt or manifest.manifest_format(path)
+  except manifest.ManifestFormatError as error:
+    raise UsageError(str(error))
+  if not paths.is_remote(path) and not os.path.isfile(path):
+    raise UsageError(f'manifest {path} does not exist or is not a file')
+  named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if named and fmt == 'txt':
+    raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
+                     f'column names: drop --{next(iter(named))}_column')
+  header = read_manifest_header(path, fmt)
+  config = manifest.ManifestConfig(
+      path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
+      columns=tuple(sorted(named.items())), multi_label=multi_label,
+      label_separator=label_separator, label_normalize=label_normalize)
+  if manifest.has_header(fmt):
+    needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
+    needed += [n for n in named.values() if n not in needed]
+    if role != manifest.ROLE_LABELS:
+      needed += [f.name for f in extras]
+    _check_columns(path, needed, header)
+  elif fmt == 'jsonl' and named:
+    found = _jsonl_columns(path)
+    if found is not None:
+      _check_columns(path, list(named.values()), found)
+  return config
+
+
+def _check_columns(path: str, needed: list, found: tuple) -> None:
+  missing = [c for c in needed if c not in found]
+  if missing:
+    raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
+                     f'(its columns: {", ".join(found) or "none"})')
+
+
+def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
+  if not path:
+    return None
+  try:
+    text = filesystem.read_text(path)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'--label_map {path} cannot be read: {type(error).__name__}: {error}')
+  except UnicodeDecodeError as error:
+    raise UsageError(f'--label_map {path} is not UTF-8 text: {error}')
+  try:
+    return normalized_map(LabelMap.from_text(text), modes)
+  except ValueError as error:  # empty, blank or repeated lines
+    raise UsageError(f'--label_map {path}: {error}')
+
+
+def may_have_split_column(manifests: tuple) -> bool:
+  return bool(manifests) and (manifests[0].fmt == 'jsonl' or
+                              manifests[0].column('split') in manifests[0].header)
+
+
+def image_dir_splits(directory: str, names: tuple) -> None:
+  """--image_dir_layout split/label: every first-level folder must be a split
+  name; a usage error names the first that is not."""
+  if paths.is_remote(directory):
+    from transforms.sources import list_files  # pylint: disable=import-outside-toplevel
+    folders = {r.split('/')[0] for r in list_files(directory) if '/' in r}
+  else:
+    folders = {e.name for e in os.scandir(directory) if e.is_dir()}
+  unknown = sorted(f for f in folders if not f.startswith('.') and f not in names)
+  if unknown:
+    raise UsageError(f'--image_dir {directory}: folder {unknown[0]!r} is not a split name '
+                     f'({", ".join(names)}; set --split_names)')
