@@ -27,8 +27,8 @@ from pipeline import progress
 from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import RunLock
 from pipeline.output_dir import prepare_output_dir
+from pipeline.run_lock import RunLock
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED

@@ -15,15 +15,16 @@ import time
 import pytest
 
 from pipeline import convert
-from pipeline import output_dir
+from pipeline import lock_stores
+from pipeline import run_lock
 from pipeline import validate
 from pipeline.cli import EXIT_FAILED
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
 from pipeline.cli import UsageError
-from pipeline.output_dir import RunInfo
-from pipeline.output_dir import RunLock
-from pipeline.output_dir import stale_reason
+from pipeline.run_lock import RunInfo
+from pipeline.run_lock import RunLock
+from pipeline.run_lock import stale_reason
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
@@ -60,12 +61,12 @@ def test_same_host_is_judged_by_its_process():
 
 def test_another_host_or_pid_namespace_is_judged_by_its_heartbeat():
   beat = RunInfo.from_text(holder().to_text())
-  beat_at = output_dir._unix(beat.heartbeat)  # pylint: disable=protected-access
+  beat_at = run_lock._unix(beat.heartbeat)  # pylint: disable=protected-access
   never = lambda pid: pytest.fail('a process on another host was looked up')  # noqa: E731
   for host, namespace in (('elsewhere', NAMESPACE), (HOST, 'pid:[2]')):
-    fresh = beat_at + output_dir.STALE_AFTER_SECONDS - 1
+    fresh = beat_at + run_lock.STALE_AFTER_SECONDS - 1
     assert stale_reason(beat, fresh, host, namespace, never) is None
-    why = stale_reason(beat, beat_at + output_dir.STALE_AFTER_SECONDS + 5, host, namespace,
+    why = stale_reason(beat, beat_at + run_lock.STALE_AFTER_SECONDS + 5, host, namespace,
                        never)
     assert why.startswith('no heartbeat for 605 s'), why
 
@@ -155,7 +156,7 @@ def test_orphan_temps_old_ones_go_young_ones_stay_vanished_ones_are_skipped(tmp_
   """A temp listed, then removed by another run's create() before its age is
   read, is skipped (it once failed the winner of a race with FileNotFoundError)."""
 
-  class ListsAVanishedTemp(output_dir._LocalLocks):
+  class ListsAVanishedTemp(lock_stores._LocalLocks):
     def names(self) -> list:
       return super().names() + ['.convert.lock.tmp-gone']
 
@@ -168,7 +169,7 @@ def test_orphan_temps_old_ones_go_young_ones_stay_vanished_ones_are_skipped(tmp_
 
 
 def test_the_holder_beats_its_own_lock(tmp_path, monkeypatch):
-  monkeypatch.setattr(output_dir, 'HEARTBEAT_SECONDS', 0.05)
+  monkeypatch.setattr(run_lock, 'HEARTBEAT_SECONDS', 0.05)
   out = tmp_path / 'out'
   with RunLock.acquire(str(out), False, None) as lock:
     first = (out / '.convert.lock.000000').read_text()
