@@ -70,12 +70,12 @@ class ViewCachingOptions(PipelineOptions):
   def view_as(self, cls):
     views = self.__dict__.setdefault('_views', {})
     view = views.get(cls)
-    if view is None or view._all_options is not self._all_options:  # pylint: disable=protected-access
+    if view is None or view._all_options is not self._all_options:
       view = views[cls] = super().view_as(cls)
       return view
-    for name in view._visible_option_list():  # pylint: disable=protected-access
+    for name in view._visible_option_list():
       if name not in self._all_options:
-        self._all_options[name] = getattr(view._visible_options, name)  # pylint: disable=protected-access
+        self._all_options[name] = getattr(view._visible_options, name)
     return view
 
   def __getstate__(self):
@@ -142,7 +142,7 @@ def own_parser(options_cls, description: str = '') -> argparse.ArgumentParser:
   parser.add_argument(CONFIG_FLAG, metavar='FILE',
                       help='YAML or JSON file of options (local, gs:// or s3://), '
                       'keyed by flag name without dashes; command-line flags win')
-  options_cls._add_argparse_args(parser)  # pylint: disable=protected-access
+  options_cls._add_argparse_args(parser)
   return parser
 
 
@@ -151,15 +151,15 @@ def _full_parser(options_cls) -> argparse.ArgumentParser:
   exactly what was given."""
   parser = own_parser(options_cls)
   for cls in beam_option_classes():
-    cls._add_argparse_args(parser)  # pylint: disable=protected-access
-  for action in parser._actions:  # pylint: disable=protected-access
+    cls._add_argparse_args(parser)
+  for action in parser._actions:
     action.default = argparse.SUPPRESS
   return parser
 
 
 def _flags_of(parser) -> dict:
   """--flag -> its argparse action."""
-  return {s: a for s, a in parser._option_string_actions.items()  # pylint: disable=protected-access
+  return {s: a for s, a in parser._option_string_actions.items()
           if s.startswith('--')}
 
 
@@ -192,7 +192,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   if any(arg in ('-h', '--help') for arg in argv):
     own.print_help()
     raise SystemExit(cli.EXIT_OK)
-  own_dests = {a.dest for a in own._actions} - {'help', 'config'}  # pylint: disable=protected-access
+  own_dests = {a.dest for a in own._actions} - {'help', 'config'}
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
@@ -293,7 +293,7 @@ def _tokens(key: str, value, action, path: str) -> list:
   if isinstance(value, list):
     if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
       wrong('a list of plain values')
-    if isinstance(action, argparse._AppendAction) or action.nargs in ('*', '+'):  # pylint: disable=protected-access
+    if isinstance(action, argparse._AppendAction) or action.nargs in ('*', '+'):
       return [f'{flag}={v}' for v in value]
     if action.type not in (None, str) or action.choices:
       wrong('one value')

@@ -193,7 +193,7 @@ def parse_formats(text: str) -> Optional[tuple]:
     return formats
   # Pillow's plugins are loaded only to check a list other than the default
   # (about 0.1 s of start-up otherwise)
-  from PIL import Image  # pylint: disable=import-outside-toplevel
+  from PIL import Image
   Image.init()
   unknown = [f for f in formats if f not in Image.OPEN]
   if unknown:

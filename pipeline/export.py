@@ -134,8 +134,8 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
     raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   try:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
   except ImportError as error:
     raise ExportError(f'--format tfds needs tensorflow-datasets ({error}): '
                       f'pip install tensorflow-datasets==4.9.10')

@@ -39,7 +39,7 @@ def convert_flags() -> list:
   """argparse actions of convert's own flags (--config included, --help not),
   from the parser its command line and --help use."""
   parser = command_line.own_parser(ConvertOptions)
-  return [a for a in parser._actions  # pylint: disable=protected-access
+  return [a for a in parser._actions
           if a.option_strings and a.dest != 'help']
 
 

@@ -114,7 +114,7 @@ class _BeamLocks:
   def read(self, name: str) -> Optional[str]:
     try:
       return self._files.read_text(self._path(name))
-    except Exception:  # pylint: disable=broad-except  # gone: BeamIOError/FileNotFoundError
+    except Exception:  # gone: BeamIOError/FileNotFoundError
       if self._files.exists(self._path(name)):
         raise
       return None
@@ -135,7 +135,7 @@ class _S3Locks(_BeamLocks):
   atomic = True
 
   def _put_if_absent(self, name: str, data: bytes) -> bool:
-    from botocore.exceptions import ClientError  # pylint: disable=import-outside-toplevel
+    from botocore.exceptions import ClientError
     bucket, key = self._path(name)[len('s3://'):].split('/', 1)
     try:
       self._files.s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch='*')
@@ -155,7 +155,7 @@ class _GcsLocks(_BeamLocks):
   atomic = True
 
   def _put_if_absent(self, name: str, data: bytes) -> bool:
-    # pylint: disable=import-outside-toplevel
+
     from apache_beam.io.gcp.gcsio import GcsIO
     from google.api_core.exceptions import PreconditionFailed
     bucket, blob = self._path(name)[len('gs://'):].split('/', 1)

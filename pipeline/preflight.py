@@ -126,7 +126,7 @@ def image_dir_splits(directory: str, names: tuple) -> None:
   """--image_dir_layout split/label: every first-level folder must be a split
   name; a usage error names the first that is not."""
   if paths.is_remote(directory):
-    from transforms.sources import list_files  # pylint: disable=import-outside-toplevel
+    from transforms.sources import list_files
     folders = {r.split('/')[0] for r in list_files(directory) if '/' in r}
   else:
     folders = {e.name for e in os.scandir(directory) if e.is_dir()}

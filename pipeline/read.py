@@ -144,7 +144,7 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   and every extra feature. Shards are read in parallel (interleaved, one
   record of each in turn; each shard in its own order), records parsed in
   vectorised batches. shuffle_files: a new shard order every epoch."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   info = info or read_info(input_dir)
   files = shard_paths(input_dir, info, split)
   compression = 'GZIP' if info['compression'] == 'gzip' else ''

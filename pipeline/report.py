@@ -96,9 +96,9 @@ def histogram_figure(class_counts: dict, names: list):
   class_counts: {split: {label id: count}}. Bars are in split order, each
   split's bars in label order (the test reads them back from the figure).
   """
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
   matplotlib.use('Agg')
-  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure
   labels = histogram_classes(class_counts, names)
   splits = list(class_counts)
   figure = Figure(figsize=(max(6.0, 0.5 * len(labels) * max(1, len(splits)) + 2), 4), dpi=100)

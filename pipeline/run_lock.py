@@ -208,7 +208,7 @@ class RunLock:
       self.me = dataclasses.replace(self.me, heartbeat=_utc(time.time()))
       try:
         self._store.replace(lock_name(self.generation), self.me.to_text())
-      except Exception as error:  # pylint: disable=broad-except
+      except Exception as error:
         # A missed beat must not fail the run: the next one may get through,
         # and only STALE_AFTER_SECONDS of silence lets another host take over.
         print(f'warning: run lock heartbeat on {self._output_dir} failed: '

@@ -91,7 +91,7 @@ def converted_sample(tmp_path_factory):
   folder): a test that changes or validates one works on copy_dataset(folder,
   tmp_path). Checked at the end of the session.
   """
-  from pipeline import convert  # pylint: disable=import-outside-toplevel
+  from pipeline import convert
   runs = {}
 
   def converted(*flags: str):
@@ -149,3 +149,27 @@ def pytest_collection_modifyitems(items):
   unit of work for one pytest-xdist worker, and starting the long units first
   keeps one worker from finishing alone (make test: --dist loadgroup)."""
   items.sort(key=lambda item: item.get_closest_marker('xdist_group') is None)
+
+
+# --- the steps of the product's per-element paths, one at a time, for tests ---
+
+
+def parse_line(raw: bytes, line: int, config):
+  """A raw manifest line -> ManifestRow, as ReadManifest parses each line."""
+  from transforms.core import manifest
+  return manifest.row_from_fields(manifest.line_fields(raw, line, config), config, line)
+
+
+def decode_pixels(data: bytes, spec):
+  """Bytes -> oriented 8-bit RGB/L pixels, not yet resized: process_image's
+  decoding half."""
+  from transforms.core import image
+  opened = image.open_image(data, spec.max_pixels, spec.formats)
+  return image._oriented_pixels(opened, len(data), spec, image._orientation(opened, len(data)))
+
+
+def check_record(data: bytes, expected) -> tuple:
+  """Serialized Example -> (label or None, key or None, [(kind, detail)]), as
+  validate checks each record."""
+  from transforms.core import validation
+  return validation._check_record(data, expected)[:3]

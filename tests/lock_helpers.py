@@ -65,7 +65,7 @@ def main(argv: list) -> int:
   elif point == 'locked':  # the lock is held, nothing else is touched yet
     convert.prepare_output_dir = _die
   elif point == 'clearing':  # --overwrite removed dataset_info.json, then died
-    output_dir._delete = _after_first(output_dir._delete)  # pylint: disable=protected-access
+    output_dir._delete = _after_first(output_dir._delete)
   elif point == 'shards':  # every shard is written, dataset_info.json is not
     write_metadata.WriteInfoFn.process = _die
   elif point == 'written':  # dataset_info.json is written, the lock still held

@@ -9,7 +9,7 @@ from transforms.workers.source_image import convert_in_worker
 def crash_on_marked(sources: list, spec) -> list:
   """convert_in_worker, except that a path containing CRASH kills the process."""
   if any('CRASH' in str(source) for source in sources):
-    os._exit(9)  # pylint: disable=protected-access
+    os._exit(9)
   return convert_in_worker(sources, spec)
 
 
@@ -29,16 +29,16 @@ def print_to_stdout(text: str) -> str:
 
 def crash_on_marked_record(records: list, expected) -> list:
   """check_records, except that a record holding 'not really a jpeg' kills the process."""
-  from transforms.core import validation  # pylint: disable=import-outside-toplevel
+  from transforms.core import validation
   if any(b'not really a jpeg' in record for record in records):
-    os._exit(9)  # pylint: disable=protected-access
+    os._exit(9)
   return validation.check_records(records, expected)
 
 
 def times_ten_or_crash(items: list) -> list:
   """Each item x 10, except that an item 13 kills the process."""
   if 13 in items:
-    os._exit(9)  # pylint: disable=protected-access
+    os._exit(9)
   return [item * 10 for item in items]
 
 

@@ -58,14 +58,14 @@ class MotoServer:
             '--s3_region_name', REGION]
 
   def client(self):
-    import boto3  # pylint: disable=import-outside-toplevel
+    import boto3
     return boto3.session.Session().client(
         's3', endpoint_url=self.endpoint, region_name=REGION,
         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
 
   def start(self) -> MotoServer:
     try:
-      import moto.server  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+      import moto.server  # noqa: F401
     except ImportError as error:
       raise ServerUnavailable(f'moto[server] is not importable: {error}')
     last = ''
@@ -78,7 +78,7 @@ class MotoServer:
 
   def _try_start(self) -> str:
     """'' once the server answers, else why it did not (the process is stopped)."""
-    import tempfile  # pylint: disable=import-outside-toplevel
+    import tempfile
     self._log = tempfile.TemporaryFile()
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY,
                AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_DEFAULT_REGION=REGION)

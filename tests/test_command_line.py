@@ -182,8 +182,8 @@ def test_the_outlying_options_modules_are_all_of_beams():
 def _flags_of(cls) -> set:
   import argparse
   parser = argparse.ArgumentParser()
-  cls._add_argparse_args(parser)  # pylint: disable=protected-access
-  return {s for a in parser._actions for s in a.option_strings}  # pylint: disable=protected-access
+  cls._add_argparse_args(parser)
+  return {s for a in parser._actions for s in a.option_strings}
 
 
 @pytest.mark.parametrize('runner', ['DaskRunner',

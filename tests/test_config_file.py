@@ -165,7 +165,7 @@ def test_the_readme_nightly_config_is_valid(tmp_path):
   import pathlib
   readme = (pathlib.Path(__file__).parents[1] / 'README.md').read_text()
   path = write(tmp_path / 'nightly.yaml', readme.split('# nightly.yaml\n', 1)[1].split('```')[0])
-  parser = command_line._full_parser(flags.ConvertOptions)  # pylint: disable=protected-access
+  parser = command_line._full_parser(flags.ConvertOptions)
   given = command_line.read_config_file(path, parser, [])
   assert given['split'] == 'train=0.9,validation=0.1' and given['overwrite'] is True
   assert given['runner'] == 'DataflowRunner' and given['height'] == 224

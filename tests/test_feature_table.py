@@ -9,6 +9,7 @@ import io
 from PIL import Image
 import pytest
 
+from tests.conftest import check_record
 from transforms.core import validation
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
@@ -93,7 +94,7 @@ def test_extra_features_are_list_features_of_the_row_in_spec_and_example():
   features = parse_example(build_example(loaded, spec))
   assert features['weight'] == ('float_list', [0.5, 2.0])
   assert features['boxes'] == ('int64_list', [1, 2, 3])
-  assert validation.check_record(build_example(loaded, spec),
+  assert check_record(build_example(loaded, spec),
                                  _expected('default', IMAGES['default'], EXTRAS)) == (
       1, 'b-key', [])
 
@@ -102,7 +103,7 @@ def test_extra_features_are_list_features_of_the_row_in_spec_and_example():
 def test_a_built_record_passes_its_checks(schema, key):
   image = IMAGES[schema]
   data = build_example(_loaded(image), ExampleSpec(schema))
-  assert validation.check_record(data, _expected(schema, image)) == (1, key, [])
+  assert check_record(data, _expected(schema, image)) == (1, key, [])
 
 
 # (schema, feature, stored value, problem kinds the checks must find, in order)
@@ -128,7 +129,7 @@ def test_each_checked_feature_finds_its_damage(schema, name, value, kinds):
   image = IMAGES[schema]
   features = example_features(_loaded(image), ExampleSpec(schema))
   features[name] = (features[name][0], value)
-  _, _, problems = validation.check_record(serialize_example(features),
+  _, _, problems = check_record(serialize_example(features),
                                            _expected(schema, image))
   assert [found for found, _ in problems] == kinds
 
@@ -149,7 +150,7 @@ def test_a_missing_or_mistyped_feature_is_caught_before_the_checks(schema):
   mistyped = dict(features, **{first: (kind, 1 if kind == 'int64' else b'x')})
   del features[first]
   for damaged, problem in ((features, 'missing_feature'), (mistyped, 'wrong_type')):
-    result = validation.check_record(serialize_example(damaged), _expected(schema, image))
+    result = check_record(serialize_example(damaged), _expected(schema, image))
     assert result[:2] == (None, None) and [k for k, _ in result[2]] == [problem]
 
 
@@ -165,7 +166,7 @@ def test_convert_flag_defaults_are_the_image_spec_defaults():
   from pipeline import config
   from pipeline import flags
   parser = argparse.ArgumentParser()
-  flags.ConvertOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+  flags.ConvertOptions._add_argparse_args(parser)
   args = parser.parse_args([])
   spec = ImageSpec()
   assert (args.height, args.width, args.channels, args.encoding, args.jpeg_quality,

@@ -31,7 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def command_line_flags() -> dict:
   """--flag -> argparse action, from the parser convert's command line builds."""
   parser = command_line.own_parser(ConvertOptions)
-  return {flag: action for action in parser._actions  # pylint: disable=protected-access
+  return {flag: action for action in parser._actions
           for flag in action.option_strings if flag not in ('-h', '--help')}
 
 

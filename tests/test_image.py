@@ -16,7 +16,7 @@ from PIL import Image
 from PIL import ImageFile
 import pytest
 
-from transforms.core.image import decode_pixels
+from tests.conftest import decode_pixels
 from transforms.core.image import process_image
 from transforms.core.image import to_mode
 from transforms.core.rejects import RowError

@@ -17,7 +17,9 @@ from pipeline import progress
 from pipeline import validate
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
+from tests.conftest import check_record
 from tests.conftest import feature
+from tests.conftest import parse_line
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
@@ -30,7 +32,6 @@ from transforms.core.labels import LabelMap
 from transforms.core.rejects import RowError
 from transforms.core.tfrecord import read_records
 from transforms.core.validation import Expected
-from transforms.core.validation import check_record
 
 SMALL = ('--height', '4', '--width', '4')
 
@@ -368,13 +369,13 @@ def test_multi_label_refuses_the_seed_schema(tmp_path, capsys):
 def test_multi_label_parsing_units():
   config = manifest.ManifestConfig(path='m.csv', fmt='csv', header=('image', 'label'),
                                    multi_label=True, label_separator='|')
-  row = manifest.parse_line(b'a.png,b|a||b', 2, config)
+  row = parse_line(b'a.png,b|a||b', 2, config)
   assert row.label == ('b', 'a')
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
-  assert manifest.parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
+  assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')
   with pytest.raises(RowError, match='string or a number'):
-    manifest.parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
+    parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
 
 
 # 5. Only the formats you expect

@@ -61,7 +61,7 @@ def test_same_host_is_judged_by_its_process():
 
 def test_another_host_or_pid_namespace_is_judged_by_its_heartbeat():
   beat = RunInfo.from_text(holder().to_text())
-  beat_at = run_lock._unix(beat.heartbeat)  # pylint: disable=protected-access
+  beat_at = run_lock._unix(beat.heartbeat)
   never = lambda pid: pytest.fail('a process on another host was looked up')  # noqa: E731
   for host, namespace in (('elsewhere', NAMESPACE), (HOST, 'pid:[2]')):
     fresh = beat_at + run_lock.STALE_AFTER_SECONDS - 1

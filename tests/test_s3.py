@@ -53,7 +53,7 @@ def server():
 
 
 def _image_bytes(name: str, colour: tuple) -> bytes:
-  from PIL import Image  # pylint: disable=import-outside-toplevel
+  from PIL import Image
   buffer = io.BytesIO()
   Image.new('RGB', (16, 12), colour).save(
       buffer, format='PNG' if name.endswith('.png') else 'JPEG', quality=95)
@@ -240,7 +240,7 @@ def test_image_worker_processes_get_s3_images_from_the_parent(server, s3):
   assert result.returncode == 0, _explain(result)
   info = json.loads(get(s3, 'out-processes/dataset_info.json'))
   assert (info['num_examples'], info['num_rejected']) == (len(IMAGES), 0)
-  from PIL import Image  # pylint: disable=import-outside-toplevel
+  from PIL import Image
   seen = set()
   for shard in info['splits']['train']['shards']:
     for _, data in read_records(io.BytesIO(get(s3, f'out-processes/{shard}'))):
@@ -362,7 +362,7 @@ def test_file_access_does_every_operation_with_one_client_per_thread(server, s3)
 
   def make():
     made.append(threading.get_ident())
-    return filesystem._beam_s3io()  # pylint: disable=protected-access
+    return filesystem._beam_s3io()
 
   root = f's3://{BUCKET}/access'
   FileSystems.set_options(PipelineOptions(server.beam_options()))

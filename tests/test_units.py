@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from tests.conftest import parse_line
 from transforms.core import manifest
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
@@ -28,11 +29,11 @@ def test_manifest_format_by_extension(path, fmt):
 
 
 def test_parse_csv_line_resolves_relative_paths_and_keeps_absolute_ones():
-  row = manifest.parse_line(b'img/a.png,cat', 2, config())
+  row = parse_line(b'img/a.png,cat', 2, config())
   assert (row.image, row.path, row.key, row.label, row.split) == (
       'img/a.png', 'data/img/a.png', 'img/a.png', 'cat', 'train')
-  assert manifest.parse_line(b'/abs/a.png,cat', 2, config()).path == '/abs/a.png'
-  assert manifest.parse_line(b's3://b/a.png,cat', 2, config()).path == 's3://b/a.png'
+  assert parse_line(b'/abs/a.png,cat', 2, config()).path == '/abs/a.png'
+  assert parse_line(b's3://b/a.png,cat', 2, config()).path == 's3://b/a.png'
 
 
 @pytest.mark.parametrize('raw,fmt,code', [
@@ -46,7 +47,7 @@ def test_parse_csv_line_resolves_relative_paths_and_keeps_absolute_ones():
 ])
 def test_malformed_lines_are_that_lines_problem(raw, fmt, code):
   with pytest.raises(RowError) as error:
-    manifest.parse_line(raw, 3, config(fmt, header=() if fmt == 'jsonl' else ('image', 'label')))
+    parse_line(raw, 3, config(fmt, header=() if fmt == 'jsonl' else ('image', 'label')))
   assert error.value.code == code and error.value.stage == 'manifest'
 
 
@@ -58,16 +59,16 @@ def test_iter_lines_skips_header_and_blank_lines_and_numbers_them():
 def test_extra_features_from_csv_cells_and_json_lists():
   extras = (ExtraFeature('w', 'float'), ExtraFeature('n', 'int64'), ExtraFeature('s', 'bytes'))
   csv_config = config(header=('image', 'label', 'w', 'n', 's'), extra_features=extras)
-  row = manifest.parse_line(b'a,cat,0.5 1,3,x y', 2, csv_config)
+  row = parse_line(b'a,cat,0.5 1,3,x y', 2, csv_config)
   assert row.extras == (('w', 'float', [0.5, 1.0]), ('n', 'int64', [3]),
                         ('s', 'bytes', ['x', 'y']))
   json_config = config('jsonl', header=(), extra_features=extras)
-  row = manifest.parse_line(
+  row = parse_line(
       b'{"image": "a", "label": 1, "w": [1, 2], "n": 4, "s": "x y"}', 2, json_config)
   assert row.label == '1'
   assert row.extras == (('w', 'float', [1.0, 2.0]), ('n', 'int64', [4]), ('s', 'bytes', ['x y']))
   with pytest.raises(RowError, match='not int64'):
-    manifest.parse_line(b'a,cat,1,1.5,x', 2, csv_config)
+    parse_line(b'a,cat,1,1.5,x', 2, csv_config)
 
 
 def test_hash_split_is_stable_and_follows_fractions():
@@ -162,7 +163,7 @@ def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
   done = []
   for i in range(30):
     due = pool.submit(i, work, i)
-    assert len(pool._pending) <= 2 * threads  # pylint: disable=protected-access
+    assert len(pool._pending) <= 2 * threads
     done += due
   done += list(pool.drain())
   pool.shutdown()
@@ -182,15 +183,15 @@ def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
 ])
 def test_jsonl_values_that_cannot_be_rows(raw, code):
   with pytest.raises(RowError) as error:
-    manifest.parse_line(raw, 2, config('jsonl', header=()))
+    parse_line(raw, 2, config('jsonl', header=()))
   assert error.value.code == code
 
 
 def test_jsonl_numbers_bom_and_long_lines():
   jsonl = config('jsonl', header=())
-  assert manifest.parse_line(b'{"image": "a", "label": 1.0}', 2, jsonl).label == '1'
+  assert parse_line(b'{"image": "a", "label": 1.0}', 2, jsonl).label == '1'
   bom = '\ufeff{"image": "a", "label": "cat"}'.encode('utf-8')
-  assert manifest.parse_line(bom, 1, jsonl).label == 'cat'
+  assert parse_line(bom, 1, jsonl).label == 'cat'
   shown = manifest.shown_line(b'x' * 20_000)
   assert len(shown) < 10_100 and shown.endswith('(20000 characters)')
 
@@ -200,7 +201,7 @@ def test_float_features_must_fit_float32():
   csv_config = config(header=('image', 'label', 'w'), extra_features=extras)
   for value in (b'1e39', b'nan', b'inf'):
     with pytest.raises(RowError, match='finite float32'):
-      manifest.parse_line(b'a,cat,' + value, 2, csv_config)
+      parse_line(b'a,cat,' + value, 2, csv_config)
 
 
 def test_labels_that_would_break_the_label_map():
@@ -235,7 +236,7 @@ def test_max_pixels_above_pillows_limit_raises_it(monkeypatch):
                                  b'[' * 100_000 + b']' * 100_000])
 def test_json_too_large_or_too_deep_is_a_bad_line(raw):
   with pytest.raises(RowError) as error:
-    manifest.parse_line(raw, 2, config('jsonl', header=()))
+    parse_line(raw, 2, config('jsonl', header=()))
   assert error.value.code == 'bad_json'
 
 
@@ -273,7 +274,7 @@ def test_example_bytes_are_the_same_in_every_process():
 
 def _exit_now(code):
   import os
-  os._exit(code)  # pylint: disable=protected-access
+  os._exit(code)
 
 
 def _raise_row_error():
@@ -413,7 +414,7 @@ def test_dead_children_release_their_pipes():
     for _ in range(3):
       assert isinstance(pool.submit(_exit_now, 5).exception(), WorkerDied)
     pool.submit(os.getpid).result()
-    assert len(pool._children) == 1  # pylint: disable=protected-access
+    assert len(pool._children) == 1
   finally:
     pool.shutdown()
 

@@ -28,7 +28,7 @@ import sys
 import traceback
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-import tensorflow as tf  # pylint: disable=wrong-import-position
+import tensorflow as tf
 
 
 def seed_recipe(out_dir, height, width, full_images=None):
@@ -168,7 +168,7 @@ def run_jobs(jobs: list) -> list:
     try:
       rows = seed_recipe(out, *map(int, size)) if mode == 'seed' else tfdata(out)
       results[i] = {'rows': sorted(rows)}
-    except Exception:  # pylint: disable=broad-except
+    except Exception:
       # reported to that job's test, which fails with it; the other jobs go on
       results[i] = {'error': traceback.format_exc()}
   return [results[i] for i in range(len(jobs))]

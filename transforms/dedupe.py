@@ -38,7 +38,7 @@ class _ReportFn(beam.CombineFn):
 
 
 @beam.ptransform_fn
-def ContentDuplicates(examples):  # pylint: disable=invalid-name
+def ContentDuplicates(examples):
   """BuiltExamples -> one report of the rows whose source bytes repeat an
   earlier row's under another key (within a split, across splits); none when
   there is no example: read it as AsSingleton(..., default_value=

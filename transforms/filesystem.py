@@ -48,8 +48,8 @@ def load_filesystem(path: str) -> None:
 def _beam_s3io():
   """Beam's S3IO, made with the options Beam gives its own filesystems
   (FileSystems.get_filesystem: the pipeline's, or the worker's runtime ones)."""
-  from apache_beam.io.aws import s3io  # pylint: disable=import-outside-toplevel
-  options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options  # pylint: disable=protected-access
+  from apache_beam.io.aws import s3io
+  options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
   return s3io.S3IO(options=options)
 
 

@@ -49,7 +49,7 @@ class ParseLineFn(beam.DoFn):
     except RowError as error:
       yield self._reject(shown, line, error.stage, error.code, error.reason)
       return
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:
       # A line nobody foresaw is that line's problem, never the job's.
       yield self._reject(shown, line, STAGE_MANIFEST, 'unexpected_error',
                          f'{type(error).__name__}: {error}')
@@ -211,7 +211,7 @@ class _LabelNamesFn(beam.CombineFn):
 
 
 @beam.ptransform_fn
-def LabelMapFromRows(rows):  # pylint: disable=invalid-name
+def LabelMapFromRows(rows):
   """Rows -> a single LabelMap of their sorted distinct label names; none when
   there is no row: read it with label_map_side_input. (Beam's default value
   would add four steps and a stage to every convert.)"""

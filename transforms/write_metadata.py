@@ -39,7 +39,7 @@ class _WriteRejectedFn(beam.DoFn):
 
 
 @beam.ptransform_fn
-def WriteRejected(rejections, output_dir: str):  # pylint: disable=invalid-name
+def WriteRejected(rejections, output_dir: str):
   """Rejection -> OUT/rejected.jsonl (one JSON object per line; empty if none).
 
   Out: the file's path (none for an empty object store write). Two steps

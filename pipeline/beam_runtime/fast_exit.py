@@ -21,4 +21,4 @@ def exit_now(code: int) -> None:
     logging.shutdown()
   except (OSError, ValueError):
     pass  # e.g. stdout piped into `head`, already gone: exit all the same
-  os._exit(code)  # pylint: disable=protected-access
+  os._exit(code)

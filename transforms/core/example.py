@@ -37,7 +37,7 @@ def build_example(loaded: LoadedImage, spec: ExampleSpec) -> bytes:
   # Imported on first use: image worker processes import this module for its
   # row types, never build an Example, and started ~0.04 s slower with
   # protobuf's descriptors loaded (measured on 2 cores).
-  from transforms.core.example_proto import serialize_example  # pylint: disable=import-outside-toplevel
+  from transforms.core.example_proto import serialize_example
   return serialize_example(example_features(loaded, spec))
 
 

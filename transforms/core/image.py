@@ -72,7 +72,7 @@ def identify_format(data: bytes) -> str | None:
     try:
       if accept(prefix):
         return name
-    except Exception:  # pylint: disable=broad-except  (its check failed: not this format)
+    except Exception:  # (its check failed: not this format)
       continue
   return None
 
@@ -149,7 +149,7 @@ def _scale_to_8bit(image: Image.Image) -> Image.Image:
   """
   # Imported here, for the rare 16/32-bit image: at the top it added ~0.1 s
   # to the start of every image worker process (measured on 2 cores).
-  import numpy as np  # pylint: disable=import-outside-toplevel
+  import numpy as np
   pixels = np.asarray(image).astype(np.float64)
   if image.mode.startswith('I;16'):
     scaled = pixels / 257.0
@@ -179,7 +179,7 @@ def to_mode(image: Image.Image, channels: int,
     grey = _scale_to_8bit(image)
     transparent = image.info.get('transparency')  # a 16-bit PNG's tRNS level
     if isinstance(transparent, int):
-      import numpy as np  # pylint: disable=import-outside-toplevel  # see _scale_to_8bit
+      import numpy as np  # see _scale_to_8bit
       opaque = (np.asarray(image) != transparent).astype(np.uint8) * 255
       grey = Image.merge('LA', (grey, Image.fromarray(opaque, 'L')))
     image = grey
@@ -272,13 +272,6 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
   if turn != 1:
     image = ImageOps.exif_transpose(image)
   return to_mode(image, spec.channels, spec.background)
-
-
-def decode_pixels(data: bytes, spec: ImageSpec) -> Image.Image:
-  """Bytes -> oriented 8-bit RGB/L pixels, not yet resized."""
-  image = open_image(data, spec.max_pixels, spec.formats)
-  return _oriented_pixels(image, len(data), spec,
-                          _orientation(image, len(data)))
 
 
 def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:

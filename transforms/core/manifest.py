@@ -377,11 +377,6 @@ def line_fields(raw: bytes, line: int, config: ManifestConfig) -> dict:
   return split_fields(text.rstrip('\r\n'), config)
 
 
-def parse_line(raw: bytes, line: int, config: ManifestConfig) -> ManifestRow:
-  """Raw manifest line -> row. RowError carries the stage and the reason."""
-  return row_from_fields(line_fields(raw, line, config), config, line)
-
-
 def has_header(fmt: str) -> bool:
   return fmt in ('csv', 'tsv')
 

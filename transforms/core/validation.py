@@ -73,11 +73,6 @@ def check_features(features: dict, spec: dict) -> list:
   return details
 
 
-def check_record(data: bytes, expected: Expected) -> tuple:
-  """Serialized Example -> (label or None, key or None, [(kind, detail)])."""
-  return _check_record(data, expected)[:3]
-
-
 def _source_digest(features) -> Optional[str]:
   """image/key/sha256 of a parsed record (None when it has none)."""
   if features is None or not features.get('image/key/sha256', (None, ()))[1]:
@@ -115,7 +110,7 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
 
 
 def check_records(records: list, expected: Expected) -> list:
-  """check_record of each record, plus its source digest (image/key/sha256 or
+  """_check_record of each record, plus its source digest (image/key/sha256 or
   None): (label, key, problems, sha256). A record whose check raised gets an
   unexpected_error problem instead (the others are still checked)."""
   results = []
@@ -123,7 +118,7 @@ def check_records(records: list, expected: Expected) -> list:
     try:
       label, key, problems, features = _check_record(data, expected)
       results.append((label, key, problems, _source_digest(features)))
-    except Exception as error:  # pylint: disable=broad-except  (one record's problem)
+    except Exception as error:  # (one record's problem)
       results.append(unexpected_check_error(error))
   return results
 

@@ -50,7 +50,7 @@ def picklable_error(error: Exception) -> Exception:
   try:
     pickle.loads(pickle.dumps(error))
     return error
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     return RuntimeError(f'{type(error).__name__}: {error!r}')
 
 
@@ -79,7 +79,7 @@ class _Child:
         stdout=subprocess.PIPE, env=env)
     try:
       ready = pickle.load(self._process.stdout)
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:
       self.kill()
       raise WorkerFailedToStart(
           f'an image worker process failed to start (exit code '
@@ -102,7 +102,7 @@ class _Child:
       status, value = pickle.load(self._process.stdout)
     except WorkerTimedOut:
       raise
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:
       # Dead, or its reply stream can no longer be trusted: either way it goes.
       self.kill()
       raise WorkerDied(f'image worker process ended (exit code '

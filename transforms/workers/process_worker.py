@@ -29,7 +29,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
       return
     try:
       reply = _dumps((OK, fn(*args)))
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:
       reply = _dumps((RAISED, picklable_error(error)))
     replies.write(reply)
     replies.flush()
@@ -54,7 +54,7 @@ def main() -> None:
   # Every reply is flushed; the interpreter's teardown (Pillow's modules)
   # only delayed the parent's shutdown of the pool.
   sys.stderr.flush()
-  os._exit(0)  # pylint: disable=protected-access
+  os._exit(0)
 
 
 if __name__ == '__main__':

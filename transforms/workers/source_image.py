@@ -54,7 +54,7 @@ def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> lis
         raise source
       data = source if isinstance(source, bytes) else read(source)
       results.append(convert_bytes(data, spec))
-    except Exception as error:  # pylint: disable=broad-except  (returned per image)
+    except Exception as error:  # (returned per image)
       results.append(error)
   return results
 

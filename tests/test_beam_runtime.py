@@ -1,0 +1,96 @@
+"""What each hook of pipeline/beam_runtime/ relies on in the pinned Beam: after
+a Beam upgrade, a failure here names the hook to revisit."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import types
+
+import pytest
+
+
+def _require(hook: str, condition: bool, what: str) -> None:
+  if not condition:
+    pytest.fail(f'pipeline/beam_runtime/{hook}.py is stale: the pinned Beam {what}')
+
+
+def test_beam_signatures_hook():
+  """It replaces apache_beam.transforms.core.get_function_args_defaults, which
+  Beam's DoFn inspection calls through the module, with a cached one."""
+  from apache_beam.transforms import core
+  function = getattr(core, 'get_function_args_defaults', None)
+  _require('beam_signatures', callable(function),
+           'has no apache_beam.transforms.core.get_function_args_defaults')
+  original = inspect.unwrap(function)
+  _require('beam_signatures', list(inspect.signature(original).parameters) == ['f'],
+           'changed the parameters of get_function_args_defaults (expected f)')
+
+  class Fn:
+    def process(self, element, extra=3):
+      del element, extra
+
+  answer = original(Fn().process)
+  _require('beam_signatures', isinstance(answer, tuple) and len(answer) == 2
+           and list(answer[0]) == ['element', 'extra'] and list(answer[1]) == [3],
+           f'get_function_args_defaults(bound method) gives {answer!r}, not '
+           "(['element', 'extra'], [3])")
+  source = inspect.getsource(core)
+  _require('beam_signatures', 'get_function_args_defaults(' in source,
+           'no longer calls get_function_args_defaults inside apache_beam.transforms.core')
+
+
+def test_startup_hook():
+  """It hides DEFERRED packages while Beam is imported: Beam's module among them
+  must exist, and Beam must import them under try/except ImportError."""
+  from pipeline.beam_runtime import startup
+  for name in startup.DEFERRED:
+    if name.startswith('apache_beam.'):
+      _require('startup', importlib.util.find_spec(name) is not None, f'has no module {name}')
+  import apache_beam.io
+  source = inspect.getsource(apache_beam.io)
+  _require('startup', 'except ImportError' in source,
+           'apache_beam.io no longer imports its optional IOs under try/except ImportError')
+
+
+def test_local_runner_hook():
+  """It runs FnApiRunner itself, with ExtendedProvisionInfo built from the
+  pipeline options, and skips the runner-API round trip with
+  Pipeline.run(test_runner_api=False)."""
+  from apache_beam.pipeline import Pipeline
+  from apache_beam.portability.api import beam_provision_api_pb2
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  from apache_beam.runners.portability.portable_runner import JobServiceHandle
+  from apache_beam.runners.runner import PipelineRunner
+  _require('local_runner', hasattr(beam_provision_api_pb2, 'ProvisionInfo'),
+           'has no beam_provision_api_pb2.ProvisionInfo')
+  _require('local_runner', isinstance(getattr(fn_runner, 'ExtendedProvisionInfo', None), type),
+           'has no fn_runner.ExtendedProvisionInfo')
+  runner_init = inspect.signature(getattr(fn_runner, 'FnApiRunner', object).__init__)
+  _require('local_runner', 'provision_info' in runner_init.parameters,
+           'has no FnApiRunner(provision_info=...)')
+  _require('local_runner', callable(getattr(JobServiceHandle, 'encode_pipeline_options', None)),
+           'has no JobServiceHandle.encode_pipeline_options')
+  _require('local_runner', callable(getattr(PipelineRunner, 'is_fnapi_compatible', None)),
+           'has no PipelineRunner.is_fnapi_compatible')
+  _require('local_runner', 'test_runner_api' in inspect.signature(Pipeline.run).parameters,
+           'has no Pipeline.run(test_runner_api=...)')
+  from apache_beam.options.pipeline_options import PipelineOptions
+
+  from pipeline.beam_runtime import local_runner
+  made = local_runner.for_options(PipelineOptions(['--runner', 'DirectRunner']))
+  _require('local_runner', isinstance(made, PipelineRunner), 'PipelineRunner changed')
+
+
+def test_fast_exit_hook():
+  """It leaves through os._exit once streams and logging are flushed: no Beam
+  internals, but it is only safe while Beam's threads need no teardown (every
+  file is written and closed before the command line ends)."""
+  from pipeline.beam_runtime import fast_exit
+  _require('fast_exit', isinstance(getattr(os, '_exit', None), types.BuiltinFunctionType),
+           'runs on a Python without os._exit')
+  _require('fast_exit', callable(fast_exit.exit_now), 'lost exit_now')
+  _require('fast_exit', callable(getattr(importlib.import_module('logging'), 'shutdown', None)),
+           'runs on a Python without logging.shutdown')
