@@ -18,8 +18,10 @@ from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
 from pipeline.preflight import read_label_map
 from transforms import filesystem
+from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
+from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
@@ -44,7 +46,7 @@ class ConvertConfig:
   label_map: Optional[LabelMap]
   image: ImageSpec
   example: ExampleSpec
-  split: manifest.SplitConfig
+  split: splits.SplitConfig
   num_shards: int
   shard_size_mb: int
   compression: str
@@ -54,8 +56,8 @@ class ConvertConfig:
   image_processes: int = 0
   label_map_path: Optional[str] = None
   write_index: bool = False
-  image_dir_layout: str = manifest.LAYOUT_LABEL
-  image_extensions: Optional[tuple] = manifest.DEFAULT_IMAGE_EXTENSIONS  # None: all
+  image_dir_layout: str = image_dir.LAYOUT_LABEL
+  image_extensions: Optional[tuple] = image_dir.DEFAULT_IMAGE_EXTENSIONS  # None: all
   image_timeout_s: float = DEFAULT_IMAGE_TIMEOUT_S  # 0: no limit
   ordering: Ordering = DEFAULT_ORDERING
   dedupe: str = 'key'
@@ -134,7 +136,7 @@ def parse_split_fractions(text: str) -> tuple:
       fraction = float(value)
     except ValueError:
       fraction = -1.0
-    if not sep or not manifest.SPLIT_NAME.match(name) or not 0 < fraction <= 1:
+    if not sep or not splits.SPLIT_NAME.match(name) or not 0 < fraction <= 1:
       raise UsageError(f'--split: {part!r} is not NAME=FRACTION with 0 < FRACTION <= 1')
     fractions.append((name, fraction))
   names = [n for n, _ in fractions]
@@ -276,9 +278,9 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   if not 0.0 <= args.max_error_rate <= 1.0:
     raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
-  if not split_names or not all(manifest.SPLIT_NAME.match(n) for n in split_names):
+  if not split_names or not all(splits.SPLIT_NAME.match(n) for n in split_names):
     raise UsageError(f'--split_names {args.split_names!r} is not a list of names')
-  split = manifest.SplitConfig(
+  split = splits.SplitConfig(
       fractions=parse_split_fractions(args.split) if args.split else (),
       seed=args.seed, names=split_names)
   columns = {c: getattr(args, f'{c}_column') for c in manifest.COLUMNS
@@ -309,17 +311,17 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       raise UsageError(f'{image_dir_flags[0]} goes with --manifest, not --image_dir')
     if not paths.is_remote(args.image_dir) and not os.path.isdir(args.image_dir):
       raise UsageError(f'--image_dir {args.image_dir} is not a folder')
-    if args.image_dir_layout == manifest.LAYOUT_SPLIT_LABEL:
+    if args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL:
       if split.fractions:
         raise UsageError('--image_dir_layout split/label takes the split from the '
                          'first folder: drop --split')
       image_dir_splits(args.image_dir, split.names)
   split_from_folders = (args.image_dir and
-                        args.image_dir_layout == manifest.LAYOUT_SPLIT_LABEL)
+                        args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL)
   if not split.fractions and not split_from_folders and not may_have_split_column(
       manifests):
     # Every row goes to the default split: build one writer, not one per name.
-    split = dataclasses.replace(split, names=(manifest.DEFAULT_SPLIT,))
+    split = dataclasses.replace(split, names=(splits.DEFAULT_SPLIT,))
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')

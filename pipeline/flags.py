@@ -4,7 +4,9 @@ their defaults and the small value parsers of their types."""
 
 from __future__ import annotations
 
+from transforms.core import image_dir
 from transforms.core import manifest
+from transforms.core import splits
 from transforms.core.shuffle import SHUFFLE_MODES
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS
@@ -75,11 +77,11 @@ class ConvertOptions:
       source.add_argument(f'--{column}_column', metavar='NAME',
                           help=f'the manifest column holding the {column} '
                           f'(default {column})')
-    source.add_argument('--image_dir_layout', default=manifest.LAYOUT_LABEL,
-                        choices=manifest.IMAGE_DIR_LAYOUTS,
+    source.add_argument('--image_dir_layout', default=image_dir.LAYOUT_LABEL,
+                        choices=image_dir.IMAGE_DIR_LAYOUTS,
                         help='label: DIR/<label>/<image>; split/label: '
                         'DIR/<split>/<label>/<image>')
-    source.add_argument('--image_extensions', default=','.join(manifest.DEFAULT_IMAGE_EXTENSIONS),
+    source.add_argument('--image_extensions', default=','.join(image_dir.DEFAULT_IMAGE_EXTENSIONS),
                         help='with --image_dir, files with other extensions are skipped '
                         '(all: keep every file)')
     source.add_argument('--multi_label', action='store_true',
@@ -101,7 +103,7 @@ class ConvertOptions:
                      help='write <shard>.index (one "offset length" line per record, as the '
                      'tfrecord package and DALI read) beside each uncompressed shard')
     out.add_argument('--split', help='hash split, e.g. train=0.8,validation=0.1,test=0.1')
-    out.add_argument('--split_names', default=','.join(manifest.DEFAULT_SPLIT_NAMES),
+    out.add_argument('--split_names', default=','.join(splits.DEFAULT_SPLIT_NAMES),
                      help='allowed values of a split column')
     out.add_argument('--seed', type=int, default=0,
                      help='salt of the --split hash and of the --shuffle order')

@@ -13,6 +13,7 @@ from pipeline.cli import UsageError
 from transforms import filesystem
 from transforms.core import manifest
 from transforms.core import paths
+from transforms.core import splits
 from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
 
@@ -58,7 +59,7 @@ _ROLE_COLUMNS = {
 }
 
 
-def manifest_config(path: str, role: str, split: manifest.SplitConfig, extras: tuple,
+def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,

@@ -16,7 +16,7 @@ import time
 from typing import Optional
 
 from pipeline import engines
-from transforms.core import manifest
+from transforms.core import image_dir
 from transforms.core import paths
 
 
@@ -40,7 +40,7 @@ def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
   for folder, _, names in os.walk(directory):
     relative = os.path.relpath(folder, directory)
     prefix = '' if relative == '.' else relative.replace(os.sep, '/') + '/'
-    total += sum(manifest.wanted_file(prefix + name, extensions) for name in names)
+    total += sum(image_dir.wanted_file(prefix + name, extensions) for name in names)
   return total
 
 

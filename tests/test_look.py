@@ -21,6 +21,7 @@ import pytest
 from pipeline import cli
 from pipeline import convert
 from pipeline import look
+from pipeline import look_sample
 from pipeline import read
 from pipeline import report
 from pipeline import validate
@@ -149,7 +150,7 @@ def test_per_class_takes_k_of_each_class_per_split(dataset, tmp_path):
 def test_reservoir_is_uniform_enough():
   seen = {}
   for seed in range(300):
-    sample = look.Reservoir(3, random.Random(seed))
+    sample = look_sample.Reservoir(3, random.Random(seed))
     for item in range(10):
       sample.offer(None, item)
     for item in sample.items():
@@ -174,7 +175,7 @@ def test_summary_and_histogram_show_the_class_counts(dataset, exported):
   assert picture.format == 'PNG' and picture.size[0] >= 600
   assert picture.info['Title'].startswith('Examples per class')
   # what the scan counted is what the records hold
-  scanned = {s: look.scan_split(str(dataset), info, s, 0, False, 0).counts for s in splits}
+  scanned = {s: look_sample.scan_split(str(dataset), info, s, 0, False, 0).counts for s in splits}
   assert scanned == counts
 
 
@@ -408,7 +409,7 @@ def test_multi_label_records_are_counted_per_label_and_named_by_their_ids(tmp_pa
   assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
                        '--height', str(HEIGHT), '--width', str(WIDTH), '--multi_label']) == 0
   info = read_info(out)
-  assert look.scan_split(str(out), info, 'train', 0, False, 0).counts == {0: 2, 1: 3, 2: 2}
+  assert look_sample.scan_split(str(out), info, 'train', 0, False, 0).counts == {0: 2, 1: 3, 2: 2}
   code, _ = run_inspect(['--input_dir', str(out), '--export_dir', str(tmp_path / 'x'),
                          '--num', '4'])
   assert code == 0

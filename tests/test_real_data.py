@@ -24,6 +24,7 @@ from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image
+from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
@@ -266,7 +267,7 @@ def test_non_images_in_class_folders_are_skipped_and_counted(tmp_path, capsys):
   assert info['skipped_files'] == ['cat/README.txt', 'cat/Thumbs.db', 'dog/index.theme',
                                    'dog/logo.svg']
   assert 'skipped 4 file(s)' in capsys.readouterr().out
-  assert progress.count_image_files(str(root), manifest.DEFAULT_IMAGE_EXTENSIONS) == 2
+  assert progress.count_image_files(str(root), image_dir.DEFAULT_IMAGE_EXTENSIONS) == 2
   # all: every file is a row again (the strays are rejected, not skipped)
   out_all = tmp_path / 'out_all'
   assert run('--image_dir', str(root), '--image_extensions', 'all', '--output_dir',

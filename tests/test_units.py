@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import parse_line
 from transforms.core import manifest
+from transforms.core import splits
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
 from transforms.core.labels import LabelMap
@@ -73,14 +74,14 @@ def test_extra_features_from_csv_cells_and_json_lists():
 
 def test_hash_split_is_stable_and_follows_fractions():
   fractions = (('train', 0.8), ('test', 0.2))
-  names = [manifest.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
-  assert names == [manifest.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
+  names = [splits.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
+  assert names == [splits.hash_split(f'key{i}', fractions, 0) for i in range(2000)]
   assert 0.75 < names.count('train') / 2000 < 0.85
-  assert names != [manifest.hash_split(f'key{i}', fractions, 1) for i in range(2000)]
+  assert names != [splits.hash_split(f'key{i}', fractions, 1) for i in range(2000)]
 
 
 def test_split_column_values_must_be_known():
-  split = manifest.SplitConfig(names=('train', 'test'))
+  split = splits.SplitConfig(names=('train', 'test'))
   assert split.assign('k', ' test ') == 'test'
   with pytest.raises(RowError, match='not one of train, test'):
     split.assign('k', 'dev')
@@ -241,9 +242,9 @@ def test_json_too_large_or_too_deep_is_a_bad_line(raw):
 
 
 def test_a_missing_split_value_is_train_only_when_train_is_allowed():
-  assert manifest.SplitConfig().assign('k', None) == 'train'
+  assert splits.SplitConfig().assign('k', None) == 'train'
   with pytest.raises(RowError, match="'train' is not one of dev, eval"):
-    manifest.SplitConfig(names=('dev', 'eval')).assign('k', None)
+    splits.SplitConfig(names=('dev', 'eval')).assign('k', None)
 
 
 def test_tally_sums_read_back_by_name():

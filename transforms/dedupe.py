@@ -13,8 +13,8 @@ import apache_beam as beam
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.core import duplicates
-from transforms.core import manifest
 from transforms.core import shuffle
+from transforms.core import splits
 from transforms.core.rejects import RowError
 from transforms.encode import read_bytes
 from transforms.filesystem import FileAccess
@@ -59,7 +59,7 @@ class HashSourceFn(beam.DoFn):
   copies always land in one split. An unreadable file passes unchanged: it
   is rejected when its image is loaded."""
 
-  def __init__(self, split: Optional[manifest.SplitConfig] = None):
+  def __init__(self, split: Optional[splits.SplitConfig] = None):
     self._split = split
 
   def setup(self):
@@ -71,7 +71,7 @@ class HashSourceFn(beam.DoFn):
     except RowError:
       yield row
       return
-    split = (manifest.hash_split(digest, self._split.fractions, self._split.seed)
+    split = (splits.hash_split(digest, self._split.fractions, self._split.seed)
              if self._split else row.split)
     yield dataclasses.replace(row, content_sha256=digest, split=split)
 

@@ -11,8 +11,10 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
+from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import shuffle
+from transforms.core import splits
 from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
@@ -240,10 +242,10 @@ def list_image_dir(directory: str, extensions=None):
   """
   number = 0
   for relative in list_files(directory):
-    if manifest.wanted_file(relative, extensions):
+    if image_dir.wanted_file(relative, extensions):
       number += 1
       yield number, relative
-    elif manifest.wanted_file(relative, None):
+    elif image_dir.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
 
 
@@ -258,8 +260,8 @@ class ReadImageDir(beam.PTransform):
   Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list}.
   """
 
-  def __init__(self, directory: str, split: manifest.SplitConfig,
-               layout: str = manifest.LAYOUT_LABEL, extensions=None,
+  def __init__(self, directory: str, split: splits.SplitConfig,
+               layout: str = image_dir.LAYOUT_LABEL, extensions=None,
                label_normalize: frozenset = frozenset()):
     super().__init__()
     self._config = manifest.ManifestConfig(
@@ -301,7 +303,7 @@ class _ImageDirRowFn(beam.DoFn):
     line, relative = numbered
     fields = {'image': relative}
     try:
-      fields = manifest.image_dir_fields(relative, self._layout)
+      fields = image_dir.image_dir_fields(relative, self._layout)
       yield manifest.row_from_fields(fields, self._config, line)
     except RowError as error:
       yield beam.pvalue.TaggedOutput(REJECTED, Rejection(

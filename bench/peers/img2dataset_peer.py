@@ -42,7 +42,7 @@ def main():
 
   # albumentations (an img2dataset dependency) asks PyPI for a newer version on import
   os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
-  from img2dataset import download  # pylint: disable=import-outside-toplevel
+  from img2dataset import download
 
   start = time.perf_counter()
   os.makedirs(args.output_dir, exist_ok=True)

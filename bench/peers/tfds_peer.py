@@ -28,9 +28,9 @@ def crop_box(src, dst):
 
 def make_builder(rows, height, width):
   """A builder class for these (absolute path, label) rows."""
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from PIL import Image  # pylint: disable=import-outside-toplevel
-  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  import numpy as np
+  from PIL import Image
+  import tensorflow_datasets as tfds
 
   names = sorted({label for _, label in rows})
 

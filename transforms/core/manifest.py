@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 import csv
 import dataclasses
-import hashlib
 import json
 import math
 import posixpath
-import re
 from typing import Optional
 
 from transforms.core import paths
@@ -21,11 +19,10 @@ from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
 from transforms.core.spec import shape_problem
+from transforms.core.splits import DEFAULT_SPLIT
+from transforms.core.splits import SplitConfig
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'txt')
-SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
-DEFAULT_SPLIT = 'train'
-DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
 
 # What a manifest holds: images and labels together, or one side of a join.
 ROLE_COMBINED = 'combined'
@@ -41,13 +38,6 @@ REQUIRED_COLUMNS = {
 # Logical columns a manifest may name differently (--image_column, ...).
 COLUMNS = ('image', 'label', 'key', 'split')
 DEFAULT_LABEL_SEPARATOR = ';'
-
-# --image_dir: files with other extensions are skipped, not rows.
-DEFAULT_IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'gif', 'bmp', 'tif', 'tiff', 'webp',
-                            'ppm', 'pgm')
-LAYOUT_LABEL = 'label'  # DIR/<label>/.../<file>
-LAYOUT_SPLIT_LABEL = 'split/label'  # DIR/<split>/<label>/.../<file>
-IMAGE_DIR_LAYOUTS = (LAYOUT_LABEL, LAYOUT_SPLIT_LABEL)
 
 
 class ManifestFormatError(ValueError):
@@ -85,50 +75,13 @@ def parse_header(line: str, fmt: str) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitConfig:
-  """Split from a `split` column, or by salted hash of the key."""
-  fractions: tuple = ()  # ((name, fraction), ...); empty: use the column
-  seed: int = 0
-  names: tuple = DEFAULT_SPLIT_NAMES  # allowed values of a split column
-
-  def assign(self, key: str, column_value: Optional[str]) -> str:
-    if self.fractions:
-      return hash_split(key, self.fractions, self.seed)
-    value = DEFAULT_SPLIT if column_value is None else column_value.strip()
-    if value not in self.names:
-      raise RowError(
-          STAGE_MANIFEST, 'unknown_split',
-          f'split {value!r} is not one of {", ".join(self.names)} '
-          f'(set --split_names)')
-    return value
-
-  def split_names(self) -> tuple:
-    if self.fractions:
-      return tuple(name for name, _ in self.fractions)
-    return self.names
-
-
-def hash_split(key: str, fractions: tuple, seed: int) -> str:
-  """Deterministic split: the salted SHA-256 of the key as a point in [0, 1)."""
-  digest = hashlib.sha256(f'{seed}\x00{key}'.encode()).digest()
-  point = int.from_bytes(digest[:8], 'big') / 2.0**64
-  total = sum(fraction for _, fraction in fractions)
-  cumulative = 0.0
-  for name, fraction in fractions:
-    cumulative += fraction / total
-    if point < cumulative:
-      return name
-  return fractions[-1][0]
-
-
-@dataclasses.dataclass(frozen=True)
 class ManifestConfig:
   """Everything needed to turn one manifest line into a row."""
   path: str
   fmt: str
   header: tuple = ()  # csv/tsv columns; empty for jsonl and txt
   role: str = ROLE_COMBINED
-  split: SplitConfig = SplitConfig()
+  split: SplitConfig = SplitConfig()  # noqa: RUF009  (frozen: one shared default is safe)
   extra_features: tuple = ()  # ExtraFeature
   columns: tuple = ()  # ((logical column, the file's name for it), ...)
   multi_label: bool = False  # a label cell (or JSON list) holds several labels
@@ -429,29 +382,3 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
     return None, rejections
   return dataclasses.replace(kept, label=labels[0].label,
                              label_padded=labels[0].label_padded), rejections
-
-
-def wanted_file(relative: str, extensions: Optional[tuple]) -> bool:
-  """--image_dir: is this file a row? Hidden files and folders never are;
-  with `extensions` (lower case, no dot; None: every file) only image names."""
-  if any(part.startswith('.') for part in relative.split('/')):
-    return False
-  if extensions is None:
-    return True
-  name = relative.rsplit('/', 1)[-1]
-  return '.' in name and name.rsplit('.', 1)[1].lower() in extensions
-
-
-def image_dir_fields(relative: str, layout: str) -> dict:
-  """A file below --image_dir -> its row's fields, from its folders.
-
-  layout label: DIR/<label>/... (a file directly in DIR has an empty label);
-  layout split/label: DIR/<split>/<label>/..., RowError at another depth.
-  """
-  parts = relative.split('/')
-  if layout == LAYOUT_SPLIT_LABEL:
-    if len(parts) < 3:
-      raise RowError(STAGE_MANIFEST, 'wrong_depth',
-                     f'{relative!r} is not in a DIR/<split>/<label>/ folder')
-    return {'image': relative, 'split': parts[0], 'label': parts[1]}
-  return {'image': relative, 'label': parts[0] if len(parts) > 1 else ''}

@@ -1,0 +1,42 @@
+"""--image_dir: which files below the folder are rows, and a row's fields
+from the folders it sits in (DIR/<label>/... or DIR/<split>/<label>/...)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import RowError
+
+# --image_dir: files with other extensions are skipped, not rows.
+DEFAULT_IMAGE_EXTENSIONS = ('jpg', 'jpeg', 'png', 'gif', 'bmp', 'tif', 'tiff', 'webp',
+                            'ppm', 'pgm')
+LAYOUT_LABEL = 'label'  # DIR/<label>/.../<file>
+LAYOUT_SPLIT_LABEL = 'split/label'  # DIR/<split>/<label>/.../<file>
+IMAGE_DIR_LAYOUTS = (LAYOUT_LABEL, LAYOUT_SPLIT_LABEL)
+
+
+def wanted_file(relative: str, extensions: Optional[tuple]) -> bool:
+  """--image_dir: is this file a row? Hidden files and folders never are;
+  with `extensions` (lower case, no dot; None: every file) only image names."""
+  if any(part.startswith('.') for part in relative.split('/')):
+    return False
+  if extensions is None:
+    return True
+  name = relative.rsplit('/', 1)[-1]
+  return '.' in name and name.rsplit('.', 1)[1].lower() in extensions
+
+
+def image_dir_fields(relative: str, layout: str) -> dict:
+  """A file below --image_dir -> its row's fields, from its folders.
+
+  layout label: DIR/<label>/... (a file directly in DIR has an empty label);
+  layout split/label: DIR/<split>/<label>/..., RowError at another depth.
+  """
+  parts = relative.split('/')
+  if layout == LAYOUT_SPLIT_LABEL:
+    if len(parts) < 3:
+      raise RowError(STAGE_MANIFEST, 'wrong_depth',
+                     f'{relative!r} is not in a DIR/<split>/<label>/ folder')
+    return {'image': relative, 'split': parts[0], 'label': parts[1]}
+  return {'image': relative, 'label': parts[0] if len(parts) > 1 else ''}

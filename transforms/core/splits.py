@@ -1,0 +1,53 @@
+"""Which split a row goes to: a `split` column among the allowed names, or a
+salted hash of the key (--split)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import Optional
+
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import RowError
+
+SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
+DEFAULT_SPLIT = 'train'
+DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitConfig:
+  """Split from a `split` column, or by salted hash of the key."""
+  fractions: tuple = ()  # ((name, fraction), ...); empty: use the column
+  seed: int = 0
+  names: tuple = DEFAULT_SPLIT_NAMES  # allowed values of a split column
+
+  def assign(self, key: str, column_value: Optional[str]) -> str:
+    if self.fractions:
+      return hash_split(key, self.fractions, self.seed)
+    value = DEFAULT_SPLIT if column_value is None else column_value.strip()
+    if value not in self.names:
+      raise RowError(
+          STAGE_MANIFEST, 'unknown_split',
+          f'split {value!r} is not one of {", ".join(self.names)} '
+          f'(set --split_names)')
+    return value
+
+  def split_names(self) -> tuple:
+    if self.fractions:
+      return tuple(name for name, _ in self.fractions)
+    return self.names
+
+
+def hash_split(key: str, fractions: tuple, seed: int) -> str:
+  """Deterministic split: the salted SHA-256 of the key as a point in [0, 1)."""
+  digest = hashlib.sha256(f'{seed}\x00{key}'.encode()).digest()
+  point = int.from_bytes(digest[:8], 'big') / 2.0**64
+  total = sum(fraction for _, fraction in fractions)
+  cumulative = 0.0
+  for name, fraction in fractions:
+    cumulative += fraction / total
+    if point < cumulative:
+      return name
+  return fractions[-1][0]
