@@ -1,5 +1,6 @@
 """The layers the folders promise: core and workers never import Beam or
-TensorFlow; transforms never imports pipeline."""
+TensorFlow; transforms never imports pipeline; pipeline/beam_runtime imports
+no other pipeline module."""
 
 import ast
 import json
@@ -58,6 +59,28 @@ def _imported_modules(path: pathlib.Path) -> set:
 def test_transforms_never_import_pipeline(path):
   imported = _imported_modules(path)
   assert not {m for m in imported if m == 'pipeline' or m.startswith('pipeline.')}
+
+
+@pytest.mark.parametrize('path', sorted((ROOT / 'pipeline' / 'beam_runtime').glob('*.py')),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_beam_runtime_imports_no_other_pipeline_module(path):
+  """The Beam hooks sit under everything in pipeline/: of the project they
+  import only each other and the plain layer (transforms/core)."""
+  project = {m for m in _imported_modules(path) if m.split('.')[0] in ('pipeline', 'transforms')}
+  allowed = ('pipeline.beam_runtime', 'transforms.core')
+  assert all(m in allowed or m.startswith(tuple(a + '.' for a in allowed)) for m in project), (
+      project)
+
+
+def test_startup_imports_no_beam():
+  """startup runs before Beam is imported: importing it must not import Beam."""
+  script = ('import json, sys\n'
+            'import pipeline.beam_runtime.startup\n'
+            'print(json.dumps("apache_beam" in sys.modules))')
+  done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
+                        text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert json.loads(done.stdout) is False
 
 
 @pytest.mark.parametrize('path', sorted((ROOT / 'transforms').glob('*/*.py')),
