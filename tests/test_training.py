@@ -270,7 +270,7 @@ SPLIT = (('train', 0.5), ('test', 0.5))
 def _leaky_seed() -> int:
   """A seed whose key-based split puts a.png and its copy apart, and b.png
   and ./b.png together."""
-  from transforms.core.manifest import hash_split
+  from transforms.core.splits import hash_split
   for seed in range(500):
     where = {k: hash_split(k, SPLIT, seed) for k in ('a.png', 'copy/a.png', 'b.png', './b.png')}
     if where['a.png'] != where['copy/a.png'] and where['b.png'] == where['./b.png']:
@@ -308,7 +308,7 @@ def leaky(copies, tmp_path_factory):
 
 
 def test_content_duplicates_within_and_across_splits(leaky, copies):
-  from transforms.core.manifest import hash_split
+  from transforms.core.splits import hash_split
   out, seed = leaky
   report = read_info(out)['content_duplicates']
   a_split, copy_split = (hash_split(k, SPLIT, seed) for k in ('a.png', 'copy/a.png'))
@@ -338,7 +338,7 @@ def test_validate_warns_of_cross_split_copies_and_strict_fails(leaky, capsys):
   assert report['valid'] is True and report['num_problems'] == 0
   assert report['num_warnings'] == 1
   assert report['warnings_by_kind'] == {'cross_split_duplicate': 1}
-  from transforms.core.manifest import hash_split
+  from transforms.core.splits import hash_split
   in_train = [k for k in ('a.png', 'copy/a.png') if hash_split(k, SPLIT, seed) == 'train']
   in_test = [k for k in ('a.png', 'copy/a.png') if hash_split(k, SPLIT, seed) == 'test']
   [warning] = report['warnings']
