@@ -45,3 +45,12 @@ def times_ten_or_crash(items: list) -> list:
 def pids(items: list) -> list:
   """The process id of whoever runs this, once per item."""
   return [os.getpid() for _ in items]
+
+
+def block_opening(fifo: str, marker: str) -> bytes:
+  """Leaves `marker`, then opens the FIFO `fifo` for reading: blocked until a
+  writer opens it (an image path that is a FIFO)."""
+  with open(marker, 'w', encoding='utf-8') as started:
+    started.write(str(os.getpid()))
+  with open(fifo, 'rb') as stream:
+    return stream.read()

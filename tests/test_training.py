@@ -424,6 +424,84 @@ def test_split_by_content_needs_split(copies, tmp_path, capsys):
   assert '--split_by content' in capsys.readouterr().err
 
 
+def _report_of_every_pair(sha256: str, copies: list) -> dict:
+  """The content report as it was first built, the reference: a pair for
+  every copy, each compared with every earlier copy, then the first pairs kept."""
+  import dataclasses
+
+  from transforms.core import duplicates
+  copies = sorted(copies)
+  report = duplicates.empty_report()
+  pairs = []
+  for i, copy in enumerate(copies[1:], 1):
+    same_split = [c for c in copies[:i] if c.split == copy.split]
+    first = same_split[0] if same_split else copies[0]
+    pairs.append({'sha256': sha256, 'first': dataclasses.asdict(first),
+                  'duplicate': dataclasses.asdict(copy), 'across': not same_split})
+    report['num_across_splits' if not same_split else 'num_within_split'] += 1
+  report['num_contents'] = int(bool(pairs))
+  report['pairs'] = sorted(pairs, key=lambda p: (
+      not p['across'], p['duplicate']['line'], p['duplicate']['key']))[:duplicates.MAX_PAIRS]
+  return report
+
+
+def test_content_report_matches_comparing_every_copy_with_every_earlier_one():
+  """Random groups (1 to 40 copies over 1 to 3 splits, lines shared by two
+  manifests now and then, in any order): the one-pass report is the
+  pair-per-copy one, counts, pairs and their order; and so is their merge."""
+  import random
+
+  from transforms.core import duplicates
+  rng = random.Random(7)
+  merged, expected = duplicates.empty_report(), duplicates.empty_report()
+  for trial in range(400):
+    splits = rng.sample(['train', 'test', 'validation'], rng.randint(1, 3))
+    lines = [rng.randint(2, 60) for _ in range(rng.randint(1, 40))]
+    copies = list({duplicates.Copy(line, f'{rng.choice("ab")}{line}.png', rng.choice(splits))
+                   for line in lines})
+    rng.shuffle(copies)
+    sha = f'{trial:064x}'
+    report, every_pair = duplicates.content_report(sha, iter(copies)), _report_of_every_pair(
+        sha, copies)
+    assert report == every_pair
+    duplicates.add_report(merged, report)
+    for name in ('num_within_split', 'num_across_splits', 'num_contents'):
+      expected[name] += every_pair[name]
+    expected['pairs'] = sorted(expected['pairs'] + every_pair['pairs'], key=lambda p: (
+        not p['across'], p['duplicate']['line'], p['duplicate']['key']))[:duplicates.MAX_PAIRS]
+  assert merged == expected and merged['num_contents'] > 300
+  assert merged['num_across_splits'] > duplicates.MAX_PAIRS  # the leaks crowd out the rest
+  assert all(pair['across'] for pair in merged['pairs'])
+
+
+def test_content_report_of_100000_copies_is_one_pass(monkeypatch):
+  """One placeholder image on 100,000 rows (lines 2-100001, read backwards):
+  all in train but lines 50000-50001 (test) and 99999 (validation). Counts
+  exact; each copy read once; only the MAX_PAIRS pairs listed are ever built."""
+  from transforms.core import duplicates
+  Copy = duplicates.Copy
+  split_of = {50_000: 'test', 50_001: 'test', 99_999: 'validation'}
+  read = []
+
+  def copies():
+    for line in range(100_001, 1, -1):
+      read.append(line)
+      yield Copy(line, f'img/{line}.png', split_of.get(line, 'train'))
+
+  built = []
+  make_pair = duplicates._pair  # pylint: disable=protected-access
+  monkeypatch.setattr(duplicates, '_pair', lambda *args: built.append(args) or make_pair(*args))
+  report = duplicates.content_report('ab' * 32, copies())
+  assert len(read) == 100_000 and len(built) == duplicates.MAX_PAIRS
+  assert (report['num_within_split'], report['num_across_splits'], report['num_contents']) == (
+      99_997, 2, 1)
+  assert [(p['first']['line'], p['duplicate']['line'], p['duplicate']['split'], p['across'])
+          for p in report['pairs']] == [
+      (2, 50_000, 'test', True), (2, 99_999, 'validation', True),
+      *((2, line, 'train', False) for line in range(3, 11))]
+  assert report['pairs'][0]['first'] == {'line': 2, 'key': 'img/2.png', 'split': 'train'}
+
+
 # ---------------------------------------------------------------- labels
 
 
@@ -493,16 +571,15 @@ def test_summary_lists_every_class_up_to_20_then_the_extremes():
 def test_content_duplicate_units():
   from transforms.core import duplicates
   Copy = duplicates.Copy
-  pairs = duplicates.duplicate_pairs('ff', [Copy(9, 'c', 'test'), Copy(2, 'a', 'train'),
+  report = duplicates.content_report('ff', [Copy(9, 'c', 'test'), Copy(2, 'a', 'train'),
                                             Copy(5, 'b', 'test')])
-  assert [(p['first']['key'], p['duplicate']['key'], p['across']) for p in pairs] == [
+  assert [(p['first']['key'], p['duplicate']['key'], p['across']) for p in report['pairs']] == [
       ('a', 'b', True), ('b', 'c', False)]
-  report = duplicates.add_pairs(duplicates.empty_report(), pairs)
   assert (report['num_within_split'], report['num_across_splits'], report['num_contents']) == (
       1, 1, 1)
   merged = duplicates.merge_reports([report, duplicates.empty_report(), report])
   assert merged['num_across_splits'] == 2 and len(merged['pairs']) == 4
-  assert duplicates.duplicate_pairs('ff', [Copy(1, 'a', 'train')]) == []
+  assert duplicates.content_report('ff', [Copy(1, 'a', 'train')]) == duplicates.empty_report()
   # keep_first_copy: the first by line whose label resolves, else the first
   from transforms.core.labels import LabelMap
   from transforms.core.manifest import ManifestRow

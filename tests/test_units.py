@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import pathlib
+import sys
+import time
 
 import pytest
 
@@ -17,6 +21,8 @@ from transforms.core.spec import ExtraFeature
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import read_records
+
+ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
 
 
 def config(fmt='csv', header=('image', 'label'), **kwargs):
@@ -418,6 +424,100 @@ def test_dead_children_release_their_pipes():
     assert len(pool._children) == 1
   finally:
     pool.shutdown()
+
+
+# A convert stand-in: one pool child, given a call that blocks opening a FIFO.
+_POOL_PARENT = """
+import os, sys, time
+from tests.process_helpers import block_opening
+from transforms.workers.process_pool import ProcessPool
+pool = ProcessPool(1, worker_module=sys.argv[3])
+print(pool.submit(os.getpid).result(), flush=True)
+pool.submit(block_opening, sys.argv[1], sys.argv[2])
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+  """Whether process `pid` exists and is not a zombie (an orphan's adopter may
+  not reap it)."""
+  try:
+    stat = pathlib.Path(f'/proc/{pid}/stat').read_text()
+  except FileNotFoundError:
+    return False
+  return stat.rsplit(')', 1)[1].split()[0] != 'Z'
+
+
+def _wait_until(condition, timeout_s: float) -> bool:
+  deadline = time.monotonic() + timeout_s
+  while not condition():
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.05)
+  return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+@pytest.mark.parametrize('worker_module', [
+    'transforms.workers.process_worker',
+    'tests.watchdog_only_worker'])  # no parent-death signal (as on macOS): the watchdog
+def test_a_worker_dies_with_its_parent_killed_mid_call(tmp_path, worker_module):
+  """The parent is SIGKILLed while its child is blocked opening a FIFO (a
+  closed stdin is never read): the child ends within seconds."""
+  import signal
+  import subprocess
+  fifo, marker = tmp_path / 'x.jpg', tmp_path / 'started'
+  os.mkfifo(fifo)
+  parent = subprocess.Popen(
+      [sys.executable, '-c', _POOL_PARENT, str(fifo), str(marker), worker_module],
+      stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+  child_pid = None
+  try:
+    child_pid = int(parent.stdout.readline())
+    assert _wait_until(marker.exists, 60) and _running(child_pid)
+    time.sleep(0.2)  # into open()
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert _wait_until(lambda: not _running(child_pid), 5)
+  finally:
+    if parent.poll() is None:
+      parent.kill()
+      parent.wait()
+    parent.stdout.close()
+    if child_pid is not None and _running(child_pid):
+      os.kill(child_pid, signal.SIGKILL)  # an orphan left by a failing run
+
+
+def test_a_worker_outlives_the_thread_that_started_it():
+  """Pools start children from their threads, which may end before their
+  children (a pool used from a short-lived thread): only the parent
+  process's end ends a child."""
+  import threading
+
+  from transforms.workers import process_pool
+  started = []
+  thread = threading.Thread(
+      target=lambda: started.append(process_pool._Child(process_pool.WORKER_MODULE)))  # pylint: disable=protected-access
+  thread.start()
+  thread.join()
+  [child] = started
+  try:
+    time.sleep(0.5)  # a signal sent as the thread ended would have landed
+    assert child.alive
+    assert child.call(os.getppid, ()) == os.getpid()
+  finally:
+    child.close()
+
+
+def test_a_worker_whose_parent_is_already_gone_exits_at_once():
+  """The parent ended before the child could set the parent-death signal:
+  the child finds another parent than the one it was told and exits."""
+  import subprocess
+  done = subprocess.run(
+      [sys.executable, '-c', 'import time; from transforms.workers import process_worker; '
+       'process_worker.die_with_parent(1); time.sleep(60)'],
+      env=dict(os.environ, PYTHONPATH=ROOT), timeout=60, check=False)
+  assert done.returncode == 1
 
 
 def test_validate_tallies_split_back_into_shard_label_and_kind_counts():

@@ -22,13 +22,13 @@ from transforms.sources import label_map_side_input
 
 
 class _ReportFn(beam.CombineFn):
-  """Pair lists of each content -> one report (counts + the first pairs)."""
+  """The report of each content -> one report (counts + the first pairs)."""
 
   def create_accumulator(self):
     return duplicates.empty_report()
 
-  def add_input(self, report, pairs):
-    return duplicates.add_pairs(report, pairs)
+  def add_input(self, report, content_report):
+    return duplicates.add_report(report, content_report)
 
   def merge_accumulators(self, accumulators):
     return duplicates.merge_reports(accumulators)
@@ -48,8 +48,7 @@ def ContentDuplicates(examples):
           | 'ContentCopies' >> beam.Map(
               lambda e: (e.sha256, duplicates.Copy(e.line, e.key, e.split)))
           | 'GroupByContent' >> beam.GroupByKey()
-          | 'Pairs' >> beam.MapTuple(lambda sha, copies: duplicates.duplicate_pairs(
-              sha, list(copies)))
+          | 'PerContent' >> beam.MapTuple(duplicates.content_report)
           | 'Report' >> beam.CombineGlobally(_ReportFn()).without_defaults())
 
 

@@ -9,6 +9,7 @@ source file; validate by `image/key/sha256` of each record.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Iterable
 import dataclasses
 
 from transforms.core.rejects import STAGE_DUPLICATE
@@ -25,18 +26,51 @@ class Copy:
   split: str
 
 
-def duplicate_pairs(sha256: str, copies: list) -> list:
-  """Copies of one content -> a pair dict for every copy after the first (by
-  line): `across` when no earlier copy is in its own split."""
-  copies = sorted(copies)
-  pairs = []
-  for i, copy in enumerate(copies[1:], 1):
-    earlier = copies[:i]
-    same_split = [c for c in earlier if c.split == copy.split]
-    first = same_split[0] if same_split else earlier[0]
-    pairs.append({'sha256': sha256, 'first': dataclasses.asdict(first),
-                  'duplicate': dataclasses.asdict(copy), 'across': not same_split})
-  return pairs
+def content_report(sha256: str, copies: Iterable[Copy]) -> dict:
+  """Copies of one content -> its report (as empty_report()): every copy
+  after the first by line counted, `across` (a leak) when no earlier copy is
+  in its own split, else within; and its first MAX_PAIRS pairs (_pair_order),
+  each naming that earlier copy: the first copy of its split, or the first
+  of all for a leak.
+
+  Sorted by line, then one pass keeping the first copy of each split and at most
+  MAX_PAIRS pairs: a placeholder image repeated 100,000 times is 100,000 steps,
+  not a pair per copy each compared with every earlier copy.
+  """
+  ordered = sorted(copies, key=_copy_order)
+  report = empty_report()
+  if len(ordered) < 2:
+    return report
+  first = ordered[0]
+  first_in_split = {first.split: first}
+  leaks, within = [], []  # (earlier, copy), each in line order
+  for copy in ordered[1:]:
+    earlier = first_in_split.get(copy.split)
+    if earlier is None:
+      first_in_split[copy.split] = copy
+      report['num_across_splits'] += 1
+      if len(leaks) < MAX_PAIRS:
+        leaks.append((first, copy))
+        if len(leaks) + len(within) > MAX_PAIRS:
+          within.pop()  # a leak is listed before any copy within a split
+    else:
+      report['num_within_split'] += 1
+      if len(leaks) + len(within) < MAX_PAIRS:
+        within.append((earlier, copy))
+  report['num_contents'] = 1
+  report['pairs'] = ([_pair(sha256, earlier, copy, True) for earlier, copy in leaks]
+                     + [_pair(sha256, earlier, copy, False) for earlier, copy in within])
+  return report
+
+
+def _copy_order(copy: Copy) -> tuple:
+  # Copy's own order, without building two tuples per comparison.
+  return (copy.line, copy.key, copy.split)
+
+
+def _pair(sha256: str, first: Copy, duplicate: Copy, across: bool) -> dict:
+  return {'sha256': sha256, 'first': dataclasses.asdict(first),
+          'duplicate': dataclasses.asdict(duplicate), 'across': across}
 
 
 def empty_report() -> dict:
@@ -44,23 +78,20 @@ def empty_report() -> dict:
           'pairs': []}
 
 
-def add_pairs(report: dict, pairs: list) -> dict:
-  """Adds the pairs of one content to a report (in place; returns it)."""
-  if not pairs:
-    return report
-  report['num_contents'] += 1
-  for pair in pairs:
-    report['num_across_splits' if pair['across'] else 'num_within_split'] += 1
-  report['pairs'] = sorted(report['pairs'] + pairs, key=_pair_order)[:MAX_PAIRS]
+def add_report(report: dict, other: dict) -> dict:
+  """Adds `other`'s counts and pairs to `report` (in place; returns it): the
+  first MAX_PAIRS pairs of both."""
+  for name in ('num_within_split', 'num_across_splits', 'num_contents'):
+    report[name] += other[name]
+  if other['pairs']:
+    report['pairs'] = sorted(report['pairs'] + other['pairs'], key=_pair_order)[:MAX_PAIRS]
   return report
 
 
 def merge_reports(reports) -> dict:
   merged = empty_report()
   for report in reports:
-    for name in ('num_within_split', 'num_across_splits', 'num_contents'):
-      merged[name] += report[name]
-    merged['pairs'] = sorted(merged['pairs'] + report['pairs'], key=_pair_order)[:MAX_PAIRS]
+    add_report(merged, report)
   return merged
 
 

@@ -23,6 +23,9 @@ Why not concurrent.futures.ProcessPoolExecutor or multiprocessing.Pool:
   forks the Beam worker, with its gRPC and logging threads and their locks
   held mid-flight; here every child is a fresh interpreter sharing nothing
   with the parent.
+
+Children die with the parent process, even one killed with SIGKILL while a
+call holds its child (process_worker.die_with_parent).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
 import os
 import pickle
+import queue
 import select
 import subprocess
 import sys
@@ -39,6 +43,9 @@ import threading
 from typing import Optional
 
 WORKER_MODULE = 'transforms.workers.process_worker'
+# The parent's process id, for the child to watch (it may be gone before the
+# child can ask getppid()).
+PARENT_PID_ENV = 'IMG2TFRECORD_WORKER_PARENT'
 READY = 'ready'
 OK = 'ok'
 RAISED = 'raised'
@@ -66,15 +73,53 @@ class WorkerFailedToStart(RuntimeError):
   """A child process could not start serving calls: a set-up problem."""
 
 
+class _Spawner:
+  """Starts processes from one thread that lives as long as this process.
+
+  A child's parent-death signal (PR_SET_PDEATHSIG, which process_worker
+  sets) fires when the *thread* that started it ends, not the process: pool
+  threads end at shutdown, and a pool may be used from a short-lived thread.
+  """
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._pid = None  # the process whose thread serves _requests (a fork has none)
+    self._requests = None
+
+  def popen(self, args: list, **kwargs) -> subprocess.Popen:
+    with self._lock:
+      if self._pid != os.getpid():
+        self._pid, self._requests = os.getpid(), queue.SimpleQueue()
+        threading.Thread(target=self._serve, args=(self._requests,), name='worker-spawner',
+                         daemon=True).start()
+      requests = self._requests
+    started = Future()
+    requests.put((started, args, kwargs))
+    return started.result()
+
+  @staticmethod
+  def _serve(requests: queue.SimpleQueue) -> None:
+    while True:
+      started, args, kwargs = requests.get()
+      try:
+        started.set_result(subprocess.Popen(args, **kwargs))
+      except Exception as error:  # pylint: disable=broad-except
+        started.set_exception(error)  # raised in the caller, by started.result()
+
+
+_SPAWNER = _Spawner()
+
+
 class _Child:
   """One child process and its pipes."""
 
   def __init__(self, worker_module: str):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
+               **{PARENT_PID_ENV: str(os.getpid())})
     # -P (3.11+): the current folder is not put first, so the parent's own
     # path (PYTHONPATH) alone decides which `transforms` is imported.
     safe_path = ['-P'] if sys.version_info >= (3, 11) else []
-    self._process = subprocess.Popen(
+    self._process = _SPAWNER.popen(
         [sys.executable, *safe_path, '-m', worker_module], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, env=env)
     try:

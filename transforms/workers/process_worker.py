@@ -1,22 +1,64 @@
 """The child side of ProcessPool: reads (fn, args), writes (status, value).
 
-Runs until its stdin closes. Its replies go to the stdout it was started
-with; everything else that writes to stdout (Python code, C libraries, a
-program Pillow runs) lands on stderr, so it cannot garble a reply.
+Runs until its stdin closes, or its parent process ends. Its replies go to
+the stdout it was started with; everything else that writes to stdout
+(Python code, C libraries, a program Pillow runs) lands on stderr, so it
+cannot garble a reply.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import signal
 import sys
+import threading
+import time
 from typing import BinaryIO
 
 from transforms.workers.process_pool import OK
+from transforms.workers.process_pool import PARENT_PID_ENV
 from transforms.workers.process_pool import RAISED
 from transforms.workers.process_pool import READY
 from transforms.workers.process_pool import picklable_error
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WATCH_INTERVAL_S = 0.25
+
+
+def die_with_parent(parent_pid: int) -> None:
+  """Ends this process when the process `parent_pid` (its parent) ends, even
+  while a call holds it (a FIFO opened for reading, a decoder that never
+  returns): a closed stdin is seen only between calls.
+
+  Two ways, as either can miss: on Linux the kernel's parent-death signal
+  (SIGKILL), which needs nothing of this process; and on every platform a
+  thread that ends the process once getppid() is no longer `parent_pid` (an
+  orphan is adopted by init or a subreaper). The signal fires when the
+  *thread* that started this process ends, so ProcessPool starts its
+  children from a thread that lives as long as its process.
+  """
+  _set_parent_death_signal(signal.SIGKILL)
+  # Started after the signal is set, the watchdog also ends a child whose
+  # parent was gone before it could be set.
+  threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name='parent-watchdog',
+                   daemon=True).start()
+
+
+def _set_parent_death_signal(signum: int) -> bool:
+  """prctl(PR_SET_PDEATHSIG, signum) on Linux: whether it was set."""
+  if not sys.platform.startswith('linux'):
+    return False  # no such call: the watchdog alone
+  return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+  while os.getppid() == parent_pid:
+    time.sleep(_WATCH_INTERVAL_S)
+  # Silent: no one is left to read a reply, and a line per worker would land
+  # on the terminal after the shell's prompt.
+  os._exit(1)  # pylint: disable=protected-access
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
@@ -45,6 +87,7 @@ def _dumps(reply) -> bytes:
 
 
 def main() -> None:
+  die_with_parent(int(os.environ.get(PARENT_PID_ENV) or os.getppid()))
   replies = os.fdopen(os.dup(1), 'wb')
   os.dup2(2, 1)  # from here on, anything printed goes to stderr
   sys.stdout = sys.stderr
