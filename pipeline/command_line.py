@@ -27,6 +27,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
 from pipeline import launch
+from pipeline import redact
 from pipeline.launch import UsageError
 from transforms import filesystem
 
@@ -41,8 +42,6 @@ OUTLYING_BEAM_OPTION_MODULES = (
     'apache_beam.runners.render',
     'apache_beam.yaml.options',
 )
-# Beam options whose values are credentials: recorded as '<redacted>'.
-_SECRET = re.compile(r'secret|password|token|access_key|credential', re.IGNORECASE)
 # Lists and mappings nested deeper than this in a --config file are refused: an
 # option's value is at most a mapping of lists (--beam_services, --labels).
 MAX_CONFIG_DEPTH = 32
@@ -217,20 +216,22 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   # dataset_info.json before any Pipeline exists (which is what normally hands
   # the options to the filesystems): s3:// needs its endpoint and keys here.
   FileSystems.set_options(pipeline_options)
-  effective = dict(sorted({**_by_flag_name(parser, beam, redact=True),
+  effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
   return Parsed(args, pipeline_options, effective, config_file)
 
 
-def _by_flag_name(parser, values: dict, redact: bool = False) -> dict:
-  """{dest: value} -> {flag name without dashes: JSON-safe value}."""
+def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
+  """{dest: value} -> {flag name without dashes: JSON-safe value}; with
+  `secrets`, the credentials in them replaced (pipeline/redact.py). Beam's
+  options carry credentials; ours are paths and settings."""
   names = {}
   for flag, action in _flags_of(parser).items():
     names.setdefault(action.dest, flag[2:])
   out = {}
   for dest, value in values.items():
     name = names.get(dest, dest)
-    out[name] = '<redacted>' if redact and value and _SECRET.search(name) else _json_safe(value)
+    out[name] = redact.redact_option(name, _json_safe(value)) if secrets else _json_safe(value)
   return out
 
 
