@@ -183,7 +183,7 @@ def deep_yaml(depth: int) -> str:
     ('deep.yaml', deep_yaml(100_000), 'line 1: nested deeper than 32 levels'),
     ('open.json', '[' * 100_000, 'nested deeper than 32 levels'),
     ('open.yaml', '[' * 100_000, 'line 1: nested deeper than 32 levels'),
-])
+], ids=['billion-laughs', 'deep-json', 'deep-yaml-flow', 'unclosed-json', 'unclosed-yaml'])
 def test_alias_bombs_and_deep_nesting_are_refused_at_once(sample, tmp_path, capsys, name, text,
                                                           message):
   """The bomb took 55 s and 3.6 GB, then exit 1; 100,000 levels were a
