@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import _BeamArgumentParser
 
 from pipeline import cli
 from pipeline import engines
+from pipeline import redact
 from pipeline.cli import UsageError
 from transforms import filesystem
 
@@ -42,8 +43,10 @@ OUTLYING_BEAM_OPTION_MODULES = (
     'apache_beam.runners.render',
     'apache_beam.yaml.options',
 )
-# Beam options whose values are credentials: recorded as '<redacted>'.
-_SECRET = re.compile(r'secret|password|token|access_key|credential', re.IGNORECASE)
+# Lists and mappings nested deeper than this in a --config file are refused: an
+# option's value is at most a mapping of lists (--beam_services, --labels).
+MAX_CONFIG_DEPTH = 32
+_TOO_DEEP = f'nested deeper than {MAX_CONFIG_DEPTH} levels'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,20 +217,22 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   # dataset_info.json before any Pipeline exists (which is what normally hands
   # the options to the filesystems): s3:// needs its endpoint and keys here.
   FileSystems.set_options(pipeline_options)
-  effective = dict(sorted({**_by_flag_name(parser, beam, redact=True),
+  effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
   return Parsed(args, pipeline_options, effective, config_file)
 
 
-def _by_flag_name(parser, values: dict, redact: bool = False) -> dict:
-  """{dest: value} -> {flag name without dashes: JSON-safe value}."""
+def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
+  """{dest: value} -> {flag name without dashes: JSON-safe value}; with
+  `secrets`, the credentials in them replaced (pipeline/redact.py). Beam's
+  options carry credentials; ours are paths and settings."""
   names = {}
   for flag, action in _flags_of(parser).items():
     names.setdefault(action.dest, flag[2:])
   out = {}
   for dest, value in values.items():
     name = names.get(dest, dest)
-    out[name] = '<redacted>' if redact and value and _SECRET.search(name) else _json_safe(value)
+    out[name] = redact.redact_option(name, _json_safe(value)) if secrets else _json_safe(value)
   return out
 
 
@@ -245,17 +250,67 @@ def _json_safe(value):
 
 
 def _load(text: str, path: str):
-  """The file's text -> its data; UsageError with the line of a parse error."""
+  """The file's text -> its data; UsageError with the line of a parse error.
+
+  A config is a flat mapping, a value at most a small mapping or list, so the
+  file is held to that: a key given twice is an error (never "last wins"),
+  nesting stops at MAX_CONFIG_DEPTH (deeper blew Python's recursion limit: a
+  traceback), and YAML anchors and aliases are refused. An alias is a
+  reference, and a value is passed on as JSON, which writes out every
+  reference: nine levels of nine aliases each (the "billion laughs") took
+  55 s and 3.6 GB before failing. The checks run while the YAML is composed,
+  so such a file is refused at its first anchor, before anything expands.
+  """
   if path.lower().endswith('.json'):
+    def pairs(items):
+      data = {}
+      for key, value in items:
+        if key in data:
+          raise UsageError(f'--config {path}: key {key!r} is given twice')
+        data[key] = value
+      return data
     try:
-      return json.loads(text)
+      data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as error:
       raise UsageError(f'--config {path} does not parse: line {error.lineno}: {error.msg}')
+    except RecursionError:  # json's own recursion, on input nested thousands deep
+      raise UsageError(f'--config {path}: {_TOO_DEEP}') from None
+    if _deeper_than(data, MAX_CONFIG_DEPTH):
+      raise UsageError(f'--config {path}: {_TOO_DEEP}')
+    return data
   import yaml  # only a run with --config pays for it
 
   class Loader(yaml.SafeLoader):
     """YAML 1.2 booleans: only true/false. YAML 1.1 also reads yes/no/on/off as
-    booleans, and `progress: off` means the value 'off', as on the command line."""
+    booleans, and `progress: off` means the value 'off', as on the command line.
+    No anchors or aliases, no key twice in a mapping, nesting at most
+    MAX_CONFIG_DEPTH (see _load)."""
+    depth = 0
+
+    def compose_node(self, parent, index):
+      event = self.peek_event()
+      if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
+        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: YAML anchors '
+                         'and aliases (&name, *name) are not accepted; write the value out')
+      if self.depth >= MAX_CONFIG_DEPTH and isinstance(
+          event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: {_TOO_DEEP}')
+      self.depth += 1
+      try:
+        return super().compose_node(parent, index)
+      finally:
+        self.depth -= 1
+
+    def compose_mapping_node(self, anchor):
+      node = super().compose_mapping_node(anchor)
+      first = {}
+      for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode):
+          seen = first.setdefault((key.tag, key.value), key)
+          if seen is not key:
+            raise UsageError(f'--config {path}: key {key.value!r} is given twice (lines '
+                             f'{seen.start_mark.line + 1} and {key.start_mark.line + 1})')
+      return node
 
   bool_tag = 'tag:yaml.org,2002:bool'
   Loader.yaml_implicit_resolvers = {
@@ -273,6 +328,15 @@ def _load(text: str, path: str):
     if context and started is not None and (mark is None or started.line != mark.line):
       problem += f' ({context} started at line {started.line + 1})'
     raise UsageError(f'--config {path} does not parse: {where}{problem}')
+
+
+def _deeper_than(data, limit: int) -> bool:
+  """Whether lists and mappings nest more than `limit` levels (the top one counts)."""
+  level = [data]
+  for _ in range(limit):
+    level = [child for value in level if isinstance(value, (dict, list))
+             for child in (value.values() if isinstance(value, dict) else value)]
+  return any(isinstance(value, (dict, list)) for value in level)
 
 
 def _tokens(key: str, value, action, path: str) -> list:

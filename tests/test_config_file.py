@@ -5,6 +5,7 @@ effect are recorded in dataset_info.json."""
 from __future__ import annotations
 
 import json
+import time
 
 from apache_beam.options.pipeline_options import DebugOptions
 from apache_beam.options.pipeline_options import StandardOptions
@@ -16,6 +17,7 @@ from pipeline import convert
 from pipeline import flags
 from pipeline import validate
 from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
 from tests.conftest import read_info
 from tests.conftest import write_manifest
 
@@ -129,6 +131,20 @@ s3_secret_access_key: not-for-the-record
      'list'),
     ('c.yaml', '# nothing yet\n', 'is empty'),
     ('c.yaml', None, 'cannot be read: '),
+    # a key twice is an error, never "last wins"; nested mappings too
+    ('c.yaml', 'height: 3\nwidth: 4\nheight: 5\n',
+     "c.yaml: key 'height' is given twice (lines 1 and 3)"),
+    ('c.yaml', "height: 3\n'height': 5\n", "key 'height' is given twice (lines 1 and 2)"),
+    ('c.yaml', 'beam_services: {a: x, b: y, a: z}\n', "key 'a' is given twice (lines 1 and 1)"),
+    ('c.json', '{"height": 3, "width": 4, "height": 5}', "c.json: key 'height' is given twice"),
+    ('c.json', '{"beam_services": {"a": "x", "a": "z"}}', "key 'a' is given twice"),
+    # anchors and aliases are refused where they stand, an anchor unused too
+    ('c.yaml', 'height: 3\nwidth: &w 4\n', 'c.yaml: line 2: YAML anchors and aliases (&name, '
+     '*name) are not accepted; write the value out'),
+    ('c.yaml', 'height: 3\nwidth: *w\n', 'line 2: YAML anchors and aliases'),
+    ('c.yaml', 'labels: &l {a: b}\nbeam_services: *l\n', 'line 1: YAML anchors and aliases'),
+    ('c.yaml', 'labels: ' + '[' * 33 + ']' * 33 + '\n', 'line 1: nested deeper than 32 levels'),
+    ('c.json', '{"labels": ' + '[' * 32 + ']' * 32 + '}', 'c.json: nested deeper than 32 levels'),
 ])
 def test_config_file_errors_are_one_line_usage_errors(sample, tmp_path, capsys, name, text,
                                                       message):
@@ -143,6 +159,62 @@ def test_config_file_errors_are_one_line_usage_errors(sample, tmp_path, capsys, 
   if 'DaskRunner' not in message:
     assert err.startswith(f'error: --config {path}'), err
   assert not sample.out.exists()
+
+
+def billion_laughs(levels: int = 9) -> str:
+  """The classic alias bomb: each level 9 aliases of the one before, the
+  last one a mapping value (which is passed on as JSON): 9**9 strings."""
+  lines = ['a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]']
+  lines += [f'a{i}: &a{i} [{", ".join([f"*a{i - 1}"] * 9)}]' for i in range(1, levels)]
+  return '\n'.join(lines + [f'beam_services: {{x: *a{levels - 1}}}']) + '\n'
+
+
+def deep_json(depth: int) -> str:
+  return '{"labels": ' + '[' * depth + ']' * depth + '}'
+
+
+def deep_yaml(depth: int) -> str:
+  return 'labels: ' + '[' * depth + ']' * depth + '\n'
+
+
+@pytest.mark.parametrize('name,text,message', [
+    ('bomb.yaml', billion_laughs(), 'line 1: YAML anchors and aliases (&name, *name) are not '
+     'accepted'),
+    ('deep.json', deep_json(100_000), 'nested deeper than 32 levels'),
+    ('deep.yaml', deep_yaml(100_000), 'line 1: nested deeper than 32 levels'),
+    ('open.json', '[' * 100_000, 'nested deeper than 32 levels'),
+    ('open.yaml', '[' * 100_000, 'line 1: nested deeper than 32 levels'),
+], ids=['billion-laughs', 'deep-json', 'deep-yaml-flow', 'unclosed-json', 'unclosed-yaml'])
+def test_alias_bombs_and_deep_nesting_are_refused_at_once(sample, tmp_path, capsys, name, text,
+                                                          message):
+  """The bomb took 55 s and 3.6 GB, then exit 1; 100,000 levels were a
+  RecursionError traceback. Both are one line, exit 2, before anything is
+  built from the file."""
+  path = write(tmp_path / name, text)
+  started = time.perf_counter()
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--config', path])
+  elapsed = time.perf_counter() - started
+  err = capsys.readouterr().err
+  assert code == EXIT_USAGE
+  assert err == f'error: --config {path}: {message}' + (
+      '; write the value out\n' if 'aliases' in message else '\n'), err
+  assert elapsed < 5, elapsed  # ~0.5 s for the 100,000-level YAML
+  assert not sample.out.exists()
+
+
+@pytest.mark.parametrize('name', ['ok.json', 'ok.yaml'])
+def test_nesting_up_to_the_limit_is_read(tmp_path, name):
+  """32 levels, the file's own mapping included, are read; 33 are refused."""
+  parser = command_line._full_parser(opts.ConvertOptions)
+  value = 'x'
+  for _ in range(command_line.MAX_CONFIG_DEPTH - 1):
+    value = {'a': value}
+  path = write(tmp_path / name, json.dumps({'direct_test_splits': value}))  # JSON is YAML
+  assert command_line.read_config_file(path, parser, [])['direct_test_splits'] == value
+  write(tmp_path / name, json.dumps({'direct_test_splits': {'a': value}}))
+  with pytest.raises(UsageError, match='nested deeper than 32 levels'):
+    command_line.read_config_file(path, parser, [])
 
 
 def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):

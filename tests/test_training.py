@@ -489,7 +489,7 @@ def test_content_report_of_100000_copies_is_one_pass(monkeypatch):
       yield Copy(line, f'img/{line}.png', split_of.get(line, 'train'))
 
   built = []
-  make_pair = duplicates._pair  # pylint: disable=protected-access
+  make_pair = duplicates._pair
   monkeypatch.setattr(duplicates, '_pair', lambda *args: built.append(args) or make_pair(*args))
   report = duplicates.content_report('ab' * 32, copies())
   assert len(read) == 100_000 and len(built) == duplicates.MAX_PAIRS

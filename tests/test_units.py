@@ -497,7 +497,7 @@ def test_a_worker_outlives_the_thread_that_started_it():
   from transforms.workers import process_pool
   started = []
   thread = threading.Thread(
-      target=lambda: started.append(process_pool._Child(process_pool.WORKER_MODULE)))  # pylint: disable=protected-access
+      target=lambda: started.append(process_pool._Child(process_pool.WORKER_MODULE)))
   thread.start()
   thread.join()
   [child] = started

@@ -4,5 +4,5 @@ only its watchdog thread ends it when its parent does."""
 from transforms.workers import process_worker
 
 if __name__ == '__main__':
-  process_worker._set_parent_death_signal = lambda signum: False  # pylint: disable=protected-access
+  process_worker._set_parent_death_signal = lambda signum: False
   process_worker.main()

@@ -103,7 +103,7 @@ class _Spawner:
       started, args, kwargs = requests.get()
       try:
         started.set_result(subprocess.Popen(args, **kwargs))
-      except Exception as error:  # pylint: disable=broad-except
+      except Exception as error:
         started.set_exception(error)  # raised in the caller, by started.result()
 
 

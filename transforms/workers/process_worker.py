@@ -58,7 +58,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     time.sleep(_WATCH_INTERVAL_S)
   # Silent: no one is left to read a reply, and a line per worker would land
   # on the terminal after the shell's prompt.
-  os._exit(1)  # pylint: disable=protected-access
+  os._exit(1)
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
