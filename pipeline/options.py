@@ -165,6 +165,10 @@ class ConvertOptions:
                        'output and on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
+    image.add_argument('--max_image_bytes', type=_positive_int,
+                       default=ImageSpec.max_image_bytes,
+                       help='source files larger than this are rejected as read/too_large, '
+                       'never read')
     image.add_argument('--image_timeout_s', type=_non_negative_float,
                        default=DEFAULT_IMAGE_TIMEOUT_S,
                        help='an image taking longer to read, decode, resize and encode '
@@ -545,7 +549,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       encoding=args.encoding, resize_mode=args.resize_mode,
       resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
       background=parse_background(args.background), max_pixels=args.max_pixels,
-      formats=parse_formats(args.formats))
+      formats=parse_formats(args.formats), max_image_bytes=args.max_image_bytes)
   extras = parse_extra_features(args.extra_features)
   if args.resize_mode != 'none' and args.height * args.width > args.max_pixels:
     raise UsageError(f'--height x --width = {args.height * args.width} pixels is more '
