@@ -14,6 +14,8 @@ import pathlib
 import resource
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -51,6 +53,7 @@ from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import read_checked
 from transforms.workers.source_image import read_local_file
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 GIB = 1024 ** 3
 
 
@@ -407,4 +410,125 @@ def test_hashing_uses_the_image_spec_limit(tmp_path):
   assert isinstance(result, RowError) and code(result) == ('read', 'too_large')
   [digest] = hash_sources([str(path)], ImageSpec())
   assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- nothing below --image_dir vanishes
+
+
+def locked_scandir(monkeypatch, *locked: pathlib.Path) -> None:
+  """os.scandir refuses `locked` folders as a non-root run would (the tests
+  run as root, who may list a chmod 000 folder)."""
+  real = os.scandir
+  refused_paths = {str(path) for path in locked}
+
+  def scandir(path='.'):
+    if str(path).rstrip('/') in refused_paths:
+      raise PermissionError(errno.EACCES, 'Permission denied', str(path))
+    return real(path)
+  monkeypatch.setattr(os, 'scandir', scandir)
+
+
+def hostile_tree(root: pathlib.Path) -> pathlib.Path:
+  """red/ and green/ with two images each, locked/ (two images, chmod 000),
+  a dangling symlink, a loop of file symlinks, a folder symlink back up the
+  tree, a symlinked class folder, a hidden folder and a note."""
+  for name in ('red', 'green', 'locked'):
+    for i in range(2):
+      write_image(root / name / f'{i}.png', COLOURS.get(name, (0, 0, 255)), size=(5, 4))
+  os.symlink('/nowhere/gone.png', root / 'red' / 'dangling.png')
+  os.symlink('b.jpg', root / 'red' / 'a.jpg')
+  os.symlink('a.jpg', root / 'red' / 'b.jpg')
+  os.symlink('..', root / 'green' / 'up')
+  os.symlink('green', root / 'linked')
+  write_image(root / '.cache' / 'hidden.png')
+  (root / 'green' / 'notes.txt').write_text('not an image')
+  os.chmod(root / 'locked', 0)
+  return root
+
+
+@pytest.fixture
+def tree(tmp_path):
+  root = hostile_tree(tmp_path / 'tree')
+  yield root
+  os.chmod(root / 'locked', 0o755)  # so that pytest can remove it
+
+
+def test_the_listing_names_every_entry_it_cannot_use(tree, monkeypatch):
+  locked_scandir(monkeypatch, tree / 'locked')
+  listed = {relative: problem and (problem.stage, problem.code)
+            for relative, problem in filesystem.walk_local_files(str(tree))}
+  assert listed == {
+      'green/0.png': None, 'green/1.png': None, 'green/notes.txt': None,
+      'green/up/': ('read', 'unreadable'),  # a loop: one entry, not followed
+      'linked/0.png': None, 'linked/1.png': None, 'linked/notes.txt': None,
+      'linked/up/': ('read', 'unreadable'),
+      'locked/': ('read', 'unreadable'),
+      'red/0.png': None, 'red/1.png': None, 'red/a.jpg': None, 'red/b.jpg': None,
+      'red/dangling.png': None,  # files: reading them says what they are
+  }
+  problems = dict(filesystem.walk_local_files(str(tree)))
+  assert problems['locked/'].reason == (f'cannot list folder {tree}/locked: Permission '
+                                        f'denied; its files are not converted')
+  assert problems['green/up/'].reason == (f'{tree}/green/up leads to {tree}, a folder it is '
+                                          f'in (a loop): not followed')
+
+
+def test_an_unreadable_root_is_one_entry(tmp_path, monkeypatch):
+  write_image(tmp_path / 'red' / 'a.png')
+  locked_scandir(monkeypatch, tmp_path)
+  assert [(relative, problem.code) for relative, problem
+          in filesystem.walk_local_files(str(tmp_path))] == [('./', 'unreadable')]
+
+
+def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:
+  rejected = {(r['row']['image'], r['stage'], r['code'], r['line'])
+              for r in rejected_lines(out)}
+  assert rejected == {
+      ('green/up/', 'read', 'unreadable', 3),
+      ('linked/up/', 'read', 'unreadable', 6),
+      ('locked/', 'read', 'unreadable', 7),
+      ('red/a.jpg', 'read', 'unreadable', 10),  # a loop of file links: ELOOP
+      ('red/b.jpg', 'read', 'unreadable', 11),
+      ('red/dangling.png', 'read', 'missing_file', 12),
+  }
+  dangling = next(r for r in rejected_lines(out) if r['code'] == 'missing_file')
+  assert dangling['reason'] == (f'file not found: {tree}/red/dangling.png (a symlink to '
+                                f'/nowhere/gone.png, which does not exist)')
+  assert dangling['row'] == {'image': 'red/dangling.png', 'label': 'red'}
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (12, 6, 6)
+  assert info['rejected_by_reason'] == {'read/unreadable': 5, 'read/missing_file': 1}
+  assert (info['num_skipped_files'], info['skipped_files']) == (
+      2, ['green/notes.txt', 'linked/notes.txt'])
+  assert info['label_map'] == ['green', 'linked', 'red']
+
+
+def test_convert_image_dir_rejects_what_it_cannot_list_or_read(tree, tmp_path, monkeypatch):
+  locked_scandir(monkeypatch, tree / 'locked')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(tree), '--output_dir', str(out), '--height', '4',
+                       '--width', '4']) == EXIT_OVER_BUDGET
+  _check_tree_run(out, tree)
+
+
+@pytest.mark.slow
+def test_a_chmod_000_class_folder_is_rejected_in_a_real_run(tree, tmp_path):
+  """The same tree, converted by a process the kernel refuses the chmod 000
+  folder to: as root, one without the capabilities that bypass permissions."""
+  if os.geteuid() == 0:
+    setpriv = shutil.which('setpriv')
+    if setpriv is None:
+      pytest.skip('needs setpriv to drop root permission bypass')
+    prefix = [setpriv, '--bounding-set=-dac_override,-dac_read_search']
+  else:
+    prefix = []
+  out = tmp_path / 'out'
+  done = subprocess.run(
+      [*prefix, sys.executable, '-m', 'pipeline.convert', '--image_dir', str(tree),
+       '--output_dir', str(out), '--height', '4', '--width', '4'],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert done.returncode == EXIT_OVER_BUDGET, done.stderr
+  assert 'rejected read/unreadable: 5' in done.stdout
+  _check_tree_run(out, tree)
 

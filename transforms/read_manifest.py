@@ -15,6 +15,7 @@ from transforms.core.rejects import RowError
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
+from transforms.filesystem import walk_local_files
 from transforms.metrics import METRICS_NAMESPACE
 from transforms.tags import REJECTED
 from transforms.tags import ROWS
@@ -231,18 +232,29 @@ def list_files(directory: str) -> list:
   return [p[len(prefix):] for p in paths if p.startswith(prefix)]
 
 
+def list_tree(directory: str) -> list:
+  """(relative path, None) of every file below DIR, and (relative folder
+  path/, RowError) of what cannot be listed there (local folders: see
+  filesystem.walk_local_files; object stores have no such entries), sorted."""
+  if '://' not in directory:
+    return sorted(walk_local_files(directory), key=lambda entry: entry[0])
+  return [(relative, None) for relative in list_files(directory)]
+
+
 def list_image_dir(directory: str, extensions=None):
-  """(number, relative path) of every image file below DIR, sorted; hidden
-  files skipped silently, files of other extensions under SKIPPED.
+  """(number, relative path, None) of every image file below DIR, and
+  (number, relative folder path, RowError) of every folder that could not be
+  listed, sorted; hidden files skipped silently, files of other extensions
+  under SKIPPED.
 
   Files at a depth the layout has no label for are rows (rejected as such,
-  never ignored).
+  never ignored); so are folders that could not be listed.
   """
   number = 0
-  for relative in list_files(directory):
-    if manifest.wanted_file(relative, extensions):
+  for relative, problem in list_tree(directory):
+    if problem is not None or manifest.wanted_file(relative, extensions):
       number += 1
-      yield number, relative
+      yield number, relative, problem
     elif manifest.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
 
@@ -253,7 +265,8 @@ SHOWN_SKIPPED_FILES = 10
 
 class ReadImageDir(beam.PTransform):
   """A folder-per-class tree as manifest rows (label = folder name; with
-  layout split/label, DIR/<split>/<label>/...).
+  layout split/label, DIR/<split>/<label>/...). A folder that cannot be
+  listed is one rejected row (read/unreadable), keyed by its path.
 
   Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list}.
   """
@@ -298,9 +311,11 @@ class _ImageDirRowFn(beam.DoFn):
     self._layout = layout
 
   def process(self, numbered):
-    line, relative = numbered
+    line, relative, problem = numbered
     fields = {'image': relative}
     try:
+      if problem is not None:  # a folder that could not be listed: its path is the key
+        raise problem
       fields = manifest.image_dir_fields(relative, self._layout)
       yield manifest.row_from_fields(fields, self._config, line)
     except RowError as error:
