@@ -256,7 +256,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       encoding=args.encoding, resize_mode=args.resize_mode,
       resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
       background=parse_background(args.background), max_pixels=args.max_pixels,
-      formats=parse_formats(args.formats))
+      formats=parse_formats(args.formats), max_image_bytes=args.max_image_bytes)
   extras = parse_extra_features(args.extra_features)
   if args.resize_mode != 'none' and args.height * args.width > args.max_pixels:
     raise UsageError(f'--height x --width = {args.height * args.width} pixels is more '

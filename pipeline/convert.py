@@ -89,9 +89,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
+                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s)
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
-        config.split if config.split_by == 'content' else None))
+        config.image, pool, config.split if config.split_by == 'content' else None))
   tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
       lambda row: [(key, 1) for key in tally.label_keys(row)]))
   # The label map is made from every row, before --dedupe content: a class
@@ -105,9 +107,6 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
-  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   engines.single_local_worker(p.options), os.cpu_count() or 1,
-                   timeout_s=config.image_timeout_s)
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
       image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering)

@@ -147,6 +147,10 @@ class ConvertOptions:
                        'output and on distributed runners)')
     image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
+    image.add_argument('--max_image_bytes', type=_positive_int,
+                       default=ImageSpec.max_image_bytes,
+                       help='source files larger than this are rejected as read/too_large, '
+                       'never read')
     image.add_argument('--image_timeout_s', type=_non_negative_float,
                        default=DEFAULT_IMAGE_TIMEOUT_S,
                        help='an image taking longer to read, decode, resize and encode '

@@ -391,3 +391,40 @@ def test_file_access_does_every_operation_with_one_client_per_thread(server, s3)
     assert len(made) == 2 and made[1] != made[0]
   finally:
     FileSystems.set_options(None)
+
+
+def test_an_s3_image_above_max_image_bytes_is_refused_without_a_byte_downloaded(
+    server, s3, monkeypatch):
+  """The object's size comes from its metadata (the HEAD Beam's reader makes
+  on open): a 2 MB object over a 1 MB limit is never fetched; one that is no
+  image is refused after its first range."""
+  from apache_beam.io.aws import s3io
+
+  from transforms.core.rejects import RowError
+  from transforms.core.spec import ImageSpec
+  from transforms.encode import read_bytes
+  fetched = []
+  real_get_range = s3io.S3Downloader.get_range
+
+  def get_range(self, start, end):
+    fetched.append(end - start)
+    return real_get_range(self, start, end)
+  monkeypatch.setattr(s3io.S3Downloader, 'get_range', get_range)
+  big = b'\x89PNG\r\n\x1a\n' + bytes(2 * 1024 * 1024)
+  s3.put_object(Bucket=BUCKET, Key='limits/big.png', Body=big)
+  s3.put_object(Bucket=BUCKET, Key='limits/junk.png', Body=b'GARBAGE!' * 1000)
+  FileSystems.set_options(PipelineOptions(server.beam_options()))
+  try:
+    files = filesystem.FileAccess()
+    with pytest.raises(RowError) as caught:
+      read_bytes(f's3://{BUCKET}/limits/big.png', files, ImageSpec(max_image_bytes=1 << 20))
+    assert (caught.value.code, fetched) == ('too_large', [])
+    assert caught.value.reason == (f's3://{BUCKET}/limits/big.png is {len(big)} bytes, more '
+                                   f'than --max_image_bytes {1 << 20}: not read')
+    with pytest.raises(RowError) as caught:
+      read_bytes(f's3://{BUCKET}/limits/junk.png', files)
+    assert (caught.value.stage, caught.value.code, len(fetched)) == (
+        'decode', 'not_an_image', 1)
+    assert read_bytes(f's3://{BUCKET}/limits/big.png', files) == big
+  finally:
+    FileSystems.set_options(None)

@@ -112,6 +112,9 @@ class ManifestRow:
   extras: tuple = ()  # ((name, kind, values), ...)
   label_padded: bool = False  # the label cell had surrounding spaces (stripped)
   content_sha256: str = ''  # hex SHA-256 of the source file, when hashed before decoding
+  # What stopped that hashing: the row is rejected with it when its image
+  # would be loaded, without reading the file again.
+  read_error: Optional[RowError] = None
 
   def reject(self, stage: str, code: str, reason: str,
              counts_as_row: bool = True) -> Rejection:
