@@ -208,7 +208,7 @@ def test_tfrecordio_sink_on_s3(server, s3):
   shards = [s for split in info['splits'].values() for s in split['shards']]
   assert sorted(shards) == sorted(n for n in names if '.tfrecord' in n)
   assert all(s.endswith('-of-00001.tfrecord.gz') for s in shards)
-  for split, declared in info['splits'].items():
+  for declared in info['splits'].values():
     assert declared['num_bytes'] == sum(sizes[f'tfrecordio/{s}'] for s in declared['shards'])
   assert list(info['splits']) == ['train', 'validation']
   assert info['num_examples'] == len(IMAGES) and info['sink']['name'] == 'tfrecordio'
