@@ -56,6 +56,7 @@ class Parsed:
   pipeline_options: PipelineOptions  # Beam's, local defaults applied
   effective: dict  # every option in effect, by flag name (for dataset_info.json)
   config_file: Optional[str] = None
+  given: frozenset = frozenset()  # dests of our options given (command line or --config)
 
 
 class ViewCachingOptions(PipelineOptions):
@@ -219,7 +220,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   FileSystems.set_options(pipeline_options)
   effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
-  return Parsed(args, pipeline_options, effective, config_file)
+  return Parsed(args, pipeline_options, effective, config_file, frozenset(own_dests & set(given)))
 
 
 def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:

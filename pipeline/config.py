@@ -23,11 +23,14 @@ from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
+from transforms.core.dataset_info import sink_info
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import DEFAULT_FORMATS
+from transforms.core.spec import SINK_ORDERED
+from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
@@ -65,13 +68,15 @@ class ConvertConfig:
   label_normalize: frozenset = frozenset()
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
+  sink: str = SINK_ORDERED
 
   def info_settings(self) -> InfoSettings:
     """What dataset_info.json records from these options."""
     return InfoSettings(image=self.image, example=self.example,
                         max_error_rate=self.max_error_rate, config=self.to_json(),
                         options=self.options, config_file=self.config_file,
-                        label_normalize=self.label_normalize)
+                        label_normalize=self.label_normalize,
+                        sink=sink_info(self.sink, self.write_index, self.ordering.shuffle))
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
@@ -84,7 +89,7 @@ class ConvertConfig:
         'schema': self.example.schema,
         'compression': self.compression,
         'num_shards': self.num_shards,
-        'shard_size_mb': self.shard_size_mb,
+        'shard_size_mb': self.shard_size_mb if self.sink == SINK_ORDERED else None,
         'split': [list(f) for f in self.split.fractions] or None,
         'seed': self.split.seed,
         'shuffle': 'on' if self.ordering.shuffle else 'off',
@@ -97,6 +102,8 @@ class ConvertConfig:
     }
     # Options of #11, recorded only where they apply or differ from their
     # default: a dataset converted as before gets the same dataset_info.json.
+    if self.sink != SINK_ORDERED:
+      data['sink'] = self.sink
     if self.image_dir:
       data['image_dir_layout'] = self.image_dir_layout
       data['image_extensions'] = list(self.image_extensions or ()) or 'all'
@@ -272,6 +279,18 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     if args.multi_label:
       raise UsageError('--schema seed stores one int64 label per record; '
                        '--multi_label needs --schema default')
+  options = parsed.effective
+  if args.sink == SINK_TFRECORDIO:
+    if 'shard_size_mb' in parsed.given:
+      raise UsageError('--shard_size_mb needs --sink ordered: with --sink tfrecordio the '
+                       'runner sizes the shards (--num_shards 0) or --num_shards N sets '
+                       'their number')
+    if args.write_index:
+      raise UsageError("--write_index needs --sink ordered: Beam's WriteToTFRecord "
+                       'writes no index files')
+    # Recorded as not set: the recorded options, read back as a --config
+    # file, must not give it.
+    options = {**options, 'shard_size_mb': None}
   if args.write_index and args.compression == 'gzip':
     raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
                      'cannot be used for random access (drop --compression gzip)')
@@ -337,7 +356,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
       image_extensions=parse_name_list(args.image_extensions, '--image_extensions',
                                        lower=True),
-      options=parsed.effective, config_file=parsed.config_file,
+      options=options, config_file=parsed.config_file, sink=args.sink,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize)

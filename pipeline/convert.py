@@ -38,6 +38,7 @@ from transforms.beam_util import TALLIES
 from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import tally
+from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
@@ -52,6 +53,7 @@ from transforms.workers.pooled_step import pool_size
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
 from transforms.write_shards import WriteShards
+from transforms.write_shards import WriteTFRecordIO
 
 
 def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
@@ -119,11 +121,13 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           lambda example, _: split_names.index(example[0]), len(split_names)))
   shard_paths = []
   for split, split_examples in zip(split_names, by_split):
-    written = split_examples | f'Write[{split}]' >> WriteShards(
-        filesystem.join(config.output_dir, split),
-        shard_suffix(config.compression), config.compression,
-        config.num_shards, config.shard_size_mb * 1024 * 1024, in_order,
-        config.write_index)
+    prefix, suffix = filesystem.join(config.output_dir, split), shard_suffix(config.compression)
+    if config.sink == SINK_TFRECORDIO:
+      writer = WriteTFRecordIO(prefix, suffix, config.compression, config.num_shards)
+    else:
+      writer = WriteShards(prefix, suffix, config.compression, config.num_shards,
+                           config.shard_size_mb * 1024 * 1024, in_order, config.write_index)
+    written = split_examples | f'Write[{split}]' >> writer
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
 

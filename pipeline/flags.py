@@ -14,6 +14,7 @@ from transforms.core.spec import ENCODINGS
 from transforms.core.spec import RESIZE_FILTERS
 from transforms.core.spec import RESIZE_MODES
 from transforms.core.spec import SCHEMAS
+from transforms.core.spec import SINKS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -95,9 +96,16 @@ class ConvertOptions:
     out.add_argument('--schema', default=ExampleSpec.schema, choices=SCHEMAS)
     out.add_argument('--num_shards', type=_non_negative_int, default=0,
                      help='shards per split (0: per worker bundle, rolled over at '
-                     '--shard_size_mb; N forces exactly N through a shuffle)')
+                     '--shard_size_mb, or with --sink tfrecordio as the runner chooses; '
+                     'N forces exactly N through a shuffle)')
     out.add_argument('--shard_size_mb', type=_positive_int, default=DEFAULT_SHARD_SIZE_MB,
-                     help='target shard size when --num_shards is 0')
+                     help='target shard size when --num_shards is 0 (not with '
+                     '--sink tfrecordio)')
+    out.add_argument('--sink', default=SINKS[0], choices=SINKS,
+                     help='shard writer. ordered: the same bytes on every run and '
+                     'runner, in the --shuffle order, index files possible; tfrecordio: '
+                     "Beam's WriteToTFRecord, records in arrival order, not the same "
+                     'bytes from run to run, no index files')
     out.add_argument('--compression', default='none', choices=COMPRESSIONS)
     out.add_argument('--write_index', action='store_true',
                      help='write <shard>.index (one "offset length" line per record, as the '

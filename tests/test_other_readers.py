@@ -200,6 +200,8 @@ TFDS_VARIANTS = {
     'jpeg': ['--encoding', 'jpeg', '--split', 'train=0.6,test=0.4'],
     'gzip_png': ['--encoding', 'png', '--compression', 'gzip'],
     'seed': ['--schema', 'seed'],
+    'tfrecordio': ['--sink', 'tfrecordio', '--compression', 'gzip', '--num_shards', '3',
+                   '--split', 'train=0.6,test=0.4'],
 }
 
 

@@ -57,6 +57,9 @@ VARIANTS = {
                  'weight:float[]'],
     'none_png_split': ['--resize_mode', 'none', '--encoding', 'png',
                        '--split', 'train=0.5,test=0.5'],
+    # Beam's WriteToTFRecord: other shards, records in arrival order
+    'tfrecordio_gzip_split': ['--sink', 'tfrecordio', '--compression', 'gzip',
+                              '--num_shards', '2', '--split', 'train=0.5,test=0.5'],
 }
 
 
@@ -87,7 +90,8 @@ def expected_by_index(key: str) -> int:
   return int(key.rsplit('_', 1)[1].split('.', maxsplit=1)[0])
 
 
-@pytest.mark.parametrize('variant', ['raw', 'png_gzip', 'none_png_split'])
+@pytest.mark.parametrize('variant', ['raw', 'png_gzip', 'none_png_split',
+                                     'tfrecordio_gzip_split'])
 def test_examples_give_the_source_pixels_and_labels(datasets, variant):
   out = datasets[variant]
   info = read_info(out)

@@ -192,6 +192,31 @@ def test_validate_accepts_the_s3_dataset(server, s3, converted):
   assert report['valid'] and report['num_examples'] == len(IMAGES)
 
 
+def test_tfrecordio_sink_on_s3(server, s3):
+  """Beam's WriteToTFRecord into s3:// (gzip): its shards listed with their
+  sizes, no temp objects left, validate accepts them. The test split gets no
+  row (seed 0): the empty shard Beam writes for it is deleted."""
+  out = f's3://{BUCKET}/tfrecordio'
+  result = convert(server, out, '--sink', 'tfrecordio', '--compression', 'gzip',
+                   '--split', 'train=0.5,validation=0.49,test=0.01')
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'tfrecordio/dataset_info.json'))
+  names = keys(s3, 'tfrecordio')
+  assert not [n for n in names if n.startswith('beam-temp') or n.endswith('.tmp')], names
+  sizes = {o['Key']: o['Size'] for o in
+           s3.list_objects_v2(Bucket=BUCKET, Prefix='tfrecordio/')['Contents']}
+  shards = [s for split in info['splits'].values() for s in split['shards']]
+  assert sorted(shards) == sorted(n for n in names if '.tfrecord' in n)
+  assert all(s.endswith('-of-00001.tfrecord.gz') for s in shards)
+  for declared in info['splits'].values():
+    assert declared['num_bytes'] == sum(sizes[f'tfrecordio/{s}'] for s in declared['shards'])
+  assert list(info['splits']) == ['train', 'validation']
+  assert info['num_examples'] == len(IMAGES) and info['sink']['name'] == 'tfrecordio'
+  result = validate(server, out)
+  assert result.returncode == 0, _explain(result)
+  assert f'OK: {len(IMAGES)} examples' in result.stdout
+
+
 def test_validate_names_a_corrupted_shard(server, s3, converted):
   copy_dataset(s3, 'out', 'corrupt')
   shard = converted['splits']['train']['shards'][0]

@@ -30,6 +30,10 @@ ENCODINGS = ('raw', 'jpeg', 'png')
 RESIZE_MODES = ('stretch', 'pad', 'crop', 'none')
 RESIZE_FILTERS = ('bilinear', 'bicubic', 'lanczos', 'nearest')
 COMPRESSIONS = ('none', 'gzip')
+# --sink: ordered (write_shards.WriteShards, the default) or Beam's WriteToTFRecord.
+SINK_ORDERED = 'ordered'
+SINK_TFRECORDIO = 'tfrecordio'
+SINKS = (SINK_ORDERED, SINK_TFRECORDIO)
 FEATURE_DTYPES = {'bytes': 'string', 'float': 'float32', 'int64': 'int64'}
 
 # Pillow's own limit (Image.MAX_IMAGE_PIXELS); an image above it is never decoded.
