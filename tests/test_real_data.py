@@ -447,7 +447,7 @@ def test_rejected_row_is_a_dict_whenever_the_line_parsed(tmp_path):
                               'a.png,"x,1', ',x,1')
   out = tmp_path / 'out'
   assert run('--manifest', str(path), '--extra_features', 'weight:float',
-             '--output_dir', str(out), '--max_error_rate', '1') == 0
+             '--output_dir', str(out), '--max_error_rate', '1', '--allow_empty') == 0
   info = accounted(out)
   rows = {r['code']: r['row'] for r in rejected_lines(out)}
   assert rows['bad_feature'] == {'image': 'a.png', 'label': 'x', 'weight': 'heavy'}
