@@ -67,6 +67,13 @@ class ConvertConfig:
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
   allow_empty: bool = False  # no example at all: publish an empty dataset, exit 0
+  # Every split this configuration names (--split, --split_names), even those
+  # it ends up not writing: their shards are ours to clear (--overwrite, and
+  # the clean-up of a failed run).
+  known_splits: tuple = ()
+
+  def splits_to_clear(self) -> tuple:
+    return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
 
   def info_settings(self) -> InfoSettings:
     """What dataset_info.json records from these options."""
@@ -318,6 +325,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
         raise UsageError('--image_dir_layout split/label takes the split from the '
                          'first folder: drop --split')
       image_dir_splits(args.image_dir, split.names)
+  known_splits = tuple(dict.fromkeys((*split.split_names(), *split_names)))
   extensions = parse_name_list(args.image_extensions, '--image_extensions', lower=True)
   if not args.allow_empty:  # no row to convert: exit 2 now, OUT untouched
     require_input(manifests, args.image_dir, extensions)
@@ -345,4 +353,4 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
-      allow_empty=args.allow_empty)
+      allow_empty=args.allow_empty, known_splits=known_splits)

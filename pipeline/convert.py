@@ -237,8 +237,9 @@ def run(argv=None) -> int:
     return _convert(config, pipeline_options, dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
-  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files):
-    prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names(), files)
+  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
+                       splits=config.splits_to_clear()) as lock:
+    prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
     return _convert(config, pipeline_options, dry_run=False, files=files)
 
 
@@ -267,7 +268,7 @@ def _nothing_published(config: opts.ConvertConfig, info: dict,
                        files: filesystem.FileAccess) -> int:
   """No example at all (every row rejected): an empty dataset is no success.
   Takes back what was written but rejected.jsonl, says why, exit 2."""
-  unpublish(config.output_dir, config.split.split_names(), files)
+  unpublish(config.output_dir, config.splits_to_clear(), files)
   for reason, count in info['rejected_by_reason'].items():
     print(f'  rejected {reason}: {count}')
   for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():

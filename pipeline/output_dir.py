@@ -100,8 +100,8 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
   """Creates output_dir, or clears a previous dataset from it with --overwrite.
 
   Only the previous dataset's files (as its dataset_info.json lists them) and
-  what a killed run with the same splits leaves go; other files are left
-  alone. A
+  what a killed run left go: shards of `split_names` (this run's, and those a
+  taken-over lock names), Beam's temp folders. Other files are left alone. A
   folder holding only what a run that published nothing leaves (rejected.jsonl
   when every row was rejected, and validate's report on it) holds no dataset:
   it is replaced without --overwrite.

@@ -92,13 +92,16 @@ class RunInfo:
   heartbeat: str  # UTC, ISO 8601
   pid_start: str = ''
   pid_namespace: str = ''
+  # The splits whose shards this run, and the dead runs it took over, may have
+  # written: what the next --overwrite clears whatever splits it writes itself.
+  splits: tuple = ()
 
   @classmethod
-  def this_process(cls, now: float) -> RunInfo:
+  def this_process(cls, now: float, splits: tuple = ()) -> RunInfo:
     pid = os.getpid()
     return cls(run_id=uuid.uuid4().hex[:12], host=socket.gethostname(), pid=pid,
                started=_utc(now), heartbeat=_utc(now), pid_start=process_start(pid) or '',
-               pid_namespace=pid_namespace())
+               pid_namespace=pid_namespace(), splits=tuple(splits))
 
   @classmethod
   def from_text(cls, text: str) -> Optional[RunInfo]:
@@ -108,6 +111,8 @@ class RunInfo:
       info = cls(**{f.name: fields[f.name] for f in dataclasses.fields(cls)
                     if f.name in fields})
       _unix(info.heartbeat)
+      listed = info.splits if isinstance(info.splits, (list, tuple)) else ()
+      info = dataclasses.replace(info, splits=tuple(str(name) for name in listed))
     except (ValueError, TypeError, KeyError, AttributeError):
       return None
     return info
@@ -162,14 +167,19 @@ class RunLock:
 
   @classmethod
   def acquire(cls, output_dir: str, overwrite: bool, options, store=None,
-              files: Optional[filesystem.FileAccess] = None) -> RunLock:
-    """files: what reaches a remote OUT (one per command run: see FileAccess)."""
+              files: Optional[filesystem.FileAccess] = None,
+              splits: tuple = ()) -> RunLock:
+    """files: what reaches a remote OUT (one per command run: see FileAccess).
+    splits: the splits this run writes (recorded in its lock, with those of a
+    stale lock it takes over: RunInfo.splits).
+    """
     from pipeline.lock_stores import lock_store  # lock_stores imports this module
     store = store or lock_store(output_dir, options, files)
     host, namespace = socket.gethostname(), pid_namespace()
     for _ in range(3):  # a lock released between listing and reading: list again
       generations = sorted(g for g in map(lock_generation, store.names()) if g is not None)
       top = generations[-1] if generations else -1
+      holder = None
       if top >= 0:
         text = store.read(lock_name(top))
         if text is None:
@@ -183,7 +193,8 @@ class RunLock:
               f'--output_dir {output_dir} holds the lock of a run that is no longer running '
               f'({holder.describe() if holder else lock_name(top)}: {why}); pass --overwrite '
               f'to take it over and replace what that run left')
-      me = RunInfo.this_process(time.time())
+      left = holder.splits if holder else ()
+      me = RunInfo.this_process(time.time(), tuple(dict.fromkeys((*splits, *left))))
       if not store.create(lock_name(top + 1), me.to_text()):
         text = store.read(lock_name(top + 1))
         holder = RunInfo.from_text(text) if text else None
