@@ -10,6 +10,7 @@ more rejected rows than --max_error_rate allows (everything is still written).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -29,6 +30,7 @@ from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import prepare_output_dir
+from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
 from pipeline.run_lock import RunLock
 from transforms import filesystem
@@ -238,9 +240,12 @@ def run(argv=None) -> int:
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
   with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
-                       splits=config.splits_to_clear()) as lock:
+                       splits=config.splits_to_clear(),
+                       make_room=functools.partial(
+                           prepare_output_dir, config.output_dir, True, files=files)) as lock:
     prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
-    return _convert(config, pipeline_options, dry_run=False, files=files)
+    with removed_on_failure(config.output_dir, lock.me.splits, files):
+      return _convert(config, pipeline_options, dry_run=False, files=files)
 
 
 def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,

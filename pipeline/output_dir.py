@@ -3,10 +3,12 @@ files (after the run lock, pipeline/run_lock.py, is taken)."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
 import shutil
+import sys
 from typing import Optional
 
 from pipeline.cli import UsageError
@@ -123,3 +125,20 @@ def unpublish(output_dir: str, split_names: tuple,
   of why nothing was published)."""
   _clear(output_dir, split_names, files or filesystem.FileAccess(), keep=(REJECTED_FILE,))
 
+
+@contextlib.contextmanager
+def removed_on_failure(output_dir: str, split_names: tuple,
+                       files: Optional[filesystem.FileAccess] = None):
+  """A run that fails inside the block deletes what it wrote to output_dir
+  (partial shards, temp files and folders) before the failure goes on: on a
+  full disk, what it wrote would keep the disk full. Only this run's files
+  can be there: the block starts after prepare_output_dir, under the lock."""
+  try:
+    yield
+  except Exception:
+    try:
+      _clear(output_dir, split_names, files or filesystem.FileAccess())
+    except Exception as error:  # the failure being raised is the one to report
+      print(f'note: could not remove the partial output in {output_dir}: '
+            f'{type(error).__name__}: {error}', file=sys.stderr)
+    raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import re
@@ -167,11 +168,14 @@ class RunLock:
 
   @classmethod
   def acquire(cls, output_dir: str, overwrite: bool, options, store=None,
-              files: Optional[filesystem.FileAccess] = None,
-              splits: tuple = ()) -> RunLock:
+              files: Optional[filesystem.FileAccess] = None, splits: tuple = (),
+              make_room: Optional[Callable[[tuple], None]] = None) -> RunLock:
     """files: what reaches a remote OUT (one per command run: see FileAccess).
     splits: the splits this run writes (recorded in its lock, with those of a
     stale lock it takes over: RunInfo.splits).
+    make_room(splits): with --overwrite, when the lock cannot be written for
+    lack of space, clears what a previous run left (the splits named); then
+    the lock is written once more.
     """
     from pipeline.lock_stores import lock_store  # lock_stores imports this module
     store = store or lock_store(output_dir, options, files)
@@ -195,7 +199,8 @@ class RunLock:
               f'to take it over and replace what that run left')
       left = holder.splits if holder else ()
       me = RunInfo.this_process(time.time(), tuple(dict.fromkeys((*splits, *left))))
-      if not store.create(lock_name(top + 1), me.to_text()):
+      if not cls._create(store, output_dir, lock_name(top + 1), me,
+                         make_room if overwrite else None):
         text = store.read(lock_name(top + 1))
         holder = RunInfo.from_text(text) if text else None
         raise UsageError(cls._busy(output_dir, holder))
@@ -207,6 +212,33 @@ class RunLock:
       return lock
     raise UsageError(f'--output_dir {output_dir}: its run lock keeps changing hands; '
                      f'another run is starting there')
+
+  @staticmethod
+  def _create(store, output_dir: str, name: str, me: RunInfo,
+              make_room: Optional[Callable[[tuple], None]]) -> bool:
+    """store.create, and on a full disk (ENOSPC: a failed or killed run's
+    shards may fill it) make_room then one more try. The lock was found free
+    or stale just before, so no live run writes OUT while room is made."""
+    try:
+      return store.create(name, me.to_text())
+    except OSError as error:
+      if error.errno != errno.ENOSPC:
+        raise
+      full = error
+    if make_room is None:
+      raise UsageError(f'--output_dir {output_dir}: no space left on the device to write '
+                       f'the run lock ({full.strerror}); free space there, or pass '
+                       f'--overwrite to remove what a previous run left')
+    make_room(me.splits)
+    store.delete_orphans()
+    try:
+      return store.create(name, me.to_text())
+    except OSError as error:
+      if error.errno != errno.ENOSPC:
+        raise
+    raise UsageError(f'--output_dir {output_dir}: no space left on the device to write '
+                     f'the run lock, even after removing what a previous run left '
+                     f'({full.strerror}); free space there')
 
   @staticmethod
   def _busy(output_dir: str, holder: Optional[RunInfo]) -> str:

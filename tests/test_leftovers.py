@@ -1,9 +1,13 @@
-"""What killed runs leave in OUT, and how --overwrite clears it: the shards
-of every split the dead run wrote, not only the splits the new run writes."""
+"""What failed and killed runs leave in OUT, and how --overwrite clears it: a
+run that fails removes its partial output, a full disk is recovered with
+--overwrite (on a real 2 MiB tmpfs), and --overwrite clears the shards of
+every split the dead run wrote, not only the splits the new run writes."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import pathlib
 import signal
 import subprocess
@@ -13,13 +17,17 @@ import time
 import pytest
 
 from pipeline import convert
+from pipeline import lock_stores
 from pipeline import validate
+from pipeline.cli import EXIT_FAILED
 from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
 from pipeline.run_lock import RunInfo
 from pipeline.run_lock import RunLock
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
+from transforms import write_metadata
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLEAN = ['dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord']
@@ -27,7 +35,8 @@ CLEAN = ['dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of
 
 @pytest.fixture(scope='module')
 def data(tmp_path_factory) -> pathlib.Path:
-  """small.csv: 4 images."""
+  """manifest.csv: 12 images (3.2 MB of raw 300x300 records: more than the
+  2 MiB disk); small.csv: 4 of them."""
   root = tmp_path_factory.mktemp('leftovers')
   rows = []
   for i in range(12):
@@ -81,6 +90,29 @@ def assert_valid(out: pathlib.Path, capsys, examples: int = 4) -> None:
   assert code == EXIT_OK, printed
   assert printed.startswith(f'OK: {examples} examples')
   (out / 'validation_report.json').unlink()
+
+
+# ------------------------------------------------------------ a failed run cleans up
+
+
+def test_a_failed_run_removes_its_partial_output(data, tmp_path, capsys, monkeypatch):
+  """Killed by a bug after every shard is written, before dataset_info.json."""
+  def fails(*_):
+    raise RuntimeError('disk on fire')
+
+  monkeypatch.setattr(write_metadata.WriteInfoFn, 'process', fails)
+  out = tmp_path / 'out'
+  code, _, err = run(convert.main, small_run(data, out, '--split', 'train=0.5,test=0.5',
+                                             '--write_index'), capsys)
+  assert code == EXIT_FAILED
+  assert err.splitlines()[0] == ("error: the job failed: RuntimeError: disk on fire "
+                                 "[while running 'WriteDatasetInfo']")
+  assert names(out) == []  # no shard, index, temp folder, lock or lock temp
+  monkeypatch.undo()
+  code, _, err = run(convert.main, small_run(data, out), capsys)  # no --overwrite needed
+  assert code == EXIT_OK, err
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
 
 
 # ------------------------------------------- --overwrite: every split the dead run wrote
@@ -148,3 +180,111 @@ def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   assert (code, err) == (EXIT_OK, '')
   assert names(out) == CLEAN
   assert_valid(out, capsys)
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def disk(tmp_path):
+  """A real 2 MiB tmpfs (mounting needs root), unmounted afterwards."""
+  mount = tmp_path / 'disk'
+  mount.mkdir()
+  try:
+    done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(mount)],
+                          capture_output=True, text=True)
+  except FileNotFoundError:
+    pytest.skip('no mount command: the full-disk tests need a small tmpfs')
+  if done.returncode:
+    pytest.skip(f'cannot mount a 2 MiB tmpfs ({done.stderr.strip()}): the full-disk tests '
+                f'need root')
+  yield mount
+  subprocess.run(['umount', str(mount)], check=True)
+
+
+def fill(path: pathlib.Path) -> None:
+  """Writes `path` until the disk is full."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  handle = os.open(path, os.O_WRONLY | os.O_CREAT)
+  try:
+    while True:
+      os.write(handle, b'\xab' * 65536)
+  except OSError as error:
+    assert error.errno == errno.ENOSPC
+  finally:
+    os.close(handle)
+  assert os.statvfs(path.parent).f_bavail == 0
+
+
+def test_a_run_that_fills_the_disk_removes_its_partial_shards(data, disk, capsys):
+  out = disk / 'out'
+  code, _, err = run(convert.main, ['--manifest', data / 'manifest.csv', '--output_dir', out,
+                                    '--progress', 'off'], capsys)
+  assert code == EXIT_FAILED
+  assert [line for line in err.splitlines() if line.startswith('error:')] == [
+      "error: the job failed: RuntimeError: OSError: [Errno 28] No space left on device "
+      "[while running 'Write[train]/WriteSizeCapped']"]
+  assert names(out) == []  # the disk is free again: no shard, temp folder or lock
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+def test_overwrite_recovers_a_disk_filled_by_a_killed_run(data, disk, capsys):
+  out = disk / 'out'
+  holder = dead_lock(out, 2, splits=('train',))
+  orphan = out / '.convert.lock.tmp-0123456789abcdef0123456789abcdef'  # killed in create()
+  orphan.write_text('')
+  os.utime(orphan, (time.time() - 120, time.time() - 120))
+  fill(out / 'beam-temp-train-shards' / '00000.tfrecord')
+  left = names(out)
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert code == EXIT_USAGE
+  assert err.startswith(f'error: --output_dir {out} holds the lock of a run that is no longer '
+                        f'running ({holder.describe()}: its process {holder.pid} on this host '
+                        f'is gone); pass --overwrite')
+  assert len(err.splitlines()) == 1 and names(out) == left
+  code, printed, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert printed.startswith('Converted 4 of 4 rows')
+  assert names(out) == CLEAN  # no lock, no lock temp, no leftover
+  assert_valid(out, capsys)
+
+
+def test_overwrite_recovers_a_full_disk_without_a_lock(data, disk, capsys):
+  """Leftovers of a failed run (before failed runs cleaned up): no lock."""
+  out = disk / 'out'
+  fill(out / 'train-00000-of-00003.tfrecord')
+  left = names(out)
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert code == EXIT_USAGE
+  assert err == (f'error: --output_dir {out}: no space left on the device to write the run '
+                 f'lock (No space left on device); free space there, or pass --overwrite to '
+                 f'remove what a previous run left\n')
+  assert names(out) == left  # and no lock temp left behind
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+def test_a_disk_full_of_other_files_is_a_one_line_error(data, disk, capsys):
+  out = disk / 'out'
+  fill(disk / 'someone-elses.bin')
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert code == EXIT_USAGE
+  assert err == (f'error: --output_dir {out}: no space left on the device to write the run '
+                 f'lock, even after removing what a previous run left (No space left on '
+                 f'device); free space there\n')
+  assert names(out) == []
+  assert (disk / 'someone-elses.bin').stat().st_size > 0
+
+
+def test_a_lock_that_cannot_be_written_leaves_no_temp_file(disk):
+  fill(disk / 'filler.bin')
+  store = lock_stores.lock_store(str(disk), None)
+  with pytest.raises(OSError) as error:
+    store.create('.convert.lock.000000', 'x' * 100)
+  assert error.value.errno == errno.ENOSPC
+  assert names(disk) == ['filler.bin']
