@@ -1,5 +1,6 @@
 """Preparing the output folder: refuse a non-empty folder or clear our own
-files (after the run lock, pipeline/run_lock.py, is taken)."""
+files (after the run lock, pipeline/run_lock.py, is taken); and taking back
+what a run wrote when it fails or publishes nothing."""
 
 from __future__ import annotations
 

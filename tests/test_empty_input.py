@@ -315,3 +315,16 @@ def test_validate_calls_an_empty_dataset_a_problem_unless_asked_for(tmp_path, ca
   assert code == EXIT_OK and printed.startswith('OK: 0 examples')
   code, printed, _ = run(validate.main, ['--input_dir', out, '--expected_count', '2'], capsys)
   assert code == EXIT_FAILED and 'count_mismatch: 1' in printed and 'empty_dataset' not in printed
+
+
+@pytest.mark.parametrize('info,expected_count,kinds', [
+    ({'splits': {}, 'num_examples': 0}, None, ['empty_dataset']),
+    ({'splits': {}, 'num_examples': 0, 'options': {'allow_empty': True}}, None, []),
+    ({'splits': {}, 'num_examples': 0}, 0, []),
+    # declares examples, none readable: the count says so, not "empty"
+    ({'splits': {'train': {'num_examples': 3}}, 'num_examples': 3}, None, ['count_mismatch']),
+])
+def test_empty_dataset_problem(info, expected_count, kinds):
+  from transforms.core import validation
+  problems = validation.count_problems(info, {}, expected_count)
+  assert [p.kind for p in problems] == kinds

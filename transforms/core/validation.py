@@ -274,8 +274,9 @@ def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> l
     problems.append(Problem('count_mismatch', '', -1,
                             f'{total} examples in total, --expected_count is {expected_count}'))
   # An empty dataset is a problem unless someone said it may be empty: convert
-  # --allow_empty (recorded in its options) or --expected_count 0 here.
-  if (not total and expected_count is None
+  # --allow_empty (recorded in its options) or --expected_count 0 here. (One
+  # that declares examples but has none readable has other problems.)
+  if (not total and not info.get('num_examples', declared_total) and expected_count is None
       and (info.get('options') or {}).get('allow_empty') is not True):
     problems.append(Problem('empty_dataset', '', -1,
                             'the dataset has no examples (convert writes one only with '
