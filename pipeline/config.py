@@ -17,6 +17,7 @@ from pipeline.preflight import image_dir_splits
 from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
 from pipeline.preflight import read_label_map
+from pipeline.preflight import require_input
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest
@@ -69,6 +70,14 @@ class ConvertConfig:
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
   sink: str = SINK_ORDERED
+  allow_empty: bool = False  # no example at all: publish an empty dataset, exit 0
+  # Every split this configuration names (--split, --split_names), even those
+  # it ends up not writing: their shards are ours to clear (--overwrite, and
+  # the clean-up of a failed run).
+  known_splits: tuple = ()
+
+  def splits_to_clear(self) -> tuple:
+    return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
 
   def info_settings(self) -> InfoSettings:
     """What dataset_info.json records from these options."""
@@ -335,6 +344,10 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
         raise UsageError('--image_dir_layout split/label takes the split from the '
                          'first folder: drop --split')
       image_dir_splits(args.image_dir, split.names)
+  known_splits = tuple(dict.fromkeys((*split.split_names(), *split_names)))
+  extensions = parse_name_list(args.image_extensions, '--image_extensions', lower=True)
+  if not args.allow_empty:  # no row to convert: exit 2 now, OUT untouched
+    require_input(manifests, args.image_dir, extensions)
   split_from_folders = (args.image_dir and
                         args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL)
   if not split.fractions and not split_from_folders and not may_have_split_column(
@@ -354,9 +367,9 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       progress=args.progress, image_threads=args.image_threads,
       image_processes=args.image_processes, label_map_path=args.label_map,
       image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
-      image_extensions=parse_name_list(args.image_extensions, '--image_extensions',
-                                       lower=True),
+      image_extensions=extensions,
       options=options, config_file=parsed.config_file, sink=args.sink,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
-      dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize)
+      dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
+      allow_empty=args.allow_empty, known_splits=known_splits)

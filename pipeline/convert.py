@@ -3,12 +3,14 @@
   python -m pipeline.convert --manifest data.csv --output_dir out/ [options]
       [any Beam pipeline option]
 
-Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
---max_error_rate allows (everything is still written).
+Exit codes: 0 done, 1 crashed, 2 usage error or no example at all (nothing
+published but rejected.jsonl; --allow_empty publishes an empty dataset), 3
+more rejected rows than --max_error_rate allows (everything is still written).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -28,6 +30,8 @@ from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import prepare_output_dir
+from pipeline.output_dir import removed_on_failure
+from pipeline.output_dir import unpublish
 from pipeline.run_lock import RunLock
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -38,6 +42,7 @@ from transforms.beam_util import TALLIES
 from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import tally
+from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
@@ -237,9 +242,13 @@ def run(argv=None) -> int:
     return _convert(config, pipeline_options, dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
-  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files):
-    prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names(), files)
-    return _convert(config, pipeline_options, dry_run=False, files=files)
+  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
+                       splits=config.splits_to_clear(),
+                       make_room=functools.partial(
+                           prepare_output_dir, config.output_dir, True, files=files)) as lock:
+    prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
+    with removed_on_failure(config.output_dir, lock.me.splits, files):
+      return _convert(config, pipeline_options, dry_run=False, files=files)
 
 
 def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
@@ -257,8 +266,27 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
                               f'nothing was written to {config.output_dir}'))
     return cli.EXIT_OK
   info = filesystem.read_info(config.output_dir, files)
+  if not info['num_examples'] and not config.allow_empty:
+    return _nothing_published(config, info, files)
   print(summary(info, time.time() - started))
   return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+
+
+def _nothing_published(config: opts.ConvertConfig, info: dict,
+                       files: filesystem.FileAccess) -> int:
+  """No example at all (every row rejected): an empty dataset is no success.
+  Takes back what was written but rejected.jsonl, says why, exit 2."""
+  unpublish(config.output_dir, config.splits_to_clear(), files)
+  for reason, count in info['rejected_by_reason'].items():
+    print(f'  rejected {reason}: {count}')
+  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
+    print(f'  label manifest line rejected {reason}: {count} (not an image row)')
+  rejected = filesystem.join(config.output_dir, REJECTED_FILE)
+  print(f'error: all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
+        f'nothing was published' if info['num_manifest_rows'] else
+        'error: the input had no rows when the job read it; nothing was published',
+        file=sys.stderr)
+  return cli.EXIT_USAGE
 
 
 def main(argv=None) -> int:

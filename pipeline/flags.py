@@ -169,6 +169,10 @@ class ConvertOptions:
     budget = parser.add_argument_group('errors')
     budget.add_argument('--max_error_rate', type=float, default=0.0,
                         help='rejected/rows above this exits 3 (default 0: strict)')
+    budget.add_argument('--allow_empty', action='store_true',
+                        help='publish an empty dataset (exit 0) when the input has no '
+                        'rows or every row is rejected; default: exit 2, nothing '
+                        'published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
 

@@ -273,4 +273,12 @@ def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> l
   if expected_count is not None and total != expected_count:
     problems.append(Problem('count_mismatch', '', -1,
                             f'{total} examples in total, --expected_count is {expected_count}'))
+  # An empty dataset is a problem unless someone said it may be empty: convert
+  # --allow_empty (recorded in its options) or --expected_count 0 here. (One
+  # that declares examples but has none readable has other problems.)
+  if (not total and not info.get('num_examples', declared_total) and expected_count is None
+      and (info.get('options') or {}).get('allow_empty') is not True):
+    problems.append(Problem('empty_dataset', '', -1,
+                            'the dataset has no examples (convert writes one only with '
+                            '--allow_empty; --expected_count 0 accepts it)'))
   return problems
