@@ -174,7 +174,8 @@ class ValidateOptions:
     parser.add_argument('--max_problems', type=_positive_int, default=100,
                         help='problems (and warnings) listed in the report (all are counted)')
     parser.add_argument('--strict', action='store_true',
-                        help='exit 1 on warnings too (e.g. the same image in two splits)')
+                        help='exit 1 on warnings too (the same image in two splits, a '
+                        'feature the dataset does not declare)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
                         help='threads checking records in a worker (0: cores + 1 '
                         'for JPEG/PNG records on a local run; 1 for raw records '
