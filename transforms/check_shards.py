@@ -127,8 +127,10 @@ class ReadShardFn(beam.DoFn):
         yield output
       elif output.tag == PROBLEMS:
         self._facts.add_problem(output.value)
-      else:
+      elif output.tag == WARNINGS:
         self._facts.add_warning(output.value)
+      else:
+        yield output
 
   def _read_in_spans(self, split, shard, path, spans):
     """Spans go to the check processes, which read and check them; results
@@ -292,12 +294,12 @@ class CheckShards(beam.PTransform):
                   | 'Duplicates' >> beam.FlatMapTuple(
                       lambda key, places: validation.duplicate_key_problems(key, list(places))))
     copies = (summaries
-                | 'ContentPlaces' >> beam.FlatMap(
-                    lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]
-                    if s.sha256 else [])
-                | 'GroupByContent' >> beam.GroupByKey()
-                | 'CrossSplitCopies' >> beam.FlatMapTuple(
-                    lambda sha, places: validation.cross_split_copies(sha, list(places))))
+              | 'ContentPlaces' >> beam.FlatMap(
+                  lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]
+                  if s.sha256 else [])
+              | 'GroupByContent' >> beam.GroupByKey()
+              | 'CrossSplitCopies' >> beam.FlatMapTuple(
+                  lambda sha, places: validation.cross_split_copies(sha, list(places))))
     problems = (read[PROBLEMS], duplicates) | 'AllProblems' >> beam.Flatten()
     warnings = (read[WARNINGS], copies) | 'AllWarnings' >> beam.Flatten()
     tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
