@@ -25,6 +25,7 @@ from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
 from transforms.core.shuffle import DEFAULT_ORDERING
@@ -66,7 +67,7 @@ class ConvertConfig:
   ordering: Ordering = DEFAULT_ORDERING
   dedupe: str = 'key'
   split_by: str = 'key'
-  label_normalize: frozenset = frozenset()
+  label_normalize: frozenset = DEFAULT_NORMALIZE
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
   sink: str = SINK_ORDERED

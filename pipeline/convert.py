@@ -222,6 +222,19 @@ def warning_lines(info: dict) -> list:
     lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
                  f'surrounding spaces in some rows, stripped (one class with any unspaced '
                  f'spelling): {names} (--label_normalize strip says that is intended)')
+  if labels.get('num_labels_with_invisible_characters'):
+    shown = [entry['shown'] + (f' (looks like {", ".join(entry["looks_like"])})'
+                               if entry['looks_like'] else '')
+             for entry in labels['invisible_characters'][:3]]
+    lines.append(f'Warning: {labels["num_labels_with_invisible_characters"]} label(s) hold '
+                 f'invisible or bidi control characters, kept as written: {"; ".join(shown)} '
+                 f'(see label_warnings in dataset_info.json)')
+  if labels.get('num_normalization_variant_groups'):
+    groups = ['/'.join(ascii(label) for label in group)
+              for group in labels['normalization_variants'][:3]]
+    lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
+                 f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
+                 f'(the default --label_normalize nfc merges them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
                  f'no example (ids kept): {labels["empty_classes"][:5]}')

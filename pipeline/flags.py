@@ -5,6 +5,7 @@ their defaults and the small value parsers of their types."""
 from __future__ import annotations
 
 from transforms.core import image_dir
+from transforms.core import labels
 from transforms.core import manifest
 from transforms.core import splits
 from transforms.core.shuffle import SHUFFLE_MODES
@@ -125,9 +126,11 @@ class ConvertOptions:
     out.add_argument('--split_by', default='key', choices=('key', 'content'),
                      help='what --split hashes: the key, or the image bytes (copies '
                      'then always land in one split)')
-    out.add_argument('--label_normalize',
-                     help='merge label spellings on purpose: lower, strip, or both '
-                     '(also lower,strip); the normalized text is stored')
+    out.add_argument('--label_normalize', default=labels.NFC,
+                     help='Unicode NFC always (one class for one text however it is '
+                     'encoded); merge label spellings on purpose: lower, strip, or both '
+                     '(also lower,strip); the normalized text is stored. none: labels '
+                     'exactly as written (no NFC)')
     out.add_argument('--extra_features',
                      help='manifest columns to copy, each with a shape: name:type a '
                      'scalar, name:type[N] N values, name:type[] a list, name:type[][N] a '
@@ -190,7 +193,8 @@ class ValidateOptions:
     parser.add_argument('--max_problems', type=_positive_int, default=100,
                         help='problems (and warnings) listed in the report (all are counted)')
     parser.add_argument('--strict', action='store_true',
-                        help='exit 1 on warnings too (e.g. the same image in two splits)')
+                        help='exit 1 on warnings too (the same image in two splits, a '
+                        'feature the dataset does not declare)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
                         help='threads checking records in a worker (0: cores + 1 '
                         'for JPEG/PNG records on a local run; 1 for raw records '

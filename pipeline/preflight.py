@@ -16,6 +16,7 @@ from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
 
@@ -65,7 +66,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
-                    label_normalize: frozenset = frozenset()
+                    label_normalize: frozenset = DEFAULT_NORMALIZE
                     ) -> manifest.ManifestConfig:
   """Checks one manifest on the launcher. `columns`: {logical column: the
   file's name} as given by --image_column etc. A named column the file lacks

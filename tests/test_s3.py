@@ -232,6 +232,24 @@ def test_validate_names_a_corrupted_shard(server, s3, converted):
   assert shard in {p['file'] for p in report['problems']}, report
 
 
+def test_validate_reads_rejected_jsonl_and_label_map_on_s3(server, s3, converted):
+  copy_dataset(s3, 'out', 'tampered')
+  s3.put_object(Bucket=BUCKET, Key='tampered/rejected.jsonl',
+                Body=b'{"stage": "read", "code": "missing_file"}\n')
+  s3.delete_object(Bucket=BUCKET, Key='tampered/label_map.txt')
+  result = validate(server, f's3://{BUCKET}/tampered')
+  assert result.returncode == 1, _explain(result)
+  report = json.loads(get(s3, 'tampered/validation_report.json'))
+  rows, examples = converted['num_manifest_rows'], converted['num_examples']
+  assert [(p['kind'], p['detail']) for p in report['problems']] == [
+      ('row_accounting', f"dataset_info.json's num_manifest_rows is {rows}, but its {examples} "
+       f'examples and the 1 rejected row(s) in rejected.jsonl make {examples + 1}'),
+      ('label_map_mismatch', "label_map.txt is missing; dataset_info.json's label_map has "
+       f"{converted['num_classes']} classes"),
+      ('row_accounting', 'rejected.jsonl holds 1 row(s) rejected as read/missing_file; '
+       "dataset_info.json's rejected_by_reason says 0")]
+
+
 def test_refuses_a_non_empty_output_dir_unless_overwrite(server, s3, converted):
   copy_dataset(s3, 'out', 'again')
   s3.put_object(Bucket=BUCKET, Key='again/notes.txt', Body=b'not ours')

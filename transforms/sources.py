@@ -16,6 +16,7 @@ from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
@@ -276,7 +277,7 @@ class ReadImageDir(beam.PTransform):
 
   def __init__(self, directory: str, split: splits.SplitConfig,
                layout: str = image_dir.LAYOUT_LABEL, extensions=None,
-               label_normalize: frozenset = frozenset()):
+               label_normalize: frozenset = DEFAULT_NORMALIZE):
     super().__init__()
     self._config = manifest.ManifestConfig(
         path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
