@@ -58,7 +58,7 @@ from transforms.workers.pooled_step import pool_size
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
 from transforms.write_shards import WriteShards
-from transforms.write_shards import WriteTFRecordIO
+from transforms.write_tfrecordio import WriteTFRecordIO
 
 
 def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
