@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 
+from pipeline import cli
 from pipeline import read
 from transforms.core import paths
 from transforms.core import records
@@ -53,6 +54,9 @@ def parse_args(argv: list) -> argparse.Namespace:
   parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')
   parser.add_argument('--overwrite', action='store_true',
                       help='replace a previous export in --output_dir')
+  unknown = cli.unknown_flag(parser, argv)
+  if unknown:
+    raise ExportError(unknown)
   return parser.parse_args(argv)
 
 
