@@ -9,6 +9,7 @@ import os
 from typing import Optional
 
 from pipeline import command_line
+from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.flags import ConvertOptions
@@ -369,8 +370,17 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       image_processes=args.image_processes, label_map_path=args.label_map,
       image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
       image_extensions=extensions,
-      options=options, config_file=parsed.config_file, sink=args.sink,
+      options=options, config_file=recorded_config_file(parsed.config_file), sink=args.sink,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
       allow_empty=args.allow_empty, known_splits=known_splits)
+
+
+def recorded_config_file(path: Optional[str]) -> Optional[str]:
+  """--config FILE as dataset_info.json records it: a local path absolute (the
+  path as typed was relative to a folder the record does not name), a URL as
+  given, any credential in it redacted."""
+  if not path:
+    return None
+  return redact.redact_text(path) if paths.is_remote(path) else os.path.abspath(path)

@@ -4,6 +4,8 @@ their defaults and the small value parsers of their types."""
 
 from __future__ import annotations
 
+import argparse
+
 from transforms.core import image_dir
 from transforms.core import labels
 from transforms.core import manifest
@@ -51,11 +53,33 @@ def _quality(text):
   return value
 
 
+def _rate(text):
+  value = float(text)
+  if not 0.0 <= value <= 1.0:
+    # argparse prints this one's message (a ValueError's it replaces)
+    raise argparse.ArgumentTypeError(f'{text} is not in 0..1')
+  return value
+
+
 # argparse names the type in its message: "invalid positive integer value: 'abc'"
 _positive_int.__name__ = 'positive integer'
 _non_negative_int.__name__ = 'non-negative integer'
 _non_negative_float.__name__ = 'non-negative number'
 _quality.__name__ = 'JPEG quality (1..100)'
+_rate.__name__ = 'rate (0..1)'
+
+# What each value type accepts, as a regex for forms that cannot run a parser
+# (the Flex Template's parameter checks, pipeline/flex_template.py): the plain
+# decimal spellings the type's parser accepts, nothing it refuses (Python's
+# int() also takes '1_000' and float() '1e3': left out, never wrongly let in).
+VALUE_REGEXES = {
+    int: r'^[+-]?[0-9]+$',
+    _positive_int: r'^\+?0*[1-9][0-9]*$',
+    _non_negative_int: r'^\+?[0-9]+$',
+    _non_negative_float: r'^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)$',
+    _quality: r'^\+?0*([1-9][0-9]?|100)$',
+    _rate: r'^\+?(0+(\.[0-9]*)?|\.[0-9]+|0*1(\.0*)?)$',
+}
 
 
 class ConvertOptions:
@@ -64,8 +88,9 @@ class ConvertOptions:
   @classmethod
   def _add_argparse_args(cls, parser):
     source = parser.add_argument_group('input')
-    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest (optionally .gz) '
-                        'with columns image, label[, key, split, ...]')
+    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
+                        'label[, key, split, ...], or a TXT manifest of "path label" '
+                        'lines (optionally .gz)')
     source.add_argument('--label_manifest', help='second manifest key,label, '
                         'joined on key with --manifest key,image')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
@@ -152,10 +177,11 @@ class ConvertOptions:
                        help='threads converting images in a worker (0: cores + 1 '
                        'on a local run, 1 on distributed runners)')
     image.add_argument('--image_processes', type=_non_negative_int, default=0,
-                       help='child processes converting images in a worker '
-                       '(0: one per core for JPEG/PNG output on a single local '
-                       'worker unless --image_threads is given; none for raw '
-                       'output and on distributed runners)')
+                       help='child processes converting images in a worker (0: one per '
+                       'core on a single local worker, one per worker on distributed '
+                       'runners, for every encoding, unless --image_threads is given; '
+                       'with --image_timeout_s 0, one per core for JPEG/PNG output on a '
+                       'single local worker, else none)')
     image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
     image.add_argument('--max_image_bytes', type=_positive_int,
@@ -170,8 +196,8 @@ class ConvertOptions:
                        help='Pillow formats decoded, by content (all: every format '
                        'Pillow has); others are rejected')
     budget = parser.add_argument_group('errors')
-    budget.add_argument('--max_error_rate', type=float, default=0.0,
-                        help='rejected/rows above this exits 3 (default 0: strict)')
+    budget.add_argument('--max_error_rate', type=_rate, default=0.0,
+                        help='rejected/rows (0..1) above this exits 3 (default 0: strict)')
     budget.add_argument('--allow_empty', action='store_true',
                         help='publish an empty dataset (exit 0) when the input has no '
                         'rows or every row is rejected; default: exit 2, nothing '
