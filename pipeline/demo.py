@@ -5,7 +5,8 @@ formats and modes, writes demo_data/manifest.csv, runs convert and validate
 exactly as a user would, then shows what the output folder holds and runs
 inspect on it (a sample, a contact sheet, a histogram and a report page in
 demo_output/inspect/). demo_data/ also gets the same images as every other
-kind of input (OTHER_INPUTS), so each of README's examples runs as pasted.
+kind of input (OTHER_INPUTS), so each example of README and docs/convert.md
+runs as pasted.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ CLASSES = ('circle', 'square', 'triangle')
 # (extension, Pillow mode): the sample mixes formats and modes on purpose.
 VARIANTS = (('jpg', 'RGB'), ('png', 'RGBA'), ('png', 'L'), ('gif', 'P'), ('bmp', 'RGB'),
             ('webp', 'RGB'))
-# The same images as README's examples take them, in demo_data/ beside
-# manifest.csv: "path label" lines, gzip JSONL, a split column (train, dev),
+# The same images as the examples (docs/convert.md) take them, in demo_data/
+# beside manifest.csv: "path label" lines, gzip JSONL, a split column (train, dev),
 # key,image joined with key,label, columns named filename,class, shape|format
 # label lists, weight/bbox/tags/boxes columns, a label map, and a
 # <split>/<class>/<image> folder tree.
@@ -128,7 +129,7 @@ def describe(output_dir: str) -> str:
 def main() -> int:
   manifest = make_sample(DATA_DIR)
   print(f'Sample: {manifest} ({len(CLASSES) * 12} images); the same images as other inputs '
-        f'(README "Examples"): {", ".join(OTHER_INPUTS)}\n')
+        f'(docs/convert.md "Examples"): {", ".join(OTHER_INPUTS)}\n')
   code = convert.main(['--manifest', manifest, '--output_dir', OUTPUT_DIR, '--overwrite'])
   if code != 0:
     return code

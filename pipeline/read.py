@@ -93,8 +93,9 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
 
 
 def _parse_spec(info: dict, tf):
-  """Each feature_spec shape as README "Reading each shape" reads it: [] and [N]
-  fixed, [null] a ragged list, [null, N] a ragged [k, N] tensor."""
+  """Each feature_spec shape as docs/reading.md ("Plain tf.data: reading each
+  shape") reads it: [] and [N] fixed, [null] a ragged list, [null, N] a ragged
+  [k, N] tensor."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
 
   def parse(f):

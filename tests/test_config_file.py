@@ -247,11 +247,11 @@ def test_credentials_are_redacted_from_the_record(tmp_path):
   assert parsed.effective['s3_region_name'] == 'eu'
 
 
-def test_the_readme_nightly_config_is_valid(tmp_path):
-  """README's nightly.yaml holds only known keys of the right types."""
+def test_the_documented_nightly_config_is_valid(tmp_path):
+  """docs/convert.md's nightly.yaml holds only known keys of the right types."""
   import pathlib
-  readme = (pathlib.Path(__file__).parents[1] / 'README.md').read_text()
-  path = write(tmp_path / 'nightly.yaml', readme.split('# nightly.yaml\n', 1)[1].split('```')[0])
+  page = (pathlib.Path(__file__).parents[1] / 'docs' / 'convert.md').read_text()
+  path = write(tmp_path / 'nightly.yaml', page.split('# nightly.yaml\n', 1)[1].split('```')[0])
   parser = command_line._full_parser(flags.ConvertOptions)
   given = command_line.read_config_file(path, parser, [])
   assert given['split'] == 'train=0.9,validation=0.1' and given['overwrite'] is True

@@ -1,5 +1,5 @@
-"""`make demo`'s inputs are what README's examples read: each snippet that names
-a local input file runs as pasted after `make demo`."""
+"""`make demo`'s inputs are what the examples of README and docs/ read: each
+snippet that names a local input file runs as pasted after `make demo`."""
 
 from __future__ import annotations
 
@@ -16,17 +16,22 @@ from pipeline import demo
 from tests.conftest import read_info
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-README = (ROOT / 'README.md').read_text()
+PAGES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
+TEXTS = {page.relative_to(ROOT).as_posix(): page.read_text() for page in PAGES}
+CONVERT = ('pipeline.convert', 'convert')
 
 
-def code_blocks() -> list:
-  return re.findall(r'```\w*\n(.*?)```', README, re.S)
+def code_blocks(page: str = '') -> list:
+  """The fenced blocks of one page, or of README and every docs/ page."""
+  texts = [TEXTS[page]] if page else TEXTS.values()
+  return [block for text in texts for block in re.findall(r'```\w*\n(.*?)```', text, re.S)]
 
 
 def example_runs() -> list:
-  """README's Examples block as convert argv lists, in order: `$C ...` lines,
+  """docs/convert.md's Examples block as convert argv lists, in order: `$C ...` lines,
   `C="$C --overwrite"` adding to the lines after it."""
-  (block,) = [b for b in code_blocks() if b.startswith('C=".venv/bin/python -m pipeline.convert"')]
+  (block,) = [b for b in code_blocks('docs/convert.md')
+              if b.startswith('C=".venv/bin/python -m pipeline.convert"')]
   prefix, runs = [], []
   for line in block.splitlines():
     words = shlex.split(line, comments=True)
@@ -45,17 +50,29 @@ def example_runs() -> list:
   return runs
 
 
+def convert_argv(line: str) -> list:
+  """The arguments of a pasted convert command line (also one quoted in a
+  comment, `# after: .venv/bin/img2tfrecord convert ...`), else []."""
+  words = shlex.split(line[line.index('.venv/'):] if '.venv/' in line else line, comments=True)
+  for command in CONVERT:
+    if command in words:
+      return words[words.index(command) + 1:]
+  return []
+
+
 def quick_start_converts() -> list:
-  (block,) = [b for b in code_blocks() if '--expected_count 36' in b]
-  runs = []
-  for line in block.splitlines():
-    words = shlex.split(line, comments=True)
-    for command in ('pipeline.convert', 'convert'):
-      if command in words:
-        runs.append(words[words.index(command) + 1:])
-        break
+  (block,) = [b for b in code_blocks('README.md') if '--expected_count 36' in b]
+  runs = [argv for argv in map(convert_argv, block.splitlines()) if argv]
   assert len(runs) == 2
   return runs
+
+
+def pasted_converts() -> list:
+  """Every convert command line of README and docs/ that reads make demo's
+  files, outside the `$C` Examples block."""
+  return [argv for block in code_blocks() for line in block.splitlines()
+          if 'demo_data/' in line and not line.startswith(('$C', 'C='))
+          for argv in [convert_argv(line)] if argv]
 
 
 @pytest.fixture(scope='module')
@@ -74,7 +91,8 @@ def test_readme_names_no_input_the_demo_does_not_write(demo_dir):
   assert sorted(p for p in named if not (demo_dir / p).exists()) == []
   for inputs in demo.OTHER_INPUTS:
     assert (demo_dir / demo.DATA_DIR / inputs).exists(), inputs
-  assert 'data/train.csv' not in README.replace('gs://B/data/train.csv', '')
+  for page, text in TEXTS.items():
+    assert 'data/train.csv' not in text.replace('gs://B/data/train.csv', ''), page
 
 
 def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
@@ -87,6 +105,10 @@ def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
   for argv in runs + quick_start_converts():
     config, _ = opts.parse_convert(argv)
     assert config.output_dir == 'out'
+  pasted = pasted_converts()
+  assert len(pasted) >= 3, pasted  # the quick start's two, docs/reading.md's --write_index
+  for argv in pasted:
+    assert opts.parse_convert(argv)[0].output_dir in ('out', 'indexed'), argv
   by_flag = {argv[argv.index('--manifest') + 1]: opts.parse_convert(argv)[0]
              for argv in runs if '--manifest' in argv}
   assert by_flag['demo_data/tags.csv'].example.multi_label

@@ -163,21 +163,62 @@ def test_architecture_names_no_missing_module():
   assert named and sorted(named - present) == []
 
 
+DOC_PAGES = ['README.md', 'bench/RESULTS.md'] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md'))
+
+
+def _links(path: pathlib.Path) -> list:
+  """(target, anchor) of the page's markdown links ([text](target#anchor)),
+  other schemes (https:, mailto:) left out; target '' is the page itself."""
+  found = []
+  for link in re.findall(r'\]\(([^)\s]+)\)', path.read_text()):
+    if not re.match(r'[a-z]+:', link):
+      target, _, anchor = link.partition('#')
+      found.append((target, anchor))
+  return found
+
+
 def _relative_links(path: pathlib.Path) -> list:
-  """Targets of the page's markdown links to files ([text](target)), anchors dropped."""
-  targets = re.findall(r'\]\(([^)\s]+)\)', path.read_text())
-  return [t.split('#')[0] for t in targets
-          if not re.match(r'[a-z]+:', t) and not t.startswith('#')]
+  """Targets of the page's markdown links to files, anchors dropped."""
+  return [target for target, _ in _links(path) if target]
 
 
-@pytest.mark.parametrize('page', ['README.md', 'docs/ARCHITECTURE.md', 'docs/sizing.md',
-                                  'bench/RESULTS.md'])
+def _anchors(path: pathlib.Path) -> set:
+  """The anchors GitHub gives the page's headings: lower case, punctuation
+  but '-' and '_' dropped, spaces as '-', a repeated one suffixed -1, -2..."""
+  text = re.sub(r'^```.*?^```', '', path.read_text(), flags=re.M | re.S)
+  anchors, seen = set(), {}
+  for heading in re.findall(r'^#{1,6} +(.+?) *$', text, re.M):
+    slug = re.sub(r'[^\w\- ]', '', heading.lower()).replace(' ', '-')
+    anchors.add(f'{slug}-{seen[slug]}' if slug in seen else slug)
+    seen[slug] = seen.get(slug, 0) + 1
+  return anchors
+
+
+def test_anchors_are_githubs():
+  assert {'config-files---config-file', 'dataset_infojson', 'the-seeds-tf1-recipe',
+          'one-run-per-output-folder'} <= (_anchors(ROOT / 'README.md')
+                                           | _anchors(ROOT / 'docs/output.md')
+                                           | _anchors(ROOT / 'docs/reading.md'))
+
+
+@pytest.mark.parametrize('page', DOC_PAGES)
 def test_doc_links_point_at_files_that_exist(page):
+  """Every relative link of the page reaches a file, and its #anchor a
+  heading of that file."""
   path = ROOT / page
-  links = _relative_links(path)
-  assert [t for t in links if not (path.parent / t).exists()] == []
+  broken = []
+  for target, anchor in _links(path):
+    resolved = (path.parent / target) if target else path
+    if not resolved.exists():
+      broken.append(target)
+    elif anchor and resolved.suffix == '.md' and anchor not in _anchors(resolved):
+      broken.append(f'{target}#{anchor}')
+  assert broken == []
 
 
-def test_readme_links_the_pages_it_moved_out():
-  links = set(_relative_links(ROOT / 'README.md'))
-  assert {'docs/ARCHITECTURE.md', 'docs/sizing.md', 'bench/RESULTS.md'} <= links
+def test_readme_links_every_page_of_docs():
+  """No reference page is an orphan: README links each one, and the
+  benchmark history."""
+  links = {str((ROOT / t).resolve().relative_to(ROOT)) for t in _relative_links(ROOT / 'README.md')}
+  assert set(DOC_PAGES) - {'README.md'} <= links

@@ -700,7 +700,7 @@ def test_shapes_in_feature_spec_records_and_rejections(shaped):
 
 @pytest.mark.slow
 def test_tf_data_reads_each_shape_from_feature_spec(shaped):
-  """The README's recipe: FixedLenFeature for [] and [N], RaggedFeature for
+  """docs/reading.md's recipe: FixedLenFeature for [] and [N], RaggedFeature for
   [null] and [null, N]."""
   from tests.test_tf_readers import read_with_tensorflow
   found = read_with_tensorflow('extras', shaped)

@@ -83,7 +83,7 @@ def seed_recipe(out_dir, height, width, full_images=None):
 
 def parse_spec(feature_spec: dict) -> dict:
   """tf.io parse features chosen mechanically from feature_spec's shapes (the
-  README's recipe): [] and [N] fixed, [null] ragged, [null, N] ragged of N-rows."""
+  docs/reading.md recipe): [] and [N] fixed, [null] ragged, [null, N] ragged of N-rows."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
   spec = {}
   for name, f in feature_spec.items():
