@@ -66,12 +66,12 @@ class ConvertConfig:
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
 
-  def info_settings(self) -> InfoSettings:
-    """What dataset_info.json records from these options."""
+  def info_settings(self, engine: Optional[dict] = None) -> InfoSettings:
+    """What dataset_info.json records from these options (and `engine`: what ran it)."""
     return InfoSettings(image=self.image, example=self.example,
                         max_error_rate=self.max_error_rate, config=self.to_json(),
                         options=self.options, config_file=self.config_file,
-                        label_normalize=self.label_normalize)
+                        label_normalize=self.label_normalize, engine=engine or {})
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before

@@ -22,6 +22,7 @@ class InfoSettings:
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # the --config file they were merged from
   label_normalize: frozenset = frozenset()  # --label_normalize modes (label warnings)
+  engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
 
 
 def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
@@ -64,6 +65,7 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'config': config,
       'options': settings.options,
       'config_file': settings.config_file,
+      'engine': settings.engine,
   }
   if num_label_rows is not None:
     info['num_label_manifest_rows'] = num_label_rows
