@@ -204,15 +204,16 @@ def job_server_options(runner: str, given: dict, server: Optional[dict],
     added[f'{engine}_job_server_jar'] = server['jar']
     if engine == 'flink':
       added['flink_version'] = server['engine_version']
+  added = {name: value for name, value in added.items() if name not in given}
   master = given.get('spark_master_url', '')
   properties = list(given.get('job_server_jvm_properties') or [])
   lib = os.path.join(os.path.dirname(server['jar']), 'lib') if server else ''
   guava = sorted(n for n in os.listdir(lib) if n.startswith('guava-')) if (
       engine == 'spark' and master.startswith('spark://') and os.path.isdir(lib)) else []
   if guava and not any('spark.executor.extraClassPath' in p for p in properties):
-    added['job_server_jvm_properties'] = properties + [
+    added['job_server_jvm_properties'] = properties + [  # after the user's own
         f'-Dspark.executor.extraClassPath={os.path.join(lib, guava[-1])}']
-  return {name: value for name, value in added.items() if name not in given}
+  return added
 
 
 def prepare(options: PipelineOptions) -> PipelineOptions:
