@@ -123,11 +123,15 @@ _VIEWS = {'flink_master': FlinkRunnerOptions, 'flink_version': FlinkRunnerOption
           'environment_type': PortableOptions, 'environment_cache_millis': PortableOptions,
           'job_server_java_launcher': JobServerOptions,
           'job_server_jvm_properties': JobServerOptions,
-          'default_sdk_harness_log_level': WorkerOptions}
+          'default_sdk_harness_log_level': WorkerOptions, 'runner': StandardOptions}
 
 
 def runner_name(runner) -> str:
-  return str(runner or '').split('.')[-1]
+  """--runner's class name; Beam's short names for Flink and Spark (flink,
+  sparkrunner, ...: any case) as their class names."""
+  name = str(runner or '').split('.')[-1]
+  short = name.lower().removesuffix('runner')
+  return {'flink': 'FlinkRunner', 'spark': 'SparkRunner'}.get(short, name)
 
 
 def master_of(runner: str, given: dict) -> tuple:
@@ -242,6 +246,8 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
     server = job_servers.fetch(engine, given.get('flink_version'),
                                java_home=java.home if java else None)
   added.update(job_server_options(runner, given, server, java.path if java else None))
+  # The same runner, stopping its job server when the job ends (engine_runners.py).
+  added['runner'] = f'pipeline.engine_runners.{runner}'
   for name, value in added.items():
     setattr(options.view_as(_VIEWS[name]), name, value)
   return options
