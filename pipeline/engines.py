@@ -225,12 +225,15 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   the launcher what it needs, before anything is written: Java, the master's
   address, a worker environment, the job server (fetched once into the
   cache). UsageError names what is missing and how to get it. Other runners'
-  options come back as they are."""
+  options, and theirs with --job_endpoint (a job server of the user's), come
+  back as they are."""
   runner = runner_name(options.view_as(StandardOptions).runner)
   if runner not in JOB_SERVER_RUNNERS:
     return options
   engine = job_servers.ENGINES[JOB_SERVER_RUNNERS[runner]]
   given = options.get_all_options(drop_default=True)
+  if given.get('job_endpoint'):  # a job server already running elsewhere: Beam's as is
+    return options
   uber_jar = given.get(f'{engine.name}_submit_uber_jar')  # no job server runs here
   java = None
   if 'job_server_java_launcher' not in given and not uber_jar:

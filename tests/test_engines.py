@@ -294,6 +294,14 @@ def test_prepare_leaves_other_runners_alone():
   assert options.get_all_options(drop_default=True) == {'runner': 'DirectRunner'}
 
 
+def test_prepare_leaves_a_given_job_server_alone(machine, monkeypatch):
+  from apache_beam.options.pipeline_options import PipelineOptions
+  monkeypatch.delenv('JAVA_HOME')  # no Java needed: the job server runs elsewhere
+  options = PipelineOptions([], runner='FlinkRunner', job_endpoint='localhost:8099')
+  assert engines.prepare(options).get_all_options(drop_default=True) == {
+      'runner': 'FlinkRunner', 'job_endpoint': 'localhost:8099'}
+
+
 def test_prepare_fills_the_options(machine, monkeypatch):
   from apache_beam.options.pipeline_options import PipelineOptions
   server = cache_a_job_server(machine / 'cache', 'flink', '1.19')
