@@ -69,8 +69,8 @@ def quick_start_converts() -> list:
 
 def pasted_converts() -> list:
   """Every convert command line of README and docs/ that reads make demo's
-  files, outside the `$C` Examples block."""
-  return [argv for block in code_blocks() for line in block.splitlines()
+  files, outside the `$C` Examples block (a line ending in \\ goes on)."""
+  return [argv for block in code_blocks() for line in block.replace('\\\n', ' ').splitlines()
           if 'demo_data/' in line and not line.startswith(('$C', 'C='))
           for argv in [convert_argv(line)] if argv]
 
@@ -108,7 +108,8 @@ def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
   pasted = pasted_converts()
   assert len(pasted) >= 3, pasted  # the quick start's two, docs/reading.md's --write_index
   for argv in pasted:
-    assert opts.parse_convert(argv)[0].output_dir in ('out', 'indexed'), argv
+    # (/shared/out: the cluster examples write where every worker can)
+    assert opts.parse_convert(argv)[0].output_dir in ('out', 'indexed', '/shared/out'), argv
   by_flag = {argv[argv.index('--manifest') + 1]: opts.parse_convert(argv)[0]
              for argv in runs if '--manifest' in argv}
   assert by_flag['demo_data/tags.csv'].example.multi_label
