@@ -5,10 +5,13 @@ the console script defers Beam's cloud imports (beam_runtime/startup.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import traceback
 
+from pipeline import interrupts
+from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import startup
 
@@ -29,25 +32,51 @@ def configure_logging() -> None:
   logging.getLogger().setLevel(logging.ERROR)
 
 
-def main_with_exit_codes(run, argv=None) -> int:
-  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1."""
+def main_with_exit_codes(run, argv=None, handlers=None) -> int:
+  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1.
+
+  handlers (interrupts.Handlers, see run_command): a signal interrupts the
+  run; its exit status is left to handlers.finish().
+  """
   argv = list(sys.argv[1:] if argv is None else argv)
   configure_logging()
   from pipeline.beam_runtime.beam_signatures import remember_method_signatures
   remember_method_signatures()
   try:
-    return run(argv)
-  except UsageError as error:
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_USAGE
-  except KeyboardInterrupt:
-    print('interrupted', file=sys.stderr)
-    return EXIT_FAILED
-  except Exception as error:  # a crash: say what failed, keep the detail
+    with handlers.running() if handlers else contextlib.nullcontext():
+      return run(argv)
+  except BaseException as error:
+    if handlers is not None and handlers.interrupted:
+      # Whatever the signal unwound into (Beam wraps what a step raises):
+      # the run was interrupted and has cleaned up; no traceback.
+      return 128 + handlers.signum
+    if isinstance(error, UsageError):
+      print(f'error: {error}', file=sys.stderr)
+      return EXIT_USAGE
+    if isinstance(error, KeyboardInterrupt):
+      print('interrupted', file=sys.stderr)
+      return EXIT_FAILED
+    if not isinstance(error, Exception):
+      raise  # SystemExit (--help), ...
     print(f'error: the job failed: {type(error).__name__}: '
           f'{str(error).splitlines()[0] if str(error) else ""}', file=sys.stderr)
     traceback.print_exc(file=sys.stderr)
     return EXIT_FAILED
+
+
+def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
+  """convert's and validate's command line: run(argv) in a private temp
+  folder (run_temp), with exit codes (main_with_exit_codes), and SIGINT and
+  SIGTERM handled (interrupts.Handlers): the run cleans up, prints
+  `interrupted_line` and the process ends by the signal (exit status 130 or
+  143). The only place their handlers are installed."""
+  handlers = interrupts.Handlers(interrupted_line, again_line).install()
+  try:
+    with run_temp.private_temp_dir():
+      code = main_with_exit_codes(run, argv, handlers)
+  finally:
+    handlers.finish()
+  return code
 
 
 USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'
@@ -81,8 +110,14 @@ def main(argv=None) -> int:
   return EXIT_USAGE
 
 
+_LINES = {'convert': interrupts.CONVERT_LINES, 'validate': interrupts.VALIDATE_LINES}
+
+
 def console_main() -> None:
   """The console script's entry point: main() and a fast exit."""
+  command = sys.argv[1] if len(sys.argv) > 1 else ''
+  if command in _LINES:  # a signal during the imports: see interrupts.before_run
+    interrupts.before_run(_LINES[command][0])
   fast_exit.exit_now(main())
 
 

@@ -100,3 +100,18 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
       _delete(output_dir, name, files)
   if not paths.is_remote(output_dir):
     os.makedirs(output_dir, exist_ok=True)
+
+
+def discard_unpublished(output_dir: str, split_names: tuple,
+                        files: Optional[filesystem.FileAccess] = None) -> None:
+  """Deletes what a run that did not finish wrote into output_dir (after
+  prepare_output_dir, so whatever matches is this run's own): dataset_info.json
+  first, then label_map.txt, rejected.jsonl, their temp names, the shards of
+  its splits (and their .index files), and Beam's and the writer's
+  beam-temp-* folders. Other files stay, as with --overwrite."""
+  files = files or filesystem.FileAccess()
+  doomed = [n for n in list_entries(output_dir, files) if ours(n, set(), split_names)]
+  doomed.sort(key=lambda n: n != DATASET_INFO)
+  for name in doomed:
+    _delete(output_dir, name, files)
+
