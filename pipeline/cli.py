@@ -58,8 +58,7 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
       return EXIT_FAILED
     if not isinstance(error, Exception):
       raise  # SystemExit (--help), ...
-    print(f'error: the job failed: {type(error).__name__}: '
-          f'{str(error).splitlines()[0] if str(error) else ""}', file=sys.stderr)
+    print(f'error: the job failed: {failure_reason(error)}', file=sys.stderr)
     traceback.print_exc(file=sys.stderr)
     return EXIT_FAILED
 
@@ -77,6 +76,40 @@ def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
   finally:
     handlers.finish()
   return code
+
+
+_TRACEBACK = 'Traceback (most recent call last):'
+_CHAINED = ('During handling of the above exception', 'The above exception was the direct')
+
+
+def failure_reason(error: BaseException) -> str:
+  """`Type: message` in one line, never an empty reason: the message's first
+  non-blank line, and when the message carries a traceback (a job service
+  reports the job's failure so), the error that traceback ends with; no
+  message: the cause's (`Type: CauseType: cause message`), else the type
+  alone."""
+  reason = _reason(str(error))
+  name = type(error).__name__
+  if reason:
+    return f'{name}: {reason}'
+  cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+  return f'{name}: {failure_reason(cause)}' if cause is not None else name
+
+
+def _reason(message: str) -> str:
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  if not lines:
+    return ''
+  first = lines[0]
+  if _TRACEBACK not in message:
+    return first
+  # The last unindented line of a traceback names its error.
+  ends = [line.strip() for line in message.splitlines()
+          if line.strip() and not line[0].isspace() and _TRACEBACK not in line
+          and not line.startswith(_CHAINED)]
+  first = first.replace(_TRACEBACK, '').rstrip(' :.')
+  error = ends[-1] if ends and ends[-1] != lines[0] else ''
+  return ': '.join(part for part in (first, error) if part)
 
 
 USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'

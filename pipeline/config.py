@@ -11,6 +11,7 @@ from typing import Optional
 from pipeline import command_line
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
+from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.flags import ConvertOptions
 from pipeline.flags import ValidateOptions
 from pipeline.preflight import image_dir_splits
@@ -65,6 +66,7 @@ class ConvertConfig:
   label_normalize: frozenset = frozenset()
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
   def info_settings(self) -> InfoSettings:
     """What dataset_info.json records from these options."""
@@ -125,6 +127,7 @@ class ValidateConfig:
   check_threads: int = 0
   check_processes: int = 0
   strict: bool = False  # warnings exit 1 too
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -235,7 +238,7 @@ def validate_config(args) -> ValidateConfig:
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
       expected_count=args.expected_count, max_problems=args.max_problems,
       check_threads=args.check_threads, check_processes=args.check_processes,
-      strict=args.strict)
+      strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
 
 
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
@@ -340,4 +343,5 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       options=parsed.effective, config_file=parsed.config_file,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
-      dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize)
+      dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
+      job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)

@@ -235,6 +235,8 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
+  # Before anything is locked, created or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     return _convert(config, pipeline_options, RunGuard(), dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)

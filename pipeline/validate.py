@@ -189,6 +189,8 @@ def run(argv=None, check_records=validation.check_records) -> int:
   """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
+  # Before anything is read or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)
