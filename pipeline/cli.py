@@ -6,9 +6,11 @@ the console script defers Beam's cloud imports (beam_runtime/startup.py)."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import sys
 import traceback
+from typing import Optional
 
 from pipeline import interrupts
 from pipeline import run_temp
@@ -112,6 +114,32 @@ def _reason(message: str) -> str:
   return ': '.join(part for part in (first, error) if part)
 
 
+def did_you_mean(name: str, *candidates: list) -> str:
+  """'; did you mean X?' for the closest of the first group holding a close
+  match (a command's own flags before Beam's), or ''."""
+  for group in candidates:
+    close = difflib.get_close_matches(name, group, n=1, cutoff=0.75)
+    if close:
+      return f'; did you mean {close[0]}?'
+  return ''
+
+
+def unknown_flag(parser, argv: list) -> Optional[str]:
+  """The usage error of the first --flag in argv that `parser` (an argparse
+  parser without abbreviations) does not know, with a did-you-mean; None if it
+  knows them all. Checked before parsing: argparse would first report a
+  required flag as missing when its misspelling is right there."""
+  known = [flag for flag in parser._option_string_actions if flag.startswith('--')]
+  for arg in argv:
+    if arg == '--':
+      break
+    name = arg.split('=', 1)[0]
+    if arg.startswith('--') and name not in known:
+      return f'unrecognized argument {arg!r}{did_you_mean(name, known)}'
+  return None
+
+
+COMMANDS = ('convert', 'validate', 'inspect', 'export')
 USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
          '  validate  read a converted dataset back and check it (see validate --help)\n'
@@ -139,7 +167,8 @@ def main(argv=None) -> int:
   if command == 'export':
     from pipeline import export
     return export.main(rest)
-  print(f'error: unknown command {command!r}\n{USAGE}', file=sys.stderr)
+  hint = did_you_mean(command, COMMANDS) or f'; give one of {", ".join(COMMANDS)}'
+  print(f'error: unknown command {command!r}{hint}', file=sys.stderr)
   return EXIT_USAGE
 
 

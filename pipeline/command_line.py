@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -56,6 +55,7 @@ class Parsed:
   pipeline_options: PipelineOptions  # Beam's, local defaults applied
   effective: dict  # every option in effect, by flag name (for dataset_info.json)
   config_file: Optional[str] = None
+  given: frozenset = frozenset()  # dests of our options given (command line or --config)
 
 
 class ViewCachingOptions(PipelineOptions):
@@ -166,20 +166,12 @@ def _flags_of(parser) -> dict:
           if s.startswith('--')}
 
 
-def _did_you_mean(name: str, own: list, every: list) -> str:
-  for candidates in (own, every):
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
-    if close:
-      return f'; did you mean {close[0]}?'
-  return ''
-
-
 def _given(parser, argv: list, own_flags: list) -> dict:
   """Parses argv: {dest: value} of the flags it holds; UsageError otherwise."""
   namespace, unknown = parser.parse_known_args(argv, argparse.Namespace())
   if unknown:
     name = unknown[0].split('=', 1)[0]
-    hint = _did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
+    hint = cli.did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
         '--') else ''
     raise UsageError(f'unrecognized argument {unknown[0]!r}{hint}')
   return vars(namespace)
@@ -219,7 +211,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   FileSystems.set_options(pipeline_options)
   effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
-  return Parsed(args, pipeline_options, effective, config_file)
+  return Parsed(args, pipeline_options, effective, config_file, frozenset(own_dests & set(given)))
 
 
 def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
@@ -389,7 +381,7 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   for key, value in data.items():
     action = flags.get(f'--{key}') if isinstance(key, str) else None
     if action is None or f'--{key}' in ('--help', CONFIG_FLAG):
-      hint = _did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
+      hint = cli.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
       given.update(_given(parser, _tokens(key, value, action, path), own_flags))

@@ -9,6 +9,7 @@ import os
 from typing import Optional
 
 from pipeline import command_line
+from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
@@ -18,17 +19,22 @@ from pipeline.preflight import image_dir_splits
 from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
 from pipeline.preflight import read_label_map
+from pipeline.preflight import require_input
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
+from transforms.core.dataset_info import sink_info
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import DEFAULT_FORMATS
+from transforms.core.spec import SINK_ORDERED
+from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
@@ -63,17 +69,27 @@ class ConvertConfig:
   ordering: Ordering = DEFAULT_ORDERING
   dedupe: str = 'key'
   split_by: str = 'key'
-  label_normalize: frozenset = frozenset()
+  label_normalize: frozenset = DEFAULT_NORMALIZE
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
+  sink: str = SINK_ORDERED
+  allow_empty: bool = False  # no example at all: publish an empty dataset, exit 0
+  # Every split this configuration names (--split, --split_names), even those
+  # it ends up not writing: their shards are ours to clear (--overwrite, and
+  # the clean-up of a failed run).
+  known_splits: tuple = ()
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
+
+  def splits_to_clear(self) -> tuple:
+    return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
 
   def info_settings(self) -> InfoSettings:
     """What dataset_info.json records from these options."""
     return InfoSettings(image=self.image, example=self.example,
                         max_error_rate=self.max_error_rate, config=self.to_json(),
                         options=self.options, config_file=self.config_file,
-                        label_normalize=self.label_normalize)
+                        label_normalize=self.label_normalize,
+                        sink=sink_info(self.sink, self.write_index, self.ordering.shuffle))
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
@@ -86,7 +102,7 @@ class ConvertConfig:
         'schema': self.example.schema,
         'compression': self.compression,
         'num_shards': self.num_shards,
-        'shard_size_mb': self.shard_size_mb,
+        'shard_size_mb': self.shard_size_mb if self.sink == SINK_ORDERED else None,
         'split': [list(f) for f in self.split.fractions] or None,
         'seed': self.split.seed,
         'shuffle': 'on' if self.ordering.shuffle else 'off',
@@ -99,6 +115,8 @@ class ConvertConfig:
     }
     # Options of #11, recorded only where they apply or differ from their
     # default: a dataset converted as before gets the same dataset_info.json.
+    if self.sink != SINK_ORDERED:
+      data['sink'] = self.sink
     if self.image_dir:
       data['image_dir_layout'] = self.image_dir_layout
       data['image_extensions'] = list(self.image_extensions or ()) or 'all'
@@ -259,7 +277,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       encoding=args.encoding, resize_mode=args.resize_mode,
       resize_filter=args.resize_filter, jpeg_quality=args.jpeg_quality,
       background=parse_background(args.background), max_pixels=args.max_pixels,
-      formats=parse_formats(args.formats))
+      formats=parse_formats(args.formats), max_image_bytes=args.max_image_bytes)
   extras = parse_extra_features(args.extra_features)
   if args.resize_mode != 'none' and args.height * args.width > args.max_pixels:
     raise UsageError(f'--height x --width = {args.height * args.width} pixels is more '
@@ -275,6 +293,18 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     if args.multi_label:
       raise UsageError('--schema seed stores one int64 label per record; '
                        '--multi_label needs --schema default')
+  options = parsed.effective
+  if args.sink == SINK_TFRECORDIO:
+    if 'shard_size_mb' in parsed.given:
+      raise UsageError('--shard_size_mb needs --sink ordered: with --sink tfrecordio the '
+                       'runner sizes the shards (--num_shards 0) or --num_shards N sets '
+                       'their number')
+    if args.write_index:
+      raise UsageError("--write_index needs --sink ordered: Beam's WriteToTFRecord "
+                       'writes no index files')
+    # Recorded as not set: the recorded options, read back as a --config
+    # file, must not give it.
+    options = {**options, 'shard_size_mb': None}
   if args.write_index and args.compression == 'gzip':
     raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
                      'cannot be used for random access (drop --compression gzip)')
@@ -319,6 +349,10 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
         raise UsageError('--image_dir_layout split/label takes the split from the '
                          'first folder: drop --split')
       image_dir_splits(args.image_dir, split.names)
+  known_splits = tuple(dict.fromkeys((*split.split_names(), *split_names)))
+  extensions = parse_name_list(args.image_extensions, '--image_extensions', lower=True)
+  if not args.allow_empty:  # no row to convert: exit 2 now, OUT untouched
+    require_input(manifests, args.image_dir, extensions)
   split_from_folders = (args.image_dir and
                         args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL)
   if not split.fractions and not split_from_folders and not may_have_split_column(
@@ -338,10 +372,19 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       progress=args.progress, image_threads=args.image_threads,
       image_processes=args.image_processes, label_map_path=args.label_map,
       image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
-      image_extensions=parse_name_list(args.image_extensions, '--image_extensions',
-                                       lower=True),
-      options=parsed.effective, config_file=parsed.config_file,
+      image_extensions=extensions,
+      options=options, config_file=recorded_config_file(parsed.config_file), sink=args.sink,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
+      allow_empty=args.allow_empty, known_splits=known_splits,
       job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
+
+
+def recorded_config_file(path: Optional[str]) -> Optional[str]:
+  """--config FILE as dataset_info.json records it: a local path absolute (the
+  path as typed was relative to a folder the record does not name), a URL as
+  given, any credential in it redacted."""
+  if not path:
+    return None
+  return redact.redact_text(path) if paths.is_remote(path) else os.path.abspath(path)

@@ -3,9 +3,11 @@
   python -m pipeline.convert --manifest data.csv --output_dir out/ [options]
       [any Beam pipeline option]
 
-Exit codes: 0 done, 1 crashed, 2 usage error, 3 more rejected rows than
---max_error_rate allows (everything is still written); interrupted by SIGINT
-or SIGTERM, it cleans up and ends by the signal (a shell shows 130 or 143).
+Exit codes: 0 done, 1 crashed, 2 usage error or no example at all (nothing
+published but rejected.jsonl; --allow_empty publishes an empty dataset), 3
+more rejected rows than --max_error_rate allows (everything is still written);
+interrupted by SIGINT or SIGTERM, it cleans up and ends by the signal (a shell
+shows 130 or 143).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from pipeline import engines
 from pipeline import progress
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import discard_unpublished
 from pipeline.output_dir import prepare_output_dir
+from pipeline.output_dir import removed_on_failure
+from pipeline.output_dir import unpublish
 from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
 from transforms import filesystem
@@ -43,6 +46,8 @@ from transforms.beam_util import TALLIES
 from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import tally
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
@@ -57,6 +62,7 @@ from transforms.workers.pooled_step import pool_size
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
 from transforms.write_shards import WriteShards
+from transforms.write_tfrecordio import WriteTFRecordIO
 
 
 def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
@@ -94,9 +100,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
+                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s)
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
-        config.split if config.split_by == 'content' else None))
+        config.image, pool, config.split if config.split_by == 'content' else None))
   tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
       lambda row: [(key, 1) for key in tally.label_keys(row)]))
   # The label map is made from every row, before --dedupe content: a class
@@ -110,9 +118,6 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
-  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   engines.single_local_worker(p.options), os.cpu_count() or 1,
-                   timeout_s=config.image_timeout_s)
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
       image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering)
@@ -125,11 +130,13 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           lambda example, _: split_names.index(example[0]), len(split_names)))
   shard_paths = []
   for split, split_examples in zip(split_names, by_split):
-    written = split_examples | f'Write[{split}]' >> WriteShards(
-        filesystem.join(config.output_dir, split),
-        shard_suffix(config.compression), config.compression,
-        config.num_shards, config.shard_size_mb * 1024 * 1024, in_order,
-        config.write_index)
+    prefix, suffix = filesystem.join(config.output_dir, split), shard_suffix(config.compression)
+    if config.sink == SINK_TFRECORDIO:
+      writer = WriteTFRecordIO(prefix, suffix, config.compression, config.num_shards)
+    else:
+      writer = WriteShards(prefix, suffix, config.compression, config.num_shards,
+                           config.shard_size_mb * 1024 * 1024, in_order, config.write_index)
+    written = split_examples | f'Write[{split}]' >> writer
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
 
@@ -219,6 +226,19 @@ def warning_lines(info: dict) -> list:
     lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
                  f'surrounding spaces in some rows, stripped (one class with any unspaced '
                  f'spelling): {names} (--label_normalize strip says that is intended)')
+  if labels.get('num_labels_with_invisible_characters'):
+    shown = [entry['shown'] + (f' (looks like {", ".join(entry["looks_like"])})'
+                               if entry['looks_like'] else '')
+             for entry in labels['invisible_characters'][:3]]
+    lines.append(f'Warning: {labels["num_labels_with_invisible_characters"]} label(s) hold '
+                 f'invisible or bidi control characters, kept as written: {"; ".join(shown)} '
+                 f'(see label_warnings in dataset_info.json)')
+  if labels.get('num_normalization_variant_groups'):
+    groups = ['/'.join(ascii(label) for label in group)
+              for group in labels['normalization_variants'][:3]]
+    lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
+                 f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
+                 f'(the default --label_normalize nfc merges them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
                  f'no example (ids kept): {labels["empty_classes"][:5]}')
@@ -241,14 +261,15 @@ def run(argv=None) -> int:
     return _convert(config, pipeline_options, RunGuard(), dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
-  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files):
-    split_names = config.split.split_names()
-    prepare_output_dir(config.output_dir, config.overwrite, split_names, files)
-    # A run that does not finish (an error, a signal) deletes what it wrote
-    # before the lock goes: nothing is published, and a rerun needs no
-    # --overwrite (validate finds OUT without dataset_info.json).
-    with RunGuard(functools.partial(discard_unpublished, config.output_dir, split_names,
-                                    files)) as guard:
+  with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
+                       splits=config.splits_to_clear(),
+                       make_room=functools.partial(
+                           prepare_output_dir, config.output_dir, True, files=files)) as lock:
+    prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
+    # A run that does not finish (an error, a signal) cancels its job
+    # (RunGuard), then takes back what it wrote, before the lock goes: nothing
+    # is published, and a rerun needs no --overwrite.
+    with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
       return _convert(config, pipeline_options, guard, dry_run=False, files=files)
 
 
@@ -267,8 +288,27 @@ def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard, dry_
                               f'nothing was written to {config.output_dir}'))
     return cli.EXIT_OK
   info = filesystem.read_info(config.output_dir, files)
+  if not info['num_examples'] and not config.allow_empty:
+    return _nothing_published(config, info, files)
   print(summary(info, time.time() - started))
   return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+
+
+def _nothing_published(config: opts.ConvertConfig, info: dict,
+                       files: filesystem.FileAccess) -> int:
+  """No example at all (every row rejected): an empty dataset is no success.
+  Takes back what was written but rejected.jsonl, says why, exit 2."""
+  unpublish(config.output_dir, config.splits_to_clear(), files)
+  for reason, count in info['rejected_by_reason'].items():
+    print(f'  rejected {reason}: {count}')
+  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
+    print(f'  label manifest line rejected {reason}: {count} (not an image row)')
+  rejected = filesystem.join(config.output_dir, REJECTED_FILE)
+  print(f'error: all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
+        f'nothing was published' if info['num_manifest_rows'] else
+        'error: the input had no rows when the job read it; nothing was published',
+        file=sys.stderr)
+  return cli.EXIT_USAGE
 
 
 def main(argv=None) -> int:

@@ -33,8 +33,14 @@ class _LocalLocks:
 
   def _temp(self, text: str) -> str:
     temp = os.path.join(self._directory, f'{LOCK_PREFIX}tmp-{uuid.uuid4().hex}')
-    with open(temp, 'w', encoding='utf-8') as handle:
-      handle.write(text)
+    try:
+      with open(temp, 'w', encoding='utf-8') as handle:
+        handle.write(text)
+    except OSError:
+      # e.g. ENOSPC on a full disk: the name is created, its bytes are not;
+      # leaving it would add one orphan per try.
+      self.delete(os.path.basename(temp))
+      raise
     return temp
 
   def create(self, name: str, text: str) -> bool:

@@ -22,6 +22,7 @@ import random
 import sys
 from typing import Optional
 
+from pipeline import cli
 from pipeline import read
 from pipeline import report
 from pipeline.cli import EXIT_OK
@@ -76,6 +77,9 @@ def parse_args(argv: list) -> argparse.Namespace:
                       f'first of {", ".join(records.IMAGE_FEATURES)})')
   parser.add_argument('--label_feature', help='--files: the label feature (default: the '
                       f'first of {", ".join(records.LABEL_FEATURES)})')
+  unknown = cli.unknown_flag(parser, argv)
+  if unknown:
+    raise InspectError(unknown)
   args = parser.parse_args(argv)
   if bool(args.input_dir) == bool(args.files):
     raise InspectError('give --input_dir (a folder written by convert) or --files PATTERN '
@@ -121,13 +125,16 @@ def _shown(kind: str, values: list) -> str:
   return repr(values[0] if len(values) == 1 else values)
 
 
+NO_RECORD = ['  (no readable record)']
+
+
 def first_record_lines(path: str) -> list:
   skipped = []
   for _, data in records_of(path, skipped):
     features = parse_example(data)
     return [f'  {name:20s} {kind:11s} {_shown(kind, values)}'
             for name, (kind, values) in sorted(features.items())]
-  return ['  (no readable record)']
+  return NO_RECORD
 
 
 def class_table(counts: dict, names: list) -> tuple:
@@ -172,9 +179,17 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
             for name, spec in info['feature_spec'].items()]
   split = next(iter(counts), None)
   if split is not None and info['splits'][split]['shards']:
-    first = info['splits'][split]['shards'][0]
+    # The first shard holding a record: with --sink tfrecordio --num_shards N,
+    # Beam's round robin may leave any shard empty, the first one too.
+    shards = info['splits'][split]['shards']
+    first, record = shards[0], NO_RECORD
+    for shard in shards:
+      record = first_record_lines(read.join(input_dir, shard))
+      if record is not NO_RECORD:
+        first = shard
+        break
     lines.append(f'First record of {first}:')
-    lines += first_record_lines(read.join(input_dir, first))
+    lines += record
   return lines
 
 

@@ -1,12 +1,15 @@
 """Preparing the output folder: refuse a non-empty folder or clear our own
-files (after the run lock, pipeline/run_lock.py, is taken)."""
+files (after the run lock, pipeline/run_lock.py, is taken); and taking back
+what a run wrote when it fails or publishes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
 import shutil
+import sys
 from typing import Optional
 
 from pipeline.cli import UsageError
@@ -78,40 +81,67 @@ def _delete(output_dir: str, name: str, files: filesystem.FileAccess) -> None:
     files.delete([path])
 
 
-def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = (),
-                       files: Optional[filesystem.FileAccess] = None) -> None:
-  """Creates output_dir, or clears a previous dataset from it with --overwrite.
-
-  dataset_info.json goes first, so an interrupted clean-up never leaves a
-  folder that looks complete. Only the previous dataset's files (as its
-  dataset_info.json lists them) and what a killed run with the same splits
-  leaves go; other files are left alone.
-  """
-  files = files or filesystem.FileAccess()
+def _clear(output_dir: str, split_names: tuple, files: filesystem.FileAccess,
+           keep: tuple = ()) -> None:
+  """Deletes our files from output_dir (see ours), dataset_info.json first, so
+  an interrupted clean-up never leaves a folder that looks complete."""
   entries = list_entries(output_dir, files)
-  if entries and not overwrite:
-    raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
-                     f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
-  if entries:
-    previous = _previous_shards(output_dir, files)
-    doomed = [n for n in entries if ours(n, previous, split_names)]
-    doomed.sort(key=lambda n: n != DATASET_INFO)
-    for name in doomed:
-      _delete(output_dir, name, files)
-  if not paths.is_remote(output_dir):
-    os.makedirs(output_dir, exist_ok=True)
-
-
-def discard_unpublished(output_dir: str, split_names: tuple,
-                        files: Optional[filesystem.FileAccess] = None) -> None:
-  """Deletes what a run that did not finish wrote into output_dir (after
-  prepare_output_dir, so whatever matches is this run's own): dataset_info.json
-  first, then label_map.txt, rejected.jsonl, their temp names, the shards of
-  its splits (and their .index files), and Beam's and the writer's
-  beam-temp-* folders. Other files stay, as with --overwrite."""
-  files = files or filesystem.FileAccess()
-  doomed = [n for n in list_entries(output_dir, files) if ours(n, set(), split_names)]
+  previous = _previous_shards(output_dir, files) if DATASET_INFO in entries else set()
+  doomed = [n for n in entries if ours(n, previous, split_names) and n not in keep]
   doomed.sort(key=lambda n: n != DATASET_INFO)
   for name in doomed:
     _delete(output_dir, name, files)
 
+
+def _no_dataset(entries: list) -> bool:
+  return DATASET_INFO not in entries and all(n in (REJECTED_FILE, VALIDATION_REPORT)
+                                             for n in entries)
+
+
+def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = (),
+                       files: Optional[filesystem.FileAccess] = None) -> None:
+  """Creates output_dir, or clears a previous dataset from it with --overwrite.
+
+  Only the previous dataset's files (as its dataset_info.json lists them) and
+  what a killed run left go: shards of `split_names` (this run's, and those a
+  taken-over lock names), Beam's temp folders. Other files are left alone. A
+  folder holding only what a run that published nothing leaves (rejected.jsonl
+  when every row was rejected, and validate's report on it) holds no dataset:
+  it is replaced without --overwrite.
+  """
+  files = files or filesystem.FileAccess()
+  entries = list_entries(output_dir, files)
+  if entries and not overwrite and not _no_dataset(entries):
+    raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
+                     f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
+  if entries:
+    _clear(output_dir, split_names, files)
+  if not paths.is_remote(output_dir):
+    os.makedirs(output_dir, exist_ok=True)
+
+
+def unpublish(output_dir: str, split_names: tuple,
+              files: Optional[filesystem.FileAccess] = None) -> None:
+  """Takes back a dataset this run wrote, rejected.jsonl aside (the evidence
+  of why nothing was published)."""
+  _clear(output_dir, split_names, files or filesystem.FileAccess(), keep=(REJECTED_FILE,))
+
+
+@contextlib.contextmanager
+def removed_on_failure(output_dir: str, split_names: tuple,
+                       files: Optional[filesystem.FileAccess] = None):
+  """A run that fails inside the block deletes what it wrote to output_dir
+  (partial shards, temp files and folders) before the failure goes on: on a
+  full disk, what it wrote would keep the disk full. Only this run's files
+  can be there: the block starts after prepare_output_dir, under the lock.
+  An interrupted run too (KeyboardInterrupt, the command line's SIGINT and
+  SIGTERM: pipeline/interrupts.py): nothing of it is published."""
+  try:
+    yield
+  except BaseException:
+    try:
+      _clear(output_dir, split_names, files or filesystem.FileAccess())
+    except Exception as error:  # the failure being raised is the one to report
+      print(f'note: could not remove the partial output in {output_dir}: '
+            f'{type(error).__name__}: {error}', file=sys.stderr)
+    raise

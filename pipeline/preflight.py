@@ -1,6 +1,7 @@
 """What convert checks on the launcher before any work: reads of the input
 (a manifest's header line and columns, the --label_map file, the split folders
-of --image_dir), each a UsageError naming the problem."""
+of --image_dir, whether there is any row at all), each a UsageError naming
+the problem."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Optional
 
 from pipeline.cli import UsageError
 from transforms import filesystem
+from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
 
@@ -63,7 +66,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
-                    label_normalize: frozenset = frozenset()
+                    label_normalize: frozenset = DEFAULT_NORMALIZE
                     ) -> manifest.ManifestConfig:
   """Checks one manifest on the launcher. `columns`: {logical column: the
   file's name} as given by --image_column etc. A named column the file lacks
@@ -135,3 +138,70 @@ def image_dir_splits(directory: str, names: tuple) -> None:
   if unknown:
     raise UsageError(f'--image_dir {directory}: folder {unknown[0]!r} is not a split name '
                      f'({", ".join(names)}; set --split_names)')
+
+
+# The empty-input message names this many skipped files, then ', ...'.
+SHOWN_SKIPPED = 3
+
+
+def require_input(manifests: tuple, directory: Optional[str],
+                  extensions: Optional[tuple]) -> None:
+  """UsageError when the input has no row at all: a manifest without a data
+  line, an --image_dir without an image file. Reads no more than it must:
+  up to a manifest's first data line, a folder's listing up to its first
+  image file (the whole listing only when there is none, to name what was
+  skipped)."""
+  for flag, config in zip(('--manifest', '--label_manifest'), manifests):
+    if not _has_data_line(config.path, config.fmt):
+      raise UsageError(f'{flag} {config.path} has '
+                       f'{"a header and " if manifest.has_header(config.fmt) else ""}'
+                       f'no data lines')
+  if directory is None:
+    return
+  skipped = _skipped_if_no_image(directory, extensions)
+  if skipped is not None:
+    shown = ', '.join(skipped[:SHOWN_SKIPPED]) + (', ...' if len(skipped) > SHOWN_SKIPPED
+                                                 else '')
+    raise UsageError(f'--image_dir {directory} has no image files' + (
+        f' ({len(skipped)} file{"s" if len(skipped) != 1 else ""} skipped by extension: '
+        f'{shown})' if skipped else ''))
+
+
+def _has_data_line(path: str, fmt: str) -> bool:
+  """Whether the manifest has a data line (as the pipeline reads them:
+  manifest.iter_lines), reading up to the first one."""
+  try:
+    with filesystem.FileAccess().open_checked(path) as stream:
+      return next(manifest.iter_lines(stream, fmt), None) is not None
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+
+
+def _skipped_if_no_image(directory: str, extensions: Optional[tuple]) -> Optional[list]:
+  """None once a file below `directory` is a row (image_dir.wanted_file);
+  else the sorted names of the files skipped by extension (hidden ones are
+  skipped silently, as the pipeline does)."""
+  skipped, unreadable = [], []
+  for relative in _walk(directory, unreadable):
+    if image_dir.wanted_file(relative, extensions):
+      return None
+    if image_dir.wanted_file(relative, None):
+      skipped.append(relative)
+  # A folder that cannot be listed may hold images: the run says what it finds.
+  return None if unreadable else sorted(skipped)
+
+
+def _walk(directory: str, unreadable: list):
+  """Relative paths of the files below `directory`, lazily where the
+  filesystem allows (local: os.walk, as Beam's listing; hidden folders are
+  not entered). Folders that cannot be listed are added to `unreadable`."""
+  if paths.is_remote(directory):
+    prefix = directory.rstrip('/') + '/'
+    yield from (path[len(prefix):] for path, _ in filesystem.FileAccess().list(prefix)
+                if path.startswith(prefix))
+    return
+  for folder, folders, names in os.walk(directory, onerror=unreadable.append):
+    folders[:] = [name for name in folders if not name.startswith('.')]
+    below = os.path.relpath(folder, directory)
+    for name in names:
+      yield name if below == '.' else f'{below}/{name}'.replace(os.sep, '/')

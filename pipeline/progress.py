@@ -18,6 +18,7 @@ from typing import Optional
 from pipeline import engines
 from transforms.core import image_dir
 from transforms.core import paths
+from transforms.filesystem import walk_local_files
 
 
 def count_data_lines(path: Optional[str]) -> Optional[int]:
@@ -36,12 +37,9 @@ def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
   """Rows of a local --image_dir: its files that are images by name."""
   if not directory or paths.is_remote(directory):
     return None
-  total = 0
-  for folder, _, names in os.walk(directory):
-    relative = os.path.relpath(folder, directory)
-    prefix = '' if relative == '.' else relative.replace(os.sep, '/') + '/'
-    total += sum(image_dir.wanted_file(prefix + name, extensions) for name in names)
-  return total
+  # The listing convert's rows come from (symlinked folders followed).
+  return sum(problem is None and image_dir.wanted_file(relative, extensions)
+             for relative, problem in walk_local_files(directory))
 
 
 def read_total_done(directory: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import re
@@ -92,13 +93,16 @@ class RunInfo:
   heartbeat: str  # UTC, ISO 8601
   pid_start: str = ''
   pid_namespace: str = ''
+  # The splits whose shards this run, and the dead runs it took over, may have
+  # written: what the next --overwrite clears whatever splits it writes itself.
+  splits: tuple = ()
 
   @classmethod
-  def this_process(cls, now: float) -> RunInfo:
+  def this_process(cls, now: float, splits: tuple = ()) -> RunInfo:
     pid = os.getpid()
     return cls(run_id=uuid.uuid4().hex[:12], host=socket.gethostname(), pid=pid,
                started=_utc(now), heartbeat=_utc(now), pid_start=process_start(pid) or '',
-               pid_namespace=pid_namespace())
+               pid_namespace=pid_namespace(), splits=tuple(splits))
 
   @classmethod
   def from_text(cls, text: str) -> Optional[RunInfo]:
@@ -108,6 +112,8 @@ class RunInfo:
       info = cls(**{f.name: fields[f.name] for f in dataclasses.fields(cls)
                     if f.name in fields})
       _unix(info.heartbeat)
+      listed = info.splits if isinstance(info.splits, (list, tuple)) else ()
+      info = dataclasses.replace(info, splits=tuple(str(name) for name in listed))
     except (ValueError, TypeError, KeyError, AttributeError):
       return None
     return info
@@ -162,14 +168,22 @@ class RunLock:
 
   @classmethod
   def acquire(cls, output_dir: str, overwrite: bool, options, store=None,
-              files: Optional[filesystem.FileAccess] = None) -> RunLock:
-    """files: what reaches a remote OUT (one per command run: see FileAccess)."""
+              files: Optional[filesystem.FileAccess] = None, splits: tuple = (),
+              make_room: Optional[Callable[[tuple], None]] = None) -> RunLock:
+    """files: what reaches a remote OUT (one per command run: see FileAccess).
+    splits: the splits this run writes (recorded in its lock, with those of a
+    stale lock it takes over: RunInfo.splits).
+    make_room(splits): with --overwrite, when the lock cannot be written for
+    lack of space, clears what a previous run left (the splits named); then
+    the lock is written once more.
+    """
     from pipeline.lock_stores import lock_store  # lock_stores imports this module
     store = store or lock_store(output_dir, options, files)
     host, namespace = socket.gethostname(), pid_namespace()
     for _ in range(3):  # a lock released between listing and reading: list again
       generations = sorted(g for g in map(lock_generation, store.names()) if g is not None)
       top = generations[-1] if generations else -1
+      holder = None
       if top >= 0:
         text = store.read(lock_name(top))
         if text is None:
@@ -183,8 +197,10 @@ class RunLock:
               f'--output_dir {output_dir} holds the lock of a run that is no longer running '
               f'({holder.describe() if holder else lock_name(top)}: {why}); pass --overwrite '
               f'to take it over and replace what that run left')
-      me = RunInfo.this_process(time.time())
-      if not store.create(lock_name(top + 1), me.to_text()):
+      left = holder.splits if holder else ()
+      me = RunInfo.this_process(time.time(), tuple(dict.fromkeys((*splits, *left))))
+      if not cls._create(store, output_dir, lock_name(top + 1), me,
+                         make_room if overwrite else None):
         text = store.read(lock_name(top + 1))
         holder = RunInfo.from_text(text) if text else None
         raise UsageError(cls._busy(output_dir, holder))
@@ -196,6 +212,33 @@ class RunLock:
       return lock
     raise UsageError(f'--output_dir {output_dir}: its run lock keeps changing hands; '
                      f'another run is starting there')
+
+  @staticmethod
+  def _create(store, output_dir: str, name: str, me: RunInfo,
+              make_room: Optional[Callable[[tuple], None]]) -> bool:
+    """store.create, and on a full disk (ENOSPC: a failed or killed run's
+    shards may fill it) make_room then one more try. The lock was found free
+    or stale just before, so no live run writes OUT while room is made."""
+    try:
+      return store.create(name, me.to_text())
+    except OSError as error:
+      if error.errno != errno.ENOSPC:
+        raise
+      full = error
+    if make_room is None:
+      raise UsageError(f'--output_dir {output_dir}: no space left on the device to write '
+                       f'the run lock ({full.strerror}); free space there, or pass '
+                       f'--overwrite to remove what a previous run left')
+    make_room(me.splits)
+    store.delete_orphans()
+    try:
+      return store.create(name, me.to_text())
+    except OSError as error:
+      if error.errno != errno.ENOSPC:
+        raise
+    raise UsageError(f'--output_dir {output_dir}: no space left on the device to write '
+                     f'the run lock, even after removing what a previous run left '
+                     f'({full.strerror}); free space there')
 
   @staticmethod
   def _busy(output_dir: str, holder: Optional[RunInfo]) -> str:

@@ -39,10 +39,13 @@ from transforms.beam_util import TALLY_SUMS
 from transforms.check_shards import CheckShards
 from transforms.check_shards import WriteReportFn
 from transforms.check_shards import build_report
+from transforms.core import dataset_checks
 from transforms.core import paths
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.workers.pooled_step import pool_size
@@ -65,6 +68,33 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
                if fnmatch.fnmatchcase(name, SHARD_PATTERN)
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
   return [(split, shard) for split, shard in listed if shard in present], problems
+
+
+def file_problems(input_dir: str, info: dict, files) -> list:
+  """[Problem] of the files beside the shards against dataset_info.json: the
+  row accounting with rejected.jsonl (read line by line), label_map.txt."""
+  rejected_path = filesystem.join(input_dir, REJECTED_FILE)
+  problems = []
+  try:
+    if files.exists(rejected_path):
+      with files.open(rejected_path) as stream:
+        rejected = dataset_checks.count_rejected(stream, info)
+    else:  # an object store gets none when nothing was rejected
+      rejected = dataset_checks.RejectedLines(missing=True)
+  except filesystem.read_errors() as error:
+    rejected = None
+    problems.append(validation.Problem(
+        dataset_checks.ROW_ACCOUNTING, REJECTED_FILE, -1,
+        f'cannot be read: {type(error).__name__}: {error}'))
+  if rejected is not None:
+    problems += dataset_checks.row_accounting_problems(info, rejected)
+  label_map_path = filesystem.join(input_dir, LABEL_MAP)
+  try:
+    text = files.read_text(label_map_path) if files.exists(label_map_path) else None
+  except (UnicodeDecodeError, *filesystem.read_errors()) as error:
+    return problems + [validation.Problem(dataset_checks.LABEL_MAP_MISMATCH, LABEL_MAP, -1,
+                                          f'cannot be read: {type(error).__name__}: {error}')]
+  return problems + dataset_checks.label_map_problems(info, text)
 
 
 # Below this many bytes of local uncompressed shards, starting span processes
@@ -202,6 +232,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
     print(summary(report, config.report_path))
     return cli.EXIT_FAILED
   shards, listing_problems = shard_listing(config.input_dir, info, files)
+  listing_problems += file_problems(config.input_dir, info, files)
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,

@@ -4,6 +4,7 @@ import os
 import time
 
 from transforms.workers.source_image import convert_in_worker
+from transforms.workers.source_image import hash_in_worker
 
 
 def crash_on_marked(sources: list, spec) -> list:
@@ -19,6 +20,14 @@ def sleep_on_marked(sources: list, spec) -> list:
   if any('SLOW' in str(source) for source in sources):
     time.sleep(600)
   return convert_in_worker(sources, spec)
+
+
+def sleep_on_marked_hash(sources: list, spec) -> list:
+  """hash_in_worker, except that a path containing SLOW stalls the process
+  (a file system that never answers)."""
+  if any('SLOW' in str(source) for source in sources):
+    time.sleep(600)
+  return hash_in_worker(sources, spec)
 
 
 def print_to_stdout(text: str) -> str:

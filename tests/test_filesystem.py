@@ -12,6 +12,8 @@ from transforms import filesystem
 from transforms.core.rejects import RowError
 from transforms.encode import read_bytes
 
+PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
+
 
 class FakeS3IO:
   """Beam's S3IO as FileAccess uses it: open(path, 'rb') -> a binary stream.
@@ -40,7 +42,9 @@ def counting_s3io(objects: dict):
 
 
 def test_each_thread_reads_s3_through_one_client_of_its_own():
-  objects = {f's3://bucket/images/{i}.png': bytes([i]) * (i + 1) for i in range(40)}
+  # each a PNG by its first bytes (read_bytes refuses other files before reading them)
+  objects = {f's3://bucket/images/{i}.png': PNG_SIGNATURE + bytes([i]) * (i + 1)
+             for i in range(40)}
   make, made = counting_s3io(objects)
   reader = filesystem.FileAccess(make_s3io=make)
   start, results = threading.Barrier(8), {}

@@ -94,11 +94,13 @@ def test_plain_layers_never_import_beam_steps(path):
     assert not any(m.startswith('transforms.workers') for m in imported), imported
 
 
-# --- README's Layout section names every module, and only modules that exist ---
+# --- docs/ARCHITECTURE.md's Layout block names every module, and the page only modules that exist ---
+
+ARCHITECTURE = ROOT / 'docs' / 'ARCHITECTURE.md'
 
 
 def _layout_section() -> str:
-  text = (ROOT / 'README.md').read_text()
+  text = ARCHITECTURE.read_text()
   start = text.index('\n## Layout\n')
   end = text.find('\n## ', start + 1)
   return text[start:end if end != -1 else len(text)]
@@ -131,19 +133,51 @@ def _package_folders() -> list:
 def test_layout_section_has_the_package_folders():
   folders = _package_folders()
   assert {'pipeline', 'transforms', 'transforms/core', 'transforms/workers'} <= set(folders)
-  assert set(folders) <= set(_layout_blocks()), 'README Layout misses a folder'
+  assert set(folders) <= set(_layout_blocks()), 'docs/ARCHITECTURE.md Layout misses a folder'
 
 
 @pytest.mark.parametrize('folder', _package_folders())
 def test_layout_section_names_each_module_and_no_other(folder):
   named = set(re.findall(r'(?<![\w/])(\w+)\.py\b', _layout_blocks()[folder])) - {'__init__'}
   present = {p.stem for p in (ROOT / folder).glob('*.py')} - {'__init__'}
-  assert not present - named, f'README Layout ({folder}/) does not name {sorted(present - named)}'
-  assert not named - present, f'README Layout ({folder}/) names missing {sorted(named - present)}'
+  assert not present - named, (
+      f'docs/ARCHITECTURE.md Layout ({folder}/) does not name {sorted(present - named)}')
+  assert not named - present, (
+      f'docs/ARCHITECTURE.md Layout ({folder}/) names missing {sorted(named - present)}')
 
 
-def test_layout_section_paths_exist():
+def test_architecture_paths_exist():
+  """Every path the page names (pipeline/, transforms/, tests/, bench/), in
+  the Layout block or in the prose, is a file of the project."""
   paths = re.findall(r'(?<![\w/])((?:pipeline|transforms|tests|bench)/[\w/]*\w\.py)\b',
-                     _layout_section())
-  assert paths, 'the Layout section points at no file at all'
+                     ARCHITECTURE.read_text())
+  assert len(paths) > 20, 'docs/ARCHITECTURE.md points at (almost) no file'
   assert [p for p in paths if not (ROOT / p).is_file()] == []
+
+
+def test_architecture_names_no_missing_module():
+  """A bare `name.py` on the page is a module somewhere in the project."""
+  named = set(re.findall(r'(?<![\w/.])(\w+)\.py\b', ARCHITECTURE.read_text()))
+  present = {p.stem for p in ROOT.rglob('*.py')
+             if not {'.venv', '.peers', '__pycache__'} & set(p.relative_to(ROOT).parts)}
+  assert named and sorted(named - present) == []
+
+
+def _relative_links(path: pathlib.Path) -> list:
+  """Targets of the page's markdown links to files ([text](target)), anchors dropped."""
+  targets = re.findall(r'\]\(([^)\s]+)\)', path.read_text())
+  return [t.split('#')[0] for t in targets
+          if not re.match(r'[a-z]+:', t) and not t.startswith('#')]
+
+
+@pytest.mark.parametrize('page', ['README.md', 'docs/ARCHITECTURE.md', 'docs/sizing.md',
+                                  'bench/RESULTS.md'])
+def test_doc_links_point_at_files_that_exist(page):
+  path = ROOT / page
+  links = _relative_links(path)
+  assert [t for t in links if not (path.parent / t).exists()] == []
+
+
+def test_readme_links_the_pages_it_moved_out():
+  links = set(_relative_links(ROOT / 'README.md'))
+  assert {'docs/ARCHITECTURE.md', 'docs/sizing.md', 'bench/RESULTS.md'} <= links

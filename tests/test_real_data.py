@@ -400,9 +400,11 @@ def test_formats_allow_list_by_content(tmp_path):
   assert accounted(out_all)['num_examples'] == 2
   assert read_info(out_all)['image']['formats'] == 'all'
   only_jpeg = tmp_path / 'jpeg'
+  # Both rows rejected: nothing is published but rejected.jsonl (exit 2).
   assert run('--manifest', str(path), '--output_dir', str(only_jpeg), '--formats', 'jpeg',
-             '--max_error_rate', '1') == 0
-  assert accounted(only_jpeg)['rejected_by_reason'] == {'decode/format_not_allowed': 2}
+             '--max_error_rate', '1') == EXIT_USAGE
+  assert [(r['stage'], r['code']) for r in rejected_lines(only_jpeg)] == [
+      ('decode', 'format_not_allowed')] * 2
 
 
 def test_unknown_format_name_is_a_usage_error(tmp_path, capsys):
@@ -447,7 +449,7 @@ def test_rejected_row_is_a_dict_whenever_the_line_parsed(tmp_path):
                               'a.png,"x,1', ',x,1')
   out = tmp_path / 'out'
   assert run('--manifest', str(path), '--extra_features', 'weight:float',
-             '--output_dir', str(out), '--max_error_rate', '1') == 0
+             '--output_dir', str(out), '--max_error_rate', '1', '--allow_empty') == 0
   info = accounted(out)
   rows = {r['code']: r['row'] for r in rejected_lines(out)}
   assert rows['bad_feature'] == {'image': 'a.png', 'label': 'x', 'weight': 'heavy'}

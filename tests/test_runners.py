@@ -251,6 +251,28 @@ def test_portable_runner_loopback(images, job_service, tmp_path):
   convert_and_validate(images, tmp_path / 'out', flags, job_service)
 
 
+def test_portable_runner_with_beams_tfrecordio_sink(images, job_service, tmp_path):
+  """--sink tfrecordio on the portable path: Beam's WriteToTFRecord, gzip, the
+  shard count the runner chooses; validate reads it back."""
+  out = tmp_path / 'out'
+  flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
+           '--environment_type=LOOPBACK']
+  converted = run_module('pipeline.convert', '--manifest', images.manifest, '--output_dir',
+                         out, '--sink', 'tfrecordio', '--compression', 'gzip', *flags)
+  assert converted.returncode == EXIT_OK, describe(converted, job_service)
+  check_dataset(out, images)
+  validated = run_module('pipeline.validate', '--input_dir', out, '--expected_count', '6',
+                         *flags)
+  assert validated.returncode == EXIT_OK, describe(validated, job_service)
+  assert 'OK: 6 examples (train 6)' in validated.stdout, describe(validated, job_service)
+  info = read_info(out)
+  assert info['sink']['name'] == 'tfrecordio' and info['compression'] == 'gzip'
+  shards = info['splits']['train']['shards']
+  assert all(s.startswith('train-') and s.endswith(f'-of-{len(shards):05d}.tfrecord.gz')
+             for s in shards)
+  assert not list(out.glob('beam-temp-*'))
+
+
 def test_portable_runner_external_worker_pool(images, job_service, worker_pool, tmp_path):
   flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
            '--environment_type=EXTERNAL',

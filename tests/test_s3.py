@@ -192,6 +192,31 @@ def test_validate_accepts_the_s3_dataset(server, s3, converted):
   assert report['valid'] and report['num_examples'] == len(IMAGES)
 
 
+def test_tfrecordio_sink_on_s3(server, s3):
+  """Beam's WriteToTFRecord into s3:// (gzip): its shards listed with their
+  sizes, no temp objects left, validate accepts them. The test split gets no
+  row (seed 0): the empty shard Beam writes for it is deleted."""
+  out = f's3://{BUCKET}/tfrecordio'
+  result = convert(server, out, '--sink', 'tfrecordio', '--compression', 'gzip',
+                   '--split', 'train=0.5,validation=0.49,test=0.01')
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'tfrecordio/dataset_info.json'))
+  names = keys(s3, 'tfrecordio')
+  assert not [n for n in names if n.startswith('beam-temp') or n.endswith('.tmp')], names
+  sizes = {o['Key']: o['Size'] for o in
+           s3.list_objects_v2(Bucket=BUCKET, Prefix='tfrecordio/')['Contents']}
+  shards = [s for split in info['splits'].values() for s in split['shards']]
+  assert sorted(shards) == sorted(n for n in names if '.tfrecord' in n)
+  assert all(s.endswith('-of-00001.tfrecord.gz') for s in shards)
+  for declared in info['splits'].values():
+    assert declared['num_bytes'] == sum(sizes[f'tfrecordio/{s}'] for s in declared['shards'])
+  assert list(info['splits']) == ['train', 'validation']
+  assert info['num_examples'] == len(IMAGES) and info['sink']['name'] == 'tfrecordio'
+  result = validate(server, out)
+  assert result.returncode == 0, _explain(result)
+  assert f'OK: {len(IMAGES)} examples' in result.stdout
+
+
 def test_validate_names_a_corrupted_shard(server, s3, converted):
   copy_dataset(s3, 'out', 'corrupt')
   shard = converted['splits']['train']['shards'][0]
@@ -205,6 +230,24 @@ def test_validate_names_a_corrupted_shard(server, s3, converted):
   assert not report['valid']
   assert 'corrupt_shard' in report['problems_by_kind'], report
   assert shard in {p['file'] for p in report['problems']}, report
+
+
+def test_validate_reads_rejected_jsonl_and_label_map_on_s3(server, s3, converted):
+  copy_dataset(s3, 'out', 'tampered')
+  s3.put_object(Bucket=BUCKET, Key='tampered/rejected.jsonl',
+                Body=b'{"stage": "read", "code": "missing_file"}\n')
+  s3.delete_object(Bucket=BUCKET, Key='tampered/label_map.txt')
+  result = validate(server, f's3://{BUCKET}/tampered')
+  assert result.returncode == 1, _explain(result)
+  report = json.loads(get(s3, 'tampered/validation_report.json'))
+  rows, examples = converted['num_manifest_rows'], converted['num_examples']
+  assert [(p['kind'], p['detail']) for p in report['problems']] == [
+      ('row_accounting', f"dataset_info.json's num_manifest_rows is {rows}, but its {examples} "
+       f'examples and the 1 rejected row(s) in rejected.jsonl make {examples + 1}'),
+      ('label_map_mismatch', "label_map.txt is missing; dataset_info.json's label_map has "
+       f"{converted['num_classes']} classes"),
+      ('row_accounting', 'rejected.jsonl holds 1 row(s) rejected as read/missing_file; '
+       "dataset_info.json's rejected_by_reason says 0")]
 
 
 def test_refuses_a_non_empty_output_dir_unless_overwrite(server, s3, converted):
@@ -389,5 +432,42 @@ def test_file_access_does_every_operation_with_one_client_per_thread(server, s3)
     other.start()
     other.join()
     assert len(made) == 2 and made[1] != made[0]
+  finally:
+    FileSystems.set_options(None)
+
+
+def test_an_s3_image_above_max_image_bytes_is_refused_without_a_byte_downloaded(
+    server, s3, monkeypatch):
+  """The object's size comes from its metadata (the HEAD Beam's reader makes
+  on open): a 2 MB object over a 1 MB limit is never fetched; one that is no
+  image is refused after its first range."""
+  from apache_beam.io.aws import s3io
+
+  from transforms.core.rejects import RowError
+  from transforms.core.spec import ImageSpec
+  from transforms.encode import read_bytes
+  fetched = []
+  real_get_range = s3io.S3Downloader.get_range
+
+  def get_range(self, start, end):
+    fetched.append(end - start)
+    return real_get_range(self, start, end)
+  monkeypatch.setattr(s3io.S3Downloader, 'get_range', get_range)
+  big = b'\x89PNG\r\n\x1a\n' + bytes(2 * 1024 * 1024)
+  s3.put_object(Bucket=BUCKET, Key='limits/big.png', Body=big)
+  s3.put_object(Bucket=BUCKET, Key='limits/junk.png', Body=b'GARBAGE!' * 1000)
+  FileSystems.set_options(PipelineOptions(server.beam_options()))
+  try:
+    files = filesystem.FileAccess()
+    with pytest.raises(RowError) as caught:
+      read_bytes(f's3://{BUCKET}/limits/big.png', files, ImageSpec(max_image_bytes=1 << 20))
+    assert (caught.value.code, fetched) == ('too_large', [])
+    assert caught.value.reason == (f's3://{BUCKET}/limits/big.png is {len(big)} bytes, more '
+                                   f'than --max_image_bytes {1 << 20}: not read')
+    with pytest.raises(RowError) as caught:
+      read_bytes(f's3://{BUCKET}/limits/junk.png', files)
+    assert (caught.value.stage, caught.value.code, len(fetched)) == (
+        'decode', 'not_an_image', 1)
+    assert read_bytes(f's3://{BUCKET}/limits/big.png', files) == big
   finally:
     FileSystems.set_options(None)

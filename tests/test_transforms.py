@@ -107,15 +107,15 @@ def test_encode_rows_examples_and_rejections(tmp_path):
                 label='Rejected')
 
 
-def _explode(path):
+def _explode(path, spec):
   raise ZeroDivisionError('inside some plugin')
 
 
-def _read_or_explode(path):
-  data = read_local_file(path)
-  if data.startswith(b'BOOM'):
-    raise ZeroDivisionError('inside some plugin')
-  return data
+def _read_or_explode(path, spec):
+  with open(path, 'rb') as handle:
+    if handle.read(4) == b'BOOM':
+      raise ZeroDivisionError('inside some plugin')
+  return read_local_file(path, spec)
 
 
 def _convert_exploding(sources, spec, read):

@@ -535,7 +535,8 @@ def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
       validation.Problem('cross_split_duplicate', 's1', 0, 'x'))
   sums[key] = one
   assert validation.split_tallies(sums) == (
-      {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1},
+      {('train', 's0'): 2, ('test', 's1'): 1}, {('train', 1): 1, ('train', None): 1,
+                                                ('test', 1): 1}, {'corrupt_shard': 1},
       {'cross_split_duplicate': 1})
 
 
@@ -553,8 +554,8 @@ def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
   merged = validation.RecordFacts().merge(second).merge(first)
   assert merged.tallies == whole.tallies == {
       ('shard', ('train', 's0')): 2, ('shard', ('train', 's1')): 1,
-      ('shard', ('test', 's2')): 2, ('label', 1): 2, ('label', 0): 2, ('label', 2): 1,
-      ('label', None): 1}
+      ('shard', ('test', 's2')): 2, ('label', ('train', 1)): 2, ('label', ('train', 0)): 1,
+      ('label', ('train', 2)): 1, ('label', ('test', 0)): 1, ('label', ('test', None)): 1}
   for facts in (merged, whole):
     assert facts.duplicate_key_problems() == [validation.Problem(
         'duplicate_key', 's1', 0, "key 'a' appears 2 times; first at s0#0")]
@@ -572,6 +573,11 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
     whole.add_problem(problem)
     (first if i % 2 else second).add_problem(problem)
     assert len(whole.problems) <= 8  # at most 2 x max_problems held, whatever comes
+  undeclared = [validation.Problem('undeclared_feature', 's8', i, 'x') for i in range(20)]
+  for i, warning in enumerate(undeclared):  # a record's own warnings, likewise
+    whole.add_warning(warning)
+    (first if i % 2 else second).add_warning(warning)
+    assert len(whole.warnings) <= 8
   whole.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
   whole.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
   second.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
@@ -582,12 +588,14 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
   for facts in (whole, merged):
     sums, first_problems, first_warnings = facts.report_inputs()
     assert first_problems == expected_first
-    [warning] = first_warnings
+    assert first_warnings == undeclared[:4]  # file s8 before s9
     # the copy in test comes first (splits by name): the train one is warned about
+    [warning] = facts.cross_split_warnings()
     assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's9', 0)
     assert validation.split_tallies(sums) == (
-        {('train', 's9'): 1, ('test', 's9'): 1}, {1: 2},
-        {'wrong_size': 50, 'duplicate_key': 1}, {'cross_split_duplicate': 1})
+        {('train', 's9'): 1, ('test', 's9'): 1}, {('train', 1): 1, ('test', 1): 1},
+        {'wrong_size': 50, 'duplicate_key': 1},
+        {'cross_split_duplicate': 1, 'undeclared_feature': 20})
 
 
 def test_report_inputs_put_duplicate_keys_among_the_first_problems():

@@ -144,10 +144,12 @@ def test_command_line_over_budget_and_invalid_codes(sample):
   assert checked.returncode == 1 and 'expected' in checked.stdout + checked.stderr
 
 
-def test_empty_manifest_makes_an_empty_valid_dataset_with_a_warning(tmp_path, capsys):
+def test_empty_manifest_with_allow_empty_makes_an_empty_valid_dataset_with_a_warning(
+    tmp_path, capsys):
   (tmp_path / 'm.csv').write_text('image,label\n\n')
   out = tmp_path / 'out'
-  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out)]) == 0
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--allow_empty']) == 0
   assert 'the manifest has no rows' in capsys.readouterr().out
   info = read_info(out)
   assert (info['num_manifest_rows'], info['num_examples'], info['splits']) == (0, 0, {})

@@ -5,7 +5,6 @@ and, on request, hashing sources before decoding (--dedupe content,
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Optional
 
 import apache_beam as beam
@@ -15,10 +14,16 @@ from transforms.beam_util import ROWS
 from transforms.core import duplicates
 from transforms.core import shuffle
 from transforms.core import splits
+from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
-from transforms.encode import read_bytes
-from transforms.filesystem import FileAccess
+from transforms.core.rejects import unexpected_error
+from transforms.core.spec import ImageSpec
+from transforms.encode import PooledSourceFn
 from transforms.sources import label_map_side_input
+from transforms.workers.pooled_step import PoolSize
+from transforms.workers.process_pool import WorkerTimedOut
+from transforms.workers.source_image import hash_in_worker
+from transforms.workers.source_image import hash_sources
 
 
 class _ReportFn(beam.CombineFn):
@@ -52,27 +57,39 @@ def ContentDuplicates(examples):
           | 'Report' >> beam.CombineGlobally(_ReportFn()).without_defaults())
 
 
-class HashSourceFn(beam.DoFn):
+class HashSourceFn(PooledSourceFn):
   """ManifestRow -> the row with the SHA-256 of its source file (read once
   more, before decoding); with `split`, its split drawn from that hash, so
-  copies always land in one split. An unreadable file passes unchanged: it
-  is rejected when its image is loaded."""
+  copies always land in one split.
 
-  def __init__(self, split: Optional[splits.SplitConfig] = None):
+  Files are read and hashed where images are decoded: in image worker
+  processes under --image_timeout_s (size: the image step's PoolSize), or on
+  its threads, with the same checks (no FIFO or device, --max_image_bytes,
+  an image signature). A row whose file cannot be hashed passes on unhashed
+  with that error as its read_error: it is rejected with it (after its label
+  is checked, as any row) when its image would be loaded, without a second
+  read. hash_on_thread/hash_in_process: what hashes a batch (tests swap them).
+  """
+
+  def __init__(self, spec: ImageSpec, size: PoolSize,
+               split: Optional[splits.SplitConfig] = None,
+               hash_on_thread=hash_sources, hash_in_process=hash_in_worker):
+    super().__init__(spec, size, hash_on_thread, hash_in_process)
     self._split = split
 
-  def setup(self):
-    self._reader = FileAccess()
-
-  def process(self, row):
-    try:
-      digest = hashlib.sha256(read_bytes(row.path, self._reader)).hexdigest()
-    except RowError:
-      yield row
-      return
-    split = (splits.hash_split(digest, self._split.fractions, self._split.seed)
-             if self._split else row.split)
-    yield dataclasses.replace(row, content_sha256=digest, split=split)
+  def outcome(self, row, result):
+    if isinstance(result, str):
+      split = (splits.hash_split(result, self._split.fractions, self._split.seed)
+               if self._split else row.split)
+      return dataclasses.replace(row, content_sha256=result, split=split)
+    if isinstance(result, WorkerTimedOut):  # alone in its call: this file is the slow one
+      error = RowError(STAGE_DECODE, 'timeout', f'reading and hashing the file (content) took '
+                       f'longer than --image_timeout_s {self._timeout_s:g}: stopped')
+    elif isinstance(result, RowError):
+      error = result
+    else:  # nobody foresaw it (a crashed worker, ...): this row's problem, not the job's
+      error = unexpected_error(result)
+    return dataclasses.replace(row, read_error=error)
 
 
 def _content_key(row) -> str:

@@ -30,25 +30,33 @@ from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
+from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
 from transforms.workers.source_image import is_local
 from transforms.workers.source_image import loaded_image
+from transforms.workers.source_image import read_checked
 from transforms.workers.source_image import read_local_file
+from transforms.workers.source_image import stream_size
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
 
 
-def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None) -> bytes:
-  """The whole file at `path` (any Beam filesystem); RowError if unreadable.
-  reader: what opens remote files (a DoFn's, made in setup: it keeps an S3
-  client per thread); None: a new one."""
+def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None,
+               spec: ImageSpec = DEFAULT_SPEC) -> bytes:
+  """The whole file at `path` (any Beam filesystem), checked as
+  read_checked does (spec.max_image_bytes from the size the filesystem
+  reports, spec.formats from the first bytes) before the rest is read;
+  RowError if unreadable or refused. reader: what opens remote files (a
+  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one."""
   if is_local(path):
-    return read_local_file(path)
+    return read_local_file(path, spec)
   try:
     with (reader or filesystem.FileAccess()).open(path) as f:
-      return f.read()
+      return read_checked(f, path, stream_size(f), spec)
+  except RowError:
+    raise
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
     text = str(error)
     code = 'missing_file' if ('Not found' in text or '404' in text or
@@ -57,17 +65,20 @@ def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None) -> byt
 
 
 def read_remote_sources(reader: filesystem.FileAccess, args: tuple) -> tuple:
-  """(paths, spec) -> (sources, spec) for an image worker process: local paths
-  as they are (the worker reads them), remote files as their bytes or the
-  RowError reading them (workers have no Beam filesystems). Runs on the pool's
-  threads, so remote files are still read in parallel."""
-  paths, spec = args
-  return [path if is_local(path) else _bytes_or_error(path, reader) for path in paths], spec
+  """(sources, spec) -> (sources, spec) for an image worker process: local
+  paths as they are (the worker reads them), remote files as their bytes or
+  the RowError reading them (workers have no Beam filesystems), errors
+  already met as they are. Runs on the pool's threads, so remote files are
+  still read in parallel."""
+  sources, spec = args
+  return [_bytes_or_error(source, reader, spec)
+          if isinstance(source, str) and not is_local(source) else source
+          for source in sources], spec
 
 
-def _bytes_or_error(path: str, reader: filesystem.FileAccess):
+def _bytes_or_error(path: str, reader: filesystem.FileAccess, spec: ImageSpec):
   try:
-    return read_bytes(path, reader)
+    return read_bytes(path, reader, spec)
   except RowError as error:
     return error
 
@@ -85,7 +96,66 @@ class AssignLabelFn(beam.DoFn):
     yield LabelledRow(row, label_id, label_text)
 
 
-class LoadImageFn(beam.DoFn):
+class PooledSourceFn(beam.DoFn):
+  """Elements whose source files are read (and worked on) on a PooledStep: in
+  image worker processes, where a call running over size.timeout_s is
+  stopped (WorkerTimedOut, its row alone), or on threads. Each element's row
+  (row_of) gives its file: row.path, or row.read_error when reading it
+  already failed (that error is its result, nothing is read).
+
+  on_thread(sources, spec, read) / in_process(sources, spec) do the work of a
+  batch (one result or exception per source); outcome(element, result) is
+  what the DoFn emits for one. Only the global window is used (outputs of
+  finish_bundle are placed in it).
+  """
+
+  def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process):
+    self._spec = spec
+    self._timeout_s = size.timeout_s or 0.0
+    self._processes = size.processes
+    self._on_thread = on_thread
+    self._in_process = in_process
+    self._step = PooledStep(size, PROCESS_BATCH)
+
+  def setup(self):
+    prepare_pillow(self._spec.max_pixels)
+    self._reader = filesystem.FileAccess()
+    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader))
+
+  def teardown(self):
+    self._step.close()
+
+  def process(self, element):
+    for done, result in self._step.add(element):
+      yield self.outcome(done, result)
+
+  def finish_bundle(self):
+    for element, result in self._step.flush():
+      outcome = self.outcome(element, result)
+      if isinstance(outcome, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(outcome.tag, in_global_window(outcome.value))
+      else:
+        yield in_global_window(outcome)
+
+  def row_of(self, element):
+    return element
+
+  def outcome(self, element, result):
+    raise NotImplementedError
+
+  def _call(self, batch: list) -> tuple:
+    """(function, *args) working on these elements' files on the pool."""
+    sources = [self.row_of(element).read_error or self.row_of(element).path
+               for element in batch]
+    if self._processes:
+      return self._in_process, sources, self._spec
+    return self._on_thread, sources, self._spec, self._read
+
+  def _read(self, path: str, spec: ImageSpec) -> bytes:
+    return read_bytes(path, self._reader, spec)
+
+
+class LoadImageFn(PooledSourceFn):
   """LabelledRow -> LoadedImage (read, decode, orient, resize, encode).
 
   With threads > 1, images are converted on a PooledStep (Pillow releases
@@ -94,8 +164,7 @@ class LoadImageFn(beam.DoFn):
   that many child processes instead (no GIL shared at all). In processes, a
   batch still running after timeout_s has its child killed and replaced and
   is rerun row by row: the row that overruns alone is rejected (decode/timeout),
-  the others are converted. Threads cannot be stopped: no limit there. Only
-  the global window is used (outputs of finish_bundle are placed in it).
+  the others are converted. Threads cannot be stopped: no limit there.
   convert_on_thread/convert_in_process: what converts a batch of rows on a
   thread (any Beam filesystem) or in a worker process (tests swap them).
   """
@@ -103,52 +172,30 @@ class LoadImageFn(beam.DoFn):
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0):
-    self._spec = spec
-    self._timeout_s = timeout_s
+    super().__init__(spec, PoolSize(threads, processes, timeout_s or None),
+                     convert_on_thread, convert_in_process)
     self._progress_dir = progress_dir
-    self._processes = processes
-    self._convert_on_thread = convert_on_thread
-    self._convert_in_process = convert_in_process
-    self._step = PooledStep(PoolSize(threads, processes, timeout_s or None), PROCESS_BATCH)
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
   def setup(self):
-    prepare_pillow(self._spec.max_pixels)
     self._progress = ProgressFile(self._progress_dir)
-    self._reader = filesystem.FileAccess()
-    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader))
+    super().setup()
 
-  def teardown(self):
-    self._step.close()
-
-  def process(self, labelled: LabelledRow):
+  def process(self, element):
     self._progress.tick()
-    for done, result in self._step.add(labelled):
-      yield self._outcome(done, result)
+    yield from super().process(element)
 
   def finish_bundle(self):
     self._progress.flush()
-    for labelled, result in self._step.flush():
-      outcome = self._outcome(labelled, result)
-      if isinstance(outcome, beam.pvalue.TaggedOutput):
-        yield beam.pvalue.TaggedOutput(outcome.tag, in_global_window(outcome.value))
-      else:
-        yield in_global_window(outcome)
+    yield from super().finish_bundle()
 
-  def _call(self, batch: list) -> tuple:
-    """(function, *args) converting these rows on the pool."""
-    paths = [labelled.row.path for labelled in batch]
-    if self._processes:
-      return self._convert_in_process, paths, self._spec
-    return self._convert_on_thread, paths, self._spec, self._read
+  def row_of(self, element):
+    return element.row
 
-  def _read(self, path: str) -> bytes:
-    return read_bytes(path, self._reader)
-
-  def _outcome(self, labelled: LabelledRow, result):
+  def outcome(self, element, result):
     """The LoadedImage, or the row's Rejection under REJECTED."""
-    row = labelled.row
+    row = element.row
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
@@ -160,10 +207,11 @@ class LoadImageFn(beam.DoFn):
       # Something nobody foresaw (a Pillow plugin bug, a crashed worker, ...):
       # this row is rejected with the exception; the element in hand is not blamed.
       return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, result))
-    loaded = loaded_image(labelled, result)
+    loaded = loaded_image(element, result)
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)
     return loaded
+
 
 
 class EncodeRows(beam.PTransform):

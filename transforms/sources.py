@@ -13,8 +13,10 @@ from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
 from transforms.core import image_dir
 from transforms.core import manifest
+from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
@@ -22,6 +24,7 @@ from transforms.core.rejects import RowError
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
+from transforms.filesystem import walk_local_files
 
 
 def read_numbered_lines(path: str, fmt: str):
@@ -233,18 +236,29 @@ def list_files(directory: str) -> list:
   return [p[len(prefix):] for p in paths if p.startswith(prefix)]
 
 
+def list_tree(directory: str) -> list:
+  """(relative path, None) of every file below DIR, and (relative folder
+  path/, RowError) of what cannot be listed there (local folders: see
+  filesystem.walk_local_files; object stores have no such entries), sorted."""
+  if not paths.is_remote(directory):
+    return sorted(walk_local_files(directory), key=lambda entry: entry[0])
+  return [(relative, None) for relative in list_files(directory)]
+
+
 def list_image_dir(directory: str, extensions=None):
-  """(number, relative path) of every image file below DIR, sorted; hidden
-  files skipped silently, files of other extensions under SKIPPED.
+  """(number, relative path, None) of every image file below DIR, and
+  (number, relative folder path, RowError) of every folder that could not be
+  listed, sorted; hidden files skipped silently, files of other extensions
+  under SKIPPED.
 
   Files at a depth the layout has no label for are rows (rejected as such,
-  never ignored).
+  never ignored); so are folders that could not be listed.
   """
   number = 0
-  for relative in list_files(directory):
-    if image_dir.wanted_file(relative, extensions):
+  for relative, problem in list_tree(directory):
+    if problem is not None or image_dir.wanted_file(relative, extensions):
       number += 1
-      yield number, relative
+      yield number, relative, problem
     elif image_dir.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
 
@@ -255,14 +269,15 @@ SHOWN_SKIPPED_FILES = 10
 
 class ReadImageDir(beam.PTransform):
   """A folder-per-class tree as manifest rows (label = folder name; with
-  layout split/label, DIR/<split>/<label>/...).
+  layout split/label, DIR/<split>/<label>/...). A folder that cannot be
+  listed is one rejected row (read/unreadable), keyed by its path.
 
   Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list}.
   """
 
   def __init__(self, directory: str, split: splits.SplitConfig,
                layout: str = image_dir.LAYOUT_LABEL, extensions=None,
-               label_normalize: frozenset = frozenset()):
+               label_normalize: frozenset = DEFAULT_NORMALIZE):
     super().__init__()
     self._config = manifest.ManifestConfig(
         path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
@@ -300,9 +315,11 @@ class _ImageDirRowFn(beam.DoFn):
     self._layout = layout
 
   def process(self, numbered):
-    line, relative = numbered
+    line, relative, problem = numbered
     fields = {'image': relative}
     try:
+      if problem is not None:  # a folder that could not be listed: its path is the key
+        raise problem
       fields = image_dir.image_dir_fields(relative, self._layout)
       yield manifest.row_from_fields(fields, self._config, line)
     except RowError as error:

@@ -1,8 +1,11 @@
-"""Writing a dataset's TFRecord shards per split (and their index files)."""
+"""Writing a dataset's TFRecord shards per split: the ordered writer (--sink
+ordered, the default) and its index files. Beam's WriteToTFRecord (--sink
+tfrecordio) is in transforms/write_tfrecordio.py."""
 
 from __future__ import annotations
 
 import array
+import contextlib
 
 import apache_beam as beam
 
@@ -67,7 +70,8 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     if not self._shards:
       self._shards = [_ShardFile(self._path(i), self._compression, self._write_index,
                                  self._files) for i in range(self._num_shards)]
-    self._shards[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
+    with _abandoned_on_error(self._shards):
+      self._shards[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
     self._count += 1
 
   def finish_bundle(self):
@@ -109,13 +113,15 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   def process(self, example):
     self._check(example)
     shard = self._cuts.add(shuffle.framed_size(len(example.data)))
-    if shard == self._count:
-      if self._file:
-        self._file.close()
-      self._file = _ShardFile(self._temp_path(shard), self._compression, self._write_index,
-                              self._files)
-      self._count += 1
-    self._file.write_record(example.data)
+    with _abandoned_on_error([self._file] if self._file else []):
+      if shard == self._count:
+        if self._file:
+          self._file.close()
+        self._file = _ShardFile(self._temp_path(shard), self._compression,
+                                self._write_index, self._files)
+        self._count += 1
+    with _abandoned_on_error([self._file]):
+      self._file.write_record(example.data)
 
   def finish_bundle(self):
     if not self._file:
@@ -138,6 +144,19 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
     return f'{self._temp_dir}/{index:05d}{self._suffix}'
 
 
+@contextlib.contextmanager
+def _abandoned_on_error(shards: list):
+  """A failed write (e.g. ENOSPC) closes the open shards before it goes on:
+  one left open, referenced by the failure's traceback, would keep its disk
+  space after the failed run deletes it."""
+  try:
+    yield
+  except Exception:
+    for shard in shards:
+      shard.abandon()
+    raise
+
+
 class _ShardFile:
   """A shard written record by record; with write_index, also its
   `<shard>.index` (one `offset length` line per record, the format of the
@@ -151,6 +170,7 @@ class _ShardFile:
     self._handle = self._files.create(path, gzip_compressed=compression == 'gzip')
     self._lines = [] if write_index else None
     self._position = 0
+    self._abandoned = False
 
   def write_record(self, data: bytes) -> None:
     framed = frame(data)
@@ -159,7 +179,16 @@ class _ShardFile:
       self._lines.append(f'{self._position} {len(framed)}\n')
     self._position += len(framed)
 
+  def abandon(self) -> None:
+    """Closes the file after a failed write, whose error is the one raised;
+    close() then does nothing (no index of a partial shard)."""
+    self._abandoned = True
+    with contextlib.suppress(OSError):  # flushing the rest fails as the write did
+      self._handle.close()
+
   def close(self) -> None:
+    if self._abandoned:
+      return
     self._handle.close()
     if self._lines is not None:
       with self._files.create(self._path + INDEX_SUFFIX) as index:

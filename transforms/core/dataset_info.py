@@ -6,8 +6,10 @@ import dataclasses
 import json
 from typing import Optional
 
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.spec import FORMAT_VERSION
 from transforms.core.spec import READABLE_FORMAT_VERSIONS
+from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -21,7 +23,19 @@ class InfoSettings:
   config: dict  # the 'config' section: paths, schema, shards, split, extra features
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # the --config file they were merged from
-  label_normalize: frozenset = frozenset()  # --label_normalize modes (label warnings)
+  label_normalize: frozenset = DEFAULT_NORMALIZE  # --label_normalize modes (label warnings)
+  sink: Optional[dict] = None  # sink_info(); None: not recorded
+
+
+def sink_info(sink: str, write_index: bool, shuffle: bool) -> dict:
+  """dataset_info.json's `sink`: which writer wrote the shards, and what a
+  reader may count on: the same bytes on every run (deterministic), index
+  files beside the shards, the order of the records in a split."""
+  if sink == SINK_TFRECORDIO:
+    return {'name': sink, 'deterministic': False, 'index_files': False,
+            'record_order': 'arrival'}
+  return {'name': sink, 'deterministic': True, 'index_files': write_index,
+          'record_order': 'shuffled' if shuffle else 'manifest'}
 
 
 def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
@@ -49,6 +63,7 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'feature_spec': settings.example.feature_spec(settings.image),
       'image': settings.image.to_json(),
       'compression': config['compression'],
+      **({'sink': settings.sink} if settings.sink is not None else {}),
       'num_classes': len(label_names),
       'label_map': list(label_names),
       'splits': splits,

@@ -26,6 +26,9 @@ _EXIF_ORIENTATION = 0x0112
 _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
 _HIGH_BIT_DEPTH_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I', 'F')
 _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
+# What Image.open reads to pick a format: every plugin's signature check sees
+# this much of the file (check_signature looks at no more, before reading it all).
+HEADER_BYTES = 16
 # JPEG decoding at a reduced DCT scale keeps at least this many source pixels
 # per output pixel (the same gap Pillow's thumbnail() uses).
 _DRAFT_GAP = 2
@@ -64,7 +67,7 @@ def prepare_pillow(max_pixels: int) -> None:
 def identify_format(data: bytes) -> str | None:
   """The Pillow format whose signature check accepts these bytes, without
   parsing them (no plugin's decoder runs); None if none does."""
-  prefix = data[:16]
+  prefix = data[:HEADER_BYTES]
   for name in Image.ID:
     accept = Image.OPEN[name][1]
     if accept is None:  # a plugin without a signature check cannot tell
@@ -75,6 +78,41 @@ def identify_format(data: bytes) -> str | None:
     except Exception:  # (its check failed: not this format)
       continue
   return None
+
+
+def _accepts(name: str, prefix: bytes):
+  """True if format `name`'s signature check accepts `prefix`, False if it
+  refuses it, None if it cannot tell (no check: any bytes may be one)."""
+  accept = Image.OPEN[name][1]
+  if accept is None:
+    return None
+  try:
+    # A string is Pillow's "not this format, but say why" (Image.open goes on).
+    found = accept(prefix)
+  except Exception:
+    return None  # its check failed: open_image says what Image.open makes of it
+  return bool(found) and not isinstance(found, str)
+
+
+def check_signature(prefix: bytes, formats: tuple | None, num_bytes: int) -> None:
+  """Refuses a file from its first HEADER_BYTES bytes, before the rest is
+  read: RowError not_an_image, or format_not_allowed when only a format left
+  out of `formats` (None: every format) knows them, as open_image would say.
+  Lets through what some allowed format accepts, what an allowed format
+  without a signature check (TGA, ...) might be, and an empty file
+  (open_image says empty_file). num_bytes: the file's size, for the message."""
+  if not prefix:
+    return
+  Image.init()  # every plugin registered (at once after prepare_pillow)
+  allowed = Image.ID if formats is None else [f for f in formats if f in Image.OPEN]
+  if any(_accepts(name, prefix) is not False for name in allowed):
+    return
+  found = identify_format(prefix) if formats is not None else None
+  if found is not None and found not in formats:
+    raise _decode_error('format_not_allowed', f'{found} image: format not in --formats '
+                        f'({", ".join(formats)})')
+  raise _decode_error('not_an_image', f'not an image Pillow can read '
+                      f'({_size_text(num_bytes)}, starts with {prefix[:8]!r})')
 
 
 def _bomb_pixels(error: Exception) -> str:

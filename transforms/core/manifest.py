@@ -11,6 +11,7 @@ import posixpath
 from typing import Optional
 
 from transforms.core import paths
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
@@ -90,7 +91,7 @@ class ManifestConfig:
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
     return dict(self.columns).get(name, name)
-  label_normalize: frozenset = frozenset()  # labels.NORMALIZE_MODES
+  label_normalize: frozenset = DEFAULT_NORMALIZE  # labels.parse_normalize
 
   @property
   def base_dir(self) -> str:
@@ -112,6 +113,9 @@ class ManifestRow:
   extras: tuple = ()  # ((name, kind, values), ...)
   label_padded: bool = False  # the label cell had surrounding spaces (stripped)
   content_sha256: str = ''  # hex SHA-256 of the source file, when hashed before decoding
+  # What stopped that hashing: the row is rejected with it when its image
+  # would be loaded, without reading the file again.
+  read_error: Optional[RowError] = None
 
   def reject(self, stage: str, code: str, reason: str,
              counts_as_row: bool = True) -> Rejection:

@@ -52,6 +52,8 @@ class Rejection:
         'source': self.source,
         'line': self.line,
     }
+    if not self.counts_as_row:  # a label-manifest line: not in num_manifest_rows
+      record['counts_as_row'] = False
     return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
 
   @property
@@ -60,7 +62,13 @@ class Rejection:
 
 
 
+def unexpected_error(error: Exception, stage: str = STAGE_DECODE) -> RowError:
+  """The RowError for an exception nobody foresaw (a bug or a Pillow surprise)."""
+  return RowError(stage, 'unexpected_error',
+                  f'unexpected error {type(error).__name__}: {error!r}')
+
+
 def unexpected_rejection(row, error: Exception, stage: str = STAGE_DECODE) -> Rejection:
   """A Rejection for an exception nobody foresaw (a bug or a Pillow surprise)."""
-  return row.reject(stage, 'unexpected_error',
-                    f'unexpected error {type(error).__name__}: {error!r}')
+  found = unexpected_error(error, stage)
+  return row.reject(found.stage, found.code, found.reason)

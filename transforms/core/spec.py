@@ -30,10 +30,17 @@ ENCODINGS = ('raw', 'jpeg', 'png')
 RESIZE_MODES = ('stretch', 'pad', 'crop', 'none')
 RESIZE_FILTERS = ('bilinear', 'bicubic', 'lanczos', 'nearest')
 COMPRESSIONS = ('none', 'gzip')
+# --sink: ordered (write_shards.WriteShards, the default) or Beam's WriteToTFRecord.
+SINK_ORDERED = 'ordered'
+SINK_TFRECORDIO = 'tfrecordio'
+SINKS = (SINK_ORDERED, SINK_TFRECORDIO)
 FEATURE_DTYPES = {'bytes': 'string', 'float': 'float32', 'int64': 'int64'}
 
 # Pillow's own limit (Image.MAX_IMAGE_PIXELS); an image above it is never decoded.
 DEFAULT_MAX_PIXELS = 89_478_485
+# A source file larger than this is rejected (read/too_large) from its size,
+# never read: 256 MiB, above any photo or scan a model trains on.
+DEFAULT_MAX_IMAGE_BYTES = 256 * 1024 * 1024
 # Transparent pixels are composited over this colour (white).
 DEFAULT_BACKGROUND = (255, 255, 255)
 # Pillow formats decoded by default (recognised by content; PPM covers PGM/PBM):
@@ -55,6 +62,7 @@ class ImageSpec:
   background: tuple = DEFAULT_BACKGROUND
   max_pixels: int = DEFAULT_MAX_PIXELS
   formats: Optional[tuple] = DEFAULT_FORMATS  # Pillow formats decoded; None: all
+  max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES  # larger source files are not read
 
   @property
   def fixed_size(self) -> bool:
@@ -78,6 +86,8 @@ class ImageSpec:
     }
     if self.formats != DEFAULT_FORMATS:  # datasets made by default stay as they were
       data['formats'] = list(self.formats) if self.formats else 'all'
+    if self.max_image_bytes != DEFAULT_MAX_IMAGE_BYTES:  # likewise
+      data['max_image_bytes'] = self.max_image_bytes
     return data
 
   @classmethod
@@ -95,7 +105,8 @@ class ImageSpec:
         jpeg_quality=int(data.get('jpeg_quality', cls.jpeg_quality)),
         background=tuple(data.get('background', cls.background)),
         max_pixels=int(data.get('max_pixels', cls.max_pixels)),
-        formats=_formats_from_json(data.get('formats', cls.formats)))
+        formats=_formats_from_json(data.get('formats', cls.formats)),
+        max_image_bytes=int(data.get('max_image_bytes', cls.max_image_bytes)))
 
 
 def _formats_from_json(value) -> Optional[tuple]:

@@ -1,5 +1,6 @@
 """The pooled part of a DoFn that hands its items to a pool (LoadImageFn: rows
-to convert; ReadShardFn: records to check), and how big that pool is."""
+to convert; HashSourceFn: rows to hash; ReadShardFn: records to check), and
+how big that pool is."""
 
 from __future__ import annotations
 

@@ -3,11 +3,18 @@ image worker processes (transforms.workers.process_pool) can run them."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
+from typing import BinaryIO
+from typing import Optional
 
 from transforms.core import paths
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
+from transforms.core.image import HEADER_BYTES
+from transforms.core.image import check_signature
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.rejects import STAGE_READ
@@ -15,24 +22,104 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.workers.process_pool import picklable_error
 
+DEFAULT_SPEC = ImageSpec()
+# Bytes read at a time once a file turns out longer than its reported size.
+_CHUNK_BYTES = 1 << 20
+_FILE_KINDS = ((stat.S_ISFIFO, 'FIFO (named pipe)'), (stat.S_ISCHR, 'character device'),
+               (stat.S_ISBLK, 'block device'), (stat.S_ISSOCK, 'socket'))
+
 
 def is_local(path: str) -> bool:
   return not paths.is_remote(path)
 
 
-def read_local_file(path: str) -> bytes:
-  """The whole local file at `path`; RowError if it cannot be read."""
+def _not_a_file(path: str, kind: str) -> RowError:
+  return RowError(STAGE_READ, 'not_a_file', f'{path} is a {kind}, not a regular file: not read')
+
+
+def _too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
+  what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
+  return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
+                  'not read' + (' further' if grew else ''))
+
+
+def stream_size(stream: BinaryIO) -> Optional[int]:
+  """The size its filesystem reports for an open file (S3 and GCS: from the
+  object's metadata, no byte read); None when the stream cannot tell."""
+  if not stream.seekable():
+    return None
+  size = stream.seek(0, os.SEEK_END)
+  stream.seek(0)
+  return size
+
+
+def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSpec) -> bytes:
+  """The bytes of an open file whose reported size is `size` (None: unknown).
+
+  Refused before anything is read when `size` is above spec.max_image_bytes
+  (read/too_large), and after its first HEADER_BYTES bytes when no format of
+  spec.formats starts that way (decode/not_an_image or format_not_allowed,
+  the codes decoding would give), so a large file that is no image is never
+  read whole. Reading stops past spec.max_image_bytes, should the file be
+  longer than reported (still being written, or a size nobody reports).
+  """
+  max_bytes = spec.max_image_bytes
+  if size is not None and size > max_bytes:
+    raise _too_large(path, size, max_bytes)
+  prefix = stream.read(HEADER_BYTES)
+  check_signature(prefix, spec.formats, size if size is not None else len(prefix))
+  parts, total = [prefix], len(prefix)
+  if size is not None and size > total:
+    parts.append(stream.read(size - total))  # the whole file as reported, in one read
+    total += len(parts[-1])
+  while total <= max_bytes:
+    chunk = stream.read(min(_CHUNK_BYTES, max_bytes + 1 - total))
+    if not chunk:
+      break
+    parts.append(chunk)
+    total += len(chunk)
+  if total > max_bytes:
+    raise _too_large(path, total, max_bytes, grew=size is not None)
+  return b''.join(parts)
+
+
+def _dangling(path: str) -> str:
+  """What a missing file's message adds when `path` is a dangling symlink."""
   try:
-    with open(path, 'rb') as f:
-      return f.read()
-  except IsADirectoryError:
-    raise RowError(STAGE_READ, 'is_directory', f'{path} is a directory, not a file')
+    return f' (a symlink to {os.readlink(path)}, which does not exist)'
+  except OSError:  # not a symlink (or gone meanwhile): nothing to add
+    return ''
+
+
+def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
+  """The whole local file at `path` (see read_checked); RowError if it cannot
+  be read, or is no regular file (read/not_a_file): a FIFO, a device or a
+  socket, refused from its file type without reading any of it (opened
+  without blocking, so a FIFO with no writer cannot stall the call)."""
+  try:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
   except FileNotFoundError:
-    raise RowError(STAGE_READ, 'missing_file', f'file not found: {path}')
+    raise RowError(STAGE_READ, 'missing_file', f'file not found: {path}{_dangling(path)}')
   except PermissionError as error:
     raise RowError(STAGE_READ, 'unreadable', f'permission denied: {error}')
   except OSError as error:
+    if error.errno == errno.ENXIO:  # what opening a Unix socket gives
+      raise _not_a_file(path, 'socket')
     raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {error}')
+  try:
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+      raise RowError(STAGE_READ, 'is_directory', f'{path} is a directory, not a file')
+    if not stat.S_ISREG(info.st_mode):
+      kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), 'special file')
+      raise _not_a_file(path, kind)
+    os.set_blocking(fd, True)  # a regular file from here on: plain blocking reads
+    with open(fd, 'rb', closefd=False) as stream:
+      return read_checked(stream, path, info.st_size, spec)
+  except OSError as error:
+    raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {error}')
+  finally:
+    os.close(fd)
 
 
 def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
@@ -41,9 +128,9 @@ def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
   return process_image(data, spec), hashlib.sha256(data).hexdigest(), len(data)
 
 
-def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
-  """Each source (a path, its bytes already read, or the error reading it) ->
-  (EncodedImage, sha256 hex, size), or the exception converting it raised.
+def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
+  """work(bytes) of each source (a path, its bytes already read, or the error
+  reading it), or the exception that raised. read(path, spec) -> bytes.
 
   Errors are returned, not raised: one bad image never fails the others.
   """
@@ -52,11 +139,23 @@ def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> lis
     try:
       if isinstance(source, Exception):
         raise source
-      data = source if isinstance(source, bytes) else read(source)
-      results.append(convert_bytes(data, spec))
+      results.append(work(source if isinstance(source, bytes) else read(source, spec)))
     except Exception as error:  # (returned per image)
       results.append(error)
   return results
+
+
+def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+  """Each source (see _each_source) -> (EncodedImage, sha256 hex, size), or
+  the exception converting it raised."""
+  return _each_source(sources, spec, read, lambda data: convert_bytes(data, spec))
+
+
+def hash_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+  """Each source (see _each_source) -> the SHA-256 (hex) of its bytes, or the
+  exception reading it raised (a file that is not read whole: too large, no
+  regular file, no image by its first bytes)."""
+  return _each_source(sources, spec, read, lambda data: hashlib.sha256(data).hexdigest())
 
 
 def convert_in_worker(sources: list, spec: ImageSpec) -> list:
@@ -65,6 +164,13 @@ def convert_in_worker(sources: list, spec: ImageSpec) -> list:
   prepare_pillow(spec.max_pixels)  # once per process; repeating it is cheap
   return [picklable_error(result) if isinstance(result, Exception) else result
           for result in convert_sources(sources, spec)]
+
+
+def hash_in_worker(sources: list, spec: ImageSpec) -> list:
+  """hash_sources in an image worker process, the errors made picklable."""
+  prepare_pillow(spec.max_pixels)  # the signature checks need every plugin registered
+  return [picklable_error(result) if isinstance(result, Exception) else result
+          for result in hash_sources(sources, spec)]
 
 
 def loaded_image(labelled: LabelledRow, converted: tuple) -> LoadedImage:

@@ -1,0 +1,290 @@
+"""What failed and killed runs leave in OUT, and how --overwrite clears it: a
+run that fails removes its partial output, a full disk is recovered with
+--overwrite (on a real 2 MiB tmpfs), and --overwrite clears the shards of
+every split the dead run wrote, not only the splits the new run writes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import convert
+from pipeline import lock_stores
+from pipeline import validate
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from pipeline.run_lock import RunInfo
+from pipeline.run_lock import RunLock
+from tests.conftest import COLOURS
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+from transforms import write_metadata
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CLEAN = ['dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord']
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory) -> pathlib.Path:
+  """manifest.csv: 12 images (3.2 MB of raw 300x300 records: more than the
+  2 MiB disk); small.csv: 4 of them."""
+  root = tmp_path_factory.mktemp('leftovers')
+  rows = []
+  for i in range(12):
+    name = list(COLOURS)[i % 3]
+    write_image(root / f'images/{name}_{i}.png', COLOURS[name], size=(30 + i, 20 + i))
+    rows.append((f'{root}/images/{name}_{i}.png', name))
+  write_manifest(root / 'manifest.csv', rows)
+  write_manifest(root / 'small.csv', rows[:4])
+  return root
+
+
+def small_run(data: pathlib.Path, out: pathlib.Path, *extra) -> list:
+  return ['--manifest', str(data / 'small.csv'), '--output_dir', str(out), '--height', '8',
+          '--width', '8', '--progress', 'off', *extra]
+
+
+def run(main, argv: list, capsys) -> tuple:
+  """(exit code, stdout, stderr) of convert.main or validate.main run here."""
+  capsys.readouterr()
+  code = main([str(a) for a in argv])
+  captured = capsys.readouterr()
+  return code, captured.out, captured.err
+
+
+def names(folder: pathlib.Path) -> list:
+  """Every entry below `folder`, hidden ones (locks, lock temps) too."""
+  return sorted(str(p.relative_to(folder)) for p in folder.rglob('*'))
+
+
+def dead_pid() -> int:
+  done = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                        capture_output=True, text=True, check=True)
+  return int(done.stdout)
+
+
+def dead_lock(out: pathlib.Path, generation: int = 0, splits=None) -> RunInfo:
+  """The lock of a run that was SIGKILLed (its process is gone); splits None:
+  a lock written before locks named their splits."""
+  fields = json.loads(RunInfo.this_process(time.time()).to_text())
+  fields.update(pid=dead_pid(), run_id='deadbeef0000')
+  fields.pop('splits', None)
+  if splits is not None:
+    fields['splits'] = list(splits)
+  out.mkdir(parents=True, exist_ok=True)
+  (out / f'.convert.lock.{generation:06d}').write_text(json.dumps(fields))
+  return RunInfo.from_text(json.dumps(fields))
+
+
+def assert_valid(out: pathlib.Path, capsys, examples: int = 4) -> None:
+  code, printed, _ = run(validate.main, ['--input_dir', out], capsys)
+  assert code == EXIT_OK, printed
+  assert printed.startswith(f'OK: {examples} examples')
+  (out / 'validation_report.json').unlink()
+
+
+# ------------------------------------------------------------ a failed run cleans up
+
+
+def test_a_failed_run_removes_its_partial_output(data, tmp_path, capsys, monkeypatch):
+  """Killed by a bug after every shard is written, before dataset_info.json."""
+  def fails(*_):
+    raise RuntimeError('disk on fire')
+
+  monkeypatch.setattr(write_metadata.WriteInfoFn, 'process', fails)
+  out = tmp_path / 'out'
+  code, _, err = run(convert.main, small_run(data, out, '--split', 'train=0.5,test=0.5',
+                                             '--write_index'), capsys)
+  assert code == EXIT_FAILED
+  assert err.splitlines()[0] == ("error: the job failed: RuntimeError: disk on fire "
+                                 "[while running 'WriteDatasetInfo']")
+  assert names(out) == []  # no shard, index, temp folder, lock or lock temp
+  monkeypatch.undo()
+  code, _, err = run(convert.main, small_run(data, out), capsys)  # no --overwrite needed
+  assert code == EXIT_OK, err
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+# ------------------------------------------- --overwrite: every split the dead run wrote
+
+
+def fake_shard(out: pathlib.Path, name: str) -> None:
+  (out / name).write_bytes(b'partial shard of a killed run')
+
+
+def test_overwrite_clears_the_splits_of_a_killed_split_run(data, tmp_path, capsys):
+  """A run with --split train=0.5,test=0.5 killed after its shards; the rerun
+  writes no split (train only). The dead run's lock predates split names in
+  locks: test is one of --split_names."""
+  out = tmp_path / 'out'
+  dead_lock(out)
+  for name in ('train-00000-of-00001.tfrecord', 'test-00000-of-00001.tfrecord',
+               'test-00000-of-00001.tfrecord.index'):
+    fake_shard(out, name)
+  (out / 'beam-temp-test-shards').mkdir()
+  fake_shard(out / 'beam-temp-test-shards', '00000.tfrecord')
+  code, printed, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert printed.startswith('Converted 4 of 4 rows')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+def test_overwrite_clears_splits_named_by_the_dead_runs_lock(data, tmp_path, capsys):
+  """Splits of any name: the dead run's lock names them."""
+  out = tmp_path / 'out'
+  dead_lock(out, 3, splits=('left', 'right'))
+  for name in ('left-00000-of-00002.tfrecord', 'left-00001-of-00002.tfrecord.gz',
+               'right-00000-of-00001.tfrecord'):
+    fake_shard(out, name)
+  (out / 'notes-00000-of-00001.txt').write_text('mine')  # not a shard name: stays
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == sorted([*CLEAN, 'notes-00000-of-00001.txt'])
+  assert_valid(out, capsys)
+
+
+def test_a_takeover_lock_carries_the_dead_runs_splits(tmp_path):
+  """Killed again after taking over: the next run still learns every split."""
+  out = tmp_path / 'out'
+  dead_lock(out, 0, splits=('left', 'right'))
+  lock = RunLock.acquire(str(out), True, None, splits=('train',))
+  assert lock.me.splits == ('train', 'left', 'right')
+  assert RunInfo.from_text((out / '.convert.lock.000001').read_text()).splits == (
+      'train', 'left', 'right')
+  lock.release()
+
+
+@pytest.mark.slow
+def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
+  out = tmp_path / 'out'
+  killed = subprocess.run(
+      [sys.executable, '-m', 'tests.lock_helpers', 'shards', '--',
+       *small_run(data, out, '--split', 'train=0.5,test=0.5', '--split_names', 'train')],
+      cwd=ROOT, capture_output=True, text=True, timeout=180)
+  assert killed.returncode == -signal.SIGKILL, killed.stderr
+  left = names(out)
+  assert any(n.startswith('test-') for n in left) and '.convert.lock.000000' in left, left
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite', '--split_names',
+                                             'train'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.fixture
+def disk(tmp_path):
+  """A real 2 MiB tmpfs (mounting needs root), unmounted afterwards."""
+  mount = tmp_path / 'disk'
+  mount.mkdir()
+  try:
+    done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(mount)],
+                          capture_output=True, text=True)
+  except FileNotFoundError:
+    pytest.skip('no mount command: the full-disk tests need a small tmpfs')
+  if done.returncode:
+    pytest.skip(f'cannot mount a 2 MiB tmpfs ({done.stderr.strip()}): the full-disk tests '
+                f'need root')
+  yield mount
+  subprocess.run(['umount', str(mount)], check=True)
+
+
+def fill(path: pathlib.Path) -> None:
+  """Writes `path` until the disk is full."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  handle = os.open(path, os.O_WRONLY | os.O_CREAT)
+  try:
+    while True:
+      os.write(handle, b'\xab' * 65536)
+  except OSError as error:
+    assert error.errno == errno.ENOSPC
+  finally:
+    os.close(handle)
+  assert os.statvfs(path.parent).f_bavail == 0
+
+
+def test_a_run_that_fills_the_disk_removes_its_partial_shards(data, disk, capsys):
+  out = disk / 'out'
+  code, _, err = run(convert.main, ['--manifest', data / 'manifest.csv', '--output_dir', out,
+                                    '--progress', 'off'], capsys)
+  assert code == EXIT_FAILED
+  assert [line for line in err.splitlines() if line.startswith('error:')] == [
+      "error: the job failed: RuntimeError: OSError: [Errno 28] No space left on device "
+      "[while running 'Write[train]/WriteSizeCapped']"]
+  assert names(out) == []  # the disk is free again: no shard, temp folder or lock
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+def test_overwrite_recovers_a_disk_filled_by_a_killed_run(data, disk, capsys):
+  out = disk / 'out'
+  holder = dead_lock(out, 2, splits=('train',))
+  orphan = out / '.convert.lock.tmp-0123456789abcdef0123456789abcdef'  # killed in create()
+  orphan.write_text('')
+  os.utime(orphan, (time.time() - 120, time.time() - 120))
+  fill(out / 'beam-temp-train-shards' / '00000.tfrecord')
+  left = names(out)
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert code == EXIT_USAGE
+  assert err.startswith(f'error: --output_dir {out} holds the lock of a run that is no longer '
+                        f'running ({holder.describe()}: its process {holder.pid} on this host '
+                        f'is gone); pass --overwrite')
+  assert len(err.splitlines()) == 1 and names(out) == left
+  code, printed, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert printed.startswith('Converted 4 of 4 rows')
+  assert names(out) == CLEAN  # no lock, no lock temp, no leftover
+  assert_valid(out, capsys)
+
+
+def test_overwrite_recovers_a_full_disk_without_a_lock(data, disk, capsys):
+  """Leftovers of a failed run (before failed runs cleaned up): no lock."""
+  out = disk / 'out'
+  fill(out / 'train-00000-of-00003.tfrecord')
+  left = names(out)
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert code == EXIT_USAGE
+  assert err == (f'error: --output_dir {out}: no space left on the device to write the run '
+                 f'lock (No space left on device); free space there, or pass --overwrite to '
+                 f'remove what a previous run left\n')
+  assert names(out) == left  # and no lock temp left behind
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err) == (EXIT_OK, '')
+  assert names(out) == CLEAN
+  assert_valid(out, capsys)
+
+
+def test_a_disk_full_of_other_files_is_a_one_line_error(data, disk, capsys):
+  out = disk / 'out'
+  fill(disk / 'someone-elses.bin')
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert code == EXIT_USAGE
+  assert err == (f'error: --output_dir {out}: no space left on the device to write the run '
+                 f'lock, even after removing what a previous run left (No space left on '
+                 f'device); free space there\n')
+  assert names(out) == []
+  assert (disk / 'someone-elses.bin').stat().st_size > 0
+
+
+def test_a_lock_that_cannot_be_written_leaves_no_temp_file(disk):
+  fill(disk / 'filler.bin')
+  store = lock_stores.lock_store(str(disk), None)
+  with pytest.raises(OSError) as error:
+    store.create('.convert.lock.000000', 'x' * 100)
+  assert error.value.errno == errno.ENOSPC
+  assert names(disk) == ['filler.bin']
