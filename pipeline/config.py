@@ -12,6 +12,7 @@ from pipeline import command_line
 from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
+from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.flags import ConvertOptions
 from pipeline.flags import ValidateOptions
 from pipeline.preflight import image_dir_splits
@@ -77,6 +78,7 @@ class ConvertConfig:
   # it ends up not writing: their shards are ours to clear (--overwrite, and
   # the clean-up of a failed run).
   known_splits: tuple = ()
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -144,6 +146,7 @@ class ValidateConfig:
   check_threads: int = 0
   check_processes: int = 0
   strict: bool = False  # warnings exit 1 too
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -254,7 +257,7 @@ def validate_config(args) -> ValidateConfig:
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
       expected_count=args.expected_count, max_problems=args.max_problems,
       check_threads=args.check_threads, check_processes=args.check_processes,
-      strict=args.strict)
+      strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
 
 
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
@@ -375,7 +378,8 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
-      allow_empty=args.allow_empty, known_splits=known_splits)
+      allow_empty=args.allow_empty, known_splits=known_splits,
+      job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
 
 
 def recorded_config_file(path: Optional[str]) -> Optional[str]:

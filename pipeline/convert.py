@@ -5,7 +5,9 @@
 
 Exit codes: 0 done, 1 crashed, 2 usage error or no example at all (nothing
 published but rejected.jsonl; --allow_empty publishes an empty dataset), 3
-more rejected rows than --max_error_rate allows (everything is still written).
+more rejected rows than --max_error_rate allows (everything is still written);
+interrupted by SIGINT or SIGTERM, it cleans up and ends by the signal (a shell
+shows 130 or 143).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import os
 import sys
 import time
 
+from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
+  interrupts.before_run(interrupts.CONVERT_LINES[0])
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
@@ -26,12 +30,12 @@ from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import progress
-from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import prepare_output_dir
 from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
+from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -253,8 +257,10 @@ def run(argv=None) -> int:
                                                 __doc__.strip().splitlines()[0])
   # Flink and Spark: Java, job server, master, workers, all checked before the lock.
   pipeline_options = engines.prepare(pipeline_options)
+  # Before anything is locked, created or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
-    return _convert(config, pipeline_options, dry_run=True)
+    return _convert(config, pipeline_options, RunGuard(), dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
   with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
@@ -262,11 +268,14 @@ def run(argv=None) -> int:
                        make_room=functools.partial(
                            prepare_output_dir, config.output_dir, True, files=files)) as lock:
     prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
-    with removed_on_failure(config.output_dir, lock.me.splits, files):
-      return _convert(config, pipeline_options, dry_run=False, files=files)
+    # A run that does not finish (an error, a signal) cancels its job
+    # (RunGuard), then takes back what it wrote, before the lock goes: nothing
+    # is published, and a rerun needs no --overwrite.
+    with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
+      return _convert(config, pipeline_options, guard, dry_run=False, files=files)
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
+def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard, dry_run: bool,
              files: filesystem.FileAccess | None = None) -> int:
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
@@ -275,7 +284,7 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)
-    local_runner.run(p).wait_until_finish()
+    guard.run(p)
   if dry_run:
     print(engines.dry_run_note(pipeline_options,
                               f'nothing was written to {config.output_dir}'))
@@ -305,8 +314,9 @@ def _nothing_published(config: opts.ConvertConfig, info: dict,
 
 
 def main(argv=None) -> int:
-  with run_temp.private_temp_dir():
-    return cli.main_with_exit_codes(run, argv)
+  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  and end the process by the signal (cli.run_command)."""
+  return cli.run_command(run, argv, *interrupts.CONVERT_LINES)
 
 
 if __name__ == '__main__':

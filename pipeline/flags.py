@@ -23,6 +23,7 @@ from transforms.core.spec import ImageSpec
 
 DEFAULT_SHARD_SIZE_MB = 128
 DEFAULT_IMAGE_TIMEOUT_S = 60.0
+DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S = 30.0
 
 
 def _positive_int(text):
@@ -80,6 +81,16 @@ VALUE_REGEXES = {
     _quality: r'^\+?0*([1-9][0-9]?|100)$',
     _rate: r'^\+?(0+(\.[0-9]*)?|\.[0-9]+|0*1(\.0*)?)$',
 }
+
+
+def _add_runner_args(parser) -> None:
+  """Flags of ours about the runner, for convert and validate."""
+  runner = parser.add_argument_group('runner')
+  runner.add_argument('--job_endpoint_connect_timeout', type=_non_negative_float,
+                      default=DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S, metavar='SECONDS',
+                      help='with --job_endpoint (PortableRunner, Flink, Spark): exit 2 '
+                      'before anything is written unless the job service answers within '
+                      'this many seconds (0: no check)')
 
 
 class ConvertOptions:
@@ -204,6 +215,7 @@ class ConvertOptions:
                         'published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
+    _add_runner_args(parser)
 
 
 class ValidateOptions:
@@ -232,3 +244,4 @@ class ValidateOptions:
                         'shards or more, and for other JPEG/PNG records, unless '
                         '--check_threads is given; none for small raw datasets and on '
                         'distributed runners)')
+    _add_runner_args(parser)

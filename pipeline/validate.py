@@ -4,7 +4,8 @@
       [--report PATH] [any Beam pipeline option]
 
 Exit codes: 0 everything holds, 1 problems found (listed in the report) or,
-with --strict, warnings found; 2 usage error.
+with --strict, warnings found; 2 usage error; interrupted by SIGINT or
+SIGTERM, it writes no report and ends by the signal (a shell shows 130 or 143).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import json
 import os
 import sys
 
+from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
+  interrupts.before_run(interrupts.VALIDATE_LINES[0])
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
@@ -25,10 +28,10 @@ import apache_beam as beam
 from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
-from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
+from pipeline.run_guard import RunGuard
 from transforms import filesystem
 from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
@@ -217,6 +220,8 @@ def run(argv=None, check_records=validation.check_records) -> int:
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
   pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
+  # Before anything is read or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)
@@ -234,7 +239,12 @@ def run(argv=None, check_records=validation.check_records) -> int:
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
         config.check_processes, check_records)
-  local_runner.run(p).wait_until_finish()
+  # A run that does not finish (an error, a signal) cancels its job and
+  # leaves no half-written report behind (FileAccess.replacing writes it as
+  # path + '.tmp', then renames it).
+  with RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
+                                  files)) as guard:
+    guard.run(p)
   if engines.is_dry_run(pipeline_options):
     print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return cli.EXIT_OK
@@ -245,6 +255,11 @@ def run(argv=None, check_records=validation.check_records) -> int:
   return cli.EXIT_OK
 
 
+def _delete_if_present(path: str, files: filesystem.FileAccess) -> None:
+  if files.exists(path):
+    files.delete([path])
+
+
 def _write_report_if_possible(path: str, report: dict) -> None:
   try:
     filesystem.write_text(path, json.dumps(report, indent=2) + '\n')
@@ -253,9 +268,10 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 
 def main(argv=None, check_records=validation.check_records) -> int:
-  with run_temp.private_temp_dir():
-    return cli.main_with_exit_codes(functools.partial(run, check_records=check_records),
-                                       argv)
+  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  and end the process by the signal (cli.run_command)."""
+  return cli.run_command(functools.partial(run, check_records=check_records), argv,
+                         *interrupts.VALIDATE_LINES)
 
 
 if __name__ == '__main__':

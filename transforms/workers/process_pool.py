@@ -114,6 +114,7 @@ class _Child:
   """One child process and its pipes."""
 
   def __init__(self, worker_module: str):
+    self.busy = False  # a call is running in it
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
     # -P (3.11+): the current folder is not put first, so the parent's own
@@ -136,6 +137,13 @@ class _Child:
   def call(self, fn: Callable, args: tuple, timeout_s: Optional[float] = None):
     """fn(*args) in the child; WorkerTimedOut (the child killed) if no reply
     came within timeout_s seconds."""
+    self.busy = True
+    try:
+      return self._call(fn, args, timeout_s)
+    finally:
+      self.busy = False
+
+  def _call(self, fn: Callable, args: tuple, timeout_s: Optional[float]):
     request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
     try:
       self._process.stdin.write(request)
@@ -234,10 +242,18 @@ class ProcessPool:
     return child
 
   def shutdown(self) -> None:
-    self._executor.shutdown(cancel_futures=True)
+    """Stops the children and the pool's threads. Calls still running (the
+    pool is shut down by a failed or interrupted bundle) are abandoned:
+    their children are killed at once, rather than waited for up to their
+    time limit (a child stuck on a FIFO would hold the run for it)."""
+    self._executor.shutdown(wait=False, cancel_futures=True)
     with self._lock:
       children, self._children = self._children, []
     for child in children:  # all told first, so they end side by side
-      child.stop()
+      if child.busy:
+        child.kill()  # its pool thread sees it gone: WorkerDied, and ends
+      else:
+        child.stop()
     for child in children:
       child.close()
+    self._executor.shutdown(wait=True)
