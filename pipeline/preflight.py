@@ -65,24 +65,31 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
                     label_normalize: frozenset = frozenset()
                     ) -> manifest.ManifestConfig:
-  """Checks one manifest on the launcher. `columns`: {logical column: the
-  file's name} as given by --image_column etc. A named column the file lacks
-  is a usage error that lists the columns it has."""
-  try:
-    fmt = fmt or manifest.manifest_format(path)
-  except manifest.ManifestFormatError as error:
-    raise UsageError(str(error))
-  if not paths.is_remote(path) and not os.path.isfile(path):
-    raise UsageError(f'manifest {path} does not exist or is not a file')
+  """Checks one manifest on the launcher: a file, or a pattern whose files
+  are read as one manifest. `columns`: {logical column: the file's name} as
+  given by --image_column etc. A named column the file lacks is a usage error
+  that lists the columns it has. Reads each file's first line at most."""
+  if not fmt and not _is_pattern(path):
+    fmt = _files_format(path, ((path, 0),))  # before it is looked for: the name is wrong
+  files = manifest_files(path)
+  fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
-  header = read_manifest_header(path, fmt)
+  # An empty file (a part with nothing in it) has no header and no rows.
+  filled = [p for p, size in files if size] or [files[0][0]]
+  header = read_manifest_header(filled[0], fmt)
+  for other in filled[1:]:
+    if manifest.has_header(fmt) and read_manifest_header(other, fmt) != header:
+      raise UsageError(f'manifest {other} has the columns '
+                       f'{", ".join(read_manifest_header(other, fmt)) or "none"}, unlike '
+                       f'{filled[0]} ({", ".join(header)}): the files of --manifest {path} '
+                       f'need the same header line')
   config = manifest.ManifestConfig(
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
-      label_separator=label_separator, label_normalize=label_normalize)
+      label_separator=label_separator, label_normalize=label_normalize, files=files)
   if manifest.has_header(fmt):
     needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
     needed += [n for n in named.values() if n not in needed]
@@ -90,10 +97,46 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
       needed += [f.name for f in extras]
     _check_columns(path, needed, header)
   elif fmt == 'jsonl' and named:
-    found = _jsonl_columns(path)
+    found = _jsonl_columns(filled[0])
     if found is not None:
       _check_columns(path, list(named.values()), found)
   return config
+
+
+def manifest_files(path: str) -> tuple:
+  """(path, size in bytes) of each file of a --manifest, sorted by path: the
+  file itself, or each file a pattern (*, ?, [...]) matches on any Beam
+  filesystem. Lists, reads nothing."""
+  try:
+    if not _is_pattern(path):
+      if not paths.is_remote(path) and not os.path.isfile(path):
+        raise UsageError(f'manifest {path} does not exist or is not a file')
+      return ((path, filesystem.FileAccess().size(path)),)
+    files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
+                  if paths.is_remote(p) or os.path.isfile(p))
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  if not files:
+    raise UsageError(f'manifest {path} matches no file')
+  return files
+
+
+def _is_pattern(path: str) -> bool:
+  """Glob characters, and not the name of a local file that has them."""
+  return paths.has_glob(path) and (paths.is_remote(path) or not os.path.isfile(path))
+
+
+def _files_format(path: str, files: tuple) -> str:
+  """The format the name of each file gives: one for all of them."""
+  try:
+    formats = {manifest.manifest_format(p): p for p, _ in files}
+  except manifest.ManifestFormatError as error:
+    raise UsageError(str(error))
+  if len(formats) > 1:
+    (a, first), (b, second) = sorted(formats.items())[:2]
+    raise UsageError(f'manifest {path} names files of two formats ({first} is {a}, '
+                     f'{second} is {b}): the files of one --manifest share one format')
+  return next(iter(formats))
 
 
 def _check_columns(path: str, needed: list, found: tuple) -> None:

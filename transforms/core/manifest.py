@@ -91,6 +91,9 @@ class ManifestConfig:
     """The file's name of logical column `name` (image, label, key, split)."""
     return dict(self.columns).get(name, name)
   label_normalize: frozenset = frozenset()  # labels.NORMALIZE_MODES
+  # (path, size in bytes) of each file `path` names, sorted by path (a
+  # pattern names several, read as one manifest); empty: `path` itself.
+  files: tuple = ()
 
   @property
   def base_dir(self) -> str:
@@ -112,6 +115,14 @@ class ManifestRow:
   extras: tuple = ()  # ((name, kind, values), ...)
   label_padded: bool = False  # the label cell had surrounding spaces (stripped)
   content_sha256: str = ''  # hex SHA-256 of the source file, when hashed before decoding
+  # The line's number in all of the manifest's files read one after another
+  # (files sorted by path); 0: `line` (one file).
+  position: int = 0
+
+  @property
+  def place(self) -> int:
+    """The row's place in manifest order (what --shuffle off writes by)."""
+    return self.position or self.line
 
   def reject(self, stage: str, code: str, reason: str,
              counts_as_row: bool = True) -> Rejection:
@@ -148,6 +159,12 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
     try:
       values = next(csv.reader([text], strict=True))
     except csv.Error as error:
+      if str(error) == 'unexpected end of data':
+        # Each line is one row, read by whichever worker reads its bytes: a
+        # quoted field cannot run on to the next line (which is a row of its own).
+        raise RowError(STAGE_MANIFEST, 'bad_quoting',
+                       'CSV line does not parse: a quoted field is not closed on its line '
+                       '(a field cannot hold a line break: each line is one row)')
       raise RowError(STAGE_MANIFEST, 'bad_quoting', f'CSV line does not parse: {error}')
   else:
     values = text.split('\t')
@@ -280,9 +297,11 @@ def _as_int(item) -> int:
   return value
 
 
-def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> ManifestRow:
-  """Checks and resolves a parsed line; RowError if the row is unusable."""
-  base = ManifestRow(fields, config.path, line)
+def row_from_fields(fields: dict, config: ManifestConfig, line: int,
+                    position: int = 0) -> ManifestRow:
+  """Checks and resolves a parsed line; RowError if the row is unusable.
+  position: see ManifestRow.position."""
+  base = ManifestRow(fields, config.path, line, position=position)
   for column in REQUIRED_COLUMNS[config.role]:
     if column != 'label' and not _text(fields, config.column(column)):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
@@ -348,6 +367,12 @@ def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
       yield number, raw.rstrip(b'\r\n')
 
 
+def line_of(kept: ManifestRow, other: ManifestRow) -> str:
+  """'line N' of `kept`, naming its file when `other` comes from another
+  file of the same manifest."""
+  return f'line {kept.line}' + (f' of {kept.source}' if kept.source != other.source else '')
+
+
 def resolve_key(key: str, image_rows: list, label_rows: list,
                 joined: bool) -> tuple[Optional[ManifestRow], list]:
   """Keeps one row per key (the first by line) and joins its label.
@@ -361,14 +386,15 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
   for duplicate in images[1:]:
     rejections.append(duplicate.reject(
         STAGE_DUPLICATE, 'duplicate_key',
-        f'duplicate key {key!r}: kept line {kept.line}'))
+        f'duplicate key {key!r}: kept {line_of(kept, duplicate)}'))
   if not joined:
     return kept, rejections
-  labels = sorted(label_rows, key=lambda r: r.line)
+  labels = sorted(label_rows, key=lambda r: (r.source, r.line))
   for duplicate in labels[1:]:
     rejections.append(duplicate.reject(
         STAGE_LABEL_MANIFEST, 'duplicate_key',
-        f'duplicate key {key!r} in the label manifest: kept line {labels[0].line}',
+        f'duplicate key {key!r} in the label manifest: kept '
+        f'{line_of(labels[0], duplicate)}',
         counts_as_row=False))
   if kept is None:
     if labels:
