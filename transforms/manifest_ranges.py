@@ -31,6 +31,10 @@ from transforms.filesystem import FileAccess
 from transforms.workers.progress_file import write_total
 
 LINES = 'lines'  # (file index, line number, position, raw line)
+# Lines leave a read in chunks of this many: one element per line cost ~25 us
+# a line on the way to the numbering step (measured: 100,000 lines on the
+# local runner, 1.8 s read, +2.5 s numbered one by one).
+CHUNK_LINES = 1000
 READS = 'reads'  # line_ranges.Read: one per read of a range
 
 
@@ -89,9 +93,10 @@ _RESTRICTION = beam.DoFn.RestrictionParam(_RangeProvider())
 
 
 class ReadRangeFn(beam.DoFn):
-  """(file, start, stop) -> its data lines under LINES as (file index, first
-  offset of this read, index of the line in this read, raw line), and one
-  line_ranges.Read under READS at the end of each read that claimed a line.
+  """(file, start, stop) -> its data lines under LINES in chunks (file index,
+  first offset of this read, [(index of the line in this read, raw line),
+  ...]), and one line_ranges.Read under READS at the end of each read that
+  claimed a line.
 
   has_header: the first line of each file is a header (a line, not a row).
   """
@@ -107,14 +112,20 @@ class ReadRangeFn(beam.DoFn):
     file = element[0]
     start = tracker.current_restriction().start
     read = line_ranges.RangeRead()
+    chunk = []
     try:
       with self._files.open_checked(file.path) as stream:
-        for index, raw in read.lines_of(stream, start, tracker.try_claim, self._has_header,
-                                        size=None if file.whole else file.size,
-                                        whole_stream=file.whole):
-          yield (file.index, read.first_offset, index, raw)
+        for line in read.lines_of(stream, start, tracker.try_claim, self._has_header,
+                                  size=None if file.whole else file.size,
+                                  whole_stream=file.whole):
+          chunk.append(line)
+          if len(chunk) == CHUNK_LINES:
+            yield file.index, read.first_offset, chunk
+            chunk = []
     except line_ranges.ManifestChangedError as error:
       raise line_ranges.ManifestChangedError(f'manifest {file.path}: {error}') from None
+    if chunk:
+      yield file.index, read.first_offset, chunk
     if read.lines:
       self._ranges.inc()
       _log_range(file.path, start, read)
@@ -136,8 +147,8 @@ def _log_range(path: str, start: int, read: line_ranges.RangeRead) -> None:
 
 
 class NumberLinesFn(beam.DoFn):
-  """(file index, first offset, index, raw) -> (file index, line, position,
-  raw), from every read's report (a side input, `reads`)."""
+  """(file index, first offset, [(index, raw), ...]) -> (file index, line,
+  position, raw) each, from every read's report (a side input, `reads`)."""
 
   def __init__(self, progress_dir: Optional[str] = None):
     self._progress_dir = progress_dir
@@ -149,9 +160,11 @@ class NumberLinesFn(beam.DoFn):
       self._seen, self._numbers = reads, LineNumbers(reads)
       # The progress line's total: known before any image is read.
       write_total(self._progress_dir, sum(read.data_lines for read in reads))
-    file, first_offset, index, raw = tagged
-    line = self._numbers.line(file, first_offset, index)
-    yield file, line, self._numbers.position(file, line), raw
+    file, first_offset, chunk = tagged
+    numbers = self._numbers
+    for index, raw in chunk:
+      line = numbers.line(file, first_offset, index)
+      yield file, line, numbers.position(file, line), raw
 
 
 class ReadManifestLines(beam.PTransform):

@@ -301,7 +301,6 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
                     position: int = 0) -> ManifestRow:
   """Checks and resolves a parsed line; RowError if the row is unusable.
   position: see ManifestRow.position."""
-  base = ManifestRow(fields, config.path, line, position=position)
   for column in REQUIRED_COLUMNS[config.role]:
     if column != 'label' and not _text(fields, config.column(column)):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
@@ -310,17 +309,20 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   # multi_label: each label is stripped where the cell is split, as intended
   padded = not config.multi_label and _is_padded(fields.get(config.column('label')))
   if config.role == ROLE_LABELS:
-    return dataclasses.replace(base, key=_text(fields, config.column('key')), label=label,
-                               label_padded=padded)
+    return ManifestRow(fields, config.path, line, key=_text(fields, config.column('key')),
+                       label=label, label_padded=padded, position=position)
   image = _text(fields, config.column('image'))
   key = _text(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
                                               config.fmt, f.shape))
                  for f in config.extra_features)
   split = config.split.assign(key, _text(fields, config.column('split')))
-  return dataclasses.replace(
-      base, image=image, path=resolve_path(image, config.base_dir), key=key,
-      label=label, split=split, extras=extras, label_padded=padded)
+  # One constructor call, not a row then dataclasses.replace (which walks every
+  # field again): a few us less a row, on a parse of ~20-40 us.
+  return ManifestRow(
+      fields, config.path, line, image=image, path=resolve_path(image, config.base_dir),
+      key=key, label=label, split=split, extras=extras, label_padded=padded,
+      position=position)
 
 
 def _is_padded(value) -> bool:
