@@ -180,6 +180,13 @@ def test_line_numbers_and_positions_over_files():
   assert [numbers.position(f, 1) for f in (0, 1, 2)] == [1, 6, 10]
 
 
+def test_a_read_reported_twice_counts_once_and_a_conflict_fails():
+  numbers = LineNumbers([Read(0, 0, 3, 2), Read(0, 0, 3, 2), Read(0, 9, 2, 2)])
+  assert (numbers.line(0, 9, 0), numbers.data_lines) == (4, 4)
+  with pytest.raises(ValueError, match='two reads of file 0 began at byte 0'):
+    LineNumbers([Read(0, 0, 3, 2), Read(0, 0, 4, 2)])
+
+
 @pytest.mark.parametrize('size, expected', [
     (0, 1 << 20), (10_000_000, 1 << 20), (100 << 20, (100 << 20) // 16),
     (1 << 30, 64 << 20), (100 << 30, 64 << 20)])

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import os
 import pathlib
+import threading
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -26,6 +27,7 @@ from tests.conftest import COLOURS
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image
+from transforms import manifest_ranges
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
@@ -279,3 +281,72 @@ def test_the_launcher_reads_one_line_of_each_file(tmp_path, monkeypatch):
                             SplitConfig(), ())
   assert sorted(calls) == [('readline', 'a.csv'), ('readline', 'b.csv.gz'),
                            ('readline', 'c.csv')]
+
+
+class _PausingTracker:
+  """A restriction tracker that stops at claim `pause_at` until released:
+  the runner's split request then lands while the range is half read."""
+
+  def __init__(self, tracker, pause_at: int):
+    self._tracker, self._pause_at = tracker, pause_at
+    self._claims = 0
+
+  def current_restriction(self):
+    return self._tracker.current_restriction()
+
+  def try_claim(self, position):
+    self._claims += 1
+    if self._claims == self._pause_at:
+      _PAUSE['reached'].set()
+      assert _PAUSE['release'].wait(60), 'the split manager never released the read'
+    return self._tracker.try_claim(position)
+
+
+# Shared with the in-process worker by name (a pickled closure would copy them).
+_PAUSE = {}
+
+
+class _PausingReadRangeFn(manifest_ranges.ReadRangeFn):
+  """The first read of a range starting at 0 pauses at its 300th claim."""
+
+  def process(self, element, tracker=manifest_ranges._RESTRICTION):
+    first = element[1] == 0 and not _PAUSE['reached'].is_set()
+    yield from super().process(element, _PausingTracker(tracker, 300) if first else tracker)
+
+
+def test_a_range_split_by_the_runner_while_read_keeps_every_line_number(tmp_path, monkeypatch):
+  """The runner splits the one range's rest off twice while it is being read
+  (Beam's test split manager, on its in-process runner): the pieces are read
+  as new reads, and every line keeps its true number."""
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  from apache_beam.transforms import environments
+  reached, release = threading.Event(), threading.Event()
+  monkeypatch.setitem(_PAUSE, 'reached', reached)
+  monkeypatch.setitem(_PAUSE, 'release', release)
+  monkeypatch.setattr(manifest_ranges, 'ReadRangeFn', _PausingReadRangeFn)
+  splits = []
+
+  def split_manager(num_elements):
+    if num_elements and not release.is_set():
+      yield  # the range is being read
+      assert reached.wait(60)
+      splits.append((yield 0.5))
+      splits.append((yield 0.5))
+      release.set()
+
+  path = tmp_path / 'm.csv'
+  text = ['image,label'] + [f'{i}.png,c{i % 7}' if i % 9 else '' for i in range(1, 1200)]
+  path.write_text('\r\n'.join(text))  # CRLF, no final newline
+  files = manifest_ranges.manifest_files(config_for(path))
+  expected = [(0, n, n, line.encode()) for n, line in enumerate(text, 1) if n > 1 and line]
+  stage = 'Read/ReadRanges/ParDo(_PausingReadRangeFn)'
+  with fn_runner.split_manager(stage, split_manager):
+    # gRPC: the split request reaches the worker while it processes the bundle
+    with beam.Pipeline(runner=fn_runner.FnApiRunner(
+        default_environment=environments.EmbeddedPythonGrpcEnvironment.default())) as p:
+      read = p | 'Read' >> manifest_ranges.ReadManifestLines(files, True)
+      assert_that(read[manifest_ranges.LINES], equal_to(expected), label='Lines')
+      assert_that(read[manifest_ranges.READS] | beam.Map(lambda r: r.lines)
+                  | beam.combiners.ToList() | 'Sum' >> beam.Map(lambda c: (len(c), sum(c))),
+                  equal_to([(3, 1200)]), label='Reads')
+  assert len(splits) == 2 and all(split is not None for split in splits), splits

@@ -159,7 +159,7 @@ class NumberLinesFn(beam.DoFn):
     if reads is not self._seen:  # one table per side input value (per bundle at most)
       self._seen, self._numbers = reads, LineNumbers(reads)
       # The progress line's total: known before any image is read.
-      write_total(self._progress_dir, sum(read.data_lines for read in reads))
+      write_total(self._progress_dir, self._numbers.data_lines)
     file, first_offset, chunk = tagged
     numbers = self._numbers
     for index, raw in chunk:

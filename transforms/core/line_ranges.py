@@ -149,12 +149,25 @@ class Read(NamedTuple):
 class LineNumbers:
   """Every read's report -> the true line number of each claimed line, and
   its position: its line number in all of the manifest's files read one
-  after another, in their order (the order of rows in manifest order)."""
+  after another, in their order (the order of rows in manifest order).
+  data_lines: the rows of all files (data lines)."""
 
   def __init__(self, reads: Iterable[Read]):
-    per_file: dict = {}
+    # No two reads claim one line, so (file, first offset) names a read. A
+    # report seen twice is one read: Beam 2.77's in-process runner gives a
+    # side input the first read of a range twice when the runner split that
+    # range while it was read (seen in tests/test_manifest_ranges.py).
+    unique: dict = {}
     for read in reads:
+      seen = unique.setdefault((read.file, read.first_offset), read)
+      if seen != read:
+        raise ValueError(f'two reads of file {read.file} began at byte '
+                         f'{read.first_offset}: {seen} and {read}')
+    per_file: dict = {}
+    self.data_lines = 0
+    for read in unique.values():
       per_file.setdefault(read.file, []).append((read.first_offset, read.lines))
+      self.data_lines += read.data_lines
     self._before = {}
     totals = {}
     for file, calls in per_file.items():
