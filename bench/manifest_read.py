@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 
@@ -23,7 +24,6 @@ from pipeline.beam_runtime import local_runner
 from transforms.beam_util import ROWS
 from transforms.core import manifest
 from transforms.filesystem import FileAccess
-from transforms.sources import ReadManifest
 
 HEADER = ('key', 'image', 'label')
 
@@ -62,25 +62,36 @@ def single_reader(pbegin, config):
           | 'ParseLines' >> beam.ParDo(_SingleParseFn(config)))
 
 
+def _cpu_seconds() -> float:
+  """CPU time of this process and of its ended children (Beam's worker
+  processes): steadier than wall time on a shared machine."""
+  own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+      resource.RUSAGE_CHILDREN)
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_once(reader: str, config, workers: int) -> tuple:
-  """-> (rows read, seconds)."""
+  """-> (rows read, wall seconds, CPU seconds)."""
   flags = ['--runner=DirectRunner']
   if workers > 1:
     flags += [f'--direct_num_workers={workers}', '--direct_running_mode=multi_processing']
   options = PipelineOptions(flags)
   counted = os.path.join(tempfile.mkdtemp(prefix='manifest-read-'), 'count')
   p = beam.Pipeline(runner=local_runner.for_options(options), options=options)
-  rows = (p | 'Read' >> ReadManifest(config))[ROWS] if reader == 'ranges' else (
-      single_reader(p, config))
+  if reader == 'ranges':
+    from transforms.sources import ReadManifest
+    rows = (p | 'Read' >> ReadManifest(config))[ROWS]
+  else:
+    rows = single_reader(p, config)
   _ = (rows
        | 'One' >> beam.Map(lambda _: 1)
        | 'Count' >> beam.CombineGlobally(sum).without_defaults()
        | 'Write' >> beam.Map(lambda n, path: open(path, 'w').write(str(n)), counted))
-  started = time.perf_counter()
+  started, cpu = time.perf_counter(), _cpu_seconds()
   local_runner.run(p).wait_until_finish()
   seconds = time.perf_counter() - started
   with open(counted) as handle:
-    return int(handle.read()), seconds
+    return int(handle.read()), seconds, _cpu_seconds() - cpu
 
 
 def main(argv=None) -> None:
@@ -93,17 +104,19 @@ def main(argv=None) -> None:
   folder = tempfile.mkdtemp(prefix='manifest-read-')
   path = os.path.join(folder, 'manifest.csv')
   write_manifest(path, args.rows)
+  # (The single reader also runs on a checkout from before byte ranges,
+  # whose ManifestConfig has no `files`: PYTHONPATH=that checkout.)
   config = manifest.ManifestConfig(path=path, fmt='csv', header=HEADER,
-                                   role=manifest.ROLE_COMBINED,
-                                   files=((path, os.path.getsize(path)),))
-  print(f'{args.rows} rows, {os.path.getsize(path) / 1e6:.1f} MB, {os.cpu_count()} cores')
+                                   role=manifest.ROLE_COMBINED)
+  print(f'{args.rows} rows, {os.path.getsize(path) / 1e6:.1f} MB, {os.cpu_count()} cores',
+        flush=True)
   for workers in (int(w) for w in args.workers.split(',')):
     for _ in range(args.repeat):
       for reader in args.readers.split(','):
-        rows, seconds = run_once(reader, config, workers)
+        rows, seconds, cpu = run_once(reader, config, workers)
         assert rows == args.rows, (reader, rows)
-        print(f'{reader:7s} workers={workers}  {seconds:6.1f} s  {rows / seconds:9.0f} rows/s',
-              flush=True)
+        print(f'{reader:7s} workers={workers}  {seconds:6.1f} s  {rows / seconds:9.0f} rows/s'
+              f'  CPU {cpu:6.1f} s', flush=True)
 
 
 if __name__ == '__main__':

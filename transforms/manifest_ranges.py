@@ -148,7 +148,11 @@ def _log_range(path: str, start: int, read: line_ranges.RangeRead) -> None:
 
 class NumberLinesFn(beam.DoFn):
   """(file index, first offset, [(index, raw), ...]) -> (file index, line,
-  position, raw) each, from every read's report (a side input, `reads`)."""
+  position, raw) each, from every read's report (a side input, `reads`).
+
+  A subclass turns each numbered line into its own outputs (`numbered`): the
+  parse then runs in this step, one Beam step less per line.
+  """
 
   def __init__(self, progress_dir: Optional[str] = None):
     self._progress_dir = progress_dir
@@ -164,7 +168,10 @@ class NumberLinesFn(beam.DoFn):
     numbers = self._numbers
     for index, raw in chunk:
       line = numbers.line(file, first_offset, index)
-      yield file, line, numbers.position(file, line), raw
+      yield from self.numbered(file, line, numbers.position(file, line), raw)
+
+  def numbered(self, file: int, line: int, position: int, raw: bytes):
+    yield file, line, position, raw
 
 
 class ReadManifestLines(beam.PTransform):
@@ -173,17 +180,18 @@ class ReadManifestLines(beam.PTransform):
 
   files: ManifestFile of each file, numbered in their order. Lines are
   numbered only once every range has been read: the numbering step waits for
-  the side input of every read's count. progress_dir: where a local run's
-  progress line finds the number of rows (pipeline/progress.py).
+  the side input of every read's count. number: the numbering step (a
+  NumberLinesFn; its subclass's outputs are then LINES and `tags`).
   """
 
   def __init__(self, files: list, has_header: bool, range_bytes: Optional[int] = None,
-               progress_dir: Optional[str] = None):
+               number: Optional[NumberLinesFn] = None, tags: tuple = ()):
     super().__init__()
     self._files = files
     self._has_header = has_header
     self._range_bytes = range_bytes
-    self._progress_dir = progress_dir
+    self._number = number or NumberLinesFn()
+    self._tags = tags
 
   def expand(self, pbegin):
     ranges = file_ranges(self._files, self._range_bytes)
@@ -194,5 +202,6 @@ class ReadManifestLines(beam.PTransform):
             | 'ReadRanges' >> beam.ParDo(ReadRangeFn(self._has_header))
             .with_outputs(READS, main=LINES))
     numbered = read[LINES] | 'NumberLines' >> beam.ParDo(
-        NumberLinesFn(self._progress_dir), beam.pvalue.AsList(read[READS]))
-    return {LINES: numbered, READS: read[READS]}
+        self._number, beam.pvalue.AsList(read[READS])).with_outputs(*self._tags, main=LINES)
+    return {LINES: numbered[LINES], READS: read[READS],
+            **{tag: numbered[tag] for tag in self._tags}}

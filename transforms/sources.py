@@ -26,22 +26,26 @@ from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
 from transforms.manifest_ranges import LINES
 from transforms.manifest_ranges import READS
+from transforms.manifest_ranges import NumberLinesFn
 from transforms.manifest_ranges import ReadManifestLines
 from transforms.manifest_ranges import manifest_files
 
 
-class ParseLineFn(beam.DoFn):
-  """(file index, line number, position, raw line) -> ManifestRow, or a
-  Rejection under REJECTED. configs: the ManifestConfig of each file."""
+class ParseLineFn(NumberLinesFn):
+  """Numbered lines -> ManifestRow, or a Rejection under REJECTED.
 
-  def __init__(self, configs: tuple):
+  configs: the ManifestConfig of each file. progress_dir: where a local
+  run's progress line finds the number of rows (pipeline/progress.py).
+  """
+
+  def __init__(self, configs: tuple, progress_dir: Optional[str] = None):
+    super().__init__(progress_dir)
     self._configs = configs
     self._rows = beam.metrics.Metrics.counter(
         METRICS_NAMESPACE,
         'label_manifest_rows' if configs[0].role == manifest.ROLE_LABELS else 'manifest_rows')
 
-  def process(self, numbered):
-    file, line, position, raw = numbered
+  def numbered(self, file: int, line: int, position: int, raw: bytes):
     config = self._configs[file]
     self._rows.inc()
     # rejected.jsonl's `row`: the parsed fields once the line parsed, else the line
@@ -87,12 +91,11 @@ class ReadManifest(beam.PTransform):
     configs = tuple(dataclasses.replace(self._config, path=file.path, files=())
                     for file in files)
     read = pbegin | 'Read' >> ReadManifestLines(
-        files, manifest.has_header(self._config.fmt), self._range_bytes, self._progress_dir)
-    parsed = read[LINES] | 'ParseLines' >> beam.ParDo(
-        ParseLineFn(configs)).with_outputs(REJECTED, main=ROWS)
+        files, manifest.has_header(self._config.fmt), self._range_bytes,
+        ParseLineFn(configs, self._progress_dir), (REJECTED,))
     key = lines_key(self._config.role == manifest.ROLE_LABELS)
     tallies = read[READS] | 'TallyLines' >> beam.Map(lambda read: (key, read.data_lines))
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies}
+    return {ROWS: read[LINES], REJECTED: read[REJECTED], TALLIES: tallies}
 
 
 class ResolveKeyFn(beam.DoFn):
