@@ -4,6 +4,7 @@ of --image_dir), each a UsageError naming the problem."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import json
 import os
@@ -18,10 +19,11 @@ from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
 
 
-def _first_line(path: str, skip_blank: bool = False) -> bytes:
+def _first_line(path: str, skip_blank: bool = False,
+                access: Optional[filesystem.FileAccess] = None) -> bytes:
   """The first (non-blank) line of a manifest, read on the launcher."""
   try:
-    with filesystem.FileAccess().open_checked(path) as stream:
+    with (access or filesystem.FileAccess()).open_checked(path) as stream:
       first = stream.readline()
       while skip_blank and first and not first.strip():
         first = stream.readline()
@@ -30,11 +32,12 @@ def _first_line(path: str, skip_blank: bool = False) -> bytes:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
 
 
-def read_manifest_header(path: str, fmt: str) -> tuple:
+def read_manifest_header(path: str, fmt: str,
+                         access: Optional[filesystem.FileAccess] = None) -> tuple:
   """The header of a CSV/TSV manifest, read on the launcher to check columns."""
   if not manifest.has_header(fmt):
     return ()
-  first = _first_line(path)
+  first = _first_line(path, access=access)
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
   except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
@@ -70,7 +73,8 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   given by --image_column etc. A named column the file lacks is a usage error
   that lists the columns it has. Reads each file's first line at most."""
   if not fmt and not _is_pattern(path):
-    fmt = _files_format(path, ((path, 0),))  # before it is looked for: the name is wrong
+    # a name of no known format is refused before the file is looked for
+    fmt = _files_format(path, ((path, 0),))
   files = manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
@@ -79,13 +83,12 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                      f'column names: drop --{next(iter(named))}_column')
   # An empty file (a part with nothing in it) has no header and no rows.
   filled = [p for p, size in files if size] or [files[0][0]]
-  header = read_manifest_header(filled[0], fmt)
-  for other in filled[1:]:
-    if manifest.has_header(fmt) and read_manifest_header(other, fmt) != header:
-      raise UsageError(f'manifest {other} has the columns '
-                       f'{", ".join(read_manifest_header(other, fmt)) or "none"}, unlike '
-                       f'{filled[0]} ({", ".join(header)}): the files of --manifest {path} '
-                       f'need the same header line')
+  header, *others = _headers(filled, fmt)
+  for other, found in zip(filled[1:], others):
+    if found != header:
+      raise UsageError(f'manifest {other} has the columns {", ".join(found) or "none"}, '
+                       f'unlike {filled[0]} ({", ".join(header)}): the files of '
+                       f'--manifest {path} need the same header line')
   config = manifest.ManifestConfig(
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
@@ -101,6 +104,22 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     if found is not None:
       _check_columns(path, list(named.values()), found)
   return config
+
+
+# A pattern's headers are read this many at a time: a remote open is a round
+# trip, and 1,000 parts read one after another would hold a launch for minutes.
+HEADER_READERS = 16
+
+
+def _headers(files: list, fmt: str) -> list:
+  """The header of each CSV/TSV file (() for other formats, nothing read)."""
+  if not manifest.has_header(fmt):
+    return [() for _ in files]
+  access = filesystem.FileAccess()  # one S3 client per reading thread, not per file
+  if len(files) == 1:
+    return [read_manifest_header(files[0], fmt, access)]
+  with concurrent.futures.ThreadPoolExecutor(min(HEADER_READERS, len(files))) as pool:
+    return list(pool.map(lambda path: read_manifest_header(path, fmt, access), files))
 
 
 def manifest_files(path: str) -> tuple:
