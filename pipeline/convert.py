@@ -65,17 +65,19 @@ from transforms.write_shards import WriteShards
 from transforms.write_tfrecordio import WriteTFRecordIO
 
 
-def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
+def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None):
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
+  progress_dir: where the manifest's reader leaves the progress line's total.
   """
   if config.image_dir:
     source = p | 'ReadImageDir' >> ReadImageDir(
         config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
         config.label_normalize)
   else:
-    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
+    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0],
+                                                progress_dir=progress_dir)
   label_rows = None
   tallies = [source[TALLIES]]
   if len(config.manifests) > 1:
@@ -99,7 +101,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
-  rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s)
   if 'content' in (config.dedupe, config.split_by):
@@ -278,8 +280,7 @@ def run(argv=None) -> int:
 def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard, dry_run: bool,
              files: filesystem.FileAccess | None = None) -> int:
   started = time.time()
-  manifest_path = config.manifests[0].path if config.manifests else None
-  with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
+  with progress.Reporter.for_run(config.progress, pipeline_options,
                                  config.image_dir, config.image_extensions) as reporter:
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)

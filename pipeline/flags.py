@@ -101,9 +101,10 @@ class ConvertOptions:
     source = parser.add_argument_group('input')
     source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
                         'label[, key, split, ...], or a TXT manifest of "path label" '
-                        'lines (optionally .gz)')
+                        'lines (optionally .gz); a pattern (parts/*.csv.gz) reads its '
+                        'files as one manifest')
     source.add_argument('--label_manifest', help='second manifest key,label, '
-                        'joined on key with --manifest key,image')
+                        'joined on key with --manifest key,image (a pattern too)')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
                         'instead of --manifest')
     source.add_argument('--label_map', help='file with one class name per line; '

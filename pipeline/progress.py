@@ -3,6 +3,9 @@
 Workers of the local runner are processes on this machine: each writes how
 many rows it has processed to its own small file in a temp folder, and a
 thread of the launcher sums them into `done/total, rate, ETA` on stderr.
+The total of a manifest's rows is counted by the pipeline as it reads the
+manifest, before any image is read, and left in the same folder: the
+launcher reads no more of a manifest than its header line.
 """
 
 from __future__ import annotations
@@ -19,18 +22,7 @@ from pipeline import engines
 from transforms.core import image_dir
 from transforms.core import paths
 from transforms.filesystem import walk_local_files
-
-
-def count_data_lines(path: Optional[str]) -> Optional[int]:
-  """Approximate row count of a local manifest (newlines minus the header)."""
-  if not path or paths.is_remote(path) or path.endswith('.gz'):
-    return None
-  try:
-    with open(path, 'rb') as handle:
-      lines = sum(chunk.count(b'\n') for chunk in iter(lambda: handle.read(1 << 20), b''))
-  except OSError:
-    return None
-  return max(lines - (0 if path.endswith(('.jsonl', '.txt')) else 1), 0)
+from transforms.workers.progress_file import TOTAL_FILE
 
 
 def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
@@ -45,12 +37,23 @@ def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
 def read_total_done(directory: str) -> int:
   done = 0
   for name in os.listdir(directory):
+    if name.startswith(TOTAL_FILE):
+      continue
     try:
       with open(os.path.join(directory, name)) as handle:
         done += int(handle.read() or 0)
     except (OSError, ValueError):
       continue  # a file being replaced right now; next tick reads it
   return done
+
+
+def read_total(directory: str) -> Optional[int]:
+  """The rows to do, once the pipeline has read the manifest (else None)."""
+  try:
+    with open(os.path.join(directory, TOTAL_FILE)) as handle:
+      return int(handle.read())
+  except (OSError, ValueError):
+    return None  # not read yet, or being replaced right now
 
 
 def format_line(done: int, total: Optional[int], seconds: float) -> str:
@@ -73,14 +76,13 @@ class Reporter:
     self._started = time.time()
 
   @classmethod
-  def for_run(cls, mode: str, options, manifest_path: Optional[str] = None,
-              image_dir: Optional[str] = None, extensions=None):
-    """The total is the manifest's lines, or the --image_dir's image files."""
+  def for_run(cls, mode: str, options, image_dir: Optional[str] = None, extensions=None):
+    """The total is the --image_dir's image files, or the manifest's data
+    lines once the pipeline has read them."""
     wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
     if not wanted or not engines.is_local(options):
       return cls(None, None)
-    total = (count_data_lines(manifest_path) if manifest_path
-             else count_image_files(image_dir, extensions))
+    total = count_image_files(image_dir, extensions) if image_dir else None
     return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'), total)
 
   def __enter__(self):
@@ -91,7 +93,8 @@ class Reporter:
 
   def _loop(self):
     while not self._stop.wait(0.5):
-      line = format_line(read_total_done(self.directory), self._total,
+      total = self._total or read_total(self.directory)
+      line = format_line(read_total_done(self.directory), total,
                          time.time() - self._started)
       sys.stderr.write('\r' + line + '   ')
       sys.stderr.flush()

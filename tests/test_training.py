@@ -612,7 +612,7 @@ def test_declarations_and_their_shapes():
 
 
 def test_cells_against_declared_shapes():
-  from transforms.core.manifest import parse_extra
+  from transforms.core.extra_values import parse_extra
   from transforms.core.rejects import RowError
   assert parse_extra('0.5', 'float', 'w', 'csv', ()) == [0.5]
   assert parse_extra('two words', 'bytes', 's', 'csv', ()) == ['two words']
