@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Optional
 
 from pipeline.beam_runtime import startup
 
@@ -229,32 +230,46 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
+  started = time.time()
+  info = convert(config, pipeline_options)
+  if info is None:
+    print(engines.dry_run_note(pipeline_options,
+                              f'nothing was written to {config.output_dir}'))
+    return cli.EXIT_OK
+  print(summary(info, time.time() - started))
+  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+
+
+def convert(config: opts.ConvertConfig, pipeline_options,
+            progress_display=None) -> Optional[dict]:
+  """One conversion, locked and prepared as the command line's: -> the
+  dataset_info.json written (None for a dry run, which writes nothing).
+  Failures are raised (cli.UsageError, the job's exception). The command
+  line's run() and pipeline.api call it; neither prints here.
+
+  progress_display: what shows the progress (progress.Reporter), None: a
+  line on stderr.
+  """
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
-    return _convert(config, pipeline_options, dry_run=True)
+    _convert(config, pipeline_options, progress_display)
+    return None
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
   with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files):
     prepare_output_dir(config.output_dir, config.overwrite, config.split.split_names(), files)
-    return _convert(config, pipeline_options, dry_run=False, files=files)
+    _convert(config, pipeline_options, progress_display)
+    return filesystem.read_info(config.output_dir, files)
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
-             files: filesystem.FileAccess | None = None) -> int:
-  started = time.time()
+def _convert(config: opts.ConvertConfig, pipeline_options, progress_display) -> None:
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
-                                 config.image_dir, config.image_extensions) as reporter:
+                                 config.image_dir, config.image_extensions,
+                                 display=progress_display) as reporter:
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)
     local_runner.run(p).wait_until_finish()
-  if dry_run:
-    print(engines.dry_run_note(pipeline_options,
-                              f'nothing was written to {config.output_dir}'))
-    return cli.EXIT_OK
-  info = filesystem.read_info(config.output_dir, files)
-  print(summary(info, time.time() - started))
-  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
 
 
 def main(argv=None) -> int:
