@@ -62,7 +62,7 @@ class ParseLineFn(beam.DoFn):
 
   def _reject(self, shown, line: int, stage: str, code: str, reason: str):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        shown, stage, code, reason, self._config.path, line,
+        shown, stage, code, reason, self._config.source, line,
         counts_as_row=self._config.role != manifest.ROLE_LABELS))
 
 

@@ -91,9 +91,21 @@ class ManifestConfig:
     """The file's name of logical column `name` (image, label, key, split)."""
     return dict(self.columns).get(name, name)
   label_normalize: frozenset = frozenset()  # labels.NORMALIZE_MODES
+  # Rows given in Python (pipeline.api's rows=), written to `path` for the
+  # run: the name their rows and rejections give as source instead of
+  # `path`, and the folder their relative image paths resolve against
+  # instead of `path`'s ('': `path` and its folder).
+  source_name: str = ''
+  relative_to: str = ''
+
+  @property
+  def source(self) -> str:
+    return self.source_name or self.path
 
   @property
   def base_dir(self) -> str:
+    if self.relative_to:
+      return self.relative_to
     return posixpath.dirname(self.path) if paths.is_remote(self.path) else (
         self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
 
@@ -285,7 +297,7 @@ def _as_int(item) -> int:
 
 def row_from_fields(fields: dict, config: ManifestConfig, line: int) -> ManifestRow:
   """Checks and resolves a parsed line; RowError if the row is unusable."""
-  base = ManifestRow(fields, config.path, line)
+  base = ManifestRow(fields, config.source, line)
   for column in REQUIRED_COLUMNS[config.role]:
     if column != 'label' and not _text(fields, config.column(column)):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
