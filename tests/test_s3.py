@@ -464,5 +464,4 @@ def test_image_timeout_covers_reading_a_stalled_s3_object(server, s3, tmp_path):
   # The batch of four waits 2 s, then the stalled row alone 2 s more; start-up
   # is a few seconds. Without the limit on the read, the run waits for the
   # proxy's 300 s stall (or boto's own 60 s read timeout and its retries).
-  print(f'elapsed {elapsed:.1f} s')
   assert elapsed < 40, elapsed
