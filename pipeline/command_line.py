@@ -331,12 +331,12 @@ def _deeper_than(data, limit: int) -> bool:
   return any(isinstance(value, (dict, list)) for value in level)
 
 
-def _tokens(key: str, value, action, path: str) -> list:
-  """One key of the file as command-line tokens, exactly as a user would type them."""
+def _tokens(key: str, value, action, where: str) -> list:
+  """One --config key or pipeline.api keyword (`where`) as the tokens a user would type."""
   flag = '--' + key
 
   def wrong(expected):
-    raise UsageError(f'--config {path}: key {key!r} takes {expected}, not {value!r}')
+    raise UsageError(f'{where} takes {expected}, not {value!r}')
 
   if value is None:  # e.g. a recorded option that was not set
     return []
@@ -384,7 +384,8 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
       hint = cli.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
-      given.update(_given(parser, _tokens(key, value, action, path), own_flags))
+      tokens = _tokens(key, value, action, f'--config {path}: key {key!r}')
+      given.update(_given(parser, tokens, own_flags))
     except UsageError as error:
       message = re.sub(r'^argument [^:]+: ', '', str(error))
       if message.startswith(f'--config {path}'):

@@ -96,7 +96,7 @@ class ConvertConfig:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
     data = {
         'output_dir': self.output_dir,
-        'manifest': self.manifests[0].path if self.manifests else None,
+        'manifest': self.manifests[0].source if self.manifests else None,
         'label_manifest': self.manifests[1].path if len(self.manifests) > 1 else None,
         'image_dir': self.image_dir,
         'label_map_file': self.label_map_path,

@@ -16,6 +16,7 @@ import functools
 import os
 import sys
 import time
+from typing import Optional
 
 from pipeline import interrupts
 from pipeline.beam_runtime import startup
@@ -257,12 +258,53 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
+  started = time.time()
+  try:
+    info = convert(config, pipeline_options)
+  except NothingPublished as nothing:
+    for reason, count in nothing.info['rejected_by_reason'].items():
+      print(f'  rejected {reason}: {count}')
+    for reason, count in nothing.info.get('label_manifest_rejected_by_reason', {}).items():
+      print(f'  label manifest line rejected {reason}: {count} (not an image row)')
+    raise
+  if info is None:
+    print(engines.dry_run_note(pipeline_options,
+                               f'nothing was written to {config.output_dir}'))
+    return cli.EXIT_OK
+  print(summary(info, time.time() - started))
+  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+
+
+class NothingPublished(cli.UsageError):
+  """No example at all (every row rejected) and no --allow_empty: an empty
+  dataset is no success. What was written but rejected.jsonl is taken back."""
+
+  def __init__(self, info: dict, output_dir: str):
+    rejected = filesystem.join(output_dir, REJECTED_FILE)
+    super().__init__(f'all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
+                     f'nothing was published' if info['num_manifest_rows'] else
+                     'the input had no rows when the job read it; nothing was published')
+    self.info = info
+
+
+def convert(config: opts.ConvertConfig, pipeline_options,
+            progress_display=None) -> Optional[dict]:
+  """One conversion, checked, locked and prepared as the command line's: ->
+  the dataset_info.json written (None for a dry run, which writes nothing).
+  Failures are raised (cli.UsageError, NothingPublished, the job's
+  exception). The command line's run() and pipeline.api call it; neither
+  prints here.
+
+  progress_display: what shows the progress (progress.Reporter), None: a
+  line on stderr.
+  """
   # Flink and Spark: Java, job server, master, workers, all checked before the lock.
   pipeline_options = engines.prepare(pipeline_options)
   # Before anything is locked, created or written: can the runner take the job?
   engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
-    return _convert(config, pipeline_options, RunGuard(), dry_run=True)
+    _convert(config, pipeline_options, RunGuard(), progress_display)
+    return None
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
   with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
@@ -274,44 +316,25 @@ def run(argv=None) -> int:
     # (RunGuard), then takes back what it wrote, before the lock goes: nothing
     # is published, and a rerun needs no --overwrite.
     with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
-      return _convert(config, pipeline_options, guard, dry_run=False, files=files)
+      _convert(config, pipeline_options, guard, progress_display)
+      info = filesystem.read_info(config.output_dir, files)
+      published = bool(info['num_examples'] or config.allow_empty)
+      if not published:
+        unpublish(config.output_dir, config.splits_to_clear(), files)
+  if not published:
+    raise NothingPublished(info, config.output_dir)
+  return info
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard, dry_run: bool,
-             files: filesystem.FileAccess | None = None) -> int:
-  started = time.time()
-  with progress.Reporter.for_run(config.progress, pipeline_options,
-                                 config.image_dir, config.image_extensions) as reporter:
+def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
+             progress_display) -> None:
+  with progress.Reporter.for_run(config.progress, pipeline_options, config.image_dir,
+                                 config.image_extensions,
+                                 display=progress_display) as reporter:
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory)
     guard.run(p)
-  if dry_run:
-    print(engines.dry_run_note(pipeline_options,
-                              f'nothing was written to {config.output_dir}'))
-    return cli.EXIT_OK
-  info = filesystem.read_info(config.output_dir, files)
-  if not info['num_examples'] and not config.allow_empty:
-    return _nothing_published(config, info, files)
-  print(summary(info, time.time() - started))
-  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
-
-
-def _nothing_published(config: opts.ConvertConfig, info: dict,
-                       files: filesystem.FileAccess) -> int:
-  """No example at all (every row rejected): an empty dataset is no success.
-  Takes back what was written but rejected.jsonl, says why, exit 2."""
-  unpublish(config.output_dir, config.splits_to_clear(), files)
-  for reason, count in info['rejected_by_reason'].items():
-    print(f'  rejected {reason}: {count}')
-  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
-    print(f'  label manifest line rejected {reason}: {count} (not an image row)')
-  rejected = filesystem.join(config.output_dir, REJECTED_FILE)
-  print(f'error: all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
-        f'nothing was published' if info['num_manifest_rows'] else
-        'error: the input had no rows when the job read it; nothing was published',
-        file=sys.stderr)
-  return cli.EXIT_USAGE
 
 
 def main(argv=None) -> int:

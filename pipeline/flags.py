@@ -202,8 +202,9 @@ class ConvertOptions:
                        'never read')
     image.add_argument('--image_timeout_s', type=_non_negative_float,
                        default=DEFAULT_IMAGE_TIMEOUT_S,
-                       help='an image taking longer to read, decode, resize and encode '
-                       'is rejected as decode/timeout (0: no limit)')
+                       help='an image taking longer to read (from any filesystem), decode, '
+                       'resize and encode (or read and hash, with --dedupe content or '
+                       '--split_by content) is rejected as decode/timeout (0: no limit)')
     image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
                        help='Pillow formats decoded, by content (all: every format '
                        'Pillow has); others are rejected')

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import sys
+from typing import Optional
 
 from pipeline import interrupts
 from pipeline.beam_runtime import startup
@@ -219,6 +220,22 @@ def run(argv=None, check_records=validation.check_records) -> int:
   """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
+  report = validate(config, pipeline_options, check_records)
+  if report is None:
+    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    return cli.EXIT_OK
+  print(summary(report, config.report_path, config.strict))
+  if not report['valid'] or (config.strict and report['num_warnings']):
+    return cli.EXIT_FAILED
+  return cli.EXIT_OK
+
+
+def validate(config: opts.ValidateConfig, pipeline_options,
+             check_records=validation.check_records) -> Optional[dict]:
+  """One validation, as the command line's: -> the report written (None for
+  a dry run, which checks nothing). A dataset without a usable
+  dataset_info.json gets a report of that one problem. Failures are raised.
+  The command line's run() and pipeline.api call it; neither prints here."""
   pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
   # Before anything is read or written: can the runner take the job?
   engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
@@ -230,8 +247,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
     report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
                           config.expected_count, config.max_problems)
     _write_report_if_possible(config.report_path, report)
-    print(summary(report, config.report_path))
-    return cli.EXIT_FAILED
+    return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
   p = beam.Pipeline(
@@ -246,13 +262,8 @@ def run(argv=None, check_records=validation.check_records) -> int:
                                   files)) as guard:
     guard.run(p)
   if engines.is_dry_run(pipeline_options):
-    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
-    return cli.EXIT_OK
-  report = json.loads(files.read_text(config.report_path))
-  print(summary(report, config.report_path, config.strict))
-  if not report['valid'] or (config.strict and report['num_warnings']):
-    return cli.EXIT_FAILED
-  return cli.EXIT_OK
+    return None
+  return json.loads(files.read_text(config.report_path))
 
 
 def _delete_if_present(path: str, files: filesystem.FileAccess) -> None:

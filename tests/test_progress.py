@@ -15,6 +15,15 @@ def test_worker_counts_are_summed(tmp_path):
   assert progress.read_total_done(str(tmp_path)) == 4
 
 
+def test_a_count_being_replaced_is_read_once(tmp_path):
+  """ProgressFile.flush writes NAME.tmp, then renames it over NAME: a reader
+  between the two sees both and must count the worker once."""
+  (tmp_path / '7-1').write_text('3')
+  (tmp_path / '7-1.tmp').write_text('4')
+  (tmp_path / '8-1').write_text('2')
+  assert progress.read_total_done(str(tmp_path)) == 5
+
+
 def test_progress_file_without_a_folder_does_nothing():
   quiet = ProgressFile(None)
   quiet.tick()

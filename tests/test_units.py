@@ -387,6 +387,38 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
     pool.shutdown()
 
 
+def test_a_call_s_time_limit_covers_its_prepare():
+  """prepare (the parent's read of remote files) counts against the limit: a
+  prepare that never returns is left behind at the limit, and its time is
+  taken from what the child gets."""
+  import threading
+  import time
+
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+  released = threading.Event()
+
+  def prepare(args):  # (seconds to read, what the child gets)
+    released.wait(args[0])
+    return args[1:]
+
+  pool = ProcessPool(1, prepare=prepare, timeout_s=1)
+  try:
+    started = time.monotonic()
+    error = pool.submit(time.sleep, 20, 0.0).exception()  # released at the end
+    assert isinstance(error, WorkerTimedOut)
+    assert str(error) == 'reading the files of a sleep call took longer than 1 s: left behind'
+    assert time.monotonic() - started < 10
+    # 0.6 s reading + 0.6 s in the child: each under the limit, together over it
+    error = pool.submit(time.sleep, 0.6, 0.6).exception()
+    assert isinstance(error, WorkerTimedOut)
+    assert pool.submit(time.sleep, 0.01, 0.01).result() is None  # a new reader thread
+    assert len(pool._preparers) == 1
+  finally:
+    released.set()
+    pool.shutdown()
+
+
 def test_process_pool_replies_survive_stdout_noise_from_the_child():
   from tests.process_helpers import print_to_stdout
   from transforms.workers.process_pool import ProcessPool

@@ -68,7 +68,7 @@ class ParseLineFn(NumberLinesFn):
 
   def _reject(self, config, shown, line: int, stage: str, code: str, reason: str):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        shown, stage, code, reason, config.path, line,
+        shown, stage, code, reason, config.source, line,
         counts_as_row=config.role != manifest.ROLE_LABELS))
 
 

@@ -90,13 +90,25 @@ class ManifestConfig:
   # (path, size in bytes) of each file `path` names, sorted by path (a
   # pattern names several, read as one manifest); empty: `path` itself.
   files: tuple = ()
+  # Rows given in Python (pipeline.api's rows=), written to `path` for the
+  # run: the name their rows and rejections give as source instead of
+  # `path`, and the folder their relative image paths resolve against
+  # instead of `path`'s ('': `path` and its folder).
+  source_name: str = ''
+  relative_to: str = ''
 
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
     return dict(self.columns).get(name, name)
 
   @property
+  def source(self) -> str:
+    return self.source_name or self.path
+
+  @property
   def base_dir(self) -> str:
+    if self.relative_to:
+      return self.relative_to
     return posixpath.dirname(self.path) if paths.is_remote(self.path) else (
         self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
 
@@ -246,7 +258,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   # multi_label: each label is stripped where the cell is split, as intended
   padded = not config.multi_label and _is_padded(fields.get(config.column('label')))
   if config.role == ROLE_LABELS:
-    return ManifestRow(fields, config.path, line, key=_text(fields, config.column('key')),
+    return ManifestRow(fields, config.source, line, key=_text(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
   image = _text(fields, config.column('image'))
   key = _text(fields, config.column('key')) or image
@@ -257,7 +269,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   # One constructor call, not a row then dataclasses.replace (which walks every
   # field again): a few us less a row, on a parse of ~20-40 us.
   return ManifestRow(
-      fields, config.path, line, image=image, path=resolve_path(image, config.base_dir),
+      fields, config.source, line, image=image, path=resolve_path(image, config.base_dir),
       key=key, label=label, split=split, extras=extras, label_padded=padded,
       position=position)
 
