@@ -71,39 +71,42 @@ def check_exportable(info: dict) -> None:
 
 
 def tfds_features(info: dict, tfds, tf):
-  """The FeaturesDict matching our records. Feature names with '/' become
-  nested dicts (`image/class/label` -> ex['image']['class']['label']);
-  `image/key/sha256` is left out (TFDS cannot have `image/key` both a value and
-  a folder); raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
+  """The FeaturesDict matching our records: a TFDS feature per feature of the
+  table (spec.py) by its field and kind, and a Tensor per extra feature.
+  Feature names with '/' become nested dicts (`image/class/label` ->
+  ex['image']['class']['label']); a feature named below another
+  (`image/key/sha256`) is left out, as TFDS cannot have `image/key` both a
+  value and a folder; raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
   image = info['image']
-  names = info['label_map']
   shape = (image['height'], image['width'], image['channels'])
   if image['encoding'] == 'raw':
     check_exportable(info)
     pixels = tfds.features.Tensor(shape=shape, dtype=tf.uint8, encoding='bytes')
   else:
     pixels = tfds.features.Image(shape=shape, encoding_format=image['encoding'])
-  if info['schema'] == 'seed':
-    return tfds.features.FeaturesDict({
-        'img_raw': pixels, 'label': tfds.features.ClassLabel(names=names)})
-  scalar = {'string': tfds.features.Text(), 'int64': tfds.features.Scalar(dtype=tf.int64)}
-  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
-  nested = {'image': {
-      'encoded': pixels,
-      'format': scalar['string'],
-      'height': scalar['int64'],
-      'width': scalar['int64'],
-      'channels': scalar['int64'],
-      'filename': scalar['string'],
-      'key': scalar['string'],
-      'class': {'label': tfds.features.ClassLabel(names=names), 'text': scalar['string']},
-  }}
-  if records.is_multi_label(info):  # label ids and texts are lists
-    nested['image']['class'] = {'label': tfds.features.Sequence(tfds.features.ClassLabel(
-        names=names)), 'text': tfds.features.Sequence(tfds.features.Text())}
-  for name in records.extra_feature_names(info):
-    spec = info['feature_spec'][name]  # shape [], [N], [null] or [null, N]
-    nested[name] = tfds.features.Tensor(shape=tuple(spec['shape']), dtype=dtypes[spec['dtype']])
+  dtypes = {'bytes': tf.string, 'int64': tf.int64, 'float': tf.float32}
+  by_field = {'image': lambda: pixels,
+              'label': lambda: tfds.features.ClassLabel(names=info['label_map'])}
+  by_kind = {'bytes': tfds.features.Text,
+             'int64': lambda: tfds.features.Scalar(dtype=tf.int64),
+             'float': lambda: tfds.features.Scalar(dtype=tf.float32)}
+  spec = records.example_spec(info)
+  table = spec.table().features
+  nested = {}
+  for feature in table:
+    if any(feature.name.startswith(other.name + '/') for other in table):
+      continue
+    connector = by_field.get(feature.field, by_kind[feature.kind])()
+    if feature.shape == (None,):  # --multi_label's label ids and texts
+      connector = tfds.features.Sequence(connector)
+    *folders, leaf = feature.name.split('/')
+    place = nested
+    for folder in folders:
+      place = place.setdefault(folder, {})
+    place[leaf] = connector
+  for extra in spec.extra_features:  # shape [], [N], [null] or [null, N]
+    nested[extra.name] = tfds.features.Tensor(shape=extra.shape,
+                                              dtype=dtypes[extra.kind])
   return tfds.features.FeaturesDict(nested)
 
 

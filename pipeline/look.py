@@ -31,6 +31,7 @@ from pipeline.look_sample import Reservoir
 from pipeline.look_sample import decode_samples
 from pipeline.look_sample import records_of
 from pipeline.look_sample import scan_split
+from transforms.core import decoders
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -287,7 +288,7 @@ def foreign_image(features: dict, args, where: str) -> tuple:
                        f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
                        f'name it with --image_feature')
   data = features[image_name][1][0]
-  encoding = records.sniff_encoding(data)
+  encoding = decoders.sniff_encoding(data)
   if encoding is None:
     if not args.height or not args.width:
       raise InspectError(f'{where}: {image_name!r} holds {len(data)} bytes that are neither '
@@ -298,7 +299,7 @@ def foreign_image(features: dict, args, where: str) -> tuple:
       raise InspectError(f'{where}: {image_name!r} has {len(data)} bytes, --height '
                          f'{args.height} --width {args.width} --channels {args.channels} '
                          f'make {expected}')
-  image = records.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
+  image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
   label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
   label = None
   if label_name is not None and features[label_name][0] == 'int64_list':
@@ -348,7 +349,7 @@ def inspect_files(args) -> list:
     where = f'{os.path.basename(path)} record {index}'
     try:
       image, label, text = foreign_image(features, args, where)
-    except records.RecordError as error:
+    except decoders.RecordError as error:
       skipped.append(f'{where}: {error}')
       continue
     key = features.get('image/key', (None, [b'']))[1]
