@@ -87,10 +87,9 @@ class ViewCachingOptions(PipelineOptions):
     return state
 
 
-class _UsageParser(_BeamArgumentParser):
-
-  def error(self, message):
-    raise UsageError(message)
+class _UsageParser(cli.UsageParser, _BeamArgumentParser):
+  """cli.UsageParser that also takes Beam's value-provider arguments (Beam's
+  options classes declare some)."""
 
 
 class _StubOptions:

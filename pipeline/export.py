@@ -26,12 +26,12 @@ import tempfile
 
 from pipeline import cli
 from pipeline import read
+from pipeline.cli import UsageError
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import record_spans
 
-EXIT_OK, EXIT_USAGE = 0, 2  # as convert, validate and inspect
 FORMATS = ('tfds',)
 TFDS_DIR = 'tfds'
 # Our shard names, in TFDS's template language: the shards keep their names.
@@ -39,18 +39,8 @@ TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 TFDS_FEATURES_FILE = 'features.json'
 
 
-class ExportError(Exception):
-  """Bad input: one line on stderr, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-
-  def error(self, message):
-    raise ExportError(message)
-
-
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = _Parser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
+  parser = cli.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--format', required=True, choices=FORMATS)
   parser.add_argument('--input_dir', required=True, help='a folder written by convert')
@@ -59,14 +49,14 @@ def parse_args(argv: list) -> argparse.Namespace:
                       help='replace a previous export in --output_dir')
   unknown = cli.unknown_flag(parser, argv)
   if unknown:
-    raise ExportError(unknown)
+    raise UsageError(unknown)
   return parser.parse_args(argv)
 
 
 def check_exportable(info: dict) -> None:
   image = info['image']
   if image['encoding'] == 'raw' and None in (image['height'], image['width']):
-    raise ExportError('raw pixels of per-record size (--resize_mode none) cannot be a '
+    raise UsageError('raw pixels of per-record size (--resize_mode none) cannot be a '
                       'TFDS feature: TFDS needs their fixed shape')
 
 
@@ -128,14 +118,14 @@ def _link_or_copy(source: str, target: str) -> str:
 
 
 def check_output_dir(output_dir: str, overwrite: bool) -> None:
-  """ExportError unless output_dir is empty, or holds a previous export and
+  """UsageError unless output_dir is empty, or holds a previous export and
   --overwrite is given. Changes nothing."""
   if os.path.exists(output_dir) and os.listdir(output_dir):
     if not overwrite:
-      raise ExportError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
+      raise UsageError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
                         f'replace a previous export')
     if not os.path.exists(os.path.join(output_dir, TFDS_FEATURES_FILE)):
-      raise ExportError(f'--output_dir {output_dir} holds no previous TFDS export '
+      raise UsageError(f'--output_dir {output_dir} holds no previous TFDS export '
                         f'({TFDS_FEATURES_FILE} is missing): not replacing it')
 
 
@@ -188,9 +178,9 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   try:
     info = read.read_info(input_dir)
   except InfoError as error:
-    raise ExportError(str(error))
+    raise UsageError(str(error))
   if paths.is_remote(output_dir):
-    raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
+    raise UsageError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   # Every check before TensorFlow is imported: a usage error is one line, at once.
   check_exportable(info)
@@ -204,7 +194,7 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     import tensorflow as tf
     import tensorflow_datasets as tfds
   except ImportError as error:
-    raise ExportError(f'--format tfds needs tensorflow-datasets ({error}): '
+    raise UsageError(f'--format tfds needs tensorflow-datasets ({error}): '
                       f'pip install tensorflow-datasets==4.9.10')
   features = tfds_features(info, tfds, tf)
   prepare(output_dir, overwrite)
@@ -237,16 +227,11 @@ def run(argv: list) -> int:
   args = parse_args(argv)
   output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
   print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
-  return EXIT_OK
+  return cli.EXIT_OK
 
 
 def main(argv=None) -> int:
-  argv = list(sys.argv[1:] if argv is None else argv)
-  try:
-    return run(argv)
-  except ExportError as error:
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_USAGE
+  return cli.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':
