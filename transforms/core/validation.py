@@ -96,7 +96,7 @@ def _source_digest(features) -> Optional[str]:
   """image/key/sha256 of a parsed record (None when it has none)."""
   if features is None or not features.get('image/key/sha256', (None, ()))[1]:
     return None
-  return features['image/key/sha256'][1][0].decode('utf-8', 'replace')
+  return decoders.text(features['image/key/sha256'][1][0])
 
 
 def _check_record(data: bytes, expected: Expected) -> tuple:
