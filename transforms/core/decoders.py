@@ -5,7 +5,7 @@ ops, from the same table.
 
 A decoder takes (its value, the record's values, Reading) and returns the
 value of its field in the reader's example. A value is as the feature's shape
-holds it: a scalar's one value, a list's list (stored_values).
+holds it: a scalar's one value, a list's list (StoredValues).
 
 numpy is imported where it is used: spec.py imports this module, and image
 worker processes, which import spec.py, started ~0.1 s later with numpy
@@ -25,27 +25,24 @@ class RecordError(Exception):
   """One record cannot be turned into an example (it is skipped, not fatal)."""
 
 
-class StoredValues(dict):
-  """A record's {feature name: value}. Asking for one it lacks: a list
-  feature's is empty, any other's a RecordError."""
+class StoredValues:
+  """A parsed record's ({name: (kind, values)}) values by feature name, each
+  read when asked for: a list feature's (named in `lists`) whole list, empty
+  if it is missing; any other's one value, a RecordError if it has not
+  exactly one."""
+  __slots__ = ('_features', '_lists')
 
-  def __init__(self, values, lists):
-    super().__init__(values)
-    self.lists = lists
+  def __init__(self, features: dict, lists):
+    self._features = features
+    self._lists = lists
 
-  def __missing__(self, name):
-    if name in self.lists:
-      return []
-    raise RecordError(f'feature {name!r} is missing or not a single value')
-
-
-def stored_values(features: dict, lists) -> StoredValues:
-  """A parsed record ({name: (kind, values)}) -> {name: value}: the whole list
-  of a feature named in `lists`, the one value of any other. A feature that is
-  not a list and has not exactly one value is left out."""
-  return StoredValues(((name, values if name in lists else values[0])
-                       for name, (_, values) in features.items()
-                       if name in lists or len(values) == 1), lists)
+  def __getitem__(self, name: str):
+    values = self._features.get(name, (None, []))[1]
+    if name in self._lists:
+      return values
+    if len(values) != 1:
+      raise RecordError(f'feature {name!r} is missing or not a single value')
+    return values[0]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,15 +42,15 @@ class ExampleDecoder:
     self._reading = decoders.Reading.from_info(info, spec.table().size, decode)
     self._fields = [f for f in spec.features() if f.field]
     # read whole: list features and every extra feature (its decoder checks its shape)
-    self._lists = frozenset(f.name for f in spec.features()
-                            if f.shape != () or f in spec.extra_features)
+    self._lists = frozenset([f.name for f in spec.table().features if f.shape != ()]
+                            + [f.name for f in spec.extra_features])
 
   def __call__(self, data: bytes) -> dict:
     try:
       features = parse_example(data)
     except Exception as error:  # DecodeError: not an Example
       raise decoders.RecordError(f'not a tf.train.Example: {error}')
-    record = decoders.stored_values(features, self._lists)
+    record = decoders.StoredValues(features, self._lists)
     example = dict.fromkeys(FIELDS, '')
     for feature in self._fields:
       example[feature.field] = feature.decode(record[feature.name], record, self._reading)

@@ -124,7 +124,7 @@ class Feature:
   kind: str  # bytes | float | int64
   # LoadedImage -> value (a scalar, or a list for shape (None,))
   value: Callable
-  # (its value, the record's values (decoders.stored_values), validation.Expected)
+  # (its value, the record's values (decoders.StoredValues), validation.Expected)
   # -> [(problem kind, detail)]; None: only presence, kind and shape are checked
   check: Optional[Callable] = None
   shape: tuple = ()  # (): one value; (None,): a list of any length

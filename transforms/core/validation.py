@@ -120,7 +120,7 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
   if problems:
     return None, None, problems + undeclared, None
   # a scalar feature's one value; a list feature's whole list
-  record = decoders.stored_values(features, expected.lists())
+  record = decoders.StoredValues(features, expected.lists())
   for feature in table.checked:
     problems += feature.check(record[feature.name], record, expected)
   key = decoders.text(record[table.key]) if table.key else None
