@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 from google.protobuf.message import DecodeError
@@ -60,6 +61,7 @@ class Expected:
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
                tuple(info['label_map']), HashSplit.from_config(info.get('config')))
 
+  @functools.cached_property  # once, not per record (a frozenset: it pickles)
   def lists(self) -> frozenset:
     """The features declared as lists (any shape but [])."""
     return frozenset(name for name, declared in self.feature_spec.items()
@@ -120,7 +122,7 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
   if problems:
     return None, None, problems + undeclared, None
   # a scalar feature's one value; a list feature's whole list
-  record = decoders.StoredValues(features, expected.lists())
+  record = decoders.StoredValues(features, expected.lists)
   for feature in table.checked:
     problems += feature.check(record[feature.name], record, expected)
   key = decoders.text(record[table.key]) if table.key else None
