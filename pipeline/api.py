@@ -33,6 +33,7 @@ from typing import Optional
 from pipeline import cli
 from pipeline import command_line
 from pipeline import config as opts
+from pipeline import config_file
 from pipeline import convert as convert_command
 from pipeline import in_process
 from pipeline import progress as progress_display
@@ -201,7 +202,7 @@ def keyword_argv(keywords: dict, options_cls, command: str) -> list:
       raise TypeError(f'{command}() got an unexpected keyword argument {name!r}{hint}')
     value = _plain_value(value)
     with _usage_errors():
-      argv += command_line._tokens(name, value, action, f'keyword {name!r}')
+      argv += config_file.tokens(name, value, action, f'keyword {name!r}')
   return argv
 
 

@@ -5,6 +5,7 @@ the console script defers Beam's cloud imports (beam_runtime/startup.py)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import difflib
 import logging
@@ -25,6 +26,24 @@ EXIT_OVER_BUDGET = 3
 
 class UsageError(Exception):
   """Bad flags or unusable input: exit 2 with one line, before any work."""
+
+
+class UsageParser(argparse.ArgumentParser):
+  """argparse's errors as UsageErrors: one line and exit 2, not argparse's exit."""
+
+  def error(self, message):
+    raise UsageError(message)
+
+
+def main_with_usage_errors(run, argv=None) -> int:
+  """Runs `run(argv)` for a command that needs neither Beam nor logging set up
+  (inspect, export): a UsageError is one line on stderr and exit 2."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    return run(argv)
+  except UsageError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
 
 
 def configure_logging() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -26,12 +25,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
 from pipeline import cli
+from pipeline import config_file
 from pipeline import engines
 from pipeline import redact
 from pipeline.cli import UsageError
-from transforms import filesystem
+from pipeline.config_file import CONFIG_FLAG
 
-CONFIG_FLAG = '--config'
 # Options classes Beam ships outside apache_beam.options.pipeline_options, in
 # modules a launch does not import: DaskRunner's needs dask (not installed),
 # render's pulls in Beam's interactive stack (seconds). Their flags are read
@@ -42,10 +41,6 @@ OUTLYING_BEAM_OPTION_MODULES = (
     'apache_beam.runners.render',
     'apache_beam.yaml.options',
 )
-# Lists and mappings nested deeper than this in a --config file are refused: an
-# option's value is at most a mapping of lists (--beam_services, --labels).
-MAX_CONFIG_DEPTH = 32
-_TOO_DEEP = f'nested deeper than {MAX_CONFIG_DEPTH} levels'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +82,9 @@ class ViewCachingOptions(PipelineOptions):
     return state
 
 
-class _UsageParser(_BeamArgumentParser):
-
-  def error(self, message):
-    raise UsageError(message)
+class _UsageParser(cli.UsageParser, _BeamArgumentParser):
+  """cli.UsageParser that also takes Beam's value-provider arguments (Beam's
+  options classes declare some)."""
 
 
 class _StubOptions:
@@ -238,144 +232,12 @@ def _json_safe(value):
   return str(value)
 
 
-# --- --config FILE ---------------------------------------------------------------
-
-
-def _load(text: str, path: str):
-  """The file's text -> its data; UsageError with the line of a parse error.
-
-  A config is a flat mapping, a value at most a small mapping or list, so the
-  file is held to that: a key given twice is an error (never "last wins"),
-  nesting stops at MAX_CONFIG_DEPTH (deeper blew Python's recursion limit: a
-  traceback), and YAML anchors and aliases are refused. An alias is a
-  reference, and a value is passed on as JSON, which writes out every
-  reference: nine levels of nine aliases each (the "billion laughs") took
-  55 s and 3.6 GB before failing. The checks run while the YAML is composed,
-  so such a file is refused at its first anchor, before anything expands.
-  """
-  if path.lower().endswith('.json'):
-    def pairs(items):
-      data = {}
-      for key, value in items:
-        if key in data:
-          raise UsageError(f'--config {path}: key {key!r} is given twice')
-        data[key] = value
-      return data
-    try:
-      data = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as error:
-      raise UsageError(f'--config {path} does not parse: line {error.lineno}: {error.msg}')
-    except RecursionError:  # json's own recursion, on input nested thousands deep
-      raise UsageError(f'--config {path}: {_TOO_DEEP}') from None
-    if _deeper_than(data, MAX_CONFIG_DEPTH):
-      raise UsageError(f'--config {path}: {_TOO_DEEP}')
-    return data
-  import yaml  # only a run with --config pays for it
-
-  class Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. YAML 1.1 also reads yes/no/on/off as
-    booleans, and `progress: off` means the value 'off', as on the command line.
-    No anchors or aliases, no key twice in a mapping, nesting at most
-    MAX_CONFIG_DEPTH (see _load)."""
-    depth = 0
-
-    def compose_node(self, parent, index):
-      event = self.peek_event()
-      if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
-        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: YAML anchors '
-                         'and aliases (&name, *name) are not accepted; write the value out')
-      if self.depth >= MAX_CONFIG_DEPTH and isinstance(
-          event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: {_TOO_DEEP}')
-      self.depth += 1
-      try:
-        return super().compose_node(parent, index)
-      finally:
-        self.depth -= 1
-
-    def compose_mapping_node(self, anchor):
-      node = super().compose_mapping_node(anchor)
-      first = {}
-      for key, _ in node.value:
-        if isinstance(key, yaml.ScalarNode):
-          seen = first.setdefault((key.tag, key.value), key)
-          if seen is not key:
-            raise UsageError(f'--config {path}: key {key.value!r} is given twice (lines '
-                             f'{seen.start_mark.line + 1} and {key.start_mark.line + 1})')
-      return node
-
-  bool_tag = 'tag:yaml.org,2002:bool'
-  Loader.yaml_implicit_resolvers = {
-      first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
-      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-  Loader.add_implicit_resolver(bool_tag, re.compile(r'^(?:true|True|TRUE|false|False|FALSE)$'),
-                               list('tTfF'))
-  try:
-    return yaml.load(text, Loader)  # a SafeLoader: builds plain data only
-  except yaml.YAMLError as error:
-    problem = getattr(error, 'problem', None) or str(error).splitlines()[0]
-    mark = getattr(error, 'problem_mark', None)
-    where = f'line {mark.line + 1}: ' if mark is not None else ''
-    context, started = getattr(error, 'context', None), getattr(error, 'context_mark', None)
-    if context and started is not None and (mark is None or started.line != mark.line):
-      problem += f' ({context} started at line {started.line + 1})'
-    raise UsageError(f'--config {path} does not parse: {where}{problem}')
-
-
-def _deeper_than(data, limit: int) -> bool:
-  """Whether lists and mappings nest more than `limit` levels (the top one counts)."""
-  level = [data]
-  for _ in range(limit):
-    level = [child for value in level if isinstance(value, (dict, list))
-             for child in (value.values() if isinstance(value, dict) else value)]
-  return any(isinstance(value, (dict, list)) for value in level)
-
-
-def _tokens(key: str, value, action, where: str) -> list:
-  """One --config key or pipeline.api keyword (`where`) as the tokens a user would type."""
-  flag = '--' + key
-
-  def wrong(expected):
-    raise UsageError(f'{where} takes {expected}, not {value!r}')
-
-  if value is None:  # e.g. a recorded option that was not set
-    return []
-  if action.nargs == 0:  # --overwrite and other switches
-    if not isinstance(value, bool):
-      wrong('true or false')
-    return [flag] if value else []
-  if isinstance(value, dict):
-    return [f'{flag}={json.dumps(value)}']
-  if isinstance(value, list):
-    if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-      wrong('a list of plain values')
-    if isinstance(action, argparse._AppendAction) or action.nargs in ('*', '+'):
-      return [f'{flag}={v}' for v in value]
-    if action.type not in (None, str) or action.choices:
-      wrong('one value')
-    return [f'{flag}={",".join(str(v) for v in value)}']  # a comma list
-  if isinstance(value, bool):
-    return [f'{flag}={value}']
-  if not isinstance(value, (str, int, float)):
-    wrong('a value')
-  return [f'{flag}={value}']
+# --- --config FILE (read by config_file.py) -------------------------------------
 
 
 def read_config_file(path: str, parser, own_flags: list) -> dict:
   """--config FILE -> {dest: value} of the options it holds (not yet merged)."""
-  try:
-    text = filesystem.read_text(path)
-  except filesystem.read_errors() as error:
-    raise UsageError(f'--config {path} cannot be read: {type(error).__name__}: {error}')
-  except UnicodeDecodeError as error:
-    raise UsageError(f'--config {path} is not UTF-8 text: {error}')
-  data = _load(text, path)
-  if data is None:
-    raise UsageError(f'--config {path} is empty: expected one "name: value" per option')
-  if not isinstance(data, dict):
-    kind = 'a list' if isinstance(data, list) else type(data).__name__
-    raise UsageError(f'--config {path} must hold a mapping of option names to values, '
-                     f'not {kind}')
+  data = config_file.read_config(path)
   flags = _flags_of(parser)
   given = {}
   for key, value in data.items():
@@ -384,8 +246,9 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
       hint = cli.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
-      tokens = _tokens(key, value, action, f'--config {path}: key {key!r}')
-      given.update(_given(parser, tokens, own_flags))
+      given.update(_given(parser, config_file.tokens(key, value, action,
+                                                     f'--config {path}: key {key!r}'),
+                          own_flags))
     except UsageError as error:
       message = re.sub(r'^argument [^:]+: ', '', str(error))
       if message.startswith(f'--config {path}'):

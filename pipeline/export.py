@@ -26,12 +26,12 @@ import tempfile
 
 from pipeline import cli
 from pipeline import read
+from pipeline.cli import UsageError
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import record_spans
 
-EXIT_OK, EXIT_USAGE = 0, 2  # as convert, validate and inspect
 FORMATS = ('tfds',)
 TFDS_DIR = 'tfds'
 # Our shard names, in TFDS's template language: the shards keep their names.
@@ -39,18 +39,8 @@ TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 TFDS_FEATURES_FILE = 'features.json'
 
 
-class ExportError(Exception):
-  """Bad input: one line on stderr, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-
-  def error(self, message):
-    raise ExportError(message)
-
-
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = _Parser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
+  parser = cli.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--format', required=True, choices=FORMATS)
   parser.add_argument('--input_dir', required=True, help='a folder written by convert')
@@ -59,51 +49,54 @@ def parse_args(argv: list) -> argparse.Namespace:
                       help='replace a previous export in --output_dir')
   unknown = cli.unknown_flag(parser, argv)
   if unknown:
-    raise ExportError(unknown)
+    raise UsageError(unknown)
   return parser.parse_args(argv)
 
 
 def check_exportable(info: dict) -> None:
   image = info['image']
   if image['encoding'] == 'raw' and None in (image['height'], image['width']):
-    raise ExportError('raw pixels of per-record size (--resize_mode none) cannot be a '
+    raise UsageError('raw pixels of per-record size (--resize_mode none) cannot be a '
                       'TFDS feature: TFDS needs their fixed shape')
 
 
 def tfds_features(info: dict, tfds, tf):
-  """The FeaturesDict matching our records. Feature names with '/' become
-  nested dicts (`image/class/label` -> ex['image']['class']['label']);
-  `image/key/sha256` is left out (TFDS cannot have `image/key` both a value and
-  a folder); raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
+  """The FeaturesDict matching our records: a TFDS feature per feature of the
+  table (spec.py) by its field and kind, and a Tensor per extra feature.
+  Feature names with '/' become nested dicts (`image/class/label` ->
+  ex['image']['class']['label']); a feature named below another
+  (`image/key/sha256`) is left out, as TFDS cannot have `image/key` both a
+  value and a folder; raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
   image = info['image']
-  names = info['label_map']
   shape = (image['height'], image['width'], image['channels'])
   if image['encoding'] == 'raw':
     check_exportable(info)
     pixels = tfds.features.Tensor(shape=shape, dtype=tf.uint8, encoding='bytes')
   else:
     pixels = tfds.features.Image(shape=shape, encoding_format=image['encoding'])
-  if info['schema'] == 'seed':
-    return tfds.features.FeaturesDict({
-        'img_raw': pixels, 'label': tfds.features.ClassLabel(names=names)})
-  scalar = {'string': tfds.features.Text(), 'int64': tfds.features.Scalar(dtype=tf.int64)}
-  dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
-  nested = {'image': {
-      'encoded': pixels,
-      'format': scalar['string'],
-      'height': scalar['int64'],
-      'width': scalar['int64'],
-      'channels': scalar['int64'],
-      'filename': scalar['string'],
-      'key': scalar['string'],
-      'class': {'label': tfds.features.ClassLabel(names=names), 'text': scalar['string']},
-  }}
-  if records.is_multi_label(info):  # label ids and texts are lists
-    nested['image']['class'] = {'label': tfds.features.Sequence(tfds.features.ClassLabel(
-        names=names)), 'text': tfds.features.Sequence(tfds.features.Text())}
-  for name in records.extra_feature_names(info):
-    spec = info['feature_spec'][name]  # shape [], [N], [null] or [null, N]
-    nested[name] = tfds.features.Tensor(shape=tuple(spec['shape']), dtype=dtypes[spec['dtype']])
+  dtypes = {'bytes': tf.string, 'int64': tf.int64, 'float': tf.float32}
+  by_field = {'image': lambda: pixels,
+              'label': lambda: tfds.features.ClassLabel(names=info['label_map'])}
+  by_kind = {'bytes': tfds.features.Text,
+             'int64': lambda: tfds.features.Scalar(dtype=tf.int64),
+             'float': lambda: tfds.features.Scalar(dtype=tf.float32)}
+  spec = records.example_spec(info)
+  table = spec.table().features
+  nested = {}
+  for feature in table:
+    if any(feature.name.startswith(other.name + '/') for other in table):
+      continue
+    connector = by_field.get(feature.field, by_kind[feature.kind])()
+    if feature.shape == (None,):  # --multi_label's label ids and texts
+      connector = tfds.features.Sequence(connector)
+    *folders, leaf = feature.name.split('/')
+    place = nested
+    for folder in folders:
+      place = place.setdefault(folder, {})
+    place[leaf] = connector
+  for extra in spec.extra_features:  # shape [], [N], [null] or [null, N]
+    nested[extra.name] = tfds.features.Tensor(shape=extra.shape,
+                                              dtype=dtypes[extra.kind])
   return tfds.features.FeaturesDict(nested)
 
 
@@ -125,14 +118,14 @@ def _link_or_copy(source: str, target: str) -> str:
 
 
 def check_output_dir(output_dir: str, overwrite: bool) -> None:
-  """ExportError unless output_dir is empty, or holds a previous export and
+  """UsageError unless output_dir is empty, or holds a previous export and
   --overwrite is given. Changes nothing."""
   if os.path.exists(output_dir) and os.listdir(output_dir):
     if not overwrite:
-      raise ExportError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
+      raise UsageError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
                         f'replace a previous export')
     if not os.path.exists(os.path.join(output_dir, TFDS_FEATURES_FILE)):
-      raise ExportError(f'--output_dir {output_dir} holds no previous TFDS export '
+      raise UsageError(f'--output_dir {output_dir} holds no previous TFDS export '
                         f'({TFDS_FEATURES_FILE} is missing): not replacing it')
 
 
@@ -185,9 +178,9 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   try:
     info = read.read_info(input_dir)
   except InfoError as error:
-    raise ExportError(str(error))
+    raise UsageError(str(error))
   if paths.is_remote(output_dir):
-    raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
+    raise UsageError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   # Every check before TensorFlow is imported: a usage error is one line, at once.
   check_exportable(info)
@@ -201,7 +194,7 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     import tensorflow as tf
     import tensorflow_datasets as tfds
   except ImportError as error:
-    raise ExportError(f'--format tfds needs tensorflow-datasets ({error}): '
+    raise UsageError(f'--format tfds needs tensorflow-datasets ({error}): '
                       f'pip install tensorflow-datasets==4.9.10')
   features = tfds_features(info, tfds, tf)
   prepare(output_dir, overwrite)
@@ -234,16 +227,11 @@ def run(argv: list) -> int:
   args = parse_args(argv)
   output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
   print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
-  return EXIT_OK
+  return cli.EXIT_OK
 
 
 def main(argv=None) -> int:
-  argv = list(sys.argv[1:] if argv is None else argv)
-  try:
-    return run(argv)
-  except ExportError as error:
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_USAGE
+  return cli.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':

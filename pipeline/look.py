@@ -26,11 +26,12 @@ from pipeline import cli
 from pipeline import read
 from pipeline import report
 from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
 from pipeline.look_sample import Reservoir
 from pipeline.look_sample import decode_samples
 from pipeline.look_sample import records_of
 from pipeline.look_sample import scan_split
+from transforms.core import decoders
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -48,18 +49,8 @@ REPORT = 'report.html'
 SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_text')
 
 
-class InspectError(Exception):
-  """Bad input: one line on stderr, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-
-  def error(self, message):
-    raise InspectError(message)
-
-
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = _Parser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
+  parser = cli.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--input_dir', help='a folder written by convert')
   parser.add_argument('--files', help='glob of TFRecord files convert did not write')
@@ -79,13 +70,13 @@ def parse_args(argv: list) -> argparse.Namespace:
                       f'first of {", ".join(records.LABEL_FEATURES)})')
   unknown = cli.unknown_flag(parser, argv)
   if unknown:
-    raise InspectError(unknown)
+    raise UsageError(unknown)
   args = parser.parse_args(argv)
   if bool(args.input_dir) == bool(args.files):
-    raise InspectError('give --input_dir (a folder written by convert) or --files PATTERN '
+    raise UsageError('give --input_dir (a folder written by convert) or --files PATTERN '
                        '(TFRecord files without dataset_info.json)')
   if args.num < 0 or args.per_class < 0:
-    raise InspectError('--num and --per_class must not be negative')
+    raise UsageError('--num and --per_class must not be negative')
   return args
 
 
@@ -234,15 +225,15 @@ def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: 
 def inspect_dataset(args) -> list:
   """--input_dir: the summary lines; with --export_dir, every file as well."""
   if not os.path.isdir(args.input_dir) and not paths.is_remote(args.input_dir):
-    raise InspectError(f'--input_dir {args.input_dir} is not a folder')
+    raise UsageError(f'--input_dir {args.input_dir} is not a folder')
   try:
     info = read.read_info(args.input_dir)
   except InfoError as error:
-    raise InspectError(f'{error} (for TFRecord files convert did not write, use --files)')
+    raise UsageError(f'{error} (for TFRecord files convert did not write, use --files)')
   splits = list(info['splits'])
   if args.split:
     if args.split not in splits:
-      raise InspectError(f'no split {args.split!r}; {args.input_dir} has '
+      raise UsageError(f'no split {args.split!r}; {args.input_dir} has '
                          f'{", ".join(splits) or "none"}')
     splits = [args.split]
   exporting = bool(args.export_dir)
@@ -283,22 +274,22 @@ def foreign_image(features: dict, args, where: str) -> tuple:
   """(pixels, label or None, class text) of a record of a foreign file."""
   image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
   if image_name is None or features[image_name][0] != 'bytes_list':
-    raise InspectError(f'{where}: no image feature (tried '
+    raise UsageError(f'{where}: no image feature (tried '
                        f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
                        f'name it with --image_feature')
   data = features[image_name][1][0]
-  encoding = records.sniff_encoding(data)
+  encoding = decoders.sniff_encoding(data)
   if encoding is None:
     if not args.height or not args.width:
-      raise InspectError(f'{where}: {image_name!r} holds {len(data)} bytes that are neither '
+      raise UsageError(f'{where}: {image_name!r} holds {len(data)} bytes that are neither '
                          f'JPEG nor PNG: give --height, --width and --channels of the raw '
                          f'pixels')
     expected = args.height * args.width * args.channels
     if len(data) != expected:
-      raise InspectError(f'{where}: {image_name!r} has {len(data)} bytes, --height '
+      raise UsageError(f'{where}: {image_name!r} has {len(data)} bytes, --height '
                          f'{args.height} --width {args.width} --channels {args.channels} '
                          f'make {expected}')
-  image = records.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
+  image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
   label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
   label = None
   if label_name is not None and features[label_name][0] == 'int64_list':
@@ -311,7 +302,7 @@ def inspect_files(args) -> list:
   """--files: each file's features from its first records; export when asked."""
   paths = sorted(glob.glob(args.files))
   if not paths:
-    raise InspectError(f'--files {args.files!r} matches no file')
+    raise UsageError(f'--files {args.files!r} matches no file')
   lines = []
   reservoir = Reservoir(args.per_class or args.num, random.Random(f'{args.seed}:files'))
   skipped = []
@@ -348,7 +339,7 @@ def inspect_files(args) -> list:
     where = f'{os.path.basename(path)} record {index}'
     try:
       image, label, text = foreign_image(features, args, where)
-    except records.RecordError as error:
+    except decoders.RecordError as error:
       skipped.append(f'{where}: {error}')
       continue
     key = features.get('image/key', (None, [b'']))[1]
@@ -370,12 +361,7 @@ def run(argv: list) -> int:
 
 
 def main(argv=None) -> int:
-  argv = list(sys.argv[1:] if argv is None else argv)
-  try:
-    return run(argv)
-  except InspectError as error:
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_USAGE
+  return cli.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':

@@ -11,6 +11,7 @@ import random
 from pipeline import read
 from pipeline import report
 from transforms.core import records
+from transforms.core.decoders import RecordError
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
 
@@ -73,12 +74,13 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
   sample_size records (per class with per_class)."""
   scan = Scan()
   reservoir = Reservoir(sample_size, random.Random(f'{seed}:{split}'))
+  to_example = records.ExampleDecoder(info, decode=False)
   for path in read.shard_paths(input_dir, info, split):
     shard = os.path.basename(path)
     for index, data in records_of(path, scan.skipped):
       try:
-        example = records.to_example(data, info, decode=False)
-      except records.RecordError as error:
+        example = to_example(data)
+      except RecordError as error:
         scan.skipped.append(f'{shard} record {index}: {error}')
         continue
       labels = _label_ids(example['label'])
@@ -97,10 +99,11 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
 def decode_samples(split: str, scan: Scan, info: dict) -> list:
   """The sampled records decoded; one that does not decode is skipped (reported)."""
   samples = []
+  to_example = records.ExampleDecoder(info)
   for shard, index, data in scan.candidates:
     try:
-      example = records.to_example(data, info)
-    except records.RecordError as error:
+      example = to_example(data)
+    except RecordError as error:
       scan.skipped.append(f'{shard} record {index}: {error}')
       continue
     label, class_text = example['label'], example['class_text']

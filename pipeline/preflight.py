@@ -168,15 +168,21 @@ def _check_columns(path: str, needed: list, found: tuple) -> None:
                      f'(its columns: {", ".join(found) or "none"})')
 
 
+def read_flag_text(flag: str, path: str) -> str:
+  """The UTF-8 text of the file `flag` names (--label_map, --config); a
+  UsageError naming the flag if it cannot be read."""
+  try:
+    return filesystem.read_text(path)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'{flag} {path} cannot be read: {type(error).__name__}: {error}')
+  except UnicodeDecodeError as error:
+    raise UsageError(f'{flag} {path} is not UTF-8 text: {error}')
+
+
 def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
   if not path:
     return None
-  try:
-    text = filesystem.read_text(path)
-  except filesystem.read_errors() as error:
-    raise UsageError(f'--label_map {path} cannot be read: {type(error).__name__}: {error}')
-  except UnicodeDecodeError as error:
-    raise UsageError(f'--label_map {path} is not UTF-8 text: {error}')
+  text = read_flag_text('--label_map', path)
   try:
     return normalized_map(LabelMap.from_text(text), modes)
   except ValueError as error:  # empty, blank or repeated lines

@@ -86,10 +86,11 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
   --multi_label), where read.load gives bytes. Raises ShardError on a damaged
   shard, RecordError on a record that does not match dataset_info.json."""
   info = info or read_info(input_dir)
+  to_example = records.ExampleDecoder(info, decode)
   for path in shard_paths(input_dir, info, split):
     with open_binary(path) as stream:
       for _, data in read_records(stream):
-        yield records.to_example(data, info, decode)
+        yield to_example(data)
 
 
 def _parse_spec(info: dict, tf):
@@ -124,31 +125,28 @@ def _resized(image, size: tuple, tf):
 
 def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
              resize_to: Optional[tuple] = None):
-  """Parsed features -> the example dict, decoding the image per dataset_info.json."""
+  """Parsed features -> the example dict of read.examples' fields, each from
+  the feature the table names for it (records.ExampleDecoder decodes the same
+  features without TensorFlow); the image decoded per dataset_info.json."""
+  spec = records.example_spec(info)
+  table = spec.table()
   image_info = info['image']
   channels, encoding = image_info['channels'], image_info['encoding']
   fixed = [image_info['height'], image_info['width'], channels]
   label_map = tf.constant(info['label_map'] or [''])
-  seed = info['schema'] == 'seed'
-  extras = records.extra_feature_names(info)
   num_classes = len(info['label_map'])  # the lines of label_map.txt
 
   def to_example(features):
-    if seed:
-      encoded, label = features['img_raw'], features['label']
-      shape, key, encoding_here = fixed, tf.constant(''), 'raw'
-      class_text = tf.gather(label_map, label)
-    else:
-      encoded, label = features['image/encoded'], features['image/class/label']
-      shape = tf.stack([features['image/height'], features['image/width'],
-                        features['image/channels']])
-      key, class_text = features['image/key'], features['image/class/text']
-      encoding_here = encoding
+    encoded, label = features[table.by_field('image')], features[table.label]
+    shape = tf.stack([features[name] for name in table.size]) if table.size else fixed
+    key = features[table.key] if table.key else tf.constant('')
+    # the stored class name; a schema without one: the label map's
+    class_text = features[table.text] if table.text else tf.gather(label_map, label)
     if not decode:
       image = encoded
-    elif encoding_here == 'raw':
+    elif encoding == 'raw':
       image = tf.reshape(tf.io.decode_raw(encoded, tf.uint8), shape)
-    elif encoding_here == 'jpeg':
+    elif encoding == 'jpeg':
       # INTEGER_ACCURATE: the DCT Pillow (convert, validate, read.examples) uses.
       image = tf.io.decode_jpeg(encoded, channels=channels, dct_method='INTEGER_ACCURATE')
     else:
@@ -160,7 +158,7 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
     if multi_hot:
       label = _multi_hot(label, num_classes, tf)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
-    example.update({name: features[name] for name in extras})
+    example.update({f.name: features[f.name] for f in spec.extra_features})
     return example
 
   return to_example

@@ -13,6 +13,7 @@ import pytest
 
 from pipeline import command_line
 from pipeline import config as opts
+from pipeline import config_file
 from pipeline import convert
 from pipeline import flags
 from pipeline import validate
@@ -223,7 +224,7 @@ def test_nesting_up_to_the_limit_is_read(tmp_path, name):
   """32 levels, the file's own mapping included, are read; 33 are refused."""
   parser = command_line._full_parser(opts.ConvertOptions)
   value = 'x'
-  for _ in range(command_line.MAX_CONFIG_DEPTH - 1):
+  for _ in range(config_file.MAX_CONFIG_DEPTH - 1):
     value = {'a': value}
   path = write(tmp_path / name, json.dumps({'direct_test_splits': value}))  # JSON is YAML
   assert command_line.read_config_file(path, parser, [])['direct_test_splits'] == value

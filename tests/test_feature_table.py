@@ -177,3 +177,136 @@ def test_convert_flag_defaults_are_the_image_spec_defaults():
       spec.height, spec.width, spec.channels, spec.encoding, spec.jpeg_quality,
       spec.resize_mode, spec.resize_filter, spec.max_pixels)
   assert config.parse_background(args.background) == spec.background == (255, 255, 255)
+
+
+# --- the table decodes what it encodes: read.examples' decoder, export's features ---
+
+def _info(spec: ExampleSpec, image: ImageSpec) -> dict:
+  """What dataset_info.json says of these records, as far as readers look."""
+  return {'schema': spec.schema, 'feature_spec': spec.feature_spec(image),
+          'image': image.to_json(), 'label_map': list(LABELS)}
+
+
+@pytest.mark.parametrize('schema,image,key', [
+    ('default', IMAGES['default'], 'b-key'),
+    ('default', ImageSpec(height=2, width=3), 'b-key'),
+    ('seed', IMAGES['seed'], '')])
+def test_the_table_decodes_what_it_encodes(schema, image, key):
+  from transforms.core.records import ExampleDecoder
+  loaded = _loaded(image)
+  spec = ExampleSpec(schema)
+  info = _info(spec, image)
+  example = ExampleDecoder(info)(build_example(loaded, spec))
+  assert list(example) == ['image', 'label', 'key', 'class_text']
+  assert example['image'].shape == (2, 3, 3)
+  if image.encoding == 'raw':
+    assert example['image'].tobytes() == loaded.image.data
+  else:
+    assert example['image'].tolist() == [[[10, 20, 30]] * 3] * 2
+  assert (example['label'], example['key'], example['class_text']) == (1, key, 'dog')
+  assert ExampleDecoder(info, decode=False)(build_example(loaded, spec))['image'] == (
+      loaded.image.data)
+
+
+def test_label_lists_and_extra_features_decode_to_arrays_of_their_shape():
+  from transforms.core.records import ExampleDecoder
+  image = IMAGES['default']
+  extras = (ExtraFeature('weight', 'float', ()), ExtraFeature('boxes', 'int64', (None, 2)),
+            ExtraFeature('tags', 'bytes', (None,)))
+  loaded = _loaded(image, (('weight', 'float', [0.5]), ('boxes', 'int64', [1, 2, 3, 4]),
+                           ('tags', 'bytes', ['x', 'y'])))
+  loaded = dataclasses.replace(loaded, labelled=dataclasses.replace(
+      loaded.labelled, label_id=(1, 0), label_text=('dog', 'cat')))
+  spec = ExampleSpec('default', extras, multi_label=True)
+  example = ExampleDecoder(_info(spec, image))(build_example(loaded, spec))
+  assert list(example) == ['image', 'label', 'key', 'class_text', 'weight', 'boxes', 'tags']
+  assert example['label'].dtype == 'int64' and example['label'].tolist() == [1, 0]
+  assert example['class_text'] == ['dog', 'cat']
+  assert (example['weight'].shape, example['weight'].tolist()) == ((), 0.5)
+  assert example['boxes'].tolist() == [[1, 2], [3, 4]]
+  assert example['tags'].tolist() == [b'x', b'y']
+
+
+def test_a_record_that_does_not_fit_is_a_record_error_naming_the_feature():
+  from transforms.core.decoders import RecordError
+  from transforms.core.records import ExampleDecoder
+  image = IMAGES['default']
+  features = example_features(_loaded(image), ExampleSpec())
+  del features['image/width']
+  decoder = ExampleDecoder(_info(ExampleSpec(), image))
+  with pytest.raises(RecordError, match=r"^feature 'image/width' is missing or not a single "
+                     r'value$'):
+    decoder(serialize_example(features))
+  with pytest.raises(RecordError, match=r'^not a tf\.train\.Example'):
+    decoder(b'\x01\x02not a record')
+
+
+class _FakeTfds:
+  """tensorflow_datasets' feature classes as tuples: what export builds, without TensorFlow."""
+
+  class features:
+    Text = staticmethod(lambda: ('Text',))
+    Scalar = staticmethod(lambda dtype: ('Scalar', dtype))
+    ClassLabel = staticmethod(lambda names: ('ClassLabel', tuple(names)))
+    Sequence = staticmethod(lambda feature: ('Sequence', feature))
+    Tensor = staticmethod(lambda shape, dtype, encoding='none': ('Tensor', shape, dtype,
+                                                                 encoding))
+    Image = staticmethod(lambda shape, encoding_format: ('Image', shape, encoding_format))
+    FeaturesDict = staticmethod(lambda nested: nested)
+
+
+_FAKE_TF = type('tf', (), {'uint8': 'uint8', 'string': 'string', 'int64': 'int64',
+                           'float32': 'float32'})
+
+
+def test_export_builds_its_tfds_features_from_the_table():
+  from pipeline import export
+  image = IMAGES['default']
+  text, int64 = ('Text',), ('Scalar', 'int64')
+  label = ('ClassLabel', LABELS)
+  nested = export.tfds_features(_info(ExampleSpec(), image), _FakeTfds, _FAKE_TF)
+  # image/key/sha256 is left out: TFDS cannot have image/key a value and a folder
+  assert nested == {'image': {
+      'encoded': ('Image', (2, 3, 3), 'png'), 'format': text, 'height': int64,
+      'width': int64, 'channels': int64, 'class': {'label': label, 'text': text},
+      'filename': text, 'key': text}}
+  spec = ExampleSpec('default', (ExtraFeature('boxes', 'float', (None, 4)),), multi_label=True)
+  nested = export.tfds_features(_info(spec, ImageSpec(height=2, width=3)), _FakeTfds, _FAKE_TF)
+  assert nested['image']['encoded'] == ('Tensor', (2, 3, 3), 'uint8', 'bytes')
+  assert nested['image']['class'] == {'label': ('Sequence', label),
+                                      'text': ('Sequence', text)}
+  assert nested['boxes'] == ('Tensor', (None, 4), 'float32', 'none')
+  assert export.tfds_features(_info(ExampleSpec('seed'), IMAGES['seed']), _FakeTfds,
+                              _FAKE_TF) == {
+      'img_raw': ('Tensor', (2, 3, 3), 'uint8', 'bytes'), 'label': label}
+
+
+def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
+  """One edit in the table: convert writes the feature, dataset_info.json
+  declares it, validate checks it is there, read.examples decodes it and
+  export describes it to TFDS."""
+  from operator import attrgetter
+
+  from pipeline import export
+  from transforms.core import decoders
+  from transforms.core.records import ExampleDecoder
+  from transforms.core.spec import Feature
+  from transforms.core.spec import FeatureTable
+  table = FEATURE_TABLES['default']
+  added = Feature('image/source', 'bytes', attrgetter('labelled.row.path'), field='source',
+                  decode=decoders.text)
+  monkeypatch.setitem(FEATURE_TABLES, 'default', FeatureTable(
+      table.features + (added,), size=table.size, text=table.text))
+  image = IMAGES['default']
+  spec = ExampleSpec()
+  data = build_example(_loaded(image), spec)
+  assert spec.feature_spec(image)['image/source'] == {'dtype': 'string', 'shape': []}
+  assert ExampleDecoder(_info(spec, image))(data)['source'] == '/x/a/b.png'
+  assert export.tfds_features(_info(spec, image), _FakeTfds, _FAKE_TF)['image']['source'] == (
+      'Text',)
+  assert check_record(data, _expected('default', image)) == (1, 'b-key', [])
+  features = example_features(_loaded(image), spec)
+  del features['image/source']
+  assert [kind for kind, _ in check_record(serialize_example(features),
+                                           _expected('default', image))[2]] == [
+      'missing_feature']

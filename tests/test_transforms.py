@@ -240,3 +240,17 @@ def test_a_crashing_image_worker_rejects_only_its_row(tmp_path):
     assert_that(encoded[REJECTED] | beam.Map(
         lambda r: (r.line, r.code, 'exit code 9' in r.reason)),
                 equal_to([(5, 'unexpected_error', True)]), label='Rejected')
+
+
+def test_in_global_window_places_main_and_tagged_outputs_alike():
+  """finish_bundle's outputs, main or dead letter, go to the global window
+  under their own tag (encode's and check_shards' DoFns emit both)."""
+  from apache_beam.transforms.window import GlobalWindow
+
+  from transforms.beam_util import in_global_window
+  main, tagged = in_global_window('row'), in_global_window(beam.pvalue.TaggedOutput(
+      REJECTED, 'rejection'))
+  assert (main.value, main.windows) == ('row', [GlobalWindow()])
+  assert isinstance(tagged, beam.pvalue.TaggedOutput) and tagged.tag == REJECTED
+  assert (tagged.value.value, tagged.value.windows) == ('rejection', [GlobalWindow()])
+  assert tagged.value.timestamp == main.timestamp == GlobalWindow().max_timestamp()

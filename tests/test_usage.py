@@ -235,3 +235,36 @@ def test_threads_and_processes_are_one_choice(sample, capsys):
   assert validate.main(['--input_dir', str(sample.root), '--check_threads', '2',
                         '--check_processes', '2']) == EXIT_USAGE
   assert 'either --check_threads or --check_processes' in capsys.readouterr().err
+
+
+def test_exit_codes_and_the_usage_parser_are_defined_once_in_cli():
+  """Every command exits with cli's codes and parses with cli.UsageParser (a
+  parser of its own may add Beam's argument kinds to it, not its own errors)."""
+  import ast
+  import pathlib
+  root = pathlib.Path(__file__).resolve().parent.parent
+  found = []
+  for path in sorted((root / 'pipeline').rglob('*.py')):
+    for node in ast.walk(ast.parse(path.read_text())):
+      targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                 if isinstance(node, ast.AnnAssign) else [])
+      names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+      found += [f'{path.name}: {name}' for name in names if name.startswith('EXIT_')]
+      if isinstance(node, ast.ClassDef):
+        bases = [ast.unparse(base) for base in node.bases]
+        if any(b.endswith('ArgumentParser') for b in bases) and 'cli.UsageParser' not in bases:
+          found.append(f'{path.name}: class {node.name}')
+  assert found == ['cli.py: EXIT_OK', 'cli.py: EXIT_FAILED', 'cli.py: EXIT_USAGE',
+                   'cli.py: EXIT_OVER_BUDGET', 'cli.py: class UsageParser']
+
+
+@pytest.mark.parametrize('command,argv,message', [
+    ('inspect', ['--num', '-1', '--input_dir', 'x'], '--num and --per_class must not be negative'),
+    ('inspect', ['--input_dir'], 'argument --input_dir: expected one argument'),
+    ('export', ['--format', 'tfds'], 'the following arguments are required: --input_dir'),
+])
+def test_inspect_and_export_usage_errors_are_clis_one_line_exit_2(capsys, command, argv,
+                                                                   message):
+  assert cli.main([command, *argv]) == EXIT_USAGE
+  captured = capsys.readouterr()
+  assert (captured.out, captured.err) == ('', f'error: {message}\n')

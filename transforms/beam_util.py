@@ -8,6 +8,7 @@ under REJECTED (convert) or PROBLEMS (validate): never dropped, always counted.
 from __future__ import annotations
 
 from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -43,6 +44,9 @@ def count_rejection(rejection: Rejection) -> Rejection:
   return rejection
 
 
-def in_global_window(value):
-  """`value` as finish_bundle must emit it: in the global window."""
-  return WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
+def in_global_window(output):
+  """An output as finish_bundle must emit it: in the global window (a
+  TaggedOutput's value, under its tag)."""
+  if isinstance(output, TaggedOutput):
+    return TaggedOutput(output.tag, in_global_window(output.value))
+  return WindowedValue(output, GlobalWindow().max_timestamp(), [GlobalWindow()])

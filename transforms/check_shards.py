@@ -112,10 +112,7 @@ class ReadShardFn(beam.DoFn):
     if self._spans is not None:
       for due in self._spans.drain():
         for output in self._gathered(self._span_done(*due)):
-          if isinstance(output, beam.pvalue.TaggedOutput):
-            yield beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
-          else:
-            yield in_global_window(output)
+          yield in_global_window(output)
     if self._facts is not None and self._facts.tallies:
       yield in_global_window(self._facts)
     self._facts = None
@@ -257,13 +254,9 @@ class CheckShards(beam.PTransform):
                processes: int = 0, spread: bool = True, check=validation.check_records,
                span_processes: int = 0, whole_shards: bool = False, max_problems: int = 100):
     super().__init__()
-    self._whole_shards = whole_shards
-    self._check = check
-    self._span_processes = span_processes
-    self._input_dir = input_dir
-    self._expected = expected
-    self._threads = threads
-    self._processes = processes
+    self._read = ReadShardFn(input_dir, expected, threads, processes, check, span_processes,
+                             gather=not spread, whole_shards=whole_shards,
+                             max_problems=max_problems)
     self._spread = spread
     self._max_problems = max_problems
 
@@ -271,11 +264,7 @@ class CheckShards(beam.PTransform):
     if self._spread:  # one shard per worker on distributed runners
       shards = shards | 'SpreadShards' >> beam.Reshuffle()
     read = (shards
-            | 'ReadShard' >> beam.ParDo(
-                ReadShardFn(self._input_dir, self._expected, self._threads,
-                            self._processes, self._check, self._span_processes,
-                            gather=not self._spread, whole_shards=self._whole_shards,
-                            max_problems=self._max_problems))
+            | 'ReadShard' >> beam.ParDo(self._read)
             .with_outputs(PROBLEMS, WARNINGS, main=SUMMARIES))
     if not self._spread:
       # one (tally sums, first problems, first warnings); none without records

@@ -131,11 +131,7 @@ class PooledSourceFn(beam.DoFn):
 
   def finish_bundle(self):
     for element, result in self._step.flush():
-      outcome = self.outcome(element, result)
-      if isinstance(outcome, beam.pvalue.TaggedOutput):
-        yield beam.pvalue.TaggedOutput(outcome.tag, in_global_window(outcome.value))
-      else:
-        yield in_global_window(outcome)
+      yield in_global_window(self.outcome(element, result))
 
   def row_of(self, element):
     return element
@@ -228,15 +224,10 @@ class EncodeRows(beam.PTransform):
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
                image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING):
     super().__init__()
-    self._ordering = ordering
-    self._converters = {'convert_on_thread': convert_on_thread,
-                        'convert_in_process': convert_in_process,
-                        'timeout_s': image_timeout_s}
-    self._progress_dir = progress_dir
-    self._image_threads = image_threads
-    self._image_processes = image_processes
-    self._image_spec = image_spec
+    self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
+                                   convert_on_thread, convert_in_process, image_timeout_s)
     self._example_spec = example_spec
+    self._ordering = ordering
     self._label_map = label_map
 
   def expand(self, rows):
@@ -244,9 +235,7 @@ class EncodeRows(beam.PTransform):
         AssignLabelFn(), label_map_side_input(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
-        LoadImageFn(self._image_spec, self._progress_dir, self._image_threads,
-                    self._image_processes, **self._converters)
-    ).with_outputs(REJECTED, main=LOADED)
+        self._load_image).with_outputs(REJECTED, main=LOADED)
     spec, ordering = self._example_spec, self._ordering
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
         lambda image: built_example(image, spec, ordering))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 
 import apache_beam as beam
 
@@ -21,16 +22,28 @@ def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
   return f'{prefix}-{index:05d}-of-{num_shards:05d}{suffix}'
 
 
+@dataclasses.dataclass(frozen=True)
+class _ShardTarget:
+  """Where a split's shards go and how each is written: what every writer below shares."""
+  prefix: str
+  suffix: str
+  compression: str
+  write_index: bool = False
+
+  def path(self, index: int, num_shards: int) -> str:
+    return shard_path(self.prefix, index, num_shards, self.suffix)
+
+  def create(self, path: str, files: filesystem.FileAccess | None = None) -> _ShardFile:
+    return _ShardFile(path, self.compression, self.write_index, files)
+
+
 class _InOrderWriterFn(beam.DoFn):
   """What both single-worker shard writers share: examples must come in write
   order and in one bundle (rows are sorted before decoding on a single local
   worker; a runner that reordered or split them would otherwise go unnoticed)."""
 
-  def __init__(self, prefix: str, suffix: str, compression: str, write_index: bool):
-    self._prefix = prefix
-    self._suffix = suffix
-    self._compression = compression
-    self._write_index = write_index
+  def __init__(self, target: _ShardTarget):
+    self._target = target
 
   def setup(self):
     self._written = False  # a bundle of this split wrote its shards already
@@ -56,9 +69,8 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
   Out (at the end of the bundle): the N shard paths (none for an empty split).
   """
 
-  def __init__(self, prefix: str, suffix: str, compression: str, num_shards: int,
-               write_index: bool = False):
-    super().__init__(prefix, suffix, compression, write_index)
+  def __init__(self, target: _ShardTarget, num_shards: int):
+    super().__init__(target)
     self._num_shards = num_shards
 
   def start_bundle(self):
@@ -68,8 +80,8 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
   def process(self, example):
     self._check(example)
     if not self._shards:
-      self._shards = [_ShardFile(self._path(i), self._compression, self._write_index,
-                                 self._files) for i in range(self._num_shards)]
+      self._shards = [self._target.create(self._path(i), self._files)
+                      for i in range(self._num_shards)]
     with _abandoned_on_error(self._shards):
       self._shards[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
     self._count += 1
@@ -84,7 +96,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     self._shards = []
 
   def _path(self, index: int) -> str:
-    return shard_path(self._prefix, index, self._num_shards, self._suffix)
+    return self._target.path(index, self._num_shards)
 
 
 class _WriteSizeCappedFn(_InOrderWriterFn):
@@ -98,11 +110,10 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   Out (at the end of the bundle): the shard paths (none for an empty split).
   """
 
-  def __init__(self, prefix: str, suffix: str, compression: str, max_bytes: int,
-               write_index: bool = False):
-    super().__init__(prefix, suffix, compression, write_index)
+  def __init__(self, target: _ShardTarget, max_bytes: int):
+    super().__init__(target)
     self._max_bytes = max_bytes
-    folder, split = prefix.rsplit('/', 1)
+    folder, split = target.prefix.rsplit('/', 1)
     self._temp_dir = f'{folder}/beam-temp-{split}-shards'
 
   def start_bundle(self):
@@ -117,8 +128,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       if shard == self._count:
         if self._file:
           self._file.close()
-        self._file = _ShardFile(self._temp_path(shard), self._compression,
-                                self._write_index, self._files)
+        self._file = self._target.create(self._temp_path(shard), self._files)
         self._count += 1
     with _abandoned_on_error([self._file]):
       self._file.write_record(example.data)
@@ -129,9 +139,9 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
     self._file.close()
     self._file, self._written = None, True
     for i in range(self._count):
-      final = shard_path(self._prefix, i, self._count, self._suffix)
+      final = self._target.path(i, self._count)
       temps, finals = [self._temp_path(i)], [final]
-      if self._write_index:
+      if self._target.write_index:
         temps.append(self._temp_path(i) + INDEX_SUFFIX)
         finals.append(final + INDEX_SUFFIX)
       # A rename replaces an earlier attempt's file (see filesystem.replacing).
@@ -141,7 +151,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       self._files.delete([self._temp_dir])
 
   def _temp_path(self, index: int) -> str:
-    return f'{self._temp_dir}/{index:05d}{self._suffix}'
+    return f'{self._temp_dir}/{index:05d}{self._target.suffix}'
 
 
 @contextlib.contextmanager
@@ -260,33 +270,29 @@ def _assign_shard(example, sorted_orders, num_shards):
 class _WriteShardFn(beam.DoFn):
   """(shard index, [(order, data), ...]) -> that shard file, records in write order."""
 
-  def __init__(self, prefix: str, suffix: str, compression: str, write_index: bool = False):
-    self._prefix = prefix
-    self._suffix = suffix
-    self._compression = compression
-    self._write_index = write_index
+  def __init__(self, target: _ShardTarget):
+    self._target = target
 
   def setup(self):
     self._files = filesystem.FileAccess()
 
   def process(self, grouped, num_shards):
     index, records = grouped
-    path = shard_path(self._prefix, index, num_shards, self._suffix)
-    with _ShardFile(path, self._compression, self._write_index, self._files) as shard:
+    path = self._target.path(index, num_shards)
+    with self._target.create(path, self._files) as shard:
       for _, data in sorted(records):
         shard.write_record(data)
     yield path
 
 
-def _empty_shards(_, prefix, suffix, compression, write_index, sorted_orders, num_shards):
+def _empty_shards(_, target: _ShardTarget, sorted_orders, num_shards):
   """Shards that got no record (a split of fewer examples than shards): the
   last ones of the round robin. A split without examples gets no shard."""
   if not sorted_orders:
     return []
-  paths = [shard_path(prefix, i, num_shards, suffix)
-           for i in range(len(sorted_orders), num_shards)]
+  paths = [target.path(i, num_shards) for i in range(len(sorted_orders), num_shards)]
   for path in paths:
-    _ShardFile(path, compression, write_index).close()
+    target.create(path).close()
   return paths
 
 
@@ -310,28 +316,22 @@ class WriteShards(beam.PTransform):
                num_shards: int = 0, max_bytes_per_shard: int | None = None,
                in_order: bool = False, write_index: bool = False):
     super().__init__()
-    self._prefix = file_path_prefix
-    self._suffix = suffix
-    self._compression = compression
+    if write_index and compression == 'gzip':
+      raise ValueError('gzip shards cannot be indexed (offsets are in the compressed stream)')
+    self._target = _ShardTarget(file_path_prefix, suffix, compression, write_index)
     self._num_shards = num_shards
     self._max_bytes = max_bytes_per_shard
     self._in_order = in_order
-    if write_index and compression == 'gzip':
-      raise ValueError('gzip shards cannot be indexed (offsets are in the compressed stream)')
-    self._write_index = write_index
 
   def expand(self, examples):
     if self._in_order and self._num_shards:
       return examples | 'WriteRoundRobin' >> beam.ParDo(_WriteRoundRobinFn(
-          self._prefix, self._suffix, self._compression, self._num_shards,
-          self._write_index))
+          self._target, self._num_shards))
     if self._in_order:
       return examples | 'WriteSizeCapped' >> beam.ParDo(_WriteSizeCappedFn(
-          self._prefix, self._suffix, self._compression, self._max_bytes,
-          self._write_index))
+          self._target, self._max_bytes))
     side = beam.pvalue
-    write_shard = _WriteShardFn(self._prefix, self._suffix, self._compression,
-                                self._write_index)
+    write_shard = _WriteShardFn(self._target)
     if not self._num_shards:
       starts = (examples
                 | 'OrdersAndSizes' >> beam.Map(
@@ -353,6 +353,5 @@ class WriteShards(beam.PTransform):
     empty = (examples.pipeline
              | 'Once' >> beam.Impulse()
              | 'EmptyShards' >> beam.FlatMap(
-                 _empty_shards, self._prefix, self._suffix, self._compression,
-                 self._write_index, side.AsSingleton(orders), self._num_shards))
+                 _empty_shards, self._target, side.AsSingleton(orders), self._num_shards))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()

@@ -10,6 +10,7 @@ import re
 from typing import Optional
 
 from transforms.core import checks
+from transforms.core import decoders
 
 # 2: --extra_features declare a shape; `name:type` is a scalar (in 1 it was a
 # variable-length list, feature_spec shape [null], which 2 reads the same way).
@@ -35,6 +36,7 @@ SINK_ORDERED = 'ordered'
 SINK_TFRECORDIO = 'tfrecordio'
 SINKS = (SINK_ORDERED, SINK_TFRECORDIO)
 FEATURE_DTYPES = {'bytes': 'string', 'float': 'float32', 'int64': 'int64'}
+KIND_OF_FEATURE_DTYPE = {dtype: kind for kind, dtype in FEATURE_DTYPES.items()}
 
 # Pillow's own limit (Image.MAX_IMAGE_PIXELS); an image above it is never decoded.
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -115,18 +117,25 @@ def _formats_from_json(value) -> Optional[tuple]:
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-  """One feature of the Example: how convert gets its value from a LoadedImage
-  (transforms.core.example) and how validate checks it in a parsed record."""
+  """One feature of the Example, as a TFDS FeatureConnector: how convert
+  encodes it from a LoadedImage (transforms.core.example), how validate checks
+  it in a parsed record, and how readers decode it."""
   name: str
   kind: str  # bytes | float | int64
   # LoadedImage -> value (a scalar, or a list for shape (None,))
   value: Callable
-  # (its value, {feature name: first value} of the record, validation.Expected)
+  # (its value, the record's values (decoders.StoredValues), validation.Expected)
   # -> [(problem kind, detail)]; None: only presence, kind and shape are checked
   check: Optional[Callable] = None
   shape: tuple = ()  # (): one value; (None,): a list of any length
   # decoding the image is the costly check: it runs after the others
   decodes: bool = False
+  # The field of the readers' example it fills (read.examples, read.load,
+  # export: 'image', 'label', 'key'; None: left out of the example) and how
+  # read.examples decodes it: (its value, the record's values,
+  # decoders.Reading) -> the field's value.
+  field: Optional[str] = None
+  decode: Optional[Callable] = None
 
 
 def _check_encoded(data, record, expected):
@@ -142,10 +151,28 @@ def _check_seed_pixels(data, _, expected):
 
 @dataclasses.dataclass(frozen=True)
 class FeatureTable:
-  """The features of one --schema, and which of them name the record."""
+  """The features of one --schema; their fields say which name the record."""
   features: tuple  # Feature, in dataset_info.json's feature_spec order
-  label: str  # the feature holding the label id
-  key: Optional[str] = None  # the feature holding the row key, if any
+  # The features holding each record's image height, width and channels; None:
+  # dataset_info.json's (--schema seed: raw pixels of one size).
+  size: Optional[tuple] = None
+  # The stored class name, if the schema has one: read.load's class_text
+  # (read.examples, and read.load of a schema without one: the label map's name).
+  text: Optional[str] = None
+
+  def by_field(self, field: str) -> Optional[str]:
+    """The name of the feature that fills the readers' `field`, if any."""
+    return next((f.name for f in self.features if f.field == field), None)
+
+  @functools.cached_property
+  def label(self) -> str:
+    """The feature holding the label id."""
+    return self.by_field('label')
+
+  @functools.cached_property
+  def key(self) -> Optional[str]:
+    """The feature holding the row key, if any."""
+    return self.by_field('key')
 
   @functools.cached_property
   def checked(self) -> tuple:
@@ -153,13 +180,14 @@ class FeatureTable:
     return tuple(sorted((f for f in self.features if f.check), key=lambda f: f.decodes))
 
 
-# One table per schema: the Example builder, feature_spec() (dataset_info.json)
-# and validate's record checks are all driven by it. Adding a feature is one row.
+# One table per schema: the Example builder, feature_spec() (dataset_info.json),
+# validate's record checks and the readers (read.examples, read.load, export)
+# are all driven by it. Adding a feature is one row.
 FEATURE_TABLES = {
     'default': FeatureTable(
         features=(
             Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
-                    decodes=True),
+                    decodes=True, field='image', decode=decoders.image),
             Feature('image/format', 'bytes', attrgetter('image.format'),
                     lambda value, _, e: checks.check_format(value, e.image.encoding)),
             Feature('image/height', 'int64', attrgetter('image.height'),
@@ -170,43 +198,51 @@ FEATURE_TABLES = {
             Feature('image/channels', 'int64', attrgetter('image.channels'),
                     lambda value, _, e: checks.check_channels(value, e.image.channels)),
             Feature('image/class/label', 'int64', attrgetter('labelled.label_id'),
-                    lambda value, _, e: checks.check_label(value, e.label_map)),
+                    lambda value, _, e: checks.check_label(value, e.label_map),
+                    field='label', decode=decoders.label),
             Feature('image/class/text', 'bytes', attrgetter('labelled.label_text'),
                     lambda value, record, e: checks.check_label_text(
                         record['image/class/label'], value, e.label_map)),
             Feature('image/filename', 'bytes', attrgetter('labelled.row.image')),
-            Feature('image/key', 'bytes', attrgetter('labelled.row.key')),
+            Feature('image/key', 'bytes', attrgetter('labelled.row.key'), field='key',
+                    decode=decoders.text),
             Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
         ),
-        label='image/class/label', key='image/key'),
+        size=('image/height', 'image/width', 'image/channels'), text='image/class/text'),
     # The TF1 recipe's two features: fixed-size raw RGB pixels and the label.
     'seed': FeatureTable(
         features=(
             Feature('img_raw', 'bytes', attrgetter('image.data'), _check_seed_pixels,
-                    decodes=True),
+                    decodes=True, field='image', decode=decoders.image),
             Feature('label', 'int64', attrgetter('labelled.label_id'),
-                    lambda value, _, e: checks.check_label(value, e.label_map)),
-        ),
-        label='label'),
+                    lambda value, _, e: checks.check_label(value, e.label_map),
+                    field='label', decode=decoders.label),
+        )),
 }
 SCHEMAS = tuple(FEATURE_TABLES)
 
 
 def _multi_label(table: FeatureTable) -> FeatureTable:
   """--multi_label: the label ids and their texts are lists (int64, bytes) in
-  the order given, checked element by element."""
-  label, text = table.label, 'image/class/text'
-  list_checks = {
-      label: lambda values, _, e: checks.check_labels(values, e.label_map),
-      text: lambda values, record, e: checks.check_label_texts(
-          record[label], values, e.label_map),
+  the order given, checked element by element; the ids decode to an array."""
+  label, text = table.label, table.text
+  as_lists = {
+      label: {'check': lambda values, _, e: checks.check_labels(values, e.label_map),
+              'decode': decoders.labels},
+      text: {'check': lambda values, record, e: checks.check_label_texts(
+          record[label], values, e.label_map)},
   }
   return dataclasses.replace(table, features=tuple(
-      dataclasses.replace(f, shape=(None,), check=list_checks[f.name])
-      if f.name in list_checks else f for f in table.features))
+      dataclasses.replace(f, shape=(None,), **as_lists[f.name])
+      if f.name in as_lists else f for f in table.features))
 
 
 MULTI_LABEL_TABLE = _multi_label(FEATURE_TABLES['default'])
+
+
+def declares_label_lists(feature_spec: dict) -> bool:
+  """Whether a dataset_info.json's feature_spec declares label lists (--multi_label)."""
+  return feature_spec.get(MULTI_LABEL_TABLE.label, {}).get('shape') not in (None, [])
 
 
 def feature_table(schema: str, multi_label: bool = False) -> FeatureTable:
@@ -231,6 +267,15 @@ class ExtraFeature:
 
   check = None
   decodes = False
+
+  @property
+  def field(self) -> str:
+    """Readers give it under its own name."""
+    return self.name
+
+  def decode(self, values: list, record, reading) -> object:
+    """An array of its declared shape (decoders.tensor)."""
+    return decoders.tensor(values, self.name, FEATURE_DTYPES[self.kind], self.shape)
 
   def value(self, loaded) -> list:
     for name, _, values in loaded.labelled.row.extras:
@@ -285,13 +330,26 @@ class ExampleSpec:
 
   def features(self) -> tuple:
     """The schema's Features, then the ExtraFeatures."""
-    return feature_table(self.schema, self.multi_label).features + tuple(
-        self.extra_features)
+    return self.table().features + tuple(self.extra_features)
 
   def feature_spec(self, image: ImageSpec) -> dict:
     """Feature name -> {dtype, shape}, as written to dataset_info.json."""
     return {f.name: {'dtype': FEATURE_DTYPES[f.kind], 'shape': list(f.shape)}
             for f in self.features()}
+
+  @classmethod
+  def of_dataset(cls, schema: str, feature_spec: dict) -> ExampleSpec:
+    """The spec of a dataset_info.json: its schema's table (an unknown one: the
+    default's), with label lists when the label is declared a list
+    (--multi_label), and every feature the table lacks an extra feature."""
+    spec = cls(schema, multi_label=declares_label_lists(feature_spec))
+    names = {f.name for f in spec.table().features}
+    return dataclasses.replace(spec, extra_features=tuple(
+        ExtraFeature(name, KIND_OF_FEATURE_DTYPE[d['dtype']], tuple(d['shape']))
+        for name, d in feature_spec.items() if name not in names))
+
+  def table(self) -> FeatureTable:
+    return feature_table(self.schema, self.multi_label)
 
 
 def shard_suffix(compression: str) -> str:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 from google.protobuf.message import DecodeError
 
+from transforms.core import decoders
 from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import parse_example_plain
 from transforms.core.spec import ImageSpec
+from transforms.core.spec import declares_label_lists
 from transforms.core.spec import feature_table
 from transforms.core.spec import shape_problem
 from transforms.core.splits import HashSplit
@@ -58,6 +61,16 @@ class Expected:
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
                tuple(info['label_map']), HashSplit.from_config(info.get('config')))
 
+  @functools.cached_property  # once, not per record (a frozenset: it pickles)
+  def lists(self) -> frozenset:
+    """The features declared as lists (any shape but [])."""
+    return frozenset(name for name, declared in self.feature_spec.items()
+                     if declared['shape'] != [])
+
+  def table(self):
+    """The feature table the records are checked by (an unknown schema: the default's)."""
+    return feature_table(self.schema, declares_label_lists(self.feature_spec))
+
 
 # Findings of one record that do not make the dataset invalid (warnings).
 UNDECLARED_FEATURE = 'undeclared_feature'
@@ -85,15 +98,11 @@ def _source_digest(features) -> Optional[str]:
   """image/key/sha256 of a parsed record (None when it has none)."""
   if features is None or not features.get('image/key/sha256', (None, ()))[1]:
     return None
-  return features['image/key/sha256'][1][0].decode('utf-8', 'replace')
+  return decoders.text(features['image/key/sha256'][1][0])
 
 
 def _check_record(data: bytes, expected: Expected) -> tuple:
-  # An unknown schema is checked as the default one; label lists (--multi_label)
-  # are declared with the shape [null].
-  lists = {name for name, declared in expected.feature_spec.items()
-           if declared['shape'] != []}
-  table = feature_table(expected.schema, multi_label='image/class/label' in lists)
+  table = expected.table()
   # Raw pixels are only measured (their check is a length test): they stay a
   # view into `data` instead of being copied out.
   views = frozenset(f.name for f in table.features
@@ -113,11 +122,10 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
   if problems:
     return None, None, problems + undeclared, None
   # a scalar feature's one value; a list feature's whole list
-  record = {name: values if name in lists else values[0]
-            for name, (_, values) in features.items() if values or name in lists}
+  record = decoders.StoredValues(features, expected.lists)
   for feature in table.checked:
     problems += feature.check(record[feature.name], record, expected)
-  key = record[table.key].decode('utf-8', 'replace') if table.key else None
+  key = decoders.text(record[table.key]) if table.key else None
   label = record[table.label]
   return (tuple(label) if isinstance(label, list) else label, key, problems + undeclared,
           features)
