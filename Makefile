@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench bench-peers clean
+.PHONY: install demo demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -20,6 +20,22 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 demo: install
 	$(PY) -m pipeline.demo
 
+# The same sample on an embedded Flink / a local Spark: needs Java 17 (or any
+# the engine runs on) and, the first time, Maven to fetch the job server into
+# the cache (README "Running at scale"). fetch-engines fetches both ahead of
+# time (CI).
+demo-flink: install
+	$(PY) -m pipeline.engines fetch flink
+	$(PY) -m pipeline.demo --engine flink
+
+demo-spark: install
+	$(PY) -m pipeline.engines fetch spark
+	$(PY) -m pipeline.demo --engine spark
+
+fetch-engines: install
+	$(PY) -m pipeline.engines fetch flink
+	$(PY) -m pipeline.engines fetch spark
+
 # Two pytest workers (pytest-xdist): a test mostly waits on one core for a Beam
 # pipeline, so two run side by side on CI's two cores. Tests sharing an
 # expensive fixture carry one xdist_group and stay on one worker (loadgroup).
@@ -27,13 +43,18 @@ demo: install
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
+# make test leaves out the tests marked integration (real Flink and Spark runs,
+# venvs under .peers/): make test-integration runs them.
 test: install
-	$(PYTEST) tests
+	$(PYTEST) -m 'not integration' tests
+
+test-integration: install
+	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
 # killed runs, Beam in subprocesses): for the edit-test loop. CI runs make test.
 test-fast: install
-	$(PYTEST) -m 'not slow' tests
+	$(PYTEST) -m 'not slow and not integration' tests
 
 # ruff for everything but indents; pycodestyle holds indents to the house's 2
 # spaces (ruff's E111 knows only multiples of 4). See ruff.toml.
@@ -59,4 +80,4 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 	touch $@
 
 clean:
-	rm -rf demo_data demo_output build *.egg-info .pytest_cache .peers
+	rm -rf demo_data demo_output demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers

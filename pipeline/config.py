@@ -79,13 +79,14 @@ class ConvertConfig:
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
 
-  def info_settings(self) -> InfoSettings:
-    """What dataset_info.json records from these options."""
+  def info_settings(self, engine: Optional[dict] = None) -> InfoSettings:
+    """What dataset_info.json records from these options (and `engine`: what ran it)."""
     return InfoSettings(image=self.image, example=self.example,
                         max_error_rate=self.max_error_rate, config=self.to_json(),
                         options=self.options, config_file=self.config_file,
                         label_normalize=self.label_normalize,
-                        sink=sink_info(self.sink, self.write_index, self.ordering.shuffle))
+                        sink=sink_info(self.sink, self.write_index, self.ordering.shuffle),
+                        engine=engine or {})
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before

@@ -151,7 +151,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          config.info_settings()),
+                          config.info_settings(engines.engine_record(p.options))),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -238,6 +238,8 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
+  # Flink and Spark: Java, job server, master, workers, all checked before the lock.
+  pipeline_options = engines.prepare(pipeline_options)
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     return _convert(config, pipeline_options, dry_run=True)
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)

@@ -186,6 +186,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
   """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
+  pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)

@@ -24,6 +24,7 @@ class InfoSettings:
   config_file: Optional[str] = None  # the --config file they were merged from
   label_normalize: frozenset = frozenset()  # --label_normalize modes (label warnings)
   sink: Optional[dict] = None  # sink_info(); None: not recorded
+  engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
 
 
 def sink_info(sink: str, write_index: bool, shuffle: bool) -> dict:
@@ -78,6 +79,7 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'config': config,
       'options': settings.options,
       'config_file': settings.config_file,
+      'engine': settings.engine,
   }
   if num_label_rows is not None:
     info['num_label_manifest_rows'] = num_label_rows

@@ -1,0 +1,435 @@
+"""Flink and Spark as far as the launcher goes (pipeline/engines.py,
+pipeline/job_servers.py): what a run fills in, the job server cache and its
+Maven fetch (a fake mvn), the Java chosen, and every one-line exit 2 before
+anything is written. No Java or Beam job runs here: the real runs are in
+tests/test_engines_integration.py (make test-integration)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import zipfile
+
+import pytest
+
+from pipeline import convert
+from pipeline import engines
+from pipeline import job_servers
+from pipeline import validate
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
+from tests.conftest import free_port
+from tests.conftest import read_info
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+FLINK = job_servers.ENGINES['flink']
+SPARK = job_servers.ENGINES['spark']
+SDK = job_servers.sdk_version()
+TEMURIN_25 = pathlib.Path('/usr/lib/jvm/temurin-25-jdk-amd64')
+OFFICIAL_FLINK = f'org.apache.beam:beam-runners-flink-2.2-job-server:{SDK}'
+
+
+def fake_java(home: pathlib.Path, version: str) -> pathlib.Path:
+  """A Java installation as the launcher sees one: bin/java and a release file."""
+  (home / 'bin').mkdir(parents=True)
+  (home / 'release').write_text(f'IMPLEMENTOR="test"\nJAVA_VERSION="{version}"\n')
+  java = home / 'bin' / 'java'
+  java.write_text('#!/bin/sh\nexit 0\n')
+  java.chmod(0o755)
+  return home
+
+
+def fake_mvn(folder: pathlib.Path, official: str, dependencies: str) -> pathlib.Path:
+  """An mvn on PATH: `official` and `dependencies` are shell lines run for the
+  dependency:copy of Beam's job server jar and for copy-dependencies."""
+  folder.mkdir(parents=True, exist_ok=True)
+  mvn = folder / 'mvn'
+  mvn.write_text('#!/bin/sh\nPATH=/usr/bin:/bin\n'
+                 'for arg in "$@"; do case "$arg" in -DoutputDirectory=*) out="${arg#*=}";; '
+                 'esac; done\n'
+                 f'case "$*" in *-Dartifact=*) {official};; *) {dependencies};; esac\n')
+  mvn.chmod(0o755)
+  return mvn
+
+
+NOT_FOUND = ('echo "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-dependency-'
+             'plugin:3.6.1:copy (default-cli) on project standalone-pom: Unable to find '
+             f'artifact. Could not find artifact {OFFICIAL_FLINK.replace(SDK, "jar:" + SDK)} '
+             'in central (https://repo.maven.apache.org/maven2)"; echo "[ERROR] "; exit 1')
+LIBRARIES = 'mkdir -p lib && touch lib/beam-runners-a-2.62.0.jar lib/guava-33.3.1-android.jar'
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+  """A machine with a Java 17 (JAVA_HOME), no mvn, no other Java, an empty cache."""
+  bin_dir = tmp_path / 'bin'
+  bin_dir.mkdir()
+  java = fake_java(tmp_path / 'jdk17', '17.0.9')
+  monkeypatch.setenv('JAVA_HOME', str(java))
+  monkeypatch.setenv('PATH', str(bin_dir))
+  monkeypatch.setenv(job_servers.CACHE_ENV, str(tmp_path / 'cache'))
+  monkeypatch.setattr(job_servers, 'JVM_DIRS', (str(tmp_path / 'jvm'),))
+  return tmp_path
+
+
+@pytest.fixture
+def sample(tmp_path) -> pathlib.Path:
+  manifest = write_manifest(tmp_path / 'manifest.csv', [('a.png', 'red')])
+  write_image(tmp_path / 'a.png')
+  return manifest
+
+
+def run_convert(sample, out, *flags) -> int:
+  return convert.main(['--manifest', str(sample), '--output_dir', str(out), *flags])
+
+
+def one_error_line(capsys) -> str:
+  err = capsys.readouterr().err
+  assert len(err.splitlines()) == 1, err
+  return err.strip()
+
+
+# --- exit 2, one line, nothing written --------------------------------------------
+
+
+def test_no_java(machine, sample, capsys, monkeypatch):
+  monkeypatch.delenv('JAVA_HOME')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: FlinkRunner needs Java 11-21 for Flink and found none (no java in JAVA_HOME, '
+      f'on PATH or in {machine}/jvm): apt-get install openjdk-17-jre-headless, or set JAVA_HOME')
+  assert not out.exists()
+
+
+def test_only_a_java_too_new(machine, sample, capsys, monkeypatch):
+  java25 = fake_java(machine / 'jvm' / 'jdk-25', '25.0.3')
+  monkeypatch.delenv('JAVA_HOME')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: SparkRunner needs Java 11-17 for Spark 3.5; found only Java 25 at {java25} '
+      '(set JAVA_HOME to a Java 17)')
+  assert not out.exists()
+
+
+@pytest.mark.skipif(not TEMURIN_25.is_dir(), reason='no Temurin 25 on this machine')
+def test_only_the_machines_temurin_25(machine, sample, capsys, monkeypatch):
+  monkeypatch.setenv('JAVA_HOME', str(TEMURIN_25))
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: SparkRunner needs Java 11-17 for Spark 3.5; found only Java 25 at {TEMURIN_25} '
+      '(set JAVA_HOME to a Java 17)')
+  assert not out.exists()
+
+
+def test_no_job_server_and_no_mvn(machine, sample, capsys):
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f"error: FlinkRunner needs Beam's Flink job server: it is not in the cache "
+      f'({machine}/cache/job-servers) and there is no mvn on PATH to fetch it (apt-get '
+      'install maven; then `python -m pipeline.engines fetch flink`), or give '
+      '--flink_job_server_jar')
+  assert not out.exists()
+
+
+def test_maven_cannot_fetch(machine, sample, capsys):
+  fake_mvn(machine / 'bin', 'echo "[ERROR] Failed to execute goal x:copy (default-cli) on '
+           'project standalone-pom: Could not transfer artifact a:b:jar:1 from/to central: '
+           'Network is unreachable"; exit 1', 'exit 1')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner') == EXIT_USAGE
+  lines = capsys.readouterr().err.splitlines()
+  assert lines[-1] == (f'error: could not fetch {OFFICIAL_FLINK} with Maven: Could not '
+                       'transfer artifact a:b:jar:1 from/to central: Network is unreachable')
+  assert lines[:-1] == [f"note: fetching Beam's Flink job server with Maven into "
+                        f'{machine}/cache/job-servers/flink-beam{SDK} (once; a minute or two)']
+  assert not out.exists()
+  assert os.listdir(machine / 'cache' / 'job-servers') == []  # no half-fetched folder
+
+
+def test_master_not_known(machine, sample, capsys):
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master',
+                     'nohost:1') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      'error: --flink_master nohost:1 does not answer at nohost:1: the host nohost is not '
+      'known; start the Flink cluster there, or leave --flink_master out to run on a Flink '
+      'inside the job server')
+  assert not out.exists()
+
+
+def test_spark_master_refuses(machine, sample, capsys):
+  port = free_port()
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url',
+                     f'spark://127.0.0.1:{port}') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --spark_master_url spark://127.0.0.1:{port} does not answer at '
+      f'127.0.0.1:{port}: nothing listens there (connection refused); start the Spark '
+      'master there, or leave --spark_master_url out to run Spark inside the job server '
+      '(local[N])')
+  assert not out.exists()
+
+
+def test_cluster_without_worker_environment(machine, sample, capsys, monkeypatch):
+  monkeypatch.setattr(engines, 'docker_answers', lambda: False)
+  with socket.socket() as master:
+    master.bind(('127.0.0.1', 0))
+    master.listen()
+    address = f'127.0.0.1:{master.getsockname()[1]}'
+    out = machine / 'out'
+    assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master',
+                       address) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f"error: --flink_master {address} runs the Python workers in Beam's default environment "
+      'there, DOCKER, and no docker daemon answers here: start `python -m '
+      'apache_beam.runners.worker.worker_pool_main --service_port 50000` (with the '
+      "venv's bin first on PATH) beside each TaskManager and add --environment_type EXTERNAL "
+      '--environment_config localhost:50000')
+  assert not out.exists()
+
+
+def test_validate_checks_before_reading(machine, capsys, monkeypatch):
+  monkeypatch.delenv('JAVA_HOME')
+  dataset = machine / 'dataset'
+  dataset.mkdir()
+  assert validate.main(['--input_dir', str(dataset), '--runner', 'SparkRunner']) == EXIT_USAGE
+  assert one_error_line(capsys).startswith('error: SparkRunner needs Java 11-17 for Spark 3.5 '
+                                           'and found none')
+  assert list(dataset.iterdir()) == []  # no report written
+
+
+def test_a_local_run_records_its_runner(sample, tmp_path):
+  out = tmp_path / 'out'
+  assert run_convert(sample, out, '--height', '4', '--width', '4') == EXIT_OK
+  assert read_info(out)['engine'] == {'runner': 'DirectRunner'}
+
+
+# --- what a run fills in (pure) ----------------------------------------------------
+
+
+def test_flink_defaults():
+  given = {'runner': 'FlinkRunner', 'default_sdk_harness_log_level': 'WARNING'}
+  assert engines.fill_in('FlinkRunner', given, cores=6, docker=False) == {
+      'flink_master': '[local]', 'parallelism': 6, 'environment_type': 'LOOPBACK',
+      'default_sdk_harness_log_level': 'WARN'}
+
+
+def test_spark_defaults():
+  assert engines.fill_in('SparkRunner', {}, cores=3, docker=False) == {
+      'spark_master_url': 'local[3]', 'environment_type': 'LOOPBACK',
+      'environment_cache_millis': '60000'}
+
+
+def test_given_options_are_kept():
+  given = {'flink_master': '[auto]', 'parallelism': 1, 'environment_type': 'EXTERNAL',
+           'default_sdk_harness_log_level': 'ERROR'}
+  assert engines.fill_in('FlinkRunner', given, cores=6, docker=False) == {}
+  given = {'spark_master_url': 'local[*]', 'environment_cache_millis': '0'}
+  assert engines.fill_in('SparkRunner', given, cores=3, docker=False) == {
+      'environment_type': 'LOOPBACK'}
+
+
+def test_cluster_masters():
+  flink = {'flink_master': 'http://jm:8081', 'environment_type': 'EXTERNAL'}
+  assert engines.master_of('FlinkRunner', flink) == ('http://jm:8081', False, [('jm', 8081)])
+  assert engines.fill_in('FlinkRunner', flink, cores=6, docker=False) == {}
+  spark = {'spark_master_url': 'spark://m1:7077,m2', 'environment_type': 'EXTERNAL'}
+  assert engines.master_of('SparkRunner', spark)[2] == [('m1', 7077), ('m2', 7077)]
+  assert engines.fill_in('SparkRunner', spark, cores=3, docker=False) == {
+      'environment_cache_millis': '60000'}
+  # Beam's DOCKER default stands where a docker daemon answers.
+  assert engines.fill_in('FlinkRunner', {'flink_master': 'jm:8081'}, 6, docker=True) == {}
+  with pytest.raises(UsageError, match='Spark worker'):
+    engines.fill_in('SparkRunner', {'spark_master_url': 'yarn'}, 3, docker=False)
+
+
+def test_job_server_options(tmp_path):
+  jar = tmp_path / 'job-server.jar'
+  server = {'jar': str(jar), 'engine_version': '1.19'}
+  assert engines.job_server_options('FlinkRunner', {}, server, '/jdk/bin/java') == {
+      'job_server_java_launcher': '/jdk/bin/java', 'flink_job_server_jar': str(jar),
+      'flink_version': '1.19'}
+  assert engines.job_server_options('FlinkRunner', {'flink_version': '1.19'}, None, None) == {}
+  (tmp_path / 'lib').mkdir()
+  (tmp_path / 'lib' / 'guava-33.3.1-android.jar').touch()
+  spark = {'spark_master_url': 'spark://m:7077', 'job_server_jvm_properties': ['-Da=b']}
+  assert engines.job_server_options('SparkRunner', spark, {'jar': str(jar)}, None) == {
+      'spark_job_server_jar': str(jar),
+      'job_server_jvm_properties': [
+          '-Da=b', f'-Dspark.executor.extraClassPath={tmp_path}/lib/guava-33.3.1-android.jar']}
+  # local Spark needs no Guava first; a given executor class path is the user's
+  assert 'job_server_jvm_properties' not in engines.job_server_options(
+      'SparkRunner', {}, {'jar': str(jar)}, None)
+  given = {**spark, 'job_server_jvm_properties': ['-Dspark.executor.extraClassPath=/x.jar']}
+  assert 'job_server_jvm_properties' not in engines.job_server_options(
+      'SparkRunner', given, {'jar': str(jar)}, None)
+
+
+def test_prepare_leaves_other_runners_alone():
+  from apache_beam.options.pipeline_options import PipelineOptions
+  options = PipelineOptions([], runner='DirectRunner')
+  assert engines.prepare(options) is options
+  assert options.get_all_options(drop_default=True) == {'runner': 'DirectRunner'}
+
+
+def test_prepare_fills_the_options(machine, monkeypatch):
+  from apache_beam.options.pipeline_options import PipelineOptions
+  server = cache_a_job_server(machine / 'cache', 'flink', '1.19')
+  options = engines.prepare(PipelineOptions([], runner='FlinkRunner'))
+  filled = options.get_all_options(drop_default=True)
+  assert filled['flink_job_server_jar'] == server
+  assert filled['flink_version'] == '1.19' and filled['flink_master'] == '[local]'
+  assert filled['environment_type'] == 'LOOPBACK'
+  assert filled['job_server_java_launcher'] == str(machine / 'jdk17' / 'bin' / 'java')
+  assert engines.engine_record(options) == {
+      'runner': 'FlinkRunner', 'master': '[local]', 'parallelism': os.cpu_count(),
+      'environment_type': 'LOOPBACK',
+      'job_server': {'jar': server, 'origin': 'assembled', 'beam_version': '2.62.0',
+                     'engine_version': '1.19'}}
+
+
+# --- Java ---------------------------------------------------------------------------
+
+
+def test_java_home_first_then_path_then_the_newest_in_the_jvm_folders(tmp_path, monkeypatch):
+  jvm = tmp_path / 'jvm'
+  homes = {v: fake_java(jvm / f'jdk-{v}', f'{v}.0.1') for v in (11, 17, 21, 25)}
+  monkeypatch.setattr(job_servers, 'JVM_DIRS', (str(jvm),))
+
+  def chosen(engine, **environ):
+    return job_servers.choose_java(engine, job_servers.java_candidates(environ)).home
+
+  assert chosen(FLINK, JAVA_HOME=str(homes[11])) == str(homes[11])
+  assert chosen(FLINK, JAVA_HOME=str(homes[25]), PATH=str(homes[17] / 'bin')) == str(homes[17])
+  assert chosen(FLINK, JAVA_HOME=str(homes[25])) == str(homes[21])
+  assert chosen(SPARK, JAVA_HOME=str(homes[25])) == str(homes[17])
+
+
+def test_java_versions(tmp_path):
+  assert job_servers.java_version(str(fake_java(tmp_path / 'a', '1.8.0_392')), '') == 8
+  assert job_servers.java_version(str(fake_java(tmp_path / 'b', '21')), '') == 21
+  script = tmp_path / 'c' / 'java'  # no release file: `java -version`
+  script.parent.mkdir()
+  script.write_text('#!/bin/sh\necho \'openjdk version "17.0.15" 2025-04-15\' >&2\n')
+  script.chmod(0o755)
+  assert job_servers.java_version(str(tmp_path / 'c'), str(script)) == 17
+
+
+@pytest.mark.skipif(not TEMURIN_25.is_dir(), reason='no Temurin 25 on this machine')
+def test_never_the_machines_temurin_25():
+  chosen = job_servers.choose_java(SPARK, job_servers.java_candidates(
+      {'JAVA_HOME': str(TEMURIN_25), 'PATH': ''}))
+  assert chosen.version == 17 and 'temurin' not in chosen.home
+
+
+# --- the cache and Maven ----------------------------------------------------------
+
+
+def cache_a_job_server(root: pathlib.Path, engine: str, version: str) -> str:
+  folder = root / 'job-servers' / f'{engine}-beam{SDK}'
+  folder.mkdir(parents=True)
+  (folder / 'job-server.jar').touch()
+  (folder / 'job-server.json').write_text(json.dumps({
+      'engine': engine, 'jar': 'job-server.jar', 'origin': 'assembled',
+      'beam_version': '2.62.0', 'engine_version': version}))
+  return str(folder / 'job-server.jar')
+
+
+def test_assembled_when_maven_serves_no_job_server(machine):
+  fake_mvn(machine / 'bin', NOT_FOUND, LIBRARIES)
+  notes = []
+  record = job_servers.fetch(FLINK, note=notes.append)
+  folder = machine / 'cache' / 'job-servers' / f'flink-beam{SDK}'
+  assert record['jar'] == str(folder / 'job-server.jar')
+  assert record['origin'] == 'assembled' and record['engine_version'] == '1.19'
+  assert record['reason'] == f'Maven Central serves no {OFFICIAL_FLINK}'
+  assert notes[1] == (f'Maven Central serves no {OFFICIAL_FLINK}: assembling a Flink 1.19 '
+                      "job server from Beam 2.62.0's runner libraries")
+  with zipfile.ZipFile(record['jar']) as jar:
+    assert jar.namelist() == ['META-INF/MANIFEST.MF']
+  pom = (folder / 'pom.xml').read_text()
+  assert ('<artifactId>beam-runners-flink-1.19</artifactId><version>2.62.0</version>'
+          in pom)
+  # cached: the next run asks Maven nothing (a failing mvn would say so)
+  fake_mvn(machine / 'bin', 'exit 1', 'exit 1')
+  assert job_servers.fetch(FLINK, note=notes.append) == record and len(notes) == 2
+  # an asked-for version the cached job server runs is found there too
+  assert job_servers.cached(FLINK, '1.19') == record
+
+
+def test_beams_own_job_server_when_served(machine):
+  fake_mvn(machine / 'bin', 'touch "$out/beam-runners-spark-3-job-server-x.jar"', 'exit 1')
+  record = job_servers.fetch(SPARK, note=lambda line: None)
+  assert record['origin'] == 'maven'
+  assert record['artifact'] == f'org.apache.beam:beam-runners-spark-3-job-server:{SDK}'
+  assert os.path.basename(record['jar']) == 'beam-runners-spark-3-job-server-x.jar'
+  assert job_servers.describe(record['jar'])['beam_version'] == SDK
+
+
+def test_libraries_not_fetched(machine):
+  fake_mvn(machine / 'bin', NOT_FOUND, 'echo "[ERROR] Failed to execute goal y on project '
+           'job-server: Could not resolve dependencies for project img2tfrecord:job-server"; '
+           'exit 1')
+  with pytest.raises(UsageError) as raised:
+    job_servers.fetch(FLINK, note=lambda line: None)
+  assert str(raised.value) == ('could not fetch the libraries of a Flink job server with '
+                               'Maven: Could not resolve dependencies for project '
+                               'img2tfrecord:job-server')
+
+
+def test_no_assembly_for_an_asked_version(machine):
+  fake_mvn(machine / 'bin', NOT_FOUND, LIBRARIES)
+  with pytest.raises(UsageError) as raised:
+    job_servers.fetch(FLINK, '2.0', note=lambda line: None)
+  assert str(raised.value) == (
+      f'Maven Central serves no org.apache.beam:beam-runners-flink-2.0-job-server:{SDK} and '
+      'this project assembles Flink job servers for Flink 1.19 only: leave --flink_version '
+      'out, or give --flink_job_server_jar')
+
+
+def test_maven_error_line():
+  output = ('\x1b[0m[INFO] Scanning\n[ERROR] Failed to execute goal a:b:1:copy (default-cli) '
+            'on project standalone-pom: Unable to find artifact. Could not find artifact x\n'
+            '[ERROR] \n[ERROR] Try downloading the file manually\n')
+  assert job_servers.maven_error(output) == 'Unable to find artifact. Could not find artifact x'
+  assert job_servers.maven_error('The JAVA_HOME environment variable is not defined correctly\n'
+                                 '\n') == ('The JAVA_HOME environment variable is not defined '
+                                           'correctly')
+
+
+def test_thin_jar_manifest(tmp_path):
+  class_path = [f'lib/library-number-{i:03d}-with-a-long-name-1.0.jar' for i in range(40)]
+  path = tmp_path / 'job-server.jar'
+  job_servers.write_thin_jar(str(path), 'org.example.Main', class_path)
+  with zipfile.ZipFile(path) as jar:
+    data = jar.read('META-INF/MANIFEST.MF')
+  lines = data.split(b'\r\n')
+  assert max(len(line) for line in lines) == 72  # the jar spec's limit, filled
+  assert lines[:2] == [b'Manifest-Version: 1.0', b'Main-Class: org.example.Main']
+  assert data.endswith(b'\r\n\r\n')
+  unfolded = data.replace(b'\r\n ', b'').decode().split('\r\n')
+  assert unfolded[2] == 'Class-Path: ' + ' '.join(class_path)
+
+
+# --- python -m pipeline.engines fetch -----------------------------------------------
+
+
+def test_fetch_command_prints_the_jar(machine, capsys):
+  jar = cache_a_job_server(machine / 'cache', 'spark', '3.5.1')
+  assert engines.main(['fetch', 'spark']) == EXIT_OK
+  assert capsys.readouterr().out == jar + '\n'
+
+
+def test_fetch_command_usage(machine, capsys):
+  assert engines.main(['fetch', 'storm']) == EXIT_USAGE
+  assert one_error_line(capsys) == 'error: usage: python -m pipeline.engines fetch {flink,spark}'
+  assert engines.main(['fetch', 'flink']) == EXIT_USAGE  # no mvn here
+  assert one_error_line(capsys).startswith("error: FlinkRunner needs Beam's Flink job server")

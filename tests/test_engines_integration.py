@@ -1,0 +1,88 @@
+"""convert and validate on a real Flink (embedded in its job server) and a
+real Spark (local), launched with nothing but --runner, as a user would: the
+launcher finds Java, takes the job server from the cache (fetching it with
+Maven the first time) and fills in the rest (pipeline/engines.py).
+
+make test-integration runs these (minutes: a JVM, a job server and an engine
+per run); make test leaves them out.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import convert
+from pipeline.cli import EXIT_OK
+from tests.conftest import COLOURS
+from tests.conftest import read_info
+from tests.conftest import write_image
+from tests.conftest import write_manifest
+
+# One engine at a time: each wants both cores.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group('engines')]
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FLAGS = ('--height', '16', '--width', '16', '--max_error_rate', '0.5')
+RUN_TIMEOUT = 900.0  # a cold job server fetch (~1 min) plus a run (~1-2 min on a busy machine)
+
+
+@pytest.fixture(scope='module')
+def images(tmp_path_factory) -> pathlib.Path:
+  """Six PNGs of two classes and a row whose file is missing."""
+  root = tmp_path_factory.mktemp('engine-images')
+  rows = []
+  for i in range(6):
+    name = ('blue', 'red')[i % 2]
+    write_image(root / f'images/{name}_{i}.png', COLOURS[name], size=(24 + 5 * i, 18 + 3 * i))
+    rows.append((f'images/{name}_{i}.png', name))
+  rows.append(('images/gone.png', 'red'))
+  return write_manifest(root / 'manifest.csv', rows)
+
+
+@pytest.fixture(scope='module')
+def local(images, tmp_path_factory) -> pathlib.Path:
+  """The same dataset from the DirectRunner, in this process."""
+  out = tmp_path_factory.mktemp('engine-local') / 'out'
+  assert convert.main(['--manifest', str(images), '--output_dir', str(out),
+                       *FLAGS]) == EXIT_OK
+  return out
+
+
+def run_module(module: str, *args) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-m', module, *map(str, args)], cwd=REPO,
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                        timeout=RUN_TIMEOUT, check=False)
+
+
+def describe(result: subprocess.CompletedProcess) -> str:
+  return (f'exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}'
+          f'\n--- stderr\n{result.stderr[-5000:]}')
+
+
+@pytest.mark.parametrize('runner, master', [
+    ('FlinkRunner', '[local]'), ('SparkRunner', f'local[{os.cpu_count()}]')])
+def test_convert_and_validate(runner, master, images, local, tmp_path):
+  out = tmp_path / 'out'
+  converted = run_module('pipeline.convert', '--manifest', images, '--output_dir', out,
+                         *FLAGS, '--runner', runner)
+  assert converted.returncode == EXIT_OK, describe(converted)
+  assert 'Converted 6 of 7 rows' in converted.stdout, describe(converted)
+  assert 'Traceback' not in converted.stderr, describe(converted)
+  engine = read_info(out)['engine']
+  assert engine['runner'] == runner and engine['master'] == master
+  assert engine['environment_type'] == 'LOOPBACK'
+  assert engine['job_server']['origin'] in ('maven', 'assembled'), engine
+  # The same bytes as the local run: shards and rejected rows.
+  names = sorted(p.name for p in local.iterdir() if p.name != 'dataset_info.json')
+  assert sorted(p.name for p in out.iterdir() if p.name != 'dataset_info.json') == names
+  for name in names:
+    assert (out / name).read_bytes() == (local / name).read_bytes(), name
+
+  validated = run_module('pipeline.validate', '--input_dir', out, '--runner', runner)
+  assert validated.returncode == EXIT_OK, describe(validated)
+  assert 'OK: 6 examples (train 6)' in validated.stdout, describe(validated)
