@@ -11,6 +11,7 @@ from transforms import filesystem
 from transforms.core import dataset_info
 from transforms.core import labels
 from transforms.core import paths
+from transforms.core import rejects
 from transforms.core import tally
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import LABEL_MAP
@@ -19,14 +20,15 @@ from transforms.core.spec import REJECTED_FILE
 
 class _WriteRejectedFn(beam.DoFn):
   """Runs once: every rejection (a side input) -> one JSON line each in
-  `path`, in the order they arrive, written under a temp name and renamed.
-  An object store gets no object when nothing was rejected."""
+  `path`, by source and line (rejects.sorted_lines: the same bytes on every
+  runner), written under a temp name and renamed. An object store gets no
+  object when nothing was rejected."""
 
   def __init__(self, path: str):
     self._path = path
 
   def process(self, _, rejections):
-    lines = (rejection.to_json().encode('utf-8') + b'\n' for rejection in rejections)
+    lines = rejects.sorted_lines(rejections)
     first = next(lines, None)
     if first is None and paths.is_remote(self._path):
       return
