@@ -96,8 +96,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  # Elsewhere the image pool is sized in each worker, from its cores and the
+  # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s)
+                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
+                   harnesses=None if in_order else engines.harnesses_per_machine(p.options))
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None))
@@ -116,7 +119,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     rejected.append(deduped[REJECTED])
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
-      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering)
+      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
+      harnesses=pool.harnesses)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 

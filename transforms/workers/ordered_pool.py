@@ -23,9 +23,14 @@ class OrderedPool:
   """
 
   def __init__(self, threads: int, processes: bool = False, prepare=None,
-               timeout_s: float | None = None):
+               timeout_s: float | None = None, executor: ProcessPool | None = None):
+    """executor: a ProcessPool of `threads` processes others use too (its
+    owner shuts it down), instead of a pool of this one's own."""
     self._threads = max(threads, 1)
-    if processes:
+    self._owned = executor is None
+    if executor is not None:
+      self._executor = executor
+    elif processes:
       self._executor = ProcessPool(self._threads, prepare, timeout_s=timeout_s)
     else:
       self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
@@ -69,7 +74,7 @@ class OrderedPool:
       yield self._pending.popleft()
 
   def shutdown(self) -> None:
-    if self._executor is not None:
+    if self._executor is not None and self._owned:
       self._executor.shutdown()
 
 
