@@ -33,6 +33,7 @@ from pipeline.output_dir import prepare_output_dir
 from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
 from pipeline.run_lock import RunLock
+from pipeline.run_lock import lock_name
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
@@ -86,10 +87,12 @@ def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
   return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
 
 
-def build(p, config: opts.ConvertConfig, progress_dir=None):
+def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   """Adds the whole conversion to pipeline `p`; returns the info PCollection.
 
   progress_dir: where local workers report their progress (None: nowhere).
+  lock: (lock file name, run_id) of the run's lock, which must still be held
+  when dataset_info.json is written (WriteInfoFn); None: not checked.
   """
   # A single local worker sorts the rows (small) into their write order before
   # any image is decoded and writes records as they come: no image payload
@@ -155,7 +158,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          config.info_settings(engines.engine_record(p.options))),
+                          config.info_settings(engines.engine_record(p.options)), lock),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -254,18 +257,19 @@ def run(argv=None) -> int:
                            prepare_output_dir, config.output_dir, True, files=files)) as lock:
     prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
     with removed_on_failure(config.output_dir, lock.me.splits, files):
-      return _convert(config, pipeline_options, dry_run=False, files=files)
+      return _convert(config, pipeline_options, dry_run=False, files=files,
+                      lock=(lock_name(lock.generation), lock.me.run_id))
 
 
 def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
-             files: filesystem.FileAccess | None = None) -> int:
+             files: filesystem.FileAccess | None = None, lock=None) -> int:
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
                                  config.image_dir, config.image_extensions) as reporter:
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
-    build(p, config, reporter.directory)
+    build(p, config, reporter.directory, lock)
     local_runner.run(p).wait_until_finish()
   if dry_run:
     print(engines.dry_run_note(pipeline_options,
