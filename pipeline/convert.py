@@ -25,6 +25,7 @@ import apache_beam as beam
 from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
+from pipeline import flink_jobs
 from pipeline import progress
 from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
@@ -266,7 +267,8 @@ def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
   started = time.time()
   manifest_path = config.manifests[0].path if config.manifests else None
   with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
-                                 config.image_dir, config.image_extensions) as reporter:
+                                 config.image_dir, config.image_extensions) as reporter, \
+      flink_jobs.cancelled_if_abandoned(pipeline_options):
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory, lock)

@@ -25,6 +25,7 @@ import apache_beam as beam
 from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
+from pipeline import flink_jobs
 from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
@@ -198,12 +199,13 @@ def run(argv=None, check_records=validation.check_records) -> int:
     print(summary(report, config.report_path))
     return cli.EXIT_FAILED
   shards, listing_problems = shard_listing(config.input_dir, info, files)
-  p = beam.Pipeline(
-      runner=local_runner.for_options(pipeline_options), options=pipeline_options)
-  build(p, config.input_dir, info, shards, listing_problems, config.report_path,
-        config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records)
-  local_runner.run(p).wait_until_finish()
+  with flink_jobs.cancelled_if_abandoned(pipeline_options):
+    p = beam.Pipeline(
+        runner=local_runner.for_options(pipeline_options), options=pipeline_options)
+    build(p, config.input_dir, info, shards, listing_problems, config.report_path,
+          config.expected_count, config.max_problems, config.check_threads,
+          config.check_processes, check_records)
+    local_runner.run(p).wait_until_finish()
   if engines.is_dry_run(pipeline_options):
     print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return cli.EXIT_OK

@@ -2,21 +2,27 @@
 keeps running when its job server dies, while the launcher fails, takes back
 what the job had written and gives up OUT's run lock. dataset_info.json is
 written only while the run's lock is still there (WriteInfoFn,
-check_lock_held). The real thing, a Flink job whose job server is killed, is
-in tests/test_engines_same_dataset.py."""
+check_lock_held), and the launcher cancels its job on a Flink cluster
+(pipeline/flink_jobs.py). The real thing, a Flink job whose job server or
+TaskManager is killed, is in tests/test_engines_same_dataset.py."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import config as opts
 from pipeline import convert
+from pipeline import flink_jobs
 from pipeline.cli import EXIT_OK
 from pipeline.run_lock import lock_name
+from tests.conftest import free_port
 from tests.conftest import read_info
 from transforms import filesystem
 from transforms.write_metadata import RunNotCurrent
@@ -66,3 +72,85 @@ def test_a_job_whose_launcher_gave_up_writes_no_dataset_info(sample):
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--height', '4', '--width', '4', '--overwrite']) == EXIT_OK
   assert read_info(sample.out)['num_examples'] == 9
+
+
+class _FakeFlink(http.server.BaseHTTPRequestHandler):
+  """Flink's REST API as far as the launcher uses it: /jobs/overview, cancel."""
+  jobs: list = []
+  cancelled: list = []
+
+  def do_GET(self):
+    assert self.path == '/jobs/overview'
+    self._reply(200, {'jobs': self.jobs})
+
+  def do_PATCH(self):
+    jid, _, query = self.path[len('/jobs/'):].partition('?')
+    assert query == 'mode=cancel'
+    type(self).cancelled.append(jid)
+    self._reply(202, {})
+
+  def _reply(self, status: int, body: dict):
+    data = json.dumps(body).encode()
+    self.send_response(status)
+    self.send_header('Content-Type', 'application/json')
+    self.send_header('Content-Length', str(len(data)))
+    self.end_headers()
+    self.wfile.write(data)
+
+  def log_message(self, *args):
+    pass
+
+
+@pytest.fixture()
+def fake_flink():
+  server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _FakeFlink)
+  thread = threading.Thread(target=server.serve_forever, daemon=True)
+  thread.start()
+  _FakeFlink.cancelled = []
+  yield server
+  server.shutdown()
+  server.server_close()
+
+
+def test_the_abandoned_job_is_cancelled_on_the_flink_cluster(fake_flink, capsys):
+  port = fake_flink.server_address[1]
+  options = PipelineOptions(['--runner', 'FlinkRunner', '--flink_master', f'127.0.0.1:{port}',
+                             '--environment_type', 'EXTERNAL'])
+  running, done, other = 'a' * 32, 'b' * 32, 'c' * 32
+  with pytest.raises(RuntimeError, match='job server gone'):
+    with flink_jobs.cancelled_if_abandoned(options):
+      name = options.view_as(GoogleCloudOptions).job_name  # named for the cluster
+      assert name.startswith('img2tfrecord-')
+      _FakeFlink.jobs = [{'jid': running, 'name': name, 'state': 'RUNNING'},
+                         {'jid': done, 'name': name, 'state': 'FINISHED'},
+                         {'jid': other, 'name': 'someone-else', 'state': 'RUNNING'}]
+      raise RuntimeError('job server gone')
+  assert _FakeFlink.cancelled == [running]
+  assert capsys.readouterr().err == (
+      f'note: cancelled Flink job {running} ({name}) on http://127.0.0.1:{port}: its '
+      f'launcher stopped waiting for it\n')
+
+  # A run that ends well cancels nothing; a name the user gave is kept.
+  options = PipelineOptions(['--runner', 'FlinkRunner', '--flink_master', f'127.0.0.1:{port}',
+                             '--job_name', 'nightly'])
+  with flink_jobs.cancelled_if_abandoned(options):
+    pass
+  assert options.view_as(GoogleCloudOptions).job_name == 'nightly'
+  assert _FakeFlink.cancelled == [running]
+
+
+def test_no_cluster_to_ask(capsys):
+  """Flink inside the job server, other runners: nothing named, nothing asked."""
+  for flags in (['--runner', 'FlinkRunner'], ['--runner', 'SparkRunner'], []):
+    options = PipelineOptions(flags)
+    with pytest.raises(ValueError):
+      with flink_jobs.cancelled_if_abandoned(options):
+        raise ValueError('failed')
+    assert options.view_as(GoogleCloudOptions).job_name is None
+  # A cluster that does not answer: one note saying so.
+  port = free_port()
+  assert flink_jobs.cancel_running(f'http://127.0.0.1:{port}', 'img2tfrecord-x') == [
+      f'note: could not ask the Flink cluster at http://127.0.0.1:{port} for job '
+      f'img2tfrecord-x (URLError: <urlopen error [Errno 111] Connection refused>); if it '
+      f'still runs, cancel it there']
+  assert capsys.readouterr().err == ''
