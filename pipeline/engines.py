@@ -151,11 +151,15 @@ _VIEWS = {'flink_master': FlinkRunnerOptions, 'flink_version': FlinkRunnerOption
           'environment_type': PortableOptions, 'environment_cache_millis': PortableOptions,
           'job_server_java_launcher': JobServerOptions,
           'job_server_jvm_properties': JobServerOptions,
-          'default_sdk_harness_log_level': WorkerOptions}
+          'default_sdk_harness_log_level': WorkerOptions, 'runner': StandardOptions}
 
 
 def runner_name(runner) -> str:
-  return str(runner or '').split('.')[-1]
+  """--runner's class name; Beam's short names for Flink and Spark (flink,
+  sparkrunner, ...: any case) as their class names."""
+  name = str(runner or '').split('.')[-1]
+  short = name.lower().removesuffix('runner')
+  return {'flink': 'FlinkRunner', 'spark': 'SparkRunner'}.get(short, name)
 
 
 def master_of(runner: str, given: dict) -> tuple:
@@ -249,12 +253,15 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   the launcher what it needs, before anything is written: Java, the master's
   address, a worker environment, the job server (fetched once into the
   cache). UsageError names what is missing and how to get it. Other runners'
-  options come back as they are."""
+  options, and theirs with --job_endpoint (a job server of the user's), come
+  back as they are."""
   runner = runner_name(options.view_as(StandardOptions).runner)
   if runner not in JOB_SERVER_RUNNERS:
     return options
   engine = job_servers.ENGINES[JOB_SERVER_RUNNERS[runner]]
   given = options.get_all_options(drop_default=True)
+  if given.get('job_endpoint'):  # a job server already running elsewhere: Beam's as is
+    return options
   uber_jar = given.get(f'{engine.name}_submit_uber_jar')  # no job server runs here
   java = None
   if 'job_server_java_launcher' not in given and not uber_jar:
@@ -270,6 +277,8 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
     server = job_servers.fetch(engine, given.get('flink_version'),
                                java_home=java.home if java else None)
   added.update(job_server_options(runner, given, server, java.path if java else None))
+  # The same runner, stopping its job server when the job ends (engine_runners.py).
+  added['runner'] = f'pipeline.engine_runners.{runner}'
   for name, value in added.items():
     setattr(options.view_as(_VIEWS[name]), name, value)
   return options

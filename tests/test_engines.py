@@ -7,14 +7,19 @@ tests/test_engines_integration.py (make test-integration)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pathlib
 import socket
+import types
 import zipfile
 
+from apache_beam.runners.portability import flink_runner
+import grpc
 import pytest
 
 from pipeline import convert
+from pipeline import engine_runners
 from pipeline import engines
 from pipeline import job_servers
 from pipeline import validate
@@ -273,6 +278,15 @@ def test_job_server_options(tmp_path):
       'SparkRunner', given, {'jar': str(jar)}, None)
 
 
+def test_runner_names():
+  assert [engines.runner_name(name) for name in (
+      'flink', 'FlinkRunner', 'sparkrunner', 'Spark',
+      'apache_beam.runners.portability.flink_runner.FlinkRunner',
+      'pipeline.engine_runners.SparkRunner', 'DirectRunner', None)] == [
+      'FlinkRunner', 'FlinkRunner', 'SparkRunner', 'SparkRunner', 'FlinkRunner',
+      'SparkRunner', 'DirectRunner', '']
+
+
 def test_prepare_leaves_other_runners_alone():
   from apache_beam.options.pipeline_options import PipelineOptions
   options = PipelineOptions([], runner='DirectRunner')
@@ -280,11 +294,20 @@ def test_prepare_leaves_other_runners_alone():
   assert options.get_all_options(drop_default=True) == {'runner': 'DirectRunner'}
 
 
+def test_prepare_leaves_a_given_job_server_alone(machine, monkeypatch):
+  from apache_beam.options.pipeline_options import PipelineOptions
+  monkeypatch.delenv('JAVA_HOME')  # no Java needed: the job server runs elsewhere
+  options = PipelineOptions([], runner='FlinkRunner', job_endpoint='localhost:8099')
+  assert engines.prepare(options).get_all_options(drop_default=True) == {
+      'runner': 'FlinkRunner', 'job_endpoint': 'localhost:8099'}
+
+
 def test_prepare_fills_the_options(machine, monkeypatch):
   from apache_beam.options.pipeline_options import PipelineOptions
   server = cache_a_job_server(machine / 'cache', 'flink', '1.19')
   options = engines.prepare(PipelineOptions([], runner='FlinkRunner'))
   filled = options.get_all_options(drop_default=True)
+  assert filled['runner'] == 'pipeline.engine_runners.FlinkRunner'  # stops its job server
   assert filled['flink_job_server_jar'] == server
   assert filled['flink_version'] == '1.19' and filled['flink_master'] == '[local]'
   assert filled['environment_type'] == 'LOOPBACK'
@@ -433,3 +456,79 @@ def test_fetch_command_usage(machine, capsys):
   assert one_error_line(capsys) == 'error: usage: python -m pipeline.engines fetch {flink,spark}'
   assert engines.main(['fetch', 'flink']) == EXIT_USAGE  # no mvn here
   assert one_error_line(capsys).startswith("error: FlinkRunner needs Beam's Flink job server")
+
+
+# --- the runners prepare names (pipeline/engine_runners.py) -----------------------
+
+
+class _Stream(grpc.RpcError):
+  def __init__(self, code):
+    super().__init__()
+    self._code = code
+
+  def code(self):
+    return self._code
+
+
+def test_a_hung_up_stream_is_quiet():
+  passed_on = []
+  hook = engine_runners.without_hang_ups(passed_on.append)
+  cancelled, unavailable = (_Stream(grpc.StatusCode.CANCELLED),
+                            _Stream(grpc.StatusCode.UNAVAILABLE))
+  bug = ValueError('a bug')
+  for error in (cancelled, unavailable, bug):
+    hook(types.SimpleNamespace(exc_value=error, thread=None))
+  assert [args.exc_value for args in passed_on] == [unavailable, bug]
+
+  def record(error):
+    return logging.LogRecord('apache_beam.runners.worker.data_plane', logging.ERROR, '', 0,
+                             'Failed to read inputs in the data plane.', (),
+                             (type(error), error, None))
+  quiet = engine_runners._NoHangUps()
+  assert not quiet.filter(record(cancelled))
+  assert quiet.filter(record(unavailable))
+  # once the job is over, its job server stops: every stream closes
+  engine_runners._job_over.set()
+  try:
+    assert not quiet.filter(record(unavailable))
+    hook(types.SimpleNamespace(exc_value=unavailable, thread=None))
+    assert len(passed_on) == 2
+  finally:
+    engine_runners._job_over.clear()
+
+
+def test_the_job_server_stops_with_the_job(monkeypatch):
+  from apache_beam.runners.portability import portable_runner
+
+  class Server:
+    stopped = 0
+
+    def stop(self):
+      Server.stopped += 1
+
+  class Result:
+    _cleanup_callbacks = ['loopback worker']
+
+  def run(runner, pipeline, options):
+    runner.default_job_server(options)
+    return Result()
+
+  monkeypatch.setattr(portable_runner.PortableRunner, 'run_portable_pipeline', run)
+  monkeypatch.setattr(flink_runner.FlinkRunner, 'default_job_server',
+                      lambda self, options: Server())
+  result = engine_runners.FlinkRunner().run_portable_pipeline(None, None)
+  assert result._cleanup_callbacks[1] == 'loopback worker'
+  assert not engine_runners._job_over.is_set()
+  for callback in result._cleanup_callbacks[::2]:  # what the result runs when the job ends
+    callback()
+  assert Server.stopped == 1 and engine_runners._job_over.is_set()
+  engine_runners._job_over.clear()
+
+  def fails(runner, pipeline, options):
+    runner.default_job_server(options)
+    raise RuntimeError('submit failed')
+
+  monkeypatch.setattr(portable_runner.PortableRunner, 'run_portable_pipeline', fails)
+  with pytest.raises(RuntimeError, match='submit failed'):
+    engine_runners.FlinkRunner().run_portable_pipeline(None, None)
+  assert Server.stopped == 2

@@ -13,6 +13,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -54,9 +55,31 @@ def local(images, tmp_path_factory) -> pathlib.Path:
 
 
 def run_module(module: str, *args) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', module, *map(str, args)], cwd=REPO,
-                        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                        timeout=RUN_TIMEOUT, check=False)
+  """Runs `python -m module args`, then checks that it left no process behind
+  (its job server JVM, say): each process it started inherits a marker in
+  its environment."""
+  marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  result = subprocess.run([sys.executable, '-m', module, *map(str, args)], cwd=REPO, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, check=False)
+  assert processes_with(marker) == [], f'{module} left processes running\n{describe(result)}'
+  return result
+
+
+def processes_with(marker: str) -> list:
+  """The command lines of the live processes whose environment holds `marker`."""
+  found = []
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/environ', 'rb') as handle:
+        if marker.encode() not in handle.read().split(b'\0'):
+          continue
+      with open(f'/proc/{pid}/cmdline', 'rb') as handle:
+        found.append(handle.read().replace(b'\0', b' ').decode(errors='replace')[:200])
+    except OSError:  # gone meanwhile, or not ours to read
+      continue
+  return found
 
 
 def describe(result: subprocess.CompletedProcess) -> str:
