@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -167,20 +166,12 @@ def _flags_of(parser) -> dict:
           if s.startswith('--')}
 
 
-def _did_you_mean(name: str, own: list, every: list) -> str:
-  for candidates in (own, every):
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
-    if close:
-      return f'; did you mean {close[0]}?'
-  return ''
-
-
 def _given(parser, argv: list, own_flags: list) -> dict:
   """Parses argv: {dest: value} of the flags it holds; UsageError otherwise."""
   namespace, unknown = parser.parse_known_args(argv, argparse.Namespace())
   if unknown:
     name = unknown[0].split('=', 1)[0]
-    hint = _did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
+    hint = cli.did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
         '--') else ''
     raise UsageError(f'unrecognized argument {unknown[0]!r}{hint}')
   return vars(namespace)
@@ -340,12 +331,12 @@ def _deeper_than(data, limit: int) -> bool:
   return any(isinstance(value, (dict, list)) for value in level)
 
 
-def _tokens(key: str, value, action, path: str) -> list:
-  """One key of the file as command-line tokens, exactly as a user would type them."""
+def _tokens(key: str, value, action, where: str) -> list:
+  """One --config key or pipeline.api keyword (`where`) as the tokens a user would type."""
   flag = '--' + key
 
   def wrong(expected):
-    raise UsageError(f'--config {path}: key {key!r} takes {expected}, not {value!r}')
+    raise UsageError(f'{where} takes {expected}, not {value!r}')
 
   if value is None:  # e.g. a recorded option that was not set
     return []
@@ -390,10 +381,11 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   for key, value in data.items():
     action = flags.get(f'--{key}') if isinstance(key, str) else None
     if action is None or f'--{key}' in ('--help', CONFIG_FLAG):
-      hint = _did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
+      hint = cli.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
-      given.update(_given(parser, _tokens(key, value, action, path), own_flags))
+      tokens = _tokens(key, value, action, f'--config {path}: key {key!r}')
+      given.update(_given(parser, tokens, own_flags))
     except UsageError as error:
       message = re.sub(r'^argument [^:]+: ', '', str(error))
       if message.startswith(f'--config {path}'):

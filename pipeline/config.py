@@ -9,8 +9,10 @@ import os
 from typing import Optional
 
 from pipeline import command_line
+from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
+from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.flags import ConvertOptions
 from pipeline.flags import ValidateOptions
 from pipeline.preflight import image_dir_splits
@@ -25,6 +27,7 @@ from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
 from transforms.core.shuffle import DEFAULT_ORDERING
@@ -66,7 +69,7 @@ class ConvertConfig:
   ordering: Ordering = DEFAULT_ORDERING
   dedupe: str = 'key'
   split_by: str = 'key'
-  label_normalize: frozenset = frozenset()
+  label_normalize: frozenset = DEFAULT_NORMALIZE
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # --config FILE, if the options came from one
   sink: str = SINK_ORDERED
@@ -75,6 +78,7 @@ class ConvertConfig:
   # it ends up not writing: their shards are ours to clear (--overwrite, and
   # the clean-up of a failed run).
   known_splits: tuple = ()
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -92,7 +96,7 @@ class ConvertConfig:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
     data = {
         'output_dir': self.output_dir,
-        'manifest': self.manifests[0].path if self.manifests else None,
+        'manifest': self.manifests[0].source if self.manifests else None,
         'label_manifest': self.manifests[1].path if len(self.manifests) > 1 else None,
         'image_dir': self.image_dir,
         'label_map_file': self.label_map_path,
@@ -142,6 +146,7 @@ class ValidateConfig:
   check_threads: int = 0
   check_processes: int = 0
   strict: bool = False  # warnings exit 1 too
+  job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -252,7 +257,7 @@ def validate_config(args) -> ValidateConfig:
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
       expected_count=args.expected_count, max_problems=args.max_problems,
       check_threads=args.check_threads, check_processes=args.check_processes,
-      strict=args.strict)
+      strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
 
 
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
@@ -369,8 +374,18 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       image_processes=args.image_processes, label_map_path=args.label_map,
       image_dir_layout=args.image_dir_layout, image_timeout_s=args.image_timeout_s,
       image_extensions=extensions,
-      options=options, config_file=parsed.config_file, sink=args.sink,
+      options=options, config_file=recorded_config_file(parsed.config_file), sink=args.sink,
       write_index=args.write_index,
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
-      allow_empty=args.allow_empty, known_splits=known_splits)
+      allow_empty=args.allow_empty, known_splits=known_splits,
+      job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
+
+
+def recorded_config_file(path: Optional[str]) -> Optional[str]:
+  """--config FILE as dataset_info.json records it: a local path absolute (the
+  path as typed was relative to a folder the record does not name), a URL as
+  given, any credential in it redacted."""
+  if not path:
+    return None
+  return redact.redact_text(path) if paths.is_remote(path) else os.path.abspath(path)

@@ -5,7 +5,9 @@
 
 Exit codes: 0 done, 1 crashed, 2 usage error or no example at all (nothing
 published but rejected.jsonl; --allow_empty publishes an empty dataset), 3
-more rejected rows than --max_error_rate allows (everything is still written).
+more rejected rows than --max_error_rate allows (everything is still written);
+interrupted by SIGINT or SIGTERM, it cleans up and ends by the signal (a shell
+shows 130 or 143).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import functools
 import os
 import sys
 import time
+from typing import Optional
 
+from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
+  interrupts.before_run(interrupts.CONVERT_LINES[0])
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
@@ -27,12 +32,12 @@ from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
 from pipeline import progress
-from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import prepare_output_dir
 from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
+from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
 from pipeline.run_lock import lock_name
 from transforms import filesystem
@@ -60,20 +65,22 @@ from transforms.workers.pooled_step import pool_size
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
 from transforms.write_shards import WriteShards
-from transforms.write_shards import WriteTFRecordIO
+from transforms.write_tfrecordio import WriteTFRecordIO
 
 
-def _read_rows(p, config: opts.ConvertConfig, in_order: bool):
+def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None):
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
+  progress_dir: where the manifest's reader leaves the progress line's total.
   """
   if config.image_dir:
     source = p | 'ReadImageDir' >> ReadImageDir(
         config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
         config.label_normalize)
   else:
-    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0])
+    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0],
+                                                progress_dir=progress_dir)
   label_rows = None
   tallies = [source[TALLIES]]
   if len(config.manifests) > 1:
@@ -99,7 +106,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
-  rows, rejected, tallies, skipped = _read_rows(p, config, in_order)
+  rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
@@ -230,6 +237,19 @@ def warning_lines(info: dict) -> list:
     lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
                  f'surrounding spaces in some rows, stripped (one class with any unspaced '
                  f'spelling): {names} (--label_normalize strip says that is intended)')
+  if labels.get('num_labels_with_invisible_characters'):
+    shown = [entry['shown'] + (f' (looks like {", ".join(entry["looks_like"])})'
+                               if entry['looks_like'] else '')
+             for entry in labels['invisible_characters'][:3]]
+    lines.append(f'Warning: {labels["num_labels_with_invisible_characters"]} label(s) hold '
+                 f'invisible or bidi control characters, kept as written: {"; ".join(shown)} '
+                 f'(see label_warnings in dataset_info.json)')
+  if labels.get('num_normalization_variant_groups'):
+    groups = ['/'.join(ascii(label) for label in group)
+              for group in labels['normalization_variants'][:3]]
+    lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
+                 f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
+                 f'(the default --label_normalize nfc merges them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
                  f'no example (ids kept): {labels["empty_classes"][:5]}')
@@ -246,10 +266,53 @@ def warning_lines(info: dict) -> list:
 def run(argv=None) -> int:
   config, pipeline_options = opts.parse_convert(list(argv or []),
                                                 __doc__.strip().splitlines()[0])
+  started = time.time()
+  try:
+    info = convert(config, pipeline_options)
+  except NothingPublished as nothing:
+    for reason, count in nothing.info['rejected_by_reason'].items():
+      print(f'  rejected {reason}: {count}')
+    for reason, count in nothing.info.get('label_manifest_rejected_by_reason', {}).items():
+      print(f'  label manifest line rejected {reason}: {count} (not an image row)')
+    raise
+  if info is None:
+    print(engines.dry_run_note(pipeline_options,
+                               f'nothing was written to {config.output_dir}'))
+    return cli.EXIT_OK
+  print(summary(info, time.time() - started))
+  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+
+
+class NothingPublished(cli.UsageError):
+  """No example at all (every row rejected) and no --allow_empty: an empty
+  dataset is no success. What was written but rejected.jsonl is taken back."""
+
+  def __init__(self, info: dict, output_dir: str):
+    rejected = filesystem.join(output_dir, REJECTED_FILE)
+    super().__init__(f'all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
+                     f'nothing was published' if info['num_manifest_rows'] else
+                     'the input had no rows when the job read it; nothing was published')
+    self.info = info
+
+
+def convert(config: opts.ConvertConfig, pipeline_options,
+            progress_display=None) -> Optional[dict]:
+  """One conversion, checked, locked and prepared as the command line's: ->
+  the dataset_info.json written (None for a dry run, which writes nothing).
+  Failures are raised (cli.UsageError, NothingPublished, the job's
+  exception). The command line's run() and pipeline.api call it; neither
+  prints here.
+
+  progress_display: what shows the progress (progress.Reporter), None: a
+  line on stderr.
+  """
   # Flink and Spark: Java, job server, master, workers, all checked before the lock.
   pipeline_options = engines.prepare(pipeline_options)
+  # Before anything is locked, created or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
-    return _convert(config, pipeline_options, dry_run=True)
+    _convert(config, pipeline_options, RunGuard(), progress_display)
+    return None
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
   # One run per output folder: a second one exits 2 here, before anything is touched.
   with RunLock.acquire(config.output_dir, config.overwrite, pipeline_options, files=files,
@@ -257,53 +320,41 @@ def run(argv=None) -> int:
                        make_room=functools.partial(
                            prepare_output_dir, config.output_dir, True, files=files)) as lock:
     prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
-    with removed_on_failure(config.output_dir, lock.me.splits, files):
-      return _convert(config, pipeline_options, dry_run=False, files=files,
-                      lock=(lock_name(lock.generation), lock.me.run_id))
+    # A run that does not finish (an error, a signal) cancels its job
+    # (RunGuard), then takes back what it wrote, before the lock goes: nothing
+    # is published, and a rerun needs no --overwrite.
+    # The job checks that the lock is still this run's before it publishes.
+    with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
+      _convert(config, pipeline_options, guard, progress_display,
+               (lock_name(lock.generation), lock.me.run_id))
+      info = filesystem.read_info(config.output_dir, files)
+      published = bool(info['num_examples'] or config.allow_empty)
+      if not published:
+        unpublish(config.output_dir, config.splits_to_clear(), files)
+  if not published:
+    raise NothingPublished(info, config.output_dir)
+  return info
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, dry_run: bool,
-             files: filesystem.FileAccess | None = None, lock=None) -> int:
-  started = time.time()
-  manifest_path = config.manifests[0].path if config.manifests else None
-  with progress.Reporter.for_run(config.progress, pipeline_options, manifest_path,
-                                 config.image_dir, config.image_extensions) as reporter, \
+def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
+             progress_display, lock=None) -> None:
+  """lock: (lock file name, run_id) of the run's lock (build)."""
+  # On a Flink cluster, a job whose job server is gone is cancelled there too
+  # (RunGuard cancels through the job server).
+  with progress.Reporter.for_run(config.progress, pipeline_options, config.image_dir,
+                                 config.image_extensions,
+                                 display=progress_display) as reporter, \
       flink_jobs.cancelled_if_abandoned(pipeline_options):
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     build(p, config, reporter.directory, lock)
-    local_runner.run(p).wait_until_finish()
-  if dry_run:
-    print(engines.dry_run_note(pipeline_options,
-                              f'nothing was written to {config.output_dir}'))
-    return cli.EXIT_OK
-  info = filesystem.read_info(config.output_dir, files)
-  if not info['num_examples'] and not config.allow_empty:
-    return _nothing_published(config, info, files)
-  print(summary(info, time.time() - started))
-  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
-
-
-def _nothing_published(config: opts.ConvertConfig, info: dict,
-                       files: filesystem.FileAccess) -> int:
-  """No example at all (every row rejected): an empty dataset is no success.
-  Takes back what was written but rejected.jsonl, says why, exit 2."""
-  unpublish(config.output_dir, config.splits_to_clear(), files)
-  for reason, count in info['rejected_by_reason'].items():
-    print(f'  rejected {reason}: {count}')
-  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
-    print(f'  label manifest line rejected {reason}: {count} (not an image row)')
-  rejected = filesystem.join(config.output_dir, REJECTED_FILE)
-  print(f'error: all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
-        f'nothing was published' if info['num_manifest_rows'] else
-        'error: the input had no rows when the job read it; nothing was published',
-        file=sys.stderr)
-  return cli.EXIT_USAGE
+    guard.run(p)
 
 
 def main(argv=None) -> int:
-  with run_temp.private_temp_dir():
-    return cli.main_with_exit_codes(run, argv)
+  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  and end the process by the signal (cli.run_command)."""
+  return cli.run_command(run, argv, *interrupts.CONVERT_LINES)
 
 
 if __name__ == '__main__':

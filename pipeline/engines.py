@@ -26,6 +26,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 
 from pipeline import cli
+from pipeline import job_endpoint
 from pipeline import job_servers
 from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.cli import UsageError
@@ -54,6 +55,20 @@ def check_runner(runner) -> None:
   name = str(runner or '').split('.')[-1]
   if name in UNSUPPORTED_RUNNERS:
     raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
+
+
+# What convert and validate check before anything is locked, created or
+# written (check_before_submit): each takes (PipelineOptions, the
+# --job_endpoint_connect_timeout in seconds) and raises UsageError (exit 2,
+# one line) when the runner cannot take the job.
+PRE_SUBMIT_CHECKS = (job_endpoint.check_answers,)
+
+
+def check_before_submit(options: PipelineOptions, connect_timeout_s: float) -> None:
+  """Runs every PRE_SUBMIT_CHECKS: a job service that does not answer is a
+  usage error before OUT is touched, not a hang after it was locked."""
+  for check in PRE_SUBMIT_CHECKS:
+    check(options, connect_timeout_s)
 
 
 def local_defaults(given: dict) -> dict:

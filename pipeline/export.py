@@ -17,10 +17,14 @@ Needs tensorflow-datasets (4.9.x) where it runs. Exit codes: 0 done, 2 bad input
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import shutil
 import sys
+import tempfile
 
+from pipeline import cli
 from pipeline import read
 from transforms.core import paths
 from transforms.core import records
@@ -53,7 +57,17 @@ def parse_args(argv: list) -> argparse.Namespace:
   parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')
   parser.add_argument('--overwrite', action='store_true',
                       help='replace a previous export in --output_dir')
+  unknown = cli.unknown_flag(parser, argv)
+  if unknown:
+    raise ExportError(unknown)
   return parser.parse_args(argv)
+
+
+def check_exportable(info: dict) -> None:
+  image = info['image']
+  if image['encoding'] == 'raw' and None in (image['height'], image['width']):
+    raise ExportError('raw pixels of per-record size (--resize_mode none) cannot be a '
+                      'TFDS feature: TFDS needs their fixed shape')
 
 
 def tfds_features(info: dict, tfds, tf):
@@ -65,9 +79,7 @@ def tfds_features(info: dict, tfds, tf):
   names = info['label_map']
   shape = (image['height'], image['width'], image['channels'])
   if image['encoding'] == 'raw':
-    if None in shape:
-      raise ExportError('raw pixels of per-record size (--resize_mode none) cannot be a '
-                        'TFDS feature: TFDS needs their fixed shape')
+    check_exportable(info)
     pixels = tfds.features.Tensor(shape=shape, dtype=tf.uint8, encoding='bytes')
   else:
     pixels = tfds.features.Image(shape=shape, encoding_format=image['encoding'])
@@ -112,7 +124,9 @@ def _link_or_copy(source: str, target: str) -> str:
   return 'copied'
 
 
-def prepare(output_dir: str, overwrite: bool) -> None:
+def check_output_dir(output_dir: str, overwrite: bool) -> None:
+  """ExportError unless output_dir is empty, or holds a previous export and
+  --overwrite is given. Changes nothing."""
   if os.path.exists(output_dir) and os.listdir(output_dir):
     if not overwrite:
       raise ExportError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
@@ -120,8 +134,50 @@ def prepare(output_dir: str, overwrite: bool) -> None:
     if not os.path.exists(os.path.join(output_dir, TFDS_FEATURES_FILE)):
       raise ExportError(f'--output_dir {output_dir} holds no previous TFDS export '
                         f'({TFDS_FEATURES_FILE} is missing): not replacing it')
+
+
+def prepare(output_dir: str, overwrite: bool) -> None:
+  check_output_dir(output_dir, overwrite)
+  if os.path.exists(output_dir) and os.listdir(output_dir):
     shutil.rmtree(output_dir)
   os.makedirs(output_dir, exist_ok=True)
+
+
+# What TensorFlow and TFDS print on stderr while starting, whatever
+# TF_CPP_MIN_LOG_LEVEL says: absl's lines from before its logging is set up
+# (INFO, e.g. oneDNN's notice), their continuation, and TFDS's own deprecation
+# notice about its code. Any other line is shown.
+_CHATTER = re.compile(r'(WARNING: All log messages before absl::InitializeLog\(\) is called '
+                      r'are written to STDERR|I\d{4} [\d:.]+ +\d+ \S+:\d+\] '
+                      r'.*|To enable the following instructions: .*|'
+                      r'WARNING:absl:`FeatureConnector\.dtype` is deprecated\..*)')
+
+
+@contextlib.contextmanager
+def quiet_tensorflow():
+  """TensorFlow's start-up chatter off stderr: 6 lines of C++ logging before
+  export's own line. TF_CPP_MIN_LOG_LEVEL (set here unless the user set it)
+  stops what TensorFlow logs once its logging is set up, not what it logs
+  while loading (those go straight to file descriptor 2): stderr goes to a
+  file meanwhile, and what is not _CHATTER is written out after."""
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  sys.stderr.flush()
+  saved = os.dup(2)
+  try:
+    with tempfile.TemporaryFile() as sink:
+      os.dup2(sink.fileno(), 2)
+      try:
+        yield
+      finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        sink.seek(0)
+        lines = sink.read().decode('utf-8', 'replace').splitlines()
+        kept = [line for line in lines if not _CHATTER.fullmatch(line)]
+        if kept:
+          print('\n'.join(kept), file=sys.stderr)
+  finally:
+    os.close(saved)
 
 
 def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
@@ -133,6 +189,14 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   if paths.is_remote(output_dir):
     raise ExportError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
+  # Every check before TensorFlow is imported: a usage error is one line, at once.
+  check_exportable(info)
+  check_output_dir(output_dir, overwrite)
+  with quiet_tensorflow():
+    return _write_tfds(info, input_dir, output_dir, overwrite)
+
+
+def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) -> list:
   try:
     import tensorflow as tf
     import tensorflow_datasets as tfds

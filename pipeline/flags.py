@@ -4,7 +4,10 @@ their defaults and the small value parsers of their types."""
 
 from __future__ import annotations
 
+import argparse
+
 from transforms.core import image_dir
+from transforms.core import labels
 from transforms.core import manifest
 from transforms.core import splits
 from transforms.core.shuffle import SHUFFLE_MODES
@@ -20,6 +23,7 @@ from transforms.core.spec import ImageSpec
 
 DEFAULT_SHARD_SIZE_MB = 128
 DEFAULT_IMAGE_TIMEOUT_S = 60.0
+DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S = 30.0
 
 
 def _positive_int(text):
@@ -50,11 +54,43 @@ def _quality(text):
   return value
 
 
+def _rate(text):
+  value = float(text)
+  if not 0.0 <= value <= 1.0:
+    # argparse prints this one's message (a ValueError's it replaces)
+    raise argparse.ArgumentTypeError(f'{text} is not in 0..1')
+  return value
+
+
 # argparse names the type in its message: "invalid positive integer value: 'abc'"
 _positive_int.__name__ = 'positive integer'
 _non_negative_int.__name__ = 'non-negative integer'
 _non_negative_float.__name__ = 'non-negative number'
 _quality.__name__ = 'JPEG quality (1..100)'
+_rate.__name__ = 'rate (0..1)'
+
+# What each value type accepts, as a regex for forms that cannot run a parser
+# (the Flex Template's parameter checks, pipeline/flex_template.py): the plain
+# decimal spellings the type's parser accepts, nothing it refuses (Python's
+# int() also takes '1_000' and float() '1e3': left out, never wrongly let in).
+VALUE_REGEXES = {
+    int: r'^[+-]?[0-9]+$',
+    _positive_int: r'^\+?0*[1-9][0-9]*$',
+    _non_negative_int: r'^\+?[0-9]+$',
+    _non_negative_float: r'^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)$',
+    _quality: r'^\+?0*([1-9][0-9]?|100)$',
+    _rate: r'^\+?(0+(\.[0-9]*)?|\.[0-9]+|0*1(\.0*)?)$',
+}
+
+
+def _add_runner_args(parser) -> None:
+  """Flags of ours about the runner, for convert and validate."""
+  runner = parser.add_argument_group('runner')
+  runner.add_argument('--job_endpoint_connect_timeout', type=_non_negative_float,
+                      default=DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S, metavar='SECONDS',
+                      help='with --job_endpoint (PortableRunner, Flink, Spark): exit 2 '
+                      'before anything is written unless the job service answers within '
+                      'this many seconds (0: no check)')
 
 
 class ConvertOptions:
@@ -63,10 +99,12 @@ class ConvertOptions:
   @classmethod
   def _add_argparse_args(cls, parser):
     source = parser.add_argument_group('input')
-    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest (optionally .gz) '
-                        'with columns image, label[, key, split, ...]')
+    source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
+                        'label[, key, split, ...], or a TXT manifest of "path label" '
+                        'lines (optionally .gz); a pattern (parts/*.csv.gz) reads its '
+                        'files as one manifest')
     source.add_argument('--label_manifest', help='second manifest key,label, '
-                        'joined on key with --manifest key,image')
+                        'joined on key with --manifest key,image (a pattern too)')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
                         'instead of --manifest')
     source.add_argument('--label_map', help='file with one class name per line; '
@@ -125,9 +163,11 @@ class ConvertOptions:
     out.add_argument('--split_by', default='key', choices=('key', 'content'),
                      help='what --split hashes: the key, or the image bytes (copies '
                      'then always land in one split)')
-    out.add_argument('--label_normalize',
-                     help='merge label spellings on purpose: lower, strip, or both '
-                     '(also lower,strip); the normalized text is stored')
+    out.add_argument('--label_normalize', default=labels.NFC,
+                     help='Unicode NFC always (one class for one text however it is '
+                     'encoded); merge label spellings on purpose: lower, strip, or both '
+                     '(also lower,strip); the normalized text is stored. none: labels '
+                     'exactly as written (no NFC)')
     out.add_argument('--extra_features',
                      help='manifest columns to copy, each with a shape: name:type a '
                      'scalar, name:type[N] N values, name:type[] a list, name:type[][N] a '
@@ -149,10 +189,11 @@ class ConvertOptions:
                        help='threads converting images in a worker (0: cores + 1 '
                        'on a local run, 1 on distributed runners)')
     image.add_argument('--image_processes', type=_non_negative_int, default=0,
-                       help='child processes converting images in a worker '
-                       '(0: one per core for JPEG/PNG output on a single local '
-                       'worker unless --image_threads is given; none for raw '
-                       'output and on distributed runners)')
+                       help='child processes converting images in a worker (0: one per '
+                       'core on a single local worker, one per worker on distributed '
+                       'runners, for every encoding, unless --image_threads is given; '
+                       'with --image_timeout_s 0, one per core for JPEG/PNG output on a '
+                       'single local worker, else none)')
     image.add_argument('--max_pixels', type=_positive_int, default=ImageSpec.max_pixels,
                        help='images with more pixels are rejected, never decoded')
     image.add_argument('--max_image_bytes', type=_positive_int,
@@ -161,20 +202,22 @@ class ConvertOptions:
                        'never read')
     image.add_argument('--image_timeout_s', type=_non_negative_float,
                        default=DEFAULT_IMAGE_TIMEOUT_S,
-                       help='an image taking longer to read, decode, resize and encode '
-                       'is rejected as decode/timeout (0: no limit)')
+                       help='an image taking longer to read (from any filesystem), decode, '
+                       'resize and encode (or read and hash, with --dedupe content or '
+                       '--split_by content) is rejected as decode/timeout (0: no limit)')
     image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
                        help='Pillow formats decoded, by content (all: every format '
                        'Pillow has); others are rejected')
     budget = parser.add_argument_group('errors')
-    budget.add_argument('--max_error_rate', type=float, default=0.0,
-                        help='rejected/rows above this exits 3 (default 0: strict)')
+    budget.add_argument('--max_error_rate', type=_rate, default=0.0,
+                        help='rejected/rows (0..1) above this exits 3 (default 0: strict)')
     budget.add_argument('--allow_empty', action='store_true',
                         help='publish an empty dataset (exit 0) when the input has no '
                         'rows or every row is rejected; default: exit 2, nothing '
                         'published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
+    _add_runner_args(parser)
 
 
 class ValidateOptions:
@@ -190,7 +233,8 @@ class ValidateOptions:
     parser.add_argument('--max_problems', type=_positive_int, default=100,
                         help='problems (and warnings) listed in the report (all are counted)')
     parser.add_argument('--strict', action='store_true',
-                        help='exit 1 on warnings too (e.g. the same image in two splits)')
+                        help='exit 1 on warnings too (the same image in two splits, a '
+                        'feature the dataset does not declare)')
     parser.add_argument('--check_threads', type=_non_negative_int, default=0,
                         help='threads checking records in a worker (0: cores + 1 '
                         'for JPEG/PNG records on a local run; 1 for raw records '
@@ -202,3 +246,4 @@ class ValidateOptions:
                         'shards or more, and for other JPEG/PNG records, unless '
                         '--check_threads is given; none for small raw datasets and on '
                         'distributed runners)')
+    _add_runner_args(parser)

@@ -3,7 +3,8 @@
   python -m pipeline.flex_template --output_dir DIR [--launcher_image IMAGE]
 
 writes DIR/metadata.json (one parameter per convert flag: name, label, help
-text, optional or not, a regex for flags with a closed set of values) and
+text, optional or not, a regex for flags with a closed set of values or a
+numeric type: flags.VALUE_REGEXES) and
 DIR/Dockerfile (the pinned launcher base image, the package installed, the
 entry point set). Both come from walking the argparse parser that
 convert's command line builds (command_line.own_parser), so they cannot drift.
@@ -18,6 +19,7 @@ import re
 import sys
 
 from pipeline import command_line
+from pipeline.flags import VALUE_REGEXES
 from pipeline.flags import ConvertOptions
 
 # Google's Python 3.11 launcher image, pinned (never :latest) so a rebuild
@@ -59,7 +61,9 @@ def parameter(action: argparse.Action) -> dict:
   if is_switch(action):
     text += f' ({TRUE} or {FALSE}; default {FALSE})'
   elif action.choices:
-    text += f' (one of {", ".join(str(c) for c in action.choices)}; default {action.default})'
+    default = ('' if action.default is None or 'default' in text.lower()
+               else f'; default {action.default}')
+    text += f' (one of {", ".join(str(c) for c in action.choices)}{default})'
   elif action.default is not None and 'default' not in text.lower():
     text += f' (default {action.default})'
   entry = {
@@ -72,6 +76,9 @@ def parameter(action: argparse.Action) -> dict:
     entry['regexes'] = [_closed_regex((TRUE, FALSE))]
   elif action.choices:
     entry['regexes'] = [_closed_regex(action.choices)]
+  elif action.type not in (None, str):
+    # KeyError for a value type without a regex: add it to flags.VALUE_REGEXES
+    entry['regexes'] = [VALUE_REGEXES[action.type]]
   return entry
 
 

@@ -22,6 +22,7 @@ import random
 import sys
 from typing import Optional
 
+from pipeline import cli
 from pipeline import read
 from pipeline import report
 from pipeline.cli import EXIT_OK
@@ -76,6 +77,9 @@ def parse_args(argv: list) -> argparse.Namespace:
                       f'first of {", ".join(records.IMAGE_FEATURES)})')
   parser.add_argument('--label_feature', help='--files: the label feature (default: the '
                       f'first of {", ".join(records.LABEL_FEATURES)})')
+  unknown = cli.unknown_flag(parser, argv)
+  if unknown:
+    raise InspectError(unknown)
   args = parser.parse_args(argv)
   if bool(args.input_dir) == bool(args.files):
     raise InspectError('give --input_dir (a folder written by convert) or --files PATTERN '

@@ -133,10 +133,12 @@ def removed_on_failure(output_dir: str, split_names: tuple,
   """A run that fails inside the block deletes what it wrote to output_dir
   (partial shards, temp files and folders) before the failure goes on: on a
   full disk, what it wrote would keep the disk full. Only this run's files
-  can be there: the block starts after prepare_output_dir, under the lock."""
+  can be there: the block starts after prepare_output_dir, under the lock.
+  An interrupted run too (KeyboardInterrupt, the command line's SIGINT and
+  SIGTERM: pipeline/interrupts.py): nothing of it is published."""
   try:
     yield
-  except Exception:
+  except BaseException:
     try:
       _clear(output_dir, split_names, files or filesystem.FileAccess())
     except Exception as error:  # the failure being raised is the one to report

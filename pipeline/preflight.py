@@ -5,6 +5,7 @@ the problem."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import json
 import os
@@ -16,14 +17,16 @@ from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
 
 
-def _first_line(path: str, skip_blank: bool = False) -> bytes:
+def _first_line(path: str, skip_blank: bool = False,
+                access: Optional[filesystem.FileAccess] = None) -> bytes:
   """The first (non-blank) line of a manifest, read on the launcher."""
   try:
-    with filesystem.FileAccess().open_checked(path) as stream:
+    with (access or filesystem.FileAccess()).open_checked(path) as stream:
       first = stream.readline()
       while skip_blank and first and not first.strip():
         first = stream.readline()
@@ -32,11 +35,12 @@ def _first_line(path: str, skip_blank: bool = False) -> bytes:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
 
 
-def read_manifest_header(path: str, fmt: str) -> tuple:
+def read_manifest_header(path: str, fmt: str,
+                         access: Optional[filesystem.FileAccess] = None) -> tuple:
   """The header of a CSV/TSV manifest, read on the launcher to check columns."""
   if not manifest.has_header(fmt):
     return ()
-  first = _first_line(path)
+  first = _first_line(path, access=access)
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
   except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
@@ -65,26 +69,33 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
-                    label_normalize: frozenset = frozenset()
+                    label_normalize: frozenset = DEFAULT_NORMALIZE
                     ) -> manifest.ManifestConfig:
-  """Checks one manifest on the launcher. `columns`: {logical column: the
-  file's name} as given by --image_column etc. A named column the file lacks
-  is a usage error that lists the columns it has."""
-  try:
-    fmt = fmt or manifest.manifest_format(path)
-  except manifest.ManifestFormatError as error:
-    raise UsageError(str(error))
-  if not paths.is_remote(path) and not os.path.isfile(path):
-    raise UsageError(f'manifest {path} does not exist or is not a file')
+  """Checks one manifest on the launcher: a file, or a pattern whose files
+  are read as one manifest. `columns`: {logical column: the file's name} as
+  given by --image_column etc. A named column the file lacks is a usage error
+  that lists the columns it has. Reads each file's first line at most."""
+  if not fmt and not _is_pattern(path):
+    # a name of no known format is refused before the file is looked for
+    fmt = _files_format(path, ((path, 0),))
+  files = manifest_files(path)
+  fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
-  header = read_manifest_header(path, fmt)
+  # An empty file (a part with nothing in it) has no header and no rows.
+  filled = [p for p, size in files if size] or [files[0][0]]
+  header, *others = _headers(filled, fmt)
+  for other, found in zip(filled[1:], others):
+    if found != header:
+      raise UsageError(f'manifest {other} has the columns {", ".join(found) or "none"}, '
+                       f'unlike {filled[0]} ({", ".join(header)}): the files of '
+                       f'--manifest {path} need the same header line')
   config = manifest.ManifestConfig(
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
-      label_separator=label_separator, label_normalize=label_normalize)
+      label_separator=label_separator, label_normalize=label_normalize, files=files)
   if manifest.has_header(fmt):
     needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
     needed += [n for n in named.values() if n not in needed]
@@ -92,10 +103,62 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
       needed += [f.name for f in extras]
     _check_columns(path, needed, header)
   elif fmt == 'jsonl' and named:
-    found = _jsonl_columns(path)
+    found = _jsonl_columns(filled[0])
     if found is not None:
       _check_columns(path, list(named.values()), found)
   return config
+
+
+# A pattern's headers are read this many at a time: a remote open is a round
+# trip, and 1,000 parts read one after another would hold a launch for minutes.
+HEADER_READERS = 16
+
+
+def _headers(files: list, fmt: str) -> list:
+  """The header of each CSV/TSV file (() for other formats, nothing read)."""
+  if not manifest.has_header(fmt):
+    return [() for _ in files]
+  access = filesystem.FileAccess()  # one S3 client per reading thread, not per file
+  if len(files) == 1:
+    return [read_manifest_header(files[0], fmt, access)]
+  with concurrent.futures.ThreadPoolExecutor(min(HEADER_READERS, len(files))) as pool:
+    return list(pool.map(lambda path: read_manifest_header(path, fmt, access), files))
+
+
+def manifest_files(path: str) -> tuple:
+  """(path, size in bytes) of each file of a --manifest, sorted by path: the
+  file itself, or each file a pattern (*, ?, [...]) matches on any Beam
+  filesystem. Lists, reads nothing."""
+  try:
+    if not _is_pattern(path):
+      if not paths.is_remote(path) and not os.path.isfile(path):
+        raise UsageError(f'manifest {path} does not exist or is not a file')
+      return ((path, filesystem.FileAccess().size(path)),)
+    files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
+                  if paths.is_remote(p) or os.path.isfile(p))
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  if not files:
+    raise UsageError(f'manifest {path} matches no file')
+  return files
+
+
+def _is_pattern(path: str) -> bool:
+  """Glob characters, and not the name of a local file that has them."""
+  return paths.has_glob(path) and (paths.is_remote(path) or not os.path.isfile(path))
+
+
+def _files_format(path: str, files: tuple) -> str:
+  """The format the name of each file gives: one for all of them."""
+  try:
+    formats = {manifest.manifest_format(p): p for p, _ in files}
+  except manifest.ManifestFormatError as error:
+    raise UsageError(str(error))
+  if len(formats) > 1:
+    (a, first), (b, second) = sorted(formats.items())[:2]
+    raise UsageError(f'manifest {path} names files of two formats ({first} is {a}, '
+                     f'{second} is {b}): the files of one --manifest share one format')
+  return next(iter(formats))
 
 
 def _check_columns(path: str, needed: list, found: tuple) -> None:
@@ -151,7 +214,9 @@ def require_input(manifests: tuple, directory: Optional[str],
   image file (the whole listing only when there is none, to name what was
   skipped)."""
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
-    if not _has_data_line(config.path, config.fmt):
+    # A pattern's files (config.files) are read in turn until one has a data line.
+    paths_read = [path for path, _ in config.files] or [config.path]
+    if not any(_has_data_line(path, config.fmt) for path in paths_read):
       raise UsageError(f'{flag} {config.path} has '
                        f'{"a header and " if manifest.has_header(config.fmt) else ""}'
                        f'no data lines')

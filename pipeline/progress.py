@@ -3,10 +3,14 @@
 Workers of the local runner are processes on this machine: each writes how
 many rows it has processed to its own small file in a temp folder, and a
 thread of the launcher sums them into `done/total, rate, ETA` on stderr.
+The total of a manifest's rows is counted by the pipeline as it reads the
+manifest, before any image is read, and left in the same folder: the
+launcher reads no more of a manifest than its header line.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -19,18 +23,7 @@ from pipeline import engines
 from transforms.core import image_dir
 from transforms.core import paths
 from transforms.filesystem import walk_local_files
-
-
-def count_data_lines(path: Optional[str]) -> Optional[int]:
-  """Approximate row count of a local manifest (newlines minus the header)."""
-  if not path or paths.is_remote(path) or path.endswith('.gz'):
-    return None
-  try:
-    with open(path, 'rb') as handle:
-      lines = sum(chunk.count(b'\n') for chunk in iter(lambda: handle.read(1 << 20), b''))
-  except OSError:
-    return None
-  return max(lines - (0 if path.endswith(('.jsonl', '.txt')) else 1), 0)
+from transforms.workers.progress_file import TOTAL_FILE
 
 
 def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
@@ -45,12 +38,23 @@ def count_image_files(directory: Optional[str], extensions) -> Optional[int]:
 def read_total_done(directory: str) -> int:
   done = 0
   for name in os.listdir(directory):
+    if name.startswith(TOTAL_FILE) or name.endswith('.tmp'):
+      continue  # the total, or a count being replaced (ProgressFile.flush): its file still holds it
     try:
       with open(os.path.join(directory, name)) as handle:
         done += int(handle.read() or 0)
     except (OSError, ValueError):
       continue  # a file being replaced right now; next tick reads it
   return done
+
+
+def read_total(directory: str) -> Optional[int]:
+  """The rows to do, once the pipeline has read the manifest (else None)."""
+  try:
+    with open(os.path.join(directory, TOTAL_FILE)) as handle:
+      return int(handle.read())
+  except (OSError, ValueError):
+    return None  # not read yet, or being replaced right now
 
 
 def format_line(done: int, total: Optional[int], seconds: float) -> str:
@@ -62,44 +66,105 @@ def format_line(done: int, total: Optional[int], seconds: float) -> str:
   return text
 
 
-class Reporter:
-  """Context manager printing progress while a local pipeline runs."""
+class LineDisplay:
+  """The command line's progress: one line on stderr, rewritten in place."""
 
-  def __init__(self, directory: Optional[str], total: Optional[int]):
-    self.directory = directory
+  def __init__(self, total: Optional[int]):
     self._total = total
-    self._stop = threading.Event()
-    self._thread = None
     self._started = time.time()
 
+  def set_total(self, total: int) -> None:
+    self._total = total
+
+  def update(self, done: int) -> None:
+    line = format_line(done, self._total, time.time() - self._started)
+    sys.stderr.write('\r' + line + '   ')
+    sys.stderr.flush()
+
+  def close(self, done: Optional[int]) -> None:
+    del done  # the line goes: the summary follows
+    sys.stderr.write('\r' + ' ' * 70 + '\r')
+
+
+def in_notebook() -> bool:
+  """Whether this process is a Jupyter kernel (IPython's ZMQ shell)."""
+  ipython = sys.modules.get('IPython')
+  shell = getattr(ipython, 'get_ipython', lambda: None)()
+  return type(shell).__name__ == 'ZMQInteractiveShell'
+
+
+class BarDisplay:
+  """tqdm's bar over the rows done, for pipeline.api in a notebook: a widget
+  where ipywidgets is installed (tqdm.auto), else tqdm's text bar (tqdm.auto
+  would warn, then fall back to it). tqdm is no dependency: it is used where
+  it is installed."""
+
+  def __init__(self, total: Optional[int]):
+    if importlib.util.find_spec('ipywidgets') is not None:
+      from tqdm.auto import tqdm
+    else:
+      from tqdm import tqdm
+    self._bar = tqdm(total=total, unit='img', desc='convert')
+
+  def set_total(self, total: int) -> None:
+    self._bar.total = total
+    self._bar.refresh()
+
+  def update(self, done: int) -> None:
+    self._bar.update(done - self._bar.n)
+
+  def close(self, done: Optional[int]) -> None:
+    if done is not None:
+      self.update(done)
+    self._bar.close()
+
+
+class Reporter:
+  """Context manager showing progress while a local pipeline runs.
+
+  display(total) -> an object with update(done) and close(done) (done: the
+  rows done; None at close when the run failed); LineDisplay by default.
+  """
+
+  def __init__(self, directory: Optional[str], total: Optional[int], display=LineDisplay):
+    self.directory = directory
+    self._total = total
+    self._display = display
+    self._shown = None
+    self._stop = threading.Event()
+    self._thread = None
+
   @classmethod
-  def for_run(cls, mode: str, options, manifest_path: Optional[str] = None,
-              image_dir: Optional[str] = None, extensions=None):
-    """The total is the manifest's lines, or the --image_dir's image files."""
+  def for_run(cls, mode: str, options, image_dir: Optional[str] = None, extensions=None,
+              display=None):
+    """The total is the --image_dir's image files, or the manifest's data
+    lines once the pipeline has read them."""
     wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
     if not wanted or not engines.is_local(options):
       return cls(None, None)
-    total = (count_data_lines(manifest_path) if manifest_path
-             else count_image_files(image_dir, extensions))
-    return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'), total)
+    total = count_image_files(image_dir, extensions) if image_dir else None
+    return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'), total,
+               display or LineDisplay)
 
   def __enter__(self):
     if self.directory:
+      self._shown = self._display(self._total)
       self._thread = threading.Thread(target=self._loop, daemon=True)
       self._thread.start()
     return self
 
   def _loop(self):
     while not self._stop.wait(0.5):
-      line = format_line(read_total_done(self.directory), self._total,
-                         time.time() - self._started)
-      sys.stderr.write('\r' + line + '   ')
-      sys.stderr.flush()
+      if self._total is None:  # a manifest's rows: known once the pipeline read them
+        self._total = read_total(self.directory)
+        if self._total is not None:
+          self._shown.set_total(self._total)
+      self._shown.update(read_total_done(self.directory))
 
-  def __exit__(self, *exc):
+  def __exit__(self, exc_type, *exc):
     if self.directory:
       self._stop.set()
       self._thread.join()
-      sys.stderr.write('\r' + ' ' * 70 + '\r')
+      self._shown.close(None if exc_type else read_total_done(self.directory))
       shutil.rmtree(self.directory, ignore_errors=True)
     return False

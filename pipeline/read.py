@@ -7,9 +7,16 @@
 
 Both give each record as {image: uint8 H x W x C, label: int64, key, class_text,
 every extra feature}, from raw, JPEG or PNG output, either schema, gzip or not;
-records of one shard in the shard's order. `--schema seed` records carry no key:
-it is ''. Local paths need neither Beam nor TensorFlow for `examples`; gs:// and
-s3:// paths go through Beam's filesystems.
+records of one shard in the shard's order. `examples` gives key and class_text
+as str, `load` as tf.string tensors (bytes once .numpy()'d: tf.data has no str).
+`--schema seed` records carry no key: it is ''. Local paths need neither Beam
+nor TensorFlow for `examples`; gs:// and s3:// paths go through Beam's
+filesystems.
+
+For batching `load`'s records: multi_hot=True makes labels one fixed-length
+vector (--multi_label lists differ in length), resize_to=(H, W) gives every
+image one size (--resize_mode none images differ), batch_size=N batches
+whatever still differs as tf.RaggedTensors.
 """
 
 from __future__ import annotations
@@ -75,8 +82,9 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
              info: Optional[dict] = None) -> Iterator[dict]:
   """Every record of `split` as a dict of numpy values, shard by shard, without
   TensorFlow (the project's own TFRecord reader, both CRCs checked, and Example
-  parser). Raises ShardError on a damaged shard, RecordError on a record that
-  does not match dataset_info.json."""
+  parser): `key` and `class_text` are str (class_text a list of str with
+  --multi_label), where read.load gives bytes. Raises ShardError on a damaged
+  shard, RecordError on a record that does not match dataset_info.json."""
   info = info or read_info(input_dir)
   for path in shard_paths(input_dir, info, split):
     with open_binary(path) as stream:
@@ -85,8 +93,9 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
 
 
 def _parse_spec(info: dict, tf):
-  """Each feature_spec shape as README "Reading each shape" reads it: [] and [N]
-  fixed, [null] a ragged list, [null, N] a ragged [k, N] tensor."""
+  """Each feature_spec shape as docs/reading.md ("Plain tf.data: reading each
+  shape") reads it: [] and [N] fixed, [null] a ragged list, [null, N] a ragged
+  [k, N] tensor."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
 
   def parse(f):
@@ -99,7 +108,22 @@ def _parse_spec(info: dict, tf):
   return {name: parse(f) for name, f in info['feature_spec'].items()}
 
 
-def _decoder(info: dict, decode: bool, tf):
+def _multi_hot(label, num_classes: int, tf):
+  """Label ids (one, or a list of any length) -> float32 [num_classes]: 1 at
+  each id, 0 elsewhere (a list without ids: all 0)."""
+  ids = tf.reshape(label, [-1])
+  return tf.minimum(tf.reduce_sum(tf.one_hot(ids, num_classes, dtype=tf.float32), axis=0), 1.0)
+
+
+def _resized(image, size: tuple, tf):
+  """uint8 H x W x C -> uint8 size[0] x size[1] x C, stretched: bilinear with
+  antialiasing (tf.image.resize), rounded back to uint8."""
+  pixels = tf.image.resize(image, size, method='bilinear', antialias=True)
+  return tf.cast(tf.clip_by_value(tf.round(pixels), 0, 255), tf.uint8)
+
+
+def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
+             resize_to: Optional[tuple] = None):
   """Parsed features -> the example dict, decoding the image per dataset_info.json."""
   image_info = info['image']
   channels, encoding = image_info['channels'], image_info['encoding']
@@ -107,6 +131,7 @@ def _decoder(info: dict, decode: bool, tf):
   label_map = tf.constant(info['label_map'] or [''])
   seed = info['schema'] == 'seed'
   extras = records.extra_feature_names(info)
+  num_classes = len(info['label_map'])  # the lines of label_map.txt
 
   def to_example(features):
     if seed:
@@ -128,8 +153,12 @@ def _decoder(info: dict, decode: bool, tf):
       image = tf.io.decode_jpeg(encoded, channels=channels, dct_method='INTEGER_ACCURATE')
     else:
       image = tf.io.decode_png(encoded, channels=channels)
-    if decode and None not in fixed:
+    if decode:  # what is fixed (--resize_mode none: the channels) in the static shape
       image = tf.ensure_shape(image, fixed)
+    if resize_to:
+      image = tf.ensure_shape(_resized(image, resize_to, tf), [*resize_to, channels])
+    if multi_hot:
+      label = _multi_hot(label, num_classes, tf)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
     example.update({name: features[name] for name in extras})
     return example
@@ -137,13 +166,43 @@ def _decoder(info: dict, decode: bool, tf):
   return to_example
 
 
+def _checked_load_options(decode: bool, resize_to, batch_size) -> Optional[tuple]:
+  """ValueError for options that cannot work, before TensorFlow is imported."""
+  if resize_to is not None:
+    if not decode:
+      raise ValueError('resize_to needs decode=True: stored bytes cannot be resized')
+    if (not isinstance(resize_to, (tuple, list)) or len(resize_to) != 2 or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in resize_to)):
+      raise ValueError(f'resize_to={resize_to!r}: give (height, width), two positive ints')
+    resize_to = tuple(resize_to)
+  if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+      batch_size, int) or batch_size <= 0):
+    raise ValueError(f'batch_size={batch_size!r}: give a positive int')
+  return resize_to
+
+
 def load(input_dir: str, split: str = 'train', *, decode: bool = True,
-         shuffle_files: bool = False, info: Optional[dict] = None):
+         shuffle_files: bool = False, multi_hot: bool = False,
+         resize_to: Optional[tuple] = None, batch_size: Optional[int] = None,
+         info: Optional[dict] = None):
   """A tf.data.Dataset of the split's records as dicts: `image` (uint8 H x W x C,
-  or the stored bytes with decode=False), `label` (int64), `key`, `class_text`
-  and every extra feature. Shards are read in parallel (interleaved, one
-  record of each in turn; each shard in its own order), records parsed in
-  vectorised batches. shuffle_files: a new shard order every epoch."""
+  or the stored bytes with decode=False), `label` (int64; a 1-D list of ids
+  with --multi_label), `key` and `class_text` (tf.string: bytes, where
+  read.examples gives str) and every extra feature. Shards are read in
+  parallel (interleaved, one record of each in turn; each shard in its own
+  order), records parsed in vectorised batches. shuffle_files: a new shard
+  order every epoch.
+
+  multi_hot: `label` becomes a float32 vector of one slot per class (the
+  lines of label_map.txt), 1 at the record's ids: fixed-length, so labels of
+  --multi_label records batch. resize_to=(H, W): every image stretched to H x W
+  (bilinear, antialiased, rounded to uint8), e.g. --resize_mode none output.
+  batch_size=N: records batched N at a time (the last batch may be smaller):
+  what has one shape in every record is a dense [N, ...] tensor, what does
+  not (label and class_text lists, --resize_mode none images, list extras) a
+  tf.RaggedTensor [N, None, ...]. To shuffle records, not batches, leave it
+  out and call .shuffle(k).ragged_batch(N) yourself."""
+  resize_to = _checked_load_options(decode, resize_to, batch_size)
   import tensorflow as tf
   info = info or read_info(input_dir)
   files = shard_paths(input_dir, info, split)
@@ -156,8 +215,10 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
       cycle_length=max(1, min(len(files), 16)), num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=True)
   spec = _parse_spec(info, tf)
-  return (dataset.batch(PARSE_BATCH)
-          .map(lambda batch: tf.io.parse_example(batch, spec), num_parallel_calls=tf.data.AUTOTUNE)
-          .unbatch()
-          .map(_decoder(info, decode, tf), num_parallel_calls=tf.data.AUTOTUNE,
-               deterministic=True))
+  dataset = (dataset.batch(PARSE_BATCH)
+             .map(lambda batch: tf.io.parse_example(batch, spec),
+                  num_parallel_calls=tf.data.AUTOTUNE)
+             .unbatch()
+             .map(_decoder(info, decode, tf, multi_hot, resize_to),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+  return dataset if batch_size is None else dataset.ragged_batch(batch_size)

@@ -4,7 +4,8 @@
       [--report PATH] [any Beam pipeline option]
 
 Exit codes: 0 everything holds, 1 problems found (listed in the report) or,
-with --strict, warnings found; 2 usage error.
+with --strict, warnings found; 2 usage error; interrupted by SIGINT or
+SIGTERM, it writes no report and ends by the signal (a shell shows 130 or 143).
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import functools
 import json
 import os
 import sys
+from typing import Optional
 
+from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
 if __name__ == '__main__':
+  interrupts.before_run(interrupts.VALIDATE_LINES[0])
   startup.begin(sys.argv[1:])
 
 import apache_beam as beam
@@ -26,10 +30,10 @@ from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
-from pipeline import run_temp
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
+from pipeline.run_guard import RunGuard
 from transforms import filesystem
 from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
@@ -37,10 +41,13 @@ from transforms.beam_util import TALLY_SUMS
 from transforms.check_shards import CheckShards
 from transforms.check_shards import WriteReportFn
 from transforms.check_shards import build_report
+from transforms.core import dataset_checks
 from transforms.core import paths
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.workers.pooled_step import pool_size
@@ -63,6 +70,33 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
                if fnmatch.fnmatchcase(name, SHARD_PATTERN)
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
   return [(split, shard) for split, shard in listed if shard in present], problems
+
+
+def file_problems(input_dir: str, info: dict, files) -> list:
+  """[Problem] of the files beside the shards against dataset_info.json: the
+  row accounting with rejected.jsonl (read line by line), label_map.txt."""
+  rejected_path = filesystem.join(input_dir, REJECTED_FILE)
+  problems = []
+  try:
+    if files.exists(rejected_path):
+      with files.open(rejected_path) as stream:
+        rejected = dataset_checks.count_rejected(stream, info)
+    else:  # an object store gets none when nothing was rejected
+      rejected = dataset_checks.RejectedLines(missing=True)
+  except filesystem.read_errors() as error:
+    rejected = None
+    problems.append(validation.Problem(
+        dataset_checks.ROW_ACCOUNTING, REJECTED_FILE, -1,
+        f'cannot be read: {type(error).__name__}: {error}'))
+  if rejected is not None:
+    problems += dataset_checks.row_accounting_problems(info, rejected)
+  label_map_path = filesystem.join(input_dir, LABEL_MAP)
+  try:
+    text = files.read_text(label_map_path) if files.exists(label_map_path) else None
+  except (UnicodeDecodeError, *filesystem.read_errors()) as error:
+    return problems + [validation.Problem(dataset_checks.LABEL_MAP_MISMATCH, LABEL_MAP, -1,
+                                          f'cannot be read: {type(error).__name__}: {error}')]
+  return problems + dataset_checks.label_map_problems(info, text)
 
 
 # Below this many bytes of local uncompressed shards, starting span processes
@@ -187,7 +221,25 @@ def run(argv=None, check_records=validation.check_records) -> int:
   """check_records: what checks a batch of records (tests swap it)."""
   config, pipeline_options = opts.parse_validate(list(argv or []),
                                                  __doc__.strip().splitlines()[0])
+  report = validate(config, pipeline_options, check_records)
+  if report is None:
+    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    return cli.EXIT_OK
+  print(summary(report, config.report_path, config.strict))
+  if not report['valid'] or (config.strict and report['num_warnings']):
+    return cli.EXIT_FAILED
+  return cli.EXIT_OK
+
+
+def validate(config: opts.ValidateConfig, pipeline_options,
+             check_records=validation.check_records) -> Optional[dict]:
+  """One validation, as the command line's: -> the report written (None for
+  a dry run, which checks nothing). A dataset without a usable
+  dataset_info.json gets a report of that one problem. Failures are raised.
+  The command line's run() and pipeline.api call it; neither prints here."""
   pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
+  # Before anything is read or written: can the runner take the job?
+  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)
@@ -196,24 +248,30 @@ def run(argv=None, check_records=validation.check_records) -> int:
     report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
                           config.expected_count, config.max_problems)
     _write_report_if_possible(config.report_path, report)
-    print(summary(report, config.report_path))
-    return cli.EXIT_FAILED
+    return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
-  with flink_jobs.cancelled_if_abandoned(pipeline_options):
-    p = beam.Pipeline(
-        runner=local_runner.for_options(pipeline_options), options=pipeline_options)
-    build(p, config.input_dir, info, shards, listing_problems, config.report_path,
-          config.expected_count, config.max_problems, config.check_threads,
-          config.check_processes, check_records)
-    local_runner.run(p).wait_until_finish()
+  listing_problems += file_problems(config.input_dir, info, files)
+  p = beam.Pipeline(
+      runner=local_runner.for_options(pipeline_options), options=pipeline_options)
+  build(p, config.input_dir, info, shards, listing_problems, config.report_path,
+        config.expected_count, config.max_problems, config.check_threads,
+        config.check_processes, check_records)
+  # A run that does not finish (an error, a signal) cancels its job and
+  # leaves no half-written report behind (FileAccess.replacing writes it as
+  # path + '.tmp', then renames it).
+  # On a Flink cluster, a job whose job server is gone is cancelled there too.
+  with flink_jobs.cancelled_if_abandoned(pipeline_options), \
+      RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
+                                 files)) as guard:
+    guard.run(p)
   if engines.is_dry_run(pipeline_options):
-    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
-    return cli.EXIT_OK
-  report = json.loads(files.read_text(config.report_path))
-  print(summary(report, config.report_path, config.strict))
-  if not report['valid'] or (config.strict and report['num_warnings']):
-    return cli.EXIT_FAILED
-  return cli.EXIT_OK
+    return None
+  return json.loads(files.read_text(config.report_path))
+
+
+def _delete_if_present(path: str, files: filesystem.FileAccess) -> None:
+  if files.exists(path):
+    files.delete([path])
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:
@@ -224,9 +282,10 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 
 def main(argv=None, check_records=validation.check_records) -> int:
-  with run_temp.private_temp_dir():
-    return cli.main_with_exit_codes(functools.partial(run, check_records=check_records),
-                                       argv)
+  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  and end the process by the signal (cli.run_command)."""
+  return cli.run_command(functools.partial(run, check_records=check_records), argv,
+                         *interrupts.VALIDATE_LINES)
 
 
 if __name__ == '__main__':

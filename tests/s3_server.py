@@ -123,3 +123,87 @@ class MotoServer:
   def __exit__(self, *exc) -> bool:
     self.stop()
     return False
+
+
+class StallingProxy:
+  """An HTTP proxy in front of a server (a MotoServer) that holds back every
+  request for one object: it answers that request only once released (or
+  after `stall_s`). `with StallingProxy(server.endpoint, 'bucket/key') as proxy:`;
+  proxy.endpoint replaces the server's in --s3_endpoint_url. Runs on threads
+  of the test process; stopping it releases what it holds."""
+
+  def __init__(self, target: str, stalled_path: str, stall_s: float = 300.0):
+    import threading
+    self._target = target
+    self._stalled = '/' + stalled_path.lstrip('/')
+    self._stall_s = stall_s
+    self.released = threading.Event()
+    self.stalled_requests = 0
+    self._server = None
+
+  @property
+  def endpoint(self) -> str:
+    return f'http://{HOST}:{self._server.server_address[1]}'
+
+  def _forward(self, handler) -> None:
+    import http.client
+    import urllib.parse
+    if handler.path.split('?', 1)[0] == self._stalled:
+      self.stalled_requests += 1
+      self.released.wait(self._stall_s)
+    length = int(handler.headers.get('Content-Length') or 0)
+    body = handler.rfile.read(length) if length else None
+    target = urllib.parse.urlsplit(self._target)
+    connection = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+    try:
+      headers = {k: v for k, v in handler.headers.items() if k.lower() != 'connection'}
+      connection.request(handler.command, handler.path, body=body, headers=headers)
+      response = connection.getresponse()
+      data = response.read()
+      handler.send_response(response.status)
+      for name, value in response.getheaders():
+        if name.lower() not in ('connection', 'transfer-encoding', 'content-length'):
+          handler.send_header(name, value)
+      handler.send_header('Content-Length', str(
+          int(response.getheader('Content-Length') or 0) if handler.command == 'HEAD'
+          else len(data)))
+      handler.end_headers()
+      if handler.command != 'HEAD':
+        handler.wfile.write(data)
+    finally:
+      connection.close()
+
+  def start(self) -> StallingProxy:
+    import http.server
+    import threading
+    proxy = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      protocol_version = 'HTTP/1.1'
+
+      def log_message(self, *args):
+        del args  # quiet: the test reports what matters
+
+      def do_GET(self):
+        proxy._forward(self)
+
+      do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
+
+    self._server = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+    self._server.daemon_threads = True
+    threading.Thread(target=self._server.serve_forever, daemon=True).start()
+    return self
+
+  def stop(self) -> None:
+    self.released.set()
+    if self._server is not None:
+      self._server.shutdown()
+      self._server.server_close()
+      self._server = None
+
+  def __enter__(self) -> StallingProxy:
+    return self.start()
+
+  def __exit__(self, *exc) -> bool:
+    self.stop()
+    return False

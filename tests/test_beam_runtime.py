@@ -94,3 +94,23 @@ def test_fast_exit_hook():
   _require('fast_exit', callable(fast_exit.exit_now), 'lost exit_now')
   _require('fast_exit', callable(getattr(importlib.import_module('logging'), 'shutdown', None)),
            'runs on a Python without logging.shutdown')
+
+
+def test_not_interactive_hook():
+  """It swaps apache_beam.pipeline's is_in_ipython and alter_label_if_ipython,
+  which Pipeline.apply and Pipeline.run call through that module's names."""
+  from apache_beam import pipeline as beam_pipeline
+
+  from pipeline.beam_runtime import not_interactive
+  for name in not_interactive.PATCHED:
+    _require('not_interactive', callable(getattr(beam_pipeline, name, None)),
+             f'has no apache_beam.pipeline.{name}')
+  source = inspect.getsource(beam_pipeline.Pipeline)
+  _require('not_interactive', 'alter_label_if_ipython(transform, pvalueish)' in source,
+           'no longer hands applied transforms to alter_label_if_ipython in Pipeline')
+  _require('not_interactive', 'is_in_ipython()' in source,
+           'no longer asks is_in_ipython() in Pipeline')
+  before = [getattr(beam_pipeline, name) for name in not_interactive.PATCHED]
+  with not_interactive.outside_interactive_beam():
+    assert beam_pipeline.is_in_ipython() is False
+  assert [getattr(beam_pipeline, name) for name in not_interactive.PATCHED] == before

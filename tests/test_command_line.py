@@ -122,6 +122,35 @@ def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, comman
   assert list(sample.out.iterdir()) == []
 
 
+@pytest.mark.parametrize('argv,message', [
+    (['inspect', '--input_dir', 'x', '--nmu', '3'],
+     "unrecognized argument '--nmu'; did you mean --num?"),
+    (['inspect', '--input_dir', 'x', '--per_clas=2'],
+     "unrecognized argument '--per_clas=2'; did you mean --per_class?"),
+    (['inspect', '--export_dri', 'x', '--input_dir', 'x'],
+     "unrecognized argument '--export_dri'; did you mean --export_dir?"),
+    (['inspect', '--input_dir', 'x', '--zzz'], "unrecognized argument '--zzz'"),
+    # before argparse's "--format is required": the misspelling is what to fix
+    (['export', '--fromat', 'tfds', '--input_dir', 'x'],
+     "unrecognized argument '--fromat'; did you mean --format?"),
+    (['export', '--format', 'tfds', '--input_dir', 'x', '--overwrit'],
+     "unrecognized argument '--overwrit'; did you mean --overwrite?"),
+    (['export', '--format=tfds', '--input_dir=x', '--ouput_dir=y'],
+     "unrecognized argument '--ouput_dir=y'; did you mean --output_dir?"),
+    (['conver', '--manifest', 'm.csv'], "unknown command 'conver'; did you mean convert?"),
+    (['valdate'], "unknown command 'valdate'; did you mean validate?"),
+    (['inspekt'], "unknown command 'inspekt'; did you mean inspect?"),
+    (['exprot'], "unknown command 'exprot'; did you mean export?"),
+    (['train'], "unknown command 'train'; give one of convert, validate, inspect, export"),
+])
+def test_inspect_export_and_commands_suggest_the_closest_name(tmp_path, monkeypatch, capsys,
+                                                             argv, message):
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(argv) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: {message}'
+  assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize('main,flags', [
     (convert.main, ['--num_shards', '--config', '--height', '--image_processes']),
     (validate.main, ['--input_dir', '--config', '--expected_count', '--check_threads'])])

@@ -79,7 +79,7 @@ def test_the_recorded_options_are_a_config_file_of_the_same_run(sample, tmp_path
   assert replayed.example == config.example and replayed.manifests == config.manifests
 
 
-def test_convert_records_the_merged_options_and_the_file(sample, tmp_path):
+def test_convert_records_the_merged_options_and_the_file(sample, tmp_path, monkeypatch):
   config_file = write(tmp_path / 'c.yaml', f"""
 manifest: {sample.manifest}
 output_dir: {sample.out}
@@ -87,9 +87,12 @@ height: 6
 width: 6
 s3_secret_access_key: not-for-the-record
 """)
-  assert convert.main(['--config', config_file, '--width', '5']) == 0
+  (tmp_path / 'elsewhere').mkdir()
+  monkeypatch.chdir(tmp_path / 'elsewhere')
+  # typed relative: recorded absolute, so the record names the file from anywhere
+  assert convert.main(['--config', '../c.yaml', '--width', '5']) == 0
   info = read_info(sample.out)
-  assert info['config_file'] == config_file
+  assert info['config_file'] == config_file == str(tmp_path / 'c.yaml')
   assert (info['image']['height'], info['image']['width']) == (6, 5)
   options = info['options']
   assert (options['height'], options['width'], options['manifest']) == (
@@ -102,6 +105,18 @@ s3_secret_access_key: not-for-the-record
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
                        '--overwrite', '--height', '6', '--width', '6']) == 0
   assert read_info(sample.out)['config_file'] is None
+
+
+def test_the_recorded_config_file_is_absolute_or_the_url(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert opts.recorded_config_file('conf/c.yaml') == str(tmp_path / 'conf' / 'c.yaml')
+  assert opts.recorded_config_file('./c.yaml') == str(tmp_path / 'c.yaml')
+  assert opts.recorded_config_file(str(tmp_path / 'c.yaml')) == str(tmp_path / 'c.yaml')
+  assert opts.recorded_config_file('gs://b/conf/c.yaml') == 'gs://b/conf/c.yaml'
+  assert opts.recorded_config_file('s3://b/c.yaml') == 's3://b/c.yaml'
+  assert opts.recorded_config_file('https://u:hunter2@h/c.yaml?sig=abc') == (
+      'https://<redacted>@h/c.yaml?sig=<redacted>')
+  assert opts.recorded_config_file(None) is None
 
 
 @pytest.mark.parametrize('name,text,message', [
@@ -232,11 +247,11 @@ def test_credentials_are_redacted_from_the_record(tmp_path):
   assert parsed.effective['s3_region_name'] == 'eu'
 
 
-def test_the_readme_nightly_config_is_valid(tmp_path):
-  """README's nightly.yaml holds only known keys of the right types."""
+def test_the_documented_nightly_config_is_valid(tmp_path):
+  """docs/convert.md's nightly.yaml holds only known keys of the right types."""
   import pathlib
-  readme = (pathlib.Path(__file__).parents[1] / 'README.md').read_text()
-  path = write(tmp_path / 'nightly.yaml', readme.split('# nightly.yaml\n', 1)[1].split('```')[0])
+  page = (pathlib.Path(__file__).parents[1] / 'docs' / 'convert.md').read_text()
+  path = write(tmp_path / 'nightly.yaml', page.split('# nightly.yaml\n', 1)[1].split('```')[0])
   parser = command_line._full_parser(flags.ConvertOptions)
   given = command_line.read_config_file(path, parser, [])
   assert given['split'] == 'train=0.9,validation=0.1' and given['overwrite'] is True

@@ -5,7 +5,6 @@ problem unless it was asked for."""
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import pathlib
@@ -24,7 +23,6 @@ from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image
 from tests.conftest import write_manifest
-from transforms import filesystem
 
 
 def run(main, argv: list, capsys) -> tuple:
@@ -224,20 +222,26 @@ def test_every_row_rejected_over_budget_is_still_exit_2(tmp_path, capsys):
   assert sorted(p.name for p in out.iterdir()) == ['rejected.jsonl']
 
 
-def test_rows_that_vanished_after_the_check_publish_nothing_either(tmp_path, capsys):
-  """The input had a row when checked and none when the job read it (a file
-  deleted in between): the end check still says so."""
+def test_rows_that_vanished_after_the_check_publish_nothing_either(tmp_path, capsys,
+                                                                  monkeypatch):
+  """The input had a row when checked and none when the job read it (the
+  --image_dir's one image deleted in between): the end check still says so."""
+  image = tmp_path / 'photos' / 'cat' / 'a.png'
+  image.parent.mkdir(parents=True)
+  write_image(image)
+  checked = convert.opts.parse_convert
+
+  def check_then_delete(argv, *args):
+    parsed = checked(argv, *args)
+    image.unlink()
+    return parsed
+
+  monkeypatch.setattr(convert.opts, 'parse_convert', check_then_delete)
   out = tmp_path / 'out'
-  out.mkdir()
-  for name in ('dataset_info.json', 'label_map.txt', 'rejected.jsonl'):
-    (out / name).write_text('')
-  config = dataclasses.replace(preflight_config(tmp_path), output_dir=str(out))
-  info = {'num_manifest_rows': 0, 'num_examples': 0, 'rejected_by_reason': {}}
-  capsys.readouterr()
-  assert convert._nothing_published(config, info, filesystem.FileAccess()) == EXIT_USAGE
-  captured = capsys.readouterr()
-  assert (captured.out, captured.err) == (
-      '', 'error: the input had no rows when the job read it; nothing was published\n')
+  code, stdout, err = run(convert.main, ['--image_dir', tmp_path / 'photos', '--output_dir', out],
+                          capsys)
+  assert (code, stdout, err) == (
+      EXIT_USAGE, '', 'error: the input had no rows when the job read it; nothing was published\n')
   assert sorted(p.name for p in out.iterdir()) == ['rejected.jsonl']
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import re
@@ -70,6 +71,72 @@ def test_parameters_carry_label_help_and_optionality(generated):
   assert by_name['num_shards']['helpText'].startswith('Shards per split (0: per worker')
   assert by_name['num_shards']['helpText'].endswith('(default 0)')
   assert by_name['manifest']['helpText'].startswith('CSV/TSV/JSONL manifest')
+  assert 'TXT manifest of "path label" lines' in by_name['manifest']['helpText']
+  # a flag without a default says so in its own words, never "default None"
+  assert by_name['manifest_format']['helpText'] == (
+      'Format of the manifests (default: from the file name; txt: "path label" per line) '
+      '(one of csv, tsv, jsonl, txt)')
+  assert not [p['name'] for p in metadata['parameters'] if 'None' in p['helpText']]
+
+
+def test_image_processes_help_is_the_flag_help_and_says_what_raw_output_does(generated):
+  """One text: --help and the template both print flags.py's help."""
+  by_name = {p['name']: p for p in
+             json.loads((generated / 'metadata.json').read_text())['parameters']}
+  help_text = ' '.join(command_line_flags()['--image_processes'].help.split())
+  assert by_name['image_processes']['helpText'] == (
+      help_text[0].upper() + help_text[1:] + ' (default 0)')
+  assert 'none for raw' not in help_text
+  assert 'for every encoding' in help_text
+  printed = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--help'], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120).stdout
+  assert help_text in ' '.join(printed.split())
+
+
+# Values each numeric flag's parser accepts and refuses, typed as a user would.
+NUMERIC_CANDIDATES = ('0', '1', '7', '007', '+3', '-1', '-0', '95', '100', '101', '300',
+                      '0.5', '.5', '5.', '1.0', '1.5', '2', '0.01', '00', 'abc', '', ' 1',
+                      '1 ', '1e3', 'inf', 'nan', '1,5', '0x10', '1.2.3', '+', '.', '--1')
+
+
+def _accepted(action, text: str) -> bool:
+  try:
+    action.type(text)
+  except (ValueError, argparse.ArgumentTypeError):
+    return False
+  return True
+
+
+def test_numeric_flags_have_a_regex_letting_in_exactly_what_the_parser_takes(generated):
+  parameters = {p['name']: p for p in
+                json.loads((generated / 'metadata.json').read_text())['parameters']}
+  numeric = {flag[2:]: action for flag, action in command_line_flags().items()
+             if action.type not in (None, str) and not action.choices}
+  assert {'num_shards', 'shard_size_mb', 'seed', 'height', 'width', 'jpeg_quality',
+          'image_threads', 'image_processes', 'max_pixels', 'image_timeout_s',
+          'max_error_rate', 'max_image_bytes', 'job_endpoint_connect_timeout'} == set(numeric)
+  for name, action in numeric.items():
+    (regex,) = parameters[name]['regexes']
+    for text in NUMERIC_CANDIDATES:
+      matched = re.search(regex, text) is not None
+      # never lets in what convert refuses; refuses only exotic spellings
+      if matched:
+        assert _accepted(action, text), (name, regex, text)
+      elif _accepted(action, text):
+        assert text in (' 1', '1 ', '1e3', 'inf', 'nan', '-0'), (name, regex, text)
+  assert parameters['height']['regexes'] == [r'^\+?0*[1-9][0-9]*$']
+  match = {name: [t for t in NUMERIC_CANDIDATES if re.search(parameters[name]['regexes'][0], t)]
+           for name in ('height', 'num_shards', 'seed', 'jpeg_quality', 'image_timeout_s',
+                        'max_error_rate')}
+  assert match == {
+      'height': ['1', '7', '007', '+3', '95', '100', '101', '300', '2'],
+      'num_shards': ['0', '1', '7', '007', '+3', '95', '100', '101', '300', '2', '00'],
+      'seed': ['0', '1', '7', '007', '+3', '-1', '-0', '95', '100', '101', '300', '2', '00'],
+      'jpeg_quality': ['1', '7', '007', '+3', '95', '100', '2'],
+      'image_timeout_s': ['0', '1', '7', '007', '+3', '95', '100', '101', '300', '0.5', '.5',
+                          '5.', '1.0', '1.5', '2', '0.01', '00'],
+      'max_error_rate': ['0', '1', '0.5', '.5', '1.0', '0.01', '00'],
+  }
 
 
 def test_output_dir_is_the_one_flag_convert_cannot_run_without(tmp_path, capsys):
@@ -89,7 +156,7 @@ def test_closed_choices_and_switches_have_a_regex(generated):
     elif action.choices:
       allowed = [str(c) for c in action.choices]
     else:
-      assert 'regexes' not in parameter, parameter
+      assert ('regexes' in parameter) is (action.type not in (None, str)), parameter
       continue
     closed += 1
     (regex,) = parameter['regexes']

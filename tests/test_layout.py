@@ -94,11 +94,13 @@ def test_plain_layers_never_import_beam_steps(path):
     assert not any(m.startswith('transforms.workers') for m in imported), imported
 
 
-# --- README's Layout section names every module, and only modules that exist ---
+# --- docs/ARCHITECTURE.md's Layout block names every module, and the page only modules that exist ---
+
+ARCHITECTURE = ROOT / 'docs' / 'ARCHITECTURE.md'
 
 
 def _layout_section() -> str:
-  text = (ROOT / 'README.md').read_text()
+  text = ARCHITECTURE.read_text()
   start = text.index('\n## Layout\n')
   end = text.find('\n## ', start + 1)
   return text[start:end if end != -1 else len(text)]
@@ -131,19 +133,92 @@ def _package_folders() -> list:
 def test_layout_section_has_the_package_folders():
   folders = _package_folders()
   assert {'pipeline', 'transforms', 'transforms/core', 'transforms/workers'} <= set(folders)
-  assert set(folders) <= set(_layout_blocks()), 'README Layout misses a folder'
+  assert set(folders) <= set(_layout_blocks()), 'docs/ARCHITECTURE.md Layout misses a folder'
 
 
 @pytest.mark.parametrize('folder', _package_folders())
 def test_layout_section_names_each_module_and_no_other(folder):
   named = set(re.findall(r'(?<![\w/])(\w+)\.py\b', _layout_blocks()[folder])) - {'__init__'}
   present = {p.stem for p in (ROOT / folder).glob('*.py')} - {'__init__'}
-  assert not present - named, f'README Layout ({folder}/) does not name {sorted(present - named)}'
-  assert not named - present, f'README Layout ({folder}/) names missing {sorted(named - present)}'
+  assert not present - named, (
+      f'docs/ARCHITECTURE.md Layout ({folder}/) does not name {sorted(present - named)}')
+  assert not named - present, (
+      f'docs/ARCHITECTURE.md Layout ({folder}/) names missing {sorted(named - present)}')
 
 
-def test_layout_section_paths_exist():
+def test_architecture_paths_exist():
+  """Every path the page names (pipeline/, transforms/, tests/, bench/), in
+  the Layout block or in the prose, is a file of the project."""
   paths = re.findall(r'(?<![\w/])((?:pipeline|transforms|tests|bench)/[\w/]*\w\.py)\b',
-                     _layout_section())
-  assert paths, 'the Layout section points at no file at all'
+                     ARCHITECTURE.read_text())
+  assert len(paths) > 20, 'docs/ARCHITECTURE.md points at (almost) no file'
   assert [p for p in paths if not (ROOT / p).is_file()] == []
+
+
+def test_architecture_names_no_missing_module():
+  """A bare `name.py` on the page is a module somewhere in the project."""
+  named = set(re.findall(r'(?<![\w/.])(\w+)\.py\b', ARCHITECTURE.read_text()))
+  present = {p.stem for p in ROOT.rglob('*.py')
+             if not {'.venv', '.peers', '__pycache__'} & set(p.relative_to(ROOT).parts)}
+  assert named and sorted(named - present) == []
+
+
+DOC_PAGES = ['README.md', 'bench/RESULTS.md'] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md'))
+
+
+def _links(path: pathlib.Path) -> list:
+  """(target, anchor) of the page's markdown links ([text](target#anchor)),
+  other schemes (https:, mailto:) left out; target '' is the page itself."""
+  found = []
+  for link in re.findall(r'\]\(([^)\s]+)\)', path.read_text()):
+    if not re.match(r'[a-z]+:', link):
+      target, _, anchor = link.partition('#')
+      found.append((target, anchor))
+  return found
+
+
+def _relative_links(path: pathlib.Path) -> list:
+  """Targets of the page's markdown links to files, anchors dropped."""
+  return [target for target, _ in _links(path) if target]
+
+
+def _anchors(path: pathlib.Path) -> set:
+  """The anchors GitHub gives the page's headings: lower case, punctuation
+  but '-' and '_' dropped, spaces as '-', a repeated one suffixed -1, -2..."""
+  text = re.sub(r'^```.*?^```', '', path.read_text(), flags=re.M | re.S)
+  anchors, seen = set(), {}
+  for heading in re.findall(r'^#{1,6} +(.+?) *$', text, re.M):
+    slug = re.sub(r'[^\w\- ]', '', heading.lower()).replace(' ', '-')
+    anchors.add(f'{slug}-{seen[slug]}' if slug in seen else slug)
+    seen[slug] = seen.get(slug, 0) + 1
+  return anchors
+
+
+def test_anchors_are_githubs():
+  assert {'config-files---config-file', 'dataset_infojson', 'the-seeds-tf1-recipe',
+          'one-run-per-output-folder'} <= (_anchors(ROOT / 'README.md')
+                                           | _anchors(ROOT / 'docs/output.md')
+                                           | _anchors(ROOT / 'docs/reading.md'))
+
+
+@pytest.mark.parametrize('page', DOC_PAGES)
+def test_doc_links_point_at_files_that_exist(page):
+  """Every relative link of the page reaches a file, and its #anchor a
+  heading of that file."""
+  path = ROOT / page
+  broken = []
+  for target, anchor in _links(path):
+    resolved = (path.parent / target) if target else path
+    if not resolved.exists():
+      broken.append(target)
+    elif anchor and resolved.suffix == '.md' and anchor not in _anchors(resolved):
+      broken.append(f'{target}#{anchor}')
+  assert broken == []
+
+
+def test_readme_links_every_page_of_docs():
+  """No reference page is an orphan: README links each one, and the
+  benchmark history."""
+  links = {str((ROOT / t).resolve().relative_to(ROOT)) for t in _relative_links(ROOT / 'README.md')}
+  assert set(DOC_PAGES) - {'README.md'} <= links

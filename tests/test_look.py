@@ -313,7 +313,7 @@ def test_console_script_runs_inspect(dataset, capsys):
     (['--input_dir', '{empty}'], 'dataset_info.json is missing or unreadable'),
     (['--input_dir', '{dataset}', '--split', 'validation'], "no split 'validation'"),
     (['--input_dir', '{dataset}', '--num', '-1'], 'must not be negative'),
-    (['--input_dir', '{dataset}', '--bogus'], 'unrecognized arguments: --bogus'),
+    (['--input_dir', '{dataset}', '--bogus'], "unrecognized argument '--bogus'"),
     (['--files', '{empty}/*.tfrecord'], 'matches no file'),
 ])
 def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, capsys, argv, message):

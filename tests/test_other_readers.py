@@ -195,6 +195,49 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert 'per-record size' in capsys.readouterr().err
 
 
+def _export(*args) -> subprocess.CompletedProcess:
+  """The console's export in a process of its own: TensorFlow's C++ logging
+  goes to file descriptor 2, past any capture in this process."""
+  return subprocess.run([sys.executable, '-m', 'pipeline.cli', 'export', '--format', 'tfds',
+                         *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                        timeout=600)
+
+
+def test_export_usage_errors_are_one_line_before_tensorflow_loads(source, tmp_path):
+  out = converted(source, tmp_path / 'raw')
+  (out / 'tfds').mkdir()
+  (out / 'tfds' / 'notes.txt').write_text('mine\n')
+  done = _export('--input_dir', out)
+  assert (done.returncode, done.stdout) == (2, '')
+  assert done.stderr == (f'error: --output_dir {out / "tfds"} is not empty; pass --overwrite '
+                         'to replace a previous export\n')
+  done = _export('--input_dir', out, '--overwrite')
+  assert (done.returncode, done.stdout) == (2, '')
+  assert done.stderr == (f'error: --output_dir {out / "tfds"} holds no previous TFDS export '
+                         '(features.json is missing): not replacing it\n')
+  assert sorted(p.name for p in (out / 'tfds').iterdir()) == ['notes.txt']
+  info = read_info(out)
+  info['image']['height'] = info['image']['width'] = None  # as --resize_mode none records it
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  done = _export('--input_dir', out, '--output_dir', tmp_path / 'elsewhere')
+  assert (done.returncode, done.stdout) == (2, '')
+  assert done.stderr == ('error: raw pixels of per-record size (--resize_mode none) cannot '
+                         'be a TFDS feature: TFDS needs their fixed shape\n')
+  assert not (tmp_path / 'elsewhere').exists()
+
+
+@pytest.mark.slow
+def test_export_prints_its_one_line_and_no_tensorflow_logging(source, tmp_path):
+  pytest.importorskip('tensorflow_datasets')
+  out = converted(source, tmp_path / 'raw')
+  done = _export('--input_dir', out)
+  assert done.returncode == 0, done.stderr
+  assert done.stderr == ''
+  assert done.stdout == (f'TFDS metadata in {out / "tfds"} (shards: 1 linked); load it with '
+                         f'tfds.builder_from_directory({str(out / "tfds")!r})'
+                         '.as_dataset(split=...)\n')
+
+
 TFDS_VARIANTS = {
     'raw': ['--num_shards', '2', '--extra_features', 'weight:float[]'],
     'jpeg': ['--encoding', 'jpeg', '--split', 'train=0.6,test=0.4'],

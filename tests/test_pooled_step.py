@@ -128,3 +128,53 @@ def test_close_is_safe_before_start_and_ends_the_children():
 ])
 def test_pool_size(threads, processes, encoding, single, inline_raw, expected):
   assert pool_size(threads, processes, encoding, single, 4, inline_raw) == expected
+
+
+def test_close_with_a_call_still_running_kills_its_child_at_once(tmp_path):
+  """A bundle that failed or was interrupted tears its step down while a
+  child is stuck (on a FIFO named like an image): the child is killed, not
+  waited for up to --image_timeout_s."""
+  import time
+
+  from tests.process_helpers import block_opening
+  fifo, marker = tmp_path / 'x.jpg', tmp_path / 'started'
+  os.mkfifo(fifo)
+  step = PooledStep(PoolSize(processes=1, timeout_s=60), 1)
+  step.start(lambda items: (block_opening, str(fifo), str(marker)))
+  step.add('x')
+  deadline = time.monotonic() + 60
+  while not marker.exists() and time.monotonic() < deadline:
+    time.sleep(0.01)
+  child = int(marker.read_text())
+  started = time.monotonic()
+  step.close()
+  assert time.monotonic() - started < 10
+  with pytest.raises(ProcessLookupError):
+    os.kill(child, 0)
+
+
+class _ClosedPipe:
+  """A reply stream whose reader is gone."""
+
+  def write(self, data):
+    raise BrokenPipeError(32, 'Broken pipe')
+
+  def flush(self):
+    raise BrokenPipeError(32, 'Broken pipe')
+
+
+def test_a_worker_whose_parent_is_gone_ends_quietly():
+  """The parent ended (by a signal) mid-call: the reply finds no reader, or
+  the next request was cut off. serve() returns: no BrokenPipeError
+  traceback from every worker."""
+  import io
+  import pickle
+
+  from transforms.workers import process_worker
+  request = pickle.dumps((_times_ten, ([1, 2],)))
+  process_worker.serve(io.BytesIO(request), _ClosedPipe())
+  replies = io.BytesIO()
+  process_worker.serve(io.BytesIO(request + request[:len(request) // 2]), replies)
+  replies.seek(0)
+  assert pickle.load(replies) == process_worker.READY
+  assert pickle.load(replies) == (process_worker.OK, [10, 20])

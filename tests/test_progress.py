@@ -2,6 +2,7 @@
 
 from pipeline import progress
 from transforms.workers.progress_file import ProgressFile
+from transforms.workers.progress_file import write_total
 
 
 def test_worker_counts_are_summed(tmp_path):
@@ -12,6 +13,15 @@ def test_worker_counts_are_summed(tmp_path):
   first.flush()
   second.flush()
   assert progress.read_total_done(str(tmp_path)) == 4
+
+
+def test_a_count_being_replaced_is_read_once(tmp_path):
+  """ProgressFile.flush writes NAME.tmp, then renames it over NAME: a reader
+  between the two sees both and must count the worker once."""
+  (tmp_path / '7-1').write_text('3')
+  (tmp_path / '7-1.tmp').write_text('4')
+  (tmp_path / '8-1').write_text('2')
+  assert progress.read_total_done(str(tmp_path)) == 5
 
 
 def test_progress_file_without_a_folder_does_nothing():
@@ -25,8 +35,11 @@ def test_format_line_with_rate_and_eta():
   assert progress.format_line(7, None, 0.0) == '7 images  0.0 img/s'
 
 
-def test_count_data_lines(tmp_path):
-  manifest = tmp_path / 'm.csv'
-  manifest.write_text('image,label\na,b\nc,d\n')
-  assert progress.count_data_lines(str(manifest)) == 2
-  assert progress.count_data_lines('gs://bucket/m.csv') is None
+def test_the_total_comes_from_the_pipeline_and_is_not_a_worker_count(tmp_path):
+  assert progress.read_total(str(tmp_path)) is None  # the manifest is not read yet
+  write_total(str(tmp_path), 1234)
+  write_total(str(tmp_path), 1234)  # every worker that numbers lines writes it
+  ProgressFile(str(tmp_path)).flush()
+  assert progress.read_total(str(tmp_path)) == 1234
+  assert progress.read_total_done(str(tmp_path)) == 0
+  write_total(None, 5)  # no progress line: nowhere to write

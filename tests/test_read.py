@@ -174,15 +174,28 @@ def _load_pairs(datasets) -> list:
   return [(name, split) for name in VARIANTS for split in read_info(datasets[name])['splits']]
 
 
+def options_job(out, split: str = 'train', **options) -> str:
+  """The key of read.load(out, split, **options)'s elements in eager_tf['options']."""
+  return json.dumps([str(out), split, options])
+
+
 @pytest.fixture(scope='module')
-def eager_tf(datasets, multi_labelled, tmp_path_factory):
-  """read.load of every dataset and split, and the Keras run, in ONE TensorFlow
-  process (its import costs ~5 s): {'load': {'DIR:SPLIT': records}, 'keras':
-  the training history}. The seed recipe needs a process of its own (it turns
-  eager execution off)."""
+def eager_tf(datasets, multi_labelled, varied_sizes, tmp_path_factory):
+  """read.load of every dataset and split, with the options batching needs,
+  and the Keras run, in ONE TensorFlow process (its import costs ~5 s):
+  {'load': {'DIR:SPLIT': records}, 'keras': the training history, 'options':
+  {options_job(...): elements}}. The seed recipe needs a process of its own
+  (it turns eager execution off)."""
   result = tmp_path_factory.mktemp('eager_tf') / 'eager.pickle'
+  options = [
+      [multi_labelled, {'multi_hot': True}], [multi_labelled, {'batch_size': 5}],
+      [multi_labelled, {'multi_hot': True, 'batch_size': 5}],
+      [datasets['raw'], {'multi_hot': True}], [datasets['raw'], {'resize_to': [HEIGHT, WIDTH]}],
+      [varied_sizes, {'batch_size': 2}], [varied_sizes, {'resize_to': [6, 10], 'batch_size': 2}],
+  ]
   jobs = {'load': [f'{datasets[name]}:{split}' for name, split in _load_pairs(datasets)] + [
-      f'{multi_labelled}:train'], 'keras': str(datasets['raw'])}
+      f'{multi_labelled}:train'], 'keras': str(datasets['raw']),
+      'options': [[str(out), 'train', kwargs] for out, kwargs in options]}
   _tf_reader('eager', result, json.dumps(jobs))
   return pickle.loads(result.read_bytes())
 
@@ -286,3 +299,139 @@ def test_load_of_multi_label_output_matches_examples(multi_labelled, eager_tf):
     assert example['label'] == expected['label'].tolist()
     assert example['class_text'] == expected['class_text']
     np.testing.assert_array_equal(example['image'], expected['image'])
+
+
+# --- batching: multi_hot, batch_size, resize_to -------------------------------------
+
+
+def colour_of(i: int) -> tuple:
+  return (40 * i + 10, 200 - 30 * i, 7 * i + 1)
+
+
+def size_of(i: int) -> tuple:
+  """(height, width): every image its own size, never square."""
+  return 4 + i, 6 + 3 * i
+
+
+@pytest.fixture(scope='module')
+def varied_sizes(tmp_path_factory):
+  """5 solid-colour PNGs of 5 sizes, kept at their size (--resize_mode none, raw)."""
+  root = tmp_path_factory.mktemp('read_varied')
+  rows = ['image,label']
+  for i in range(5):
+    height, width = size_of(i)
+    Image.new('RGB', (width, height), colour_of(i)).save(root / f'v_{i}.png')
+    rows.append(f'v_{i}.png,{CLASSES[i % 3]}')
+  (root / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / 'manifest.csv'), '--output_dir', str(out),
+                       '--resize_mode', 'none']) == 0
+  return out
+
+
+def solid(i: int, size: tuple) -> np.ndarray:
+  return np.broadcast_to(np.uint8(colour_of(i)), (*size, 3))
+
+
+@pytest.mark.slow
+def test_load_multi_hot_gives_one_slot_per_class_of_the_label_map(multi_labelled, datasets,
+                                                                  eager_tf):
+  assert (multi_labelled / 'label_map.txt').read_text().split() == list(CLASSES)
+  found = eager_tf['options'][options_job(multi_labelled, multi_hot=True)]
+  assert len(found) == 12
+  by_index = {}
+  for example in found:
+    assert isinstance(example['key'], bytes)  # tf.string; read.examples gives str
+    assert example['label'].dtype == np.float32 and example['label'].shape == (3,)
+    by_index[expected_by_index(example['key'].decode())] = example
+  # img_00: ant and bee; img_01: bee alone; img_02: cat and ant
+  np.testing.assert_array_equal(by_index[0]['label'], np.float32([1, 1, 0]))
+  np.testing.assert_array_equal(by_index[1]['label'], np.float32([0, 1, 0]))
+  np.testing.assert_array_equal(by_index[2]['label'], np.float32([1, 0, 1]))
+  for i, example in by_index.items():
+    expected = np.float32([c in multi_labels_of(i) for c in CLASSES])
+    np.testing.assert_array_equal(example['label'], expected)
+    assert example['class_text'].tolist() == [c.encode() for c in multi_labels_of(i)]
+  # one label per record: a one-hot vector
+  single = eager_tf['options'][options_job(datasets['raw'], multi_hot=True)]
+  assert len(single) == 12
+  for example in single:
+    expected = np.zeros(3, np.float32)
+    expected[expected_by_index(example['key'].decode()) % 3] = 1
+    np.testing.assert_array_equal(example['label'], expected)
+
+
+@pytest.mark.slow
+def test_load_batches_label_lists_as_ragged_tensors(multi_labelled, eager_tf):
+  batches = eager_tf['options'][options_job(multi_labelled, batch_size=5)]
+  assert [len(b['key']) for b in batches] == [5, 5, 2]
+  seen = []
+  for batch in batches:
+    n = len(batch['key'])
+    assert batch['image'].shape == (n, HEIGHT, WIDTH, 3)  # one shape: a dense tensor
+    assert batch['label']['ragged'] == [n, None]
+    assert batch['class_text']['ragged'] == [n, None]
+    for row, key in enumerate(batch['key']):
+      i = expected_by_index(key.decode())
+      assert batch['label']['values'][row] == [CLASSES.index(c) for c in multi_labels_of(i)]
+      assert batch['class_text']['values'][row] == [c.encode() for c in multi_labels_of(i)]
+      np.testing.assert_array_equal(batch['image'][row], pattern(i))
+      seen.append(i)
+  assert sorted(seen) == list(range(12))
+  hot = eager_tf['options'][options_job(multi_labelled, multi_hot=True, batch_size=5)]
+  assert [b['label'].shape for b in hot] == [(5, 3), (5, 3), (2, 3)]
+  first = hot[0]
+  for row, key in enumerate(first['key']):
+    i = expected_by_index(key.decode())
+    np.testing.assert_array_equal(
+        first['label'][row], np.float32([c in multi_labels_of(i) for c in CLASSES]))
+
+
+@pytest.mark.slow
+def test_load_batches_images_of_their_own_size_as_ragged_or_resizes_them(varied_sizes,
+                                                                         eager_tf):
+  batches = eager_tf['options'][options_job(varied_sizes, batch_size=2)]
+  assert [len(b['key']) for b in batches] == [2, 2, 1]
+  seen = []
+  for batch in batches:
+    n = len(batch['key'])
+    assert batch['image']['ragged'] == [n, None, None, 3]
+    assert batch['label'].shape == (n,)
+    for row, key in enumerate(batch['key']):
+      i = int(key.decode()[2])  # v_I.png
+      image = np.uint8(batch['image']['values'][row])
+      assert image.shape == (*size_of(i), 3)
+      np.testing.assert_array_equal(image, solid(i, size_of(i)))
+      seen.append(i)
+  assert sorted(seen) == list(range(5))
+  resized = eager_tf['options'][options_job(varied_sizes, resize_to=[6, 10], batch_size=2)]
+  assert [b['image'].shape for b in resized] == [(2, 6, 10, 3), (2, 6, 10, 3), (1, 6, 10, 3)]
+  for batch in resized:
+    assert batch['image'].dtype == np.uint8
+    for row, key in enumerate(batch['key']):
+      np.testing.assert_array_equal(batch['image'][row], solid(int(key.decode()[2]), (6, 10)))
+
+
+@pytest.mark.slow
+def test_load_resized_to_the_stored_size_keeps_every_pixel(datasets, eager_tf):
+  found = eager_tf['options'][options_job(datasets['raw'], resize_to=[HEIGHT, WIDTH])]
+  assert len(found) == 12
+  for example in found:
+    np.testing.assert_array_equal(example['image'],
+                                  pattern(expected_by_index(example['key'].decode())))
+
+
+@pytest.mark.parametrize('options,message', [
+    ({'resize_to': (8, 8), 'decode': False}, 'resize_to needs decode=True'),
+    ({'resize_to': (8,)}, r'resize_to=\(8,\): give \(height, width\), two positive ints'),
+    ({'resize_to': (0, 8)}, 'two positive ints'),
+    ({'resize_to': (8.5, 8)}, 'two positive ints'),
+    ({'resize_to': '8x8'}, 'two positive ints'),
+    ({'batch_size': 0}, 'batch_size=0: give a positive int'),
+    ({'batch_size': 2.0}, 'batch_size=2.0: give a positive int'),
+    ({'batch_size': True}, 'give a positive int'),
+])
+def test_load_options_that_cannot_work_are_refused_before_tensorflow(tmp_path, options,
+                                                                     message):
+  with pytest.raises(ValueError, match=message):
+    read.load(str(tmp_path), **options)

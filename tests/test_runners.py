@@ -14,9 +14,11 @@ stopped by its own process group at teardown.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -378,3 +380,84 @@ def test_dry_run_flag_on_a_runner_that_ignores_it_still_converts(images, tmp_pat
   assert convert.main(flags) == EXIT_USAGE
   assert 'is not empty' in capsys.readouterr().err
   check_dataset(out, images)
+
+
+# --- a job that fails, a job that is interrupted ----------------------------------
+
+
+def _job_service_stub(service: Service):
+  from apache_beam.portability.api import beam_job_api_pb2_grpc
+  import grpc
+  return beam_job_api_pb2_grpc.JobServiceStub(
+      grpc.insecure_channel(f'{HOST}:{service.port}'))
+
+
+def _jobs(stub) -> dict:
+  from apache_beam.portability.api import beam_job_api_pb2
+  return {job.job_id: job.state for job in
+          stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=30).job_info}
+
+
+def _state_history(stub, job_id: str) -> list:
+  """The job's states, up to its first terminal one (the service's stream stops there)."""
+  from apache_beam.portability.api import beam_job_api_pb2
+  return [beam_job_api_pb2.JobState.Enum.Name(event.state) for event in
+          stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id=job_id), timeout=30)]
+
+
+def test_portable_runner_failed_job_names_the_error(images, job_service, tmp_path):
+  """A job that fails on the job service: one line with the exception's type
+  and the error itself (not the start of the service's traceback), and
+  nothing of the run is left in OUT."""
+  data = gzip.compress(('image,label\n' + ''.join(
+      f'{path},{label}\n' for path, label in images.labels.items()) * 400).encode())
+  manifest = tmp_path / 'cut.csv.gz'
+  manifest.write_bytes(data[:len(data) // 2])  # a cut-off gzip stream: EOFError
+  for name in images.labels:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_bytes((images.root / name).read_bytes())
+  out = tmp_path / 'out'
+  result = run_module('pipeline.convert', '--manifest', manifest, '--output_dir', out,
+                      '--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
+                      '--environment_type=LOOPBACK')
+  assert result.returncode == 1, describe(result, job_service)
+  # (Beam logs the job service's messages before it: the job's own traceback.)
+  (line,) = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
+  assert re.fullmatch(r'error: the job failed: RuntimeError: Pipeline job-\S+ failed in state '
+                      r'FAILED: Error running pipeline: EOFError: Compressed file ended before '
+                      r'the end-of-stream marker was reached '
+                      r"\[while running 'ReadManifest/ReadLines'\]", line), line
+  assert os.listdir(out) == [], describe(result)  # no lock, no temp folder
+
+
+def test_portable_runner_interrupted_job_is_cancelled(images, job_service, tmp_path):
+  """SIGTERM while the job runs on the job service: convert cancels it
+  (PipelineResult.cancel()) before it cleans up, then ends by the signal."""
+  manifest = write_manifest(tmp_path / 'many.csv', [
+      (images.root / path, label, f'k{i}')
+      for i, (path, label) in enumerate(list(images.labels.items()) * 100)],
+      header=('image', 'label', 'key'))
+  out = tmp_path / 'out'
+  stub = _job_service_stub(job_service)
+  before = set(_jobs(stub))
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest),
+       '--output_dir', str(out), '--runner=PortableRunner',
+       f'--job_endpoint=localhost:{job_service.port}', '--environment_type=LOOPBACK'],
+      cwd=REPO, env=_venv_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, start_new_session=True)
+  from apache_beam.portability.api import beam_job_api_pb2
+  deadline = time.monotonic() + RUN_TIMEOUT
+  running = []
+  while not running:
+    assert process.poll() is None, process.communicate()
+    assert time.monotonic() < deadline, 'the job never ran'
+    running = [job for job, state in _jobs(stub).items()
+               if job not in before and state == beam_job_api_pb2.JobState.RUNNING]
+    time.sleep(0.05)
+  os.killpg(process.pid, signal.SIGTERM)
+  _, err = process.communicate(timeout=RUN_TIMEOUT)
+  assert process.returncode == -signal.SIGTERM, err
+  assert err == 'interrupted: nothing was published; rerun to convert again\n', err
+  assert _state_history(stub, running[0])[-2:] == ['CANCELLING', 'CANCELLED']
+  assert os.listdir(out) == []

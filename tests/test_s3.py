@@ -232,6 +232,24 @@ def test_validate_names_a_corrupted_shard(server, s3, converted):
   assert shard in {p['file'] for p in report['problems']}, report
 
 
+def test_validate_reads_rejected_jsonl_and_label_map_on_s3(server, s3, converted):
+  copy_dataset(s3, 'out', 'tampered')
+  s3.put_object(Bucket=BUCKET, Key='tampered/rejected.jsonl',
+                Body=b'{"stage": "read", "code": "missing_file"}\n')
+  s3.delete_object(Bucket=BUCKET, Key='tampered/label_map.txt')
+  result = validate(server, f's3://{BUCKET}/tampered')
+  assert result.returncode == 1, _explain(result)
+  report = json.loads(get(s3, 'tampered/validation_report.json'))
+  rows, examples = converted['num_manifest_rows'], converted['num_examples']
+  assert [(p['kind'], p['detail']) for p in report['problems']] == [
+      ('row_accounting', f"dataset_info.json's num_manifest_rows is {rows}, but its {examples} "
+       f'examples and the 1 rejected row(s) in rejected.jsonl make {examples + 1}'),
+      ('label_map_mismatch', "label_map.txt is missing; dataset_info.json's label_map has "
+       f"{converted['num_classes']} classes"),
+      ('row_accounting', 'rejected.jsonl holds 1 row(s) rejected as read/missing_file; '
+       "dataset_info.json's rejected_by_reason says 0")]
+
+
 def test_refuses_a_non_empty_output_dir_unless_overwrite(server, s3, converted):
   copy_dataset(s3, 'out', 'again')
   s3.put_object(Bucket=BUCKET, Key='again/notes.txt', Body=b'not ours')
@@ -453,3 +471,40 @@ def test_an_s3_image_above_max_image_bytes_is_refused_without_a_byte_downloaded(
     assert read_bytes(f's3://{BUCKET}/limits/big.png', files) == big
   finally:
     FileSystems.set_options(None)
+
+
+def test_image_timeout_covers_reading_a_stalled_s3_object(server, s3, tmp_path):
+  """--image_timeout_s covers the read: an object whose server never answers
+  is rejected as decode/timeout after about the limit, the others convert.
+  (The parent reads remote files for the image worker processes: that read
+  used to run before the limit's clock started, and the run waited on it.)"""
+  from tests.s3_server import StallingProxy
+  s3.put_object(Bucket=BUCKET, Key='stall/slow.png', Body=_image_bytes('slow.png', (0, 255, 0)))
+  rows = [(f's3://{BUCKET}/data/images/{name}', label) for name, label in IMAGES[:3]]
+  rows.insert(1, (f's3://{BUCKET}/stall/slow.png', 'green'))
+  manifest = tmp_path / 'manifest.csv'
+  manifest.write_text('image,label\n' + ''.join(f'{p},{l}\n' for p, l in rows))
+  out = tmp_path / 'out'
+  with StallingProxy(server.endpoint, f'{BUCKET}/stall/slow.png') as proxy:
+    options = server.beam_options()
+    options[options.index('--s3_endpoint_url') + 1] = proxy.endpoint
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest),
+         '--output_dir', str(out), '--height', str(SIZE), '--width', str(SIZE),
+         '--progress', 'off', '--image_timeout_s', '2', '--image_processes', '1',
+         '--max_error_rate', '0.5', *options],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    elapsed = time.monotonic() - started
+    assert proxy.stalled_requests >= 1
+  assert result.returncode == 0, _explain(result)
+  rejected = [json.loads(line) for line in (out / 'rejected.jsonl').read_text().splitlines()]
+  assert [(r['row']['image'], r['stage'], r['code']) for r in rejected] == [
+      (f's3://{BUCKET}/stall/slow.png', 'decode', 'timeout')]
+  assert '--image_timeout_s 2' in rejected[0]['reason']
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert (info['num_examples'], info['num_rejected']) == (3, 1)
+  # The batch of four waits 2 s, then the stalled row alone 2 s more; start-up
+  # is a few seconds. Without the limit on the read, the run waits for the
+  # proxy's 300 s stall (or boto's own 60 s read timeout and its retries).
+  assert elapsed < 40, elapsed

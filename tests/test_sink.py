@@ -22,7 +22,7 @@ from tests.conftest import read_info
 from transforms.core.dataset_info import sink_info
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.tfrecord import read_records
-from transforms.write_shards import _written_shards
+from transforms.write_tfrecordio import _written_shards
 
 # One worker converts the module's datasets (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('sink')

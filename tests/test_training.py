@@ -612,7 +612,7 @@ def test_declarations_and_their_shapes():
 
 
 def test_cells_against_declared_shapes():
-  from transforms.core.manifest import parse_extra
+  from transforms.core.extra_values import parse_extra
   from transforms.core.rejects import RowError
   assert parse_extra('0.5', 'float', 'w', 'csv', ()) == [0.5]
   assert parse_extra('two words', 'bytes', 's', 'csv', ()) == ['two words']
@@ -700,7 +700,7 @@ def test_shapes_in_feature_spec_records_and_rejections(shaped):
 
 @pytest.mark.slow
 def test_tf_data_reads_each_shape_from_feature_spec(shaped):
-  """The README's recipe: FixedLenFeature for [] and [N], RaggedFeature for
+  """docs/reading.md's recipe: FixedLenFeature for [] and [N], RaggedFeature for
   [null] and [null, N]."""
   from tests.test_tf_readers import read_with_tensorflow
   found = read_with_tensorflow('extras', shaped)

@@ -387,6 +387,38 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
     pool.shutdown()
 
 
+def test_a_call_s_time_limit_covers_its_prepare():
+  """prepare (the parent's read of remote files) counts against the limit: a
+  prepare that never returns is left behind at the limit, and its time is
+  taken from what the child gets."""
+  import threading
+  import time
+
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+  released = threading.Event()
+
+  def prepare(args):  # (seconds to read, what the child gets)
+    released.wait(args[0])
+    return args[1:]
+
+  pool = ProcessPool(1, prepare=prepare, timeout_s=1)
+  try:
+    started = time.monotonic()
+    error = pool.submit(time.sleep, 20, 0.0).exception()  # released at the end
+    assert isinstance(error, WorkerTimedOut)
+    assert str(error) == 'reading the files of a sleep call took longer than 1 s: left behind'
+    assert time.monotonic() - started < 10
+    # 0.6 s reading + 0.6 s in the child: each under the limit, together over it
+    error = pool.submit(time.sleep, 0.6, 0.6).exception()
+    assert isinstance(error, WorkerTimedOut)
+    assert pool.submit(time.sleep, 0.01, 0.01).result() is None  # a new reader thread
+    assert len(pool._preparers) == 1
+  finally:
+    released.set()
+    pool.shutdown()
+
+
 def test_process_pool_replies_survive_stdout_noise_from_the_child():
   from tests.process_helpers import print_to_stdout
   from transforms.workers.process_pool import ProcessPool
@@ -535,7 +567,8 @@ def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
       validation.Problem('cross_split_duplicate', 's1', 0, 'x'))
   sums[key] = one
   assert validation.split_tallies(sums) == (
-      {('train', 's0'): 2, ('test', 's1'): 1}, {1: 2, None: 1}, {'corrupt_shard': 1},
+      {('train', 's0'): 2, ('test', 's1'): 1}, {('train', 1): 1, ('train', None): 1,
+                                                ('test', 1): 1}, {'corrupt_shard': 1},
       {'cross_split_duplicate': 1})
 
 
@@ -553,8 +586,8 @@ def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
   merged = validation.RecordFacts().merge(second).merge(first)
   assert merged.tallies == whole.tallies == {
       ('shard', ('train', 's0')): 2, ('shard', ('train', 's1')): 1,
-      ('shard', ('test', 's2')): 2, ('label', 1): 2, ('label', 0): 2, ('label', 2): 1,
-      ('label', None): 1}
+      ('shard', ('test', 's2')): 2, ('label', ('train', 1)): 2, ('label', ('train', 0)): 1,
+      ('label', ('train', 2)): 1, ('label', ('test', 0)): 1, ('label', ('test', None)): 1}
   for facts in (merged, whole):
     assert facts.duplicate_key_problems() == [validation.Problem(
         'duplicate_key', 's1', 0, "key 'a' appears 2 times; first at s0#0")]
@@ -572,6 +605,11 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
     whole.add_problem(problem)
     (first if i % 2 else second).add_problem(problem)
     assert len(whole.problems) <= 8  # at most 2 x max_problems held, whatever comes
+  undeclared = [validation.Problem('undeclared_feature', 's8', i, 'x') for i in range(20)]
+  for i, warning in enumerate(undeclared):  # a record's own warnings, likewise
+    whole.add_warning(warning)
+    (first if i % 2 else second).add_warning(warning)
+    assert len(whole.warnings) <= 8
   whole.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
   whole.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
   second.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
@@ -582,12 +620,14 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
   for facts in (whole, merged):
     sums, first_problems, first_warnings = facts.report_inputs()
     assert first_problems == expected_first
-    [warning] = first_warnings
+    assert first_warnings == undeclared[:4]  # file s8 before s9
     # the copy in test comes first (splits by name): the train one is warned about
+    [warning] = facts.cross_split_warnings()
     assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's9', 0)
     assert validation.split_tallies(sums) == (
-        {('train', 's9'): 1, ('test', 's9'): 1}, {1: 2},
-        {'wrong_size': 50, 'duplicate_key': 1}, {'cross_split_duplicate': 1})
+        {('train', 's9'): 1, ('test', 's9'): 1}, {('train', 1): 1, ('test', 1): 1},
+        {'wrong_size': 50, 'duplicate_key': 1},
+        {'cross_split_duplicate': 1, 'undeclared_feature': 20})
 
 
 def test_report_inputs_put_duplicate_keys_among_the_first_problems():

@@ -60,6 +60,28 @@ def rewrite_first_record(out, change):
   return shard.name
 
 
+def records_of(shard) -> list:
+  with open(shard, 'rb') as stream:
+    return [data for _, data in read_records(stream)]
+
+
+def declare_records(info: dict, split: str, records: list, rows: bool = True) -> dict:
+  """info with `records` (serialized) counted in `split`, as a careful
+  tamperer would: examples, examples_per_class and (rows) manifest rows."""
+  entry = info['splits'][split]
+  for data in records:
+    text = parse_example(data)['image/class/text'][1][0].decode()
+    entry['examples_per_class'][text] += 1
+  entry['num_examples'] += len(records)
+  info['num_examples'] += len(records)
+  info['num_manifest_rows'] += len(records) if rows else 0
+  return info
+
+
+def write_info(out, info: dict) -> None:
+  (out / 'dataset_info.json').write_text(json.dumps(info, indent=2, ensure_ascii=False))
+
+
 def test_a_good_dataset_is_valid_with_counts_and_histogram(converted):
   code, report = run_validate(converted, '--expected_count', '9')
   assert code == EXIT_OK
@@ -163,13 +185,9 @@ def test_missing_feature_and_wrong_type(converted):
 
 def test_duplicate_keys(converted):
   shard = first_shard(converted)
-  with open(shard, 'rb') as stream:
-    records = [data for _, data in read_records(stream)]
+  records = records_of(shard)
   shard.write_bytes(b''.join(frame(r) for r in records + records[:1]))
-  info = read_info(converted)
-  info['splits']['train']['num_examples'] += 1
-  info['num_examples'] += 1
-  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  write_info(converted, declare_records(read_info(converted), 'train', records[:1]))
   report = assert_finding(converted, 'duplicate_key', shard.name)
   assert report['problems_by_kind'] == {'duplicate_key': 1}
 
@@ -186,8 +204,8 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   test_shard = converted / 'test-00000-of-00001.tfrecord'
   test_shard.write_bytes(b''.join(frame(r) for r in records[2:4]))
 
-  def damage(features):  # problems of one record, two of them of one kind
-    features.update({'image/height': ('float', [16.0])})
+  def damage(features):  # problems of one record, two of them of one kind; a warning
+    features.update({'image/height': ('float', [16.0]), 'image/extra': ('int64', [7])})
     del features['image/width'], features['image/channels']  # read width first
 
   rewrite_first_record(converted, damage)
@@ -200,14 +218,20 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   code, gathered = run_validate(converted)
   assert code == EXIT_FAILED
   # records 0 and 1 repeated in train, 2 and 3 in test; record 0 is damaged,
-  # so its key is not counted: 3 repeats.
+  # so its key is not counted: 3 repeats. The test split's examples_per_class
+  # are train's (3 per class): 3 classes off; the 4 added rows are not
+  # manifest rows. Train's classes are not compared (record 0's label is unread).
   assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1,
-                                          'missing_feature': 2}
-  assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems'][:3]] == [
+                                          'missing_feature': 2, 'class_count_mismatch': 3,
+                                          'row_accounting': 1}
+  assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems']
+          if p['file'] == shard.name][:3] == [
       (0, 'missing_feature', "feature 'image/channels' is missing"),
       (0, 'missing_feature', "feature 'image/width' is missing"),
       (0, 'wrong_type', "feature 'image/height' is float_list, expected int64_list")]
-  assert gathered['warnings_by_kind'] == {'cross_split_duplicate': 2}
+  assert [p['file'] for p in gathered['problems'] if p['kind'] == 'class_count_mismatch'] == [
+      'test'] * 3
+  assert gathered['warnings_by_kind'] == {'cross_split_duplicate': 2, 'undeclared_feature': 1}
   assert gathered['num_examples'] == 13
   text = (converted / 'validation_report.json').read_bytes()
   code, grouped = run_validate(converted, '--direct_num_workers', '2')

@@ -14,11 +14,16 @@ many datasets pays TensorFlow's import (~5 s) once.
   python tests/tf_readers.py load FILE DIR:SPLIT...          # pipeline.read.load, in its order
   python tests/tf_readers.py keras OUT_DIR                  # a tiny model, one epoch
   python tests/tf_readers.py eager FILE JSON                # {"load": [DIR:SPLIT, ...],
-                                                            #  "keras": OUT_DIR}: both, one process
+                                                            #  "keras": OUT_DIR, "options":
+                                                            #  [[DIR, SPLIT, {read.load kwargs}],
+                                                            #  ...]}: all, one process
 
 seed_pickle pickles a list of {label, image} (numpy) to FILE, load a list of
 such lists (with key, class_text, extras) per DIR:SPLIT; keras prints its training history as JSON;
-eager pickles {"load": {DIR:SPLIT: that list}, "keras": the history} to FILE.
+eager pickles {"load": {DIR:SPLIT: that list}, "keras": the history, "options":
+{json.dumps([DIR, SPLIT, kwargs]): the elements of read.load(DIR, SPLIT, **kwargs),
+each value numpy as it comes (bytes kept), a tf.RaggedTensor as {"ragged": its
+shape, "values": its nested lists}}} to FILE.
 """
 
 import glob
@@ -78,7 +83,7 @@ def seed_recipe(out_dir, height, width, full_images=None):
 
 def parse_spec(feature_spec: dict) -> dict:
   """tf.io parse features chosen mechanically from feature_spec's shapes (the
-  README's recipe): [] and [N] fixed, [null] ragged, [null, N] ragged of N-rows."""
+  docs/reading.md recipe): [] and [N] fixed, [null] ragged, [null, N] ragged of N-rows."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
   spec = {}
   for name, f in feature_spec.items():
@@ -191,6 +196,21 @@ def load_records(out_dir, split):
   return rows
 
 
+def as_numpy(value):
+  """A tensor as numpy; a tf.RaggedTensor as its shape and nested lists."""
+  if isinstance(value, tf.RaggedTensor):
+    return {'ragged': value.shape.as_list(), 'values': value.to_list()}
+  return value.numpy()
+
+
+def load_with_options(out_dir, split, options):
+  """read.load with keyword options (multi_hot, resize_to, batch_size, ...):
+  every element, nothing decoded or converted but to numpy."""
+  from pipeline import read
+  return [{name: as_numpy(value) for name, value in element.items()}
+          for element in read.load(out_dir, split, **options)]
+
+
 def train_keras(out_dir):
   """A tiny classifier, one epoch on read.load: the README's recipe."""
   from pipeline import read
@@ -224,7 +244,9 @@ if __name__ == '__main__':
     if mode == 'eager':
       jobs = json.loads(sys.argv[3])
       rows = {'load': {arg: load_records(*arg.rsplit(':', 1)) for arg in jobs['load']},
-              'keras': train_keras(jobs['keras'])}
+              'keras': train_keras(jobs['keras']),
+              'options': {json.dumps(job): load_with_options(*job)
+                          for job in jobs.get('options', [])}}
     elif mode == 'load':
       rows = [load_records(*arg.rsplit(':', 1)) for arg in sys.argv[3:]]
       out = sys.argv[2]

@@ -22,6 +22,7 @@ LABELLED = 'labelled'  # LabelledRow
 LOADED = 'loaded'  # LoadedImage
 SUMMARIES = 'summaries'  # RecordSummary, or with gather RecordFacts (validate's reader)
 PROBLEMS = 'problems'  # Problem
+WARNINGS = 'warnings'  # Problem that leaves the dataset valid (validate --strict: exit 1)
 # CheckShards' outputs, what validate's report is written from:
 TALLY_SUMS = 'tally_sums'  # (tally key, sum over the dataset)
 FIRST_PROBLEMS = 'first_problems'  # one list: the first --max_problems Problems (none: none)

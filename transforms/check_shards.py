@@ -14,7 +14,9 @@ from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import PROBLEMS
 from transforms.beam_util import SUMMARIES
 from transforms.beam_util import TALLY_SUMS
+from transforms.beam_util import WARNINGS
 from transforms.beam_util import in_global_window
+from transforms.core import dataset_checks
 from transforms.core import paths
 from transforms.core import validation
 from transforms.core.image import prepare_pillow
@@ -35,7 +37,8 @@ SPAN_BYTES = 8 << 20
 
 
 class ReadShardFn(beam.DoFn):
-  """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS.
+  """(split, shard name) -> RecordSummary per record; Problems under PROBLEMS,
+  a record's warnings (validation.RECORD_WARNING_KINDS) under WARNINGS.
   With gather: one RecordFacts of the bundle's records and problems instead
   (at the end of the bundle; it keeps the first max_problems problems).
 
@@ -118,11 +121,14 @@ class ReadShardFn(beam.DoFn):
     self._facts = None
 
   def _gathered(self, outputs):
-    """outputs, but with gather a problem goes into the bundle's facts."""
+    """outputs, but with gather a problem or warning goes into the bundle's facts."""
     for output in outputs:
-      if (self._facts is not None and isinstance(output, beam.pvalue.TaggedOutput)
-          and output.tag == PROBLEMS):
+      if self._facts is None or not isinstance(output, beam.pvalue.TaggedOutput):
+        yield output
+      elif output.tag == PROBLEMS:
         self._facts.add_problem(output.value)
+      elif output.tag == WARNINGS:
+        self._facts.add_warning(output.value)
       else:
         yield output
 
@@ -185,6 +191,8 @@ class ReadShardFn(beam.DoFn):
       if isinstance(result, Exception):  # the record killed its worker process
         result = validation.unexpected_check_error(result)
       label, key, problems, sha256 = result
+      problems = problems + dataset_checks.split_problems(
+          self._expected.split_rule, split, key, sha256)
       summary = validation.RecordSummary(split, shard, index, label, key, sha256)
       if self._facts is None:
         yield summary
@@ -195,8 +203,10 @@ class ReadShardFn(beam.DoFn):
 
   @staticmethod
   def _problem(kind, shard, index, detail):
+    """A Problem under PROBLEMS, or under WARNINGS for a record warning."""
     return beam.pvalue.TaggedOutput(
-        PROBLEMS, validation.Problem(kind, shard, index, detail))
+        WARNINGS if kind in validation.RECORD_WARNING_KINDS else PROBLEMS,
+        validation.Problem(kind, shard, index, detail))
 
 
 class _MergeFactsFn(beam.CombineFn):
@@ -266,7 +276,7 @@ class CheckShards(beam.PTransform):
                             self._processes, self._check, self._span_processes,
                             gather=not self._spread, whole_shards=self._whole_shards,
                             max_problems=self._max_problems))
-            .with_outputs(PROBLEMS, main=SUMMARIES))
+            .with_outputs(PROBLEMS, WARNINGS, main=SUMMARIES))
     if not self._spread:
       # one (tally sums, first problems, first warnings); none without records
       found = (read[SUMMARIES]
@@ -283,14 +293,15 @@ class CheckShards(beam.PTransform):
                   | 'GroupByKey' >> beam.GroupByKey()
                   | 'Duplicates' >> beam.FlatMapTuple(
                       lambda key, places: validation.duplicate_key_problems(key, list(places))))
-    warnings = (summaries
-                | 'ContentPlaces' >> beam.FlatMap(
-                    lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]
-                    if s.sha256 else [])
-                | 'GroupByContent' >> beam.GroupByKey()
-                | 'CrossSplitCopies' >> beam.FlatMapTuple(
-                    lambda sha, places: validation.cross_split_copies(sha, list(places))))
+    copies = (summaries
+              | 'ContentPlaces' >> beam.FlatMap(
+                  lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]
+                  if s.sha256 else [])
+              | 'GroupByContent' >> beam.GroupByKey()
+              | 'CrossSplitCopies' >> beam.FlatMapTuple(
+                  lambda sha, places: validation.cross_split_copies(sha, list(places))))
     problems = (read[PROBLEMS], duplicates) | 'AllProblems' >> beam.Flatten()
+    warnings = (read[WARNINGS], copies) | 'AllWarnings' >> beam.Flatten()
     tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
                problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
                warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
@@ -339,14 +350,18 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
   for (split, shard), count in sorted(shard_counts.items()):
     per_split.setdefault(split, {})[shard] = count
   counts = {split: sum(shards.values()) for split, shards in per_split.items()}
-  fixed = listing_problems + validation.count_problems(info, counts, expected_count)
+  fixed = (listing_problems + validation.count_problems(info, counts, expected_count)
+           + dataset_checks.class_count_problems(info, counts, label_counts))
   for problem in fixed:
     problem_counts[problem.kind] = problem_counts.get(problem.kind, 0) + 1
   shown = sorted(fixed + first_problems, key=validation.Problem.sort_key)[:max_problems]
   names = info['label_map']
+  per_label = {}  # over the splits
+  for (_, label), count in label_counts.items():
+    per_label[label] = per_label.get(label, 0) + count
   # Records whose label could not be read (label None) are not in the histogram.
   histogram = {(names[label] if 0 <= label < len(names) else str(label)): count
-               for label, count in sorted((l, c) for l, c in label_counts.items()
+               for label, count in sorted((l, c) for l, c in per_label.items()
                                           if l is not None)}
   num_problems = sum(problem_counts.values())
   num_warnings = sum((warning_counts or {}).values())

@@ -149,6 +149,22 @@ class FileAccess:
     return {path: size for folder in folders for path, size in self.list(folder)
             if path in wanted}
 
+  def size(self, path: str) -> int:
+    """The size in bytes of one file (OSError or BeamIOError if it is missing)."""
+    if not paths.is_remote(path):
+      return os.path.getsize(path)
+    sizes = self.sizes([path])
+    if not sizes:
+      raise FileNotFoundError(f'{path} does not exist')
+    return next(iter(sizes.values()))
+
+  def match(self, pattern: str) -> list:
+    """(path, size in bytes) of every file a glob (*, ?, [...]) matches, sorted
+    by path (none: an empty list)."""
+    load_filesystem(pattern)
+    return sorted((m.path, m.size_in_bytes) for r in FileSystems.match([pattern])
+                  for m in r.metadata_list)
+
   def s3_client(self):
     """The boto3 client of this thread's S3 connection (for requests Beam's
     S3IO does not offer, e.g. a conditional put)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from typing import Optional
 
 import apache_beam as beam
 
@@ -16,6 +18,7 @@ from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
@@ -24,70 +27,78 @@ from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
 from transforms.filesystem import walk_local_files
+from transforms.manifest_ranges import LINES
+from transforms.manifest_ranges import READS
+from transforms.manifest_ranges import NumberLinesFn
+from transforms.manifest_ranges import ReadManifestLines
+from transforms.manifest_ranges import manifest_files
 
 
-def read_numbered_lines(path: str, fmt: str):
-  """Yields (line number, raw bytes) for every non-blank data line; a cut-off
-  .gz fails rather than silently losing its tail."""
-  with FileAccess().open_checked(path) as stream:
-    yield from manifest.iter_lines(stream, fmt)
+class ParseLineFn(NumberLinesFn):
+  """Numbered lines -> ManifestRow, or a Rejection under REJECTED.
 
+  configs: the ManifestConfig of each file. progress_dir: where a local
+  run's progress line finds the number of rows (pipeline/progress.py).
+  """
 
-class ParseLineFn(beam.DoFn):
-  """(line number, raw line) -> ManifestRow, or a Rejection under REJECTED."""
-
-  def __init__(self, config: manifest.ManifestConfig):
-    self._config = config
+  def __init__(self, configs: tuple, progress_dir: Optional[str] = None):
+    super().__init__(progress_dir)
+    self._configs = configs
     self._rows = beam.metrics.Metrics.counter(
         METRICS_NAMESPACE,
-        'label_manifest_rows' if config.role == manifest.ROLE_LABELS else 'manifest_rows')
+        'label_manifest_rows' if configs[0].role == manifest.ROLE_LABELS else 'manifest_rows')
 
-  def process(self, numbered):
-    line, raw = numbered
+  def numbered(self, file: int, line: int, position: int, raw: bytes):
+    config = self._configs[file]
     self._rows.inc()
     # rejected.jsonl's `row`: the parsed fields once the line parsed, else the line
     shown = manifest.shown_line(raw)
     try:
-      shown = manifest.line_fields(raw, line, self._config)
-      row = manifest.row_from_fields(shown, self._config, line)
+      shown = manifest.line_fields(raw, line, config)
+      row = manifest.row_from_fields(shown, config, line, position)
     except RowError as error:
-      yield self._reject(shown, line, error.stage, error.code, error.reason)
+      yield self._reject(config, shown, line, error.stage, error.code, error.reason)
       return
     except Exception as error:
       # A line nobody foresaw is that line's problem, never the job's.
-      yield self._reject(shown, line, STAGE_MANIFEST, 'unexpected_error',
+      yield self._reject(config, shown, line, STAGE_MANIFEST, 'unexpected_error',
                          f'{type(error).__name__}: {error}')
       return
     yield row
 
-  def _reject(self, shown, line: int, stage: str, code: str, reason: str):
+  def _reject(self, config, shown, line: int, stage: str, code: str, reason: str):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        shown, stage, code, reason, self._config.path, line,
-        counts_as_row=self._config.role != manifest.ROLE_LABELS))
+        shown, stage, code, reason, config.source, line,
+        counts_as_row=config.role != manifest.ROLE_LABELS))
 
 
 class ReadManifest(beam.PTransform):
-  """Reads one manifest in the pipeline.
+  """Reads one manifest (one file, or the files of a pattern) in the
+  pipeline, in byte ranges every worker reads (transforms/manifest_ranges.py).
 
-  Out: {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: a line tally per line}.
+  Out: {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: line tallies}.
+  Each file's rows carry its own path (`source`, and the folder relative
+  image paths resolve against). range_bytes: force the range size (tests).
+  progress_dir: where a local run's progress line finds the number of rows.
   """
 
-  def __init__(self, config: manifest.ManifestConfig):
+  def __init__(self, config: manifest.ManifestConfig, range_bytes: Optional[int] = None,
+               progress_dir: Optional[str] = None):
     super().__init__()
     self._config = config
+    self._range_bytes = range_bytes
+    self._progress_dir = progress_dir
 
   def expand(self, pbegin):
-    lines = (
-        pbegin
-        | 'Once' >> beam.Impulse()
-        | 'ReadLines' >> beam.FlatMap(
-            lambda _, path, fmt: read_numbered_lines(path, fmt),
-            self._config.path, self._config.fmt))
-    parsed = lines | 'ParseLines' >> beam.ParDo(
-        ParseLineFn(self._config)).with_outputs(REJECTED, main=ROWS)
+    files = manifest_files(self._config)
+    configs = tuple(dataclasses.replace(self._config, path=file.path, files=())
+                    for file in files)
+    read = pbegin | 'Read' >> ReadManifestLines(
+        files, manifest.has_header(self._config.fmt), self._range_bytes,
+        ParseLineFn(configs, self._progress_dir), (REJECTED,))
     key = lines_key(self._config.role == manifest.ROLE_LABELS)
-    tallies = lines | 'TallyLines' >> beam.Map(lambda _: (key, 1))
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies}
+    tallies = read[READS] | 'TallyLines' >> beam.Map(lambda read: (key, read.data_lines))
+    return {ROWS: read[LINES], REJECTED: read[REJECTED], TALLIES: tallies}
 
 
 class ResolveKeyFn(beam.DoFn):
@@ -124,8 +135,8 @@ class _ResolveAllFn(beam.DoFn):
     # Shuffled, a key's rows share its place: one sort both groups them and
     # puts the kept rows in write order, so they leave as they are resolved.
     # In manifest order the kept row's line decides, known once resolved.
-    place = ordering.key if ordering.shuffle else (lambda key, line: 0)
-    tagged = sorted(tagged, key=lambda t: (place(t[1].key, t[1].line), t[1].key, t[0],
+    place = ordering.key if ordering.shuffle else (lambda key, place: 0)
+    tagged = sorted(tagged, key=lambda t: (place(t[1].key, t[1].place), t[1].key, t[0],
                                            t[1].source, t[1].line))
     kept = []
     for key, group in itertools.groupby(tagged, key=lambda t: t[1].key):
@@ -197,7 +208,7 @@ class _LabelNamesFn(beam.CombineFn):
 
   def add_input(self, first, row):
     for position, label in enumerate(manifest.label_list(row.label)):
-      place = (row.line, position)
+      place = (row.place, position)
       if label not in first or place < first[label]:
         first[label] = place
     return first
@@ -276,7 +287,7 @@ class ReadImageDir(beam.PTransform):
 
   def __init__(self, directory: str, split: splits.SplitConfig,
                layout: str = image_dir.LAYOUT_LABEL, extensions=None,
-               label_normalize: frozenset = frozenset()):
+               label_normalize: frozenset = DEFAULT_NORMALIZE):
     super().__init__()
     self._config = manifest.ManifestConfig(
         path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),

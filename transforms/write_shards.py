@@ -1,20 +1,18 @@
-"""Writing a dataset's TFRecord shards per split: the ordered writer (and its
-index files), or Beam's WriteToTFRecord (--sink tfrecordio)."""
+"""Writing a dataset's TFRecord shards per split: the ordered writer (--sink
+ordered, the default) and its index files. Beam's WriteToTFRecord (--sink
+tfrecordio) is in transforms/write_tfrecordio.py."""
 
 from __future__ import annotations
 
 import array
 import contextlib
-import fnmatch
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 
 from transforms import filesystem
 from transforms.beam_util import in_global_window
 from transforms.core import shuffle
 from transforms.core.spec import INDEX_SUFFIX
-from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.tfrecord import frame
 
 
@@ -358,55 +356,3 @@ class WriteShards(beam.PTransform):
                  _empty_shards, self._prefix, self._suffix, self._compression,
                  self._write_index, side.AsSingleton(orders), self._num_shards))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()
-
-
-def _written_shards(_, prefix: str, suffix: str, reported: list, num_examples: int) -> list:
-  """The shards WriteToTFRecord wrote: the names it reported, and those on
-  disk (a retried finalize reports only the files it renamed itself). A
-  split without examples gets no shard, as with the ordered sink: Beam's sink
-  writes one empty shard for it, deleted here."""
-  files = filesystem.FileAccess()
-  pattern = filesystem.basename(prefix) + SHARD_NUMBERS_GLOB + suffix
-  shards = sorted(set(reported) | {
-      path for path, _ in files.list(prefix)
-      if fnmatch.fnmatchcase(filesystem.basename(path), pattern)})
-  if not num_examples and shards:
-    files.delete(shards)
-    return []
-  return shards
-
-
-class WriteTFRecordIO(beam.PTransform):
-  """BuiltExamples of one split -> Beam's WriteToTFRecord shards,
-  `PREFIX-00000-of-0000N.tfrecord[.gz]` (--sink tfrecordio).
-
-  Records go in the order they reach the sink, which the runner decides:
-  not the same bytes from run to run, no index files. num_shards=0: the
-  runner chooses how many (one per bundle it writes); N: exactly N (Beam
-  pads with empty shards). Beam writes in `beam-temp-<split>-<uuid>/` beside
-  the shards and renames them when all are written.
-  Out: the shard paths.
-  """
-
-  def __init__(self, file_path_prefix: str, suffix: str, compression: str,
-               num_shards: int = 0):
-    super().__init__()
-    self._prefix = file_path_prefix
-    self._suffix = suffix
-    self._compression = (CompressionTypes.GZIP if compression == 'gzip'
-                         else CompressionTypes.UNCOMPRESSED)
-    self._num_shards = num_shards
-
-  def expand(self, examples):
-    side = beam.pvalue
-    reported = (examples
-                | 'Serialized' >> beam.Map(lambda example: example.data)
-                | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
-                    self._prefix, file_name_suffix=self._suffix,
-                    num_shards=self._num_shards, compression_type=self._compression))
-    count = examples | 'Count' >> beam.combiners.Count.Globally()
-    return (examples.pipeline
-            | 'Once' >> beam.Impulse()
-            | 'ListShards' >> beam.FlatMap(
-                _written_shards, self._prefix, self._suffix, side.AsList(reported),
-                side.AsSingleton(count)))

@@ -1,10 +1,11 @@
-"""The four places where the project leans on Beam's internals, each checked
+"""The five places where the project leans on Beam's internals, each checked
 against the pinned Beam by tests/test_beam_runtime.py:
 
   beam_signatures  Beam's DoFn method inspection, remembered per function
   startup          Beam imported without the cloud packages a local run never uses
   local_runner     the DirectRunner's batch mode without its detour through Prism
   fast_exit        the end of a command line run without the interpreter's teardown
+  not_interactive  pipeline.api's pipelines kept out of Interactive Beam in a notebook
 
 Nothing here imports Beam at import time: startup runs before Beam is imported.
 """

@@ -12,6 +12,7 @@ run in a process that had already run one (median of 5, twice, interleaved):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 import weakref
@@ -44,3 +45,17 @@ def remember_method_signatures() -> None:
 
   setattr(get_function_args_defaults, _MARK, True)
   core.get_function_args_defaults = get_function_args_defaults
+
+
+@contextlib.contextmanager
+def method_signatures_remembered():
+  """remember_method_signatures() for one with block, Beam's own function put
+  back after it (pipeline.api: a run leaves Beam as it found it). Already
+  remembered (by the command line): left so."""
+  original = getattr(core, 'get_function_args_defaults', None)
+  remember_method_signatures()
+  try:
+    yield
+  finally:
+    if original is not None:
+      core.get_function_args_defaults = original

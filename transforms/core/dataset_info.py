@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import Optional
 
+from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.spec import FORMAT_VERSION
 from transforms.core.spec import READABLE_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
@@ -22,7 +23,7 @@ class InfoSettings:
   config: dict  # the 'config' section: paths, schema, shards, split, extra features
   options: dict = dataclasses.field(default_factory=dict)  # every option in effect
   config_file: Optional[str] = None  # the --config file they were merged from
-  label_normalize: frozenset = frozenset()  # --label_normalize modes (label warnings)
+  label_normalize: frozenset = DEFAULT_NORMALIZE  # --label_normalize modes (label warnings)
   sink: Optional[dict] = None  # sink_info(); None: not recorded
   engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
 

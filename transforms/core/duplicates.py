@@ -12,6 +12,7 @@ from collections.abc import Callable
 from collections.abc import Iterable
 import dataclasses
 
+from transforms.core.manifest import line_of
 from transforms.core.rejects import STAGE_DUPLICATE
 
 # Pairs listed in dataset_info.json (counts are always whole).
@@ -108,6 +109,6 @@ def keep_first_copy(rows: list, usable: Callable = lambda row: True) -> tuple:
   rows = sorted(rows, key=lambda r: (r.source, r.line))
   kept = next((row for row in rows if usable(row)), rows[0])
   return kept, [row.reject(STAGE_DUPLICATE, 'duplicate_content',
-                           f'same bytes (SHA-256 {row.content_sha256[:12]}...) as line '
-                           f'{kept.line}, key {kept.key!r}: kept that line')
+                           f'same bytes (SHA-256 {row.content_sha256[:12]}...) as '
+                           f'{line_of(kept, row)}, key {kept.key!r}: kept that line')
                 for row in rows if row is not kept]

@@ -54,5 +54,5 @@ class BuiltExample(NamedTuple):
 
 def built_example(loaded: LoadedImage, spec: ExampleSpec, ordering: Ordering) -> BuiltExample:
   row = loaded.labelled.row
-  return BuiltExample(row.split, ordering.key(row.key, row.line), loaded.labelled.label_id,
+  return BuiltExample(row.split, ordering.key(row.key, row.place), loaded.labelled.label_id,
                       row.key, row.line, loaded.sha256, build_example(loaded, spec))

@@ -144,41 +144,58 @@ class LabelMap:
 
 
 # --label_normalize: which differences between label spellings are merged.
+# nfc (Unicode canonical composition: 'café' typed as e + U+0301 is 'café')
+# is always on, unless `none` asks for the labels exactly as written.
+NFC = 'nfc'
 NORMALIZE_MODES = ('lower', 'strip')
-NORMALIZE_CHOICES = {'lower': ('lower',), 'strip': ('strip',), 'both': NORMALIZE_MODES}
+NORMALIZE_CHOICES = {'lower': ('lower',), 'strip': ('strip',), 'both': NORMALIZE_MODES,
+                     NFC: ()}
+NO_NORMALIZE = 'none'
+DEFAULT_NORMALIZE = frozenset({NFC})
 
 
 def parse_normalize(text: Optional[str]) -> frozenset:
-  """'lower', 'strip', 'both' or a comma list of lower/strip -> the modes;
-  ValueError otherwise."""
-  if not text:
+  """'lower', 'strip', 'both', 'nfc' or a comma list of them -> the modes,
+  NFC among them; 'none' alone -> no mode at all; ValueError otherwise."""
+  parts = [part.strip() for part in (text or NFC).split(',')]
+  if NO_NORMALIZE in parts:
+    if len(parts) > 1:
+      raise ValueError(f'{NO_NORMALIZE} keeps labels as written: give it alone')
     return frozenset()
-  modes = set()
-  for part in text.split(','):
-    part = part.strip()
+  modes = {NFC}
+  for part in parts:
     if part not in NORMALIZE_CHOICES:
-      raise ValueError(f'{part!r} is not one of lower, strip, both')
+      raise ValueError(f'{part!r} is not one of lower, strip, both, nfc, none')
     modes.update(NORMALIZE_CHOICES[part])
   return frozenset(modes)
 
 
 def normalize_label(label: Optional[str], modes: frozenset) -> Optional[str]:
   """The label as stored. Surrounding spaces are always stripped (label_map.txt
-  cannot hold them); 'lower' lowercases."""
+  cannot hold them); 'lower' lowercases; 'nfc' composes (last, so what is
+  stored is NFC)."""
   if label is None:
     return None
-  return label.lower() if 'lower' in modes else label
+  if 'lower' in modes:
+    label = label.lower()
+  if NFC in modes and not label.isascii():  # ASCII text is NFC already
+    label = unicodedata.normalize('NFC', label)
+  return label
 
 
 def normalized_map(label_map: LabelMap, modes: frozenset) -> LabelMap:
   """A --label_map file under --label_normalize; ValueError if two of its
   names become one."""
-  if 'lower' not in modes:
+  if 'lower' not in modes and NFC not in modes:
     return label_map
   names = tuple(normalize_label(name, modes) for name in label_map.names)
+  if names == label_map.names:
+    return label_map
   merged = sorted(n for n, count in collections.Counter(names).items() if count > 1)
   if merged:
-    raise ValueError(f'--label_normalize lower makes these names one: {merged}')
+    raise ValueError(f'--label_normalize {",".join(sorted(modes))} makes these names '
+                     f'one: {merged}' + ('' if 'lower' in modes else
+                                         f' ({NO_NORMALIZE} keeps them apart)'))
   return LabelMap(names, fixed=label_map.fixed)
 
 
@@ -197,6 +214,44 @@ def case_variants(label_rows: dict) -> list:
   return sorted(variants, key=lambda g: (-sum(r for _, r in g), g))
 
 
+def _invisible(char: str) -> bool:
+  """Format characters (Unicode category Cf): zero-width U+200B-D and U+FEFF,
+  the bidi controls U+200E/F, U+202A-E, U+2066-9, soft hyphen, ..."""
+  return unicodedata.category(char) == 'Cf'
+
+
+def shown(label: str) -> str:
+  """The label with each invisible character written as <U+XXXX>."""
+  return ''.join(f'<U+{ord(c):04X}>' if _invisible(c) else c for c in label)
+
+
+def invisible_characters(label_rows: dict) -> list:
+  """{label: rows} -> [{'label', 'shown', 'rows', 'looks_like': the other
+  labels that are the same text once invisible characters are taken out}]
+  for each label holding an invisible or bidi control character, most rows
+  first."""
+  visible = collections.defaultdict(list)
+  for label in label_rows:
+    visible[''.join(c for c in label if not _invisible(c))].append(label)
+  found = []
+  for label, rows in label_rows.items():
+    if any(_invisible(c) for c in label):
+      same = visible[''.join(c for c in label if not _invisible(c))]
+      found.append({'label': label, 'shown': shown(label), 'rows': rows,
+                    'looks_like': sorted(shown(other) for other in same if other != label)})
+  return sorted(found, key=lambda entry: (-entry['rows'], entry['label']))
+
+
+def normalization_variants(label_rows: dict) -> list:
+  """{label: rows} -> [[(label, rows), ...] per group of labels that are one
+  text in Unicode NFC (only with --label_normalize none)], largest first."""
+  groups = collections.defaultdict(list)
+  for label, rows in label_rows.items():
+    groups[unicodedata.normalize('NFC', label)].append((label, rows))
+  variants = [sorted(g) for g in groups.values() if len(g) > 1]
+  return sorted(variants, key=lambda g: (-sum(r for _, r in g), g))
+
+
 def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
                    label_names: list, class_counts: dict) -> dict:
   """What dataset_info.json's `label_warnings` holds (empty lists when none).
@@ -205,9 +260,14 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
   --label_normalize lower); surrounding_spaces: labels whose cells had spaces
   around them, with their row counts (stripped, so merged: unless
   --label_normalize strip asked for it, that is worth knowing);
+  invisible_characters: labels holding invisible or bidi control characters
+  (kept as written: see invisible_characters()); normalization_variants:
+  labels that are one text in NFC, kept apart (--label_normalize none);
   empty_classes: classes of the label map without an example (their ids stay).
   """
   variants = case_variants(label_rows)
+  invisible = invisible_characters(label_rows)
+  forms = normalization_variants(label_rows)
   spaced = {} if 'strip' in modes else dict(sorted(padded_labels.items()))
   used = {label_id for per_class in class_counts.values() for label_id, n in per_class.items()
           if n}
@@ -218,6 +278,11 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
       'num_case_variant_groups': len(variants),
       'surrounding_spaces': dict(list(spaced.items())[:MAX_LISTED]),
       'num_labels_with_surrounding_spaces': len(spaced),
+      'invisible_characters': invisible[:MAX_LISTED],
+      'num_labels_with_invisible_characters': len(invisible),
+      'normalization_variants': [{label: rows for label, rows in group}
+                                 for group in forms[:MAX_LISTED]],
+      'num_normalization_variant_groups': len(forms),
       'empty_classes': empty[:MAX_LISTED],
       'num_empty_classes': len(empty),
   }

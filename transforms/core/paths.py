@@ -11,6 +11,11 @@ def is_remote(path: str) -> bool:
   return '://' in path
 
 
+def has_glob(path: str) -> bool:
+  """A pattern (*, ?, [...]) naming any number of files, not one path."""
+  return any(c in path for c in '*?[')
+
+
 def join(base: str, *parts: str) -> str:
   """`base`/part/...: '/' after a URL (its trailing slashes dropped), the
   local convention (os.path.join) for a local path."""

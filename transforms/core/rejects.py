@@ -58,6 +58,8 @@ class Rejection:
         'source': self.source,
         'line': self.line,
     }
+    if not self.counts_as_row:  # a label-manifest line: not in num_manifest_rows
+      record['counts_as_row'] = False
     return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
 
   @property

@@ -17,14 +17,15 @@ SHUFFLE_MODES = ('on', 'off')
 
 @dataclasses.dataclass(frozen=True)
 class Ordering:
-  """shuffle: order by the salted hash of the key; else by manifest line."""
+  """shuffle: order by the salted hash of the key; else in manifest order."""
   shuffle: bool = True
   seed: int = 0
 
-  def key(self, row_key: str, line: int) -> int:
-    """The record's place: an unsigned 64-bit integer, smaller comes first."""
+  def key(self, row_key: str, place: int) -> int:
+    """The record's place: an unsigned 64-bit integer, smaller comes first.
+    place: the row's place in manifest order (ManifestRow.place)."""
     if not self.shuffle:
-      return line
+      return place
     # Salted apart from the --split hash, so a split's order is independent of
     # which rows the split received.
     digest = hashlib.sha256(f'{self.seed}\x00order\x00{row_key}'.encode()).digest()
@@ -33,7 +34,7 @@ class Ordering:
 
 def sort_rows(rows, ordering: Ordering) -> list:
   """ManifestRows in write order (ties, if ever, broken by key)."""
-  return sorted(rows, key=lambda row: (ordering.key(row.key, row.line), row.key))
+  return sorted(rows, key=lambda row: (ordering.key(row.key, row.place), row.key))
 
 
 def shard_of(rank: int, num_shards: int) -> int:

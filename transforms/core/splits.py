@@ -51,3 +51,22 @@ def hash_split(key: str, fractions: tuple, seed: int) -> str:
     if point < cumulative:
       return name
   return fractions[-1][0]
+
+
+@dataclasses.dataclass(frozen=True)
+class HashSplit:
+  """The --split a dataset was converted with, as dataset_info.json's config
+  records it: the fractions, the seed and what was hashed (key or content)."""
+  fractions: tuple = ()  # ((name, fraction), ...); empty: splits not by hash
+  seed: int = 0
+  by: str = 'key'
+
+  @classmethod
+  def from_config(cls, config: Optional[dict]) -> HashSplit:
+    config = config or {}
+    fractions = tuple((name, fraction) for name, fraction in config.get('split') or ())
+    return cls(fractions, config.get('seed', 0), config.get('split_by') or 'key')
+
+  def describe(self) -> str:
+    return (f'--split {",".join(f"{name}={fraction:g}" for name, fraction in self.fractions)} '
+            f'--seed {self.seed}' + (' --split_by content' if self.by == 'content' else ''))

@@ -13,6 +13,7 @@ from transforms.core.example_proto import parse_example_plain
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import feature_table
 from transforms.core.spec import shape_problem
+from transforms.core.splits import HashSplit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +50,18 @@ class Expected:
   feature_spec: dict
   image: ImageSpec
   label_map: tuple
+  # a hash --split: each record's split is checked
+  split_rule: HashSplit = dataclasses.field(default_factory=HashSplit)
 
   @classmethod
   def from_info(cls, info: dict) -> Expected:
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
-               tuple(info['label_map']))
+               tuple(info['label_map']), HashSplit.from_config(info.get('config')))
+
+
+# Findings of one record that do not make the dataset invalid (warnings).
+UNDECLARED_FEATURE = 'undeclared_feature'
+RECORD_WARNING_KINDS = frozenset({UNDECLARED_FEATURE})
 
 
 def check_features(features: dict, spec: dict) -> list:
@@ -96,9 +104,14 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
       features = parse_example(data)
     except DecodeError as error:
       return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')], None
+  # A feature the dataset does not declare: readers that parse by the
+  # feature_spec never see it (a warning; validate --strict fails on it).
+  undeclared = [(UNDECLARED_FEATURE, f'feature {name!r} is in the record but not in '
+                 f"dataset_info.json's feature_spec")
+                for name in sorted(features) if name not in expected.feature_spec]
   problems = check_features(features, expected.feature_spec)
   if problems:
-    return None, None, problems, None
+    return None, None, problems + undeclared, None
   # a scalar feature's one value; a list feature's whole list
   record = {name: values if name in lists else values[0]
             for name, (_, values) in features.items() if values or name in lists}
@@ -106,7 +119,8 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
     problems += feature.check(record[feature.name], record, expected)
   key = record[table.key].decode('utf-8', 'replace') if table.key else None
   label = record[table.label]
-  return tuple(label) if isinstance(label, list) else label, key, problems, features
+  return (tuple(label) if isinstance(label, list) else label, key, problems + undeclared,
+          features)
 
 
 def check_records(records: list, expected: Expected) -> list:
@@ -133,10 +147,10 @@ _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
 
 
 def summary_tallies(summary: RecordSummary) -> list:
-  """The counts one checked record adds to: its shard and its label(s)."""
+  """The counts one checked record adds to: its shard and its label(s) in its split."""
   labels = summary.label if isinstance(summary.label, tuple) else (summary.label,)
   return [((_SHARD, (summary.split, summary.shard)), 1)] + [
-      ((_LABEL, label), 1) for label in labels]
+      ((_LABEL, (summary.split, label)), 1) for label in labels]
 
 
 def problem_tally(problem: Problem) -> tuple:
@@ -192,6 +206,7 @@ class RecordFacts:
   # source SHA-256 -> [(split, shard, record, key)]
   content_places: dict = dataclasses.field(default_factory=dict)
   problems: list = dataclasses.field(default_factory=list)  # the first (Problem.sort_key)
+  warnings: list = dataclasses.field(default_factory=list)  # records' own, the first
 
   def add_problem(self, problem: Problem) -> None:
     tally, count = problem_tally(problem)
@@ -199,6 +214,13 @@ class RecordFacts:
     self.problems.append(problem)
     if len(self.problems) > 2 * self.max_problems:  # memory stays flat
       self.problems = first_findings(self.problems, self.max_problems)
+
+  def add_warning(self, warning: Problem) -> None:
+    tally, count = warning_tally(warning)
+    self.tallies[tally] = self.tallies.get(tally, 0) + count
+    self.warnings.append(warning)
+    if len(self.warnings) > 2 * self.max_problems:
+      self.warnings = first_findings(self.warnings, self.max_problems)
 
   def add(self, summary: RecordSummary) -> None:
     for tally, count in summary_tallies(summary):
@@ -218,6 +240,7 @@ class RecordFacts:
       for name, places in theirs.items():
         mine.setdefault(name, []).extend(places)
     self.problems = first_findings(self.problems + other.problems, self.max_problems)
+    self.warnings = first_findings(self.warnings + other.warnings, self.max_problems)
     return self
 
   def report_inputs(self) -> tuple:
@@ -230,7 +253,7 @@ class RecordFacts:
                          + [warning_tally(w) for w in warnings]):
       sums[tally] = sums.get(tally, 0) + count
     return (sums, first_findings(self.problems + duplicates, self.max_problems),
-            first_findings(warnings, self.max_problems))
+            first_findings(self.warnings + warnings, self.max_problems))
 
   def duplicate_key_problems(self) -> list:
     return [problem for key, places in self.key_places.items()
@@ -247,7 +270,7 @@ def first_findings(findings: list, count: int) -> list:
 
 
 def split_tallies(sums: dict) -> tuple:
-  """{tally key: sum} -> ({(split, shard): records}, {label: records},
+  """{tally key: sum} -> ({(split, shard): records}, {(split, label): records},
   {problem kind: problems}, {warning kind: warnings})."""
   parts = {_SHARD: {}, _LABEL: {}, _KIND: {}, _WARNING: {}}
   for (kind, value), count in sums.items():

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 import os
 import pickle
 import queue
@@ -40,6 +41,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from typing import Optional
 
 WORKER_MODULE = 'transforms.workers.process_worker'
@@ -110,10 +112,54 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
+class _Preparer:
+  """One daemon thread running a pool thread's `prepare` calls (remote reads),
+  so that a call's time limit covers them: a thread blocked in a read cannot
+  be stopped, but it can be left behind. A prepare still running at the limit
+  goes on until its read returns or fails, its result dropped, and its thread
+  then ends; the pool thread gets a new Preparer. Daemon: a read that never
+  returns does not hold up the interpreter's exit."""
+
+  def __init__(self):
+    self._requests = queue.SimpleQueue()
+    threading.Thread(target=self._serve, args=(self._requests,), name='worker-prepare',
+                     daemon=True).start()
+
+  def run(self, prepare: Callable, args: tuple, timeout_s: float) -> Optional[Future]:
+    """prepare(args) as a done Future, or None if it is still running after
+    timeout_s seconds."""
+    done = Future()
+    self._requests.put((done, prepare, args))
+    wait([done], timeout=timeout_s)
+    return done if done.done() else None
+
+  def close(self) -> None:
+    """Ends the thread once the prepare it is running, if any, returns."""
+    self._requests.put(None)
+
+  @staticmethod
+  def _serve(requests: queue.SimpleQueue) -> None:
+    while True:
+      request = requests.get()
+      if request is None:
+        return
+      done, prepare, args = request
+      try:
+        done.set_result(prepare(args))
+      except Exception as error:
+        done.set_exception(error)  # raised in the pool thread, by done.result()
+
+
+# A call whose prepare used up its whole limit still gets this long for its
+# child to answer (select's timeout must be positive: 0 would mean no limit).
+_MIN_CALL_S = 0.001
+
+
 class _Child:
   """One child process and its pipes."""
 
   def __init__(self, worker_module: str):
+    self.busy = False  # a call is running in it
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
     # -P (3.11+): the current folder is not put first, so the parent's own
@@ -136,6 +182,13 @@ class _Child:
   def call(self, fn: Callable, args: tuple, timeout_s: Optional[float] = None):
     """fn(*args) in the child; WorkerTimedOut (the child killed) if no reply
     came within timeout_s seconds."""
+    self.busy = True
+    try:
+      return self._call(fn, args, timeout_s)
+    finally:
+      self.busy = False
+
+  def _call(self, fn: Callable, args: tuple, timeout_s: Optional[float]):
     request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
     try:
       self._process.stdin.write(request)
@@ -196,10 +249,12 @@ class ProcessPool:
 
   `fn` must be a module-level function; its module should not import Beam
   (every child would pay that import). `prepare`, if given, maps the
-  arguments on the pool thread before they are sent (e.g. reads remote files,
+  arguments in the parent before they are sent (e.g. reads remote files,
   which children cannot). `worker_module`: what the children run (a test
-  gives one that cannot start). `timeout_s`: a call still running after that
-  long kills its child (WorkerTimedOut); the next call starts a new one.
+  gives one that cannot start). `timeout_s`: the limit of a call, prepare
+  included: a prepare still running at the limit is left behind (see
+  _Preparer), a child still running kills it (WorkerTimedOut either way); the
+  next call starts a new one.
   """
 
   def __init__(self, processes: int, prepare: Optional[Callable] = None,
@@ -210,15 +265,38 @@ class ProcessPool:
     self._timeout_s = timeout_s
     self._local = threading.local()
     self._children = []
+    self._preparers = []
     self._lock = threading.Lock()
 
   def submit(self, fn: Callable, *args) -> Future:
     return self._executor.submit(self._call, fn, args)
 
   def _call(self, fn: Callable, args: tuple):
-    if self._prepare is not None:
+    timeout_s = self._timeout_s
+    if self._prepare is not None and timeout_s:
+      started = time.monotonic()
+      args = self._prepared(fn, args, timeout_s)
+      timeout_s = max(timeout_s - (time.monotonic() - started), _MIN_CALL_S)
+    elif self._prepare is not None:
       args = self._prepare(args)
-    return self._child().call(fn, args, self._timeout_s)
+    return self._child().call(fn, args, timeout_s)
+
+  def _prepared(self, fn: Callable, args: tuple, timeout_s: float) -> tuple:
+    """prepare(args) on this pool thread's Preparer, within timeout_s."""
+    preparer = getattr(self._local, 'preparer', None)
+    if preparer is None:
+      preparer = self._local.preparer = _Preparer()
+      with self._lock:
+        self._preparers.append(preparer)
+    done = preparer.run(self._prepare, args, timeout_s)
+    if done is None:
+      self._local.preparer = None
+      with self._lock:
+        self._preparers.remove(preparer)
+      preparer.close()
+      raise WorkerTimedOut(f'reading the files of a {fn.__name__} call took longer than '
+                           f'{timeout_s:g} s: left behind')
+    return done.result()
 
   def _child(self) -> _Child:
     child = getattr(self._local, 'child', None)
@@ -234,10 +312,21 @@ class ProcessPool:
     return child
 
   def shutdown(self) -> None:
-    self._executor.shutdown(cancel_futures=True)
+    """Stops the children and the pool's threads. Calls still running (the
+    pool is shut down by a failed or interrupted bundle) are abandoned:
+    their children are killed at once, rather than waited for up to their
+    time limit (a child stuck on a FIFO would hold the run for it)."""
+    self._executor.shutdown(wait=False, cancel_futures=True)
     with self._lock:
       children, self._children = self._children, []
+      preparers, self._preparers = self._preparers, []
+    for preparer in preparers:
+      preparer.close()
     for child in children:  # all told first, so they end side by side
-      child.stop()
+      if child.busy:
+        child.kill()  # its pool thread sees it gone: WorkerDied, and ends
+      else:
+        child.stop()
     for child in children:
       child.close()
+    self._executor.shutdown(wait=True)

@@ -62,24 +62,38 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
-  """Answers every (fn, args) request with (OK, result) or (RAISED, error)."""
-  _send(replies, READY)
+  """Answers every (fn, args) request with (OK, result) or (RAISED, error).
+
+  Returns when its input ends, or when its parent is gone: a request cut
+  off, or a reply nobody reads (the parent ended by a signal while this
+  call ran), ends the child quietly, never with a traceback per worker.
+  """
+  if not _send(replies, READY):
+    return
   while True:
     try:
       fn, args = pickle.load(requests)
     except EOFError:
       return
+    except pickle.UnpicklingError:
+      return  # a request cut off mid-way: its sender is gone
     try:
       reply = _dumps((OK, fn(*args)))
     except Exception as error:
       reply = _dumps((RAISED, picklable_error(error)))
-    replies.write(reply)
+    if not _send(replies, reply, dumped=True):
+      return
+
+
+def _send(replies: BinaryIO, value, dumped: bool = False) -> bool:
+  """Whether the reply went out (not when the parent's end of the pipe is
+  closed)."""
+  try:
+    replies.write(value if dumped else _dumps(value))
     replies.flush()
-
-
-def _send(replies: BinaryIO, value) -> None:
-  replies.write(_dumps(value))
-  replies.flush()
+  except BrokenPipeError:
+    return False
+  return True
 
 
 def _dumps(reply) -> bytes:

@@ -6,6 +6,23 @@ import os
 import time
 from typing import Optional
 
+# The file holding the number of rows to do, once the manifest is read.
+TOTAL_FILE = 'total'
+
+
+def write_total(directory: Optional[str], total: int) -> None:
+  """Worker side: the rows the run will process (every worker that numbers
+  manifest lines writes the same number)."""
+  if directory is None or not os.path.isdir(directory):
+    return
+  temp = os.path.join(directory, f'{TOTAL_FILE}.{os.getpid()}.tmp')
+  try:
+    with open(temp, 'w') as handle:
+      handle.write(str(total))
+    os.replace(temp, os.path.join(directory, TOTAL_FILE))
+  except OSError:
+    pass  # progress is cosmetic: a full or vanished temp folder must not cost a row
+
 
 class ProgressFile:
   """Worker side: this process's processed-row count, flushed twice a second."""

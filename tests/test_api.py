@@ -1,0 +1,448 @@
+"""pipeline.api: keywords for flags, rows from Python, exceptions for exit
+codes, results, progress, and a process left as it was found."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import numpy as np
+import pytest
+
+from pipeline import api
+from pipeline import convert as convert_command
+from pipeline import progress
+from pipeline.flags import ConvertOptions
+from pipeline.flags import ValidateOptions
+from tests.conftest import COLOURS
+from tests.conftest import feature
+from tests.conftest import pixels
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import write_image
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _rows(sample) -> list:
+  """The sample's manifest as dicts, image paths relative to sample.root."""
+  return [{'image': image, 'label': label} for image, label in sample.labels.items()]
+
+
+# --- keywords ----------------------------------------------------------------------
+
+
+def test_keywords_become_the_flags_a_config_file_would_give():
+  argv = api.keyword_argv(
+      {'height': 224, 'overwrite': True, 'write_index': False, 'seed': None,
+       'split': ('train=0.9', 'validation=0.1'), 'manifest': pathlib.Path('data/m.csv'),
+       'experiments': ['a', 'b'], 'max_error_rate': 0.5},
+      ConvertOptions, 'convert')
+  assert argv == ['--height=224', '--overwrite', '--split=train=0.9,validation=0.1',
+                  '--manifest=data/m.csv', '--experiments=a,b',
+                  '--max_error_rate=0.5']
+
+
+@pytest.mark.parametrize('keyword, message', [
+    ('num_shard', "convert() got an unexpected keyword argument 'num_shard'; "
+                  'did you mean num_shards?'),
+    ('direct_num_worker', "convert() got an unexpected keyword argument "
+                          "'direct_num_worker'; did you mean direct_num_workers?"),
+    ('help', "convert() got an unexpected keyword argument 'help'"),
+    ('zzzz', "convert() got an unexpected keyword argument 'zzzz'"),
+])
+def test_an_unknown_keyword_is_a_type_error_naming_the_closest_flag(tmp_path, keyword, message):
+  with pytest.raises(TypeError) as caught:
+    api.convert(output_dir=str(tmp_path / 'out'), manifest='m.csv', **{keyword: 1})
+  assert str(caught.value) == message
+  assert not (tmp_path / 'out').exists()
+
+
+def test_validate_keywords_are_validate_flags():
+  with pytest.raises(TypeError) as caught:
+    api.validate(input_dir='out', expected=3)
+  assert str(caught.value) == ("validate() got an unexpected keyword argument 'expected'; "
+                               'did you mean expected_count?')
+  assert api.keyword_argv({'strict': True, 'expected_count': 3}, ValidateOptions,
+                          'validate') == ['--strict', '--expected_count=3']
+
+
+@pytest.mark.parametrize('keywords, message', [
+    ({'height': 'x'}, "argument --height: invalid positive integer value: 'x'"),
+    ({'overwrite': 'yes'}, "keyword 'overwrite' takes true or false, not 'yes'"),
+    ({'encoding': 'gif'}, "argument --encoding: invalid choice: 'gif' (choose from 'raw', 'jpeg', 'png')"),
+    ({'direct_num_workers': 'many'}, "argument --direct_num_workers: invalid int value: 'many'"),
+    ({'output_dir': None}, '--output_dir is required'),
+    ({'image_dir': 'photos'}, 'give rows or image_dir, not both'),
+    ({'progress': 'sometimes'}, "argument --progress: invalid choice: 'sometimes' (choose "
+                                "from 'auto', 'on', 'off')"),
+])
+def test_usage_errors_are_exceptions_never_exits(sample, monkeypatch, keywords, message):
+  monkeypatch.chdir(sample.root)
+  with pytest.raises(api.UsageError) as caught:
+    api.convert(**{'output_dir': 'out', 'rows': _rows(sample), **keywords})
+  assert str(caught.value) == message
+  assert isinstance(caught.value, ValueError)
+  assert not (sample.root / 'out').exists()
+
+
+def test_validate_usage_error(tmp_path):
+  with pytest.raises(api.UsageError) as caught:
+    api.validate(input_dir=str(tmp_path / 'nowhere'))
+  assert str(caught.value) == f'--input_dir {tmp_path / "nowhere"} is not a folder'
+
+
+def test_a_usage_error_about_rows_names_them_not_their_temp_file(sample, monkeypatch):
+  monkeypatch.chdir(sample.root)
+  with pytest.raises(api.UsageError) as caught:
+    api.convert(output_dir='out', rows=_rows(sample), image_column='file')
+  assert str(caught.value) == ('manifest <rows> has no column(s) file (its columns: image, '
+                               'label)')
+
+
+# --- rows ------------------------------------------------------------------------
+
+
+def test_rows_give_the_dataset_the_same_rows_in_a_manifest_give(sample, monkeypatch):
+  """Relative image paths resolve against the current folder; keys, records
+  and shards are those of the CLI's run on the same rows."""
+  assert convert_command.main(['--manifest', str(sample.manifest), '--output_dir',
+                               str(sample.root / 'cli')]) == 0
+  monkeypatch.chdir(sample.root)
+  result = api.convert(output_dir='api', rows=iter(_rows(sample)))
+  assert (result.output_dir, result.num_examples, result.num_rejected) == ('api', 9, 0)
+  assert result.splits['train']['num_examples'] == 9 and result.rejected == []
+  cli_info, api_info = read_info(sample.root / 'cli'), read_info(sample.root / 'api')
+  assert result.info == api_info
+  assert api_info['config']['manifest'] == api_info['options']['manifest'] == '<rows>'
+  for shard in cli_info['splits']['train']['shards']:
+    assert (sample.root / 'api' / shard).read_bytes() == (sample.root / 'cli' / shard).read_bytes()
+  for example in read_examples(sample.root / 'api'):
+    name = feature(example, 'image/filename').decode()
+    assert tuple(pixels(example)[0, 0]) == COLOURS[sample.labels[name]]
+
+
+def test_a_dataframe_with_rejected_rows_and_the_error_budget(sample, monkeypatch):
+  pandas = pytest.importorskip('pandas')
+  monkeypatch.chdir(sample.root)
+  (sample.root / 'images' / 'broken.png').write_bytes(b'not a png')
+  images = [*sample.labels, 'images/broken.png', 'images/gone.png']
+  frame = pandas.DataFrame({
+      'image': images,
+      'label': [*sample.labels.values(), 'red', 'red'],
+      'weight': np.arange(len(images), dtype=np.float32) / 2,
+      'count': np.arange(len(images), dtype=np.int64)})
+  frame.loc[2, 'weight'] = np.nan  # an empty cell: its row is rejected, as in a CSV
+  with pytest.raises(api.ErrorBudgetExceeded) as caught:
+    api.convert(output_dir='out', rows=frame, height=4, width=4,
+                extra_features='weight:float,count:int64')
+  result = caught.value.result
+  assert str(caught.value) == ('3 of 11 rows rejected (27.27%), above max_error_rate 0.00%: '
+                               'see .result.rejected')
+  assert (result.num_examples, result.num_rejected) == (8, 3)
+  # rows= rows are named <rows>, their line is their position from 1
+  assert sorted((r['source'], r['line'], r['stage'], r['code']) for r in result.rejected) == [
+      ('<rows>', 3, 'manifest', 'missing_feature'), ('<rows>', 10, 'decode', 'not_an_image'),
+      ('<rows>', 11, 'read', 'missing_file')]
+  gone = next(r for r in result.rejected if r['line'] == 11)
+  assert gone['row'] == {'image': 'images/gone.png', 'label': 'red', 'weight': 5.0, 'count': 10}
+  assert gone['reason'] == f'file not found: {sample.root / "images" / "gone.png"}'
+  frame = result.rejected_frame()
+  assert list(frame.columns) == ['source', 'line', 'stage', 'code', 'reason', 'row']
+  assert sorted(frame['line']) == [3, 10, 11]
+  weights = sorted(float(feature(e, 'weight')) for e in read_examples(sample.root / 'out'))
+  assert weights == [0.0, 0.5, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+  again = api.convert(output_dir='out', overwrite=True, rows=pandas.DataFrame(_rows(sample)),
+                      height=4, width=4)
+  assert (again.num_examples, again.num_rejected, again.rejected) == (9, 0, [])
+
+
+def test_rejected_frame_without_pandas(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'pandas', None)
+  result = api.ConvertResult('out', {}, [])
+  with pytest.raises(ImportError) as caught:
+    result.rejected_frame()
+  assert str(caught.value) == ('rejected_frame() needs pandas (pip install pandas); '
+                               '.rejected holds the same rows as dicts')
+
+
+def test_rows_are_written_in_one_pass_one_row_held_at_a_time(tmp_path):
+  class Row(dict):
+    pass
+
+  alive = []
+
+  def rows():
+    for i in range(1000):
+      row = Row(image=f'{i}.png', label=np.int64(i % 3), extra=np.array([i, i + 1]),
+                path=pathlib.Path('a') / 'b')
+      alive.append(sum(ref() is not None for ref in refs))
+      refs.append(weakref.ref(row))
+      yield row
+
+  refs = []
+  path = tmp_path / 'rows.jsonl'
+  assert api.write_rows(rows(), str(path)) == 1000
+  assert max(alive) <= 1  # no list of rows: each goes once written
+  lines = path.read_text().splitlines()
+  assert json.loads(lines[4]) == {'image': '4.png', 'label': 1, 'extra': [4, 5], 'path': 'a/b'}
+
+
+def test_write_rows_values_and_refusals(tmp_path):
+  path = str(tmp_path / 'rows.jsonl')
+  api.write_rows([{'image': 'a.png', 'label': float('nan'), 'w': np.float32('nan'),
+                   'x': np.float64(1.5), 'k': None, 'é': 'ü'}], path)
+  assert pathlib.Path(path).read_text(encoding='utf-8') == (
+      '{"image": "a.png", "label": null, "w": null, "x": 1.5, "k": null, "é": "ü"}\n')
+  for rows, message in [
+      ([{'image': 'a'}, ['b', 'c']], 'rows: row 2 is a list, not a dict of column values'),
+      ('a.png,cat', 'rows takes a DataFrame or an iterable of dicts, not a str'),
+      ({'image': ['a.png']}, 'rows takes a DataFrame or an iterable of dicts, not a dict'),
+      ([{'image': object()}], 'rows: row 1 cannot be written as a manifest row: a object is '
+                              'not a manifest value'),
+      ([{'w': [float('inf')]}], 'rows: row 1 cannot be written as a manifest row: Out of range '
+                                'float values are not JSON compliant'),
+  ]:
+    with pytest.raises(api.UsageError) as caught:
+      api.write_rows(rows, path)
+    assert str(caught.value).startswith(message), caught.value
+
+
+# --- runs --------------------------------------------------------------------------
+
+
+def test_a_crash_raises_its_own_exception_and_releases_the_folder(sample, monkeypatch):
+  def build(*args, **kwargs):
+    raise RuntimeError('boom')
+  monkeypatch.setattr(convert_command, 'build', build)
+  with pytest.raises(RuntimeError) as caught:
+    api.convert(output_dir=str(sample.out), manifest=str(sample.manifest))
+  assert type(caught.value) is RuntimeError and str(caught.value) == 'boom'
+  monkeypatch.undo()
+  assert api.convert(output_dir=str(sample.out), manifest=str(sample.manifest),
+                     overwrite=True).num_examples == 9
+
+
+def test_validate_reports_what_it_found(sample, tmp_path):
+  api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), num_shards=2)
+  report = api.validate(input_dir=str(sample.out), expected_count=9)
+  assert (report.ok, report.counts, report.num_examples, report.problems) == (
+      True, {'train': 9}, 9, [])
+  assert report.report_path == str(sample.out / 'validation_report.json')
+  assert report.report == json.loads((sample.out / 'validation_report.json').read_text())
+  shard = read_info(sample.out)['splits']['train']['shards'][0]
+  (sample.out / shard).unlink()
+  report = api.validate(input_dir=str(sample.out), expected_count=9,
+                        report=str(tmp_path / 'r.json'))
+  assert report.ok is False
+  assert {p['kind'] for p in report.problems} == {'missing_shard', 'count_mismatch'}
+  assert report.report_path == str(tmp_path / 'r.json')
+
+
+class _Recorded:
+  """A progress display that records what it was shown."""
+  made = []
+
+  def __init__(self, total):
+    self.total, self.updates, self.closed = total, [], None
+    _Recorded.made.append(self)
+
+  def set_total(self, total):  # a manifest's rows, once the pipeline counted them
+    self.total = total
+
+  def update(self, done):
+    self.updates.append(done)
+
+  def close(self, done):
+    self.closed = done
+
+
+@pytest.mark.parametrize('given, in_notebook, shown', [
+    (None, True, 'bar'), (False, True, None), ('auto', False, None), (True, False, 'line')])
+def test_progress_keyword_and_the_notebook_bar(sample, monkeypatch, given, in_notebook, shown):
+  _Recorded.made = []
+  monkeypatch.setattr(progress, 'in_notebook', lambda: in_notebook)
+  monkeypatch.setattr(progress, 'BarDisplay', _Recorded)
+  monkeypatch.setattr(progress, 'LineDisplay', type('Line', (_Recorded,), {}))
+  api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), progress=given)
+  kinds = [type(d).__name__ for d in _Recorded.made]
+  assert kinds == {'bar': ['_Recorded'], 'line': ['Line'], None: []}[shown]
+  for display in _Recorded.made:
+    assert (display.total, display.closed) == (9, 9)
+    assert all(0 <= done <= 9 for done in display.updates), display.updates
+
+
+def test_the_bar_counts_rows_done():
+  bar = progress.BarDisplay(5)
+  bar.update(3)
+  assert (bar._bar.n, bar._bar.total) == (3, 5)
+  bar.close(5)
+  assert bar._bar.n == 5
+
+
+# --- the process, as it was --------------------------------------------------------
+
+_STATE_SCRIPT = textwrap.dedent("""
+    import json, logging, os, signal, sys, tempfile, warnings
+    from PIL import Image
+
+    data = sys.argv[1]
+    # A user's own settings. The root logger has no handler (as in a fresh
+    # notebook): Beam's logging.info() calls would give it one.
+    logging.getLogger().setLevel(logging.INFO)
+    logging.disable(logging.DEBUG)
+    Image.MAX_IMAGE_PIXELS = 1000 * 1000
+    warnings.simplefilter('default')
+
+    import apache_beam
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.transforms import core
+    from pipeline import api
+
+    def state():
+      root = logging.getLogger()
+      return {
+          'root_level': root.level, 'root_handlers': list(root.handlers),
+          'logging_disable': logging.root.manager.disable, 'meta_path': list(sys.meta_path),
+          'beam_get_function_args_defaults': core.get_function_args_defaults,
+          'beam_filesystem_options': FileSystems._pipeline_options,
+          'warnings_filters': list(warnings.filters), 'pillow_max_pixels': Image.MAX_IMAGE_PIXELS,
+          'signal_handlers': [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)],
+          'temp_dir': (tempfile.gettempdir(), os.environ.get('TMPDIR')), 'cwd': os.getcwd(),
+          'excepthook': sys.excepthook}
+
+    modules = dict(sys.modules)
+    before = state()
+    result = api.convert(rows=[{'image': f'{data}/{i}.png', 'label': 'ab'[i % 2]}
+                               for i in range(4)],
+                         output_dir=f'{data}/out', height=4, width=4, max_pixels=200000000,
+                         s3_region_name='eu-west-1', progress=False)
+    report = api.validate(input_dir=f'{data}/out')
+    after = state()
+    changed = {name: before[name] != after[name] for name in before}
+    # Filters a module adds when the run first imports it stay, as the module does.
+    imported = set(sys.modules) - set(modules)
+    changed['warnings_filters'] = before['warnings_filters'] != [
+        f for f in after['warnings_filters'] if f[2].__module__ not in imported]
+    changed['sys_modules'] = [m for m in modules if sys.modules.get(m) is not modules[m]]
+    print(json.dumps({'examples': result.num_examples, 'ok': report.ok, 'changed': changed}))
+""")
+
+
+@pytest.mark.slow
+def test_a_run_leaves_the_process_as_it_found_it(tmp_path):
+  """In a fresh interpreter: the user's logging, Beam, Pillow and warnings
+  settings, sys.meta_path and sys.modules, signal handlers and temp folder,
+  all as before a convert and a validate (each item asserted on its own)."""
+  for i in range(4):
+    write_image(tmp_path / f'{i}.png', (60 * i, 0, 0), size=(6, 5))
+  done = subprocess.run([sys.executable, '-c', _STATE_SCRIPT, str(tmp_path)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  found = json.loads(done.stdout.strip().splitlines()[-1])
+  assert (found['examples'], found['ok']) == (4, True)
+  changed = found['changed']
+  assert changed['root_level'] is False
+  assert changed['root_handlers'] is False
+  assert changed['logging_disable'] is False
+  assert changed['meta_path'] is False
+  assert changed['sys_modules'] == []
+  assert changed['beam_get_function_args_defaults'] is False
+  assert changed['beam_filesystem_options'] is False
+  assert changed['warnings_filters'] is False
+  assert changed['pillow_max_pixels'] is False
+  assert changed['signal_handlers'] is False
+  assert changed['temp_dir'] is False
+  assert changed['cwd'] is False
+  assert changed['excepthook'] is False
+  assert set(changed) == {'root_level', 'root_handlers', 'logging_disable', 'meta_path',
+                          'sys_modules', 'beam_get_function_args_defaults',
+                          'beam_filesystem_options', 'warnings_filters', 'pillow_max_pixels',
+                          'signal_handlers', 'temp_dir', 'cwd', 'excepthook'}
+
+
+_INTERRUPT_SCRIPT = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    from pipeline import api, progress
+
+    data = sys.argv[1]
+    def update(self, done):  # Ctrl-C, as a notebook's interrupt sends it, mid-run
+      if done and not hasattr(progress, 'sent'):
+        progress.sent = True
+        os.kill(os.getpid(), signal.SIGINT)
+    progress.LineDisplay.update = update
+    try:
+      api.convert(rows=[{'image': f'{data}/{i % 4}.png', 'label': 'ab'[i % 2],
+                         'key': str(i)} for i in range(400)],
+                  output_dir=f'{data}/out', height=64, width=64, encoding='jpeg',
+                  progress=True)
+      print('finished')
+    except KeyboardInterrupt:
+      print('KeyboardInterrupt')
+    time.sleep(0.5)
+    children = subprocess.run(['ps', '--ppid', str(os.getpid()), '-o', 'comm='],
+                              capture_output=True, text=True).stdout.split()
+    print(sorted(set(children) - {'ps'}))
+    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='lists children with ps')
+def test_ctrl_c_raises_keyboard_interrupt_after_the_clean_up(tmp_path):
+  for i in range(4):
+    write_image(tmp_path / f'{i}.png', (60 * i, 0, 0), size=(300, 200))
+  temp = tmp_path / 'temp'
+  temp.mkdir()
+  done = subprocess.run([sys.executable, '-c', _INTERRUPT_SCRIPT, str(tmp_path)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TMPDIR=str(temp)))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert done.stdout.splitlines() == ['KeyboardInterrupt', '[]', 'True'], done.stderr[-3000:]
+  left = [p.name for p in (tmp_path / 'out').iterdir()]
+  assert 'dataset_info.json' not in left  # nothing published
+  assert not [name for name in left if name.startswith('.convert.lock')]  # released
+  assert list(temp.iterdir()) == []  # the run's temp folder is gone
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_in_ipython_the_run_s_pipelines_stay_out_of_interactive_beam(sample, monkeypatch):
+  """Beam hands transforms built in IPython to Interactive Beam (its whole
+  interactive stack, a warning, JavaScript in the notebook): not the run's.
+  A run sees no IPython in apache_beam.pipeline, and Beam's functions are
+  back afterwards."""
+  from apache_beam import pipeline as beam_pipeline
+  from apache_beam.utils import interactive_utils
+  shell = type('ZMQInteractiveShell', (), {'config': {'IPKernelApp': {}},
+                                           'execution_count': 1})()
+  monkeypatch.setitem(sys.modules, 'IPython', type(sys)('IPython'))
+  sys.modules['IPython'].get_ipython = lambda: shell
+  assert interactive_utils.is_in_ipython() and progress.in_notebook()
+  before = (beam_pipeline.is_in_ipython, beam_pipeline.alter_label_if_ipython)
+  seen = []
+  real_build = convert_command.build
+
+  def build(p, *args, **kwargs):
+    seen.append(beam_pipeline.is_in_ipython())
+    return real_build(p, *args, **kwargs)
+  monkeypatch.setattr(convert_command, 'build', build)
+  result = api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), progress=False)
+  assert (result.num_examples, seen) == (9, [False])
+  assert (beam_pipeline.is_in_ipython, beam_pipeline.alter_label_if_ipython) == before
+
+
+def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
+  config = tmp_path / 'nightly.yaml'
+  config.write_text(f'manifest: {sample.manifest}\noutput_dir: {sample.out}\n'
+                    'height: 8\nwidth: 6\nencoding: png\n')
+  result = api.convert(config=config, width=5, progress=False)
+  assert result.num_examples == 9
+  assert (result.info['image']['height'], result.info['image']['width'],
+          result.info['image']['encoding']) == (8, 5, 'png')
+  assert result.info['config_file'] == str(config)

@@ -1,0 +1,108 @@
+"""validate's dataset-level checks as plain functions (no Beam)."""
+
+from __future__ import annotations
+
+from transforms.core import dataset_checks
+from transforms.core.dataset_checks import RejectedLines
+from transforms.core.splits import HashSplit
+from transforms.core.splits import hash_split
+
+INFO = {'label_map': ['cat', 'dog'], 'num_examples': 3, 'num_manifest_rows': 5,
+        'num_rejected': 2, 'rejected_by_reason': {'read/missing_file': 2},
+        'splits': {'train': {'num_examples': 3,
+                             'examples_per_class': {'cat': 2, 'dog': 1}}},
+        'config': {'manifest': 'm.csv', 'label_manifest': 'l.csv'}}
+
+
+def details(problems) -> list:
+  return [(p.kind, p.file, p.detail) for p in problems]
+
+
+def test_rejected_lines_are_counted_by_reason_and_role():
+  lines = [b'{"stage": "read", "code": "missing_file", "source": "m.csv"}\n', b'\n',
+           b'{"stage": "read", "code": "missing_file", "source": "m.csv"}\n',
+           b'{"stage": "manifest", "code": "bad_quoting", "source": "l.csv"}\n',  # before the field
+           b'{"stage": "manifest", "code": "x", "counts_as_row": false}\n',
+           b'{"stage": "label_manifest", "code": "no_image"}\n', b'\xff not json\n']
+  counted = dataset_checks.count_rejected(lines, INFO)
+  assert counted.rows == {'read/missing_file': 2}
+  assert counted.label_rows == {'manifest/bad_quoting': 1, 'manifest/x': 1,
+                                'label_manifest/no_image': 1}
+  assert [number for number, _ in counted.unreadable] == [7]
+  # an unreadable line counts as a row: 3 + 2 + 1 = 6, not 5
+  assert details(dataset_checks.row_accounting_problems(INFO, counted))[1] == (
+      'row_accounting', '', "dataset_info.json's num_manifest_rows is 5, but its 3 examples "
+      'and the 3 rejected row(s) in rejected.jsonl make 6')
+
+
+def test_the_same_file_as_both_manifests_is_told_by_the_field_only():
+  info = dict(INFO, config={'manifest': 'm.csv', 'label_manifest': 'm.csv'})
+  counted = dataset_checks.count_rejected(
+      [b'{"stage": "manifest", "code": "bad_quoting", "source": "m.csv"}'], info)
+  assert counted.rows == {'manifest/bad_quoting': 1}
+
+
+def test_num_rejected_against_its_reasons():
+  info = dict(INFO, num_rejected=3)
+  problems = dataset_checks.row_accounting_problems(
+      info, RejectedLines(rows={'read/missing_file': 2}))
+  assert details(problems) == [
+      ('row_accounting', '', "dataset_info.json's num_rejected 3 is not the sum of its "
+       'rejected_by_reason (2)')]
+
+
+def test_label_map_text_missing_unended_or_edited():
+  check = dataset_checks.label_map_problems
+  assert check(INFO, 'cat\ndog\n') == []
+  assert details(check(INFO, None)) == [
+      ('label_map_mismatch', 'label_map.txt',
+       "label_map.txt is missing; dataset_info.json's label_map has 2 classes")]
+  assert details(check(INFO, 'cat\ndog')) == [
+      ('label_map_mismatch', 'label_map.txt', 'the last line has no line break')]
+  assert details(check(INFO, 'cat\r\ndog\r\n'))[0][2] == (
+      "line 1 is 'cat\\r', dataset_info.json's label_map has 'cat'")
+  assert details(check(INFO, 'cat\n')) == [
+      ('label_map_mismatch', 'label_map.txt',
+       "label_map.txt has 1 line(s), dataset_info.json's label_map 2 class(es)")]
+
+
+def test_class_counts_are_compared_only_where_every_label_was_read():
+  check = dataset_checks.class_count_problems
+  good = {('train', 0): 2, ('train', 1): 1}
+  assert check(INFO, {'train': 3}, good) == []
+  swapped = {('train', 0): 1, ('train', 1): 2}
+  assert [p.detail for p in check(INFO, {'train': 3}, swapped)] == [
+      "split 'train' has 1 record(s) of class 'cat'; its examples_per_class says 2",
+      "split 'train' has 2 record(s) of class 'dog'; its examples_per_class says 1"]
+  # the split's count is off, or a label is unread or out of range: those are
+  # problems already
+  assert check(INFO, {'train': 2}, swapped) == []
+  assert check(INFO, {'train': 3}, {('train', 0): 1, ('train', None): 1,
+                                    ('train', 1): 1}) == []
+  assert check(INFO, {'train': 3}, {('train', 0): 1, ('train', 5): 1, ('train', 1): 1}) == []
+  renamed = dict(INFO, splits={'train': {'num_examples': 3,
+                                         'examples_per_class': {'cat': 2, 'wolf': 1}}})
+  assert [p.detail for p in check(renamed, {'train': 3}, good)] == [
+      "split 'train' has 1 record(s) of class 'dog'; its examples_per_class has no entry "
+      'for it',
+      "examples_per_class of split 'train' names 'wolf', which is not in the label map"]
+
+
+def test_split_recomputed_from_the_key_or_the_content():
+  fractions = (('train', 0.5), ('test', 0.5))
+  rule = HashSplit.from_config({'split': [['train', 0.5], ['test', 0.5]], 'seed': 3})
+  assert rule == HashSplit(fractions, 3, 'key')
+  wanted = hash_split('k1', fractions, 3)
+  other = 'test' if wanted == 'train' else 'train'
+  assert dataset_checks.split_problems(rule, wanted, 'k1', None) == []
+  assert dataset_checks.split_problems(rule, other, 'k1', None) == [
+      ('wrong_split', f"key 'k1' is in split {other!r}, but the key hashes to {wanted!r} "
+       '(--split train=0.5,test=0.5 --seed 3)')]
+  assert dataset_checks.split_problems(HashSplit(), 'x', 'k1', None) == []  # no hash split
+  content = HashSplit(fractions, 3, 'content')
+  digest = 'ab' * 32
+  by_content = hash_split(digest, fractions, 3)
+  assert dataset_checks.split_problems(content, by_content, 'k1', digest) == []
+  assert dataset_checks.split_problems(content, by_content, 'k1', None) == []  # no digest
+  assert 'SHA-256' in dataset_checks.split_problems(
+      content, 'test' if by_content == 'train' else 'train', 'k1', digest)[0][1]

@@ -1,0 +1,148 @@
+"""`make demo`'s inputs are what the examples of README and docs/ read: each
+snippet that names a local input file runs as pasted after `make demo`."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shlex
+
+import pytest
+
+from pipeline import config as opts
+from pipeline import convert
+from pipeline import demo
+from tests.conftest import read_info
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PAGES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
+TEXTS = {page.relative_to(ROOT).as_posix(): page.read_text() for page in PAGES}
+CONVERT = ('pipeline.convert', 'convert')
+
+
+def code_blocks(page: str = '') -> list:
+  """The fenced blocks of one page, or of README and every docs/ page."""
+  texts = [TEXTS[page]] if page else TEXTS.values()
+  return [block for text in texts for block in re.findall(r'```\w*\n(.*?)```', text, re.S)]
+
+
+def example_runs() -> list:
+  """docs/convert.md's Examples block as convert argv lists, in order: `$C ...` lines,
+  `C="$C --overwrite"` adding to the lines after it."""
+  (block,) = [b for b in code_blocks('docs/convert.md')
+              if b.startswith('C=".venv/bin/python -m pipeline.convert"')]
+  prefix, runs = [], []
+  for line in block.splitlines():
+    words = shlex.split(line, comments=True)
+    if not words:
+      continue
+    if words[0].startswith('C='):
+      value = shlex.split(words[0][2:])
+      if value[0] == '$C':
+        prefix = prefix + value[1:]
+      else:
+        assert value == ['.venv/bin/python', '-m', 'pipeline.convert'], line
+        prefix = []
+    else:
+      assert words[0] == '$C', line
+      runs.append(prefix + words[1:])
+  return runs
+
+
+def convert_argv(line: str) -> list:
+  """The arguments of a pasted convert command line (also one quoted in a
+  comment, `# after: .venv/bin/img2tfrecord convert ...`), else []."""
+  words = shlex.split(line[line.index('.venv/'):] if '.venv/' in line else line, comments=True)
+  for command in CONVERT:
+    if command in words:
+      return words[words.index(command) + 1:]
+  return []
+
+
+def quick_start_converts() -> list:
+  (block,) = [b for b in code_blocks('README.md') if '--expected_count 36' in b]
+  runs = [argv for argv in map(convert_argv, block.splitlines()) if argv]
+  assert len(runs) == 2
+  return runs
+
+
+def pasted_converts() -> list:
+  """Every convert command line of README and docs/ that reads make demo's
+  files, outside the `$C` Examples block (a line ending in \\ goes on)."""
+  return [argv for block in code_blocks() for line in block.replace('\\\n', ' ').splitlines()
+          if 'demo_data/' in line and not line.startswith(('$C', 'C='))
+          for argv in [convert_argv(line)] if argv]
+
+
+@pytest.fixture(scope='module')
+def demo_dir(tmp_path_factory) -> pathlib.Path:
+  """A folder as `make demo` leaves its inputs (demo_data/), 4 images a class."""
+  root = tmp_path_factory.mktemp('demo')
+  demo.make_sample(str(root / demo.DATA_DIR), per_class=4)
+  return root
+
+
+def test_readme_names_no_input_the_demo_does_not_write(demo_dir):
+  named = set()
+  for block in code_blocks():
+    named.update(re.findall(r'\bdemo_data/[\w./]*\w', block))
+  assert named >= {'demo_data/manifest.csv', 'demo_data/tags.csv', 'demo_data/folders'}
+  assert sorted(p for p in named if not (demo_dir / p).exists()) == []
+  for inputs in demo.OTHER_INPUTS:
+    assert (demo_dir / demo.DATA_DIR / inputs).exists(), inputs
+  for page, text in TEXTS.items():
+    assert 'data/train.csv' not in text.replace('gs://B/data/train.csv', ''), page
+
+
+def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
+  """Every flag, manifest header, column, label map and folder of the
+  examples checked (parse_convert's reads), no pipeline run."""
+  monkeypatch.chdir(demo_dir)
+  runs = example_runs()
+  assert len(runs) == 19
+  assert [('--overwrite' in argv) for argv in runs] == [False] + [True] * 18
+  for argv in runs + quick_start_converts():
+    config, _ = opts.parse_convert(argv)
+    assert config.output_dir == 'out'
+  pasted = pasted_converts()
+  assert len(pasted) >= 3, pasted  # the quick start's two, docs/reading.md's --write_index
+  for argv in pasted:
+    # (/shared/out: the cluster examples write where every worker can)
+    assert opts.parse_convert(argv)[0].output_dir in ('out', 'indexed', '/shared/out'), argv
+  by_flag = {argv[argv.index('--manifest') + 1]: opts.parse_convert(argv)[0]
+             for argv in runs if '--manifest' in argv}
+  assert by_flag['demo_data/tags.csv'].example.multi_label
+  assert by_flag['demo_data/columns.csv'].manifests[0].path == 'demo_data/columns.csv'
+
+
+def test_the_demo_inputs_hold_the_same_rows(demo_dir):
+  data = demo_dir / demo.DATA_DIR
+  csv_rows = (data / 'manifest.csv').read_text().splitlines()[1:]
+  assert len(csv_rows) == 12
+  txt = [line.replace(' ', ',') for line in (data / 'manifest.txt').read_text().splitlines()]
+  assert txt == csv_rows
+  tags = (data / 'tags.csv').read_text().splitlines()[1:]
+  assert tags[0] == 'images/circle_00.jpg,circle|jpg'
+  extras = [json.loads(line) for line in (data / 'extras.jsonl').read_text().splitlines()]
+  first = extras[0]
+  assert (first['image'], first['label'], first['weight'], first['tags']) == (
+      'images/circle_00.jpg', 'circle', 0.5, ['jpg', 'RGB'])
+  assert len(first['bbox']) == 4 and first['boxes'] == [first['bbox']]
+  assert 0 < first['bbox'][0] < first['bbox'][2] < 1 and 0 < first['bbox'][1] < first['bbox'][3] < 1
+  folders = sorted(str(p.relative_to(data / 'folders')) for p in (data / 'folders').rglob('*.*'))
+  assert len(folders) == 12 and folders[0] == 'train/circle/circle_00.jpg'
+  assert 'validation/circle/circle_03.gif' in folders
+  assert (data / 'classes.txt').read_text().split() == list(demo.CLASSES)
+
+
+@pytest.mark.slow
+def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
+  """The Examples block in order, into out/ as it says: every run exits 0 with
+  every row an example."""
+  monkeypatch.chdir(demo_dir)
+  for argv in example_runs():
+    assert convert.main(argv + ['--progress', 'off']) == 0, argv
+    info = read_info(demo_dir / 'out')
+    assert (info['num_rejected'], info['num_examples']) == (0, info['num_manifest_rows']), argv
+    assert info['num_examples'] in (12, 9), argv  # 9: the train folders alone

@@ -1,0 +1,344 @@
+"""SIGINT and SIGTERM stop convert and validate cleanly: the real command
+line in a subprocess, the real signal, sent to its process group (as Ctrl-C
+in a terminal and `timeout` do: the image worker processes get it too) at a
+moment the test makes sure of:
+
+- reading the manifest: a .txt.gz manifest whose rows are followed by
+  millions of blank lines (read and skipped for tens of seconds), signalled
+  once the run holds the lock and has the manifest open (/proc/PID/fd);
+- mid-encode: many rows of large JPEGs, signalled once the writer's first
+  temp shard has bytes;
+- renaming shards into place: tests/signal_helpers.py holds the second
+  rename (no outside means can).
+
+(Marked slow; the handlers' own tests at the end are not.)
+
+Then: exit status 128 + signal (the process ends by the signal), exactly
+one line on stderr, nothing left in OUT (no lock, no temp folder, no shard,
+no dataset_info.json) or in the temp folder, validate reports
+missing_dataset_info, and a rerun without --overwrite converts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+import zlib
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import interrupts
+from pipeline import validate
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import make_sample
+from tests.conftest import read_info
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONVERT_LINE, CONVERT_AGAIN = interrupts.CONVERT_LINES
+VALIDATE_LINE = interrupts.VALIDATE_LINES[0]
+WAIT_S = 180.0  # a cold start of Beam on a busy 2-core machine can take long
+SIGNALS = [pytest.param(signal.SIGINT, id='SIGINT'), pytest.param(signal.SIGTERM, id='SIGTERM')]
+# Small output: a run that failed to stop would not fill the disk.
+SMALL = ['--height', '64', '--width', '64']
+
+
+# --- corpora (made once) -------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+  """The nine-image sample (for reruns and validate), plus:
+  big_jpegs: 1,500 rows over 12 JPEGs of 1600x1200 (seconds of decoding);
+  many_rows: 300 rows over the sample's PNGs (4 shards at --shard_size_mb 1);
+  slow_manifest: the sample's rows, then 40 million blank lines (.txt.gz)."""
+  root = tmp_path_factory.mktemp('interrupt-corpus')
+  sample = make_sample(root)
+  rng = np.random.default_rng(0)
+  jpegs = []
+  for i in range(12):
+    path = root / 'big' / f'{i}.jpg'
+    path.parent.mkdir(exist_ok=True)
+    Image.fromarray(rng.integers(0, 255, (1200, 1600, 3), dtype=np.uint8)).save(
+        path, quality=90)
+    jpegs.append(path)
+  big = root / 'big_jpegs.csv'
+  big.write_text('image,label,key\n' + ''.join(
+      f'{jpegs[i % 12]},c{i % 2},k{i}\n' for i in range(1500)))
+  images = sorted(sample.labels.items())
+  many = root / 'many_rows.csv'
+  many.write_text('image,label,key\n' + ''.join(
+      f'{root / images[i % 9][0]},{images[i % 9][1]},k{i}\n' for i in range(300)))
+  slow = root / 'slow_manifest.txt.gz'
+  packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip stream
+  parts = [packer.compress(''.join(f'{root / path} {label}\n'
+                                   for path, label in images).encode())]
+  blank = b'\n' * (1 << 20)
+  parts += [packer.compress(blank) for _ in range(40)]
+  parts.append(packer.flush())
+  slow.write_bytes(b''.join(parts))
+  assert gzip.decompress(slow.read_bytes()).count(b'\n') == 9 + 40 * (1 << 20)
+  return {'sample': sample, 'big_jpegs': big, 'many_rows': many, 'slow_manifest': slow}
+
+
+# --- running and signalling --------------------------------------------------------
+
+
+def start(args: list, temp: pathlib.Path, module: str = 'pipeline.convert') -> subprocess.Popen:
+  """`python -m module args`, in its own session (its process group is its
+  own to signal), with TMPDIR = temp."""
+  env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(ROOT))
+  return subprocess.Popen([sys.executable, '-m', module, *map(str, args)], cwd=ROOT,
+                          env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(condition, process: subprocess.Popen, what: str) -> None:
+  deadline = time.monotonic() + WAIT_S
+  while not condition():
+    if process.poll() is not None:
+      out, err = process.communicate()
+      pytest.fail(f'the run ended (exit {process.returncode}) before {what}:\n{out}\n{err}')
+    if time.monotonic() > deadline:
+      process.kill()
+      pytest.fail(f'no {what} in {WAIT_S:.0f} s:\n{process.communicate()[1]}')
+    time.sleep(0.01)
+
+
+def signal_and_finish(process: subprocess.Popen, signum: int) -> tuple:
+  """Signals the run's process group; -> (returncode, stdout, stderr)."""
+  os.killpg(process.pid, signum)
+  try:
+    out, err = process.communicate(timeout=WAIT_S)
+  except subprocess.TimeoutExpired:
+    os.killpg(process.pid, signal.SIGKILL)
+    out, err = process.communicate()
+    pytest.fail(f'still running {WAIT_S:.0f} s after {signum.name}:\n{err}')
+  return process.returncode, out, err
+
+
+def has_lock(out: pathlib.Path) -> bool:
+  return out.is_dir() and any(n.startswith('.convert.lock.') for n in os.listdir(out))
+
+
+def has_open(pid: int, path: pathlib.Path) -> bool:
+  """Whether process `pid` has `path` open (Linux: /proc/PID/fd)."""
+  with contextlib.suppress(OSError):
+    for fd in os.listdir(f'/proc/{pid}/fd'):
+      with contextlib.suppress(OSError):
+        if os.readlink(f'/proc/{pid}/fd/{fd}') == str(path):
+          return True
+  return False
+
+
+def temp_shard_has_bytes(out: pathlib.Path) -> bool:
+  with contextlib.suppress(OSError):
+    return any(p.stat().st_size > 0 for p in (out / 'beam-temp-train-shards').iterdir())
+  return False
+
+
+def assert_interrupted(code: int, err: str, signum: int, line: str) -> None:
+  assert code == -signum, err  # the shell shows 128 + signum: 130 / 143
+  assert err == line + '\n', err  # the one line: no traceback, no worker's
+
+
+def assert_nothing_left(out: pathlib.Path, temp: pathlib.Path, corpus, tmp_path,
+                        capsys) -> None:
+  """OUT is empty, the temp folder too; validate finds no dataset there; a
+  rerun without --overwrite converts the sample into it."""
+  assert os.listdir(out) == []  # no lock, beam-temp-*, shard, label map, dataset_info.json
+  assert os.listdir(temp) == []  # no img2tfrecord-run-*
+  capsys.readouterr()
+  report = tmp_path / 'report.json'  # not in OUT: the rerun needs it empty
+  assert validate.main(['--input_dir', str(out), '--report', str(report)]) == EXIT_FAILED
+  assert 'missing_dataset_info' in capsys.readouterr().out
+  sample = corpus['sample']
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
+                       *SMALL]) == EXIT_OK
+  assert read_info(out)['num_examples'] == 9
+
+
+@pytest.fixture
+def temp(tmp_path) -> pathlib.Path:
+  folder = tmp_path / 'system_temp'
+  folder.mkdir()
+  return folder
+
+
+# --- convert -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_interrupted_while_reading_the_manifest(signum, corpus, temp, tmp_path, capsys):
+  out = tmp_path / 'out'
+  manifest = corpus['slow_manifest']
+  run = start(['--manifest', manifest, '--output_dir', out, *SMALL], temp)
+  wait_for(lambda: has_lock(out) and has_open(run.pid, manifest), run,
+           'the manifest open under the lock')
+  code, _, err = signal_and_finish(run, signum)
+  assert_interrupted(code, err, signum, CONVERT_LINE)
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_interrupted_mid_encode(signum, corpus, temp, tmp_path, capsys):
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['big_jpegs'], '--output_dir', out, *SMALL], temp)
+  wait_for(lambda: temp_shard_has_bytes(out), run, 'a temp shard with records')
+  code, _, err = signal_and_finish(run, signum)
+  assert_interrupted(code, err, signum, CONVERT_LINE)
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_interrupted_while_renaming_shards_into_place(signum, corpus, temp, tmp_path,
+                                                      capsys):
+  out, marker = tmp_path / 'out', tmp_path / 'renaming'
+  out.mkdir()  # an empty OUT given: it stays, empty
+  run = start(['renaming', marker, '--', '--manifest', corpus['many_rows'], '--output_dir',
+               out, *SMALL, '--shard_size_mb', '1'], temp, module='tests.signal_helpers')
+  wait_for(marker.exists, run, 'the second shard rename')
+  assert 'train-00000-of-00004.tfrecord' in os.listdir(out)  # one shard in place
+  code, _, err = signal_and_finish(run, signum)
+  assert_interrupted(code, err, signum, CONVERT_LINE)
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+@pytest.mark.slow
+def test_second_signal_during_clean_up_ends_the_run_at_once(corpus, temp, tmp_path, capsys):
+  """SIGTERM, then SIGINT while the clean-up deletes: the process ends by
+  the second signal there, saying so; what is left is a killed run's (the
+  lock): a rerun needs --overwrite, as after SIGKILL."""
+  out, marker = tmp_path / 'out', tmp_path / 'renaming'
+  run = start(['cleaning', marker, '--', '--manifest', corpus['many_rows'], '--output_dir',
+               out, *SMALL, '--shard_size_mb', '1'], temp, module='tests.signal_helpers')
+  wait_for(marker.exists, run, 'the second shard rename')
+  os.killpg(run.pid, signal.SIGTERM)
+  cleaning = tmp_path / 'renaming.cleaning'
+  wait_for(cleaning.exists, run, 'the clean-up')
+  started = time.monotonic()
+  code, _, err = signal_and_finish(run, signal.SIGINT)
+  assert time.monotonic() - started < 10  # not the helper's 120 s wait
+  assert_interrupted(code, err, signal.SIGINT, CONVERT_AGAIN)
+  assert has_lock(out)
+  sample = corpus['sample']
+  flags = ['--manifest', str(sample.manifest), '--output_dir', str(out), *SMALL]
+  capsys.readouterr()
+  assert convert.main(flags) == EXIT_USAGE
+  assert 'holds the lock of a run that is no longer running' in capsys.readouterr().err
+  assert convert.main(flags + ['--overwrite']) == EXIT_OK
+  assert sorted(p.name for p in out.iterdir()) == [
+      'dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord']
+
+
+# --- validate ------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def dataset(corpus, tmp_path_factory) -> pathlib.Path:
+  out = tmp_path_factory.mktemp('interrupt-dataset') / 'out'
+  assert convert.main(['--manifest', str(corpus['sample'].manifest), '--output_dir', str(out),
+                       *SMALL]) == EXIT_OK
+  return out
+
+
+def _reader_waits(fifo: pathlib.Path) -> Optional[int]:
+  """A write end of `fifo` once a reader has it open (None before): held
+  open and silent, the reader then waits in read()."""
+  try:
+    return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+  except OSError as error:
+    if error.errno != errno.ENXIO:  # ENXIO: no reader yet
+      raise
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_validate_interrupted_mid_check(signum, dataset, temp, tmp_path):
+  """A shard that is a FIFO holds validate mid-check: the signal there ends
+  it with its one line, no report written, no temp folder left."""
+  out = tmp_path / 'out'
+  out.mkdir()
+  for path in dataset.iterdir():
+    (out / path.name).write_bytes(path.read_bytes())
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  shard.unlink()
+  os.mkfifo(shard)
+  before = sorted(os.listdir(out))
+  run = start(['--input_dir', out], temp, module='pipeline.validate')
+  writer = []
+
+  def reading() -> bool:
+    writer.append(_reader_waits(shard))
+    return writer[-1] is not None
+
+  try:
+    wait_for(reading, run, 'the shard opened')
+    code, _, err = signal_and_finish(run, signum)
+  finally:
+    for fd in writer:
+      if fd is not None:
+        os.close(fd)
+  assert_interrupted(code, err, signum, VALIDATE_LINE)
+  assert sorted(os.listdir(out)) == before  # no validation_report.json(.tmp)
+  assert os.listdir(temp) == []
+
+
+# --- who installs handlers -------------------------------------------------------
+
+
+def _handlers_now() -> dict:
+  return {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+
+
+def test_only_the_command_line_installs_signal_handlers(sample, tmp_path, monkeypatch):
+  """convert.run (what a Python caller calls) leaves the process's handlers
+  alone; convert.main has its own while it runs, and puts the previous ones
+  back."""
+  before = _handlers_now()
+  during = []
+  prepare = convert.prepare_output_dir
+
+  def recording(*args, **kwargs):
+    during.append(_handlers_now())
+    return prepare(*args, **kwargs)
+
+  monkeypatch.setattr(convert, 'prepare_output_dir', recording)
+  flags = ['--manifest', str(sample.manifest), *SMALL]
+  assert convert.run(flags + ['--output_dir', str(tmp_path / 'api')]) == EXIT_OK
+  assert during.pop() == before
+  assert convert.main(flags + ['--output_dir', str(tmp_path / 'cli')]) == EXIT_OK
+  handlers = during.pop()
+  assert all(getattr(h, '__self__', None).__class__ is interrupts.Handlers
+             for h in handlers.values()), handlers
+  assert _handlers_now() == before
+
+
+def test_a_signal_ignored_at_start_stays_ignored():
+  """A background job of a non-interactive shell (`cmd &`) or nohup starts
+  with SIGINT ignored: Ctrl-C in that terminal is not for it."""
+  previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    handlers = interrupts.Handlers('line', 'again').install()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == handlers._handle
+    handlers.finish()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+  finally:
+    signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,185 @@
+"""validate's checks of dataset_info.json's own accounting, against the files
+beside the shards and against what the records hold: plain functions.
+
+- the rows: num_manifest_rows = examples + the rejected.jsonl lines that are
+  manifest rows (label-manifest lines are not), by reason as well;
+- label_map.txt line for line against the recorded label map;
+- each split's examples_per_class against the labels of its records;
+- with a hash --split, each record's split recomputed from its key (or, with
+  --split_by content, from its image's SHA-256).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+import dataclasses
+import json
+from typing import Optional
+
+from transforms.core.rejects import STAGE_LABEL_MANIFEST
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.splits import HashSplit
+from transforms.core.splits import hash_split
+from transforms.core.validation import Problem
+
+ROW_ACCOUNTING = 'row_accounting'
+LABEL_MAP_MISMATCH = 'label_map_mismatch'
+CLASS_COUNT_MISMATCH = 'class_count_mismatch'
+WRONG_SPLIT = 'wrong_split'
+
+
+@dataclasses.dataclass
+class RejectedLines:
+  """rejected.jsonl counted by reason ('stage/code')."""
+  rows: dict = dataclasses.field(default_factory=dict)  # image-manifest rows
+  label_rows: dict = dataclasses.field(default_factory=dict)  # label-manifest lines
+  unreadable: list = dataclasses.field(default_factory=list)  # (line number, why)
+  missing: bool = False  # no rejected.jsonl (an object store's when nothing was rejected)
+
+
+def _counts_as_row(record: dict, config: dict) -> bool:
+  """Label-manifest lines say counts_as_row false; lines written before they
+  did are told by their stage, or by their source being the label manifest."""
+  if 'counts_as_row' in record:
+    return record['counts_as_row'] is not False
+  label_manifest = config.get('label_manifest')
+  return record['stage'] != STAGE_LABEL_MANIFEST and not (
+      label_manifest and record.get('source') == label_manifest
+      and label_manifest != config.get('manifest'))
+
+
+def count_rejected(lines: Iterable[bytes], info: dict) -> RejectedLines:
+  """The lines of rejected.jsonl -> RejectedLines. A line that is not a JSON
+  object with a stage and a code is unreadable (and counted as no reason)."""
+  config = info.get('config') or {}
+  counted = RejectedLines()
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+      reason = f'{record["stage"]}/{record["code"]}'
+    except (ValueError, TypeError, KeyError) as error:  # ValueError: bad JSON or UTF-8
+      counted.unreadable.append((number, f'{type(error).__name__}: {error}'))
+      continue
+    into = counted.rows if _counts_as_row(record, config) else counted.label_rows
+    into[reason] = into.get(reason, 0) + 1
+  return counted
+
+
+def _declared_examples(info: dict) -> int:
+  return info.get('num_examples', sum(s['num_examples'] for s in info['splits'].values()))
+
+
+def _by_reason(found: dict, declared: dict, what: str, field: str) -> list:
+  return [Problem(ROW_ACCOUNTING, REJECTED_FILE, -1,
+                  f'{REJECTED_FILE} holds {found.get(reason, 0)} {what} rejected as {reason}; '
+                  f"dataset_info.json's {field} says {declared.get(reason, 0)}")
+          for reason in sorted(set(found) | set(declared))
+          if found.get(reason, 0) != declared.get(reason, 0)]
+
+
+def row_accounting_problems(info: dict, rejected: RejectedLines) -> list:
+  """Every manifest row is an example or a line of rejected.jsonl: the
+  numbers of dataset_info.json against each other and against the file."""
+  problems = [Problem(ROW_ACCOUNTING, REJECTED_FILE, -1,
+                      f'line {number} is not a JSON object with a stage and a code ({why})')
+              for number, why in rejected.unreadable]
+  rows = sum(rejected.rows.values()) + len(rejected.unreadable)
+  if 'num_manifest_rows' in info:
+    examples = _declared_examples(info)
+    if info['num_manifest_rows'] != examples + rows:
+      missing = f' ({REJECTED_FILE} is missing)' if rejected.missing else ''
+      problems.append(Problem(
+          ROW_ACCOUNTING, '', -1,
+          f"dataset_info.json's num_manifest_rows is {info['num_manifest_rows']}, but its "
+          f'{examples} examples and the {rows} rejected row(s) in {REJECTED_FILE}{missing} '
+          f'make {examples + rows}'))
+  declared = info.get('rejected_by_reason')
+  if declared is not None:
+    if info.get('num_rejected', sum(declared.values())) != sum(declared.values()):
+      problems.append(Problem(
+          ROW_ACCOUNTING, '', -1,
+          f"dataset_info.json's num_rejected {info['num_rejected']} is not the sum of its "
+          f'rejected_by_reason ({sum(declared.values())})'))
+    problems += _by_reason(rejected.rows, declared, 'row(s)', 'rejected_by_reason')
+  problems += _by_reason(rejected.label_rows, info.get('label_manifest_rejected_by_reason', {}),
+                         'label-manifest line(s)', 'label_manifest_rejected_by_reason')
+  return problems
+
+
+def label_map_problems(info: dict, text: Optional[str]) -> list:
+  """label_map.txt (its text, None: missing) against dataset_info.json's
+  label_map: one name per line, each line ended, nothing else."""
+  names = list(info['label_map'])
+  if text is None:
+    return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
+                    f"{LABEL_MAP} is missing; dataset_info.json's label_map has "
+                    f'{len(names)} classes')]
+  if text == ''.join(f'{name}\n' for name in names):
+    return []
+  lines = text.split('\n')
+  ended = lines[-1] == ''
+  if ended:
+    lines.pop()
+  for number, (line, name) in enumerate(zip(lines, names), 1):
+    if line != name:
+      return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
+                      f"line {number} is {line!r}, dataset_info.json's label_map has {name!r}")]
+  if len(lines) != len(names):
+    return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
+                    f"{LABEL_MAP} has {len(lines)} line(s), dataset_info.json's label_map "
+                    f'{len(names)} class(es)')]
+  return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1, 'the last line has no line break')]
+
+
+def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
+  """Each split's examples_per_class against the labels its records hold.
+
+  counts: {split: records read}; label_counts: {(split, label id or None):
+  records} (a multi-label record counts for each of its labels). A split
+  whose count is off, or with a record whose label is unreadable or out of
+  range, is not compared: those records are problems of their own.
+  """
+  names = list(info['label_map'])
+  problems = []
+  for split, declared in info['splits'].items():
+    per_class = declared.get('examples_per_class')
+    if per_class is None or counts.get(split, 0) != declared['num_examples']:
+      continue
+    found = {label: n for (where, label), n in label_counts.items() if where == split}
+    if any(label is None or not 0 <= label < len(names) for label in found):
+      continue
+    for label, name in enumerate(names):
+      records = found.get(label, 0)
+      if name not in per_class:
+        detail = (f'split {split!r} has {records} record(s) of class {name!r}; its '
+                  f'examples_per_class has no entry for it')
+      elif per_class[name] != records:
+        detail = (f'split {split!r} has {records} record(s) of class {name!r}; its '
+                  f'examples_per_class says {per_class[name]}')
+      else:
+        continue
+      problems.append(Problem(CLASS_COUNT_MISMATCH, split, -1, detail))
+    problems += [Problem(CLASS_COUNT_MISMATCH, split, -1,
+                         f'examples_per_class of split {split!r} names {name!r}, which is '
+                         f'not in the label map')
+                 for name in sorted(set(per_class) - set(names))]
+  return problems
+
+
+def split_problems(rule: HashSplit, split: str, key: Optional[str],
+                   sha256: Optional[str]) -> list:
+  """[(kind, detail)] when a record's split is not the one its key (or image
+  digest, with --split_by content) hashes to; [] when it is, or when the
+  splits are not by hash or the record lacks what was hashed."""
+  hashed = sha256 if rule.by == 'content' else key
+  if not rule.fractions or not hashed or key is None:
+    return []
+  wanted = hash_split(hashed, rule.fractions, rule.seed)
+  if wanted == split:
+    return []
+  what = "its image's SHA-256" if rule.by == 'content' else 'the key'
+  return [(WRONG_SPLIT, f'key {key!r} is in split {split!r}, but {what} hashes to '
+                        f'{wanted!r} ({rule.describe()})')]

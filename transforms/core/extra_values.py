@@ -1,0 +1,78 @@
+"""Extra feature values from a manifest cell (--extra_features): a CSV/TSV
+cell's space-separated values or a JSON value, checked against the declared
+type and shape."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import RowError
+from transforms.core.spec import shape_problem
+
+
+def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,)) -> list:
+  """A CSV/TSV cell of space-separated values (a scalar bytes cell: the whole
+  text), or a JSON value or list (of N-lists for shape (None, N)) -> the values,
+  flattened; RowError when they are not `kind` or do not fit `shape`."""
+  if value is None:
+    raise RowError(STAGE_MANIFEST, 'missing_feature', f'column {column!r} is missing')
+  if shape == () and value == '':
+    raise RowError(STAGE_MANIFEST, 'missing_feature',
+                   f'column {column!r} is empty; it holds one value (a scalar)')
+  if isinstance(value, list):
+    items = value
+    if len(shape) == 2 and all(isinstance(item, list) for item in items):
+      if any(len(item) != shape[1] for item in items):
+        raise RowError(STAGE_MANIFEST, 'bad_feature',
+                       f'column {column!r} value {value!r} is not a list of '
+                       f'{shape[1]}-lists')
+      items = [v for item in items for v in item]
+    if any(isinstance(item, list) for item in items):
+      raise RowError(STAGE_MANIFEST, 'bad_feature',
+                     f'column {column!r} value {value!r} is nested deeper than its shape '
+                     f'{list(shape)}')
+  elif fmt != 'jsonl' and not (shape == () and kind == 'bytes'):
+    items = value.split()
+  else:
+    items = [value]
+  try:
+    if kind == 'float':
+      values = [_as_float32(item) for item in items]
+    elif kind == 'int64':
+      values = [_as_int(item) for item in items]
+    else:
+      values = [item if isinstance(item, str) else json.dumps(item) for item in items]
+  except (TypeError, ValueError) as error:
+    raise RowError(STAGE_MANIFEST, 'bad_feature',
+                   f'column {column!r} value {value!r} is not {kind}: {error}')
+  problem = shape_problem(len(values), shape)
+  if problem:
+    if shape == () and not values:
+      raise RowError(STAGE_MANIFEST, 'missing_feature',
+                     f'column {column!r} is empty; it holds one value (a scalar)')
+    raise RowError(STAGE_MANIFEST, 'bad_feature', f'column {column!r} value {value!r} '
+                   f'{problem}')
+  return values
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _as_float32(item) -> float:
+  if isinstance(item, bool):
+    raise ValueError(f'{item!r} is not a number')
+  value = float(item)
+  if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+    raise ValueError(f'{item!r} is not a finite float32')
+  return value
+
+
+def _as_int(item) -> int:
+  if isinstance(item, bool) or (isinstance(item, float) and not item.is_integer()):
+    raise ValueError(f'{item!r} is not an integer')
+  value = int(item)
+  if not -2**63 <= value < 2**63:
+    raise ValueError(f'{item!r} is out of int64 range')
+  return value
