@@ -16,6 +16,7 @@ from pipeline import engines
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.process_helpers import pids
+from tests.process_helpers import times_ten_or_crash
 from transforms import encode
 from transforms.core.example import LabelledRow
 from transforms.core.manifest import ManifestRow
@@ -121,6 +122,28 @@ def test_steps_of_one_process_share_its_processes():
   assert child not in children
   again.close()
   assert not _alive(child)
+
+
+def test_each_step_prepares_its_own_calls_on_a_shared_pool():
+  """A step's `prepare` (its reader of remote files) goes with its calls,
+  whoever else uses the processes."""
+  shared = SharedProcesses(2)
+  size = PoolSize(3, 2, shared=True)
+  steps = []
+  for offset in (1, 2):
+    step = PooledStep(size, 2)
+    step.start(lambda items: (times_ten_or_crash, list(items)),
+               prepare=lambda args, offset=offset: ([i + offset for i in args[0]],),
+               shared=shared)
+    steps.append(step)
+  done = [[], []]
+  for i in range(10):
+    for n, step in enumerate(steps):
+      done[n] += step.add(i)
+  for n, step in enumerate(steps):
+    done[n] += step.flush()
+    step.close()
+  assert done == [[(i, (i + 1) * 10) for i in range(10)], [(i, (i + 2) * 10) for i in range(10)]]
 
 
 def test_image_steps_of_one_harness_process_share_one_pool(tmp_path, monkeypatch):

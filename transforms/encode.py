@@ -106,11 +106,9 @@ _SHARED_PROCESSES = shared.Shared()
 
 
 def _shared_processes(size: PoolSize) -> SharedProcesses:
-  """The harness process's image processes: remote files are read on their
-  pool threads with a reader of their own."""
-  return SharedProcesses(size.processes,
-                         functools.partial(read_remote_sources, filesystem.FileAccess()),
-                         size.timeout_s)
+  """The harness process's image processes (each step's calls bring their
+  own reader of remote files)."""
+  return SharedProcesses(size.processes, size.timeout_s)
 
 
 class PooledSourceFn(beam.DoFn):

@@ -175,7 +175,7 @@ class PooledStep:
     self._batch = []
     if self._size.processes and self._size.shared and shared is not None:
       self._shared = shared
-      self._pool = OrderedPool(self._size.processes, executor=shared.open())
+      self._pool = OrderedPool(self._size.processes, prepare=prepare, executor=shared.open())
     elif self._size.processes:
       self._pool = OrderedPool(self._size.processes, processes=True, prepare=prepare,
                                timeout_s=self._size.timeout_s)

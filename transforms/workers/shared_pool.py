@@ -11,7 +11,6 @@ first to open it starts the pool, the last to close it stops it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import threading
 from typing import Optional
 
@@ -19,12 +18,11 @@ from transforms.workers.process_pool import ProcessPool
 
 
 class SharedProcesses:
-  """A ProcessPool of `processes` children, opened and closed by its users."""
+  """A ProcessPool of `processes` children, opened and closed by its users
+  (each passes its own `prepare` with its calls)."""
 
-  def __init__(self, processes: int, prepare: Optional[Callable] = None,
-               timeout_s: Optional[float] = None):
+  def __init__(self, processes: int, timeout_s: Optional[float] = None):
     self.processes = processes
-    self._prepare = prepare
     self._timeout_s = timeout_s
     self._lock = threading.Lock()
     self._users = 0
@@ -34,7 +32,7 @@ class SharedProcesses:
     """The pool, started by the first user; each open() needs a close()."""
     with self._lock:
       if self._pool is None:
-        self._pool = ProcessPool(self.processes, self._prepare, timeout_s=self._timeout_s)
+        self._pool = ProcessPool(self.processes, timeout_s=self._timeout_s)
       self._users += 1
       return self._pool
 
