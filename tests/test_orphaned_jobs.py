@@ -154,3 +154,49 @@ def test_no_cluster_to_ask(capsys):
       f'img2tfrecord-x (URLError: <urlopen error [Errno 111] Connection refused>); if it '
       f'still runs, cancel it there']
   assert capsys.readouterr().err == ''
+
+
+class _StoppedServerResult:
+  """A Flink or Spark job's result once its job server is stopped with the
+  job (engine_runners): the wait's state is all there is; asking again fails."""
+
+  def __init__(self, ends_in: str):
+    self._ends_in = ends_in
+    self._state = None
+
+  def wait_until_finish(self):
+    from apache_beam.runners.runner import PipelineState
+    self._state = getattr(PipelineState, self._ends_in)
+    if self._ends_in == 'FAILED':
+      raise RuntimeError('Pipeline BeamApp-x failed in state FAILED: boom')
+    return self._state
+
+  @property
+  def state(self):
+    raise ValueError('Cannot invoke RPC on closed channel!')
+
+  def cancel(self):
+    raise AssertionError('a finished job is not cancelled')
+
+
+class _Pipeline:
+  runner = None
+
+  def __init__(self, result):
+    self._result = result
+
+  def run(self, test_runner_api=None):
+    return self._result
+
+
+def test_a_job_that_ended_is_not_asked_again(capsys):
+  """The job's state comes from the wait (its job server is gone by then):
+  DONE is success; FAILED is the wait's error, no cancel, no note."""
+  from pipeline.run_guard import RunGuard
+  assert RunGuard().run(_Pipeline(_StoppedServerResult('DONE')))._state == 'DONE'
+  cleaned = []
+  with pytest.raises(RuntimeError, match='failed in state FAILED: boom'):
+    with RunGuard(lambda: cleaned.append(True)) as guard:
+      guard.run(_Pipeline(_StoppedServerResult('FAILED')))
+  assert cleaned == [True]
+  assert capsys.readouterr().err == ''
