@@ -14,7 +14,8 @@ Engines (each as a user launches it, with nothing but its runner's flags):
              standalone master + worker of tests/engine_clusters.py, with an
              EXTERNAL worker pool (make test-integration builds .peers/)
 
-Each engine converts the first 10 images, then all N: the 10-image run's time
+Each engine converts the first 10 images, then all N (--repeat times each,
+medians taken): the 10-image run's time
 is its start-up (interpreter, Beam, JVM, job server, job submission), and
 (N - 10) / (seconds - start-up seconds) its steady rate, compared with the
 DirectRunner's. Peak memory is the peak PSS of the launcher's process tree
@@ -130,13 +131,14 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
   rows = {}
   for engine in engines:
     with engine_context(engine, work) as (flags, others):
-      runs = []
+      startups, wholes = [], []
       for _ in range(repeat):
-        startup = convert_once(engine, small, STARTUP_IMAGES, case, flags, others, work, env,
-                               extra)
-        whole = convert_once(engine, full, num_images, case, flags, others, work, env, extra)
-        runs.append((startup, whole))
-    startup, whole = min(runs, key=lambda pair: pair[1]['seconds'])
+        startups.append(convert_once(engine, small, STARTUP_IMAGES, case, flags, others, work,
+                                     env, extra))
+        wholes.append(convert_once(engine, full, num_images, case, flags, others, work, env,
+                                   extra))
+    # Medians: the steady rate is a difference of two noisy times.
+    startup, whole = _median_run(startups), _median_run(wholes)
     steady_s = whole['seconds'] - startup['seconds']
     rows[engine] = {
         'seconds': whole['seconds'], 'startup_seconds': startup['seconds'],
@@ -152,6 +154,11 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
     row['steady_vs_direct'] = round(row['steady_images_per_s'] / base, 2) if (
         base and row['steady_images_per_s']) else None
   return rows
+
+
+def _median_run(runs: list) -> dict:
+  """The run of median wall time (the lower middle one of an even count)."""
+  return sorted(runs, key=lambda run: run['seconds'])[(len(runs) - 1) // 2]
 
 
 def table(rows: dict, num_images: int, case: str) -> str:
@@ -172,7 +179,8 @@ def main(argv=None):
   parser.add_argument('--engines', default=','.join(ENGINES))
   parser.add_argument('--clusters', action='store_true',
                       help='also ' + ' and '.join(CLUSTER_ENGINES))
-  parser.add_argument('--repeat', type=int, default=1, help='runs per engine; the fastest counts')
+  parser.add_argument('--repeat', type=int, default=1,
+                      help='runs per engine; the median counts')
   parser.add_argument('--workdir', default='/tmp/img2tfrecord-bench')
   parser.add_argument('--json')
   parser.add_argument('--convert_flags', default='',

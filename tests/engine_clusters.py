@@ -206,10 +206,15 @@ class FlinkSession:
         'rest.address': HOST, 'rest.bind-address': HOST, 'rest.port': ports['rest'],
         'blob.server.port': ports['blob'],
         'taskmanager.host': HOST, 'taskmanager.bind-host': HOST,
-        'taskmanager.numberOfTaskSlots': SLOTS, 'taskmanager.memory.process.size': '2048m',
+        'taskmanager.numberOfTaskSlots': SLOTS, 'taskmanager.memory.process.size': '3072m',
         # Beam's batch job runs ~90 tasks at once: Flink's default network
         # memory for a small TaskManager (~100 MB) has too few buffers.
         'taskmanager.memory.network.min': '320m', 'taskmanager.memory.network.max': '320m',
+        # Beam's data plane to the SDK harness (gRPC) takes direct memory for
+        # each element it passes, a whole shard for the writer: Flink's
+        # default (none) fails 16 MB shards with OutOfMemoryError: Direct
+        # buffer memory.
+        'taskmanager.memory.task.off-heap.size': '512m',
         'parallelism.default': SLOTS, 'io.tmp.dirs': str(self.root / 'tmp'),
         # A lost TaskManager fails the job at once (no restarts, no waiting
         # 5 minutes for slots that will not come).
