@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-peers clean
+.PHONY: install demo demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
 
 install: $(STAMP)
 
@@ -41,14 +41,17 @@ fetch-engines: install
 # expensive fixture carry one xdist_group and stay on one worker (loadgroup).
 # TEST_WORKERS=0 runs everything in this process (for a debugger).
 TEST_WORKERS ?= 2
+# The clusters make test-integration starts (tests/peers/requirements-*.txt).
+CLUSTERS := flink spark
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # make test leaves out the tests marked integration (real Flink and Spark runs,
-# venvs under .peers/): make test-integration runs them.
+# venvs under .peers/): make test-integration runs them, after fetching the
+# job servers (Java 17 and Maven) and building the clusters' .peers/ venvs.
 test: install
 	$(PYTEST) -m 'not integration' tests
 
-test-integration: install
+test-integration: install fetch-engines $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed)
 	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
@@ -66,6 +69,12 @@ lint: install
 bench: install
 	$(PY) -m bench.bench $(BENCH_ARGS)
 
+# convert on each engine side by side (bench/engines.py): wall time, steady
+# images/s against the DirectRunner's, peak memory; --clusters in BENCH_ARGS
+# adds the session clusters (their .peers/ venvs).
+bench-engines: install fetch-engines
+	$(PY) -m bench.engines $(BENCH_ARGS)
+
 # The peers (img2dataset, TensorFlow Datasets' builder), each in its own venv
 # (.peers/NAME, pinned in bench/peers/requirements-NAME.txt), then the bench's
 # peer job alone (add --cases raw300,jpeg224 to BENCH_ARGS for the rest too).
@@ -77,6 +86,14 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 	$(PYTHON) -m venv .peers/$*
 	.peers/$*/bin/python -m pip install --quiet --upgrade pip
 	.peers/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+# The Flink and Spark clusters make test-integration starts (their jars and
+# scripts; --no-deps: apache-flink pins an old apache-beam, and neither
+# cluster runs Python of its own: the workers are this venv's worker pool).
+$(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
+	$(PYTHON) -m venv .peers/$*
+	.peers/$*/bin/python -m pip install --quiet --no-deps -r $<
 	touch $@
 
 clean:

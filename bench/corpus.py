@@ -81,10 +81,11 @@ def draw_shapes(rng, img):
       draw.polygon(points, fill=colour)
 
 
-def make_image(index):
-  """The photo-like RGB image number `index` (deterministic)."""
+def make_image(index, size=None):
+  """The photo-like RGB image number `index` (deterministic), at its own
+  ImageNet-like size or at `size` (width, height)."""
   rng = np.random.default_rng([SEED, index])
-  size = image_size(rng)
+  size = size or image_size(rng)
   base = gradient(rng, size) + smooth_field(rng, size, (5, 4), 50)
   img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
   draw_shapes(rng, img)

@@ -3,6 +3,7 @@ by every worker) against the single reader it replaced (one Impulse +
 FlatMap over the whole file, the parse fused to it), on the local runner.
 
   python -m bench.manifest_read --rows 1000000 [--workers 1,2] [--repeat 2]
+      [--runner_flags '--runner FlinkRunner --parallelism 2']
 
 Each run reads a generated manifest (`key,image,label` rows pointing at 8
 images) into rows and counts them; the time is the pipeline's wall time,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shlex
 import tempfile
 import time
 
@@ -70,12 +72,18 @@ def _cpu_seconds() -> float:
   return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_once(reader: str, config, workers: int) -> tuple:
-  """-> (rows read, wall seconds, CPU seconds)."""
+def run_once(reader: str, config, workers: int, runner_flags: tuple = ()) -> tuple:
+  """-> (rows read, wall seconds, CPU seconds). runner_flags: another runner
+  (Flink, Spark: completed as convert completes them, engines.prepare);
+  its job server's start-up is in the wall time, its CPU is not."""
   flags = ['--runner=DirectRunner']
   if workers > 1:
     flags += [f'--direct_num_workers={workers}', '--direct_running_mode=multi_processing']
-  options = PipelineOptions(flags)
+  if runner_flags:
+    from pipeline import engines
+    options = engines.prepare(PipelineOptions(list(runner_flags)))
+  else:
+    options = PipelineOptions(flags)
   counted = os.path.join(tempfile.mkdtemp(prefix='manifest-read-'), 'count')
   p = beam.Pipeline(runner=local_runner.for_options(options), options=options)
   if reader == 'ranges':
@@ -100,7 +108,12 @@ def main(argv=None) -> None:
   parser.add_argument('--workers', default='1,2')
   parser.add_argument('--readers', default='single,ranges')
   parser.add_argument('--repeat', type=int, default=2)
+  parser.add_argument('--runner_flags', default='',
+                      help="another runner's flags, e.g. '--runner FlinkRunner --parallelism 2' "
+                           '(then --workers means nothing)')
   args = parser.parse_args(argv)
+  runner_flags = tuple(shlex.split(args.runner_flags))
+  workers_list = '1' if runner_flags else args.workers
   folder = tempfile.mkdtemp(prefix='manifest-read-')
   path = os.path.join(folder, 'manifest.csv')
   write_manifest(path, args.rows)
@@ -110,13 +123,13 @@ def main(argv=None) -> None:
                                    role=manifest.ROLE_COMBINED)
   print(f'{args.rows} rows, {os.path.getsize(path) / 1e6:.1f} MB, {os.cpu_count()} cores',
         flush=True)
-  for workers in (int(w) for w in args.workers.split(',')):
+  for workers in (int(w) for w in workers_list.split(',')):
     for _ in range(args.repeat):
       for reader in args.readers.split(','):
-        rows, seconds, cpu = run_once(reader, config, workers)
+        rows, seconds, cpu = run_once(reader, config, workers, runner_flags)
         assert rows == args.rows, (reader, rows)
         print(f'{reader:7s} workers={workers}  {seconds:6.1f} s  {rows / seconds:9.0f} rows/s'
-              f'  CPU {cpu:6.1f} s', flush=True)
+              f'  CPU {cpu:6.1f} s {" ".join(runner_flags)}', flush=True)
 
 
 if __name__ == '__main__':

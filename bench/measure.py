@@ -70,9 +70,12 @@ def pss_kib(pid):
 class PeakPssSampler(threading.Thread):
   """Background thread recording the peak tree PSS and process count."""
 
-  def __init__(self, root_pid):
+  def __init__(self, root_pid, other_roots=()):
+    """other_roots: pids of processes the command works through (a job
+    service, a cluster's JVMs) whose trees count too."""
     super().__init__(daemon=True)
     self.root_pid = root_pid
+    self.other_roots = tuple(other_roots)
     self.peak_kib = 0
     self.max_processes = 0
     self._done = threading.Event()
@@ -81,6 +84,8 @@ class PeakPssSampler(threading.Thread):
     start = time.perf_counter()
     while not self._done.is_set():
       tree = process_tree(self.root_pid)
+      for other in self.other_roots:
+        tree += process_tree(other)
       self.peak_kib = max(self.peak_kib, sum(pss_kib(pid) for pid in tree))
       self.max_processes = max(self.max_processes, len(tree))
       early = time.perf_counter() - start < EARLY_PERIOD_S
@@ -114,13 +119,15 @@ def tail(path, lines=STDERR_TAIL_LINES):
     return []
 
 
-def run_measured(cmd, log_prefix, cwd=None, timeout=None):
+def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=()):
   """Run `cmd`, wait for it, and return a dict of its measurements.
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
     `seconds` (launch to exit), `peak_pss_mib`, `max_processes`, `cpu_seconds`
     (the tree's), `other_cpu_seconds` (the rest of the machine's, including
     the sampler's), `returncode`, `stdout_tail` and, on failure, `stderr_tail`.
+    other_roots: pids of processes outside the tree (a job service, a
+    cluster's JVMs) whose trees' PSS counts too (their CPU time does not).
     On timeout the process is killed (with its process group) and `returncode`
     is None.
     """
@@ -129,8 +136,9 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None):
     busy_before, cpu_before = system_busy_seconds(), children_cpu_seconds()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
-    sampler = PeakPssSampler(proc.pid)
+        cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+        env=env)
+    sampler = PeakPssSampler(proc.pid, other_roots)
     sampler.start()
     try:
       returncode = proc.wait(timeout=timeout)

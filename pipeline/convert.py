@@ -30,6 +30,7 @@ import apache_beam as beam
 from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
+from pipeline import flink_jobs
 from pipeline import progress
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
@@ -38,6 +39,7 @@ from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
 from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
+from pipeline.run_lock import lock_name
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
@@ -93,18 +95,23 @@ def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None)
   return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
 
 
-def build(p, config: opts.ConvertConfig, progress_dir=None):
+def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   """Adds the whole conversion to pipeline `p`; returns the info PCollection.
 
   progress_dir: where local workers report their progress (None: nowhere).
+  lock: (lock file name, run_id) of the run's lock, which must still be held
+  when dataset_info.json is written (WriteInfoFn); None: not checked.
   """
   # A single local worker sorts the rows (small) into their write order before
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = engines.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
+  # Elsewhere the image pool is sized in each worker, from its cores and the
+  # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s)
+                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
+                   harnesses=None if in_order else engines.harnesses_per_machine(p.options))
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None))
@@ -123,7 +130,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
     rejected.append(deduped[REJECTED])
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
-      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering)
+      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
+      harnesses=pool.harnesses)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 
@@ -158,7 +166,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          config.info_settings(engines.engine_record(p.options))),
+                          config.info_settings(engines.engine_record(p.options)), lock),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -315,8 +323,10 @@ def convert(config: opts.ConvertConfig, pipeline_options,
     # A run that does not finish (an error, a signal) cancels its job
     # (RunGuard), then takes back what it wrote, before the lock goes: nothing
     # is published, and a rerun needs no --overwrite.
+    # The job checks that the lock is still this run's before it publishes.
     with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
-      _convert(config, pipeline_options, guard, progress_display)
+      _convert(config, pipeline_options, guard, progress_display,
+               (lock_name(lock.generation), lock.me.run_id))
       info = filesystem.read_info(config.output_dir, files)
       published = bool(info['num_examples'] or config.allow_empty)
       if not published:
@@ -327,13 +337,17 @@ def convert(config: opts.ConvertConfig, pipeline_options,
 
 
 def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
-             progress_display) -> None:
+             progress_display, lock=None) -> None:
+  """lock: (lock file name, run_id) of the run's lock (build)."""
+  # On a Flink cluster, a job whose job server is gone is cancelled there too
+  # (RunGuard cancels through the job server).
   with progress.Reporter.for_run(config.progress, pipeline_options, config.image_dir,
                                  config.image_extensions,
-                                 display=progress_display) as reporter:
+                                 display=progress_display) as reporter, \
+      flink_jobs.cancelled_if_abandoned(pipeline_options):
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
-    build(p, config, reporter.directory)
+    build(p, config, reporter.directory, lock)
     guard.run(p)
 
 

@@ -14,6 +14,7 @@ import socket
 import sys
 from typing import Optional
 
+from apache_beam.options.pipeline_options import DebugOptions
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import FlinkRunnerOptions
 from apache_beam.options.pipeline_options import JobServerOptions
@@ -95,6 +96,33 @@ def single_local_worker(options: PipelineOptions) -> bool:
   direct = options.view_as(DirectOptions)
   return (is_local(options) and direct.direct_running_mode == 'in_memory'
           and direct.direct_num_workers == 1)
+
+
+def harnesses_per_machine(options: PipelineOptions) -> int:
+  """How many SDK harnesses (the processes running this job's Python) share
+  one machine's cores, for each to size its image pool (pooled_step.in_worker);
+  0: one per core. LOOPBACK: one, the launcher itself, whatever the runner
+  (Flink's or Spark's in the job server, Beam's portable service). Beam's
+  local worker processes: --direct_num_workers. Dataflow: one per core unless
+  --experiments no_use_multiple_sdk_containers. Any other environment (a
+  cluster's EXTERNAL worker pools, PROCESS, DOCKER): --sdk_worker_parallelism
+  per worker node (Beam's default 1: one per TaskManager or Spark executor;
+  0, the runner's choice, counts as one per core)."""
+  runner = runner_name(options.view_as(StandardOptions).runner)
+  if is_local_runner(runner):
+    direct = options.view_as(DirectOptions)
+    return int(direct.direct_num_workers) if (
+        direct.direct_running_mode == 'multi_processing') else 1
+  if runner == 'DataflowRunner':
+    experiments = options.view_as(DebugOptions).experiments or []
+    return 1 if 'no_use_multiple_sdk_containers' in experiments else 0
+  portable = options.view_as(PortableOptions)
+  if (portable.environment_type or '').upper() == 'LOOPBACK':
+    return 1
+  try:
+    return max(0, int(portable.sdk_worker_parallelism))
+  except (TypeError, ValueError):
+    return 0  # not a number: Beam's job server refuses it anyway
 
 
 def is_local(options: PipelineOptions) -> bool:

@@ -44,8 +44,11 @@ class RunGuard:
     """Runs `pipeline` to its end; a job that ends in any state but DONE
     (cancelled from outside, say) is an error."""
     self.result = local_runner.run(pipeline)
-    self.result.wait_until_finish()
-    state = self.result.state
+    # The state the wait ended in: by then a Flink or Spark run has stopped
+    # its job server (engine_runners), and asking it again fails (closed channel).
+    state = self.result.wait_until_finish()
+    if state is None:
+      state = self.result.state
     if state != PipelineState.DONE:
       raise RuntimeError(f'the job ended in state {state}')
     return self.result
@@ -67,6 +70,10 @@ class RunGuard:
     result = self.result
     if result is None:
       return  # never submitted (or a local run, which stopped with the exception)
+    # A portable job last seen in a terminal state (failed: its job server is
+    # stopped already) needs no asking.
+    if PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):
+      return
     try:
       if PipelineState.is_terminal(result.state):
         return

@@ -29,6 +29,7 @@ import apache_beam as beam
 from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
+from pipeline import flink_jobs
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
@@ -258,8 +259,10 @@ def validate(config: opts.ValidateConfig, pipeline_options,
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
   # path + '.tmp', then renames it).
-  with RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
-                                  files)) as guard:
+  # On a Flink cluster, a job whose job server is gone is cancelled there too.
+  with flink_jobs.cancelled_if_abandoned(pipeline_options), \
+      RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
+                                 files)) as guard:
     guard.run(p)
   if engines.is_dry_run(pipeline_options):
     return None

@@ -641,3 +641,32 @@ def test_report_inputs_put_duplicate_keys_among_the_first_problems():
   assert [(p.kind, p.file, p.record) for p in first_problems] == [
       ('duplicate_key', 'a', 1), ('wrong_size', 'b', 0)]
   assert first_warnings == []
+
+
+@pytest.mark.parametrize('run_lines', [1000, 3])  # in memory; in sorted runs on temp files
+def test_rejected_lines_come_out_by_source_then_line(run_lines, tmp_path, monkeypatch):
+  """Whatever order a runner delivers rejections in, rejected.jsonl's bytes
+  are one: by source, then line (as a number: 10 after 9), then the text."""
+  import json
+  import random
+
+  from transforms.core.rejects import Rejection
+  from transforms.core.rejects import sorted_lines
+  monkeypatch.setenv('TMPDIR', str(tmp_path))
+  made = [Rejection({'image': f'{i}.png'}, 'read', 'missing_file', f'gone {i}', 'b.csv', i)
+          for i in (2, 9, 10)]
+  made += [Rejection({'image': 'z.png'}, 'decode', 'truncated', 'cut', 'a.csv', 7),
+           Rejection({'key': 'k'}, 'label_manifest', 'bad_label', 'no label', 'labels.csv', 1),
+           Rejection({'image': 'x.png'}, 'label', 'unknown_label', 'later', 'a.csv', 3),
+           Rejection({'image': 'x.png'}, 'duplicate', 'duplicate', 'earlier', 'a.csv', 3)]
+  shuffled = made[:]
+  random.Random(5).shuffle(shuffled)
+  lines = list(sorted_lines(shuffled, run_lines=run_lines))
+  assert all(line.endswith(b'\n') for line in lines)
+  got = [(r['source'], r['line'], r['reason']) for r in map(json.loads, lines)]
+  assert got == [('a.csv', 3, 'earlier'), ('a.csv', 3, 'later'), ('a.csv', 7, 'cut'),
+                 ('b.csv', 2, 'gone 2'), ('b.csv', 9, 'gone 9'), ('b.csv', 10, 'gone 10'),
+                 ('labels.csv', 1, 'no label')]
+  assert lines == list(sorted_lines(reversed(made), run_lines=run_lines))
+  assert list(sorted_lines([])) == []
+  assert list(tmp_path.iterdir()) == []  # the runs on disk are gone

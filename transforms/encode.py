@@ -6,6 +6,7 @@ import functools
 from typing import Optional
 
 import apache_beam as beam
+from apache_beam.utils import shared
 
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -28,8 +29,11 @@ from transforms.core.spec import ImageSpec
 from transforms.sources import label_map_side_input
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
+from transforms.workers.pooled_step import available_cores
+from transforms.workers.pooled_step import in_worker
 from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
+from transforms.workers.shared_pool import SharedProcesses
 from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
@@ -96,6 +100,17 @@ class AssignLabelFn(beam.DoFn):
     yield LabelledRow(row, label_id, label_text)
 
 
+# Image processes sized in the worker are one pool per harness process,
+# whichever instances of the pooled steps run there (SharedProcesses).
+_SHARED_PROCESSES = shared.Shared()
+
+
+def _shared_processes(size: PoolSize) -> SharedProcesses:
+  """The harness process's image processes (each step's calls bring their
+  own reader of remote files)."""
+  return SharedProcesses(size.processes, size.timeout_s)
+
+
 class PooledSourceFn(beam.DoFn):
   """Elements whose source files are read (and worked on) on a PooledStep: in
   image worker processes, where a call running over size.timeout_s is
@@ -111,6 +126,7 @@ class PooledSourceFn(beam.DoFn):
 
   def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process):
     self._spec = spec
+    self._size = size
     self._timeout_s = size.timeout_s or 0.0
     self._processes = size.processes
     self._on_thread = on_thread
@@ -120,7 +136,16 @@ class PooledSourceFn(beam.DoFn):
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._reader = filesystem.FileAccess()
-    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader))
+    # Sized here when the launcher left it to the worker: from the cores
+    # this harness finds and the harnesses sharing them (pooled_step.in_worker).
+    size = in_worker(self._size, self._spec.encoding, available_cores())
+    self._processes = size.processes
+    self._step = PooledStep(size, PROCESS_BATCH)
+    shared = _SHARED_PROCESSES.acquire(
+        functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
+    ) if size.shared else None
+    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader),
+                     shared=shared)
 
   def teardown(self):
     self._step.close()
@@ -167,8 +192,9 @@ class LoadImageFn(PooledSourceFn):
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
-               convert_in_process=convert_in_worker, timeout_s: float = 0.0):
-    super().__init__(spec, PoolSize(threads, processes, timeout_s or None),
+               convert_in_process=convert_in_worker, timeout_s: float = 0.0,
+               harnesses: Optional[int] = None):
+    super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
                      convert_on_thread, convert_in_process)
     self._progress_dir = progress_dir
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
@@ -222,10 +248,15 @@ class EncodeRows(beam.PTransform):
   def __init__(self, image_spec: ImageSpec, example_spec: ExampleSpec, label_map,
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
-               image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING):
+               image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING,
+               harnesses: Optional[int] = None):
+    """harnesses: not None, the image pool is sized in each worker
+    (pooled_step.in_worker; image_threads and image_processes are then the
+    distributed default until it is)."""
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
-                                   convert_on_thread, convert_in_process, image_timeout_s)
+                                   convert_on_thread, convert_in_process, image_timeout_s,
+                                   harnesses)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

@@ -4,6 +4,7 @@ dataset_info.json."""
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import apache_beam as beam
 
@@ -11,6 +12,7 @@ from transforms import filesystem
 from transforms.core import dataset_info
 from transforms.core import labels
 from transforms.core import paths
+from transforms.core import rejects
 from transforms.core import tally
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import LABEL_MAP
@@ -19,14 +21,15 @@ from transforms.core.spec import REJECTED_FILE
 
 class _WriteRejectedFn(beam.DoFn):
   """Runs once: every rejection (a side input) -> one JSON line each in
-  `path`, in the order they arrive, written under a temp name and renamed.
-  An object store gets no object when nothing was rejected."""
+  `path`, by source and line (rejects.sorted_lines: the same bytes on every
+  runner), written under a temp name and renamed. An object store gets no
+  object when nothing was rejected."""
 
   def __init__(self, path: str):
     self._path = path
 
   def process(self, _, rejections):
-    lines = (rejection.to_json().encode('utf-8') + b'\n' for rejection in rejections)
+    lines = rejects.sorted_lines(rejections)
     first = next(lines, None)
     if first is None and paths.is_remote(self._path):
       return
@@ -52,17 +55,51 @@ def WriteRejected(rejections, output_dir: str):
               filesystem.join(output_dir, REJECTED_FILE)), beam.pvalue.AsIter(rejections)))
 
 
+class RunNotCurrent(RuntimeError):
+  """The run this job belongs to no longer holds OUT's run lock: its launcher
+  failed or was stopped (and took back what it had written), or another run
+  took over. The job must not publish."""
+
+
+def check_lock_held(files: filesystem.FileAccess, output_dir: str, lock: tuple) -> None:
+  """RunNotCurrent unless OUT/<lock name> still names run `run_id` (lock:
+  (lock file name, run_id), the launcher's lock, pipeline/run_lock.py)."""
+  name, run_id = lock
+  path = filesystem.join(output_dir, name)
+  try:
+    text = files.read_text(path)
+  except OSError:  # gone (FileNotFoundError here, BeamIOError remote), or unreadable
+    if files.exists(path):
+      return  # there but unreadable: no reason to give up a finished job
+    text = None
+  try:
+    holder = None if text is None else json.loads(text).get('run_id')
+  except (ValueError, AttributeError):
+    return  # caught mid-write by a heartbeat on a store without atomic replace
+  if holder != run_id:
+    raise RunNotCurrent(
+        f'run {run_id} no longer holds the lock of {output_dir} ({name} is '
+        f'{"gone" if holder is None else "held by run " + str(holder)}): its launcher '
+        f'ended or gave up the run, so this job does not publish dataset_info.json')
+
+
 class WriteInfoFn(beam.DoFn):
   """Runs once, after every shard and reject file exists: writes the label map
   and, last, dataset_info.json. Splits that got no example (and so, with
-  skip_if_empty, no shard) are left out."""
+  skip_if_empty, no shard) are left out.
+
+  lock: (lock file name, run_id) of the launcher's run lock, checked just
+  before publishing (check_lock_held): a job that outlives its launcher (a
+  cluster's job after its job server died) publishes nothing. None: no check
+  (a dry run, tests building the pipeline alone)."""
 
   def __init__(self, output_dir: str, split_names: tuple, has_label_manifest: bool,
-               settings: dataset_info.InfoSettings):
+               settings: dataset_info.InfoSettings, lock: Optional[tuple] = None):
     self._output_dir = output_dir
     self._split_names = split_names
     self._has_label_manifest = has_label_manifest
     self._settings = settings
+    self._lock = lock
 
   def process(self, _, shard_paths, tally_sums, label_map, rejected_files,
               content_duplicates, skipped_files=None):
@@ -95,6 +132,8 @@ class WriteInfoFn(beam.DoFn):
                                              self._settings.label_normalize, names,
                                              counts.class_counts),
         content_duplicates=content_duplicates)
+    if self._lock is not None:
+      check_lock_held(files, self._output_dir, self._lock)
     files.write_text(
         filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
     files.write_text(

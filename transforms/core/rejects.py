@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Iterator
 import dataclasses
+import heapq
 import json
+import os
+import pickle
+import tempfile
 from typing import Any
 
 # Stages a row can be rejected at (the `stage` key of rejected.jsonl).
@@ -60,6 +66,45 @@ class Rejection:
   def counter_name(self) -> str:
     return f'rejected_{self.stage}_{self.code}'
 
+
+# Rejections sorted in memory at a time; beyond, sorted runs of this many go
+# to temp files and are merged (~100 MB of lines in memory at most).
+SORT_RUN_LINES = 200_000
+
+
+def sorted_lines(rejections: Iterable[Rejection],
+                 run_lines: int = SORT_RUN_LINES) -> Iterator[bytes]:
+  """Every rejection as its rejected.jsonl line (UTF-8, with its newline), by
+  source, then line, then the line's text: one order whatever order the
+  runner delivered them in (runners differ, and so would the file's bytes).
+  Any number of rejections: runs of `run_lines` are sorted on temp files and
+  merged."""
+  run, spilled = [], []
+  with tempfile.TemporaryDirectory(prefix='rejected-') as folder:
+    for rejection in rejections:
+      run.append((rejection.source, rejection.line, rejection.to_json()))
+      if len(run) >= run_lines:
+        spilled.append(_spill(sorted(run), os.path.join(folder, f'run-{len(spilled)}')))
+        run = []
+    merged = heapq.merge(*map(_read_run, spilled), sorted(run))
+    for _, _, text in merged:
+      yield text.encode('utf-8') + b'\n'
+
+
+def _spill(run: list, path: str) -> str:
+  with open(path, 'wb') as handle:
+    for entry in run:
+      pickle.dump(entry, handle, protocol=pickle.HIGHEST_PROTOCOL)
+  return path
+
+
+def _read_run(path: str) -> Iterator[tuple]:
+  with open(path, 'rb') as handle:
+    while True:
+      try:
+        yield pickle.load(handle)
+      except EOFError:
+        return
 
 
 def unexpected_error(error: Exception, stage: str = STAGE_DECODE) -> RowError:

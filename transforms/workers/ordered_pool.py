@@ -23,9 +23,17 @@ class OrderedPool:
   """
 
   def __init__(self, threads: int, processes: bool = False, prepare=None,
-               timeout_s: float | None = None):
+               timeout_s: float | None = None, executor: ProcessPool | None = None):
+    """executor: a ProcessPool of `threads` processes others use too (its
+    owner shuts it down), instead of a pool of this one's own; `prepare`
+    then goes with each call."""
     self._threads = max(threads, 1)
-    if processes:
+    self._owned = executor is None
+    self._call_options = {}
+    if executor is not None:
+      self._executor = executor
+      self._call_options = {'prepare': prepare} if prepare else {}
+    elif processes:
       self._executor = ProcessPool(self._threads, prepare, timeout_s=timeout_s)
     else:
       self._executor = ThreadPoolExecutor(threads) if threads > 1 else None
@@ -35,7 +43,7 @@ class OrderedPool:
     """Queues fn(*args); returns the (tag, future) pairs that are now due."""
     if self._executor is None:
       return [(tag, _run_inline(fn, *args))]
-    self._pending.append((tag, self._executor.submit(fn, *args)))
+    self._pending.append((tag, self._executor.submit(fn, *args, **self._call_options)))
     due = []
     while len(self._pending) > 2 * self._threads:
       due.append(self._pending.popleft())
@@ -45,7 +53,7 @@ class OrderedPool:
     """Runs fn(*args) outside the ordered queue (e.g. to retry one element)."""
     if self._executor is None:
       return _run_inline(fn, *args)
-    return self._executor.submit(fn, *args)
+    return self._executor.submit(fn, *args, **self._call_options)
 
   def batch_results(self, future: Future, size: int, call_for: Callable) -> list:
     """The per-item results of a batched call (a list of `size`).
@@ -69,7 +77,7 @@ class OrderedPool:
       yield self._pending.popleft()
 
   def shutdown(self) -> None:
-    if self._executor is not None:
+    if self._executor is not None and self._owned:
       self._executor.shutdown()
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import dataclasses
+import math
+import os
 from typing import Optional
 
 from transforms.workers.ordered_pool import OrderedPool
+from transforms.workers.shared_pool import SharedProcesses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,15 +20,21 @@ class PoolSize:
 
   timeout_s (processes only): a call still running after that long has its
   child killed and replaced (WorkerTimedOut); None: no limit.
+  harnesses: not None when the pool is sized in each worker (in_worker):
+  this many SDK harnesses share a machine's cores (0: one harness per core).
+  shared: the processes are the ones every DoFn instance of the harness
+  process shares (SharedProcesses), not this instance's own.
   """
   threads: int = 1
   processes: int = 0
   timeout_s: Optional[float] = None
+  harnesses: Optional[int] = None
+  shared: bool = False
 
 
 def pool_size(threads: int, processes: int, encoding: str, single_local_worker: bool,
               cpu_count: int, inline_raw: bool = False, timeout_s: float = 0.0,
-              records_here: bool = True) -> PoolSize:
+              records_here: bool = True, harnesses: Optional[int] = None) -> PoolSize:
   """The pool converting images (convert) or checking records (validate) in
   one worker. threads/processes: what the user asked for (0: choose);
   encoding: of the output images; inline_raw: raw images need no pool (validate
@@ -51,7 +60,16 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
 
   records_here=False: the step gets no records of its own (validate's span
   processes read every shard): no processes to start.
+
+  harnesses (not a single local worker, nothing asked for): the size is
+  chosen in each worker instead (in_worker), from the cores it finds there
+  and this many SDK harnesses sharing them; until then, the distributed
+  default below.
   """
+  if harnesses is not None and not single_local_worker and not (threads or processes):
+    return dataclasses.replace(
+        pool_size(0, 0, encoding, False, cpu_count, inline_raw, timeout_s, records_here),
+        harnesses=harnesses)
   if threads:
     chosen_threads = threads
   elif inline_raw and encoding == 'raw':
@@ -68,6 +86,60 @@ def pool_size(threads: int, processes: int, encoding: str, single_local_worker: 
     chosen_processes = cpu_count
   return PoolSize(chosen_threads, chosen_processes,
                   (timeout_s or None) if chosen_processes else None)
+
+
+def in_worker(size: PoolSize, encoding: str, cores: int) -> PoolSize:
+  """The pool one worker starts: `size` as it is, or, sized in the worker
+  (size.harnesses), its harness's share of the machine's `cores`
+  (cores // harnesses) used as a single local worker uses a machine: one
+  image process per core of the share (cores + 1 threads for raw output
+  without a time limit). A share of one core keeps the distributed default
+  (the runner runs a harness per core). Processes are then shared by every
+  DoFn instance of the harness process (shared=True): a runner running
+  several bundles at once in one harness (Flink's slots, Spark's tasks with
+  LOOPBACK) does not multiply them.
+  """
+  if size.harnesses is None:
+    return size
+  share = cores // size.harnesses if size.harnesses else 1
+  if share > 1:
+    size = pool_size(0, 0, encoding, True, share, timeout_s=size.timeout_s or 0.0)
+  return dataclasses.replace(size, harnesses=None, shared=size.processes > 0)
+
+
+def available_cores() -> int:
+  """The cores this process may use: its CPU affinity, capped by its
+  cgroup's CPU quota (a container's limit; os.cpu_count() counts the host's)."""
+  try:
+    cores = len(os.sched_getaffinity(0))
+  except AttributeError:  # not on Linux
+    cores = os.cpu_count() or 1
+  quota = _cgroup_quota()
+  return max(1, min(cores, math.ceil(quota))) if quota else cores
+
+
+# Where a cgroup's CPU quota is: (quota file, period file or None when the
+# quota file holds both): cgroup v2, then v1.
+CGROUP_QUOTAS = (('/sys/fs/cgroup/cpu.max', None),
+                 ('/sys/fs/cgroup/cpu/cpu.cfs_quota_us', '/sys/fs/cgroup/cpu/cpu.cfs_period_us'))
+
+
+def _cgroup_quota() -> Optional[float]:
+  """CPUs of the cgroup's quota, None if unlimited or unknown."""
+  for path, period_path in CGROUP_QUOTAS:
+    try:
+      with open(path, encoding='ascii') as handle:
+        text = handle.read().split()
+      if period_path:
+        with open(period_path, encoding='ascii') as handle:
+          text += handle.read().split()
+      quota, period = text[0], text[1]
+      if quota in ('max', '-1'):
+        return None
+      return int(quota) / int(period)
+    except (OSError, ValueError, IndexError):
+      continue
+  return None
 
 
 class PooledStep:
@@ -90,15 +162,21 @@ class PooledStep:
     self._size = size
     self._batch_size = process_batch if size.processes else 1
     self._pool = None
+    self._shared = None
     self._call = None
     self._batch = []
 
-  def start(self, call: Callable, prepare: Optional[Callable] = None) -> None:
+  def start(self, call: Callable, prepare: Optional[Callable] = None,
+            shared: Optional[SharedProcesses] = None) -> None:
     """prepare (processes only): maps a call's arguments on the pool's thread
-    before they are sent to a child (see ProcessPool)."""
+    before they are sent to a child (see ProcessPool). shared: where the
+    processes come from when size.shared (the harness process's own)."""
     self._call = call
     self._batch = []
-    if self._size.processes:
+    if self._size.processes and self._size.shared and shared is not None:
+      self._shared = shared
+      self._pool = OrderedPool(self._size.processes, prepare=prepare, executor=shared.open())
+    elif self._size.processes:
       self._pool = OrderedPool(self._size.processes, processes=True, prepare=prepare,
                                timeout_s=self._size.timeout_s)
     else:
@@ -122,6 +200,9 @@ class PooledStep:
     if self._pool is not None:
       self._pool.shutdown()
       self._pool = None
+    if self._shared is not None:
+      self._shared.close()
+      self._shared = None
 
   def _submit(self) -> list:
     batch, self._batch = self._batch, []

@@ -268,27 +268,28 @@ class ProcessPool:
     self._preparers = []
     self._lock = threading.Lock()
 
-  def submit(self, fn: Callable, *args) -> Future:
-    return self._executor.submit(self._call, fn, args)
+  def submit(self, fn: Callable, *args, prepare: Optional[Callable] = None) -> Future:
+    """prepare: this call's, instead of the pool's (a pool several steps share)."""
+    return self._executor.submit(self._call, fn, args, prepare or self._prepare)
 
-  def _call(self, fn: Callable, args: tuple):
+  def _call(self, fn: Callable, args: tuple, prepare: Optional[Callable]):
     timeout_s = self._timeout_s
-    if self._prepare is not None and timeout_s:
+    if prepare is not None and timeout_s:
       started = time.monotonic()
-      args = self._prepared(fn, args, timeout_s)
+      args = self._prepared(prepare, fn, args, timeout_s)
       timeout_s = max(timeout_s - (time.monotonic() - started), _MIN_CALL_S)
-    elif self._prepare is not None:
-      args = self._prepare(args)
+    elif prepare is not None:
+      args = prepare(args)
     return self._child().call(fn, args, timeout_s)
 
-  def _prepared(self, fn: Callable, args: tuple, timeout_s: float) -> tuple:
+  def _prepared(self, prepare: Callable, fn: Callable, args: tuple, timeout_s: float) -> tuple:
     """prepare(args) on this pool thread's Preparer, within timeout_s."""
     preparer = getattr(self._local, 'preparer', None)
     if preparer is None:
       preparer = self._local.preparer = _Preparer()
       with self._lock:
         self._preparers.append(preparer)
-    done = preparer.run(self._prepare, args, timeout_s)
+    done = preparer.run(prepare, args, timeout_s)
     if done is None:
       self._local.preparer = None
       with self._lock:

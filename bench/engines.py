@@ -1,0 +1,205 @@
+"""convert on each engine, the bench corpus, side by side: wall time,
+images/s, steady-state images/s and peak memory of the processes involved.
+
+  .venv/bin/python -m bench.engines [--num_images 2000] [--case jpeg224]
+      [--engines direct,portable,flink,spark] [--clusters] [--json OUT.json]
+
+Engines (each as a user launches it, with nothing but its runner's flags):
+  direct     the DirectRunner (no --runner)
+  portable   --runner PortableRunner against Beam's Python job service
+             (local_job_service_main, started here), LOOPBACK workers
+  flink      --runner FlinkRunner: Flink inside the job server, LOOPBACK
+  spark      --runner SparkRunner: Spark local[cores] in the job server, LOOPBACK
+  flink_session, spark_standalone (--clusters): the session cluster and the
+             standalone master + worker of tests/engine_clusters.py, with an
+             EXTERNAL worker pool (make test-integration builds .peers/)
+
+Each engine converts the first 10 images, then all N (--repeat times each,
+medians taken): the 10-image run's time
+is its start-up (interpreter, Beam, JVM, job server, job submission), and
+(N - 10) / (seconds - start-up seconds) its steady rate, compared with the
+DirectRunner's. Peak memory is the peak PSS of the launcher's process tree
+(job server JVM, image processes) plus the trees of the services it works
+through (the job service; a cluster's JVMs and worker pool), bench/measure.py.
+Flink and Spark need Java and their job servers (`make fetch-engines`).
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench.common import CASES
+from bench.corpus import ensure_corpus
+from bench.measure import run_measured
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STARTUP_IMAGES = 10
+ENGINES = ('direct', 'portable', 'flink', 'spark')
+CLUSTER_ENGINES = ('flink_session', 'spark_standalone')
+RUNNER_FLAGS = {
+    'direct': [],
+    'flink': ['--runner', 'FlinkRunner'],
+    'spark': ['--runner', 'SparkRunner'],
+}
+
+
+def _free_port() -> int:
+  with socket.socket() as sock:
+    sock.bind(('127.0.0.1', 0))
+    return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def job_service(log_dir: str):
+  """Beam's Python portable job service on a free port: (flags, [its pid])."""
+  port = _free_port()
+  with open(os.path.join(log_dir, 'job_service.log'), 'wb') as log:
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'apache_beam.runners.portability.local_job_service_main',
+         '--port', str(port)], stdout=log, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True)
+  try:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+      with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), 1):
+        break
+      time.sleep(0.3)
+    yield ['--runner', 'PortableRunner', '--job_endpoint', f'localhost:{port}',
+           '--environment_type', 'LOOPBACK'], [process.pid]
+  finally:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def cluster(engine: str, root: str):
+  """A cluster of tests/engine_clusters.py: (flags, [pids of its processes])."""
+  sys.path.insert(0, PROJECT_ROOT)
+  from tests import engine_clusters
+  kind = engine_clusters.FlinkSession if engine == 'flink_session' else (
+      engine_clusters.SparkStandalone)
+  running = kind(pathlib.Path(root))
+  try:
+    running.start()
+    processes = ([running.jobmanager, running.taskmanager] if engine == 'flink_session'
+                 else [running.master_process, running.worker]) + [running.pool.process]
+    yield running.flags(), [p.process.pid for p in processes]
+  finally:
+    running.stop()
+
+
+@contextlib.contextmanager
+def engine_context(engine: str, work: str):
+  if engine == 'portable':
+    with job_service(work) as found:
+      yield found
+  elif engine in CLUSTER_ENGINES:
+    with cluster(engine, os.path.join(work, engine)) as found:
+      yield found
+  else:
+    yield RUNNER_FLAGS[engine], []
+
+
+def convert_once(engine, manifest, num_images, case, flags, others, work, env, extra=()):
+  out = os.path.join(work, f'out-{engine}-{num_images}')
+  cmd = [sys.executable, '-m', 'pipeline.convert', '--manifest', manifest, '--output_dir',
+         out, '--overwrite', '--encoding', case.encoding, '--height', str(case.height),
+         '--width', str(case.width), '--progress', 'off', *flags, *extra]
+  result = run_measured(cmd, os.path.join(work, f'{engine}-{num_images}'), cwd=PROJECT_ROOT,
+                        timeout=3600, env=env, other_roots=others)
+  if result['returncode'] != 0:
+    raise SystemExit(f'{engine} failed on {num_images} images:\n'
+                     + '\n'.join(result.get('stderr_tail', [])))
+  shutil.rmtree(out, ignore_errors=True)
+  return result
+
+
+def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
+  small, _ = ensure_corpus(corpus_dir, STARTUP_IMAGES)
+  full, _ = ensure_corpus(corpus_dir, num_images)
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      filter(None, [PROJECT_ROOT, os.environ.get('PYTHONPATH')])))
+  env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+  rows = {}
+  for engine in engines:
+    with engine_context(engine, work) as (flags, others):
+      startups, wholes = [], []
+      for _ in range(repeat):
+        startups.append(convert_once(engine, small, STARTUP_IMAGES, case, flags, others, work,
+                                     env, extra))
+        wholes.append(convert_once(engine, full, num_images, case, flags, others, work, env,
+                                   extra))
+    # Medians: the steady rate is a difference of two noisy times.
+    startup, whole = _median_run(startups), _median_run(wholes)
+    steady_s = whole['seconds'] - startup['seconds']
+    rows[engine] = {
+        'seconds': whole['seconds'], 'startup_seconds': startup['seconds'],
+        'images_per_s': round(num_images / whole['seconds'], 1),
+        'steady_images_per_s': round((num_images - STARTUP_IMAGES) / steady_s, 1)
+        if steady_s > 0 else None,
+        'peak_pss_mib': whole['peak_pss_mib'], 'cpu_seconds': whole['cpu_seconds'],
+        'other_cpu_seconds': whole['other_cpu_seconds'],
+    }
+    print(engine, rows[engine], flush=True)
+  base = (rows.get('direct') or {}).get('steady_images_per_s')
+  for row in rows.values():
+    row['steady_vs_direct'] = round(row['steady_images_per_s'] / base, 2) if (
+        base and row['steady_images_per_s']) else None
+  return rows
+
+
+def _median_run(runs: list) -> dict:
+  """The run of median wall time (the lower middle one of an even count)."""
+  return sorted(runs, key=lambda run: run['seconds'])[(len(runs) - 1) // 2]
+
+
+def table(rows: dict, num_images: int, case: str) -> str:
+  lines = [f'{num_images} images, {case}, {os.cpu_count()} cores',
+           '| engine | wall s | start-up s (10 images) | images/s | steady images/s | '
+           'steady vs direct | peak PSS MiB |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: |']
+  for engine, row in rows.items():
+    lines.append(f'| {engine} | {row["seconds"]:.1f} | {row["startup_seconds"]:.1f} | '
+                 f'{row["images_per_s"]:.0f} | {row["steady_images_per_s"] or 0:.0f} | '
+                 f'{row["steady_vs_direct"] or 0:.2f} | {row["peak_pss_mib"]:.0f} |')
+  return '\n'.join(lines)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--num_images', type=int, default=2000)
+  parser.add_argument('--case', choices=sorted(CASES), default='jpeg224')
+  parser.add_argument('--engines', default=','.join(ENGINES))
+  parser.add_argument('--clusters', action='store_true',
+                      help='also ' + ' and '.join(CLUSTER_ENGINES))
+  parser.add_argument('--repeat', type=int, default=1,
+                      help='runs per engine; the median counts')
+  parser.add_argument('--workdir', default='/tmp/img2tfrecord-bench')
+  parser.add_argument('--json')
+  parser.add_argument('--convert_flags', default='',
+                      help='more convert flags for every run, e.g. "--image_processes 1"')
+  args = parser.parse_args(argv)
+  engines = [e for e in args.engines.split(',') if e] + (
+      list(CLUSTER_ENGINES) if args.clusters else [])
+  unknown = set(engines) - set(ENGINES) - set(CLUSTER_ENGINES)
+  if unknown:
+    parser.error(f'unknown engines: {sorted(unknown)}')
+  with tempfile.TemporaryDirectory(prefix='bench-engines-') as work:
+    rows = measure(engines, args.workdir, args.num_images, CASES[args.case], work, args.repeat,
+                   args.convert_flags.split())
+  print(table(rows, args.num_images, args.case))
+  if args.json:
+    with open(args.json, 'w', encoding='utf-8') as handle:
+      json.dump({'num_images': args.num_images, 'case': args.case, 'engines': rows}, handle,
+                indent=2)
+
+
+if __name__ == '__main__':
+  main()
