@@ -27,6 +27,7 @@ from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
+from transforms.core.detection_info import DetectionConfig
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
@@ -79,6 +80,7 @@ class ConvertConfig:
   # the clean-up of a failed run).
   known_splits: tuple = ()
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
+  detection: Optional[DetectionConfig] = None  # --annotations (--schema detection)
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -113,6 +115,7 @@ class ConvertConfig:
         'extra_features': {f.name: f.declaration().split(':', 1)[1]
                            for f in self.example.extra_features},
         **indexed,
+        **({'detection': self.detection.to_json()} if self.detection else {}),
     }
     # Options of #11, recorded only where they apply or differ from their
     # default: a dataset converted as before gets the same dataset_info.json.
@@ -263,6 +266,9 @@ def validate_config(args) -> ValidateConfig:
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
   args = parsed.args
+  if args.annotations or args.schema == 'detection':  # objects, not a label per image
+    from pipeline import detection_config
+    return detection_config.convert_config(parsed)
   sources = [bool(args.manifest), bool(args.image_dir)]
   if not any(sources):
     raise UsageError('--manifest is required (or --image_dir for a folder per class)')
