@@ -90,6 +90,12 @@ def int64s(values: list, *_):
   return np.array(values, np.int64)
 
 
+def boxes(_, record, reading):
+  """[N, 4] float32 (ymin, xmin, ymax, xmax), as TF orders them."""
+  import numpy as np
+  return np.array([record[name] for name in BOX_FEATURES], np.float32).T.reshape(-1, 4)
+
+
 def object_texts(values: list, *_) -> list:
   return [v.decode('utf-8', 'replace') for v in values]
 

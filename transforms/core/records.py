@@ -55,6 +55,8 @@ class ExampleDecoder:
     for feature in self._fields:
       example[feature.field] = feature.decode(record[feature.name], record, self._reading)
     example['class_text'] = decoders.class_text(example['label'], self._reading.label_map)
+    if 'boxes' in example:  # --schema detection: each object's class, as read.load names it
+      example['classes'] = example['label']
     return example
 
 
