@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
+.PHONY: install demo demo-detection demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
 
 install: $(STAMP)
 
@@ -19,6 +19,12 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 
 demo: install
 	$(PY) -m pipeline.demo
+
+# A small COCO-format detection set (scikit-image's astronaut, coffee, chelsea
+# with hand-made boxes and masks): convert --schema detection, validate, inspect
+# (demo_output_detection/inspect/contact_sheet.png shows the boxes).
+demo-detection: install
+	$(PY) -m pipeline.demo_detection
 
 # The same sample on an embedded Flink / a local Spark: needs Java 17 (or any
 # the engine runs on) and, the first time, Maven to fetch the job server into
@@ -97,4 +103,4 @@ $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed): .peers/%/.installed
 	touch $@
 
 clean:
-	rm -rf demo_data demo_output demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers
+	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers

@@ -101,8 +101,11 @@ def object_texts(values: list, *_) -> list:
 
 
 def masks(values: list, record, reading):
-  """[N, H, W] uint8 of 0/1 (N = 0: an empty [0, H, W])."""
+  """[N, H, W] uint8 of 0/1 (N = 0: an empty [0, H, W]); the PNGs as stored
+  when the reading does not decode."""
   import numpy as np
+  if not reading.decode:
+    return list(values)
   height, width = record['image/height'], record['image/width']
   if not values:
     return np.zeros((0, height, width), np.uint8)
