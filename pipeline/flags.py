@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 
 from transforms.core import image_dir
+from transforms.core import labels
+from transforms.core import manifest
+from transforms.core import splits
 from transforms.core.annotations import ANNOTATION_FORMATS
 from transforms.core.annotations import ON_BAD_BOX
 from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
 from transforms.core.boxes import STORED
-from transforms.core import labels
-from transforms.core import manifest
-from transforms.core import splits
 from transforms.core.shuffle import SHUFFLE_MODES
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS

@@ -96,9 +96,12 @@ class ReadCoco(beam.PTransform):
 
 
 def _read_png(path: str):
-  from PIL import Image
+  """A VOC SegmentationObject PNG (any Beam filesystem), its palette indices kept."""
   import io
-  return Image.open(io.BytesIO(filesystem.FileAccess().read_bytes(path)))
+
+  from PIL import Image
+  with filesystem.FileAccess().open(path) as stream:
+    return Image.open(io.BytesIO(stream.read()))
 
 
 class _DetectFn(beam.DoFn):

@@ -5,8 +5,8 @@ functions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import dataclasses
-from typing import Iterator
 from typing import Optional
 
 from transforms.core import annotations as objects
@@ -38,7 +38,7 @@ def scan(stream, path: str) -> CocoSummary:
   try:
     for prefix, event, value in ijson.parse(stream, use_float=True):
       if prefix == '' and event not in ('start_map', 'end_map', 'map_key'):
-        raise CocoFormatError(f'{path}: the document is a JSON {event.split("_")[0]}, '
+        raise CocoFormatError(f'{path}: the document is a JSON {event.split("_")[-1]}, '
                               f'not an object with {", ".join(SECTIONS)}')
       if prefix in SECTIONS and event in ('start_array', 'start_map', 'string', 'number',
                                           'null', 'boolean'):
@@ -93,8 +93,7 @@ def label_ids(categories: dict) -> tuple:
 def items(stream, section: str) -> Iterator[tuple]:
   """(position from 1, element) of one top-level array, streamed."""
   import ijson
-  for position, item in enumerate(ijson.items(stream, f'{section}.item', use_float=True), 1):
-    yield position, item
+  yield from enumerate(ijson.items(stream, f'{section}.item', use_float=True), 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,7 +80,7 @@ def source_mask(obj: ObjectAnnotation, size: tuple, normalized: bool,
 
 def _box_mask(box: tuple, size: tuple) -> Image.Image:
   mask = Image.new('L', tuple(int(n) for n in size), 0)
-  x0, y0, x1, y1 = (int(round(v)) for v in box)
+  x0, y0, x1, y1 = (round(v) for v in box)
   if x1 > x0 and y1 > y0:
     mask.paste(1, (x0, y0, x1, y1))
   return mask
