@@ -47,8 +47,10 @@ fetch-engines: install
 # expensive fixture carry one xdist_group and stay on one worker (loadgroup).
 # TEST_WORKERS=0 runs everything in this process (for a debugger).
 TEST_WORKERS ?= 2
-# The clusters make test-integration starts (tests/peers/requirements-*.txt).
+# The clusters make test-integration starts (tests/peers/requirements-*.txt),
+# and the other real clients it runs (tf-models: the Model Garden's decoder).
 CLUSTERS := flink spark
+TEST_PEERS := tf-models
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # make test leaves out the tests marked integration (real Flink and Spark runs,
@@ -57,7 +59,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 test: install
 	$(PYTEST) -m 'not integration' tests
 
-test-integration: install fetch-engines $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed)
+test-integration: install fetch-engines $(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed)
 	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
@@ -97,7 +99,8 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 # The Flink and Spark clusters make test-integration starts (their jars and
 # scripts; --no-deps: apache-flink pins an old apache-beam, and neither
 # cluster runs Python of its own: the workers are this venv's worker pool).
-$(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
+# tf-models: --no-deps too, its full list pinned (tests/peers/requirements-tf-models.txt).
+$(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
 	$(PYTHON) -m venv .peers/$*
 	.peers/$*/bin/python -m pip install --quiet --no-deps -r $<
 	touch $@
