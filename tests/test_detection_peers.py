@@ -67,11 +67,11 @@ def test_the_object_detection_api_feature_spec_parses_it(dataset):
   batch = next(iter(read.load(str(dataset), schema='detection', batch_size=3)))
   assert batch['boxes'].shape == (3, 4, 4) and batch['masks'].shape == (3, 4, 160, 160)
   assert batch['classes'].numpy().tolist()[0] == [1, 2, 3, -1]  # padded with -1
-  with pytest.raises(ValueError, match="was written with --schema detection"):
+  with pytest.raises(ValueError, match='was written with --schema detection'):
     read.load(str(dataset), schema='default')
 
 
-DECODE = '''
+DECODE = """
 import sys
 import tensorflow as tf
 from official.vision.dataloaders import tf_example_decoder
@@ -80,7 +80,7 @@ for record in tf.data.TFRecordDataset(sys.argv[1]).take(1):
   out = decoder.decode(record)
   print(out['source_id'].numpy().decode(), out['groundtruth_classes'].numpy().tolist(),
         out['groundtruth_boxes'].numpy().shape, out['groundtruth_instance_masks'].numpy().shape)
-'''
+"""
 
 
 @pytest.mark.integration
