@@ -157,5 +157,13 @@ def read_annotations(p, detection, split) -> Optional[dict]:
   """The reader of --annotation_format (detection: pipeline's DetectionConfig)."""
   if detection.annotation_format == 'coco':
     return p | 'ReadCoco' >> ReadCoco(detection.coco_source(split))
+  from transforms.detection_files import FileSource
   from transforms.detection_files import ReadAnnotationFiles
-  return p | 'ReadAnnotationFiles' >> ReadAnnotationFiles(detection.file_source(split))
+  named = [(i, name) for i, name in enumerate(detection.names) if name]
+  options = detection.options
+  source = FileSource(detection.annotation_format, detection.image_dir, split,
+                      tuple((name, i) for i, name in named)
+                      if detection.annotation_format == 'voc' else tuple(i for i, _ in named),
+                      detection.mask_dir, options.include_masks, options.on_bad_box,
+                      options.skip_empty)
+  return p | 'ReadAnnotationFiles' >> ReadAnnotationFiles(source, detection.files)
