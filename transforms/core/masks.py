@@ -57,17 +57,29 @@ _SUPERSAMPLE = 5
 
 def polygons_mask(polygons: list, size: tuple, scale: tuple = (1.0, 1.0)) -> Image.Image:
   """COCO polygons ([[x0, y0, x1, y1, ...], ...], coordinates times `scale`)
-  -> an 'L' mask of 0/1 of size (width, height)."""
+  -> an 'L' mask of 0/1 of size (width, height). Only the polygons' bounding
+  box is drawn large (a whole 512x512 mask at 5x took ~40 ms)."""
   width, height = (int(n) for n in size)
-  big = Image.new('L', (width * _SUPERSAMPLE, height * _SUPERSAMPLE), 0)
+  mask = np.zeros((height, width), np.uint8)
+  shapes = [[(polygon[i] * scale[0], polygon[i + 1] * scale[1])
+             for i in range(0, len(polygon) - 1, 2)] for polygon in polygons]
+  shapes = [points for points in shapes if len(points) >= 3]
+  if not shapes:
+    return Image.fromarray(mask, 'L')
+  xs = [x for points in shapes for x, _ in points]
+  ys = [y for points in shapes for _, y in points]
+  left, top = max(0, int(np.floor(min(xs)))), max(0, int(np.floor(min(ys))))
+  right, bottom = min(width, int(np.ceil(max(xs))) + 1), min(height, int(np.ceil(max(ys))) + 1)
+  if right <= left or bottom <= top:
+    return Image.fromarray(mask, 'L')
+  big = Image.new('L', ((right - left) * _SUPERSAMPLE, (bottom - top) * _SUPERSAMPLE), 0)
   draw = ImageDraw.Draw(big)
-  sx, sy = scale[0] * _SUPERSAMPLE, scale[1] * _SUPERSAMPLE
-  for polygon in polygons:
-    points = [(polygon[i] * sx, polygon[i + 1] * sy) for i in range(0, len(polygon) - 1, 2)]
-    if len(points) >= 3:
-      draw.polygon(points, fill=255)
-  covered = np.asarray(big.resize((width, height), Image.Resampling.BOX))
-  return Image.fromarray((covered >= 128).astype(np.uint8), 'L')
+  for points in shapes:
+    draw.polygon([((x - left) * _SUPERSAMPLE, (y - top) * _SUPERSAMPLE) for x, y in points],
+                 fill=255)
+  covered = np.asarray(big.resize((right - left, bottom - top), Image.Resampling.BOX))
+  mask[top:bottom, left:right] = covered >= 128
+  return Image.fromarray(mask, 'L')
 
 
 def mask_image(pixels: np.ndarray) -> Image.Image:
