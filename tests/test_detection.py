@@ -256,3 +256,18 @@ def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   _label, key, problems = check_record(data, expected)
   assert [k for k, _ in problems] == ([] if kind is None else [kind])
   assert key == 'x.jpg'
+
+
+@pytest.mark.parametrize('recorded, expected', [
+    ((40, 30), (10 / 30, 0 / 40, 30 / 30, 10 / 40)),  # the stored size: turned with the pixels
+    ((30, 40), (0 / 30, 0 / 40, 10 / 30, 20 / 40)),  # the rotated size: already upright
+])
+def test_exif_orientation_follows_the_recorded_size(recorded, expected):
+  # stored 40x30, EXIF 6 (a quarter turn clockwise): upright it is 30x40
+  annotation = annotations.ImageAnnotation(1, recorded, (annotations.ObjectAnnotation(
+      1, (0, 0, 10, 20)),))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', key='x.jpg', annotation=annotation)
+  image = EncodedImage(b'', 40, 30, 3, 'jpeg', (40, 30), 6)
+  found = detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'),
+                 ImageSpec(resize_mode='none'), DetectionOptions())
+  assert (found.xmin[0], found.ymin[0], found.xmax[0], found.ymax[0]) == pytest.approx(expected)
