@@ -50,7 +50,7 @@ def draw_objects(image: Image.Image, objects: tuple, font_size: int = 12) -> Ima
 
 def sample_objects(example: dict) -> Optional[tuple]:
   """What draw_objects draws of a read.examples example (None: no boxes)."""
-  if 'boxes' not in example:
+  if 'classes' not in example:  # (a classification dataset's: no objects)
     return None
   return (example['boxes'], list(example['classes']), list(example['class_text']),
           example.get('masks'))

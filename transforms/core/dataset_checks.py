@@ -139,6 +139,17 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
   return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1, 'the last line has no line break')]
 
 
+def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
+  """(split, its declared counts per class name under `field`, {label id:
+  records read}) of each split that declares them and whose records were all
+  read (a split whose count is off is a problem of its own)."""
+  for split, declared in info['splits'].items():
+    per_class = declared.get(field)
+    if per_class is not None and counts.get(split, 0) == declared['num_examples']:
+      yield split, per_class, {label: n for (where, label), n in label_counts.items()
+                               if where == split}
+
+
 def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """Each split's examples_per_class against the labels its records hold.
 
@@ -149,11 +160,8 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """
   names = list(info['label_map'])
   problems = []
-  for split, declared in info['splits'].items():
-    per_class = declared.get('examples_per_class')
-    if per_class is None or counts.get(split, 0) != declared['num_examples']:
-      continue
-    found = {label: n for (where, label), n in label_counts.items() if where == split}
+  for split, per_class, found in _counted_splits(info, counts, label_counts,
+                                                 'examples_per_class'):
     if any(label is None or not 0 <= label < len(names) for label in found):
       continue
     for label, name in enumerate(names):
@@ -179,12 +187,10 @@ def object_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   of its records' objects (label_counts counts each object)."""
   names = list(info['label_map'])
   problems = []
-  for split, declared in info['splits'].items():
-    per_class = declared.get('objects_per_class')
-    if per_class is None or counts.get(split, 0) != declared['num_examples']:
-      continue
+  for split, per_class, by_id in _counted_splits(info, counts, label_counts,
+                                                 'objects_per_class'):
     found = {names[label] if label is not None and 0 <= label < len(names) else label: n
-             for (where, label), n in label_counts.items() if where == split}
+             for label, n in by_id.items()}
     for name in sorted(set(per_class) | set(found), key=str):
       if per_class.get(name, 0) != found.get(name, 0):
         problems.append(Problem(CLASS_COUNT_MISMATCH, split, -1, (

@@ -181,21 +181,24 @@ class FeatureTable:
     return tuple(sorted((f for f in self.features if f.check), key=lambda f: f.decodes))
 
 
+# The encoded image and its size, first in the default and detection tables.
+_IMAGE_FEATURES = (
+    Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
+            decodes=True, field='image', decode=decoders.image),
+    Feature('image/format', 'bytes', attrgetter('image.format'),
+            lambda value, _, e: checks.check_format(value, e.image.encoding)),
+    Feature('image/height', 'int64', attrgetter('image.height'),
+            lambda value, record, e: checks.check_size(value, record['image/width'], e.image)),
+    Feature('image/width', 'int64', attrgetter('image.width')),  # checked with image/height
+)
+
 # One table per schema: the Example builder, feature_spec() (dataset_info.json),
 # validate's record checks and the readers (read.examples, read.load, export)
 # are all driven by it. Adding a feature is one row.
 FEATURE_TABLES = {
     'default': FeatureTable(
         features=(
-            Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
-                    decodes=True, field='image', decode=decoders.image),
-            Feature('image/format', 'bytes', attrgetter('image.format'),
-                    lambda value, _, e: checks.check_format(value, e.image.encoding)),
-            Feature('image/height', 'int64', attrgetter('image.height'),
-                    lambda value, record, e: checks.check_size(
-                        value, record['image/width'], e.image)),
-            # checked together with image/height
-            Feature('image/width', 'int64', attrgetter('image.width')),
+            *_IMAGE_FEATURES,
             Feature('image/channels', 'int64', attrgetter('image.channels'),
                     lambda value, _, e: checks.check_channels(value, e.image.channels)),
             Feature('image/class/label', 'int64', attrgetter('labelled.label_id'),
@@ -223,14 +226,7 @@ FEATURE_TABLES = {
     # TfExampleDecoder read it unchanged): one list entry per object.
     'detection': FeatureTable(
         features=(
-            Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
-                    decodes=True, field='image', decode=decoders.image),
-            Feature('image/format', 'bytes', attrgetter('image.format'),
-                    lambda value, _, e: checks.check_format(value, e.image.encoding)),
-            Feature('image/height', 'int64', attrgetter('image.height'),
-                    lambda value, record, e: checks.check_size(
-                        value, record['image/width'], e.image)),
-            Feature('image/width', 'int64', attrgetter('image.width')),
+            *_IMAGE_FEATURES,
             Feature('image/filename', 'bytes', attrgetter('labelled.row.image'),
                     field='key', decode=decoders.text),
             Feature('image/source_id', 'bytes', attrgetter('source_id')),

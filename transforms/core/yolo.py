@@ -16,12 +16,12 @@ def names_from_yaml(text: str, path: str) -> dict:
   """data.yaml's `names` (a list, or a map index -> name) -> label id -> name."""
   import yaml
   try:
-    data = yaml.safe_load(text)
+    names = (yaml.safe_load(text) or {}).get('names')
   except yaml.YAMLError as error:
     raise YoloFormatError(f'{path} is not valid YAML: {" ".join(str(error).split())}')
-  names = data.get('names') if isinstance(data, dict) else None
-  if isinstance(names, list):
-    names = dict(enumerate(names))
+  except AttributeError:  # a document that is no map
+    names = None
+  names = dict(enumerate(names)) if isinstance(names, list) else names
   if not isinstance(names, dict) or not names or not all(
       isinstance(k, int) and k >= 0 for k in names):
     raise YoloFormatError(f'{path}: "names" must be a list of class names or a map of '
