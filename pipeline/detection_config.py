@@ -9,6 +9,7 @@ import os
 
 from pipeline import config as opts
 from pipeline.cli import UsageError
+from pipeline.output_flags import output_options
 from transforms import filesystem
 from transforms.core import annotations as objects
 from transforms.core import coco
@@ -102,7 +103,7 @@ def convert_config(parsed) -> opts.ConvertConfig:
   found_splits = detection.split_names()
   if not split.fractions:
     split = dataclasses.replace(split, names=found_splits or (splits.DEFAULT_SPLIT,))
-  effective = dict(parsed.effective)
+  effective = dict(output_options(parsed))
   effective['encoding'] = image.encoding
   effective['schema'] = DETECTION
   return opts.ConvertConfig(

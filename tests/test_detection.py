@@ -162,6 +162,8 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
     (('--encoding', 'raw'), '--schema detection stores JPEG or PNG (the Model Garden decoder '
                             'cannot read --encoding raw): give --encoding jpeg or png'),
     (('--schema', 'default'), '--annotations writes --schema detection, not --schema default'),
+    (('--write_index', '--compression', 'gzip'), '--write_index needs uncompressed shards: '
+     'offsets in a gzip stream cannot be used for random access (drop --compression gzip)'),
 ])
 def test_flags_that_do_not_fit_exit_2(converted, tmp_path, capsys, flags, message):
   annotations, _ = converted
