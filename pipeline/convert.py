@@ -206,7 +206,14 @@ def summary(info: dict, seconds: float) -> str:
     lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
                  f'name (--image_extensions): {", ".join(shown)}'
                  + (', ...' if info['num_skipped_files'] > len(shown) else ''))
+  for reason, count in info.get('rejected_annotations_by_reason', {}).items():
+    lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
   lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  if info.get('detection'):  # --schema detection
+    found = info['detection']
+    lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
+                 f'{found["dropped_boxes"]["crop_visibility"]}; images without objects '
+                 f'skipped: {found["num_skipped_empty"]}')
   lines += warning_lines(info)
   if not info['num_manifest_rows']:
     lines.append('Warning: the manifest has no rows; the dataset is empty.')
@@ -265,7 +272,8 @@ def warning_lines(info: dict) -> list:
                  f'(the default --label_normalize nfc merges them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
-                 f'no example (ids kept): {labels["empty_classes"][:5]}')
+                 f'no {"object" if info.get("detection") else "example"} (ids kept): '
+                 f'{labels["empty_classes"][:5]}')
   copies = info.get('content_duplicates') or {}
   if copies.get('num_within_split') or copies.get('num_across_splits'):
     lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '

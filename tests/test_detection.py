@@ -273,3 +273,10 @@ def test_exif_orientation_follows_the_recorded_size(recorded, expected):
   found = detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'),
                  ImageSpec(resize_mode='none'), DetectionOptions())
   assert (found.xmin[0], found.ymin[0], found.xmax[0], found.ymax[0]) == pytest.approx(expected)
+
+
+def test_the_summary_names_objects_and_annotations(converted):
+  _, out = converted
+  text = convert.summary(read_info(out), 1.0)
+  assert '  annotation rejected annotation/empty_box: 1 (not an image row)' in text
+  assert '  objects: 10; boxes dropped by the crop: 0; images without objects skipped: 0' in text
