@@ -280,3 +280,24 @@ def test_the_summary_names_objects_and_annotations(converted):
   text = convert.summary(read_info(out), 1.0)
   assert '  annotation rejected annotation/empty_box: 1 (not an image row)' in text
   assert '  objects: 10; boxes dropped by the crop: 0; images without objects skipped: 0' in text
+
+
+@pytest.mark.slow  # convert, validate and inspect: three pipelines' worth
+def test_make_demo_detection_draws_the_boxes_on_the_objects(tmp_path, monkeypatch):
+  import csv
+
+  from PIL import Image
+
+  from pipeline.look_detection import colour
+  monkeypatch.chdir(tmp_path)
+  assert demo_detection.main([]) == EXIT_OK
+  look = tmp_path / demo_detection.EXPORT_DIR
+  assert (look / 'contact_sheet.png').exists() and (look / 'report.html').exists()
+  with open(look / 'samples.csv', encoding='utf-8') as handle:
+    name = next(row[0] for row in csv.reader(handle) if row[4] == 'astronaut.jpg')
+  pixels = np.asarray(Image.open(look / name).convert('RGB'), np.int16)
+  # the face: columns 150..300, rows 15..180 of 512x512, drawn at 320x320 (x 0.625)
+  edge = pixels[60:90, 94]  # its left edge, below the name tag
+  assert np.abs(edge - colour(1)).max(axis=1).mean() < 60, edge[:3]
+  inside = pixels[60:90, 110]  # the face itself is not box-coloured
+  assert np.abs(inside - colour(1)).max(axis=1).mean() > 60
