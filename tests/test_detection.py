@@ -140,6 +140,14 @@ def test_reject_row_and_skip_empty(converted, tmp_path):
   assert info['detection']['num_skipped_empty'] == 1
 
 
+def test_nothing_published_leaves_only_rejected_jsonl(converted, tmp_path):
+  annotations, _ = converted
+  out = tmp_path / 'out'
+  # every row rejected whole, no --allow_empty: exit 2, the label maps taken back too
+  assert _convert(annotations, out, '--on_bad_box', 'reject_row', '--skip_empty') == EXIT_USAGE
+  assert sorted(p.name for p in out.iterdir()) == ['rejected.jsonl']
+
+
 @pytest.mark.parametrize('text, message', [
     ('{"images": [', 'is not valid JSON'),
     ('[]', ': the document is a JSON array, not an object with images, annotations, '
@@ -301,3 +309,16 @@ def test_make_demo_detection_draws_the_boxes_on_the_objects(tmp_path, monkeypatc
   assert np.abs(edge - colour(1)).max(axis=1).mean() < 60, edge[:3]
   inside = pixels[60:90, 110]  # the face itself is not box-coloured
   assert np.abs(inside - colour(1)).max(axis=1).mean() > 60
+
+
+def test_a_repeated_image_id_is_a_rejected_row():
+  from transforms.core.splits import SplitConfig
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1})
+  images = [(1, {'id': 5, 'file_name': 'a.jpg', 'width': 10, 'height': 10}),
+            (3, {'id': 5, 'file_name': 'b.jpg', 'width': 10, 'height': 10})]
+  row, rejected = coco.image_row(
+      5, images, [(1, {'image_id': 5, 'category_id': 1, 'bbox': [1, 1, 2, 2]})], source)
+  assert (row.image, row.path, row.split) == ('a.jpg', 'images/a.jpg', 'train')
+  assert [o.box for o in row.annotation.objects] == [(1.0, 1.0, 3.0, 3.0)]
+  assert [(r.code, r.line, r.counts_as_row, r.reason) for r in rejected] == [
+      ('duplicate_image_id', 3, True, 'image id 5 is given again: kept the one at position 1')]

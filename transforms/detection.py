@@ -69,8 +69,8 @@ class _CocoImageFn(beam.DoFn):
     if images and not anns and self._source.skip_empty:
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.SKIPPED_EMPTY, 1))
       return
-    if images:
-      yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))
+    if images:  # each image record is a row (a repeated id: a rejected one)
+      yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), len(images)))
     row, rejected = coco.image_row(images[0][1].get('id') if images else image_id,
                                    images, anns, self._source)
     for rejection in rejected:

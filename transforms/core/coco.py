@@ -140,15 +140,20 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
           obj, objects.MISSING_IMAGE, f'image_id {image_id!r} is not in "images"'))
     return None, rejected
   line, image = images[0]
+  # the same id again: rows of their own, rejected; the first by position is kept
+  repeated = [ManifestRow(other, source.path, again).reject(
+      objects.STAGE_ANNOTATION, 'duplicate_image_id',
+      f'image id {image_id!r} is given again: kept the one at position {line}')
+      for again, other in images[1:]]
   name = image.get('file_name')
   row = ManifestRow(image, source.path, line, image=str(name or ''),
                     path=resolve_path(str(name or ''), source.image_dir), key=str(name or ''))
   size = _recorded_size(image)
   if not isinstance(name, str) or not name or not isinstance(image_id, int) or (
       size is None and ('width' in image or 'height' in image)):
-    return None, [row.reject(objects.STAGE_ANNOTATION, 'bad_image_record',
-                             'an image record needs an integer id, a file_name and '
-                             'positive width and height')]
+    return None, repeated + [row.reject(objects.STAGE_ANNOTATION, 'bad_image_record',
+                                        'an image record needs an integer id, a file_name '
+                                        'and positive width and height')]
   parsed = []
   for ann_line, ann in sorted(anns, key=lambda a: a[0]):
     try:
@@ -166,7 +171,8 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
   row = dataclasses.replace(
       row, split=source.split.assign(row.key, None),
       annotation=dataclasses.replace(annotation, objects=kept))
-  return reject_row_if_bad(row, rejected, source.on_bad_box)
+  row, rejected = reject_row_if_bad(row, rejected, source.on_bad_box)
+  return row, repeated + rejected
 
 
 def reject_row_if_bad(row: ManifestRow, rejected: list, on_bad_box: str) -> tuple:

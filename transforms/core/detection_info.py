@@ -11,12 +11,13 @@ from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import tally
 from transforms.core.detect import DetectionOptions
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.splits import SplitConfig
 
 # Tally keys of what detection counts (summed with the others, tally.py).
 DROPPED_BY_CROP = ('detection', 'dropped', 'crop_visibility')
 SKIPPED_EMPTY = ('detection', 'skipped_empty')
-LABEL_MAP_PBTXT = 'label_map.pbtxt'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,5 +94,5 @@ def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
 
 def label_files(names: tuple) -> dict:
   """{file name: text} of the label map files beside the shards."""
-  return {'label_map.txt': objects.label_map_text(names),
+  return {LABEL_MAP: objects.label_map_text(names),
           LABEL_MAP_PBTXT: objects.label_map_pbtxt(names)}

@@ -19,6 +19,7 @@ FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = (1, 2)
 DATASET_INFO = 'dataset_info.json'
 LABEL_MAP = 'label_map.txt'
+LABEL_MAP_PBTXT = 'label_map.pbtxt'  # --schema detection: the Object Detection API's
 REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
 SHARD_SUFFIX = '.tfrecord'
