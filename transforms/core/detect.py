@@ -5,6 +5,7 @@ Detection API's units: plain functions."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
@@ -96,6 +97,8 @@ def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
   """
   annotation: ImageAnnotation = loaded.labelled.row.annotation
   image = loaded.image
+  if read_png is not None:  # a VOC PNG holds every object's mask: read once an image
+    read_png = functools.lru_cache(maxsize=2)(read_png)
   frame = boxes.annotation_frame(annotation.recorded_size, image.source_size,
                                  image.orientation, options.annotation_orientation)
   size = _frame_size(annotation, image, frame)
