@@ -322,3 +322,14 @@ def test_a_repeated_image_id_is_a_rejected_row():
   assert [o.box for o in row.annotation.objects] == [(1.0, 1.0, 3.0, 3.0)]
   assert [(r.code, r.line, r.counts_as_row, r.reason) for r in rejected] == [
       ('duplicate_image_id', 3, True, 'image id 5 is given again: kept the one at position 1')]
+
+
+@pytest.mark.parametrize('include_masks', [False, True])
+def test_kept_objects_carry_only_what_the_example_needs(include_masks):
+  obj = annotations.ObjectAnnotation(1, (-0.5, 2, 12, 8), segmentation=('polygons', [[1] * 6]),
+                                     shown={'a big': 'annotation'})
+  kept, rejected = annotations.checked_objects(
+      annotations.ImageAnnotation(1, (11, 10), (obj,)), {1}, include_masks)
+  assert rejected == [] and kept[0].box == (0.0, 2, 11, 8)  # clipped to the image
+  assert kept[0].shown is None
+  assert kept[0].segmentation == (('polygons', [[1] * 6]) if include_masks else None)

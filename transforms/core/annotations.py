@@ -121,7 +121,10 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
     if problem:
       rejected.append(reject_object(obj, *problem))
       continue
-    kept.append(dataclasses.replace(obj, box=clip_box(obj.box, size)))
+    # what only a rejection would show, or only a mask would need, is not
+    # carried on with the row (rows wait in memory for the write order)
+    kept.append(dataclasses.replace(obj, box=clip_box(obj.box, size), shown=None,
+                                    segmentation=obj.segmentation if include_masks else None))
   return tuple(kept), rejected
 
 
