@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
+.PHONY: install demo demo-detection demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
 
 install: $(STAMP)
 
@@ -19,6 +19,12 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 
 demo: install
 	$(PY) -m pipeline.demo
+
+# A small COCO-format detection set (scikit-image's astronaut, coffee, chelsea
+# with hand-made boxes and masks): convert --schema detection, validate, inspect
+# (demo_output_detection/inspect/contact_sheet.png shows the boxes).
+demo-detection: install
+	$(PY) -m pipeline.demo_detection
 
 # The same sample on an embedded Flink / a local Spark: needs Java 17 (or any
 # the engine runs on) and, the first time, Maven to fetch the job server into
@@ -41,8 +47,10 @@ fetch-engines: install
 # expensive fixture carry one xdist_group and stay on one worker (loadgroup).
 # TEST_WORKERS=0 runs everything in this process (for a debugger).
 TEST_WORKERS ?= 2
-# The clusters make test-integration starts (tests/peers/requirements-*.txt).
+# The clusters make test-integration starts (tests/peers/requirements-*.txt),
+# and the other real clients it runs (tf-models: the Model Garden's decoder).
 CLUSTERS := flink spark
+TEST_PEERS := tf-models
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # make test leaves out the tests marked integration (real Flink and Spark runs,
@@ -51,7 +59,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 test: install
 	$(PYTEST) -m 'not integration' tests
 
-test-integration: install fetch-engines $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed)
+test-integration: install fetch-engines $(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed)
 	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
@@ -91,10 +99,11 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 # The Flink and Spark clusters make test-integration starts (their jars and
 # scripts; --no-deps: apache-flink pins an old apache-beam, and neither
 # cluster runs Python of its own: the workers are this venv's worker pool).
-$(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
+# tf-models: --no-deps too, its full list pinned (tests/peers/requirements-tf-models.txt).
+$(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
 	$(PYTHON) -m venv .peers/$*
 	.peers/$*/bin/python -m pip install --quiet --no-deps -r $<
 	touch $@
 
 clean:
-	rm -rf demo_data demo_output demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers
+	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers

@@ -15,6 +15,7 @@ from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.flags import ConvertOptions
 from pipeline.flags import ValidateOptions
+from pipeline.output_flags import output_options
 from pipeline.preflight import image_dir_splits
 from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
@@ -27,6 +28,7 @@ from transforms.core import paths
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
+from transforms.core.detection_info import DetectionConfig
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import LabelMap
 from transforms.core.labels import parse_normalize
@@ -34,7 +36,6 @@ from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import SINK_ORDERED
-from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
@@ -79,6 +80,7 @@ class ConvertConfig:
   # the clean-up of a failed run).
   known_splits: tuple = ()
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
+  detection: Optional[DetectionConfig] = None  # --annotations (--schema detection)
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -113,6 +115,7 @@ class ConvertConfig:
         'extra_features': {f.name: f.declaration().split(':', 1)[1]
                            for f in self.example.extra_features},
         **indexed,
+        **({'detection': self.detection.to_json()} if self.detection else {}),
     }
     # Options of #11, recorded only where they apply or differ from their
     # default: a dataset converted as before gets the same dataset_info.json.
@@ -263,6 +266,9 @@ def validate_config(args) -> ValidateConfig:
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   """Checks the parsed convert options; UsageError names the first problem."""
   args = parsed.args
+  if args.annotations or args.schema == 'detection':  # objects, not a label per image
+    from pipeline import detection_config
+    return detection_config.convert_config(parsed)
   sources = [bool(args.manifest), bool(args.image_dir)]
   if not any(sources):
     raise UsageError('--manifest is required (or --image_dir for a folder per class)')
@@ -294,23 +300,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     if args.multi_label:
       raise UsageError('--schema seed stores one int64 label per record; '
                        '--multi_label needs --schema default')
-  options = parsed.effective
-  if args.sink == SINK_TFRECORDIO:
-    if 'shard_size_mb' in parsed.given:
-      raise UsageError('--shard_size_mb needs --sink ordered: with --sink tfrecordio the '
-                       'runner sizes the shards (--num_shards 0) or --num_shards N sets '
-                       'their number')
-    if args.write_index:
-      raise UsageError("--write_index needs --sink ordered: Beam's WriteToTFRecord "
-                       'writes no index files')
-    # Recorded as not set: the recorded options, read back as a --config
-    # file, must not give it.
-    options = {**options, 'shard_size_mb': None}
-  if args.write_index and args.compression == 'gzip':
-    raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
-                     'cannot be used for random access (drop --compression gzip)')
-  if not 0.0 <= args.max_error_rate <= 1.0:
-    raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
+  options = output_options(parsed)
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
   if not split_names or not all(splits.SPLIT_NAME.match(n) for n in split_names):
     raise UsageError(f'--split_names {args.split_names!r} is not a list of names')

@@ -40,6 +40,7 @@ from pipeline.output_dir import unpublish
 from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
 from pipeline.run_lock import lock_name
+from transforms import detection
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
@@ -56,6 +57,7 @@ from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
+from transforms.encode import LoadImageFn
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
@@ -74,7 +76,9 @@ def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None)
   in_order: the rows come out in their write order (a single local worker).
   progress_dir: where the manifest's reader leaves the progress line's total.
   """
-  if config.image_dir:
+  if config.detection is not None:
+    source = detection.read_annotations(p, config.detection, config.split)
+  elif config.image_dir:
     source = p | 'ReadImageDir' >> ReadImageDir(
         config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
         config.label_normalize)
@@ -115,8 +119,9 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   if 'content' in (config.dedupe, config.split_by):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None))
-  tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
-      lambda row: [(key, 1) for key in tally.label_keys(row)]))
+  if config.detection is None:
+    tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
+        lambda row: [(key, 1) for key in tally.label_keys(row)]))
   # The label map is made from every row, before --dedupe content: a class
   # whose rows all turn out to be copies keeps its id (an empty class, warned).
   if config.label_map is not None:
@@ -128,10 +133,17 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
-  encoded = rows | 'EncodeRows' >> EncodeRows(
-      config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
-      image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
-      harnesses=pool.harnesses)
+  if config.detection is not None:  # --schema detection: objects instead of a label
+    encoded = rows | 'DetectRows' >> detection.DetectRows(
+        config.label_map.names, config.image, config.example, config.detection.options,
+        config.ordering, LoadImageFn(config.image, progress_dir, pool.threads, pool.processes,
+                                     timeout_s=pool.timeout_s or 0.0, harnesses=pool.harnesses))
+    tallies.append(encoded[TALLIES])
+  else:
+    encoded = rows | 'EncodeRows' >> EncodeRows(
+        config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
+        image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
+        harnesses=pool.harnesses)
   examples = encoded[EXAMPLES]
   rejected.append(encoded[REJECTED])
 
@@ -166,7 +178,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          config.info_settings(engines.engine_record(p.options)), lock),
+                          config.info_settings(engines.engine_record(p.options)), lock,
+                          config.detection),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -193,7 +206,14 @@ def summary(info: dict, seconds: float) -> str:
     lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
                  f'name (--image_extensions): {", ".join(shown)}'
                  + (', ...' if info['num_skipped_files'] > len(shown) else ''))
+  for reason, count in info.get('rejected_annotations_by_reason', {}).items():
+    lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
   lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  if info.get('detection'):  # --schema detection
+    found = info['detection']
+    lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
+                 f'{found["dropped_boxes"]["crop_visibility"]}; images without objects '
+                 f'skipped: {found["num_skipped_empty"]}')
   lines += warning_lines(info)
   if not info['num_manifest_rows']:
     lines.append('Warning: the manifest has no rows; the dataset is empty.')
@@ -252,7 +272,8 @@ def warning_lines(info: dict) -> list:
                  f'(the default --label_normalize nfc merges them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
-                 f'no example (ids kept): {labels["empty_classes"][:5]}')
+                 f'no {"object" if info.get("detection") else "example"} (ids kept): '
+                 f'{labels["empty_classes"][:5]}')
   copies = info.get('content_duplicates') or {}
   if copies.get('num_within_split') or copies.get('num_across_splits'):
     lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '

@@ -10,6 +10,11 @@ from transforms.core import image_dir
 from transforms.core import labels
 from transforms.core import manifest
 from transforms.core import splits
+from transforms.core.annotations import ANNOTATION_FORMATS
+from transforms.core.annotations import ON_BAD_BOX
+from transforms.core.boxes import ANNOTATION_ORIENTATIONS
+from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
+from transforms.core.boxes import STORED
 from transforms.core.shuffle import SHUFFLE_MODES
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS
@@ -93,6 +98,31 @@ def _add_runner_args(parser) -> None:
                       'this many seconds (0: no check)')
 
 
+def _add_detection_args(parser) -> None:
+  """--schema detection's input: boxes and masks per image (docs/detection.md)."""
+  found = parser.add_argument_group('detection')
+  found.add_argument('--annotations', metavar='PATH',
+                     help='object annotations (--schema detection): a COCO instances '
+                     'JSON, a Pascal VOC folder (Annotations/*.xml), or a YOLO dataset '
+                     '(data.yaml or its folder); images from --image_dir')
+  found.add_argument('--annotation_format', choices=ANNOTATION_FORMATS,
+                     help='the format of --annotations')
+  found.add_argument('--include_masks', action='store_true',
+                     help='store image/object/mask: one 0/1 PNG per object at the output size')
+  found.add_argument('--min_box_visibility', type=_rate, default=DEFAULT_MIN_BOX_VISIBILITY,
+                     help='with --resize_mode crop, a box keeping less of its area is '
+                     'dropped (counted)')
+  found.add_argument('--annotation_orientation', choices=ANNOTATION_ORIENTATIONS,
+                     default=STORED, help='which pixels boxes refer to when the recorded '
+                     'image size cannot tell: stored, or exif (the EXIF-rotated image)')
+  found.add_argument('--on_bad_box', choices=ON_BAD_BOX, default=ON_BAD_BOX[0],
+                     help='drop: a bad annotation drops itself (counted); reject_row: its '
+                     'whole image')
+  found.add_argument('--skip_empty', action='store_true',
+                     help='leave out images without objects (counted); default: kept, '
+                     'as negative examples')
+
+
 class ConvertOptions:
   """Options of `python -m pipeline.convert`."""
 
@@ -127,6 +157,7 @@ class ConvertOptions:
                         help='a label cell or JSON list holds several labels')
     source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,
                         help='separates the labels of a cell with --multi_label')
+    _add_detection_args(parser)
     out = parser.add_argument_group('output')
     out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
     out.add_argument('--overwrite', action='store_true',

@@ -128,17 +128,18 @@ def first_record_lines(path: str) -> list:
   return NO_RECORD
 
 
-def class_table(counts: dict, names: list) -> tuple:
+def class_table(counts: dict, names: list, unit: str = 'examples') -> tuple:
   """(headers, rows): one row per class id with its count per split and total,
   most frequent first when there are more than TOP_CLASSES."""
   splits = list(counts)
-  labels = sorted(set(range(len(names))).union(*[set(c) for c in counts.values()]))
+  labels = sorted({i for i, name in enumerate(names) if name}.union(
+      *[set(c) for c in counts.values()]))
   rows = []
   for label in labels:
     per_split = [counts[s].get(label, 0) for s in splits]
     name = names[label] if 0 <= label < len(names) else '(not in the label map)'
     rows.append([label, name, *per_split, sum(per_split)])
-  return ['id', 'class', *[f'{s} examples' for s in splits], 'total examples'], rows
+  return ['id', 'class', *[f'{s} {unit}' for s in splits], f'total {unit}'], rows
 
 
 def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
@@ -151,7 +152,8 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   for split, declared in info['splits'].items():
     lines.append(f'  {split:12s} {declared["num_examples"]:>9,d} examples '
                  f'{declared["num_bytes"]:>14,d} bytes {len(declared["shards"]):>5d} shard(s)')
-  headers, rows = class_table(counts, info['label_map'])
+  headers, rows = class_table(counts, info['label_map'],
+                              'objects' if info['schema'] == 'detection' else 'examples')
   shown = rows
   if len(rows) > TOP_CLASSES:
     shown = sorted(rows, key=lambda r: -r[-1])[:TOP_CLASSES]
@@ -198,7 +200,7 @@ def export(export_dir: str, samples: list) -> list:
   rows = []
   for i, sample in enumerate(samples):
     name = sample.file_name(i)
-    report.to_pil(sample.image).save(os.path.join(export_dir, name), 'JPEG', quality=95)
+    report.picture(sample).save(os.path.join(export_dir, name), 'JPEG', quality=95)
     rows.append([name, sample.split, sample.shard, sample.record, sample.key,
                  '' if sample.label is None else sample.label, sample.class_text])
   with open(os.path.join(export_dir, SAMPLES_CSV), 'w', newline='', encoding='utf-8') as handle:
@@ -209,11 +211,11 @@ def export(export_dir: str, samples: list) -> list:
 
 
 def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: dict,
-                   names: list) -> tuple:
+                   names: list, unit: str = 'examples') -> tuple:
   """contact_sheet.png (every sample), label_histogram.png -> (sheets per split, histogram)."""
   every = [s for samples in samples_by_split.values() for s in samples]
   report.contact_sheet(every).save(os.path.join(export_dir, CONTACT_SHEET))
-  histogram = report.figure_png(report.histogram_figure(counts, names),
+  histogram = report.figure_png(report.histogram_figure(counts, names, unit),
                                 {'Title': f'{report.HISTOGRAM_TITLE}: {title}'})
   with open(os.path.join(export_dir, HISTOGRAM), 'wb') as handle:
     handle.write(histogram)
@@ -250,8 +252,10 @@ def inspect_dataset(args) -> list:
   prepare_export_dir(args.export_dir)
   rows = export(args.export_dir, [s for split in samples.values() for s in split])
   title = f'img2tfrecord dataset {args.input_dir}'
-  sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'])
-  headers, class_rows = class_table(counts, info['label_map'])
+  unit = 'objects' if info['schema'] == 'detection' else 'examples'
+  sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'],
+                                     unit)
+  headers, class_rows = class_table(counts, info['label_map'], unit)
   rejected, rejected_lines = rejected_summary(args.input_dir, info)
   split_rows = [[s, d['num_examples'], d['num_bytes'], len(d['shards'])]
                 for s, d in info['splits'].items() if s in splits]

@@ -10,6 +10,7 @@ import random
 
 from pipeline import read
 from pipeline import report
+from pipeline.look_detection import sample_objects
 from transforms.core import records
 from transforms.core.decoders import RecordError
 from transforms.core.tfrecord import ShardError
@@ -110,5 +111,6 @@ def decode_samples(split: str, scan: Scan, info: dict) -> list:
     if not isinstance(label, int):  # --multi_label: ids as 1+2, texts as 'cat, dog'
       label, class_text = '+'.join(map(str, _label_ids(label))), ', '.join(class_text)
     samples.append(report.Sample(split, shard, index, example['key'] or f'{shard}#{index}',
-                                 label, class_text, example['image']))
+                                 label, class_text, example['image'],
+                                 sample_objects(example)))
   return samples

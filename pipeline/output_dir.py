@@ -20,6 +20,7 @@ from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import VALIDATION_REPORT
@@ -27,7 +28,8 @@ from transforms.core.spec import shard_suffix
 
 # Files convert writes besides shards (and their temp names while writing).
 OUR_FILES = tuple(name + suffix
-                  for name in (DATASET_INFO, LABEL_MAP, VALIDATION_REPORT, REJECTED_FILE)
+                  for name in (DATASET_INFO, LABEL_MAP, LABEL_MAP_PBTXT, VALIDATION_REPORT,
+                               REJECTED_FILE)
                   for suffix in ('', '.tmp'))
 
 

@@ -182,7 +182,7 @@ def _checked_load_options(decode: bool, resize_to, batch_size) -> Optional[tuple
 def load(input_dir: str, split: str = 'train', *, decode: bool = True,
          shuffle_files: bool = False, multi_hot: bool = False,
          resize_to: Optional[tuple] = None, batch_size: Optional[int] = None,
-         info: Optional[dict] = None):
+         info: Optional[dict] = None, schema: Optional[str] = None):
   """A tf.data.Dataset of the split's records as dicts: `image` (uint8 H x W x C,
   or the stored bytes with decode=False), `label` (int64; a 1-D list of ids
   with --multi_label), `key` and `class_text` (tf.string: bytes, where
@@ -199,10 +199,18 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   what has one shape in every record is a dense [N, ...] tensor, what does
   not (label and class_text lists, --resize_mode none images, list extras) a
   tf.RaggedTensor [N, None, ...]. To shuffle records, not batches, leave it
-  out and call .shuffle(k).ragged_batch(N) yourself."""
+  out and call .shuffle(k).ragged_batch(N) yourself.
+
+  schema='detection' (or any dataset convert wrote with it): `image`,
+  `boxes` [N, 4], `classes` [N], `class_text`, `key`, `masks` [N, H, W] with
+  --include_masks, `num_objects`; batch_size=N pads each batch
+  (pipeline/read_detection.py). schema: ValueError when the dataset's differs."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
   import tensorflow as tf
   info = info or read_info(input_dir)
+  if schema is not None and schema != info['schema']:
+    raise ValueError(f'schema={schema!r}: {input_dir} was written with --schema '
+                     f'{info["schema"]}')
   files = shard_paths(input_dir, info, split)
   compression = 'GZIP' if info['compression'] == 'gzip' else ''
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -213,10 +221,17 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
       cycle_length=max(1, min(len(files), 16)), num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=True)
   spec = _parse_spec(info, tf)
+  detection = info['schema'] == 'detection'
+  if detection:
+    from pipeline import read_detection
+  to_example = read_detection.decoder(info, decode, tf) if detection else _decoder(
+      info, decode, tf, multi_hot, resize_to)
   dataset = (dataset.batch(PARSE_BATCH)
              .map(lambda batch: tf.io.parse_example(batch, spec),
                   num_parallel_calls=tf.data.AUTOTUNE)
              .unbatch()
-             .map(_decoder(info, decode, tf, multi_hot, resize_to),
-                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
-  return dataset if batch_size is None else dataset.ragged_batch(batch_size)
+             .map(to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+  if batch_size is None:
+    return dataset
+  return read_detection.padded_batches(dataset, batch_size, tf) if detection else (
+      dataset.ragged_batch(batch_size))

@@ -37,6 +37,8 @@ class Sample:
   label: Union[int, str, None]  # a --multi_label record's ids joined: '1+2'
   class_text: str
   image: np.ndarray  # uint8 H x W x C
+  # --schema detection: (boxes, class ids, class names, masks or None), drawn on it
+  objects: Optional[tuple] = None
 
   def file_name(self, i: int) -> str:
     """The tutorial's name: `{i}_Label_{label}.jpg` (label: the integer id)."""
@@ -46,6 +48,15 @@ class Sample:
 def to_pil(image: np.ndarray) -> Image.Image:
   return Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image,
                          'L' if image.shape[2] == 1 else 'RGB')
+
+
+def picture(sample: Sample, font_size: int = 12) -> Image.Image:
+  """The sample's pixels, with its objects drawn when it has any."""
+  image = to_pil(sample.image)
+  if sample.objects is None:
+    return image
+  from pipeline.look_detection import draw_objects
+  return draw_objects(image, sample.objects, font_size)
 
 
 def _shorten(text: str, limit: int = 20, keep_end: bool = False) -> str:
@@ -66,6 +77,8 @@ def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
     x, y = (n % columns) * cell_w + 4, (n // columns) * cell_h + 4
     thumb = to_pil(sample.image).convert('RGB')
     thumb.thumbnail((THUMBNAIL, THUMBNAIL), Image.Resampling.BILINEAR)
+    if sample.objects is not None:  # drawn at the thumbnail's size: names stay legible
+      thumb = picture(dataclasses.replace(sample, image=np.asarray(thumb)), font_size=9)
     if thumb.width < THUMBNAIL // 2 and thumb.height < THUMBNAIL // 2:
       scale = max(1, THUMBNAIL // max(thumb.width, thumb.height))
       thumb = thumb.resize((thumb.width * scale, thumb.height * scale), Image.Resampling.NEAREST)
@@ -84,13 +97,14 @@ def histogram_classes(class_counts: dict, names: list) -> list:
   for counts in class_counts.values():
     for label, count in counts.items():
       totals[label] = totals.get(label, 0) + count
-  labels = sorted(set(range(len(names))) | set(totals))
+  # (a detection label map has ids no class has: '' names, not drawn)
+  labels = sorted({i for i, name in enumerate(names) if name} | set(totals))
   if len(labels) > MAX_HISTOGRAM_CLASSES:
     labels = sorted(sorted(labels, key=lambda l: -totals.get(l, 0))[:MAX_HISTOGRAM_CLASSES])
   return labels
 
 
-def histogram_figure(class_counts: dict, names: list):
+def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   """A matplotlib Figure: examples per class, one bar group per split.
 
   class_counts: {split: {label id: count}}. Bars are in split order, each
@@ -111,10 +125,10 @@ def histogram_figure(class_counts: dict, names: list):
     axes.bar_label(bars, fontsize=7)
   axes.set_xticks(positions, [names[l] if 0 <= l < len(names) else str(l) for l in labels],
                   rotation=45 if len(labels) > 8 else 0, ha='right' if len(labels) > 8 else 'center')
-  axes.set_ylabel('examples')
-  shown = '' if len(labels) == len(set(range(len(names)))) else (
+  axes.set_ylabel(unit)
+  shown = '' if len(labels) == len([n for n in names if n]) else (
       f' ({len(labels)} most frequent)')
-  axes.set_title(HISTOGRAM_TITLE + shown)
+  axes.set_title(HISTOGRAM_TITLE.replace('Examples', unit.capitalize()) + shown)
   if splits:
     axes.legend()
   figure.tight_layout()

@@ -114,7 +114,8 @@ def test_numeric_flags_have_a_regex_letting_in_exactly_what_the_parser_takes(gen
              if action.type not in (None, str) and not action.choices}
   assert {'num_shards', 'shard_size_mb', 'seed', 'height', 'width', 'jpeg_quality',
           'image_threads', 'image_processes', 'max_pixels', 'image_timeout_s',
-          'max_error_rate', 'max_image_bytes', 'job_endpoint_connect_timeout'} == set(numeric)
+          'max_error_rate', 'max_image_bytes', 'job_endpoint_connect_timeout',
+          'min_box_visibility'} == set(numeric)
   for name, action in numeric.items():
     (regex,) = parameters[name]['regexes']
     for text in NUMERIC_CANDIDATES:

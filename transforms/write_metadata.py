@@ -10,6 +10,7 @@ import apache_beam as beam
 
 from transforms import filesystem
 from transforms.core import dataset_info
+from transforms.core import detection_info
 from transforms.core import labels
 from transforms.core import paths
 from transforms.core import rejects
@@ -94,7 +95,9 @@ class WriteInfoFn(beam.DoFn):
   (a dry run, tests building the pipeline alone)."""
 
   def __init__(self, output_dir: str, split_names: tuple, has_label_manifest: bool,
-               settings: dataset_info.InfoSettings, lock: Optional[tuple] = None):
+               settings: dataset_info.InfoSettings, lock: Optional[tuple] = None,
+               detection: Optional[detection_info.DetectionConfig] = None):
+    self._detection = detection  # --schema detection: its counts and label files
     self._output_dir = output_dir
     self._split_names = split_names
     self._has_label_manifest = has_label_manifest
@@ -132,10 +135,14 @@ class WriteInfoFn(beam.DoFn):
                                              self._settings.label_normalize, names,
                                              counts.class_counts),
         content_duplicates=content_duplicates)
+    label_texts = {LABEL_MAP: label_map.to_text()}
+    if self._detection is not None:
+      info = detection_info.finish_info(info, tally_sums, self._detection)
+      label_texts = detection_info.label_files(label_map.names)
     if self._lock is not None:
       check_lock_held(files, self._output_dir, self._lock)
-    files.write_text(
-        filesystem.join(self._output_dir, LABEL_MAP), label_map.to_text())
+    for name, text in label_texts.items():
+      files.write_text(filesystem.join(self._output_dir, name), text)
     files.write_text(
         filesystem.join(self._output_dir, DATASET_INFO),
         json.dumps(info, indent=2, ensure_ascii=False) + '\n')

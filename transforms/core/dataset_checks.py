@@ -104,8 +104,11 @@ def row_accounting_problems(info: dict, rejected: RejectedLines) -> list:
           f"dataset_info.json's num_rejected {info['num_rejected']} is not the sum of its "
           f'rejected_by_reason ({sum(declared.values())})'))
     problems += _by_reason(rejected.rows, declared, 'row(s)', 'rejected_by_reason')
-  problems += _by_reason(rejected.label_rows, info.get('label_manifest_rejected_by_reason', {}),
-                         'label-manifest line(s)', 'label_manifest_rejected_by_reason')
+  field = ('rejected_annotations_by_reason' if 'rejected_annotations_by_reason' in info
+           else 'label_manifest_rejected_by_reason')  # --schema detection: annotations
+  problems += _by_reason(rejected.label_rows, info.get(field, {}),
+                         'annotation(s)' if field.endswith('annotations_by_reason')
+                         else 'label-manifest line(s)', field)
   return problems
 
 
@@ -117,6 +120,8 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
     return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
                     f"{LABEL_MAP} is missing; dataset_info.json's label_map has "
                     f'{len(names)} classes')]
+  if info.get('schema') == 'detection':  # `id<TAB>name` lines: the ids have gaps
+    names = [f'{i}\t{name}' for i, name in enumerate(names) if name]
   if text == ''.join(f'{name}\n' for name in names):
     return []
   lines = text.split('\n')
@@ -134,6 +139,17 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
   return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1, 'the last line has no line break')]
 
 
+def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
+  """(split, its declared counts per class name under `field`, {label id:
+  records read}) of each split that declares them and whose records were all
+  read (a split whose count is off is a problem of its own)."""
+  for split, declared in info['splits'].items():
+    per_class = declared.get(field)
+    if per_class is not None and counts.get(split, 0) == declared['num_examples']:
+      yield split, per_class, {label: n for (where, label), n in label_counts.items()
+                               if where == split}
+
+
 def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """Each split's examples_per_class against the labels its records hold.
 
@@ -144,11 +160,8 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """
   names = list(info['label_map'])
   problems = []
-  for split, declared in info['splits'].items():
-    per_class = declared.get('examples_per_class')
-    if per_class is None or counts.get(split, 0) != declared['num_examples']:
-      continue
-    found = {label: n for (where, label), n in label_counts.items() if where == split}
+  for split, per_class, found in _counted_splits(info, counts, label_counts,
+                                                 'examples_per_class'):
     if any(label is None or not 0 <= label < len(names) for label in found):
       continue
     for label, name in enumerate(names):
@@ -166,6 +179,23 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
                          f'examples_per_class of split {split!r} names {name!r}, which is '
                          f'not in the label map')
                  for name in sorted(set(per_class) - set(names))]
+  return problems
+
+
+def object_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
+  """--schema detection: each split's objects_per_class against the labels
+  of its records' objects (label_counts counts each object)."""
+  names = list(info['label_map'])
+  problems = []
+  for split, per_class, by_id in _counted_splits(info, counts, label_counts,
+                                                 'objects_per_class'):
+    found = {names[label] if label is not None and 0 <= label < len(names) else label: n
+             for label, n in by_id.items()}
+    for name in sorted(set(per_class) | set(found), key=str):
+      if per_class.get(name, 0) != found.get(name, 0):
+        problems.append(Problem(CLASS_COUNT_MISMATCH, split, -1, (
+            f'split {split!r} has {found.get(name, 0)} object(s) of class {name!r}; its '
+            f'objects_per_class says {per_class.get(name, 0)}')))
   return problems
 
 

@@ -41,6 +41,10 @@ class EncodedImage:
   width: int
   channels: int
   format: str  # raw | jpeg | png
+  # The source as stored (width, height) and its EXIF orientation: what moves
+  # a detection dataset's boxes and masks with the pixels (transforms.core.boxes).
+  source_size: tuple = ()
+  orientation: int = 1
 
 
 def _decode_error(code: str, reason: str) -> RowError:
@@ -239,21 +243,26 @@ def resize(image: Image.Image, spec: ImageSpec) -> Image.Image:
   if image.size == size:
     return image
   resample = FILTERS[spec.resize_filter]
-  src_w, src_h = image.size
   if spec.resize_mode == 'stretch':
     return image.resize(size, resample)
   if spec.resize_mode == 'crop':
-    return image.resize(size, resample, box=_centre_crop_box(image.size, size))
+    return image.resize(size, resample, box=centre_crop_box(image.size, size))
   # pad: keep the aspect ratio, letterbox with zeros (as tf.image.resize_with_pad)
-  scale = min(spec.width / src_w, spec.height / src_h)
-  inner = (max(1, round(src_w * scale)), max(1, round(src_h * scale)))
+  inner, offset = letterbox(image.size, size)
   canvas = Image.new(image.mode, size, 0)
-  canvas.paste(image.resize(inner, resample),
-               ((spec.width - inner[0]) // 2, (spec.height - inner[1]) // 2))
+  canvas.paste(image.resize(inner, resample), offset)
   return canvas
 
 
-def _centre_crop_box(src: tuple[int, int], dst: tuple[int, int]):
+def letterbox(src: tuple[int, int], dst: tuple[int, int]) -> tuple:
+  """--resize_mode pad: (the resized source's size, where it is pasted)."""
+  src_w, src_h = src
+  scale = min(dst[0] / src_w, dst[1] / src_h)
+  inner = (max(1, round(src_w * scale)), max(1, round(src_h * scale)))
+  return inner, ((dst[0] - inner[0]) // 2, (dst[1] - inner[1]) // 2)
+
+
+def centre_crop_box(src: tuple[int, int], dst: tuple[int, int]):
   src_w, src_h = src
   dst_w, dst_h = dst
   if src_w * dst_h > src_h * dst_w:  # source is wider: trim left and right
@@ -323,6 +332,9 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
     width, height = image.size
     # Verify the whole entropy-coded stream at 1/8 scale, keep the bytes.
     load_pixels(image, len(data), (1, 1))
-    return EncodedImage(data, height, width, spec.channels, 'jpeg')
+    return EncodedImage(data, height, width, spec.channels, 'jpeg', image.size, turn)
+  stored = image.size
   pixels = _oriented_pixels(image, len(data), spec, turn)
-  return encode(resize(pixels, spec), spec)
+  encoded = encode(resize(pixels, spec), spec)
+  return EncodedImage(encoded.data, encoded.height, encoded.width, encoded.channels,
+                      encoded.format, stored, turn)

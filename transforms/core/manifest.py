@@ -133,6 +133,8 @@ class ManifestRow:
   # The line's number in all of the manifest's files read one after another
   # (files sorted by path); 0: `line` (one file).
   position: int = 0
+  # --schema detection: the image's objects (annotations.ImageAnnotation).
+  annotation: object = None
 
   @property
   def place(self) -> int:

@@ -39,6 +39,7 @@ class ExampleDecoder:
 
   def __init__(self, info: dict, decode: bool = True):
     spec = example_spec(info)
+    self._detection = spec.schema == 'detection'
     self._reading = decoders.Reading.from_info(info, spec.table().size, decode)
     self._fields = [f for f in spec.features() if f.field]
     # read whole: list features and every extra feature (its decoder checks its shape)
@@ -55,6 +56,8 @@ class ExampleDecoder:
     for feature in self._fields:
       example[feature.field] = feature.decode(record[feature.name], record, self._reading)
     example['class_text'] = decoders.class_text(example['label'], self._reading.label_map)
+    if self._detection:  # each object's class, as read.load names it
+      example['classes'] = example['label']
     return example
 
 

@@ -11,6 +11,7 @@ from typing import Optional
 
 from transforms.core import checks
 from transforms.core import decoders
+from transforms.core import detection_checks as objects
 
 # 2: --extra_features declare a shape; `name:type` is a scalar (in 1 it was a
 # variable-length list, feature_spec shape [null], which 2 reads the same way).
@@ -18,6 +19,7 @@ FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = (1, 2)
 DATASET_INFO = 'dataset_info.json'
 LABEL_MAP = 'label_map.txt'
+LABEL_MAP_PBTXT = 'label_map.pbtxt'  # --schema detection: the Object Detection API's
 REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
 SHARD_SUFFIX = '.tfrecord'
@@ -180,21 +182,24 @@ class FeatureTable:
     return tuple(sorted((f for f in self.features if f.check), key=lambda f: f.decodes))
 
 
+# The encoded image and its size, first in the default and detection tables.
+_IMAGE_FEATURES = (
+    Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
+            decodes=True, field='image', decode=decoders.image),
+    Feature('image/format', 'bytes', attrgetter('image.format'),
+            lambda value, _, e: checks.check_format(value, e.image.encoding)),
+    Feature('image/height', 'int64', attrgetter('image.height'),
+            lambda value, record, e: checks.check_size(value, record['image/width'], e.image)),
+    Feature('image/width', 'int64', attrgetter('image.width')),  # checked with image/height
+)
+
 # One table per schema: the Example builder, feature_spec() (dataset_info.json),
 # validate's record checks and the readers (read.examples, read.load, export)
 # are all driven by it. Adding a feature is one row.
 FEATURE_TABLES = {
     'default': FeatureTable(
         features=(
-            Feature('image/encoded', 'bytes', attrgetter('image.data'), _check_encoded,
-                    decodes=True, field='image', decode=decoders.image),
-            Feature('image/format', 'bytes', attrgetter('image.format'),
-                    lambda value, _, e: checks.check_format(value, e.image.encoding)),
-            Feature('image/height', 'int64', attrgetter('image.height'),
-                    lambda value, record, e: checks.check_size(
-                        value, record['image/width'], e.image)),
-            # checked together with image/height
-            Feature('image/width', 'int64', attrgetter('image.width')),
+            *_IMAGE_FEATURES,
             Feature('image/channels', 'int64', attrgetter('image.channels'),
                     lambda value, _, e: checks.check_channels(value, e.image.channels)),
             Feature('image/class/label', 'int64', attrgetter('labelled.label_id'),
@@ -218,8 +223,39 @@ FEATURE_TABLES = {
                     lambda value, _, e: checks.check_label(value, e.label_map),
                     field='label', decode=decoders.label),
         )),
+    # The Object Detection API's layout (its readers and the Model Garden's
+    # TfExampleDecoder read it unchanged): one list entry per object.
+    'detection': FeatureTable(
+        features=(
+            *_IMAGE_FEATURES,
+            Feature('image/filename', 'bytes', attrgetter('labelled.row.image'),
+                    field='key', decode=decoders.text),
+            Feature('image/source_id', 'bytes', attrgetter('source_id')),
+            Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
+            Feature('image/object/bbox/xmin', 'float', attrgetter('xmin'),
+                    objects.check_boxes, shape=(None,)),
+            Feature('image/object/bbox/xmax', 'float', attrgetter('xmax'), shape=(None,)),
+            Feature('image/object/bbox/ymin', 'float', attrgetter('ymin'), shape=(None,),
+                    field='boxes', decode=objects.boxes),
+            Feature('image/object/bbox/ymax', 'float', attrgetter('ymax'), shape=(None,)),
+            Feature('image/object/class/text', 'bytes', attrgetter('texts'),
+                    objects.check_object_texts, shape=(None,), field='class_text',
+                    decode=objects.object_texts),
+            Feature('image/object/class/label', 'int64', attrgetter('labels'),
+                    objects.check_object_labels, shape=(None,), field='label',
+                    decode=objects.int64s),
+            Feature('image/object/is_crowd', 'int64', attrgetter('is_crowd'), shape=(None,)),
+            Feature('image/object/area', 'float', attrgetter('area'), shape=(None,)),
+            Feature('image/object/difficult', 'int64', attrgetter('difficult'), shape=(None,)),
+            Feature('image/object/truncated', 'int64', attrgetter('truncated'), shape=(None,)),
+        )),
 }
 SCHEMAS = tuple(FEATURE_TABLES)
+# --include_masks: the detection table and one 0/1 PNG per object.
+DETECTION_MASKS_TABLE = dataclasses.replace(FEATURE_TABLES['detection'], features=(
+    *FEATURE_TABLES['detection'].features,
+    Feature(objects.MASK, 'bytes', attrgetter('masks'), objects.check_masks, shape=(None,),
+            decodes=True, field='masks', decode=objects.masks)))
 
 
 def _multi_label(table: FeatureTable) -> FeatureTable:
@@ -245,11 +281,14 @@ def declares_label_lists(feature_spec: dict) -> bool:
   return feature_spec.get(MULTI_LABEL_TABLE.label, {}).get('shape') not in (None, [])
 
 
-def feature_table(schema: str, multi_label: bool = False) -> FeatureTable:
+def feature_table(schema: str, multi_label: bool = False, masks: bool = False) -> FeatureTable:
   """The table of `schema` (an unknown one: the default's); with multi_label,
-  the default schema with label lists (--schema seed has one label)."""
+  the default schema with label lists (--schema seed has one label); with
+  masks, the detection schema with its masks."""
   if multi_label:
     return MULTI_LABEL_TABLE
+  if masks and schema == 'detection':
+    return DETECTION_MASKS_TABLE
   return FEATURE_TABLES.get(schema, FEATURE_TABLES['default'])
 
 
@@ -327,6 +366,7 @@ class ExampleSpec:
   schema: str = 'default'
   extra_features: tuple = ()
   multi_label: bool = False  # image/class/label and /text are lists
+  masks: bool = False  # --schema detection with --include_masks
 
   def features(self) -> tuple:
     """The schema's Features, then the ExtraFeatures."""
@@ -342,14 +382,15 @@ class ExampleSpec:
     """The spec of a dataset_info.json: its schema's table (an unknown one: the
     default's), with label lists when the label is declared a list
     (--multi_label), and every feature the table lacks an extra feature."""
-    spec = cls(schema, multi_label=declares_label_lists(feature_spec))
+    spec = cls(schema, multi_label=declares_label_lists(feature_spec),
+               masks=objects.MASK in feature_spec)
     names = {f.name for f in spec.table().features}
     return dataclasses.replace(spec, extra_features=tuple(
         ExtraFeature(name, KIND_OF_FEATURE_DTYPE[d['dtype']], tuple(d['shape']))
         for name, d in feature_spec.items() if name not in names))
 
   def table(self) -> FeatureTable:
-    return feature_table(self.schema, self.multi_label)
+    return feature_table(self.schema, self.multi_label, self.masks)
 
 
 def shard_suffix(compression: str) -> str:

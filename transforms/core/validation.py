@@ -69,7 +69,8 @@ class Expected:
 
   def table(self):
     """The feature table the records are checked by (an unknown schema: the default's)."""
-    return feature_table(self.schema, declares_label_lists(self.feature_spec))
+    return feature_table(self.schema, declares_label_lists(self.feature_spec),
+                         'image/object/mask' in self.feature_spec)
 
 
 # Findings of one record that do not make the dataset invalid (warnings).

@@ -1,0 +1,335 @@
+"""--schema detection from COCO: a real-photo set (scikit-image's astronaut,
+coffee, chelsea with hand-made boxes, pipeline/demo_detection.py) converted
+with bad annotations mixed in; the annotations' own checks, RLE and polygons
+against pycocotools, validate's object checks, read.examples."""
+
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+from pipeline import convert
+from pipeline import demo_detection
+from pipeline import read
+from pipeline import validate
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import check_record
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from transforms.core import annotations
+from transforms.core import coco
+from transforms.core import masks
+from transforms.core import validation
+from transforms.core.detect import DetectedImage
+from transforms.core.detect import DetectionOptions
+from transforms.core.detect import detect
+from transforms.core.example import LabelledRow
+from transforms.core.example import LoadedImage
+from transforms.core.example import example_features
+from transforms.core.example_proto import serialize_example
+from transforms.core.image import EncodedImage
+from transforms.core.manifest import ManifestRow
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
+
+pytestmark = pytest.mark.xdist_group('detection')
+
+BAD = [  # (annotation, the code it is rejected with)
+    ({'id': 100, 'image_id': 1, 'category_id': 99, 'bbox': [1, 1, 5, 5]}, 'unknown_category'),
+    ({'id': 101, 'image_id': 2, 'category_id': 5, 'bbox': [1, 1, 0, 5]}, 'empty_box'),
+    ({'id': 102, 'image_id': 3, 'category_id': 8, 'bbox': [600, 10, 20, 20]},
+     'box_outside_image'),
+    ({'id': 103, 'image_id': 77, 'category_id': 8, 'bbox': [1, 1, 5, 5]}, 'missing_image'),
+    ({'id': 104, 'image_id': 1, 'category_id': 1, 'bbox': [1, 1, 5, 5],
+      'segmentation': [[1, 2, 3, 4]]}, 'short_polygon'),
+]
+FLAGS = ('--include_masks', '--height', '200', '--width', '200', '--resize_mode', 'pad',
+         '--progress', 'off')
+
+
+def _sample(root: pathlib.Path) -> pathlib.Path:
+  """The demo's set, the BAD annotations, and an image without objects."""
+  path = pathlib.Path(demo_detection.make_sample(str(root)))
+  document = json.loads(path.read_text())
+  document['annotations'] += [ann for ann, _ in BAD]
+  shutil.copyfile(root / 'images' / 'chelsea.jpg', root / 'images' / 'empty.jpg')
+  document['images'].append({'id': 4, 'file_name': 'empty.jpg', 'width': 451, 'height': 300})
+  path.write_text(json.dumps(document))
+  return path
+
+
+def _convert(annotations: pathlib.Path, out: pathlib.Path, *flags) -> int:
+  return convert.main(['--annotations', str(annotations), '--annotation_format', 'coco',
+                       '--image_dir', str(annotations.parent / 'images'),
+                       '--output_dir', str(out), *FLAGS, *flags])
+
+
+@pytest.fixture(scope='module')
+def converted(tmp_path_factory):
+  root = tmp_path_factory.mktemp('coco')
+  annotations = _sample(root)
+  assert _convert(annotations, root / 'out') == EXIT_OK
+  return annotations, root / 'out'
+
+
+def test_objects_rejections_and_label_maps(converted):
+  _, out = converted
+  info = read_info(out)
+  assert (info['schema'], info['num_examples'], info['num_manifest_rows'],
+          info['num_rejected'], info['num_classes']) == ('detection', 4, 4, 0, 11)
+  assert info['rejected_annotations_by_reason'] == {
+      f'annotation/{code}': 1 for _, code in BAD}
+  lines = rejected_lines(out)
+  assert sorted(line['code'] for line in lines) == sorted(code for _, code in BAD)
+  assert all(line['counts_as_row'] is False and line['stage'] == 'annotation'
+             for line in lines)
+  assert info['splits']['train']['objects_per_class'] == {
+      'face': 1, 'helmet': 1, 'rocket': 1, 'cup': 1, 'saucer': 1, 'spoon': 1, 'cat': 1,
+      'eye': 2, 'nose': 1}
+  assert info['detection']['category_shift'] == 0
+  assert info['image']['encoding'] == 'jpeg'
+  assert (out / 'label_map.txt').read_text() == (
+      '1\tface\n2\thelmet\n3\trocket\n5\tcup\n6\tsaucer\n7\tspoon\n8\tcat\n9\teye\n11\tnose\n')
+  assert (out / 'label_map.pbtxt').read_text().startswith(
+      'item {\n  id: 1\n  name: "face"\n}\nitem {\n  id: 2\n')
+
+
+def test_boxes_masks_and_empty_images_read_back(converted):
+  _, out = converted
+  found = {e['key']: e for e in read.examples(str(out))}
+  astronaut = found['astronaut.jpg']
+  # the face, 150..300 x 15..180 of 512x512, padded into 200x200: scale 200/512
+  assert np.allclose(astronaut['boxes'][0], np.array([15, 150, 180, 300]) / 512, atol=1e-6)
+  assert list(astronaut['classes']) == [1, 2, 3]
+  assert astronaut['class_text'] == ['face', 'helmet', 'rocket']
+  assert astronaut['masks'].shape == (3, 200, 200) and astronaut['masks'].max() == 1
+  empty = found['empty.jpg']
+  assert empty['boxes'].shape == (0, 4) and empty['masks'].shape == (0, 200, 200)
+  # the nose's RLE mask is its box: 60x50 source pixels, 200/451 of that each way
+  nose = found['chelsea.jpg']['masks'][3]
+  assert abs(int(nose.sum()) - 60 * 50 * (200 / 451) ** 2) < 60
+
+
+def test_validate_accepts_it_and_finds_a_wrong_count(converted, tmp_path):
+  _, out = converted
+  copy = pathlib.Path(shutil.copytree(out, tmp_path / 'out'))
+  assert validate.main(['--input_dir', str(copy)]) == EXIT_OK
+  info = read_info(copy)
+  info['splits']['train']['objects_per_class']['eye'] = 3
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(copy)]) == 1
+  report = json.loads((copy / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'class_count_mismatch': 1}
+  assert report['problems'][0]['detail'] == (
+      "split 'train' has 2 object(s) of class 'eye'; its objects_per_class says 3")
+
+
+def test_reject_row_and_skip_empty(converted, tmp_path):
+  annotations, _ = converted
+  out = tmp_path / 'out'
+  assert _convert(annotations, out, '--on_bad_box', 'reject_row', '--skip_empty',
+                  '--max_error_rate', '1', '--allow_empty') == EXIT_OK
+  info = read_info(out)
+  # images 1, 2 and 3 each have a bad annotation: rejected whole; image 4 skipped
+  assert (info['num_examples'], info['num_manifest_rows'], info['num_rejected']) == (0, 3, 3)
+  assert info['rejected_by_reason'] == {'annotation/bad_box': 3}
+  assert info['rejected_annotations_by_reason'] == {'annotation/missing_image': 1}
+  assert info['detection']['num_skipped_empty'] == 1
+
+
+def test_nothing_published_leaves_only_rejected_jsonl(converted, tmp_path):
+  annotations, _ = converted
+  out = tmp_path / 'out'
+  # every row rejected whole, no --allow_empty: exit 2, the label maps taken back too
+  assert _convert(annotations, out, '--on_bad_box', 'reject_row', '--skip_empty') == EXIT_USAGE
+  assert sorted(p.name for p in out.iterdir()) == ['rejected.jsonl']
+
+
+@pytest.mark.parametrize('text, message', [
+    ('{"images": [', 'is not valid JSON'),
+    ('[]', ': the document is a JSON array, not an object with images, annotations, '
+           'categories'),
+    ('{"images": [], "annotations": []}', ': "categories" must be an array, it is missing'),
+    ('{"images": {}, "annotations": [], "categories": []}',
+     ': "images" must be an array, it is a JSON map'),
+])
+def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
+  path = tmp_path / 'instances.json'
+  path.write_text(text)
+  (tmp_path / 'images').mkdir()
+  assert _convert(path, tmp_path / 'out') == EXIT_USAGE
+  err = capsys.readouterr().err.strip()
+  assert message in err and len(err.splitlines()) == 1
+  assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('flags, message', [
+    (('--encoding', 'raw'), '--schema detection stores JPEG or PNG (the Model Garden decoder '
+                            'cannot read --encoding raw): give --encoding jpeg or png'),
+    (('--schema', 'default'), '--annotations writes --schema detection, not --schema default'),
+    (('--write_index', '--compression', 'gzip'), '--write_index needs uncompressed shards: '
+     'offsets in a gzip stream cannot be used for random access (drop --compression gzip)'),
+])
+def test_flags_that_do_not_fit_exit_2(converted, tmp_path, capsys, flags, message):
+  annotations, _ = converted
+  assert _convert(annotations, tmp_path / 'out', *flags) == EXIT_USAGE
+  assert capsys.readouterr().err.strip().endswith(message)
+
+
+def test_schema_detection_needs_annotations(tmp_path, capsys):
+  assert convert.main(['--schema', 'detection', '--output_dir', str(tmp_path / 'o')]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      '--schema detection needs --annotations PATH and --annotation_format coco|voc|yolo')
+
+
+# --- plain functions ---
+
+
+def test_rle_and_polygons_agree_with_pycocotools():
+  mask_api = pytest.importorskip('pycocotools.mask')
+  rng = np.random.default_rng(3)
+  for _ in range(20):
+    height, width = (int(n) for n in rng.integers(1, 40, 2))
+    pixels = (rng.random((height, width)) > rng.random()).astype(np.uint8)
+    rle = mask_api.encode(np.asfortranarray(pixels))
+    rle['counts'] = rle['counts'].decode()
+    assert (masks.decode_rle(rle) == pixels).all()
+  angles = np.linspace(0, 2 * np.pi, 13)[:-1]
+  polygon = [float(v) for a in angles for v in (30 + 20 * np.cos(a), 25 + 15 * np.sin(a))]
+  theirs = mask_api.decode(mask_api.frPyObjects([polygon], 50, 60))[:, :, 0]
+  ours = np.asarray(masks.polygons_mask([polygon], (60, 50)))
+  overlap = (theirs & ours).sum() / (theirs | ours).sum()
+  assert overlap > 0.95, overlap
+
+
+def test_category_zero_shifts_every_id():
+  labels, shift = coco.label_ids({0: 'background thing', 3: 'cat'})
+  assert (labels, shift) == ({0: 1, 3: 4}, 1)
+  assert annotations.label_names({1: 'background thing', 4: 'cat'}) == (
+      '', 'background thing', '', '', 'cat')
+
+
+def _loaded(objects, size=(100, 50), box_orientation=1) -> LoadedImage:
+  annotation = annotations.ImageAnnotation(7, size, tuple(objects))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', path='x.jpg', key='x.jpg',
+                    annotation=annotation)
+  image = EncodedImage(b'', 50, 50, 3, 'jpeg', size, box_orientation)
+  return LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0)
+
+
+def test_crop_drops_boxes_that_keep_too_little():
+  spec = ImageSpec(height=50, width=50, resize_mode='crop')  # keeps columns 25..75
+  kept = annotations.ObjectAnnotation(1, (30, 0, 70, 50))
+  cut = annotations.ObjectAnnotation(2, (0, 0, 30, 50))  # 5 of 30 columns stay
+  found = detect(_loaded([kept, cut]), ('', 'a', 'b'), spec, DetectionOptions())
+  assert (found.labels, found.dropped) == ((1,), 1)
+  assert np.allclose((found.xmin[0], found.xmax[0]), (5 / 50, 45 / 50))
+  assert found.area == (40 * 50,)
+
+
+def _record(**changes) -> DetectedImage:
+  import io
+
+  from PIL import Image
+  buffer = io.BytesIO()
+  Image.new('RGB', (4, 2)).save(buffer, 'JPEG')
+  mask = masks.encode_mask(Image.new('L', (4, 2), 1))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', key='x.jpg')
+  values = dict(labelled=LabelledRow(row, 0, ''),
+                image=EncodedImage(buffer.getvalue(), 2, 4, 3, 'jpeg'), sha256='f' * 64,
+                source_id=b'7', xmin=(0.1,), ymin=(0.2,), xmax=(0.5,), ymax=(0.9,),
+                labels=(2,), texts=('dog',), is_crowd=(0,), area=(4.0,), difficult=(0,),
+                truncated=(0,), masks=(mask,))
+  return DetectedImage(**{**values, **changes})
+
+
+@pytest.mark.parametrize('changes, kind', [
+    ({}, None),
+    ({'xmin': (0.1, 0.2)}, 'object_count_mismatch'),
+    ({'xmax': (1.5,)}, 'box_out_of_range'),
+    ({'xmin': (0.6,)}, 'box_inverted'),
+    ({'labels': (3,)}, 'label_out_of_range'),
+    ({'texts': ('cat',)}, 'label_text_mismatch'),
+    ({'masks': ()}, 'mask_count_mismatch'),
+    ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('L', (3, 3))),)},
+     'wrong_mask_size'),
+])
+def test_validate_finds_each_kind_of_damaged_object(changes, kind):
+  spec = ExampleSpec('detection', masks=True)
+  image = ImageSpec(height=2, width=4, encoding='jpeg')
+  data = serialize_example(example_features(_record(**changes), spec))
+  expected = validation.Expected('detection', spec.feature_spec(image), image,
+                                 ('', 'cat', 'dog'))
+  _label, key, problems = check_record(data, expected)
+  assert [k for k, _ in problems] == ([] if kind is None else [kind])
+  assert key == 'x.jpg'
+
+
+@pytest.mark.parametrize('recorded, expected', [
+    ((40, 30), (10 / 30, 0 / 40, 30 / 30, 10 / 40)),  # the stored size: turned with the pixels
+    ((30, 40), (0 / 30, 0 / 40, 10 / 30, 20 / 40)),  # the rotated size: already upright
+])
+def test_exif_orientation_follows_the_recorded_size(recorded, expected):
+  # stored 40x30, EXIF 6 (a quarter turn clockwise): upright it is 30x40
+  annotation = annotations.ImageAnnotation(1, recorded, (annotations.ObjectAnnotation(
+      1, (0, 0, 10, 20)),))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', key='x.jpg', annotation=annotation)
+  image = EncodedImage(b'', 40, 30, 3, 'jpeg', (40, 30), 6)
+  found = detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'),
+                 ImageSpec(resize_mode='none'), DetectionOptions())
+  assert (found.xmin[0], found.ymin[0], found.xmax[0], found.ymax[0]) == pytest.approx(expected)
+
+
+def test_the_summary_names_objects_and_annotations(converted):
+  _, out = converted
+  text = convert.summary(read_info(out), 1.0)
+  assert '  annotation rejected annotation/empty_box: 1 (not an image row)' in text
+  assert '  objects: 10; boxes dropped by the crop: 0; images without objects skipped: 0' in text
+
+
+@pytest.mark.slow  # convert, validate and inspect: three pipelines' worth
+def test_make_demo_detection_draws_the_boxes_on_the_objects(tmp_path, monkeypatch):
+  import csv
+
+  from PIL import Image
+
+  from pipeline.look_detection import colour
+  monkeypatch.chdir(tmp_path)
+  assert demo_detection.main([]) == EXIT_OK
+  look = tmp_path / demo_detection.EXPORT_DIR
+  assert (look / 'contact_sheet.png').exists() and (look / 'report.html').exists()
+  with open(look / 'samples.csv', encoding='utf-8') as handle:
+    name = next(row[0] for row in csv.reader(handle) if row[4] == 'astronaut.jpg')
+  pixels = np.asarray(Image.open(look / name).convert('RGB'), np.int16)
+  # the face: columns 150..300, rows 15..180 of 512x512, drawn at 320x320 (x 0.625)
+  edge = pixels[60:90, 94]  # its left edge, below the name tag
+  assert np.abs(edge - colour(1)).max(axis=1).mean() < 60, edge[:3]
+  inside = pixels[60:90, 110]  # the face itself is not box-coloured
+  assert np.abs(inside - colour(1)).max(axis=1).mean() > 60
+
+
+def test_a_repeated_image_id_is_a_rejected_row():
+  from transforms.core.splits import SplitConfig
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1})
+  images = [(1, {'id': 5, 'file_name': 'a.jpg', 'width': 10, 'height': 10}),
+            (3, {'id': 5, 'file_name': 'b.jpg', 'width': 10, 'height': 10})]
+  row, rejected = coco.image_row(
+      5, images, [(1, {'image_id': 5, 'category_id': 1, 'bbox': [1, 1, 2, 2]})], source)
+  assert (row.image, row.path, row.split) == ('a.jpg', 'images/a.jpg', 'train')
+  assert [o.box for o in row.annotation.objects] == [(1.0, 1.0, 3.0, 3.0)]
+  assert [(r.code, r.line, r.counts_as_row, r.reason) for r in rejected] == [
+      ('duplicate_image_id', 3, True, 'image id 5 is given again: kept the one at position 1')]
+
+
+@pytest.mark.parametrize('include_masks', [False, True])
+def test_kept_objects_carry_only_what_the_example_needs(include_masks):
+  obj = annotations.ObjectAnnotation(1, (-0.5, 2, 12, 8), segmentation=('polygons', [[1] * 6]),
+                                     shown={'a big': 'annotation'})
+  kept, rejected = annotations.checked_objects(
+      annotations.ImageAnnotation(1, (11, 10), (obj,)), {1}, include_masks)
+  assert rejected == [] and kept[0].box == (0.0, 2, 11, 8)  # clipped to the image
+  assert kept[0].shown is None
+  assert kept[0].segmentation == (('polygons', [[1] * 6]) if include_masks else None)

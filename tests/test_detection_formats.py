@@ -1,0 +1,154 @@
+"""--annotation_format voc and yolo on the demo's real photos (scikit-image's
+astronaut, coffee, chelsea with hand-made boxes, pipeline/demo_detection.py):
+splits from their files, ids, masks, and malformed XML or YAML exits 2."""
+
+import pathlib
+import shutil
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import demo_detection
+from pipeline import read
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from transforms.core import yolo
+
+pytestmark = pytest.mark.xdist_group('detection')
+NAMES = demo_detection.CATEGORIES
+SIZES = {'astronaut.jpg': (512, 512), 'coffee.jpg': (600, 400), 'chelsea.jpg': (451, 300)}
+
+
+@pytest.fixture(scope='module')
+def photos(tmp_path_factory) -> pathlib.Path:
+  root = tmp_path_factory.mktemp('photos')
+  demo_detection.make_sample(str(root))
+  return root / 'images'
+
+
+def _voc(root: pathlib.Path, photos: pathlib.Path) -> pathlib.Path:
+  (root / 'Annotations').mkdir(parents=True)
+  (root / 'ImageSets' / 'Main').mkdir(parents=True)
+  shutil.copytree(photos, root / 'JPEGImages')
+  for name, objects in demo_detection.OBJECTS.items():
+    width, height = SIZES[name]
+    parts = ''.join(
+        f'<object><name>{NAMES[c]}</name><difficult>{int(c == 7)}</difficult>'
+        f'<truncated>0</truncated><bndbox><xmin>{x + 1}</xmin><ymin>{y + 1}</ymin>'
+        f'<xmax>{x + w}</xmax><ymax>{y + h}</ymax></bndbox></object>'
+        for c, x, y, w, h, _ in objects)
+    (root / 'Annotations' / f'{name[:-4]}.xml').write_text(
+        f'<annotation><filename>{name}</filename><size><width>{width}</width>'
+        f'<height>{height}</height><depth>3</depth></size>{parts}</annotation>')
+  main = root / 'ImageSets' / 'Main'
+  (main / 'train.txt').write_text('astronaut\ncoffee\n')
+  (main / 'val.txt').write_text('chelsea\n')
+  (main / 'trainval.txt').write_text('astronaut\ncoffee\nchelsea\n')  # not a split
+  (main / 'cat_train.txt').write_text('chelsea  1\n')  # per class: not a split
+  # chelsea's instances: 1 the cat, 2 and 3 the eyes, 4 the nose; 255 the outlines
+  pixels = np.zeros((300, 451), np.uint8)
+  for index, (_, x, y, w, h, _) in enumerate(demo_detection.OBJECTS['chelsea.jpg'], 1):
+    pixels[y:y + h, x:x + w] = index
+  pixels[0, :] = 255
+  (root / 'SegmentationObject').mkdir()
+  png = Image.fromarray(pixels, 'P')
+  # a full palette, as VOC's PNGs have: Pillow keeps the indices as they are
+  png.putpalette([v for i in range(256) for v in (i, i * 7 % 256, i * 13 % 256)])
+  png.save(root / 'SegmentationObject' / 'chelsea.png')
+  return root
+
+
+def test_voc_splits_ids_and_instance_masks(photos, tmp_path):
+  root = _voc(tmp_path / 'VOC', photos)
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--include_masks',
+                       '--height', '100', '--width', '100', '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 2, 'val': 1}
+  # 1-based in sorted-name order
+  assert info['label_map'] == ['', 'cat', 'cup', 'eye', 'face', 'helmet', 'nose', 'rocket',
+                               'saucer', 'spoon']
+  coffee = next(e for e in read.examples(str(out), 'train') if e['key'] == 'coffee.jpg')
+  assert coffee['class_text'] == ['cup', 'saucer', 'spoon']
+  # the cup: VOC corners 174..408 of 600 columns -> 173..408 continuous
+  assert np.allclose(coffee['boxes'][0], [15 / 400, 173 / 600, 300 / 400, 408 / 600],
+                     atol=1e-6)
+  chelsea = next(read.examples(str(out), 'val'))
+  nose = chelsea['masks'][3]  # instance 4 of the PNG: 60x50 of 451x300
+  assert abs(int(nose.sum()) - 60 * 50 * (100 / 451) * (100 / 300)) < 15
+
+
+def test_malformed_voc_xml_exits_2(photos, tmp_path, capsys):
+  root = _voc(tmp_path / 'VOC', photos)
+  (root / 'Annotations' / 'coffee.xml').write_text('<annotation><object>')
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'),
+                       '--output_dir', str(tmp_path / 'out')]) == EXIT_USAGE
+  err = capsys.readouterr().err.strip()
+  assert f'{root}/Annotations/coffee.xml is not valid XML: no element found' in err
+  assert len(err.splitlines()) == 1 and not (tmp_path / 'out').exists()
+
+
+def _yolo(root: pathlib.Path, photos: pathlib.Path) -> pathlib.Path:
+  ids = {c: i for i, c in enumerate(NAMES)}  # class index: the categories in order
+  (root).mkdir(parents=True)
+  (root / 'data.yaml').write_text('path: .\ntrain: images/train\nval: images/val\nnames:\n'
+                                  + ''.join(f'  - {n}\n' for n in NAMES.values()))
+  for name, objects in demo_detection.OBJECTS.items():
+    split = 'val' if name == 'chelsea.jpg' else 'train'
+    for folder in ('images', 'labels'):
+      (root / folder / split).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(photos / name, root / 'images' / split / name)
+    width, height = SIZES[name]
+    rows = []
+    for c, x, y, w, h, mask in objects:
+      if mask == 'ellipse':  # Ultralytics' segmentation row: the box's corners as a polygon
+        corners = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
+        rows.append(f'{ids[c]} ' + ' '.join(f'{px / width:.6f} {py / height:.6f}'
+                                            for px, py in corners))
+      else:
+        rows.append(f'{ids[c]} {(x + w / 2) / width:.6f} {(y + h / 2) / height:.6f} '
+                    f'{w / width:.6f} {h / height:.6f}')
+    (root / 'labels' / split / f'{name[:-4]}.txt').write_text('\n'.join(rows) + '\n')
+  return root
+
+
+def test_yolo_ultralytics_layout(photos, tmp_path):
+  root = _yolo(tmp_path / 'yolo', photos)
+  (root / 'labels' / 'train' / 'coffee.txt').write_text(
+      (root / 'labels' / 'train' / 'coffee.txt').read_text() + '3 0.5\n')  # a bad row
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root / 'data.yaml'), '--annotation_format',
+                       'yolo', '--include_masks', '--height', '128', '--width', '128',
+                       '--output_dir', str(out), '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 2, 'val': 1}
+  assert info['label_map'][1:4] == ['face', 'helmet', 'rocket']  # index + 1
+  assert [line['code'] for line in rejected_lines(out)] == ['bad_annotation']
+  astronaut = next(e for e in read.examples(str(out), 'train')
+                   if e['key'] == 'train/astronaut.jpg')
+  assert np.allclose(astronaut['boxes'][2], [0, 355 / 512, 290 / 512, 475 / 512], atol=1e-5)
+  face = astronaut['masks'][0]  # a polygon row: its box, 150x165 of 512x512 at 128/512
+  assert abs(int(face.sum()) - 150 * 165 / 16) < 40
+
+
+def test_malformed_yolo_yaml_exits_2(tmp_path, capsys):
+  (tmp_path / 'data.yaml').write_text('names: [a, b\n')
+  assert convert.main(['--annotations', str(tmp_path / 'data.yaml'), '--annotation_format',
+                       'yolo', '--output_dir', str(tmp_path / 'out')]) == EXIT_USAGE
+  err = capsys.readouterr().err.strip()
+  assert f'{tmp_path}/data.yaml is not valid YAML: ' in err and len(err.splitlines()) == 1
+
+
+def test_yolo_rows():
+  annotation, rejected = yolo.parse_labels('0 0.5 0.5 0.2 0.4\n1 0.1 0.1\n\n2 x y z w\n',
+                                           3, 'a.txt')
+  assert [o.box for o in annotation.objects] == [pytest.approx((0.4, 0.3, 0.6, 0.7))]
+  assert annotation.objects[0].label == 1 and annotation.normalized
+  assert [(r.code, r.line) for r in rejected] == [('short_polygon', 2), ('bad_annotation', 4)]

@@ -1,0 +1,156 @@
+"""Object annotations of one image, whatever format they came in (COCO, VOC,
+YOLO), and their checks: plain functions.
+
+A box is kept as (xmin, ymin, xmax, ymax) in pixels of the image the
+annotation was made on (its frame, transforms.core.boxes), or, for YOLO, as
+fractions of that image's size (normalized=True).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from transforms.core.rejects import Rejection
+
+STAGE_ANNOTATION = 'annotation'
+ANNOTATION_FORMATS = ('coco', 'voc', 'yolo')
+ON_BAD_BOX = ('drop', 'reject_row')
+# A box may overshoot its image by this many pixels (rounding in the tools
+# that made it, VOC's 1-based corners): it is clipped, not rejected.
+EDGE_TOLERANCE = 1.0
+
+# Codes of rejected annotations (rejected.jsonl, counts_as_row false).
+BOX_OUTSIDE_IMAGE = 'box_outside_image'
+EMPTY_BOX = 'empty_box'
+UNKNOWN_CATEGORY = 'unknown_category'
+MISSING_IMAGE = 'missing_image'
+SHORT_POLYGON = 'short_polygon'
+BAD_ANNOTATION = 'bad_annotation'
+# A row rejected whole (--on_bad_box reject_row): its first bad box says why.
+BAD_BOX_ROW = 'bad_box'
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ObjectAnnotation:
+  """One object: its class (the output label id), box and flags.
+
+  segmentation: None; ('polygons', [[x0, y0, x1, y1, ...], ...]) in the box's
+  units; ('rle', {'size': [h, w], 'counts': ...}); ('png', path, value): the
+  pixels of a VOC SegmentationObject PNG equal to `value`.
+  """
+  label: int
+  box: tuple
+  is_crowd: int = 0
+  area: Optional[float] = None  # as recorded, in frame pixels
+  difficult: int = 0
+  truncated: int = 0
+  segmentation: Optional[tuple] = None
+  # what rejected.jsonl shows of it, and where it was read
+  shown: object = None
+  source: str = ''
+  line: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImageAnnotation:
+  """The objects of one image, with what the annotation says of the image."""
+  source_id: int
+  recorded_size: Optional[tuple]  # (width, height) the annotation records, if any
+  objects: tuple  # ObjectAnnotation
+  normalized: bool = False  # boxes and polygons are fractions of the frame's size
+
+
+def reject_object(obj: ObjectAnnotation, code: str, reason: str) -> Rejection:
+  """A bad annotation: a rejected.jsonl line that is not a row."""
+  return Rejection(obj.shown, STAGE_ANNOTATION, code, reason, obj.source, obj.line,
+                   counts_as_row=False)
+
+
+def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
+                include_masks: bool) -> Optional[tuple]:
+  """(code, reason) of what makes an object unusable, or None. size: the
+  (width, height) its box's units span (None: not known, not checked)."""
+  x0, y0, x1, y1 = obj.box
+  if not (x1 > x0 and y1 > y0):
+    return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
+  if size is not None:
+    width, height = size
+    tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
+    if x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
+        y1 > height + tolerance):
+      return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
+                                 f'{_shown_size(size)} image')
+  if include_masks and obj.segmentation and obj.segmentation[0] == 'polygons':
+    short = [p for p in obj.segmentation[1] if len(p) < 6]
+    if short or not obj.segmentation[1]:
+      points = len(short[0]) // 2 if short else 0
+      return SHORT_POLYGON, f'a polygon has {points} point(s), fewer than 3'
+  return None
+
+
+def clip_box(box: tuple, size: Optional[tuple]) -> tuple:
+  if size is None:
+    return box
+  width, height = size
+  return (min(max(box[0], 0.0), width), min(max(box[1], 0.0), height),
+          min(max(box[2], 0.0), width), min(max(box[3], 0.0), height))
+
+
+def _shown_box(box: tuple) -> str:
+  return '(' + ', '.join(f'{v:g}' for v in box) + ')'
+
+
+def _shown_size(size: tuple) -> str:
+  return f'{size[0]:g}x{size[1]:g}'
+
+
+def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bool,
+                    size: Optional[tuple] = None) -> tuple:
+  """-> (the usable objects, boxes clipped to the image; a Rejection for
+  each bad one). known_labels: the label ids in the label map. size: the
+  frame's (width, height) when the annotation records none."""
+  size = (1.0, 1.0) if annotation.normalized else (annotation.recorded_size or size)
+  kept, rejected = [], []
+  for obj in annotation.objects:
+    if obj.label not in known_labels:
+      rejected.append(reject_object(obj, UNKNOWN_CATEGORY,
+                                    f'category {obj.label} is not in the label map'))
+      continue
+    problem = box_problem(obj, size, include_masks)
+    if problem:
+      rejected.append(reject_object(obj, *problem))
+      continue
+    # what only a rejection would show, or only a mask would need, is not
+    # carried on with the row (rows wait in memory for the write order)
+    kept.append(dataclasses.replace(obj, box=clip_box(obj.box, size), shown=None,
+                                    segmentation=obj.segmentation if include_masks else None))
+  return tuple(kept), rejected
+
+
+# --- the label map of a detection dataset: ids with gaps, 0 the background ---
+
+def label_names(categories: dict) -> tuple:
+  """{id: name} -> names indexed by id ('' for an id no class has, and 0)."""
+  return tuple(categories.get(i, '') for i in range(max(categories, default=0) + 1))
+
+
+def label_map_text(names) -> str:
+  """label_map.txt of a detection dataset: `id<TAB>name` lines (ids have gaps)."""
+  return ''.join(f'{i}\t{name}\n' for i, name in enumerate(names) if name)
+
+
+def label_map_pbtxt(names) -> str:
+  """label_map.pbtxt: the Object Detection API's StringIntLabelMap text format."""
+  return ''.join(f'item {{\n  id: {i}\n  name: {_quoted(name)}\n}}\n'
+                 for i, name in enumerate(names) if name)
+
+
+def _quoted(text: str) -> str:
+  return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+def category_shift(category_ids) -> int:
+  """1 when a file uses category 0 (the Object Detection API's background):
+  every id then moves up by one; else 0."""
+  return 1 if 0 in set(category_ids) else 0

@@ -1,0 +1,151 @@
+"""Boxes and masks through exactly the transform the pixels went through
+(transforms.core.image: EXIF orientation, then --resize_mode): plain functions.
+
+A box is (xmin, ymin, xmax, ymax) in continuous pixel coordinates of its
+image: pixel column i covers [i, i + 1), so a box around the whole of a
+W x H image is (0, 0, W, H).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from PIL import Image
+
+from transforms.core.image import centre_crop_box
+from transforms.core.image import letterbox
+from transforms.core.image import resize
+from transforms.core.spec import ImageSpec
+
+Box = tuple  # (xmin, ymin, xmax, ymax), floats
+
+# --annotation_orientation: which pixels an annotation's coordinates refer to
+# when its recorded size cannot tell (a square image, no recorded size).
+STORED = 'stored'
+EXIF = 'exif'
+ANNOTATION_ORIENTATIONS = (STORED, EXIF)
+DEFAULT_MIN_BOX_VISIBILITY = 0.3
+_TRANSPOSED = (5, 6, 7, 8)
+# Pillow's ImageOps.exif_transpose: orientation -> Image.transpose method.
+_TRANSPOSE_METHODS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def oriented_size(stored: tuple, orientation: int) -> tuple:
+  """(width, height) of the image once its EXIF orientation is applied."""
+  return stored[::-1] if orientation in _TRANSPOSED else tuple(stored)
+
+
+def orient_box(box: Box, stored: tuple, orientation: int) -> Box:
+  """A box on the stored pixels (stored: their (width, height)) -> the same
+  box on the EXIF-oriented image, as ImageOps.exif_transpose turns the pixels."""
+  x0, y0, x1, y1 = box
+  w, h = stored
+  corners = {
+      1: (x0, y0, x1, y1),
+      2: (w - x1, y0, w - x0, y1),
+      3: (w - x1, h - y1, w - x0, h - y0),
+      4: (x0, h - y1, x1, h - y0),
+      5: (y0, x0, y1, x1),
+      6: (h - y1, x0, h - y0, x1),
+      7: (h - y1, w - x1, h - y0, w - x0),
+      8: (y0, w - x1, y1, w - x0),
+  }
+  return corners.get(orientation, corners[1])
+
+
+def annotation_frame(recorded: Optional[tuple], stored: tuple, orientation: int,
+                     default: str = STORED) -> str:
+  """Which pixels an image's annotations refer to: STORED or EXIF. Decided by
+  the size the annotation records (recorded: (width, height) or None) when
+  only one of the stored and the rotated size matches it; else `default`
+  (--annotation_orientation)."""
+  if recorded is None or orientation not in _TRANSPOSED:
+    return default
+  rotated = oriented_size(stored, orientation)
+  recorded = tuple(recorded)
+  if recorded == tuple(stored) and recorded != rotated:
+    return STORED
+  if recorded == rotated and recorded != tuple(stored):
+    return EXIF
+  return default
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where the oriented source image (src: (width, height)) lands in the
+  output: output x = (x - left) * scale_x + offset_x, likewise y; the output
+  is out: (width, height)."""
+  src: tuple
+  out: tuple
+  left: float = 0.0
+  top: float = 0.0
+  scale_x: float = 1.0
+  scale_y: float = 1.0
+  offset_x: float = 0.0
+  offset_y: float = 0.0
+
+
+def placement(src: tuple, spec: ImageSpec) -> Placement:
+  """The placement image.resize gives an oriented image of size src."""
+  if not spec.fixed_size:
+    return Placement(tuple(src), tuple(src))
+  out = (spec.width, spec.height)
+  src_w, src_h = src
+  if spec.resize_mode == 'crop' and tuple(src) != out:
+    left, top, right, bottom = centre_crop_box(tuple(src), out)
+    return Placement(tuple(src), out, left, top, out[0] / (right - left),
+                     out[1] / (bottom - top))
+  if spec.resize_mode == 'pad' and tuple(src) != out:
+    inner, offset = letterbox(tuple(src), out)
+    return Placement(tuple(src), out, scale_x=inner[0] / src_w, scale_y=inner[1] / src_h,
+                     offset_x=offset[0], offset_y=offset[1])
+  return Placement(tuple(src), out, scale_x=out[0] / src_w, scale_y=out[1] / src_h)
+
+
+def place_box(box: Box, where: Placement) -> tuple:
+  """A box on the oriented source -> (the box on the output, clipped to it;
+  the fraction of its area that stays inside). A box of no area keeps 0."""
+  x0, y0, x1, y1 = box
+  moved = ((x0 - where.left) * where.scale_x + where.offset_x,
+           (y0 - where.top) * where.scale_y + where.offset_y,
+           (x1 - where.left) * where.scale_x + where.offset_x,
+           (y1 - where.top) * where.scale_y + where.offset_y)
+  width, height = where.out
+  clipped = (min(max(moved[0], 0.0), width), min(max(moved[1], 0.0), height),
+             min(max(moved[2], 0.0), width), min(max(moved[3], 0.0), height))
+  full = (moved[2] - moved[0]) * (moved[3] - moved[1])
+  kept = (clipped[2] - clipped[0]) * (clipped[3] - clipped[1])
+  return clipped, (kept / full if full > 0 else 0.0)
+
+
+def transform_box(box: Box, stored: tuple, orientation: int, frame: str,
+                  spec: ImageSpec) -> tuple:
+  """A box in the annotation's frame (STORED or EXIF pixels) -> (the box on
+  the output image, the fraction of its area kept), as process_image moves
+  the pixels of an image stored at `stored` (width, height)."""
+  if frame == STORED:
+    box = orient_box(box, stored, orientation)
+  return place_box(box, placement(oriented_size(stored, orientation), spec))
+
+
+def transform_mask(mask: Image.Image, orientation: int, frame: str,
+                   spec: ImageSpec) -> Image.Image:
+  """A mask ('L', 0/1, in the annotation's frame) -> the mask on the output
+  image: the same orientation and resize as the pixels, nearest neighbour
+  (values stay 0/1)."""
+  if frame == STORED and orientation in _TRANSPOSE_METHODS:
+    mask = mask.transpose(_TRANSPOSE_METHODS[orientation])
+  return resize(mask, dataclasses.replace(spec, resize_filter='nearest'))
+
+
+def normalized(box: Box, out: tuple) -> Box:
+  """Output-pixel box -> (ymin, xmin, ymax, xmax) in [0, 1], as TF orders them."""
+  width, height = out
+  x0, y0, x1, y1 = box
+  return (y0 / height, x0 / width, y1 / height, x1 / width)

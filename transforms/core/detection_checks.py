@@ -1,0 +1,114 @@
+"""validate's checks of a detection record's objects, and the readers'
+decoders of them: plain functions the detection rows of the feature table
+(spec.py) name. Checks return [(problem kind, detail)]."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+BOX_FEATURES = ('image/object/bbox/ymin', 'image/object/bbox/xmin',
+                'image/object/bbox/ymax', 'image/object/bbox/xmax')
+PER_OBJECT = BOX_FEATURES + ('image/object/class/label', 'image/object/class/text',
+                             'image/object/is_crowd', 'image/object/area',
+                             'image/object/difficult', 'image/object/truncated')
+MASK = 'image/object/mask'
+
+
+def check_boxes(_, record, expected) -> list:
+  """Every per-object list has one value per box; coordinates in [0, 1]
+  with min <= max."""
+  lengths = {name: len(record[name]) for name in PER_OBJECT
+             if name in expected.feature_spec}
+  if len(set(lengths.values())) > 1:
+    shown = ', '.join(f'{name.rsplit("/", 2)[-2] + "/" + name.rsplit("/", 1)[-1]} '
+                      f'{n}' for name, n in lengths.items())
+    return [('object_count_mismatch', f'the object lists differ in length: {shown}')]
+  ymin, xmin, ymax, xmax = (record[name] for name in BOX_FEATURES)
+  for i, box in enumerate(zip(ymin, xmin, ymax, xmax)):
+    if not all(0.0 <= v <= 1.0 for v in box):
+      return [('box_out_of_range', f'box {i} (ymin, xmin, ymax, xmax) = '
+               f'{_shown(box)} is not within [0, 1]')]
+    if box[0] > box[2] or box[1] > box[3]:
+      return [('box_inverted', f'box {i} (ymin, xmin, ymax, xmax) = {_shown(box)} has '
+               f'a min above its max')]
+  return []
+
+
+def _shown(box) -> str:
+  return '(' + ', '.join(f'{v:.4g}' for v in box) + ')'
+
+
+def check_object_labels(labels: list, _, expected) -> list:
+  """Each object's label names a class of the label map (0 is the background)."""
+  names = expected.label_map
+  for label in labels:
+    if not 0 < label < len(names) or not names[label]:
+      return [('label_out_of_range', f'object label {label} is not in the label map')]
+  return []
+
+
+def check_object_texts(texts: list, record, expected) -> list:
+  names = expected.label_map
+  for label, text in zip(record['image/object/class/label'], texts):
+    name = names[label] if 0 < label < len(names) else None
+    if name is not None and text.decode('utf-8', 'replace') != name:
+      return [('label_text_mismatch', f'object class/text {text.decode("utf-8", "replace")!r} '
+               f'is not {name!r}, the label map name of {label}')]
+  return []
+
+
+def check_masks(masks: list, record, expected) -> list:
+  """One PNG per box, each decoding at the record's size with values 0/1."""
+  # (the boxes counted by their labels: lists of unequal length are check_boxes')
+  boxes = len(record['image/object/class/label'])
+  if len(masks) != boxes:
+    return [('mask_count_mismatch', f'{len(masks)} mask(s) for {boxes} box(es)')]
+  size = (record['image/width'], record['image/height'])
+  for i, data in enumerate(masks):
+    try:
+      with Image.open(io.BytesIO(data)) as mask:
+        mask.load()
+        found, extrema = mask.size, mask.convert('L').getextrema()
+    except Exception as error:  # any decoder failure is a finding, not a crash
+      return [('undecodable_mask', f'mask {i} does not decode: {error}')]
+    if found != size:
+      return [('wrong_mask_size', f'mask {i} is {found[0]}x{found[1]}, the image '
+               f'{size[0]}x{size[1]}')]
+    if extrema[1] > 1:
+      return [('wrong_mask_values', f'mask {i} holds values up to {extrema[1]}, not 0/1')]
+  return []
+
+
+def floats(values: list, *_):
+  import numpy as np
+  return np.array(values, np.float32)
+
+
+def int64s(values: list, *_):
+  import numpy as np
+  return np.array(values, np.int64)
+
+
+def boxes(_, record, reading):
+  """[N, 4] float32 (ymin, xmin, ymax, xmax), as TF orders them."""
+  import numpy as np
+  return np.array([record[name] for name in BOX_FEATURES], np.float32).T.reshape(-1, 4)
+
+
+def object_texts(values: list, *_) -> list:
+  return [v.decode('utf-8', 'replace') for v in values]
+
+
+def masks(values: list, record, reading):
+  """[N, H, W] uint8 of 0/1 (N = 0: an empty [0, H, W]); the PNGs as stored
+  when the reading does not decode."""
+  import numpy as np
+  if not reading.decode:
+    return list(values)
+  height, width = record['image/height'], record['image/width']
+  if not values:
+    return np.zeros((0, height, width), np.uint8)
+  return np.stack([np.asarray(Image.open(io.BytesIO(v)).convert('L'), np.uint8)
+                   for v in values])

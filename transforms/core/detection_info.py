@@ -1,0 +1,98 @@
+"""--schema detection's settings, and what it adds to dataset_info.json and
+beside it (per-class object counts, dropped boxes, rejected annotations, the
+category shift; label_map.txt as `id<TAB>name`, label_map.pbtxt): plain
+functions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from transforms.core import annotations as objects
+from transforms.core import coco
+from transforms.core import tally
+from transforms.core.detect import DetectionOptions
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
+from transforms.core.splits import SplitConfig
+
+# Tally keys of what detection counts (summed with the others, tally.py).
+DROPPED_BY_CROP = ('detection', 'dropped', 'crop_visibility')
+SKIPPED_EMPTY = ('detection', 'skipped_empty')
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionConfig:
+  """--annotations and the flags around it, checked (pipeline.detection_config)."""
+  annotation_format: str  # coco | voc | yolo
+  annotations: str  # the COCO file, the VOC Annotations folder, the YOLO labels root
+  image_dir: str
+  names: tuple  # the label map by id ('' where no class has the id; 0 the background)
+  options: DetectionOptions = DetectionOptions()  # noqa: RUF009  (frozen)
+  category_shift: int = 0
+  category_labels: tuple = ()  # ((the file's category id, label id), ...) for COCO
+  # VOC/YOLO: (relative image path, annotation file, split, ordinal), listed by the launcher
+  files: tuple = ()
+  mask_dir: str = ''  # VOC SegmentationObject
+
+  def coco_source(self, split: SplitConfig) -> coco.CocoSource:
+    return coco.CocoSource(self.annotations, self.image_dir, split,
+                           dict(self.category_labels), self.options.include_masks,
+                           self.options.on_bad_box, self.options.skip_empty)
+
+  def split_names(self) -> tuple:
+    """The splits the files name (VOC ImageSets, YOLO folders), in order."""
+    return tuple(dict.fromkeys(split for _, _, split, _ in self.files if split))
+
+  def to_json(self) -> dict:
+    options = self.options
+    return {'annotation_format': self.annotation_format, 'annotations': self.annotations,
+            'image_dir': self.image_dir, 'include_masks': options.include_masks,
+            'min_box_visibility': options.min_box_visibility,
+            'annotation_orientation': options.annotation_orientation,
+            'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty}
+
+
+def _per_class(per_id: dict, names: tuple) -> dict:
+  return {name: per_id.get(i, 0) for i, name in enumerate(names) if name}
+
+
+def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
+  """dataset_info.json of a detection dataset: classification's, with object
+  counts per class instead of example counts, num_classes the largest id, and
+  a `detection` section."""
+  counts = tally.read_counts(sums)
+  names = tuple(info['label_map'])
+  total = {}
+  for split, entry in info['splits'].items():
+    entry.pop('examples_per_class', None)
+    entry.pop('imbalance_ratio', None)
+    per_id = counts.class_counts.get(split, {})
+    entry['objects_per_class'] = _per_class(per_id, names)
+    entry['num_objects'] = sum(per_id.values())
+    for label, n in per_id.items():
+      total[label] = total.get(label, 0) + n
+  rejected_annotations = dict(sorted(counts.label_rows_rejected.items()))
+  info['num_classes'] = len(names) - 1
+  info['rejected_annotations_by_reason'] = rejected_annotations
+  info['label_warnings'] = {'empty_classes': [n for i, n in enumerate(names)
+                                              if n and not total.get(i)]}
+  info['label_warnings']['num_empty_classes'] = len(info['label_warnings']['empty_classes'])
+  info['detection'] = {
+      **config.to_json(),
+      'category_shift': config.category_shift,
+      'num_objects': sum(total.values()),
+      'objects_per_class': _per_class(total, names),
+      'num_rejected_annotations': sum(rejected_annotations.values()),
+      'dropped_boxes': {'crop_visibility': sums.get(DROPPED_BY_CROP, 0),
+                        **{reason.split('/', 1)[1]: n for reason, n
+                           in rejected_annotations.items()
+                           if config.options.on_bad_box == 'drop'}},
+      'num_skipped_empty': sums.get(SKIPPED_EMPTY, 0),
+  }
+  return info
+
+
+def label_files(names: tuple) -> dict:
+  """{file name: text} of the label map files beside the shards."""
+  return {LABEL_MAP: objects.label_map_text(names),
+          LABEL_MAP_PBTXT: objects.label_map_pbtxt(names)}

@@ -1,0 +1,71 @@
+"""YOLO: one .txt per image, `class cx cy w h` normalised (or Ultralytics'
+segmentation rows `class x1 y1 x2 y2 ...`), class names from data.yaml or
+classes.txt: plain functions. Label ids are the class index + 1 (0 is the
+Object Detection API's background)."""
+
+from __future__ import annotations
+
+from transforms.core import annotations as objects
+
+
+class YoloFormatError(ValueError):
+  """data.yaml or classes.txt unusable (a usage error on the launcher)."""
+
+
+def names_from_yaml(text: str, path: str) -> dict:
+  """data.yaml's `names` (a list, or a map index -> name) -> label id -> name."""
+  import yaml
+  try:
+    names = (yaml.safe_load(text) or {}).get('names')
+  except yaml.YAMLError as error:
+    raise YoloFormatError(f'{path} is not valid YAML: {" ".join(str(error).split())}')
+  except AttributeError:  # a document that is no map
+    names = None
+  names = dict(enumerate(names)) if isinstance(names, list) else names
+  if not isinstance(names, dict) or not names or not all(
+      isinstance(k, int) and k >= 0 for k in names):
+    raise YoloFormatError(f'{path}: "names" must be a list of class names or a map of '
+                          f'class index to name')
+  return {index + 1: str(name).strip() for index, name in sorted(names.items())}
+
+
+def names_from_text(text: str) -> dict:
+  """classes.txt: line i (from 0) names class i."""
+  lines = [line.strip() for line in text.splitlines()]
+  while lines and not lines[-1]:
+    lines.pop()
+  return {i + 1: name for i, name in enumerate(lines)}
+
+
+def parse_labels(text: str, ordinal: int, source: str) -> tuple:
+  """A label file -> (ImageAnnotation with normalised boxes, [rejection of
+  a line that is no YOLO row])."""
+  parsed, rejected = [], []
+  for line, raw in enumerate(text.splitlines(), 1):
+    fields = raw.split()
+    if not fields:
+      continue
+    try:
+      label = int(fields[0]) + 1
+      values = [float(v) for v in fields[1:]]
+    except ValueError:
+      values, label = [], -1
+    shown = raw.strip()
+    if len(values) == 4:
+      cx, cy, w, h = values
+      parsed.append(objects.ObjectAnnotation(
+          label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
+          source=source, line=line))
+    elif len(values) >= 6 and len(values) % 2 == 0:  # a segmentation polygon
+      xs, ys = values[0::2], values[1::2]
+      parsed.append(objects.ObjectAnnotation(
+          label, (min(xs), min(ys), max(xs), max(ys)), segmentation=('polygons', [values]),
+          shown=shown, source=source, line=line))
+    else:
+      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
+      # one point is a polygon too short; two would read as a box
+      code = objects.SHORT_POLYGON if len(values) == 2 else objects.BAD_ANNOTATION
+      rejected.append(objects.reject_object(
+          obj, code, f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
+          f'({len(fields)} fields)'))
+  return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected

@@ -1,0 +1,169 @@
+"""--schema detection in Beam: the annotations read (COCO streamed by one
+reader, grouped by image; VOC and YOLO one file per image) into rows, and
+the converted images' objects moved with their pixels into Examples."""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import apache_beam as beam
+
+from transforms import filesystem
+from transforms.beam_util import EXAMPLES
+from transforms.beam_util import LOADED
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
+from transforms.core import coco
+from transforms.core import detection_info
+from transforms.core.detect import DetectionOptions
+from transforms.core.detect import detect
+from transforms.core.example import BuiltExample
+from transforms.core.example import LabelledRow
+from transforms.core.example import build_example
+from transforms.core.rejects import unexpected_rejection
+from transforms.core.shuffle import Ordering
+from transforms.core.spec import ExampleSpec
+from transforms.core.spec import ImageSpec
+from transforms.core.tally import lines_key
+from transforms.encode import LoadImageFn
+
+
+def _image_key(image_id):
+  """A GroupByKey key for an image id as the file gives it."""
+  return image_id if isinstance(image_id, (int, str)) and not isinstance(image_id, bool) \
+      else repr(image_id)
+
+
+class _StreamCocoFn(beam.DoFn):
+  """Runs once: the file's images, then its annotations, streamed (ijson),
+  each keyed by its image id: no more than one element in memory."""
+
+  def __init__(self, path: str):
+    self._path = path
+
+  def process(self, _):
+    files = filesystem.FileAccess()
+    with files.open(self._path) as stream:
+      for line, image in coco.items(stream, 'images'):
+        yield _image_key(image.get('id') if isinstance(image, dict) else None), (
+            'images', (line, image))
+    with files.open(self._path) as stream:
+      for line, ann in coco.items(stream, 'annotations'):
+        yield _image_key(ann.get('image_id') if isinstance(ann, dict) else None), (
+            'annotations', (line, ann))
+
+
+class _CocoImageFn(beam.DoFn):
+  """(image id, its tagged records) -> its row, rejections and tallies."""
+
+  def __init__(self, source: coco.CocoSource):
+    self._source = source
+
+  def process(self, grouped):
+    image_id, tagged = grouped
+    images = sorted(v for tag, v in tagged if tag == 'images')
+    anns = [v for tag, v in tagged if tag == 'annotations']
+    if images and not anns and self._source.skip_empty:
+      yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.SKIPPED_EMPTY, 1))
+      return
+    if images:  # each image record is a row (a repeated id: a rejected one)
+      yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), len(images)))
+    row, rejected = coco.image_row(images[0][1].get('id') if images else image_id,
+                                   images, anns, self._source)
+    for rejection in rejected:
+      yield beam.pvalue.TaggedOutput(REJECTED, rejection)
+    if row is not None:
+      yield row
+
+
+class ReadCoco(beam.PTransform):
+  """A COCO instances JSON -> {ROWS, REJECTED, TALLIES}: one row per image."""
+
+  def __init__(self, source: coco.CocoSource):
+    super().__init__()
+    self._source = source
+
+  def expand(self, pbegin):
+    grouped = (pbegin | 'Once' >> beam.Impulse()
+               | 'Stream' >> beam.ParDo(_StreamCocoFn(self._source.path))
+               | 'GroupByImage' >> beam.GroupByKey())
+    read = grouped | 'ImageRows' >> beam.ParDo(_CocoImageFn(self._source)).with_outputs(
+        REJECTED, TALLIES, main=ROWS)
+    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
+
+
+def _read_png(path: str):
+  """A VOC SegmentationObject PNG (any Beam filesystem), its palette indices kept."""
+  import io
+
+  from PIL import Image
+  with filesystem.FileAccess().open(path) as stream:
+    return Image.open(io.BytesIO(stream.read()))
+
+
+class _DetectFn(beam.DoFn):
+  """LoadedImage -> BuiltExample with its objects moved onto the output."""
+
+  def __init__(self, names: tuple, image: ImageSpec, example: ExampleSpec,
+               options: DetectionOptions, ordering: Ordering):
+    self._names = names
+    self._image = image
+    self._example = example
+    self._options = options
+    self._ordering = ordering
+
+  def setup(self):
+    self._dropped = counter('boxes_dropped_by_crop')
+
+  def process(self, loaded):
+    row = loaded.labelled.row
+    try:
+      found = detect(loaded, self._names, self._image, self._options, _read_png)
+      data = build_example(found, self._example)
+    except Exception as error:  # (a mask that does not decode: this row's problem)
+      yield beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, error))
+      return
+    if found.dropped:
+      self._dropped.inc(found.dropped)
+      yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.DROPPED_BY_CROP, found.dropped))
+    yield BuiltExample(row.split, self._ordering.key(row.key, row.place), found.labels,
+                       row.key, row.line, loaded.sha256, data)
+
+
+class DetectRows(beam.PTransform):
+  """Rows with annotations -> {EXAMPLES, REJECTED, TALLIES}; the images are
+  loaded as EncodeRows loads them (LoadImageFn's pool)."""
+
+  def __init__(self, names: tuple, image: ImageSpec, example: ExampleSpec,
+               options: DetectionOptions, ordering: Ordering, load: LoadImageFn):
+    super().__init__()
+    self._detect = _DetectFn(names, image, example, options, ordering)
+    self._load = load
+
+  def expand(self, rows):
+    loaded = (rows | 'Unlabelled' >> beam.Map(functools.partial(LabelledRow, label_id=0,
+                                                                 label_text=''))
+              | 'LoadImage' >> beam.ParDo(self._load).with_outputs(REJECTED, main=LOADED))
+    built = loaded[LOADED] | 'Detect' >> beam.ParDo(self._detect).with_outputs(
+        REJECTED, TALLIES, main=EXAMPLES)
+    rejected = (loaded[REJECTED], built[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
+    return {EXAMPLES: built[EXAMPLES], REJECTED: rejected, TALLIES: built[TALLIES]}
+
+
+def read_annotations(p, detection, split) -> Optional[dict]:
+  """The reader of --annotation_format (detection: pipeline's DetectionConfig)."""
+  if detection.annotation_format == 'coco':
+    return p | 'ReadCoco' >> ReadCoco(detection.coco_source(split))
+  from transforms.detection_files import FileSource
+  from transforms.detection_files import ReadAnnotationFiles
+  named = [(i, name) for i, name in enumerate(detection.names) if name]
+  options = detection.options
+  source = FileSource(detection.annotation_format, detection.image_dir, split,
+                      tuple((name, i) for i, name in named)
+                      if detection.annotation_format == 'voc' else tuple(i for i, _ in named),
+                      detection.mask_dir, options.include_masks, options.on_bad_box,
+                      options.skip_empty)
+  return p | 'ReadAnnotationFiles' >> ReadAnnotationFiles(source, detection.files)

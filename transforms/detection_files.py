@@ -1,0 +1,105 @@
+"""VOC and YOLO in Beam: the annotation files the launcher listed, each read
+and parsed by whichever worker gets it, into one row per image."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import apache_beam as beam
+
+from transforms import filesystem
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.beam_util import TALLIES
+from transforms.core import annotations as objects
+from transforms.core import detection_info
+from transforms.core import voc
+from transforms.core import yolo
+from transforms.core.coco import reject_row_if_bad
+from transforms.core.manifest import ManifestRow
+from transforms.core.manifest import resolve_path
+from transforms.core.rejects import STAGE_READ
+from transforms.core.splits import SplitConfig
+from transforms.core.tally import lines_key
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSource:
+  """What turns one listed annotation file into a row."""
+  annotation_format: str  # voc | yolo
+  image_dir: str
+  split: SplitConfig
+  ids: tuple  # ((name, label id), ...) (VOC) or the label ids (YOLO)
+  mask_dir: str = ''
+  include_masks: bool = False
+  on_bad_box: str = 'drop'
+  skip_empty: bool = False
+
+
+def file_row(listed: tuple, text: str, source: FileSource) -> tuple:
+  """(image path relative to image_dir, annotation file, split, ordinal) and
+  the file's text -> (ManifestRow or None, [Rejection])."""
+  image, path, split, ordinal = listed
+  if source.annotation_format == 'voc':
+    parsed = voc.parse_xml(text, path)
+    mask = filesystem.join(source.mask_dir, image.rsplit('/', 1)[-1].rsplit('.', 1)[0]
+                           + '.png') if source.mask_dir and source.include_masks else None
+    if mask and not filesystem.FileAccess().exists(mask):
+      mask = None
+    annotation, rejected = voc.image_annotation(parsed, ordinal, dict(source.ids), path, mask)
+  else:
+    annotation, rejected = yolo.parse_labels(text, ordinal, path)
+  known = {label for _, label in source.ids} if source.annotation_format == 'voc' else set(
+      source.ids)
+  kept, bad = objects.checked_objects(annotation, known, source.include_masks)
+  row = ManifestRow({'image': image, 'annotations': path, 'split': split}, path, ordinal,
+                    image=image, path=resolve_path(image, source.image_dir), key=image,
+                    split=source.split.assign(image, split or None),
+                    annotation=dataclasses.replace(annotation, objects=kept))
+  return reject_row_if_bad(row, rejected + bad, source.on_bad_box)
+
+
+class _FileRowFn(beam.DoFn):
+  def __init__(self, source: FileSource):
+    self._source = source
+
+  def setup(self):
+    self._files = filesystem.FileAccess()
+
+  def process(self, listed):
+    image, path, _split, ordinal = listed
+    text = ''
+    if path:  # a YOLO image without a label file has no objects
+      try:
+        text = self._files.read_text(path)
+      except OSError as error:  # (gone since the launcher listed it)
+        row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)
+        yield beam.pvalue.TaggedOutput(REJECTED, row.reject(
+            STAGE_READ, 'unreadable_annotations', f'cannot read {path}: {error}'))
+        yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))
+        return
+    row, rejected = file_row(listed, text, self._source)
+    if row is not None and self._source.skip_empty and not row.annotation.objects and (
+        not rejected):
+      yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.SKIPPED_EMPTY, 1))
+      return
+    yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))
+    for rejection in rejected:
+      yield beam.pvalue.TaggedOutput(REJECTED, rejection)
+    if row is not None:
+      yield row
+
+
+class ReadAnnotationFiles(beam.PTransform):
+  """The listed files -> {ROWS, REJECTED, TALLIES}: one row per image."""
+
+  def __init__(self, source: FileSource, files: tuple):
+    super().__init__()
+    self._source = source
+    self._files = files
+
+  def expand(self, pbegin):
+    read = (pbegin | 'ListedFiles' >> beam.Create(self._files, reshuffle=True)
+            | 'FileRows' >> beam.ParDo(_FileRowFn(self._source)).with_outputs(
+                REJECTED, TALLIES, main=ROWS))
+    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
