@@ -22,6 +22,7 @@ from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import shard_suffix
 
@@ -38,6 +39,7 @@ def our_patterns(split_names: tuple) -> tuple:
     patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
                  for compression in COMPRESSIONS]
     patterns.append(f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix("none")}{INDEX_SUFFIX}')
+    patterns.append(f'{split}{SOURCES_SUFFIX}')
   return tuple(patterns)
 
 

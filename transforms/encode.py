@@ -249,10 +249,11 @@ class EncodeRows(beam.PTransform):
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
                image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING,
-               harnesses: Optional[int] = None):
+               harnesses: Optional[int] = None, options_digest: str = ''):
     """harnesses: not None, the image pool is sized in each worker
     (pooled_step.in_worker; image_threads and image_processes are then the
-    distributed default until it is)."""
+    distributed default until it is). options_digest: the run's
+    (core/fingerprints.options_digest), recorded with each example."""
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
@@ -260,6 +261,7 @@ class EncodeRows(beam.PTransform):
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map
+    self._options_digest = options_digest
 
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
@@ -267,8 +269,8 @@ class EncodeRows(beam.PTransform):
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
         self._load_image).with_outputs(REJECTED, main=LOADED)
-    spec, ordering = self._example_spec, self._ordering
+    spec, ordering, digest = self._example_spec, self._ordering, self._options_digest
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
-        lambda image: built_example(image, spec, ordering))
+        lambda image: built_example(image, spec, ordering, digest))
     rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

@@ -133,6 +133,10 @@ class ManifestRow:
   # The line's number in all of the manifest's files read one after another
   # (files sorted by path); 0: `line` (one file).
   position: int = 0
+  # The source's fingerprint (core/fingerprints.py; '' until taken), and the
+  # previous dataset's record of this key (core/reuse.PreviousRecord), if any.
+  fingerprint: str = ''
+  previous: Optional[object] = None
 
   @property
   def place(self) -> int:
