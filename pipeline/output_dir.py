@@ -63,7 +63,9 @@ def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
   try:
     info = json.loads(files.read_text(filesystem.join(output_dir, DATASET_INFO)))
     return {name for split in info.get('splits', {}).values()
-            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)}
+            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)} | {
+                split['sources'] for split in info.get('splits', {}).values()
+                if split.get('sources')}
   except Exception:  # no previous (or a damaged) dataset_info: patterns only
     return set()
 

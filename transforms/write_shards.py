@@ -95,15 +95,16 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
                       for i in range(self._num_shards)]
       self._sidecar = self._target.sidecar(self._files)
     shard = shuffle.shard_of(self._count, self._num_shards)
-    with _abandoned_on_error(self._shards):
+    with _abandoned_on_error(self._shards + [self._sidecar] if self._sidecar else self._shards):
       span = self._shards[shard].write_record(example.data)
       if self._sidecar:
         self._sidecar.add(line_of(example, shard, self._count // self._num_shards, span))
     self._count += 1
 
   def finish_bundle(self):
-    for handle in self._shards:
-      handle.close()
+    with _abandoned_on_error([self._sidecar] if self._sidecar else []):
+      for handle in self._shards:
+        handle.close()
     if self._shards:
       self._written = True
       for i in range(self._num_shards):
@@ -143,7 +144,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   def process(self, example):
     self._check(example)
     shard = self._cuts.add(shuffle.framed_size(len(example.data)))
-    with _abandoned_on_error([self._file] if self._file else []):
+    with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
       if shard == self._count:
         if self._file:
           self._file.close()
@@ -152,7 +153,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
               self._files, self._temp_path(0, suffix=SOURCES_SUFFIX))
         self._file = self._target.create(self._temp_path(shard), self._files)
         self._count, self._ordinal = self._count + 1, 0
-    with _abandoned_on_error([self._file]):
+    with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
       span = self._file.write_record(example.data)
       if self._sidecar:
         self._sidecar.add(line_of(example, shard, self._ordinal, span))
@@ -161,7 +162,8 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   def finish_bundle(self):
     if not self._file:
       return
-    self._file.close()
+    with _abandoned_on_error([self._sidecar] if self._sidecar else []):
+      self._file.close()
     self._file, self._written = None, True
     if self._sidecar:
       self._sidecar.close()

@@ -5,6 +5,8 @@ shard writers see while writing (as the index files are): what a later
 
 from __future__ import annotations
 
+import contextlib
+
 import apache_beam as beam
 
 from transforms import filesystem
@@ -30,6 +32,11 @@ class SidecarFile:
 
   def add(self, line: bytes) -> None:
     self._handle.write(line)
+
+  def abandon(self) -> None:
+    """Closes the file after a failed write (see write_shards._abandoned_on_error)."""
+    with contextlib.suppress(OSError):  # flushing the rest fails as the write did
+      self._handle.close()
 
   def close(self) -> None:
     self._handle.close()
