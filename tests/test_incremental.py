@@ -334,3 +334,16 @@ def test_tfrecordio_can_neither_be_nor_use_a_previous_dataset(nights, tmp_path, 
   assert (code, capsys.readouterr().err) == (
       EXIT_USAGE, "error: --previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
       'writes other bytes on every run, so its records cannot be reused\n')
+
+
+def test_content_detection_reuses_a_dataset_made_with_metadata(nights, tmp_path):
+  """Every sidecar records each source's SHA-256: --change_detection content
+  compares against it, whatever the previous run's mode was."""
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  out = tmp_path / 'content'
+  assert _convert(sources['manifest'], out, VARIANTS['manifest'], '--change_detection',
+                  'content', '--previous_dataset', str(runs['manifest'][2])) == EXIT_OK
+  assert read_info(out)['reuse']['reused'] == 16
+  for name in ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord'):
+    assert (out / name).read_bytes() == (runs['manifest'][1] / name).read_bytes()

@@ -162,8 +162,12 @@ class DecideFn(beam.DoFn):
     except RowError:
       label = None  # encoded: AssignLabelFn rejects it as in any run
     digest = record_digest(self._options_digest, row.extras)
-    reason = reuse.decide(row.previous, row.split, fingerprint_of(row, self._mode), label,
-                          digest)
+    previous = row.previous
+    if previous is not None and self._mode == fingerprints.CONTENT:
+      # The SHA-256 every sidecar records: a previous run of either mode will do.
+      previous = previous._replace(
+          fingerprint=fingerprints.content_fingerprint(previous.source_sha256))
+    reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest)
     if reason is None:
       yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
                                              Reusable(row, label[0], label[1], digest)))
