@@ -43,6 +43,9 @@ fetch-engines: install
 TEST_WORKERS ?= 2
 # The clusters make test-integration starts (tests/peers/requirements-*.txt).
 CLUSTERS := flink spark
+# The schedulers whose examples make test-integration runs (examples/), each
+# in its own venv with its dependencies (tests/peers/requirements-*.txt).
+SCHEDULERS := airflow
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # make test leaves out the tests marked integration (real Flink and Spark runs,
@@ -51,7 +54,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 test: install
 	$(PYTEST) -m 'not integration' tests
 
-test-integration: install fetch-engines $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed)
+test-integration: install fetch-engines $(foreach peer,$(CLUSTERS) $(SCHEDULERS),.peers/$(peer)/.installed)
 	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
@@ -94,6 +97,13 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 $(foreach cluster,$(CLUSTERS),.peers/$(cluster)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
 	$(PYTHON) -m venv .peers/$*
 	.peers/$*/bin/python -m pip install --quiet --no-deps -r $<
+	touch $@
+
+# Apache Airflow for examples/airflow/'s test: with its dependencies, never in .venv.
+$(foreach scheduler,$(SCHEDULERS),.peers/$(scheduler)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
+	$(PYTHON) -m venv .peers/$*
+	.peers/$*/bin/python -m pip install --quiet --upgrade pip
+	.peers/$*/bin/python -m pip install --quiet -r $<
 	touch $@
 
 clean:

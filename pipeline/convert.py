@@ -209,7 +209,7 @@ def _previous_rows(rows, config: opts.ConvertConfig):
   if config.sink == SINK_TFRECORDIO:
     return rows, []  # no sidecar: nothing to fingerprint for
   if config.change_detection == fingerprints.METADATA:
-    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn())
+    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(config.image_timeout_s or None))
   if not previous_used(config):
     return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(

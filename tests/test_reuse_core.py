@@ -114,3 +114,23 @@ def test_records_are_picked_by_ordinal_streaming_and_damage_is_reported():
   picked = dict(reuse.pick_ordinals(io.BytesIO(bytes(damaged)), [2, 4, 9]))
   assert picked[4] == b'r4'
   assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
+
+
+def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
+  import threading
+  import time
+  release = threading.Event()
+
+  def lookup(path):
+    if 'stall' in path:
+      release.wait(30)
+    return {'etag': '"e"', 'size': 1}
+
+  (tmp_path / 'a.png').write_bytes(b'a')
+  started = time.monotonic()
+  found = fingerprints.fingerprint_all(
+      ['s3://b/ok.png', 's3://b/stall.png', str(tmp_path / 'a.png'), ''], lookup, 0.5)
+  release.set()
+  assert time.monotonic() - started < 5
+  assert found[0] == 's3:etag="e":size=1'
+  assert found[1:] == ['', fingerprints.local_fingerprint(str(tmp_path / 'a.png')), '']

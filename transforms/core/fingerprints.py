@@ -16,8 +16,11 @@ from collections.abc import Callable
 import hashlib
 import json
 import os
+import threading
+import time
 from typing import Optional
 
+from transforms.core.paths import is_remote as paths_remote
 from transforms.core.spec import SOURCES_FORMAT_VERSION
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
@@ -53,6 +56,32 @@ def remote_fingerprint(path: str, lookup: Callable[[str], dict]) -> str:
   fields = ('etag', 'crc32c', 'generation', 'mtime', 'size')
   return f'{scheme}:' + ':'.join(f'{name}={meta[name]}' for name in fields
                                  if meta.get(name) is not None)
+
+
+def fingerprint_all(paths: list, lookup: Callable[[str], dict],
+                    timeout_s: Optional[float]) -> list:
+  """The metadata fingerprint of each path ('' for none): local files
+  stat'ed, remote ones looked up (lookup, see remote_fingerprint) on a thread
+  each, all within timeout_s (None: no limit). A lookup still waiting then (a
+  stalled store) gives '': the row is encoded, and its read is stopped by
+  --image_timeout_s as any. Daemon threads: a stalled one never holds up the
+  process's exit."""
+  found = [local_fingerprint(path) if path and not paths_remote(path) else ''
+           for path in paths]
+  remote = [i for i, path in enumerate(paths) if path and paths_remote(path)]
+
+  def look_up(i: int) -> None:
+    found[i] = remote_fingerprint(paths[i], lookup)
+
+  threads = [threading.Thread(target=look_up, args=(i,), daemon=True) for i in remote]
+  for thread in threads:
+    thread.start()
+  deadline = None if timeout_s is None else time.monotonic() + timeout_s
+  for i, thread in zip(remote, threads):
+    thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if thread.is_alive():
+      found[i] = ''
+  return found
 
 
 def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
