@@ -55,6 +55,7 @@ from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import fingerprints
 from transforms.core import tally
+from transforms.core.paths import is_remote
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
@@ -65,7 +66,7 @@ from transforms.encode import EncodeRows
 from transforms.reuse import FingerprintFn
 from transforms.reuse import JoinPrevious
 from transforms.reuse import decide_and_copy
-from transforms.reuse import needs_hash
+from transforms.reuse import reuse_tallies
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
@@ -122,11 +123,17 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
                    harnesses=None if in_order else engines.harnesses_per_machine(p.options))
-  rows, reuse_tallies = _previous_rows(rows, config)
-  tallies += reuse_tallies
-  if 'content' in (config.dedupe, config.split_by) or previous_used(config):
-    rows = rows | 'HashSources' >> HashSources(
-        config, pool, 'content' in (config.dedupe, config.split_by))
+  # A single local worker copies reused records in its image step, in write
+  # order, as the images come (local previous shards); elsewhere by shard.
+  inline = in_order and previous_used(config) and not any(
+      is_remote(sidecar.path) for sidecar in config.previous.sidecars)
+  rows, join_tallies = _previous_rows(rows, config, inline)
+  tallies += join_tallies
+  content = 'content' in (config.dedupe, config.split_by)
+  if content or (previous_used(config) and config.change_detection == 'content'):
+    # Rows whose SHA-256 the previous dataset gave are not read (HashSourceFn).
+    rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
+        config.image, pool, config.split if config.split_by == 'content' else None))
   tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
       lambda row: [(key, 1) for key in tally.label_keys(row)]))
   # The label map is made from every row, before --dedupe content: a class
@@ -144,10 +151,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   copied = None
   if previous_used(config):
     decided = decide_and_copy(rows, label_map, config.change_detection, digest,
-                              config.ordering)
+                              config.ordering, inline)
     rows, copied = decided.rows, decided.examples
     tallies += decided.tallies
-    in_order = False  # copied records join the encoded ones through the writer's shuffle
+    # copied records join the encoded ones through the writer's shuffle
+    in_order = in_order and inline
   encoded = rows | 'EncodeRows' >> EncodeRows(
       config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
       image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
@@ -155,6 +163,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   examples = encoded[EXAMPLES]
   if copied is not None:
     examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
+  if previous_used(config):
+    tallies.append(examples | 'TallyReuse' >> beam.FlatMap(reuse_tallies))
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()
@@ -203,7 +213,7 @@ def previous_used(config: opts.ConvertConfig) -> bool:
   return config.previous is not None and config.previous.dataset is not None
 
 
-def _previous_rows(rows, config: opts.ConvertConfig):
+def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
   """Rows -> (rows with their sources' fingerprints and, with a previous
   dataset, its records, [tallies of dropped keys])."""
   if config.sink == SINK_TFRECORDIO:
@@ -214,21 +224,8 @@ def _previous_rows(rows, config: opts.ConvertConfig):
     return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(
       config.previous.sidecars, config.change_detection,
-      config.split if config.split_by == 'content' else None)
+      config.split if config.split_by == 'content' else None, in_order)
   return joined[ROWS], [joined[TALLIES]]
-
-
-@beam.ptransform_fn
-def HashSources(rows, config: opts.ConvertConfig, pool, everyone: bool):
-  """Rows -> the rows that need it hashed (reuse.needs_hash) before decoding."""
-  hash_fn = HashSourceFn(config.image, pool,
-                         config.split if config.split_by == 'content' else None)
-  if not previous_used(config):
-    return rows | 'Hash' >> beam.ParDo(hash_fn)
-  mode = config.change_detection
-  parts = rows | 'NeedsHash' >> beam.Partition(
-      lambda row, _: int(needs_hash(row, everyone, mode)), 2)
-  return (parts[0], parts[1] | 'Hash' >> beam.ParDo(hash_fn)) | 'All' >> beam.Flatten()
 
 
 def _info_settings(config: opts.ConvertConfig, options):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Optional
 
@@ -16,12 +17,17 @@ from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
+from transforms.core.example import LoadedCopy
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
+from transforms.core.reuse import FALLBACK
+from transforms.core.reuse import Copied
+from transforms.core.reuse import FellBack
+from transforms.core.reuse import copy_source
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -161,13 +167,16 @@ class PooledSourceFn(beam.DoFn):
   def row_of(self, element):
     return element
 
+  def source_of(self, row):
+    """What a pool call works on for `row`: its path, or the error met."""
+    return row.read_error or row.path
+
   def outcome(self, element, result):
     raise NotImplementedError
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) working on these elements' files on the pool."""
-    sources = [self.row_of(element).read_error or self.row_of(element).path
-               for element in batch]
+    sources = [self.source_of(self.row_of(element)) for element in batch]
     if self._processes:
       return self._in_process, sources, self._spec
     return self._on_thread, sources, self._spec, self._read
@@ -215,9 +224,22 @@ class LoadImageFn(PooledSourceFn):
   def row_of(self, element):
     return element.row
 
+  def source_of(self, row):
+    """A reused row (--previous_dataset on a single local worker): its
+    record's copy, which converts the image if the copy fails."""
+    if row.previous is not None:
+      return copy_source(row.previous, row.path)
+    return super().source_of(row)
+
   def outcome(self, element, result):
-    """The LoadedImage, or the row's Rejection under REJECTED."""
+    """The LoadedImage (a LoadedCopy for a copied record), or the row's
+    Rejection under REJECTED."""
     row = element.row
+    if isinstance(result, Copied):
+      return LoadedCopy(element, result.data, row.previous.source_sha256)
+    if isinstance(result, FellBack):
+      loaded = loaded_image(element, result.converted)
+      return dataclasses.replace(loaded, reuse=FALLBACK)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '

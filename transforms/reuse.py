@@ -144,14 +144,35 @@ class _JoinFn(beam.DoFn):
       yield row
 
 
+class _AttachFn(_JoinFn):
+  """ManifestRow -> the row with its previous record from a dict side input
+  (a single local worker: rows keep their write order); counts the rows that
+  found one (the keys dropped: the previous records less those)."""
+
+  def process(self, row, previous):
+    record = previous.get(row.key)
+    if record is not None:
+      yield _tally(reuse.MATCHED)
+    yield from super().process((row.key, {'rows': [row], 'previous': [record] if record else []}))
+
+
 @beam.ptransform_fn
-def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig]):
+def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig],
+                 in_order: bool = False):
   """Rows -> {ROWS: each row with its previous record (or None), TALLIES: the
   dropped keys}. The sidecars are read in the workers, one per split.
-  split: with --split_by content, the split drawn from a reused SHA-256."""
+  split: with --split_by content, the split drawn from a reused SHA-256.
+  in_order (a single local worker): the previous records are a side input
+  and rows keep their order; else joined by key (CoGroupByKey)."""
   previous = (rows.pipeline
               | 'Sidecars' >> beam.Create(list(sidecars))
               | 'ReadSidecar' >> beam.FlatMap(read_sidecar))
+  if in_order:
+    attached = rows | 'Attach' >> beam.ParDo(
+        _AttachFn(mode, split), beam.pvalue.AsDict(previous)).with_outputs(TALLIES, main=ROWS)
+    counted = previous | 'CountPrevious' >> beam.Map(lambda _: ((reuse.TALLY, reuse.PREVIOUS), 1))
+    return {ROWS: attached[ROWS],
+            TALLIES: (attached[TALLIES], counted) | 'Tallies' >> beam.Flatten()}
   keyed = rows | 'ByKey' >> beam.Map(lambda row: (row.key, row))
   joined = ({'rows': keyed, 'previous': previous}
             | 'CoGroupByKey' >> beam.CoGroupByKey()
@@ -159,22 +180,16 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
   return {ROWS: joined[ROWS], TALLIES: joined[TALLIES]}
 
 
-def needs_hash(row, everyone: bool, mode: str) -> bool:
-  """Whether a row's file is read and hashed before decoding: for --dedupe
-  content / --split_by content (everyone) unless the previous dataset gave its
-  SHA-256; with --change_detection content, every row with a previous record."""
-  if everyone:
-    return not row.content_sha256
-  return mode == fingerprints.CONTENT and row.previous is not None and not row.content_sha256
-
-
 class DecideFn(beam.DoFn):
-  """ManifestRow (with .previous) -> the row to encode (and its reason,
-  counted), or under REUSE (previous shard path, Reusable)."""
+  """ManifestRow (with .previous) -> the row to encode, its .previous
+  cleared (its reason counted), or the row to copy: under REUSE (previous
+  shard path, Reusable), or with `inline` (a single local worker) as it is,
+  in the main output, for the image step to copy (LoadImageFn)."""
 
-  def __init__(self, mode: str, options_digest: str):
+  def __init__(self, mode: str, options_digest: str, inline: bool = False):
     self._mode = mode
     self._options_digest = options_digest
+    self._inline = inline
 
   def process(self, row, label_map):
     try:
@@ -188,12 +203,14 @@ class DecideFn(beam.DoFn):
       previous = previous._replace(
           fingerprint=fingerprints.content_fingerprint(previous.source_sha256))
     reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest)
-    if reason is None:
+    if reason is None and self._inline:
+      yield row
+    elif reason is None:
       yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
                                              Reusable(row, label[0], label[1], digest)))
     else:
       yield _tally(reason)
-      yield row
+      yield dataclasses.replace(row, previous=None)
 
 
 class CopyShardFn(beam.DoFn):
@@ -217,8 +234,6 @@ class CopyShardFn(beam.DoFn):
         yield _tally(reuse.FALLBACK)
         yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(reusable.row, previous=None))
         continue
-      yield _tally(reuse.REUSED)
-      yield _tally(reuse.BYTES_COPIED, len(data) + 16)
       yield self._example(reusable, data)
 
   def _read(self, path: str, reusables: list):
@@ -253,7 +268,7 @@ class CopyShardFn(beam.DoFn):
     return BuiltExample(row.split, self._ordering.key(row.key, row.place), reusable.label_id,
                         row.key, row.line, row.previous.source_sha256, data,
                         fingerprint_of(row, self._mode) or row.previous.fingerprint,
-                        reusable.label_text, reusable.option_digest)
+                        reusable.label_text, reusable.option_digest, reuse.REUSED)
 
 
 @beam.ptransform_fn
@@ -274,13 +289,28 @@ class Decided(NamedTuple):
 
 
 def decide_and_copy(rows, label_map, mode: str, options_digest: str,
-                    ordering: Ordering) -> Decided:
+                    ordering: Ordering, inline: bool = False) -> Decided:
   """Rows with their previous records -> the rows to encode (changed, new,
-  or whose copy failed), the copied examples, and the counts."""
+  or whose copy failed), the copied examples, and the counts. inline (a
+  single local worker): the rows to copy stay among the rows, in write order,
+  for the image step to copy (no examples here)."""
   decided = rows | 'Decide' >> beam.ParDo(
-      DecideFn(mode, options_digest), label_map_side_input(label_map)).with_outputs(
+      DecideFn(mode, options_digest, inline), label_map_side_input(label_map)).with_outputs(
           REUSE, TALLIES, main=ROWS)
+  if inline:
+    return Decided(decided[ROWS], None, [decided[TALLIES]])
   copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering)
   to_encode = (decided[ROWS], copied[FALLBACK]) | 'RowsToEncode' >> beam.Flatten()
   return Decided(to_encode, copied['examples'], [decided[TALLIES], copied[TALLIES]])
 
+
+
+def reuse_tallies(example: BuiltExample) -> list:
+  """A written example's reuse counts: copied (and its framed bytes), or
+  encoded after its copy failed."""
+  if example.reuse == reuse.REUSED:
+    return [((reuse.TALLY, reuse.REUSED), 1),
+            ((reuse.TALLY, reuse.BYTES_COPIED), len(example.data) + 16)]
+  if example.reuse == reuse.FALLBACK:
+    return [((reuse.TALLY, reuse.FALLBACK), 1)]
+  return []

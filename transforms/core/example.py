@@ -28,6 +28,16 @@ class LoadedImage:
   image: EncodedImage
   sha256: str
   source_bytes: int = 0
+  reuse: str = ''  # reuse.FALLBACK: its record was to be copied, but failed its CRC
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadedCopy:
+  """A labelled row whose record was copied from the previous dataset
+  (--previous_dataset): its serialized Example and its source's digest."""
+  labelled: LabelledRow
+  data: bytes
+  sha256: str
 
 
 def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:
@@ -57,14 +67,18 @@ class BuiltExample(NamedTuple):
   fingerprint: str = ''
   label_text: object = ''
   option_digest: str = ''
+  reuse: str = ''  # 'reused': copied from the previous dataset; 'reuse_fallback'
 
 
-def built_example(loaded: LoadedImage, spec: ExampleSpec, ordering: Ordering,
+def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering: Ordering,
                   options_digest: str = '') -> BuiltExample:
   """options_digest: fingerprints.options_digest of the run (the record's
-  option digest adds its extra features)."""
+  option digest adds its extra features). A LoadedCopy's Example is its data."""
   row, labelled = loaded.labelled.row, loaded.labelled
+  copied = isinstance(loaded, LoadedCopy)
   return BuiltExample(row.split, ordering.key(row.key, row.place), labelled.label_id,
-                      row.key, row.line, loaded.sha256, build_example(loaded, spec),
+                      row.key, row.line, loaded.sha256,
+                      loaded.data if copied else build_example(loaded, spec),
                       row.fingerprint or content_fingerprint(loaded.sha256),
-                      labelled.label_text, record_digest(options_digest, row.extras))
+                      labelled.label_text, record_digest(options_digest, row.extras),
+                      'reused' if copied else loaded.reuse)

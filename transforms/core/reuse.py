@@ -12,13 +12,17 @@ option_digest (fingerprints.record_digest).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
+import gzip
 import io
 import json
+import threading
 from typing import BinaryIO
 from typing import NamedTuple
 from typing import Optional
+import zlib
 
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records
@@ -38,6 +42,9 @@ REUSED = 'reused'
 DROPPED = 'dropped'
 FALLBACK = 'reuse_fallback'
 BYTES_COPIED = 'bytes_copied'
+# The in-order join's: keys dropped = records of the previous dataset - rows matched.
+PREVIOUS = 'previous_records'
+MATCHED = 'matched'
 TALLY = 'reuse'
 
 
@@ -153,7 +160,7 @@ def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Option
       'reused': sums.get(REUSED, 0),
       'encoded': {reason: sums.get(reason, 0) for reason in REASONS},
       'num_encoded': sum(sums.get(reason, 0) for reason in REASONS),
-      'dropped': sums.get(DROPPED, 0),
+      'dropped': sums.get(DROPPED, 0) + sums.get(PREVIOUS, 0) - sums.get(MATCHED, 0),
       'reuse_fallback': sums.get(FALLBACK, 0),
       'bytes_copied': sums.get(BYTES_COPIED, 0),
   }
@@ -168,3 +175,89 @@ def summary_line(reuse: dict) -> str:
           f'from {reuse["previous_dataset"]}; {reuse["num_encoded"]} encoded'
           + (f' ({encoded})' if encoded else '') + f'; {reuse["dropped"]} dropped; '
           f'{reuse["reuse_fallback"]} reuse_fallback.')
+
+
+# --- Copies inline, on a single local worker: a reused row goes through the
+# image step like any row (in write order, to the same writer), its "image
+# work" a copy of its record; a copy that fails converts the image instead.
+
+class CopySource(NamedTuple):
+  """What the image step does for a reused row: copy the record at (shard,
+  offset, length) or, in a gzip shard, its ordinal; `path`: the row's image,
+  converted if the copy fails."""
+  path: str
+  shard_path: str
+  compressed: bool
+  ordinal: int
+  offset: int
+  length: int
+
+
+class Known(NamedTuple):
+  """A pool call's result known without any work: a source's SHA-256 the
+  previous dataset gave (its file unchanged by its metadata fingerprint)."""
+  result: object
+
+
+class Copied(NamedTuple):
+  """A record copied intact (its data, CRCs checked)."""
+  data: bytes
+
+
+class FellBack(NamedTuple):
+  """A record that could not be copied, converted from its image instead:
+  `converted` is what converting gives ((image, sha256, size))."""
+  converted: tuple
+  why: str
+
+
+def copy_source(record: PreviousRecord, image_path: str) -> CopySource:
+  return CopySource(image_path, record.shard_path, record.compressed, record.ordinal,
+                    record.offset, record.length)
+
+
+class ShardReader:
+  """Reads records of local previous shards for one thread: a plain shard by
+  offset; a gzip shard by ordinal, streaming, its stream kept open while the
+  ordinals asked go up (rows come in write order, which keeps most records'
+  order), started again when one goes back."""
+
+  def __init__(self):
+    self._streams = {}  # gzip shard -> (records iterator, next ordinal, file)
+
+  def read(self, source: CopySource) -> bytes:
+    if not source.compressed:
+      with open(source.shard_path, 'rb') as stream:
+        return read_at(stream, source.offset, source.length)
+    records, next_ordinal, handle = self._streams.get(source.shard_path, (None, 0, None))
+    if records is None or source.ordinal < next_ordinal:
+      if handle is not None:
+        handle.close()
+      handle = gzip.open(source.shard_path, 'rb')
+      records, next_ordinal = read_records_skipping(handle), 0
+    self._streams[source.shard_path] = (records, next_ordinal, handle)
+    for index, data in records:
+      self._streams[source.shard_path] = (records, index + 1, handle)
+      if index == source.ordinal:
+        if isinstance(data, ShardError):
+          raise data
+        return data
+    self._streams.pop(source.shard_path)
+    handle.close()
+    raise ShardError(source.ordinal, 'truncated_shard',
+                     f'record {source.ordinal} cannot be read')
+
+
+_READERS = threading.local()
+
+
+def copy_or_convert(source: CopySource, convert: Callable[[], tuple]):
+  """Copied(data), or FellBack(convert()) when the record is not there intact
+  (a RowError converting it is raised, as converting any image's is)."""
+  reader = getattr(_READERS, 'reader', None)
+  if reader is None:
+    reader = _READERS.reader = ShardReader()
+  try:
+    return Copied(reader.read(source))
+  except (ShardError, OSError, EOFError, zlib.error) as error:
+    return FellBack(convert(), f'{type(error).__name__}: {error}')
