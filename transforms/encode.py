@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from typing import Optional
@@ -24,10 +25,12 @@ from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
+from transforms.core.reuse import COPY_ERRORS
 from transforms.core.reuse import FALLBACK
 from transforms.core.reuse import Copied
 from transforms.core.reuse import FellBack
 from transforms.core.reuse import copy_source
+from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -213,13 +216,46 @@ class LoadImageFn(PooledSourceFn):
     self._progress = ProgressFile(self._progress_dir)
     super().setup()
 
+  def start_bundle(self):
+    self._arrived = collections.deque()  # [element, result] in arrival order
+    self._waiting = collections.deque()  # those whose result the pool gives
+
   def process(self, element):
     self._progress.tick()
-    yield from super().process(element)
+    entry = [element, self._copy_here(element.row)]
+    self._arrived.append(entry)
+    if entry[1] is None:
+      self._waiting.append(entry)
+      self._took(self._step.add(element))
+    yield from self._ready()
 
   def finish_bundle(self):
     self._progress.flush()
-    yield from super().finish_bundle()
+    self._took(self._step.flush())
+    for output in self._ready():
+      yield in_global_window(output)
+
+  def _took(self, done: list) -> None:
+    for _, result in done:  # the pool's results come in the order it was given rows
+      self._waiting.popleft()[1] = result
+
+  def _ready(self):
+    """The outcomes of the rows at the head of the arrival order that are done."""
+    while self._arrived and self._arrived[0][1] is not None:
+      element, result = self._arrived.popleft()
+      yield self.outcome(element, result)
+
+  @staticmethod
+  def _copy_here(row) -> Optional[Copied]:
+    """A reused row's record copied on this thread: a read and two CRCs,
+    cheaper than a trip to an image process. None: no reused row, or its
+    copy failed (the pool tries again and, failing, converts its image)."""
+    if row.previous is None:
+      return None
+    try:
+      return Copied(read_record(copy_source(row.previous, row.path)))
+    except COPY_ERRORS:
+      return None
 
   def row_of(self, element):
     return element.row

@@ -251,13 +251,23 @@ class ShardReader:
 _READERS = threading.local()
 
 
-def copy_or_convert(source: CopySource, convert: Callable[[], tuple]):
-  """Copied(data), or FellBack(convert()) when the record is not there intact
-  (a RowError converting it is raised, as converting any image's is)."""
+# What reading a previous shard's record can raise besides a RowError-free bug.
+COPY_ERRORS = (ShardError, OSError, EOFError, zlib.error)
+
+
+def read_record(source: CopySource) -> bytes:
+  """The record's data, by this thread's ShardReader; COPY_ERRORS if it is
+  not there intact."""
   reader = getattr(_READERS, 'reader', None)
   if reader is None:
     reader = _READERS.reader = ShardReader()
+  return reader.read(source)
+
+
+def copy_or_convert(source: CopySource, convert: Callable[[], tuple]):
+  """Copied(data), or FellBack(convert()) when the record is not there intact
+  (a RowError converting it is raised, as converting any image's is)."""
   try:
-    return Copied(reader.read(source))
-  except (ShardError, OSError, EOFError, zlib.error) as error:
+    return Copied(read_record(source))
+  except COPY_ERRORS as error:
     return FellBack(convert(), f'{type(error).__name__}: {error}')
