@@ -167,8 +167,6 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
     self._file, self._written = None, True
     if self._sidecar:
       self._sidecar.close()
-      self._files.rename([self._sidecar.path], [self._target.sources])
-      yield in_global_window(self._target.sources)
     for i in range(self._count):
       final = self._target.path(i, self._count)
       temps, finals = [self._temp_path(i)], [final]
@@ -178,6 +176,9 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       # A rename replaces an earlier attempt's file (see filesystem.replacing).
       self._files.rename(temps, finals)
       yield in_global_window(final)
+    if self._sidecar:  # after the shards it indexes
+      self._files.rename([self._sidecar.path], [self._target.sources])
+      yield in_global_window(self._target.sources)
     if self._files.exists(self._temp_dir):  # object stores have no folders
       self._files.delete([self._temp_dir])
 
