@@ -4,6 +4,7 @@ FlatMap over the whole file, the parse fused to it), on the local runner.
 
   python -m bench.manifest_read --rows 1000000 [--workers 1,2] [--repeat 2]
       [--runner_flags '--runner FlinkRunner --parallelism 2']
+      [--cluster flink_session|spark_standalone]
 
 Each run reads a generated manifest (`key,image,label` rows pointing at 8
 images) into rows and counts them; the time is the pipeline's wall time,
@@ -111,8 +112,21 @@ def main(argv=None) -> None:
   parser.add_argument('--runner_flags', default='',
                       help="another runner's flags, e.g. '--runner FlinkRunner --parallelism 2' "
                            '(then --workers means nothing)')
+  parser.add_argument('--cluster', choices=('flink_session', 'spark_standalone'),
+                      help='read on a cluster of tests/engine_clusters.py (make '
+                           'test-integration builds .peers/): its flags join --runner_flags, '
+                           'e.g. --sdk_worker_parallelism 2 for two harnesses')
   args = parser.parse_args(argv)
-  runner_flags = tuple(shlex.split(args.runner_flags))
+  if args.cluster:
+    from bench.engines import cluster
+    with cluster(args.cluster, tempfile.mkdtemp(prefix=f'manifest-read-{args.cluster}-')) as (
+        flags, _):
+      _measure(args, tuple(flags) + tuple(shlex.split(args.runner_flags)))
+  else:
+    _measure(args, tuple(shlex.split(args.runner_flags)))
+
+
+def _measure(args, runner_flags: tuple) -> None:
   workers_list = '1' if runner_flags else args.workers
   folder = tempfile.mkdtemp(prefix='manifest-read-')
   path = os.path.join(folder, 'manifest.csv')

@@ -147,9 +147,7 @@ class DedupeContent(beam.PTransform):
 
   def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map):
     super().__init__()
-    self._ordering = ordering
-    self._in_order = in_order
-    self._label_map = label_map
+    self._ordering, self._in_order, self._label_map = ordering, in_order, label_map
 
   def expand(self, rows):
     label_map = label_map_side_input(self._label_map)

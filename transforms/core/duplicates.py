@@ -15,16 +15,17 @@ import dataclasses
 from transforms.core.manifest import line_of
 from transforms.core.rejects import STAGE_DUPLICATE
 
-# Pairs listed in dataset_info.json (counts are always whole).
-MAX_PAIRS = 10
 
-
+# One row (or record) of a group of identical bytes.
 @dataclasses.dataclass(frozen=True, order=True)
 class Copy:
-  """One row (or record) of a group of identical bytes."""
   line: int
   key: str
   split: str
+
+
+# Pairs listed in dataset_info.json (counts are always whole).
+MAX_PAIRS = 10
 
 
 def content_report(sha256: str, copies: Iterable[Copy]) -> dict:

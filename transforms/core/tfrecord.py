@@ -23,9 +23,7 @@ class ShardError(Exception):
 
   def __init__(self, index: int, kind: str, detail: str):
     super().__init__(detail)
-    self.index = index
-    self.kind = kind
-    self.detail = detail
+    self.index, self.kind, self.detail = index, kind, detail
 
 
 def masked_crc(data: bytes) -> int:
