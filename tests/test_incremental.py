@@ -287,6 +287,11 @@ def _bad(tmp_path, night1: pathlib.Path, case: str) -> tuple:
   elif case == 'format':
     info['format_version'] = 99
     (bad / 'dataset_info.json').write_text(json.dumps(info))
+  elif case == 'no_shard':
+    (bad / 'train-00001-of-00002.tfrecord').unlink()
+  elif case == 'sources_format':
+    info['sources_format_version'] = 7
+    (bad / 'dataset_info.json').write_text(json.dumps(info))
   elif case == 'shard_size':
     with open(bad / 'train-00001-of-00002.tfrecord', 'ab') as shard:
       shard.write(b'more')
@@ -305,6 +310,8 @@ BAD = {
                   'sidecars cannot be reused (convert it once in full)',
     'schema': '{bad} holds a --schema default dataset; this run writes --schema seed',
     'format': ': {bad}/dataset_info.json has format_version 99; this tool reads 1, 2',
+    'no_shard': '{bad} lacks the shard {bad}/train-00001-of-00002.tfrecord',
+    'sources_format': '{bad} has sources_format_version 7; this tool reads 1',
     'shard_size': '{bad}: the train shards hold {size} bytes, dataset_info.json says '
                   '{recorded}: they changed after it was written',
 }
