@@ -51,6 +51,9 @@ TEST_WORKERS ?= 2
 # and the other real clients it runs (tf-models: the Model Garden's decoder).
 CLUSTERS := flink spark
 TEST_PEERS := tf-models
+# The schedulers whose examples make test-integration runs (examples/), each
+# in its own venv with its dependencies (tests/peers/requirements-*.txt).
+SCHEDULERS := airflow
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # make test leaves out the tests marked integration (real Flink and Spark runs,
@@ -59,7 +62,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 test: install
 	$(PYTEST) -m 'not integration' tests
 
-test-integration: install fetch-engines $(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed)
+test-integration: install fetch-engines $(foreach peer,$(CLUSTERS) $(TEST_PEERS) $(SCHEDULERS),.peers/$(peer)/.installed)
 	$(PYTEST) -m integration tests
 
 # The suite without the tests marked slow (TensorFlow, Chromium, servers,
@@ -103,6 +106,13 @@ bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
 $(foreach peer,$(CLUSTERS) $(TEST_PEERS),.peers/$(peer)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
 	$(PYTHON) -m venv .peers/$*
 	.peers/$*/bin/python -m pip install --quiet --no-deps -r $<
+	touch $@
+
+# Apache Airflow for examples/airflow/'s test: with its dependencies, never in .venv.
+$(foreach scheduler,$(SCHEDULERS),.peers/$(scheduler)/.installed): .peers/%/.installed: tests/peers/requirements-%.txt
+	$(PYTHON) -m venv .peers/$*
+	.peers/$*/bin/python -m pip install --quiet --upgrade pip
+	.peers/$*/bin/python -m pip install --quiet -r $<
 	touch $@
 
 clean:

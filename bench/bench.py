@@ -28,7 +28,7 @@ Run from the project root:
 
     .venv/bin/python -m bench.bench [--manifest M] [--num_images N] [--workdir DIR]
         [--json OUT.json] [--cases raw300,jpeg224] [--skip convert,validate]
-        [--repeat R] [--memory_scaling] [--peers]
+        [--repeat R] [--memory_scaling] [--peers] [--incremental]
 """
 
 import argparse
@@ -41,6 +41,7 @@ import platform
 import shutil
 import sys
 
+from bench import incremental
 from bench.common import CASES
 from bench.common import Case
 from bench.common import read_manifest
@@ -130,8 +131,7 @@ def parse_args(argv=None):
   parser.add_argument(
       '--num_images',
       type=positive_int,
-      default=3000,
-      help='size of the generated corpus (default 3000)')
+      help='size of the generated corpus (default 3000; with --incremental 12000)')
   parser.add_argument(
       '--workdir', default='/tmp/img2tfrecord-bench', help='corpus cache, outputs and logs')
   parser.add_argument(
@@ -167,7 +167,14 @@ def parse_args(argv=None):
       "TFDS' builder (their venvs: make bench-peers)")
   parser.add_argument(
       '--keep_outputs', action='store_true', help='keep the ceiling and seed loop TFRecords')
-  return parser.parse_args(argv)
+  parser.add_argument(
+      '--incremental', action='store_true',
+      help='only the nightly-run benchmark (bench/incremental.py): a full run against '
+      '--previous_dataset runs after 1%% of the corpus changed')
+  args = parser.parse_args(argv)
+  if args.num_images is None and not args.incremental:
+    args.num_images = 3000
+  return args
 
 
 # ---------------------------------------------------------------- machine
@@ -583,6 +590,10 @@ def save_json(figures, path):
 def main(argv=None):
   args = parse_args(argv)
   args.workdir = os.path.abspath(args.workdir)
+  if args.incremental:
+    os.makedirs(args.workdir, exist_ok=True)
+    incremental.main(args.workdir, args.num_images, args.timeout, args.json)
+    return
   os.makedirs(os.path.join(args.workdir, 'logs'), exist_ok=True)
   json_path = os.path.abspath(args.json or os.path.join(args.workdir, 'bench.json'))
 

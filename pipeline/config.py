@@ -21,6 +21,8 @@ from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
 from pipeline.preflight import read_label_map
 from pipeline.preflight import require_input
+from pipeline.previous import Previous
+from pipeline.previous import check as check_previous
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest
@@ -81,6 +83,8 @@ class ConvertConfig:
   known_splits: tuple = ()
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
   detection: Optional[DetectionConfig] = None  # --annotations (--schema detection)
+  previous: Optional[Previous] = None  # --previous_dataset, checked
+  change_detection: str = 'metadata'
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -353,6 +357,9 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
+  previous = args.previous_dataset and check_previous(
+      args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
+      args.sink)
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
@@ -369,7 +376,8 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       ordering=Ordering(shuffle=args.shuffle == 'on', seed=args.seed),
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
       allow_empty=args.allow_empty, known_splits=known_splits,
-      job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
+      job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,
+      previous=previous or None, change_detection=args.change_detection)
 
 
 def recorded_config_file(path: Optional[str]) -> Optional[str]:

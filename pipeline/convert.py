@@ -12,6 +12,7 @@ shows 130 or 143).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -37,9 +38,13 @@ from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import prepare_output_dir
 from pipeline.output_dir import removed_on_failure
 from pipeline.output_dir import unpublish
+from pipeline.previous import write_latest
 from pipeline.run_guard import RunGuard
 from pipeline.run_lock import RunLock
 from pipeline.run_lock import lock_name
+from pipeline.summary import _class_lines  # noqa: F401 (convert._class_lines, as before)
+from pipeline.summary import summary
+from pipeline.summary import warning_lines  # noqa: F401 (convert.warning_lines, as before)
 from transforms import detection
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -49,7 +54,9 @@ from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
 from transforms.beam_util import count_rejection
 from transforms.core import duplicates
+from transforms.core import fingerprints
 from transforms.core import tally
+from transforms.core.paths import is_remote
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
@@ -58,6 +65,10 @@ from transforms.dedupe import DedupeContent
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
 from transforms.encode import LoadImageFn
+from transforms.reuse import FingerprintFn
+from transforms.reuse import JoinPrevious
+from transforms.reuse import decide_and_copy
+from transforms.reuse import reuse_tallies
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
@@ -116,7 +127,15 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
                    harnesses=None if in_order else engines.harnesses_per_machine(p.options))
-  if 'content' in (config.dedupe, config.split_by):
+  # A single local worker copies reused records in its image step, in write
+  # order, as the images come (local previous shards); elsewhere by shard.
+  inline = in_order and previous_used(config) and not any(
+      is_remote(sidecar.path) for sidecar in config.previous.sidecars)
+  rows, join_tallies = _previous_rows(rows, config, inline)
+  tallies += join_tallies
+  content = 'content' in (config.dedupe, config.split_by)
+  if content or (previous_used(config) and config.change_detection == 'content'):
+    # Rows whose SHA-256 the previous dataset gave are not read (HashSourceFn).
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None))
   if config.detection is None:
@@ -133,6 +152,15 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
+  digest = fingerprints.options_digest(config.image, config.example)
+  copied = None
+  if previous_used(config):
+    decided = decide_and_copy(rows, label_map, config.change_detection, digest,
+                              config.ordering, inline)
+    rows, copied = decided.rows, decided.examples
+    tallies += decided.tallies
+    # copied records join the encoded ones through the writer's shuffle
+    in_order = in_order and inline
   if config.detection is not None:  # --schema detection: objects instead of a label
     encoded = rows | 'DetectRows' >> detection.DetectRows(
         config.label_map.names, config.image, config.example, config.detection.options,
@@ -143,8 +171,12 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
     encoded = rows | 'EncodeRows' >> EncodeRows(
         config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
         image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
-        harnesses=pool.harnesses)
+        harnesses=pool.harnesses, options_digest=digest)
   examples = encoded[EXAMPLES]
+  if copied is not None:
+    examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
+  if previous_used(config):
+    tallies.append(examples | 'TallyReuse' >> beam.FlatMap(reuse_tallies))
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()
@@ -158,7 +190,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
       writer = WriteTFRecordIO(prefix, suffix, config.compression, config.num_shards)
     else:
       writer = WriteShards(prefix, suffix, config.compression, config.num_shards,
-                           config.shard_size_mb * 1024 * 1024, in_order, config.write_index)
+                           config.shard_size_mb * 1024 * 1024, in_order, config.write_index,
+                           sources=True)
     written = split_examples | f'Write[{split}]' >> writer
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))
@@ -178,8 +211,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          config.info_settings(engines.engine_record(p.options)), lock,
-                          config.detection),
+                          _info_settings(config, p.options), lock, config.detection),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -188,100 +220,33 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
               **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
 
 
-def summary(info: dict, seconds: float) -> str:
-  """A few lines for the terminal: what was written, what was rejected."""
-  lines = [f'Converted {info["num_examples"]} of {info["num_manifest_rows"]} rows '
-           f'in {seconds:.1f} s; {info["num_rejected"]} rejected'
-           + (' (see rejected.jsonl)' if info['num_rejected'] else '') + '.']
-  for name, split in info['splits'].items():
-    lines.append(f'  {name}: {split["num_examples"]} examples, '
-                 f'{split["num_bytes"] / 1e6:.1f} MB in {len(split["shards"])} shard(s)')
-    lines += _class_lines(split)
-  for reason, count in info['rejected_by_reason'].items():
-    lines.append(f'  rejected {reason}: {count}')
-  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
-    lines.append(f'  label manifest line rejected {reason}: {count} (not an image row)')
-  if info.get('num_skipped_files'):
-    shown = info['skipped_files']
-    lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
-                 f'name (--image_extensions): {", ".join(shown)}'
-                 + (', ...' if info['num_skipped_files'] > len(shown) else ''))
-  for reason, count in info.get('rejected_annotations_by_reason', {}).items():
-    lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
-  lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
-  if info.get('detection'):  # --schema detection
-    found = info['detection']
-    lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
-                 f'{found["dropped_boxes"]["crop_visibility"]}; images without objects '
-                 f'skipped: {found["num_skipped_empty"]}')
-  lines += warning_lines(info)
-  if not info['num_manifest_rows']:
-    lines.append('Warning: the manifest has no rows; the dataset is empty.')
-  if info['over_budget']:
-    lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
-                 f'{info["max_error_rate"]:.2%}: exit code 3.')
-  return '\n'.join(lines)
+def previous_used(config: opts.ConvertConfig) -> bool:
+  """Whether this run reuses a previous dataset's records."""
+  return config.previous is not None and config.previous.dataset is not None
 
 
-# Up to this many classes the summary lists them all; above, the extremes.
-SUMMARY_CLASSES = 20
-SUMMARY_EXTREMES = 3
+def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
+  """Rows -> (rows with their sources' fingerprints and, with a previous
+  dataset, its records, [tallies of dropped keys])."""
+  if config.sink == SINK_TFRECORDIO:
+    return rows, []  # no sidecar: nothing to fingerprint for
+  if config.change_detection == fingerprints.METADATA:
+    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(config.image_timeout_s or None))
+  if not previous_used(config):
+    return rows, []
+  joined = rows | 'JoinPrevious' >> JoinPrevious(
+      config.previous.sidecars, config.change_detection,
+      config.split if config.split_by == 'content' else None, in_order)
+  return joined[ROWS], [joined[TALLIES]]
 
 
-def _class_lines(split: dict) -> list:
-  counts = split.get('examples_per_class') or {}
-  if not counts:
-    return []
-  ratio = split.get('imbalance_ratio')
-  ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-  shown = lambda items: ', '.join(f'{name} {n}' for name, n in items)  # noqa: E731
-  if len(ranked) <= SUMMARY_CLASSES:
-    text = f'per class: {shown(ranked)}'
-  else:
-    text = (f'per class: largest {shown(ranked[:SUMMARY_EXTREMES])}; smallest '
-            f'{shown(ranked[-SUMMARY_EXTREMES:])}')
-  return [f'    {text}' + (f'; imbalance {ratio:.1f}x' if ratio else '')]
-
-
-def warning_lines(info: dict) -> list:
-  """One line per kind of warning dataset_info.json holds."""
-  lines = []
-  labels = info.get('label_warnings') or {}
-  if labels.get('num_case_variant_groups'):
-    groups = ['/'.join(group) for group in labels['case_variants'][:3]]
-    lines.append(f'Warning: {labels["num_case_variant_groups"]} group(s) of labels differ '
-                 f'only in case, kept apart: {"; ".join(groups)} '
-                 f'(--label_normalize lower merges them)')
-  if labels.get('num_labels_with_surrounding_spaces'):
-    names = list(labels['surrounding_spaces'])[:3]
-    lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
-                 f'surrounding spaces in some rows, stripped (one class with any unspaced '
-                 f'spelling): {names} (--label_normalize strip says that is intended)')
-  if labels.get('num_labels_with_invisible_characters'):
-    shown = [entry['shown'] + (f' (looks like {", ".join(entry["looks_like"])})'
-                               if entry['looks_like'] else '')
-             for entry in labels['invisible_characters'][:3]]
-    lines.append(f'Warning: {labels["num_labels_with_invisible_characters"]} label(s) hold '
-                 f'invisible or bidi control characters, kept as written: {"; ".join(shown)} '
-                 f'(see label_warnings in dataset_info.json)')
-  if labels.get('num_normalization_variant_groups'):
-    groups = ['/'.join(ascii(label) for label in group)
-              for group in labels['normalization_variants'][:3]]
-    lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
-                 f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
-                 f'(the default --label_normalize nfc merges them)')
-  if labels.get('num_empty_classes'):
-    lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
-                 f'no {"object" if info.get("detection") else "example"} (ids kept): '
-                 f'{labels["empty_classes"][:5]}')
-  copies = info.get('content_duplicates') or {}
-  if copies.get('num_within_split') or copies.get('num_across_splits'):
-    lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '
-                 f'image(s) repeat the bytes of another row under another key: '
-                 f'{copies["num_within_split"]} within a split, '
-                 f'{copies["num_across_splits"]} across splits (see content_duplicates in '
-                 f'dataset_info.json; --dedupe content, --split_by content)')
-  return lines
+def _info_settings(config: opts.ConvertConfig, options):
+  settings = config.info_settings(engines.engine_record(options))
+  if config.previous is None:
+    return settings
+  return dataclasses.replace(settings, reuse={
+      'previous_dataset': config.previous.dataset or config.previous.given,
+      'previous_run_id': config.previous.run_id, 'missing': not previous_used(config)})
 
 
 def run(argv=None) -> int:
@@ -354,6 +319,9 @@ def convert(config: opts.ConvertConfig, pipeline_options,
         unpublish(config.output_dir, config.splits_to_clear(), files)
   if not published:
     raise NothingPublished(info, config.output_dir)
+  if config.previous is not None and not info['over_budget']:
+    # Last, after the lock is released: the next night reads OUT/../latest.
+    write_latest(config.output_dir, files)
   return info
 
 

@@ -16,6 +16,7 @@ from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
 from transforms.core.boxes import STORED
 from transforms.core.shuffle import SHUFFLE_MODES
+from transforms.core.spec import CHANGE_DETECTIONS
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ENCODINGS
@@ -204,6 +205,22 @@ class ConvertOptions:
                      'scalar, name:type[N] N values, name:type[] a list, name:type[][N] a '
                      'list of N-tuples; type bytes|float|int64, e.g. '
                      'weight:float,boxes:float[][4]')
+    reuse = parser.add_argument_group('nightly runs')
+    reuse.add_argument('--previous_dataset', metavar='DIR',
+                       help='an earlier run\'s output (a folder, or a "latest" pointer file '
+                       'naming one): rows whose key, label, split, features, source '
+                       'fingerprint and image options are unchanged have their records '
+                       'copied from it, not encoded; the output is the same bytes as a '
+                       'full run. A successful run then writes OUT/../latest naming OUT')
+    reuse.add_argument('--previous_dataset_missing', default='error', choices=('full', 'error'),
+                       help='when --previous_dataset does not exist (the first night): '
+                       'error exits 2; full converts everything, with a warning')
+    reuse.add_argument('--change_detection', default=CHANGE_DETECTIONS[0],
+                       choices=CHANGE_DETECTIONS,
+                       help='what tells a source changed: metadata (local size, mtime, '
+                       'ctime, inode; s3 ETag and size; gs CRC32C and generation: no '
+                       'image read) or content (SHA-256 of the bytes: the file is read, '
+                       'not decoded; also catches rewrites that restore every timestamp)')
     image = parser.add_argument_group('image')
     image.add_argument('--height', type=_positive_int, default=ImageSpec.height)
     image.add_argument('--width', type=_positive_int, default=ImageSpec.width)

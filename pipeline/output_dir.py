@@ -23,6 +23,7 @@ from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import shard_suffix
 
@@ -40,6 +41,7 @@ def our_patterns(split_names: tuple) -> tuple:
     patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
                  for compression in COMPRESSIONS]
     patterns.append(f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix("none")}{INDEX_SUFFIX}')
+    patterns.append(f'{split}{SOURCES_SUFFIX}')
   return tuple(patterns)
 
 
@@ -63,7 +65,9 @@ def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
   try:
     info = json.loads(files.read_text(filesystem.join(output_dir, DATASET_INFO)))
     return {name for split in info.get('splits', {}).values()
-            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)}
+            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)} | {
+                split['sources'] for split in info.get('splits', {}).values()
+                if split.get('sources')}
   except Exception:  # no previous (or a damaged) dataset_info: patterns only
     return set()
 

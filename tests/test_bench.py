@@ -95,3 +95,23 @@ def test_a_peer_without_its_venv_is_skipped(tmp_path, monkeypatch):
   command = bench.peer_command('convert', 'm.csv', 'out')
   assert command[1:3] == ['-m', 'pipeline.convert']
   assert command[-6:] == ['--resize_mode', 'crop', '--height', '224', '--width', '224']
+
+
+def test_the_incremental_bench_changes_what_it_says_and_never_the_cached_corpus(tmp_path):
+  from bench import incremental
+  from bench.corpus import relative_path
+  cache = tmp_path / 'cache'
+  rows = [(relative_path(i), f'class_{i % 10:02d}') for i in range(30)]
+  for image, _ in rows:
+    (cache / image).parent.mkdir(parents=True, exist_ok=True)
+    (cache / image).write_bytes(b'jpeg ' + image.encode())
+  manifest = incremental._write(str(cache / 'manifest.csv'), rows)
+  night1 = incremental.scratch_corpus(manifest, str(tmp_path / 'scratch'))
+  changed = {'new': 2, 'relabelled': 3, 'rewritten': 1, 'deleted': 4}
+  night2 = incremental._read(incremental.night2(night1, changed))
+  assert len(night2) == 30 - 4 + 2
+  assert len(set(night2) - set(rows)) == 3 + 2  # relabelled rows and new ones
+  rewritten = [image for image, _ in rows
+               if (tmp_path / 'scratch' / image).read_bytes() != b'jpeg ' + image.encode()]
+  assert len(rewritten) == 1
+  assert (cache / rewritten[0]).read_bytes() == b'jpeg ' + rewritten[0].encode()

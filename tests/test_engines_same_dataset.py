@@ -48,8 +48,8 @@ CONVERT_FLAGS = ('--encoding', 'jpeg', '--height', '48', '--width', '48',
                  '--write_index', '--max_error_rate', '0.05', '--progress', 'off')
 # What dataset_info.json says of the run rather than of the dataset: the
 # engine that ran it, every option in effect (the runner's among them) and
-# the output folder (config.output_dir). Everything else is the same.
-RUN_SPECIFIC = ('engine', 'options')
+# the output folder (config.output_dir), the run's id. Everything else is the same.
+RUN_SPECIFIC = ('engine', 'options', 'run_id')
 
 
 @dataclasses.dataclass

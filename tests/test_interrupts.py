@@ -243,7 +243,8 @@ def test_second_signal_during_clean_up_ends_the_run_at_once(corpus, temp, tmp_pa
   assert 'holds the lock of a run that is no longer running' in capsys.readouterr().err
   assert convert.main(flags + ['--overwrite']) == EXIT_OK
   assert sorted(p.name for p in out.iterdir()) == [
-      'dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord']
+      'dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord',
+      'train.sources.jsonl.gz']
 
 
 # --- validate ------------------------------------------------------------------

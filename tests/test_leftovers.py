@@ -30,7 +30,8 @@ from tests.conftest import write_manifest
 from transforms import write_metadata
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CLEAN = ['dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord']
+CLEAN = ['dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord',
+         'train.sources.jsonl.gz']
 
 
 @pytest.fixture(scope='module')

@@ -7,6 +7,7 @@ when moto cannot start at all.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -508,3 +509,19 @@ def test_image_timeout_covers_reading_a_stalled_s3_object(server, s3, tmp_path):
   # is a few seconds. Without the limit on the read, the run waits for the
   # proxy's 300 s stall (or boto's own 60 s read timeout and its retries).
   assert elapsed < 40, elapsed
+
+
+def test_a_nightly_run_on_s3_reuses_by_etag_and_writes_latest(server, s3, converted):
+  """--previous_dataset on S3: fingerprints are the objects' ETags and sizes
+  (no image read), every record is copied, the bytes are the full run's, and
+  the pointer s3://BUCKET/latest names the new folder."""
+  result = convert(server, f's3://{BUCKET}/nightly', '--previous_dataset', OUT)
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'nightly/dataset_info.json'))
+  assert (info['reuse']['reused'], info['reuse']['num_encoded']) == (len(IMAGES), 0)
+  for shard in converted['splits']['train']['shards']:
+    assert get(s3, f'nightly/{shard}') == get(s3, f'out/{shard}')
+  sidecar = gzip.decompress(get(s3, 'nightly/train.sources.jsonl.gz')).decode()
+  assert all(json.loads(line)['fingerprint'].startswith('s3:etag="')
+             for line in sidecar.splitlines())
+  assert get(s3, 'latest') == f's3://{BUCKET}/nightly\n'.encode()

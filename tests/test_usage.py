@@ -83,8 +83,8 @@ def test_overwrite_replaces_only_the_previous_dataset(sample):
   assert convert.main(argv + ['--overwrite', '--num_shards', '1', '--split',
                               'eval=1']) == 0
   names = sorted(p.name for p in sample.out.iterdir())
-  assert names == ['dataset_info.json', 'eval-00000-of-00001.tfrecord', 'label_map.txt',
-                   'notes.txt', 'rejected.jsonl']
+  assert names == ['dataset_info.json', 'eval-00000-of-00001.tfrecord',
+                   'eval.sources.jsonl.gz', 'label_map.txt', 'notes.txt', 'rejected.jsonl']
   assert read_info(sample.out)['splits']['eval']['num_examples'] == 9
 
 

@@ -17,6 +17,7 @@ from transforms.core import splits
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
+from transforms.core.reuse import Known
 from transforms.core.spec import ImageSpec
 from transforms.encode import PooledSourceFn
 from transforms.sources import label_map_side_input
@@ -76,6 +77,10 @@ class HashSourceFn(PooledSourceFn):
                hash_on_thread=hash_sources, hash_in_process=hash_in_worker):
     super().__init__(spec, size, hash_on_thread, hash_in_process)
     self._split = split
+
+  def source_of(self, row):
+    """A row whose SHA-256 the previous dataset gave is not read again."""
+    return Known(row.content_sha256) if row.content_sha256 else super().source_of(row)
 
   def outcome(self, row, result):
     if isinstance(result, str):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 from typing import Optional
 
@@ -16,12 +18,19 @@ from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
+from transforms.core.example import LoadedCopy
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
+from transforms.core.reuse import COPY_ERRORS
+from transforms.core.reuse import FALLBACK
+from transforms.core.reuse import Copied
+from transforms.core.reuse import FellBack
+from transforms.core.reuse import copy_source
+from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -161,13 +170,16 @@ class PooledSourceFn(beam.DoFn):
   def row_of(self, element):
     return element
 
+  def source_of(self, row):
+    """What a pool call works on for `row`: its path, or the error met."""
+    return row.read_error or row.path
+
   def outcome(self, element, result):
     raise NotImplementedError
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) working on these elements' files on the pool."""
-    sources = [self.row_of(element).read_error or self.row_of(element).path
-               for element in batch]
+    sources = [self.source_of(self.row_of(element)) for element in batch]
     if self._processes:
       return self._in_process, sources, self._spec
     return self._on_thread, sources, self._spec, self._read
@@ -204,20 +216,66 @@ class LoadImageFn(PooledSourceFn):
     self._progress = ProgressFile(self._progress_dir)
     super().setup()
 
+  def start_bundle(self):
+    self._arrived = collections.deque()  # [element, result] in arrival order
+    self._waiting = collections.deque()  # those whose result the pool gives
+
   def process(self, element):
     self._progress.tick()
-    yield from super().process(element)
+    entry = [element, self._copy_here(element.row)]
+    self._arrived.append(entry)
+    if entry[1] is None:
+      self._waiting.append(entry)
+      self._took(self._step.add(element))
+    yield from self._ready()
 
   def finish_bundle(self):
     self._progress.flush()
-    yield from super().finish_bundle()
+    self._took(self._step.flush())
+    for output in self._ready():
+      yield in_global_window(output)
+
+  def _took(self, done: list) -> None:
+    for _, result in done:  # the pool's results come in the order it was given rows
+      self._waiting.popleft()[1] = result
+
+  def _ready(self):
+    """The outcomes of the rows at the head of the arrival order that are done."""
+    while self._arrived and self._arrived[0][1] is not None:
+      element, result = self._arrived.popleft()
+      yield self.outcome(element, result)
+
+  @staticmethod
+  def _copy_here(row) -> Optional[Copied]:
+    """A reused row's record copied on this thread: a read and two CRCs,
+    cheaper than a trip to an image process. None: no reused row, or its
+    copy failed (the pool tries again and, failing, converts its image)."""
+    if row.previous is None:
+      return None
+    try:
+      return Copied(read_record(copy_source(row.previous, row.path)))
+    except COPY_ERRORS:
+      return None
 
   def row_of(self, element):
     return element.row
 
+  def source_of(self, row):
+    """A reused row (--previous_dataset on a single local worker): its
+    record's copy, which converts the image if the copy fails."""
+    if row.previous is not None:
+      return copy_source(row.previous, row.path)
+    return super().source_of(row)
+
   def outcome(self, element, result):
-    """The LoadedImage, or the row's Rejection under REJECTED."""
+    """The LoadedImage (a LoadedCopy for a copied record), or the row's
+    Rejection under REJECTED."""
     row = element.row
+    if isinstance(result, Copied):
+      return LoadedCopy(element, result.data, row.previous.source_sha256)
+    if isinstance(result, FellBack):
+      loaded = loaded_image(element, result.converted)
+      return dataclasses.replace(loaded, reuse=FALLBACK)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
@@ -249,10 +307,11 @@ class EncodeRows(beam.PTransform):
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
                image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING,
-               harnesses: Optional[int] = None):
+               harnesses: Optional[int] = None, options_digest: str = ''):
     """harnesses: not None, the image pool is sized in each worker
     (pooled_step.in_worker; image_threads and image_processes are then the
-    distributed default until it is)."""
+    distributed default until it is). options_digest: the run's
+    (core/fingerprints.options_digest), recorded with each example."""
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
@@ -260,6 +319,7 @@ class EncodeRows(beam.PTransform):
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map
+    self._options_digest = options_digest
 
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
@@ -267,8 +327,8 @@ class EncodeRows(beam.PTransform):
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
         self._load_image).with_outputs(REJECTED, main=LOADED)
-    spec, ordering = self._example_spec, self._ordering
+    spec, ordering, digest = self._example_spec, self._ordering, self._options_digest
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
-        lambda image: built_example(image, spec, ordering))
+        lambda image: built_example(image, spec, ordering, digest))
     rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

@@ -14,10 +14,12 @@ from transforms.core import detection_info
 from transforms.core import labels
 from transforms.core import paths
 from transforms.core import rejects
+from transforms.core import reuse
 from transforms.core import tally
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import SOURCES_SUFFIX
 
 
 class _WriteRejectedFn(beam.DoFn):
@@ -115,6 +117,8 @@ class WriteInfoFn(beam.DoFn):
     splits = {}
     for split in self._split_names:
       paths = sorted(p for s, p in shard_paths if s == split)
+      sidecars = [p for p in paths if p.endswith(SOURCES_SUFFIX)]
+      paths = [p for p in paths if not p.endswith(SOURCES_SUFFIX)]
       count = counts.examples.get(split, 0)
       if not count:
         continue
@@ -124,6 +128,7 @@ class WriteInfoFn(beam.DoFn):
           'num_bytes': sum(sizes.values()),
           'shards': [filesystem.basename(p) for p in paths],
           **balance.get(split, {}),
+          **({'sources': filesystem.basename(sidecars[0])} if sidecars else {}),
       }
     info = dataset_info.build_info(
         self._settings, label_names=names, splits=splits,
@@ -134,7 +139,12 @@ class WriteInfoFn(beam.DoFn):
         label_warnings=labels.label_warnings(counts.label_rows, counts.padded_labels,
                                              self._settings.label_normalize, names,
                                              counts.class_counts),
-        content_duplicates=content_duplicates)
+        content_duplicates=content_duplicates,
+        reuse=None if self._settings.reuse is None else reuse.section(
+            {key[1]: n for key, n in tally_sums.items() if key[0] == reuse.TALLY},
+            self._settings.reuse['previous_dataset'], self._settings.reuse['previous_run_id'],
+            self._settings.reuse['missing']),
+        run_id=self._lock[1] if self._lock else None)
     label_texts = {LABEL_MAP: label_map.to_text()}
     if self._detection is not None:
       info = detection_info.finish_info(info, tally_sums, self._detection)

@@ -4,7 +4,6 @@ tfrecordio) is in transforms/write_tfrecordio.py."""
 
 from __future__ import annotations
 
-import array
 import contextlib
 import dataclasses
 
@@ -14,7 +13,15 @@ from transforms import filesystem
 from transforms.beam_util import in_global_window
 from transforms.core import shuffle
 from transforms.core.spec import INDEX_SUFFIX
+from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.tfrecord import frame
+from transforms.shard_plan import ShardStartsFn
+from transforms.shard_plan import SortedOrdersFn
+from transforms.write_sources import SidecarFile
+from transforms.write_sources import WriteSidecar
+from transforms.write_sources import line_of
+
+SOURCES = 'sources'  # _WriteShardFn's (order, sidecar line) of each record
 
 
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
@@ -29,6 +36,10 @@ class _ShardTarget:
   suffix: str
   compression: str
   write_index: bool = False
+  sources: str | None = None  # the split's sidecar (write_sources.py); None: none
+
+  def sidecar(self, files: filesystem.FileAccess, path: str | None = None) -> SidecarFile | None:
+    return SidecarFile(path or self.sources, files) if self.sources else None
 
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
@@ -75,25 +86,33 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
 
   def start_bundle(self):
     super().start_bundle()
-    self._shards, self._count = [], 0
+    self._shards, self._count, self._sidecar = [], 0, None
 
   def process(self, example):
     self._check(example)
     if not self._shards:
       self._shards = [self._target.create(self._path(i), self._files)
                       for i in range(self._num_shards)]
-    with _abandoned_on_error(self._shards):
-      self._shards[shuffle.shard_of(self._count, self._num_shards)].write_record(example.data)
+      self._sidecar = self._target.sidecar(self._files)
+    shard = shuffle.shard_of(self._count, self._num_shards)
+    with _abandoned_on_error(self._shards + [self._sidecar] if self._sidecar else self._shards):
+      span = self._shards[shard].write_record(example.data)
+      if self._sidecar:
+        self._sidecar.add(line_of(example, shard, self._count // self._num_shards, span))
     self._count += 1
 
   def finish_bundle(self):
-    for handle in self._shards:
-      handle.close()
+    with _abandoned_on_error([self._sidecar] if self._sidecar else []):
+      for handle in self._shards:
+        handle.close()
     if self._shards:
       self._written = True
       for i in range(self._num_shards):
         yield in_global_window(self._path(i))
-    self._shards = []
+    if self._sidecar:
+      self._sidecar.close()
+      yield in_global_window(self._sidecar.path)
+    self._shards, self._sidecar = [], None
 
   def _path(self, index: int) -> str:
     return self._target.path(index, self._num_shards)
@@ -118,26 +137,36 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
 
   def start_bundle(self):
     super().start_bundle()
-    self._file, self._count = None, 0
+    self._file, self._count, self._ordinal = None, 0, 0
     self._cuts = shuffle.SizeCappedShards(self._max_bytes)
+    self._sidecar = None
 
   def process(self, example):
     self._check(example)
     shard = self._cuts.add(shuffle.framed_size(len(example.data)))
-    with _abandoned_on_error([self._file] if self._file else []):
+    with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
       if shard == self._count:
         if self._file:
           self._file.close()
+        else:
+          self._sidecar = self._target.sidecar(
+              self._files, self._temp_path(0, suffix=SOURCES_SUFFIX))
         self._file = self._target.create(self._temp_path(shard), self._files)
-        self._count += 1
-    with _abandoned_on_error([self._file]):
-      self._file.write_record(example.data)
+        self._count, self._ordinal = self._count + 1, 0
+    with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
+      span = self._file.write_record(example.data)
+      if self._sidecar:
+        self._sidecar.add(line_of(example, shard, self._ordinal, span))
+    self._ordinal += 1
 
   def finish_bundle(self):
     if not self._file:
       return
-    self._file.close()
+    with _abandoned_on_error([self._sidecar] if self._sidecar else []):
+      self._file.close()
     self._file, self._written = None, True
+    if self._sidecar:
+      self._sidecar.close()
     for i in range(self._count):
       final = self._target.path(i, self._count)
       temps, finals = [self._temp_path(i)], [final]
@@ -147,11 +176,14 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       # A rename replaces an earlier attempt's file (see filesystem.replacing).
       self._files.rename(temps, finals)
       yield in_global_window(final)
+    if self._sidecar:  # after the shards it indexes
+      self._files.rename([self._sidecar.path], [self._target.sources])
+      yield in_global_window(self._target.sources)
     if self._files.exists(self._temp_dir):  # object stores have no folders
       self._files.delete([self._temp_dir])
 
-  def _temp_path(self, index: int) -> str:
-    return f'{self._temp_dir}/{index:05d}{self._target.suffix}'
+  def _temp_path(self, index: int, suffix: str | None = None) -> str:
+    return f'{self._temp_dir}/{index:05d}{suffix or self._target.suffix}'
 
 
 @contextlib.contextmanager
@@ -182,12 +214,14 @@ class _ShardFile:
     self._position = 0
     self._abandoned = False
 
-  def write_record(self, data: bytes) -> None:
-    framed = frame(data)
+  def write_record(self, data: bytes) -> tuple:
+    """-> (offset, length) of the framed record in the uncompressed bytes."""
+    framed, offset = frame(data), self._position
     self._handle.write(framed)
     if self._lines is not None:
-      self._lines.append(f'{self._position} {len(framed)}\n')
+      self._lines.append(f'{offset} {len(framed)}\n')
     self._position += len(framed)
+    return offset, len(framed)
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;
@@ -211,64 +245,18 @@ class _ShardFile:
     self.close()
 
 
-class _SortedOrdersFn(beam.CombineFn):
-  """Orders -> all of them sorted, packed (8 bytes each), to rank examples by."""
-
-  def create_accumulator(self):
-    return array.array('Q')  # 8 bytes an order (a list of ints: ~36)
-
-  def add_input(self, orders, order):
-    orders.append(order)
-    return orders
-
-  def merge_accumulators(self, accumulators):
-    merged = array.array('Q')
-    for orders in accumulators:
-      merged.extend(orders)
-    return merged
-
-  def extract_output(self, orders):
-    return array.array('Q', sorted(orders))
-
-
-class _ShardStartsFn(beam.CombineFn):
-  """(order, framed bytes) of every example -> the order each size-capped shard
-  starts at (shuffle.size_capped_starts): N small numbers, the side input
-  that places every example. Accumulated as packed arrays, 16 bytes a record."""
-
-  def __init__(self, max_bytes: int):
-    self._max_bytes = max_bytes
-
-  def create_accumulator(self):
-    return array.array('Q'), array.array('Q')
-
-  def add_input(self, accumulator, order_and_size):
-    accumulator[0].append(order_and_size[0])
-    accumulator[1].append(order_and_size[1])
-    return accumulator
-
-  def merge_accumulators(self, accumulators):
-    orders, sizes = self.create_accumulator()
-    for more_orders, more_sizes in accumulators:
-      orders.extend(more_orders)
-      sizes.extend(more_sizes)
-    return orders, sizes
-
-  def extract_output(self, accumulator):
-    return shuffle.size_capped_starts(zip(*accumulator), self._max_bytes)
-
-
 def _assign_capped_shard(example, starts):
-  return shuffle.shard_of_order(example.order, starts), (example.order, example.data)
+  return shuffle.shard_of_order(example.order, starts), (example.order, example)
 
 
 def _assign_shard(example, sorted_orders, num_shards):
   rank = shuffle.rank_of(example.order, sorted_orders)
-  return shuffle.shard_of(rank, num_shards), (example.order, example.data)
+  return shuffle.shard_of(rank, num_shards), (example.order, example)
 
 
 class _WriteShardFn(beam.DoFn):
-  """(shard index, [(order, data), ...]) -> that shard file, records in write order."""
+  """(shard index, [(order, BuiltExample), ...]) -> that shard file, records in
+  write order; with a sidecar, each record's (order, line) under SOURCES."""
 
   def __init__(self, target: _ShardTarget):
     self._target = target
@@ -279,10 +267,15 @@ class _WriteShardFn(beam.DoFn):
   def process(self, grouped, num_shards):
     index, records = grouped
     path = self._target.path(index, num_shards)
+    lines = []
     with self._target.create(path, self._files) as shard:
-      for _, data in sorted(records):
-        shard.write_record(data)
+      for ordinal, (order, example) in enumerate(sorted(records, key=lambda r: r[0])):
+        span = shard.write_record(example.data)
+        if self._target.sources:
+          lines.append((order, line_of(example, index, ordinal, span)))
     yield path
+    for line in lines:
+      yield beam.pvalue.TaggedOutput(SOURCES, line)
 
 
 def _empty_shards(_, target: _ShardTarget, sorted_orders, num_shards):
@@ -309,16 +302,18 @@ class WriteShards(beam.PTransform):
   the same shards, through the runner's shuffle, each sorted by order. Either
   way the shards are the same on every run and every runner.
   write_index: an `<shard>.index` beside each (uncompressed) shard.
-  Out: the shard paths.
+  sources: also the split's sidecar, `PREFIX.sources.jsonl.gz` (write_sources.py).
+  Out: the shard paths (and the sidecar's).
   """
 
   def __init__(self, file_path_prefix: str, suffix: str, compression: str,
                num_shards: int = 0, max_bytes_per_shard: int | None = None,
-               in_order: bool = False, write_index: bool = False):
+               in_order: bool = False, write_index: bool = False, sources: bool = False):
     super().__init__()
     if write_index and compression == 'gzip':
       raise ValueError('gzip shards cannot be indexed (offsets are in the compressed stream)')
-    self._target = _ShardTarget(file_path_prefix, suffix, compression, write_index)
+    self._target = _ShardTarget(file_path_prefix, suffix, compression, write_index,
+                                file_path_prefix + SOURCES_SUFFIX if sources else None)
     self._num_shards = num_shards
     self._max_bytes = max_bytes_per_shard
     self._in_order = in_order
@@ -336,22 +331,32 @@ class WriteShards(beam.PTransform):
       starts = (examples
                 | 'OrdersAndSizes' >> beam.Map(
                     lambda e: (e.order, shuffle.framed_size(len(e.data))))
-                | 'ShardStarts' >> beam.CombineGlobally(_ShardStartsFn(self._max_bytes)))
-      return (examples
-              | 'AssignShard' >> beam.Map(_assign_capped_shard, side.AsSingleton(starts))
-              | 'GroupByShard' >> beam.GroupByKey()
-              | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
-                  starts | 'NumShards' >> beam.Map(len))))
+                | 'ShardStarts' >> beam.CombineGlobally(ShardStartsFn(self._max_bytes)))
+      return self._with_sidecar(
+          examples
+          | 'AssignShard' >> beam.Map(_assign_capped_shard, side.AsSingleton(starts))
+          | 'GroupByShard' >> beam.GroupByKey()
+          | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
+              starts | 'NumShards' >> beam.Map(len))).with_outputs(SOURCES, main='paths'))
     orders = (examples
               | 'Orders' >> beam.Map(lambda e: e.order)
-              | 'SortedOrders' >> beam.CombineGlobally(_SortedOrdersFn()))
-    written = (examples
-               | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
-                                           self._num_shards)
-               | 'GroupByShard' >> beam.GroupByKey()
-               | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards))
+              | 'SortedOrders' >> beam.CombineGlobally(SortedOrdersFn()))
+    written = self._with_sidecar(
+        examples
+        | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
+                                    self._num_shards)
+        | 'GroupByShard' >> beam.GroupByKey()
+        | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards).with_outputs(
+            SOURCES, main='paths'))
     empty = (examples.pipeline
              | 'Once' >> beam.Impulse()
              | 'EmptyShards' >> beam.FlatMap(
                  _empty_shards, self._target, side.AsSingleton(orders), self._num_shards))
     return (written, empty) | 'ShardPaths' >> beam.Flatten()
+
+  def _with_sidecar(self, written):
+    """The shard writers' outputs -> the shard paths and, with a sidecar, its path."""
+    if not self._target.sources:
+      return written['paths']
+    sidecar = written[SOURCES] | 'WriteSidecar' >> WriteSidecar(self._target.sources)
+    return (written['paths'], sidecar) | 'WithSidecar' >> beam.Flatten()

@@ -10,6 +10,7 @@ from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.spec import FORMAT_VERSION
 from transforms.core.spec import READABLE_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
+from transforms.core.spec import SOURCES_FORMAT_VERSION
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -26,6 +27,8 @@ class InfoSettings:
   label_normalize: frozenset = DEFAULT_NORMALIZE  # --label_normalize modes (label warnings)
   sink: Optional[dict] = None  # sink_info(); None: not recorded
   engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
+  # --previous_dataset: {'previous_dataset', 'previous_run_id', 'missing'}; None: not given
+  reuse: Optional[dict] = None
 
 
 def sink_info(sink: str, write_index: bool, shuffle: bool) -> dict:
@@ -43,7 +46,8 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
                num_manifest_rows: int, rejected: dict, num_label_rows: Optional[int],
                label_rows_rejected: dict, skipped: Optional[tuple] = None,
                label_warnings: Optional[dict] = None,
-               content_duplicates: Optional[dict] = None) -> dict:
+               content_duplicates: Optional[dict] = None, reuse: Optional[dict] = None,
+               run_id: Optional[str] = None) -> dict:
   """Assembles dataset_info.json's content.
 
   `splits`: {name: {'num_examples', 'num_bytes', 'shards', 'examples_per_class',
@@ -53,6 +57,8 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
   `rejected`: {'stage/code': count} for image-manifest rows;
   `label_rows_rejected`: the same for label-manifest rows (two manifests);
   `skipped`: with --image_dir, (files skipped for their extension, the first names).
+  `reuse`: with --previous_dataset, the reuse section (core/reuse.section);
+  `run_id`: the run's (its lock's) id, what a later run's reuse section names.
   """
   num_rejected = sum(rejected.values())
   num_examples = sum(s['num_examples'] for s in splits.values())
@@ -65,6 +71,9 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'image': settings.image.to_json(),
       'compression': config['compression'],
       **({'sink': settings.sink} if settings.sink is not None else {}),
+      # The sidecars' format (splits.*.sources): a contract between runs.
+      **({'sources_format_version': SOURCES_FORMAT_VERSION}
+         if settings.sink and settings.sink['deterministic'] else {}),
       'num_classes': len(label_names),
       'label_map': list(label_names),
       'splits': splits,
@@ -89,6 +98,10 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
   if skipped is not None:
     info['num_skipped_files'] = skipped[0]
     info['skipped_files'] = sorted(skipped[1])
+  if run_id is not None:
+    info['run_id'] = run_id
+  if reuse is not None:
+    info['reuse'] = reuse
   return info
 
 

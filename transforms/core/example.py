@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from transforms.core.fingerprints import content_fingerprint
+from transforms.core.fingerprints import record_digest
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
 from transforms.core.shuffle import Ordering
@@ -26,6 +28,16 @@ class LoadedImage:
   image: EncodedImage
   sha256: str
   source_bytes: int = 0
+  reuse: str = ''  # reuse.FALLBACK: its record was to be copied, but failed its CRC
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadedCopy:
+  """A labelled row whose record was copied from the previous dataset
+  (--previous_dataset): its serialized Example and its source's digest."""
+  labelled: LabelledRow
+  data: bytes
+  sha256: str
 
 
 def example_features(loaded: LoadedImage, spec: ExampleSpec) -> dict:
@@ -50,9 +62,23 @@ class BuiltExample(NamedTuple):
   line: int
   sha256: str
   data: bytes
+  # What the sidecar records (core/reuse.sidecar_line): the source's
+  # fingerprint, the label's text and the record's option digest.
+  fingerprint: str = ''
+  label_text: object = ''
+  option_digest: str = ''
+  reuse: str = ''  # 'reused': copied from the previous dataset; 'reuse_fallback'
 
 
-def built_example(loaded: LoadedImage, spec: ExampleSpec, ordering: Ordering) -> BuiltExample:
-  row = loaded.labelled.row
-  return BuiltExample(row.split, ordering.key(row.key, row.place), loaded.labelled.label_id,
-                      row.key, row.line, loaded.sha256, build_example(loaded, spec))
+def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering: Ordering,
+                  options_digest: str = '') -> BuiltExample:
+  """options_digest: fingerprints.options_digest of the run (the record's
+  option digest adds its extra features). A LoadedCopy's Example is its data."""
+  row, labelled = loaded.labelled.row, loaded.labelled
+  copied = isinstance(loaded, LoadedCopy)
+  return BuiltExample(row.split, ordering.key(row.key, row.place), labelled.label_id,
+                      row.key, row.line, loaded.sha256,
+                      loaded.data if copied else build_example(loaded, spec),
+                      row.fingerprint or content_fingerprint(loaded.sha256),
+                      labelled.label_text, record_digest(options_digest, row.extras),
+                      'reused' if copied else loaded.reuse)

@@ -135,6 +135,10 @@ class ManifestRow:
   position: int = 0
   # --schema detection: the image's objects (annotations.ImageAnnotation).
   annotation: object = None
+  # The source's fingerprint (core/fingerprints.py; '' until taken), and the
+  # previous dataset's record of this key (core/reuse.PreviousRecord), if any.
+  fingerprint: str = ''
+  previous: Optional[object] = None
 
   @property
   def place(self) -> int:

@@ -28,6 +28,12 @@ SHARD_SUFFIX = '.tfrecord'
 INDEX_SUFFIX = '.index'
 # fnmatch pattern of a shard's numbers (write_shards.shard_path: -00001-of-00004)
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
+# The ordered writer's sidecar per split, SPLIT.sources.jsonl.gz: one line per
+# record in write order (where it sits, its source's fingerprint, its label,
+# its option digest), what a later --previous_dataset run reuses records by.
+SOURCES_SUFFIX = '.sources.jsonl.gz'
+SOURCES_FORMAT_VERSION = 1
+CHANGE_DETECTIONS = ('metadata', 'content')
 
 ENCODINGS = ('raw', 'jpeg', 'png')
 RESIZE_MODES = ('stretch', 'pad', 'crop', 'none')

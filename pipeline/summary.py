@@ -1,0 +1,104 @@
+"""convert's summary on the terminal: what was written, rejected, warned about
+and reused, from the dataset_info.json it wrote."""
+
+from __future__ import annotations
+
+from transforms.core import reuse
+
+
+def summary(info: dict, seconds: float) -> str:
+  """A few lines for the terminal: what was written, what was rejected."""
+  lines = [f'Converted {info["num_examples"]} of {info["num_manifest_rows"]} rows '
+           f'in {seconds:.1f} s; {info["num_rejected"]} rejected'
+           + (' (see rejected.jsonl)' if info['num_rejected'] else '') + '.']
+  for name, split in info['splits'].items():
+    lines.append(f'  {name}: {split["num_examples"]} examples, '
+                 f'{split["num_bytes"] / 1e6:.1f} MB in {len(split["shards"])} shard(s)')
+    lines += _class_lines(split)
+  for reason, count in info['rejected_by_reason'].items():
+    lines.append(f'  rejected {reason}: {count}')
+  for reason, count in info.get('label_manifest_rejected_by_reason', {}).items():
+    lines.append(f'  label manifest line rejected {reason}: {count} (not an image row)')
+  if info.get('num_skipped_files'):
+    shown = info['skipped_files']
+    lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
+                 f'name (--image_extensions): {", ".join(shown)}'
+                 + (', ...' if info['num_skipped_files'] > len(shown) else ''))
+  for reason, count in info.get('rejected_annotations_by_reason', {}).items():
+    lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
+  lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  if info.get('detection'):  # --schema detection
+    found = info['detection']
+    lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
+                 f'{found["dropped_boxes"]["crop_visibility"]}; images without objects '
+                 f'skipped: {found["num_skipped_empty"]}')
+  if info.get('reuse'):
+    lines.append(reuse.summary_line(info['reuse']))
+  lines += warning_lines(info)
+  if not info['num_manifest_rows']:
+    lines.append('Warning: the manifest has no rows; the dataset is empty.')
+  if info['over_budget']:
+    lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
+                 f'{info["max_error_rate"]:.2%}: exit code 3.')
+  return '\n'.join(lines)
+
+
+# Up to this many classes the summary lists them all; above, the extremes.
+SUMMARY_CLASSES = 20
+SUMMARY_EXTREMES = 3
+
+
+def _class_lines(split: dict) -> list:
+  counts = split.get('examples_per_class') or {}
+  if not counts:
+    return []
+  ratio = split.get('imbalance_ratio')
+  ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+  shown = lambda items: ', '.join(f'{name} {n}' for name, n in items)  # noqa: E731
+  if len(ranked) <= SUMMARY_CLASSES:
+    text = f'per class: {shown(ranked)}'
+  else:
+    text = (f'per class: largest {shown(ranked[:SUMMARY_EXTREMES])}; smallest '
+            f'{shown(ranked[-SUMMARY_EXTREMES:])}')
+  return [f'    {text}' + (f'; imbalance {ratio:.1f}x' if ratio else '')]
+
+
+def warning_lines(info: dict) -> list:
+  """One line per kind of warning dataset_info.json holds."""
+  lines = []
+  labels = info.get('label_warnings') or {}
+  if labels.get('num_case_variant_groups'):
+    groups = ['/'.join(group) for group in labels['case_variants'][:3]]
+    lines.append(f'Warning: {labels["num_case_variant_groups"]} group(s) of labels differ '
+                 f'only in case, kept apart: {"; ".join(groups)} '
+                 f'(--label_normalize lower merges them)')
+  if labels.get('num_labels_with_surrounding_spaces'):
+    names = list(labels['surrounding_spaces'])[:3]
+    lines.append(f'Warning: {labels["num_labels_with_surrounding_spaces"]} label(s) had '
+                 f'surrounding spaces in some rows, stripped (one class with any unspaced '
+                 f'spelling): {names} (--label_normalize strip says that is intended)')
+  if labels.get('num_labels_with_invisible_characters'):
+    shown = [entry['shown'] + (f' (looks like {", ".join(entry["looks_like"])})'
+                               if entry['looks_like'] else '')
+             for entry in labels['invisible_characters'][:3]]
+    lines.append(f'Warning: {labels["num_labels_with_invisible_characters"]} label(s) hold '
+                 f'invisible or bidi control characters, kept as written: {"; ".join(shown)} '
+                 f'(see label_warnings in dataset_info.json)')
+  if labels.get('num_normalization_variant_groups'):
+    groups = ['/'.join(ascii(label) for label in group)
+              for group in labels['normalization_variants'][:3]]
+    lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
+                 f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
+                 f'(the default --label_normalize nfc merges them)')
+  if labels.get('num_empty_classes'):
+    lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
+                 f'no {"object" if info.get("detection") else "example"} (ids kept): '
+                 f'{labels["empty_classes"][:5]}')
+  copies = info.get('content_duplicates') or {}
+  if copies.get('num_within_split') or copies.get('num_across_splits'):
+    lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '
+                 f'image(s) repeat the bytes of another row under another key: '
+                 f'{copies["num_within_split"]} within a split, '
+                 f'{copies["num_across_splits"]} across splits (see content_duplicates in '
+                 f'dataset_info.json; --dedupe content, --split_by content)')
+  return lines

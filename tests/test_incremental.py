@@ -1,0 +1,383 @@
+"""--previous_dataset: a run that copies unchanged records from an earlier
+run's output writes the same bytes as a full run, on every path (a manifest,
+--image_dir, splits, --dedupe content, multi-label, gzip shards); its reuse
+counts; every bad previous dataset exits 2 with its one line; a record that
+fails its CRC is encoded instead."""
+
+import io
+import json
+import pathlib
+import shutil
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import validate
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import read_info
+
+pytestmark = pytest.mark.xdist_group('incremental')
+
+SIZE = ('--height', '12', '--width', '12', '--progress', 'off')
+VARIANTS = {
+    'manifest': ('--encoding', 'jpeg', '--num_shards', '2', '--write_index',
+                 '--extra_features', 'weight:float'),
+    'splits': ('--encoding', 'png', '--split', 'train=0.5,validation=0.5', '--seed', '3',
+               '--shard_size_mb', '1'),
+    'dedupe': ('--encoding', 'jpeg', '--dedupe', 'content', '--split',
+               'train=0.5,test=0.5', '--split_by', 'content', '--max_error_rate', '0.5'),
+    'multi_label': ('--multi_label', '--num_shards', '3'),
+    'gzip': ('--compression', 'gzip', '--num_shards', '2', '--change_detection', 'content'),
+    'image_dir': ('--encoding', 'jpeg',),
+}
+# Fields of dataset_info.json that may differ between a full and an incremental run.
+MAY_DIFFER = ('reuse', 'run_id')
+
+
+def _image(seed: int, fmt: str = 'PNG') -> bytes:
+  pixels = np.random.default_rng(seed).integers(0, 256, size=(14, 18, 3), dtype=np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format=fmt)
+  return buffer.getvalue()
+
+
+def _manifest(path: pathlib.Path, rows: list, multi: bool = False) -> pathlib.Path:
+  lines = ['image,label,weight'] + [f'{image},"{label}",{weight}' for image, label, weight in rows]
+  path.write_text('\n'.join(lines) + '\n')
+  return path
+
+
+class Corpus:
+  """16 images of two (three) classes in images/ and in a folder per class
+  (by/), night 1's manifests, then night 2's changes: 2 rows deleted, 2
+  relabelled, 2 new, 1 file rewritten (in place, same name), 1 weight changed."""
+
+  def __init__(self, root: pathlib.Path):
+    self.root = root
+    self.rows = []
+    for i in range(16):
+      name = f'images/img_{i:02d}.{"jpg" if i % 2 else "png"}'
+      data = _image(i if i != 15 else 14, 'JPEG' if i % 2 else 'PNG')  # 15 copies 14's bytes
+      self._write(name, data)
+      label = 'cat' if i % 3 else 'dog'
+      self.rows.append((name, label, i / 4))
+      self._write(f'by/{label}/img_{i:02d}.png', _image(i))
+
+  def _write(self, name: str, data: bytes) -> None:
+    path = self.root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+  def manifest(self, name: str, rows: list, multi: bool) -> pathlib.Path:
+    if multi:
+      rows = [(image, f'{label}|{"big" if i % 2 else "small"}', w)
+              for i, (image, label, w) in enumerate(rows)]
+    return _manifest(self.root / name, rows)
+
+  def night2(self) -> list:
+    rows = [row for row in self.rows if row[0] not in ('images/img_04.png', 'images/img_09.jpg')]
+    rows = [(image, 'dog' if image.endswith(('_01.jpg', '_02.png')) else label, w)
+            for image, label, w in rows]
+    rows = [(image, label, 9.5 if image.endswith('_06.png') else w) for image, label, w in rows]
+    for i in (20, 21):
+      self._write(f'images/img_{i}.png', _image(i))
+      self._write(f'by/cat/img_{i}.png', _image(i))
+      rows.append((f'images/img_{i}.png', 'cat', 1.0))
+    self._write('images/img_03.jpg', _image(303, 'JPEG'))
+    (self.root / 'by/dog/img_00.png').unlink()
+    self._write('by/cat/img_02.png', _image(302))
+    return rows
+
+
+def _convert(corpus_source: list, out: pathlib.Path, flags: tuple, *more) -> int:
+  return convert.main([*corpus_source, '--output_dir', str(out), *SIZE, *flags, *more])
+
+
+class Nights:
+  """Each variant's own corpus converted on night 1, then, after night 2's
+  changes, in full and with --previous_dataset night 1 (once per module, on
+  first use: a test of one variant converts only that one)."""
+
+  def __init__(self, root: pathlib.Path):
+    self._root = root
+    self._runs = {}
+    self.sources = {}
+
+  def __getitem__(self, name: str) -> tuple:
+    """-> (night1, full2, inc2) of variant `name`."""
+    if name not in self._runs:
+      self._runs[name] = self._convert(name, VARIANTS[name])
+    return self._runs[name]
+
+  def _convert(self, name: str, flags: tuple) -> tuple:
+    root = self._root / name
+    root.mkdir()
+    corpus = Corpus(root)
+    multi = name == 'multi_label'
+    source = (['--image_dir', str(root / 'by')] if name == 'image_dir' else
+              ['--manifest', str(corpus.manifest('night1.csv', corpus.rows, multi))])
+    assert _convert(source, root / 'night1', flags) == EXIT_OK
+    rows2 = corpus.night2()
+    if name != 'image_dir':
+      source = ['--manifest', str(corpus.manifest('night2.csv', rows2, multi))]
+    self.sources[name] = source
+    assert _convert(source, root / 'full2', flags) == EXIT_OK
+    assert _convert(source, root / 'inc2', flags,
+                    '--previous_dataset', str(root / 'night1')) == EXIT_OK
+    return root / 'night1', root / 'full2', root / 'inc2'
+
+
+@pytest.fixture(scope='module')
+def nights(tmp_path_factory) -> Nights:
+  return Nights(tmp_path_factory.mktemp('incremental'))
+
+
+def _comparable(info: dict) -> dict:
+  info = {k: v for k, v in info.items() if k not in MAY_DIFFER}
+  info['options'] = {k: v for k, v in info['options'].items()
+                     if k not in ('previous_dataset', 'output_dir')}
+  info['config'] = {k: v for k, v in info['config'].items() if k != 'output_dir'}
+  return info
+
+
+# Each variant costs three conversions: the first two stay in make test-fast.
+@pytest.mark.parametrize('variant', [
+    pytest.param(name, marks=[] if name in ('manifest', 'gzip') else pytest.mark.slow)
+    for name in VARIANTS])
+def test_an_incremental_run_writes_the_bytes_of_a_full_run(nights, variant):
+  _, full, inc = nights[variant]
+  names = sorted(p.name for p in full.iterdir())
+  assert names == sorted(p.name for p in inc.iterdir())
+  assert any(n.endswith('.sources.jsonl.gz') for n in names)
+  for name in names:
+    if name != 'dataset_info.json':
+      assert (full / name).read_bytes() == (inc / name).read_bytes(), name
+  assert _comparable(read_info(full)) == _comparable(read_info(inc))
+  assert read_info(inc)['reuse']['reused'] > 0
+  assert 'reuse' not in read_info(full)
+
+
+def test_the_reuse_section_counts_each_decision(nights):
+  runs = nights
+  night1, _, inc = runs['manifest']
+  reuse = read_info(inc)['reuse']
+  assert reuse == {
+      'previous_dataset': str(night1), 'previous_run_id': read_info(night1)['run_id'],
+      'reused': 10, 'num_encoded': 6, 'dropped': 2, 'reuse_fallback': 0,
+      'encoded': {'new': 2, 'changed_source': 1, 'changed_label': 2, 'changed_split': 0,
+                  'changed_features': 1, 'changed_options': 0},
+      'bytes_copied': reuse['bytes_copied']}
+  # every copied record's framed bytes: the previous shards' records of the reused keys
+  assert 10 * 16 < reuse['bytes_copied'] < sum(
+      p.stat().st_size for p in night1.glob('*.tfrecord'))
+
+
+def test_the_sidecar_lists_every_record_where_it_sits(nights):
+  import gzip
+  runs = nights
+  night1 = runs['manifest'][0]
+  info = read_info(night1)
+  assert info['sources_format_version'] == 1
+  assert info['splits']['train']['sources'] == 'train.sources.jsonl.gz'
+  lines = [json.loads(line) for line in gzip.open(night1 / 'train.sources.jsonl.gz')]
+  assert len(lines) == 16
+  assert list(lines[0]) == ['key', 'shard', 'ordinal', 'offset', 'length', 'fingerprint',
+                            'source_sha256', 'label', 'option_digest']
+  shards = info['splits']['train']['shards']
+  for line in lines:  # the index files say the same
+    index = (night1 / (shards[line['shard']] + '.index')).read_text().splitlines()
+    assert index[line['ordinal']] == f'{line["offset"]} {line["length"]}'
+    assert line['fingerprint'].startswith('local:')
+  assert [line['shard'] for line in lines[:4]] == [0, 1, 0, 1]  # write order: round robin
+  gz = [json.loads(line) for line in gzip.open(runs['gzip'][0] / 'train.sources.jsonl.gz')]
+  assert all(line['fingerprint'] == f'sha256:{line["source_sha256"]}' for line in gz)
+
+
+def test_the_summary_says_what_was_reused(nights, capsys, tmp_path):
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  night1 = runs['manifest'][0]
+  assert _convert(sources['manifest'], tmp_path / 'again', VARIANTS['manifest'],
+                  '--previous_dataset', str(runs['manifest'][2])) == EXIT_OK
+  lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith('Reuse')]
+  assert len(lines) == 1 and lines[0].startswith(
+      'Reuse: 16 record(s) copied (') and lines[0].endswith(
+      f'from {runs["manifest"][2]}; 0 encoded; 0 dropped; 0 reuse_fallback.')
+  assert night1.exists()
+
+
+def test_an_option_that_changes_example_bytes_encodes_everything(nights, tmp_path):
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  out = tmp_path / 'q'
+  assert _convert(sources['manifest'], out, VARIANTS['manifest'], '--jpeg_quality', '60',
+                  '--previous_dataset', str(runs['manifest'][2])) == EXIT_OK
+  reuse = read_info(out)['reuse']
+  assert (reuse['reused'], reuse['encoded']['changed_options']) == (0, 16)
+
+
+def _flip_byte_in_record(shard: pathlib.Path, offset: int) -> None:
+  data = bytearray(shard.read_bytes())
+  data[offset + 20] ^= 0xFF  # inside the record's data: its data CRC fails
+  shard.write_bytes(bytes(data))
+
+
+def test_a_corrupt_reused_record_is_encoded_from_its_source(nights, tmp_path):
+  import gzip
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  night1, full, _ = runs['manifest']
+  previous = tmp_path / 'previous'
+  shutil.copytree(night1, previous)
+  first = json.loads(gzip.open(previous / 'train.sources.jsonl.gz').readline())
+  shard = previous / read_info(previous)['splits']['train']['shards'][first['shard']]
+  _flip_byte_in_record(shard, first['offset'])
+  out = tmp_path / 'out'
+  assert _convert(sources['manifest'], out, VARIANTS['manifest'],
+                  '--previous_dataset', str(previous)) == EXIT_OK
+  assert read_info(out)['reuse']['reuse_fallback'] == 1
+  for name in ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord'):
+    assert (out / name).read_bytes() == (full / name).read_bytes()
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+def test_latest_points_at_the_last_good_run_and_is_followed(nights, tmp_path, capsys):
+  nights['manifest']
+  sources = nights.sources
+  flags = VARIANTS['manifest']
+  latest = tmp_path / 'latest'
+  assert _convert(sources['manifest'], tmp_path / '2026-11-30', flags,
+                  '--previous_dataset', str(latest),
+                  '--previous_dataset_missing', 'full') == EXIT_OK
+  err = capsys.readouterr().err
+  assert err == (f'Warning: --previous_dataset {latest} does not exist: converting '
+                 f'everything (--previous_dataset_missing full)\n')
+  assert latest.read_text() == f'{tmp_path / "2026-11-30"}\n'
+  assert read_info(tmp_path / '2026-11-30')['reuse']['previous_dataset_missing'] is True
+  assert _convert(sources['manifest'], tmp_path / '2026-12-01', flags,
+                  '--previous_dataset', str(latest)) == EXIT_OK
+  info = read_info(tmp_path / '2026-12-01')
+  assert info['reuse']['previous_dataset'] == str(tmp_path / '2026-11-30')
+  assert info['reuse']['reused'] == 16
+  assert latest.read_text() == f'{tmp_path / "2026-12-01"}\n'
+
+
+def _bad(tmp_path, night1: pathlib.Path, case: str) -> tuple:
+  """A bad --previous_dataset and the extra flags of `case`."""
+  bad = tmp_path / 'bad'
+  if case == 'missing':
+    return bad, ()
+  if case == 'file':
+    bad.write_text('x')
+    return bad, ()
+  if case == 'output_dir':
+    shutil.copytree(night1, tmp_path / 'out')
+    return tmp_path / 'out', ()
+  shutil.copytree(night1, bad)
+  info = read_info(bad)
+  if case == 'half_written':
+    (bad / 'dataset_info.json').unlink()
+  elif case == 'no_sidecar':
+    (bad / 'train.sources.jsonl.gz').unlink()
+  elif case == 'schema':
+    return bad, ('--schema', 'seed', '--encoding', 'raw')
+  elif case == 'format':
+    info['format_version'] = 99
+    (bad / 'dataset_info.json').write_text(json.dumps(info))
+  elif case == 'no_shard':
+    (bad / 'train-00001-of-00002.tfrecord').unlink()
+  elif case == 'sources_format':
+    info['sources_format_version'] = 7
+    (bad / 'dataset_info.json').write_text(json.dumps(info))
+  elif case == 'shard_size':
+    with open(bad / 'train-00001-of-00002.tfrecord', 'ab') as shard:
+      shard.write(b'more')
+  return bad, ()
+
+
+BAD = {
+    'missing': '{bad} does not exist (the first run? --previous_dataset_missing full '
+               'converts everything then)',
+    'file': '{bad} is a file, not a dataset folder',
+    'output_dir': '{bad} is --output_dir: a run cannot read the shards it replaces (write '
+                  'each run to its own folder)',
+    'half_written': '{bad} has no dataset_info.json: not a complete dataset (half-written, '
+                    'or not written by convert)',
+    'no_sidecar': '{bad} has no {bad}/train.sources.jsonl.gz: a dataset written without '
+                  'sidecars cannot be reused (convert it once in full)',
+    'schema': '{bad} holds a --schema default dataset; this run writes --schema seed',
+    'format': ': {bad}/dataset_info.json has format_version 99; this tool reads 1, 2',
+    'no_shard': '{bad} lacks the shard {bad}/train-00001-of-00002.tfrecord',
+    'sources_format': '{bad} has sources_format_version 7; this tool reads 1',
+    'shard_size': '{bad}: the train shards hold {size} bytes, dataset_info.json says '
+                  '{recorded}: they changed after it was written',
+}
+
+
+@pytest.mark.parametrize('case', list(BAD))
+def test_a_bad_previous_dataset_exits_2_naming_it(nights, tmp_path, capsys, case):
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  night1 = runs['manifest'][0]
+  bad, more = _bad(tmp_path, night1, case)
+  flags = [f for f in VARIANTS['manifest'] if f not in ('--extra_features', 'weight:float')]
+  code = convert.main([*sources['manifest'], '--output_dir', str(tmp_path / 'out'), *SIZE,
+                       *flags, *more, '--previous_dataset', str(bad)])
+  recorded = read_info(night1)['splits']['train']['num_bytes']
+  message = BAD[case].format(bad=bad, size=recorded + 4, recorded=recorded)
+  assert (code, capsys.readouterr().err) == (
+      EXIT_USAGE, f'error: --previous_dataset{"" if case == "format" else " "}{message}\n')
+  assert not (tmp_path / 'out').exists() or case == 'output_dir'
+
+
+def test_tfrecordio_can_neither_be_nor_use_a_previous_dataset(nights, tmp_path, capsys):
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  code = convert.main([*sources['manifest'], '--output_dir', str(tmp_path / 'out'), *SIZE,
+                       '--sink', 'tfrecordio', '--previous_dataset', str(runs['manifest'][0])])
+  assert (code, capsys.readouterr().err) == (
+      EXIT_USAGE, "error: --previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
+      'writes other bytes on every run, so its records cannot be reused\n')
+
+
+def test_content_detection_reuses_a_dataset_made_with_metadata(nights, tmp_path):
+  """Every sidecar records each source's SHA-256: --change_detection content
+  compares against it, whatever the previous run's mode was."""
+  runs, sources = nights, nights.sources
+  runs['manifest']
+  out = tmp_path / 'content'
+  assert _convert(sources['manifest'], out, VARIANTS['manifest'], '--change_detection',
+                  'content', '--previous_dataset', str(runs['manifest'][2])) == EXIT_OK
+  assert read_info(out)['reuse']['reused'] == 16
+  for name in ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord'):
+    assert (out / name).read_bytes() == (runs['manifest'][1] / name).read_bytes()
+
+
+@pytest.mark.parametrize('variant', ['manifest', pytest.param('gzip', marks=pytest.mark.slow)])
+def test_the_distributed_path_copies_by_shard_to_the_same_bytes(nights, tmp_path, monkeypatch,
+                                                                variant):
+  """As on a distributed runner: rows joined by key (CoGroupByKey), records
+  copied a previous shard per call (by offset; gzip by ordinal), written
+  through the writer's shuffle; a corrupt record is encoded instead."""
+  import gzip
+  night1, full, _ = nights[variant]
+  previous = tmp_path / 'previous'
+  shutil.copytree(night1, previous)
+  first = json.loads(gzip.open(previous / 'train.sources.jsonl.gz').readline())
+  shard = previous / read_info(previous)['splits']['train']['shards'][first['shard']]
+  if variant == 'manifest':
+    _flip_byte_in_record(shard, first['offset'])
+  monkeypatch.setattr(convert.engines, 'single_local_worker', lambda options: False)
+  out = tmp_path / 'out'
+  assert _convert(nights.sources[variant], out, VARIANTS[variant],
+                  '--previous_dataset', str(previous)) == EXIT_OK
+  reuse = read_info(out)['reuse']
+  assert (reuse['reuse_fallback'], reuse['dropped']) == (int(variant == 'manifest'), 2)
+  # the weight changed too in 'manifest' (--extra_features); one record is corrupt there
+  assert reuse['reused'] == {'manifest': 9, 'gzip': 11}[variant]
+  for name in sorted(p.name for p in full.iterdir()):
+    if name != 'dataset_info.json':
+      assert (full / name).read_bytes() == (out / name).read_bytes(), name

@@ -1,0 +1,316 @@
+"""Reusing a previous dataset's records (--previous_dataset): fingerprinting
+sources, reading the previous sidecars, joining them with the new rows by
+key, deciding per row, and copying the unchanged records from the previous
+shards, a shard per worker call, without decoding any image. The plain
+functions are in core/fingerprints.py and core/reuse.py; these steps wrap them."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import NamedTuple
+from typing import Optional
+import zlib
+
+import apache_beam as beam
+
+from transforms import filesystem
+from transforms.beam_util import ROWS
+from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
+from transforms.beam_util import in_global_window
+from transforms.core import fingerprints
+from transforms.core import reuse
+from transforms.core import splits
+from transforms.core.example import BuiltExample
+from transforms.core.fingerprints import record_digest
+from transforms.core.rejects import RowError
+from transforms.core.shuffle import Ordering
+from transforms.core.tfrecord import ShardError
+from transforms.sources import label_map_side_input
+
+REUSE = 'reuse'  # (previous shard path, Reusable)
+FALLBACK = 'fallback'  # ManifestRow whose record failed its CRC: encoded instead
+
+
+class Sidecar(NamedTuple):
+  """One split's sidecar in the previous dataset, and the shards it indexes."""
+  split: str
+  path: str
+  shard_paths: tuple
+  compressed: bool
+
+
+class Reusable(NamedTuple):
+  """A row whose record is copied: its resolved label and record digest."""
+  row: object  # ManifestRow (its .previous: the record)
+  label_id: object
+  label_text: object
+  option_digest: str
+
+
+def _tally(name: str, count: int = 1):
+  return beam.pvalue.TaggedOutput(TALLIES, ((reuse.TALLY, name), count))
+
+
+def fingerprint_of(row, mode: str) -> str:
+  """The row's fingerprint as compared (metadata: taken by FingerprintFn;
+  content: from the SHA-256 of its bytes)."""
+  if mode == fingerprints.CONTENT:
+    return fingerprints.content_fingerprint(row.content_sha256)
+  return row.fingerprint
+
+
+class FingerprintFn(beam.DoFn):
+  """ManifestRow -> the row with its source's metadata fingerprint, taken in
+  the worker (a stat, or the store's metadata: no image byte read), BATCH
+  rows at a time (remote ones looked up in parallel, within timeout_s: None
+  no limit). Rows leave in the order they came."""
+
+  BATCH = 32
+
+  def __init__(self, timeout_s: Optional[float] = None):
+    self._timeout_s = timeout_s
+
+  def setup(self):
+    self._files = filesystem.FileAccess()
+
+  def start_bundle(self):
+    self._batch = []
+
+  def process(self, row):
+    self._batch.append(row)
+    if len(self._batch) >= self.BATCH:
+      yield from self._flush()
+
+  def finish_bundle(self):
+    for row in self._flush():
+      yield in_global_window(row)
+
+  def _flush(self):
+    batch, self._batch = self._batch, []
+    # This thread's S3 client, shared by the lookup threads: a HEAD keeps no
+    # state in Beam's client wrapper (a download does), and boto3 clients are
+    # thread-safe; a client per thread would cost 0.1-0.5 s of CPU each.
+    s3io = self._files._s3() if any(row.path.startswith('s3://') for row in batch) else None
+    found = fingerprints.fingerprint_all(
+        [row.path for row in batch],
+        lambda path: fingerprints.beam_metadata(path, s3io and s3io._s3_object),
+        self._timeout_s)
+    for row, fingerprint in zip(batch, found):
+      yield dataclasses.replace(row, fingerprint=fingerprint)
+
+
+def read_sidecar(sidecar: Sidecar):
+  """A previous sidecar -> (key, PreviousRecord) of each line. A line that
+  does not parse, or a file cut short, ends its records there: the rows they
+  would have served are encoded (counted under sidecar_lines_unread)."""
+  files = filesystem.FileAccess()
+  try:
+    with files.open_checked(sidecar.path) as stream:
+      for line in stream:
+        yield reuse.parse_line(line, sidecar.split, list(sidecar.shard_paths),
+                               sidecar.compressed)
+  except (ValueError, KeyError, TypeError, EOFError, OSError) as error:
+    counter('sidecar_lines_unread').inc()
+    logging.warning('%s cannot be read past a damaged line: %s', sidecar.path, error)
+
+
+class _JoinFn(beam.DoFn):
+  """(key, {'rows': [row], 'previous': [record]}) -> the row with its previous
+  record attached (with the source's SHA-256 and content split taken from it
+  when its metadata fingerprint is unchanged, so no unchanged file is read to
+  hash it); a key only in the previous dataset is dropped and counted."""
+
+  def __init__(self, mode: str, split: Optional[splits.SplitConfig]):
+    self._mode = mode
+    self._split = split
+
+  def process(self, joined):
+    _, grouped = joined
+    previous = list(grouped['previous'])
+    record = previous[0] if previous else None
+    rows = list(grouped['rows'])
+    if not rows:
+      yield _tally(reuse.DROPPED)
+      return
+    for row in rows:
+      row = dataclasses.replace(row, previous=record)
+      if (record is not None and self._mode == fingerprints.METADATA and row.fingerprint
+              and row.fingerprint == record.fingerprint and record.source_sha256):
+        split = (splits.hash_split(record.source_sha256, self._split.fractions,
+                                   self._split.seed) if self._split else row.split)
+        row = dataclasses.replace(row, content_sha256=record.source_sha256, split=split)
+      yield row
+
+
+class _AttachFn(_JoinFn):
+  """ManifestRow -> the row with its previous record from a dict side input
+  (a single local worker: rows keep their write order); counts the rows that
+  found one (the keys dropped: the previous records less those)."""
+
+  def process(self, row, previous):
+    record = previous.get(row.key)
+    if record is not None:
+      yield _tally(reuse.MATCHED)
+    yield from super().process((row.key, {'rows': [row], 'previous': [record] if record else []}))
+
+
+@beam.ptransform_fn
+def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig],
+                 in_order: bool = False):
+  """Rows -> {ROWS: each row with its previous record (or None), TALLIES: the
+  dropped keys}. The sidecars are read in the workers, one per split.
+  split: with --split_by content, the split drawn from a reused SHA-256.
+  in_order (a single local worker): the previous records are a side input
+  and rows keep their order; else joined by key (CoGroupByKey)."""
+  previous = (rows.pipeline
+              | 'Sidecars' >> beam.Create(list(sidecars))
+              | 'ReadSidecar' >> beam.FlatMap(read_sidecar))
+  if in_order:
+    attached = rows | 'Attach' >> beam.ParDo(
+        _AttachFn(mode, split), beam.pvalue.AsDict(previous)).with_outputs(TALLIES, main=ROWS)
+    counted = previous | 'CountPrevious' >> beam.Map(lambda _: ((reuse.TALLY, reuse.PREVIOUS), 1))
+    return {ROWS: attached[ROWS],
+            TALLIES: (attached[TALLIES], counted) | 'Tallies' >> beam.Flatten()}
+  keyed = rows | 'ByKey' >> beam.Map(lambda row: (row.key, row))
+  joined = ({'rows': keyed, 'previous': previous}
+            | 'CoGroupByKey' >> beam.CoGroupByKey()
+            | 'Attach' >> beam.ParDo(_JoinFn(mode, split)).with_outputs(TALLIES, main=ROWS))
+  return {ROWS: joined[ROWS], TALLIES: joined[TALLIES]}
+
+
+class DecideFn(beam.DoFn):
+  """ManifestRow (with .previous) -> the row to encode, its .previous
+  cleared (its reason counted), or the row to copy: under REUSE (previous
+  shard path, Reusable), or with `inline` (a single local worker) as it is,
+  in the main output, for the image step to copy (LoadImageFn)."""
+
+  def __init__(self, mode: str, options_digest: str, inline: bool = False):
+    self._mode = mode
+    self._options_digest = options_digest
+    self._inline = inline
+
+  def process(self, row, label_map):
+    try:
+      label = label_map.resolve(row.label)
+    except RowError:
+      label = None  # encoded: AssignLabelFn rejects it as in any run
+    digest = record_digest(self._options_digest, row.extras)
+    previous = row.previous
+    if previous is not None and self._mode == fingerprints.CONTENT:
+      # The SHA-256 every sidecar records: a previous run of either mode will do.
+      previous = previous._replace(
+          fingerprint=fingerprints.content_fingerprint(previous.source_sha256))
+    reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest)
+    if reason is None and self._inline:
+      yield row
+    elif reason is None:
+      yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
+                                             Reusable(row, label[0], label[1], digest)))
+    else:
+      yield _tally(reason)
+      yield dataclasses.replace(row, previous=None)
+
+
+class CopyShardFn(beam.DoFn):
+  """(previous shard path, [Reusable]) -> a BuiltExample of each, its bytes
+  copied from the shard (by offset in a plain shard, by ordinal streaming a
+  gzip one) with both CRCs checked; a record that fails is not copied: its
+  row goes out under FALLBACK to be encoded from its source."""
+
+  def __init__(self, mode: str, ordering: Ordering):
+    self._mode = mode
+    self._ordering = ordering
+
+  def setup(self):
+    self._files = filesystem.FileAccess()
+
+  def process(self, grouped):
+    path, reusables = grouped
+    reusables = sorted(reusables, key=lambda r: r.row.previous.ordinal)
+    for reusable, data in self._read(path, reusables):
+      if isinstance(data, ShardError):
+        yield _tally(reuse.FALLBACK)
+        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(reusable.row, previous=None))
+        continue
+      yield self._example(reusable, data)
+
+  def _read(self, path: str, reusables: list):
+    """(Reusable, data or ShardError) of each, in ordinal order."""
+    done = set()
+    try:
+      with self._files.open_checked(path) as stream:
+        for reusable, data in self._records(stream, reusables):
+          done.add(reusable.row.previous.ordinal)
+          yield reusable, data
+    except (OSError, EOFError, zlib.error) as error:  # gone, cut short, bad gzip
+      for reusable in reusables:
+        if reusable.row.previous.ordinal not in done:
+          yield reusable, ShardError(0, 'unreadable_shard', f'{path}: {error}')
+
+  @staticmethod
+  def _records(stream, reusables: list):
+    if reusables[0].row.previous.compressed:
+      by_ordinal = {r.row.previous.ordinal: r for r in reusables}
+      for ordinal, data in reuse.pick_ordinals(stream, by_ordinal):
+        yield by_ordinal[ordinal], data
+      return
+    for reusable in reusables:
+      record = reusable.row.previous
+      try:
+        yield reusable, reuse.read_at(stream, record.offset, record.length)
+      except ShardError as error:
+        yield reusable, error
+
+  def _example(self, reusable: Reusable, data: bytes) -> BuiltExample:
+    row = reusable.row
+    return BuiltExample(row.split, self._ordering.key(row.key, row.place), reusable.label_id,
+                        row.key, row.line, row.previous.source_sha256, data,
+                        fingerprint_of(row, self._mode) or row.previous.fingerprint,
+                        reusable.label_text, reusable.option_digest, reuse.REUSED)
+
+
+@beam.ptransform_fn
+def CopyRecords(reusables, mode: str, ordering: Ordering):
+  """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
+  rows to encode, TALLIES: counts}: every shard read in its own call, so a
+  distributed runner reads the shards in parallel."""
+  return (reusables
+          | 'GroupByShard' >> beam.GroupByKey()
+          | 'CopyShard' >> beam.ParDo(CopyShardFn(mode, ordering)).with_outputs(
+              FALLBACK, TALLIES, main='examples'))
+
+
+class Decided(NamedTuple):
+  rows: object  # PCollection of rows to encode
+  examples: object  # PCollection of copied BuiltExamples
+  tallies: list
+
+
+def decide_and_copy(rows, label_map, mode: str, options_digest: str,
+                    ordering: Ordering, inline: bool = False) -> Decided:
+  """Rows with their previous records -> the rows to encode (changed, new,
+  or whose copy failed), the copied examples, and the counts. inline (a
+  single local worker): the rows to copy stay among the rows, in write order,
+  for the image step to copy (no examples here)."""
+  decided = rows | 'Decide' >> beam.ParDo(
+      DecideFn(mode, options_digest, inline), label_map_side_input(label_map)).with_outputs(
+          REUSE, TALLIES, main=ROWS)
+  if inline:
+    return Decided(decided[ROWS], None, [decided[TALLIES]])
+  copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering)
+  to_encode = (decided[ROWS], copied[FALLBACK]) | 'RowsToEncode' >> beam.Flatten()
+  return Decided(to_encode, copied['examples'], [decided[TALLIES], copied[TALLIES]])
+
+
+
+def reuse_tallies(example: BuiltExample) -> list:
+  """A written example's reuse counts: copied (and its framed bytes), or
+  encoded after its copy failed."""
+  if example.reuse == reuse.REUSED:
+    return [((reuse.TALLY, reuse.REUSED), 1),
+            ((reuse.TALLY, reuse.BYTES_COPIED), len(example.data) + 16)]
+  if example.reuse == reuse.FALLBACK:
+    return [((reuse.TALLY, reuse.FALLBACK), 1)]
+  return []

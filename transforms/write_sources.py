@@ -1,0 +1,68 @@
+"""The ordered writer's sidecar per split, SPLIT.sources.jsonl.gz: one line
+per record in write order (core/reuse.sidecar_line), from the offsets the
+shard writers see while writing (as the index files are): what a later
+--previous_dataset run copies unchanged records by."""
+
+from __future__ import annotations
+
+import contextlib
+
+import apache_beam as beam
+
+from transforms import filesystem
+from transforms.core.example import BuiltExample
+from transforms.core.reuse import sidecar_line
+
+
+def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> bytes:
+  """The sidecar line of `example`, written as record `ordinal` of shard
+  number `shard` at span (offset, framed length)."""
+  return sidecar_line(example.key, shard, ordinal, span[0], span[1], example.fingerprint,
+                      example.sha256, example.label_id, example.label_text,
+                      example.option_digest)
+
+
+class SidecarFile:
+  """A split's sidecar written line by line (gzip, no timestamp in it), as
+  the single local writers write their records."""
+
+  def __init__(self, path: str, files: filesystem.FileAccess):
+    self.path = path
+    self._handle = files.create(path, gzip_compressed=True)
+
+  def add(self, line: bytes) -> None:
+    self._handle.write(line)
+
+  def abandon(self) -> None:
+    """Closes the file after a failed write (see write_shards._abandoned_on_error)."""
+    with contextlib.suppress(OSError):  # flushing the rest fails as the write did
+      self._handle.close()
+
+  def close(self) -> None:
+    self._handle.close()
+
+
+class _WriteSortedFn(beam.DoFn):
+  """(None, [(order, line), ...]) -> the sidecar, lines in write order; out: its path."""
+
+  def __init__(self, path: str):
+    self._path = path
+
+  def process(self, grouped):
+    sidecar = SidecarFile(self._path, filesystem.FileAccess())
+    for _, line in sorted(grouped[1]):
+      sidecar.add(line)
+    sidecar.close()
+    yield self._path
+
+
+@beam.ptransform_fn
+def WriteSidecar(lines, path: str):
+  """(order, line) of every record of a split, from the shard writers of a
+  distributed runner -> its sidecar at `path` (out: the path; none for a
+  split without records). The lines (~250 bytes a record) meet in one worker,
+  which sorts them into write order."""
+  return (lines
+          | 'One' >> beam.Map(lambda order_line: (None, order_line))
+          | 'GroupAll' >> beam.GroupByKey()
+          | 'WriteSorted' >> beam.ParDo(_WriteSortedFn(path)))
