@@ -16,7 +16,9 @@ line's alone). A run in process changes, and this puts back:
   warning), and Pillow's own pixel limit (prepare_pillow raises it to
   --max_pixels);
 - Beam's filesystem options (the parse hands them the run's Beam options,
-  credentials included, for reads on the launcher).
+  credentials included, for reads on the launcher);
+- the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
+  (StopOnExitJobServer) installs its own SIGINT handler and never removes it.
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
 folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
@@ -27,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 import contextlib
 import logging
+import signal
 import sys
+import threading
 import warnings
 
 from apache_beam.io.filesystems import FileSystems
@@ -55,10 +59,17 @@ def restored_process_state() -> Iterator[None]:
   pillow = sys.modules.get('PIL.Image')
   max_pixels = getattr(pillow, 'MAX_IMAGE_PIXELS', None)
   filesystem_options = FileSystems._pipeline_options
+  # Handlers can be set (and so put back) only from the main thread.
+  main_thread = threading.current_thread() is threading.main_thread()
+  handlers_before = {number: signal.getsignal(number)
+                     for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
   try:
     with method_signatures_remembered(), outside_interactive_beam():
       yield
   finally:
+    for number, handler in handlers_before.items():
+      if handler is not None and signal.getsignal(number) is not handler:
+        signal.signal(number, handler)
     FileSystems.set_options(filesystem_options)
     if pillow is not None:
       pillow.MAX_IMAGE_PIXELS = max_pixels

@@ -23,8 +23,9 @@ def private_temp_dir():
   folder through TMPDIR. Both settings are restored afterwards (tests call
   main() in-process).
   """
-  directory = tempfile.mkdtemp(prefix=_PREFIX)
+  # Read before mkdtemp, which caches the system's folder in tempfile.tempdir.
   previous_tempdir, previous_env = tempfile.tempdir, os.environ.get('TMPDIR')
+  directory = tempfile.mkdtemp(prefix=_PREFIX)
   tempfile.tempdir = directory
   os.environ['TMPDIR'] = directory
   try:

@@ -446,3 +446,33 @@ def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
   assert (result.info['image']['height'], result.info['image']['width'],
           result.info['image']['encoding']) == (8, 5, 'png')
   assert result.info['config_file'] == str(config)
+
+
+def test_a_handler_a_runner_installs_during_the_run_is_put_back():
+  # Beam's job server for Flink and Spark installs a SIGINT handler and never
+  # removes it (StopOnExitJobServer); the run must not leave it behind.
+  from pipeline import in_process
+  before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+  with in_process.restored_process_state():
+    signal.signal(signal.SIGINT, lambda *_: None)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_call_leaves_tempfile_unset_and_tmpdir_honoured(tmp_path):
+  # tempfile.mkdtemp caches the system folder in tempfile.tempdir: a call that
+  # did so would make TMPDIR set later ignored.
+  script = (
+      'import os, tempfile\n'
+      'from pipeline import api\n'
+      'try:\n'
+      '  api.convert(output_dir="x", num_shard=1)\n'
+      'except TypeError:\n'
+      '  pass\n'
+      f'os.environ["TMPDIR"] = {str(tmp_path)!r}\n'
+      'print(tempfile.tempdir, tempfile.mkdtemp().startswith(os.environ["TMPDIR"]))\n')
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  env.pop('TMPDIR', None)
+  out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                       env=env, timeout=120, check=True).stdout
+  assert out.split() == ['None', 'True']
