@@ -86,7 +86,11 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                      f'column names: drop --{next(iter(named))}_column')
   # An empty file (a part with nothing in it) has no header and no rows.
   filled = [p for p, size in files if size] or [files[0][0]]
-  header, *others = _headers(filled, fmt)
+  headers = _headers(filled, fmt)
+  # A compressed empty part (a gzip stream of nothing) is not 0 bytes long:
+  # it too has no header line to compare.
+  read = [(p, found) for p, found in zip(filled, headers) if found] or [(filled[0], headers[0])]
+  filled, (header, *others) = [p for p, _ in read], [found for _, found in read]
   for other, found in zip(filled[1:], others):
     if found != header:
       raise UsageError(f'manifest {other} has the columns {", ".join(found) or "none"}, '

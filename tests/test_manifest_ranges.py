@@ -350,3 +350,15 @@ def test_a_range_split_by_the_runner_while_read_keeps_every_line_number(tmp_path
                   | beam.combiners.ToList() | 'Sum' >> beam.Map(lambda c: (len(c), sum(c))),
                   equal_to([(3, 1200)]), label='Reads')
   assert len(splits) == 2 and all(split is not None for split in splits), splits
+
+
+def test_an_empty_gzip_part_has_no_header_to_check(tmp_path):
+  # An empty export compressed is a gzip stream of nothing: not 0 bytes long.
+  with gzip.open(tmp_path / 'a.csv.gz', 'wt') as handle:
+    handle.write('image,label\n')
+  with gzip.open(tmp_path / 'b.csv.gz', 'wt'):
+    pass
+  config = preflight.manifest_config(str(tmp_path / '*.csv.gz'), manifest.ROLE_COMBINED,
+                                     SplitConfig(), ())
+  assert config.header == ('image', 'label')
+  assert len(config.files) == 2 and config.files[1][1] > 0
