@@ -532,3 +532,25 @@ def test_a_chmod_000_class_folder_is_rejected_in_a_real_run(tree, tmp_path):
   assert 'rejected read/unreadable: 5' in done.stdout
   _check_tree_run(out, tree)
 
+
+
+def test_a_file_or_folder_name_that_is_not_utf8_rejects_its_row_only(tmp_path):
+  # Bytes a file system allows and UTF-8 does not (a Latin-1 upload): Beam's
+  # coders carry UTF-8 only, so such a name once failed the whole job.
+  tree = tmp_path / 'photos'
+  write_image(tree / 'cat' / 'ok.png', (255, 0, 0))
+  write_image(tree / 'dog' / 'fine.png', (0, 0, 255))
+  root = os.fsencode(tree)
+  for name in (b'dog/caf\xe9.png', b'd\xf6g/x.png'):
+    os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+    shutil.copy(tree / 'cat' / 'ok.png', os.path.join(root, name))
+  with open(os.path.join(root, b'dog/notes\xe9.txt'), 'wb'):
+    pass  # not an image by name: skipped, as any .txt
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(tree), '--output_dir', str(out), '--height', '4',
+                       '--width', '4', '--max_error_rate', '1']) == 0
+  info = read_info(out)
+  assert info['num_examples'] == 2 and info['num_manifest_rows'] == 4
+  assert sorted((r['row']['image'], r['code'], r['reason']) for r in rejected_lines(out)) == [
+      ('d\\xf6g/x.png', 'bad_encoding', 'file name is not UTF-8: d\\xf6g/x.png'),
+      ('dog/caf\\xe9.png', 'bad_encoding', 'file name is not UTF-8: dog/caf\\xe9.png')]

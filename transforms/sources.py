@@ -266,9 +266,10 @@ def list_image_dir(directory: str, extensions=None):
   """
   number = 0
   for relative, problem in list_tree(directory):
+    relative, misnamed = image_dir.utf8_name(relative)
     if problem is not None or image_dir.wanted_file(relative, extensions):
       number += 1
-      yield number, relative, problem
+      yield number, relative, problem or misnamed
     elif image_dir.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
 

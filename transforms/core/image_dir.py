@@ -40,3 +40,17 @@ def image_dir_fields(relative: str, layout: str) -> dict:
                      f'{relative!r} is not in a DIR/<split>/<label>/ folder')
     return {'image': relative, 'split': parts[0], 'label': parts[1]}
   return {'image': relative, 'label': parts[0] if len(parts) > 1 else ''}
+
+
+def utf8_name(relative: str) -> tuple:
+  """-> (the name as it can be written and shown, None), or for a name that is
+  not UTF-8 (Python's surrogate escapes of a file system's bytes), (the name
+  with its bad bytes as \\xNN, the RowError that rejects its row). Beam's
+  coders and the manifest's text carry UTF-8 only: such a name would fail
+  the whole job, not its one row."""
+  try:
+    relative.encode('utf-8')
+  except UnicodeEncodeError:
+    shown = relative.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+    return shown, RowError(STAGE_MANIFEST, 'bad_encoding', f'file name is not UTF-8: {shown}')
+  return relative, None
