@@ -44,6 +44,11 @@ def _check_flags(parsed) -> None:
                        f'images come from the annotations)')
   if not args.output_dir:
     raise UsageError('--output_dir is required')
+  if args.previous_dataset:
+    # Reuse compares a row's label; a detection row's objects are not in the
+    # sidecar yet, so a copied record could keep stale boxes.
+    raise UsageError(f'--previous_dataset {args.previous_dataset} does not go with '
+                     f'--annotations yet: convert a detection dataset whole')
   if args.encoding == 'raw' and 'encoding' in given:
     raise UsageError('--schema detection stores JPEG or PNG (the Model Garden decoder '
                      'cannot read --encoding raw): give --encoding jpeg or png')

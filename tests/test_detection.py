@@ -172,6 +172,8 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
     (('--schema', 'default'), '--annotations writes --schema detection, not --schema default'),
     (('--write_index', '--compression', 'gzip'), '--write_index needs uncompressed shards: '
      'offsets in a gzip stream cannot be used for random access (drop --compression gzip)'),
+    (('--previous_dataset', 'yesterday'), '--previous_dataset yesterday does not go with '
+                                          '--annotations yet: convert a detection dataset whole'),
 ])
 def test_flags_that_do_not_fit_exit_2(converted, tmp_path, capsys, flags, message):
   annotations, _ = converted
