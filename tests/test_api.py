@@ -385,9 +385,14 @@ _INTERRUPT_SCRIPT = textwrap.dedent("""
       print('finished')
     except KeyboardInterrupt:
       print('KeyboardInterrupt')
-    time.sleep(0.5)
-    children = subprocess.run(['ps', '--ppid', str(os.getpid()), '-o', 'comm='],
-                              capture_output=True, text=True).stdout.split()
+    # The image processes are stopped, not waited for: on a loaded machine
+    # they take a moment to go. None may stay.
+    for _ in range(100):
+      children = subprocess.run(['ps', '--ppid', str(os.getpid()), '-o', 'comm='],
+                                capture_output=True, text=True).stdout.split()
+      if not set(children) - {'ps'}:
+        break
+      time.sleep(0.1)
     print(sorted(set(children) - {'ps'}))
     print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 """)

@@ -28,7 +28,8 @@ from tests.test_runners import describe
 from tests.test_runners import run_module
 from transforms.manifest_ranges import RANGE_LOG_ENV
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('runners')]
+# An engine test (Beam's portable job service): make test-integration.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group('runners')]
 
 
 def test_a_pattern_on_an_external_worker_pool_gives_the_direct_runners_dataset(

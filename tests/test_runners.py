@@ -43,6 +43,9 @@ from tests.conftest import write_manifest
 
 # One worker builds the job service and worker pool (make test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('runners')]
+# Runs on Beam's portable job service and Dataflow's dry run: engine tests,
+# in make test-integration with Flink and Spark (make test stays in 6 minutes).
+ENGINE = pytest.mark.integration
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HOST = '127.0.0.1'
@@ -245,12 +248,14 @@ def convert_and_validate(images: TwoClassSet, out: pathlib.Path, runner_flags: l
 # --- the runners ---------------------------------------------------------------
 
 
+@ENGINE
 def test_portable_runner_loopback(images, job_service, tmp_path):
   flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
            '--environment_type=LOOPBACK']
   convert_and_validate(images, tmp_path / 'out', flags, job_service)
 
 
+@ENGINE
 def test_portable_runner_with_beams_tfrecordio_sink(images, job_service, tmp_path):
   """--sink tfrecordio on the portable path: Beam's WriteToTFRecord, gzip, the
   shard count the runner chooses; validate reads it back."""
@@ -273,6 +278,7 @@ def test_portable_runner_with_beams_tfrecordio_sink(images, job_service, tmp_pat
   assert not list(out.glob('beam-temp-*'))
 
 
+@ENGINE
 def test_portable_runner_external_worker_pool(images, job_service, worker_pool, tmp_path):
   flags = ['--runner=PortableRunner', f'--job_endpoint=localhost:{job_service.port}',
            '--environment_type=EXTERNAL',
@@ -316,6 +322,7 @@ DATAFLOW_DRY_RUN = ['--runner=DataflowRunner', '--dry_run=True',
                     '--temp_location=gs://img2tfrecord-test/tmp']
 
 
+@ENGINE
 def test_dataflow_dry_run_builds_the_job_offline(images, tmp_path):
   project = tmp_path / 'project'
   project.mkdir()
@@ -343,6 +350,7 @@ def _previous_dataset(images: TwoClassSet, out: pathlib.Path) -> dict:
   return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
+@ENGINE
 def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_path):
   out = tmp_path / 'out'
   before = _previous_dataset(images, out)
@@ -354,6 +362,7 @@ def test_dataflow_dry_run_keeps_a_previous_dataset_with_overwrite(images, tmp_pa
   assert result.returncode == EXIT_OK, describe(result)
 
 
+@ENGINE
 def test_dataflow_dry_run_of_validate(images, tmp_path):
   out = tmp_path / 'out'
   before = _previous_dataset(images, out)
@@ -405,6 +414,7 @@ def _state_history(stub, job_id: str) -> list:
           stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id=job_id), timeout=30)]
 
 
+@ENGINE
 def test_portable_runner_failed_job_names_the_error(images, job_service, tmp_path):
   """A job that fails on the job service: one line with the exception's type
   and the error itself (not the start of the service's traceback), and
@@ -430,6 +440,7 @@ def test_portable_runner_failed_job_names_the_error(images, job_service, tmp_pat
   assert os.listdir(out) == [], describe(result)  # no lock, no temp folder
 
 
+@ENGINE
 def test_portable_runner_interrupted_job_is_cancelled(images, job_service, tmp_path):
   """SIGTERM while the job runs on the job service: convert cancels it
   (PipelineResult.cancel()) before it cleans up, then ends by the signal."""

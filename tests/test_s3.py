@@ -193,6 +193,7 @@ def test_validate_accepts_the_s3_dataset(server, s3, converted):
   assert report['valid'] and report['num_examples'] == len(IMAGES)
 
 
+@pytest.mark.integration  # a slow system test (make test stays in 6 minutes)
 def test_tfrecordio_sink_on_s3(server, s3):
   """Beam's WriteToTFRecord into s3:// (gzip): its shards listed with their
   sizes, no temp objects left, validate accepts them. The test split gets no
@@ -366,6 +367,7 @@ def test_two_converts_at_once_on_s3_exactly_one_proceeds(server, s3, converted, 
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a slow system test (make test stays in 6 minutes)
 def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converted):
   target = f's3://{BUCKET}/killed'
   killed = _run(server, 'tests.lock_helpers', 'shards', '--', *_convert_args(target),
