@@ -52,6 +52,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
+from transforms.beam_util import TallyPerBundle
 from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import fingerprints
@@ -139,8 +140,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None))
   if config.detection is None:
-    tallies.append(rows | 'TallyLabels' >> beam.FlatMap(
-        lambda row: [(key, 1) for key in tally.label_keys(row)]))
+    tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(
+        lambda row: [(key, 1) for key in tally.label_keys(row)])))
   # The label map is made from every row, before --dedupe content: a class
   # whose rows all turn out to be copies keeps its id (an empty class, warned).
   if config.label_map is not None:
@@ -176,7 +177,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   if copied is not None:
     examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
   if previous_used(config):
-    tallies.append(examples | 'TallyReuse' >> beam.FlatMap(reuse_tallies))
+    tallies.append(examples | 'TallyReuse' >> beam.ParDo(TallyPerBundle(reuse_tallies)))
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()
@@ -200,11 +201,11 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
                   | 'AllRejected' >> beam.Flatten()
                   | 'CountRejected' >> beam.Map(count_rejection))
   rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
-  tallies.append(examples | 'TallyExamples' >> beam.Map(
-      lambda example: (tally.example_key(example.split, example.label_id), 1)))
+  tallies.append(examples | 'TallyExamples' >> beam.ParDo(TallyPerBundle(
+      lambda example: [(tally.example_key(example.split, example.label_id), 1)])))
   content_duplicates = examples | 'ContentDuplicates' >> ContentDuplicates()
-  tallies.append(all_rejected | 'TallyRejected' >> beam.Map(
-      lambda rejection: (tally.rejection_key(rejection), 1)))
+  tallies.append(all_rejected | 'TallyRejected' >> beam.ParDo(TallyPerBundle(
+      lambda rejection: [(tally.rejection_key(rejection), 1)])))
   counts = tallies | 'AllTallies' >> beam.Flatten() | 'SumTallies' >> beam.CombinePerKey(sum)
   side = beam.pvalue
   return (p

@@ -7,7 +7,12 @@ under REJECTED (convert) or PROBLEMS (validate): never dropped, always counted.
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Callable
+from collections.abc import Iterable
+
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.core import DoFn
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
@@ -50,3 +55,25 @@ def in_global_window(output):
   if isinstance(output, TaggedOutput):
     return TaggedOutput(output.tag, in_global_window(output.value))
   return WindowedValue(output, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+
+class TallyPerBundle(DoFn):
+  """element -> nothing until its bundle ends, then (tally key, sum) of the
+  (key, count) pairs `tallies_of(element)` gave over the bundle: a pair per
+  key per bundle, not one per element, goes to the final sum (12,000 rows
+  gave 72,000 pairs there, ~0.2 s of Beam's coding on 2 cores)."""
+
+  def __init__(self, tallies_of: Callable[[object], Iterable[tuple]]):
+    self._tallies_of = tallies_of
+
+  def start_bundle(self):
+    self._sums = collections.Counter()
+
+  def process(self, element):
+    for key, count in self._tallies_of(element):
+      self._sums[key] += count
+    return ()
+
+  def finish_bundle(self):
+    for key_and_sum in self._sums.items():
+      yield in_global_window(key_and_sum)

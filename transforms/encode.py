@@ -30,6 +30,7 @@ from transforms.core.reuse import FALLBACK
 from transforms.core.reuse import Copied
 from transforms.core.reuse import FellBack
 from transforms.core.reuse import copy_source
+from transforms.core.reuse import ShardReader
 from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
@@ -219,6 +220,7 @@ class LoadImageFn(PooledSourceFn):
   def start_bundle(self):
     self._arrived = collections.deque()  # [element, result] in arrival order
     self._waiting = collections.deque()  # those whose result the pool gives
+    self._shards = ShardReader()  # the previous shards reused records are copied from
 
   def process(self, element):
     self._progress.tick()
@@ -232,6 +234,7 @@ class LoadImageFn(PooledSourceFn):
   def finish_bundle(self):
     self._progress.flush()
     self._took(self._step.flush())
+    self._shards.close()
     for output in self._ready():
       yield in_global_window(output)
 
@@ -245,15 +248,14 @@ class LoadImageFn(PooledSourceFn):
       element, result = self._arrived.popleft()
       yield self.outcome(element, result)
 
-  @staticmethod
-  def _copy_here(row) -> Optional[Copied]:
+  def _copy_here(self, row) -> Optional[Copied]:
     """A reused row's record copied on this thread: a read and two CRCs,
     cheaper than a trip to an image process. None: no reused row, or its
     copy failed (the pool tries again and, failing, converts its image)."""
     if row.previous is None:
       return None
     try:
-      return Copied(read_record(copy_source(row.previous, row.path)))
+      return Copied(read_record(copy_source(row.previous, row.path), self._shards))
     except COPY_ERRORS:
       return None
 

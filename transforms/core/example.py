@@ -9,10 +9,12 @@ from transforms.core.fingerprints import content_fingerprint
 from transforms.core.fingerprints import record_digest
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
+from transforms.core.manifest import pickled_by_fields
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 
 
+@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class LabelledRow:
   """A row whose label has been resolved to an id (a multi-label row's: tuples)."""
