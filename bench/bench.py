@@ -592,7 +592,7 @@ def main(argv=None):
   args.workdir = os.path.abspath(args.workdir)
   if args.incremental:
     os.makedirs(args.workdir, exist_ok=True)
-    incremental.main(args.workdir, args.num_images, args.timeout, args.json)
+    incremental.main(args.workdir, args.num_images, args.timeout, args.json, args.repeat)
     return
   os.makedirs(os.path.join(args.workdir, 'logs'), exist_ok=True)
   json_path = os.path.abspath(args.json or os.path.join(args.workdir, 'bench.json'))

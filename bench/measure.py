@@ -119,7 +119,8 @@ def tail(path, lines=STDERR_TAIL_LINES):
     return []
 
 
-def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=()):
+def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=(),
+                 sample_memory=True):
   """Run `cmd`, wait for it, and return a dict of its measurements.
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
@@ -128,6 +129,8 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
     the sampler's), `returncode`, `stdout_tail` and, on failure, `stderr_tail`.
     other_roots: pids of processes outside the tree (a job service, a
     cluster's JVMs) whose trees' PSS counts too (their CPU time does not).
+    sample_memory=False: no PSS sampler (peak_pss_mib and max_processes 0);
+    it polls /proc often in a run's first seconds, which slows a short run.
     On timeout the process is killed (with its process group) and `returncode`
     is None.
     """
@@ -139,7 +142,8 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
         cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
         env=env)
     sampler = PeakPssSampler(proc.pid, other_roots)
-    sampler.start()
+    if sample_memory:
+      sampler.start()
     try:
       returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -149,7 +153,8 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     seconds = time.perf_counter() - start
-    sampler.stop()
+    if sample_memory:
+      sampler.stop()
     cpu = children_cpu_seconds() - cpu_before
     other_cpu = system_busy_seconds() - busy_before - cpu
   result = {

@@ -131,8 +131,10 @@ class PooledSourceFn(beam.DoFn):
   on_thread(sources, spec, read) / in_process(sources, spec) do the work of a
   batch (one result or exception per source); outcome(element, result) is
   what the DoFn emits for one. Only the global window is used (outputs of
-  finish_bundle are placed in it).
+  finish_bundle are placed in it). BATCH: rows per pool call.
   """
+
+  BATCH = PROCESS_BATCH
 
   def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process):
     self._spec = spec
@@ -141,7 +143,7 @@ class PooledSourceFn(beam.DoFn):
     self._processes = size.processes
     self._on_thread = on_thread
     self._in_process = in_process
-    self._step = PooledStep(size, PROCESS_BATCH)
+    self._step = PooledStep(size, self.BATCH)
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
@@ -150,7 +152,7 @@ class PooledSourceFn(beam.DoFn):
     # this harness finds and the harnesses sharing them (pooled_step.in_worker).
     size = in_worker(self._size, self._spec.encoding, available_cores())
     self._processes = size.processes
-    self._step = PooledStep(size, PROCESS_BATCH)
+    self._step = PooledStep(size, self.BATCH)
     shared = _SHARED_PROCESSES.acquire(
         functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
     ) if size.shared else None
