@@ -134,3 +134,70 @@ def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
   assert time.monotonic() - started < 5
   assert found[0] == 's3:etag="e":size=1'
   assert found[1:] == ['', fingerprints.local_fingerprint(str(tmp_path / 'a.png')), '']
+
+
+def test_a_row_without_extras_has_the_digest_of_an_empty_list():
+  import hashlib
+  assert fingerprints.record_digest('opts', ()) == (
+      'opts-' + hashlib.sha256(b'[]').hexdigest()[:16])
+  assert fingerprints.record_digest('opts', ()) != fingerprints.record_digest(
+      'opts', (('w', 'float', [1.0]),))
+
+
+def _shard_file(tmp_path, records, compressed=False):
+  import gzip
+  data = b''.join(frame(r) for r in records)
+  path = tmp_path / ('s.tfrecord.gz' if compressed else 's.tfrecord')
+  path.write_bytes(gzip.compress(data, mtime=0) if compressed else data)
+  return str(path)
+
+
+def _source(path, ordinal, offset, length, compressed=False):
+  return reuse.CopySource('img.png', path, compressed, ordinal, offset, length)
+
+
+def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_path):
+  path = _shard_file(tmp_path, [b'first', b'second!'])
+  reader = reuse.ShardReader()
+  before = len(os.listdir('/proc/self/fd'))
+  assert reader.read(_source(path, 1, 21, 23)) == b'second!'
+  assert reader.read(_source(path, 0, 0, 21)) == b'first'
+  assert len(os.listdir('/proc/self/fd')) == before + 1  # one shard, one descriptor
+  with pytest.raises(ShardError, match='shard ends before byte 45'):
+    reader.read(_source(path, 2, 21, 24))
+  with pytest.raises(ShardError, match='no record of 20 bytes at byte 21'):
+    reader.read(_source(path, 1, 21, 20))
+  reader.close()
+  assert len(os.listdir('/proc/self/fd')) == before
+
+
+def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):
+  path = _shard_file(tmp_path, [b'first', b'second!'])
+  damaged = bytearray(open(path, 'rb').read())
+  damaged[21 + 12] ^= 1
+  open(path, 'wb').write(bytes(damaged))
+  empty = tmp_path / 'empty.tfrecord'
+  empty.write_bytes(b'')
+  reader = reuse.ShardReader()
+  assert reader.read(_source(path, 0, 0, 21)) == b'first'
+  with pytest.raises(ShardError, match='data CRC mismatch in the record at byte 21'):
+    reader.read(_source(path, 1, 21, 23))
+  with pytest.raises(ShardError, match='shard ends'):
+    reader.read(_source(str(empty), 0, 0, 21))
+  reader.close()
+
+
+def test_a_reader_picks_gzip_records_by_ordinal_going_back_when_asked(tmp_path):
+  path = _shard_file(tmp_path, [f'r{i}'.encode() for i in range(4)], compressed=True)
+  reader = reuse.ShardReader()
+  assert [reader.read(_source(path, i, 0, 0, True)) for i in (1, 3, 0)] == [b'r1', b'r3', b'r0']
+  with pytest.raises(ShardError, match='record 9 cannot be read'):
+    reader.read(_source(path, 9, 0, 0, True))
+  reader.close()
+
+
+def test_read_record_without_a_reader_leaves_no_descriptor_open(tmp_path):
+  path = _shard_file(tmp_path, [b'only'])
+  before = len(os.listdir('/proc/self/fd'))
+  assert reuse.read_record(_source(path, 0, 0, 20)) == b'only'
+  assert len(os.listdir('/proc/self/fd')) == before

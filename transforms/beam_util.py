@@ -12,8 +12,8 @@ from collections.abc import Callable
 from collections.abc import Iterable
 
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.core import DoFn
 from apache_beam.pvalue import TaggedOutput
+from apache_beam.transforms.core import DoFn
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 

@@ -29,8 +29,8 @@ from transforms.core.reuse import COPY_ERRORS
 from transforms.core.reuse import FALLBACK
 from transforms.core.reuse import Copied
 from transforms.core.reuse import FellBack
-from transforms.core.reuse import copy_source
 from transforms.core.reuse import ShardReader
+from transforms.core.reuse import copy_source
 from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering

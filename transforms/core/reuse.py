@@ -16,7 +16,6 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 import gzip
-import io
 import json
 import os
 from typing import BinaryIO
@@ -25,9 +24,8 @@ from typing import Optional
 import zlib
 
 from transforms.core.tfrecord import ShardError
-from transforms.core.tfrecord import read_records
-from transforms.core.tfrecord import record_at
 from transforms.core.tfrecord import read_records_skipping
+from transforms.core.tfrecord import record_at
 
 # Why a row is encoded rather than copied (dataset_info.json reuse.encoded).
 NEW = 'new'
@@ -125,7 +123,7 @@ def read_at(stream: BinaryIO, offset: int, length: int) -> bytes:
   framed = stream.read(length)
   if len(framed) != length:
     raise ShardError(0, 'truncated_shard', f'shard ends before byte {offset + length}')
-  return record_at(framed, 0, length)
+  return record_at(framed, 0, length, offset)
 
 
 def pick_ordinals(stream: BinaryIO, wanted: Iterable[int]) -> Iterator[tuple[int, object]]:
@@ -233,7 +231,7 @@ class ShardReader:
       if len(framed) != source.length:
         raise ShardError(0, 'truncated_shard',
                          f'shard ends before byte {source.offset + source.length}')
-      return record_at(framed, 0, source.length)
+      return record_at(framed, 0, source.length, source.offset)
     records, next_ordinal, handle = self._streams.get(source.shard_path, (None, 0, None))
     if records is None or source.ordinal < next_ordinal:
       if handle is not None:

@@ -38,20 +38,21 @@ def frame(data: bytes) -> bytes:
       '<I', masked_crc(data))
 
 
-def record_at(buffer, offset: int, length: int) -> bytes:
-  """The data of the framed record of `length` bytes at `offset` of `buffer`
-  (bytes, or an mmap of a plain shard), both CRCs checked; ShardError if it
-  is not there intact. Only the data is copied out of `buffer`."""
+def record_at(buffer, offset: int, length: int, file_offset: Optional[int] = None) -> bytes:
+  """The data of the framed record of `length` bytes at `offset` of `buffer`,
+  both CRCs checked; ShardError if it is not there intact. file_offset: where
+  the record sits in its shard, for the messages (default: offset)."""
+  where = offset if file_offset is None else file_offset
   if offset < 0 or offset + length > len(buffer):
-    raise ShardError(0, 'truncated_shard', f'shard ends before byte {offset + length}')
+    raise ShardError(0, 'truncated_shard', f'shard ends before byte {where + length}')
   data_end = offset + length - _FOOTER.size
   header = buffer[offset:offset + _HEADER.size]
   if (length < _HEADER.size + _FOOTER.size or masked_crc(header[:8]) != _HEADER.unpack(header)[1]
           or _HEADER.unpack(header)[0] + _HEADER.size + _FOOTER.size != length):
-    raise ShardError(0, 'corrupt_shard', f'no record of {length} bytes at byte {offset}')
+    raise ShardError(0, 'corrupt_shard', f'no record of {length} bytes at byte {where}')
   data = buffer[offset + _HEADER.size:data_end]
   if masked_crc(data) != _FOOTER.unpack(buffer[data_end:data_end + _FOOTER.size])[0]:
-    raise ShardError(0, 'corrupt_shard', f'data CRC mismatch in the record at byte {offset}')
+    raise ShardError(0, 'corrupt_shard', f'data CRC mismatch in the record at byte {where}')
   return data
 
 
