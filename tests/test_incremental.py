@@ -244,6 +244,28 @@ def test_a_corrupt_reused_record_is_encoded_from_its_source(nights, tmp_path):
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
 
 
+def test_a_damaged_sidecar_line_ends_its_records_and_the_rest_are_encoded(nights, tmp_path):
+  import gzip
+  runs, sources = nights, nights.sources
+  night1, full, _ = runs['manifest']
+  previous = tmp_path / 'previous'
+  shutil.copytree(night1, previous)
+  sidecar = previous / 'train.sources.jsonl.gz'
+  lines = gzip.open(sidecar).read().splitlines(keepends=True)
+  sidecar.write_bytes(gzip.compress(b''.join(lines[:3]) + b'{"key": not json\n'
+                                    + b''.join(lines[4:]), mtime=0))
+  out = tmp_path / 'out'
+  assert _convert(sources['manifest'], out, VARIANTS['manifest'],
+                  '--previous_dataset', str(previous)) == EXIT_OK
+  reuse = read_info(out)['reuse']
+  # Only the 3 records before the damaged line are known: 2 of them unchanged
+  # and copied, 1 a row deleted on night 2; every other row is new to the run.
+  assert (reuse['reused'], reuse['encoded']['new'], reuse['dropped']) == (2, 14, 1)
+  assert reuse['num_encoded'] == 14 and reuse['reuse_fallback'] == 0
+  for name in ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord'):
+    assert (out / name).read_bytes() == (full / name).read_bytes()
+
+
 def test_latest_points_at_the_last_good_run_and_is_followed(nights, tmp_path, capsys):
   nights['manifest']
   sources = nights.sources
