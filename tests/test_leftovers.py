@@ -169,9 +169,14 @@ def test_a_takeover_lock_carries_the_dead_runs_splits(tmp_path):
 @pytest.mark.slow
 def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   out = tmp_path / 'out'
+  # Keys relative to the manifest: the hash split is the same on every
+  # machine (absolute keys under a temp folder left `test` empty 1 run in 16).
+  relative = data / 'small-relative.csv'
+  relative.write_text((data / 'small.csv').read_text().replace(f'{data}/', ''))
+  split_run = small_run(data, out, '--split', 'train=0.5,test=0.5', '--split_names', 'train')
+  split_run[1] = str(relative)
   killed = subprocess.run(
-      [sys.executable, '-m', 'tests.lock_helpers', 'shards', '--',
-       *small_run(data, out, '--split', 'train=0.5,test=0.5', '--split_names', 'train')],
+      [sys.executable, '-m', 'tests.lock_helpers', 'shards', '--', *split_run],
       cwd=ROOT, capture_output=True, text=True, timeout=180)
   assert killed.returncode == -signal.SIGKILL, killed.stderr
   left = names(out)
