@@ -167,6 +167,9 @@ def _files_format(path: str, files: tuple) -> str:
 
 def _check_columns(path: str, needed: list, found: tuple) -> None:
   missing = [c for c in needed if c not in found]
+  if missing and not found:
+    raise UsageError(f'manifest {path} has no header line (the file is empty or its first '
+                     f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
                      f'(its columns: {", ".join(found) or "none"})')

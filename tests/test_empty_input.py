@@ -71,6 +71,18 @@ def test_image_dir_lists_a_few_skipped_names_then_dots(tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('text', ['', '\n', '\nimage,label\na.png,cat\n'])
+def test_a_manifest_without_a_header_line_is_called_so(tmp_path, capsys, text):
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text(text)
+  code, _, err = run(convert.main, ['--manifest', manifest, '--output_dir', tmp_path / 'out'],
+                     capsys)
+  assert (code, err) == (EXIT_USAGE, f'error: manifest {manifest} has no header line (the '
+                         'file is empty or its first line is blank): it needs the column(s) '
+                         'image, label\n')
+  assert not (tmp_path / 'out').exists()
+
+
 def test_empty_image_dir(tmp_path, capsys):
   (tmp_path / 'photos' / 'cats').mkdir(parents=True)
   (tmp_path / 'photos' / 'dogs' / 'a.txt').parent.mkdir()
