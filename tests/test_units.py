@@ -46,6 +46,8 @@ def test_parse_csv_line_resolves_relative_paths_and_keeps_absolute_ones():
 @pytest.mark.parametrize('raw,fmt,code', [
     (b'a.png', 'csv', 'wrong_field_count'),
     (b'"a.png,cat', 'csv', 'bad_quoting'),
+    (b'a' * 131_073 + b'.png,cat', 'csv', 'field_too_long'),
+    (b'"' + b'a' * 131_073 + b'.png",cat', 'csv', 'field_too_long'),
     (b'{"image": "a.png"', 'jsonl', 'bad_json'),
     (b'[1, 2]', 'jsonl', 'bad_json'),
     (b'\xff\xfe,cat', 'csv', 'bad_encoding'),

@@ -202,6 +202,10 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
         raise RowError(STAGE_MANIFEST, 'bad_quoting',
                        'CSV line does not parse: a quoted field is not closed on its line '
                        '(a field cannot hold a line break: each line is one row)')
+      if str(error).startswith('field larger than field limit'):
+        raise RowError(STAGE_MANIFEST, 'field_too_long',
+                       f'CSV line has a field over {csv.field_size_limit()} characters '
+                       '(no path, label or feature is that long)')
       raise RowError(STAGE_MANIFEST, 'bad_quoting', f'CSV line does not parse: {error}')
   else:
     values = text.split('\t')
