@@ -114,3 +114,41 @@ def test_not_interactive_hook():
   with not_interactive.outside_interactive_beam():
     assert beam_pipeline.is_in_ipython() is False
   assert [getattr(beam_pipeline, name) for name in not_interactive.PATCHED] == before
+
+
+class _FakeServer:
+  def start(self):
+    return 'localhost:8099'
+
+  def stop(self):
+    pass
+
+
+@pytest.mark.parametrize('before', ['ignored', 'handled'])
+def test_ignored_sigint_hook(before):
+  """It wraps apache_beam.runners.portability.job_server.StopOnExitJobServer.start,
+  which installs Beam's SIGINT handler: one ignored before stays ignored."""
+  import signal
+  from apache_beam.runners.portability import job_server
+  from pipeline.beam_runtime.ignored_sigint import keep_ignored_sigint
+  _require('ignored_sigint', callable(getattr(job_server.StopOnExitJobServer, 'start', None)),
+           'has no StopOnExitJobServer.start')
+  _require('ignored_sigint', 'signal.signal(signal.SIGINT' in inspect.getsource(
+      job_server.StopOnExitJobServer), 'no longer installs a SIGINT handler in StopOnExitJobServer')
+  saved_start, saved_handler = job_server.StopOnExitJobServer.start, signal.getsignal(signal.SIGINT)
+  mine = (lambda signum, frame: None)
+  signal.signal(signal.SIGINT, signal.SIG_IGN if before == 'ignored' else mine)
+  try:
+    keep_ignored_sigint()
+    keep_ignored_sigint()  # idempotent: wrapped once
+    server = job_server.StopOnExitJobServer(_FakeServer())
+    assert server.start() == 'localhost:8099'
+    handler = signal.getsignal(signal.SIGINT)
+    if before == 'ignored':
+      assert handler is signal.SIG_IGN
+    else:  # Beam's own handler, which stops the server and then calls ours
+      assert getattr(handler, '__func__', None) is job_server.StopOnExitJobServer._sigint_handler
+    server.stop()
+  finally:
+    job_server.StopOnExitJobServer.start = saved_start
+    signal.signal(signal.SIGINT, saved_handler)

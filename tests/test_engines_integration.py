@@ -109,3 +109,31 @@ def test_convert_and_validate(runner, master, images, local, tmp_path):
   validated = run_module('pipeline.validate', '--input_dir', out, '--runner', runner)
   assert validated.returncode == EXIT_OK, describe(validated)
   assert 'OK: 6 examples (train 6)' in validated.stdout, describe(validated)
+
+
+def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local, tmp_path):
+  """Run in the background by a script or nohup: a SIGINT once the Flink job
+  server is up does not stop the run (Beam's job server handler is kept off)."""
+  import signal
+  import time
+  out = tmp_path / 'out'
+  marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(images), '--output_dir',
+       str(out), *FLAGS, '--runner', 'FlinkRunner'], cwd=REPO, env=env,
+      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+  deadline = time.monotonic() + RUN_TIMEOUT
+  while launcher.poll() is None and not any(
+          'java' in line for line in processes_with(marker)) and time.monotonic() < deadline:
+    time.sleep(0.2)
+  time.sleep(3)  # the job server started: Beam has installed its handler by now
+  launcher.send_signal(signal.SIGINT)
+  stdout, stderr = launcher.communicate(timeout=RUN_TIMEOUT)
+  result = subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr)
+  assert launcher.returncode == EXIT_OK, describe(result)
+  assert 'Converted 6 of 7 rows' in stdout, describe(result)
+  assert processes_with(marker) == []
+  for name in ('train-00000-of-00001.tfrecord', 'rejected.jsonl'):
+    assert (out / name).read_bytes() == (local / name).read_bytes(), name
