@@ -129,14 +129,19 @@ def test_ignored_sigint_hook(before):
   """It wraps apache_beam.runners.portability.job_server.StopOnExitJobServer.start,
   which installs Beam's SIGINT handler: one ignored before stays ignored."""
   import signal
+
   from apache_beam.runners.portability import job_server
+
   from pipeline.beam_runtime.ignored_sigint import keep_ignored_sigint
   _require('ignored_sigint', callable(getattr(job_server.StopOnExitJobServer, 'start', None)),
            'has no StopOnExitJobServer.start')
   _require('ignored_sigint', 'signal.signal(signal.SIGINT' in inspect.getsource(
       job_server.StopOnExitJobServer), 'no longer installs a SIGINT handler in StopOnExitJobServer')
   saved_start, saved_handler = job_server.StopOnExitJobServer.start, signal.getsignal(signal.SIGINT)
-  mine = (lambda signum, frame: None)
+
+  def mine(signum, frame):
+    del signum, frame
+
   signal.signal(signal.SIGINT, signal.SIG_IGN if before == 'ignored' else mine)
   try:
     keep_ignored_sigint()

@@ -119,11 +119,12 @@ def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local,
   out = tmp_path / 'out'
   marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
   env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  # As a non-interactive shell starts a background job: SIGINT ignored, then exec.
   launcher = subprocess.Popen(
-      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(images), '--output_dir',
-       str(out), *FLAGS, '--runner', 'FlinkRunner'], cwd=REPO, env=env,
-      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+      ['sh', '-c', 'trap "" INT; exec "$0" "$@"', sys.executable, '-m', 'pipeline.convert',
+       '--manifest', str(images), '--output_dir', str(out), *FLAGS, '--runner', 'FlinkRunner'],
+      cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
   deadline = time.monotonic() + RUN_TIMEOUT
   while launcher.poll() is None and not any(
           'java' in line for line in processes_with(marker)) and time.monotonic() < deadline:
