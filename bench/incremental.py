@@ -13,10 +13,6 @@ deleted. Then it times, each as its own process tree from launch to exit:
 and checks that both incremental outputs hold the full run's bytes (shards,
 label map, rejected.jsonl). Targets: metadata >= 10x, content >= 5x faster.
 
-Each run is timed without the benchmark's memory sampler, which polls
-/proc every few milliseconds in a run's first seconds: on 2 cores it cost
-the ~3 s incremental runs up to 1.5 s, the 16 s full run less than 0.3 s.
-
 Night 2's files live in a scratch copy of the corpus (hard links; a
 rewritten file is unlinked first), so the cached corpus is never changed.
 """
@@ -138,8 +134,7 @@ def run(workdir: str, num_images: int, timeout: float, repeat: int = 1) -> dict:
       # The previous run's shards (~370 MB) are still being written back to
       # disk: measured, that writeback slowed the next run by up to 3 s.
       os.sync()
-      result = run_measured(command, os.path.join(logs, f'{name}-{attempt}'), timeout=timeout,
-                            sample_memory=False)
+      result = run_measured(command, os.path.join(logs, f'{name}-{attempt}'), timeout=timeout)
       info_path = os.path.join(root, name, 'dataset_info.json')
       if result['returncode'] == 0 and os.path.exists(info_path):
         with open(info_path) as f:

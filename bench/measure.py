@@ -119,8 +119,7 @@ def tail(path, lines=STDERR_TAIL_LINES):
     return []
 
 
-def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=(),
-                 sample_memory=True):
+def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=()):
   """Run `cmd`, wait for it, and return a dict of its measurements.
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
@@ -129,8 +128,6 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
     the sampler's), `returncode`, `stdout_tail` and, on failure, `stderr_tail`.
     other_roots: pids of processes outside the tree (a job service, a
     cluster's JVMs) whose trees' PSS counts too (their CPU time does not).
-    sample_memory=False: no PSS sampler (peak_pss_mib and max_processes 0);
-    it polls /proc often in a run's first seconds, which slows a short run.
     On timeout the process is killed (with its process group) and `returncode`
     is None.
     """
@@ -142,8 +139,7 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
         cmd, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
         env=env)
     sampler = PeakPssSampler(proc.pid, other_roots)
-    if sample_memory:
-      sampler.start()
+    sampler.start()
     try:
       returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -153,8 +149,7 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     seconds = time.perf_counter() - start
-    if sample_memory:
-      sampler.stop()
+    sampler.stop()
     cpu = children_cpu_seconds() - cpu_before
     other_cpu = system_busy_seconds() - busy_before - cpu
   result = {

@@ -265,29 +265,3 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
             | beam.CombinePerKey(sum))
     assert_that(sums, equal_to([('a', 3), ('b', 1), ('c', 1), ('all', 10)]))
 
-
-def test_rows_pickle_by_their_field_values():
-  import pickle
-
-  from transforms.core.example import LabelledRow
-  row = manifest.ManifestRow({'image': 'a.png'}, 'm.csv', 7, image='a.png', path='/d/a.png',
-                             key='a', label='cat', extras=(('w', 'float', [1.0]),),
-                             fingerprint='local:1', previous=('record',))
-  assert pickle.loads(pickle.dumps(row)) == row
-  labelled = LabelledRow(row, 3, 'cat')
-  assert pickle.loads(pickle.dumps(labelled)) == labelled
-  cls, values = row.__reduce__()
-  assert cls is manifest.ManifestRow and values[:3] == ({'image': 'a.png'}, 'm.csv', 7)
-
-
-def test_a_sidecar_written_in_batches_holds_every_line_in_order(tmp_path):
-  import gzip
-
-  from transforms import filesystem
-  from transforms.write_sources import SidecarFile
-  lines = [f'{{"key": "k{i}"}}\n'.encode() for i in range(SidecarFile.BATCH * 2 + 3)]
-  sidecar = SidecarFile(str(tmp_path / 'train.sources.jsonl.gz'), filesystem.FileAccess())
-  for line in lines:
-    sidecar.add(line)
-  sidecar.close()
-  assert gzip.decompress((tmp_path / 'train.sources.jsonl.gz').read_bytes()) == b''.join(lines)

@@ -60,8 +60,8 @@ def in_global_window(output):
 class TallyPerBundle(DoFn):
   """element -> nothing until its bundle ends, then (tally key, sum) of the
   (key, count) pairs `tallies_of(element)` gave over the bundle: a pair per
-  key per bundle, not one per element, goes to the final sum (12,000 rows
-  gave 72,000 pairs there, ~0.2 s of Beam's coding on 2 cores)."""
+  key per bundle, not one per element, goes to the final sum (12,000 reused
+  rows gave it 72,000 pairs, a stage of its own of 0.1 s on 2 cores)."""
 
   def __init__(self, tallies_of: Callable[[object], Iterable[tuple]]):
     self._tallies_of = tallies_of

@@ -147,10 +147,13 @@ class _JoinFn(beam.DoFn):
 class _AttachFn(_JoinFn):
   """ManifestRow -> the row with its previous record (a single local worker:
   rows keep their write order). The sidecars are read into a dict by key in
-  setup(), not taken as a side input: Beam's side-input cache sized and
-  decoded every record again (~0.3 s for 12,000 on 2 cores). Counts, at the
-  end of a bundle, the rows that found a record and, once, the records (the
-  keys dropped: the records less the rows that found one)."""
+  setup(), not taken as a side input, which Beam's side-input cache sized and
+  decoded record by record (with the tallies summed per bundle, the step's
+  stage took 0.54 s for 12,000 rows instead of 0.97 s, and the 0.15 s stage
+  reading the sidecars is gone). Counts, at the end of a bundle, the rows
+  that found a record and, once, the records (the keys dropped: the records
+  less the rows that found one): a single local worker has one instance and
+  retries no bundle."""
 
   def __init__(self, mode: str, split: Optional[splits.SplitConfig], sidecars: tuple):
     super().__init__(mode, split)

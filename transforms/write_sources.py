@@ -24,25 +24,14 @@ def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> byt
 
 class SidecarFile:
   """A split's sidecar written line by line (gzip, no timestamp in it), as
-  the single local writers write their records. Lines are handed to the
-  compressor BATCH at a time: one write per line cost ~10 us of Beam's
-  compressed-file bookkeeping each (the bytes are the same either way)."""
-
-  BATCH = 256
+  the single local writers write their records."""
 
   def __init__(self, path: str, files: filesystem.FileAccess):
     self.path = path
     self._handle = files.create(path, gzip_compressed=True)
-    self._lines = []
 
   def add(self, line: bytes) -> None:
-    self._lines.append(line)
-    if len(self._lines) >= self.BATCH:
-      self._flush()
-
-  def _flush(self) -> None:
-    lines, self._lines = self._lines, []
-    self._handle.write(b''.join(lines))
+    self._handle.write(line)
 
   def abandon(self) -> None:
     """Closes the file after a failed write (see write_shards._abandoned_on_error)."""
@@ -50,7 +39,6 @@ class SidecarFile:
       self._handle.close()
 
   def close(self) -> None:
-    self._flush()
     self._handle.close()
 
 

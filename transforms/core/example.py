@@ -9,12 +9,10 @@ from transforms.core.fingerprints import content_fingerprint
 from transforms.core.fingerprints import record_digest
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
-from transforms.core.manifest import pickled_by_fields
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 
 
-@pickled_by_fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class LabelledRow:
   """A row whose label has been resolved to an id (a multi-label row's: tuples)."""
@@ -75,15 +73,12 @@ class BuiltExample(NamedTuple):
 def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering: Ordering,
                   options_digest: str = '') -> BuiltExample:
   """options_digest: fingerprints.options_digest of the run (the record's
-  option digest adds its extra features). A LoadedCopy's Example is its data,
-  and its digest the previous record's (the copy was decided on their being equal)."""
+  option digest adds its extra features). A LoadedCopy's Example is its data."""
   row, labelled = loaded.labelled.row, loaded.labelled
   copied = isinstance(loaded, LoadedCopy)
-  digest = (row.previous.option_digest if copied and row.previous is not None
-            else record_digest(options_digest, row.extras))
   return BuiltExample(row.split, ordering.key(row.key, row.place), labelled.label_id,
                       row.key, row.line, loaded.sha256,
                       loaded.data if copied else build_example(loaded, spec),
                       row.fingerprint or content_fingerprint(loaded.sha256),
-                      labelled.label_text, digest,
+                      labelled.label_text, record_digest(options_digest, row.extras),
                       'reused' if copied else loaded.reuse)

@@ -117,17 +117,18 @@ def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
   return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
 
 
+# The extras part of the digest of a row without extra features (most rows).
+_NO_EXTRAS = hashlib.sha256(json.dumps(()).encode()).hexdigest()[:16]
+
+
 def record_digest(options: str, extras: tuple) -> str:
   """A record's option digest: the run's options_digest and the row's extra
   features (their values), '<options>-<extras>', so a later run can tell a
   changed option from a changed feature."""
-  if not extras:  # most rows: the digest of '[]', known
+  if not extras:
     return f'{options}-{_NO_EXTRAS}'
   text = json.dumps(extras, default=_plain, sort_keys=True)
   return f'{options}-{hashlib.sha256(text.encode()).hexdigest()[:16]}'
-
-
-_NO_EXTRAS = hashlib.sha256(json.dumps(()).encode()).hexdigest()[:16]
 
 
 def _plain(value):

@@ -32,7 +32,7 @@ def _gap_name(value: int, written: list) -> str:
 
 def _bad_name(label: str) -> bool:
   """Line breaks or control characters would break label_map.txt's lines."""
-  if label.isprintable():  # most labels: none of those (C speed, ~20x faster)
+  if label.isprintable():  # most labels: none of those, told 14x faster than below
     return False
   return any(unicodedata.category(c) in ('Cc', 'Zl', 'Zp') for c in label)
 

@@ -40,8 +40,9 @@ def frame(data: bytes) -> bytes:
 
 def record_at(buffer, offset: int, length: int, file_offset: Optional[int] = None) -> bytes:
   """The data of the framed record of `length` bytes at `offset` of `buffer`,
-  both CRCs checked; ShardError if it is not there intact. file_offset: where
-  the record sits in its shard, for the messages (default: offset)."""
+  both CRCs checked; ShardError if it is not there intact (a buffer too short
+  for it: the shard ends before it). file_offset: where the record sits in
+  its shard, for the messages (default: offset)."""
   where = offset if file_offset is None else file_offset
   if offset < 0 or offset + length > len(buffer):
     raise ShardError(0, 'truncated_shard', f'shard ends before byte {where + length}')
