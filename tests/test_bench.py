@@ -1,5 +1,7 @@
 """The benchmark's arithmetic (its runs are not tests: no timing is asserted)."""
 
+import struct
+
 import numpy as np
 from PIL import Image
 
@@ -115,3 +117,38 @@ def test_the_incremental_bench_changes_what_it_says_and_never_the_cached_corpus(
                if (tmp_path / 'scratch' / image).read_bytes() != b'jpeg ' + image.encode()]
   assert len(rewritten) == 1
   assert (cache / rewritten[0]).read_bytes() == b'jpeg ' + rewritten[0].encode()
+  # The floor run's rows are night 1's first ones, all unchanged on night 2.
+  floor = incremental._read(incremental.floor_manifest(night1))
+  assert floor == rows[:incremental.FLOOR_ROWS]
+  assert set(floor) <= set(night2) and not set(image for image, _ in floor) & set(rewritten)
+
+
+def test_the_reuse_floor_copies_every_unchanged_row_and_nothing_else(tmp_path):
+  from bench import incremental
+  from bench import reuse_floor
+  from pipeline import convert
+  from tests.conftest import write_image
+  rows = []
+  for i in range(6):
+    write_image(tmp_path / 'corpus' / f'img_{i}.png', (i * 40, 10, 200 - i * 30))
+    rows.append((f'img_{i}.png', f'class_{i % 2}'))
+  night1 = tmp_path / 'night1'
+  manifest = incremental._write(str(tmp_path / 'corpus' / 'night1.csv'), rows)
+  assert convert.main(['--manifest', manifest, '--output_dir', str(night1), '--height', '8', '--width', '8',
+                       '--progress', 'off', '--shuffle', 'off']) == 0
+  rows[2] = ('img_2.png', 'class_1')  # relabelled: not reused
+  night2 = incremental._write(str(tmp_path / 'corpus' / 'night2.csv'), rows[:5])
+  reused, _, written = reuse_floor.reuse_rows(night2, reuse_floor.previous_records(str(night1)))
+  assert reused == 4
+  shard = (night1 / 'train-00000-of-00001.tfrecord').read_bytes()
+  assert written == b''.join(_records(shard)[i] for i in (0, 1, 3, 4))
+
+
+def _records(shard: bytes) -> list:
+  """The framed records of a plain shard, in order."""
+  records, at = [], 0
+  while at < len(shard):
+    length, = struct.unpack_from('<Q', shard, at)
+    records.append(shard[at:at + length + 16])
+    at += length + 16
+  return records
