@@ -62,9 +62,7 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   configure_logging()
   from pipeline.beam_runtime.beam_signatures import remember_method_signatures
-  from pipeline.beam_runtime.ignored_sigint import keep_ignored_sigint
   remember_method_signatures()
-  keep_ignored_sigint()
   try:
     with handlers.running() if handlers else contextlib.nullcontext():
       return run(argv)

@@ -1,5 +1,6 @@
 """Beam's FlinkRunner and SparkRunner, with the job server a run starts
-stopped when its job ends, and without the harness's tracebacks when the
+stopped when its job ends (a job still running when the launcher is
+interrupted cancelled first), and without the harness's tracebacks when the
 runner hangs up on it.
 
 engines.prepare names these classes as the runner (Beam makes a runner from
@@ -12,12 +13,18 @@ every run left its JVM, an embedded Flink or a local Spark, running.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import logging
 import threading
+import time
 
+from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.portability import spark_runner
+from apache_beam.runners.runner import PipelineState
 import grpc
+
+from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
 
 # The loggers of the SDK harness's streams: with LOOPBACK the harness runs in
 # this process.
@@ -25,6 +32,10 @@ _HARNESS_LOGGERS = ('apache_beam.runners.worker.data_plane',
                     'apache_beam.runners.worker.sdk_worker')
 # Set once a job has ended: the harness's streams close with the job server.
 _job_over = threading.Event()
+# How long an interrupted job is given to end once cancelled, before its job
+# server is stopped all the same (an embedded Flink cancelled in about 1 s).
+CANCEL_WAIT_S = 30.0
+_POLL_S = 0.5
 
 
 class _StopsItsJobServer:
@@ -39,6 +50,7 @@ class _StopsItsJobServer:
 
   def run_portable_pipeline(self, pipeline, options):
     _quiet_hang_ups()
+    keep_sigint_handler()
     _job_over.clear()
     self._job_servers = []
     try:
@@ -47,10 +59,43 @@ class _StopsItsJobServer:
       for server in self._job_servers:
         server.stop()
       raise
-    # Read by the result's state observer, which starts in wait_until_finish.
+    # Read by the result's state observer, which starts in wait_until_finish,
+    # and runs them when the job ends, or when the wait is interrupted.
     result._cleanup_callbacks = [_job_over.set, *result._cleanup_callbacks,
-                                 *(server.stop for server in self._job_servers)]
+                                 _cancel_then_stop(result, self._job_servers)]
     return result
+
+
+def _cancel_then_stop(result, servers: list) -> Callable[[], None]:
+  """The job's last clean-up: a job not seen ending (its wait was
+  interrupted: SIGINT, SIGTERM, KeyboardInterrupt) is cancelled through its
+  job server first; then the job servers stop, and the result says so
+  (job_server_stopped: RunGuard has nothing left to ask)."""
+  def clean_up():
+    try:
+      if not PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):
+        _cancel(result)
+    finally:
+      result.job_server_stopped = True
+      for server in servers:
+        server.stop()
+  return clean_up
+
+
+def _cancel(result, wait_s: float = CANCEL_WAIT_S) -> None:
+  """Cancels the job and waits up to wait_s for it to end. Not through
+  PipelineResult.cancel(), which runs the job's clean-up, stopping the job
+  server before the job has ended."""
+  try:
+    result._job_service.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=result._job_id))
+    deadline = time.monotonic() + wait_s
+    while not PipelineState.is_terminal(result.state) and time.monotonic() < deadline:
+      time.sleep(_POLL_S)
+  except (grpc.RpcError, ValueError) as error:  # ValueError: its channel closed
+    # The job server is gone already (a Ctrl-C in a terminal reaches its JVM
+    # too), and the job it ran with it; a Flink cluster's job is cancelled
+    # by name (flink_jobs.cancelled_if_abandoned).
+    logging.getLogger(__name__).info('the job server is gone; no job to cancel: %s', error)
 
 
 class FlinkRunner(_StopsItsJobServer, flink_runner.FlinkRunner):
@@ -61,12 +106,19 @@ class SparkRunner(_StopsItsJobServer, spark_runner.SparkRunner):
   pass
 
 
+# Flink ends each stage's environment (CANCELLED); a runner gone (UNAVAILABLE)
+# is what a Ctrl-C in a terminal does to its JVM, racing the launcher's own
+# handler (once seen in ten such runs: a traceback above the `interrupted:`
+# line). A runner that really died says so through the job's state stream,
+# in the main thread: the harness's copies of it add only a traceback.
+_HANG_UPS = (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+
+
 def _hung_up(error) -> bool:
-  """A gRPC stream the runner closed: Flink ends each stage's environment
-  (CANCELLED), and any stream of the harness ends once the job is over and
-  its job server stops."""
+  """A gRPC stream the runner closed (_HANG_UPS), or any stream of the
+  harness once the job is over and its job server stops."""
   return isinstance(error, grpc.RpcError) and callable(getattr(error, 'code', None)) and (
-      _job_over.is_set() or error.code() == grpc.StatusCode.CANCELLED)
+      _job_over.is_set() or error.code() in _HANG_UPS)
 
 
 class _NoHangUps(logging.Filter):

@@ -70,6 +70,8 @@ class RunGuard:
     result = self.result
     if result is None:
       return  # never submitted (or a local run, which stopped with the exception)
+    if getattr(result, 'job_server_stopped', False):
+      return  # Flink, Spark: cancelled with the job's clean-up (engine_runners)
     # A portable job last seen in a terminal state (failed: its job server is
     # stopped already) needs no asking.
     if PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):

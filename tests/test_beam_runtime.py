@@ -125,17 +125,18 @@ class _FakeServer:
 
 
 @pytest.mark.parametrize('before', ['ignored', 'handled'])
-def test_ignored_sigint_hook(before):
+def test_job_server_sigint_hook(before):
   """It wraps apache_beam.runners.portability.job_server.StopOnExitJobServer.start,
-  which installs Beam's SIGINT handler: one ignored before stays ignored."""
+  which installs Beam's SIGINT handler: whatever handled SIGINT before (the
+  command line's handler, or none: ignored) handles it after."""
   import signal
 
   from apache_beam.runners.portability import job_server
 
-  from pipeline.beam_runtime.ignored_sigint import keep_ignored_sigint
-  _require('ignored_sigint', callable(getattr(job_server.StopOnExitJobServer, 'start', None)),
+  from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
+  _require('job_server_sigint', callable(getattr(job_server.StopOnExitJobServer, 'start', None)),
            'has no StopOnExitJobServer.start')
-  _require('ignored_sigint', 'signal.signal(signal.SIGINT' in inspect.getsource(
+  _require('job_server_sigint', 'signal.signal(signal.SIGINT' in inspect.getsource(
       job_server.StopOnExitJobServer), 'no longer installs a SIGINT handler in StopOnExitJobServer')
   saved_start, saved_handler = job_server.StopOnExitJobServer.start, signal.getsignal(signal.SIGINT)
 
@@ -144,15 +145,18 @@ def test_ignored_sigint_hook(before):
 
   signal.signal(signal.SIGINT, signal.SIG_IGN if before == 'ignored' else mine)
   try:
-    keep_ignored_sigint()
-    keep_ignored_sigint()  # idempotent: wrapped once
+    server = job_server.StopOnExitJobServer(_FakeServer())
+    server.start()
+    # Beam's own handler, which stops the job server first (what the hook undoes)
+    assert getattr(signal.getsignal(signal.SIGINT), '__func__', None) is (
+        job_server.StopOnExitJobServer._sigint_handler)
+    server.stop()
+    signal.signal(signal.SIGINT, signal.SIG_IGN if before == 'ignored' else mine)
+    keep_sigint_handler()
+    keep_sigint_handler()  # idempotent: wrapped once
     server = job_server.StopOnExitJobServer(_FakeServer())
     assert server.start() == 'localhost:8099'
-    handler = signal.getsignal(signal.SIGINT)
-    if before == 'ignored':
-      assert handler is signal.SIG_IGN
-    else:  # Beam's own handler, which stops the server and then calls ours
-      assert getattr(handler, '__func__', None) is job_server.StopOnExitJobServer._sigint_handler
+    assert signal.getsignal(signal.SIGINT) is (signal.SIG_IGN if before == 'ignored' else mine)
     server.stop()
   finally:
     job_server.StopOnExitJobServer.start = saved_start

@@ -15,6 +15,7 @@ import types
 import zipfile
 
 from apache_beam.runners.portability import flink_runner
+from apache_beam.runners.runner import PipelineState
 import grpc
 import pytest
 
@@ -473,25 +474,26 @@ class _Stream(grpc.RpcError):
 def test_a_hung_up_stream_is_quiet():
   passed_on = []
   hook = engine_runners.without_hang_ups(passed_on.append)
-  cancelled, unavailable = (_Stream(grpc.StatusCode.CANCELLED),
-                            _Stream(grpc.StatusCode.UNAVAILABLE))
+  cancelled, unavailable, internal = (_Stream(grpc.StatusCode.CANCELLED),
+                                      _Stream(grpc.StatusCode.UNAVAILABLE),
+                                      _Stream(grpc.StatusCode.INTERNAL))
   bug = ValueError('a bug')
-  for error in (cancelled, unavailable, bug):
+  for error in (cancelled, unavailable, internal, bug):
     hook(types.SimpleNamespace(exc_value=error, thread=None))
-  assert [args.exc_value for args in passed_on] == [unavailable, bug]
+  assert [args.exc_value for args in passed_on] == [internal, bug]
 
   def record(error):
     return logging.LogRecord('apache_beam.runners.worker.data_plane', logging.ERROR, '', 0,
                              'Failed to read inputs in the data plane.', (),
                              (type(error), error, None))
   quiet = engine_runners._NoHangUps()
-  assert not quiet.filter(record(cancelled))
-  assert quiet.filter(record(unavailable))
+  assert not quiet.filter(record(cancelled)) and not quiet.filter(record(unavailable))
+  assert quiet.filter(record(internal))
   # once the job is over, its job server stops: every stream closes
   engine_runners._job_over.set()
   try:
-    assert not quiet.filter(record(unavailable))
-    hook(types.SimpleNamespace(exc_value=unavailable, thread=None))
+    assert not quiet.filter(record(internal))
+    hook(types.SimpleNamespace(exc_value=internal, thread=None))
     assert len(passed_on) == 2
   finally:
     engine_runners._job_over.clear()
@@ -508,6 +510,7 @@ def test_the_job_server_stops_with_the_job(monkeypatch):
 
   class Result:
     _cleanup_callbacks = ['loopback worker']
+    _state = PipelineState.DONE  # the job ended: nothing to cancel
 
   def run(runner, pipeline, options):
     runner.default_job_server(options)
@@ -532,3 +535,65 @@ def test_the_job_server_stops_with_the_job(monkeypatch):
   with pytest.raises(RuntimeError, match='submit failed'):
     engine_runners.FlinkRunner().run_portable_pipeline(None, None)
   assert Server.stopped == 2
+
+
+class _JobService:
+  """A job service whose job is RUNNING until cancelled; `gone`: its job
+  server is stopped already (every call fails as Beam's closed channel does)."""
+
+  def __init__(self, calls: list, gone: bool = False):
+    self._calls, self._gone, self._cancelled = calls, gone, False
+
+  def _call(self, name):
+    self._calls.append(name)
+    if self._gone:
+      raise ValueError('Cannot invoke RPC on closed channel!')
+
+  def Cancel(self, request):  # the gRPC stub's names
+    self._call(f'cancel {request.job_id}')
+    self._cancelled = True
+
+  def GetState(self, request):
+    from apache_beam.portability.api import beam_job_api_pb2
+    self._call('state')
+    return types.SimpleNamespace(state=beam_job_api_pb2.JobState.CANCELLED if self._cancelled
+                                 else beam_job_api_pb2.JobState.RUNNING)
+
+
+@pytest.mark.parametrize('gone', [False, True])
+def test_an_interrupted_job_is_cancelled_before_its_job_server_stops(gone):
+  """The wait interrupted (SIGINT, SIGTERM, KeyboardInterrupt) runs the
+  job's clean-up with the job still RUNNING: it is cancelled through the
+  job server, then the job server stops. A job server gone already (a
+  terminal's Ctrl-C reached its JVM) is stopped all the same, quietly."""
+  from apache_beam.runners.portability.portable_runner import PipelineResult
+  calls = []
+
+  class Server:
+    def stop(self):
+      calls.append('stop')
+
+  result = PipelineResult(_JobService(calls, gone), 'job-1', None, None, [])
+  result._state = PipelineState.RUNNING
+  engine_runners._cancel_then_stop(result, [Server()])()
+  if gone:
+    assert calls == ['cancel job-1', 'stop']
+  else:
+    assert calls == ['cancel job-1', 'state', 'stop']
+    assert result._state == PipelineState.CANCELLED
+  assert result.job_server_stopped
+
+
+def test_a_job_that_ended_is_not_cancelled_by_its_clean_up():
+  calls = []
+
+  class Server:
+    def stop(self):
+      calls.append('stop')
+
+  from apache_beam.runners.portability.portable_runner import PipelineResult
+  for state in (PipelineState.DONE, PipelineState.FAILED, PipelineState.CANCELLED):
+    result = PipelineResult(_JobService(calls), 'job-1', None, None, [])
+    result._state = state
+    engine_runners._cancel_then_stop(result, [Server()])()
+  assert calls == ['stop'] * 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import uuid
@@ -114,7 +115,6 @@ def test_convert_and_validate(runner, master, images, local, tmp_path):
 def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local, tmp_path):
   """Run in the background by a script or nohup: a SIGINT once the Flink job
   server is up does not stop the run (Beam's job server handler is kept off)."""
-  import signal
   import time
   out = tmp_path / 'out'
   marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
@@ -138,3 +138,62 @@ def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local,
   assert processes_with(marker) == []
   for name in ('train-00000-of-00001.tfrecord', 'rejected.jsonl'):
     assert (out / name).read_bytes() == (local / name).read_bytes(), name
+
+
+@pytest.fixture(scope='module')
+def many_images(tmp_path_factory) -> pathlib.Path:
+  """600 copies of a 1200x900 JPEG: an image step that runs for seconds."""
+  import io
+
+  import numpy as np
+  from PIL import Image
+  root = tmp_path_factory.mktemp('engine-many')
+  ramp = np.linspace(0, 255, 1200, dtype=np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(np.dstack([np.tile(ramp, (900, 1))] * 3)).save(buffer, format='JPEG')
+  (root / 'images').mkdir()
+  rows = []
+  for i in range(600):
+    (root / f'images/{i}.jpg').write_bytes(buffer.getvalue())
+    rows.append((f'images/{i}.jpg', ('blue', 'red')[i % 2]))
+  return write_manifest(root / 'manifest.csv', rows)
+
+
+@pytest.mark.parametrize('signum, whole_group', [
+    (signal.SIGINT, True),  # Ctrl-C in a terminal: the launcher and its JVM
+    (signal.SIGINT, False),  # kill -INT on the launcher alone
+    (signal.SIGTERM, False)])
+def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
+        signum, whole_group, many_images, tmp_path):
+  """The job is cancelled through its job server, then the job server stops:
+  one line, the exit by the signal, nothing published, no process left. A
+  terminal's Ctrl-C once hung the launcher for good (Beam's SIGINT handler
+  waited for a lock its own thread held)."""
+  import time
+  out = tmp_path / 'out'
+  marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(many_images),
+       '--output_dir', str(out), *FLAGS, '--runner', 'FlinkRunner'],
+      cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, start_new_session=True)
+  deadline = time.monotonic() + RUN_TIMEOUT
+  # The image step has started its worker process: the job is running.
+  while launcher.poll() is None and not any(
+          'process_worker' in line for line in processes_with(marker)) and (
+          time.monotonic() < deadline):
+    time.sleep(0.2)
+  time.sleep(1)
+  if whole_group:
+    os.killpg(launcher.pid, signum)
+  else:
+    launcher.send_signal(signum)
+  stdout, stderr = launcher.communicate(timeout=120)
+  result = subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr)
+  assert launcher.returncode == -signum, describe(result)
+  assert stderr.strip() == 'interrupted: nothing was published; rerun to convert again', (
+      describe(result))
+  time.sleep(2)  # the JVM's last moments
+  assert processes_with(marker) == []
+  assert not out.exists() or list(out.iterdir()) == []

@@ -200,3 +200,23 @@ def test_a_job_that_ended_is_not_asked_again(capsys):
       guard.run(_Pipeline(_StoppedServerResult('FAILED')))
   assert cleaned == [True]
   assert capsys.readouterr().err == ''
+
+
+def test_an_interrupted_job_cancelled_with_its_clean_up_is_not_asked_again(capsys):
+  """Flink, Spark: an interrupted wait runs the job's clean-up, which cancels
+  the job and stops its job server (engine_runners); RunGuard then asks
+  nothing (its job server is gone) and prints no note."""
+  from pipeline.interrupts import Interrupted
+  from pipeline.run_guard import RunGuard
+
+  class Interrupted_result(_StoppedServerResult):
+    def wait_until_finish(self):
+      self.job_server_stopped = True  # what engine_runners' clean-up leaves
+      raise Interrupted()
+
+  cleaned = []
+  with pytest.raises(Interrupted):
+    with RunGuard(lambda: cleaned.append(True)) as guard:
+      guard.run(_Pipeline(Interrupted_result('RUNNING')))
+  assert cleaned == [True]
+  assert capsys.readouterr().err == ''

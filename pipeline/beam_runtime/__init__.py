@@ -6,7 +6,7 @@ against the pinned Beam by tests/test_beam_runtime.py:
   local_runner     the DirectRunner's batch mode without its detour through Prism
   fast_exit        the end of a command line run without the interpreter's teardown
   not_interactive  pipeline.api's pipelines kept out of Interactive Beam in a notebook
-  ignored_sigint   an ignored SIGINT kept ignored when Beam starts a Flink or Spark job server
+  job_server_sigint  the run's own SIGINT handling kept when Beam starts a Flink or Spark job server
 
 Nothing here imports Beam at import time: startup runs before Beam is imported.
 """
