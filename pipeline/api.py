@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import sys
@@ -235,16 +236,33 @@ def _interrupted(error: BaseException) -> bool:
   return False
 
 
+class _NoInterruptLogs(logging.Filter):
+  """Beam logs a step's KeyboardInterrupt as an ERROR, traceback and all,
+  before raising it wrapped: the caller gets the KeyboardInterrupt itself."""
+
+  def filter(self, record):
+    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+# The logger of Beam's DoFnRunner, which logs what a step raises.
+_STEP_LOGGER = 'apache_beam.runners.common'
+
+
 @contextlib.contextmanager
 def _interruptible():
   """Ctrl-C (SIGINT's KeyboardInterrupt) raised as KeyboardInterrupt, however
-  Beam wrapped it; the run's clean-up (the with blocks around it) runs first."""
+  Beam wrapped it, and not logged by Beam on the way; the run's clean-up
+  (the with blocks around it) runs first."""
+  quiet = _NoInterruptLogs()
+  logging.getLogger(_STEP_LOGGER).addFilter(quiet)
   try:
     yield
   except Exception as error:
     if _interrupted(error):
       raise KeyboardInterrupt(str(error)) from error
     raise
+  finally:
+    logging.getLogger(_STEP_LOGGER).removeFilter(quiet)
 
 
 @contextlib.contextmanager

@@ -410,11 +410,35 @@ def test_ctrl_c_raises_keyboard_interrupt_after_the_clean_up(tmp_path):
                         env=dict(os.environ, TMPDIR=str(temp)))
   assert done.returncode == 0, done.stderr[-3000:]
   assert done.stdout.splitlines() == ['KeyboardInterrupt', '[]', 'True'], done.stderr[-3000:]
+  assert 'Traceback' not in done.stderr, done.stderr[-3000:]  # Beam logs none either
   left = [p.name for p in (tmp_path / 'out').iterdir()]
   assert 'dataset_info.json' not in left  # nothing published
   assert not [name for name in left if name.startswith('.convert.lock')]  # released
   assert list(temp.iterdir()) == []  # the run's temp folder is gone
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_steps_keyboard_interrupt_is_not_logged_by_beam_during_a_run(caplog):
+  """Beam's DoFnRunner logs what a step raises before re-raising it: during
+  a run, a KeyboardInterrupt is not logged (the caller gets it), any other
+  error is; after the run, Beam's logger is as it was."""
+  import logging
+  step_logger = logging.getLogger('apache_beam.runners.common')
+
+  def log(error):
+    try:
+      raise error
+    except BaseException as raised:  # as Beam's _reraise_augmented, in its except
+      step_logger.exception(RuntimeError(f'{type(raised).__name__} [while running x]'))
+
+  with pytest.raises(KeyboardInterrupt):
+    with api._interruptible():
+      log(KeyboardInterrupt())
+      log(ValueError('a bug'))
+      raise RuntimeError('KeyboardInterrupt [while running x]') from KeyboardInterrupt()
+  assert [r.getMessage() for r in caplog.records] == ['ValueError [while running x]']
+  log(KeyboardInterrupt())
+  assert len(caplog.records) == 2 and step_logger.filters == []
 
 
 def test_in_ipython_the_run_s_pipelines_stay_out_of_interactive_beam(sample, monkeypatch):
