@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import logging
+import os
 import threading
 import time
 
+from apache_beam.options.pipeline_options import JobServerOptions
 from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.portability import spark_runner
 from apache_beam.runners.runner import PipelineState
 import grpc
 
+from pipeline import job_server_launcher
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
 
 # The loggers of the SDK harness's streams: with LOOPBACK the harness runs in
@@ -41,9 +44,14 @@ _POLL_S = 0.5
 class _StopsItsJobServer:
   """Mixin: the job server is stopped with the job's own clean-up (the
   PipelineResult runs it when the job reaches a terminal state: done, failed
-  or cancelled), or at once when submitting the job fails."""
+  or cancelled), or at once when submitting the job fails; its JVM ends with
+  this process if that is killed outright (job_server_launcher.py)."""
 
   def default_job_server(self, options):
+    java = options.view_as(JobServerOptions)
+    if os.path.basename(java.job_server_java_launcher) != job_server_launcher.WRAPPER:
+      java.job_server_java_launcher = job_server_launcher.dying_with_launcher(
+          java.job_server_java_launcher)
     server = super().default_job_server(options)
     self._job_servers.append(server)
     return server

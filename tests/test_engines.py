@@ -10,7 +10,9 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import socket
+import tempfile
 import types
 import zipfile
 
@@ -22,6 +24,7 @@ import pytest
 from pipeline import convert
 from pipeline import engine_runners
 from pipeline import engines
+from pipeline import job_server_launcher
 from pipeline import job_servers
 from pipeline import validate
 from pipeline.cli import EXIT_OK
@@ -499,8 +502,10 @@ def test_a_hung_up_stream_is_quiet():
     engine_runners._job_over.clear()
 
 
-def test_the_job_server_stops_with_the_job(monkeypatch):
+def test_the_job_server_stops_with_the_job(monkeypatch, tmp_path):
+  from apache_beam.options.pipeline_options import PipelineOptions
   from apache_beam.runners.portability import portable_runner
+  monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))  # the run's temp folder
 
   class Server:
     stopped = 0
@@ -519,7 +524,8 @@ def test_the_job_server_stops_with_the_job(monkeypatch):
   monkeypatch.setattr(portable_runner.PortableRunner, 'run_portable_pipeline', run)
   monkeypatch.setattr(flink_runner.FlinkRunner, 'default_job_server',
                       lambda self, options: Server())
-  result = engine_runners.FlinkRunner().run_portable_pipeline(None, None)
+  options = PipelineOptions([], job_server_java_launcher='/jdk/bin/java')
+  result = engine_runners.FlinkRunner().run_portable_pipeline(None, options)
   assert result._cleanup_callbacks[1] == 'loopback worker'
   assert not engine_runners._job_over.is_set()
   for callback in result._cleanup_callbacks[::2]:  # what the result runs when the job ends
@@ -533,8 +539,52 @@ def test_the_job_server_stops_with_the_job(monkeypatch):
 
   monkeypatch.setattr(portable_runner.PortableRunner, 'run_portable_pipeline', fails)
   with pytest.raises(RuntimeError, match='submit failed'):
-    engine_runners.FlinkRunner().run_portable_pipeline(None, None)
+    engine_runners.FlinkRunner().run_portable_pipeline(None, options)
   assert Server.stopped == 2
+  # Java is started through the wrapper that ends it with this process, once.
+  launcher = options.get_all_options()['job_server_java_launcher']
+  if shutil.which('setpriv'):
+    assert launcher == str(tmp_path / job_server_launcher.WRAPPER)
+    assert '-- /jdk/bin/java ' in (tmp_path / job_server_launcher.WRAPPER).read_text()
+  else:
+    assert launcher == '/jdk/bin/java'
+
+
+@pytest.mark.skipif(not shutil.which('setpriv'), reason='no setpriv (util-linux)')
+def test_a_job_server_started_through_the_wrapper_ends_with_its_launcher(tmp_path):
+  """The launcher killed outright (SIGKILL): its job server (here `sleep`
+  standing for Java) gets SIGTERM and ends, instead of running on."""
+  import signal
+  import subprocess
+  import sys
+  import time
+  wrapper = job_server_launcher.dying_with_launcher(shutil.which('sleep'), str(tmp_path))
+  launcher = subprocess.Popen(
+      [sys.executable, '-c', 'import subprocess, sys, time\n'
+       'child = subprocess.Popen([sys.argv[1], "300"])\n'
+       'print(child.pid, flush=True)\ntime.sleep(300)', wrapper],
+      stdout=subprocess.PIPE, text=True)
+  child = int(launcher.stdout.readline())
+  deadline = time.monotonic() + 10
+  while not pathlib.Path(f'/proc/{child}/cmdline').read_bytes().startswith(
+          shutil.which('sleep').encode()) and time.monotonic() < deadline:
+    time.sleep(0.01)  # the wrapper has run setpriv, which has set the signal and run sleep
+  launcher.send_signal(signal.SIGKILL)
+  launcher.wait(timeout=10)
+  deadline = time.monotonic() + 10
+  while pathlib.Path(f'/proc/{child}').exists() and time.monotonic() < deadline:
+    state = pathlib.Path(f'/proc/{child}/stat').read_text().split()[2]
+    if state == 'Z':  # ended, not yet reaped by init
+      break
+    time.sleep(0.05)
+  assert not pathlib.Path(f'/proc/{child}').exists() or (
+      pathlib.Path(f'/proc/{child}/stat').read_text().split()[2] == 'Z')
+
+
+def test_without_setpriv_java_is_started_as_it_is(tmp_path):
+  assert job_server_launcher.dying_with_launcher('/jdk/bin/java', str(tmp_path), '') == (
+      '/jdk/bin/java')
+  assert list(tmp_path.iterdir()) == []
 
 
 class _JobService:

@@ -197,3 +197,35 @@ def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
   time.sleep(2)  # the JVM's last moments
   assert processes_with(marker) == []
   assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_killed_launcher_takes_its_job_server_with_it(many_images, tmp_path):
+  """SIGKILL runs no clean-up, but the job server's JVM gets SIGTERM when
+  its launcher dies (job_server_launcher.py) and ends; so do the image
+  worker processes. What a killed run leaves in OUT is for --overwrite."""
+  import time
+  marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(many_images),
+       '--output_dir', str(tmp_path / 'out'), *FLAGS, '--runner', 'FlinkRunner'],
+      cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL)
+  deadline = time.monotonic() + RUN_TIMEOUT
+  while launcher.poll() is None and not any(
+          'process_worker' in line for line in processes_with(marker)) and (
+          time.monotonic() < deadline):
+    time.sleep(0.2)
+  assert any('java' in line for line in processes_with(marker))
+  launcher.kill()
+  assert launcher.wait(timeout=30) == -signal.SIGKILL
+  deadline = time.monotonic() + 60  # the JVM's shutdown
+  while _alive(processes_with(marker)) and time.monotonic() < deadline:
+    time.sleep(0.5)
+  assert _alive(processes_with(marker)) == []
+
+
+def _alive(command_lines: list) -> list:
+  """Those not ended: a process reparented to an init that does not reap
+  shows as a zombie with an empty command line."""
+  return [line for line in command_lines if line.strip()]
