@@ -460,6 +460,43 @@ def test_dead_children_release_their_pipes():
     pool.shutdown()
 
 
+def test_a_child_started_while_its_pool_shuts_down_is_stopped(monkeypatch):
+  """An interrupt during the first calls: a pool thread still starting its
+  child when shutdown() runs. The child it gets is killed, not left idle
+  (an interrupted api.convert left two image processes running)."""
+  import os
+  import threading
+
+  from transforms.workers import process_pool
+  starting, go_on, started = threading.Event(), threading.Event(), []
+
+  class SlowChild:
+    alive = True
+
+    def __init__(self, worker_module):
+      del worker_module
+      self.killed = False
+      started.append(self)
+      starting.set()
+      go_on.wait(10)  # as a child importing its modules
+
+    def kill(self):
+      self.killed = True
+
+  monkeypatch.setattr(process_pool, '_Child', SlowChild)
+  pool = process_pool.ProcessPool(1)
+  call = pool.submit(os.getpid)
+  assert starting.wait(10)
+  stopping = threading.Thread(target=pool.shutdown)
+  stopping.start()
+  while not pool._shut_down:
+    threading.Event().wait(0.01)
+  go_on.set()
+  stopping.join(10)
+  assert isinstance(call.exception(), process_pool.PoolShutDown)
+  assert [child.killed for child in started] == [True] and pool._children == []
+
+
 # A convert stand-in: one pool child, given a call that blocks opening a FIFO.
 _POOL_PARENT = """
 import os, sys, time

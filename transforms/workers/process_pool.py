@@ -75,6 +75,11 @@ class WorkerFailedToStart(RuntimeError):
   """A child process could not start serving calls: a set-up problem."""
 
 
+class PoolShutDown(RuntimeError):
+  """A call still running when its pool was shut down (a failed or
+  interrupted bundle) wanted a child: none is started."""
+
+
 class _Spawner:
   """Starts processes from one thread that lives as long as this process.
 
@@ -267,6 +272,7 @@ class ProcessPool:
     self._children = []
     self._preparers = []
     self._lock = threading.Lock()
+    self._shut_down = False
 
   def submit(self, fn: Callable, *args, prepare: Optional[Callable] = None) -> Future:
     """prepare: this call's, instead of the pool's (a pool several steps share)."""
@@ -307,9 +313,20 @@ class ProcessPool:
       with self._lock:
         self._children.remove(child)
       child.kill()
-    child = self._local.child = _Child(self._worker_module)
+    self._local.child = None
+    if self._shut_down:
+      raise PoolShutDown('the image worker pool is shut down')
+    child = _Child(self._worker_module)
     with self._lock:
-      self._children.append(child)
+      shut_down = self._shut_down
+      if not shut_down:
+        self._children.append(child)
+    if shut_down:
+      # Started while the pool shut down (an interrupt during the first
+      # calls): shutdown() did not see it, so it would have stayed, idle.
+      child.kill()
+      raise PoolShutDown('the image worker pool was shut down while a child started')
+    self._local.child = child
     return child
 
   def shutdown(self) -> None:
@@ -319,6 +336,7 @@ class ProcessPool:
     time limit (a child stuck on a FIFO would hold the run for it)."""
     self._executor.shutdown(wait=False, cancel_futures=True)
     with self._lock:
+      self._shut_down = True
       children, self._children = self._children, []
       preparers, self._preparers = self._preparers, []
     for preparer in preparers:
