@@ -37,7 +37,8 @@ from bench.measure import run_measured
 DEFAULT_IMAGES = 12_000
 CHANGED = {'new': 40, 'relabelled': 40, 'rewritten': 20, 'deleted': 20}
 TARGETS = {'metadata': 10.0, 'content': 5.0}
-# night2() picks its changed rows from row 7 on: the first rows never change.
+# night2() picks its changed rows from index 7 on (0-based): the first 7 rows
+# never change.
 FLOOR_ROWS = 5
 FLAGS = ('--encoding', 'jpeg', '--height', '224', '--width', '224', '--progress', 'off')
 

@@ -11,7 +11,7 @@ the label map, counts, writes the index and checks far more. So this is a
 lower bound on what a reused row can cost.
 
 Why it matters: the 10x target for `metadata` leaves (full / 10 - floor run)
-/ 12,000 rows per row, where the floor run is the incremental benchmark's
+/ 12,020 rows (night 2's) per row, where the floor run is the incremental benchmark's
 5-row run (start-up, Beam's job, the previous dataset's sidecars).
 """
 

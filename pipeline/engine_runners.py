@@ -1,6 +1,6 @@
 """Beam's FlinkRunner and SparkRunner, with the job server a run starts
 stopped when its job ends (a job still running when the launcher is
-interrupted cancelled first), and without the harness's tracebacks when the
+interrupted is cancelled first), and without the harness's tracebacks when the
 runner hangs up on it.
 
 engines.prepare names these classes as the runner (Beam makes a runner from
@@ -45,7 +45,8 @@ class _StopsItsJobServer:
   """Mixin: the job server is stopped with the job's own clean-up (the
   PipelineResult runs it when the job reaches a terminal state: done, failed
   or cancelled), or at once when submitting the job fails; its JVM ends with
-  this process if that is killed outright (job_server_launcher.py)."""
+  this process if that is killed outright, where setpriv exists
+  (job_server_launcher.py)."""
 
   def default_job_server(self, options):
     java = options.view_as(JobServerOptions)

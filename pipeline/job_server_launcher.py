@@ -8,8 +8,9 @@ JVM went on running with its memory and port. On Linux, util-linux's
 `setpriv --pdeathsig TERM` sets the JVM's parent-death signal before it
 execs Java: the JVM gets SIGTERM when the thread that started it ends, and
 shuts down as on any other stop. Beam starts the job server from the
-thread that runs the job and waits for it. Without setpriv, Java is
-started as before.
+thread that runs the job and waits for it. Without setpriv (not Linux, or
+no util-linux), Java is started directly and outlives a launcher killed
+outright.
 """
 
 from __future__ import annotations

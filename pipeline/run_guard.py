@@ -28,9 +28,10 @@ class RunGuard:
 
   run() submits the pipeline and keeps its PipelineResult before waiting for
   it, so that when the block is left by an exception, a job still running on
-  a non-local runner (Flink, Spark, a portable job service, Dataflow) is
-  cancelled first (PipelineResult.cancel(): it stops writing), then
-  clean_up() runs. A local run executes inside pipeline.run(): the exception
+  a non-local runner is cancelled first, so that it stops writing (a portable
+  job service, Dataflow: PipelineResult.cancel(); Flink and Spark: by their
+  own clean-up, through the job server, engine_runners.py), then clean_up()
+  runs. A local run executes inside pipeline.run(): the exception
   stops it there, nothing is left to cancel.
   """
 

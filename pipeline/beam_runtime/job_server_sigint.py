@@ -40,7 +40,7 @@ def keep_sigint_handler() -> None:
   @functools.wraps(original)
   def start(self):
     if threading.current_thread() is not threading.main_thread():
-      return original(self)  # only the main thread sets handlers: Beam's set none
+      return original(self)  # off the main thread, Beam's own signal.signal raises ValueError
     before = signal.getsignal(signal.SIGINT)
     endpoint = original(self)
     if before is not None:  # None: not set from Python, nothing to put back

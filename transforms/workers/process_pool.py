@@ -77,7 +77,8 @@ class WorkerFailedToStart(RuntimeError):
 
 class PoolShutDown(RuntimeError):
   """A call still running when its pool was shut down (a failed or
-  interrupted bundle) wanted a child: none is started."""
+  interrupted bundle) wanted a child: none is started, or one that started
+  meanwhile is killed."""
 
 
 class _Spawner:
