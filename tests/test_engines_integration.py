@@ -229,3 +229,28 @@ def _alive(command_lines: list) -> list:
   """Those not ended: a process reparented to an init that does not reap
   shows as a zombie with an empty command line."""
   return [line for line in command_lines if line.strip()]
+
+
+@pytest.mark.parametrize('runner', ['FlinkRunner', 'SparkRunner'])
+def test_a_nightly_run_on_an_engine_copies_unchanged_records(runner, images, local, tmp_path):
+  """--previous_dataset on a distributed runner (the copy by shard, in
+  parallel): night 2, one row relabelled and one deleted, writes the bytes a
+  full local run of night 2 writes, with the unchanged rows' records copied."""
+  lines = images.read_text().splitlines()
+  night2 = images.parent / f'night2-{runner}.csv'  # its paths are relative to it
+  relabelled = lines[1].rsplit(',', 1)[0] + ',red'  # was blue
+  night2.write_text('\n'.join([lines[0], relabelled, *lines[3:]]) + '\n')
+  full = tmp_path / 'full'
+  assert convert.main(['--manifest', str(night2), '--output_dir', str(full), *FLAGS]) == EXIT_OK
+  out = tmp_path / 'out'
+  result = run_module('pipeline.convert', '--manifest', night2, '--output_dir', out, *FLAGS,
+                      '--previous_dataset', local, '--runner', runner)
+  assert result.returncode == EXIT_OK, describe(result)
+  reuse = read_info(out)['reuse']
+  # encoded: the relabelled row, and the row whose file is missing (rejected again)
+  assert (reuse['reused'], reuse['num_encoded'], reuse['dropped']) == (4, 2, 1), reuse
+  assert (reuse['encoded']['changed_label'], reuse['encoded']['new']) == (1, 1), reuse
+  names = sorted(p.name for p in full.iterdir() if p.name != 'dataset_info.json')
+  assert sorted(p.name for p in out.iterdir() if p.name != 'dataset_info.json') == names
+  for name in names:
+    assert (out / name).read_bytes() == (full / name).read_bytes(), name
