@@ -24,7 +24,7 @@ import time
 
 from transforms.core import fingerprints
 from transforms.core import reuse
-from transforms.core.tfrecord import record_at
+from transforms.core.tfrecord import unframe
 
 DEFAULT_WORKDIR = '/tmp/img2tfrecord-bench'
 
@@ -55,7 +55,7 @@ def reuse_rows(manifest: str, previous: dict) -> tuple[int, float, bytes]:
                     record.option_digest if record else '') is not None:
       continue
     framed = os.pread(shards[record.shard_path], record.length, record.offset)
-    record_at(framed, 0, record.length, record.offset)
+    unframe(framed, record.length, record.offset)
     sidecar.write(reuse.sidecar_line(image, 0, reused, out.tell(), record.length, fingerprint,
                                      record.source_sha256, record.label_id, label,
                                      record.option_digest))

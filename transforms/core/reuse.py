@@ -25,7 +25,7 @@ import zlib
 
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
-from transforms.core.tfrecord import record_at
+from transforms.core.tfrecord import unframe
 
 # Why a row is encoded rather than copied (dataset_info.json reuse.encoded).
 NEW = 'new'
@@ -120,7 +120,7 @@ def read_at(stream: BinaryIO, offset: int, length: int) -> bytes:
   """The data of the framed record at `offset` of `length` bytes in a plain
   shard, both CRCs checked; ShardError if it is not there intact."""
   stream.seek(offset)
-  return record_at(stream.read(length), 0, length, offset)  # short: the shard ends before
+  return unframe(stream.read(length), length, offset)
 
 
 def pick_ordinals(stream: BinaryIO, wanted: Iterable[int]) -> Iterator[tuple[int, object]]:
@@ -225,7 +225,7 @@ class ShardReader:
   def read(self, source: CopySource) -> bytes:
     if not source.compressed:
       framed = os.pread(self._opened(source.shard_path), source.length, source.offset)
-      return record_at(framed, 0, source.length, source.offset)
+      return unframe(framed, source.length, source.offset)
     records, next_ordinal, handle = self._streams.get(source.shard_path, (None, 0, None))
     if records is None or source.ordinal < next_ordinal:
       if handle is not None:

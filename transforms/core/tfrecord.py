@@ -38,21 +38,29 @@ def frame(data: bytes) -> bytes:
       '<I', masked_crc(data))
 
 
-def record_at(buffer, offset: int, length: int, file_offset: Optional[int] = None) -> bytes:
-  """The data of the framed record of `length` bytes at `offset` of `buffer`,
-  both CRCs checked; ShardError if it is not there intact (a buffer too short
-  for it: the shard ends before it). file_offset: where the record sits in
-  its shard, for the messages (default: offset)."""
-  where = offset if file_offset is None else file_offset
-  if offset < 0 or offset + length > len(buffer):
+def _data_length(header: bytes) -> Optional[int]:
+  """The data length a record's 12-byte header gives; None if its CRC fails."""
+  length, length_crc = _HEADER.unpack(header)
+  return length if masked_crc(header[:8]) == length_crc else None
+
+
+def _intact(data: bytes, footer: bytes) -> bool:
+  """Whether `data` matches the CRC in its record's 4-byte footer."""
+  return masked_crc(data) == _FOOTER.unpack(footer)[0]
+
+
+def unframe(framed: bytes, length: int, where: int) -> bytes:
+  """The data of one framed record of `length` bytes, read from byte `where`
+  of its shard (for the messages), both CRCs checked; ShardError if it is
+  not there intact (`framed` shorter: the shard ends before it)."""
+  if len(framed) < length:
     raise ShardError(0, 'truncated_shard', f'shard ends before byte {where + length}')
-  data_end = offset + length - _FOOTER.size
-  header = buffer[offset:offset + _HEADER.size]
-  if (length < _HEADER.size + _FOOTER.size or masked_crc(header[:8]) != _HEADER.unpack(header)[1]
-          or _HEADER.unpack(header)[0] + _HEADER.size + _FOOTER.size != length):
+  if (length < _HEADER.size + _FOOTER.size
+          or _data_length(framed[:_HEADER.size]) != length - _HEADER.size - _FOOTER.size):
     raise ShardError(0, 'corrupt_shard', f'no record of {length} bytes at byte {where}')
-  data = buffer[offset + _HEADER.size:data_end]
-  if masked_crc(data) != _FOOTER.unpack(buffer[data_end:data_end + _FOOTER.size])[0]:
+  data_end = length - _FOOTER.size
+  data = framed[_HEADER.size:data_end]
+  if not _intact(data, framed[data_end:length]):
     raise ShardError(0, 'corrupt_shard', f'data CRC mismatch in the record at byte {where}')
   return data
 
@@ -73,8 +81,8 @@ def read_records(stream: BinaryIO, first_index: int = 0,
     if len(header) < _HEADER.size:
       raise ShardError(index, 'truncated_shard',
                        f'file ends inside the header of record {index}')
-    length, length_crc = _HEADER.unpack(header)
-    if masked_crc(header[:8]) != length_crc:
+    length = _data_length(header)
+    if length is None:
       raise ShardError(index, 'corrupt_shard',
                        f'length CRC mismatch at record {index}')
     data = stream.read(length)
@@ -82,7 +90,7 @@ def read_records(stream: BinaryIO, first_index: int = 0,
     if len(data) < length or len(footer) < _FOOTER.size:
       raise ShardError(index, 'truncated_shard',
                        f'file ends inside record {index} ({len(data)} of {length} bytes)')
-    if masked_crc(data) != _FOOTER.unpack(footer)[0]:
+    if not _intact(data, footer):
       raise ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
     yield index, data
     index += 1
@@ -97,17 +105,17 @@ def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
     header = stream.read(_HEADER.size)
     if not header:
       return
-    if len(header) < _HEADER.size or masked_crc(header[:8]) != _HEADER.unpack(header)[1]:
+    length = _data_length(header) if len(header) == _HEADER.size else None
+    if length is None:
       yield index, ShardError(index, 'corrupt_shard', f'record {index}: damaged length; '
                               f'the rest of the file cannot be read')
       return
-    length = _HEADER.unpack(header)[0]
     data = stream.read(length)
     footer = stream.read(_FOOTER.size)
     if len(data) < length or len(footer) < _FOOTER.size:
       yield index, ShardError(index, 'truncated_shard', f'file ends inside record {index}')
       return
-    if masked_crc(data) != _FOOTER.unpack(footer)[0]:
+    if not _intact(data, footer):
       yield index, ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
     else:
       yield index, data
