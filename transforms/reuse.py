@@ -135,13 +135,15 @@ class _JoinFn(beam.DoFn):
       yield _tally(reuse.DROPPED)
       return
     for row in rows:
-      row = dataclasses.replace(row, previous=record)
       if (record is not None and self._mode == fingerprints.METADATA and row.fingerprint
               and row.fingerprint == record.fingerprint and record.source_sha256):
         split = (splits.hash_split(record.source_sha256, self._split.fractions,
                                    self._split.seed) if self._split else row.split)
-        row = dataclasses.replace(row, content_sha256=record.source_sha256, split=split)
-      yield row
+        # one replace, not two: ~5 us a reused row
+        yield dataclasses.replace(row, previous=record, content_sha256=record.source_sha256,
+                                  split=split)
+      else:
+        yield dataclasses.replace(row, previous=record)
 
 
 class _AttachFn(_JoinFn):
