@@ -31,11 +31,12 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import cli
 from pipeline import command_line
 from pipeline import config as opts
 from pipeline import config_file
+from pipeline import configs
 from pipeline import convert as convert_command
+from pipeline import errors
 from pipeline import in_process
 from pipeline import progress as progress_display
 from pipeline import run_temp
@@ -52,7 +53,7 @@ ROWS_SOURCE = '<rows>'
 _ROWS_FILE = 'rows.jsonl'
 
 
-class UsageError(cli.UsageError, ValueError):
+class UsageError(errors.UsageError, ValueError):
   """Bad keywords or unusable input (the command line's exit 2): nothing was written."""
 
 
@@ -198,7 +199,7 @@ def keyword_argv(keywords: dict, options_cls, command: str) -> list:
   for name, value in keywords.items():
     action = flags.get(f'--{name}')
     if action is None or name == 'help':
-      hint = cli.did_you_mean(f'--{name}', own, [f for f in flags if f != '--help'])
+      hint = errors.did_you_mean(f'--{name}', own, [f for f in flags if f != '--help'])
       hint = hint.replace('--', '')
       raise TypeError(f'{command}() got an unexpected keyword argument {name!r}{hint}')
     value = _plain_value(value)
@@ -273,14 +274,14 @@ def _usage_errors(rows_path: Optional[str] = None):
     yield
   except UsageError:
     raise
-  except cli.UsageError as error:
+  except errors.UsageError as error:
     message = str(error)
     if rows_path:
       message = message.replace(rows_path, ROWS_SOURCE)
     raise UsageError(message) from error
 
 
-def _from_rows(config: opts.ConvertConfig) -> opts.ConvertConfig:
+def _from_rows(config: configs.ConvertConfig) -> configs.ConvertConfig:
   """The config reading rows= from its temp file: rows named ROWS_SOURCE,
   their relative paths resolved against the current folder."""
   rows = dataclasses.replace(config.manifests[0], source_name=ROWS_SOURCE,

@@ -24,12 +24,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-from pipeline import cli
 from pipeline import config_file
 from pipeline import engines
+from pipeline import errors
 from pipeline import redact
-from pipeline.cli import UsageError
 from pipeline.config_file import CONFIG_FLAG
+from pipeline.errors import UsageError
 
 # Options classes Beam ships outside apache_beam.options.pipeline_options, in
 # modules a launch does not import: DaskRunner's needs dask (not installed),
@@ -82,8 +82,8 @@ class ViewCachingOptions(PipelineOptions):
     return state
 
 
-class _UsageParser(cli.UsageParser, _BeamArgumentParser):
-  """cli.UsageParser that also takes Beam's value-provider arguments (Beam's
+class _UsageParser(errors.UsageParser, _BeamArgumentParser):
+  """errors.UsageParser that also takes Beam's value-provider arguments (Beam's
   options classes declare some)."""
 
 
@@ -165,7 +165,7 @@ def _given(parser, argv: list, own_flags: list) -> dict:
   namespace, unknown = parser.parse_known_args(argv, argparse.Namespace())
   if unknown:
     name = unknown[0].split('=', 1)[0]
-    hint = cli.did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
+    hint = errors.did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
         '--') else ''
     raise UsageError(f'unrecognized argument {unknown[0]!r}{hint}')
   return vars(namespace)
@@ -180,7 +180,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   own = own_parser(options_cls, description)
   if any(arg in ('-h', '--help') for arg in argv):
     own.print_help()
-    raise SystemExit(cli.EXIT_OK)
+    raise SystemExit(errors.EXIT_OK)
   own_dests = {a.dest for a in own._actions} - {'help', 'config'}
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
@@ -243,7 +243,7 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   for key, value in data.items():
     action = flags.get(f'--{key}') if isinstance(key, str) else None
     if action is None or f'--{key}' in ('--help', CONFIG_FLAG):
-      hint = cli.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
+      hint = errors.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
       given.update(_given(parser, config_file.tokens(key, value, action,

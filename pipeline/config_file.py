@@ -8,7 +8,7 @@ import argparse
 import json
 import re
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from pipeline.preflight import read_flag_text
 
 CONFIG_FLAG = '--config'

@@ -19,6 +19,9 @@ import sys
 import time
 from typing import Optional
 
+from pipeline import configs
+from pipeline import errors
+from pipeline import exits
 from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
@@ -28,7 +31,6 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
@@ -82,7 +84,7 @@ from transforms.write_shards import WriteShards
 from transforms.write_tfrecordio import WriteTFRecordIO
 
 
-def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None):
+def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None):
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
@@ -111,7 +113,7 @@ def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None)
   return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
 
 
-def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
+def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   """Adds the whole conversion to pipeline `p`; returns the info PCollection.
 
   progress_dir: where local workers report their progress (None: nowhere).
@@ -221,12 +223,12 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
               **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
 
 
-def previous_used(config: opts.ConvertConfig) -> bool:
+def previous_used(config: configs.ConvertConfig) -> bool:
   """Whether this run reuses a previous dataset's records."""
   return config.previous is not None and config.previous.dataset is not None
 
 
-def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
+def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
   """Rows -> (rows with their sources' fingerprints and, with a previous
   dataset, its records, [tallies of dropped keys])."""
   if config.sink == SINK_TFRECORDIO:
@@ -241,7 +243,7 @@ def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
   return joined[ROWS], [joined[TALLIES]]
 
 
-def _info_settings(config: opts.ConvertConfig, options):
+def _info_settings(config: configs.ConvertConfig, options):
   settings = config.info_settings(engines.engine_record(options))
   if config.previous is None:
     return settings
@@ -265,12 +267,12 @@ def run(argv=None) -> int:
   if info is None:
     print(engines.dry_run_note(pipeline_options,
                                f'nothing was written to {config.output_dir}'))
-    return cli.EXIT_OK
+    return errors.EXIT_OK
   print(summary(info, time.time() - started))
-  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+  return errors.EXIT_OVER_BUDGET if info['over_budget'] else errors.EXIT_OK
 
 
-class NothingPublished(cli.UsageError):
+class NothingPublished(errors.UsageError):
   """No example at all (every row rejected) and no --allow_empty: an empty
   dataset is no success. What was written but rejected.jsonl is taken back."""
 
@@ -282,11 +284,11 @@ class NothingPublished(cli.UsageError):
     self.info = info
 
 
-def convert(config: opts.ConvertConfig, pipeline_options,
+def convert(config: configs.ConvertConfig, pipeline_options,
             progress_display=None) -> Optional[dict]:
   """One conversion, checked, locked and prepared as the command line's: ->
   the dataset_info.json written (None for a dry run, which writes nothing).
-  Failures are raised (cli.UsageError, NothingPublished, the job's
+  Failures are raised (errors.UsageError, NothingPublished, the job's
   exception). The command line's run() and pipeline.api call it; neither
   prints here.
 
@@ -326,7 +328,7 @@ def convert(config: opts.ConvertConfig, pipeline_options,
   return info
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
+def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,
              progress_display, lock=None) -> None:
   """lock: (lock file name, run_id) of the run's lock (build)."""
   # On a Flink cluster, a job whose job server is gone is cancelled there too
@@ -343,8 +345,8 @@ def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
 
 def main(argv=None) -> int:
   """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
-  and end the process by the signal (cli.run_command)."""
-  return cli.run_command(run, argv, *interrupts.CONVERT_LINES)
+  and end the process by the signal (exits.run_command)."""
+  return exits.run_command(run, argv, *interrupts.CONVERT_LINES)
 
 
 if __name__ == '__main__':

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pipeline import config as opts
-from pipeline.cli import UsageError
+from pipeline import configs as opts
+from pipeline.errors import UsageError
 from pipeline.output_flags import output_options
 from transforms import filesystem
 from transforms.core import annotations as objects

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects
 from transforms.core import voc

@@ -25,11 +25,12 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 
-from pipeline import cli
+from pipeline import errors
+from pipeline import exits
 from pipeline import job_endpoint
 from pipeline import job_servers
 from pipeline.beam_runtime import LOCAL_RUNNERS
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
@@ -376,11 +377,11 @@ def _fetch(argv: list) -> int:
   except UsageError:
     java_home = None
   print(job_servers.fetch(engine, java_home=java_home)['jar'])
-  return cli.EXIT_OK
+  return errors.EXIT_OK
 
 
 def main(argv=None) -> int:
-  return cli.main_with_exit_codes(_fetch, argv)
+  return exits.main_with_exit_codes(_fetch, argv)
 
 
 if __name__ == '__main__':

@@ -24,9 +24,10 @@ import shutil
 import sys
 import tempfile
 
-from pipeline import cli
+from pipeline import errors
+from pipeline import exits
 from pipeline import read
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -40,14 +41,14 @@ TFDS_FEATURES_FILE = 'features.json'
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = cli.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
+  parser = errors.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--format', required=True, choices=FORMATS)
   parser.add_argument('--input_dir', required=True, help='a folder written by convert')
   parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')
   parser.add_argument('--overwrite', action='store_true',
                       help='replace a previous export in --output_dir')
-  unknown = cli.unknown_flag(parser, argv)
+  unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
   return parser.parse_args(argv)
@@ -227,11 +228,11 @@ def run(argv: list) -> int:
   args = parse_args(argv)
   output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
   print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
-  return cli.EXIT_OK
+  return errors.EXIT_OK
 
 
 def main(argv=None) -> int:
-  return cli.main_with_usage_errors(run, argv)
+  return exits.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':

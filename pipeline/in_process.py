@@ -2,7 +2,7 @@
 what a run changes process-wide is put back when it ends, however it ends.
 
 The command line may leave these changed: its process ends with the run
-(cli.configure_logging, beam_runtime/startup.py and fast_exit are the command
+(exits.configure_logging, beam_runtime/startup.py and fast_exit are the command
 line's alone). A run in process changes, and this puts back:
 - Beam's get_function_args_defaults, remembered for the run only
   (beam_runtime/beam_signatures.py), and apache_beam.pipeline's look for

@@ -9,7 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import PortableOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 
 # Runners that submit to a job service at --job_endpoint when it is given
 # (Beam's PortableRunner and the runners built on it).

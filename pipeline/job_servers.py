@@ -26,7 +26,7 @@ import tempfile
 from typing import Optional
 import zipfile
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 
 CACHE_ENV = 'IMG2TFRECORD_CACHE'
 RECORD = 'job-server.json'

@@ -8,10 +8,12 @@ import time
 from typing import Optional
 import uuid
 
-from pipeline.cli import UsageError
-from pipeline.run_lock import LOCK_PREFIX
+from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import paths
+
+# Every lock file's name starts so (pipeline/run_lock.py: OUT/.convert.lock.<generation>).
+LOCK_PREFIX = '.convert.lock.'
 
 
 class _LocalLocks:

@@ -22,11 +22,12 @@ import random
 import sys
 from typing import Optional
 
-from pipeline import cli
+from pipeline import errors
+from pipeline import exits
 from pipeline import read
 from pipeline import report
-from pipeline.cli import EXIT_OK
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_OK
+from pipeline.errors import UsageError
 from pipeline.look_sample import Reservoir
 from pipeline.look_sample import decode_samples
 from pipeline.look_sample import records_of
@@ -50,7 +51,7 @@ SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_tex
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = cli.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
+  parser = errors.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--input_dir', help='a folder written by convert')
   parser.add_argument('--files', help='glob of TFRecord files convert did not write')
@@ -68,7 +69,7 @@ def parse_args(argv: list) -> argparse.Namespace:
                       f'first of {", ".join(records.IMAGE_FEATURES)})')
   parser.add_argument('--label_feature', help='--files: the label feature (default: the '
                       f'first of {", ".join(records.LABEL_FEATURES)})')
-  unknown = cli.unknown_flag(parser, argv)
+  unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
   args = parser.parse_args(argv)
@@ -365,7 +366,7 @@ def run(argv: list) -> int:
 
 
 def main(argv=None) -> int:
-  return cli.main_with_usage_errors(run, argv)
+  return exits.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':

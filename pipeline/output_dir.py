@@ -12,8 +12,8 @@ import shutil
 import sys
 from typing import Optional
 
-from pipeline.cli import UsageError
-from pipeline.run_lock import LOCK_PREFIX
+from pipeline.errors import UsageError
+from pipeline.lock_stores import LOCK_PREFIX
 from transforms import filesystem
 from transforms.core import paths
 from transforms.core.spec import COMPRESSIONS

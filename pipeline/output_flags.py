@@ -3,7 +3,7 @@ files, the error budget), checked alike for every kind of input."""
 
 from __future__ import annotations
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from transforms.core.spec import SINK_TFRECORDIO
 
 

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Optional
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest

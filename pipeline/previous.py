@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Optional
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import paths
 from transforms.core.dataset_info import InfoError

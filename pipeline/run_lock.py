@@ -18,7 +18,9 @@ import time
 from typing import Optional
 import uuid
 
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
+from pipeline.lock_stores import LOCK_PREFIX
+from pipeline.lock_stores import lock_store
 from transforms import filesystem
 
 # OUT/.convert.lock.<generation>: one JSON object naming the run that writes
@@ -29,7 +31,6 @@ from transforms import filesystem
 # the stale one first, so two runs taking over at once still race on one
 # exclusive create, and a heartbeat never overwrites another run's lock.
 
-LOCK_PREFIX = '.convert.lock.'
 _LOCK_NAME = re.compile(re.escape(LOCK_PREFIX) + r'(\d+)$')
 HEARTBEAT_SECONDS = 60.0
 # A lock from another host (or pid namespace) is stale after this long
@@ -177,7 +178,6 @@ class RunLock:
     lack of space, clears what a previous run left (the splits named); then
     the lock is written once more.
     """
-    from pipeline.lock_stores import lock_store  # lock_stores imports this module
     store = store or lock_store(output_dir, options, files)
     host, namespace = socket.gethostname(), pid_namespace()
     for _ in range(3):  # a lock released between listing and reading: list again

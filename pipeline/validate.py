@@ -17,6 +17,9 @@ import os
 import sys
 from typing import Optional
 
+from pipeline import configs
+from pipeline import errors
+from pipeline import exits
 from pipeline import interrupts
 from pipeline.beam_runtime import startup
 
@@ -26,7 +29,6 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
@@ -224,14 +226,14 @@ def run(argv=None, check_records=validation.check_records) -> int:
   report = validate(config, pipeline_options, check_records)
   if report is None:
     print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
-    return cli.EXIT_OK
+    return errors.EXIT_OK
   print(summary(report, config.report_path, config.strict))
   if not report['valid'] or (config.strict and report['num_warnings']):
-    return cli.EXIT_FAILED
-  return cli.EXIT_OK
+    return errors.EXIT_FAILED
+  return errors.EXIT_OK
 
 
-def validate(config: opts.ValidateConfig, pipeline_options,
+def validate(config: configs.ValidateConfig, pipeline_options,
              check_records=validation.check_records) -> Optional[dict]:
   """One validation, as the command line's: -> the report written (None for
   a dry run, which checks nothing). A dataset without a usable
@@ -283,8 +285,8 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 def main(argv=None, check_records=validation.check_records) -> int:
   """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
-  and end the process by the signal (cli.run_command)."""
-  return cli.run_command(functools.partial(run, check_records=check_records), argv,
+  and end the process by the signal (exits.run_command)."""
+  return exits.run_command(functools.partial(run, check_records=check_records), argv,
                          *interrupts.VALIDATE_LINES)
 
 

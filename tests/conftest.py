@@ -64,7 +64,7 @@ def make_sample(root: pathlib.Path) -> Sample:
 
 @pytest.fixture(scope='session', autouse=True)
 def _beam_remembers_method_signatures():
-  """What every command run does (cli.main_with_exit_codes), for the
+  """What every command run does (exits.main_with_exit_codes), for the
   TestPipeline tests too: about 0.35 s less per pipeline run."""
   from pipeline.beam_runtime.beam_signatures import remember_method_signatures
   remember_method_signatures()

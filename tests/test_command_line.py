@@ -17,12 +17,13 @@ import pytest
 from pipeline import cli
 from pipeline import command_line
 from pipeline import config as opts
+from pipeline import configs
 from pipeline import convert
 from pipeline import engines
 from pipeline import flags
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_USAGE
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
 
@@ -44,7 +45,7 @@ def test_convert_flags_become_a_typed_frozen_config(sample):
   config, options = opts.parse_convert(convert_argv(
       sample, '--height', '8', '--width', '6', '--encoding', 'png', '--split',
       'train=0.75,test=0.25', '--num_shards', '2', '--temp_location', '/tmp/t'))
-  assert isinstance(config, opts.ConvertConfig)
+  assert isinstance(config, configs.ConvertConfig)
   assert (config.image.height, config.image.width, config.image.encoding) == (8, 6, 'png')
   assert config.split.fractions == (('train', 0.75), ('test', 0.25))
   assert config.num_shards == 2 and config.manifests[0].path == str(sample.manifest)
@@ -56,7 +57,7 @@ def test_convert_flags_become_a_typed_frozen_config(sample):
 def test_validate_flags_become_a_typed_frozen_config(tmp_path):
   config, options = opts.parse_validate(['--input_dir', f'{tmp_path}/', '--expected_count',
                                          '7', '--max_problems', '3', '--check_threads', '2'])
-  assert config == opts.ValidateConfig(
+  assert config == configs.ValidateConfig(
       input_dir=str(tmp_path), report_path=f'{tmp_path}/validation_report.json',
       expected_count=7, max_problems=3, check_threads=2, check_processes=0)
   assert options.view_as(StandardOptions).runner == 'DirectRunner'

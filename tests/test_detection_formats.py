@@ -12,8 +12,8 @@ import pytest
 from pipeline import convert
 from pipeline import demo_detection
 from pipeline import read
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from transforms.core import yolo

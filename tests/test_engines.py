@@ -27,9 +27,9 @@ from pipeline import engines
 from pipeline import job_server_launcher
 from pipeline import job_servers
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import free_port
 from tests.conftest import read_info
 from tests.conftest import write_image

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
 from tests.conftest import COLOURS
 from tests.conftest import read_info
 from tests.conftest import write_image

@@ -15,9 +15,9 @@ from pipeline import command_line
 from pipeline import convert
 from pipeline import flex_launch
 from pipeline import flex_template
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from pipeline.flags import ConvertOptions
 from tests.conftest import read_info
 from tests.conftest import write_image

@@ -25,8 +25,8 @@ from apache_beam.testing.util import equal_to
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OVER_BUDGET
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OVER_BUDGET
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import COLOURS
 from tests.conftest import read_info
 from tests.conftest import rejected_lines

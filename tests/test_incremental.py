@@ -15,8 +15,8 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
 
 pytestmark = pytest.mark.xdist_group('incremental')

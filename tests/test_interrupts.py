@@ -40,9 +40,9 @@ import pytest
 from pipeline import convert
 from pipeline import interrupts
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import make_sample
 from tests.conftest import read_info
 

@@ -19,9 +19,9 @@ import pytest
 from pipeline import convert
 from pipeline import lock_stores
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from pipeline.run_lock import RunInfo
 from pipeline.run_lock import RunLock
 from tests.conftest import COLOURS

@@ -20,9 +20,9 @@ import pytest
 
 from pipeline import convert
 from pipeline import preflight
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import COLOURS
 from tests.conftest import read_info
 from tests.conftest import rejected_lines

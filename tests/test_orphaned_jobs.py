@@ -20,7 +20,7 @@ import pytest
 from pipeline import config as opts
 from pipeline import convert
 from pipeline import flink_jobs
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
 from pipeline.run_lock import lock_name
 from tests.conftest import free_port
 from tests.conftest import read_info

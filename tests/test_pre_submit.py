@@ -1,6 +1,6 @@
 """Before anything is locked, created or written: a job service that does
 not answer is one line and exit 2 (engines.check_before_submit), and a job
-that fails says what failed (cli.failure_reason), its partial output gone."""
+that fails says what failed (exits.failure_reason), its partial output gone."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import threading
 
 import pytest
 
-from pipeline import cli
 from pipeline import convert
 from pipeline import engines
+from pipeline import exits
 from pipeline import job_endpoint
 from pipeline import run_guard
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import free_port
 
 TIMEOUT = '0.5'
@@ -176,7 +176,7 @@ def _raise(error: BaseException, cause: BaseException | None = None):
 ], ids=['message', 'empty', 'empty_key', 'blank_first_line', 'cause', 'cause_of_cause',
         'traceback_in_message', 'job_service_message'])
 def test_failure_reason_is_never_empty(error, reason):
-  assert cli.failure_reason(error) == reason
+  assert exits.failure_reason(error) == reason
 
 
 def test_failed_run_names_the_cause_and_publishes_nothing(sample, tmp_path, capsys,

@@ -15,8 +15,8 @@ import pytest
 from pipeline import convert
 from pipeline import progress
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import check_record
 from tests.conftest import feature
 from tests.conftest import parse_line

@@ -13,7 +13,7 @@ from pipeline import command_line
 from pipeline import convert
 from pipeline import flags as opts
 from pipeline import redact
-from pipeline.cli import UsageError
+from pipeline.errors import UsageError
 from tests.conftest import read_info
 
 R = redact.REDACTED

@@ -18,10 +18,10 @@ from pipeline import convert
 from pipeline import lock_stores
 from pipeline import run_lock
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from pipeline.run_lock import RunInfo
 from pipeline.run_lock import RunLock
 from pipeline.run_lock import stale_reason

@@ -14,8 +14,8 @@ from pipeline import convert
 from pipeline import look
 from pipeline import read
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import make_sample
 from tests.conftest import read_info

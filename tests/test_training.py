@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
 from tests.conftest import feature
 from tests.conftest import read_info
 from tests.conftest import write_image

@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
