@@ -31,18 +31,18 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import command_line
-from pipeline import config as opts
-from pipeline import config_file
-from pipeline import configs
 from pipeline import convert as convert_command
 from pipeline import errors
-from pipeline import in_process
-from pipeline import progress as progress_display
-from pipeline import run_temp
 from pipeline import validate as validate_command
-from pipeline.flags import ConvertOptions
-from pipeline.flags import ValidateOptions
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
+from pipeline.configuration import configs
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.configuration.flags import ValidateOptions
+from pipeline.runs import in_process
+from pipeline.runs import progress as progress_display
+from pipeline.runs import run_temp
 from transforms import filesystem
 from transforms.core.spec import REJECTED_FILE
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import sys
 
-from pipeline import interrupts
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import startup
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import did_you_mean
+from pipeline.runs import interrupts
 
 COMMANDS = ('convert', 'validate', 'inspect', 'export')
 USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'

@@ -19,11 +19,11 @@ import sys
 import time
 from typing import Optional
 
-from pipeline import configs
 from pipeline import errors
-from pipeline import exits
-from pipeline import interrupts
 from pipeline.beam_runtime import startup
+from pipeline.configuration import configs
+from pipeline.runs import exits
+from pipeline.runs import interrupts
 
 if __name__ == '__main__':
   interrupts.before_run(interrupts.CONVERT_LINES[0])
@@ -31,22 +31,20 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import config as opts
-from pipeline import engines
-from pipeline import flink_jobs
-from pipeline import progress
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import prepare_output_dir
-from pipeline.output_dir import removed_on_failure
-from pipeline.output_dir import unpublish
-from pipeline.previous import write_latest
-from pipeline.run_guard import RunGuard
-from pipeline.run_lock import RunLock
-from pipeline.run_lock import lock_name
-from pipeline.summary import _class_lines  # noqa: F401 (convert._class_lines, as before)
-from pipeline.summary import summary
-from pipeline.summary import warning_lines  # noqa: F401 (convert.warning_lines, as before)
+from pipeline.configuration import config as opts
+from pipeline.engines import flink_jobs
+from pipeline.engines import runners
+from pipeline.runs import progress
+from pipeline.runs.output_dir import prepare_output_dir
+from pipeline.runs.output_dir import removed_on_failure
+from pipeline.runs.output_dir import unpublish
+from pipeline.runs.previous import write_latest
+from pipeline.runs.run_guard import RunGuard
+from pipeline.runs.run_lock import RunLock
+from pipeline.runs.run_lock import lock_name
+from pipeline.runs.summary import summary
 from transforms import detection
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -123,13 +121,13 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   # A single local worker sorts the rows (small) into their write order before
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
-  in_order = engines.single_local_worker(p.options)
+  in_order = runners.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
-                   harnesses=None if in_order else engines.harnesses_per_machine(p.options))
+                   harnesses=None if in_order else runners.harnesses_per_machine(p.options))
   # A single local worker copies reused records in its image step, in write
   # order, as the images come (local previous shards); elsewhere by shard.
   inline = in_order and previous_used(config) and not any(
@@ -244,7 +242,7 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
 
 
 def _info_settings(config: configs.ConvertConfig, options):
-  settings = config.info_settings(engines.engine_record(options))
+  settings = config.info_settings(runners.engine_record(options))
   if config.previous is None:
     return settings
   return dataclasses.replace(settings, reuse={
@@ -265,7 +263,7 @@ def run(argv=None) -> int:
       print(f'  label manifest line rejected {reason}: {count} (not an image row)')
     raise
   if info is None:
-    print(engines.dry_run_note(pipeline_options,
+    print(runners.dry_run_note(pipeline_options,
                                f'nothing was written to {config.output_dir}'))
     return errors.EXIT_OK
   print(summary(info, time.time() - started))
@@ -296,10 +294,10 @@ def convert(config: configs.ConvertConfig, pipeline_options,
   line on stderr.
   """
   # Flink and Spark: Java, job server, master, workers, all checked before the lock.
-  pipeline_options = engines.prepare(pipeline_options)
+  pipeline_options = runners.prepare(pipeline_options)
   # Before anything is locked, created or written: can the runner take the job?
-  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
-  if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
+  runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
+  if runners.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     _convert(config, pipeline_options, RunGuard(), progress_display)
     return None
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)

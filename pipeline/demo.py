@@ -160,7 +160,7 @@ ENGINE_RUNNERS = {'flink': 'FlinkRunner', 'spark': 'SparkRunner'}
 
 def on_engine(manifest: str, engine: str) -> int:
   """convert and validate with nothing but --runner: the job server, master
-  and workers are what the launcher fills in (pipeline/engines.py)."""
+  and workers are what the launcher fills in (pipeline/engines/runners.py)."""
   output_dir = f'{OUTPUT_DIR}_{engine}'
   runner = ['--runner', ENGINE_RUNNERS[engine]]
   started = time.time()

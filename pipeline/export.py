@@ -25,9 +25,9 @@ import sys
 import tempfile
 
 from pipeline import errors
-from pipeline import exits
-from pipeline import read
 from pipeline.errors import UsageError
+from pipeline.reading import dataset
+from pipeline.runs import exits
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -104,7 +104,7 @@ def tfds_features(info: dict, tfds, tf):
 def _link_or_copy(source: str, target: str) -> str:
   """-> 'linked', 'copied' or 'decompressed'."""
   if source.endswith('.gz'):
-    with read.open_binary(source) as stream, open(target, 'wb') as out:
+    with dataset.open_binary(source) as stream, open(target, 'wb') as out:
       shutil.copyfileobj(stream, out, 1 << 20)
     return 'decompressed'
   if not paths.is_remote(source):
@@ -113,7 +113,7 @@ def _link_or_copy(source: str, target: str) -> str:
       return 'linked'
     except OSError:  # no symlinks here (e.g. Windows without the privilege): copy
       pass
-  with read.open_binary(source) as stream, open(target, 'wb') as out:
+  with dataset.open_binary(source) as stream, open(target, 'wb') as out:
     shutil.copyfileobj(stream, out, 1 << 20)
   return 'copied'
 
@@ -177,7 +177,7 @@ def quiet_tensorflow():
 def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   """Writes the TFDS folder; -> lines for the terminal."""
   try:
-    info = read.read_info(input_dir)
+    info = dataset.read_info(input_dir)
   except InfoError as error:
     raise UsageError(str(error))
   if paths.is_remote(output_dir):
@@ -204,7 +204,7 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     lengths = []
     for shard in declared['shards']:
       target = os.path.join(output_dir, shard[:-3] if shard.endswith('.gz') else shard)
-      how = _link_or_copy(read.join(input_dir, shard), target)
+      how = _link_or_copy(dataset.join(input_dir, shard), target)
       done[how] = done.get(how, 0) + 1
       with open(target, 'rb') as stream:
         lengths.append(sum(1 for _ in record_spans(stream)))

@@ -15,9 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pipeline import convert
 from pipeline import errors
-from pipeline import exits
 from pipeline import flex_template
 from pipeline.beam_runtime import fast_exit
+from pipeline.runs import exits
 
 
 def convert_argv(argv: list) -> list:

@@ -18,9 +18,9 @@ import os
 import re
 import sys
 
-from pipeline import command_line
-from pipeline.flags import VALUE_REGEXES
-from pipeline.flags import ConvertOptions
+from pipeline.configuration import command_line
+from pipeline.configuration.flags import VALUE_REGEXES
+from pipeline.configuration.flags import ConvertOptions
 
 # Google's Python 3.11 launcher image, pinned (never :latest) so a rebuild
 # gives the same launcher. The package installs Beam 2.77.0 over its Beam.

@@ -23,15 +23,15 @@ import sys
 from typing import Optional
 
 from pipeline import errors
-from pipeline import exits
-from pipeline import read
-from pipeline import report
 from pipeline.errors import EXIT_OK
 from pipeline.errors import UsageError
-from pipeline.look_sample import Reservoir
-from pipeline.look_sample import decode_samples
-from pipeline.look_sample import records_of
-from pipeline.look_sample import scan_split
+from pipeline.looking import report
+from pipeline.looking.look_sample import Reservoir
+from pipeline.looking.look_sample import decode_samples
+from pipeline.looking.look_sample import records_of
+from pipeline.looking.look_sample import scan_split
+from pipeline.reading import dataset
+from pipeline.runs import exits
 from transforms.core import decoders
 from transforms.core import paths
 from transforms.core import records
@@ -178,7 +178,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
     shards = info['splits'][split]['shards']
     first, record = shards[0], NO_RECORD
     for shard in shards:
-      record = first_record_lines(read.join(input_dir, shard))
+      record = first_record_lines(dataset.join(input_dir, shard))
       if record is not NO_RECORD:
         first = shard
         break
@@ -230,7 +230,7 @@ def inspect_dataset(args) -> list:
   if not os.path.isdir(args.input_dir) and not paths.is_remote(args.input_dir):
     raise UsageError(f'--input_dir {args.input_dir} is not a folder')
   try:
-    info = read.read_info(args.input_dir)
+    info = dataset.read_info(args.input_dir)
   except InfoError as error:
     raise UsageError(f'{error} (for TFRecord files convert did not write, use --files)')
   splits = list(info['splits'])

@@ -17,11 +17,11 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import configs
 from pipeline import errors
-from pipeline import exits
-from pipeline import interrupts
 from pipeline.beam_runtime import startup
+from pipeline.configuration import configs
+from pipeline.runs import exits
+from pipeline.runs import interrupts
 
 if __name__ == '__main__':
   interrupts.before_run(interrupts.VALIDATE_LINES[0])
@@ -29,13 +29,13 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import config as opts
-from pipeline import engines
-from pipeline import flink_jobs
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import list_entries
-from pipeline.run_guard import RunGuard
+from pipeline.configuration import config as opts
+from pipeline.engines import flink_jobs
+from pipeline.engines import runners
+from pipeline.runs.output_dir import list_entries
+from pipeline.runs.run_guard import RunGuard
 from transforms import filesystem
 from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
@@ -163,7 +163,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
   check_records: what checks a batch of records (tests swap it).
   """
   expected = validation.Expected.from_info(info)
-  single = engines.single_local_worker(p.options)
+  single = runners.single_local_worker(p.options)
   pool, spans, whole_shards = check_pools(
       check_threads, check_processes, expected.image.encoding, single, input_dir, shards,
       os.cpu_count() or 1)
@@ -225,7 +225,7 @@ def run(argv=None, check_records=validation.check_records) -> int:
                                                  __doc__.strip().splitlines()[0])
   report = validate(config, pipeline_options, check_records)
   if report is None:
-    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    print(runners.dry_run_note(pipeline_options, 'nothing was checked or written'))
     return errors.EXIT_OK
   print(summary(report, config.report_path, config.strict))
   if not report['valid'] or (config.strict and report['num_warnings']):
@@ -239,9 +239,9 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   a dry run, which checks nothing). A dataset without a usable
   dataset_info.json gets a report of that one problem. Failures are raised.
   The command line's run() and pipeline.api call it; neither prints here."""
-  pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
+  pipeline_options = runners.prepare(pipeline_options)  # Flink and Spark: see convert
   # Before anything is read or written: can the runner take the job?
-  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
+  runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)
@@ -266,7 +266,7 @@ def validate(config: configs.ValidateConfig, pipeline_options,
       RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
                                  files)) as guard:
     guard.run(p)
-  if engines.is_dry_run(pipeline_options):
+  if runners.is_dry_run(pipeline_options):
     return None
   return json.loads(files.read_text(config.report_path))
 

@@ -17,9 +17,9 @@ import pytest
 
 from pipeline import api
 from pipeline import convert as convert_command
-from pipeline import progress
-from pipeline.flags import ConvertOptions
-from pipeline.flags import ValidateOptions
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.configuration.flags import ValidateOptions
+from pipeline.runs import progress
 from tests.conftest import COLOURS
 from tests.conftest import feature
 from tests.conftest import pixels
@@ -480,7 +480,7 @@ def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
 def test_a_handler_a_runner_installs_during_the_run_is_put_back():
   # Beam's job server for Flink and Spark installs a SIGINT handler and never
   # removes it (StopOnExitJobServer); the run must not leave it behind.
-  from pipeline import in_process
+  from pipeline.runs import in_process
   before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
   with in_process.restored_process_state():
     signal.signal(signal.SIGINT, lambda *_: None)

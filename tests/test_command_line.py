@@ -15,13 +15,13 @@ from apache_beam.options.pipeline_options import StandardOptions
 import pytest
 
 from pipeline import cli
-from pipeline import command_line
-from pipeline import config as opts
-from pipeline import configs
 from pipeline import convert
-from pipeline import engines
-from pipeline import flags
 from pipeline import validate
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import configs
+from pipeline.configuration import flags
+from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
 from transforms.core import manifest
@@ -84,7 +84,7 @@ def test_the_info_settings_are_typed_and_carry_the_options(sample):
      {'runner': 'DataflowRunner', 'default_sdk_harness_log_level': 'INFO'}),
 ])
 def test_local_defaults_in_one_place(given, expected):
-  assert engines.local_defaults(given) == expected
+  assert runners.local_defaults(given) == expected
 
 
 def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
@@ -295,7 +295,7 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
 @pytest.mark.slow  # Beam in a subprocess
 def test_importing_the_package_configures_no_logging():
   code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '
-          'pipeline.config, pipeline.flags, pipeline.preflight, pipeline.cli, pipeline.command_line; '
+          'pipeline.configuration.config, pipeline.configuration.flags, pipeline.configuration.preflight, pipeline.cli, pipeline.configuration.command_line; '
           'root = logging.getLogger(); print(len(root.handlers), root.level)')
   done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
   assert done.stdout.split() == ['0', str(30)], done.stderr  # no handler, WARNING

@@ -11,13 +11,13 @@ from apache_beam.options.pipeline_options import DebugOptions
 from apache_beam.options.pipeline_options import StandardOptions
 import pytest
 
-from pipeline import command_line
-from pipeline import config as opts
-from pipeline import config_file
-from pipeline import configs
 from pipeline import convert
-from pipeline import flags
 from pipeline import validate
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
+from pipeline.configuration import configs
+from pipeline.configuration import flags
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
 from tests.conftest import read_info

@@ -10,9 +10,9 @@ import shlex
 
 import pytest
 
-from pipeline import config as opts
 from pipeline import convert
 from pipeline import demo
+from pipeline.configuration import config as opts
 from tests.conftest import read_info
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -298,7 +298,7 @@ def test_make_demo_detection_draws_the_boxes_on_the_objects(tmp_path, monkeypatc
 
   from PIL import Image
 
-  from pipeline.look_detection import colour
+  from pipeline.looking.look_detection import colour
   monkeypatch.chdir(tmp_path)
   assert demo_detection.main([]) == EXIT_OK
   look = tmp_path / demo_detection.EXPORT_DIR

@@ -12,8 +12,8 @@ import pathlib
 import pytest
 
 from pipeline import convert
-from pipeline import preflight
 from pipeline import validate
+from pipeline.configuration import preflight
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_OVER_BUDGET

@@ -1,7 +1,7 @@
 """convert and validate on a real Flink (embedded in its job server) and a
 real Spark (local), launched with nothing but --runner, as a user would: the
 launcher finds Java, takes the job server from the cache (fetching it with
-Maven the first time) and fills in the rest (pipeline/engines.py).
+Maven the first time) and fills in the rest (pipeline/engines/runners.py).
 
 make test-integration runs these (minutes: a JVM, a job server and an engine
 per run); make test leaves them out.

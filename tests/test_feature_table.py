@@ -9,7 +9,7 @@ import io
 from PIL import Image
 import pytest
 
-from pipeline import configs
+from pipeline.configuration import configs
 from tests.conftest import check_record
 from transforms.core import validation
 from transforms.core.example import LabelledRow
@@ -166,7 +166,7 @@ def test_image_spec_from_json_fills_missing_fields_with_the_field_defaults():
 def test_convert_flag_defaults_are_the_image_spec_defaults():
   import argparse
 
-  from pipeline import flags
+  from pipeline.configuration import flags
   parser = argparse.ArgumentParser()
   flags.ConvertOptions._add_argparse_args(parser)
   args = parser.parse_args([])

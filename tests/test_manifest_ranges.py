@@ -19,7 +19,7 @@ from apache_beam.testing.util import equal_to
 import pytest
 
 from pipeline import convert
-from pipeline import preflight
+from pipeline.configuration import preflight
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError

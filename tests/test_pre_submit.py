@@ -1,5 +1,5 @@
 """Before anything is locked, created or written: a job service that does
-not answer is one line and exit 2 (engines.check_before_submit), and a job
+not answer is one line and exit 2 (runners.check_before_submit), and a job
 that fails says what failed (exits.failure_reason), its partial output gone."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import threading
 import pytest
 
 from pipeline import convert
-from pipeline import engines
-from pipeline import exits
-from pipeline import job_endpoint
-from pipeline import run_guard
 from pipeline import validate
+from pipeline.engines import job_endpoint
+from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
+from pipeline.runs import exits
+from pipeline.runs import run_guard
 from tests.conftest import free_port
 
 TIMEOUT = '0.5'
@@ -131,10 +131,10 @@ def test_pre_submit_checks_run_before_output_dir_is_touched(sample, tmp_path, ca
   seen = []
 
   def no_job_server(options, connect_timeout_s):
-    seen.append((options.view_as(engines.StandardOptions).runner, connect_timeout_s))
+    seen.append((options.view_as(runners.StandardOptions).runner, connect_timeout_s))
     raise UsageError('no job server here')
 
-  monkeypatch.setattr(engines, 'PRE_SUBMIT_CHECKS', (no_job_server,))
+  monkeypatch.setattr(runners, 'PRE_SUBMIT_CHECKS', (no_job_server,))
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
                        '--job_endpoint_connect_timeout', '7']) == EXIT_USAGE

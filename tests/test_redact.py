@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from pipeline import command_line
 from pipeline import convert
-from pipeline import flags as opts
-from pipeline import redact
+from pipeline.configuration import command_line
+from pipeline.configuration import flags as opts
+from pipeline.configuration import redact
 from pipeline.errors import UsageError
 from tests.conftest import read_info
 

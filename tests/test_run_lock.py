@@ -15,16 +15,16 @@ import time
 import pytest
 
 from pipeline import convert
-from pipeline import lock_stores
-from pipeline import run_lock
 from pipeline import validate
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
-from pipeline.run_lock import RunInfo
-from pipeline.run_lock import RunLock
-from pipeline.run_lock import stale_reason
+from pipeline.runs import lock_stores
+from pipeline.runs import run_lock
+from pipeline.runs.run_lock import RunInfo
+from pipeline.runs.run_lock import RunLock
+from pipeline.runs.run_lock import stale_reason
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest

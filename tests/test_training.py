@@ -13,6 +13,7 @@ import pytest
 
 from pipeline import convert
 from pipeline.errors import EXIT_OK
+from pipeline.runs import summary
 from tests.conftest import feature
 from tests.conftest import read_info
 from tests.conftest import write_image
@@ -325,7 +326,7 @@ def test_content_duplicates_within_and_across_splits(leaky, copies):
       {'sha256': sha_b, 'across': False,
        'first': {'line': 3, 'key': 'b.png', 'split': b_split},
        'duplicate': {'line': 7, 'key': './b.png', 'split': b_split}}]
-  assert convert.warning_lines(read_info(out))[-1].startswith(
+  assert summary.warning_lines(read_info(out))[-1].startswith(
       'Warning: 2 image(s) repeat the bytes of another row under another key: '
       '1 within a split, 1 across splits')
 
@@ -514,7 +515,7 @@ def test_case_variants_and_spaces_are_warned_not_merged(leaky, capsys):
   assert warnings['num_case_variant_groups'] == 1
   assert warnings['surrounding_spaces'] == {'cat': 1}  # ' cat' was stripped, as ever
   assert warnings['empty_classes'] == [] and warnings['num_empty_classes'] == 0
-  lines = convert.warning_lines(info)
+  lines = summary.warning_lines(info)
   assert lines[0].startswith('Warning: 1 group(s) of labels differ only in case, kept apart: '
                              'Natural/natural')
   assert lines[1].startswith('Warning: 1 label(s) had surrounding spaces in some rows')
@@ -560,10 +561,10 @@ def test_empty_classes_are_listed_and_keep_their_ids(copies, tmp_path):
 
 def test_summary_lists_every_class_up_to_20_then_the_extremes():
   few = {'examples_per_class': {'a': 5, 'b': 1}, 'imbalance_ratio': 5.0}
-  assert convert._class_lines(few) == ['    per class: a 5, b 1; imbalance 5.0x']
+  assert summary._class_lines(few) == ['    per class: a 5, b 1; imbalance 5.0x']
   many = {'examples_per_class': {f'c{i:02d}': i + 1 for i in range(25)},
           'imbalance_ratio': 25.0}
-  assert convert._class_lines(many) == [
+  assert summary._class_lines(many) == [
       '    per class: largest c24 25, c23 24, c22 23; smallest c02 3, c01 2, c00 1; '
       'imbalance 25.0x']
 

@@ -175,8 +175,8 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
 def test_convert_reports_counters_per_stage_and_reason(sample):
   from apache_beam.metrics.metric import MetricsFilter
 
-  from pipeline import config as opts
   from pipeline import convert
+  from pipeline.configuration import config as opts
   write_manifest(sample.manifest, list(sample.labels.items()) + [('images/gone.png', 'red')])
   config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
                                   str(sample.out), '--height', '4', '--width', '4'])

@@ -299,13 +299,13 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   import os
   import types
 
-  from pipeline import command_line
-  from pipeline import engines
-  from pipeline.flags import ValidateOptions
+  from pipeline.configuration import command_line
+  from pipeline.configuration.flags import ValidateOptions
+  from pipeline.engines import runners
   from transforms.workers.pooled_step import pool_size
   options = command_line.parse([], ValidateOptions, '').pipeline_options
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
-  threads = pool_size(requested, 0, records.image.encoding, engines.single_local_worker(options),
+  threads = pool_size(requested, 0, records.image.encoding, runners.single_local_worker(options),
                       os.cpu_count(), inline_raw=True).threads
   assert threads == (expected or os.cpu_count() + 1)
 

@@ -352,20 +352,6 @@ def parse_extra_feature(text: str) -> ExtraFeature:
   return ExtraFeature(match['name'].strip(), match['kind'], _SHAPES[form](sizes))
 
 
-def shape_problem(count: int, shape) -> Optional[str]:
-  """Why `count` values do not fit a declared shape ((), (N,), (None,),
-  (None, N), or the same as JSON lists), or None when they do."""
-  shape = tuple(shape)
-  if shape == ():
-    return None if count == 1 else f'has {count} values, a scalar holds exactly 1'
-  if len(shape) == 1 and shape[0] is not None:
-    return None if count == shape[0] else f'has {count} values, expected {shape[0]}'
-  if len(shape) == 2 and shape[1]:
-    return None if count % shape[1] == 0 else (
-        f'has {count} values, not a whole number of {shape[1]}-tuples')
-  return None
-
-
 @dataclasses.dataclass(frozen=True)
 class ExampleSpec:
   """Which features an Example carries."""

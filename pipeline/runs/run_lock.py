@@ -1,6 +1,6 @@
 """The run lock: one run at a time writes an output folder. The lock's
 protocol (RunInfo, generations, staleness) and RunLock; the stores that hold
-the lock file are in pipeline/lock_stores.py."""
+the lock file are in pipeline/runs/lock_stores.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Optional
 import uuid
 
 from pipeline.errors import UsageError
-from pipeline.lock_stores import LOCK_PREFIX
-from pipeline.lock_stores import lock_store
+from pipeline.runs.lock_stores import LOCK_PREFIX
+from pipeline.runs.lock_stores import lock_store
 from transforms import filesystem
 
 # OUT/.convert.lock.<generation>: one JSON object naming the run that writes

@@ -1,10 +1,10 @@
 """SIGINT and SIGTERM on the command line (convert and validate): the run
 unwinds, cleans up after itself, says so in one line and ends by the signal.
 
-Only the command line installs these handlers (pipeline/exits.py run_command):
+Only the command line installs these handlers (pipeline/runs/exits.py run_command):
 a function called from Python (convert.run, validate.run, anything built on
 them) installs none; its clean-up is in context managers that also run on
-KeyboardInterrupt and errors (pipeline/run_guard.py, RunLock, run_temp).
+KeyboardInterrupt and errors (pipeline/runs/run_guard.py, RunLock, run_temp).
 """
 
 from __future__ import annotations

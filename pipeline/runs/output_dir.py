@@ -1,5 +1,5 @@
 """Preparing the output folder: refuse a non-empty folder or clear our own
-files (after the run lock, pipeline/run_lock.py, is taken); and taking back
+files (after the run lock, pipeline/runs/run_lock.py, is taken); and taking back
 what a run wrote when it fails or publishes nothing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from typing import Optional
 
 from pipeline.errors import UsageError
-from pipeline.lock_stores import LOCK_PREFIX
+from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
 from transforms.core import paths
 from transforms.core.spec import COMPRESSIONS
@@ -141,7 +141,7 @@ def removed_on_failure(output_dir: str, split_names: tuple,
   full disk, what it wrote would keep the disk full. Only this run's files
   can be there: the block starts after prepare_output_dir, under the lock.
   An interrupted run too (KeyboardInterrupt, the command line's SIGINT and
-  SIGTERM: pipeline/interrupts.py): nothing of it is published."""
+  SIGTERM: pipeline/runs/interrupts.py): nothing of it is published."""
   try:
     yield
   except BaseException:

@@ -5,7 +5,7 @@ options class Beam ships: a flag nobody knows is a usage error (with a "did you
 mean"), never silently dropped. Flags on the command line override the same
 flags in a --config file. Our options come back as a namespace for the
 command's typed config; Beam's as PipelineOptions with the local defaults
-(engines.local_defaults) applied.
+(runners.local_defaults) applied.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-from pipeline import config_file
-from pipeline import engines
 from pipeline import errors
-from pipeline import redact
-from pipeline.config_file import CONFIG_FLAG
+from pipeline.configuration import config_file
+from pipeline.configuration import redact
+from pipeline.configuration.config_file import CONFIG_FLAG
+from pipeline.engines import runners
 from pipeline.errors import UsageError
 
 # Options classes Beam ships outside apache_beam.options.pipeline_options, in
@@ -189,15 +189,15 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   if config_file:
     # The file may be on s3:// or gs://: the command line's Beam options
     # (endpoint, keys, project) reach the filesystems before it is read.
-    FileSystems.set_options(PipelineOptions([], **engines.local_defaults(
+    FileSystems.set_options(PipelineOptions([], **runners.local_defaults(
         {k: v for k, v in given.items() if k not in own_dests})))
     given = {**read_config_file(config_file, parser, own_flags), **given}
   args = own.parse_args([])  # our defaults, typed as argparse types them
   for dest in own_dests & set(given):
     setattr(args, dest, given[dest])
   delattr(args, 'config')
-  beam = engines.local_defaults({k: v for k, v in given.items() if k not in own_dests})
-  engines.check_runner(beam.get('runner'))
+  beam = runners.local_defaults({k: v for k, v in given.items() if k not in own_dests})
+  runners.check_runner(beam.get('runner'))
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands
@@ -210,7 +210,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
 
 def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
   """{dest: value} -> {flag name without dashes: JSON-safe value}; with
-  `secrets`, the credentials in them replaced (pipeline/redact.py). Beam's
+  `secrets`, the credentials in them replaced (pipeline/configuration/redact.py). Beam's
   options carry credentials; ours are paths and settings."""
   names = {}
   for flag, action in _flags_of(parser).items():

@@ -12,7 +12,7 @@ from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import paths
 
-# Every lock file's name starts so (pipeline/run_lock.py: OUT/.convert.lock.<generation>).
+# Every lock file's name starts so (pipeline/runs/run_lock.py: OUT/.convert.lock.<generation>).
 LOCK_PREFIX = '.convert.lock.'
 
 

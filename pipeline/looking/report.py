@@ -55,7 +55,7 @@ def picture(sample: Sample, font_size: int = 12) -> Image.Image:
   image = to_pil(sample.image)
   if sample.objects is None:
     return image
-  from pipeline.look_detection import draw_objects
+  from pipeline.looking.look_detection import draw_objects
   return draw_objects(image, sample.objects, font_size)
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Optional
 
-from pipeline import engines
+from pipeline.engines import runners
 from transforms.core import image_dir
 from transforms.core import paths
 from transforms.filesystem import walk_local_files
@@ -140,7 +140,7 @@ class Reporter:
     """The total is the --image_dir's image files, or the manifest's data
     lines once the pipeline has read them."""
     wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
-    if not wanted or not engines.is_local(options):
+    if not wanted or not runners.is_local(options):
       return cls(None, None)
     total = count_image_files(image_dir, extensions) if image_dir else None
     return cls(tempfile.mkdtemp(prefix='img2tfrecord-progress-'), total,

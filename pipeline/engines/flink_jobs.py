@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipeline import engines
+from pipeline.engines import runners
 
 REST_TIMEOUT_S = 10.0
 ENDED = ('FINISHED', 'FAILED', 'CANCELED', 'CANCELLING', 'SUSPENDED')
@@ -30,11 +30,11 @@ ENDED = ('FINISHED', 'FAILED', 'CANCELED', 'CANCELLING', 'SUSPENDED')
 
 def cluster_address(options: PipelineOptions) -> Optional[str]:
   """Flink's REST base URL when the run goes to a Flink cluster, else None."""
-  runner = engines.runner_name(options.view_as(StandardOptions).runner)
+  runner = runners.runner_name(options.view_as(StandardOptions).runner)
   if runner != 'FlinkRunner':
     return None
   given = options.get_all_options(drop_default=True)
-  master, embedded, addresses = engines.master_of(runner, given)
+  master, embedded, addresses = runners.master_of(runner, given)
   if embedded or not addresses:
     return None
   scheme = 'https' if master.startswith('https://') else 'http'

@@ -10,11 +10,11 @@ import logging
 import sys
 import traceback
 
-from pipeline import interrupts
-from pipeline import run_temp
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
+from pipeline.runs import interrupts
+from pipeline.runs import run_temp
 
 
 def main_with_usage_errors(run, argv=None) -> int:

@@ -8,8 +8,8 @@ import argparse
 import json
 import re
 
+from pipeline.configuration.preflight import read_flag_text
 from pipeline.errors import UsageError
-from pipeline.preflight import read_flag_text
 
 CONFIG_FLAG = '--config'
 # Lists and mappings nested deeper than this in a --config file are refused: an

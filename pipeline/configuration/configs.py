@@ -1,5 +1,5 @@
 """The checked, typed configs of convert and validate (ConvertConfig,
-ValidateConfig) and the parsers of single flag values; pipeline/config.py
+ValidateConfig) and the parsers of single flag values; pipeline/configuration/config.py
 assembles them from the parsed flags."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import dataclasses
 import os
 from typing import Optional
 
-from pipeline import redact
+from pipeline.configuration import redact
+from pipeline.configuration.flags import DEFAULT_IMAGE_TIMEOUT_S
+from pipeline.configuration.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
-from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
-from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
-from pipeline.previous import Previous
+from pipeline.runs.previous import Previous
 from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pipeline import configs as opts
+from pipeline.configuration import configs as opts
+from pipeline.configuration.output_flags import output_options
 from pipeline.errors import UsageError
-from pipeline.output_flags import output_options
 from transforms import filesystem
 from transforms.core import annotations as objects
 from transforms.core import coco
@@ -103,7 +103,7 @@ def convert_config(parsed) -> opts.ConvertConfig:
   if args.annotation_format == 'coco':
     detection = _coco(args, options)
   else:
-    from pipeline import detection_files
+    from pipeline.configuration import detection_files
     detection = detection_files.file_config(args, options)
   found_splits = detection.split_names()
   if not split.fractions:

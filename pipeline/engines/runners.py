@@ -1,9 +1,6 @@
 """The runners: which run locally, the local defaults, the ones refused, dry
 runs, and what a Flink or Spark run needs (prepare): Java, a job server, a
-master that answers, a worker environment.
-
-  python -m pipeline.engines fetch {flink,spark}   # the job server, ahead of time
-"""
+master that answers, a worker environment."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 from typing import Optional
 
 from apache_beam.options.pipeline_options import DebugOptions
@@ -25,11 +21,9 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 
-from pipeline import errors
-from pipeline import exits
-from pipeline import job_endpoint
-from pipeline import job_servers
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.engines import job_endpoint
+from pipeline.engines import job_servers
 from pipeline.errors import UsageError
 
 LOCAL_RUNNER = 'DirectRunner'
@@ -294,7 +288,7 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
                                java_home=java.home if java else None)
   added.update(job_server_options(runner, given, server, java.path if java else None))
   # The same runner, stopping its job server when the job ends (engine_runners.py).
-  added['runner'] = f'pipeline.engine_runners.{runner}'
+  added['runner'] = f'pipeline.engines.engine_runners.{runner}'
   for name, value in added.items():
     setattr(options.view_as(_VIEWS[name]), name, value)
   return options
@@ -365,24 +359,3 @@ def engine_record(options: PipelineOptions) -> dict:
     record.update(environment_type=portable.environment_type,
                   job_server=job_servers.describe(jar))
   return record
-
-
-def _fetch(argv: list) -> int:
-  if len(argv) != 2 or argv[0] != 'fetch' or argv[1] not in job_servers.ENGINES:
-    raise UsageError('usage: python -m pipeline.engines fetch {'
-                     + ','.join(job_servers.ENGINES) + '}')
-  engine = job_servers.ENGINES[argv[1]]
-  try:  # Maven runs on any Java; a suitable one is preferred
-    java_home = job_servers.choose_java(engine, job_servers.java_candidates()).home
-  except UsageError:
-    java_home = None
-  print(job_servers.fetch(engine, java_home=java_home)['jar'])
-  return errors.EXIT_OK
-
-
-def main(argv=None) -> int:
-  return exits.main_with_exit_codes(_fetch, argv)
-
-
-if __name__ == '__main__':
-  sys.exit(main())

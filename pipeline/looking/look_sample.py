@@ -8,9 +8,9 @@ import dataclasses
 import os
 import random
 
-from pipeline import read
-from pipeline import report
-from pipeline.look_detection import sample_objects
+from pipeline.looking import report
+from pipeline.looking.look_detection import sample_objects
+from pipeline.reading import dataset
 from transforms.core import records
 from transforms.core.decoders import RecordError
 from transforms.core.tfrecord import ShardError
@@ -54,7 +54,7 @@ def records_of(path: str, skipped: list):
   """(index, data) of every readable record of `path`; damage goes to skipped."""
   shard = os.path.basename(path)
   try:
-    with read.open_binary(path) as stream:
+    with dataset.open_binary(path) as stream:
       for index, data in read_records_skipping(stream):
         if isinstance(data, ShardError):
           skipped.append(f'{shard} record {index}: {data.detail}')
@@ -76,7 +76,7 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
   scan = Scan()
   reservoir = Reservoir(sample_size, random.Random(f'{seed}:{split}'))
   to_example = records.ExampleDecoder(info, decode=False)
-  for path in read.shard_paths(input_dir, info, split):
+  for path in dataset.shard_paths(input_dir, info, split):
     shard = os.path.basename(path)
     for index, data in records_of(path, scan.skipped):
       try:

@@ -26,8 +26,8 @@ from apache_beam.runners.portability import spark_runner
 from apache_beam.runners.runner import PipelineState
 import grpc
 
-from pipeline import job_server_launcher
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
+from pipeline.engines import job_server_launcher
 
 # The loggers of the SDK harness's streams: with LOOPBACK the harness runs in
 # this process.

@@ -1,33 +1,33 @@
 """The checked, typed configs of convert and validate, assembled from the
-parsed flags (pipeline/flags.py) by pure cross-field checks; the reads on the
-launcher they need are in pipeline/preflight.py."""
+parsed flags (pipeline/configuration/flags.py) by pure cross-field checks; the reads on the
+launcher they need are in pipeline/configuration/preflight.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 
-from pipeline import command_line
-from pipeline import detection_config
-from pipeline.configs import ConvertConfig
-from pipeline.configs import ValidateConfig
-from pipeline.configs import exclusive_pool_sizes
-from pipeline.configs import parse_background
-from pipeline.configs import parse_extra_features
-from pipeline.configs import parse_formats
-from pipeline.configs import parse_name_list
-from pipeline.configs import parse_split_fractions
-from pipeline.configs import recorded_config_file
+from pipeline.configuration import command_line
+from pipeline.configuration import detection_config
+from pipeline.configuration.configs import ConvertConfig
+from pipeline.configuration.configs import ValidateConfig
+from pipeline.configuration.configs import exclusive_pool_sizes
+from pipeline.configuration.configs import parse_background
+from pipeline.configuration.configs import parse_extra_features
+from pipeline.configuration.configs import parse_formats
+from pipeline.configuration.configs import parse_name_list
+from pipeline.configuration.configs import parse_split_fractions
+from pipeline.configuration.configs import recorded_config_file
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.configuration.flags import ValidateOptions
+from pipeline.configuration.output_flags import output_options
+from pipeline.configuration.preflight import image_dir_splits
+from pipeline.configuration.preflight import manifest_config
+from pipeline.configuration.preflight import may_have_split_column
+from pipeline.configuration.preflight import read_label_map
+from pipeline.configuration.preflight import require_input
 from pipeline.errors import UsageError
-from pipeline.flags import ConvertOptions
-from pipeline.flags import ValidateOptions
-from pipeline.output_flags import output_options
-from pipeline.preflight import image_dir_splits
-from pipeline.preflight import manifest_config
-from pipeline.preflight import may_have_split_column
-from pipeline.preflight import read_label_map
-from pipeline.preflight import require_input
-from pipeline.previous import check as check_previous
+from pipeline.runs.previous import check as check_previous
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest

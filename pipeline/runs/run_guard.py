@@ -1,7 +1,7 @@
 """A run that does not finish leaves nothing half-done: RunGuard cancels its
 job and deletes what it wrote, on any exception (an error, KeyboardInterrupt,
 the command line's Interrupted). It installs no signal handler: the command
-line does (pipeline/interrupts.py); a Python caller gets the same clean-up
+line does (pipeline/runs/interrupts.py); a Python caller gets the same clean-up
 on its own KeyboardInterrupt."""
 
 from __future__ import annotations

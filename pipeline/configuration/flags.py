@@ -1,5 +1,5 @@
 """The flags of convert and validate: the one source of the flags, which the
-parser (pipeline/command_line.py), --help and --config files all read, with
+parser (pipeline/configuration/command_line.py), --help and --config files all read, with
 their defaults and the small value parsers of their types."""
 
 from __future__ import annotations
