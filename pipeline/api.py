@@ -40,6 +40,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration import configs
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
+from pipeline.configuration.preflight import Rows
 from pipeline.runs import in_process
 from pipeline.runs import progress as progress_display
 from pipeline.runs import run_temp
@@ -155,10 +156,9 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       keywords['progress'] = ('on' if progress else 'off') if isinstance(progress, bool) else (
           progress)
     argv = keyword_argv(keywords, ConvertOptions, 'convert')
-    if rows_path:
-      write_rows(rows, rows_path)
+    given_rows = Rows(rows_path, *write_rows(rows, rows_path)) if rows_path else None
     with _usage_errors(rows_path):
-      config, pipeline_options = opts.parse_convert(argv)
+      config, pipeline_options = opts.parse_convert(argv, rows=given_rows)
     if rows_path:
       config = _from_rows(config)
     notebook = progress_display.in_notebook()
@@ -323,22 +323,24 @@ def _json_value(value):
   raise TypeError(f'a {type(value).__name__} is not a manifest value')
 
 
-def write_rows(rows, path: str) -> int:
-  """rows= -> a JSONL manifest at `path`, in one pass; -> the number of rows.
-  A missing value (None, NaN, pandas' NA) is written as null: an empty cell."""
-  count = 0
+def write_rows(rows, path: str) -> tuple:
+  """rows= -> a JSONL manifest at `path`, in one pass; -> (the number of rows,
+  the columns any row has, in the order first seen). A missing value (None,
+  NaN, pandas' NA) is written as null: an empty cell."""
+  count, columns = 0, {}
   with open(path, 'w', encoding='utf-8') as handle:
     for count, row in enumerate(_records(rows), start=1):
       if not isinstance(row, Mapping):
         raise UsageError(f'rows: row {count} is a {type(row).__name__}, not a dict of '
                          f'column values')
       fields = {str(k): None if _missing(v) else v for k, v in row.items()}
+      columns.update(dict.fromkeys(fields))
       try:
         text = json.dumps(fields, ensure_ascii=False, allow_nan=False, default=_json_value)
       except (TypeError, ValueError) as error:
         raise UsageError(f'rows: row {count} cannot be written as a manifest row: {error}')
       handle.write(text + '\n')
-  return count
+  return count, tuple(columns)
 
 
 def read_rejected(output_dir: str) -> list:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Optional
 
 from pipeline.configuration import command_line
 from pipeline.configuration import detection_config
@@ -21,6 +22,7 @@ from pipeline.configuration.configs import recorded_config_file
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
 from pipeline.configuration.output_flags import output_options
+from pipeline.configuration.preflight import Rows
 from pipeline.configuration.preflight import image_dir_splits
 from pipeline.configuration.preflight import manifest_config
 from pipeline.configuration.preflight import may_have_split_column
@@ -40,10 +42,11 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
 
-def parse_convert(argv: list, description: str = '') -> tuple:
-  """convert's command line -> (ConvertConfig, PipelineOptions)."""
+def parse_convert(argv: list, description: str = '', rows: Optional[Rows] = None) -> tuple:
+  """convert's command line -> (ConvertConfig, PipelineOptions). rows:
+  --manifest holds api.convert's rows= (preflight.Rows)."""
   parsed = command_line.parse(argv, ConvertOptions, description)
-  return convert_config(parsed), parsed.pipeline_options
+  return convert_config(parsed, rows), parsed.pipeline_options
 
 
 def parse_validate(argv: list, description: str = '') -> tuple:
@@ -68,8 +71,9 @@ def validate_config(args) -> ValidateConfig:
       strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
 
 
-def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
-  """Checks the parsed convert options; UsageError names the first problem."""
+def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> ConvertConfig:
+  """Checks the parsed convert options; UsageError names the first problem.
+  rows: --manifest holds api.convert's rows=: the same checks, worded for them."""
   args = parsed.args
   if args.annotations or args.schema == 'detection':  # objects, not a label per image
     return detection_config.convert_config(parsed)
@@ -127,7 +131,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   manifests = ()
   if args.manifest:
     role = manifest.ROLE_IMAGES if args.label_manifest else manifest.ROLE_COMBINED
-    manifests = (manifest_config(args.manifest, role, split, extras, **reading),)
+    manifests = (manifest_config(args.manifest, role, split, extras, **reading, rows=rows),)
     if args.label_manifest:
       manifests += (manifest_config(args.label_manifest, manifest.ROLE_LABELS,
                                     split, (), **reading),)
@@ -147,7 +151,7 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   known_splits = tuple(dict.fromkeys((*split.split_names(), *split_names)))
   extensions = parse_name_list(args.image_extensions, '--image_extensions', lower=True)
   if not args.allow_empty:  # no row to convert: exit 2 now, OUT untouched
-    require_input(manifests, args.image_dir, extensions)
+    require_input(manifests, args.image_dir, extensions, rows)
   split_from_folders = (args.image_dir and
                         args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL)
   if not split.fractions and not split_from_folders and not may_have_split_column(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import json
 import os
 from typing import Optional
@@ -57,6 +58,19 @@ def _jsonl_columns(path: str) -> Optional[tuple]:
   return tuple(first) if isinstance(first, dict) else None
 
 
+@dataclasses.dataclass(frozen=True)
+class Rows:
+  """api.convert's rows=, as the preflight sees them: written to a JSONL
+  manifest at `path`, `count` rows holding, between them, `columns`. The
+  checks are the command line's; their messages name the rows `rows=`."""
+  path: str
+  count: int
+  columns: tuple
+
+
+ROWS = 'rows='
+
+
 # Which logical columns each kind of manifest reads.
 _ROLE_COLUMNS = {
     manifest.ROLE_COMBINED: ('image', 'label', 'key', 'split'),
@@ -69,12 +83,14 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
                     fmt: Optional[str] = None, columns: Optional[dict] = None,
                     multi_label: bool = False,
                     label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
-                    label_normalize: frozenset = DEFAULT_NORMALIZE
-                    ) -> manifest.ManifestConfig:
+                    label_normalize: frozenset = DEFAULT_NORMALIZE,
+                    rows: Optional[Rows] = None) -> manifest.ManifestConfig:
   """Checks one manifest on the launcher: a file, or a pattern whose files
   are read as one manifest. `columns`: {logical column: the file's name} as
   given by --image_column etc. A named column the file lacks is a usage error
-  that lists the columns it has. Reads each file's first line at most."""
+  that lists the columns it has. Reads each file's first line at most.
+  rows: the manifest holds api.convert's rows=, whose columns are known: the
+  same checks, against every row's columns."""
   if not fmt and not _is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
@@ -100,16 +116,19 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
       label_separator=label_separator, label_normalize=label_normalize, files=files)
-  if manifest.has_header(fmt):
-    needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
-    needed += [n for n in named.values() if n not in needed]
-    if role != manifest.ROLE_LABELS:
-      needed += [f.name for f in extras]
-    _check_columns(path, needed, header)
+  needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
+  needed += [n for n in named.values() if n not in needed]
+  if role != manifest.ROLE_LABELS:
+    needed += [f.name for f in extras]
+  if rows is not None:
+    if rows.count:  # no row at all: require_input's to say
+      _check_columns(ROWS, needed, rows.columns)
+  elif manifest.has_header(fmt):
+    _check_columns(f'manifest {path}', needed, header)
   elif fmt == 'jsonl' and named:
     found = _jsonl_columns(filled[0])
     if found is not None:
-      _check_columns(path, list(named.values()), found)
+      _check_columns(f'manifest {path}', list(named.values()), found)
   return config
 
 
@@ -165,13 +184,14 @@ def _files_format(path: str, files: tuple) -> str:
   return next(iter(formats))
 
 
-def _check_columns(path: str, needed: list, found: tuple) -> None:
+def _check_columns(named: str, needed: list, found: tuple) -> None:
+  """named: the manifest as the message names it (`manifest PATH`, `rows=`)."""
   missing = [c for c in needed if c not in found]
   if missing and not found:
-    raise UsageError(f'manifest {path} has no header line (the file is empty or its first '
+    raise UsageError(f'{named} has no header line (the file is empty or its first '
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
-    raise UsageError(f'manifest {path} has no column(s) {", ".join(missing)} '
+    raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
                      f'(its columns: {", ".join(found) or "none"})')
 
 
@@ -220,13 +240,17 @@ SHOWN_SKIPPED = 3
 
 
 def require_input(manifests: tuple, directory: Optional[str],
-                  extensions: Optional[tuple]) -> None:
+                  extensions: Optional[tuple], rows: Optional[Rows] = None) -> None:
   """UsageError when the input has no row at all: a manifest without a data
   line, an --image_dir without an image file. Reads no more than it must:
   up to a manifest's first data line, a folder's listing up to its first
   image file (the whole listing only when there is none, to name what was
-  skipped)."""
+  skipped). rows: the first manifest holds api.convert's rows=."""
+  if rows is not None and not rows.count:
+    raise UsageError(f'{ROWS} has no rows')
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
+    if rows is not None and config.path == rows.path:
+      continue
     # A pattern's files (config.files) are read in turn until one has a data line.
     paths_read = [path for path, _ in config.files] or [config.path]
     if not any(_has_data_line(path, config.fmt) for path in paths_read):
