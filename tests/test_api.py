@@ -402,7 +402,8 @@ def test_a_run_leaves_the_process_as_it_found_it(tmp_path):
 
 _INTERRUPT_SCRIPT = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from pipeline import api, progress
+    from pipeline import api
+    from pipeline.runs import progress
 
     data = sys.argv[1]
     def update(self, done):  # Ctrl-C, as a notebook's interrupt sends it, mid-run
