@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import startup
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import did_you_mean
+from pipeline.runs import exits
 from pipeline.runs import interrupts
 
 COMMANDS = ('convert', 'validate', 'inspect', 'export')
@@ -55,7 +55,7 @@ def console_main() -> None:
   command = sys.argv[1] if len(sys.argv) > 1 else ''
   if command in _LINES:  # a signal during the imports: see interrupts.before_run
     interrupts.before_run(_LINES[command][0])
-  fast_exit.exit_now(main())
+  exits.exit_with(main, fast=True)
 
 
 if __name__ == '__main__':

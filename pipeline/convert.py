@@ -19,10 +19,7 @@ import sys
 import time
 from typing import Optional
 
-from pipeline import errors
 from pipeline.beam_runtime import startup
-from pipeline.configuration import configs
-from pipeline.runs import exits
 from pipeline.runs import interrupts
 
 if __name__ == '__main__':
@@ -31,11 +28,13 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline.beam_runtime import fast_exit
+from pipeline import errors
 from pipeline.beam_runtime import local_runner
 from pipeline.configuration import config as opts
+from pipeline.configuration import configs
 from pipeline.engines import flink_jobs
 from pipeline.engines import runners
+from pipeline.runs import exits
 from pipeline.runs import progress
 from pipeline.runs.output_dir import prepare_output_dir
 from pipeline.runs.output_dir import removed_on_failure
@@ -349,4 +348,4 @@ def main(argv=None) -> int:
 
 if __name__ == '__main__':
   startup.end()
-  fast_exit.exit_now(main())
+  exits.exit_with(main, fast=True)

@@ -5,19 +5,22 @@ it imports nothing of the project.
 Exit codes of every command (docs/convert.md, docs/validate.md):
 0 OK, 1 failed (convert: crashed; validate: the dataset has problems),
 2 usage or input error, 3 over the error budget, 130/143 ended by SIGINT or
-SIGTERM.
+SIGTERM, 141 stdout closed before the output was all written (a reader such
+as `| head -1` gone: 128 + SIGPIPE, as `yes | head -1`), with no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 from typing import Optional
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
 EXIT_USAGE = 2
 EXIT_OVER_BUDGET = 3
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s yes
 
 
 class UsageError(Exception):
@@ -29,6 +32,12 @@ class UsageParser(argparse.ArgumentParser):
 
   def error(self, message):
     raise UsageError(message)
+
+  def _print_message(self, message, file=None):
+    """argparse's, without its `except OSError: pass`: --help whose reader
+    has gone ends the command with exit 141, as any other output does."""
+    if message:
+      (file or sys.stderr).write(message)
 
 
 def did_you_mean(name: str, *candidates: list) -> str:

@@ -236,4 +236,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(main)

@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pipeline import convert
 from pipeline import errors
 from pipeline import flex_template
-from pipeline.beam_runtime import fast_exit
 from pipeline.runs import exits
 
 
@@ -44,4 +43,4 @@ def run(argv: list) -> int:
 
 
 if __name__ == '__main__':
-  fast_exit.exit_now(exits.main_with_exit_codes(run))
+  exits.exit_with(lambda: exits.main_with_exit_codes(run), fast=True)

@@ -19,7 +19,6 @@ import glob
 import json
 import os
 import random
-import sys
 from typing import Optional
 
 from pipeline import errors
@@ -370,4 +369,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(main)

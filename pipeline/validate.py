@@ -17,10 +17,7 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import errors
 from pipeline.beam_runtime import startup
-from pipeline.configuration import configs
-from pipeline.runs import exits
 from pipeline.runs import interrupts
 
 if __name__ == '__main__':
@@ -29,11 +26,13 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline.beam_runtime import fast_exit
+from pipeline import errors
 from pipeline.beam_runtime import local_runner
 from pipeline.configuration import config as opts
+from pipeline.configuration import configs
 from pipeline.engines import flink_jobs
 from pipeline.engines import runners
+from pipeline.runs import exits
 from pipeline.runs.output_dir import list_entries
 from pipeline.runs.run_guard import RunGuard
 from transforms import filesystem
@@ -292,4 +291,4 @@ def main(argv=None, check_records=validation.check_records) -> int:
 
 if __name__ == '__main__':
   startup.end()
-  fast_exit.exit_now(main())
+  exits.exit_with(main, fast=True)

@@ -4,8 +4,6 @@ and prints its jar. An entry point: it may import what the commands import."""
 
 from __future__ import annotations
 
-import sys
-
 from pipeline import errors
 from pipeline.engines import job_servers
 from pipeline.errors import UsageError
@@ -13,9 +11,12 @@ from pipeline.runs import exits
 
 
 def _fetch(argv: list) -> int:
+  usage = 'usage: python -m pipeline.engines fetch {' + ','.join(job_servers.ENGINES) + '}'
+  if argv in (['-h'], ['--help']):
+    print(usage)
+    return errors.EXIT_OK
   if len(argv) != 2 or argv[0] != 'fetch' or argv[1] not in job_servers.ENGINES:
-    raise UsageError('usage: python -m pipeline.engines fetch {'
-                     + ','.join(job_servers.ENGINES) + '}')
+    raise UsageError(usage)
   engine = job_servers.ENGINES[argv[1]]
   try:  # Maven runs on any Java; a suitable one is preferred
     java_home = job_servers.choose_java(engine, job_servers.java_candidates()).home
@@ -30,4 +31,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(main)

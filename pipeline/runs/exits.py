@@ -1,16 +1,21 @@
 """A command's run and its exit code: logging set up for the command line, a
 UsageError as one line and exit 2, a crash as one line (`failure_reason`)
-and exit 1, a signal as the end of the process by that signal. Every entry
-point runs its command through one of these."""
+and exit 1, a signal as the end of the process by that signal, stdout closed
+early by its reader as exit 141. Every entry point runs its command through
+these, and ends with exit_with."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import sys
 import traceback
 
+from pipeline.beam_runtime import fast_exit
 from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_STDOUT_CLOSED
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
@@ -49,6 +54,8 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
     with handlers.running() if handlers else contextlib.nullcontext():
       return run(argv)
   except BaseException as error:
+    if isinstance(error, BrokenPipeError) and stdout_closed():
+      raise  # not the job's failure: its reader has gone (exit_with)
     if handlers is not None and handlers.interrupted:
       # Whatever the signal unwound into (Beam wraps what a step raises):
       # the run was interrupted and has cleaned up; no traceback.
@@ -79,6 +86,43 @@ def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
   finally:
     handlers.finish()
   return code
+
+
+def exit_with(main, fast: bool = False):
+  """An entry point's last line: exits with main()'s code once stdout is
+  flushed. stdout closed early by its reader (`... | head -1`): exit 141
+  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. fast: leave
+  without the interpreter's teardown (beam_runtime/fast_exit.py)."""
+  try:
+    try:
+      code = main()
+    except SystemExit as done:  # --help
+      code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
+    sys.stdout.flush()
+  except BrokenPipeError:
+    if not stdout_closed():
+      raise
+    code = EXIT_STDOUT_CLOSED
+  if code == EXIT_STDOUT_CLOSED:
+    # What is still buffered has nowhere to go: stdout becomes /dev/null, so
+    # that the interpreter's own last flush fails no more.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+  if fast:
+    fast_exit.exit_now(code)
+  sys.exit(code)
+
+
+def stdout_closed() -> bool:
+  """Whether stdout is a pipe (or socket) whose reader has gone: writing to it
+  fails with EPIPE. Told by poll, which reports an error on such a pipe; not
+  by the BrokenPipeError alone, which a socket of the job's may raise too."""
+  try:
+    fd = sys.stdout.fileno()
+  except (AttributeError, OSError, ValueError):
+    return False
+  poller = select.poll()
+  poller.register(fd, 0)  # POLLERR and POLLHUP are reported whatever is asked
+  return any(event & select.POLLERR for _, event in poller.poll(0))
 
 
 _TRACEBACK = 'Traceback (most recent call last):'
