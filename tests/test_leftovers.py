@@ -175,9 +175,12 @@ def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   relative.write_text((data / 'small.csv').read_text().replace(f'{data}/', ''))
   split_run = small_run(data, out, '--split', 'train=0.5,test=0.5', '--split_names', 'train')
   split_run[1] = str(relative)
+  temp = tmp_path / 'temp'  # the killed run's img2tfrecord-run-* folder stays there
+  temp.mkdir()
   killed = subprocess.run(
       [sys.executable, '-m', 'tests.lock_helpers', 'shards', '--', *split_run],
-      cwd=ROOT, capture_output=True, text=True, timeout=180)
+      cwd=ROOT, capture_output=True, text=True, timeout=180,
+      env=dict(os.environ, TMPDIR=str(temp)))
   assert killed.returncode == -signal.SIGKILL, killed.stderr
   left = names(out)
   assert any(n.startswith('test-') for n in left) and '.convert.lock.000000' in left, left

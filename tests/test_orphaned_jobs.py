@@ -14,7 +14,6 @@ import threading
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import convert
@@ -23,6 +22,7 @@ from pipeline.engines import flink_jobs
 from pipeline.errors import EXIT_OK
 from pipeline.runs.run_lock import lock_name
 from tests.conftest import free_port
+from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from transforms import filesystem
 from transforms.write_metadata import RunNotCurrent
@@ -61,7 +61,7 @@ def test_a_job_whose_launcher_gave_up_writes_no_dataset_info(sample):
   config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
                                   str(sample.out), '--height', '4', '--width', '4'])
   sample.out.mkdir()
-  p = TestPipeline(options=PipelineOptions(['--runner=DirectRunner']))
+  p = local_pipeline()
   convert.build(p, config, lock=(lock_name(0), 'gone0000run'))
   with pytest.raises(Exception, match='run gone0000run no longer holds the lock'):
     p.run().wait_until_finish()

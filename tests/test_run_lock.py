@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -210,14 +212,24 @@ def convert_flags(data: pathlib.Path, out, *extra) -> list:
 
 
 def start(point: str, flags: list, go=None) -> subprocess.Popen:
+  """The run, in a TMPDIR of its own: a run killed at `point` leaves its
+  img2tfrecord-run-* temp folder there (only a killed run does), and
+  finish() removes it."""
   command = [sys.executable, '-m', 'tests.lock_helpers', point, *([str(go)] if go else []),
              '--', *flags]
-  return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  temp = tempfile.mkdtemp(prefix='killed-run-')
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, TMPDIR=temp))
+  process.temp_dir = temp
+  return process
 
 
 def finish(process: subprocess.Popen) -> tuple:
-  out, err = process.communicate(timeout=TIMEOUT)
+  try:
+    out, err = process.communicate(timeout=TIMEOUT)
+  finally:
+    shutil.rmtree(process.temp_dir, ignore_errors=True)
   return process.returncode, out, err
 
 

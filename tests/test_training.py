@@ -7,14 +7,13 @@ import json
 import pathlib
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import convert
 from pipeline.errors import EXIT_OK
 from pipeline.runs import summary
 from tests.conftest import feature
+from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from tests.conftest import write_image
 from transforms.core import shuffle
@@ -159,7 +158,7 @@ def _write(examples: list, out: pathlib.Path, in_order: bool, num_shards: int,
            max_bytes=None) -> list:
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
-  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+  with local_pipeline() as p:
     _ = (p | beam.Create(examples, reshuffle=False)
          | WriteShards(str(out / 'train'), '.tfrecord', 'none', num_shards, max_bytes,
                        in_order))
@@ -190,7 +189,7 @@ def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
   examples = _examples(3)
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
-  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+  with local_pipeline() as p:
     _ = (p | beam.Create(examples, reshuffle=False)
          | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 10 ** 6,
                        in_order, write_index=True))
@@ -241,7 +240,7 @@ def test_records_out_of_write_order_fail_the_job(tmp_path, num_shards):
   examples = sorted(_examples(5), key=lambda e: e.order)
   examples[1], examples[3] = examples[3], examples[1]
   with pytest.raises(Exception, match='out of write order'):
-    with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+    with local_pipeline() as p:
       _ = (p | beam.Create(examples, reshuffle=False)
            | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 100, True))
 
