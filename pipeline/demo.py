@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     return code
   print(describe(OUTPUT_DIR))
   code = look.main(['--input_dir', OUTPUT_DIR, '--export_dir', EXPORT_DIR])
-  print('Load it for training: read.load / read.examples, see "Reading the output" in README.md.')
+  print('Load it for training: read.load / read.examples, see docs/reading.md.')
   return code
 
 

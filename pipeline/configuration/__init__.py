@@ -1,5 +1,6 @@
 """The configuration: the flag table (flags.py) and the one parse of a
-command line or a --config file (command_line.py, config_file.py), the reads
+command line or a --config file (command_line.py, config_file.py), the flag
+reference of docs/ generated from it (flag_reference.py), the reads
 on the launcher before a run (preflight.py: manifest headers, --label_map,
 --image_dir; detection_files.py: VOC and YOLO folders), the checks that turn
 flags into a frozen ConvertConfig or ValidateConfig (config.py,

@@ -163,7 +163,10 @@ class ConvertOptions:
     out.add_argument('--output_dir', help='folder for shards and dataset_info.json')
     out.add_argument('--overwrite', action='store_true',
                      help='replace a previous dataset in --output_dir')
-    out.add_argument('--schema', default=ExampleSpec.schema, choices=SCHEMAS)
+    out.add_argument('--schema', default=ExampleSpec.schema, choices=SCHEMAS,
+                     help='feature layout. default: image/* features, key and class text; '
+                     "seed: img_raw and label only (the seed tutorial's); detection: boxes "
+                     'and masks (docs/detection.md)')
     out.add_argument('--num_shards', type=_non_negative_int, default=0,
                      help='shards per split (0: per worker bundle, rolled over at '
                      '--shard_size_mb, or with --sink tfrecordio as the runner chooses; '
@@ -176,7 +179,8 @@ class ConvertOptions:
                      'runner, in the --shuffle order, index files possible; tfrecordio: '
                      "Beam's WriteToTFRecord, records in arrival order, not the same "
                      'bytes from run to run, no index files')
-    out.add_argument('--compression', default='none', choices=COMPRESSIONS)
+    out.add_argument('--compression', default='none', choices=COMPRESSIONS,
+                     help='gzip shards are named *.tfrecord.gz')
     out.add_argument('--write_index', action='store_true',
                      help='write <shard>.index (one "offset length" line per record, as the '
                      'tfrecord package and DALI read) beside each uncompressed shard')
@@ -222,15 +226,22 @@ class ConvertOptions:
                        'image read) or content (SHA-256 of the bytes: the file is read, '
                        'not decoded; also catches rewrites that restore every timestamp)')
     image = parser.add_argument_group('image')
-    image.add_argument('--height', type=_positive_int, default=ImageSpec.height)
-    image.add_argument('--width', type=_positive_int, default=ImageSpec.width)
-    image.add_argument('--channels', type=int, default=ImageSpec.channels, choices=(1, 3))
-    image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS)
+    image.add_argument('--height', type=_positive_int, default=ImageSpec.height,
+                       help='output height in pixels')
+    image.add_argument('--width', type=_positive_int, default=ImageSpec.width,
+                       help='output width in pixels')
+    image.add_argument('--channels', type=int, default=ImageSpec.channels, choices=(1, 3),
+                       help='3: RGB; 1: grey')
+    image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS,
+                       help='raw: row-major HxWxC uint8 pixels; jpeg or png: the encoded image')
     image.add_argument('--jpeg_quality', type=_quality, default=ImageSpec.jpeg_quality,
-                       metavar='1..100')
-    image.add_argument('--resize_mode', default=ImageSpec.resize_mode, choices=RESIZE_MODES)
+                       metavar='1..100', help='with --encoding jpeg')
+    image.add_argument('--resize_mode', default=ImageSpec.resize_mode, choices=RESIZE_MODES,
+                       help='stretch to --height x --width; pad: keep the aspect, letterbox '
+                       'with 0; crop: keep the aspect, centre crop; none: keep each '
+                       "image's own size")
     image.add_argument('--resize_filter', default=ImageSpec.resize_filter,
-                       choices=RESIZE_FILTERS)
+                       choices=RESIZE_FILTERS, help='the resampling filter')
     image.add_argument('--background', default=','.join(map(str, ImageSpec.background)),
                        help='R,G,B colour that transparent pixels are composited over')
     image.add_argument('--image_threads', type=_non_negative_int, default=0,

@@ -69,7 +69,7 @@ def _beam(artifact: str, version: str) -> tuple:
 
 # Beam 2.62.0 is the newest release of which Maven Central serves every part:
 # the Flink 1.19 runner library, the Spark 3 runner and the job service (and
-# Beam's 2.77 SDK runs its pipelines, see README "Running at scale").
+# Beam's 2.77 SDK runs its pipelines, see docs/running.md "Running on Flink").
 # slf4j: Flink's runner brings slf4j-api 1.7 with no binding; Spark 3.5 needs
 # slf4j-api 2 (its log4j binding is 2.x), which Maven would otherwise resolve to 1.7.
 ENGINES = {
