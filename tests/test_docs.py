@@ -90,15 +90,26 @@ def test_fences_are_read_with_their_tags():
   assert any(s.language == 'python' and 'read.load' in s.code for s in found)
 
 
+def _made(folder: pathlib.Path, code: str) -> pathlib.Path:
+  (folder / '.venv').symlink_to(ROOT / '.venv')
+  done = subprocess.run([sys.executable, '-c', code], cwd=folder, capture_output=True,
+                        text=True, timeout=TIMEOUT, env=_env())
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  return folder
+
+
 @pytest.fixture(scope='session')
 def demo_folder(tmp_path_factory) -> pathlib.Path:
   """A folder as `make demo` leaves it: demo_data/, demo_output/, and .venv."""
-  folder = tmp_path_factory.mktemp('made-demo')
-  (folder / '.venv').symlink_to(ROOT / '.venv')
-  done = subprocess.run([sys.executable, '-m', 'pipeline.demo'], cwd=folder,
-                        capture_output=True, text=True, timeout=TIMEOUT, env=_env())
-  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-  return folder
+  return _made(tmp_path_factory.mktemp('made-demo'),
+               'import sys; from pipeline import demo; sys.exit(demo.main([]))')
+
+
+@pytest.fixture(scope='session')
+def demo_inputs(tmp_path_factory) -> pathlib.Path:
+  """make demo's inputs alone (demo_data/): what the README's tour reads."""
+  return _made(tmp_path_factory.mktemp('demo-inputs'),
+               'from pipeline import demo; demo.make_sample(demo.DATA_DIR)')
 
 
 def _env() -> dict:
@@ -133,8 +144,8 @@ def _run_page(page: str, demo_folder: pathlib.Path, tmp_path: pathlib.Path,
 
 
 @pytest.mark.slow  # make demo and the tour: Beam in subprocesses
-def test_the_readme_s_snippets_run_as_pasted(demo_folder, tmp_path):
-  ran = _run_page('README.md', demo_folder, tmp_path, integration=False)
+def test_the_readme_s_snippets_run_as_pasted(demo_inputs, tmp_path):
+  ran = _run_page('README.md', demo_inputs, tmp_path, integration=False)
   assert len(ran) == 7, ran  # the tour but make demo, Flink and Spark, Dataflow
 
 
