@@ -18,6 +18,7 @@ from transforms.core.annotations import ObjectAnnotation
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
+from transforms.core.spec import DEFAULT_MAX_PIXELS
 from transforms.core.spec import ImageSpec
 
 
@@ -29,6 +30,7 @@ class DetectionOptions:
   annotation_orientation: str = boxes.STORED  # when the recorded size cannot tell
   skip_empty: bool = False
   on_bad_box: str = 'drop'
+  max_pixels: int = DEFAULT_MAX_PIXELS  # an annotation's mask at most (COCO RLE size)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
