@@ -101,7 +101,7 @@ def _parse(events, path: str) -> Iterator[tuple]:
 
 
 def _kind(event: str) -> str:
-  return f'a JSON {event.split("_")[-1]}'
+  return f'a JSON {event.rsplit("_", maxsplit=1)[-1]}'
 
 
 def _one_line(error: Exception) -> str:

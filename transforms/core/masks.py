@@ -48,7 +48,7 @@ def rle_runs(rle, max_pixels: int = 0) -> tuple:
   """A COCO RLE ({'size': [h, w], 'counts': ...}) -> (h, w, runs), checked
   before anything of the mask's size is made: ValueError (one line) when its
   size is not two positive whole numbers (at most max_pixels pixels, when
-  given) or its runs are negative or do not add up to h x w."""
+  given), or its runs are negative or do not add up to h x w."""
   size = rle.get('size') if isinstance(rle, dict) else None
   if not (isinstance(size, list) and len(size) == 2 and all(
       isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
@@ -58,7 +58,9 @@ def rle_runs(rle, max_pixels: int = 0) -> tuple:
     raise ValueError(f'RLE size {height}x{width} is {height * width} pixels, more than '
                      f'--max_pixels {max_pixels}')
   runs = rle_counts(rle.get('counts'))
-  if any(n < 0 for n in runs) or sum(runs) != height * width:
+  if any(n < 0 for n in runs):
+    raise ValueError('RLE counts hold a negative run')
+  if sum(runs) != height * width:
     raise ValueError(f'RLE runs add up to {sum(runs)} pixels, the mask has '
                      f'{height}x{width}')
   return height, width, runs

@@ -78,12 +78,12 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
       cx, cy, w, h = values
       parsed.append(objects.ObjectAnnotation(
           label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
-          source=source, line=line))
+          source=source, line=line, category=f'class {fields[0]}'))
     elif len(values) >= 6 and len(values) % 2 == 0:  # a segmentation polygon
       xs, ys = values[0::2], values[1::2]
       parsed.append(objects.ObjectAnnotation(
           label, (min(xs), min(ys), max(xs), max(ys)), segmentation=('polygons', [values]),
-          shown=shown, source=source, line=line))
+          shown=shown, source=source, line=line, category=f'class {fields[0]}'))
     else:
       obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
       # one point is a polygon too short; two would read as a box
