@@ -235,6 +235,29 @@ def test_stays_inside():
       'd//../../x')] == [False] * 8
 
 
+@pytest.mark.slow
+def test_an_rle_of_20000_by_20000_stays_under_512_mib(demo, tmp_path):
+  """A 4 KB file whose RLE says 20000x20000 (1.3 GB and more when decoded,
+  moved and encoded): convert with masks in its own process, its peak
+  resident memory measured."""
+  document = json.loads((demo / 'instances.json').read_text())
+  document['annotations'][0].update(iscrowd=1, segmentation={
+      'size': [20000, 20000], 'counts': [0, 400_000_000]})
+  path = _coco(tmp_path, document)
+  command = [sys.executable, '-m', 'pipeline.convert', '--annotations', str(path),
+             '--annotation_format', 'coco', '--image_dir', str(demo / 'images'),
+             '--output_dir', str(tmp_path / 'out'), '--include_masks', '--progress', 'off']
+  script = ('import resource, subprocess, sys\n'
+            'code = subprocess.run(sys.argv[1:], capture_output=True).returncode\n'
+            'print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n')
+  done = subprocess.run([sys.executable, '-c', script, *command], capture_output=True,
+                        text=True, timeout=300, cwd=pathlib.Path(__file__).parent.parent)
+  code, peak_kib = (int(v) for v in done.stdout.split())
+  assert code == EXIT_OK
+  assert peak_kib < 512 * 1024
+  assert [line['code'] for line in rejected_lines(tmp_path / 'out')] == ['bad_mask']
+
+
 def test_rle_is_checked_before_it_is_decoded():
   with pytest.raises(ValueError, match='more than --max_pixels 100'):
     masks.rle_runs({'size': [11, 10], 'counts': [110]}, max_pixels=100)
