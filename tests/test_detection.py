@@ -32,6 +32,7 @@ from transforms.core.example import example_features
 from transforms.core.example_proto import serialize_example
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
+from transforms.core.rejects import RowError
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -335,3 +336,84 @@ def test_kept_objects_carry_only_what_the_example_needs(include_masks):
   assert rejected == [] and kept[0].box == (0.0, 2, 11, 8)  # clipped to the image
   assert kept[0].shown is None
   assert kept[0].segmentation == (('polygons', [[1] * 6]) if include_masks else None)
+
+
+def _found(objects, recorded, stored=(64, 48), spec=None, **options):
+  """detect() on a 64x48 source written at its own size (or spec's)."""
+  spec = spec or ImageSpec(resize_mode='none')
+  annotation = annotations.ImageAnnotation(7, recorded, tuple(objects))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', path='x.jpg', key='x.jpg',
+                    annotation=annotation)
+  out = (spec.width, spec.height) if spec.fixed_size else stored
+  image = EncodedImage(b'', out[1], out[0], 3, 'jpeg', stored, 1)
+  return detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'), spec,
+                DetectionOptions(**options))
+
+
+def test_a_recorded_size_that_is_not_the_files_rejects_the_row():
+  obj = annotations.ObjectAnnotation(1, (20, 10, 60, 50), area=1000.0)
+  with pytest.raises(RowError) as error:
+    _found([obj], (128, 96))
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'annotation', 'size_mismatch', 'x.jpg is 64x48, its annotation records 128x96 '
+      '(--on_size_mismatch scale scales its coordinates)')
+  # --on_size_mismatch scale: coordinates times actual/recorded, the area too
+  found = _found([obj], (128, 96), on_size_mismatch='scale')
+  assert (found.xmin, found.ymin, found.xmax, found.ymax) == (
+      (10 / 64,), (5 / 48,), (30 / 64,), (25 / 48,))
+  assert found.area == (250.0,)
+  # a polygon mask is scaled with its box
+  polygon = annotations.ObjectAnnotation(1, (20, 10, 60, 50), segmentation=(
+      'polygons', [[20, 10, 60, 10, 60, 50, 20, 50]]))
+  found = _found([polygon], (128, 96), on_size_mismatch='scale', include_masks=True)
+  mask = masks.decode_mask(found.masks[0])
+  assert mask.shape == (48, 64) and mask[5:25, 10:30].all() and mask.sum() <= 21 * 21
+
+
+@pytest.mark.parametrize('orientation_size', [(64, 48), (48, 64)])
+def test_the_recorded_size_may_be_either_way_round_under_exif(orientation_size):
+  annotation = annotations.ImageAnnotation(7, orientation_size, (
+      annotations.ObjectAnnotation(1, (0, 0, 10, 10)),))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', key='x.jpg', annotation=annotation)
+  image = EncodedImage(b'', 64, 48, 3, 'jpeg', (64, 48), 6)  # written upright: 48x64
+  found = detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'),
+                 ImageSpec(resize_mode='none'), DetectionOptions())
+  assert found.labels == (1,) and found.rejected == ()
+
+
+def test_without_a_recorded_size_boxes_are_checked_against_the_image():
+  far = annotations.ObjectAnnotation(1, (-50, -10, 100, 30), source='a.json', line=4)
+  beyond = annotations.ObjectAnnotation(1, (70, 10, 90, 20), source='a.json', line=5)
+  edge = annotations.ObjectAnnotation(1, (-0.5, 0, 64.5, 48), area=100.0)  # within 1 px
+  for spec in (ImageSpec(resize_mode='none'),
+               ImageSpec(height=32, width=32, resize_mode='stretch')):
+    found = _found([far, beyond, edge], None, spec=spec)
+    assert found.dropped == 0 and found.labels == (1,)
+    assert (found.xmin, found.xmax) == ((0.0,), (1.0,))
+    scale = (32 / 64 * 32 / 48) if spec.fixed_size else 1.0
+    assert found.area[0] == pytest.approx(100 * 64 / 65 * scale)
+    assert [(r.code, r.counts_as_row, r.source, r.line, r.reason) for r in found.rejected] == [
+        ('box_outside_image', False, 'a.json', 4,
+         'box (-50, -10, 100, 30) of a.json at 4 is outside the 64x48 image x.jpg'),
+        ('box_outside_image', False, 'a.json', 5,
+         'box (70, 10, 90, 20) of a.json at 5 is outside the 64x48 image x.jpg')]
+  with pytest.raises(RowError) as error:  # --on_bad_box reject_row: the row goes
+    _found([far, edge], None, on_bad_box='reject_row')
+  assert (error.value.code, error.value.reason) == (
+      'bad_box', '1 bad annotation(s) (--on_bad_box reject_row); the first: '
+      'box_outside_image: box (-50, -10, 100, 30) of a.json at 4 is outside the 64x48 '
+      'image x.jpg')
+
+
+def test_area_is_the_recorded_area_moved_with_the_box():
+  # recorded 64x48; clipped by the reader to the image, it keeps 3/4 of its area
+  kept, _ = annotations.checked_objects(annotations.ImageAnnotation(7, (64, 48), (
+      annotations.ObjectAnnotation(1, (-0.5, 0, 1.5, 10), area=12.0),
+      annotations.ObjectAnnotation(1, (10, 10, 20, 20)))), {1}, False)
+  assert [o.area for o in kept] == [9.0, None]
+  found = _found(kept, (64, 48), spec=ImageSpec(height=24, width=32, resize_mode='stretch'))
+  # the recorded area times sx * sy; without one (VOC, YOLO) the box's, output pixels
+  assert found.area == (9.0 / 4, 25.0)
+  found = _found(kept, (64, 48), spec=ImageSpec(height=24, width=32, resize_mode='stretch'),
+                 include_masks=True)
+  assert found.area == (9.0 / 4, 25.0)  # with masks too (it was the mask's pixels)
