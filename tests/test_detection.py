@@ -299,6 +299,7 @@ def test_the_summary_names_objects_and_annotations(converted):
   text = convert.summary(read_info(out), 1.0)
   assert '  annotation rejected annotation/empty_box: 1 (not an image row)' in text
   assert '  objects: 10; boxes dropped by the crop: 0; images without objects skipped: 0' in text
+  assert '  classes: 9 (ids up to 11); output: ' in text
 
 
 @pytest.mark.slow  # convert, validate and inspect: three pipelines' worth

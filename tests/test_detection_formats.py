@@ -11,6 +11,7 @@ import pytest
 
 from pipeline import convert
 from pipeline import demo_detection
+from pipeline import look
 from pipeline import read
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
@@ -169,7 +170,7 @@ def _none_flags(fmt: str, photos: pathlib.Path, root: pathlib.Path) -> list:
 
 @pytest.mark.parametrize('masks', [False, True])
 @pytest.mark.parametrize('fmt', ['coco', 'voc', 'yolo'])
-def test_resize_mode_none_keeps_every_box_where_it_is(photos, tmp_path, fmt, masks):
+def test_resize_mode_none_keeps_every_box_where_it_is(photos, tmp_path, capsys, fmt, masks):
   # --resize_mode none with JPEG output passes the JPEG bytes through: the
   # boxes' frame is the file's own size (it was read after a 1/8 draft decode,
   # and 9 of these 10 boxes were lost as "dropped by the crop")
@@ -179,6 +180,13 @@ def test_resize_mode_none_keeps_every_box_where_it_is(photos, tmp_path, fmt, mas
                        '--progress', 'off', *(['--include_masks'] if masks else [])]) == EXIT_OK
   info = read_info(out)
   assert info['detection']['num_objects'] == 10
+  # the summary counts classes, not the largest id (COCO's have gaps)
+  assert ('  classes: 9 (ids up to 11); output: ' if fmt == 'coco' else
+          '  classes: 9; output: ') in capsys.readouterr().out
+  if not masks:  # inspect says what the records hold
+    assert look.main(['--input_dir', str(out)]) == EXIT_OK
+    assert 'Image: original size, 3 channel(s) jpeg, resize none (bilinear)\n' in (
+        capsys.readouterr().out)
   assert info['detection']['dropped_boxes']['crop_visibility'] == 0
   assert info['num_rejected'] == 0 and info.get('rejected_annotations_by_reason', {}) == {}
   examples = read_examples(out)
