@@ -403,15 +403,15 @@ def test_without_a_recorded_size_boxes_are_checked_against_the_image():
     assert found.area[0] == pytest.approx(100 * 64 / 65 * scale)
     assert [(r.code, r.counts_as_row, r.source, r.line, r.reason) for r in found.rejected] == [
         ('box_outside_image', False, 'a.json', 4,
-         'box (-50, -10, 100, 30) of a.json at 4 is outside the 64x48 image x.jpg'),
+         'box (-50, -10, 100, 30) of annotation 4 in a.json is outside the 64x48 image x.jpg'),
         ('box_outside_image', False, 'a.json', 5,
-         'box (70, 10, 90, 20) of a.json at 5 is outside the 64x48 image x.jpg')]
+         'box (70, 10, 90, 20) of annotation 5 in a.json is outside the 64x48 image x.jpg')]
   with pytest.raises(RowError) as error:  # --on_bad_box reject_row: the row goes
     _found([far, edge], None, on_bad_box='reject_row')
   assert (error.value.code, error.value.reason) == (
       'bad_box', '1 bad annotation(s) (--on_bad_box reject_row); the first: '
-      'box_outside_image: box (-50, -10, 100, 30) of a.json at 4 is outside the 64x48 '
-      'image x.jpg')
+      'box_outside_image: box (-50, -10, 100, 30) of annotation 4 in a.json is outside the '
+      '64x48 image x.jpg')
 
 
 def test_area_is_the_recorded_area_moved_with_the_box():
@@ -426,3 +426,53 @@ def test_area_is_the_recorded_area_moved_with_the_box():
   found = _found(kept, (64, 48), spec=ImageSpec(height=24, width=32, resize_mode='stretch'),
                  include_masks=True)
   assert found.area == (9.0 / 4, 25.0)  # with masks too (it was the mask's pixels)
+
+
+def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
+  from PIL import Image
+  for shade, name in enumerate(('small.jpg', 'plain.jpg', 'unsized.jpg')):
+    Image.new('RGB', (64, 48), (90, 120, 60 * shade)).save(tmp_path / name)
+  document = {
+      'images': [{'id': 1, 'file_name': 'small.jpg', 'width': 128, 'height': 96},
+                 {'id': 2, 'file_name': 'plain.jpg', 'width': 64, 'height': 48},
+                 {'id': 3, 'file_name': 'unsized.jpg'}],  # no recorded size
+      'annotations': [
+          {'id': 10, 'image_id': 1, 'category_id': 1, 'bbox': [20, 10, 40, 40], 'area': 1600},
+          {'id': 11, 'image_id': 2, 'category_id': 1, 'bbox': [8, 8, 16, 16], 'area': 256},
+          {'id': 12, 'image_id': 3, 'category_id': 1, 'bbox': [-50, -10, 150, 40]},
+          {'id': 13, 'image_id': 3, 'category_id': 1, 'bbox': [70, 10, 20, 10]},
+          {'id': 14, 'image_id': 3, 'category_id': 1, 'bbox': [4, 4, 60, 44]}],
+      'categories': [{'id': 1, 'name': 'thing'}]}
+  path = tmp_path / 'instances.json'
+  path.write_text(json.dumps(document))
+  flags = ['--annotations', str(path), '--annotation_format', 'coco', '--image_dir',
+           str(tmp_path), '--resize_mode', 'stretch', '--height', '24', '--width', '32',
+           '--progress', 'off', '--max_error_rate', '0.5']
+  out = tmp_path / 'out'
+  assert convert.main([*flags, '--output_dir', str(out)]) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (2, 1)
+  assert info['rejected_by_reason'] == {'annotation/size_mismatch': 1}
+  assert info['rejected_annotations_by_reason'] == {'annotation/box_outside_image': 2}
+  assert info['detection']['dropped_boxes']['crop_visibility'] == 0  # nothing was cropped
+  lines = {(line['code'], line['line']): line for line in rejected_lines(out)}
+  assert lines['size_mismatch', 1]['reason'] == (
+      'small.jpg is 64x48, its annotation records 128x96 (--on_size_mismatch scale scales '
+      'its coordinates)')
+  # the third and fourth annotations: named by the file and their position in it
+  assert lines['box_outside_image', 3]['reason'] == (
+      f'box (-50, -10, 100, 30) of annotation 3 in {path} is outside the 64x48 image unsized.jpg')
+  assert lines['box_outside_image', 4]['reason'] == (
+      f'box (70, 10, 90, 20) of annotation 4 in {path} is outside the 64x48 image unsized.jpg')
+  assert lines['box_outside_image', 3]['counts_as_row'] is False
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  found = {e['key']: e for e in read.examples(str(out))}
+  assert np.allclose(found['unsized.jpg']['boxes'], [[4 / 48, 4 / 64, 1, 1]])
+  # --on_size_mismatch scale: the 128x96 annotation is halved onto the 64x48 file
+  scaled = tmp_path / 'scaled'
+  assert convert.main([*flags, '--output_dir', str(scaled), '--on_size_mismatch',
+                       'scale']) == EXIT_OK
+  assert read_info(scaled)['num_examples'] == 3
+  small = next(e for e in read.examples(str(scaled)) if e['key'] == 'small.jpg')
+  assert np.allclose(small['boxes'], [[5 / 48, 10 / 64, 25 / 48, 30 / 64]])
+  assert read_info(scaled)['detection']['on_size_mismatch'] == 'scale'

@@ -120,8 +120,8 @@ def _outside(obj: ObjectAnnotation, box: tuple, size: tuple, image: str):
   shown = ', '.join(f'{v:g}' for v in box)
   return objects.reject_object(
       dataclasses.replace(obj, shown={'image': image, 'box': list(box)}),
-      objects.BOX_OUTSIDE_IMAGE, f'box ({shown}) of {obj.source} at {obj.line} is outside '
-      f'the {size[0]}x{size[1]} image {image}')
+      objects.BOX_OUTSIDE_IMAGE, f'box ({shown}) of annotation {obj.line} in {obj.source} is '
+      f'outside the {size[0]}x{size[1]} image {image}')
 
 
 def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
