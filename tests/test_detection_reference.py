@@ -24,6 +24,7 @@ from tests.conftest import read_examples
 from tests.conftest import read_info
 from transforms.core import masks
 from transforms.core.example_proto import parse_example
+from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import read_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group('detection')]
@@ -181,6 +182,12 @@ def test_every_record_equals_the_references(both):
 
 def test_what_still_differs_is_what_the_docs_list(both):
   root, _, _, theirs, ours = both
+  # record order: the images array's there; here --shuffle on's, a salted
+  # hash of the key (the file name)
+  assert [e['image/source_id'][1][0] for e in theirs] == [b'11', b'12', b'13', b'14', b'15']
+  ordering = Ordering(shuffle=True, seed=0)
+  names = [e['image/filename'][1][0].decode() for e in ours]
+  assert names == sorted(names, key=lambda name: ordering.key(name, 0))
   theirs, ours = _by_source_id(theirs), _by_source_id(ours)
   # image/format: the reference writes 'jpg' whatever the file, we 'jpeg'
   assert {e['image/format'][1][0] for e in theirs.values()} == {b'jpg'}
