@@ -357,13 +357,18 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
+  given_map = read_label_map(args.label_map, label_normalize)
+  if manifests and manifests[0].parquet is not None:  # ClassLabel names, if it has them
+    from pipeline import preflight_parquet
+    given_map = preflight_parquet.label_map(manifests[0], given_map, args.label_map,
+                                            label_normalize)
   previous = args.previous_dataset and check_previous(
       args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
       args.sink)
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
-      label_map=read_label_map(args.label_map, label_normalize), image=image,
+      label_map=given_map, image=image,
       example=ExampleSpec(args.schema, extras, args.multi_label), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,

@@ -81,6 +81,10 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   files = manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if fmt == manifest.PARQUET:  # a footer per file, not a header line
+    from pipeline.preflight_parquet import parquet_config
+    return parquet_config(path, files, role, split, extras, named, multi_label,
+                          label_normalize)
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
@@ -197,6 +201,9 @@ def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
 
 
 def may_have_split_column(manifests: tuple) -> bool:
+  if manifests and manifests[0].parquet is not None:
+    from pipeline.preflight_parquet import has_split
+    return has_split(manifests[0])
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or
                               manifests[0].column('split') in manifests[0].header)
 
@@ -227,6 +234,10 @@ def require_input(manifests: tuple, directory: Optional[str],
   image file (the whole listing only when there is none, to name what was
   skipped)."""
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
+    if config.parquet is not None:  # its footers counted the rows
+      if not config.parquet.num_rows:
+        raise UsageError(f'{flag} {config.path} has no rows')
+      continue
     # A pattern's files (config.files) are read in turn until one has a data line.
     paths_read = [path for path, _ in config.files] or [config.path]
     if not any(_has_data_line(path, config.fmt) for path in paths_read):

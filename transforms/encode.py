@@ -52,18 +52,27 @@ from transforms.workers.source_image import loaded_image
 from transforms.workers.source_image import read_checked
 from transforms.workers.source_image import read_local_file
 from transforms.workers.source_image import stream_size
+from transforms.workers.source_refs import is_ref
+from transforms.workers.source_refs import read_ref
+from transforms.workers.source_refs import ref_file
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
 
 
-def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None,
+def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
                spec: ImageSpec = DEFAULT_SPEC) -> bytes:
   """The whole file at `path` (any Beam filesystem), checked as
   read_checked does (spec.max_image_bytes from the size the filesystem
   reports, spec.formats from the first bytes) before the rest is read;
   RowError if unreadable or refused. reader: what opens remote files (a
-  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one."""
+  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one.
+  `path` may be a reference to bytes in another file (a Parquet cell:
+  transforms/workers/source_refs.py), read from that file."""
+  if is_ref(path):
+    reader = reader or filesystem.FileAccess()
+    return read_ref(path, spec, _opener(path, reader),
+                    lambda fallback, spec: read_bytes(fallback, reader, spec))
   if is_local(path):
     return read_local_file(path, spec)
   try:
@@ -78,6 +87,19 @@ def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None,
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
 
 
+def _opener(ref, reader: filesystem.FileAccess):
+  """What opens the file holding a reference: a local file directly, any
+  other through the reader (errors of the store: read/unreadable)."""
+  return (lambda path: open(path, 'rb')) if is_local(ref_file(ref)) else reader.open
+
+
+def _is_remote_source(source) -> bool:
+  """A path or reference a worker process cannot read: not on local disk."""
+  if is_ref(source):
+    return not is_local(ref_file(source))
+  return isinstance(source, str) and not is_local(source)
+
+
 def read_remote_sources(reader: filesystem.FileAccess, args: tuple) -> tuple:
   """(sources, spec) -> (sources, spec) for an image worker process: local
   paths as they are (the worker reads them), remote files as their bytes or
@@ -85,12 +107,11 @@ def read_remote_sources(reader: filesystem.FileAccess, args: tuple) -> tuple:
   already met as they are. Runs on the pool's threads, so remote files are
   still read in parallel."""
   sources, spec = args
-  return [_bytes_or_error(source, reader, spec)
-          if isinstance(source, str) and not is_local(source) else source
+  return [_bytes_or_error(source, reader, spec) if _is_remote_source(source) else source
           for source in sources], spec
 
 
-def _bytes_or_error(path: str, reader: filesystem.FileAccess, spec: ImageSpec):
+def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec):
   try:
     return read_bytes(path, reader, spec)
   except RowError as error:
@@ -175,7 +196,7 @@ class PooledSourceFn(beam.DoFn):
 
   def source_of(self, row):
     """What a pool call works on for `row`: its path, or the error met."""
-    return row.read_error or row.path
+    return row.read_error or row.ref or row.path
 
   def outcome(self, element, result):
     raise NotImplementedError
@@ -257,7 +278,7 @@ class LoadImageFn(PooledSourceFn):
     if row.previous is None:
       return None
     try:
-      return Copied(read_record(copy_source(row.previous, row.path), self._shards))
+      return Copied(read_record(copy_source(row.previous, row.ref or row.path), self._shards))
     except COPY_ERRORS:
       return None
 
@@ -268,7 +289,7 @@ class LoadImageFn(PooledSourceFn):
     """A reused row (--previous_dataset on a single local worker): its
     record's copy, which converts the image if the copy fails."""
     if row.previous is not None:
-      return copy_source(row.previous, row.path)
+      return copy_source(row.previous, row.ref or row.path)
     return super().source_of(row)
 
   def outcome(self, element, result):

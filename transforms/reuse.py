@@ -92,12 +92,17 @@ class FingerprintFn(beam.DoFn):
     # This thread's S3 client, shared by the lookup threads: a HEAD keeps no
     # state in Beam's client wrapper (a download does), and boto3 clients are
     # thread-safe; a client per thread would cost 0.1-0.5 s of CPU each.
-    s3io = self._files._s3() if any(row.path.startswith('s3://') for row in batch) else None
+    # A row whose bytes are a part of a file (row.ref: a Parquet cell) is
+    # that file's fingerprint and the part's place, and its fallback path's.
+    fallbacks = [getattr(row.ref, 'fallback', '') for row in batch]
+    paths = [row.path for row in batch] + fallbacks
+    s3io = self._files._s3() if any(path.startswith('s3://') for path in paths) else None
     found = fingerprints.fingerprint_all(
-        [row.path for row in batch],
-        lambda path: fingerprints.beam_metadata(path, s3io and s3io._s3_object),
+        paths, lambda path: fingerprints.beam_metadata(path, s3io and s3io._s3_object),
         self._timeout_s)
-    for row, fingerprint in zip(batch, found):
+    for row, fingerprint, fallback in zip(batch, found, found[len(batch):]):
+      if row.ref is not None:
+        fingerprint = fingerprints.part_fingerprint(fingerprint, row.ref.part(), fallback)
       yield dataclasses.replace(row, fingerprint=fingerprint)
 
 

@@ -44,12 +44,22 @@ def needs_cloud(argv: list) -> bool:
   return False
 
 
+def names_parquet(argv: list) -> bool:
+  """A Parquet manifest (a .parquet name, or --manifest_format parquet): the
+  run reads it with pyarrow, which Beam then imports with its Parquet IO."""
+  return any(arg.endswith('.parquet') or arg in ('parquet', '--manifest_format=parquet')
+             for arg in argv)
+
+
 class _Refuse(importlib.abc.MetaPathFinder):
   """Makes the deferred packages look absent while it is installed."""
 
+  def __init__(self, deferred: tuple = DEFERRED):
+    self._deferred = deferred
+
   def find_spec(self, name, path=None, target=None):
     del path, target
-    if any(name == d or name.startswith(d + '.') for d in DEFERRED):
+    if any(name == d or name.startswith(d + '.') for d in self._deferred):
       raise ModuleNotFoundError(f'{name} deferred by pipeline.beam_runtime.startup', name=name)
 
 
@@ -59,7 +69,9 @@ def begin(argv: list) -> None:
   if 'apache_beam' in sys.modules or needs_cloud(argv):
     return
   if not any(isinstance(f, _Refuse) for f in sys.meta_path):
-    sys.meta_path.insert(0, _Refuse())
+    parquet = names_parquet(argv)
+    sys.meta_path.insert(0, _Refuse(tuple(d for d in DEFERRED
+                                          if not (parquet and d == 'pyarrow'))))
     # Beam logs each package it found missing ("Failed to import
     # GCSFileSystem", "apitools not found", ...): noise for a run that never
     # needs them.
