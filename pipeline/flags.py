@@ -132,8 +132,9 @@ class ConvertOptions:
     source = parser.add_argument_group('input')
     source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
                         'label[, key, split, ...], or a TXT manifest of "path label" '
-                        'lines (optionally .gz); a pattern (parts/*.csv.gz) reads its '
-                        'files as one manifest')
+                        'lines (optionally .gz), or Parquet (image: a path, bytes or a '
+                        'Hugging Face Image); a pattern (parts/*.csv.gz, '
+                        'data/train-*.parquet) reads its files as one manifest')
     source.add_argument('--label_manifest', help='second manifest key,label, '
                         'joined on key with --manifest key,image (a pattern too)')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
@@ -142,7 +143,7 @@ class ConvertOptions:
                         'line i is id i. Default: sorted distinct labels')
     source.add_argument('--manifest_format', choices=manifest.FORMATS,
                         help='format of the manifests (default: from the file name; '
-                        'txt: "path label" per line)')
+                        'txt: "path label" per line; parquet: read by row group)')
     for column in manifest.COLUMNS:
       source.add_argument(f'--{column}_column', metavar='NAME',
                           help=f'the manifest column holding the {column} '

@@ -107,11 +107,9 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
   for (file, size), (_, groups), found in zip(files, footers, file_splits):
     parquet_files.append(parquet.ParquetFile(file, size, groups, found, position))
     position += sum(groups)
-  import pyarrow as pa
   layout = parquet.ParquetLayout(
       files=tuple(parquet_files), image_kind=kind,
-      light_columns=parquet.light_columns(config, kind, tuple(schema.names)),
-      class_names=names, integer_labels=pa.types.is_integer(label_type))
+      light_columns=parquet.light_columns(config, kind, tuple(schema.names)), class_names=names)
   return dataclasses.replace(config, parquet=layout)
 
 

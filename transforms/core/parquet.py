@@ -83,7 +83,6 @@ class ParquetLayout:
   image_kind: str
   light_columns: tuple  # the file's columns read by the first pass, image bytes never
   class_names: tuple = ()
-  integer_labels: bool = False  # the label column holds integers
 
   @property
   def num_rows(self) -> int:
