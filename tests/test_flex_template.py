@@ -74,8 +74,8 @@ def test_parameters_carry_label_help_and_optionality(generated):
   assert 'TXT manifest of "path label" lines' in by_name['manifest']['helpText']
   # a flag without a default says so in its own words, never "default None"
   assert by_name['manifest_format']['helpText'] == (
-      'Format of the manifests (default: from the file name; txt: "path label" per line) '
-      '(one of csv, tsv, jsonl, txt)')
+      'Format of the manifests (default: from the file name; txt: "path label" per line; '
+      'parquet: read by row group) (one of csv, tsv, jsonl, txt, parquet)')
   assert not [p['name'] for p in metadata['parameters'] if 'None' in p['helpText']]
 
 
