@@ -358,10 +358,13 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
   given_map = read_label_map(args.label_map, label_normalize)
-  if manifests and manifests[0].parquet is not None:  # ClassLabel names, if it has them
+  if manifests and manifests[0].fmt == manifest.PARQUET:  # ClassLabel names, if it has them
     from pipeline import preflight_parquet
     given_map = preflight_parquet.label_map(manifests[0], given_map, args.label_map,
                                             label_normalize)
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:  # what samples are read by
+    from pipeline import preflight_tars
+    manifests = (preflight_tars.with_options(manifests[0], extensions, given_map),)
   previous = args.previous_dataset and check_previous(
       args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
       args.sink)

@@ -75,6 +75,10 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   are read as one manifest. `columns`: {logical column: the file's name} as
   given by --image_column etc. A named column the file lacks is a usage error
   that lists the columns it has. Reads each file's first line at most."""
+  if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
+    from pipeline.preflight_tars import tar_config  # tars: listed, not read
+    return tar_config(path, role, split, extras,
+                      {c: n for c, n in (columns or {}).items()}, multi_label, label_normalize)
   if not fmt and not _is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
@@ -201,9 +205,11 @@ def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
 
 
 def may_have_split_column(manifests: tuple) -> bool:
-  if manifests and manifests[0].parquet is not None:
+  if manifests and manifests[0].fmt == manifest.PARQUET:
     from pipeline.preflight_parquet import has_split
     return has_split(manifests[0])
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:  # a .json field, if named
+    return 'split' in dict(manifests[0].columns)
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or
                               manifests[0].column('split') in manifests[0].header)
 
@@ -234,9 +240,11 @@ def require_input(manifests: tuple, directory: Optional[str],
   image file (the whole listing only when there is none, to name what was
   skipped)."""
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
-    if config.parquet is not None:  # its footers counted the rows
-      if not config.parquet.num_rows:
+    if config.fmt == manifest.PARQUET:  # its footers counted the rows
+      if not config.layout.num_rows:
         raise UsageError(f'{flag} {config.path} has no rows')
+      continue
+    if config.fmt == manifest.WEBDATASET:  # samples are known once the tars are read
       continue
     # A pattern's files (config.files) are read in turn until one has a data line.
     paths_read = [path for path, _ in config.files] or [config.path]

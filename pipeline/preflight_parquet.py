@@ -58,7 +58,7 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
                    label_normalize: frozenset) -> manifest.ManifestConfig:
   """A Parquet --manifest (a file or a pattern; `files`: (path, size) of
   each, sorted) checked on the launcher -> its ManifestConfig, with the
-  layout the pipeline reads it by (config.parquet)."""
+  layout the pipeline reads it by (config.layout)."""
   if role != manifest.ROLE_COMBINED:
     raise UsageError(f'manifest {path} is Parquet: it holds images and labels together '
                      f'(--label_manifest takes a CSV, TSV, JSONL or txt manifest of both)')
@@ -110,13 +110,13 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
   layout = parquet.ParquetLayout(
       files=tuple(parquet_files), image_kind=kind,
       light_columns=parquet.light_columns(config, kind, tuple(schema.names)), class_names=names)
-  return dataclasses.replace(config, parquet=layout)
+  return dataclasses.replace(config, layout=layout)
 
 
 def has_split(config: manifest.ManifestConfig) -> bool:
   """Rows may name their split: a split column, or a path that names one."""
   return config.column('split') in config.header or any(
-      file.split for file in config.parquet.files)
+      file.split for file in config.layout.files)
 
 
 def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
@@ -124,7 +124,7 @@ def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
   """The label map of a Parquet manifest: its ClassLabel names in their
   order (ids as in the file); with --label_map too, the names must agree
   (a UsageError names the first difference). None: no ClassLabel names."""
-  names = config.parquet.class_names
+  names = config.layout.class_names
   if not names:
     return given
   try:
@@ -139,5 +139,5 @@ def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
   theirs = repr(found.names[first]) if first < len(found.names) else 'nothing'
   ours = repr(given.names[first]) if first < len(given.names) else 'nothing'
   raise UsageError(f'--label_map {given_path} does not match the ClassLabel names of column '
-                   f'{config.column("label")} in {config.parquet.files[0].path}: line '
+                   f'{config.column("label")} in {config.layout.files[0].path}: line '
                    f'{first + 1} is {ours} in --label_map, {theirs} in the file')

@@ -55,13 +55,13 @@ class ReadRowGroupFn(beam.DoFn):
   def setup(self):
     self._files = FileAccess()
     # The progress line's total, known from the footers before any row is read.
-    write_total(self._progress_dir, self._config.parquet.num_rows)
+    write_total(self._progress_dir, self._config.layout.num_rows)
 
   def process(self, item):
     index, group, first = item
-    layout = self._config.parquet
+    layout = self._config.layout
     file = layout.files[index]
-    config = dataclasses.replace(self._config, path=file.path, files=(), parquet=None)
+    config = dataclasses.replace(self._config, path=file.path, files=(), layout=None)
     rows = file.row_groups[group]
     yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), rows))
     self._rows.inc(rows)
@@ -104,7 +104,7 @@ class ReadRowGroupFn(beam.DoFn):
 
 
 class ReadParquet(beam.PTransform):
-  """A Parquet manifest (config.parquet: its files, read on the launcher)
+  """A Parquet manifest (config.layout: its files, read on the launcher)
   -> {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: row tallies}."""
 
   def __init__(self, config: manifest.ManifestConfig, progress_dir: Optional[str] = None):
@@ -113,7 +113,7 @@ class ReadParquet(beam.PTransform):
     self._progress_dir = progress_dir
 
   def expand(self, pbegin):
-    items = row_groups(self._config.parquet)
+    items = row_groups(self._config.layout)
     read = (pbegin
             | 'Once' >> beam.Impulse()
             | 'RowGroups' >> beam.FlatMap(lambda _, items: items, items)

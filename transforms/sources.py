@@ -33,6 +33,7 @@ from transforms.manifest_ranges import NumberLinesFn
 from transforms.manifest_ranges import ReadManifestLines
 from transforms.manifest_ranges import manifest_files
 from transforms.parquet_source import ReadParquet
+from transforms.webdataset_source import ReadTars
 
 
 class ParseLineFn(NumberLinesFn):
@@ -91,8 +92,10 @@ class ReadManifest(beam.PTransform):
     self._progress_dir = progress_dir
 
   def expand(self, pbegin):
-    if self._config.parquet is not None:  # read by row group (transforms/parquet_source.py)
+    if self._config.fmt == manifest.PARQUET:  # by row group (transforms/parquet_source.py)
       return pbegin | 'ReadParquet' >> ReadParquet(self._config, self._progress_dir)
+    if self._config.fmt == manifest.WEBDATASET:  # a tar each (transforms/webdataset_source.py)
+      return pbegin | 'ReadTars' >> ReadTars(self._config)
     files = manifest_files(self._config)
     configs = tuple(dataclasses.replace(self._config, path=file.path, files=())
                     for file in files)

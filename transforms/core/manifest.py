@@ -22,8 +22,10 @@ from transforms.core.rejects import RowError
 from transforms.core.splits import DEFAULT_SPLIT
 from transforms.core.splits import SplitConfig
 
-FORMATS = ('csv', 'tsv', 'jsonl', 'txt', 'parquet')
+FORMATS = ('csv', 'tsv', 'jsonl', 'txt', 'parquet', 'webdataset')
 PARQUET = 'parquet'
+WEBDATASET = 'webdataset'  # tars of samples (core/webdataset.py)
+TAR_SUFFIXES = ('.tar', '.tar.gz', '.tgz')
 
 # What a manifest holds: images and labels together, or one side of a join.
 ROLE_COMBINED = 'combined'
@@ -46,12 +48,15 @@ class ManifestFormatError(ValueError):
 
 
 def manifest_format(path: str) -> str:
+  if path.lower().endswith(TAR_SUFFIXES):
+    return WEBDATASET
   name = path[:-3] if path.endswith('.gz') else path
   extension = name.rsplit('.', 1)[-1].lower() if '.' in name else ''
   if extension not in FORMATS or (extension == PARQUET and name != path):
     raise ManifestFormatError(
         f'cannot tell the format of manifest {path!r}: expected a .csv, .tsv, '
-        f'.jsonl or .txt file (optionally .gz), a .parquet file, or give --manifest_format')
+        f'.jsonl or .txt file (optionally .gz), a .parquet file, WebDataset .tar or .tar.gz '
+        f'files, or give --manifest_format')
   return extension
 
 
@@ -97,9 +102,10 @@ class ManifestConfig:
   # instead of `path`'s ('': `path` and its folder).
   source_name: str = ''
   relative_to: str = ''
-  # A Parquet manifest: what the launcher read of its files
-  # (core/parquet.ParquetLayout); None for the line formats.
-  parquet: Optional[object] = None
+  # A Parquet or WebDataset manifest: what the launcher read of its files
+  # (core/parquet.ParquetLayout, core/webdataset.TarLayout); None for the
+  # line formats.
+  layout: Optional[object] = None
 
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""

@@ -42,7 +42,7 @@ def _not_a_file(path: str, kind: str) -> RowError:
   return RowError(STAGE_READ, 'not_a_file', f'{path} is a {kind}, not a regular file: not read')
 
 
-def _too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
+def too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
   what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
   return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
                   'not read' + (' further' if grew else ''))
@@ -70,7 +70,7 @@ def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSp
   """
   max_bytes = spec.max_image_bytes
   if size is not None and size > max_bytes:
-    raise _too_large(path, size, max_bytes)
+    raise too_large(path, size, max_bytes)
   prefix = stream.read(HEADER_BYTES)
   check_signature(prefix, spec.formats, size if size is not None else len(prefix))
   parts, total = [prefix], len(prefix)
@@ -84,7 +84,7 @@ def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSp
     parts.append(chunk)
     total += len(chunk)
   if total > max_bytes:
-    raise _too_large(path, total, max_bytes, grew=size is not None)
+    raise too_large(path, total, max_bytes, grew=size is not None)
   return b''.join(parts)
 
 
