@@ -133,8 +133,9 @@ class ConvertOptions:
     source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
                         'label[, key, split, ...], or a TXT manifest of "path label" '
                         'lines (optionally .gz), or Parquet (image: a path, bytes or a '
-                        'Hugging Face Image); a pattern (parts/*.csv.gz, '
-                        'data/train-*.parquet) reads its files as one manifest')
+                        'Hugging Face Image), or WebDataset .tar/.tar.gz shards; a pattern '
+                        '(parts/*.csv.gz, data/train-*.parquet, '
+                        "'shards/train-{000000..000099}.tar') reads its files as one manifest")
     source.add_argument('--label_manifest', help='second manifest key,label, '
                         'joined on key with --manifest key,image (a pattern too)')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
@@ -143,7 +144,8 @@ class ConvertOptions:
                         'line i is id i. Default: sorted distinct labels')
     source.add_argument('--manifest_format', choices=manifest.FORMATS,
                         help='format of the manifests (default: from the file name; '
-                        'txt: "path label" per line; parquet: read by row group)')
+                        'txt: "path label" per line; parquet: read by row group; '
+                        'webdataset: .tar/.tar.gz shards of samples)')
     for column in manifest.COLUMNS:
       source.add_argument(f'--{column}_column', metavar='NAME',
                           help=f'the manifest column holding the {column} '
@@ -154,7 +156,8 @@ class ConvertOptions:
                         'DIR/<split>/<label>/<image>')
     source.add_argument('--image_extensions', default=','.join(image_dir.DEFAULT_IMAGE_EXTENSIONS),
                         help='with --image_dir, files with other extensions are skipped '
-                        '(all: keep every file)')
+                        '(all: keep every file); in WebDataset tars, the suffixes of a '
+                        "sample's image member")
     source.add_argument('--multi_label', action='store_true',
                         help='a label cell or JSON list holds several labels')
     source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,

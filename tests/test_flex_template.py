@@ -75,7 +75,8 @@ def test_parameters_carry_label_help_and_optionality(generated):
   # a flag without a default says so in its own words, never "default None"
   assert by_name['manifest_format']['helpText'] == (
       'Format of the manifests (default: from the file name; txt: "path label" per line; '
-      'parquet: read by row group) (one of csv, tsv, jsonl, txt, parquet)')
+      'parquet: read by row group; webdataset: .tar/.tar.gz shards of samples) '
+      '(one of csv, tsv, jsonl, txt, parquet, webdataset)')
   assert not [p['name'] for p in metadata['parameters'] if 'None' in p['helpText']]
 
 

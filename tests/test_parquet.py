@@ -276,7 +276,7 @@ def test_rows_carry_their_cells_place_not_bytes(tmp_path):
                                            for i in range(5)], [0, 1, 2, 0, 1],
                   row_group_size=2)
   config = _layout_config(path)
-  assert config.parquet.files[0].row_groups == (2, 2, 1)
+  assert config.layout.files[0].row_groups == (2, 2, 1)
   with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
     read = p | ReadManifest(config)
     assert_that(read[ROWS] | 'Places' >> __import__('apache_beam').Map(

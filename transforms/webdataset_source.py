@@ -100,17 +100,24 @@ class ReadTarFn(beam.DoFn):
     index, path, size = item
     layout = self._config.layout
     config = dataclasses.replace(self._config, path=path, files=(), layout=None)
-    number, seen = 0, set()
+    number, seen, cut = 0, set(), []
+
+    def members(stream):
+      try:
+        yield from tar_members(stream, path, size)
+      except TarCutError as error:  # after the samples before it
+        cut.append(error)
+
     try:
       with self._files.open(path) if '://' in path else open(path, 'rb') as stream:
-        for key, group in webdataset.samples(tar_members(stream, path, size)):
+        for key, group in webdataset.samples(members(stream)):
           yield self._row(key, group, number, path, index, config, layout, key in seen)
           seen.add(key)
           number += 1
-    except TarCutError as error:
-      number += 1
-      yield self._reject({'tar': path}, path, number - 1, RowError(
-          STAGE_READ, 'truncated', str(error)))
+      for error in cut:
+        number += 1
+        yield self._reject({'tar': path}, path, number - 1, RowError(
+            STAGE_READ, 'truncated', str(error)))
     except _TAR_ERRORS as error:
       # Not a tar at all (or unreadable before its first member): one line for it.
       number += 1
