@@ -75,10 +75,15 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   are read as one manifest. `columns`: {logical column: the file's name} as
   given by --image_column etc. A named column the file lacks is a usage error
   that lists the columns it has. Reads each file's first line at most."""
+  listed = None
+  if not fmt and '{' in path:  # brace ranges name WebDataset shards: their names tell
+    from pipeline.preflight_tars import tar_files
+    listed = tar_files(path)
+    fmt = _files_format(path, listed)
   if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
     from pipeline.preflight_tars import tar_config  # tars: listed, not read
-    return tar_config(path, role, split, extras,
-                      {c: n for c, n in (columns or {}).items()}, multi_label, label_normalize)
+    return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
+                      label_normalize, listed)
   if not fmt and not _is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))

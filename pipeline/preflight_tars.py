@@ -26,9 +26,10 @@ def tar_files(path: str) -> tuple:
 
 
 def tar_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
-               columns: dict, multi_label: bool, label_normalize: frozenset
-               ) -> manifest.ManifestConfig:
-  """A WebDataset --manifest -> its ManifestConfig (config.layout: the tars)."""
+               columns: dict, multi_label: bool, label_normalize: frozenset,
+               files: Optional[tuple] = None) -> manifest.ManifestConfig:
+  """A WebDataset --manifest -> its ManifestConfig (config.layout: the
+  tars). files: the tars, when already listed (tar_files)."""
   if role != manifest.ROLE_COMBINED:
     raise UsageError(f'manifest {path} is WebDataset tars: their samples hold images and '
                      f'labels together (--label_manifest takes a CSV, TSV, JSONL or txt '
@@ -39,7 +40,7 @@ def tar_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
   if 'image' in columns:
     raise UsageError(f"manifest {path} is WebDataset tars: a sample's image is its member "
                      f'whose extension is in --image_extensions; drop --image_column')
-  files = tar_files(path)
+  files = files or tar_files(path)
   layout = webdataset.TarLayout(files=files, extensions=None)
   return manifest.ManifestConfig(
       path=path, fmt=manifest.WEBDATASET, role=role, split=split, extra_features=extras,
