@@ -209,6 +209,21 @@ def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
     raise UsageError(f'--label_map {path}: {error}')
 
 
+def source_label_map(manifests: tuple, path: Optional[str], modes: frozenset,
+                     extensions: Optional[tuple]) -> tuple:
+  """(manifests, label map): --label_map read; a Parquet manifest's ClassLabel
+  names instead or checked against it; WebDataset tars told the image
+  extensions and the names their .cls ids stand for."""
+  given = read_label_map(path, modes)
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline import preflight_parquet
+    given = preflight_parquet.label_map(manifests[0], given, path, modes)
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:
+    from pipeline import preflight_tars
+    manifests = (preflight_tars.with_options(manifests[0], extensions, given),)
+  return manifests, given
+
+
 def may_have_split_column(manifests: tuple) -> bool:
   if manifests and manifests[0].fmt == manifest.PARQUET:
     from pipeline.preflight_parquet import has_split

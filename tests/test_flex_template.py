@@ -116,7 +116,8 @@ def test_numeric_flags_have_a_regex_letting_in_exactly_what_the_parser_takes(gen
   assert {'num_shards', 'shard_size_mb', 'seed', 'height', 'width', 'jpeg_quality',
           'image_threads', 'image_processes', 'max_pixels', 'image_timeout_s',
           'max_error_rate', 'max_image_bytes', 'job_endpoint_connect_timeout',
-          'min_box_visibility'} == set(numeric)
+          'min_box_visibility', 'http_timeout_s', 'http_retries',
+          'http_max_per_host'} == set(numeric)
   for name, action in numeric.items():
     (regex,) = parameters[name]['regexes']
     for text in NUMERIC_CANDIDATES:

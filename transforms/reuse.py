@@ -28,6 +28,7 @@ from transforms.core.rejects import RowError
 from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import ShardError
 from transforms.sources import label_map_side_input
+from transforms.workers import http_fetch
 
 REUSE = 'reuse'  # (previous shard path, Reusable)
 FALLBACK = 'fallback'  # ManifestRow whose record failed its CRC: encoded instead
@@ -69,11 +70,14 @@ class FingerprintFn(beam.DoFn):
 
   BATCH = 32
 
-  def __init__(self, timeout_s: Optional[float] = None):
+  def __init__(self, timeout_s: Optional[float] = None,
+               http: Optional[http_fetch.HttpConfig] = None):
     self._timeout_s = timeout_s
+    self._http_config = http or http_fetch.HttpConfig()
 
   def setup(self):
     self._files = filesystem.FileAccess()
+    self._http = http_fetch.client(self._http_config)
 
   def start_bundle(self):
     self._batch = []
@@ -98,8 +102,8 @@ class FingerprintFn(beam.DoFn):
     paths = [row.path for row in batch] + fallbacks
     s3io = self._files._s3() if any(path.startswith('s3://') for path in paths) else None
     found = fingerprints.fingerprint_all(
-        paths, lambda path: fingerprints.beam_metadata(path, s3io and s3io._s3_object),
-        self._timeout_s)
+        paths, lambda path: self._http.metadata(path) if http_fetch.is_http(path) else
+        fingerprints.beam_metadata(path, s3io and s3io._s3_object), self._timeout_s)
     for row, fingerprint, fallback in zip(batch, found, found[len(batch):]):
       if row.ref is not None:
         fingerprint = fingerprints.part_fingerprint(fingerprint, row.ref.part(), fallback)

@@ -13,6 +13,7 @@ from transforms.core import paths
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
+from transforms.core.redact import shown_url
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
@@ -285,6 +286,8 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
   image = text_of(fields, config.column('image'))
+  path = resolve_path(image, config.base_dir)
+  image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
                                               config.fmt, f.shape))
@@ -293,7 +296,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   # One constructor call, not a row then dataclasses.replace (which walks every
   # field again): a few us less a row, on a parse of ~20-40 us.
   return ManifestRow(
-      fields, config.source, line, image=image, path=resolve_path(image, config.base_dir),
+      fields, config.source, line, image=image, path=path,
       key=key, label=label, split=split, extras=extras, label_padded=padded,
       position=position)
 

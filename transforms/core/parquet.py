@@ -20,6 +20,7 @@ from typing import Optional
 from transforms.core import manifest
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import normalize_label
+from transforms.core.redact import shown_url
 from transforms.core.rejects import STAGE_LABEL
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
@@ -218,6 +219,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     if not shown:
       raise RowError(STAGE_MANIFEST, 'empty_image', f'column {image!r} is empty')
     path = manifest.resolve_path(shown, config.base_dir)
+    shown = shown_url(shown)
     key = stated_key or shown
   else:
     hf_path = (hf_path or '').strip()
