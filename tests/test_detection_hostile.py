@@ -306,7 +306,7 @@ def hostile_voc(demo, tmp_path_factory):
   (folder / 'b.xml').write_text(_xml('coffee.jpg', width='64px', height='400'))
   (folder / 'c.xml').write_text(_xml('chelsea.jpg', width='1e400', height='300'))
   # Latin-1 as declared: 'café' is one byte 0xe9, not UTF-8
-  (folder / 'd.xml').write_bytes(_xml('coffee.jpg', name='caf\xe9', declaration=(
+  (folder / 'd.xml').write_bytes(_xml('coffee.jpg', '600', '400', name='caf\xe9', declaration=(
       '<?xml version="1.0" encoding="ISO-8859-1"?>')).encode('latin-1'))
   (folder / 'e.xml').write_text(_xml('../secret.jpg'))
   (folder / 'f.xml').write_text(_xml(str(demo / 'secret.jpg')))

@@ -139,12 +139,16 @@ class _DetectFn(beam.DoFn):
       found = detect(loaded, self._names, self._image, self._options,
                      functools.partial(_read_png, max_pixels=self._image.max_pixels))
       data = build_example(found, self._example)
-    except RowError as error:  # (a VOC mask PNG that is too large or does not decode)
-      yield beam.pvalue.TaggedOutput(REJECTED, row.reject(error.stage, error.code, error.reason))
+    except RowError as error:  # (size_mismatch, --on_bad_box reject_row, a VOC mask PNG
+      # too large or that does not decode)
+      yield beam.pvalue.TaggedOutput(REJECTED, row.reject(error.stage, error.code,
+                                                          error.reason))
       return
     except Exception as error:  # (a mask that does not decode: this row's problem)
       yield beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, error))
       return
+    for rejection in found.rejected:
+      yield beam.pvalue.TaggedOutput(REJECTED, rejection)
     if found.dropped:
       self._dropped.inc(found.dropped)
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.DROPPED_BY_CROP, found.dropped))
