@@ -335,6 +335,7 @@ def test_voc_hostile_files(demo, hostile_voc):
   assert info['detection']['objects_per_class'] == {'caf\xe9': 1, 'face': 0}
   assert (out / 'label_map.txt').read_text(encoding='utf-8') == '1\tcaf\xe9\n2\tface\n'
   _nothing_of(out, SECRET)
+  assert run_validate(out)[0] == EXIT_OK  # the rejected lines agree with the counts
 
 
 def test_voc_xml_in_an_encoding_expat_cannot_read_exits_2(demo, tmp_path, capsys):
@@ -383,6 +384,7 @@ def test_yolo_label_files_and_classes(demo, tmp_path):
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected']) == (2, 1)
   assert info['detection']['objects_per_class'] == {'red': 1, 'green': 1}
+  assert run_validate(out)[0] == EXIT_OK
 
 
 @pytest.mark.parametrize('text, message', [
@@ -488,3 +490,4 @@ def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path
                                   f'--max_pixels 300000'),
       ('coffee.jpg', 'bad_mask', f'{masks_dir}/coffee.png: not an image Pillow can read')]
   assert read_info(out)['num_examples'] == 1
+  assert run_validate(out)[0] == EXIT_OK

@@ -32,7 +32,7 @@ UNKNOWN_CATEGORY = 'unknown_category'
 MISSING_IMAGE = 'missing_image'
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
-BAD_MASK = 'bad_mask'  # an RLE that does not decode, or larger than --max_pixels
+BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
 # Codes of rejected rows (an image's whole record).
 BAD_IMAGE_RECORD = 'bad_image_record'
 PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..
