@@ -20,22 +20,15 @@ from pipeline import demo_detection
 from pipeline.cli import EXIT_FAILED
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
-from tests.conftest import check_record
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
-from tests.test_detection import _record
 from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
 from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import masks
 from transforms.core import paths
-from transforms.core import validation
-from transforms.core.example import example_features
-from transforms.core.example_proto import serialize_example
-from transforms.core.spec import ExampleSpec
-from transforms.core.spec import ImageSpec
 from transforms.core.splits import SplitConfig
 from transforms.detection_files import FileSource
 from transforms.detection_files import file_row
@@ -422,21 +415,6 @@ def test_a_yolo_or_voc_image_path_outside_is_rejected_unread():
 
 
 # --- validate ---
-
-
-@pytest.mark.parametrize('changes, kind', [
-    ({'source_id': b''}, 'empty_source_id'),
-    ({'area': (float('nan'),)}, 'bad_area'),
-    ({'area': (-4.0,)}, 'bad_area'),
-    ({'masks': (masks.encode_mask(Image.new('RGB', (4, 2), (1, 1, 1))),)}, 'wrong_mask_mode'),
-])
-def test_validate_finds_what_convert_never_writes(changes, kind):
-  spec = ExampleSpec('detection', masks=True)
-  image = ImageSpec(height=2, width=4, encoding='jpeg')
-  data = serialize_example(example_features(_record(**changes), spec))
-  expected = validation.Expected('detection', spec.feature_spec(image), image,
-                                 ('', 'cat', 'dog'))
-  assert [k for k, _ in check_record(data, expected)[2]] == [kind]
 
 
 def _rgb_mask(features):
