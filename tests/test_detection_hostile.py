@@ -132,6 +132,15 @@ def test_an_image_that_is_no_object_exits_2(demo, tmp_path, capsys, element, sai
   assert not (tmp_path / 'out').exists()
 
 
+def test_images_null_exits_2(demo, tmp_path, capsys):
+  document = json.loads((demo / 'instances.json').read_text())
+  document['images'] = None
+  path = _coco(tmp_path, document)
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: "images" must be an array, it is a JSON null'
+  assert not (tmp_path / 'out').exists()
+
+
 # --- COCO: annotations and image records (rejected lines, the rest converted) ---
 
 COCO_BAD = [  # (annotation, code, reason)
