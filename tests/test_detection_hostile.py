@@ -264,6 +264,7 @@ def test_rle_is_checked_before_it_is_decoded():
   with pytest.raises(ValueError, match='more than --max_pixels 100'):
     masks.rle_runs({'size': [11, 10], 'counts': [110]}, max_pixels=100)
   for rle, message in (({'size': [2, 2], 'counts': '0~'}, "holds '~' at 1"),
+                       ({'size': [2, 2], 'counts': 'o' * 100_000}, 'longer than 64 bits at 13'),
                        ({'size': [2, 2], 'counts': [1, True, 2]}, 'not a whole number'),
                        ({'size': [2, 2], 'counts': {'a': 1}}, 'are dict, not a list'),
                        ({'size': [2, -2], 'counts': [4]}, r'is not \[height, width\]'),
