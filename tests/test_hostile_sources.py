@@ -48,9 +48,9 @@ from transforms.core.spec import ImageSpec
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
 from transforms.encode import read_bytes
+from transforms.workers.checked_read import read_checked
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.source_image import DEFAULT_SPEC
-from transforms.workers.source_image import read_checked
 from transforms.workers.source_image import read_local_file
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

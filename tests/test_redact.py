@@ -12,9 +12,9 @@ import pytest
 from pipeline import convert
 from pipeline.configuration import command_line
 from pipeline.configuration import flags as opts
-from pipeline.configuration import redact
 from pipeline.errors import UsageError
 from tests.conftest import read_info
+from transforms.core import redact
 
 R = redact.REDACTED
 

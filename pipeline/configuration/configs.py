@@ -8,7 +8,6 @@ import dataclasses
 import os
 from typing import Optional
 
-from pipeline.configuration import redact
 from pipeline.configuration.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.configuration.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
@@ -16,6 +15,7 @@ from pipeline.runs.previous import Previous
 from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
+from transforms.core import redact
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
@@ -29,6 +29,7 @@ from transforms.core.spec import SINK_ORDERED
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import parse_extra_feature
+from transforms.workers.http_fetch import HttpConfig
 
 _RESERVED_FEATURES = ('image', 'label', 'key', 'split')
 
@@ -72,6 +73,7 @@ class ConvertConfig:
   detection: Optional[DetectionConfig] = None  # --annotations (--schema detection)
   previous: Optional[Previous] = None  # --previous_dataset, checked
   change_detection: str = 'metadata'
+  http: HttpConfig = HttpConfig()  # noqa: RUF009 (frozen: the --http_* flags)
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))

@@ -12,6 +12,8 @@ import json
 import os
 from typing import Optional
 
+from pipeline.configuration.manifest_files import is_pattern
+from pipeline.configuration.manifest_files import manifest_files
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import image_dir
@@ -91,12 +93,25 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   that lists the columns it has. Reads each file's first line at most.
   rows: the manifest holds api.convert's rows=, whose columns are known: the
   same checks, against every row's columns."""
-  if not fmt and not _is_pattern(path):
+  listed = None
+  if not fmt and '{' in path:  # brace ranges name WebDataset shards: their names tell
+    from pipeline.configuration.preflight_tars import tar_files
+    listed = tar_files(path)
+    fmt = _files_format(path, listed)
+  if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
+    from pipeline.configuration.preflight_tars import tar_config  # tars: listed, not read
+    return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
+                      label_normalize, listed)
+  if not fmt and not is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
   files = manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if fmt == manifest.PARQUET:  # a footer per file, not a header line
+    from pipeline.configuration.preflight_parquet import parquet_config
+    return parquet_config(path, files, role, split, extras, named, multi_label,
+                          label_normalize)
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
@@ -148,29 +163,6 @@ def _headers(files: list, fmt: str) -> list:
     return list(pool.map(lambda path: read_manifest_header(path, fmt, access), files))
 
 
-def manifest_files(path: str) -> tuple:
-  """(path, size in bytes) of each file of a --manifest, sorted by path: the
-  file itself, or each file a pattern (*, ?, [...]) matches on any Beam
-  filesystem. Lists, reads nothing."""
-  try:
-    if not _is_pattern(path):
-      if not paths.is_remote(path) and not os.path.isfile(path):
-        raise UsageError(f'manifest {path} does not exist or is not a file')
-      return ((path, filesystem.FileAccess().size(path)),)
-    files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
-                  if paths.is_remote(p) or os.path.isfile(p))
-  except filesystem.read_errors() as error:
-    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
-  if not files:
-    raise UsageError(f'manifest {path} matches no file')
-  return files
-
-
-def _is_pattern(path: str) -> bool:
-  """Glob characters, and not the name of a local file that has them."""
-  return paths.has_glob(path) and (paths.is_remote(path) or not os.path.isfile(path))
-
-
 def _files_format(path: str, files: tuple) -> str:
   """The format the name of each file gives: one for all of them."""
   try:
@@ -216,7 +208,27 @@ def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
     raise UsageError(f'--label_map {path}: {error}')
 
 
+def source_label_map(manifests: tuple, path: Optional[str], modes: frozenset,
+                     extensions: Optional[tuple]) -> tuple:
+  """(manifests, label map): --label_map read; a Parquet manifest's ClassLabel
+  names instead or checked against it; WebDataset tars told the image
+  extensions and the names their .cls ids stand for."""
+  given = read_label_map(path, modes)
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline.configuration import preflight_parquet
+    given = preflight_parquet.label_map(manifests[0], given, path, modes)
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:
+    from pipeline.configuration import preflight_tars
+    manifests = (preflight_tars.with_options(manifests[0], extensions, given),)
+  return manifests, given
+
+
 def may_have_split_column(manifests: tuple) -> bool:
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline.configuration.preflight_parquet import has_split
+    return has_split(manifests[0])
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:  # a .json field, if named
+    return 'split' in dict(manifests[0].columns)
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or
                               manifests[0].column('split') in manifests[0].header)
 
@@ -250,6 +262,12 @@ def require_input(manifests: tuple, directory: Optional[str],
     raise UsageError(f'{ROWS} has no rows')
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
     if rows is not None and config.path == rows.path:
+      continue
+    if config.fmt == manifest.PARQUET:  # its footers counted the rows
+      if not config.layout.num_rows:
+        raise UsageError(f'{flag} {config.path} has no rows')
+      continue
+    if config.fmt == manifest.WEBDATASET:  # samples are known once the tars are read
       continue
     # A pattern's files (config.files) are read in turn until one has a data line.
     paths_read = [path for path, _ in config.files] or [config.path]

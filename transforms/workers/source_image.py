@@ -13,8 +13,6 @@ from typing import Optional
 from transforms.core import paths
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
-from transforms.core.image import HEADER_BYTES
-from transforms.core.image import check_signature
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.rejects import STAGE_READ
@@ -23,11 +21,13 @@ from transforms.core.reuse import CopySource
 from transforms.core.reuse import Known
 from transforms.core.reuse import copy_or_convert
 from transforms.core.spec import ImageSpec
+from transforms.workers.checked_read import read_checked
 from transforms.workers.process_pool import picklable_error
+from transforms.workers.source_refs import is_ref
+from transforms.workers.source_refs import read_ref
 
 DEFAULT_SPEC = ImageSpec()
 # Bytes read at a time once a file turns out longer than its reported size.
-_CHUNK_BYTES = 1 << 20
 _FILE_KINDS = ((stat.S_ISFIFO, 'FIFO (named pipe)'), (stat.S_ISCHR, 'character device'),
                (stat.S_ISBLK, 'block device'), (stat.S_ISSOCK, 'socket'))
 
@@ -40,12 +40,6 @@ def _not_a_file(path: str, kind: str) -> RowError:
   return RowError(STAGE_READ, 'not_a_file', f'{path} is a {kind}, not a regular file: not read')
 
 
-def _too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
-  what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
-  return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
-                  'not read' + (' further' if grew else ''))
-
-
 def stream_size(stream: BinaryIO) -> Optional[int]:
   """The size its filesystem reports for an open file (S3 and GCS: from the
   object's metadata, no byte read); None when the stream cannot tell."""
@@ -54,36 +48,6 @@ def stream_size(stream: BinaryIO) -> Optional[int]:
   size = stream.seek(0, os.SEEK_END)
   stream.seek(0)
   return size
-
-
-def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSpec) -> bytes:
-  """The bytes of an open file whose reported size is `size` (None: unknown).
-
-  Refused before anything is read when `size` is above spec.max_image_bytes
-  (read/too_large), and after its first HEADER_BYTES bytes when no format of
-  spec.formats starts that way (decode/not_an_image or format_not_allowed,
-  the codes decoding would give), so a large file that is no image is never
-  read whole. Reading stops past spec.max_image_bytes, should the file be
-  longer than reported (still being written, or a size nobody reports).
-  """
-  max_bytes = spec.max_image_bytes
-  if size is not None and size > max_bytes:
-    raise _too_large(path, size, max_bytes)
-  prefix = stream.read(HEADER_BYTES)
-  check_signature(prefix, spec.formats, size if size is not None else len(prefix))
-  parts, total = [prefix], len(prefix)
-  if size is not None and size > total:
-    parts.append(stream.read(size - total))  # the whole file as reported, in one read
-    total += len(parts[-1])
-  while total <= max_bytes:
-    chunk = stream.read(min(_CHUNK_BYTES, max_bytes + 1 - total))
-    if not chunk:
-      break
-    parts.append(chunk)
-    total += len(chunk)
-  if total > max_bytes:
-    raise _too_large(path, total, max_bytes, grew=size is not None)
-  return b''.join(parts)
 
 
 def _dangling(path: str) -> str:
@@ -125,6 +89,14 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
     os.close(fd)
 
 
+def read_local_source(source, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
+  """A local path's bytes (read_local_file), or a reference's (a Parquet cell
+  of a local file: transforms/workers/source_refs.py)."""
+  if is_ref(source):
+    return read_ref(source, spec, read_path=read_local_file)
+  return read_local_file(source, spec)
+
+
 def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
   """Source bytes -> (EncodedImage, sha256 hex, source size); RowError if they
   are not a usable image. Plain values: cheap to pass between processes."""
@@ -132,8 +104,9 @@ def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
 
 
 def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
-  """work(bytes) of each source (a path, its bytes already read, or the error
-  reading it), or the exception that raised. read(path, spec) -> bytes.
+  """work(bytes) of each source (a path or a reference, its bytes already
+  read, or the error reading it), or the exception that raised.
+  read(path or reference, spec) -> bytes.
 
   Errors are returned, not raised: one bad image never fails the others.
   """
@@ -154,13 +127,13 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
   return results
 
 
-def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+def convert_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
   """Each source (see _each_source) -> (EncodedImage, sha256 hex, size), or
   the exception converting it raised."""
   return _each_source(sources, spec, read, lambda data: convert_bytes(data, spec))
 
 
-def hash_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+def hash_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
   """Each source (see _each_source) -> the SHA-256 (hex) of its bytes, or the
   exception reading it raised (a file that is not read whole: too large, no
   regular file, no image by its first bytes)."""
