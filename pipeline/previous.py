@@ -15,8 +15,8 @@ from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
-from transforms.core.spec import SOURCES_FORMAT_VERSION
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.reuse import Sidecar
 
@@ -102,9 +102,9 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
 
 def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -> tuple:
   version = info.get('sources_format_version')
-  if version is not None and version != SOURCES_FORMAT_VERSION:
+  if version is not None and version not in READABLE_SOURCES_FORMAT_VERSIONS:
     raise UsageError(f'--previous_dataset {named} has sources_format_version {version}; '
-                     f'this tool reads {SOURCES_FORMAT_VERSION}')
+                     f'this tool reads {", ".join(map(str, READABLE_SOURCES_FORMAT_VERSIONS))}')
   sidecars = []
   for split, entry in sorted(info['splits'].items()):
     sidecar = filesystem.join(path, entry.get('sources') or split + SOURCES_SUFFIX)
@@ -120,7 +120,8 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
       raise UsageError(f'--previous_dataset {named}: the {split} shards hold '
                        f'{sum(sizes.values())} bytes, {DATASET_INFO} says '
                        f'{entry["num_bytes"]}: they changed after it was written')
-    sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip'))
+    sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip',
+                            version))
   return tuple(sidecars)
 
 

@@ -249,3 +249,24 @@ def parse_example_plain(data: bytes, views: frozenset = frozenset()):
     return _parse_plain(memoryview(data), views)
   except (_NotPlain, IndexError, UnicodeDecodeError, struct.error):
     return None
+
+
+def bytes_feature(data: bytes, name: str):
+  """The single value of bytes feature `name` of a serialized Example in the
+  plain layout, found by walking the map's entries (no other value is
+  parsed); None if it has no such feature of one value, or is not plain."""
+  wanted = name.encode('utf-8')
+  try:
+    buf = memoryview(data)
+    pos, end = _delimited(buf, 0, len(buf), _LEN1) if buf else (0, 0)
+    while pos < end:
+      entry, pos = _delimited(buf, pos, end, _LEN1)
+      key_start, key_stop = _delimited(buf, entry, pos, _LEN1)
+      if buf[key_start:key_stop] != wanted:
+        continue
+      value_start, value_stop = _delimited(buf, key_stop, pos, 0x12)
+      kind, values = _feature(buf, value_start, value_stop, False)
+      return values[0] if kind == 'bytes_list' and len(values) == 1 else None
+  except (_NotPlain, IndexError, struct.error):
+    return None
+  return None
