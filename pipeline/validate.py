@@ -245,8 +245,10 @@ def validate(config: opts.ValidateConfig, pipeline_options,
     info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
-    report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
-                          config.expected_count, config.max_problems)
+    # No dataset to count: that one problem, not also "the dataset has no examples".
+    nothing = {'splits': {}, 'label_map': [], 'options': {'allow_empty': True}}
+    report = build_report(nothing, {}, {}, {}, [], [problem], config.expected_count,
+                          config.max_problems)
     _write_report_if_possible(config.report_path, report)
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
