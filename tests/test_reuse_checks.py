@@ -10,6 +10,7 @@ import io
 import json
 import pathlib
 import shutil
+import threading
 
 import numpy as np
 from PIL import Image
@@ -18,6 +19,7 @@ import pytest
 from pipeline import convert
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
+from pipeline.previous import write_latest
 from tests.conftest import read_info
 from transforms.core import reuse
 
@@ -249,8 +251,6 @@ def test_an_output_dir_named_latest_is_refused_before_anything_is_written(night1
 def test_two_runs_writing_latest_at_once_never_fail_and_leave_one_whole_pointer(tmp_path):
   """Each writer has its own temp name (one shared `latest.tmp` let one
   writer rename the other's file away: 32 failures in 600 calls)."""
-  import threading
-  from pipeline.previous import write_latest
   errors = []
 
   def night(name: str) -> None:
@@ -271,7 +271,6 @@ def test_two_runs_writing_latest_at_once_never_fail_and_leave_one_whole_pointer(
 
 
 def test_latest_on_an_object_store_is_one_write(monkeypatch):
-  from pipeline.previous import write_latest
   calls = []
 
   class Store:
