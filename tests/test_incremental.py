@@ -166,7 +166,7 @@ def test_the_reuse_section_counts_each_decision(nights):
   reuse = read_info(inc)['reuse']
   assert reuse == {
       'previous_dataset': str(night1), 'previous_run_id': read_info(night1)['run_id'],
-      'reused': 10, 'num_encoded': 6, 'dropped': 2, 'reuse_fallback': 0,
+      'reused': 10, 'num_encoded': 6, 'rejected': 0, 'dropped': 2, 'reuse_fallback': 0,
       'encoded': {'new': 2, 'changed_source': 1, 'changed_label': 2, 'changed_split': 0,
                   'changed_features': 1, 'changed_options': 0, 'changed_path': 0,
                   'sidecar_upgrade': 0},

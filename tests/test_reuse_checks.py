@@ -283,3 +283,21 @@ def test_latest_on_an_object_store_is_one_write(monkeypatch):
 
   assert write_latest('gs://b/out/2026-12-01', Store()) == 'gs://b/out/latest'
   assert calls == [('create', 'gs://b/out/latest')]
+
+
+def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tmp_path, capsys):
+  root, rows, _ = night1
+  manifest = _manifest(tmp_path / 'm.csv', [*rows, ('imgs/gone.png', 'cat', 'k8')])
+  (tmp_path / 'imgs').symlink_to(root / 'imgs')
+  budget = ('--max_error_rate', '0.5')
+  assert _run(manifest, tmp_path / 'first', *budget) == EXIT_OK
+  out = tmp_path / 'second'
+  assert _run(manifest, out, *budget, '--previous_dataset', str(tmp_path / 'first')) == EXIT_OK
+  info = read_info(out)
+  assert info['num_rejected'] == 1
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['rejected']) == (
+      8, 0, 1)
+  assert info['reuse']['encoded']['new'] == 0
+  assert capsys.readouterr().out.splitlines()[-1] == (
+      f'Reuse: 8 record(s) copied (0.0 MB) from {tmp_path / "first"}; 0 encoded; 1 rejected; '
+      f'0 dropped; 0 reuse_fallback.')

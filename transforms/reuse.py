@@ -205,7 +205,7 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
 
 class DecideFn(beam.DoFn):
   """ManifestRow (with .previous) -> the row to encode, its .previous
-  cleared (its reason counted), or the row to copy: under REUSE (previous
+  cleared and its reason on it (counted by its example), or the row to copy: under REUSE (previous
   shard path, Reusable), or with `inline` (a single local worker) as it is,
   in the main output, for the image step to copy (LoadImageFn)."""
 
@@ -213,6 +213,12 @@ class DecideFn(beam.DoFn):
     self._mode = mode
     self._options_digest = options_digest
     self._inline = inline
+
+  def start_bundle(self):
+    self._decided = 0
+
+  def finish_bundle(self):  # one count a bundle, not a tally element a row
+    yield in_global_window(_tally(reuse.DECIDED, self._decided))
 
   def process(self, row, label_map):
     try:
@@ -227,14 +233,14 @@ class DecideFn(beam.DoFn):
           fingerprint=fingerprints.content_fingerprint(previous.source_sha256))
     reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest,
                           row.image)
+    self._decided += 1
     if reason is None and self._inline:
       yield row
     elif reason is None:
       yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
                                              Reusable(row, label[0], label[1], digest)))
-    else:
-      yield _tally(reason)
-      yield dataclasses.replace(row, previous=None)
+    else:  # counted by its example: a row rejected is no encoded row
+      yield dataclasses.replace(row, previous=None, reuse=reason)
 
 
 class CopyShardFn(beam.DoFn):
@@ -255,9 +261,9 @@ class CopyShardFn(beam.DoFn):
     path, reusables = grouped
     reusables = sorted(reusables, key=lambda r: r.row.previous.ordinal)
     for reusable, data in self._read(path, reusables):
-      if isinstance(data, ShardError):
-        yield _tally(reuse.FALLBACK)
-        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(reusable.row, previous=None))
+      if isinstance(data, ShardError):  # encoded, counted by its example
+        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(
+            reusable.row, previous=None, reuse=reuse.FALLBACK))
         continue
       yield self._example(reusable, data)
 
@@ -334,11 +340,9 @@ def decide_and_copy(rows, label_map, mode: str, options_digest: str,
 
 
 def reuse_tallies(example: BuiltExample) -> list:
-  """A written example's reuse counts: copied (and its framed bytes), or
-  encoded after its copy failed."""
+  """A written example's reuse counts: copied (and its framed bytes), encoded
+  after its copy failed, or encoded for its reason (core/reuse.REASONS)."""
   if example.reuse == reuse.REUSED:
     return [((reuse.TALLY, reuse.REUSED), 1),
             ((reuse.TALLY, reuse.BYTES_COPIED), len(example.data) + 16)]
-  if example.reuse == reuse.FALLBACK:
-    return [((reuse.TALLY, reuse.FALLBACK), 1)]
-  return []
+  return [((reuse.TALLY, example.reuse), 1)] if example.reuse else []

@@ -82,4 +82,4 @@ def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering:
                       loaded.data if copied else build_example(loaded, spec),
                       row.fingerprint or content_fingerprint(loaded.sha256),
                       labelled.label_text, record_digest(options_digest, row.extras),
-                      'reused' if copied else loaded.reuse, row.image)
+                      'reused' if copied else (loaded.reuse or row.reuse), row.image)

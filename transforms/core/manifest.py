@@ -139,6 +139,9 @@ class ManifestRow:
   # previous dataset's record of this key (core/reuse.PreviousRecord), if any.
   fingerprint: str = ''
   previous: Optional[object] = None
+  # Why the row is encoded rather than copied (core/reuse.REASONS, or
+  # reuse_fallback: its copy failed); '' when not decided (counted by example).
+  reuse: str = ''
 
   @property
   def place(self) -> int:

@@ -49,6 +49,8 @@ BYTES_COPIED = 'bytes_copied'
 # The in-order join's: keys dropped = records of the previous dataset - rows matched.
 PREVIOUS = 'previous_records'
 MATCHED = 'matched'
+# Rows decided (each ends copied, encoded, fallen back or rejected).
+DECIDED = 'decided'
 TALLY = 'reuse'
 # The longest sidecar line read (a line is ~300 bytes; a damaged or hostile
 # sidecar must not make a reader hold a 4 GB line).
@@ -237,14 +239,18 @@ def pick_ordinals(stream: BinaryIO, wanted: dict, key_feature: Optional[str]):
 
 def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Optional[str],
             missing: bool = False) -> dict:
-  """dataset_info.json's `reuse`: {tally name: sum} -> the counts."""
+  """dataset_info.json's `reuse`: {tally name: sum} -> the counts (of the
+  rows written: a row rejected is counted as rejected, whatever its reason)."""
+  encoded = sum(sums.get(reason, 0) for reason in REASONS)
   return {
       'previous_dataset': previous_dataset,
       'previous_run_id': previous_run_id,
       **({'previous_dataset_missing': True} if missing else {}),
       'reused': sums.get(REUSED, 0),
       'encoded': {reason: sums.get(reason, 0) for reason in REASONS},
-      'num_encoded': sum(sums.get(reason, 0) for reason in REASONS),
+      'num_encoded': encoded,
+      # rows neither copied nor written (rejected as in any run), however often
+      'rejected': sums.get(DECIDED, 0) - sums.get(REUSED, 0) - encoded - sums.get(FALLBACK, 0),
       'dropped': sums.get(DROPPED, 0) + sums.get(PREVIOUS, 0) - sums.get(MATCHED, 0),
       'reuse_fallback': sums.get(FALLBACK, 0),
       'bytes_copied': sums.get(BYTES_COPIED, 0),
@@ -258,8 +264,9 @@ def summary_line(reuse: dict) -> str:
   encoded = ', '.join(f'{reason} {n}' for reason, n in reuse['encoded'].items() if n)
   return (f'Reuse: {reuse["reused"]} record(s) copied ({reuse["bytes_copied"] / 1e6:.1f} MB) '
           f'from {reuse["previous_dataset"]}; {reuse["num_encoded"]} encoded'
-          + (f' ({encoded})' if encoded else '') + f'; {reuse["dropped"]} dropped; '
-          f'{reuse["reuse_fallback"]} reuse_fallback.')
+          + (f' ({encoded})' if encoded else '')
+          + (f'; {reuse["rejected"]} rejected' if reuse.get('rejected') else '')
+          + f'; {reuse["dropped"]} dropped; {reuse["reuse_fallback"]} reuse_fallback.')
 
 
 # --- Copies inline, on a single local worker: a reused row goes through the
@@ -300,13 +307,20 @@ class ShardReader:
     self._inflated = {}  # gzip shard -> [gzip stream, temporary file, bytes in it]
 
   def read(self, record: PreviousRecord, key: str) -> bytes:
+    """The record's data, checked as a copy (checked_copy); COPY_ERRORS if not."""
+    data, data_crc = self.data(record)
+    return checked_copy(data, data_crc, record, key, self._key_feature)
+
+  def data(self, record: PreviousRecord) -> tuple:
+    """(data, its masked CRC32C) of the framed record at the record's offset,
+    both CRCs checked (not whose record it is); COPY_ERRORS if not intact."""
     if record.compressed:
       descriptor, size = self._inflate(record.shard_path, record.offset + record.length)
     else:
       descriptor, size = self._opened(record.shard_path)
     _bounded(record, size)
-    return _checked(os.pread(descriptor, record.length, record.offset), record, key,
-                    self._key_feature)
+    framed = os.pread(descriptor, record.length, record.offset)
+    return unframe(framed, record.length, record.offset), int.from_bytes(framed[-4:], 'little')
 
   def _opened(self, path: str) -> tuple:
     if path not in self._files:
