@@ -262,7 +262,7 @@ def validate_config(args) -> ValidateConfig:
   if not paths.is_remote(input_dir) and not os.path.isdir(input_dir):
     raise UsageError(f'--input_dir {input_dir} is not a folder')
   if args.manifest and args.recompute is None:
-    raise UsageError('--manifest goes with --recompute (where the run\'s manifest lives now)')
+    raise UsageError("--manifest goes with --recompute (where the run's manifest lives now)")
   return ValidateConfig(
       input_dir=input_dir,
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),

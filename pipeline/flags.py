@@ -311,6 +311,6 @@ class ValidateOptions:
                         'the bytes: N records, or with a decimal point that fraction of '
                         'them (1.0: all)')
     parser.add_argument('--manifest', metavar='PATH',
-                        help='with --recompute: where the run\'s manifest lives now (its '
+                        help="with --recompute: where the run's manifest lives now (its "
                         'relative image paths resolve against its folder)')
     _add_runner_args(parser)

@@ -30,6 +30,7 @@ from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
+from pipeline import recompute
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
@@ -155,10 +156,11 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0, check_processes: int = 0,
-          check_records=validation.check_records):
+          check_records=validation.check_records, listing_warnings=()):
   """Adds the validation to pipeline `p`; returns the report PCollection.
 
   check_records: what checks a batch of records (tests swap it).
+  listing_problems, listing_warnings: what the launcher found (--recompute...).
   """
   expected = validation.Expected.from_info(info)
   single = engines.single_local_worker(p.options)
@@ -176,7 +178,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
-                            max_problems),
+                            max_problems, list(listing_warnings)),
               side.AsDict(checked[TALLY_SUMS]),
               side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
@@ -253,11 +255,16 @@ def validate(config: opts.ValidateConfig, pipeline_options,
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
+  listing_warnings = []
+  if config.recompute is not None:  # before the job: a usage error writes nothing
+    problems, listing_warnings = recompute.findings(config.input_dir, info, config.recompute,
+                                                    config.manifest, files)
+    listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records)
+        config.check_processes, check_records, listing_warnings)
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
   # path + '.tmp', then renames it).
