@@ -121,7 +121,8 @@ def _image_dir_row(config, image: str):
 
 def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
              files: Optional[filesystem.FileAccess] = None) -> tuple:
-  """-> ([Problem], [warning Problem]) of --recompute `amount` on the dataset."""
+  """-> ([Problem], [warning Problem], records converted again) of --recompute
+  `amount` on the dataset."""
   files = files or filesystem.FileAccess()
   if paths.is_remote(input_dir):
     raise UsageError('--recompute reads the shards of a local --input_dir')
@@ -149,7 +150,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
             Problem(found[0], *where, f'key {key!r}: {found[1]}'))
   finally:
     reader.close()
-  return problems, warnings
+  return problems, warnings, len(sampled)
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,

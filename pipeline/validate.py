@@ -156,11 +156,12 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0, check_processes: int = 0,
-          check_records=validation.check_records, listing_warnings=()):
+          check_records=validation.check_records, listing_warnings=(), more=None):
   """Adds the validation to pipeline `p`; returns the report PCollection.
 
   check_records: what checks a batch of records (tests swap it).
-  listing_problems, listing_warnings: what the launcher found (--recompute...).
+  listing_problems, listing_warnings: what the launcher found (--recompute...);
+  more: more fields of the report.
   """
   expected = validation.Expected.from_info(info)
   single = engines.single_local_worker(p.options)
@@ -178,7 +179,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
-                            max_problems, list(listing_warnings)),
+                            max_problems, list(listing_warnings), more),
               side.AsDict(checked[TALLY_SUMS]),
               side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
@@ -255,16 +256,16 @@ def validate(config: opts.ValidateConfig, pipeline_options,
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
-  listing_warnings = []
+  listing_warnings, more = [], {}
   if config.recompute is not None:  # before the job: a usage error writes nothing
-    problems, listing_warnings = recompute.findings(config.input_dir, info, config.recompute,
-                                                    config.manifest, files)
+    problems, listing_warnings, more['num_recomputed'] = recompute.findings(
+        config.input_dir, info, config.recompute, config.manifest, files)
     listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records, listing_warnings)
+        config.check_processes, check_records, listing_warnings, more)
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
   # path + '.tmp', then renames it).

@@ -71,6 +71,13 @@ def _lines(out: pathlib.Path) -> list:
 def test_an_untouched_dataset_recomputes_to_the_same_bytes(converted):
   code, report = _validate(converted / 'out', '--recompute', '1.0')
   assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
+  assert report['num_recomputed'] == 10
+  code, report = _validate(converted / 'out', '--recompute', '3')
+  assert (code, report['num_recomputed']) == (EXIT_OK, 3)
+  code, report = _validate(converted / 'out', '--recompute', '0.25')
+  assert (code, report['num_recomputed']) == (EXIT_OK, 3)
+  code, report = _validate(converted / 'out')
+  assert 'num_recomputed' not in report
 
 
 def test_the_run_s_manifest_where_it_lives_now(fresh, tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
 import zlib
 
 import apache_beam as beam
@@ -309,11 +310,13 @@ class WriteReportFn(beam.DoFn):
   """Runs once with every count as side inputs: writes the JSON report."""
 
   def __init__(self, info: dict, report_path: str, listing_problems: list,
-               expected_count, max_problems: int, listing_warnings: list = ()):
+               expected_count, max_problems: int, listing_warnings: list = (),
+               more: Optional[dict] = None):
     self._info = info
     self._report_path = report_path
     self._listing_problems = listing_problems
     self._listing_warnings = list(listing_warnings)
+    self._more = dict(more or {})  # more fields of the report (num_recomputed)
     self._expected_count = expected_count
     self._max_problems = max_problems
 
@@ -325,6 +328,7 @@ class WriteReportFn(beam.DoFn):
                           self._listing_problems, self._expected_count,
                           self._max_problems, warning_counts, list(first_warnings),
                           self._listing_warnings)
+    report.update(self._more)
     filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
     yield report
 
