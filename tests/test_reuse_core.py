@@ -308,3 +308,13 @@ def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkey
     reader.read(*_in(path, records, 5, True, offset=10 ** 6))
   reader.close()
   assert opened == [path]
+
+
+def test_the_key_feature_is_found_without_parsing_the_rest():
+  from transforms.core.example_proto import bytes_feature
+  data = _example('images/a.png', b'x' * 300)
+  assert bytes_feature(data, 'image/key') == b'images/a.png'
+  assert bytes_feature(data, 'image/class/label') is None  # an int64 feature
+  assert bytes_feature(data, 'image/ke') is None and bytes_feature(data, 'nope') is None
+  assert bytes_feature(data[:-3], 'image/key') is None  # cut short: not plain
+  assert bytes_feature(b'', 'image/key') is None
