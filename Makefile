@@ -48,9 +48,10 @@ fetch-engines: install
 # TEST_WORKERS=0 runs everything in this process (for a debugger).
 TEST_WORKERS ?= 2
 # The clusters make test-integration starts (tests/peers/requirements-*.txt),
-# and the other real clients it runs (tf-models: the Model Garden's decoder).
+# and the other real clients it runs (tf-models: the Model Garden's decoder;
+# datasets: Hugging Face's library writing Parquet).
 CLUSTERS := flink spark
-TEST_PEERS := tf-models
+TEST_PEERS := tf-models datasets
 # The schedulers whose examples make test-integration runs (examples/), each
 # in its own venv with its dependencies (tests/peers/requirements-*.txt).
 SCHEDULERS := airflow

@@ -27,9 +27,9 @@ from apache_beam.options.pipeline_options import _BeamArgumentParser
 from pipeline import cli
 from pipeline import config_file
 from pipeline import engines
-from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.config_file import CONFIG_FLAG
+from transforms.core import redact
 
 # Options classes Beam ships outside apache_beam.options.pipeline_options, in
 # modules a launch does not import: DaskRunner's needs dask (not installed),
@@ -210,7 +210,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
 
 def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
   """{dest: value} -> {flag name without dashes: JSON-safe value}; with
-  `secrets`, the credentials in them replaced (pipeline/redact.py). Beam's
+  `secrets`, the credentials in them replaced (transforms/core/redact.py). Beam's
   options carry credentials; ours are paths and settings."""
   names = {}
   for flag, action in _flags_of(parser).items():

@@ -9,24 +9,25 @@ import os
 from typing import Optional
 
 from pipeline import command_line
-from pipeline import redact
 from pipeline.cli import UsageError
 from pipeline.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.flags import ConvertOptions
 from pipeline.flags import ValidateOptions
+from pipeline.flags import http_config
 from pipeline.output_flags import output_options
 from pipeline.preflight import image_dir_splits
 from pipeline.preflight import manifest_config
 from pipeline.preflight import may_have_split_column
-from pipeline.preflight import read_label_map
 from pipeline.preflight import require_input
+from pipeline.preflight import source_label_map
 from pipeline.previous import Previous
 from pipeline.previous import check as check_previous
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
+from transforms.core import redact
 from transforms.core import splits
 from transforms.core.dataset_info import InfoSettings
 from transforms.core.dataset_info import sink_info
@@ -42,6 +43,7 @@ from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import parse_extra_feature
+from transforms.workers.http_fetch import HttpConfig
 
 _RESERVED_FEATURES = ('image', 'label', 'key', 'split')
 
@@ -85,6 +87,7 @@ class ConvertConfig:
   detection: Optional[DetectionConfig] = None  # --annotations (--schema detection)
   previous: Optional[Previous] = None  # --previous_dataset, checked
   change_detection: str = 'metadata'
+  http: HttpConfig = HttpConfig()  # noqa: RUF009 (frozen: the --http_* flags)
 
   def splits_to_clear(self) -> tuple:
     return tuple(dict.fromkeys((*self.split.split_names(), *self.known_splits)))
@@ -362,13 +365,15 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
+  manifests, given_map = source_label_map(manifests, args.label_map, label_normalize,
+                                          extensions)
   previous = args.previous_dataset and check_previous(
       args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
       args.sink)
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
-      label_map=read_label_map(args.label_map, label_normalize), image=image,
+      label_map=given_map, image=image,
       example=ExampleSpec(args.schema, extras, args.multi_label), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
@@ -382,7 +387,8 @@ def convert_config(parsed: command_line.Parsed) -> ConvertConfig:
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
       allow_empty=args.allow_empty, known_splits=known_splits,
       job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,
-      previous=previous or None, change_detection=args.change_detection)
+      previous=previous or None, change_detection=args.change_detection,
+      http=http_config(args))
 
 
 def recorded_config_file(path: Optional[str]) -> Optional[str]:

@@ -138,7 +138,8 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   if content or (previous_used(config) and config.change_detection == 'content'):
     # Rows whose SHA-256 the previous dataset gave are not read (HashSourceFn).
     rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
-        config.image, pool, config.split if config.split_by == 'content' else None))
+        config.image, pool, config.split if config.split_by == 'content' else None,
+        http=config.http))
   if config.detection is None:
     tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(
         lambda row: [(key, 1) for key in tally.label_keys(row)])))
@@ -166,13 +167,14 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
     encoded = rows | 'DetectRows' >> detection.DetectRows(
         config.label_map.names, config.image, config.example, config.detection.options,
         config.ordering, LoadImageFn(config.image, progress_dir, pool.threads, pool.processes,
-                                     timeout_s=pool.timeout_s or 0.0, harnesses=pool.harnesses))
+                                     timeout_s=pool.timeout_s or 0.0, harnesses=pool.harnesses,
+                                     http=config.http))
     tallies.append(encoded[TALLIES])
   else:
     encoded = rows | 'EncodeRows' >> EncodeRows(
         config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
         image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
-        harnesses=pool.harnesses, options_digest=digest)
+        harnesses=pool.harnesses, options_digest=digest, http=config.http)
   examples = encoded[EXAMPLES]
   if copied is not None:
     examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
@@ -232,7 +234,8 @@ def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
   if config.sink == SINK_TFRECORDIO:
     return rows, []  # no sidecar: nothing to fingerprint for
   if config.change_detection == fingerprints.METADATA:
-    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(config.image_timeout_s or None))
+    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(config.image_timeout_s or None,
+                                                            config.http))
   if not previous_used(config):
     return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(

@@ -12,6 +12,7 @@ from transforms.core import manifest
 from transforms.core import splits
 from transforms.core.annotations import ANNOTATION_FORMATS
 from transforms.core.annotations import ON_BAD_BOX
+from transforms.core.annotations import ON_SIZE_MISMATCH
 from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
 from transforms.core.boxes import STORED
@@ -26,6 +27,7 @@ from transforms.core.spec import SCHEMAS
 from transforms.core.spec import SINKS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.workers.http_fetch import HttpConfig
 
 DEFAULT_SHARD_SIZE_MB = 128
 DEFAULT_IMAGE_TIMEOUT_S = 60.0
@@ -130,6 +132,12 @@ def _add_detection_args(parser) -> None:
   found.add_argument('--on_bad_box', choices=ON_BAD_BOX, default=ON_BAD_BOX[0],
                      help='drop: a bad annotation drops itself (counted); reject_row: its '
                      'whole image')
+  found.add_argument('--on_size_mismatch', choices=ON_SIZE_MISMATCH,
+                     default=ON_SIZE_MISMATCH[0],
+                     help='an image whose file is not the size its annotation records '
+                     '(either way round after EXIF orientation): reject its row '
+                     "(annotation/size_mismatch), or scale: scale the annotation's "
+                     'coordinates by actual/recorded')
   found.add_argument('--skip_empty', action='store_true',
                      help='leave out images without objects (counted); default: kept, '
                      'as negative examples')
@@ -143,8 +151,10 @@ class ConvertOptions:
     source = parser.add_argument_group('input')
     source.add_argument('--manifest', help='CSV/TSV/JSONL manifest with columns image, '
                         'label[, key, split, ...], or a TXT manifest of "path label" '
-                        'lines (optionally .gz); a pattern (parts/*.csv.gz) reads its '
-                        'files as one manifest')
+                        'lines (optionally .gz), or Parquet (image: a path, bytes or a '
+                        'Hugging Face Image), or WebDataset .tar/.tar.gz shards; a pattern '
+                        '(parts/*.csv.gz, data/train-*.parquet, '
+                        "'shards/train-{000000..000099}.tar') reads its files as one manifest")
     source.add_argument('--label_manifest', help='second manifest key,label, '
                         'joined on key with --manifest key,image (a pattern too)')
     source.add_argument('--image_dir', help='folder-per-class layout DIR/<label>/<image> '
@@ -153,7 +163,8 @@ class ConvertOptions:
                         'line i is id i. Default: sorted distinct labels')
     source.add_argument('--manifest_format', choices=manifest.FORMATS,
                         help='format of the manifests (default: from the file name; '
-                        'txt: "path label" per line)')
+                        'txt: "path label" per line; parquet: read by row group; '
+                        'webdataset: .tar/.tar.gz shards of samples)')
     for column in manifest.COLUMNS:
       source.add_argument(f'--{column}_column', metavar='NAME',
                           help=f'the manifest column holding the {column} '
@@ -164,7 +175,8 @@ class ConvertOptions:
                         'DIR/<split>/<label>/<image>')
     source.add_argument('--image_extensions', default=','.join(image_dir.DEFAULT_IMAGE_EXTENSIONS),
                         help='with --image_dir, files with other extensions are skipped '
-                        '(all: keep every file)')
+                        '(all: keep every file); in WebDataset tars, the suffixes of a '
+                        "sample's image member")
     source.add_argument('--multi_label', action='store_true',
                         help='a label cell or JSON list holds several labels')
     source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,
@@ -267,6 +279,25 @@ class ConvertOptions:
     image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
                        help='Pillow formats decoded, by content (all: every format '
                        'Pillow has); others are rejected')
+    web = parser.add_argument_group('images over HTTP(S)')
+    web.add_argument('--http_timeout_s', type=_non_negative_float,
+                     default=HttpConfig.timeout_s,
+                     help='an http(s):// image whose connection, any read, or whole '
+                     'response takes longer is a try that timed out (read/timeout)')
+    web.add_argument('--http_retries', type=_non_negative_int, default=HttpConfig.retries,
+                     help='tries after the first on connection errors, timeouts, 429 and '
+                     '5xx: exponential backoff with jitter, or the Retry-After asked for')
+    web.add_argument('--http_max_per_host', type=_positive_int,
+                     default=HttpConfig.max_per_host,
+                     help='requests at once to one host, per worker process')
+    web.add_argument('--http_user_agent', default=HttpConfig.user_agent,
+                     help='the User-Agent header of every request')
+    web.add_argument('--http_user_agent_token', default='',
+                     help='the agent name X-Robots-Tag directives may address '
+                     '("somebot: noai" applies when this is somebot)')
+    web.add_argument('--http_ignore_robots_tag', action='store_true',
+                     help='read images whose X-Robots-Tag says noai, noimageai, noindex '
+                     'or noimageindex (default: rejected as read/robots_opt_out)')
     budget = parser.add_argument_group('errors')
     budget.add_argument('--max_error_rate', type=_rate, default=0.0,
                         help='rejected/rows (0..1) above this exits 3 (default 0: strict)')
@@ -314,3 +345,11 @@ class ValidateOptions:
                         help="with --recompute: where the run's manifest lives now (its "
                         'relative image paths resolve against its folder)')
     _add_runner_args(parser)
+
+
+def http_config(args) -> HttpConfig:
+  """The --http_* flags as the image step's HttpConfig."""
+  return HttpConfig(timeout_s=args.http_timeout_s, retries=args.http_retries,
+                    max_per_host=args.http_max_per_host, user_agent=args.http_user_agent,
+                    user_agent_token=args.http_user_agent_token,
+                    ignore_robots_tag=args.http_ignore_robots_tag)

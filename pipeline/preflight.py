@@ -75,12 +75,25 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   are read as one manifest. `columns`: {logical column: the file's name} as
   given by --image_column etc. A named column the file lacks is a usage error
   that lists the columns it has. Reads each file's first line at most."""
+  listed = None
+  if not fmt and '{' in path:  # brace ranges name WebDataset shards: their names tell
+    from pipeline.preflight_tars import tar_files
+    listed = tar_files(path)
+    fmt = _files_format(path, listed)
+  if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
+    from pipeline.preflight_tars import tar_config  # tars: listed, not read
+    return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
+                      label_normalize, listed)
   if not fmt and not _is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
   files = manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if fmt == manifest.PARQUET:  # a footer per file, not a header line
+    from pipeline.preflight_parquet import parquet_config
+    return parquet_config(path, files, role, split, extras, named, multi_label,
+                          label_normalize)
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
@@ -196,7 +209,27 @@ def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
     raise UsageError(f'--label_map {path}: {error}')
 
 
+def source_label_map(manifests: tuple, path: Optional[str], modes: frozenset,
+                     extensions: Optional[tuple]) -> tuple:
+  """(manifests, label map): --label_map read; a Parquet manifest's ClassLabel
+  names instead or checked against it; WebDataset tars told the image
+  extensions and the names their .cls ids stand for."""
+  given = read_label_map(path, modes)
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline import preflight_parquet
+    given = preflight_parquet.label_map(manifests[0], given, path, modes)
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:
+    from pipeline import preflight_tars
+    manifests = (preflight_tars.with_options(manifests[0], extensions, given),)
+  return manifests, given
+
+
 def may_have_split_column(manifests: tuple) -> bool:
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline.preflight_parquet import has_split
+    return has_split(manifests[0])
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:  # a .json field, if named
+    return 'split' in dict(manifests[0].columns)
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or
                               manifests[0].column('split') in manifests[0].header)
 
@@ -227,6 +260,12 @@ def require_input(manifests: tuple, directory: Optional[str],
   image file (the whole listing only when there is none, to name what was
   skipped)."""
   for flag, config in zip(('--manifest', '--label_manifest'), manifests):
+    if config.fmt == manifest.PARQUET:  # its footers counted the rows
+      if not config.layout.num_rows:
+        raise UsageError(f'{flag} {config.path} has no rows')
+      continue
+    if config.fmt == manifest.WEBDATASET:  # samples are known once the tars are read
+      continue
     # A pattern's files (config.files) are read in turn until one has a data line.
     paths_read = [path for path, _ in config.files] or [config.path]
     if not any(_has_data_line(path, config.fmt) for path in paths_read):

@@ -74,8 +74,9 @@ def test_parameters_carry_label_help_and_optionality(generated):
   assert 'TXT manifest of "path label" lines' in by_name['manifest']['helpText']
   # a flag without a default says so in its own words, never "default None"
   assert by_name['manifest_format']['helpText'] == (
-      'Format of the manifests (default: from the file name; txt: "path label" per line) '
-      '(one of csv, tsv, jsonl, txt)')
+      'Format of the manifests (default: from the file name; txt: "path label" per line; '
+      'parquet: read by row group; webdataset: .tar/.tar.gz shards of samples) '
+      '(one of csv, tsv, jsonl, txt, parquet, webdataset)')
   assert not [p['name'] for p in metadata['parameters'] if 'None' in p['helpText']]
 
 
@@ -115,7 +116,8 @@ def test_numeric_flags_have_a_regex_letting_in_exactly_what_the_parser_takes(gen
   assert {'num_shards', 'shard_size_mb', 'seed', 'height', 'width', 'jpeg_quality',
           'image_threads', 'image_processes', 'max_pixels', 'image_timeout_s',
           'max_error_rate', 'max_image_bytes', 'job_endpoint_connect_timeout',
-          'min_box_visibility'} == set(numeric)
+          'min_box_visibility', 'http_timeout_s', 'http_retries',
+          'http_max_per_host'} == set(numeric)
   for name, action in numeric.items():
     (regex,) = parameters[name]['regexes']
     for text in NUMERIC_CANDIDATES:

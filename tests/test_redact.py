@@ -12,9 +12,9 @@ import pytest
 from pipeline import command_line
 from pipeline import convert
 from pipeline import flags as opts
-from pipeline import redact
 from pipeline.cli import UsageError
 from tests.conftest import read_info
+from transforms.core import redact
 
 R = redact.REDACTED
 

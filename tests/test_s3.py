@@ -527,3 +527,78 @@ def test_a_nightly_run_on_s3_reuses_by_etag_and_writes_latest(server, s3, conver
   assert all(json.loads(line)['fingerprint'].startswith('s3:etag="')
              for line in sidecar.splitlines())
   assert get(s3, 'latest') == f's3://{BUCKET}/nightly\n'.encode()
+
+
+def test_a_parquet_manifest_on_s3_reads_its_cells_by_row_group(server, s3, tmp_path):
+  """Footers on the launcher, row groups in the pipeline and each cell's
+  bytes in the image step, all through S3; a cell without bytes reads the
+  Image's path beside the file; worker processes get the bytes from the parent."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  names = ['red', 'blue']
+  images = [{'bytes': _image_bytes(n, COLOURS[l]), 'path': f'own/{n}'} for n, l in IMAGES]
+  images[0] = {'bytes': None, 'path': 'images/red_0.png'}  # on S3, beside the file
+  table = pa.table({'image': pa.array(images, pa.struct([('bytes', pa.binary()),
+                                                         ('path', pa.string())])),
+                    'label': [names.index(l) for _, l in IMAGES]})
+  features = {'image': {'_type': 'Image'}, 'label': {'_type': 'ClassLabel', 'names': names}}
+  table = table.replace_schema_metadata(
+      {'huggingface': json.dumps({'info': {'features': features}})})
+  pq.write_table(table, tmp_path / 'f.parquet', row_group_size=2)
+  s3.put_object(Bucket=BUCKET, Key='data/train-00000-of-00001.parquet',
+                Body=(tmp_path / 'f.parquet').read_bytes())
+  result = _run(server, 'pipeline.convert', '--manifest',
+                f's3://{BUCKET}/data/train-*.parquet', '--output_dir',
+                f's3://{BUCKET}/out-parquet', '--height', str(SIZE), '--width', str(SIZE),
+                '--progress', 'off', '--encoding', 'png', '--image_processes', '2')
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'out-parquet/dataset_info.json'))
+  assert (info['num_examples'], info['num_rejected']) == (len(IMAGES), 0)
+  assert get(s3, 'out-parquet/label_map.txt') == b'red\nblue\n'
+  from PIL import Image
+  seen = {}
+  for shard in info['splits']['train']['shards']:
+    for _, data in read_records(io.BytesIO(get(s3, f'out-parquet/{shard}'))):
+      features = parse_example(data)
+      label = features['image/class/text'][1][0].decode()
+      pixels = Image.open(io.BytesIO(features['image/encoded'][1][0])).convert('RGB')
+      assert max(abs(a - b) for a, b in zip(pixels.getpixel((4, 4)), COLOURS[label])) <= 8
+      seen[features['image/key'][1][0].decode()] = label
+  assert seen == {'images/red_0.png': 'red', **{f'own/{n}': l for n, l in IMAGES[1:]}}
+
+
+def test_webdataset_tars_on_s3_are_streamed_and_read_by_offset(server, s3, tmp_path):
+  """Tars listed by brace range on S3, each read by a worker for its member
+  headers and .cls members, each image member read by offset (.tar) or from
+  its stream (.tar.gz) through S3."""
+  import tarfile
+  for shard, suffix in ((0, 'tar'), (1, 'tar.gz')):
+    local = tmp_path / f's-{shard}.{suffix}'
+    with tarfile.open(local, 'w:gz' if suffix.endswith('gz') else 'w') as tar:
+      for i, (name, label) in enumerate(IMAGES):
+        for member, data in ((f'{shard}{i}.{name.rsplit(".", 1)[1]}',
+                              _image_bytes(name, COLOURS[label])),
+                             (f'{shard}{i}.cls', str(['red', 'blue'].index(label)).encode())):
+          info = tarfile.TarInfo(member)
+          info.size = len(data)
+          tar.addfile(info, io.BytesIO(data))
+    s3.put_object(Bucket=BUCKET, Key=f'tars/{local.name}', Body=local.read_bytes())
+  (tmp_path / 'names.txt').write_text('red\nblue\n')
+  result = _run(server, 'pipeline.convert', '--manifest',
+                f's3://{BUCKET}/tars/s-{{0..1}}.tar*', '--output_dir',
+                f's3://{BUCKET}/out-tars', '--height', str(SIZE), '--width', str(SIZE),
+                '--progress', 'off', '--label_map', str(tmp_path / 'names.txt'))
+  assert result.returncode == 0, _explain(result)
+  info = json.loads(get(s3, 'out-tars/dataset_info.json'))
+  assert (info['num_examples'], info['num_rejected']) == (2 * len(IMAGES), 0)
+  from PIL import Image
+  seen = {}
+  for shard in info['splits']['train']['shards']:
+    for _, data in read_records(io.BytesIO(get(s3, f'out-tars/{shard}'))):
+      features = parse_example(data)
+      label = features['image/class/text'][1][0].decode()
+      pixels = Image.frombytes('RGB', (SIZE, SIZE), features['image/encoded'][1][0])
+      assert max(abs(a - b) for a, b in zip(pixels.getpixel((4, 4)), COLOURS[label])) <= 8
+      seen[features['image/key'][1][0].decode()] = label
+  assert seen == {f's-{s}.{x}/{s}{i}': l for s, x in ((0, 'tar'), (1, 'tar.gz'))
+                  for i, (_, l) in enumerate(IMAGES)}

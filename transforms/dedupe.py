@@ -79,8 +79,8 @@ class HashSourceFn(PooledSourceFn):
 
   def __init__(self, spec: ImageSpec, size: PoolSize,
                split: Optional[splits.SplitConfig] = None,
-               hash_on_thread=hash_sources, hash_in_process=hash_in_worker):
-    super().__init__(spec, size, hash_on_thread, hash_in_process)
+               hash_on_thread=hash_sources, hash_in_process=hash_in_worker, http=None):
+    super().__init__(spec, size, hash_on_thread, hash_in_process, http)
     self._split = split
 
   def source_of(self, row):

@@ -35,6 +35,7 @@ from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.sources import label_map_side_input
+from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.pooled_step import available_cores
@@ -50,18 +51,32 @@ from transforms.workers.source_image import loaded_image
 from transforms.workers.source_image import read_checked
 from transforms.workers.source_image import read_local_file
 from transforms.workers.source_image import stream_size
+from transforms.workers.source_refs import is_ref
+from transforms.workers.source_refs import read_ref
+from transforms.workers.source_refs import ref_file
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
 
 
-def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None,
-               spec: ImageSpec = DEFAULT_SPEC) -> bytes:
+def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
+               spec: ImageSpec = DEFAULT_SPEC,
+               http: Optional[http_fetch.HttpClient] = None) -> bytes:
   """The whole file at `path` (any Beam filesystem), checked as
   read_checked does (spec.max_image_bytes from the size the filesystem
   reports, spec.formats from the first bytes) before the rest is read;
   RowError if unreadable or refused. reader: what opens remote files (a
-  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one."""
+  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one.
+  `path` may be a reference to bytes in another file (a Parquet cell:
+  transforms/workers/source_refs.py), read from that file; or an http(s)://
+  URL, fetched by `http` (transforms/workers/http_fetch.py; None: a client
+  with the default --http_* options)."""
+  if http_fetch.is_http(path):
+    return (http or http_fetch.client(http_fetch.HttpConfig())).fetch(path, spec)
+  if is_ref(path):
+    reader = reader or filesystem.FileAccess()
+    return read_ref(path, spec, _opener(path, reader),
+                    lambda fallback, spec: read_bytes(fallback, reader, spec))
   if is_local(path):
     return read_local_file(path, spec)
   try:
@@ -76,21 +91,35 @@ def read_bytes(path: str, reader: Optional[filesystem.FileAccess] = None,
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
 
 
-def read_remote_sources(reader: filesystem.FileAccess, args: tuple) -> tuple:
+def _opener(ref, reader: filesystem.FileAccess):
+  """What opens the file holding a reference: a local file directly, any
+  other through the reader (errors of the store: read/unreadable)."""
+  return (lambda path: open(path, 'rb')) if is_local(ref_file(ref)) else reader.open
+
+
+def _is_remote_source(source) -> bool:
+  """A path or reference a worker process cannot read: not on local disk."""
+  if is_ref(source):
+    return not is_local(ref_file(source))
+  return isinstance(source, str) and not is_local(source)
+
+
+def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
+                        http: Optional[http_fetch.HttpClient] = None) -> tuple:
   """(sources, spec) -> (sources, spec) for an image worker process: local
   paths as they are (the worker reads them), remote files as their bytes or
   the RowError reading them (workers have no Beam filesystems), errors
   already met as they are. Runs on the pool's threads, so remote files are
   still read in parallel."""
   sources, spec = args
-  return [_bytes_or_error(source, reader, spec)
-          if isinstance(source, str) and not is_local(source) else source
-          for source in sources], spec
+  return [_bytes_or_error(source, reader, spec, http) if _is_remote_source(source)
+          else source for source in sources], spec
 
 
-def _bytes_or_error(path: str, reader: filesystem.FileAccess, spec: ImageSpec):
+def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
+                    http: Optional[http_fetch.HttpClient]):
   try:
-    return read_bytes(path, reader, spec)
+    return read_bytes(path, reader, spec, http)
   except RowError as error:
     return error
 
@@ -134,8 +163,10 @@ class PooledSourceFn(beam.DoFn):
 
   BATCH = PROCESS_BATCH
 
-  def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process):
+  def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process,
+               http: Optional[http_fetch.HttpConfig] = None):
     self._spec = spec
+    self._http_config = http or http_fetch.HttpConfig()
     self._size = size
     self._timeout_s = size.timeout_s or 0.0
     self._processes = size.processes
@@ -146,6 +177,7 @@ class PooledSourceFn(beam.DoFn):
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
     self._reader = filesystem.FileAccess()
+    self._http = http_fetch.client(self._http_config)  # the process's keep-alive connections
     # Sized here when the launcher left it to the worker: from the cores
     # this harness finds and the harnesses sharing them (pooled_step.in_worker).
     size = in_worker(self._size, self._spec.encoding, available_cores())
@@ -154,7 +186,8 @@ class PooledSourceFn(beam.DoFn):
     shared = _SHARED_PROCESSES.acquire(
         functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
     ) if size.shared else None
-    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader),
+    self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader,
+                                                               http=self._http),
                      shared=shared)
 
   def teardown(self):
@@ -173,7 +206,7 @@ class PooledSourceFn(beam.DoFn):
 
   def source_of(self, row):
     """What a pool call works on for `row`: its path, or the error met."""
-    return row.read_error or row.path
+    return row.read_error or row.ref or row.path
 
   def outcome(self, element, result):
     raise NotImplementedError
@@ -186,7 +219,7 @@ class PooledSourceFn(beam.DoFn):
     return self._on_thread, sources, self._spec, self._read
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
-    return read_bytes(path, self._reader, spec)
+    return read_bytes(path, self._reader, spec, self._http)
 
 
 class LoadImageFn(PooledSourceFn):
@@ -206,11 +239,12 @@ class LoadImageFn(PooledSourceFn):
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0,
-               harnesses: Optional[int] = None, key_feature: Optional[str] = None):
+               harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None,
+               key_feature: Optional[str] = None):
     """key_feature: the feature holding a record's key, compared with the
     row's in each record copied from a previous dataset."""
     super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
-                     convert_on_thread, convert_in_process)
+                     convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
     self._key_feature = key_feature
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
@@ -308,7 +342,8 @@ class EncodeRows(beam.PTransform):
                progress_dir=None, image_threads: int = 1, image_processes: int = 0,
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
                image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING,
-               harnesses: Optional[int] = None, options_digest: str = ''):
+               harnesses: Optional[int] = None, options_digest: str = '',
+               http: Optional[http_fetch.HttpConfig] = None):
     """harnesses: not None, the image pool is sized in each worker
     (pooled_step.in_worker; image_threads and image_processes are then the
     distributed default until it is). options_digest: the run's
@@ -316,7 +351,7 @@ class EncodeRows(beam.PTransform):
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
-                                   harnesses, example_spec.table().key)
+                                   harnesses, http, example_spec.table().key)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

@@ -28,6 +28,7 @@ from transforms.core.rejects import RowError
 from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import ShardError
 from transforms.sources import label_map_side_input
+from transforms.workers import http_fetch
 
 REUSE = 'reuse'  # (previous shard path, Reusable)
 FALLBACK = 'fallback'  # ManifestRow whose record failed its CRC: encoded instead
@@ -70,11 +71,14 @@ class FingerprintFn(beam.DoFn):
 
   BATCH = 32
 
-  def __init__(self, timeout_s: Optional[float] = None):
+  def __init__(self, timeout_s: Optional[float] = None,
+               http: Optional[http_fetch.HttpConfig] = None):
     self._timeout_s = timeout_s
+    self._http_config = http or http_fetch.HttpConfig()
 
   def setup(self):
     self._files = filesystem.FileAccess()
+    self._http = http_fetch.client(self._http_config)
 
   def start_bundle(self):
     self._batch = []
@@ -93,12 +97,17 @@ class FingerprintFn(beam.DoFn):
     # This thread's S3 client, shared by the lookup threads: a HEAD keeps no
     # state in Beam's client wrapper (a download does), and boto3 clients are
     # thread-safe; a client per thread would cost 0.1-0.5 s of CPU each.
-    s3io = self._files._s3() if any(row.path.startswith('s3://') for row in batch) else None
+    # A row whose bytes are a part of a file (row.ref: a Parquet cell) is
+    # that file's fingerprint and the part's place, and its fallback path's.
+    fallbacks = [getattr(row.ref, 'fallback', '') for row in batch]
+    paths = [row.path for row in batch] + fallbacks
+    s3io = self._files._s3() if any(path.startswith('s3://') for path in paths) else None
     found = fingerprints.fingerprint_all(
-        [row.path for row in batch],
-        lambda path: fingerprints.beam_metadata(path, s3io and s3io._s3_object),
-        self._timeout_s)
-    for row, fingerprint in zip(batch, found):
+        paths, lambda path: self._http.metadata(path) if http_fetch.is_http(path) else
+        fingerprints.beam_metadata(path, s3io and s3io._s3_object), self._timeout_s)
+    for row, fingerprint, fallback in zip(batch, found, found[len(batch):]):
+      if row.ref is not None:
+        fingerprint = fingerprints.part_fingerprint(fingerprint, row.ref.part(), fallback)
       yield dataclasses.replace(row, fingerprint=fingerprint)
 
 

@@ -32,6 +32,8 @@ from transforms.manifest_ranges import READS
 from transforms.manifest_ranges import NumberLinesFn
 from transforms.manifest_ranges import ReadManifestLines
 from transforms.manifest_ranges import manifest_files
+from transforms.parquet_source import ReadParquet
+from transforms.webdataset_source import ReadTars
 
 
 class ParseLineFn(NumberLinesFn):
@@ -90,6 +92,10 @@ class ReadManifest(beam.PTransform):
     self._progress_dir = progress_dir
 
   def expand(self, pbegin):
+    if self._config.fmt == manifest.PARQUET:  # by row group (transforms/parquet_source.py)
+      return pbegin | 'ReadParquet' >> ReadParquet(self._config, self._progress_dir)
+    if self._config.fmt == manifest.WEBDATASET:  # a tar each (transforms/webdataset_source.py)
+      return pbegin | 'ReadTars' >> ReadTars(self._config)
     files = manifest_files(self._config)
     configs = tuple(dataclasses.replace(self._config, path=file.path, files=())
                     for file in files)

@@ -9,6 +9,7 @@ fractions of that image's size (normalized=True).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 from transforms.core.rejects import Rejection
@@ -16,6 +17,10 @@ from transforms.core.rejects import Rejection
 STAGE_ANNOTATION = 'annotation'
 ANNOTATION_FORMATS = ('coco', 'voc', 'yolo')
 ON_BAD_BOX = ('drop', 'reject_row')
+# --on_size_mismatch: an image whose file is not the size its annotation
+# records is rejected (annotation/size_mismatch), or its coordinates scaled.
+ON_SIZE_MISMATCH = ('reject', 'scale')
+SIZE_MISMATCH = 'size_mismatch'
 # A box may overshoot its image by this many pixels (rounding in the tools
 # that made it, VOC's 1-based corners): it is clipped, not rejected.
 EDGE_TOLERANCE = 1.0
@@ -27,6 +32,10 @@ UNKNOWN_CATEGORY = 'unknown_category'
 MISSING_IMAGE = 'missing_image'
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
+BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
+# Codes of rejected rows (an image's whole record).
+BAD_IMAGE_RECORD = 'bad_image_record'
+PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..
 # A row rejected whole (--on_bad_box reject_row): its first bad box says why.
 BAD_BOX_ROW = 'bad_box'
 
@@ -50,6 +59,7 @@ class ObjectAnnotation:
   shown: object = None
   source: str = ''
   line: int = 0
+  category: str = ''  # its class as the file gives it, for messages ("class 5")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,6 +69,14 @@ class ImageAnnotation:
   recorded_size: Optional[tuple]  # (width, height) the annotation records, if any
   objects: tuple  # ObjectAnnotation
   normalized: bool = False  # boxes and polygons are fractions of the frame's size
+
+
+class AnnotationError(ValueError):
+  """One annotation unusable, with the code it is rejected with."""
+
+  def __init__(self, code: str, reason: str):
+    super().__init__(reason)
+    self.code = code
 
 
 def reject_object(obj: ObjectAnnotation, code: str, reason: str) -> Rejection:
@@ -72,21 +90,33 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
   """(code, reason) of what makes an object unusable, or None. size: the
   (width, height) its box's units span (None: not known, not checked)."""
   x0, y0, x1, y1 = obj.box
+  if not all(math.isfinite(v) for v in obj.box):
+    return BAD_ANNOTATION, f'box {_shown_box(obj.box)} has a coordinate that is not a number'
   if not (x1 > x0 and y1 > y0):
     return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
-  if size is not None:
-    width, height = size
-    tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
-    if x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
-        y1 > height + tolerance):
-      return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
-                                 f'{_shown_size(size)} image')
+  if size is not None and leaves_image(obj.box, size):
+    return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
+                               f'{_shown_size(size)} image')
   if include_masks and obj.segmentation and obj.segmentation[0] == 'polygons':
     short = [p for p in obj.segmentation[1] if len(p) < 6]
     if short or not obj.segmentation[1]:
       points = len(short[0]) // 2 if short else 0
       return SHORT_POLYGON, f'a polygon has {points} point(s), fewer than 3'
   return None
+
+
+def leaves_image(box: tuple, size: tuple) -> bool:
+  """True when the box leaves the (width, height) image by more than
+  EDGE_TOLERANCE (a thousandth of it for normalised sizes, 1 x 1)."""
+  x0, y0, x1, y1 = box
+  width, height = size
+  tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
+  return x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
+      y1 > height + tolerance)
+
+
+def box_area(box: tuple) -> float:
+  return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
 def clip_box(box: tuple, size: Optional[tuple]) -> tuple:
@@ -114,8 +144,9 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
   kept, rejected = [], []
   for obj in annotation.objects:
     if obj.label not in known_labels:
+      named = obj.category or f'category {obj.label}'
       rejected.append(reject_object(obj, UNKNOWN_CATEGORY,
-                                    f'category {obj.label} is not in the label map'))
+                                    f'{named} is not one of the classes'))
       continue
     problem = box_problem(obj, size, include_masks)
     if problem:
@@ -123,7 +154,11 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
       continue
     # what only a rejection would show, or only a mask would need, is not
     # carried on with the row (rows wait in memory for the write order)
-    kept.append(dataclasses.replace(obj, box=clip_box(obj.box, size), shown=None,
+    clipped = clip_box(obj.box, size)
+    # a recorded area keeps the fraction of the box the clipping kept
+    area = obj.area if obj.area is None or clipped == obj.box else (
+        obj.area * box_area(clipped) / box_area(obj.box))
+    kept.append(dataclasses.replace(obj, box=clipped, area=area, shown=None,
                                     segmentation=obj.segmentation if include_masks else None))
   return tuple(kept), rejected
 

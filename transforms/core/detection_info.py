@@ -37,7 +37,8 @@ class DetectionConfig:
   def coco_source(self, split: SplitConfig) -> coco.CocoSource:
     return coco.CocoSource(self.annotations, self.image_dir, split,
                            dict(self.category_labels), self.options.include_masks,
-                           self.options.on_bad_box, self.options.skip_empty)
+                           self.options.on_bad_box, self.options.skip_empty,
+                           self.options.max_pixels)
 
   def split_names(self) -> tuple:
     """The splits the files name (VOC ImageSets, YOLO folders), in order."""
@@ -49,7 +50,8 @@ class DetectionConfig:
             'image_dir': self.image_dir, 'include_masks': options.include_masks,
             'min_box_visibility': options.min_box_visibility,
             'annotation_orientation': options.annotation_orientation,
-            'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty}
+            'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty,
+            'on_size_mismatch': options.on_size_mismatch}
 
 
 def _per_class(per_id: dict, names: tuple) -> dict:

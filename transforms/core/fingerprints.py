@@ -39,6 +39,15 @@ def local_fingerprint(path: str) -> str:
   return f'local:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}:{stat.st_ino}'
 
 
+def part_fingerprint(container: str, part: str, fallback: str = '') -> str:
+  """The fingerprint of bytes held in a part of a file (a Parquet row): the
+  file's fingerprint and the part's place, plus that of the path read when
+  the part is empty (fallback); '' when the file's is unknown."""
+  if not container:
+    return ''
+  return f'{container}#{part}' + (f'#{fallback}' if fallback else '')
+
+
 def content_fingerprint(sha256: str) -> str:
   """--change_detection content: the SHA-256 (hex) of the source's bytes."""
   return f'sha256:{sha256}' if sha256 else ''

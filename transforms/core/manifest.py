@@ -13,6 +13,7 @@ from transforms.core import paths
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
+from transforms.core.redact import shown_url
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
@@ -22,7 +23,10 @@ from transforms.core.rejects import RowError
 from transforms.core.splits import DEFAULT_SPLIT
 from transforms.core.splits import SplitConfig
 
-FORMATS = ('csv', 'tsv', 'jsonl', 'txt')
+FORMATS = ('csv', 'tsv', 'jsonl', 'txt', 'parquet', 'webdataset')
+PARQUET = 'parquet'
+WEBDATASET = 'webdataset'  # tars of samples (core/webdataset.py)
+TAR_SUFFIXES = ('.tar', '.tar.gz', '.tgz')
 
 # What a manifest holds: images and labels together, or one side of a join.
 ROLE_COMBINED = 'combined'
@@ -45,12 +49,15 @@ class ManifestFormatError(ValueError):
 
 
 def manifest_format(path: str) -> str:
+  if path.lower().endswith(TAR_SUFFIXES):
+    return WEBDATASET
   name = path[:-3] if path.endswith('.gz') else path
   extension = name.rsplit('.', 1)[-1].lower() if '.' in name else ''
-  if extension not in FORMATS:
+  if extension not in FORMATS or (extension == PARQUET and name != path):
     raise ManifestFormatError(
         f'cannot tell the format of manifest {path!r}: expected a .csv, .tsv, '
-        f'.jsonl or .txt file (optionally .gz), or give --manifest_format')
+        f'.jsonl or .txt file (optionally .gz), a .parquet file, WebDataset .tar or .tar.gz '
+        f'files, or give --manifest_format')
   return extension
 
 
@@ -96,6 +103,10 @@ class ManifestConfig:
   # instead of `path`'s ('': `path` and its folder).
   source_name: str = ''
   relative_to: str = ''
+  # A Parquet or WebDataset manifest: what the launcher read of its files
+  # (core/parquet.ParquetLayout, core/webdataset.TarLayout); None for the
+  # line formats.
+  layout: Optional[object] = None
 
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
@@ -142,6 +153,10 @@ class ManifestRow:
   # Why the row is encoded rather than copied (core/reuse.REASONS, or
   # reuse_fallback: its copy failed); '' when not decided (counted by example).
   reuse: str = ''
+  # Where the image's bytes are when no file of its own holds them (a Parquet
+  # cell: core/parquet.ParquetCell); None: `path` is the image. `path` is then
+  # the file holding them, fingerprinted with the row.
+  ref: Optional[object] = None
 
   @property
   def place(self) -> int:
@@ -203,7 +218,7 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
   return dict(zip(config.header, values))
 
 
-def _text(fields: dict, column: str) -> Optional[str]:
+def text_of(fields: dict, column: str) -> Optional[str]:
   """A column as text: JSON numbers as written (1.0 -> '1'), never a bool or list."""
   value = fields.get(column)
   if value is None:
@@ -225,7 +240,7 @@ def _labels(fields: dict, config: ManifestConfig):
   given, each once (a cell split at the separator, or a JSON list)."""
   column = config.column('label')
   if not config.multi_label:
-    return _text(fields, column)
+    return text_of(fields, column)
   value = fields.get(column)
   if value is None:
     return ()
@@ -264,25 +279,27 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   """Checks and resolves a parsed line; RowError if the row is unusable.
   position: see ManifestRow.position."""
   for column in REQUIRED_COLUMNS[config.role]:
-    if column != 'label' and not _text(fields, config.column(column)):
+    if column != 'label' and not text_of(fields, config.column(column)):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
                      f'column {config.column(column)!r} is empty')
   label = _normalized(_labels(fields, config), config.label_normalize)
   # multi_label: each label is stripped where the cell is split, as intended
   padded = not config.multi_label and _is_padded(fields.get(config.column('label')))
   if config.role == ROLE_LABELS:
-    return ManifestRow(fields, config.source, line, key=_text(fields, config.column('key')),
+    return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
-  image = _text(fields, config.column('image'))
-  key = _text(fields, config.column('key')) or image
+  image = text_of(fields, config.column('image'))
+  path = resolve_path(image, config.base_dir)
+  image = shown_url(image)  # a URL's credentials never reach image/filename or the key
+  key = text_of(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
                                               config.fmt, f.shape))
                  for f in config.extra_features)
-  split = config.split.assign(key, _text(fields, config.column('split')))
+  split = config.split.assign(key, text_of(fields, config.column('split')))
   # One constructor call, not a row then dataclasses.replace (which walks every
   # field again): a few us less a row, on a parse of ~20-40 us.
   return ManifestRow(
-      fields, config.source, line, image=image, path=resolve_path(image, config.base_dir),
+      fields, config.source, line, image=image, path=path,
       key=key, label=label, split=split, extras=extras, label_padded=padded,
       position=position)
 

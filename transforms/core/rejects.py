@@ -12,6 +12,9 @@ import pickle
 import tempfile
 from typing import Any
 
+from transforms.core.redact import shown_url
+from transforms.core.redact import shown_value
+
 # Stages a row can be rejected at (the `stage` key of rejected.jsonl).
 STAGE_MANIFEST = 'manifest'
 STAGE_LABEL_MANIFEST = 'label_manifest'
@@ -51,10 +54,10 @@ class Rejection:
 
   def to_json(self) -> str:
     record = {
-        'row': self.row,
+        'row': shown_value(self.row),  # a URL's credentials redacted, as everywhere
         'stage': self.stage,
         'code': self.code,
-        'reason': self.reason,
+        'reason': shown_url(self.reason),
         'source': self.source,
         'line': self.line,
     }

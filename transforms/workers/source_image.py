@@ -22,6 +22,8 @@ from transforms.core.rejects import RowError
 from transforms.core.reuse import Known
 from transforms.core.spec import ImageSpec
 from transforms.workers.process_pool import picklable_error
+from transforms.workers.source_refs import is_ref
+from transforms.workers.source_refs import read_ref
 
 DEFAULT_SPEC = ImageSpec()
 # Bytes read at a time once a file turns out longer than its reported size.
@@ -38,7 +40,7 @@ def _not_a_file(path: str, kind: str) -> RowError:
   return RowError(STAGE_READ, 'not_a_file', f'{path} is a {kind}, not a regular file: not read')
 
 
-def _too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
+def too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
   what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
   return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
                   'not read' + (' further' if grew else ''))
@@ -66,7 +68,7 @@ def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSp
   """
   max_bytes = spec.max_image_bytes
   if size is not None and size > max_bytes:
-    raise _too_large(path, size, max_bytes)
+    raise too_large(path, size, max_bytes)
   prefix = stream.read(HEADER_BYTES)
   check_signature(prefix, spec.formats, size if size is not None else len(prefix))
   parts, total = [prefix], len(prefix)
@@ -80,7 +82,7 @@ def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSp
     parts.append(chunk)
     total += len(chunk)
   if total > max_bytes:
-    raise _too_large(path, total, max_bytes, grew=size is not None)
+    raise too_large(path, total, max_bytes, grew=size is not None)
   return b''.join(parts)
 
 
@@ -123,6 +125,14 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
     os.close(fd)
 
 
+def read_local_source(source, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
+  """A local path's bytes (read_local_file), or a reference's (a Parquet cell
+  of a local file: transforms/workers/source_refs.py)."""
+  if is_ref(source):
+    return read_ref(source, spec, read_path=read_local_file)
+  return read_local_file(source, spec)
+
+
 def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
   """Source bytes -> (EncodedImage, sha256 hex, source size); RowError if they
   are not a usable image. Plain values: cheap to pass between processes."""
@@ -130,8 +140,9 @@ def convert_bytes(data: bytes, spec: ImageSpec) -> tuple:
 
 
 def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
-  """work(bytes) of each source (a path, its bytes already read, or the error
-  reading it), or the exception that raised. read(path, spec) -> bytes.
+  """work(bytes) of each source (a path or a reference, its bytes already
+  read, or the error reading it), or the exception that raised.
+  read(path or reference, spec) -> bytes.
 
   Errors are returned, not raised: one bad image never fails the others.
   """
@@ -149,13 +160,13 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
   return results
 
 
-def convert_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+def convert_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
   """Each source (see _each_source) -> (EncodedImage, sha256 hex, size), or
   the exception converting it raised."""
   return _each_source(sources, spec, read, lambda data: convert_bytes(data, spec))
 
 
-def hash_sources(sources: list, spec: ImageSpec, read=read_local_file) -> list:
+def hash_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
   """Each source (see _each_source) -> the SHA-256 (hex) of its bytes, or the
   exception reading it raised (a file that is not read whole: too large, no
   regular file, no image by its first bytes)."""

@@ -1,4 +1,6 @@
-"""Credentials out of the options a run records (dataset_info.json's `options`).
+"""Credentials out of the options a run records (dataset_info.json's `options`),
+and out of the URLs a row shows (image/filename, keys, rejected.jsonl):
+shown_url.
 
 An option whose name says it is a credential (s3_secret_access_key,
 s3_session_token, gbek, ...) is recorded as REDACTED. Any other value is
@@ -86,3 +88,22 @@ def redact_text(text: str) -> str:
       out += [text[last:match.end()], REDACTED]
       last = stop
   return ''.join(out) + text[last:]
+
+
+def shown_url(text: str) -> str:
+  """A path as a row may show it: a URL's user part and the query values
+  that are credentials (a signed URL's X-Amz-Signature, sig, token, key,
+  ...) redacted (redact_text); any other text as it is."""
+  return redact_text(text) if '://' in text else text
+
+
+def shown_value(value):
+  """A rejected row's cells (a line, a dict, lists) with shown_url applied to
+  every string in them; nothing else changes (a column named `key` stays)."""
+  if isinstance(value, str):
+    return shown_url(value)
+  if isinstance(value, list):
+    return [shown_value(v) for v in value]
+  if isinstance(value, dict):
+    return {k: shown_value(v) for k, v in value.items()}
+  return value

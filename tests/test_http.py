@@ -1,0 +1,322 @@
+"""Images over HTTP(S), against a server the test starts on 127.0.0.1 (and
+nowhere else): slow answers, 429 then 200, 500 then 200, a redirect loop, a
+2 GB declared length, text served as image/jpeg, the X-Robots-Tag opt-outs,
+a connection reset mid-body, 404, 403. Every row ends as exactly one
+Example or one rejected line with its code; a run with retries writes the
+bytes of a run without failures; tokens in signed URLs never show."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import io
+import json
+import pathlib
+import socket
+import struct
+import threading
+import time
+
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.test_manifest_ranges import digests
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.workers import http_fetch
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http')]
+SECRET = 'S3CR3T'
+
+
+def png(seed: int) -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (6 + seed, 5), (40 * seed % 256, 120, 30)).save(buffer, 'PNG')
+  return buffer.getvalue()
+
+
+class Server:
+  """A threaded HTTP server on 127.0.0.1. `failing`: the flaky paths fail
+  their first request (429, 500, a reset mid-body); off, every path but the
+  broken ones answers at once."""
+
+  def __init__(self):
+    self.failing = True
+    self.seen: dict = {}  # path -> GET requests
+    self.heads: dict = {}  # path -> HEAD requests
+    self.agents: list = []
+    self.auth: list = []
+    server = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      protocol_version = 'HTTP/1.1'
+
+      def log_message(self, *args):
+        del args
+
+      def do_HEAD(self):  # what --change_detection metadata asks: ETag, Last-Modified
+        path = self.path.split('?', 1)[0]
+        server.heads[path] = server.heads.get(path, 0) + 1
+        if path.startswith('/slow/'):
+          time.sleep(1.5)
+        extra = {'ETag': '"v1"'} if path.startswith('/etag/') else {}
+        self._send(200, b'', **extra)
+
+      def do_GET(self, head=False):
+        path = self.path.split('?', 1)[0]
+        count = server.seen[path] = server.seen.get(path, 0) + 1
+        server.agents.append(self.headers.get('User-Agent'))
+        server.auth.append(self.headers.get('Authorization'))
+        first = server.failing and count == 1
+        name = path.rsplit('/', 1)[-1]
+        seed = int(name.split('.')[0][-1]) if name[:1].isalpha() and name.split(
+            '.')[0][-1:].isdigit() else 0
+        if path.startswith('/ok/') or path.startswith('/etag/') or path.startswith('/bare/'):
+          extra = {'ETag': f'"v{seed}"'} if path.startswith('/etag/') else {}
+          return self._send(200, png(seed), head=head, **extra)
+        if path.startswith('/slow/'):
+          time.sleep(1.5)
+          return self._send(200, png(seed), head=head)
+        if path.startswith('/busy/'):  # 429 then 200
+          if first:
+            return self._send(429, b'slow down', **{'Retry-After': '0'})
+          return self._send(200, png(seed), head=head)
+        if path.startswith('/flaky/'):  # 500 then 200
+          return self._send(500, b'oops') if first else self._send(200, png(seed), head=head)
+        if path.startswith('/reset/'):  # cut mid-body, then whole
+          if first or name.startswith('always'):
+            data = png(seed)
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack('ii', 1, 0))
+            self.close_connection = True
+            return None
+          return self._send(200, png(seed), head=head)
+        if path.startswith('/loop/'):
+          return self._send(302, b'', Location=f'/loop/{sum(server.seen.values())}.png')
+        if path.startswith('/redirect/'):
+          return self._send(301, b'', Location=f'/ok/{name}')
+        if path.startswith('/huge/'):
+          self.send_response(200)
+          self.send_header('Content-Length', str(2 * 1024 ** 3))
+          self.end_headers()
+          self.wfile.write(png(1))
+          self.close_connection = True
+          return None
+        if path.startswith('/text/'):
+          return self._send(200, b'<html>not an image</html>' * 10,
+                            **{'Content-Type': 'image/jpeg'})
+        if path.startswith('/robots/'):
+          return self._send(200, png(seed), **{'X-Robots-Tag': 'noai'})
+        if path.startswith('/agent/'):
+          return self._send(200, png(seed), **{'X-Robots-Tag': 'otherbot: noimageai'})
+        if path.startswith('/forbidden/'):
+          return self._send(403, b'no')
+        return self._send(404, b'gone')
+
+      def _send(self, status, body, head=False, **headers):
+        self.send_response(status)
+        self.send_header('Content-Length', str(len(body)))
+        for name, value in headers.items():
+          self.send_header(name, value)
+        self.end_headers()
+        if not head:
+          self.wfile.write(body)
+
+    self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    self._server.daemon_threads = True
+    self.base = f'http://127.0.0.1:{self._server.server_address[1]}'
+    self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *_):
+    self._server.shutdown()
+    self._server.server_close()
+
+
+@pytest.fixture
+def server():
+  with Server() as running:
+    yield running
+
+
+@pytest.fixture(autouse=True)
+def _quick_backoff(monkeypatch):
+  monkeypatch.setattr(http_fetch, 'BACKOFF_S', 0.01)
+
+
+BASE = ('--height', '8', '--width', '8', '--progress', 'off', '--http_timeout_s', '1',
+        '--http_retries', '2')
+FLAGS = (*BASE, '--image_threads', '4')
+
+
+def _manifest(path: pathlib.Path, urls: list) -> pathlib.Path:
+  path.write_text('image,label\n' + ''.join(f'{url},{label}\n' for url, label in urls))
+  return path
+
+
+CASES = [  # path, label, expected: None (an example) or (stage, code)
+    ('/ok/a1.png', 'a', None),
+    ('/busy/b2.png', 'b', None),
+    ('/flaky/c3.png', 'a', None),
+    ('/reset/d4.png', 'b', None),
+    ('/redirect/e5.png', 'a', None),
+    ('/agent/f6.png', 'b', None),  # addressed to another agent
+    ('/slow/g7.png', 'a', ('read', 'timeout')),
+    ('/loop/0.png', 'a', ('read', 'too_many_redirects')),
+    ('/huge/h.png', 'a', ('read', 'too_large')),
+    ('/text/i.jpg', 'b', ('decode', 'not_an_image')),
+    ('/robots/j.png', 'a', ('read', 'robots_opt_out')),
+    ('/missing/k.png', 'a', ('read', 'missing_file')),
+    ('/forbidden/l.png', 'b', ('read', 'http_error')),
+    ('/reset/always8.png', 'b', ('read', 'http_error')),
+]
+
+
+def test_every_url_ends_as_one_example_or_one_rejected_line(server, tmp_path):
+  manifest = _manifest(tmp_path / 'urls.csv', [(server.base + p, l) for p, l, _ in CASES])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out),
+                       '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  rejected = {line['row']['image']: (line['stage'], line['code'])
+              for line in rejected_lines(out)}
+  for path, _, expected in CASES:
+    url = server.base + path
+    if expected is None:
+      assert url in examples and url not in rejected, path
+    else:
+      assert rejected.get(url) == expected and url not in examples, path
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'] + info['num_rejected']) == (
+      len(CASES), len(CASES))
+  assert server.seen['/slow/g7.png'] == 3, server.seen  # tried, then retried twice
+  assert server.seen['/missing/k.png'] == 1  # a 404 is not retried
+  # the first request and 5 redirects followed, no retry
+  assert sum(n for path, n in server.seen.items() if path.startswith('/loop/')) == 6
+  assert set(server.agents) == {http_fetch.DEFAULT_USER_AGENT}
+  pixels = Image.frombytes('RGB', (8, 8), examples[server.base + '/busy/b2.png'][
+      'image/encoded'][1][0])
+  assert pixels.getpixel((4, 4)) == (80, 120, 30)  # png(2)'s colour
+
+
+@pytest.mark.parametrize('pool', [(), ('--image_processes', '2', '--encoding', 'png')])
+def test_a_run_with_retries_writes_the_bytes_of_one_without_failures(server, tmp_path, pool):
+  good = [(server.base + p, l) for p, l, expected in CASES if expected is None]
+  manifest = _manifest(tmp_path / 'urls.csv', good)
+  retried = tmp_path / 'retried'
+  flags = (*BASE, *pool) if pool else FLAGS
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(retried),
+                       *flags]) == EXIT_OK
+  assert server.seen['/busy/b2.png'] == 2 and server.seen['/reset/d4.png'] == 2
+  server.failing = False
+  clean = tmp_path / 'clean'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(clean),
+                       *flags]) == EXIT_OK
+  assert server.seen['/busy/b2.png'] == 3  # one try this time
+  assert digests(retried) == digests(clean)
+
+
+def test_robots_tags_by_agent_token_and_ignored(server, tmp_path):
+  manifest = _manifest(tmp_path / 'urls.csv', [(server.base + '/agent/a1.png', 'a'),
+                                               (server.base + '/robots/b2.png', 'b'),
+                                               (server.base + '/ok/c3.png', 'a')])
+  out = tmp_path / 'token'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out),
+                       '--max_error_rate', '1', '--http_user_agent_token', 'OtherBot',
+                       '--http_user_agent', 'mybot/1.0', *FLAGS]) == EXIT_OK
+  assert sorted(line['code'] for line in rejected_lines(out)) == ['robots_opt_out'] * 2
+  assert set(server.agents) == {'mybot/1.0'}
+  out = tmp_path / 'ignored'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out),
+                       '--http_ignore_robots_tag', *FLAGS]) == EXIT_OK
+  assert read_info(out)['num_examples'] == 3
+
+
+def test_tokens_and_credentials_in_urls_never_show(server, tmp_path, capsys):
+  signed = f'{server.base}/ok/a1.png?id=7&X-Amz-Signature={SECRET}'
+  with_user = server.base.replace('http://', f'http://me:{SECRET}@') + '/ok/b2.png'
+  missing = f'{server.base}/missing/c.png?token={SECRET}'
+  manifest = _manifest(tmp_path / 'urls.csv', [(signed, 'a'), (with_user, 'b'),
+                                               (missing, 'a')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out),
+                       '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  keys = sorted(e['image/key'][1][0].decode() for e in read_examples(out))
+  assert keys == [f'{server.base}/ok/a1.png?id=7&X-Amz-Signature=<redacted>',
+                  server.base.replace('http://', 'http://<redacted>@') + '/ok/b2.png']
+  assert f'Basic {base64.b64encode(f"me:{SECRET}".encode()).decode()}' in server.auth
+  for name in ('rejected.jsonl', 'dataset_info.json', 'label_map.txt'):
+    assert SECRET not in (out / name).read_text(), name
+  for shard in out.glob('*.tfrecord'):
+    assert SECRET.encode() not in shard.read_bytes()
+  for sidecar in out.glob('*.sources.jsonl.gz'):
+    assert SECRET.encode() not in __import__('gzip').decompress(sidecar.read_bytes())
+  captured = capsys.readouterr()
+  assert SECRET not in captured.out + captured.err
+  [line] = rejected_lines(out)
+  assert (line['code'], SECRET in json.dumps(line)) == ('missing_file', False)
+
+
+def test_a_nightly_run_asks_etag_and_last_modified(server, tmp_path):
+  manifest = _manifest(tmp_path / 'urls.csv', [(server.base + '/etag/a1.png', 'a'),
+                                               (server.base + '/bare/b2.png', 'b')])
+  night1, night2 = tmp_path / 'n1', tmp_path / 'n2'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night1),
+                       *FLAGS]) == EXIT_OK
+  before = dict(server.seen)
+  assert server.heads == {'/etag/a1.png': 1, '/bare/b2.png': 1}
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night2),
+                       '--previous_dataset', str(night1), *FLAGS]) == EXIT_OK
+  reuse = read_info(night2)['reuse']
+  assert reuse['reused'] == 1  # the URL with an ETag; the other counts as changed
+  assert server.seen['/etag/a1.png'] == before['/etag/a1.png']  # no GET: copied
+  assert server.seen['/bare/b2.png'] == before['/bare/b2.png'] + 1
+  assert server.heads['/etag/a1.png'] == 2  # one a night
+  assert digests(night2) == digests(night1)
+
+
+def test_the_fetch_itself(server):
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
+  assert client.fetch(server.base + '/ok/a3.png', ImageSpec()) == png(3)
+  with pytest.raises(RowError) as error:
+    client.fetch(server.base + '/busy/x1.png', ImageSpec())
+  assert (error.value.code, 'HTTP 429' in error.value.reason) == ('http_error', True)
+  with pytest.raises(RowError) as error:
+    client.fetch(server.base + '/ok/a3.png', ImageSpec(max_image_bytes=20))
+  assert error.value.code == 'too_large'
+
+
+@pytest.mark.parametrize('values, token, found', [
+    (['noai'], '', 'noai'), (['noindex, nofollow'], '', 'noindex, nofollow'),
+    (['otherbot: noimageai'], '', None), (['otherbot: noimageai'], 'OtherBot',
+                                          'otherbot: noimageai'),
+    (['all', 'NoImageIndex'], '', 'NoImageIndex'), (['nofollow'], '', None)])
+def test_robots_directives(values, token, found):
+  assert http_fetch.robots_opt_out(values, token) == found
+
+
+def test_retry_after_in_seconds_or_a_date():
+  assert http_fetch.retry_after_s('7') == 7.0
+  assert http_fetch.retry_after_s('Thu, 03 Dec 2026 10:00:10 GMT', now=1796292000.0) == 10.0
+  assert http_fetch.retry_after_s('soon') is None
+
+
+def test_http_flags_are_checked(tmp_path, capsys):
+  manifest = _manifest(tmp_path / 'urls.csv', [('http://127.0.0.1:9/a.png', 'a')])
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(tmp_path / 'o'),
+                       '--http_max_per_host', '0']) == EXIT_USAGE
+  assert '--http_max_per_host' in capsys.readouterr().err

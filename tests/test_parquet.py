@@ -1,0 +1,333 @@
+"""Parquet manifests: files written by pyarrow as Hugging Face lays them out
+(Image structs, ClassLabel metadata, Hub file names), binary and path
+columns; the rows as the pipeline reads them (TestPipeline), the image step's
+reads of a cell, and whole conversions against a CSV manifest listing the
+same images as files (the same shards, byte for byte)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+from PIL import Image
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import convert
+from pipeline import preflight
+from pipeline.beam_runtime import startup
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from pipeline.cli import UsageError
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.test_manifest_ranges import digests
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.core import manifest
+from transforms.core import parquet
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.core.splits import SplitConfig
+from transforms.sources import ReadManifest
+from transforms.workers import source_refs
+
+NAMES = ['zebra', 'ant', 'cat']  # ClassLabel order, not sorted: ids 0, 1, 2
+
+
+def png(seed: int, size=(9, 7)) -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (size[0] + seed % 5, size[1]), (seed * 40 % 256, 80, 255 - seed)).save(
+      buffer, 'PNG')
+  return buffer.getvalue()
+
+
+def hf_metadata(names=NAMES, column='label') -> dict:
+  features = {'image': {'_type': 'Image'}, column: {'_type': 'ClassLabel', 'names': names}}
+  return {'huggingface': json.dumps({'info': {'features': features}})}
+
+
+def write_hf(path: pathlib.Path, images: list, labels: list, row_group_size: int = 2,
+             metadata=None, **columns) -> pathlib.Path:
+  """A Parquet file laid out as Hugging Face writes an Image + ClassLabel
+  dataset: image {bytes, path}, label int64, the names in the metadata."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  image_type = pa.struct([('bytes', pa.binary()), ('path', pa.string())])
+  table = pa.table({'image': pa.array(images, image_type),
+                    'label': pa.array(labels, pa.int64()), **columns})
+  table = table.replace_schema_metadata(hf_metadata() if metadata is None else metadata)
+  pq.write_table(table, path, row_group_size=row_group_size)
+  return path
+
+
+class HubSet:
+  """Two train files and a test file under data/, with the images also
+  written as files beside them (what the equivalent CSV lists)."""
+
+  def __init__(self, root: pathlib.Path):
+    self.root = root
+    data = root / 'data'
+    self.csv_rows = []  # (image, label name, split) of every row that converts
+
+    def rows(split: str, seeds: list, labels: list):
+      images = []
+      for seed, label in zip(seeds, labels):
+        name = f'{split}_{seed}.png'
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_bytes(png(seed))
+        images.append({'bytes': png(seed), 'path': name})
+        self.csv_rows.append((name, NAMES[label], split))
+      return images
+
+    self.train0 = write_hf(data / 'train-00000-of-00002.parquet',
+                           rows('train', [0, 1, 2], [0, 1, 2]), [0, 1, 2])
+    self.train1 = write_hf(data / 'train-00001-of-00002.parquet',
+                           rows('train', [3, 4, 5, 6, 7], [2, 2, 1, 0, 0]), [2, 2, 1, 0, 0])
+    self.test = write_hf(data / 'test-00000-of-00001.parquet',
+                         rows('test', [8, 9], [1, 0]), [1, 0])
+
+  def csv(self) -> pathlib.Path:
+    path = self.root / 'data' / 'same.csv'
+    path.write_text('image,label,split\n' + ''.join(
+        f'{image},{label},{split}\n' for image, label, split in self.csv_rows))
+    return path
+
+  def label_map(self) -> pathlib.Path:
+    path = self.root / 'names.txt'
+    path.write_text(''.join(f'{name}\n' for name in NAMES))
+    return path
+
+
+FLAGS = ('--height', '8', '--width', '8', '--progress', 'off', '--num_shards', '2',
+         '--write_index')
+
+
+@pytest.mark.parametrize('shuffle', ['on', 'off'])
+def test_a_hub_layout_converts_to_the_bytes_of_a_csv_manifest_of_its_images(tmp_path, shuffle):
+  hub = HubSet(tmp_path)
+  pattern = str(tmp_path / 'data' / '*.parquet')
+  out = tmp_path / 'parquet'
+  assert convert.main(['--manifest', pattern, '--output_dir', str(out), '--shuffle', shuffle,
+                       *FLAGS]) == EXIT_OK
+  same = tmp_path / 'csv'
+  assert convert.main(['--manifest', str(hub.csv()), '--output_dir', str(same),
+                       '--label_map', str(hub.label_map()), '--shuffle', shuffle,
+                       *FLAGS]) == EXIT_OK
+  assert digests(out) == digests(same)
+  assert sorted(name for name in digests(out) if name.endswith('.tfrecord')) == [
+      'test-00000-of-00002.tfrecord', 'test-00001-of-00002.tfrecord',
+      'train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
+  assert (out / 'label_map.txt').read_text() == 'zebra\nant\ncat\n'
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (10, 0)
+  assert {split: data['num_examples'] for split, data in info['splits'].items()} == {
+      'train': 8, 'test': 2}
+
+
+def test_labels_keys_and_file_names_come_from_the_hf_columns(tmp_path):
+  path = write_hf(tmp_path / 'train.parquet',
+                  [{'bytes': png(1), 'path': 'a/one.png'}, {'bytes': png(2), 'path': None}],
+                  [2, 0], row_group_size=1)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  examples = {e['image/key'][1][0]: e for e in read_examples(out)}
+  assert sorted(examples) == [b'a/one.png', b'train.parquet:1']
+  one, other = examples[b'a/one.png'], examples[b'train.parquet:1']
+  assert (one['image/class/label'][1], one['image/class/text'][1]) == ([2], [b'cat'])
+  assert (other['image/class/label'][1], other['image/class/text'][1]) == ([0], [b'zebra'])
+  assert one['image/filename'][1] == [b'a/one.png']
+  assert other['image/filename'][1] == [b'train.parquet:1']  # no path: the key
+
+
+def test_each_bad_row_is_one_rejected_line_naming_file_and_row(tmp_path):
+  (tmp_path / 'photos').mkdir()
+  (tmp_path / 'photos' / 'kept.png').write_bytes(png(3))
+  images = [
+      {'bytes': png(1), 'path': 'ok.png'},  # row 0: converts
+      {'bytes': png(2), 'path': 'nolabel.png'},  # row 1: label -1
+      {'bytes': b'\xff\xd8\xff\xe0 a JPEG cut short', 'path': 'corrupt.jpg'},  # row 2
+      {'bytes': None, 'path': 'photos/kept.png'},  # row 3: null bytes, a path: the file
+      {'bytes': None, 'path': None},  # row 4: nothing
+      {'bytes': png(4), 'path': 'big.png'},  # row 5: class id out of range
+  ]
+  path = write_hf(tmp_path / 'train.parquet', images, [0, -1, 1, 1, 0, 7], row_group_size=4)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', *FLAGS]) == EXIT_OK
+  rejected = {(line['source'], line['line']): (line['stage'], line['code'])
+              for line in rejected_lines(out)}
+  assert rejected == {(str(path), 1): ('label', 'no_label'),
+                      (str(path), 2): ('decode', 'corrupt'),
+                      (str(path), 4): ('manifest', 'empty_image'),
+                      (str(path), 5): ('label', 'unknown_label')}
+  examples = {e['image/key'][1][0]: e for e in read_examples(out)}
+  assert sorted(examples) == [b'ok.png', b'photos/kept.png']
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (6, 2, 4)
+
+
+def test_binary_and_path_columns_with_other_names(tmp_path):
+  (tmp_path / 'img').mkdir()
+  (tmp_path / 'img' / 'p.png').write_bytes(png(5))
+  binary = tmp_path / 'bin.parquet'
+  pq.write_table(pa.table({'jpg': pa.array([png(1), png(2)], pa.binary()),
+                           'cls': ['dog', 'cat'], 'id': ['k1', 'k2'],
+                           'weight': [0.5, 2.0]}), binary)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(binary), '--output_dir', str(out), '--image_column',
+                       'jpg', '--label_column', 'cls', '--key_column', 'id',
+                       '--extra_features', 'weight:float', *FLAGS]) == EXIT_OK
+  examples = {e['image/key'][1][0]: e for e in read_examples(out)}
+  assert sorted(examples) == [b'k1', b'k2']
+  assert examples[b'k1']['image/class/text'][1] == [b'dog']
+  assert examples[b'k2']['weight'][1] == [2.0]
+  assert (out / 'label_map.txt').read_text() == 'cat\ndog\n'  # strings: sorted names
+  paths = tmp_path / 'paths.parquet'
+  pq.write_table(pa.table({'image': ['img/p.png'], 'label': [4]}), paths)
+  out = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(paths), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  [example] = read_examples(out)
+  assert example['image/key'][1] == [b'img/p.png']  # relative to the file's folder
+  assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
+
+
+@pytest.mark.parametrize('case, message', [
+    ('float_label', 'column label is double, not a string or an integer'),
+    ('int_image', 'column image is int64, not a path or URL (string), image bytes'),
+    ('no_label', 'has no column label (its columns: image)'),
+    ('not_parquet', 'is not a readable Parquet file'),
+    ('split_and_path', 'gives each row its split (the path of'),
+    ('unknown_split', "names the split 'dev' in its path, not one of train, validation, test"),
+    ('label_map', "line 2 is 'cat' in --label_map, 'ant' in the file"),
+    ('other_columns', 'need the same columns'),
+])
+def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, case, message):
+  flags = []
+  path = tmp_path / 'm.parquet'
+  if case == 'float_label':
+    pq.write_table(pa.table({'image': [png(1)], 'label': [1.5]}), path)
+  elif case == 'int_image':
+    pq.write_table(pa.table({'image': [1], 'label': [1]}), path)
+  elif case == 'no_label':
+    pq.write_table(pa.table({'image': [png(1)]}), path)
+  elif case == 'not_parquet':
+    path.write_text('image,label\na.png,cat\n')
+  elif case == 'split_and_path':
+    path = write_hf(tmp_path / 'train-00000-of-00001.parquet', [{'bytes': png(1)}], [0])
+    flags = ['--split', 'train=0.5,test=0.5']
+  elif case == 'unknown_split':
+    path = write_hf(tmp_path / 'dev-00000-of-00001.parquet', [{'bytes': png(1)}], [0])
+  elif case == 'label_map':
+    path = write_hf(path, [{'bytes': png(1)}], [0])
+    (tmp_path / 'names.txt').write_text('zebra\ncat\nant\n')
+    flags = ['--label_map', str(tmp_path / 'names.txt')]
+  elif case == 'other_columns':
+    pq.write_table(pa.table({'image': [png(1)], 'label': [1]}), tmp_path / 'a.parquet')
+    pq.write_table(pa.table({'image': [png(1)], 'label': ['x']}), tmp_path / 'b.parquet')
+    path = tmp_path / '*.parquet'
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *flags]) == EXIT_USAGE
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and message in err[0], err
+  assert not out.exists()
+
+
+def test_a_label_map_that_agrees_is_used_and_a_split_column_wins(tmp_path):
+  path = write_hf(tmp_path / 'train-00000-of-00001.parquet',
+                  [{'bytes': png(1), 'path': 'a.png'}, {'bytes': png(2), 'path': 'b.png'}],
+                  [0, 2], split=['test', None])
+  (tmp_path / 'names.txt').write_text('zebra\nant\ncat\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--label_map',
+                       str(tmp_path / 'names.txt'), *FLAGS]) == EXIT_OK
+  splits = {e['image/key'][1][0]: e for e in read_examples(out)}
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 1, 'test': 1}
+  assert len(splits) == 2
+
+
+@pytest.mark.parametrize('path, split', [
+    ('data/train-00000-of-00003.parquet', 'train'),
+    ('x/validation-00002-of-00003-a1b2c3d4e5f60718.parquet', 'validation'),
+    ('data/test-anything.parquet', 'test'),
+    ('gs://b/plain_text/train/0000.parquet', 'train'),
+    ('s3://b/default/partial-test/0003.parquet', 'test'),
+    ('data/train.parquet', None),
+    ('train.parquet', None),
+    ('mine/0000.parquet', 'mine'),  # any folder of numbered files: checked against --split_names
+])
+def test_hub_paths_name_their_split(path, split):
+  assert parquet.hub_split(path) == split
+
+
+def _layout_config(path: pathlib.Path) -> manifest.ManifestConfig:
+  return preflight.manifest_config(str(path), manifest.ROLE_COMBINED, SplitConfig(), ())
+
+
+def test_rows_carry_their_cells_place_not_bytes(tmp_path):
+  path = write_hf(tmp_path / 'f.parquet', [{'bytes': png(i), 'path': f'{i}.png'}
+                                           for i in range(5)], [0, 1, 2, 0, 1],
+                  row_group_size=2)
+  config = _layout_config(path)
+  assert config.layout.files[0].row_groups == (2, 2, 1)
+  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+    read = p | ReadManifest(config)
+    assert_that(read[ROWS] | 'Places' >> __import__('apache_beam').Map(
+        lambda r: (r.key, r.label, r.line, r.position, r.ref.row_group, r.ref.index,
+                   r.ref.column, r.path)), equal_to([
+        ('0.png', 'zebra', 0, 1, 0, 0, 'image.bytes', str(path)),
+        ('1.png', 'ant', 1, 2, 0, 1, 'image.bytes', str(path)),
+        ('2.png', 'cat', 2, 3, 1, 0, 'image.bytes', str(path)),
+        ('3.png', 'zebra', 3, 4, 1, 1, 'image.bytes', str(path)),
+        ('4.png', 'ant', 4, 5, 2, 0, 'image.bytes', str(path))]), label='Rows')
+    assert_that(read[REJECTED], equal_to([]), label='Rejected')
+
+
+def test_the_image_step_reads_a_cell_and_checks_it_as_a_file(tmp_path):
+  (tmp_path / 'x.png').write_bytes(png(9))
+  path = write_hf(tmp_path / 'f.parquet', [{'bytes': png(1)}, {'bytes': None, 'path': 'x.png'},
+                                           {'bytes': b'GIF89a' + bytes(40)}], [0, 0, 0],
+                  row_group_size=3)
+  cell = parquet.ParquetCell(str(path), 0, 0, 'image.bytes', 0)
+  source_refs.clear_cache()
+  assert source_refs.read_ref(cell, ImageSpec()) == png(1)
+  fallback = cell._replace(index=1, row=1, fallback=str(tmp_path / 'x.png'))
+  assert source_refs.read_ref(fallback, ImageSpec(), read_path=lambda p, s: open(p, 'rb').read(
+  )) == png(9)
+  with pytest.raises(RowError) as found:
+    source_refs.read_ref(cell, ImageSpec(max_image_bytes=10))
+  assert (found.value.stage, found.value.code) == ('read', 'too_large')
+  with pytest.raises(RowError) as found:
+    source_refs.read_ref(cell._replace(index=2, row=2), ImageSpec(formats=('PNG',)))
+  assert found.value.code == 'format_not_allowed'
+  source_refs.clear_cache()
+
+
+def test_a_nightly_run_reuses_every_unchanged_row(tmp_path):
+  path = write_hf(tmp_path / 'train.parquet', [{'bytes': png(i), 'path': f'{i}.png'}
+                                               for i in range(4)], [0, 1, 2, 0])
+  night1, night2 = tmp_path / 'night1', tmp_path / 'night2'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(night1), *FLAGS]) == EXIT_OK
+  assert convert.main(['--manifest', str(path), '--output_dir', str(night2),
+                       '--previous_dataset', str(night1), *FLAGS]) == EXIT_OK
+  assert digests(night2) == digests(night1)
+  assert read_info(night2)['reuse']['reused'] == 4
+
+
+def test_no_row_at_all_is_a_usage_error(tmp_path):
+  path = write_hf(tmp_path / 'train.parquet', [], [])
+  with pytest.raises(UsageError, match='has no rows'):
+    preflight.require_input((_layout_config(path),), None, None)
+
+
+def test_a_parquet_run_lets_pyarrow_load():
+  assert startup.names_parquet(['--manifest', 'data/train-*.parquet'])
+  assert startup.names_parquet(['--manifest_format', 'parquet'])
+  assert not startup.names_parquet(['--manifest', 'data.csv'])

@@ -1,0 +1,235 @@
+"""WebDataset tars as a manifest: tars written by webdataset's own TarWriter
+and by tarfile (.tar and .tar.gz), brace ranges against the braceexpand
+package, samples grouped as webdataset groups them, every broken sample one
+rejected line naming the tar and the member, and whole conversions against a
+CSV manifest listing the same images (the same shards, byte for byte)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import tarfile
+
+from braceexpand import braceexpand
+from PIL import Image
+import pytest
+import webdataset as wds
+
+from pipeline import convert
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.test_manifest_ranges import digests
+from transforms.core import webdataset
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.workers import source_refs
+
+NAMES = ['zebra', 'ant', 'cat']
+FLAGS = ('--height', '8', '--width', '8', '--progress', 'off', '--num_shards', '2')
+
+
+def png(seed: int) -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (7 + seed % 4, 6), (seed * 30 % 256, 90, 200)).save(buffer, 'PNG')
+  return buffer.getvalue()
+
+
+def jpeg(seed: int) -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (9, 5 + seed % 3), (20, seed * 40 % 256, 60)).save(buffer, 'JPEG')
+  return buffer.getvalue()
+
+
+def write_tar(path: pathlib.Path, members: list) -> pathlib.Path:
+  """A tar (gzipped for .tar.gz) of (name, bytes) in this order, by tarfile."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with tarfile.open(path, 'w:gz' if path.name.endswith('.gz') else 'w') as tar:
+    for name, data in members:
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  return path
+
+
+@pytest.mark.parametrize('pattern', ['s-{000000..000011}.tar', 'a{b,c{1..3}}d{08..10}',
+                                     'plain.tar', '{x}y', 'r{5..2}', 'n{1,2}{a,b}'])
+def test_brace_ranges_expand_as_braceexpand_does(pattern):
+  assert webdataset.expand_braces(pattern) == list(braceexpand(pattern))
+
+
+@pytest.mark.parametrize('name, key, suffix', [
+    ('0001.jpg', '0001', 'jpg'), ('dir/a.b/0001.Seg.PNG', 'dir/a.b/0001', 'seg.png'),
+    ('noext', None, None), ('__key__', None, None), ('.hidden', None, None)])
+def test_member_keys_are_webdatasets(name, key, suffix):
+  assert webdataset.member_key(name) == (key, suffix)
+  if key is not None:
+    assert wds.tariterators.base_plus_ext(name) == (key, name[len(key) + 1:])
+
+
+class Shards:
+  """Two shards written by webdataset's TarWriter (.png + .cls + .json), and
+  the same images as files under csv/<tar name>/ with a CSV listing them."""
+
+  def __init__(self, root: pathlib.Path):
+    self.root = root
+    self.rows = []  # (key, image, label name) in tar order
+    for shard in range(2):
+      name = f'train-{shard:06d}.tar'
+      with wds.TarWriter(str(root / name)) as writer:
+        for i in range(4):
+          seed, cls = shard * 4 + i, (shard * 4 + i) % 3
+          writer.write({'__key__': f'{i:04d}', 'png': png(seed), 'cls': cls,
+                        'json': {'weight': seed / 2}})
+          (root / 'csv' / name).mkdir(parents=True, exist_ok=True)
+          (root / 'csv' / name / f'{i:04d}.png').write_bytes(png(seed))
+          self.rows.append((f'{name}/{i:04d}', f'{name}/{i:04d}.png', NAMES[cls]))
+    (root / 'names.txt').write_text(''.join(f'{n}\n' for n in NAMES))
+
+  def csv(self) -> pathlib.Path:
+    path = self.root / 'csv' / 'same.csv'
+    path.write_text('key,image,label\n' + ''.join(f'{k},{i},{l}\n' for k, i, l in self.rows))
+    return path
+
+
+@pytest.mark.parametrize('shuffle', ['on', 'off'])
+def test_tarwriter_shards_convert_to_the_bytes_of_a_csv_of_their_images(tmp_path, shuffle):
+  shards = Shards(tmp_path)
+  names = ['--label_map', str(tmp_path / 'names.txt'), '--shuffle', shuffle, *FLAGS]
+  out = tmp_path / 'tars'
+  assert convert.main(['--manifest', str(tmp_path / 'train-{000000..000001}.tar'),
+                       '--output_dir', str(out), *names]) == EXIT_OK
+  same = tmp_path / 'same'
+  assert convert.main(['--manifest', str(shards.csv()), '--output_dir', str(same),
+                       *names]) == EXIT_OK
+  assert digests(out) == digests(same)
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  for key, image, label in shards.rows:
+    assert examples[key]['image/class/text'][1] == [label.encode()]  # .cls id -> its name
+    assert examples[key]['image/filename'][1] == [image.encode()]
+  assert (read_info(out)['num_examples'], read_info(out)['num_rejected']) == (8, 0)
+
+
+def test_cls_ids_without_a_label_map_are_the_ids(tmp_path):
+  Shards(tmp_path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'train-*.tar'), '--output_dir', str(out),
+                       '--extra_features', 'weight:float', *FLAGS]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == '0\n1\n2\n'
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert examples['train-000001.tar/0002']['image/class/label'][1] == [0]  # seed 6 % 3
+  assert examples['train-000001.tar/0002']['weight'][1] == [3.0]
+
+
+def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):
+  gz = write_tar(tmp_path / 'a.tar.gz', [
+      ('x/1.jpg', jpeg(1)), ('x/1.txt', b'cat\n'), ('x/2.jpg', jpeg(2)), ('x/2.txt', b'dog')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(gz), '--output_dir', str(out), '--label_column',
+                       'txt', *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/text'][1][0])
+                for e in read_examples(out)) == [(b'a.tar.gz/x/1', b'cat'),
+                                                 (b'a.tar.gz/x/2', b'dog')]
+  meta = write_tar(tmp_path / 'b.tar', [
+      ('1.JPG', jpeg(3)), ('1.json', json.dumps({'kind': 'owl', 'split': 'test'}).encode()),
+      ('2.jpeg', jpeg(4)), ('2.json', json.dumps({'kind': 'bat', 'split': 'train'}).encode())])
+  out = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(meta), '--output_dir', str(out), '--label_column',
+                       'kind', '--split_column', 'split', *FLAGS]) == EXIT_OK
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 1, 'test': 1}
+  assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
+
+
+def test_each_broken_sample_is_one_rejected_line_naming_the_tar_and_member(tmp_path):
+  write_tar(tmp_path / 'tars' / 'a.tar', [
+      ('0.png', png(0)), ('0.cls', b'1'),  # sample 0: converts
+      ('1.cls', b'0'),  # sample 1: no image
+      ('2.png', png(2)), ('2.jpg', jpeg(2)), ('2.cls', b'0'),  # sample 2: two images
+      ('3.png', png(3)), ('3.cls', b'x'),  # sample 3: a class that is no id
+      ('0.json', b'{}'),  # sample 4: key 0 comes back
+      ('5.png', png(5)), ('5.cls', b'2')])  # sample 5: converts
+  cut = tmp_path / 'tars' / 'b.tar'
+  write_tar(cut, [('0.png', png(6)), ('0.cls', b'0'), ('1.png', png(7) * 20), ('1.cls', b'0')])
+  whole = cut.read_bytes()
+  member = whole.index(png(7) * 20)  # cut in the middle of 1.png's data
+  cut.write_bytes(whole[:member + 100])
+  (tmp_path / 'tars' / 'c.tar').write_bytes(b'this is no tar at all' * 100)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'tars' / '*.tar'), '--output_dir',
+                       str(out), '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  found = {(pathlib.Path(line['source']).name, line['line']): (line['stage'], line['code'])
+           for line in rejected_lines(out)}
+  assert found == {('a.tar', 1): ('manifest', 'no_image'),
+                   ('a.tar', 2): ('manifest', 'two_images'),
+                   ('a.tar', 3): ('label', 'bad_label'),
+                   ('a.tar', 4): ('manifest', 'split_sample'),
+                   ('b.tar', 1): ('read', 'truncated'),
+                   ('c.tar', 0): ('read', 'not_a_tar')}
+  lines = {pathlib.Path(line['source']).name + str(line['line']): line
+           for line in rejected_lines(out)}
+  assert '1.png' in lines['b.tar1']['reason'] and '2.jpg' in lines['a.tar2']['reason']
+  keys = sorted(e['image/key'][1][0] for e in read_examples(out))
+  assert keys == [b'a.tar/0', b'a.tar/5', b'b.tar/0']
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (9, 3, 6)
+
+
+def test_a_tar_cut_inside_a_header_says_so(tmp_path):
+  path = write_tar(tmp_path / 'a.tar', [('0.png', png(0)), ('0.cls', b'0'),
+                                        ('1.png', png(1)), ('1.cls', b'0')])
+  whole = path.read_bytes()
+  path.write_bytes(whole[:whole.index(b'1.png') + 200])  # inside 1.png's header
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['line']) == ('read', 'truncated', 1)
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar/0']
+
+
+def test_the_image_step_reads_members_by_offset_in_any_order(tmp_path):
+  members = [(f'{i}.png', png(i)) for i in range(4)]
+  for name in ('a.tar', 'a.tar.gz'):
+    path = write_tar(tmp_path / name, members)
+    mode = 'r:gz' if name.endswith('.gz') else 'r:'
+    with tarfile.open(path, mode) as tar:
+      refs = [webdataset.TarMember(str(path), info.offset_data, info.size, info.name, i)
+              for i, info in enumerate(tar.getmembers())]
+    source_refs.clear_cache()
+    for i in (2, 3, 0, 1, 1):  # backwards reopens a .tar.gz stream
+      assert source_refs.read_ref(refs[i], ImageSpec()) == png(i)
+    with pytest.raises(RowError) as error:
+      source_refs.read_ref(refs[0], ImageSpec(max_image_bytes=10))
+    assert (error.value.code, 'member 0.png' in error.value.reason) == ('too_large', True)
+    source_refs.clear_cache()
+
+
+def test_an_image_column_is_a_usage_error(tmp_path, capsys):
+  path = write_tar(tmp_path / 'a.tar', [('0.png', png(0))])
+  assert convert.main(['--manifest', str(path), '--output_dir', str(tmp_path / 'out'),
+                       '--image_column', 'png']) == EXIT_USAGE
+  assert 'drop --image_column' in capsys.readouterr().err
+
+
+def test_a_brace_range_naming_a_missing_tar_is_a_usage_error(tmp_path, capsys):
+  write_tar(tmp_path / 's-0.tar', [('0.png', png(0))])
+  assert convert.main(['--manifest', str(tmp_path / 's-{0..1}.tar'), '--output_dir',
+                       str(tmp_path / 'out')]) == EXIT_USAGE
+  assert 's-1.tar does not exist' in capsys.readouterr().err
+
+
+def test_a_cut_tar_gz_rejects_the_sample_it_cuts_and_keeps_the_rest(tmp_path):
+  path = write_tar(tmp_path / 'a.tar.gz', [('0.png', png(0)), ('0.cls', b'0'),
+                                           ('1.png', png(1) * 50), ('1.cls', b'1')])
+  whole = path.read_bytes()
+  path.write_bytes(whole[:len(whole) * 2 // 3])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['line']) == ('read', 'truncated', 1)
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar.gz/0']

@@ -1,0 +1,162 @@
+"""ReadTars: a WebDataset manifest's tars -> one ManifestRow per sample, one
+tar per work item, streamed (never extracted).
+
+A worker reads its tar's member headers and its label and metadata members
+(.cls, .txt, .json); image members are skipped over (a seek in a .tar),
+and the row carries where the image is (core/webdataset.TarMember: tar,
+offset, size), for the image step to read. What goes wrong is a rejected
+line naming the tar and the member: a sample without an image or with two,
+a member cut short, a key that comes back later in the tar; a file that is
+no tar at all is one rejected line, and the other tars go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tarfile
+from typing import Optional
+import zlib
+
+import apache_beam as beam
+
+from transforms.beam_util import METRICS_NAMESPACE
+from transforms.beam_util import REJECTED
+from transforms.beam_util import ROWS
+from transforms.beam_util import TALLIES
+from transforms.core import manifest
+from transforms.core import webdataset
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import Rejection
+from transforms.core.rejects import RowError
+from transforms.core.tally import lines_key
+from transforms.filesystem import FileAccess
+
+_TAR_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+
+
+def tar_members(stream, path: str, size: int):
+  """The regular members of an open tar (webdataset.Member each, label and
+  metadata members with their data), in tar order. A member cut short has
+  its `error`; ReadError when the file is no tar at all."""
+  gzipped = webdataset.is_gzipped(path)
+  tar = tarfile.open(fileobj=stream, mode='r|gz' if gzipped else 'r:')
+  last = None
+  try:
+    while True:
+      try:
+        info = tar.next()
+      except _TAR_ERRORS as error:
+        if last is None:
+          raise tarfile.ReadError(f'{type(error).__name__}: {error}')
+        # the member before the header that could not be read was cut short
+        yield last._replace(error=f'{type(error).__name__}: {error}')
+        return
+      if info is None:
+        break
+      if last is not None:
+        yield last
+      last = _member(tar, info, gzipped, size) if info.isreg() else None
+    if last is not None:
+      yield last
+    if not gzipped:
+      # tarfile ends quietly at a header cut short: what follows the last
+      # member must be the end-of-archive zeros, or members were lost.
+      stream.seek(tar.offset)
+      if stream.read(size - tar.offset).strip(b'\0'):
+        raise TarCutError(f'{path} is cut short inside the header after byte {tar.offset}: '
+                          f'the members after it are lost')
+  finally:
+    tar.close()
+
+
+class TarCutError(Exception):
+  """A .tar cut inside a member's header: its samples up to there are read."""
+
+
+def _member(tar, info, gzipped: bool, size: int) -> webdataset.Member:
+  data, error = None, None
+  if not gzipped and info.offset_data + info.size > size:
+    error = f'the tar ends at byte {size}, before the {info.size} bytes of this member'
+  elif webdataset.wanted_small(info.name) and info.size <= webdataset.MAX_SMALL_MEMBER:
+    data = tar.extractfile(info).read()
+    if len(data) < info.size:
+      data, error = None, f'read {len(data)} of its {info.size} bytes'
+  return webdataset.Member(info.name, info.offset_data, info.size, data, error)
+
+
+class ReadTarFn(beam.DoFn):
+  """(tar index, path, size) -> a ManifestRow per sample, or its Rejection
+  under REJECTED, and (lines tally, samples) under TALLIES."""
+
+  def __init__(self, config: manifest.ManifestConfig):
+    self._config = config
+    self._rows = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'manifest_rows')
+
+  def setup(self):
+    self._files = FileAccess()
+
+  def process(self, item):
+    index, path, size = item
+    layout = self._config.layout
+    config = dataclasses.replace(self._config, path=path, files=(), layout=None)
+    number, seen, cut = 0, set(), []
+
+    def members(stream):
+      try:
+        yield from tar_members(stream, path, size)
+      except TarCutError as error:  # after the samples before it
+        cut.append(error)
+
+    try:
+      with self._files.open(path) if '://' in path else open(path, 'rb') as stream:
+        for key, group in webdataset.samples(members(stream)):
+          yield self._row(key, group, number, path, index, config, layout, key in seen)
+          seen.add(key)
+          number += 1
+      for error in cut:
+        number += 1
+        yield self._reject({'tar': path}, path, number - 1, RowError(
+            STAGE_READ, 'truncated', str(error)))
+    except _TAR_ERRORS as error:
+      # Not a tar at all (or unreadable before its first member): one line for it.
+      number += 1
+      yield self._reject({'tar': path}, path, number - 1, RowError(
+          STAGE_READ, 'not_a_tar', f'{path} cannot be read as a tar after {number - 1} '
+          f'sample(s): {type(error).__name__}: {error}'))
+    self._rows.inc(number)
+    yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), number))
+
+  def _row(self, key, group, number, path, index, config, layout, repeated):
+    fields = {'sample': key, 'members': [member.name for member in group]}
+    try:
+      return webdataset.sample_row(key, group, number, path, index, config, layout, repeated)
+    except RowError as error:
+      return self._reject(fields, path, number, error)
+    except Exception as error:  # a sample nobody foresaw is that sample's problem
+      return self._reject(fields, path, number, RowError(
+          STAGE_MANIFEST, 'unexpected_error', f'{type(error).__name__}: {error}'))
+
+  def _reject(self, fields: dict, path: str, number: int, error: RowError):
+    return beam.pvalue.TaggedOutput(REJECTED, Rejection(
+        fields, error.stage, error.code, error.reason, path, number))
+
+
+class ReadTars(beam.PTransform):
+  """A WebDataset manifest (config.layout: its tars, listed on the launcher)
+  -> {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: sample tallies}."""
+
+  def __init__(self, config: manifest.ManifestConfig, progress_dir: Optional[str] = None):
+    super().__init__()
+    self._config = config
+    del progress_dir  # the number of samples is known once the tars are read
+
+  def expand(self, pbegin):
+    tars = [(index, path, size) for index, (path, size) in enumerate(self._config.layout.files)]
+    read = (pbegin
+            | 'Once' >> beam.Impulse()
+            | 'Tars' >> beam.FlatMap(lambda _, tars: tars, tars)
+            | 'Spread' >> beam.Reshuffle()
+            | 'ReadTars' >> beam.ParDo(ReadTarFn(self._config))
+            .with_outputs(REJECTED, TALLIES, main=ROWS))
+    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}

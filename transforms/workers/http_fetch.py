@@ -1,0 +1,261 @@
+"""Images over HTTP(S): one GET per image on a pool of keep-alive
+connections, streamed and abandoned past --max_image_bytes, retried with
+exponential backoff and jitter on connection errors, 429 and 5xx (honouring
+Retry-After), X-Robots-Tag opt-outs honoured. Plain functions and a client
+without Beam, run on the image step's threads.
+
+Each failure is a RowError of its own code: missing_file (404, 410),
+http_error (another 4xx or 5xx after the retries, the status in the reason;
+a connection that fails on every try), timeout, too_large, too_many_redirects
+(more than MAX_REDIRECTS), robots_opt_out. URLs in messages are shown with
+their credentials redacted (core/redact.shown_url).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import random
+import threading
+import time
+from typing import Optional
+import urllib.parse
+
+from transforms.core.redact import shown_url
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+
+VERSION = '0.1.0'  # setup.py's
+DEFAULT_USER_AGENT = f'img2tfrecord/{VERSION} (image dataset converter)'
+MAX_REDIRECTS = 5
+# The opt-outs img2dataset honours by default (X-Robots-Tag).
+OPT_OUTS = frozenset({'noai', 'noimageai', 'noindex', 'noimageindex'})
+BACKOFF_S = 1.0  # first retry's base wait; doubled each retry, plus jitter
+MAX_WAIT_S = 60.0  # no Retry-After is waited longer than this
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpConfig:
+  """The --http_* flags."""
+  timeout_s: float = 30.0
+  retries: int = 3
+  max_per_host: int = 16
+  user_agent: str = DEFAULT_USER_AGENT
+  user_agent_token: str = ''  # the agent name X-Robots-Tag directives may address
+  ignore_robots_tag: bool = False
+
+
+def is_http(path) -> bool:
+  return isinstance(path, str) and path.lower().startswith(('http://', 'https://'))
+
+
+def robots_opt_out(values: list, token: str) -> Optional[str]:
+  """The X-Robots-Tag directive that opts this image out, or None.
+
+  Each header value is a comma list of directives, optionally after an
+  agent name (`somebot: noai, noindex`); such a value applies only when it
+  names `token`. A value without an agent applies to every agent."""
+  for value in values:
+    agent, sep, rest = value.partition(':')
+    directives = rest if sep and ' ' not in agent.strip() and agent.strip() else value
+    if directives is rest and agent.strip().lower() != token.lower():
+      continue
+    for directive in directives.split(','):
+      if directive.strip().lower() in OPT_OUTS:
+        return value.strip()
+  return None
+
+
+def retry_after_s(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+  """A Retry-After header (seconds, or an HTTP date) as seconds to wait."""
+  if not value:
+    return None
+  value = value.strip()
+  if value.isdigit():
+    return float(value)
+  try:
+    when = email.utils.parsedate_to_datetime(value).timestamp()
+  except (TypeError, ValueError):
+    return None
+  return max(0.0, when - (time.time() if now is None else now))
+
+
+def backoff_s(attempt: int, base: float = BACKOFF_S) -> float:
+  """Exponential backoff with full jitter: up to base * 2**attempt seconds."""
+  return min(MAX_WAIT_S, base * 2 ** attempt) * (0.5 + random.random() / 2)
+
+
+class _Retry(Exception):
+  """A try that may succeed later: its RowError if none does, and the wait
+  the server asked for (Retry-After), if any."""
+
+  def __init__(self, error: RowError, wait_s: Optional[float] = None):
+    super().__init__(error.reason)
+    self.error = error
+    self.wait_s = wait_s
+
+
+class _Deadline:
+  """A response body read within the try's time: reads raise timeout past it."""
+
+  def __init__(self, response, deadline: float, url: str):
+    self._response = response
+    self._deadline = deadline
+    self._url = url
+
+  def read(self, amount: int = -1) -> bytes:
+    if time.monotonic() > self._deadline:
+      raise RowError(STAGE_READ, 'timeout', f'{self._url}: the body took longer than '
+                     f'--http_timeout_s')
+    parts, wanted = [], amount
+    while wanted != 0:  # urllib3 may return less than asked: read on to `amount`
+      chunk = self._response.read(min(wanted, 1 << 16) if wanted > 0 else 1 << 16)
+      if not chunk:
+        break
+      parts.append(chunk)
+      wanted = wanted - len(chunk) if wanted > 0 else wanted
+      if time.monotonic() > self._deadline:
+        raise RowError(STAGE_READ, 'timeout', f'{self._url}: the body took longer than '
+                       f'--http_timeout_s')
+    return b''.join(parts)
+
+  def seekable(self) -> bool:
+    return False
+
+
+class HttpClient:
+  """Keep-alive connections shared by a worker's threads, at most
+  config.max_per_host requests at once per host."""
+
+  def __init__(self, config: HttpConfig = HttpConfig(), sleep=time.sleep):
+    import urllib3
+    self._config = config
+    self._sleep = sleep
+    self._pool = urllib3.PoolManager(num_pools=64, maxsize=config.max_per_host, block=False,
+                                     retries=False)
+    self._hosts: dict = {}
+    self._lock = threading.Lock()
+
+  def _host_slot(self, url: str) -> threading.BoundedSemaphore:
+    host = urllib.parse.urlsplit(url).netloc.rsplit('@', 1)[-1].lower()
+    with self._lock:
+      slot = self._hosts.get(host)
+      if slot is None:
+        slot = self._hosts[host] = threading.BoundedSemaphore(self._config.max_per_host)
+      return slot
+
+  def fetch(self, url: str, spec: ImageSpec) -> bytes:
+    """The image's bytes, checked as a file's are (--max_image_bytes,
+    --formats by the first bytes); RowError naming the failure."""
+    shown = shown_url(url)
+    error = None
+    for attempt in range(self._config.retries + 1):
+      if attempt:
+        wait = error.wait_s if error.wait_s is not None else backoff_s(attempt - 1)
+        self._sleep(min(wait, MAX_WAIT_S))
+      try:
+        with self._host_slot(url):
+          return self._try(url, shown, spec)
+      except _Retry as retry:
+        error = retry
+    raise error.error
+
+  def _try(self, url: str, shown: str, spec: ImageSpec) -> bytes:
+    import urllib3
+
+    from transforms.workers.source_image import read_checked
+    timeout = self._config.timeout_s
+    deadline = time.monotonic() + timeout
+    headers = {'User-Agent': self._config.user_agent}
+    parts = urllib.parse.urlsplit(url)
+    current = url
+    if parts.username is not None:  # user:password@host: basic auth, not part of the URL
+      headers.update(urllib3.make_headers(basic_auth=f'{urllib.parse.unquote(parts.username)}:'
+                                          f'{urllib.parse.unquote(parts.password or "")}'))
+      current = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1]))
+    for _ in range(MAX_REDIRECTS + 1):
+      try:
+        response = self._pool.request(
+            'GET', current, headers=headers, preload_content=False, redirect=False,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout))
+      except urllib3.exceptions.TimeoutError as error:
+        raise _Retry(RowError(STAGE_READ, 'timeout', f'{shown}: no answer within '
+                              f'--http_timeout_s {timeout:g}: {type(error).__name__}'))
+      except urllib3.exceptions.HTTPError as error:  # refused, reset, DNS, TLS
+        raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: connection failed: '
+                              f'{type(error).__name__}: {shown_url(str(error))}'))
+      done = False
+      try:
+        if response.status in _REDIRECTS and response.headers.get('Location'):
+          current = urllib.parse.urljoin(current, response.headers['Location'])
+          continue
+        data = self._body(response, shown, spec, deadline, read_checked)
+        done = True  # read to its end: the connection can serve the next request
+        return data
+      finally:
+        if not done:  # a body left unread (an error, a redirect, too large): not reused
+          response.close()
+        response.release_conn()
+    raise RowError(STAGE_READ, 'too_many_redirects', f'{shown}: more than {MAX_REDIRECTS} '
+                   f'redirects')
+
+  def _body(self, response, shown: str, spec: ImageSpec, deadline: float, read_checked):
+    import urllib3
+    status = response.status
+    if status in (404, 410):
+      raise RowError(STAGE_READ, 'missing_file', f'{shown}: HTTP {status}')
+    if status == 429 or status >= 500:
+      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: HTTP {status} after '
+                            f'{self._config.retries} retries'),
+                   retry_after_s(response.headers.get('Retry-After')))
+    if not 200 <= status < 300:
+      raise RowError(STAGE_READ, 'http_error', f'{shown}: HTTP {status}')
+    if not self._config.ignore_robots_tag:
+      found = robots_opt_out(response.headers.getlist('X-Robots-Tag'),
+                             self._config.user_agent_token)
+      if found:
+        raise RowError(STAGE_READ, 'robots_opt_out', f'{shown}: X-Robots-Tag {found!r} '
+                       f'(--http_ignore_robots_tag reads it anyway)')
+    length = response.headers.get('Content-Length')
+    size = int(length) if length and length.isdigit() else None
+    try:
+      return read_checked(_Deadline(response, deadline, shown), shown, size, spec)
+    except urllib3.exceptions.TimeoutError as error:
+      raise _Retry(RowError(STAGE_READ, 'timeout', f'{shown}: the body stalled past '
+                            f'--http_timeout_s: {type(error).__name__}'))
+    except urllib3.exceptions.HTTPError as error:  # reset mid-body, a short body
+      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: the body broke off: '
+                            f'{type(error).__name__}'))
+
+
+  def metadata(self, url: str) -> dict:
+    """{'etag', 'mtime': Last-Modified} of a URL, from a HEAD request
+    (--change_detection metadata); LookupError when it answers with neither
+    (the image then counts as changed), RowError when it fails."""
+    import urllib3
+    timeout = self._config.timeout_s
+    with self._host_slot(url):
+      response = self._pool.request(
+          'HEAD', url, headers={'User-Agent': self._config.user_agent},
+          timeout=urllib3.Timeout(connect=timeout, read=timeout),
+          retries=urllib3.Retry(total=None, connect=0, read=0, status=0,
+                                redirect=MAX_REDIRECTS))
+    meta = {'etag': response.headers.get('ETag'), 'mtime': response.headers.get('Last-Modified')}
+    if response.status != 200 or not any(meta.values()):
+      raise LookupError(f'{shown_url(url)}: HTTP {response.status}, no ETag or Last-Modified')
+    return meta
+
+
+_CLIENTS: dict = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def client(config: HttpConfig) -> HttpClient:
+  """The process's client for these options (its connections shared by threads)."""
+  with _CLIENTS_LOCK:
+    found = _CLIENTS.get(config)
+    if found is None:
+      found = _CLIENTS[config] = HttpClient(config)
+    return found

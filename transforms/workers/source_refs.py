@@ -1,0 +1,180 @@
+"""An image's bytes where no file of its own holds them (a Parquet cell, a
+tar member), read by the image step: plain functions without Beam, so that
+image worker processes read local files themselves.
+
+A tar member is read by offset: one seek and one read in a .tar. A .tar.gz
+cannot be entered mid-way: a thread keeps its last .tar.gz stream open where
+its last member ended, and reads on from there while the members asked for
+come in tar order (--shuffle off reads each .tar.gz once); a member before
+that place opens the stream again.
+
+A Parquet cell is read with its row group's column (Parquet has no smaller
+unit pyarrow reads): the column is kept in a small per-thread cache, so the
+rows of one row group that come one after another (--shuffle off, or rows
+sorted by file) read it once. In a shuffled order most rows read their row
+group again: the cost of keeping bytes out of the pipeline's grouping steps.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+import io
+import threading
+from typing import BinaryIO
+from typing import Optional
+
+from transforms.core.parquet import ParquetCell
+from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.core.webdataset import TarMember
+from transforms.core.webdataset import is_gzipped
+
+# Bytes of row-group columns a thread keeps (at least the last one read).
+CACHE_BYTES = 64 << 20
+_LOCAL = threading.local()
+
+Opener = Callable[[str], BinaryIO]
+
+
+def _open_local(path: str) -> BinaryIO:
+  return open(path, 'rb')
+
+
+def _cache() -> OrderedDict:
+  cache = getattr(_LOCAL, 'columns', None)
+  if cache is None:
+    cache = _LOCAL.columns = OrderedDict()
+  return cache
+
+
+def _column(cell: ParquetCell, opener: Opener):
+  """The row group's column of `cell` (a pyarrow Array), cached."""
+  cache = _cache()
+  key = (cell.file, cell.row_group, cell.column)
+  found = cache.get(key)
+  if found is not None:
+    cache.move_to_end(key)
+    return found
+  import pyarrow.parquet as pq
+  try:
+    with opener(cell.file) as stream:
+      table = pq.ParquetFile(stream).read_row_group(cell.row_group, columns=[cell.column])
+  except RowError:
+    raise
+  except Exception as error:  # OSError, ArrowInvalid (a damaged page), a store's own
+    raise RowError(STAGE_READ, 'unreadable', f'cannot read {cell.where()} (row group '
+                   f'{cell.row_group}): {type(error).__name__}: {error}')
+  column = table.flatten().column(0).combine_chunks()
+  cache[key] = column
+  held = sum(array.nbytes for array in cache.values())
+  while len(cache) > 1 and held > CACHE_BYTES:
+    _, dropped = cache.popitem(last=False)
+    held -= dropped.nbytes
+  return column
+
+
+def clear_cache() -> None:
+  """Lets this thread's cached columns and open .tar.gz stream go (tests; a
+  file rewritten in place)."""
+  _cache().clear()
+  place = getattr(_LOCAL, 'gzip', None)
+  if place is not None:
+    place.close()
+    _LOCAL.gzip = None
+
+
+def read_cell(cell: ParquetCell, spec: ImageSpec, opener: Opener = _open_local,
+              read_path: Optional[Callable[[str, ImageSpec], bytes]] = None) -> bytes:
+  """The image bytes of a Parquet cell, checked as a file's are
+  (--max_image_bytes, then --formats by the first bytes); a null cell reads
+  its fallback path with read_path. RowError when unusable."""
+  value = _column(cell, opener)[cell.index].as_py()
+  if value is None:
+    if cell.fallback and read_path is not None:
+      return read_path(cell.fallback, spec)
+    raise RowError(STAGE_MANIFEST, 'empty_image', f'{cell.where()}: the image cell is null '
+                   f'and names no path')
+  from transforms.workers.source_image import read_checked
+  return read_checked(io.BytesIO(value), cell.where(), len(value), spec)
+
+
+# Bytes skipped at a time while a .tar.gz stream is read on to a member.
+_SKIP_BYTES = 1 << 20
+
+
+class _GzipPlace:
+  """A thread's open .tar.gz stream and the offset it is at."""
+
+  def __init__(self, file: str, opener: Opener):
+    import gzip
+    self.file = file
+    self._raw = opener(file)
+    self.stream = gzip.GzipFile(fileobj=self._raw)
+    self.offset = 0
+
+  def close(self) -> None:
+    self.stream.close()
+    self._raw.close()
+
+
+def _read_member_data(member: TarMember, opener: Opener) -> bytes:
+  if not is_gzipped(member.file):
+    with opener(member.file) as stream:
+      stream.seek(member.offset)
+      return stream.read(member.size)
+  place = getattr(_LOCAL, 'gzip', None)
+  if place is not None and (place.file != member.file or place.offset > member.offset):
+    place.close()
+    place = _LOCAL.gzip = None
+  if place is None:
+    place = _LOCAL.gzip = _GzipPlace(member.file, opener)
+  while place.offset < member.offset:
+    skipped = len(place.stream.read(min(_SKIP_BYTES, member.offset - place.offset)))
+    if not skipped:
+      break
+    place.offset += skipped
+  data = place.stream.read(member.size)
+  place.offset += len(data)
+  return data
+
+
+def read_member(member: TarMember, spec: ImageSpec, opener: Opener = _open_local) -> bytes:
+  """A tar member's bytes, checked as a file's are (--max_image_bytes before
+  any is read, --formats by the first bytes); RowError when unusable."""
+  from transforms.workers.source_image import read_checked
+  from transforms.workers.source_image import too_large
+  if member.size > spec.max_image_bytes:
+    raise too_large(member.where(), member.size, spec.max_image_bytes)
+  try:
+    data = _read_member_data(member, opener)
+  except Exception as error:  # OSError, EOFError and zlib's errors (a cut .tar.gz), a store's
+    _LOCAL.gzip = None
+    raise RowError(STAGE_READ, 'unreadable', f'cannot read {member.where()}: '
+                   f'{type(error).__name__}: {error}')
+  if len(data) < member.size:
+    raise RowError(STAGE_READ, 'truncated', f'{member.where()}: the tar ends after '
+                   f'{len(data)} of its {member.size} bytes')
+  return read_checked(io.BytesIO(data), member.where(), member.size, spec)
+
+
+def read_ref(ref, spec: ImageSpec, opener: Opener = _open_local,
+             read_path: Optional[Callable[[str, ImageSpec], bytes]] = None) -> bytes:
+  """The bytes of any reference a row carries (ManifestRow.ref)."""
+  if isinstance(ref, ParquetCell):
+    return read_cell(ref, spec, opener, read_path)
+  if isinstance(ref, TarMember):
+    return read_member(ref, spec, opener)
+  raise TypeError(f'no reader for {type(ref).__name__}')
+
+
+def is_ref(source) -> bool:
+  """A reference to bytes (ManifestRow.ref), not a path."""
+  return isinstance(source, (ParquetCell, TarMember))
+
+
+def ref_file(ref) -> str:
+  """The file that holds a reference's bytes."""
+  return ref.file
