@@ -41,6 +41,10 @@ _NOT_FOR_RECORDS = ('previous_dataset', 'previous_dataset_missing', 'overwrite',
                     'label_map', 'config')
 
 
+# Manifests whose rows are not lines (their images are cells or members).
+_NOT_BY_LINE = (manifest.PARQUET, manifest.WEBDATASET)
+
+
 def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   """The run's ConvertConfig, from the options dataset_info.json records
   (--manifest: where its manifest lives now); UsageError if they do not load."""
@@ -52,6 +56,11 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
+  fmt = options.get('manifest_format') or (
+      options.get('manifest') and manifest.manifest_format_or_none(options['manifest']))
+  if fmt in _NOT_BY_LINE:
+    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
+                     f'rows --recompute cannot read again yet')
   argv = []
   for key, value in sorted(options.items()):
     action = flags.get(f'--{key}')
@@ -156,7 +165,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
          files) -> Optional[tuple]:
   """(kind, what) of one record against its row converted again, or None."""
-  result = convert_sources([row.path], config.image,
+  result = convert_sources([row.ref or row.path], config.image,
                            read=lambda path, spec: read_bytes(path, files, spec))[0]
   sha256 = None if isinstance(result, Exception) else result[1]
   if record.fingerprint.startswith('sha256:'):

@@ -186,3 +186,14 @@ def test_differences_name_the_image_the_label_and_features():
   assert recompute.differences(one, {**one, 'image/encoded': ('bytes_list', [b'b'])}) == [
       'image bytes']
   assert recompute.differences(one, one) == []
+
+
+def test_a_dataset_of_a_parquet_manifest_is_refused_in_one_line(fresh, capsys):
+  info_path = fresh / 'out' / 'dataset_info.json'
+  info = json.loads(info_path.read_text())
+  info['options']['manifest'] = str(fresh / 'rows.parquet')
+  info_path.write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(fresh / 'out'), '--recompute', '2']) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --recompute: {info_path} was converted from a parquet manifest, whose rows '
+      f'--recompute cannot read again yet\n')
