@@ -214,9 +214,10 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
 
 class DecideFn(beam.DoFn):
   """ManifestRow (with .previous) -> the row to encode, its .previous
-  cleared and its reason on it (counted by its example), or the row to copy: under REUSE (previous
-  shard path, Reusable), or with `inline` (a single local worker) as it is,
-  in the main output, for the image step to copy (LoadImageFn)."""
+  cleared and its reason on it (counted by its example), or the row to copy:
+  under REUSE (previous shard path, Reusable), or with `inline` (a single
+  local worker) as it is, in the main output, for the image step to copy
+  (LoadImageFn)."""
 
   def __init__(self, mode: str, options_digest: str, inline: bool = False):
     self._mode = mode
@@ -255,8 +256,9 @@ class DecideFn(beam.DoFn):
 class CopyShardFn(beam.DoFn):
   """(previous shard path, [Reusable]) -> a BuiltExample of each, its bytes
   copied from the shard (by offset in a plain shard, by ordinal streaming a
-  gzip one) with both CRCs checked; a record that fails is not copied: its
-  row goes out under FALLBACK to be encoded from its source."""
+  gzip one) with both CRCs checked, its data CRC the sidecar's and its key
+  feature the row's key; a record that fails is not copied: its row goes out
+  under FALLBACK to be encoded from its source."""
 
   def __init__(self, mode: str, ordering: Ordering, key_feature: Optional[str]):
     self._mode = mode
