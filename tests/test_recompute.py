@@ -4,12 +4,9 @@ sources with the recorded options and compared byte for byte. Swapped records
 changed or gone is a warning."""
 
 import gzip
-import io
 import json
 import pathlib
 
-import numpy as np
-from PIL import Image
 import pytest
 
 from pipeline import convert
@@ -17,6 +14,7 @@ from pipeline import validate
 from pipeline.cli import EXIT_FAILED
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
+from tests.conftest import noise_png
 from transforms.core import fingerprints
 from transforms.core import recompute
 
@@ -27,19 +25,12 @@ FLAGS = ('--encoding', 'png', '--height', '8', '--width', '8', '--num_shards', '
 SIDECAR = 'train.sources.jsonl.gz'
 
 
-def _png(seed: int) -> bytes:
-  pixels = np.random.default_rng(seed).integers(0, 256, size=(10, 10, 3), dtype=np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(pixels).save(buffer, format='PNG')
-  return buffer.getvalue()
-
-
 def _corpus(root: pathlib.Path) -> pathlib.Path:
   """root: imgs/, m.csv (relative paths) and the dataset `out`."""
   (root / 'imgs').mkdir(parents=True)
   lines = ['image,label,key,w']
   for i in range(10):
-    (root / 'imgs' / f'a{i}.png').write_bytes(_png(i))
+    (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
     lines.append(f'imgs/a{i}.png,{"cat" if i % 3 else "dog"},k{i},{i / 2}')
   (root / 'm.csv').write_text('\n'.join(lines) + '\n')
   assert convert.main(['--manifest', str(root / 'm.csv'), '--output_dir', str(root / 'out'),
@@ -132,7 +123,7 @@ def test_a_forged_fingerprint_is_caught_as_a_mismatch(fresh):
   out = fresh / 'out'
   image = fresh / 'imgs' / 'a3.png'
   image.unlink()
-  image.write_bytes(_png(99))
+  image.write_bytes(noise_png(99))
   lines = _lines(out)
   for line in lines:
     if line['key'] == 'k3':

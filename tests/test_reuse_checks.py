@@ -12,14 +12,13 @@ import pathlib
 import shutil
 import threading
 
-import numpy as np
-from PIL import Image
 import pytest
 
 from pipeline import convert
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
 from pipeline.previous import write_latest
+from tests.conftest import noise_png
 from tests.conftest import read_info
 from transforms.core import reuse
 
@@ -29,13 +28,6 @@ FLAGS = ('--encoding', 'raw', '--height', '8', '--width', '8', '--num_shards', '
          '--progress', 'off')
 SHARDS = ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord')
 SIDECAR = 'train.sources.jsonl.gz'
-
-
-def _png(seed: int) -> bytes:
-  pixels = np.random.default_rng(seed).integers(0, 256, size=(10, 10, 3), dtype=np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(pixels).save(buffer, format='PNG')
-  return buffer.getvalue()
 
 
 def _manifest(path: pathlib.Path, rows: list) -> pathlib.Path:
@@ -51,7 +43,7 @@ def night1(tmp_path_factory):
   rows = []
   for i in range(8):
     (root / 'imgs').mkdir(exist_ok=True)
-    (root / 'imgs' / f'a{i}.png').write_bytes(_png(i))
+    (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
     rows.append((f'imgs/a{i}.png', 'cat' if i % 3 else 'dog', f'k{i}'))
   manifest = _manifest(root / 'night1.csv', rows)
   assert _run(manifest, root / 'night1') == EXIT_OK
