@@ -209,6 +209,9 @@ def summary(report: dict, report_path: str, strict: bool = False) -> str:
     warnings += [f'  {kind}: {count}' for kind, count in report['warnings_by_kind'].items()]
     warnings += _examples(report['warnings'])
   note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
+  if 'num_recomputed' in report:
+    note.append(f'--recompute: {report["num_recomputed"]} record(s) converted again from '
+                f'their sources and compared byte for byte.')
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
     return '\n'.join([f'OK: {report["num_examples"]} examples'

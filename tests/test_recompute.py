@@ -59,8 +59,11 @@ def _lines(out: pathlib.Path) -> list:
   return [json.loads(line) for line in gzip.open(out / SIDECAR)]
 
 
-def test_an_untouched_dataset_recomputes_to_the_same_bytes(converted):
+def test_an_untouched_dataset_recomputes_to_the_same_bytes(converted, capsys):
   code, report = _validate(converted / 'out', '--recompute', '1.0')
+  assert capsys.readouterr().out.splitlines()[1] == (
+      '--recompute: 10 record(s) converted again from their sources and compared byte for '
+      'byte.')
   assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
   assert report['num_recomputed'] == 10
   code, report = _validate(converted / 'out', '--recompute', '3')
