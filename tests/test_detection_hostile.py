@@ -132,6 +132,15 @@ def test_an_image_that_is_no_object_exits_2(demo, tmp_path, capsys, element, sai
   assert not (tmp_path / 'out').exists()
 
 
+def test_images_null_exits_2(demo, tmp_path, capsys):
+  document = json.loads((demo / 'instances.json').read_text())
+  document['images'] = None
+  path = _coco(tmp_path, document)
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: "images" must be an array, it is a JSON null'
+  assert not (tmp_path / 'out').exists()
+
+
 # --- COCO: annotations and image records (rejected lines, the rest converted) ---
 
 COCO_BAD = [  # (annotation, code, reason)
@@ -255,6 +264,7 @@ def test_rle_is_checked_before_it_is_decoded():
   with pytest.raises(ValueError, match='more than --max_pixels 100'):
     masks.rle_runs({'size': [11, 10], 'counts': [110]}, max_pixels=100)
   for rle, message in (({'size': [2, 2], 'counts': '0~'}, "holds '~' at 1"),
+                       ({'size': [2, 2], 'counts': 'o' * 100_000}, 'longer than 64 bits at 13'),
                        ({'size': [2, 2], 'counts': [1, True, 2]}, 'not a whole number'),
                        ({'size': [2, 2], 'counts': {'a': 1}}, 'are dict, not a list'),
                        ({'size': [2, -2], 'counts': [4]}, r'is not \[height, width\]'),

@@ -19,7 +19,9 @@ from transforms.core.manifest import resolve_path
 from transforms.core.splits import SplitConfig
 
 SECTIONS = ('images', 'annotations', 'categories')
-_ITEMS = {f'{name}.item': name for name in SECTIONS}
+# Prefixes as _parse gives them: an array's element is None (a key is a string).
+_ITEMS = {(name, None): name for name in SECTIONS}
+_CATEGORY = ('categories', None)
 # Arrays and objects nested deeper are refused: COCO's own documents nest 5
 # levels (annotations, an annotation, its segmentation, a polygon). Deeper
 # input took gigabytes on the launcher (ijson's prefixes), failed pickling
@@ -52,20 +54,20 @@ def scan(stream, path: str) -> CocoSummary:
         section = _ITEMS[prefix]
         raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '
                               f'{_kind(event)}, not an object')
-      if prefix == '' and event not in ('start_map', 'end_map', 'map_key'):
+      if prefix == () and event not in ('start_map', 'end_map', 'map_key'):
         raise CocoFormatError(f'{path}: the document is {_kind(event)}, '
                               f'not an object with {", ".join(SECTIONS)}')
-      if prefix in SECTIONS and event in ('start_array', 'start_map', 'string', 'number',
-                                          'null', 'boolean'):
-        kinds.setdefault(prefix, event)
+      if len(prefix) == 1 and prefix[0] in SECTIONS and event in (
+          'start_array', 'start_map', 'string', 'number', 'null', 'boolean'):
+        kinds.setdefault(prefix[0], event)
       if prefix in _ITEMS and event == 'start_map':
         counts[_ITEMS[prefix]] += 1
-      if prefix.startswith('categories.item'):
-        if prefix == 'categories.item' and event == 'start_map':
+      if prefix[:2] == _CATEGORY:
+        if prefix == _CATEGORY and event == 'start_map':
           builder = ijson.ObjectBuilder()
         if builder is not None:
           builder.event(event, value)
-          if prefix == 'categories.item' and event == 'end_map':
+          if prefix == _CATEGORY and event == 'end_map':
             categories.append(builder.value)
             builder = None
   except ijson.JSONError as error:
@@ -78,25 +80,28 @@ def scan(stream, path: str) -> CocoSummary:
 
 
 def _parse(events, path: str) -> Iterator[tuple]:
-  """ijson.parse's (prefix, event, value) from basic_parse's events, nested
-  at most MAX_DEPTH levels. (ijson.parse builds every prefix of a buffer's
-  events at once: 30,000 levels in a 60 KB file took 2.3 GB.)"""
+  """ijson.parse's events from basic_parse's, nested at most MAX_DEPTH
+  levels, each with its prefix as a tuple of at most its first 3 parts
+  (('images', None, 'file_name'): None for an array's element). Never a
+  string of the whole path: ijson.parse builds one per event, and a buffer's
+  at once (30,000 levels in a 60 KB file took 2.3 GB; a 500 KB key over
+  120,000 empty arrays, 95 s)."""
   parts = []
   for event, value in events:
     if event == 'map_key':
-      prefix = '.'.join(parts[:-1])
+      prefix = tuple(parts[:-1][:3])
       parts[-1] = value
     elif event in ('start_map', 'start_array'):
-      prefix = '.'.join(parts)
+      prefix = tuple(parts[:3])
       if len(parts) == MAX_DEPTH:
-        raise CocoFormatError(f'{path}: nested deeper than {MAX_DEPTH} levels (in '
-                              f'{".".join(parts[:3])})')
-      parts.append(None if event == 'start_map' else 'item')
+        shown = '.'.join('item' if part is None else part[:40] for part in parts[:3])
+        raise CocoFormatError(f'{path}: nested deeper than {MAX_DEPTH} levels (in {shown})')
+      parts.append('' if event == 'start_map' else None)
     elif event in ('end_map', 'end_array'):
       parts.pop()
-      prefix = '.'.join(parts)
+      prefix = tuple(parts[:3])
     else:
-      prefix = '.'.join(parts)
+      prefix = tuple(parts[:3])
     yield prefix, event, value
 
 

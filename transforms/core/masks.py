@@ -28,6 +28,8 @@ def rle_counts(counts) -> list:
     while more:
       if p == len(data):
         raise ValueError('the RLE counts string is cut short')
+      if shift > 64:  # (a run is less than 2**64; longer took quadratic time)
+        raise ValueError(f'the RLE counts string holds a run longer than 64 bits at {p}')
       c = data[p] - 48
       if not 0 <= c < 64:
         raise ValueError(f'the RLE counts string holds {chr(data[p])!r} at {p}')
