@@ -109,7 +109,7 @@ def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
     ('convert', '--zzz', "unrecognized argument '--zzz'"),
     ('validate', '--expected_cont', "unrecognized argument '--expected_cont'; did you mean "
      '--expected_count?'),
-    ('validate', '--manifest', "unrecognized argument '--manifest'"),
+    ('validate', '--image_dir', "unrecognized argument '--image_dir'"),
 ])
 def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, command, flag,
                                                          message):

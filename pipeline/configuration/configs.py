@@ -143,6 +143,8 @@ class ValidateConfig:
   check_processes: int = 0
   strict: bool = False  # warnings exit 1 too
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
+  recompute: Optional[float] = None  # --recompute: a count (int) or a fraction (float)
+  manifest: Optional[str] = None  # --manifest: where the run's manifest lives now
 
 
 def parse_split_fractions(text: str) -> tuple:

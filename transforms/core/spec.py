@@ -32,7 +32,10 @@ SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 # record in write order (where it sits, its source's fingerprint, its label,
 # its option digest), what a later --previous_dataset run reuses records by.
 SOURCES_SUFFIX = '.sources.jsonl.gz'
-SOURCES_FORMAT_VERSION = 1
+# 2: each line adds data_crc (the record's masked CRC32C) and image (the
+# path as written); a version-1 sidecar's records are encoded once again.
+SOURCES_FORMAT_VERSION = 2
+READABLE_SOURCES_FORMAT_VERSIONS = (1, 2)
 CHANGE_DETECTIONS = ('metadata', 'content')
 
 ENCODINGS = ('raw', 'jpeg', 'png')
