@@ -78,7 +78,8 @@ def make_sample(root: pathlib.Path) -> Sample:
 # Each process of the suite (the one pytest process, or xdist's controller and
 # each worker) points TMPDIR, and so every temp file of the tests, of the runs
 # they start and of their child processes, at a folder of its own under one
-# private folder, img2tfrecord-tests-* in the system's temp folder. Each
+# private folder, i2t-* in the system's temp folder (short: a test binds a
+# unix socket below it, whose path may not exceed 107 bytes). Each
 # process's folder must be empty when its session ends but for pytest's own
 # pytest-of-* (_no_temp_litter): a test that leaks a temp file fails the suite,
 # naming what it left. The private folder is removed at the end: TMPDIR is
@@ -92,13 +93,15 @@ _ROOT_KEY = pytest.StashKey[str]()
 def pytest_configure(config):
   worker = getattr(config, 'workerinput', None)
   if worker is None:  # the one process, or xdist's controller: before workers start
-    root = tempfile.mkdtemp(prefix='img2tfrecord-tests-')
+    root = tempfile.mkdtemp(prefix='i2t-')
     os.environ[_TESTS_TEMP] = root
     config.stash[_ROOT_KEY] = root
-  own = os.path.join(os.environ[_TESTS_TEMP], worker['workerid'] if worker else 'main')
+  # xdist's workers each have a folder of their own; pytest's basetemp is the
+  # controller's (the root), under which each worker's tmp_path lives.
+  own = os.path.join(os.environ[_TESTS_TEMP], worker['workerid']) if worker else (
+      os.environ[_TESTS_TEMP])
   os.makedirs(own, exist_ok=True)
   os.environ['TMPDIR'] = tempfile.tempdir = own
-
 
 
 def temp_litter(folder: str) -> list:

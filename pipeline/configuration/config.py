@@ -21,13 +21,14 @@ from pipeline.configuration.configs import parse_split_fractions
 from pipeline.configuration.configs import recorded_config_file
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
+from pipeline.configuration.flags import http_config
 from pipeline.configuration.output_flags import output_options
 from pipeline.configuration.preflight import Rows
 from pipeline.configuration.preflight import image_dir_splits
 from pipeline.configuration.preflight import manifest_config
 from pipeline.configuration.preflight import may_have_split_column
-from pipeline.configuration.preflight import read_label_map
 from pipeline.configuration.preflight import require_input
+from pipeline.configuration.preflight import source_label_map
 from pipeline.errors import UsageError
 from pipeline.runs.previous import check as check_previous
 from transforms import filesystem
@@ -164,13 +165,15 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
     manifests = tuple(dataclasses.replace(m, split=split) for m in manifests)
   if extras and args.image_dir:
     raise UsageError('--extra_features needs a manifest with those columns')
+  manifests, given_map = source_label_map(manifests, args.label_map, label_normalize,
+                                          extensions)
   previous = args.previous_dataset and check_previous(
       args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
       args.sink)
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,
-      label_map=read_label_map(args.label_map, label_normalize), image=image,
+      label_map=given_map, image=image,
       example=ExampleSpec(args.schema, extras, args.multi_label), split=split,
       num_shards=args.num_shards, shard_size_mb=args.shard_size_mb,
       compression=args.compression, max_error_rate=args.max_error_rate,
@@ -184,4 +187,5 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
       dedupe=args.dedupe, split_by=args.split_by, label_normalize=label_normalize,
       allow_empty=args.allow_empty, known_splits=known_splits,
       job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,
-      previous=previous or None, change_detection=args.change_detection)
+      previous=previous or None, change_detection=args.change_detection,
+      http=http_config(args))
