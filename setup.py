@@ -26,6 +26,8 @@ setuptools.setup(
     python_requires='>=3.10',
     packages=setuptools.find_packages(include=['pipeline', 'pipeline.*', 'transforms', 'transforms.*']),
     # Workers install only the runtime list; TensorFlow (readers, tests) is the `tf` extra.
+    # Among them pycocotools, a compiled wheel every worker needs for --include_masks
+    # (COCO polygons rasterised as the COCO tools do; docs/sizing.md).
     install_requires=requirements('requirements.txt'),
     extras_require={
         'tf': requirements('requirements-tf.txt'),

@@ -95,7 +95,8 @@ def convert_config(parsed) -> opts.ConvertConfig:
       max_pixels=args.max_pixels, formats=opts.parse_formats(args.formats),
       max_image_bytes=args.max_image_bytes)
   options = DetectionOptions(args.include_masks, args.min_box_visibility,
-                             args.annotation_orientation, args.skip_empty, args.on_bad_box)
+                             args.annotation_orientation, args.skip_empty, args.on_bad_box,
+                             args.on_size_mismatch)
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
   split = splits.SplitConfig(
       fractions=opts.parse_split_fractions(args.split) if args.split else (),

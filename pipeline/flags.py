@@ -12,6 +12,7 @@ from transforms.core import manifest
 from transforms.core import splits
 from transforms.core.annotations import ANNOTATION_FORMATS
 from transforms.core.annotations import ON_BAD_BOX
+from transforms.core.annotations import ON_SIZE_MISMATCH
 from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
 from transforms.core.boxes import STORED
@@ -120,6 +121,12 @@ def _add_detection_args(parser) -> None:
   found.add_argument('--on_bad_box', choices=ON_BAD_BOX, default=ON_BAD_BOX[0],
                      help='drop: a bad annotation drops itself (counted); reject_row: its '
                      'whole image')
+  found.add_argument('--on_size_mismatch', choices=ON_SIZE_MISMATCH,
+                     default=ON_SIZE_MISMATCH[0],
+                     help='an image whose file is not the size its annotation records '
+                     '(either way round after EXIF orientation): reject its row '
+                     "(annotation/size_mismatch), or scale: scale the annotation's "
+                     'coordinates by actual/recorded')
   found.add_argument('--skip_empty', action='store_true',
                      help='leave out images without objects (counted); default: kept, '
                      'as negative examples')

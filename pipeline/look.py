@@ -144,8 +144,9 @@ def class_table(counts: dict, names: list, unit: str = 'examples') -> tuple:
 
 def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   image = info['image']
-  size = ('per-record size' if image['height'] is None
-          else f'{image["height"]}x{image["width"]}')
+  # --resize_mode none: each record keeps its source's size
+  shape = (f'original size, {image["channels"]} channel(s)' if image['height'] is None
+           else f'{image["height"]}x{image["width"]}x{image["channels"]}')
   lines = [f'Dataset {input_dir}: schema {info["schema"]}, {info.get("num_examples")} '
            f'examples, {info.get("num_rejected", 0)} rejected rows, '
            f'compression {info.get("compression")}.', 'Splits:']
@@ -165,7 +166,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
     lines.append('  ' + '  '.join(f'{v:>14,d}' if n > 1 else f'{v:>4d}' if n == 0
                                   else f'{report._shorten(str(v), 20):20s}'
                                   for n, v in enumerate(row)))
-  lines.append(f'Image: {size}x{image["channels"]} {image["encoding"]}, resize '
+  lines.append(f'Image: {shape} {image["encoding"]}, resize '
                f'{image.get("resize_mode")} ({image.get("resize_filter")})')
   lines.append('Features:')
   lines += [f'  {name:20s} {spec["dtype"]:8s} {json.dumps(spec["shape"])}'

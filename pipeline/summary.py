@@ -26,7 +26,7 @@ def summary(info: dict, seconds: float) -> str:
                  + (', ...' if info['num_skipped_files'] > len(shown) else ''))
   for reason, count in info.get('rejected_annotations_by_reason', {}).items():
     lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
-  lines.append(f'  classes: {info["num_classes"]}; output: {info["config"]["output_dir"]}')
+  lines.append(f'  classes: {_classes(info)}; output: {info["config"]["output_dir"]}')
   if info.get('detection'):  # --schema detection
     found = info['detection']
     lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
@@ -41,6 +41,16 @@ def summary(info: dict, seconds: float) -> str:
     lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
                  f'{info["max_error_rate"]:.2%}: exit code 3.')
   return '\n'.join(lines)
+
+
+def _classes(info: dict) -> str:
+  """How many classes: a detection label map's ids have gaps (num_classes is
+  its largest id, '' names the ids no class has)."""
+  if not info.get('detection'):
+    return str(info['num_classes'])
+  count = sum(1 for name in info['label_map'] if name)
+  return f'{count}' + (f' (ids up to {info["num_classes"]})' if count != info['num_classes']
+                       else '')
 
 
 # Up to this many classes the summary lists them all; above, the extremes.

@@ -40,12 +40,12 @@ def _found_box(pixels: np.ndarray):
 
 
 @st.composite
-def cases(draw):
-  width, height = draw(st.integers(12, 64)), draw(st.integers(12, 64))
+def cases(draw, largest=64, smallest_out=12):
+  width, height = draw(st.integers(12, largest)), draw(st.integers(12, largest))
   x0, y0 = draw(st.integers(0, width - 4)), draw(st.integers(0, height - 4))
   x1, y1 = draw(st.integers(x0 + 4, width)), draw(st.integers(y0 + 4, height))
   mode = draw(st.sampled_from(('stretch', 'pad', 'crop', 'none')))
-  out = (draw(st.integers(12, 48)), draw(st.integers(12, 48)))
+  out = (draw(st.integers(smallest_out, 48)), draw(st.integers(smallest_out, 48)))
   return (width, height), (x0, y0, x1, y1), draw(st.integers(1, 8)), mode, out
 
 
@@ -81,6 +81,40 @@ def test_a_drawn_rectangle_lands_on_its_transformed_box(case, frame):
   assert found is not None
   assert np.allclose(found, moved, atol=1.0), (found, moved)
   assert encoded.source_size == stored and encoded.orientation == orientation
+
+
+@FAST
+@given(cases(largest=160, smallest_out=8), st.sampled_from(('raw', 'jpeg')))
+def test_a_rectangle_in_a_jpeg_lands_on_its_box_on_every_path(case, encoding):
+  # A JPEG source takes the other paths that write an image: a reduced-scale
+  # (draft) decode when the output is much smaller, and with --resize_mode
+  # none and JPEG output its bytes passed through. Each places the boxes with
+  # the one geometry, placement_of (the pass-through frame was once 1/8 size).
+  stored, box, orientation, mode, out = case
+  spec = ImageSpec(height=out[1], width=out[0], channels=1, encoding=encoding,
+                   resize_mode=mode)
+  source = Image.new('L', stored, 0)
+  ImageDraw.Draw(source).rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill=255)
+  exif = Image.Exif()
+  if orientation != 1:
+    exif[0x0112] = orientation
+  buffer = io.BytesIO()
+  source.save(buffer, 'JPEG', quality=95, exif=exif)
+  encoded = process_image(buffer.getvalue(), spec)
+  assert encoded.source_size == stored and encoded.orientation == orientation
+  where = boxes.placement_of(encoded, spec)  # refuses a frame not the written size
+  moved, kept = boxes.place_box(boxes.orient_box(box, stored, orientation), where)
+  if mode == 'none' and encoding == 'jpeg' and orientation == 1:
+    assert encoded.data == buffer.getvalue()  # passed through
+  assume(kept > 0.5 and _big_enough(moved, spec))
+  if encoding == 'raw':
+    pixels = np.frombuffer(encoded.data, np.uint8).reshape(encoded.height, encoded.width)
+  else:
+    pixels = np.asarray(Image.open(io.BytesIO(encoded.data)).convert('L'))
+  assert pixels.shape == (encoded.height, encoded.width)
+  found = _found_box(pixels)
+  assert found is not None
+  assert np.allclose(found, moved, atol=1.0), (found, moved)
 
 
 @FAST

@@ -32,6 +32,7 @@ from transforms.core.example import example_features
 from transforms.core.example_proto import serialize_example
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
+from transforms.core.rejects import RowError
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
@@ -190,6 +191,7 @@ def test_schema_detection_needs_annotations(tmp_path, capsys):
 # --- plain functions ---
 
 
+@pytest.mark.filterwarnings('ignore:__array__ implementation:DeprecationWarning')  # its decode
 def test_rle_and_polygons_agree_with_pycocotools():
   mask_api = pytest.importorskip('pycocotools.mask')
   rng = np.random.default_rng(3)
@@ -199,12 +201,19 @@ def test_rle_and_polygons_agree_with_pycocotools():
     rle = mask_api.encode(np.asfortranarray(pixels))
     rle['counts'] = rle['counts'].decode()
     assert (masks.decode_rle(rle) == pixels).all()
-  angles = np.linspace(0, 2 * np.pi, 13)[:-1]
-  polygon = [float(v) for a in angles for v in (30 + 20 * np.cos(a), 25 + 15 * np.sin(a))]
-  theirs = mask_api.decode(mask_api.frPyObjects([polygon], 50, 60))[:, :, 0]
-  ours = np.asarray(masks.polygons_mask([polygon], (60, 50)))
-  overlap = (theirs & ours).sum() / (theirs | ours).sum()
-  assert overlap > 0.95, overlap
+  # polygons: pycocotools' own masks (frPyObjects + decode, their union, as
+  # create_coco_tf_record makes them), pixel for pixel, in one or two parts,
+  # reaching past the image, and as fractions (YOLO) times the image's size
+  for _ in range(50):
+    height, width = (int(n) for n in rng.integers(5, 60, 2))
+    parts = [list(rng.uniform(-5, 65, 2 * int(rng.integers(3, 9)))) for _ in
+             range(int(rng.integers(1, 3)))]
+    theirs = mask_api.decode(mask_api.frPyObjects(parts, height, width)).max(axis=2)
+    assert (np.asarray(masks.polygons_mask(parts, (width, height))) == theirs).all()
+    fractions = [[v / (width if i % 2 == 0 else height) for i, v in enumerate(p)]
+                 for p in parts]
+    scaled = masks.polygons_mask(fractions, (width, height), (width, height))
+    assert (np.asarray(scaled) != theirs).sum() <= 2  # float rounding at the edges
 
 
 def test_category_zero_shifts_every_id():
@@ -290,6 +299,7 @@ def test_the_summary_names_objects_and_annotations(converted):
   text = convert.summary(read_info(out), 1.0)
   assert '  annotation rejected annotation/empty_box: 1 (not an image row)' in text
   assert '  objects: 10; boxes dropped by the crop: 0; images without objects skipped: 0' in text
+  assert '  classes: 9 (ids up to 11); output: ' in text
 
 
 @pytest.mark.slow  # convert, validate and inspect: three pipelines' worth
@@ -335,3 +345,134 @@ def test_kept_objects_carry_only_what_the_example_needs(include_masks):
   assert rejected == [] and kept[0].box == (0.0, 2, 11, 8)  # clipped to the image
   assert kept[0].shown is None
   assert kept[0].segmentation == (('polygons', [[1] * 6]) if include_masks else None)
+
+
+def _found(objects, recorded, stored=(64, 48), spec=None, **options):
+  """detect() on a 64x48 source written at its own size (or spec's)."""
+  spec = spec or ImageSpec(resize_mode='none')
+  annotation = annotations.ImageAnnotation(7, recorded, tuple(objects))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', path='x.jpg', key='x.jpg',
+                    annotation=annotation)
+  out = (spec.width, spec.height) if spec.fixed_size else stored
+  image = EncodedImage(b'', out[1], out[0], 3, 'jpeg', stored, 1)
+  return detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'), spec,
+                DetectionOptions(**options))
+
+
+def test_a_recorded_size_that_is_not_the_files_rejects_the_row():
+  obj = annotations.ObjectAnnotation(1, (20, 10, 60, 50), area=1000.0)
+  with pytest.raises(RowError) as error:
+    _found([obj], (128, 96))
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'annotation', 'size_mismatch', 'x.jpg is 64x48, its annotation records 128x96 '
+      '(--on_size_mismatch scale scales its coordinates)')
+  # --on_size_mismatch scale: coordinates times actual/recorded, the area too
+  found = _found([obj], (128, 96), on_size_mismatch='scale')
+  assert (found.xmin, found.ymin, found.xmax, found.ymax) == (
+      (10 / 64,), (5 / 48,), (30 / 64,), (25 / 48,))
+  assert found.area == (250.0,)
+  # a polygon mask is scaled with its box
+  polygon = annotations.ObjectAnnotation(1, (20, 10, 60, 50), segmentation=(
+      'polygons', [[20, 10, 60, 10, 60, 50, 20, 50]]))
+  found = _found([polygon], (128, 96), on_size_mismatch='scale', include_masks=True)
+  mask = masks.decode_mask(found.masks[0])
+  assert mask.shape == (48, 64) and mask[5:25, 10:30].all() and mask.sum() <= 21 * 21
+
+
+@pytest.mark.parametrize('orientation_size', [(64, 48), (48, 64)])
+def test_the_recorded_size_may_be_either_way_round_under_exif(orientation_size):
+  annotation = annotations.ImageAnnotation(7, orientation_size, (
+      annotations.ObjectAnnotation(1, (0, 0, 10, 10)),))
+  row = ManifestRow({}, 'a.json', 1, image='x.jpg', key='x.jpg', annotation=annotation)
+  image = EncodedImage(b'', 64, 48, 3, 'jpeg', (64, 48), 6)  # written upright: 48x64
+  found = detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a'),
+                 ImageSpec(resize_mode='none'), DetectionOptions())
+  assert found.labels == (1,) and found.rejected == ()
+
+
+def test_without_a_recorded_size_boxes_are_checked_against_the_image():
+  far = annotations.ObjectAnnotation(1, (-50, -10, 100, 30), source='a.json', line=4)
+  beyond = annotations.ObjectAnnotation(1, (70, 10, 90, 20), source='a.json', line=5)
+  edge = annotations.ObjectAnnotation(1, (-0.5, 0, 64.5, 48), area=100.0)  # within 1 px
+  for spec in (ImageSpec(resize_mode='none'),
+               ImageSpec(height=32, width=32, resize_mode='stretch')):
+    found = _found([far, beyond, edge], None, spec=spec)
+    assert found.dropped == 0 and found.labels == (1,)
+    assert (found.xmin, found.xmax) == ((0.0,), (1.0,))
+    scale = (32 / 64 * 32 / 48) if spec.fixed_size else 1.0
+    assert found.area[0] == pytest.approx(100 * 64 / 65 * scale)
+    assert [(r.code, r.counts_as_row, r.source, r.line, r.reason) for r in found.rejected] == [
+        ('box_outside_image', False, 'a.json', 4,
+         'box (-50, -10, 100, 30) of annotation 4 in a.json is outside the 64x48 image x.jpg'),
+        ('box_outside_image', False, 'a.json', 5,
+         'box (70, 10, 90, 20) of annotation 5 in a.json is outside the 64x48 image x.jpg')]
+  with pytest.raises(RowError) as error:  # --on_bad_box reject_row: the row goes
+    _found([far, edge], None, on_bad_box='reject_row')
+  assert (error.value.code, error.value.reason) == (
+      'bad_box', '1 bad annotation(s) (--on_bad_box reject_row); the first: '
+      'box_outside_image: box (-50, -10, 100, 30) of annotation 4 in a.json is outside the '
+      '64x48 image x.jpg')
+
+
+def test_area_is_the_recorded_area_moved_with_the_box():
+  # recorded 64x48; clipped by the reader to the image, it keeps 3/4 of its area
+  kept, _ = annotations.checked_objects(annotations.ImageAnnotation(7, (64, 48), (
+      annotations.ObjectAnnotation(1, (-0.5, 0, 1.5, 10), area=12.0),
+      annotations.ObjectAnnotation(1, (10, 10, 20, 20)))), {1}, False)
+  assert [o.area for o in kept] == [9.0, None]
+  found = _found(kept, (64, 48), spec=ImageSpec(height=24, width=32, resize_mode='stretch'))
+  # the recorded area times sx * sy; without one (VOC, YOLO) the box's, output pixels
+  assert found.area == (9.0 / 4, 25.0)
+  found = _found(kept, (64, 48), spec=ImageSpec(height=24, width=32, resize_mode='stretch'),
+                 include_masks=True)
+  assert found.area == (9.0 / 4, 25.0)  # with masks too (it was the mask's pixels)
+
+
+def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
+  from PIL import Image
+  for shade, name in enumerate(('small.jpg', 'plain.jpg', 'unsized.jpg')):
+    Image.new('RGB', (64, 48), (90, 120, 60 * shade)).save(tmp_path / name)
+  document = {
+      'images': [{'id': 1, 'file_name': 'small.jpg', 'width': 128, 'height': 96},
+                 {'id': 2, 'file_name': 'plain.jpg', 'width': 64, 'height': 48},
+                 {'id': 3, 'file_name': 'unsized.jpg'}],  # no recorded size
+      'annotations': [
+          {'id': 10, 'image_id': 1, 'category_id': 1, 'bbox': [20, 10, 40, 40], 'area': 1600},
+          {'id': 11, 'image_id': 2, 'category_id': 1, 'bbox': [8, 8, 16, 16], 'area': 256},
+          {'id': 12, 'image_id': 3, 'category_id': 1, 'bbox': [-50, -10, 150, 40]},
+          {'id': 13, 'image_id': 3, 'category_id': 1, 'bbox': [70, 10, 20, 10]},
+          {'id': 14, 'image_id': 3, 'category_id': 1, 'bbox': [4, 4, 60, 44]}],
+      'categories': [{'id': 1, 'name': 'thing'}]}
+  path = tmp_path / 'instances.json'
+  path.write_text(json.dumps(document))
+  flags = ['--annotations', str(path), '--annotation_format', 'coco', '--image_dir',
+           str(tmp_path), '--resize_mode', 'stretch', '--height', '24', '--width', '32',
+           '--progress', 'off', '--max_error_rate', '0.5']
+  out = tmp_path / 'out'
+  assert convert.main([*flags, '--output_dir', str(out)]) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (2, 1)
+  assert info['rejected_by_reason'] == {'annotation/size_mismatch': 1}
+  assert info['rejected_annotations_by_reason'] == {'annotation/box_outside_image': 2}
+  assert info['detection']['dropped_boxes']['crop_visibility'] == 0  # nothing was cropped
+  lines = {(line['code'], line['line']): line for line in rejected_lines(out)}
+  assert lines['size_mismatch', 1]['reason'] == (
+      'small.jpg is 64x48, its annotation records 128x96 (--on_size_mismatch scale scales '
+      'its coordinates)')
+  # the third and fourth annotations: named by the file and their position in it
+  assert lines['box_outside_image', 3]['reason'] == (
+      f'box (-50, -10, 100, 30) of annotation 3 in {path} is outside the 64x48 image unsized.jpg')
+  assert lines['box_outside_image', 4]['reason'] == (
+      f'box (70, 10, 90, 20) of annotation 4 in {path} is outside the 64x48 image unsized.jpg')
+  assert lines['box_outside_image', 3]['counts_as_row'] is False
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  found = {e['key']: e for e in read.examples(str(out))}
+  assert np.allclose(found['unsized.jpg']['boxes'], [[4 / 48, 4 / 64, 1, 1]])
+  # --on_size_mismatch scale: the 128x96 annotation is halved onto the 64x48 file
+  scaled = tmp_path / 'scaled'
+  assert convert.main([*flags, '--output_dir', str(scaled), '--on_size_mismatch',
+                       'scale']) == EXIT_OK
+  assert read_info(scaled)['num_examples'] == 3
+  small = next(e for e in read.examples(str(scaled)) if e['key'] == 'small.jpg')
+  assert np.allclose(small['boxes'], [[5 / 48, 10 / 64, 25 / 48, 30 / 64]])
+  assert read_info(scaled)['detection']['on_size_mismatch'] == 'scale'

@@ -11,11 +11,15 @@ import pytest
 
 from pipeline import convert
 from pipeline import demo_detection
+from pipeline import look
 from pipeline import read
 from pipeline.cli import EXIT_OK
 from pipeline.cli import EXIT_USAGE
+from tests.conftest import feature
+from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
+from transforms.core import masks as masks_codec
 from transforms.core import yolo
 
 pytestmark = pytest.mark.xdist_group('detection')
@@ -152,3 +156,69 @@ def test_yolo_rows():
   assert [o.box for o in annotation.objects] == [pytest.approx((0.4, 0.3, 0.6, 0.7))]
   assert annotation.objects[0].label == 1 and annotation.normalized
   assert [(r.code, r.line) for r in rejected] == [('short_polygon', 2), ('bad_annotation', 4)]
+
+
+def _none_flags(fmt: str, photos: pathlib.Path, root: pathlib.Path) -> list:
+  """The flags converting the demo's photos from `fmt` at their own size."""
+  if fmt == 'coco':
+    return ['--annotations', str(photos.parent / 'instances.json'), '--image_dir', str(photos)]
+  if fmt == 'voc':
+    voc = _voc(root / 'VOC', photos)
+    return ['--annotations', str(voc), '--image_dir', str(voc / 'JPEGImages')]
+  return ['--annotations', str(_yolo(root / 'yolo', photos) / 'data.yaml')]
+
+
+@pytest.mark.parametrize('masks', [False, True])
+@pytest.mark.parametrize('fmt', ['coco', 'voc', 'yolo'])
+def test_resize_mode_none_keeps_every_box_where_it_is(photos, tmp_path, capsys, fmt, masks):
+  # --resize_mode none with JPEG output passes the JPEG bytes through: the
+  # boxes' frame is the file's own size (it was read after a 1/8 draft decode,
+  # and 9 of these 10 boxes were lost as "dropped by the crop")
+  out = tmp_path / 'out'
+  assert convert.main([*_none_flags(fmt, photos, tmp_path), '--annotation_format', fmt,
+                       '--resize_mode', 'none', '--encoding', 'jpeg', '--output_dir', str(out),
+                       '--progress', 'off', *(['--include_masks'] if masks else [])]) == EXIT_OK
+  info = read_info(out)
+  assert info['detection']['num_objects'] == 10
+  # the summary counts classes, not the largest id (COCO's have gaps)
+  assert ('  classes: 9 (ids up to 11); output: ' if fmt == 'coco' else
+          '  classes: 9; output: ') in capsys.readouterr().out
+  if not masks:  # inspect says what the records hold
+    assert look.main(['--input_dir', str(out)]) == EXIT_OK
+    assert 'Image: original size, 3 channel(s) jpeg, resize none (bilinear)\n' in (
+        capsys.readouterr().out)
+  assert info['detection']['dropped_boxes']['crop_visibility'] == 0
+  assert info['num_rejected'] == 0 and info.get('rejected_annotations_by_reason', {}) == {}
+  examples = read_examples(out)
+  assert len(examples) == 3
+  for example in examples:
+    name = feature(example, 'image/filename').decode().rsplit('/', 1)[-1]
+    width, height = SIZES[name]
+    assert (feature(example, 'image/width'), feature(example, 'image/height')) == (
+        width, height)
+    assert feature(example, 'image/encoded') == (photos / name).read_bytes()  # passed through
+    objects = demo_detection.OBJECTS[name]
+    expected = np.array([[y / height, x / width, (y + h) / height, (x + w) / width]
+                         for _, x, y, w, h, _ in objects], np.float32)
+    found = np.stack([np.array(example[f'image/object/bbox/{k}'][1], np.float32)
+                      for k in ('ymin', 'xmin', 'ymax', 'xmax')], axis=1)
+    if fmt == 'yolo':  # 6 decimals of a fraction in the label file
+      assert np.allclose(found, expected, atol=2e-6), name
+    else:
+      assert (found == expected).all(), (name, found, expected)
+    areas = np.array(example['image/object/area'][1], np.float32)
+    # COCO: the recorded area (w x h here); VOC and YOLO: the box's, in output pixels
+    assert np.allclose(areas, [w * h for _, x, y, w, h, _ in objects], rtol=1e-4), name
+    if masks:
+      decoded = [masks_codec.decode_mask(m) for m in example['image/object/mask'][1]]
+      assert [m.shape for m in decoded] == [(height, width)] * len(objects)
+      instances = np.asarray(Image.open(tmp_path / 'VOC' / 'SegmentationObject' /
+                                        'chelsea.png')) if fmt == 'voc' else None
+      for index, ((_, x, y, w, h, shape), mask) in enumerate(zip(objects, decoded), 1):
+        inside = mask[y:y + h, x:x + w]
+        if fmt == 'voc' and name == 'chelsea.jpg':  # the PNG's instance, pixel for pixel
+          assert (mask == (instances == index)).all(), index
+        elif fmt == 'coco' and shape == 'ellipse':  # inside its box, nothing outside
+          assert 0.7 < inside.mean() < 0.85 and mask.sum() == inside.sum(), name
+        else:  # a box as its mask, an RLE or a YOLO polygon of the box's corners
+          assert inside.all() and mask.sum() == inside.sum(), (name, index)

@@ -23,6 +23,7 @@ from transforms.core.detect import detect
 from transforms.core.example import BuiltExample
 from transforms.core.example import LabelledRow
 from transforms.core.example import build_example
+from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -123,9 +124,15 @@ class _DetectFn(beam.DoFn):
     try:
       found = detect(loaded, self._names, self._image, self._options, _read_png)
       data = build_example(found, self._example)
+    except RowError as error:  # (annotation/size_mismatch, --on_bad_box reject_row)
+      yield beam.pvalue.TaggedOutput(REJECTED, row.reject(error.stage, error.code,
+                                                          error.reason))
+      return
     except Exception as error:  # (a mask that does not decode: this row's problem)
       yield beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, error))
       return
+    for rejection in found.rejected:
+      yield beam.pvalue.TaggedOutput(REJECTED, rejection)
     if found.dropped:
       self._dropped.inc(found.dropped)
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.DROPPED_BY_CROP, found.dropped))

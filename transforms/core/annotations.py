@@ -16,6 +16,10 @@ from transforms.core.rejects import Rejection
 STAGE_ANNOTATION = 'annotation'
 ANNOTATION_FORMATS = ('coco', 'voc', 'yolo')
 ON_BAD_BOX = ('drop', 'reject_row')
+# --on_size_mismatch: an image whose file is not the size its annotation
+# records is rejected (annotation/size_mismatch), or its coordinates scaled.
+ON_SIZE_MISMATCH = ('reject', 'scale')
+SIZE_MISMATCH = 'size_mismatch'
 # A box may overshoot its image by this many pixels (rounding in the tools
 # that made it, VOC's 1-based corners): it is clipped, not rejected.
 EDGE_TOLERANCE = 1.0
@@ -74,19 +78,29 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
   x0, y0, x1, y1 = obj.box
   if not (x1 > x0 and y1 > y0):
     return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
-  if size is not None:
-    width, height = size
-    tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
-    if x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
-        y1 > height + tolerance):
-      return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
-                                 f'{_shown_size(size)} image')
+  if size is not None and leaves_image(obj.box, size):
+    return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
+                               f'{_shown_size(size)} image')
   if include_masks and obj.segmentation and obj.segmentation[0] == 'polygons':
     short = [p for p in obj.segmentation[1] if len(p) < 6]
     if short or not obj.segmentation[1]:
       points = len(short[0]) // 2 if short else 0
       return SHORT_POLYGON, f'a polygon has {points} point(s), fewer than 3'
   return None
+
+
+def leaves_image(box: tuple, size: tuple) -> bool:
+  """True when the box leaves the (width, height) image by more than
+  EDGE_TOLERANCE (a thousandth of it for normalised sizes, 1 x 1)."""
+  x0, y0, x1, y1 = box
+  width, height = size
+  tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
+  return x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
+      y1 > height + tolerance)
+
+
+def box_area(box: tuple) -> float:
+  return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
 def clip_box(box: tuple, size: Optional[tuple]) -> tuple:
@@ -123,7 +137,11 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
       continue
     # what only a rejection would show, or only a mask would need, is not
     # carried on with the row (rows wait in memory for the write order)
-    kept.append(dataclasses.replace(obj, box=clip_box(obj.box, size), shown=None,
+    clipped = clip_box(obj.box, size)
+    # a recorded area keeps the fraction of the box the clipping kept
+    area = obj.area if obj.area is None or clipped == obj.box else (
+        obj.area * box_area(clipped) / box_area(obj.box))
+    kept.append(dataclasses.replace(obj, box=clipped, area=area, shown=None,
                                     segmentation=obj.segmentation if include_masks else None))
   return tuple(kept), rejected
 

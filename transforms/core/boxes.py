@@ -108,6 +108,18 @@ def placement(src: tuple, spec: ImageSpec) -> Placement:
   return Placement(tuple(src), out, scale_x=out[0] / src_w, scale_y=out[1] / src_h)
 
 
+def placement_of(image, spec: ImageSpec) -> Placement:
+  """Where the source of an EncodedImage (image.source_size, its stored
+  size, and image.orientation, set by image.process_image on every path that
+  writes an image) lands in that image: the one geometry boxes and masks are
+  moved with. ValueError if it does not end at the written image's size."""
+  where = placement(oriented_size(image.source_size, image.orientation), spec)
+  if tuple(where.out) != (image.width, image.height):
+    raise ValueError(f"the boxes' frame {where.out[0]}x{where.out[1]} is not the written "
+                     f"image's {image.width}x{image.height}")
+  return where
+
+
 def place_box(box: Box, where: Placement) -> tuple:
   """A box on the oriented source -> (the box on the output, clipped to it;
   the fraction of its area that stays inside). A box of no area keeps 0."""

@@ -11,13 +11,16 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 
+from transforms.core import annotations as objects
 from transforms.core import boxes
 from transforms.core import masks as mask_codec
 from transforms.core.annotations import ImageAnnotation
 from transforms.core.annotations import ObjectAnnotation
+from transforms.core.coco import reject_row_if_bad
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
+from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 
 
@@ -29,6 +32,7 @@ class DetectionOptions:
   annotation_orientation: str = boxes.STORED  # when the recorded size cannot tell
   skip_empty: bool = False
   on_bad_box: str = 'drop'
+  on_size_mismatch: str = 'reject'
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,23 +54,46 @@ class DetectedImage:
   truncated: tuple
   masks: tuple = ()
   dropped: int = 0  # boxes the crop left less than --min_box_visibility of
+  # annotation rejections only the decoded image could tell (counts_as_row False)
+  rejected: tuple = ()
 
 
-def _frame_size(annotation: ImageAnnotation, image: EncodedImage, frame: str) -> tuple:
-  return boxes.oriented_size(image.source_size, image.orientation) if frame == boxes.EXIF \
+def _frame(annotation: ImageAnnotation, image: EncodedImage, row_image: str,
+           options: DetectionOptions) -> tuple:
+  """-> (which pixels the annotation refers to, STORED or EXIF; their
+  (width, height); the factors its coordinates are scaled by). RowError
+  annotation/size_mismatch when the annotation records a size that is
+  neither the stored nor the EXIF-oriented one (--on_size_mismatch reject)."""
+  frame = boxes.annotation_frame(annotation.recorded_size, image.source_size,
+                                 image.orientation, options.annotation_orientation)
+  size = boxes.oriented_size(image.source_size, image.orientation) if frame == boxes.EXIF \
       else tuple(image.source_size)
+  recorded = annotation.recorded_size
+  if annotation.normalized:
+    return frame, size, tuple(size)
+  if recorded is None or tuple(recorded) == size:
+    return frame, size, (1.0, 1.0)
+  if options.on_size_mismatch != 'scale':
+    turned = boxes.oriented_size(image.source_size, image.orientation)
+    shown = f'{size[0]}x{size[1]}' + (f' ({turned[0]}x{turned[1]} after its EXIF orientation)'
+                                     if turned != tuple(image.source_size) else '')
+    raise RowError(objects.STAGE_ANNOTATION, objects.SIZE_MISMATCH,
+                   f'{row_image} is {shown}, its annotation records {recorded[0]:g}x'
+                   f'{recorded[1]:g} (--on_size_mismatch scale scales its coordinates)')
+  return frame, size, (size[0] / recorded[0], size[1] / recorded[1])
 
 
-def source_mask(obj: ObjectAnnotation, size: tuple, normalized: bool,
+def source_mask(obj: ObjectAnnotation, size: tuple, scale: tuple,
                 read_png=None) -> Optional[Image.Image]:
   """The object's mask on its frame (size: the frame's (width, height)), 'L'
-  0/1; None when it has no segmentation (its box then fills the mask)."""
+  0/1; None when it has no segmentation (its box then fills the mask).
+  Polygons (coordinates times `scale`) are rasterised as pycocotools does;
+  an RLE is decoded at its own size, then brought to the frame's."""
   segmentation = obj.segmentation
   if not segmentation:
     return None
   kind = segmentation[0]
   if kind == 'polygons':
-    scale = size if normalized else (1.0, 1.0)
     return mask_codec.polygons_mask(segmentation[1], size, scale)
   if kind == 'rle':
     pixels = mask_codec.decode_rle(segmentation[1])
@@ -87,53 +114,68 @@ def _box_mask(box: tuple, size: tuple) -> Image.Image:
   return mask
 
 
+def _outside(obj: ObjectAnnotation, box: tuple, size: tuple, image: str):
+  """A rejection for a box that leaves its image (more than the edge
+  tolerance, or wholly), naming the image and the annotation."""
+  shown = ', '.join(f'{v:g}' for v in box)
+  return objects.reject_object(
+      dataclasses.replace(obj, shown={'image': image, 'box': list(box)}),
+      objects.BOX_OUTSIDE_IMAGE, f'box ({shown}) of annotation {obj.line} in {obj.source} is '
+      f'outside the {size[0]}x{size[1]} image {image}')
+
+
 def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
            options: DetectionOptions, read_png=None) -> DetectedImage:
   """Moves the row's objects (row.annotation) onto the converted image.
 
   names: the label map by id; read_png(path) -> 'L'/'P' image (VOC masks).
-  A box left with less than options.min_box_visibility of its area by the
-  crop is dropped (counted in `dropped`).
+  Only --resize_mode crop drops boxes (those left with less than
+  options.min_box_visibility of their area, counted in `dropped`); a box
+  leaving the image is a rejection in `rejected`. RowError for the whole
+  row: annotation/size_mismatch, or a bad box with --on_bad_box reject_row.
   """
-  annotation: ImageAnnotation = loaded.labelled.row.annotation
+  row = loaded.labelled.row
+  annotation: ImageAnnotation = row.annotation
   image = loaded.image
   if read_png is not None:  # a VOC PNG holds every object's mask: read once an image
     read_png = functools.lru_cache(maxsize=2)(read_png)
-  frame = boxes.annotation_frame(annotation.recorded_size, image.source_size,
-                                 image.orientation, options.annotation_orientation)
-  size = _frame_size(annotation, image, frame)
+  frame, size, (sx, sy) = _frame(annotation, image, row.image, options)
+  where = boxes.placement_of(image, spec)
   out = (image.width, image.height)
-  where = boxes.placement(boxes.oriented_size(image.source_size, image.orientation),
-                          spec)
   columns = {name: [] for name in ('xmin', 'ymin', 'xmax', 'ymax', 'labels', 'texts',
                                    'is_crowd', 'area', 'difficult', 'truncated', 'masks')}
-  dropped = 0
+  dropped, rejected = 0, []
   for obj in annotation.objects:
-    box = obj.box
-    if annotation.normalized:
-      box = (box[0] * size[0], box[1] * size[1], box[2] * size[0], box[3] * size[1])
-    oriented = boxes.orient_box(box, image.source_size, image.orientation) \
-        if frame == boxes.STORED else box
+    box = (obj.box[0] * sx, obj.box[1] * sy, obj.box[2] * sx, obj.box[3] * sy)
+    clipped = objects.clip_box(box, size)
+    if objects.leaves_image(box, size) or objects.box_area(clipped) <= 0:
+      rejected.append(_outside(obj, box, size, row.image))
+      continue
+    oriented = boxes.orient_box(clipped, image.source_size, image.orientation) \
+        if frame == boxes.STORED else clipped
     placed, kept = boxes.place_box(oriented, where)
-    if kept < options.min_box_visibility or kept <= 0:
+    if spec.resize_mode == 'crop' and (kept < options.min_box_visibility or kept <= 0):
       dropped += 1
       continue
     ymin, xmin, ymax, xmax = boxes.normalized(placed, out)
-    mask_area = None
     if options.include_masks:
-      mask = source_mask(obj, size, annotation.normalized, read_png) or _box_mask(box, size)
+      mask = source_mask(obj, size, (sx, sy), read_png) or _box_mask(clipped, size)
       moved = boxes.transform_mask(mask, image.orientation, frame, spec)
       columns['masks'].append(mask_codec.encode_mask(moved))
-      mask_area = float(np.count_nonzero(np.asarray(moved)))
-    recorded = obj.area if obj.area is not None else (box[2] - box[0]) * (box[3] - box[1])
-    area = mask_area if mask_area is not None else (
-        recorded * where.scale_x * where.scale_y * kept)
+    # the recorded area (COCO) moved as the box: the annotation's scale, the
+    # part of the box inside the image, the resize, the part the crop kept
+    area = objects.box_area(placed) if obj.area is None else (
+        obj.area * sx * sy * objects.box_area(clipped) / objects.box_area(box)
+        * where.scale_x * where.scale_y * kept)
     for name, value in (('xmin', xmin), ('ymin', ymin), ('xmax', xmax), ('ymax', ymax),
                         ('labels', obj.label), ('texts', names[obj.label]),
                         ('is_crowd', obj.is_crowd), ('area', area),
                         ('difficult', obj.difficult), ('truncated', obj.truncated)):
       columns[name].append(value)
+  if rejected and options.on_bad_box == 'reject_row':
+    _, (whole,) = reject_row_if_bad(row, rejected, options.on_bad_box)
+    raise RowError(whole.stage, whole.code, whole.reason)
   return DetectedImage(loaded.labelled, image, loaded.sha256,
                        str(annotation.source_id).encode(),
                        **{name: tuple(values) for name, values in columns.items()},
-                       dropped=dropped)
+                       dropped=dropped, rejected=tuple(rejected))

@@ -49,7 +49,8 @@ class DetectionConfig:
             'image_dir': self.image_dir, 'include_masks': options.include_masks,
             'min_box_visibility': options.min_box_visibility,
             'annotation_orientation': options.annotation_orientation,
-            'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty}
+            'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty,
+            'on_size_mismatch': options.on_size_mismatch}
 
 
 def _per_class(per_id: dict, names: tuple) -> dict:

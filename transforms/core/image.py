@@ -321,20 +321,26 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
   return to_mode(image, spec.channels, spec.background)
 
 
+def _framed(encoded: EncodedImage, stored: tuple, turn: int) -> EncodedImage:
+  """The one place a written image gets the geometry its boxes and masks
+  are moved with (transforms.core.boxes.placement_of): the source's size as
+  its header gives it (stored pixels, before any reduced-scale decode) and
+  its EXIF orientation. Every path of process_image ends here."""
+  return dataclasses.replace(encoded, source_size=tuple(stored), orientation=turn)
+
+
 def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
   """Source file bytes -> the encoded image an Example stores.
 
   Raises RowError (stage decode) for anything that is not a usable image.
   """
   image = open_image(data, spec.max_pixels, spec.formats)
+  stored = image.size  # from the header: a draft decode below shrinks image.size
   turn = _orientation(image, len(data))
   if _can_pass_through(image, spec, turn):
-    width, height = image.size
     # Verify the whole entropy-coded stream at 1/8 scale, keep the bytes.
     load_pixels(image, len(data), (1, 1))
-    return EncodedImage(data, height, width, spec.channels, 'jpeg', image.size, turn)
-  stored = image.size
+    width, height = stored
+    return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
   pixels = _oriented_pixels(image, len(data), spec, turn)
-  encoded = encode(resize(pixels, spec), spec)
-  return EncodedImage(encoded.data, encoded.height, encoded.width, encoded.channels,
-                      encoded.format, stored, turn)
+  return _framed(encode(resize(pixels, spec), spec), stored, turn)

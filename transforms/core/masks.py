@@ -8,7 +8,6 @@ import io
 
 import numpy as np
 from PIL import Image
-from PIL import ImageDraw
 
 
 def rle_counts(counts) -> list:
@@ -49,37 +48,20 @@ def decode_rle(rle: dict) -> np.ndarray:
   return flat.reshape((width, height)).T.copy()
 
 
-# Polygons are drawn this many times larger, then each pixel is in the mask
-# when at least half of it is covered: Pillow's fill alone takes in every
-# pixel the edge touches (~9% more than pycocotools' masks; ~2.5% apart so).
-_SUPERSAMPLE = 5
-
-
 def polygons_mask(polygons: list, size: tuple, scale: tuple = (1.0, 1.0)) -> Image.Image:
   """COCO polygons ([[x0, y0, x1, y1, ...], ...], coordinates times `scale`)
-  -> an 'L' mask of 0/1 of size (width, height). Only the polygons' bounding
-  box is drawn large (a whole 512x512 mask at 5x took ~40 ms)."""
+  -> an 'L' mask of 0/1 of size (width, height), each polygon rasterised by
+  pycocotools (frPyObjects: the COCO tools' and Model Garden's own masks,
+  pixel for pixel), their union. A polygon of fewer than 3 points is
+  left out (pycocotools would read 4 numbers as a box)."""
+  from pycocotools import mask as coco_mask
   width, height = (int(n) for n in size)
-  mask = np.zeros((height, width), np.uint8)
-  shapes = [[(polygon[i] * scale[0], polygon[i + 1] * scale[1])
-             for i in range(0, len(polygon) - 1, 2)] for polygon in polygons]
-  shapes = [points for points in shapes if len(points) >= 3]
+  shapes = [[float(v) * scale[i % 2] for i, v in enumerate(polygon[:len(polygon) // 2 * 2])]
+            for polygon in polygons if len(polygon) >= 6]
   if not shapes:
-    return Image.fromarray(mask, 'L')
-  xs = [x for points in shapes for x, _ in points]
-  ys = [y for points in shapes for _, y in points]
-  left, top = max(0, int(np.floor(min(xs)))), max(0, int(np.floor(min(ys))))
-  right, bottom = min(width, int(np.ceil(max(xs))) + 1), min(height, int(np.ceil(max(ys))) + 1)
-  if right <= left or bottom <= top:
-    return Image.fromarray(mask, 'L')
-  big = Image.new('L', ((right - left) * _SUPERSAMPLE, (bottom - top) * _SUPERSAMPLE), 0)
-  draw = ImageDraw.Draw(big)
-  for points in shapes:
-    draw.polygon([((x - left) * _SUPERSAMPLE, (y - top) * _SUPERSAMPLE) for x, y in points],
-                 fill=255)
-  covered = np.asarray(big.resize((right - left, bottom - top), Image.Resampling.BOX))
-  mask[top:bottom, left:right] = covered >= 128
-  return Image.fromarray(mask, 'L')
+    return Image.fromarray(np.zeros((height, width), np.uint8), 'L')
+  # their union as one RLE (pycocotools' decode warns under numpy 2)
+  return mask_image(decode_rle(coco_mask.merge(coco_mask.frPyObjects(shapes, height, width))))
 
 
 def mask_image(pixels: np.ndarray) -> Image.Image:
