@@ -38,6 +38,7 @@ from transforms.core.spec import ImageSpec
 from transforms.read_sources import fetched_first
 from transforms.read_sources import read_bytes
 from transforms.read_sources import read_remote_sources
+from transforms.read_sources import start_fetches
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PooledStep
@@ -144,11 +145,11 @@ class PooledSourceFn(beam.DoFn):
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) working on these elements' files on the pool."""
-    sources = [self.source_of(self.row_of(element)) for element in batch]
+    sources = start_fetches([self.source_of(self.row_of(element)) for element in batch],
+                            self._spec, self._http)
     if self._processes:
       return self._in_process, sources, self._spec
-    return fetched_first, self._on_thread, self._reader, self._http, sources, self._spec, \
-        self._read
+    return fetched_first, self._on_thread, sources, self._spec, self._read
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
     return read_bytes(path, self._reader, spec, self._http)

@@ -79,25 +79,28 @@ def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
   already met as they are. Runs on the pool's threads, so remote files are
   still read in parallel."""
   sources, spec = args
-  fetched = _fetch_urls(sources, spec, http)
-  return [fetched[i] if i in fetched else _bytes_or_error(source, reader, spec, http)
-          if _is_remote_source(source) else source for i, source in enumerate(sources)], spec
+  return [_fetched(source) if isinstance(source, concurrent.futures.Future) else
+          _bytes_or_error(source, reader, spec, http) if _is_remote_source(source) else source
+          for source in sources], spec
 
 
-# A batch's http(s) images are fetched side by side, on these threads (a
+# http(s) images are fetched on these threads, started as soon as their batch
+# is formed (start_fetches), so they arrive while earlier batches decode (a
 # fetch mostly waits on the network; --http_max_per_host caps each host).
 FETCH_THREADS = 32
 _FETCHES = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix='fetch')
 
 
-def _fetch_urls(sources: list, spec: ImageSpec, http: Optional[http_fetch.HttpClient]) -> dict:
-  """{index: bytes or RowError} of the http(s) sources of a batch, fetched
-  at once (one alone: on this thread)."""
-  urls = [i for i, source in enumerate(sources) if http_fetch.is_http(source)]
-  if len(urls) < 2:
-    return {}
-  futures = {i: _FETCHES.submit(_fetch_or_error, sources[i], spec, http) for i in urls}
-  return {i: future.result() for i, future in futures.items()}
+def start_fetches(sources: list, spec: ImageSpec,
+                  http: Optional[http_fetch.HttpClient]) -> list:
+  """The sources, each http(s) URL replaced by the Future of its fetch
+  (bytes or the RowError rejecting its row), started now."""
+  return [_FETCHES.submit(_fetch_or_error, source, spec, http) if http_fetch.is_http(source)
+          else source for source in sources]
+
+
+def _fetched(future: concurrent.futures.Future):
+  return future.result()
 
 
 def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient]):
@@ -111,12 +114,11 @@ def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpCli
     return unexpected_error(error, STAGE_READ)
 
 
-def fetched_first(work, reader: filesystem.FileAccess, http: http_fetch.HttpClient,
-                   sources: list, spec: ImageSpec, read):
-  """work(sources, spec, read) on a pool thread, a batch's http(s) images
-  fetched side by side first (their errors are the results of their rows)."""
-  fetched = _fetch_urls(sources, spec, http)
-  return work([fetched.get(i, source) for i, source in enumerate(sources)], spec, read)
+def fetched_first(work, sources: list, spec: ImageSpec, read):
+  """work(sources, spec, read) on a pool thread, once the batch's fetches
+  (start_fetches) are in: their errors are the results of their rows."""
+  return work([_fetched(source) if isinstance(source, concurrent.futures.Future) else source
+               for source in sources], spec, read)
 
 
 def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
