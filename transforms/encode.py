@@ -155,6 +155,11 @@ class PooledSourceFn(beam.DoFn):
     return read_bytes(path, self._reader, spec, self._http)
 
 
+# http(s) images are fetched this many rows ahead of the image pool (which
+# takes 2 batches per process): their fetches start as the rows arrive.
+FETCH_AHEAD = 64
+
+
 class LoadImageFn(PooledSourceFn):
   """LabelledRow -> LoadedImage (read, decode, orient, resize, encode).
 
@@ -186,6 +191,8 @@ class LoadImageFn(PooledSourceFn):
   def start_bundle(self):
     self._arrived = collections.deque()  # [element, result] in arrival order
     self._waiting = collections.deque()  # those whose result the pool gives
+    self._ahead = collections.deque()  # those fetching, not yet given to the pool
+    self._fetching = {}  # id(row) -> the Future of its http(s) fetch
     self._shards = ShardReader()  # the previous shards reused records are copied from
 
   def process(self, element):
@@ -193,12 +200,25 @@ class LoadImageFn(PooledSourceFn):
     entry = [element, self._copy_here(element.row)]
     self._arrived.append(entry)
     if entry[1] is None:
-      self._waiting.append(entry)
-      self._took(self._step.add(element))
+      source = super().source_of(element.row)
+      if http_fetch.is_http(source):  # fetched now, FETCH_AHEAD rows ahead of the pool
+        self._fetching[id(element.row)] = start_fetches([source], self._spec, self._http)[0]
+      if self._fetching or self._ahead:  # rows reach the pool in their order
+        self._ahead.append(entry)
+        while len(self._ahead) > FETCH_AHEAD:
+          self._give(self._ahead.popleft())
+      else:
+        self._give(entry)
     yield from self._ready()
+
+  def _give(self, entry) -> None:
+    self._waiting.append(entry)
+    self._took(self._step.add(entry[0]))
 
   def finish_bundle(self):
     self._progress.flush()
+    while self._ahead:
+      self._give(self._ahead.popleft())
     self._took(self._step.flush())
     self._shards.close()
     for output in self._ready():
@@ -233,7 +253,7 @@ class LoadImageFn(PooledSourceFn):
     record's copy, which converts the image if the copy fails."""
     if row.previous is not None:
       return copy_source(row.previous, row.ref or row.path)
-    return super().source_of(row)
+    return self._fetching.pop(id(row), None) or super().source_of(row)
 
   def outcome(self, element, result):
     """The LoadedImage (a LoadedCopy for a copied record), or the row's
