@@ -157,6 +157,8 @@ class ValidateConfig:
   check_processes: int = 0
   strict: bool = False  # warnings exit 1 too
   job_endpoint_connect_timeout: float = DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S  # 0: no check
+  recompute: Optional[float] = None  # --recompute: a count (int) or a fraction (float)
+  manifest: Optional[str] = None  # --manifest: where the run's manifest lives now
 
 
 def parse_split_fractions(text: str) -> tuple:
@@ -262,12 +264,15 @@ def validate_config(args) -> ValidateConfig:
   input_dir = args.input_dir.rstrip('/') or '/'
   if not paths.is_remote(input_dir) and not os.path.isdir(input_dir):
     raise UsageError(f'--input_dir {input_dir} is not a folder')
+  if args.manifest and args.recompute is None:
+    raise UsageError("--manifest goes with --recompute (where the run's manifest lives now)")
   return ValidateConfig(
       input_dir=input_dir,
       report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
       expected_count=args.expected_count, max_problems=args.max_problems,
       check_threads=args.check_threads, check_processes=args.check_processes,
-      strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout)
+      strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,
+      recompute=args.recompute, manifest=args.manifest)
 
 
 def convert_config(parsed: command_line.Parsed) -> ConvertConfig:

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 
 from pipeline.cli import UsageError
 from pipeline.preflight import read_flag_text
+from transforms.core import plain_yaml
 
 CONFIG_FLAG = '--config'
 # Lists and mappings nested deeper than this in a --config file are refused: an
 # option's value is at most a mapping of lists (--beam_services, --labels).
-MAX_CONFIG_DEPTH = 32
-_TOO_DEEP = f'nested deeper than {MAX_CONFIG_DEPTH} levels'
+MAX_CONFIG_DEPTH = plain_yaml.MAX_DEPTH
+_TOO_DEEP = plain_yaml.TOO_DEEP
 
 
 def read_config(path: str) -> dict:
@@ -35,13 +35,11 @@ def _load(text: str, path: str):
   """The file's text -> its data; UsageError with the line of a parse error.
 
   A config is a flat mapping, a value at most a small mapping or list, so the
-  file is held to that: a key given twice is an error (never "last wins"),
+  file is held to that: a key given twice is an error (never "last wins") and
   nesting stops at MAX_CONFIG_DEPTH (deeper blew Python's recursion limit: a
-  traceback), and YAML anchors and aliases are refused. An alias is a
-  reference, and a value is passed on as JSON, which writes out every
-  reference: nine levels of nine aliases each (the "billion laughs") took
-  55 s and 3.6 GB before failing. The checks run while the YAML is composed,
-  so such a file is refused at its first anchor, before anything expands.
+  traceback); a YAML file is read by transforms.core.plain_yaml, which also
+  refuses anchors and aliases (a value is passed on as JSON, which writes out
+  every reference).
   """
   if path.lower().endswith('.json'):
     def pairs(items):
@@ -60,56 +58,10 @@ def _load(text: str, path: str):
     if _deeper_than(data, MAX_CONFIG_DEPTH):
       raise UsageError(f'--config {path}: {_TOO_DEEP}')
     return data
-  import yaml  # only a run with --config pays for it
-
-  class Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. YAML 1.1 also reads yes/no/on/off as
-    booleans, and `progress: off` means the value 'off', as on the command line.
-    No anchors or aliases, no key twice in a mapping, nesting at most
-    MAX_CONFIG_DEPTH (see _load)."""
-    depth = 0
-
-    def compose_node(self, parent, index):
-      event = self.peek_event()
-      if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
-        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: YAML anchors '
-                         'and aliases (&name, *name) are not accepted; write the value out')
-      if self.depth >= MAX_CONFIG_DEPTH and isinstance(
-          event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-        raise UsageError(f'--config {path}: line {event.start_mark.line + 1}: {_TOO_DEEP}')
-      self.depth += 1
-      try:
-        return super().compose_node(parent, index)
-      finally:
-        self.depth -= 1
-
-    def compose_mapping_node(self, anchor):
-      node = super().compose_mapping_node(anchor)
-      first = {}
-      for key, _ in node.value:
-        if isinstance(key, yaml.ScalarNode):
-          seen = first.setdefault((key.tag, key.value), key)
-          if seen is not key:
-            raise UsageError(f'--config {path}: key {key.value!r} is given twice (lines '
-                             f'{seen.start_mark.line + 1} and {key.start_mark.line + 1})')
-      return node
-
-  bool_tag = 'tag:yaml.org,2002:bool'
-  Loader.yaml_implicit_resolvers = {
-      first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
-      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-  Loader.add_implicit_resolver(bool_tag, re.compile(r'^(?:true|True|TRUE|false|False|FALSE)$'),
-                               list('tTfF'))
   try:
-    return yaml.load(text, Loader)  # a SafeLoader: builds plain data only
-  except yaml.YAMLError as error:
-    problem = getattr(error, 'problem', None) or str(error).splitlines()[0]
-    mark = getattr(error, 'problem_mark', None)
-    where = f'line {mark.line + 1}: ' if mark is not None else ''
-    context, started = getattr(error, 'context', None), getattr(error, 'context_mark', None)
-    if context and started is not None and (mark is None or started.line != mark.line):
-      problem += f' ({context} started at line {started.line + 1})'
-    raise UsageError(f'--config {path} does not parse: {where}{problem}')
+    return plain_yaml.load(text, f'--config {path}')
+  except plain_yaml.PlainYamlError as error:
+    raise UsageError(str(error)) from None
 
 
 def _deeper_than(data, limit: int) -> bool:

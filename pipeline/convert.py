@@ -158,7 +158,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   copied = None
   if previous_used(config):
     decided = decide_and_copy(rows, label_map, config.change_detection, digest,
-                              config.ordering, inline)
+                              config.ordering, config.example.table().key, inline)
     rows, copied = decided.rows, decided.examples
     tallies += decided.tallies
     # copied records join the encoded ones through the writer's shuffle

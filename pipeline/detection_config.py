@@ -96,7 +96,7 @@ def convert_config(parsed) -> opts.ConvertConfig:
       max_image_bytes=args.max_image_bytes)
   options = DetectionOptions(args.include_masks, args.min_box_visibility,
                              args.annotation_orientation, args.skip_empty, args.on_bad_box,
-                             args.on_size_mismatch)
+                             args.on_size_mismatch, args.max_pixels)
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
   split = splits.SplitConfig(
       fractions=opts.parse_split_fractions(args.split) if args.split else (),

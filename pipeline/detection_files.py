@@ -44,7 +44,7 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
   images, listed = [], []
   for path in paths:
     try:
-      parsed = voc.parse_xml(files.read_text(path), path)
+      parsed = voc.parse_xml(files.read_bytes(path), path)
     except voc.VocFormatError as error:
       raise UsageError(str(error))
     stem = posixpath.basename(path)[:-len('.xml')]
@@ -61,8 +61,8 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
 
 
 def _yolo_names(path: str, files: filesystem.FileAccess) -> dict:
-  text = files.read_text(path)
   try:
+    text = yolo.decode_text(files.read_bytes(path), path)
     if path.endswith(('.yaml', '.yml')):
       return yolo.names_from_yaml(text, path)
     return yolo.names_from_text(text)

@@ -48,6 +48,17 @@ def _non_negative_int(text):
   return value
 
 
+def _recompute_amount(text):
+  """--recompute N: an integer, that many records; with a decimal point, that
+  fraction of them (0 < N <= 1.0)."""
+  if '.' in text:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+      raise ValueError(f'{text} is not a fraction in (0, 1]')
+    return value
+  return _positive_int(text)
+
+
 def _non_negative_float(text):
   value = float(text)
   if not value >= 0 or value == float('inf'):
@@ -325,6 +336,14 @@ class ValidateOptions:
                         'shards or more, and for other JPEG/PNG records, unless '
                         '--check_threads is given; none for small raw datasets and on '
                         'distributed runners)')
+    parser.add_argument('--recompute', type=_recompute_amount, metavar='N',
+                        help='convert a deterministic sample of records again from their '
+                        'sources, with the options dataset_info.json records, and compare '
+                        'the bytes: N records, or with a decimal point that fraction of '
+                        'them (1.0: all)')
+    parser.add_argument('--manifest', metavar='PATH',
+                        help="with --recompute: where the run's manifest lives now (its "
+                        'relative image paths resolve against its folder)')
     _add_runner_args(parser)
 
 

@@ -4,9 +4,11 @@ one-line exit 2 naming the path), and writing the pointer after a success."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
+import tempfile
 from typing import Optional
 
 from pipeline.cli import UsageError
@@ -15,8 +17,8 @@ from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
-from transforms.core.spec import SOURCES_FORMAT_VERSION
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.reuse import Sidecar
 
@@ -66,6 +68,9 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
           files: Optional[filesystem.FileAccess] = None) -> Previous:
   """The previous dataset, checked; UsageError (exit 2) names the problem."""
   files = files or filesystem.FileAccess()
+  if os.path.basename(output_dir.rstrip('/')) == LATEST:
+    raise UsageError(f'--output_dir {output_dir} is named {LATEST}, the pointer a run with '
+                     f'--previous_dataset writes beside its folder: name the folder otherwise')
   if sink == SINK_TFRECORDIO:
     raise UsageError("--previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
                      'writes other bytes on every run, so its records cannot be reused')
@@ -102,11 +107,15 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
 
 def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -> tuple:
   version = info.get('sources_format_version')
-  if version is not None and version != SOURCES_FORMAT_VERSION:
+  if version is not None and version not in READABLE_SOURCES_FORMAT_VERSIONS:
     raise UsageError(f'--previous_dataset {named} has sources_format_version {version}; '
-                     f'this tool reads {SOURCES_FORMAT_VERSION}')
+                     f'this tool reads {", ".join(map(str, READABLE_SOURCES_FORMAT_VERSIONS))}')
   sidecars = []
   for split, entry in sorted(info['splits'].items()):
+    if 'num_bytes' not in entry or not isinstance(entry.get('sources', ''), str):
+      raise UsageError(f'--previous_dataset {named}: {DATASET_INFO} gives the {split} split '
+                       f'no {"num_bytes" if "num_bytes" not in entry else "sidecar name"}: '
+                       f'not a dataset convert wrote (convert it once in full)')
     sidecar = filesystem.join(path, entry.get('sources') or split + SOURCES_SUFFIX)
     if version is None or not files.exists(sidecar):
       raise UsageError(f'--previous_dataset {named} has no {sidecar}: a dataset written '
@@ -120,19 +129,34 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
       raise UsageError(f'--previous_dataset {named}: the {split} shards hold '
                        f'{sum(sizes.values())} bytes, {DATASET_INFO} says '
                        f'{entry["num_bytes"]}: they changed after it was written')
-    sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip'))
+    sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip',
+                            version))
   return tuple(sidecars)
 
 
 def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> str:
-  """Writes, last, OUT/../latest holding OUT's path (a local one absolute), by
-  a temp name and a rename, so a reader finds the old pointer or the new one."""
+  """Writes, last, OUT/../latest holding OUT's path (a local one absolute), so
+  a reader finds the old pointer or the new one, whoever else writes it at
+  the same time: locally under a temp name of this run's own and os.replace;
+  on an object store in one write of the object (no temp object copied over
+  it, which two runs could interleave)."""
   files = files or filesystem.FileAccess()
   if paths.is_remote(output_dir):
     target = output_dir.rstrip('/')
     pointer = target.rsplit('/', 1)[0] + '/' + LATEST
-  else:
-    target = os.path.abspath(output_dir)
-    pointer = os.path.join(os.path.dirname(target), LATEST)
-  files.write_text(pointer, target + '\n')
+    with files.create(pointer) as handle:
+      handle.write((target + '\n').encode('utf-8'))
+    return pointer
+  target = os.path.abspath(output_dir)
+  pointer = os.path.join(os.path.dirname(target), LATEST)
+  descriptor, temp = tempfile.mkstemp(prefix=f'.{LATEST}.', dir=os.path.dirname(pointer))
+  try:
+    with os.fdopen(descriptor, 'w', encoding='utf-8') as handle:
+      handle.write(target + '\n')
+    os.chmod(temp, 0o644)
+    os.replace(temp, pointer)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.unlink(temp)
+    raise
   return pointer

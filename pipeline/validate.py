@@ -30,6 +30,7 @@ from pipeline import cli
 from pipeline import config as opts
 from pipeline import engines
 from pipeline import flink_jobs
+from pipeline import recompute
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime import local_runner
 from pipeline.output_dir import list_entries
@@ -155,10 +156,12 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0, check_processes: int = 0,
-          check_records=validation.check_records):
+          check_records=validation.check_records, listing_warnings=(), more=None):
   """Adds the validation to pipeline `p`; returns the report PCollection.
 
   check_records: what checks a batch of records (tests swap it).
+  listing_problems, listing_warnings: what the launcher found (--recompute...);
+  more: more fields of the report.
   """
   expected = validation.Expected.from_info(info)
   single = engines.single_local_worker(p.options)
@@ -176,7 +179,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
-                            max_problems),
+                            max_problems, list(listing_warnings), more),
               side.AsDict(checked[TALLY_SUMS]),
               side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
@@ -206,6 +209,9 @@ def summary(report: dict, report_path: str, strict: bool = False) -> str:
     warnings += [f'  {kind}: {count}' for kind, count in report['warnings_by_kind'].items()]
     warnings += _examples(report['warnings'])
   note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
+  if 'num_recomputed' in report:
+    note.append(f'--recompute: {report["num_recomputed"]} record(s) converted again from '
+                f'their sources and compared byte for byte.')
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
     return '\n'.join([f'OK: {report["num_examples"]} examples'
@@ -245,17 +251,24 @@ def validate(config: opts.ValidateConfig, pipeline_options,
     info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
-    report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
-                          config.expected_count, config.max_problems)
+    # No dataset to count: that one problem, not also "the dataset has no examples".
+    nothing = {'splits': {}, 'label_map': [], 'options': {'allow_empty': True}}
+    report = build_report(nothing, {}, {}, {}, [], [problem], config.expected_count,
+                          config.max_problems)
     _write_report_if_possible(config.report_path, report)
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
+  listing_warnings, more = [], {}
+  if config.recompute is not None:  # before the job: a usage error writes nothing
+    problems, listing_warnings, more['num_recomputed'] = recompute.findings(
+        config.input_dir, info, config.recompute, config.manifest, files)
+    listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records)
+        config.check_processes, check_records, listing_warnings, more)
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
   # path + '.tmp', then renames it).

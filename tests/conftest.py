@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import pathlib
@@ -34,6 +35,15 @@ def write_image(path: pathlib.Path, colour=(255, 0, 0), size=(40, 30), mode='RGB
     image = image.convert(mode)
   image.save(path, format=fmt)
   return path
+
+
+def noise_png(seed: int, size: tuple = (10, 10)) -> bytes:
+  """A PNG of random RGB pixels (a fixed seed: the same bytes every run)."""
+  pixels = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0], 3),
+                                                dtype=np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='PNG')
+  return buffer.getvalue()
 
 
 def write_manifest(path: pathlib.Path, rows, header=('image', 'label')) -> pathlib.Path:

@@ -267,6 +267,13 @@ def _record(**changes) -> DetectedImage:
     ({'masks': ()}, 'mask_count_mismatch'),
     ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('L', (3, 3))),)},
      'wrong_mask_size'),
+    ({'source_id': b''}, 'empty_source_id'),
+    ({'area': (float('nan'),)}, 'bad_area'),
+    ({'area': (-4.0,)}, 'bad_area'),
+    # a colour mask: a reader decoding one channel makes its 0/1 into 0
+    ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('RGB', (4, 2),
+                                                                    (1, 1, 1))),)},
+     'wrong_mask_mode'),
 ])
 def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   spec = ExampleSpec('detection', masks=True)

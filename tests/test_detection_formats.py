@@ -147,7 +147,9 @@ def test_malformed_yolo_yaml_exits_2(tmp_path, capsys):
   assert convert.main(['--annotations', str(tmp_path / 'data.yaml'), '--annotation_format',
                        'yolo', '--output_dir', str(tmp_path / 'out')]) == EXIT_USAGE
   err = capsys.readouterr().err.strip()
-  assert f'{tmp_path}/data.yaml is not valid YAML: ' in err and len(err.splitlines()) == 1
+  assert err == (f"error: {tmp_path}/data.yaml does not parse: line 2: expected ',' or "
+                 f"']', but got '<stream end>' (while parsing a flow sequence started at "
+                 f'line 1)')
 
 
 def test_yolo_rows():

@@ -145,6 +145,25 @@ def test_unreadable_dataset_info(converted):
   assert_finding(converted, 'missing_dataset_info')
 
 
+@pytest.mark.parametrize('change, detail', [
+    (lambda info: info['splits']['train'].pop('shards'), 'splits.train has no list of shards'),
+    (lambda info: info.update(label_map=None), 'label_map None is not a list of class names'),
+    (lambda info: info.update(num_examples='20'), "num_examples '20' is not a count"),
+    (lambda info: info.update(feature_spec={}), 'feature_spec {} names no feature'),
+    (lambda info: info.update(splits=[]), 'splits [] is not an object of splits'),
+])
+def test_a_malformed_dataset_info_is_one_problem_never_a_traceback(converted, capsys, change,
+                                                                   detail):
+  info = read_info(converted)
+  change(info)
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  report = assert_finding(converted, 'missing_dataset_info')
+  assert report['num_problems'] == 1
+  assert report['problems'][0]['detail'] == f'{converted / "dataset_info.json"}: {detail}'
+  out, err = capsys.readouterr()
+  assert 'Traceback' not in out + err and f'dataset_info.json: {detail}' in out
+
+
 def test_unparseable_record(converted):
   shard = first_shard(converted)
   with open(shard, 'rb') as stream:

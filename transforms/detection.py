@@ -16,6 +16,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
+from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import detection_info
 from transforms.core.detect import DetectionOptions
@@ -96,13 +97,26 @@ class ReadCoco(beam.PTransform):
     return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
 
 
-def _read_png(path: str):
-  """A VOC SegmentationObject PNG (any Beam filesystem), its palette indices kept."""
+def _read_png(path: str, max_pixels: int):
+  """A VOC SegmentationObject PNG (any Beam filesystem), its palette indices
+  kept; RowError (the image's row) when it does not decode or has more than
+  max_pixels pixels (checked before its pixels are decoded)."""
   import io
 
   from PIL import Image
   with filesystem.FileAccess().open(path) as stream:
-    return Image.open(io.BytesIO(stream.read()))
+    data = stream.read()
+  try:
+    image = Image.open(io.BytesIO(data))
+    if image.width * image.height > max_pixels:
+      raise ValueError(f'{image.width}x{image.height} is more than --max_pixels {max_pixels}')
+    image.load()
+  except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+    # (Pillow's "cannot identify" names the stream's address: not the same twice)
+    said = 'not an image Pillow can read' if isinstance(error, Image.UnidentifiedImageError) \
+        else str(error)
+    raise RowError(objects.STAGE_ANNOTATION, objects.BAD_MASK, f'{path}: {said}') from None
+  return image
 
 
 class _DetectFn(beam.DoFn):
@@ -122,9 +136,11 @@ class _DetectFn(beam.DoFn):
   def process(self, loaded):
     row = loaded.labelled.row
     try:
-      found = detect(loaded, self._names, self._image, self._options, _read_png)
+      found = detect(loaded, self._names, self._image, self._options,
+                     functools.partial(_read_png, max_pixels=self._image.max_pixels))
       data = build_example(found, self._example)
-    except RowError as error:  # (annotation/size_mismatch, --on_bad_box reject_row)
+    except RowError as error:  # (size_mismatch, --on_bad_box reject_row, a VOC mask PNG
+      # too large or that does not decode)
       yield beam.pvalue.TaggedOutput(REJECTED, row.reject(error.stage, error.code,
                                                           error.reason))
       return

@@ -13,6 +13,7 @@ from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.core import annotations as objects
 from transforms.core import detection_info
+from transforms.core import paths
 from transforms.core import voc
 from transforms.core import yolo
 from transforms.core.coco import reject_row_if_bad
@@ -21,6 +22,9 @@ from transforms.core.manifest import resolve_path
 from transforms.core.rejects import STAGE_READ
 from transforms.core.splits import SplitConfig
 from transforms.core.tally import lines_key
+
+# What an image's path is called in each format's files.
+_NAMED = {'voc': '<filename>', 'yolo': 'image path'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,26 +40,33 @@ class FileSource:
   skip_empty: bool = False
 
 
-def file_row(listed: tuple, text: str, source: FileSource) -> tuple:
+def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
   """(image path relative to image_dir, annotation file, split, ordinal) and
-  the file's text -> (ManifestRow or None, [Rejection])."""
+  the file's bytes -> (ManifestRow or None, [Rejection])."""
   image, path, split, ordinal = listed
+  row = ManifestRow({'image': image, 'annotations': path, 'split': split}, path, ordinal,
+                    image=image, path=resolve_path(image, source.image_dir), key=image,
+                    split=source.split.assign(image, split or None))
+  if not paths.stays_inside(image):  # never read: not even its first bytes are shown
+    return None, [row.reject(objects.STAGE_ANNOTATION, objects.PATH_OUTSIDE_IMAGE_DIR,
+                             f'{_NAMED[source.annotation_format]} {image!r} is outside '
+                             f'--image_dir (an absolute path, or .. climbing out)')]
   if source.annotation_format == 'voc':
-    parsed = voc.parse_xml(text, path)
+    parsed = voc.parse_xml(data, path)
+    if parsed.problem:
+      return None, [row.reject(objects.STAGE_ANNOTATION, objects.BAD_IMAGE_RECORD,
+                               parsed.problem)]
     mask = filesystem.join(source.mask_dir, image.rsplit('/', 1)[-1].rsplit('.', 1)[0]
                            + '.png') if source.mask_dir and source.include_masks else None
     if mask and not filesystem.FileAccess().exists(mask):
       mask = None
     annotation, rejected = voc.image_annotation(parsed, ordinal, dict(source.ids), path, mask)
   else:
-    annotation, rejected = yolo.parse_labels(text, ordinal, path)
+    annotation, rejected = yolo.parse_labels(yolo.decode_text(data, path), ordinal, path)
   known = {label for _, label in source.ids} if source.annotation_format == 'voc' else set(
       source.ids)
   kept, bad = objects.checked_objects(annotation, known, source.include_masks)
-  row = ManifestRow({'image': image, 'annotations': path, 'split': split}, path, ordinal,
-                    image=image, path=resolve_path(image, source.image_dir), key=image,
-                    split=source.split.assign(image, split or None),
-                    annotation=dataclasses.replace(annotation, objects=kept))
+  row = dataclasses.replace(row, annotation=dataclasses.replace(annotation, objects=kept))
   return reject_row_if_bad(row, rejected + bad, source.on_bad_box)
 
 
@@ -68,17 +79,19 @@ class _FileRowFn(beam.DoFn):
 
   def process(self, listed):
     image, path, _split, ordinal = listed
-    text = ''
-    if path:  # a YOLO image without a label file has no objects
-      try:
-        text = self._files.read_text(path)
-      except OSError as error:  # (gone since the launcher listed it)
-        row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)
-        yield beam.pvalue.TaggedOutput(REJECTED, row.reject(
-            STAGE_READ, 'unreadable_annotations', f'cannot read {path}: {error}'))
-        yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))
-        return
-    row, rejected = file_row(listed, text, self._source)
+    data = b''
+    try:
+      if path:  # a YOLO image without a label file has no objects
+        data = self._files.read_bytes(path)
+      row, rejected = file_row(listed, data, self._source)
+    except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8
+      row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)
+      reason = str(error) if isinstance(error, yolo.YoloFormatError) else (
+          f'cannot read {path}: {error}')
+      yield beam.pvalue.TaggedOutput(REJECTED, row.reject(
+          STAGE_READ, 'unreadable_annotations', reason))
+      yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))
+      return
     if row is not None and self._source.skip_empty and not row.annotation.objects and (
         not rejected):
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.SKIPPED_EMPTY, 1))

@@ -19,6 +19,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedCopy
+from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
@@ -27,10 +28,7 @@ from transforms.core.rejects import unexpected_rejection
 from transforms.core.reuse import COPY_ERRORS
 from transforms.core.reuse import FALLBACK
 from transforms.core.reuse import Copied
-from transforms.core.reuse import FellBack
 from transforms.core.reuse import ShardReader
-from transforms.core.reuse import copy_source
-from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -177,10 +175,14 @@ class LoadImageFn(PooledSourceFn):
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0,
-               harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None):
+               harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None,
+               key_feature: Optional[str] = None):
+    """key_feature: the feature holding a record's key, compared with the
+    row's in each record copied from a previous dataset."""
     super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
                      convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
+    self._key_feature = key_feature
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
@@ -189,15 +191,19 @@ class LoadImageFn(PooledSourceFn):
     super().setup()
 
   def start_bundle(self):
-    self._arrived = collections.deque()  # [element, result] in arrival order
+    # [element, result, fell back] in arrival order; fell back: a reused
+    # row whose copy failed, converted instead
+    self._arrived = collections.deque()
     self._waiting = collections.deque()  # those whose result the pool gives
     self._ahead = collections.deque()  # those fetching, not yet given to the pool
     self._fetching = {}  # id(row) -> the Future of its http(s) fetch
-    self._shards = ShardReader()  # the previous shards reused records are copied from
+    # the previous shards reused records are copied from
+    self._shards = ShardReader(self._key_feature)
 
   def process(self, element):
     self._progress.tick()
-    entry = [element, self._copy_here(element.row)]
+    copied = self._copy_here(element.row)
+    entry = [element, copied, element.row.previous is not None and copied is None]
     self._arrived.append(entry)
     if entry[1] is None:
       source = super().source_of(element.row)
@@ -231,17 +237,19 @@ class LoadImageFn(PooledSourceFn):
   def _ready(self):
     """The outcomes of the rows at the head of the arrival order that are done."""
     while self._arrived and self._arrived[0][1] is not None:
-      element, result = self._arrived.popleft()
-      yield self.outcome(element, result)
+      element, result, fell_back = self._arrived.popleft()
+      output = self.outcome(element, result)
+      yield dataclasses.replace(output, reuse=FALLBACK) if fell_back and isinstance(
+          output, LoadedImage) else output
 
   def _copy_here(self, row) -> Optional[Copied]:
-    """A reused row's record copied on this thread: a read and two CRCs,
-    cheaper than a trip to an image process. None: no reused row, or its
-    copy failed (the pool tries again and, failing, converts its image)."""
+    """A reused row's record copied on this thread (a read, two CRCs, its
+    sidecar CRC and key compared): cheaper than a trip to an image process.
+    None: no reused row, or its copy failed: the pool converts its image."""
     if row.previous is None:
       return None
     try:
-      return Copied(read_record(copy_source(row.previous, row.ref or row.path), self._shards))
+      return Copied(self._shards.read(row.previous, row.key))
     except COPY_ERRORS:
       return None
 
@@ -249,10 +257,7 @@ class LoadImageFn(PooledSourceFn):
     return element.row
 
   def source_of(self, row):
-    """A reused row (--previous_dataset on a single local worker): its
-    record's copy, which converts the image if the copy fails."""
-    if row.previous is not None:
-      return copy_source(row.previous, row.ref or row.path)
+    """Its fetch, for a row whose http(s) image is already being fetched."""
     return self._fetching.pop(id(row), None) or super().source_of(row)
 
   def outcome(self, element, result):
@@ -261,9 +266,6 @@ class LoadImageFn(PooledSourceFn):
     row = element.row
     if isinstance(result, Copied):
       return LoadedCopy(element, result.data, row.previous.source_sha256)
-    if isinstance(result, FellBack):
-      loaded = loaded_image(element, result.converted)
-      return dataclasses.replace(loaded, reuse=FALLBACK)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
@@ -304,7 +306,7 @@ class EncodeRows(beam.PTransform):
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
-                                   harnesses, http)
+                                   harnesses, http, example_spec.table().key)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

@@ -191,8 +191,12 @@ class FileAccess:
 
   def read_text(self, path: str) -> str:
     """The file's text (a .gz decompressed)."""
+    return self.read_bytes(path).decode('utf-8')
+
+  def read_bytes(self, path: str) -> bytes:
+    """The file's bytes (a .gz decompressed)."""
     with self.open_checked(path) as handle:
-      return handle.read().decode('utf-8')
+      return handle.read()
 
   @contextlib.contextmanager
   def open_checked(self, path: str):

@@ -9,6 +9,7 @@ fractions of that image's size (normalized=True).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 from transforms.core.rejects import Rejection
@@ -31,6 +32,10 @@ UNKNOWN_CATEGORY = 'unknown_category'
 MISSING_IMAGE = 'missing_image'
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
+BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
+# Codes of rejected rows (an image's whole record).
+BAD_IMAGE_RECORD = 'bad_image_record'
+PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..
 # A row rejected whole (--on_bad_box reject_row): its first bad box says why.
 BAD_BOX_ROW = 'bad_box'
 
@@ -54,6 +59,7 @@ class ObjectAnnotation:
   shown: object = None
   source: str = ''
   line: int = 0
+  category: str = ''  # its class as the file gives it, for messages ("class 5")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,6 +69,14 @@ class ImageAnnotation:
   recorded_size: Optional[tuple]  # (width, height) the annotation records, if any
   objects: tuple  # ObjectAnnotation
   normalized: bool = False  # boxes and polygons are fractions of the frame's size
+
+
+class AnnotationError(ValueError):
+  """One annotation unusable, with the code it is rejected with."""
+
+  def __init__(self, code: str, reason: str):
+    super().__init__(reason)
+    self.code = code
 
 
 def reject_object(obj: ObjectAnnotation, code: str, reason: str) -> Rejection:
@@ -76,6 +90,8 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
   """(code, reason) of what makes an object unusable, or None. size: the
   (width, height) its box's units span (None: not known, not checked)."""
   x0, y0, x1, y1 = obj.box
+  if not all(math.isfinite(v) for v in obj.box):
+    return BAD_ANNOTATION, f'box {_shown_box(obj.box)} has a coordinate that is not a number'
   if not (x1 > x0 and y1 > y0):
     return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
   if size is not None and leaves_image(obj.box, size):
@@ -128,8 +144,9 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
   kept, rejected = [], []
   for obj in annotation.objects:
     if obj.label not in known_labels:
+      named = obj.category or f'category {obj.label}'
       rejected.append(reject_object(obj, UNKNOWN_CATEGORY,
-                                    f'category {obj.label} is not in the label map'))
+                                    f'{named} is not one of the classes'))
       continue
     problem = box_problem(obj, size, include_masks)
     if problem:

@@ -7,14 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 import dataclasses
+import json
+import math
 from typing import Optional
 
 from transforms.core import annotations as objects
+from transforms.core import masks
+from transforms.core import paths
 from transforms.core.manifest import ManifestRow
 from transforms.core.manifest import resolve_path
 from transforms.core.splits import SplitConfig
 
 SECTIONS = ('images', 'annotations', 'categories')
+# Prefixes as _parse gives them: an array's element is None (a key is a string).
+_ITEMS = {(name, None): name for name in SECTIONS}
+_CATEGORY = ('categories', None)
+# Arrays and objects nested deeper are refused: COCO's own documents nest 5
+# levels (annotations, an annotation, its segmentation, a polygon). Deeper
+# input took gigabytes on the launcher (ijson's prefixes), failed pickling
+# (RecursionError) or crashed the interpreter.
+MAX_DEPTH = 32
 
 
 class CocoFormatError(ValueError):
@@ -30,36 +42,71 @@ class CocoSummary:
 
 def scan(stream, path: str) -> CocoSummary:
   """One streamed pass over the document: a JSON object whose images,
-  annotations and categories are arrays; the categories (small) are kept.
-  CocoFormatError (one line) otherwise."""
+  annotations and categories are arrays of objects, nested at most
+  MAX_DEPTH levels; the categories (small) are kept. CocoFormatError (one
+  line) otherwise."""
   import ijson
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
   try:
-    for prefix, event, value in ijson.parse(stream, use_float=True):
-      if prefix == '' and event not in ('start_map', 'end_map', 'map_key'):
-        raise CocoFormatError(f'{path}: the document is a JSON {event.split("_")[-1]}, '
+    for prefix, event, value in _parse(ijson.basic_parse(stream, use_float=True), path):
+      if prefix in _ITEMS and event not in ('start_map', 'map_key', 'end_map'):
+        section = _ITEMS[prefix]
+        raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '
+                              f'{_kind(event)}, not an object')
+      if prefix == () and event not in ('start_map', 'end_map', 'map_key'):
+        raise CocoFormatError(f'{path}: the document is {_kind(event)}, '
                               f'not an object with {", ".join(SECTIONS)}')
-      if prefix in SECTIONS and event in ('start_array', 'start_map', 'string', 'number',
-                                          'null', 'boolean'):
-        kinds.setdefault(prefix, event)
-      if prefix in ('images.item', 'annotations.item') and event == 'start_map':
-        counts[prefix.split('.')[0]] += 1
-      if prefix.startswith('categories.item'):
-        if prefix == 'categories.item' and event == 'start_map':
+      if len(prefix) == 1 and prefix[0] in SECTIONS and event in (
+          'start_array', 'start_map', 'string', 'number', 'null', 'boolean'):
+        kinds.setdefault(prefix[0], event)
+      if prefix in _ITEMS and event == 'start_map':
+        counts[_ITEMS[prefix]] += 1
+      if prefix[:2] == _CATEGORY:
+        if prefix == _CATEGORY and event == 'start_map':
           builder = ijson.ObjectBuilder()
         if builder is not None:
           builder.event(event, value)
-          if prefix == 'categories.item' and event == 'end_map':
+          if prefix == _CATEGORY and event == 'end_map':
             categories.append(builder.value)
             builder = None
   except ijson.JSONError as error:
     raise CocoFormatError(f'{path} is not valid JSON: {_one_line(error)}')
   for name in SECTIONS:
     if kinds.get(name) != 'start_array':
-      found = 'missing' if name not in kinds else f'a JSON {kinds[name].split("_")[-1]}'
+      found = 'missing' if name not in kinds else _kind(kinds[name])
       raise CocoFormatError(f'{path}: "{name}" must be an array, it is {found}')
   return CocoSummary(_categories(categories, path), counts['images'], counts['annotations'])
+
+
+def _parse(events, path: str) -> Iterator[tuple]:
+  """ijson.parse's events from basic_parse's, nested at most MAX_DEPTH
+  levels, each with its prefix as a tuple of at most its first 3 parts
+  (('images', None, 'file_name'): None for an array's element). Never a
+  string of the whole path: ijson.parse builds one per event, and a buffer's
+  at once (30,000 levels in a 60 KB file took 2.3 GB; a 500 KB key over
+  120,000 empty arrays, 95 s)."""
+  parts = []
+  for event, value in events:
+    if event == 'map_key':
+      prefix = tuple(parts[:-1][:3])
+      parts[-1] = value
+    elif event in ('start_map', 'start_array'):
+      prefix = tuple(parts[:3])
+      if len(parts) == MAX_DEPTH:
+        shown = '.'.join('item' if part is None else part[:40] for part in parts[:3])
+        raise CocoFormatError(f'{path}: nested deeper than {MAX_DEPTH} levels (in {shown})')
+      parts.append('' if event == 'start_map' else None)
+    elif event in ('end_map', 'end_array'):
+      parts.pop()
+      prefix = tuple(parts[:3])
+    else:
+      prefix = tuple(parts[:3])
+    yield prefix, event, value
+
+
+def _kind(event: str) -> str:
+  return f'a JSON {event.rsplit("_", maxsplit=1)[-1]}'
 
 
 def _one_line(error: Exception) -> str:
@@ -106,24 +153,54 @@ class CocoSource:
   include_masks: bool = False
   on_bad_box: str = 'drop'
   skip_empty: bool = False  # an image without annotations is no row (counted)
+  max_pixels: int = 0  # an RLE mask's size at most (0: any); checked with include_masks
+
+
+def _is_number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+  """A value as the JSON file writes it (true, not True), cut short."""
+  return json.dumps(value, default=repr)[:60]
 
 
 def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnotation:
   """One annotation -> ObjectAnnotation (label: the mapped id, -1 for an
-  unknown category); ValueError if it is not COCO's shape."""
-  x, y, w, h = (float(v) for v in ann['bbox'])
+  unknown category); AnnotationError (with its code) or another ValueError
+  if it is not COCO's shape."""
+  bbox = ann['bbox']
+  if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_number(v) for v in bbox)):
+    raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                  f'bbox {_shown(bbox)} is not [x, y, width, height]')
+  x, y, w, h = (float(v) for v in bbox)
   category = ann['category_id']
+  crowd = ann.get('iscrowd', 0)
+  if not (_is_number(crowd) or isinstance(crowd, bool)) or crowd not in (0, 1):
+    raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                  f'iscrowd {_shown(crowd)} is not 0 or 1')
+  area = ann.get('area')
+  if area is not None and not (_is_number(area) and math.isfinite(area) and area >= 0):
+    raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                  f'area {_shown(area)} is not a number >= 0')
   segmentation = ann.get('segmentation')
   kind = None
   if isinstance(segmentation, list) and segmentation:
     kind = ('polygons', [[float(v) for v in polygon] for polygon in segmentation])
   elif isinstance(segmentation, dict) and 'counts' in segmentation:
     kind = ('rle', segmentation)
+    if source.include_masks:  # its size checked before any mask is made
+      try:
+        masks.rle_runs(segmentation, source.max_pixels)
+      except ValueError as error:
+        raise objects.AnnotationError(objects.BAD_MASK, str(error)) from None
+  known = isinstance(category, int) and not isinstance(category, bool)
   return objects.ObjectAnnotation(
-      label=source.labels.get(category, -1) if isinstance(category, int) else -1,
-      box=(x, y, x + w, y + h), is_crowd=int(bool(ann.get('iscrowd', 0))),
-      area=float(ann['area']) if isinstance(ann.get('area'), (int, float)) else None,
-      segmentation=kind, shown=ann, source=source.path, line=line)
+      label=source.labels.get(category, -1) if known else -1,
+      box=(x, y, x + w, y + h), is_crowd=int(crowd),
+      area=None if area is None else float(area),
+      segmentation=kind, shown=ann, source=source.path, line=line,
+      category=f'category_id {_shown(category)}')
 
 
 def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
@@ -150,10 +227,14 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
                     path=resolve_path(str(name or ''), source.image_dir), key=str(name or ''))
   size = _recorded_size(image)
   if not isinstance(name, str) or not name or not isinstance(image_id, int) or (
-      size is None and ('width' in image or 'height' in image)):
-    return None, repeated + [row.reject(objects.STAGE_ANNOTATION, 'bad_image_record',
+      isinstance(image_id, bool)) or (size is None and ('width' in image or 'height' in image)):
+    return None, repeated + [row.reject(objects.STAGE_ANNOTATION, objects.BAD_IMAGE_RECORD,
                                         'an image record needs an integer id, a file_name '
                                         'and positive width and height')]
+  if not paths.stays_inside(name):  # never read: not even its first bytes are shown
+    return None, repeated + [row.reject(
+        objects.STAGE_ANNOTATION, objects.PATH_OUTSIDE_IMAGE_DIR,
+        f'file_name {name!r} is outside --image_dir (an absolute path, or .. climbing out)')]
   parsed = []
   for ann_line, ann in sorted(anns, key=lambda a: a[0]):
     try:
@@ -161,9 +242,10 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
     except (KeyError, TypeError, ValueError) as error:
       obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=ann, source=source.path,
                                      line=ann_line)
-      rejected.append(objects.reject_object(
-          obj, objects.BAD_ANNOTATION, f'not a COCO annotation: {type(error).__name__}: '
-          f'{error}'))
+      code, reason = (error.code, str(error)) if isinstance(error, objects.AnnotationError) \
+          else (objects.BAD_ANNOTATION, f'not a COCO annotation: {type(error).__name__}: '
+                f'{error}')
+      rejected.append(objects.reject_object(obj, code, reason))
   annotation = objects.ImageAnnotation(image_id, size, tuple(parsed))
   kept, bad = objects.checked_objects(annotation, set(source.labels.values()),
                                       source.include_masks)
@@ -188,8 +270,8 @@ def reject_row_if_bad(row: ManifestRow, rejected: list, on_bad_box: str) -> tupl
 
 def _recorded_size(image: dict) -> Optional[tuple]:
   width, height = image.get('width'), image.get('height')
-  if isinstance(width, (int, float)) and isinstance(height, (int, float)) and (
-      width > 0 and height > 0):
+  if _is_number(width) and _is_number(height) and 0 < width < math.inf and (
+      0 < height < math.inf):
     return (width, height)
   return None
 

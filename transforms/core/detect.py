@@ -21,6 +21,7 @@ from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
 from transforms.core.rejects import RowError
+from transforms.core.spec import DEFAULT_MAX_PIXELS
 from transforms.core.spec import ImageSpec
 
 
@@ -33,6 +34,7 @@ class DetectionOptions:
   skip_empty: bool = False
   on_bad_box: str = 'drop'
   on_size_mismatch: str = 'reject'
+  max_pixels: int = DEFAULT_MAX_PIXELS  # an annotation's mask at most (COCO RLE size)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

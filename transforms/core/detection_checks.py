@@ -5,6 +5,7 @@ decoders of them: plain functions the detection rows of the feature table
 from __future__ import annotations
 
 import io
+import math
 
 from PIL import Image
 
@@ -40,6 +41,21 @@ def _shown(box) -> str:
   return '(' + ', '.join(f'{v:.4g}' for v in box) + ')'
 
 
+def check_source_id(value: bytes, *_) -> list:
+  """image/source_id names the image (the Model Garden's evaluators key on it)."""
+  if not value.strip():
+    return [('empty_source_id', 'image/source_id is empty')]
+  return []
+
+
+def check_areas(areas: list, *_) -> list:
+  """Each object's area is a number >= 0 (pixels of the output image)."""
+  for i, area in enumerate(areas):
+    if not math.isfinite(area) or area < 0:
+      return [('bad_area', f'object {i} has area {area}, not a number >= 0')]
+  return []
+
+
 def check_object_labels(labels: list, _, expected) -> list:
   """Each object's label names a class of the label map (0 is the background)."""
   names = expected.label_map
@@ -60,7 +76,9 @@ def check_object_texts(texts: list, record, expected) -> list:
 
 
 def check_masks(masks: list, record, expected) -> list:
-  """One PNG per box, each decoding at the record's size with values 0/1."""
+  """One PNG per box, each a grayscale PNG (mode L: a reader decoding one
+  channel makes a colour mask's 0/1 into 0) at the record's size with values
+  0/1."""
   # (the boxes counted by their labels: lists of unequal length are check_boxes')
   boxes = len(record['image/object/class/label'])
   if len(masks) != boxes:
@@ -70,9 +88,11 @@ def check_masks(masks: list, record, expected) -> list:
     try:
       with Image.open(io.BytesIO(data)) as mask:
         mask.load()
-        found, extrema = mask.size, mask.convert('L').getextrema()
+        found, mode, extrema = mask.size, mask.mode, mask.convert('L').getextrema()
     except Exception as error:  # any decoder failure is a finding, not a crash
       return [('undecodable_mask', f'mask {i} does not decode: {error}')]
+    if mode != 'L':
+      return [('wrong_mask_mode', f'mask {i} is a PNG of mode {mode}, not grayscale (L)')]
     if found != size:
       return [('wrong_mask_size', f'mask {i} is {found[0]}x{found[1]}, the image '
                f'{size[0]}x{size[1]}')]

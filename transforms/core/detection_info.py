@@ -37,7 +37,8 @@ class DetectionConfig:
   def coco_source(self, split: SplitConfig) -> coco.CocoSource:
     return coco.CocoSource(self.annotations, self.image_dir, split,
                            dict(self.category_labels), self.options.include_masks,
-                           self.options.on_bad_box, self.options.skip_empty)
+                           self.options.on_bad_box, self.options.skip_empty,
+                           self.options.max_pixels)
 
   def split_names(self) -> tuple:
     """The splits the files name (VOC ImageSets, YOLO folders), in order."""

@@ -13,15 +13,26 @@ from PIL import Image
 def rle_counts(counts) -> list:
   """COCO RLE counts: a list of run lengths as it is, or the compressed
   string (pycocotools' rleFrString: 5 bits a character, runs after the
-  second stored as the difference to the run two before)."""
+  second stored as the difference to the run two before). ValueError when
+  it is neither, or a string is cut short."""
   if isinstance(counts, list):
-    return [int(n) for n in counts]
-  data = counts.encode('ascii') if isinstance(counts, str) else bytes(counts)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+      raise ValueError('RLE counts hold something that is not a whole number')
+    return counts
+  if not isinstance(counts, (str, bytes)):
+    raise ValueError(f'RLE counts are {type(counts).__name__}, not a list or a string')
+  data = counts.encode('ascii', 'replace') if isinstance(counts, str) else counts
   runs, p = [], 0
   while p < len(data):
     value, shift, more = 0, 0, True
     while more:
+      if p == len(data):
+        raise ValueError('the RLE counts string is cut short')
+      if shift > 64:  # (a run is less than 2**64; longer took quadratic time)
+        raise ValueError(f'the RLE counts string holds a run longer than 64 bits at {p}')
       c = data[p] - 48
+      if not 0 <= c < 64:
+        raise ValueError(f'the RLE counts string holds {chr(data[p])!r} at {p}')
       value |= (c & 0x1f) << shift
       more = bool(c & 0x20)
       p += 1
@@ -34,14 +45,32 @@ def rle_counts(counts) -> list:
   return runs
 
 
+def rle_runs(rle, max_pixels: int = 0) -> tuple:
+  """A COCO RLE ({'size': [h, w], 'counts': ...}) -> (h, w, runs), checked
+  before anything of the mask's size is made: ValueError (one line) when its
+  size is not two positive whole numbers (at most max_pixels pixels, when
+  given), or its runs are negative or do not add up to h x w."""
+  size = rle.get('size') if isinstance(rle, dict) else None
+  if not (isinstance(size, list) and len(size) == 2 and all(
+      isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in size)):
+    raise ValueError(f'RLE size {str(size)[:40]} is not [height, width]')
+  height, width = size
+  if max_pixels and height * width > max_pixels:
+    raise ValueError(f'RLE size {height}x{width} is {height * width} pixels, more than '
+                     f'--max_pixels {max_pixels}')
+  runs = rle_counts(rle.get('counts'))
+  if any(n < 0 for n in runs):
+    raise ValueError('RLE counts hold a negative run')
+  if sum(runs) != height * width:
+    raise ValueError(f'RLE runs add up to {sum(runs)} pixels, the mask has '
+                     f'{height}x{width}')
+  return height, width, runs
+
+
 def decode_rle(rle: dict) -> np.ndarray:
   """A COCO RLE ({'size': [h, w], 'counts': ...}) -> uint8 [h, w] of 0/1.
   Runs alternate 0 and 1, starting with 0, down the columns (Fortran order)."""
-  height, width = (int(n) for n in rle['size'])
-  runs = rle_counts(rle['counts'])
-  if any(n < 0 for n in runs) or sum(runs) != height * width:
-    raise ValueError(f'RLE runs add up to {sum(runs)} pixels, the mask has '
-                     f'{height}x{width}')
+  height, width, runs = rle_runs(rle)
   values = np.zeros(len(runs), np.uint8)
   values[1::2] = 1
   flat = np.repeat(values, runs)

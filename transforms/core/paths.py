@@ -16,6 +16,23 @@ def has_glob(path: str) -> bool:
   return any(c in path for c in '*?[')
 
 
+def stays_inside(relative: str) -> bool:
+  """Whether a path an annotation file gives (relative to --image_dir) names
+  something inside that folder: not absolute, not a URL, and no `..` that
+  climbs above it (`a/../b.jpg` stays inside)."""
+  if not relative or is_remote(relative) or relative.startswith('/'):
+    return False
+  depth = 0
+  for part in relative.split('/'):
+    if part == '..':
+      depth -= 1
+      if depth < 0:
+        return False
+    elif part not in ('', '.'):
+      depth += 1
+  return True
+
+
 def join(base: str, *parts: str) -> str:
   """`base`/part/...: '/' after a URL (its trailing slashes dropped), the
   local convention (os.path.join) for a local path."""

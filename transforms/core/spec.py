@@ -32,7 +32,10 @@ SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 # record in write order (where it sits, its source's fingerprint, its label,
 # its option digest), what a later --previous_dataset run reuses records by.
 SOURCES_SUFFIX = '.sources.jsonl.gz'
-SOURCES_FORMAT_VERSION = 1
+# 2: each line adds data_crc (the record's masked CRC32C) and image (the
+# path as written); a version-1 sidecar's records are encoded once again.
+SOURCES_FORMAT_VERSION = 2
+READABLE_SOURCES_FORMAT_VERSIONS = (1, 2)
 CHANGE_DETECTIONS = ('metadata', 'content')
 
 ENCODINGS = ('raw', 'jpeg', 'png')
@@ -236,7 +239,8 @@ FEATURE_TABLES = {
             *_IMAGE_FEATURES,
             Feature('image/filename', 'bytes', attrgetter('labelled.row.image'),
                     field='key', decode=decoders.text),
-            Feature('image/source_id', 'bytes', attrgetter('source_id')),
+            Feature('image/source_id', 'bytes', attrgetter('source_id'),
+                    objects.check_source_id),
             Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
             Feature('image/object/bbox/xmin', 'float', attrgetter('xmin'),
                     objects.check_boxes, shape=(None,)),
@@ -251,7 +255,8 @@ FEATURE_TABLES = {
                     objects.check_object_labels, shape=(None,), field='label',
                     decode=objects.int64s),
             Feature('image/object/is_crowd', 'int64', attrgetter('is_crowd'), shape=(None,)),
-            Feature('image/object/area', 'float', attrgetter('area'), shape=(None,)),
+            Feature('image/object/area', 'float', attrgetter('area'), objects.check_areas,
+                    shape=(None,)),
             Feature('image/object/difficult', 'int64', attrgetter('difficult'), shape=(None,)),
             Feature('image/object/truncated', 'int64', attrgetter('truncated'), shape=(None,)),
         )),

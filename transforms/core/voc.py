@@ -9,6 +9,7 @@ transforms.core.boxes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 from xml.etree import ElementTree
 
@@ -26,28 +27,56 @@ class VocFormatError(ValueError):
 class VocImage:
   filename: str
   size: Optional[tuple]  # (width, height) as <size> records it
-  objects: tuple  # (name, (x0, y0, x1, y1) or None, difficult, truncated, shown)
+  # (name, (x0, y0, x1, y1) or None, difficult, truncated, shown, problem ('' or why
+  # the object is unusable))
+  objects: tuple
+  problem: str = ''  # why the image's record is unusable (<size> not numbers), or ''
 
 
-def _int(element, path: str, default: int = 0) -> int:
+def _whole(element, default: int = 0) -> int:
+  """An element's text as a whole number (64 or 64.0); `default` when it is
+  missing or empty; ValueError naming the element otherwise."""
   if element is None or element.text is None or not element.text.strip():
     return default
-  return int(float(element.text.strip()))
-
-
-def parse_xml(text: str, path: str) -> VocImage:
-  """One annotation XML -> VocImage; VocFormatError if it is not VOC's XML."""
+  text = element.text.strip()
   try:
-    root = ElementTree.fromstring(text)
-  except ElementTree.ParseError as error:
+    value = float(text)
+  except ValueError:
+    value = math.nan
+  if not math.isfinite(value) or value != int(value):
+    raise ValueError(f'<{element.tag}> {text[:40]!r} is not a whole number')
+  return int(value)
+
+
+def _flag(element) -> int:
+  """<difficult> or <truncated>: 0 or 1 (missing or empty: 0)."""
+  try:
+    value = _whole(element)
+  except ValueError:
+    value = -1
+  if value not in (0, 1):
+    raise ValueError(f'<{element.tag}> {element.text.strip()[:40]!r} is not 0 or 1')
+  return value
+
+
+def parse_xml(data, path: str) -> VocImage:
+  """One annotation XML (bytes, decoded as its declaration says, or text) ->
+  VocImage; VocFormatError if it is not VOC's XML."""
+  try:
+    root = ElementTree.fromstring(data)
+  except (ElementTree.ParseError, ValueError, LookupError) as error:
+    # (ValueError, LookupError: an encoding expat cannot read, or no such encoding)
     raise VocFormatError(f'{path} is not valid XML: {error}')
   if root.tag != 'annotation':
     raise VocFormatError(f'{path}: the root element is <{root.tag}>, not <annotation>')
   size = root.find('size')
-  recorded = None
+  recorded, problem = None, ''
   if size is not None:
-    width, height = _int(size.find('width'), path), _int(size.find('height'), path)
-    recorded = (width, height) if width > 0 and height > 0 else None
+    try:
+      width, height = _whole(size.find('width')), _whole(size.find('height'))
+      recorded = (width, height) if width > 0 and height > 0 else None
+    except ValueError as error:
+      problem = f'<size>: {error}'
   found = []
   for obj in root.findall('object'):
     name = (obj.findtext('name') or '').strip()
@@ -61,9 +90,12 @@ def parse_xml(text: str, path: str) -> VocImage:
         corners = None
     shown = {'name': name, 'bndbox': None if box is None else {
         child.tag: child.text for child in box}}
-    found.append((name, corners, _int(obj.find('difficult'), path),
-                  _int(obj.find('truncated'), path), shown))
-  return VocImage((root.findtext('filename') or '').strip(), recorded, tuple(found))
+    try:
+      flags, flag_problem = (_flag(obj.find('difficult')), _flag(obj.find('truncated'))), ''
+    except ValueError as error:
+      flags, flag_problem = (0, 0), str(error)
+    found.append((name, corners, *flags, shown, flag_problem))
+  return VocImage((root.findtext('filename') or '').strip(), recorded, tuple(found), problem)
 
 
 def class_names(images) -> dict:
@@ -77,14 +109,15 @@ def image_annotation(image: VocImage, ordinal: int, ids: dict, source: str,
   """-> (ImageAnnotation, [rejection of an object without a usable box]).
   ids: name -> label id; mask_path: its SegmentationObject PNG, if any."""
   parsed, rejected = [], []
-  for index, (name, corners, difficult, truncated, shown) in enumerate(image.objects, 1):
+  for index, (name, corners, difficult, truncated, shown, problem) in enumerate(
+      image.objects, 1):
     obj = objects.ObjectAnnotation(
         ids.get(name, -1), corners or (0, 0, 0, 0), difficult=difficult, truncated=truncated,
         segmentation=('png', mask_path, index) if mask_path else None, shown=shown,
-        source=source, line=index)
-    if corners is None:
+        source=source, line=index, category=f'<name> {name!r}')
+    if corners is None or problem:
       rejected.append(objects.reject_object(obj, objects.BAD_ANNOTATION,
-                                            'the object has no usable <bndbox>'))
+                                            problem or 'the object has no usable <bndbox>'))
       continue
     parsed.append(obj)
   return objects.ImageAnnotation(ordinal, image.size, tuple(parsed)), rejected

@@ -13,20 +13,32 @@ class YoloFormatError(ValueError):
 
 
 def names_from_yaml(text: str, path: str) -> dict:
-  """data.yaml's `names` (a list, or a map index -> name) -> label id -> name."""
-  import yaml
+  """data.yaml's `names` (a list, or a map index -> name) -> label id -> name.
+  Read as --config files are (transforms.core.plain_yaml: no anchors or
+  aliases, bounded nesting); every name must be a string."""
+  from transforms.core import plain_yaml
   try:
-    names = (yaml.safe_load(text) or {}).get('names')
-  except yaml.YAMLError as error:
-    raise YoloFormatError(f'{path} is not valid YAML: {" ".join(str(error).split())}')
-  except AttributeError:  # a document that is no map
-    names = None
+    data = plain_yaml.load(text, path)
+  except plain_yaml.PlainYamlError as error:
+    raise YoloFormatError(str(error)) from None
+  names = data.get('names') if isinstance(data, dict) else None
   names = dict(enumerate(names)) if isinstance(names, list) else names
   if not isinstance(names, dict) or not names or not all(
-      isinstance(k, int) and k >= 0 for k in names):
+      isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in names):
     raise YoloFormatError(f'{path}: "names" must be a list of class names or a map of '
                           f'class index to name')
-  return {index + 1: str(name).strip() for index, name in sorted(names.items())}
+  for index, name in sorted(names.items()):
+    if not isinstance(name, str):
+      raise YoloFormatError(f'{path}: "names" entry {index} is {_yaml_kind(name)} '
+                            f'({str(name)[:60]}), not a class name (quote a name YAML '
+                            f'would read as something else)')
+  return {index + 1: name.strip() for index, name in sorted(names.items())}
+
+
+def _yaml_kind(value) -> str:
+  kinds = {list: 'a list', dict: 'a mapping', type(None): 'null', bool: 'a boolean'}
+  return kinds.get(type(value), 'a number' if isinstance(value, (int, float)) else
+                   type(value).__name__)
 
 
 def names_from_text(text: str) -> dict:
@@ -35,6 +47,17 @@ def names_from_text(text: str) -> dict:
   while lines and not lines[-1]:
     lines.pop()
   return {i + 1: name for i, name in enumerate(lines)}
+
+
+def decode_text(data: bytes, path: str) -> str:
+  """A YOLO text file's bytes (data.yaml, classes.txt, a label file) -> its
+  text: UTF-8, a leading byte-order mark dropped; YoloFormatError naming the
+  first byte that is not UTF-8."""
+  try:
+    return data.decode('utf-8-sig')
+  except UnicodeDecodeError as error:
+    raise YoloFormatError(f'{path} is not UTF-8 text: byte 0x{data[error.start]:02x} at '
+                          f'offset {error.start}') from None
 
 
 def parse_labels(text: str, ordinal: int, source: str) -> tuple:
@@ -55,12 +78,12 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
       cx, cy, w, h = values
       parsed.append(objects.ObjectAnnotation(
           label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
-          source=source, line=line))
+          source=source, line=line, category=f'class {fields[0]}'))
     elif len(values) >= 6 and len(values) % 2 == 0:  # a segmentation polygon
       xs, ys = values[0::2], values[1::2]
       parsed.append(objects.ObjectAnnotation(
           label, (min(xs), min(ys), max(xs), max(ys)), segmentation=('polygons', [values]),
-          shown=shown, source=source, line=line))
+          shown=shown, source=source, line=line, category=f'class {fields[0]}'))
     else:
       obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
       # one point is a polygon too short; two would read as a box

@@ -19,9 +19,7 @@ from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
-from transforms.core.reuse import CopySource
 from transforms.core.reuse import Known
-from transforms.core.reuse import copy_or_convert
 from transforms.core.spec import ImageSpec
 from transforms.workers.process_pool import picklable_error
 from transforms.workers.source_refs import is_ref
@@ -155,9 +153,6 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
         raise source
       if isinstance(source, Known):  # (--previous_dataset) nothing to read
         results.append(source.result)
-        continue
-      if isinstance(source, CopySource):  # a reused record (--previous_dataset)
-        results.append(copy_or_convert(source, lambda source=source: work(read(source.path, spec))))
         continue
       results.append(work(source if isinstance(source, bytes) else read(source, spec)))
     except Exception as error:  # (returned per image)

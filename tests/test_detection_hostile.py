@@ -1,0 +1,481 @@
+"""Hostile annotation files (COCO, VOC, YOLO), as a user or an attacker
+would hand them over: a file-level problem is one line naming the file and
+exit 2 before anything is written; an annotation-level problem is a rejected
+line naming the file and the annotation; paths outside --image_dir are never
+read; memory stays bounded; validate finds what convert must never write."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import demo_detection
+from pipeline.cli import EXIT_FAILED
+from pipeline.cli import EXIT_OK
+from pipeline.cli import EXIT_USAGE
+from tests.conftest import copy_dataset
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.test_validate_cli import rewrite_first_record
+from tests.test_validate_cli import run_validate
+from transforms.core import annotations as objects
+from transforms.core import coco
+from transforms.core import masks
+from transforms.core import paths
+from transforms.core.splits import SplitConfig
+from transforms.detection_files import FileSource
+from transforms.detection_files import file_row
+
+pytestmark = pytest.mark.xdist_group('detection')
+SECRET = b'SECRET-BYTES-outside-the-image-dir-7f3a'
+
+
+@pytest.fixture(scope='module')
+def demo(tmp_path_factory) -> pathlib.Path:
+  """The demo's three photos and their COCO file; a file outside images/."""
+  root = tmp_path_factory.mktemp('hostile')
+  demo_detection.make_sample(str(root))
+  (root / 'secret.jpg').write_bytes(SECRET)
+  return root
+
+
+def _coco(root: pathlib.Path, document: dict, name: str = 'instances.json') -> pathlib.Path:
+  path = root / name
+  path.write_text(json.dumps(document))
+  return path
+
+
+def _convert_coco(annotations: pathlib.Path, image_dir: pathlib.Path, out: pathlib.Path,
+                  *flags) -> int:
+  return convert.main(['--annotations', str(annotations), '--annotation_format', 'coco',
+                       '--image_dir', str(image_dir), '--output_dir', str(out),
+                       '--progress', 'off', *flags])
+
+
+def _one_line(capsys) -> str:
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1, err
+  return err
+
+
+def _nothing_of(out: pathlib.Path, data: bytes) -> None:
+  """No file of the output holds `data` (nor its text as JSON escapes it)."""
+  for path in out.rglob('*'):
+    if path.is_file():
+      assert data not in path.read_bytes(), path
+
+
+# --- COCO: the file as a whole (exit 2, one line, nothing written) ---
+
+
+def _nested(depth: int) -> str:
+  return '[' * depth + ']' * depth
+
+
+@pytest.mark.parametrize('where, depth, said', [
+    ('top', 30_000, 'x.item.item'),  # a 60 KB file: the interpreter crashed
+    ('iscrowd', 20_000, 'annotations.item.iscrowd'),  # RecursionError while pickling
+    ('file_name', 40_000, 'images.item.file_name'),  # 80 KB: 3.9 GB on the launcher
+])
+def test_deep_nesting_exits_2_with_one_line(demo, tmp_path, capsys, where, depth, said):
+  document = json.loads((demo / 'instances.json').read_text())
+  marker = '"@@"'
+  if where == 'top':
+    document['x'] = '@@'
+  elif where == 'iscrowd':
+    document['annotations'][0]['iscrowd'] = '@@'
+  else:
+    document['images'][0]['file_name'] = '@@'
+  path = tmp_path / 'deep.json'
+  path.write_text(json.dumps(document).replace(marker, _nested(depth), 1))
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == (f'error: {path}: nested deeper than {coco.MAX_DEPTH} levels '
+                               f'(in {said})')
+  assert not (tmp_path / 'out').exists()
+
+
+def test_deep_nesting_is_refused_within_512_mib(tmp_path):
+  """The launcher's check of an 80 KB file nested 40,000 deep, under an
+  address-space limit of 512 MiB (before: 3.9 GB, ijson's prefixes)."""
+  path = tmp_path / 'deep.json'
+  path.write_text('{"images": [{"file_name": ' + _nested(40_000) + '}], '
+                  '"annotations": [], "categories": []}')
+  script = (
+      'import resource, sys\n'
+      'resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))\n'
+      'from transforms.core import coco\n'
+      'try:\n'
+      '  coco.scan(open(sys.argv[1], "rb"), sys.argv[1])\n'
+      'except coco.CocoFormatError as error:\n'
+      '  print(error)\n')
+  done = subprocess.run([sys.executable, '-c', script, str(path)], capture_output=True,
+                        text=True, timeout=120, cwd=pathlib.Path(__file__).parent.parent)
+  assert (done.returncode, done.stdout.strip()) == (
+      0, f'{path}: nested deeper than 32 levels (in images.item.file_name)'), done.stderr
+
+
+@pytest.mark.parametrize('element, said', [(5, 'a JSON number'), (None, 'a JSON null'),
+                                           ([], 'a JSON array')])
+def test_an_image_that_is_no_object_exits_2(demo, tmp_path, capsys, element, said):
+  document = json.loads((demo / 'instances.json').read_text())
+  document['images'].append(element)
+  path = _coco(tmp_path, document)
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: element 4 of "images" is {said}, not an object'
+  assert not (tmp_path / 'out').exists()
+
+
+def test_images_null_exits_2(demo, tmp_path, capsys):
+  document = json.loads((demo / 'instances.json').read_text())
+  document['images'] = None
+  path = _coco(tmp_path, document)
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: "images" must be an array, it is a JSON null'
+  assert not (tmp_path / 'out').exists()
+
+
+# --- COCO: annotations and image records (rejected lines, the rest converted) ---
+
+COCO_BAD = [  # (annotation, code, reason)
+    ({'image_id': 1, 'category_id': 1, 'bbox': [150, 15, 150, 165], 'iscrowd': 1,
+      'segmentation': {'size': [20000, 20000], 'counts': [0, 400_000_000]}},
+     'bad_mask', 'RLE size 20000x20000 is 400000000 pixels, more than --max_pixels 89478485'),
+    ({'image_id': 1, 'category_id': 1, 'bbox': [150, 15, 150, 165], 'iscrowd': 1,
+      'segmentation': {'size': [10 ** 9, 10 ** 9], 'counts': 'abc'}},
+     'bad_mask', 'RLE size 1000000000x1000000000 is 1000000000000000000 pixels, more than '
+                 '--max_pixels 89478485'),
+    ({'image_id': 1, 'category_id': 1, 'bbox': [150, 15, 150, 165], 'iscrowd': 1,
+      'segmentation': {'size': [512, 512], 'counts': 'abc'}},
+     'bad_mask', 'the RLE counts string is cut short'),  # was: IndexError, the whole image
+    ({'image_id': 1, 'category_id': 1, 'bbox': [150, 15, 150, 165], 'iscrowd': 1,
+      'segmentation': {'size': [512, 512], 'counts': [5, 7]}},
+     'bad_mask', 'RLE runs add up to 12 pixels, the mask has 512x512'),
+    ({'image_id': 2, 'category_id': 5, 'bbox': [1, 1, 5, 5], 'iscrowd': '0'},
+     'bad_annotation', 'iscrowd "0" is not 0 or 1'),  # was: stored as 1
+    ({'image_id': 2, 'category_id': 5, 'bbox': [1, 1, 5, 5], 'area': -3},
+     'bad_annotation', 'area -3 is not a number >= 0'),
+    ({'image_id': 2, 'category_id': 5, 'bbox': [1, 1, 5, '5']},
+     'bad_annotation', 'bbox [1, 1, 5, "5"] is not [x, y, width, height]'),
+    ({'image_id': 3, 'category_id': -1, 'bbox': [1, 1, 5, 5]},
+     'unknown_category', 'category_id -1 is not one of the classes'),
+    ({'image_id': 3, 'category_id': True, 'bbox': [1, 1, 5, 5]},  # was: category 1
+     'unknown_category', 'category_id true is not one of the classes'),
+]
+
+
+@pytest.fixture(scope='module')
+def hostile_coco(demo, tmp_path_factory):
+  """The demo's set with COCO_BAD's annotations and three hostile image
+  records, converted with masks (every rejection allowed)."""
+  root = tmp_path_factory.mktemp('hostile_coco')
+  document = json.loads((demo / 'instances.json').read_text())
+  first = len(document['annotations']) + 1
+  document['annotations'] += [{'id': 900 + i, **ann} for i, (ann, _, _) in enumerate(COCO_BAD)]
+  document['images'] += [
+      {'id': True, 'file_name': 'coffee.jpg', 'width': 600, 'height': 400},
+      {'id': 20, 'file_name': '../secret.jpg', 'width': 8, 'height': 8},
+      {'id': 21, 'file_name': str(demo / 'secret.jpg'), 'width': 8, 'height': 8}]
+  document['annotations'] += [{'id': 990 + i, 'image_id': i, 'category_id': 1,
+                               'bbox': [1, 1, 2, 2]} for i in (20, 21)]
+  path = _coco(root, document)
+  out = root / 'out'
+  assert _convert_coco(path, demo / 'images', out, '--include_masks', '--max_error_rate',
+                       '1', '--height', '64', '--width', '64') == EXIT_OK
+  return path, out, first
+
+
+def test_bad_annotations_reject_themselves_only(hostile_coco):
+  path, out, first = hostile_coco
+  lines = [line for line in rejected_lines(out) if line.get('counts_as_row') is False]
+  assert [(line['source'], line['line'], line['code'], line['reason']) for line in lines] == [
+      (str(path), first + i, code, reason) for i, (_, code, reason) in enumerate(COCO_BAD)]
+  assert [line['row']['id'] for line in lines] == [900 + i for i in range(len(COCO_BAD))]
+  info = read_info(out)
+  # the three demo images are written with every demo object: none lost to a bad mask
+  assert info['num_examples'] == 3
+  assert info['detection']['num_objects'] == 10
+  assert info['rejected_annotations_by_reason'] == {
+      'annotation/bad_annotation': 3, 'annotation/bad_mask': 4,
+      'annotation/unknown_category': 2}
+
+
+def test_an_image_id_of_true_is_a_bad_record(hostile_coco):
+  _, out, _ = hostile_coco
+  rows = {line['row']['file_name']: line for line in rejected_lines(out)
+          if line.get('counts_as_row', True)}
+  assert rows['coffee.jpg']['code'] == 'bad_image_record'
+  assert rows['coffee.jpg']['row']['id'] is True
+
+
+def test_paths_outside_the_image_dir_are_never_read(demo, hostile_coco):
+  _, out, _ = hostile_coco
+  rows = {line['row']['file_name']: line for line in rejected_lines(out)
+          if line.get('counts_as_row', True)}
+  absolute = str(demo / 'secret.jpg')
+  assert {name: (rows[name]['stage'], rows[name]['code']) for name in
+          ('../secret.jpg', absolute)} == {
+      name: ('annotation', 'path_outside_image_dir') for name in ('../secret.jpg', absolute)}
+  assert rows['../secret.jpg']['reason'] == (
+      "file_name '../secret.jpg' is outside --image_dir (an absolute path, or .. climbing out)")
+  assert read_info(out)['num_rejected'] == 3
+  _nothing_of(out, SECRET)
+  _nothing_of(out, SECRET[:8])
+
+
+def test_stays_inside():
+  assert [paths.stays_inside(p) for p in (
+      'a.jpg', 'd/a.jpg', './a.jpg', 'd/../a.jpg', 'd/./e/../../a.jpg', '..a.jpg')] == [True] * 6
+  assert [paths.stays_inside(p) for p in (
+      '', '/etc/passwd', '../a.jpg', 'd/../../a.jpg', '..', 'gs://b/a.jpg', 'a/../..',
+      'd//../../x')] == [False] * 8
+
+
+@pytest.mark.slow
+def test_an_rle_of_20000_by_20000_stays_under_512_mib(demo, tmp_path):
+  """A 4 KB file whose RLE says 20000x20000 (1.3 GB and more when decoded,
+  moved and encoded): convert with masks in its own process, its peak
+  resident memory measured."""
+  document = json.loads((demo / 'instances.json').read_text())
+  document['annotations'][0].update(iscrowd=1, segmentation={
+      'size': [20000, 20000], 'counts': [0, 400_000_000]})
+  path = _coco(tmp_path, document)
+  command = [sys.executable, '-m', 'pipeline.convert', '--annotations', str(path),
+             '--annotation_format', 'coco', '--image_dir', str(demo / 'images'),
+             '--output_dir', str(tmp_path / 'out'), '--include_masks', '--progress', 'off']
+  script = ('import resource, subprocess, sys\n'
+            'code = subprocess.run(sys.argv[1:], capture_output=True).returncode\n'
+            'print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n')
+  done = subprocess.run([sys.executable, '-c', script, *command], capture_output=True,
+                        text=True, timeout=300, cwd=pathlib.Path(__file__).parent.parent)
+  code, peak_kib = (int(v) for v in done.stdout.split())
+  assert code == EXIT_OK
+  assert peak_kib < 512 * 1024
+  assert [line['code'] for line in rejected_lines(tmp_path / 'out')] == ['bad_mask']
+
+
+def test_rle_is_checked_before_it_is_decoded():
+  with pytest.raises(ValueError, match='more than --max_pixels 100'):
+    masks.rle_runs({'size': [11, 10], 'counts': [110]}, max_pixels=100)
+  for rle, message in (({'size': [2, 2], 'counts': '0~'}, "holds '~' at 1"),
+                       ({'size': [2, 2], 'counts': 'o' * 100_000}, 'longer than 64 bits at 13'),
+                       ({'size': [2, 2], 'counts': [1, True, 2]}, 'not a whole number'),
+                       ({'size': [2, 2], 'counts': {'a': 1}}, 'are dict, not a list'),
+                       ({'size': [2, -2], 'counts': [4]}, r'is not \[height, width\]'),
+                       ({'size': [2, 2], 'counts': [5, -1]}, 'a negative run'),
+                       ({'size': [2, 2], 'counts': [1, 2]}, 'add up to 3 pixels')):
+    with pytest.raises(ValueError, match=message):
+      masks.decode_rle(rle)
+  assert masks.decode_rle({'size': [2, 2], 'counts': [1, 2, 1]}).tolist() == [[0, 1], [1, 0]]
+
+
+def test_a_bad_rle_without_masks_is_not_decoded():
+  """Without --include_masks the segmentation is not used, nor checked."""
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1},
+                           max_pixels=100)
+  ann = {'bbox': [1, 1, 2, 2], 'category_id': 1,
+         'segmentation': {'size': [10 ** 6, 10 ** 6], 'counts': 'x'}}
+  row, rejected = coco.image_row(1, [(1, {'id': 1, 'file_name': 'a.jpg'})], [(1, ann)],
+                                 source)
+  assert (len(row.annotation.objects), rejected) == (1, [])
+  row, rejected = coco.image_row(1, [(1, {'id': 1, 'file_name': 'a.jpg'})], [(1, ann)],
+                                 coco.CocoSource(**{**source.__dict__, 'include_masks': True}))
+  assert [r.code for r in rejected] == ['bad_mask'] and not row.annotation.objects
+
+
+# --- VOC ---
+
+
+def _xml(filename: str, width='512', height='512', name='face', difficult='0',
+         declaration='') -> str:
+  return (f'{declaration}<annotation><filename>{filename}</filename><size><width>{width}'
+          f'</width><height>{height}</height></size><object><name>{name}</name><difficult>'
+          f'{difficult}</difficult><bndbox><xmin>151</xmin><ymin>16</ymin><xmax>300</xmax>'
+          f'<ymax>180</ymax></bndbox></object></annotation>')
+
+
+@pytest.fixture(scope='module')
+def hostile_voc(demo, tmp_path_factory):
+  root = tmp_path_factory.mktemp('hostile_voc')
+  folder = root / 'Annotations'
+  folder.mkdir()
+  (folder / 'a.xml').write_text(_xml('astronaut.jpg', difficult='yes'))
+  (folder / 'b.xml').write_text(_xml('coffee.jpg', width='64px', height='400'))
+  (folder / 'c.xml').write_text(_xml('chelsea.jpg', width='1e400', height='300'))
+  # Latin-1 as declared: 'café' is one byte 0xe9, not UTF-8
+  (folder / 'd.xml').write_bytes(_xml('coffee.jpg', '600', '400', name='caf\xe9', declaration=(
+      '<?xml version="1.0" encoding="ISO-8859-1"?>')).encode('latin-1'))
+  (folder / 'e.xml').write_text(_xml('../secret.jpg'))
+  (folder / 'f.xml').write_text(_xml(str(demo / 'secret.jpg')))
+  out = root / 'out'
+  assert convert.main(['--annotations', str(folder), '--annotation_format', 'voc',
+                       '--image_dir', str(demo / 'images'), '--output_dir', str(out),
+                       '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  return folder, out
+
+
+def test_voc_hostile_files(demo, hostile_voc):
+  _, out = hostile_voc
+  found = {(pathlib.Path(line['source']).name, line['code'], line['reason'],
+            line.get('counts_as_row', True)) for line in rejected_lines(out)}
+  assert found == {
+      ('a.xml', 'bad_annotation', "<difficult> 'yes' is not 0 or 1", False),
+      ('b.xml', 'bad_image_record', "<size>: <width> '64px' is not a whole number", True),
+      ('c.xml', 'bad_image_record', "<size>: <width> '1e400' is not a whole number", True),
+      ('e.xml', 'path_outside_image_dir', "<filename> '../secret.jpg' is outside "
+       "--image_dir (an absolute path, or .. climbing out)", True),
+      ('f.xml', 'path_outside_image_dir', f"<filename> '{demo / 'secret.jpg'}' is outside "
+       "--image_dir (an absolute path, or .. climbing out)", True)}
+  info = read_info(out)
+  # d.xml, decoded as it declares: its class is café, its object kept
+  assert (info['num_examples'], info['num_rejected']) == (2, 4)
+  assert info['detection']['objects_per_class'] == {'caf\xe9': 1, 'face': 0}
+  assert (out / 'label_map.txt').read_text(encoding='utf-8') == '1\tcaf\xe9\n2\tface\n'
+  _nothing_of(out, SECRET)
+  assert run_validate(out)[0] == EXIT_OK  # the rejected lines agree with the counts
+
+
+def test_voc_xml_in_an_encoding_expat_cannot_read_exits_2(demo, tmp_path, capsys):
+  folder = tmp_path / 'Annotations'
+  folder.mkdir()
+  (folder / 'a.xml').write_bytes(_xml('astronaut.jpg', name='\u732b', declaration=(
+      '<?xml version="1.0" encoding="Shift_JIS"?>')).encode('shift_jis'))
+  assert convert.main(['--annotations', str(folder), '--annotation_format', 'voc',
+                       '--image_dir', str(demo / 'images'),
+                       '--output_dir', str(tmp_path / 'out')]) == EXIT_USAGE
+  assert _one_line(capsys) == (f'error: {folder}/a.xml is not valid XML: multi-byte '
+                               f'encodings are not supported')
+  assert not (tmp_path / 'out').exists()
+
+
+# --- YOLO ---
+
+
+def _yolo_tree(root: pathlib.Path, demo: pathlib.Path) -> pathlib.Path:
+  shutil.copytree(demo / 'images', root / 'images')
+  (root / 'labels').mkdir()
+  return root
+
+
+def _convert_yolo(annotations: pathlib.Path, out: pathlib.Path) -> int:
+  return convert.main(['--annotations', str(annotations), '--annotation_format', 'yolo',
+                       '--output_dir', str(out), '--progress', 'off', '--max_error_rate', '1'])
+
+
+def test_yolo_label_files_and_classes(demo, tmp_path):
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'classes.txt').write_bytes(b'\xef\xbb\xbfred\ngreen\n')  # a UTF-8 BOM
+  (root / 'labels' / 'astronaut.txt').write_text('0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.1 0.1\n')
+  (root / 'labels' / 'coffee.txt').write_bytes(b'0 0.5 0.5 0.2 0.2\n\xff\xfe\n')
+  (root / 'labels' / 'chelsea.txt').write_bytes(b'\xef\xbb\xbf1 0.5 0.5 0.2 0.2\n')
+  out = tmp_path / 'out'
+  assert _convert_yolo(root / 'classes.txt', out) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == '1\tred\n2\tgreen\n'  # not '\ufeffred'
+  found = [(pathlib.Path(line['source']).name, line['stage'], line['code'], line['reason'])
+           for line in rejected_lines(out)]
+  assert found == [
+      ('astronaut.txt', 'annotation', 'unknown_category',
+       'class 7 is not one of the classes'),  # the file's 7, not the label id 8
+      ('coffee.txt', 'read', 'unreadable_annotations',
+       f'{root}/labels/coffee.txt is not UTF-8 text: byte 0xff at offset 18')]
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (2, 1)
+  assert info['detection']['objects_per_class'] == {'red': 1, 'green': 1}
+  assert run_validate(out)[0] == EXIT_OK
+
+
+@pytest.mark.parametrize('text, message', [
+    (b'names: [red, gr\xe9en]\n', ' is not UTF-8 text: byte 0xe9 at offset 15'),
+    (b'names: [[red, green], {x: 1}, null, 3.5]\n',
+     ": \"names\" entry 0 is a list (['red', 'green']), not a class name (quote a name YAML "
+     'would read as something else)'),
+    (b'names: [red, null]\n', ': "names" entry 1 is null (None), not a class name (quote a '
+                              'name YAML would read as something else)'),
+    (b'names: {0: red, 1: 3.5}\n', ': "names" entry 1 is a number (3.5), not a class name '
+                                   '(quote a name YAML would read as something else)'),
+    # the billion laughs: 352 bytes, 9 levels of 9 aliases (2.5 GB when expanded)
+    (('a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n' + ''.join(
+        f'{c}: &{c} [' + ', '.join([f'*{chr(ord(c) - 1)}'] * 9) + ']\n' for c in 'bcdefghi')
+      + 'names: *i\n').encode(),
+     ': line 1: YAML anchors and aliases (&name, *name) are not accepted; write the value out'),
+])
+def test_yolo_data_yaml_that_is_refused(demo, tmp_path, capsys, text, message):
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'data.yaml').write_bytes(text)
+  assert _convert_yolo(root / 'data.yaml', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {root}/data.yaml{message}'
+  assert not (tmp_path / 'out').exists()
+
+
+def test_a_yolo_or_voc_image_path_outside_is_rejected_unread():
+  """YOLO's paths come from listing images/; the check still holds for any
+  listed path (file_row is shared with VOC)."""
+  source = FileSource('yolo', '/data/images', SplitConfig(names=('train',)), (1,))
+  row, rejected = file_row(('../../etc/passwd', '', 'train', 1), b'', source)
+  assert row is None
+  assert [(r.stage, r.code, r.reason) for r in rejected] == [
+      ('annotation', 'path_outside_image_dir', "image path '../../etc/passwd' is outside "
+       '--image_dir (an absolute path, or .. climbing out)')]
+
+
+# --- validate ---
+
+
+def _rgb_mask(features):
+  mask = masks.decode_mask(features['image/object/mask'][1][0])
+  features['image/object/mask'] = ('bytes', [masks.encode_mask(
+      Image.fromarray(mask).convert('RGB'))] + features['image/object/mask'][1][1:])
+
+
+@pytest.mark.parametrize('change, kind', [
+    (lambda f: f.update({'image/source_id': ('bytes', [b''])}), 'empty_source_id'),
+    (lambda f: f.update({'image/object/area': (
+        'float', [float('nan')] + f['image/object/area'][1][1:])}), 'bad_area'),
+    (lambda f: f.update({'image/object/area': (
+        'float', [-1.0] + f['image/object/area'][1][1:])}), 'bad_area'),
+    (_rgb_mask, 'wrong_mask_mode'),
+])
+def test_validate_exits_1_on_a_damaged_detection_record(hostile_coco, tmp_path, change, kind):
+  _, converted, _ = hostile_coco
+  out = copy_dataset(converted, tmp_path)
+  assert run_validate(out)[0] == EXIT_OK
+  shard = rewrite_first_record(out, change)
+  code, report = run_validate(out)
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {kind: 1})
+  assert [p['file'] for p in report['problems']] == [shard]
+
+
+def test_unknown_category_names_the_file_value():
+  obj = objects.ObjectAnnotation(-1, (1, 1, 2, 2), category='category_id "7"')
+  annotation = objects.ImageAnnotation(1, (10, 10), (obj,))
+  _, rejected = objects.checked_objects(annotation, {1}, False)
+  assert [r.reason for r in rejected] == ['category_id "7" is not one of the classes']
+
+
+def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path):
+  (tmp_path / 'Annotations').mkdir()
+  (tmp_path / 'SegmentationObject').mkdir()
+  for stem in ('astronaut', 'coffee', 'chelsea'):
+    (tmp_path / 'Annotations' / f'{stem}.xml').write_text(_xml(f'{stem}.jpg', width='',
+                                                                height=''))
+  Image.new('P', (600, 600)).save(tmp_path / 'SegmentationObject' / 'chelsea.png')
+  (tmp_path / 'SegmentationObject' / 'coffee.png').write_bytes(b'\x89PNG\r\n\x1a\n broken')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'Annotations'), '--annotation_format',
+                       'voc', '--image_dir', str(demo / 'images'), '--output_dir', str(out),
+                       '--include_masks', '--max_pixels', '300000', '--progress', 'off',
+                       '--max_error_rate', '1']) == EXIT_OK
+  masks_dir = tmp_path / 'SegmentationObject'
+  assert sorted((line['row']['image'], line['code'], line['reason'])
+                for line in rejected_lines(out)) == [
+      ('chelsea.jpg', 'bad_mask', f'{masks_dir}/chelsea.png: 600x600 is more than '
+                                  f'--max_pixels 300000'),
+      ('coffee.jpg', 'bad_mask', f'{masks_dir}/coffee.png: not an image Pillow can read')]
+  assert read_info(out)['num_examples'] == 1
+  assert run_validate(out)[0] == EXIT_OK
