@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-detection demo-flink demo-spark fetch-engines test test-fast test-integration lint docs-flags docs-images bench bench-engines bench-peers clean
+.PHONY: install demo demo-detection demo-sources demo-flink demo-spark fetch-engines test test-fast test-integration lint docs-flags docs-images bench bench-engines bench-peers clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ demo: install
 # (demo_output_detection/inspect/contact_sheet.png shows the boxes).
 demo-detection: install
 	$(PY) -m pipeline.demo_detection
+
+# A small set in each shape datasets are shared in: Hugging Face Parquet,
+# WebDataset tars, a URL list served on 127.0.0.1; each converted and validated.
+demo-sources: install
+	$(PY) -m pipeline.demo_sources
 
 # The same sample on an embedded Flink / a local Spark: needs Java 17 (or any
 # the engine runs on) and, the first time, Maven to fetch the job server into
@@ -132,4 +137,4 @@ $(foreach scheduler,$(SCHEDULERS),.peers/$(scheduler)/.installed): .peers/%/.ins
 	touch $@
 
 clean:
-	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers
+	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_data_sources demo_output_sources demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers

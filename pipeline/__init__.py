@@ -2,7 +2,7 @@
 
 Here, at the top: the entry points. cli.py (the img2tfrecord console script),
 convert.py, validate.py, look.py (inspect), export.py, demo.py,
-demo_detection.py, flex_template.py, flex_launch.py (the Flex Template's
+demo_detection.py, demo_sources.py, flex_template.py, flex_launch.py (the Flex Template's
 entry point), and the Python API: api.py, read.py. They may import every room.
 At the bottom: errors.py (the exit codes, the one UsageError), which every
 module may import and which imports nothing of the project.

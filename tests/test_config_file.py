@@ -235,9 +235,9 @@ def test_nesting_up_to_the_limit_is_read(tmp_path, name):
 
 
 def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):
-  path = write(tmp_path / 'v.yaml', 'manifest: m.csv\n')
+  path = write(tmp_path / 'v.yaml', 'image_dir: images\n')  # a convert key
   assert validate.main(['--input_dir', str(tmp_path), '--config', path]) == EXIT_USAGE
-  assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'manifest'"
+  assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'image_dir'"
 
 
 def test_credentials_are_redacted_from_the_record(tmp_path):

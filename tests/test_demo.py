@@ -155,3 +155,15 @@ def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
     info = read_info(demo_dir / 'out')
     assert (info['num_rejected'], info['num_examples']) == (0, info['num_manifest_rows']), argv
     assert info['num_examples'] in (12, 9), argv  # 9: the train folders alone
+
+
+@pytest.mark.slow
+def test_demo_sources_converts_and_validates_each_source(tmp_path, monkeypatch, capsys):
+  from pipeline import demo_sources
+  monkeypatch.chdir(tmp_path)
+  assert demo_sources.main() == 0
+  out = capsys.readouterr().out
+  assert out.count('OK: 12 examples') == 3, out
+  assert 'OK: 12 examples (train 9, test 3)' in out  # the Parquet splits from the Hub names
+  assert (tmp_path / 'demo_output_sources' / 'parquet' / 'label_map.txt').read_text() == (
+      'circle\nsquare\ntriangle\n')

@@ -51,6 +51,7 @@ def test_every_command_exits_141_without_a_traceback_when_stdout_is_gone(tmp_pat
       'engines --help': [PY, '-m', 'pipeline.engines', '--help'],
       'demo --help': [PY, '-m', 'pipeline.demo', '--help'],
       'demo_detection --help': [PY, '-m', 'pipeline.demo_detection', '--help'],
+      'demo_sources --help': [PY, '-m', 'pipeline.demo_sources', '--help'],
       'flex_template --help': [PY, '-m', 'pipeline.flex_template', '--help'],
       'flex_launch --help': [PY, str(ROOT / 'pipeline' / 'flex_launch.py'), '--help'],
       'cli inspect': [PY, '-m', 'pipeline.cli', 'inspect', '--input_dir', out],

@@ -23,7 +23,6 @@ from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
-from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
 from transforms.core.reuse import COPY_ERRORS
@@ -34,9 +33,12 @@ from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.read_sources import fetched_first
+from transforms.read_sources import read_bytes
+from transforms.read_sources import read_remote_sources
+from transforms.read_sources import start_fetches
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
-from transforms.workers.checked_read import read_checked
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.pooled_step import available_cores
@@ -44,84 +46,12 @@ from transforms.workers.pooled_step import in_worker
 from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.shared_pool import SharedProcesses
-from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
-from transforms.workers.source_image import is_local
 from transforms.workers.source_image import loaded_image
-from transforms.workers.source_image import read_local_file
-from transforms.workers.source_image import stream_size
-from transforms.workers.source_refs import is_ref
-from transforms.workers.source_refs import read_ref
-from transforms.workers.source_refs import ref_file
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
-
-
-def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
-               spec: ImageSpec = DEFAULT_SPEC,
-               http: Optional[http_fetch.HttpClient] = None) -> bytes:
-  """The whole file at `path` (any Beam filesystem), checked as
-  read_checked does (spec.max_image_bytes from the size the filesystem
-  reports, spec.formats from the first bytes) before the rest is read;
-  RowError if unreadable or refused. reader: what opens remote files (a
-  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one.
-  `path` may be a reference to bytes in another file (a Parquet cell:
-  transforms/workers/source_refs.py), read from that file; or an http(s)://
-  URL, fetched by `http` (transforms/workers/http_fetch.py; None: a client
-  with the default --http_* options)."""
-  if http_fetch.is_http(path):
-    return (http or http_fetch.client(http_fetch.HttpConfig())).fetch(path, spec)
-  if is_ref(path):
-    reader = reader or filesystem.FileAccess()
-    return read_ref(path, spec, _opener(path, reader),
-                    lambda fallback, spec: read_bytes(fallback, reader, spec))
-  if is_local(path):
-    return read_local_file(path, spec)
-  try:
-    with (reader or filesystem.FileAccess()).open(path) as f:
-      return read_checked(f, path, stream_size(f), spec)
-  except RowError:
-    raise
-  except Exception as error:  # remote filesystems wrap their errors in BeamIOError
-    text = str(error)
-    code = 'missing_file' if ('Not found' in text or '404' in text or
-                              'NoSuchKey' in text) else 'unreadable'
-    raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
-
-
-def _opener(ref, reader: filesystem.FileAccess):
-  """What opens the file holding a reference: a local file directly, any
-  other through the reader (errors of the store: read/unreadable)."""
-  return (lambda path: open(path, 'rb')) if is_local(ref_file(ref)) else reader.open
-
-
-def _is_remote_source(source) -> bool:
-  """A path or reference a worker process cannot read: not on local disk."""
-  if is_ref(source):
-    return not is_local(ref_file(source))
-  return isinstance(source, str) and not is_local(source)
-
-
-def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
-                        http: Optional[http_fetch.HttpClient] = None) -> tuple:
-  """(sources, spec) -> (sources, spec) for an image worker process: local
-  paths as they are (the worker reads them), remote files as their bytes or
-  the RowError reading them (workers have no Beam filesystems), errors
-  already met as they are. Runs on the pool's threads, so remote files are
-  still read in parallel."""
-  sources, spec = args
-  return [_bytes_or_error(source, reader, spec, http) if _is_remote_source(source)
-          else source for source in sources], spec
-
-
-def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
-                    http: Optional[http_fetch.HttpClient]):
-  try:
-    return read_bytes(path, reader, spec, http)
-  except RowError as error:
-    return error
 
 
 class AssignLabelFn(beam.DoFn):
@@ -213,13 +143,19 @@ class PooledSourceFn(beam.DoFn):
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) working on these elements' files on the pool."""
-    sources = [self.source_of(self.row_of(element)) for element in batch]
+    sources = start_fetches([self.source_of(self.row_of(element)) for element in batch],
+                            self._spec, self._http)
     if self._processes:
       return self._in_process, sources, self._spec
-    return self._on_thread, sources, self._spec, self._read
+    return fetched_first, self._on_thread, sources, self._spec, self._read
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
     return read_bytes(path, self._reader, spec, self._http)
+
+
+# http(s) images are fetched this many rows ahead of the image pool (which
+# takes 2 batches per process): their fetches start as the rows arrive.
+FETCH_AHEAD = 64
 
 
 class LoadImageFn(PooledSourceFn):
@@ -259,6 +195,8 @@ class LoadImageFn(PooledSourceFn):
     # row whose copy failed, converted instead
     self._arrived = collections.deque()
     self._waiting = collections.deque()  # those whose result the pool gives
+    self._ahead = collections.deque()  # those fetching, not yet given to the pool
+    self._fetching = {}  # id(row) -> the Future of its http(s) fetch
     # the previous shards reused records are copied from
     self._shards = ShardReader(self._key_feature)
 
@@ -268,12 +206,25 @@ class LoadImageFn(PooledSourceFn):
     entry = [element, copied, element.row.previous is not None and copied is None]
     self._arrived.append(entry)
     if entry[1] is None:
-      self._waiting.append(entry)
-      self._took(self._step.add(element))
+      source = super().source_of(element.row)
+      if http_fetch.is_http(source):  # fetched now, FETCH_AHEAD rows ahead of the pool
+        self._fetching[id(element.row)] = start_fetches([source], self._spec, self._http)[0]
+      if self._fetching or self._ahead:  # rows reach the pool in their order
+        self._ahead.append(entry)
+        while len(self._ahead) > FETCH_AHEAD:
+          self._give(self._ahead.popleft())
+      else:
+        self._give(entry)
     yield from self._ready()
+
+  def _give(self, entry) -> None:
+    self._waiting.append(entry)
+    self._took(self._step.add(entry[0]))
 
   def finish_bundle(self):
     self._progress.flush()
+    while self._ahead:
+      self._give(self._ahead.popleft())
     self._took(self._step.flush())
     self._shards.close()
     for output in self._ready():
@@ -304,6 +255,10 @@ class LoadImageFn(PooledSourceFn):
 
   def row_of(self, element):
     return element.row
+
+  def source_of(self, row):
+    """Its fetch, for a row whose http(s) image is already being fetched."""
+    return self._fetching.pop(id(row), None) or super().source_of(row)
 
   def outcome(self, element, result):
     """The LoadedImage (a LoadedCopy for a copied record), or the row's

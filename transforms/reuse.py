@@ -69,7 +69,10 @@ class FingerprintFn(beam.DoFn):
   rows at a time (remote ones looked up in parallel, within timeout_s: None
   no limit). Rows leave in the order they came."""
 
-  BATCH = 32
+  # Each batch waits for its slowest lookup. 600 http:// images from a local
+  # server (a HEAD each) converted in 20-22 s with batches of 32, 12-16 s
+  # with 256 (2 loaded cores).
+  BATCH = 256
 
   def __init__(self, timeout_s: Optional[float] = None,
                http: Optional[http_fetch.HttpConfig] = None):
