@@ -103,7 +103,7 @@ def test_every_command_run_remembers_signatures():
   """exits.main_with_exit_codes, which convert, validate and the Flex Template
   entry run through, installs it (a fresh interpreter: here it already is)."""
   script = ('from apache_beam.transforms import core\n'
-            'from pipeline import exits\n'
+            'from pipeline.runs import exits\n'
             'before = hasattr(core.get_function_args_defaults, "__wrapped__")\n'
             'code = exits.main_with_exit_codes(lambda argv: 0, [])\n'
             'print(before, code, hasattr(core.get_function_args_defaults, "__wrapped__"))\n')
