@@ -146,7 +146,7 @@ def _run_page(page: str, demo_folder: pathlib.Path, tmp_path: pathlib.Path,
 @pytest.mark.slow  # make demo and the tour: Beam in subprocesses
 def test_the_readme_s_snippets_run_as_pasted(demo_inputs, tmp_path):
   ran = _run_page('README.md', demo_inputs, tmp_path, integration=False)
-  assert len(ran) == 7, ran  # the tour but make demo, Flink and Spark, Dataflow
+  assert len(ran) == 8, ran  # the tour but make demo, URLs, Flink and Spark, Dataflow
 
 
 @pytest.mark.integration  # the engines' snippets, and every page's
