@@ -479,3 +479,21 @@ def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path
       ('coffee.jpg', 'bad_mask', f'{masks_dir}/coffee.png: not an image Pillow can read')]
   assert read_info(out)['num_examples'] == 1
   assert run_validate(out)[0] == EXIT_OK
+
+
+@pytest.mark.parametrize('point', [1e7, 1e308, float('inf'), float('nan')])
+def test_a_polygon_point_far_outside_its_box_is_refused_before_pycocotools(point):
+  """pycocotools draws each edge at 5x: a point at 1e7 made it allocate
+  without bound (a segmentation fault that killed the whole run)."""
+  near = [10.0, 10.0, 40.0, 10.0, 40.4, 30.0]  # within the edge tolerance of its box
+  far = [10.0, 10.0, 40.0, 10.0, point, 30.0]
+  made = [objects.ObjectAnnotation(1, (10, 10, 40, 30), segmentation=('polygons', [p]),
+                                   line=n) for n, p in enumerate([near, far], 1)]
+  annotation = objects.ImageAnnotation(1, (64, 48), tuple(made))
+  kept, rejected = objects.checked_objects(annotation, {1}, True)
+  assert [o.line for o in kept] == [1]
+  assert [(r.code, r.line) for r in rejected] == [(objects.BAD_ANNOTATION, 2)]
+  assert f'polygon point ({point:g}, 30) is far outside its box (10, 10, 40, 30)' in (
+      rejected[0].reason)
+  # without masks the polygon is not drawn, and not checked
+  assert len(objects.checked_objects(annotation, {1}, False)[0]) == 2

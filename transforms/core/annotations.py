@@ -102,6 +102,25 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
     if short or not obj.segmentation[1]:
       points = len(short[0]) // 2 if short else 0
       return SHORT_POLYGON, f'a polygon has {points} point(s), fewer than 3'
+    far = _far_point(obj.segmentation[1], obj.box)
+    if far:
+      return BAD_ANNOTATION, (f'polygon point ({far[0]:g}, {far[1]:g}) is far outside its box '
+                              f'{_shown_box(obj.box)}')
+  return None
+
+
+def _far_point(polygons: list, box: tuple) -> Optional[tuple]:
+  """The first polygon point that is not a finite number or lies outside
+  the box grown by its own width and height (and the edge tolerance) on
+  each side, or None. pycocotools draws every edge at 5x, so one far point
+  would make it allocate without bound (1e7 is a segmentation fault)."""
+  x0, y0, x1, y1 = box
+  grow_x, grow_y = x1 - x0 + EDGE_TOLERANCE, y1 - y0 + EDGE_TOLERANCE
+  for polygon in polygons:
+    for x, y in zip(polygon[0::2], polygon[1::2]):
+      if not (math.isfinite(x) and math.isfinite(y) and x0 - grow_x <= x <= x1 + grow_x
+              and y0 - grow_y <= y <= y1 + grow_y):
+        return x, y
   return None
 
 
