@@ -497,3 +497,17 @@ def test_a_polygon_point_far_outside_its_box_is_refused_before_pycocotools(point
       rejected[0].reason)
   # without masks the polygon is not drawn, and not checked
   assert len(objects.checked_objects(annotation, {1}, False)[0]) == 2
+
+
+def test_an_rle_of_another_size_than_its_images_is_a_bad_mask():
+  """An RLE of 400x600 on an image recorded as 512x512 was stretched to the
+  image without a word (the reference writes it at the wrong size)."""
+  blob = {'size': [48, 64], 'counts': [0, 48 * 64]}
+  other = {'size': [40, 60], 'counts': [0, 40 * 60]}
+  made = tuple(objects.ObjectAnnotation(1, (0, 0, 10, 10), segmentation=('rle', rle), line=n)
+               for n, rle in enumerate([blob, other], 1))
+  annotation = objects.ImageAnnotation(1, (64, 48), made)
+  kept, rejected = objects.checked_objects(annotation, {1}, True)
+  assert [o.line for o in kept] == [1]
+  assert [(r.code, r.line, r.reason) for r in rejected] == [
+      (objects.BAD_MASK, 2, "RLE size [40, 60] (height, width) is not the 64x48 image's")]

@@ -106,6 +106,11 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
     if far:
       return BAD_ANNOTATION, (f'polygon point ({far[0]:g}, {far[1]:g}) is far outside its box '
                               f'{_shown_box(obj.box)}')
+  if include_masks and size is not None and obj.segmentation and obj.segmentation[0] == 'rle':
+    height, width = obj.segmentation[1]['size']
+    if (width, height) != tuple(size):
+      return BAD_MASK, (f'RLE size [{height}, {width}] (height, width) is not the '
+                        f"{_shown_size(size)} image's")
   return None
 
 
