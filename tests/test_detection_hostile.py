@@ -511,3 +511,22 @@ def test_an_rle_of_another_size_than_its_images_is_a_bad_mask():
   assert [o.line for o in kept] == [1]
   assert [(r.code, r.line, r.reason) for r in rejected] == [
       (objects.BAD_MASK, 2, "RLE size [40, 60] (height, width) is not the 64x48 image's")]
+
+
+@pytest.mark.parametrize('field, value, said', [
+    ('segmentation', 5, 'segmentation 5 is neither polygons nor an RLE'),
+    ('segmentation', {'size': [4, 4]}, 'segmentation {"size": [4, 4]} is neither polygons'),
+    ('segmentation', 'abc', 'segmentation "abc" is neither polygons nor an RLE'),
+    ('area', 1e300, 'area 1e+300 is not a number >= 0'),  # inf as the float32 it is written as
+])
+def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field, value, said):
+  """A segmentation that is no segmentation got the box as its mask; an area
+  past float32's range was written as inf (convert exited 0, validate failed)."""
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1})
+  ann = {'bbox': [1, 1, 2, 2], 'category_id': 1, 'area': 4, field: value}
+  with pytest.raises(objects.AnnotationError) as raised:
+    coco.coco_object(ann, source, 1)
+  assert raised.value.code == objects.BAD_ANNOTATION and said in str(raised.value)
+  for fine in ([], None):  # no segmentation: the box is its mask
+    assert coco.coco_object({**ann, 'area': 4, 'segmentation': fine}, source,
+                            1).segmentation is None
