@@ -530,3 +530,34 @@ def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field
   for fine in ([], None):  # no segmentation: the box is its mask
     assert coco.coco_object({**ann, 'area': 4, 'segmentation': fine}, source,
                             1).segmentation is None
+
+
+@pytest.mark.parametrize('categories, said', [
+    # 2**62: a label map of 2**62 names (the run never ended); 10**7 took 86 s
+    ([{'id': 1, 'name': 'person'}, {'id': 2 ** 62, 'name': 'huge'}],
+     f'class id {2 ** 62} is over 100,000 (the label map holds a name for every id up to '
+     f'the largest)'),
+    # convert exited 0, then validate found its objects' label not in the label map
+    ([{'id': 1, 'name': ' '}], 'class 1 has an empty name'),
+    # label_map.txt and .pbtxt broke in two lines; validate said OK
+    ([{'id': 1, 'name': 'per\nson'}],
+     "class name 'per\\nson' holds a line break or tab (label_map.txt has one id<TAB>name "
+     'line per class)'),
+])
+def test_a_class_the_label_map_cannot_hold_exits_2(demo, tmp_path, capsys, categories, said):
+  document = json.loads((demo / 'instances.json').read_text())
+  path = _coco(tmp_path, {**document, 'categories': categories})
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: {said}'
+  assert not (tmp_path / 'out').exists()
+
+
+def test_a_yolo_class_the_label_map_cannot_hold_exits_2(demo, tmp_path, capsys):
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'classes.txt').write_text('red\n\ngreen\n')  # a blank line: class 2 unnamed
+  assert _convert_yolo(root / 'classes.txt', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {root}/classes.txt: class 2 has an empty name'
+  (root / 'data.yaml').write_text('names: {0: red, 200000: green}\n')
+  assert _convert_yolo(root / 'data.yaml', tmp_path / 'out') == EXIT_USAGE
+  assert 'class id 200001 is over 100,000' in _one_line(capsys)
+  assert not (tmp_path / 'out').exists()

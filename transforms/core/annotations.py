@@ -189,8 +189,27 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
 
 # --- the label map of a detection dataset: ids with gaps, 0 the background ---
 
-def label_names(categories: dict) -> tuple:
-  """{id: name} -> names indexed by id ('' for an id no class has, and 0)."""
+MAX_CLASS_ID = 100_000  # dataset_info.json's label_map holds one name per id up to the largest
+
+
+class LabelMapError(ValueError):
+  """A class id or name the label map cannot hold (a usage error on the launcher)."""
+
+
+def label_names(categories: dict, source: str) -> tuple:
+  """{id: name} -> names indexed by id ('' for an id no class has, and 0).
+  LabelMapError, naming `source`, for an id over MAX_CLASS_ID (2**62 made a
+  list of 2**62 names), an empty name (label_map.txt would leave its class
+  out), or a name with a line break or tab (one `id<TAB>name` line each)."""
+  for label, name in sorted(categories.items()):
+    if label > MAX_CLASS_ID:
+      raise LabelMapError(f'{source}: class id {label} is over {MAX_CLASS_ID:,} (the label '
+                          f'map holds a name for every id up to the largest)')
+    if not name:
+      raise LabelMapError(f'{source}: class {label} has an empty name')
+    if any(c in name for c in '\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029'):
+      raise LabelMapError(f'{source}: class name {name!r} holds a line break or tab '
+                          f'(label_map.txt has one id<TAB>name line per class)')
   return tuple(categories.get(i, '') for i in range(max(categories, default=0) + 1))
 
 
