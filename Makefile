@@ -1,12 +1,12 @@
 # The two commands a new user needs: `make demo` and `make test`.
 # install: everything (runtime + the tf extra + test tools); a worker installs
-# only requirements.txt (see README "Running on Dataflow").
+# only requirements.txt (see docs/running.md "Running on Dataflow").
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-detection demo-flink demo-spark fetch-engines test test-fast test-integration lint bench bench-engines bench-peers clean
+.PHONY: install demo demo-detection demo-sources demo-flink demo-spark fetch-engines test test-fast test-integration lint docs-flags docs-images bench bench-engines bench-peers clean
 
 install: $(STAMP)
 
@@ -26,9 +26,14 @@ demo: install
 demo-detection: install
 	$(PY) -m pipeline.demo_detection
 
+# A small set in each shape datasets are shared in: Hugging Face Parquet,
+# WebDataset tars, a URL list served on 127.0.0.1; each converted and validated.
+demo-sources: install
+	$(PY) -m pipeline.demo_sources
+
 # The same sample on an embedded Flink / a local Spark: needs Java 17 (or any
 # the engine runs on) and, the first time, Maven to fetch the job server into
-# the cache (README "Running at scale"). fetch-engines fetches both ahead of
+# the cache (docs/running.md "Running on Flink"). fetch-engines fetches both ahead of
 # time (CI).
 demo-flink: install
 	$(PY) -m pipeline.engines fetch flink
@@ -78,6 +83,21 @@ lint: install
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/pycodestyle --select=E111,E114,E117 --indent-size=2 $(LINTED)
 
+# The flag reference of docs/convert.md and docs/validate.md, generated from the
+# flag table (pipeline/configuration/flags.py); tests/test_docs.py checks it.
+docs-flags: install
+	$(PY) -m pipeline.configuration.flag_reference
+
+# The pictures of docs/ from make demo's dataset: the contact sheet inspect
+# draws, and its report page as Debian's chromium shows it (make demo itself
+# writes only demo_data/ and demo_output/).
+docs-images: demo
+	$(PY) -c "from PIL import Image; Image.open('demo_output/inspect/contact_sheet.png').convert('RGB').quantize(256).save('docs/contact_sheet.png', optimize=True)"
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=700,1330 \
+	  --user-data-dir=demo_output/.chromium --screenshot=demo_output/report.png \
+	  "file://$(CURDIR)/demo_output/inspect/report.html"
+	$(PY) -c "from PIL import Image; Image.open('demo_output/report.png').convert('RGB').quantize(256).save('docs/report.png', optimize=True)"
+
 bench: install
 	$(PY) -m bench.bench $(BENCH_ARGS)
 
@@ -117,4 +137,4 @@ $(foreach scheduler,$(SCHEDULERS),.peers/$(scheduler)/.installed): .peers/%/.ins
 	touch $@
 
 clean:
-	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers
+	rm -rf demo_data demo_output demo_data_detection demo_output_detection demo_data_sources demo_output_sources demo_output_flink demo_output_spark build *.egg-info .pytest_cache .peers

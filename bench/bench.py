@@ -164,7 +164,8 @@ def parse_args(argv=None):
       '--peers',
       action='store_true',
       help='also run the centre-crop JPEG job with convert, img2dataset and '
-      "TFDS' builder (their venvs: make bench-peers)")
+      "TFDS' builder (their venvs: make bench-peers), and again from URLs served "
+      'on 127.0.0.1 with convert and img2dataset')
   parser.add_argument(
       '--keep_outputs', action='store_true', help='keep the ceiling and seed loop TFRecords')
   parser.add_argument(
@@ -470,6 +471,46 @@ def run_peers(manifest, num_images, args):
           'tools': results, 'ratios': ratios}
 
 
+def url_manifest(manifest, base, path):
+  """The corpus manifest with each image as a URL under `base` (its path
+  relative to the manifest's folder); -> `path`."""
+  folder = os.path.dirname(os.path.abspath(manifest))
+  with open(path, 'w', newline='') as out:
+    writer = csv.writer(out)
+    writer.writerow(['image', 'label'])
+    for image, label in read_manifest(manifest):
+      writer.writerow([f'{base}/{os.path.relpath(image, folder)}', label])
+  return path
+
+
+def run_url_peers(manifest, num_images, args):
+  """The peer job over HTTP: the corpus served by a server on 127.0.0.1 (a
+  thread of this process, the same for both tools), converted by convert
+  (http:// image paths) and by img2dataset (its native webdataset output):
+  images/s, peak PSS, ratio."""
+  from pipeline.demo_sources import serving
+  results = {}
+  with serving(os.path.dirname(os.path.abspath(manifest))) as base:
+    urls = url_manifest(manifest, base, os.path.join(args.workdir, 'urls.csv'))
+    for tool in ('convert', 'img2dataset'):
+      out = os.path.join(args.workdir, 'runs', 'urls', tool)
+      cmd = peer_command(tool, urls, out)
+      if cmd is None:
+        results[tool] = {'status': 'skipped', 'reason': 'no venv: make bench-peers'}
+        continue
+      print(f'  urls: {PEER_TITLES[tool]} ...', flush=True)
+      results[tool] = measure_stage(cmd, num_images, os.path.join(
+          args.workdir, 'logs', f'url-{tool}'), args, output_dir=out)
+      if results[tool]['status'] == 'ok':
+        results[tool]['images_written'] = sum(1 for _ in (
+            webdataset_images(sorted(glob.glob(os.path.join(out, '*.tar'))))
+            if tool == 'img2dataset' else tfrecord_images(tfrecord_files(out), '')))
+      shutil.rmtree(out, ignore_errors=True)
+  return {'job': 'JPEG q95 224x224, centred crop, from http://127.0.0.1', 'num_images':
+          num_images, 'tools': results,
+          'ratios': stage_ratios(results, pairs=[('convert', 'img2dataset')])}
+
+
 def print_peers(result):
   """The peer job's table: a line per tool, then convert's ratio to each."""
   print(f"\npeers: {result['job']}, {result['num_images']} images")
@@ -611,6 +652,8 @@ def main(argv=None):
     manifest, figures['corpus'] = prepare_corpus(args)
     figures['peers'] = run_peers(manifest, figures['corpus']['num_images'], args)
     save_json(figures, json_path)
+    figures['url_peers'] = run_url_peers(manifest, figures['corpus']['num_images'], args)
+    save_json(figures, json_path)
 
   print_machine(figures['machine'])
   for name, result in figures['cases'].items():
@@ -619,6 +662,8 @@ def main(argv=None):
     print_memory_scaling(figures['memory_scaling'])
   if 'peers' in figures:
     print_peers(figures['peers'])
+  if 'url_peers' in figures:
+    print_peers(figures['url_peers'])
   save_json(figures, json_path)
   print(f'\nfigures: {json_path}')
 

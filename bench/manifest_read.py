@@ -75,14 +75,14 @@ def _cpu_seconds() -> float:
 
 def run_once(reader: str, config, workers: int, runner_flags: tuple = ()) -> tuple:
   """-> (rows read, wall seconds, CPU seconds). runner_flags: another runner
-  (Flink, Spark: completed as convert completes them, engines.prepare);
+  (Flink, Spark: completed as convert completes them, runners.prepare);
   its job server's start-up is in the wall time, its CPU is not."""
   flags = ['--runner=DirectRunner']
   if workers > 1:
     flags += [f'--direct_num_workers={workers}', '--direct_running_mode=multi_processing']
   if runner_flags:
-    from pipeline import engines
-    options = engines.prepare(PipelineOptions(list(runner_flags)))
+    from pipeline.engines import runners
+    options = runners.prepare(PipelineOptions(list(runner_flags)))
   else:
     options = PipelineOptions(flags)
   counted = os.path.join(tempfile.mkdtemp(prefix='manifest-read-'), 'count')

@@ -6,7 +6,8 @@ Night 2's rows go one after another through a single thread, using the
 project's own per-row functions, with no Beam in between. Each row's CSV line
 is split, its file's metadata fingerprint is taken (a stat), its previous
 record is looked up and compared, the record is read with one pread with both
-CRCs checked, and it is written with its sidecar line. A real run also builds
+CRCs checked (and its sidecar CRC and key compared), and it is written with its
+sidecar line. A real run also builds
 the label map, counts, writes the index and checks far more. So this is a
 lower bound on what a reused row can cost.
 
@@ -34,7 +35,7 @@ def previous_records(night1: str) -> dict:
   shards = sorted(os.path.join(night1, name) for name in os.listdir(night1)
                   if name.startswith('train-') and name.endswith('.tfrecord'))
   with gzip.open(os.path.join(night1, 'train.sources.jsonl.gz')) as stream:
-    return dict(reuse.parse_line(line, 'train', shards, False) for line in stream)
+    return dict(reuse.parse_line(line, 'train', shards, False) for line in reuse.read_lines(stream))
 
 
 def reuse_rows(manifest: str, previous: dict) -> tuple[int, float, bytes]:
@@ -52,13 +53,14 @@ def reuse_rows(manifest: str, previous: dict) -> tuple[int, float, bytes]:
     record = previous.get(image)
     fingerprint = fingerprints.local_fingerprint(os.path.join(folder, image))
     if reuse.decide(record, 'train', fingerprint, (record.label_id, label) if record else None,
-                    record.option_digest if record else '') is not None:
+                    record.option_digest if record else '', image) is not None:
       continue
     framed = os.pread(shards[record.shard_path], record.length, record.offset)
-    unframe(framed, record.length, record.offset)
-    sidecar.write(reuse.sidecar_line(image, 0, reused, out.tell(), record.length, fingerprint,
-                                     record.source_sha256, record.label_id, label,
-                                     record.option_digest))
+    data = unframe(framed, record.length, record.offset)
+    reuse.checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, image, 'image/key')
+    sidecar.write(reuse.sidecar_line(image, 0, reused, out.tell(), record.length,
+                                     record.data_crc, fingerprint, record.source_sha256, image,
+                                     record.label_id, label, record.option_digest))
     out.write(framed)
     reused += 1
   seconds = time.perf_counter() - started

@@ -31,17 +31,19 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import cli
-from pipeline import command_line
-from pipeline import config as opts
-from pipeline import config_file
 from pipeline import convert as convert_command
-from pipeline import in_process
-from pipeline import progress as progress_display
-from pipeline import run_temp
+from pipeline import errors
 from pipeline import validate as validate_command
-from pipeline.flags import ConvertOptions
-from pipeline.flags import ValidateOptions
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
+from pipeline.configuration import configs
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.configuration.flags import ValidateOptions
+from pipeline.configuration.preflight import Rows
+from pipeline.runs import in_process
+from pipeline.runs import progress as progress_display
+from pipeline.runs import run_temp
 from transforms import filesystem
 from transforms.core.spec import REJECTED_FILE
 
@@ -52,7 +54,7 @@ ROWS_SOURCE = '<rows>'
 _ROWS_FILE = 'rows.jsonl'
 
 
-class UsageError(cli.UsageError, ValueError):
+class UsageError(errors.UsageError, ValueError):
   """Bad keywords or unusable input (the command line's exit 2): nothing was written."""
 
 
@@ -154,10 +156,9 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       keywords['progress'] = ('on' if progress else 'off') if isinstance(progress, bool) else (
           progress)
     argv = keyword_argv(keywords, ConvertOptions, 'convert')
-    if rows_path:
-      write_rows(rows, rows_path)
+    given_rows = Rows(rows_path, *write_rows(rows, rows_path)) if rows_path else None
     with _usage_errors(rows_path):
-      config, pipeline_options = opts.parse_convert(argv)
+      config, pipeline_options = opts.parse_convert(argv, rows=given_rows)
     if rows_path:
       config = _from_rows(config)
     notebook = progress_display.in_notebook()
@@ -198,7 +199,7 @@ def keyword_argv(keywords: dict, options_cls, command: str) -> list:
   for name, value in keywords.items():
     action = flags.get(f'--{name}')
     if action is None or name == 'help':
-      hint = cli.did_you_mean(f'--{name}', own, [f for f in flags if f != '--help'])
+      hint = errors.did_you_mean(f'--{name}', own, [f for f in flags if f != '--help'])
       hint = hint.replace('--', '')
       raise TypeError(f'{command}() got an unexpected keyword argument {name!r}{hint}')
     value = _plain_value(value)
@@ -273,14 +274,14 @@ def _usage_errors(rows_path: Optional[str] = None):
     yield
   except UsageError:
     raise
-  except cli.UsageError as error:
+  except errors.UsageError as error:
     message = str(error)
     if rows_path:
       message = message.replace(rows_path, ROWS_SOURCE)
     raise UsageError(message) from error
 
 
-def _from_rows(config: opts.ConvertConfig) -> opts.ConvertConfig:
+def _from_rows(config: configs.ConvertConfig) -> configs.ConvertConfig:
   """The config reading rows= from its temp file: rows named ROWS_SOURCE,
   their relative paths resolved against the current folder."""
   rows = dataclasses.replace(config.manifests[0], source_name=ROWS_SOURCE,
@@ -322,22 +323,24 @@ def _json_value(value):
   raise TypeError(f'a {type(value).__name__} is not a manifest value')
 
 
-def write_rows(rows, path: str) -> int:
-  """rows= -> a JSONL manifest at `path`, in one pass; -> the number of rows.
-  A missing value (None, NaN, pandas' NA) is written as null: an empty cell."""
-  count = 0
+def write_rows(rows, path: str) -> tuple:
+  """rows= -> a JSONL manifest at `path`, in one pass; -> (the number of rows,
+  the columns any row has, in the order first seen). A missing value (None,
+  NaN, pandas' NA) is written as null: an empty cell."""
+  count, columns = 0, {}
   with open(path, 'w', encoding='utf-8') as handle:
     for count, row in enumerate(_records(rows), start=1):
       if not isinstance(row, Mapping):
         raise UsageError(f'rows: row {count} is a {type(row).__name__}, not a dict of '
                          f'column values')
       fields = {str(k): None if _missing(v) else v for k, v in row.items()}
+      columns.update(dict.fromkeys(fields))
       try:
         text = json.dumps(fields, ensure_ascii=False, allow_nan=False, default=_json_value)
       except (TypeError, ValueError) as error:
         raise UsageError(f'rows: row {count} cannot be written as a manifest row: {error}')
       handle.write(text + '\n')
-  return count
+  return count, tuple(columns)
 
 
 def read_rejected(output_dir: str) -> list:

@@ -19,8 +19,8 @@ import sys
 import time
 from typing import Optional
 
-from pipeline import interrupts
 from pipeline.beam_runtime import startup
+from pipeline.runs import interrupts
 
 if __name__ == '__main__':
   interrupts.before_run(interrupts.CONVERT_LINES[0])
@@ -28,23 +28,22 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import cli
-from pipeline import config as opts
-from pipeline import engines
-from pipeline import flink_jobs
-from pipeline import progress
-from pipeline.beam_runtime import fast_exit
+from pipeline import errors
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import prepare_output_dir
-from pipeline.output_dir import removed_on_failure
-from pipeline.output_dir import unpublish
-from pipeline.previous import write_latest
-from pipeline.run_guard import RunGuard
-from pipeline.run_lock import RunLock
-from pipeline.run_lock import lock_name
-from pipeline.summary import _class_lines  # noqa: F401 (convert._class_lines, as before)
-from pipeline.summary import summary
-from pipeline.summary import warning_lines  # noqa: F401 (convert.warning_lines, as before)
+from pipeline.configuration import config as opts
+from pipeline.configuration import configs
+from pipeline.engines import flink_jobs
+from pipeline.engines import runners
+from pipeline.runs import exits
+from pipeline.runs import progress
+from pipeline.runs.output_dir import prepare_output_dir
+from pipeline.runs.output_dir import removed_on_failure
+from pipeline.runs.output_dir import unpublish
+from pipeline.runs.previous import write_latest
+from pipeline.runs.run_guard import RunGuard
+from pipeline.runs.run_lock import RunLock
+from pipeline.runs.run_lock import lock_name
+from pipeline.runs.summary import summary
 from transforms import detection
 from transforms import filesystem
 from transforms.beam_util import EXAMPLES
@@ -82,7 +81,7 @@ from transforms.write_shards import WriteShards
 from transforms.write_tfrecordio import WriteTFRecordIO
 
 
-def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None):
+def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None):
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
@@ -111,7 +110,7 @@ def _read_rows(p, config: opts.ConvertConfig, in_order: bool, progress_dir=None)
   return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
 
 
-def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
+def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   """Adds the whole conversion to pipeline `p`; returns the info PCollection.
 
   progress_dir: where local workers report their progress (None: nowhere).
@@ -121,13 +120,13 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   # A single local worker sorts the rows (small) into their write order before
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
-  in_order = engines.single_local_worker(p.options)
+  in_order = runners.single_local_worker(p.options)
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
-                   harnesses=None if in_order else engines.harnesses_per_machine(p.options))
+                   harnesses=None if in_order else runners.harnesses_per_machine(p.options))
   # A single local worker copies reused records in its image step, in write
   # order, as the images come (local previous shards); elsewhere by shard.
   inline = in_order and previous_used(config) and not any(
@@ -158,7 +157,7 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
   copied = None
   if previous_used(config):
     decided = decide_and_copy(rows, label_map, config.change_detection, digest,
-                              config.ordering, inline)
+                              config.ordering, config.example.table().key, inline)
     rows, copied = decided.rows, decided.examples
     tallies += decided.tallies
     # copied records join the encoded ones through the writer's shuffle
@@ -223,12 +222,12 @@ def build(p, config: opts.ConvertConfig, progress_dir=None, lock=None):
               **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
 
 
-def previous_used(config: opts.ConvertConfig) -> bool:
+def previous_used(config: configs.ConvertConfig) -> bool:
   """Whether this run reuses a previous dataset's records."""
   return config.previous is not None and config.previous.dataset is not None
 
 
-def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
+def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
   """Rows -> (rows with their sources' fingerprints and, with a previous
   dataset, its records, [tallies of dropped keys])."""
   if config.sink == SINK_TFRECORDIO:
@@ -244,8 +243,8 @@ def _previous_rows(rows, config: opts.ConvertConfig, in_order: bool):
   return joined[ROWS], [joined[TALLIES]]
 
 
-def _info_settings(config: opts.ConvertConfig, options):
-  settings = config.info_settings(engines.engine_record(options))
+def _info_settings(config: configs.ConvertConfig, options):
+  settings = config.info_settings(runners.engine_record(options))
   if config.previous is None:
     return settings
   return dataclasses.replace(settings, reuse={
@@ -266,14 +265,14 @@ def run(argv=None) -> int:
       print(f'  label manifest line rejected {reason}: {count} (not an image row)')
     raise
   if info is None:
-    print(engines.dry_run_note(pipeline_options,
+    print(runners.dry_run_note(pipeline_options,
                                f'nothing was written to {config.output_dir}'))
-    return cli.EXIT_OK
+    return errors.EXIT_OK
   print(summary(info, time.time() - started))
-  return cli.EXIT_OVER_BUDGET if info['over_budget'] else cli.EXIT_OK
+  return errors.EXIT_OVER_BUDGET if info['over_budget'] else errors.EXIT_OK
 
 
-class NothingPublished(cli.UsageError):
+class NothingPublished(errors.UsageError):
   """No example at all (every row rejected) and no --allow_empty: an empty
   dataset is no success. What was written but rejected.jsonl is taken back."""
 
@@ -285,11 +284,11 @@ class NothingPublished(cli.UsageError):
     self.info = info
 
 
-def convert(config: opts.ConvertConfig, pipeline_options,
+def convert(config: configs.ConvertConfig, pipeline_options,
             progress_display=None) -> Optional[dict]:
   """One conversion, checked, locked and prepared as the command line's: ->
   the dataset_info.json written (None for a dry run, which writes nothing).
-  Failures are raised (cli.UsageError, NothingPublished, the job's
+  Failures are raised (errors.UsageError, NothingPublished, the job's
   exception). The command line's run() and pipeline.api call it; neither
   prints here.
 
@@ -297,10 +296,10 @@ def convert(config: opts.ConvertConfig, pipeline_options,
   line on stderr.
   """
   # Flink and Spark: Java, job server, master, workers, all checked before the lock.
-  pipeline_options = engines.prepare(pipeline_options)
+  pipeline_options = runners.prepare(pipeline_options)
   # Before anything is locked, created or written: can the runner take the job?
-  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
-  if engines.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
+  runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
+  if runners.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     _convert(config, pipeline_options, RunGuard(), progress_display)
     return None
   files = filesystem.FileAccess()  # this thread's reads and writes of OUT (one S3 client)
@@ -329,7 +328,7 @@ def convert(config: opts.ConvertConfig, pipeline_options,
   return info
 
 
-def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
+def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,
              progress_display, lock=None) -> None:
   """lock: (lock file name, run_id) of the run's lock (build)."""
   # On a Flink cluster, a job whose job server is gone is cancelled there too
@@ -346,10 +345,10 @@ def _convert(config: opts.ConvertConfig, pipeline_options, guard: RunGuard,
 
 def main(argv=None) -> int:
   """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
-  and end the process by the signal (cli.run_command)."""
-  return cli.run_command(run, argv, *interrupts.CONVERT_LINES)
+  and end the process by the signal (exits.run_command)."""
+  return exits.run_command(run, argv, *interrupts.CONVERT_LINES)
 
 
 if __name__ == '__main__':
   startup.end()
-  fast_exit.exit_now(main())
+  exits.exit_with(main, fast=True)

@@ -15,21 +15,21 @@ local Spark, into demo_output_flink/ or demo_output_spark/.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
 import random
 import shutil
-import sys
 import time
 
 from PIL import Image
 from PIL import ImageDraw
 
 from pipeline import convert
+from pipeline import errors
 from pipeline import look
 from pipeline import validate
+from pipeline.runs import exits
 
 DATA_DIR = 'demo_data'
 OUTPUT_DIR = 'demo_output'
@@ -134,7 +134,7 @@ def describe(output_dir: str, inspect: bool = True) -> str:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description='convert, validate and inspect a sample set')
+  parser = errors.UsageParser(description='convert, validate and inspect a sample set')
   parser.add_argument('--engine', choices=sorted(ENGINE_RUNNERS),
                       help='run convert and validate on this engine (default: locally)')
   engine = parser.parse_args(argv).engine
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     return code
   print(describe(OUTPUT_DIR))
   code = look.main(['--input_dir', OUTPUT_DIR, '--export_dir', EXPORT_DIR])
-  print('Load it for training: read.load / read.examples, see "Reading the output" in README.md.')
+  print('Load it for training: read.load / read.examples, see docs/reading.md.')
   return code
 
 
@@ -160,7 +160,7 @@ ENGINE_RUNNERS = {'flink': 'FlinkRunner', 'spark': 'SparkRunner'}
 
 def on_engine(manifest: str, engine: str) -> int:
   """convert and validate with nothing but --runner: the job server, master
-  and workers are what the launcher fills in (pipeline/engines.py)."""
+  and workers are what the launcher fills in (pipeline/engines/runners.py)."""
   output_dir = f'{OUTPUT_DIR}_{engine}'
   runner = ['--runner', ENGINE_RUNNERS[engine]]
   started = time.time()
@@ -177,4 +177,4 @@ def on_engine(manifest: str, engine: str) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(lambda: exits.main_with_usage_errors(main))

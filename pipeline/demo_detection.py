@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 
 from PIL import Image
 
 from pipeline import convert
+from pipeline import errors
 from pipeline import look
 from pipeline import validate
+from pipeline.runs import exits
 
 DATA_DIR = 'demo_data_detection'
 OUTPUT_DIR = 'demo_output_detection'
@@ -86,7 +87,7 @@ def make_sample(directory: str = DATA_DIR) -> str:
 
 
 def main(argv=None) -> int:
-  del argv
+  errors.UsageParser(description=__doc__.strip().splitlines()[0]).parse_args(argv)
   annotations = make_sample(DATA_DIR)
   print(f'Sample: {annotations} ({len(OBJECTS)} images, '
         f'{sum(map(len, OBJECTS.values()))} objects)\n')
@@ -103,4 +104,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main(sys.argv[1:]))
+  exits.exit_with(lambda: exits.main_with_usage_errors(main))

@@ -24,9 +24,10 @@ import shutil
 import sys
 import tempfile
 
-from pipeline import cli
-from pipeline import read
-from pipeline.cli import UsageError
+from pipeline import errors
+from pipeline.errors import UsageError
+from pipeline.reading import dataset
+from pipeline.runs import exits
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -40,14 +41,14 @@ TFDS_FEATURES_FILE = 'features.json'
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = cli.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
+  parser = errors.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--format', required=True, choices=FORMATS)
   parser.add_argument('--input_dir', required=True, help='a folder written by convert')
   parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')
   parser.add_argument('--overwrite', action='store_true',
                       help='replace a previous export in --output_dir')
-  unknown = cli.unknown_flag(parser, argv)
+  unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
   return parser.parse_args(argv)
@@ -103,7 +104,7 @@ def tfds_features(info: dict, tfds, tf):
 def _link_or_copy(source: str, target: str) -> str:
   """-> 'linked', 'copied' or 'decompressed'."""
   if source.endswith('.gz'):
-    with read.open_binary(source) as stream, open(target, 'wb') as out:
+    with dataset.open_binary(source) as stream, open(target, 'wb') as out:
       shutil.copyfileobj(stream, out, 1 << 20)
     return 'decompressed'
   if not paths.is_remote(source):
@@ -112,7 +113,7 @@ def _link_or_copy(source: str, target: str) -> str:
       return 'linked'
     except OSError:  # no symlinks here (e.g. Windows without the privilege): copy
       pass
-  with read.open_binary(source) as stream, open(target, 'wb') as out:
+  with dataset.open_binary(source) as stream, open(target, 'wb') as out:
     shutil.copyfileobj(stream, out, 1 << 20)
   return 'copied'
 
@@ -176,7 +177,7 @@ def quiet_tensorflow():
 def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   """Writes the TFDS folder; -> lines for the terminal."""
   try:
-    info = read.read_info(input_dir)
+    info = dataset.read_info(input_dir)
   except InfoError as error:
     raise UsageError(str(error))
   if paths.is_remote(output_dir):
@@ -203,7 +204,7 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     lengths = []
     for shard in declared['shards']:
       target = os.path.join(output_dir, shard[:-3] if shard.endswith('.gz') else shard)
-      how = _link_or_copy(read.join(input_dir, shard), target)
+      how = _link_or_copy(dataset.join(input_dir, shard), target)
       done[how] = done.get(how, 0) + 1
       with open(target, 'rb') as stream:
         lengths.append(sum(1 for _ in record_spans(stream)))
@@ -227,12 +228,12 @@ def run(argv: list) -> int:
   args = parse_args(argv)
   output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
   print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
-  return cli.EXIT_OK
+  return errors.EXIT_OK
 
 
 def main(argv=None) -> int:
-  return cli.main_with_usage_errors(run, argv)
+  return exits.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(main)

@@ -13,10 +13,10 @@ import sys
 # project root goes first, so that `pipeline` imports from a checkout too.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline import cli
 from pipeline import convert
+from pipeline import errors
 from pipeline import flex_template
-from pipeline.beam_runtime import fast_exit
+from pipeline.runs import exits
 
 
 def convert_argv(argv: list) -> list:
@@ -29,7 +29,7 @@ def convert_argv(argv: list) -> list:
     flag, sep, value = arg.partition('=')
     if flag in switches and sep:
       if value.lower() not in (flex_template.TRUE, flex_template.FALSE):
-        raise cli.UsageError(f'{flag}={value}: give {flex_template.TRUE} or '
+        raise errors.UsageError(f'{flag}={value}: give {flex_template.TRUE} or '
                                 f'{flex_template.FALSE}')
       if value.lower() == flex_template.TRUE:
         result.append(flag)
@@ -43,4 +43,4 @@ def run(argv: list) -> int:
 
 
 if __name__ == '__main__':
-  fast_exit.exit_now(cli.main_with_exit_codes(run))
+  exits.exit_with(lambda: exits.main_with_exit_codes(run), fast=True)

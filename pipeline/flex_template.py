@@ -16,11 +16,12 @@ import argparse
 import json
 import os
 import re
-import sys
 
-from pipeline import command_line
-from pipeline.flags import VALUE_REGEXES
-from pipeline.flags import ConvertOptions
+from pipeline import errors
+from pipeline.configuration import command_line
+from pipeline.configuration.flags import VALUE_REGEXES
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.runs import exits
 
 # Google's Python 3.11 launcher image, pinned (never :latest) so a rebuild
 # gives the same launcher. The package installs Beam 2.77.0 over its Beam.
@@ -122,7 +123,7 @@ def write(output_dir: str, launcher_image: str = LAUNCHER_IMAGE) -> list:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m pipeline.flex_template',
+  parser = errors.UsageParser(prog='python -m pipeline.flex_template',
                                    description=__doc__.strip().splitlines()[0])
   parser.add_argument('--output_dir', required=True,
                       help='where metadata.json and Dockerfile are written')
@@ -135,4 +136,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(lambda: exits.main_with_usage_errors(main))

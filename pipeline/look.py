@@ -19,18 +19,18 @@ import glob
 import json
 import os
 import random
-import sys
 from typing import Optional
 
-from pipeline import cli
-from pipeline import read
-from pipeline import report
-from pipeline.cli import EXIT_OK
-from pipeline.cli import UsageError
-from pipeline.look_sample import Reservoir
-from pipeline.look_sample import decode_samples
-from pipeline.look_sample import records_of
-from pipeline.look_sample import scan_split
+from pipeline import errors
+from pipeline.errors import EXIT_OK
+from pipeline.errors import UsageError
+from pipeline.looking import report
+from pipeline.looking.look_sample import Reservoir
+from pipeline.looking.look_sample import decode_samples
+from pipeline.looking.look_sample import records_of
+from pipeline.looking.look_sample import scan_split
+from pipeline.reading import dataset
+from pipeline.runs import exits
 from transforms.core import decoders
 from transforms.core import paths
 from transforms.core import records
@@ -50,7 +50,7 @@ SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_tex
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = cli.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
+  parser = errors.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
                    allow_abbrev=False)
   parser.add_argument('--input_dir', help='a folder written by convert')
   parser.add_argument('--files', help='glob of TFRecord files convert did not write')
@@ -68,7 +68,7 @@ def parse_args(argv: list) -> argparse.Namespace:
                       f'first of {", ".join(records.IMAGE_FEATURES)})')
   parser.add_argument('--label_feature', help='--files: the label feature (default: the '
                       f'first of {", ".join(records.LABEL_FEATURES)})')
-  unknown = cli.unknown_flag(parser, argv)
+  unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
   args = parser.parse_args(argv)
@@ -178,7 +178,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
     shards = info['splits'][split]['shards']
     first, record = shards[0], NO_RECORD
     for shard in shards:
-      record = first_record_lines(read.join(input_dir, shard))
+      record = first_record_lines(dataset.join(input_dir, shard))
       if record is not NO_RECORD:
         first = shard
         break
@@ -230,7 +230,7 @@ def inspect_dataset(args) -> list:
   if not os.path.isdir(args.input_dir) and not paths.is_remote(args.input_dir):
     raise UsageError(f'--input_dir {args.input_dir} is not a folder')
   try:
-    info = read.read_info(args.input_dir)
+    info = dataset.read_info(args.input_dir)
   except InfoError as error:
     raise UsageError(f'{error} (for TFRecord files convert did not write, use --files)')
   splits = list(info['splits'])
@@ -366,8 +366,8 @@ def run(argv: list) -> int:
 
 
 def main(argv=None) -> int:
-  return cli.main_with_usage_errors(run, argv)
+  return exits.main_with_usage_errors(run, argv)
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exits.exit_with(main)

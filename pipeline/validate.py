@@ -17,8 +17,8 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import interrupts
 from pipeline.beam_runtime import startup
+from pipeline.runs import interrupts
 
 if __name__ == '__main__':
   interrupts.before_run(interrupts.VALIDATE_LINES[0])
@@ -26,14 +26,16 @@ if __name__ == '__main__':
 
 import apache_beam as beam
 
-from pipeline import cli
-from pipeline import config as opts
-from pipeline import engines
-from pipeline import flink_jobs
-from pipeline.beam_runtime import fast_exit
+from pipeline import errors
 from pipeline.beam_runtime import local_runner
-from pipeline.output_dir import list_entries
-from pipeline.run_guard import RunGuard
+from pipeline.configuration import config as opts
+from pipeline.configuration import configs
+from pipeline.engines import flink_jobs
+from pipeline.engines import runners
+from pipeline.runs import exits
+from pipeline.runs.output_dir import list_entries
+from pipeline.runs.run_guard import RunGuard
+from pipeline.validating import recompute
 from transforms import filesystem
 from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
@@ -155,13 +157,15 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0, check_processes: int = 0,
-          check_records=validation.check_records):
+          check_records=validation.check_records, listing_warnings=(), more=None):
   """Adds the validation to pipeline `p`; returns the report PCollection.
 
   check_records: what checks a batch of records (tests swap it).
+  listing_problems, listing_warnings: what the launcher found (--recompute...);
+  more: more fields of the report.
   """
   expected = validation.Expected.from_info(info)
-  single = engines.single_local_worker(p.options)
+  single = runners.single_local_worker(p.options)
   pool, spans, whole_shards = check_pools(
       check_threads, check_processes, expected.image.encoding, single, input_dir, shards,
       os.cpu_count() or 1)
@@ -176,7 +180,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
-                            max_problems),
+                            max_problems, list(listing_warnings), more),
               side.AsDict(checked[TALLY_SUMS]),
               side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
@@ -206,6 +210,9 @@ def summary(report: dict, report_path: str, strict: bool = False) -> str:
     warnings += [f'  {kind}: {count}' for kind, count in report['warnings_by_kind'].items()]
     warnings += _examples(report['warnings'])
   note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
+  if 'num_recomputed' in report:
+    note.append(f'--recompute: {report["num_recomputed"]} record(s) converted again from '
+                f'their sources and compared byte for byte.')
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
     return '\n'.join([f'OK: {report["num_examples"]} examples'
@@ -223,39 +230,46 @@ def run(argv=None, check_records=validation.check_records) -> int:
                                                  __doc__.strip().splitlines()[0])
   report = validate(config, pipeline_options, check_records)
   if report is None:
-    print(engines.dry_run_note(pipeline_options, 'nothing was checked or written'))
-    return cli.EXIT_OK
+    print(runners.dry_run_note(pipeline_options, 'nothing was checked or written'))
+    return errors.EXIT_OK
   print(summary(report, config.report_path, config.strict))
   if not report['valid'] or (config.strict and report['num_warnings']):
-    return cli.EXIT_FAILED
-  return cli.EXIT_OK
+    return errors.EXIT_FAILED
+  return errors.EXIT_OK
 
 
-def validate(config: opts.ValidateConfig, pipeline_options,
+def validate(config: configs.ValidateConfig, pipeline_options,
              check_records=validation.check_records) -> Optional[dict]:
   """One validation, as the command line's: -> the report written (None for
   a dry run, which checks nothing). A dataset without a usable
   dataset_info.json gets a report of that one problem. Failures are raised.
   The command line's run() and pipeline.api call it; neither prints here."""
-  pipeline_options = engines.prepare(pipeline_options)  # Flink and Spark: see convert
+  pipeline_options = runners.prepare(pipeline_options)  # Flink and Spark: see convert
   # Before anything is read or written: can the runner take the job?
-  engines.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
+  runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
   try:
     info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
-    report = build_report({'splits': {}, 'label_map': []}, {}, {}, {}, [], [problem],
-                          config.expected_count, config.max_problems)
+    # No dataset to count: that one problem, not also "the dataset has no examples".
+    nothing = {'splits': {}, 'label_map': [], 'options': {'allow_empty': True}}
+    report = build_report(nothing, {}, {}, {}, [], [problem], config.expected_count,
+                          config.max_problems)
     _write_report_if_possible(config.report_path, report)
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
+  listing_warnings, more = [], {}
+  if config.recompute is not None:  # before the job: a usage error writes nothing
+    problems, listing_warnings, more['num_recomputed'] = recompute.findings(
+        config.input_dir, info, config.recompute, config.manifest, files)
+    listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records)
+        config.check_processes, check_records, listing_warnings, more)
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
   # path + '.tmp', then renames it).
@@ -264,7 +278,7 @@ def validate(config: opts.ValidateConfig, pipeline_options,
       RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
                                  files)) as guard:
     guard.run(p)
-  if engines.is_dry_run(pipeline_options):
+  if runners.is_dry_run(pipeline_options):
     return None
   return json.loads(files.read_text(config.report_path))
 
@@ -283,11 +297,11 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 def main(argv=None, check_records=validation.check_records) -> int:
   """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
-  and end the process by the signal (cli.run_command)."""
-  return cli.run_command(functools.partial(run, check_records=check_records), argv,
+  and end the process by the signal (exits.run_command)."""
+  return exits.run_command(functools.partial(run, check_records=check_records), argv,
                          *interrupts.VALIDATE_LINES)
 
 
 if __name__ == '__main__':
   startup.end()
-  fast_exit.exit_now(main())
+  exits.exit_with(main, fast=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import pathlib
 import shutil
 import socket
+import tempfile
 
 import numpy as np
 from PIL import Image
@@ -36,6 +38,15 @@ def write_image(path: pathlib.Path, colour=(255, 0, 0), size=(40, 30), mode='RGB
   return path
 
 
+def noise_png(seed: int, size: tuple = (10, 10)) -> bytes:
+  """A PNG of random RGB pixels (a fixed seed: the same bytes every run)."""
+  pixels = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0], 3),
+                                                dtype=np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='PNG')
+  return buffer.getvalue()
+
+
 def write_manifest(path: pathlib.Path, rows, header=('image', 'label')) -> pathlib.Path:
   lines = [','.join(header)] + [','.join(str(v) for v in row) for row in rows]
   path.write_text('\n'.join(lines) + '\n')
@@ -62,12 +73,75 @@ def make_sample(root: pathlib.Path) -> Sample:
   return Sample(root, manifest, labels, root / 'out')
 
 
+# --- the suite leaves nothing in TMPDIR -------------------------------------------------
+#
+# Each process of the suite (the one pytest process, or xdist's controller and
+# each worker) points TMPDIR, and so every temp file of the tests, of the runs
+# they start and of their child processes, at a folder of its own under one
+# private folder, i2t-* in the system's temp folder (short: a test binds a
+# unix socket below it, whose path may not exceed 107 bytes). Each
+# process's folder must be empty when its session ends but for pytest's own
+# pytest-of-* (_no_temp_litter): a test that leaks a temp file fails the suite,
+# naming what it left. The private folder is removed at the end: TMPDIR is
+# left as it was found.
+
+_TESTS_TEMP = 'IMG2TFRECORD_TESTS_TEMP'
+_PYTEST_TEMP = 'pytest-of-'
+_ROOT_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+  worker = getattr(config, 'workerinput', None)
+  if worker is None:  # the one process, or xdist's controller: before workers start
+    root = tempfile.mkdtemp(prefix='i2t-')
+    os.environ[_TESTS_TEMP] = root
+    config.stash[_ROOT_KEY] = root
+  # xdist's workers each have a folder of their own; pytest's basetemp is the
+  # controller's (the root), under which each worker's tmp_path lives.
+  own = os.path.join(os.environ[_TESTS_TEMP], worker['workerid']) if worker else (
+      os.environ[_TESTS_TEMP])
+  os.makedirs(own, exist_ok=True)
+  os.environ['TMPDIR'] = tempfile.tempdir = own
+
+
+def temp_litter(folder: str) -> list:
+  """What is in `folder` that is not pytest's own."""
+  return sorted(n for n in os.listdir(folder) if not n.startswith(_PYTEST_TEMP))
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _no_temp_litter():
+  """The tests of this process, and what they started, left no temp file."""
+  yield
+  own = tempfile.gettempdir()
+  assert temp_litter(own) == [], f'the tests left these in TMPDIR ({own})'
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+  root = config.stash.get(_ROOT_KEY, None)
+  if root is not None:
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope='session', autouse=True)
 def _beam_remembers_method_signatures():
-  """What every command run does (cli.main_with_exit_codes), for the
+  """What every command run does (exits.main_with_exit_codes), for the
   TestPipeline tests too: about 0.35 s less per pipeline run."""
   from pipeline.beam_runtime.beam_signatures import remember_method_signatures
   remember_method_signatures()
+
+
+def local_pipeline(*flags: str):
+  """A TestPipeline on the runner every local run of the project uses
+  (beam_runtime/local_runner.py): Beam's DirectRunner would first try Prism,
+  staging files into temp folders it leaves behind."""
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.testing.test_pipeline import TestPipeline
+
+  from pipeline.beam_runtime.local_runner import LocalRunner
+  return TestPipeline(runner=LocalRunner(),
+                      options=PipelineOptions(['--runner=DirectRunner', *flags]))
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from typing import Optional
 import urllib.error
 import urllib.request
 
-from pipeline import job_servers
+from pipeline.engines import job_servers
 from tests.conftest import free_port
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

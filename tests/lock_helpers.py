@@ -15,7 +15,7 @@ import sys
 import time
 
 from pipeline import convert
-from pipeline import output_dir
+from pipeline.runs import output_dir
 from transforms import filesystem
 from transforms import write_metadata
 

@@ -21,8 +21,8 @@ import sys
 import time
 
 from pipeline import convert
-from pipeline import output_dir
 from pipeline.beam_runtime import fast_exit
+from pipeline.runs import output_dir
 from transforms import filesystem
 
 WAIT_S = 120.0

@@ -92,8 +92,10 @@ def test_killed_run_leaves_no_complete_looking_output_and_rerun_recovers(tmp_pat
   out = tmp_path / 'out'
   argv = [sys.executable, '-m', 'pipeline.convert', '--manifest', str(tmp_path / 'm.csv'),
           '--output_dir', str(out), '--height', '64', '--width', '64']
+  killed_temp = tmp_path / 'temp'  # the killed run's img2tfrecord-run-* folder stays there
+  killed_temp.mkdir()
   job = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+                         start_new_session=True, env=dict(os.environ, TMPDIR=str(killed_temp)))
   deadline = time.time() + 120
   while time.time() < deadline:
     temp = [d for d in out.glob('beam-temp-*') if any(d.iterdir())] if out.exists() else []

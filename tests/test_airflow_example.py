@@ -64,3 +64,6 @@ def test_two_nights_of_the_dag_reuse_the_first_nights_records(tmp_path):
   assert (out / 'latest').read_text() == f'{out / "2026-12-01"}\n'
   report = json.loads((out / '2026-12-01' / 'validation_report.json').read_text())
   assert report['valid'] is True
+  # the night's copies converted again from their sources (validate --recompute 100)
+  assert report['num_recomputed'] == min(100, len(changed))
+  assert report['num_warnings'] == 0

@@ -17,9 +17,10 @@ import pytest
 
 from pipeline import api
 from pipeline import convert as convert_command
-from pipeline import progress
-from pipeline.flags import ConvertOptions
-from pipeline.flags import ValidateOptions
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.configuration.flags import ValidateOptions
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs import progress
 from tests.conftest import COLOURS
 from tests.conftest import feature
 from tests.conftest import pixels
@@ -102,8 +103,40 @@ def test_a_usage_error_about_rows_names_them_not_their_temp_file(sample, monkeyp
   monkeypatch.chdir(sample.root)
   with pytest.raises(api.UsageError) as caught:
     api.convert(output_dir='out', rows=_rows(sample), image_column='file')
-  assert str(caught.value) == ('manifest <rows> has no column(s) file (its columns: image, '
-                               'label)')
+  assert str(caught.value) == 'rows= has no column(s) file (its columns: image, label)'
+
+
+def test_rows_without_an_image_column_are_refused_as_the_command_line_refuses(
+    sample, monkeypatch, tmp_path, capsys):
+  """One preflight: rows= without an image column are refused before anything
+  is written, with the command line's message for the same rows in a CSV
+  manifest, worded for rows=."""
+  rows = [{'file': image, 'label': label} for image, label in sample.labels.items()]
+  manifest = tmp_path / 'files.csv'
+  manifest.write_text('file,label\n' + ''.join(f'{r["file"]},{r["label"]}\n' for r in rows))
+  assert convert_command.main(['--manifest', str(manifest), '--output_dir',
+                               str(tmp_path / 'cli')]) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: manifest {manifest} has no column(s) image (its columns: file, label)\n')
+  monkeypatch.chdir(sample.root)
+  with pytest.raises(api.UsageError) as caught:
+    api.convert(output_dir='out', rows=rows)
+  assert str(caught.value) == 'rows= has no column(s) image (its columns: file, label)'
+  assert not (sample.root / 'out').exists() and not (tmp_path / 'cli').exists()
+  # The columns are every row's: a column only later rows have is there.
+  result = api.convert(output_dir='out', rows=[rows[0], {'image': rows[1]['file'], 'label': 'x'}],
+                       image_column='file', max_error_rate=0.5)
+  assert (result.num_examples, [r['code'] for r in result.rejected]) == (1, ['empty_image'])
+
+
+def test_no_rows_are_refused_naming_rows_not_a_manifest(tmp_path):
+  out = tmp_path / 'out'
+  with pytest.raises(api.UsageError) as caught:
+    api.convert(output_dir=str(out), rows=[])
+  assert str(caught.value) == 'rows= has no rows'
+  assert not out.exists()
+  result = api.convert(output_dir=str(out), rows=[], allow_empty=True)  # as --allow_empty
+  assert (result.num_examples, result.num_rejected, read_info(out)['num_examples']) == (0, 0, 0)
 
 
 # --- rows ------------------------------------------------------------------------
@@ -188,7 +221,7 @@ def test_rows_are_written_in_one_pass_one_row_held_at_a_time(tmp_path):
 
   refs = []
   path = tmp_path / 'rows.jsonl'
-  assert api.write_rows(rows(), str(path)) == 1000
+  assert api.write_rows(rows(), str(path)) == (1000, ('image', 'label', 'extra', 'path'))
   assert max(alive) <= 1  # no list of rows: each goes once written
   lines = path.read_text().splitlines()
   assert json.loads(lines[4]) == {'image': '4.png', 'label': 1, 'extra': [4, 5], 'path': 'a/b'}
@@ -369,7 +402,8 @@ def test_a_run_leaves_the_process_as_it_found_it(tmp_path):
 
 _INTERRUPT_SCRIPT = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from pipeline import api, progress
+    from pipeline import api
+    from pipeline.runs import progress
 
     data = sys.argv[1]
     def update(self, done):  # Ctrl-C, as a notebook's interrupt sends it, mid-run
@@ -480,7 +514,7 @@ def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
 def test_a_handler_a_runner_installs_during_the_run_is_put_back():
   # Beam's job server for Flink and Spark installs a SIGINT handler and never
   # removes it (StopOnExitJobServer); the run must not leave it behind.
-  from pipeline import in_process
+  from pipeline.runs import in_process
   before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
   with in_process.restored_process_state():
     signal.signal(signal.SIGINT, lambda *_: None)

@@ -100,12 +100,12 @@ def test_installing_twice_wraps_beams_function_once(remembering):
 
 @pytest.mark.slow  # Beam in a subprocess
 def test_every_command_run_remembers_signatures():
-  """cli.main_with_exit_codes, which convert, validate and the Flex Template
+  """exits.main_with_exit_codes, which convert, validate and the Flex Template
   entry run through, installs it (a fresh interpreter: here it already is)."""
   script = ('from apache_beam.transforms import core\n'
-            'from pipeline import cli\n'
+            'from pipeline.runs import exits\n'
             'before = hasattr(core.get_function_args_defaults, "__wrapped__")\n'
-            'code = cli.main_with_exit_codes(lambda argv: 0, [])\n'
+            'code = exits.main_with_exit_codes(lambda argv: 0, [])\n'
             'print(before, code, hasattr(core.get_function_args_defaults, "__wrapped__"))\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
                         text=True, check=True, env=dict(os.environ, PYTHONPATH=ROOT))

@@ -15,14 +15,15 @@ from apache_beam.options.pipeline_options import StandardOptions
 import pytest
 
 from pipeline import cli
-from pipeline import command_line
-from pipeline import config as opts
 from pipeline import convert
-from pipeline import engines
-from pipeline import flags
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_USAGE
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import configs
+from pipeline.configuration import flags
+from pipeline.engines import runners
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_USAGE
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
 
@@ -44,7 +45,7 @@ def test_convert_flags_become_a_typed_frozen_config(sample):
   config, options = opts.parse_convert(convert_argv(
       sample, '--height', '8', '--width', '6', '--encoding', 'png', '--split',
       'train=0.75,test=0.25', '--num_shards', '2', '--temp_location', '/tmp/t'))
-  assert isinstance(config, opts.ConvertConfig)
+  assert isinstance(config, configs.ConvertConfig)
   assert (config.image.height, config.image.width, config.image.encoding) == (8, 6, 'png')
   assert config.split.fractions == (('train', 0.75), ('test', 0.25))
   assert config.num_shards == 2 and config.manifests[0].path == str(sample.manifest)
@@ -56,7 +57,7 @@ def test_convert_flags_become_a_typed_frozen_config(sample):
 def test_validate_flags_become_a_typed_frozen_config(tmp_path):
   config, options = opts.parse_validate(['--input_dir', f'{tmp_path}/', '--expected_count',
                                          '7', '--max_problems', '3', '--check_threads', '2'])
-  assert config == opts.ValidateConfig(
+  assert config == configs.ValidateConfig(
       input_dir=str(tmp_path), report_path=f'{tmp_path}/validation_report.json',
       expected_count=7, max_problems=3, check_threads=2, check_processes=0)
   assert options.view_as(StandardOptions).runner == 'DirectRunner'
@@ -83,7 +84,7 @@ def test_the_info_settings_are_typed_and_carry_the_options(sample):
      {'runner': 'DataflowRunner', 'default_sdk_harness_log_level': 'INFO'}),
 ])
 def test_local_defaults_in_one_place(given, expected):
-  assert engines.local_defaults(given) == expected
+  assert runners.local_defaults(given) == expected
 
 
 def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
@@ -108,7 +109,7 @@ def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
     ('convert', '--zzz', "unrecognized argument '--zzz'"),
     ('validate', '--expected_cont', "unrecognized argument '--expected_cont'; did you mean "
      '--expected_count?'),
-    ('validate', '--manifest', "unrecognized argument '--manifest'"),
+    ('validate', '--image_dir', "unrecognized argument '--image_dir'"),
 ])
 def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, command, flag,
                                                          message):
@@ -294,7 +295,7 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
 @pytest.mark.slow  # Beam in a subprocess
 def test_importing_the_package_configures_no_logging():
   code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '
-          'pipeline.config, pipeline.flags, pipeline.preflight, pipeline.cli, pipeline.command_line; '
+          'pipeline.configuration.config, pipeline.configuration.flags, pipeline.configuration.preflight, pipeline.cli, pipeline.configuration.command_line; '
           'root = logging.getLogger(); print(len(root.handlers), root.level)')
   done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
   assert done.stdout.split() == ['0', str(30)], done.stderr  # no handler, WARNING

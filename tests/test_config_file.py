@@ -11,14 +11,15 @@ from apache_beam.options.pipeline_options import DebugOptions
 from apache_beam.options.pipeline_options import StandardOptions
 import pytest
 
-from pipeline import command_line
-from pipeline import config as opts
-from pipeline import config_file
 from pipeline import convert
-from pipeline import flags
 from pipeline import validate
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
+from pipeline.configuration import configs
+from pipeline.configuration import flags
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import read_info
 from tests.conftest import write_manifest
 
@@ -110,14 +111,14 @@ s3_secret_access_key: not-for-the-record
 
 def test_the_recorded_config_file_is_absolute_or_the_url(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
-  assert opts.recorded_config_file('conf/c.yaml') == str(tmp_path / 'conf' / 'c.yaml')
-  assert opts.recorded_config_file('./c.yaml') == str(tmp_path / 'c.yaml')
-  assert opts.recorded_config_file(str(tmp_path / 'c.yaml')) == str(tmp_path / 'c.yaml')
-  assert opts.recorded_config_file('gs://b/conf/c.yaml') == 'gs://b/conf/c.yaml'
-  assert opts.recorded_config_file('s3://b/c.yaml') == 's3://b/c.yaml'
-  assert opts.recorded_config_file('https://u:hunter2@h/c.yaml?sig=abc') == (
+  assert configs.recorded_config_file('conf/c.yaml') == str(tmp_path / 'conf' / 'c.yaml')
+  assert configs.recorded_config_file('./c.yaml') == str(tmp_path / 'c.yaml')
+  assert configs.recorded_config_file(str(tmp_path / 'c.yaml')) == str(tmp_path / 'c.yaml')
+  assert configs.recorded_config_file('gs://b/conf/c.yaml') == 'gs://b/conf/c.yaml'
+  assert configs.recorded_config_file('s3://b/c.yaml') == 's3://b/c.yaml'
+  assert configs.recorded_config_file('https://u:hunter2@h/c.yaml?sig=abc') == (
       'https://<redacted>@h/c.yaml?sig=<redacted>')
-  assert opts.recorded_config_file(None) is None
+  assert configs.recorded_config_file(None) is None
 
 
 @pytest.mark.parametrize('name,text,message', [
@@ -222,7 +223,7 @@ def test_alias_bombs_and_deep_nesting_are_refused_at_once(sample, tmp_path, caps
 @pytest.mark.parametrize('name', ['ok.json', 'ok.yaml'])
 def test_nesting_up_to_the_limit_is_read(tmp_path, name):
   """32 levels, the file's own mapping included, are read; 33 are refused."""
-  parser = command_line._full_parser(opts.ConvertOptions)
+  parser = command_line._full_parser(flags.ConvertOptions)
   value = 'x'
   for _ in range(config_file.MAX_CONFIG_DEPTH - 1):
     value = {'a': value}
@@ -234,9 +235,9 @@ def test_nesting_up_to_the_limit_is_read(tmp_path, name):
 
 
 def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):
-  path = write(tmp_path / 'v.yaml', 'manifest: m.csv\n')
+  path = write(tmp_path / 'v.yaml', 'image_dir: images\n')  # a convert key
   assert validate.main(['--input_dir', str(tmp_path), '--config', path]) == EXIT_USAGE
-  assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'manifest'"
+  assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'image_dir'"
 
 
 def test_credentials_are_redacted_from_the_record(tmp_path):

@@ -10,9 +10,9 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_OVER_BUDGET
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_OVER_BUDGET
 from tests.conftest import COLOURS
 from tests.conftest import feature
 from tests.conftest import pixels

@@ -10,9 +10,9 @@ import shlex
 
 import pytest
 
-from pipeline import config as opts
 from pipeline import convert
 from pipeline import demo
+from pipeline.configuration import config as opts
 from tests.conftest import read_info
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -24,7 +24,8 @@ CONVERT = ('pipeline.convert', 'convert')
 def code_blocks(page: str = '') -> list:
   """The fenced blocks of one page, or of README and every docs/ page."""
   texts = [TEXTS[page]] if page else TEXTS.values()
-  return [block for text in texts for block in re.findall(r'```\w*\n(.*?)```', text, re.S)]
+  return [block for text in texts
+          for block in re.findall(r'^```[^\n]*\n(.*?)^```', text, re.S | re.M)]
 
 
 def example_runs() -> list:
@@ -60,10 +61,13 @@ def convert_argv(line: str) -> list:
   return []
 
 
-def quick_start_converts() -> list:
-  (block,) = [b for b in code_blocks('README.md') if '--expected_count 36' in b]
-  runs = [argv for argv in map(convert_argv, block.splitlines()) if argv]
-  assert len(runs) == 2
+def tour_converts() -> list:
+  """The README tour's convert command lines that read make demo's inputs
+  (the nightly ones left out: their second night needs the first)."""
+  runs = [argv for block in code_blocks('README.md') for line in block.replace('\\\n', ' ').splitlines()
+          for argv in [convert_argv(line)] if argv and 'demo_data/' in line
+          and '--previous_dataset' not in argv]
+  assert len(runs) >= 4, runs
   return runs
 
 
@@ -102,14 +106,19 @@ def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
   runs = example_runs()
   assert len(runs) == 19
   assert [('--overwrite' in argv) for argv in runs] == [False] + [True] * 18
-  for argv in runs + quick_start_converts():
+  for argv in runs:
     config, _ = opts.parse_convert(argv)
     assert config.output_dir == 'out'
+  for argv in tour_converts():
+    assert opts.parse_convert(argv)[0].output_dir.startswith('tour/'), argv
   pasted = pasted_converts()
-  assert len(pasted) >= 3, pasted  # the quick start's two, docs/reading.md's --write_index
+  assert len(pasted) >= 5, pasted  # the tour's, docs/reading.md's --write_index
   for argv in pasted:
+    if '--previous_dataset' in argv:
+      continue  # the second night needs the first
     # (/shared/out: the cluster examples write where every worker can)
-    assert opts.parse_convert(argv)[0].output_dir in ('out', 'indexed', '/shared/out'), argv
+    output_dir = opts.parse_convert(argv)[0].output_dir
+    assert output_dir in ('out', 'indexed', '/shared/out') or output_dir.startswith('tour/'), argv
   by_flag = {argv[argv.index('--manifest') + 1]: opts.parse_convert(argv)[0]
              for argv in runs if '--manifest' in argv}
   assert by_flag['demo_data/tags.csv'].example.multi_label
@@ -146,3 +155,15 @@ def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
     info = read_info(demo_dir / 'out')
     assert (info['num_rejected'], info['num_examples']) == (0, info['num_manifest_rows']), argv
     assert info['num_examples'] in (12, 9), argv  # 9: the train folders alone
+
+
+@pytest.mark.slow
+def test_demo_sources_converts_and_validates_each_source(tmp_path, monkeypatch, capsys):
+  from pipeline import demo_sources
+  monkeypatch.chdir(tmp_path)
+  assert demo_sources.main() == 0
+  out = capsys.readouterr().out
+  assert out.count('OK: 12 examples') == 3, out
+  assert 'OK: 12 examples (train 9, test 3)' in out  # the Parquet splits from the Hub names
+  assert (tmp_path / 'demo_output_sources' / 'parquet' / 'label_map.txt').read_text() == (
+      'circle\nsquare\ntriangle\n')

@@ -14,8 +14,8 @@ from pipeline import convert
 from pipeline import demo_detection
 from pipeline import read
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import check_record
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
@@ -315,7 +315,7 @@ def test_make_demo_detection_draws_the_boxes_on_the_objects(tmp_path, monkeypatc
 
   from PIL import Image
 
-  from pipeline.look_detection import colour
+  from pipeline.looking.look_detection import colour
   monkeypatch.chdir(tmp_path)
   assert demo_detection.main([]) == EXIT_OK
   look = tmp_path / demo_detection.EXPORT_DIR

@@ -12,9 +12,9 @@ import pytest
 from pipeline import convert
 from pipeline import demo_detection
 from pipeline import look
-from pipeline import read
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.reading import dataset
 from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -78,12 +78,12 @@ def test_voc_splits_ids_and_instance_masks(photos, tmp_path):
   # 1-based in sorted-name order
   assert info['label_map'] == ['', 'cat', 'cup', 'eye', 'face', 'helmet', 'nose', 'rocket',
                                'saucer', 'spoon']
-  coffee = next(e for e in read.examples(str(out), 'train') if e['key'] == 'coffee.jpg')
+  coffee = next(e for e in dataset.examples(str(out), 'train') if e['key'] == 'coffee.jpg')
   assert coffee['class_text'] == ['cup', 'saucer', 'spoon']
   # the cup: VOC corners 174..408 of 600 columns -> 173..408 continuous
   assert np.allclose(coffee['boxes'][0], [15 / 400, 173 / 600, 300 / 400, 408 / 600],
                      atol=1e-6)
-  chelsea = next(read.examples(str(out), 'val'))
+  chelsea = next(dataset.examples(str(out), 'val'))
   nose = chelsea['masks'][3]  # instance 4 of the PNG: 60x50 of 451x300
   assert abs(int(nose.sum()) - 60 * 50 * (100 / 451) * (100 / 300)) < 15
 
@@ -135,7 +135,7 @@ def test_yolo_ultralytics_layout(photos, tmp_path):
   assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 2, 'val': 1}
   assert info['label_map'][1:4] == ['face', 'helmet', 'rocket']  # index + 1
   assert [line['code'] for line in rejected_lines(out)] == ['bad_annotation']
-  astronaut = next(e for e in read.examples(str(out), 'train')
+  astronaut = next(e for e in dataset.examples(str(out), 'train')
                    if e['key'] == 'train/astronaut.jpg')
   assert np.allclose(astronaut['boxes'][2], [0, 355 / 512, 290 / 512, 475 / 512], atol=1e-5)
   face = astronaut['masks'][0]  # a polygon row: its box, 150x165 of 512x512 at 128/512

@@ -17,9 +17,9 @@ import pytest
 
 from pipeline import convert
 from pipeline import demo_detection
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.conftest import rejected_lines

@@ -19,7 +19,7 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from transforms.core import masks

@@ -12,13 +12,13 @@ import pathlib
 import pytest
 
 from pipeline import convert
-from pipeline import preflight
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_OVER_BUDGET
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.configuration import preflight
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_OVER_BUDGET
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image

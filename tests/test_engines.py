@@ -1,5 +1,5 @@
-"""Flink and Spark as far as the launcher goes (pipeline/engines.py,
-pipeline/job_servers.py): what a run fills in, the job server cache and its
+"""Flink and Spark as far as the launcher goes (pipeline/engines/runners.py,
+pipeline/engines/job_servers.py): what a run fills in, the job server cache and its
 Maven fetch (a fake mvn), the Java chosen, and every one-line exit 2 before
 anything is written. No Java or Beam job runs here: the real runs are in
 tests/test_engines_integration.py (make test-integration)."""
@@ -22,14 +22,15 @@ import grpc
 import pytest
 
 from pipeline import convert
-from pipeline import engine_runners
-from pipeline import engines
-from pipeline import job_server_launcher
-from pipeline import job_servers
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.engines import __main__ as fetch_command
+from pipeline.engines import engine_runners
+from pipeline.engines import job_server_launcher
+from pipeline.engines import job_servers
+from pipeline.engines import runners
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import free_port
 from tests.conftest import read_info
 from tests.conftest import write_image
@@ -188,7 +189,7 @@ def test_spark_master_refuses(machine, sample, capsys):
 
 
 def test_cluster_without_worker_environment(machine, sample, capsys, monkeypatch):
-  monkeypatch.setattr(engines, 'docker_answers', lambda: False)
+  monkeypatch.setattr(runners, 'docker_answers', lambda: False)
   with socket.socket() as master:
     master.bind(('127.0.0.1', 0))
     master.listen()
@@ -226,13 +227,13 @@ def test_a_local_run_records_its_runner(sample, tmp_path):
 
 def test_flink_defaults():
   given = {'runner': 'FlinkRunner', 'default_sdk_harness_log_level': 'WARNING'}
-  assert engines.fill_in('FlinkRunner', given, cores=6, docker=False) == {
+  assert runners.fill_in('FlinkRunner', given, cores=6, docker=False) == {
       'flink_master': '[local]', 'parallelism': 6, 'environment_type': 'LOOPBACK',
       'default_sdk_harness_log_level': 'WARN'}
 
 
 def test_spark_defaults():
-  assert engines.fill_in('SparkRunner', {}, cores=3, docker=False) == {
+  assert runners.fill_in('SparkRunner', {}, cores=3, docker=False) == {
       'spark_master_url': 'local[3]', 'environment_type': 'LOOPBACK',
       'environment_cache_millis': '60000'}
 
@@ -240,53 +241,53 @@ def test_spark_defaults():
 def test_given_options_are_kept():
   given = {'flink_master': '[auto]', 'parallelism': 1, 'environment_type': 'EXTERNAL',
            'default_sdk_harness_log_level': 'ERROR'}
-  assert engines.fill_in('FlinkRunner', given, cores=6, docker=False) == {}
+  assert runners.fill_in('FlinkRunner', given, cores=6, docker=False) == {}
   given = {'spark_master_url': 'local[*]', 'environment_cache_millis': '0'}
-  assert engines.fill_in('SparkRunner', given, cores=3, docker=False) == {
+  assert runners.fill_in('SparkRunner', given, cores=3, docker=False) == {
       'environment_type': 'LOOPBACK'}
 
 
 def test_cluster_masters():
   flink = {'flink_master': 'http://jm:8081', 'environment_type': 'EXTERNAL'}
-  assert engines.master_of('FlinkRunner', flink) == ('http://jm:8081', False, [('jm', 8081)])
-  assert engines.fill_in('FlinkRunner', flink, cores=6, docker=False) == {}
+  assert runners.master_of('FlinkRunner', flink) == ('http://jm:8081', False, [('jm', 8081)])
+  assert runners.fill_in('FlinkRunner', flink, cores=6, docker=False) == {}
   spark = {'spark_master_url': 'spark://m1:7077,m2', 'environment_type': 'EXTERNAL'}
-  assert engines.master_of('SparkRunner', spark)[2] == [('m1', 7077), ('m2', 7077)]
-  assert engines.fill_in('SparkRunner', spark, cores=3, docker=False) == {
+  assert runners.master_of('SparkRunner', spark)[2] == [('m1', 7077), ('m2', 7077)]
+  assert runners.fill_in('SparkRunner', spark, cores=3, docker=False) == {
       'environment_cache_millis': '60000'}
   # Beam's DOCKER default stands where a docker daemon answers.
-  assert engines.fill_in('FlinkRunner', {'flink_master': 'jm:8081'}, 6, docker=True) == {}
+  assert runners.fill_in('FlinkRunner', {'flink_master': 'jm:8081'}, 6, docker=True) == {}
   with pytest.raises(UsageError, match='Spark worker'):
-    engines.fill_in('SparkRunner', {'spark_master_url': 'yarn'}, 3, docker=False)
+    runners.fill_in('SparkRunner', {'spark_master_url': 'yarn'}, 3, docker=False)
 
 
 def test_job_server_options(tmp_path):
   jar = tmp_path / 'job-server.jar'
   server = {'jar': str(jar), 'engine_version': '1.19'}
-  assert engines.job_server_options('FlinkRunner', {}, server, '/jdk/bin/java') == {
+  assert runners.job_server_options('FlinkRunner', {}, server, '/jdk/bin/java') == {
       'job_server_java_launcher': '/jdk/bin/java', 'flink_job_server_jar': str(jar),
       'flink_version': '1.19'}
-  assert engines.job_server_options('FlinkRunner', {'flink_version': '1.19'}, None, None) == {}
+  assert runners.job_server_options('FlinkRunner', {'flink_version': '1.19'}, None, None) == {}
   (tmp_path / 'lib').mkdir()
   (tmp_path / 'lib' / 'guava-33.3.1-android.jar').touch()
   spark = {'spark_master_url': 'spark://m:7077', 'job_server_jvm_properties': ['-Da=b']}
-  assert engines.job_server_options('SparkRunner', spark, {'jar': str(jar)}, None) == {
+  assert runners.job_server_options('SparkRunner', spark, {'jar': str(jar)}, None) == {
       'spark_job_server_jar': str(jar),
       'job_server_jvm_properties': [
           '-Da=b', f'-Dspark.executor.extraClassPath={tmp_path}/lib/guava-33.3.1-android.jar']}
   # local Spark needs no Guava first; a given executor class path is the user's
-  assert 'job_server_jvm_properties' not in engines.job_server_options(
+  assert 'job_server_jvm_properties' not in runners.job_server_options(
       'SparkRunner', {}, {'jar': str(jar)}, None)
   given = {**spark, 'job_server_jvm_properties': ['-Dspark.executor.extraClassPath=/x.jar']}
-  assert 'job_server_jvm_properties' not in engines.job_server_options(
+  assert 'job_server_jvm_properties' not in runners.job_server_options(
       'SparkRunner', given, {'jar': str(jar)}, None)
 
 
 def test_runner_names():
-  assert [engines.runner_name(name) for name in (
+  assert [runners.runner_name(name) for name in (
       'flink', 'FlinkRunner', 'sparkrunner', 'Spark',
       'apache_beam.runners.portability.flink_runner.FlinkRunner',
-      'pipeline.engine_runners.SparkRunner', 'DirectRunner', None)] == [
+      'pipeline.engines.engine_runners.SparkRunner', 'DirectRunner', None)] == [
       'FlinkRunner', 'FlinkRunner', 'SparkRunner', 'SparkRunner', 'FlinkRunner',
       'SparkRunner', 'DirectRunner', '']
 
@@ -294,7 +295,7 @@ def test_runner_names():
 def test_prepare_leaves_other_runners_alone():
   from apache_beam.options.pipeline_options import PipelineOptions
   options = PipelineOptions([], runner='DirectRunner')
-  assert engines.prepare(options) is options
+  assert runners.prepare(options) is options
   assert options.get_all_options(drop_default=True) == {'runner': 'DirectRunner'}
 
 
@@ -302,21 +303,21 @@ def test_prepare_leaves_a_given_job_server_alone(machine, monkeypatch):
   from apache_beam.options.pipeline_options import PipelineOptions
   monkeypatch.delenv('JAVA_HOME')  # no Java needed: the job server runs elsewhere
   options = PipelineOptions([], runner='FlinkRunner', job_endpoint='localhost:8099')
-  assert engines.prepare(options).get_all_options(drop_default=True) == {
+  assert runners.prepare(options).get_all_options(drop_default=True) == {
       'runner': 'FlinkRunner', 'job_endpoint': 'localhost:8099'}
 
 
 def test_prepare_fills_the_options(machine, monkeypatch):
   from apache_beam.options.pipeline_options import PipelineOptions
   server = cache_a_job_server(machine / 'cache', 'flink', '1.19')
-  options = engines.prepare(PipelineOptions([], runner='FlinkRunner'))
+  options = runners.prepare(PipelineOptions([], runner='FlinkRunner'))
   filled = options.get_all_options(drop_default=True)
-  assert filled['runner'] == 'pipeline.engine_runners.FlinkRunner'  # stops its job server
+  assert filled['runner'] == 'pipeline.engines.engine_runners.FlinkRunner'  # stops its job server
   assert filled['flink_job_server_jar'] == server
   assert filled['flink_version'] == '1.19' and filled['flink_master'] == '[local]'
   assert filled['environment_type'] == 'LOOPBACK'
   assert filled['job_server_java_launcher'] == str(machine / 'jdk17' / 'bin' / 'java')
-  assert engines.engine_record(options) == {
+  assert runners.engine_record(options) == {
       'runner': 'FlinkRunner', 'master': '[local]', 'parallelism': os.cpu_count(),
       'environment_type': 'LOOPBACK',
       'job_server': {'jar': server, 'origin': 'assembled', 'beam_version': '2.62.0',
@@ -451,18 +452,18 @@ def test_thin_jar_manifest(tmp_path):
 
 def test_fetch_command_prints_the_jar(machine, capsys):
   jar = cache_a_job_server(machine / 'cache', 'spark', '3.5.1')
-  assert engines.main(['fetch', 'spark']) == EXIT_OK
+  assert fetch_command.main(['fetch', 'spark']) == EXIT_OK
   assert capsys.readouterr().out == jar + '\n'
 
 
 def test_fetch_command_usage(machine, capsys):
-  assert engines.main(['fetch', 'storm']) == EXIT_USAGE
+  assert fetch_command.main(['fetch', 'storm']) == EXIT_USAGE
   assert one_error_line(capsys) == 'error: usage: python -m pipeline.engines fetch {flink,spark}'
-  assert engines.main(['fetch', 'flink']) == EXIT_USAGE  # no mvn here
+  assert fetch_command.main(['fetch', 'flink']) == EXIT_USAGE  # no mvn here
   assert one_error_line(capsys).startswith("error: FlinkRunner needs Beam's Flink job server")
 
 
-# --- the runners prepare names (pipeline/engine_runners.py) -----------------------
+# --- the runners prepare names (pipeline/engines/engine_runners.py) -----------------------
 
 
 class _Stream(grpc.RpcError):

@@ -29,8 +29,8 @@ from typing import Optional
 
 import pytest
 
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
 from tests import engine_clusters
 from tests.engine_clusters import FlinkSession
 from tests.engine_clusters import Process

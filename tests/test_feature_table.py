@@ -9,6 +9,7 @@ import io
 from PIL import Image
 import pytest
 
+from pipeline.configuration import configs
 from tests.conftest import check_record
 from transforms.core import validation
 from transforms.core.example import LabelledRow
@@ -165,8 +166,7 @@ def test_image_spec_from_json_fills_missing_fields_with_the_field_defaults():
 def test_convert_flag_defaults_are_the_image_spec_defaults():
   import argparse
 
-  from pipeline import config
-  from pipeline import flags
+  from pipeline.configuration import flags
   parser = argparse.ArgumentParser()
   flags.ConvertOptions._add_argparse_args(parser)
   args = parser.parse_args([])
@@ -178,7 +178,7 @@ def test_convert_flag_defaults_are_the_image_spec_defaults():
           args.resize_mode, args.resize_filter, args.max_pixels) == (
       spec.height, spec.width, spec.channels, spec.encoding, spec.jpeg_quality,
       spec.resize_mode, spec.resize_filter, spec.max_pixels)
-  assert config.parse_background(args.background) == spec.background == (255, 255, 255)
+  assert configs.parse_background(args.background) == spec.background == (255, 255, 255)
 
 
 # --- the table decodes what it encodes: read.examples' decoder, export's features ---

@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from pipeline import command_line
 from pipeline import convert
 from pipeline import flex_launch
 from pipeline import flex_template
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
-from pipeline.flags import ConvertOptions
+from pipeline.configuration import command_line
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest

@@ -1,6 +1,6 @@
 """The image pool on runners other than a single local worker: sized in each
 worker from its cores and the SDK harnesses sharing them
-(pooled_step.in_worker, engines.harnesses_per_machine), and one set of image
+(pooled_step.in_worker, runners.harnesses_per_machine), and one set of image
 processes per harness process, whichever DoFn instances run there
 (SharedProcesses)."""
 
@@ -12,7 +12,7 @@ import pickle
 from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
-from pipeline import engines
+from pipeline.engines import runners
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.process_helpers import pids
@@ -83,7 +83,7 @@ def test_the_worker_takes_its_share_of_the_cores(launched, encoding, cores, expe
     (['--runner', 'DataflowRunner', '--experiments', 'no_use_multiple_sdk_containers'], 1),
 ])
 def test_harnesses_per_machine(flags, expected):
-  assert engines.harnesses_per_machine(PipelineOptions(flags)) == expected
+  assert runners.harnesses_per_machine(PipelineOptions(flags)) == expected
 
 
 def _alive(pid: int) -> bool:

@@ -15,8 +15,8 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
 
 pytestmark = pytest.mark.xdist_group('incremental')
@@ -166,9 +166,10 @@ def test_the_reuse_section_counts_each_decision(nights):
   reuse = read_info(inc)['reuse']
   assert reuse == {
       'previous_dataset': str(night1), 'previous_run_id': read_info(night1)['run_id'],
-      'reused': 10, 'num_encoded': 6, 'dropped': 2, 'reuse_fallback': 0,
+      'reused': 10, 'num_encoded': 6, 'rejected': 0, 'dropped': 2, 'reuse_fallback': 0,
       'encoded': {'new': 2, 'changed_source': 1, 'changed_label': 2, 'changed_split': 0,
-                  'changed_features': 1, 'changed_options': 0},
+                  'changed_features': 1, 'changed_options': 0, 'changed_path': 0,
+                  'sidecar_upgrade': 0},
       'bytes_copied': reuse['bytes_copied']}
   # every copied record's framed bytes: the previous shards' records of the reused keys
   assert 10 * 16 < reuse['bytes_copied'] < sum(
@@ -180,17 +181,21 @@ def test_the_sidecar_lists_every_record_where_it_sits(nights):
   runs = nights
   night1 = runs['manifest'][0]
   info = read_info(night1)
-  assert info['sources_format_version'] == 1
+  assert info['sources_format_version'] == 2
   assert info['splits']['train']['sources'] == 'train.sources.jsonl.gz'
   lines = [json.loads(line) for line in gzip.open(night1 / 'train.sources.jsonl.gz')]
   assert len(lines) == 16
-  assert list(lines[0]) == ['key', 'shard', 'ordinal', 'offset', 'length', 'fingerprint',
-                            'source_sha256', 'label', 'option_digest']
+  assert list(lines[0]) == ['key', 'shard', 'ordinal', 'offset', 'length', 'data_crc',
+                            'fingerprint', 'source_sha256', 'image', 'label', 'option_digest']
   shards = info['splits']['train']['shards']
   for line in lines:  # the index files say the same
     index = (night1 / (shards[line['shard']] + '.index')).read_text().splitlines()
     assert index[line['ordinal']] == f'{line["offset"]} {line["length"]}'
     assert line['fingerprint'].startswith('local:')
+    shard = (night1 / shards[line['shard']]).read_bytes()
+    end = line['offset'] + line['length']
+    assert line['data_crc'] == int.from_bytes(shard[end - 4:end], 'little')
+    assert line['image'] == line['key']  # the path as written (the key here)
   assert [line['shard'] for line in lines[:4]] == [0, 1, 0, 1]  # write order: round robin
   gz = [json.loads(line) for line in gzip.open(runs['gzip'][0] / 'train.sources.jsonl.gz')]
   assert all(line['fingerprint'] == f'sha256:{line["source_sha256"]}' for line in gz)
@@ -333,7 +338,7 @@ BAD = {
     'schema': '{bad} holds a --schema default dataset; this run writes --schema seed',
     'format': ': {bad}/dataset_info.json has format_version 99; this tool reads 1, 2',
     'no_shard': '{bad} lacks the shard {bad}/train-00001-of-00002.tfrecord',
-    'sources_format': '{bad} has sources_format_version 7; this tool reads 1',
+    'sources_format': '{bad} has sources_format_version 7; this tool reads 1, 2',
     'shard_size': '{bad}: the train shards hold {size} bytes, dataset_info.json says '
                   '{recorded}: they changed after it was written',
 }
@@ -392,7 +397,7 @@ def test_the_distributed_path_copies_by_shard_to_the_same_bytes(nights, tmp_path
   shard = previous / read_info(previous)['splits']['train']['shards'][first['shard']]
   if variant == 'manifest':
     _flip_byte_in_record(shard, first['offset'])
-  monkeypatch.setattr(convert.engines, 'single_local_worker', lambda options: False)
+  monkeypatch.setattr(convert.runners, 'single_local_worker', lambda options: False)
   out = tmp_path / 'out'
   assert _convert(nights.sources[variant], out, VARIANTS[variant],
                   '--previous_dataset', str(previous)) == EXIT_OK

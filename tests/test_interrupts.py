@@ -38,11 +38,11 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline import interrupts
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs import interrupts
 from tests.conftest import make_sample
 from tests.conftest import read_info
 

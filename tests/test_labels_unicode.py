@@ -11,8 +11,8 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.test_training import shard_records

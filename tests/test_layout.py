@@ -1,6 +1,6 @@
 """The layers the folders promise: core and workers never import Beam or
-TensorFlow; transforms never imports pipeline; pipeline/beam_runtime imports
-no other pipeline module."""
+TensorFlow; transforms never imports pipeline; each room of pipeline/ imports
+only what its docstring allows, and the rooms import down only."""
 
 import ast
 import json
@@ -61,15 +61,114 @@ def test_transforms_never_import_pipeline(path):
   assert not {m for m in imported if m == 'pipeline' or m.startswith('pipeline.')}
 
 
-@pytest.mark.parametrize('path', sorted((ROOT / 'pipeline' / 'beam_runtime').glob('*.py')),
-                         ids=lambda p: str(p.relative_to(ROOT)))
-def test_beam_runtime_imports_no_other_pipeline_module(path):
-  """The Beam hooks sit under everything in pipeline/: of the project they
-  import only each other and the plain layer (transforms/core)."""
-  project = {m for m in _imported_modules(path) if m.split('.')[0] in ('pipeline', 'transforms')}
-  allowed = ('pipeline.beam_runtime', 'transforms.core')
-  assert all(m in allowed or m.startswith(tuple(a + '.' for a in allowed)) for m in project), (
-      project)
+# --- pipeline/ in rooms: each sub-package says what it may import, and keeps to it ---
+
+TOP_MODULES = {'api', 'cli', 'convert', 'validate', 'look', 'export', 'demo', 'demo_detection',
+               'demo_sources', 'flex_template', 'flex_launch', 'read', 'errors'}
+
+
+def _rooms() -> dict:
+  """{room: the packages and modules its __init__'s docstring lets it import
+  (its `May import:` paragraph)} for every sub-package of pipeline/."""
+  rooms = {}
+  for init in sorted((ROOT / 'pipeline').glob('*/__init__.py')):
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ''
+    match = re.search(r'^May import:(.*?)(?:\n\n|\Z)', doc, re.M | re.S)
+    assert match, f'{init.relative_to(ROOT)}: the docstring has no "May import:" paragraph'
+    allowed = [name.strip(' .') for name in match.group(1).replace('\n', ' ').split(',')]
+    rooms[f'pipeline.{init.parent.name}'] = [name for name in allowed if name]
+  return rooms
+
+
+def _project_imports(path: pathlib.Path) -> set:
+  """The modules of the project the file imports, each by its own name
+  (`from pipeline import errors` imports pipeline.errors)."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names = [f'{node.module}.{alias.name}' for alias in node.names]
+      names = [n if _is_module(n) else node.module for n in names]
+    else:
+      continue
+    found.update(n for n in names if n.split('.')[0] in ('pipeline', 'transforms'))
+  return found
+
+
+def _is_module(dotted: str) -> bool:
+  path = ROOT / dotted.replace('.', '/')
+  return path.with_suffix('.py').is_file() or (path / '__init__.py').is_file()
+
+
+def _within(module: str, packages) -> bool:
+  return any(module == p or module.startswith(p + '.') for p in packages)
+
+
+def test_pipeline_holds_rooms_and_the_entry_points():
+  """pipeline/ itself holds the entry points and errors.py; everything else is
+  in a room."""
+  assert set(_rooms()) == {'pipeline.validating', 'pipeline.configuration', 'pipeline.runs',
+                           'pipeline.engines', 'pipeline.looking', 'pipeline.reading',
+                           'pipeline.beam_runtime'}
+  top = {p.stem for p in (ROOT / 'pipeline').glob('*.py')} - {'__init__'}
+  assert top == TOP_MODULES
+
+
+@pytest.mark.parametrize('room', sorted(_rooms()))
+def test_a_room_imports_only_what_its_docstring_allows(room):
+  """A module of the room imports, of the project, only its own room, the
+  rooms and packages its docstring names and pipeline.errors (a room's
+  __main__.py is an entry point: the commands' rules apply to it)."""
+  allowed = [room, 'pipeline.errors', *_rooms()[room]]
+  folder = ROOT / room.replace('.', '/')
+  wrong = []
+  for path in sorted(folder.glob('*.py')):
+    if path.name == '__main__.py':
+      continue
+    wrong += [f'{path.name}: {m}' for m in sorted(_project_imports(path))
+              if not _within(m, allowed)]
+  assert wrong == []
+
+
+def test_rooms_import_down_only():
+  """What the rooms may import draws no circle: an order runs from the
+  commands down to errors.py, and no import points back up."""
+  rooms = _rooms()
+  order, left = [], dict(rooms)
+  while left:  # peel off the rooms nothing left may import
+    free = [r for r in left if not any(_within(r, other) for other in left.values()
+                                       if other is not left[r])]
+    assert free, f'the rooms may import each other in a circle: {sorted(left)}'
+    order += sorted(free)
+    for room in free:
+      del left[room]
+  ranks = {room: order.index(room) for room in rooms}
+  assert (ranks['pipeline.validating'] < ranks['pipeline.configuration'] < ranks['pipeline.runs']
+          < ranks['pipeline.engines'] < ranks['pipeline.beam_runtime']), order
+  assert ranks['pipeline.looking'] < ranks['pipeline.reading'], order
+
+
+def test_a_room_init_holds_no_import():
+  """A room's __init__.py is its docstring (and at most constants): no
+  re-export, so that importing one module of a room loads no other."""
+  for init in sorted((ROOT / 'pipeline').glob('*/__init__.py')):
+    assert _imported_modules(init) == set(), init
+
+
+def test_errors_imports_nothing_of_the_project():
+  imported = _imported_modules(ROOT / 'pipeline' / 'errors.py')
+  assert not {m for m in imported if m.split('.')[0] in ('pipeline', 'transforms')}
+
+
+MAX_LINES = 400
+
+
+def test_no_module_over_400_lines():
+  long = {str(p.relative_to(ROOT)): n for top in ('pipeline', 'transforms')
+          for p in (ROOT / top).rglob('*.py')
+          if (n := len(p.read_text().splitlines())) > MAX_LINES}
+  assert long == {}
 
 
 def test_startup_imports_no_beam():
@@ -196,10 +295,10 @@ def _anchors(path: pathlib.Path) -> set:
 
 
 def test_anchors_are_githubs():
-  assert {'config-files---config-file', 'dataset_infojson', 'the-seeds-tf1-recipe',
-          'one-run-per-output-folder'} <= (_anchors(ROOT / 'README.md')
-                                           | _anchors(ROOT / 'docs/output.md')
-                                           | _anchors(ROOT / 'docs/reading.md'))
+  assert {'6-read-it-back', 'dataset_infojson', 'the-seeds-tf1-recipe',
+          'one-run-per-output-folder', 'training-ready-shuffled-on-disk-no-leakage'} <= (
+              _anchors(ROOT / 'README.md') | _anchors(ROOT / 'docs/output.md')
+              | _anchors(ROOT / 'docs/reading.md') | _anchors(ROOT / 'docs/convert.md'))
 
 
 @pytest.mark.parametrize('page', DOC_PAGES)

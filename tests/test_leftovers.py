@@ -17,13 +17,13 @@ import time
 import pytest
 
 from pipeline import convert
-from pipeline import lock_stores
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.run_lock import RunInfo
-from pipeline.run_lock import RunLock
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs import lock_stores
+from pipeline.runs.run_lock import RunInfo
+from pipeline.runs.run_lock import RunLock
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
@@ -175,9 +175,12 @@ def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   relative.write_text((data / 'small.csv').read_text().replace(f'{data}/', ''))
   split_run = small_run(data, out, '--split', 'train=0.5,test=0.5', '--split_names', 'train')
   split_run[1] = str(relative)
+  temp = tmp_path / 'temp'  # the killed run's img2tfrecord-run-* folder stays there
+  temp.mkdir()
   killed = subprocess.run(
       [sys.executable, '-m', 'tests.lock_helpers', 'shards', '--', *split_run],
-      cwd=ROOT, capture_output=True, text=True, timeout=180)
+      cwd=ROOT, capture_output=True, text=True, timeout=180,
+      env=dict(os.environ, TMPDIR=str(temp)))
   assert killed.returncode == -signal.SIGKILL, killed.stderr
   left = names(out)
   assert any(n.startswith('test-') for n in left) and '.convert.lock.000000' in left, left

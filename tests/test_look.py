@@ -21,10 +21,10 @@ import pytest
 from pipeline import cli
 from pipeline import convert
 from pipeline import look
-from pipeline import look_sample
 from pipeline import read
-from pipeline import report
 from pipeline import validate
+from pipeline.looking import look_sample
+from pipeline.looking import report
 from tests.conftest import read_info
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame

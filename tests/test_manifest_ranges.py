@@ -12,18 +12,17 @@ import pathlib
 import threading
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 import pytest
 
 from pipeline import convert
-from pipeline import preflight
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.configuration import preflight
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.conftest import COLOURS
+from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image
@@ -62,7 +61,7 @@ def manifest_bytes() -> bytes:
 
 
 def direct_pipeline(*flags):
-  return TestPipeline(options=PipelineOptions(['--runner=DirectRunner', *flags]))
+  return local_pipeline(*flags)
 
 
 def config_for(path, files=()):

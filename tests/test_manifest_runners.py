@@ -18,7 +18,7 @@ import os
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
 from tests.conftest import rejected_lines
 from tests.test_manifest_ranges import csv_text
 from tests.test_manifest_ranges import digests

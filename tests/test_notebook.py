@@ -20,7 +20,7 @@ def test_the_notebook_runs_and_shows_its_results(monkeypatch, tmp_path):
   nbformat = pytest.importorskip('nbformat')
   nbclient = pytest.importorskip('nbclient')
   monkeypatch.setenv('PYTHONPATH', str(ROOT))  # the kernel imports this checkout
-  monkeypatch.setenv('TMPDIR', str(tmp_path))  # the notebook's folder goes with the test's
+  monkeypatch.setenv('TMPDIR', str(tmp_path))  # the notebook's temp folder, checked at the end
   monkeypatch.setenv('IPYTHONDIR', str(tmp_path / 'ipython'))
   monkeypatch.setenv('JUPYTER_RUNTIME_DIR', str(tmp_path / 'runtime'))
   notebook = nbformat.read(ROOT / 'examples' / 'notebook.ipynb', as_version=4)
@@ -40,3 +40,5 @@ def test_the_notebook_runs_and_shows_its_results(monkeypatch, tmp_path):
   assert any('image/png' in o.get('data', {}) for o in outputs[5])  # the contact sheet, inline
   assert "'image': ((4, 32, 32, 3), 'uint8')" in load
   assert "'label': ((4,), 'int64')" in load
+  # the notebook's last cell removes its folder: nothing of it is left in TMPDIR
+  assert {p.name for p in tmp_path.iterdir()} <= {'ipython', 'runtime'}

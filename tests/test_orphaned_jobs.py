@@ -3,7 +3,7 @@ keeps running when its job server dies, while the launcher fails, takes back
 what the job had written and gives up OUT's run lock. dataset_info.json is
 written only while the run's lock is still there (WriteInfoFn,
 check_lock_held), and the launcher cancels its job on a Flink cluster
-(pipeline/flink_jobs.py). The real thing, a Flink job whose job server or
+(pipeline/engines/flink_jobs.py). The real thing, a Flink job whose job server or
 TaskManager is killed, is in tests/test_engines_same_dataset.py."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import threading
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
-from pipeline import config as opts
 from pipeline import convert
-from pipeline import flink_jobs
-from pipeline.cli import EXIT_OK
-from pipeline.run_lock import lock_name
+from pipeline.configuration import config as opts
+from pipeline.engines import flink_jobs
+from pipeline.errors import EXIT_OK
+from pipeline.runs.run_lock import lock_name
 from tests.conftest import free_port
+from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from transforms import filesystem
 from transforms.write_metadata import RunNotCurrent
@@ -61,7 +61,7 @@ def test_a_job_whose_launcher_gave_up_writes_no_dataset_info(sample):
   config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
                                   str(sample.out), '--height', '4', '--width', '4'])
   sample.out.mkdir()
-  p = TestPipeline(options=PipelineOptions(['--runner=DirectRunner']))
+  p = local_pipeline()
   convert.build(p, config, lock=(lock_name(0), 'gone0000run'))
   with pytest.raises(Exception, match='run gone0000run no longer holds the lock'):
     p.run().wait_until_finish()
@@ -192,7 +192,7 @@ class _Pipeline:
 def test_a_job_that_ended_is_not_asked_again(capsys):
   """The job's state comes from the wait (its job server is gone by then):
   DONE is success; FAILED is the wait's error, no cancel, no note."""
-  from pipeline.run_guard import RunGuard
+  from pipeline.runs.run_guard import RunGuard
   assert RunGuard().run(_Pipeline(_StoppedServerResult('DONE')))._state == 'DONE'
   cleaned = []
   with pytest.raises(RuntimeError, match='failed in state FAILED: boom'):
@@ -206,8 +206,8 @@ def test_an_interrupted_job_cancelled_with_its_clean_up_is_not_asked_again(capsy
   """Flink, Spark: an interrupted wait runs the job's clean-up, which cancels
   the job and stops its job server (engine_runners); RunGuard then asks
   nothing (its job server is gone) and prints no note."""
-  from pipeline.interrupts import Interrupted
-  from pipeline.run_guard import RunGuard
+  from pipeline.runs.interrupts import Interrupted
+  from pipeline.runs.run_guard import RunGuard
 
   class Interrupted_result(_StoppedServerResult):
     def wait_until_finish(self):

@@ -71,7 +71,7 @@ def test_workers_install_no_tensorflow(sdist):
   assert sorted(sections['']) == sorted([
       'apache-beam[aws,gcp]==2.77.0', 'Pillow==12.3.0', 'numpy==2.4.6', 'protobuf==6.33.6',
       'google-crc32c==1.9.0', 'PyYAML==6.0.4', 'matplotlib==3.11.2', 'ijson==3.6.0',
-      'pycocotools==2.0.11'])
+      'pycocotools==2.0.11', 'pyarrow==25.0.1', 'urllib3==2.8.0'])
   assert not [r for r in sections[''] if 'tensorflow' in r.lower()], sections['']
   # TensorFlow is the `tf` extra (readers), and the test extra pulls it in too.
   assert any(r.startswith('tensorflow-cpu==2.21.0') for r in sections['tf']), sections

@@ -10,8 +10,6 @@ import io
 import json
 import pathlib
 
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 from PIL import Image
@@ -20,11 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import convert
-from pipeline import preflight
 from pipeline.beam_runtime import startup
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.configuration import preflight
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
+from tests.conftest import local_pipeline
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
@@ -277,7 +276,7 @@ def test_rows_carry_their_cells_place_not_bytes(tmp_path):
                   row_group_size=2)
   config = _layout_config(path)
   assert config.layout.files[0].row_groups == (2, 2, 1)
-  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+  with local_pipeline() as p:
     read = p | ReadManifest(config)
     assert_that(read[ROWS] | 'Places' >> __import__('apache_beam').Map(
         lambda r: (r.key, r.label, r.line, r.position, r.ref.row_group, r.ref.index,

@@ -1,6 +1,6 @@
 """Before anything is locked, created or written: a job service that does
-not answer is one line and exit 2 (engines.check_before_submit), and a job
-that fails says what failed (cli.failure_reason), its partial output gone."""
+not answer is one line and exit 2 (runners.check_before_submit), and a job
+that fails says what failed (exits.failure_reason), its partial output gone."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import threading
 
 import pytest
 
-from pipeline import cli
 from pipeline import convert
-from pipeline import engines
-from pipeline import job_endpoint
-from pipeline import run_guard
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
+from pipeline.engines import job_endpoint
+from pipeline.engines import runners
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
+from pipeline.runs import exits
+from pipeline.runs import run_guard
 from tests.conftest import free_port
 
 TIMEOUT = '0.5'
@@ -131,10 +131,10 @@ def test_pre_submit_checks_run_before_output_dir_is_touched(sample, tmp_path, ca
   seen = []
 
   def no_job_server(options, connect_timeout_s):
-    seen.append((options.view_as(engines.StandardOptions).runner, connect_timeout_s))
+    seen.append((options.view_as(runners.StandardOptions).runner, connect_timeout_s))
     raise UsageError('no job server here')
 
-  monkeypatch.setattr(engines, 'PRE_SUBMIT_CHECKS', (no_job_server,))
+  monkeypatch.setattr(runners, 'PRE_SUBMIT_CHECKS', (no_job_server,))
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
                        '--job_endpoint_connect_timeout', '7']) == EXIT_USAGE
@@ -176,7 +176,7 @@ def _raise(error: BaseException, cause: BaseException | None = None):
 ], ids=['message', 'empty', 'empty_key', 'blank_first_line', 'cause', 'cause_of_cause',
         'traceback_in_message', 'job_service_message'])
 def test_failure_reason_is_never_empty(error, reason):
-  assert cli.failure_reason(error) == reason
+  assert exits.failure_reason(error) == reason
 
 
 def test_failed_run_names_the_cause_and_publishes_nothing(sample, tmp_path, capsys,

@@ -1,6 +1,6 @@
 """The pieces of the live progress line."""
 
-from pipeline import progress
+from pipeline.runs import progress
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.progress_file import write_total
 

@@ -13,10 +13,10 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline import progress
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs import progress
 from tests.conftest import check_record
 from tests.conftest import feature
 from tests.conftest import parse_line

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from pipeline import command_line
 from pipeline import convert
-from pipeline import flags as opts
-from pipeline.cli import UsageError
+from pipeline.configuration import command_line
+from pipeline.configuration import flags as opts
+from pipeline.errors import UsageError
 from tests.conftest import read_info
 from transforms.core import redact
 

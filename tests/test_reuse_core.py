@@ -2,6 +2,7 @@
 option digests, the reuse decision, sidecar lines, reading a record back."""
 
 import io
+import json
 import os
 
 import pytest
@@ -51,14 +52,16 @@ def test_the_option_digest_follows_options_that_change_bytes_and_the_extras():
 def _previous(**changes) -> reuse.PreviousRecord:
   fields = dict(split='train', shard_path='s', compressed=False, ordinal=0, offset=0,
                 length=20, fingerprint='local:1', source_sha256='ab', label_id=1,
-                label_text='cat', option_digest='opts-extras')
+                label_text='cat', option_digest='opts-extras', data_crc=7, image='imgs/a.png')
   fields.update(changes)
   return reuse.PreviousRecord(**fields)
 
 
+# One case per thing that went into the record: each must be unchanged.
 @pytest.mark.parametrize('row, reason', [
     (dict(), None),
     (dict(previous=None), reuse.NEW),
+    (dict(previous=_previous(data_crc=None, image=None)), reuse.SIDECAR_UPGRADE),
     (dict(digest='other-extras'), reuse.CHANGED_OPTIONS),
     (dict(fingerprint='local:2'), reuse.CHANGED_SOURCE),
     (dict(fingerprint=''), reuse.CHANGED_SOURCE),
@@ -67,52 +70,146 @@ def _previous(**changes) -> reuse.PreviousRecord:
     (dict(label=(1, 'Cat')), reuse.CHANGED_LABEL),
     (dict(label=None), reuse.CHANGED_LABEL),
     (dict(digest='opts-other'), reuse.CHANGED_FEATURES),
+    (dict(image='./imgs/a.png'), reuse.CHANGED_PATH),
 ])
 def test_each_change_has_its_reason(row, reason):
   values = dict(previous=_previous(), split='train', fingerprint='local:1', label=(1, 'cat'),
-                digest='opts-extras')
+                digest='opts-extras', image='imgs/a.png')
   values.update(row)
   assert reuse.decide(values['previous'], values['split'], values['fingerprint'],
-                      values['label'], values['digest']) == reason
+                      values['label'], values['digest'], values['image']) == reason
 
 
 def test_multi_label_tuples_compare_with_the_lists_json_reads_back():
   previous = _previous(label_id=[0, 2], label_text=['a', 'c'])
-  assert reuse.decide(previous, 'train', 'local:1', ((0, 2), ('a', 'c')), 'opts-extras') is None
+  assert reuse.decide(previous, 'train', 'local:1', ((0, 2), ('a', 'c')), 'opts-extras',
+                      'imgs/a.png') is None
 
 
-def test_a_sidecar_line_reads_back():
-  line = reuse.sidecar_line('k', 1, 3, 40, 20, 'local:1', 'ab', (0, 2), ('a', 'c'), 'o-e')
+def test_a_sidecar_line_reads_back_in_both_versions():
+  line = reuse.sidecar_line('k', 1, 3, 40, 20, 99, 'local:1', 'ab', 'a.png', (0, 2),
+                            ('a', 'c'), 'o-e')
+  assert list(json.loads(line)) == ['key', 'shard', 'ordinal', 'offset', 'length', 'data_crc',
+                                    'fingerprint', 'source_sha256', 'image', 'label',
+                                    'option_digest']
   key, record = reuse.parse_line(line, 'train', ['s0', 's1'], True)
   assert (key, record) == ('k', reuse.PreviousRecord(
-      'train', 's1', True, 3, 40, 20, 'local:1', 'ab', [0, 2], ['a', 'c'], 'o-e'))
+      'train', 's1', True, 3, 40, 20, 'local:1', 'ab', [0, 2], ['a', 'c'], 'o-e', 99, 'a.png'))
   with pytest.raises(ValueError):
     reuse.parse_line(line, 'train', ['s0'], True)  # shard 1 is not listed
+  v1 = json.dumps({'key': 'k', 'shard': 0, 'ordinal': 3, 'offset': 40, 'length': 20,
+                   'fingerprint': 'f', 'source_sha256': 'ab', 'label': {'id': 1, 'text': 'a'},
+                   'option_digest': 'o-e'}).encode()
+  assert reuse.parse_line(v1, 'train', ['s0'], False, version=1)[1].data_crc is None
+  with pytest.raises(ValueError, match='data_crc'):
+    reuse.parse_line(v1, 'train', ['s0'], False)  # a version-2 line needs its CRC
+
+
+@pytest.mark.parametrize('change', [
+    {'key': ['k']}, {'key': None}, {'offset': '40'}, {'length': -1}, {'shard': True},
+    {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None}])
+def test_a_sidecar_line_of_other_types_is_no_record(change):
+  data = json.loads(reuse.sidecar_line('k', 0, 3, 40, 20, 99, 'f', 'ab', 'a.png', 1, 'a',
+                                       'o-e'))
+  data.update(change)
+  with pytest.raises(ValueError):
+    reuse.parse_line(json.dumps(data).encode(), 'train', ['s0'], False)
+  with pytest.raises(ValueError):
+    reuse.parse_line(b'[1, 2]', 'train', ['s0'], False)
+
+
+def test_sidecar_lines_are_read_with_bounded_memory(monkeypatch):
+  monkeypatch.setattr(reuse, 'MAX_LINE_BYTES', 100)
+  lines = reuse.read_lines(io.BytesIO(b'short\n' + b'x' * 1000 + b'\nafter\n'))
+  assert next(lines) == b'short\n'
+  with pytest.raises(ValueError, match='longer than 100 bytes'):
+    next(lines)
+
+
+def _example(key: str, payload: bytes = b'pixels') -> bytes:
+  from transforms.core.example_proto import serialize_example
+  return serialize_example({'image/encoded': ('bytes', payload), 'image/key': ('bytes', key),
+                            'image/class/label': ('int64', 1)})
+
+
+def _at(records: list, index: int, key: str, **changes) -> tuple:
+  """(PreviousRecord of records[index] in a plain shard named s, key)."""
+  offset = sum(len(frame(r)) for r in records[:index])
+  framed = frame(records[index])
+  fields = dict(ordinal=index, offset=offset, length=len(framed),
+                data_crc=int.from_bytes(framed[-4:], 'little'))
+  fields.update(changes)
+  return _previous(**fields), key
 
 
 def test_a_record_is_read_by_offset_with_its_crcs_checked():
-  shard = frame(b'first') + frame(b'second!')
-  stream = io.BytesIO(shard)
-  assert reuse.read_at(stream, 21, 23) == b'second!'
+  records = [_example('a'), _example('b', b'second!')]
+  shard = b''.join(frame(r) for r in records)
+  record, key = _at(records, 1, 'b')
+  assert reuse.read_at(io.BytesIO(shard), len(shard), record, key, 'image/key') == records[1]
   damaged = bytearray(shard)
-  damaged[21 + 12] ^= 1
+  damaged[record.offset + 12] ^= 1
   with pytest.raises(ShardError, match='data CRC'):
-    reuse.read_at(io.BytesIO(bytes(damaged)), 21, 23)
+    reuse.read_at(io.BytesIO(bytes(damaged)), len(shard), record, key, 'image/key')
   with pytest.raises(ShardError, match='shard ends'):
-    reuse.read_at(io.BytesIO(shard[:30]), 21, 23)
-  with pytest.raises(ShardError, match='no record of 22 bytes'):
-    reuse.read_at(io.BytesIO(shard), 21, 22)  # a length that is not the record's
-  with pytest.raises(ShardError, match='no record of 24 bytes'):
-    reuse.read_at(io.BytesIO(shard + b'x'), 21, 24)
+    reuse.read_at(io.BytesIO(shard[:30]), 30, record, key, 'image/key')
+  shorter = record._replace(length=record.length - 1)
+  with pytest.raises(ShardError, match=f'no record of {shorter.length} bytes'):
+    reuse.read_at(io.BytesIO(shard), len(shard), shorter, key, 'image/key')
 
 
-def test_records_are_picked_by_ordinal_streaming_and_damage_is_reported():
-  shard = b''.join(frame(f'r{i}'.encode()) for i in range(5))
-  assert list(reuse.pick_ordinals(io.BytesIO(shard), [3, 1])) == [(1, b'r1'), (3, b'r3')]
+class _Counting(io.BytesIO):
+  """A stream that remembers the largest read asked of it."""
+  largest = 0
+
+  def read(self, size=-1):
+    self.largest = max(self.largest, size)
+    return super().read(size)
+
+
+@pytest.mark.parametrize('change', [{'length': 10 ** 12}, {'offset': 2 ** 63},
+                                    {'offset': 2 ** 64 + 5, 'length': 2 ** 70}])
+def test_a_damaged_offset_or_length_is_refused_before_any_read(change):
+  records = [_example('a')]
+  shard = b''.join(frame(r) for r in records)
+  record, key = _at(records, 0, 'a', **change)
+  stream = _Counting(shard)
+  with pytest.raises(ShardError, match='shard ends before byte'):
+    reuse.read_at(stream, len(shard), record, key, 'image/key')
+  assert stream.largest == 0
+
+
+def test_a_copy_is_refused_unless_its_crc_and_key_are_the_sidecars():
+  """Two intact records swapped (each CRC still valid), or a sidecar line
+  pointing at another record: the record found is not the one named."""
+  records = [_example('a', b'1234'), _example('b', b'5678')]  # the same length
+  swapped = frame(records[1]) + frame(records[0])
+  record, key = _at(records, 0, 'a')
+  with pytest.raises(ShardError, match='has CRC') as crc:
+    reuse.read_at(io.BytesIO(swapped), len(swapped), record, key, 'image/key')
+  assert crc.value.kind == reuse.NOT_THE_RECORD
+  # the sidecar's CRC forged to the record found: its key still gives it away
+  forged = record._replace(data_crc=int.from_bytes(frame(records[1])[-4:], 'little'))
+  with pytest.raises(ShardError, match="holds the key b'b', not 'a'"):
+    reuse.read_at(io.BytesIO(swapped), len(swapped), forged, key, 'image/key')
+  # --schema seed has no key feature: the CRC alone is compared
+  assert reuse.read_at(io.BytesIO(swapped), len(swapped), forged, key, None) == records[1]
+
+
+def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(5)]
+  shard = b''.join(frame(r) for r in records)
+  wanted = {i: _at(records, i, f'k{i}') for i in (3, 1)}
+  assert list(reuse.pick_ordinals(io.BytesIO(shard), wanted, 'image/key')) == [
+      (1, records[1]), (3, records[3])]
   damaged = bytearray(shard)
-  damaged[18 * 2 + 12] ^= 1  # record 2's data
-  picked = dict(reuse.pick_ordinals(io.BytesIO(bytes(damaged)), [2, 4, 9]))
-  assert picked[4] == b'r4'
+  damaged[len(frame(records[0])) * 2 + 12] ^= 1  # record 2's data
+  wanted = {i: _at(records, i, f'k{i}') for i in (2, 4)}
+  wanted[0] = _at(records, 0, 'k4')  # another key
+  wanted[9] = _at(records, 4, 'k4', ordinal=9)
+  picked = dict(reuse.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, 'image/key'))
+  assert picked[4] == records[4]
+  assert picked[0].kind == reuse.NOT_THE_RECORD
   assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
 
 
@@ -152,52 +249,72 @@ def _shard_file(tmp_path, records, compressed=False):
   return str(path)
 
 
-def _source(path, ordinal, offset, length, compressed=False):
-  return reuse.CopySource('img.png', path, compressed, ordinal, offset, length)
+def _in(path, records, index, compressed=False, **changes):
+  record, key = _at(records, index, f'k{index}', **changes)
+  return record._replace(shard_path=path, compressed=compressed), key
 
 
 def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_path):
-  path = _shard_file(tmp_path, [b'first', b'second!'])
-  reader = reuse.ShardReader()
+  records = [_example('k0'), _example('k1', b'second!')]
+  path = _shard_file(tmp_path, records)
+  reader = reuse.ShardReader('image/key')
   before = len(os.listdir('/proc/self/fd'))
-  assert reader.read(_source(path, 1, 21, 23)) == b'second!'
-  assert reader.read(_source(path, 0, 0, 21)) == b'first'
+  assert reader.read(*_in(path, records, 1)) == records[1]
+  assert reader.read(*_in(path, records, 0)) == records[0]
   assert len(os.listdir('/proc/self/fd')) == before + 1  # one shard, one descriptor
-  with pytest.raises(ShardError, match='shard ends before byte 45'):
-    reader.read(_source(path, 2, 21, 24))
-  with pytest.raises(ShardError, match='no record of 20 bytes at byte 21'):
-    reader.read(_source(path, 1, 21, 20))
+  record, key = _in(path, records, 1)
+  end = record.offset + record.length
+  with pytest.raises(ShardError, match=f'shard ends before byte {end + 1}'):
+    reader.read(record._replace(length=record.length + 1), key)
+  with pytest.raises(ShardError, match=f'no record of 20 bytes at byte {record.offset}'):
+    reader.read(record._replace(length=20), key)
+  with pytest.raises(ShardError, match='holds the key'):
+    reader.read(record, 'k0')
   reader.close()
   assert len(os.listdir('/proc/self/fd')) == before
 
 
 def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):
-  path = _shard_file(tmp_path, [b'first', b'second!'])
+  records = [_example('k0'), _example('k1', b'second!')]
+  path = _shard_file(tmp_path, records)
+  record, key = _in(path, records, 1)
   damaged = bytearray(open(path, 'rb').read())
-  damaged[21 + 12] ^= 1
+  damaged[record.offset + 12] ^= 1
   open(path, 'wb').write(bytes(damaged))
   empty = tmp_path / 'empty.tfrecord'
   empty.write_bytes(b'')
-  reader = reuse.ShardReader()
-  assert reader.read(_source(path, 0, 0, 21)) == b'first'
-  with pytest.raises(ShardError, match='data CRC mismatch in the record at byte 21'):
-    reader.read(_source(path, 1, 21, 23))
+  reader = reuse.ShardReader('image/key')
+  assert reader.read(*_in(path, records, 0)) == records[0]
+  with pytest.raises(ShardError, match=f'data CRC mismatch in the record at byte {record.offset}'):
+    reader.read(record, key)
   with pytest.raises(ShardError, match='shard ends'):
-    reader.read(_source(str(empty), 0, 0, 21))
+    reader.read(*_in(str(empty), records, 0))
   reader.close()
 
 
-def test_a_reader_picks_gzip_records_by_ordinal_going_back_when_asked(tmp_path):
-  path = _shard_file(tmp_path, [f'r{i}'.encode() for i in range(4)], compressed=True)
-  reader = reuse.ShardReader()
-  assert [reader.read(_source(path, i, 0, 0, True)) for i in (1, 3, 0)] == [b'r1', b'r3', b'r0']
-  with pytest.raises(ShardError, match='record 9 cannot be read'):
-    reader.read(_source(path, 9, 0, 0, True))
+def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkeypatch):
+  import gzip
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(6)]
+  path = _shard_file(tmp_path, records, compressed=True)
+  opened = []
+  real_open = gzip.open
+  monkeypatch.setattr(gzip, 'open', lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+  reader = reuse.ShardReader('image/key')
+  order = (1, 5, 0, 3, 2, 4, 0)
+  assert [reader.read(*_in(path, records, i, True)) for i in order] == [
+      records[i] for i in order]
+  assert opened == [path]  # streamed once, though ordinals went back four times
+  with pytest.raises(ShardError, match='shard ends before byte'):
+    reader.read(*_in(path, records, 5, True, offset=10 ** 6))
   reader.close()
+  assert opened == [path]
 
 
-def test_read_record_without_a_reader_leaves_no_descriptor_open(tmp_path):
-  path = _shard_file(tmp_path, [b'only'])
-  before = len(os.listdir('/proc/self/fd'))
-  assert reuse.read_record(_source(path, 0, 0, 20)) == b'only'
-  assert len(os.listdir('/proc/self/fd')) == before
+def test_the_key_feature_is_found_without_parsing_the_rest():
+  from transforms.core.example_proto import bytes_feature
+  data = _example('images/a.png', b'x' * 300)
+  assert bytes_feature(data, 'image/key') == b'images/a.png'
+  assert bytes_feature(data, 'image/class/label') is None  # an int64 feature
+  assert bytes_feature(data, 'image/ke') is None and bytes_feature(data, 'nope') is None
+  assert bytes_feature(data[:-3], 'image/key') is None  # cut short: not plain
+  assert bytes_feature(b'', 'image/key') is None

@@ -5,26 +5,28 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import pytest
 
 from pipeline import convert
-from pipeline import lock_stores
-from pipeline import run_lock
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
-from pipeline.cli import UsageError
-from pipeline.run_lock import RunInfo
-from pipeline.run_lock import RunLock
-from pipeline.run_lock import stale_reason
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
+from pipeline.runs import lock_stores
+from pipeline.runs import run_lock
+from pipeline.runs.run_lock import RunInfo
+from pipeline.runs.run_lock import RunLock
+from pipeline.runs.run_lock import stale_reason
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
@@ -210,14 +212,24 @@ def convert_flags(data: pathlib.Path, out, *extra) -> list:
 
 
 def start(point: str, flags: list, go=None) -> subprocess.Popen:
+  """The run, in a TMPDIR of its own: a run killed at `point` leaves its
+  img2tfrecord-run-* temp folder there (only a killed run does), and
+  finish() removes it."""
   command = [sys.executable, '-m', 'tests.lock_helpers', point, *([str(go)] if go else []),
              '--', *flags]
-  return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  temp = tempfile.mkdtemp(prefix='killed-run-')
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, TMPDIR=temp))
+  process.temp_dir = temp
+  return process
 
 
 def finish(process: subprocess.Popen) -> tuple:
-  out, err = process.communicate(timeout=TIMEOUT)
+  try:
+    out, err = process.communicate(timeout=TIMEOUT)
+  finally:
+    shutil.rmtree(process.temp_dir, ignore_errors=True)
   return process.returncode, out, err
 
 

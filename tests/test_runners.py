@@ -30,8 +30,8 @@ from typing import Optional
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import COLOURS
 from tests.conftest import feature
 from tests.conftest import free_port

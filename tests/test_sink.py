@@ -9,13 +9,14 @@ import pathlib
 
 import pytest
 
-from pipeline import config as opts
 from pipeline import convert
 from pipeline import look
 from pipeline import read
 from pipeline import validate
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.configuration import config as opts
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.reading import dataset
 from tests.conftest import copy_dataset
 from tests.conftest import make_sample
 from tests.conftest import read_info
@@ -62,7 +63,7 @@ def shard_records(out: pathlib.Path, split: str) -> list:
   """Every record's bytes of the split, as its listed shards hold them."""
   found = []
   for shard in read_info(out)['splits'][split]['shards']:
-    with read.open_binary(str(out / shard)) as stream:
+    with dataset.open_binary(str(out / shard)) as stream:
       found += [data for _, data in read_records(stream)]
   return found
 

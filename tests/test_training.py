@@ -7,13 +7,13 @@ import json
 import pathlib
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_OK
+from pipeline.runs import summary
 from tests.conftest import feature
+from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from tests.conftest import write_image
 from transforms.core import shuffle
@@ -158,7 +158,7 @@ def _write(examples: list, out: pathlib.Path, in_order: bool, num_shards: int,
            max_bytes=None) -> list:
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
-  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+  with local_pipeline() as p:
     _ = (p | beam.Create(examples, reshuffle=False)
          | WriteShards(str(out / 'train'), '.tfrecord', 'none', num_shards, max_bytes,
                        in_order))
@@ -189,7 +189,7 @@ def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
   examples = _examples(3)
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
-  with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+  with local_pipeline() as p:
     _ = (p | beam.Create(examples, reshuffle=False)
          | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 10 ** 6,
                        in_order, write_index=True))
@@ -240,7 +240,7 @@ def test_records_out_of_write_order_fail_the_job(tmp_path, num_shards):
   examples = sorted(_examples(5), key=lambda e: e.order)
   examples[1], examples[3] = examples[3], examples[1]
   with pytest.raises(Exception, match='out of write order'):
-    with TestPipeline(options=PipelineOptions(['--runner=DirectRunner'])) as p:
+    with local_pipeline() as p:
       _ = (p | beam.Create(examples, reshuffle=False)
            | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 100, True))
 
@@ -325,7 +325,7 @@ def test_content_duplicates_within_and_across_splits(leaky, copies):
       {'sha256': sha_b, 'across': False,
        'first': {'line': 3, 'key': 'b.png', 'split': b_split},
        'duplicate': {'line': 7, 'key': './b.png', 'split': b_split}}]
-  assert convert.warning_lines(read_info(out))[-1].startswith(
+  assert summary.warning_lines(read_info(out))[-1].startswith(
       'Warning: 2 image(s) repeat the bytes of another row under another key: '
       '1 within a split, 1 across splits')
 
@@ -514,7 +514,7 @@ def test_case_variants_and_spaces_are_warned_not_merged(leaky, capsys):
   assert warnings['num_case_variant_groups'] == 1
   assert warnings['surrounding_spaces'] == {'cat': 1}  # ' cat' was stripped, as ever
   assert warnings['empty_classes'] == [] and warnings['num_empty_classes'] == 0
-  lines = convert.warning_lines(info)
+  lines = summary.warning_lines(info)
   assert lines[0].startswith('Warning: 1 group(s) of labels differ only in case, kept apart: '
                              'Natural/natural')
   assert lines[1].startswith('Warning: 1 label(s) had surrounding spaces in some rows')
@@ -560,10 +560,10 @@ def test_empty_classes_are_listed_and_keep_their_ids(copies, tmp_path):
 
 def test_summary_lists_every_class_up_to_20_then_the_extremes():
   few = {'examples_per_class': {'a': 5, 'b': 1}, 'imbalance_ratio': 5.0}
-  assert convert._class_lines(few) == ['    per class: a 5, b 1; imbalance 5.0x']
+  assert summary._class_lines(few) == ['    per class: a 5, b 1; imbalance 5.0x']
   many = {'examples_per_class': {f'c{i:02d}': i + 1 for i in range(25)},
           'imbalance_ratio': 25.0}
-  assert convert._class_lines(many) == [
+  assert summary._class_lines(many) == [
       '    per class: largest c24 25, c23 24, c22 23; smallest c02 3, c01 2, c00 1; '
       'imbalance 25.0x']
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 import pytest
 
 from tests.conftest import COLOURS
+from tests.conftest import local_pipeline
 from tests.conftest import write_image
 from tests.conftest import write_manifest
 from transforms.beam_util import EXAMPLES
@@ -32,7 +31,7 @@ from transforms.workers.source_image import read_local_file
 
 
 def direct_pipeline():
-  return TestPipeline(options=PipelineOptions(['--runner=DirectRunner']))
+  return local_pipeline()
 
 
 def csv_config(path, header=('image', 'label'), role=manifest.ROLE_COMBINED):
@@ -175,8 +174,8 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
 def test_convert_reports_counters_per_stage_and_reason(sample):
   from apache_beam.metrics.metric import MetricsFilter
 
-  from pipeline import config as opts
   from pipeline import convert
+  from pipeline.configuration import config as opts
   write_manifest(sample.manifest, list(sample.labels.items()) + [('images/gone.png', 'red')])
   config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
                                   str(sample.out), '--height', '4', '--width', '4'])

@@ -358,12 +358,12 @@ def test_a_worker_crash_fails_only_the_item_that_caused_it():
 def test_image_processes_default(encoding, processes, threads, flags, timeout, expected):
   import os
 
-  from pipeline import command_line
-  from pipeline import engines
-  from pipeline.flags import ValidateOptions
+  from pipeline.configuration import command_line
+  from pipeline.configuration.flags import ValidateOptions
+  from pipeline.engines import runners
   from transforms.workers.pooled_step import pool_size
   options = command_line.parse(flags, ValidateOptions, '').pipeline_options
-  found = pool_size(threads, processes, encoding, engines.single_local_worker(options),
+  found = pool_size(threads, processes, encoding, runners.single_local_worker(options),
                     os.cpu_count(), timeout_s=timeout).processes
   assert found == (os.cpu_count() if expected == 'cores' else expected)
 

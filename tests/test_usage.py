@@ -10,7 +10,7 @@ import pytest
 from pipeline import cli
 from pipeline import convert
 from pipeline import validate
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
 
 
@@ -237,8 +237,8 @@ def test_threads_and_processes_are_one_choice(sample, capsys):
   assert 'either --check_threads or --check_processes' in capsys.readouterr().err
 
 
-def test_exit_codes_and_the_usage_parser_are_defined_once_in_cli():
-  """Every command exits with cli's codes and parses with cli.UsageParser (a
+def test_exit_codes_and_the_usage_parser_are_defined_once_in_errors():
+  """Every command exits with errors's codes and parses with errors.UsageParser (a
   parser of its own may add Beam's argument kinds to it, not its own errors)."""
   import ast
   import pathlib
@@ -252,10 +252,11 @@ def test_exit_codes_and_the_usage_parser_are_defined_once_in_cli():
       found += [f'{path.name}: {name}' for name in names if name.startswith('EXIT_')]
       if isinstance(node, ast.ClassDef):
         bases = [ast.unparse(base) for base in node.bases]
-        if any(b.endswith('ArgumentParser') for b in bases) and 'cli.UsageParser' not in bases:
+        if any(b.endswith('ArgumentParser') for b in bases) and 'errors.UsageParser' not in bases:
           found.append(f'{path.name}: class {node.name}')
-  assert found == ['cli.py: EXIT_OK', 'cli.py: EXIT_FAILED', 'cli.py: EXIT_USAGE',
-                   'cli.py: EXIT_OVER_BUDGET', 'cli.py: class UsageParser']
+  assert found == ['errors.py: EXIT_OK', 'errors.py: EXIT_FAILED', 'errors.py: EXIT_USAGE',
+                   'errors.py: EXIT_OVER_BUDGET', 'errors.py: EXIT_STDOUT_CLOSED',
+                   'errors.py: class UsageParser']
 
 
 @pytest.mark.parametrize('command,argv,message', [

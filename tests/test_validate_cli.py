@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
@@ -143,6 +143,25 @@ def test_missing_dataset_info(converted):
 def test_unreadable_dataset_info(converted):
   (converted / 'dataset_info.json').write_text('{not json')
   assert_finding(converted, 'missing_dataset_info')
+
+
+@pytest.mark.parametrize('change, detail', [
+    (lambda info: info['splits']['train'].pop('shards'), 'splits.train has no list of shards'),
+    (lambda info: info.update(label_map=None), 'label_map None is not a list of class names'),
+    (lambda info: info.update(num_examples='20'), "num_examples '20' is not a count"),
+    (lambda info: info.update(feature_spec={}), 'feature_spec {} names no feature'),
+    (lambda info: info.update(splits=[]), 'splits [] is not an object of splits'),
+])
+def test_a_malformed_dataset_info_is_one_problem_never_a_traceback(converted, capsys, change,
+                                                                   detail):
+  info = read_info(converted)
+  change(info)
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  report = assert_finding(converted, 'missing_dataset_info')
+  assert report['num_problems'] == 1
+  assert report['problems'][0]['detail'] == f'{converted / "dataset_info.json"}: {detail}'
+  out, err = capsys.readouterr()
+  assert 'Traceback' not in out + err and f'dataset_info.json: {detail}' in out
 
 
 def test_unparseable_record(converted):
@@ -299,13 +318,13 @@ def test_check_threads_default_per_encoding(encoding, requested, expected):
   import os
   import types
 
-  from pipeline import command_line
-  from pipeline import engines
-  from pipeline.flags import ValidateOptions
+  from pipeline.configuration import command_line
+  from pipeline.configuration.flags import ValidateOptions
+  from pipeline.engines import runners
   from transforms.workers.pooled_step import pool_size
   options = command_line.parse([], ValidateOptions, '').pipeline_options
   records = types.SimpleNamespace(image=types.SimpleNamespace(encoding=encoding))
-  threads = pool_size(requested, 0, records.image.encoding, engines.single_local_worker(options),
+  threads = pool_size(requested, 0, records.image.encoding, runners.single_local_worker(options),
                       os.cpu_count(), inline_raw=True).threads
   assert threads == (expected or os.cpu_count() + 1)
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.cli import EXIT_FAILED
+from pipeline.errors import EXIT_FAILED
 from tests.conftest import read_info
 from transforms import check_shards
 from transforms.core.tfrecord import ShardError

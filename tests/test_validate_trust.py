@@ -10,8 +10,8 @@ import json
 import pytest
 
 from pipeline import convert
-from pipeline.cli import EXIT_FAILED
-from pipeline.cli import EXIT_OK
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.conftest import write_image

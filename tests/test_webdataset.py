@@ -17,8 +17,8 @@ import pytest
 import webdataset as wds
 
 from pipeline import convert
-from pipeline.cli import EXIT_OK
-from pipeline.cli import EXIT_USAGE
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines

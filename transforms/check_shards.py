@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
 import zlib
 
 import apache_beam as beam
@@ -309,10 +310,13 @@ class WriteReportFn(beam.DoFn):
   """Runs once with every count as side inputs: writes the JSON report."""
 
   def __init__(self, info: dict, report_path: str, listing_problems: list,
-               expected_count, max_problems: int):
+               expected_count, max_problems: int, listing_warnings: list = (),
+               more: Optional[dict] = None):
     self._info = info
     self._report_path = report_path
     self._listing_problems = listing_problems
+    self._listing_warnings = list(listing_warnings)
+    self._more = dict(more or {})  # more fields of the report (num_recomputed)
     self._expected_count = expected_count
     self._max_problems = max_problems
 
@@ -322,19 +326,26 @@ class WriteReportFn(beam.DoFn):
     report = build_report(self._info, shard_counts, label_counts,
                           problem_counts, list(first_problems),
                           self._listing_problems, self._expected_count,
-                          self._max_problems, warning_counts, list(first_warnings))
+                          self._max_problems, warning_counts, list(first_warnings),
+                          self._listing_warnings)
+    report.update(self._more)
     filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
     yield report
 
 
 def build_report(info, shard_counts, label_counts, problem_counts, first_problems,
                  listing_problems, expected_count, max_problems, warning_counts=None,
-                 first_warnings=()) -> dict:
+                 first_warnings=(), listing_warnings=()) -> dict:
   """Everything validate found, as the JSON report holds it.
 
   Warnings (e.g. the same image in two splits) are listed apart from problems
   and leave `valid` as it is; validate --strict exits 1 on them too.
+  listing_problems, listing_warnings: what the launcher found, each counted here.
   """
+  warning_counts = dict(warning_counts or {})
+  for warning in listing_warnings:
+    warning_counts[warning.kind] = warning_counts.get(warning.kind, 0) + 1
+  first_warnings = [*first_warnings, *listing_warnings]
   per_split = {}
   for (split, shard), count in sorted(shard_counts.items()):
     per_split.setdefault(split, {})[shard] = count

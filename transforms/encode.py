@@ -19,23 +19,24 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedCopy
+from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
-from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
 from transforms.core.reuse import COPY_ERRORS
 from transforms.core.reuse import FALLBACK
 from transforms.core.reuse import Copied
-from transforms.core.reuse import FellBack
 from transforms.core.reuse import ShardReader
-from transforms.core.reuse import copy_source
-from transforms.core.reuse import read_record
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.read_sources import fetched_first
+from transforms.read_sources import read_bytes
+from transforms.read_sources import read_remote_sources
+from transforms.read_sources import start_fetches
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PooledStep
@@ -45,85 +46,12 @@ from transforms.workers.pooled_step import in_worker
 from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.shared_pool import SharedProcesses
-from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
-from transforms.workers.source_image import is_local
 from transforms.workers.source_image import loaded_image
-from transforms.workers.source_image import read_checked
-from transforms.workers.source_image import read_local_file
-from transforms.workers.source_image import stream_size
-from transforms.workers.source_refs import is_ref
-from transforms.workers.source_refs import read_ref
-from transforms.workers.source_refs import ref_file
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
-
-
-def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
-               spec: ImageSpec = DEFAULT_SPEC,
-               http: Optional[http_fetch.HttpClient] = None) -> bytes:
-  """The whole file at `path` (any Beam filesystem), checked as
-  read_checked does (spec.max_image_bytes from the size the filesystem
-  reports, spec.formats from the first bytes) before the rest is read;
-  RowError if unreadable or refused. reader: what opens remote files (a
-  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one.
-  `path` may be a reference to bytes in another file (a Parquet cell:
-  transforms/workers/source_refs.py), read from that file; or an http(s)://
-  URL, fetched by `http` (transforms/workers/http_fetch.py; None: a client
-  with the default --http_* options)."""
-  if http_fetch.is_http(path):
-    return (http or http_fetch.client(http_fetch.HttpConfig())).fetch(path, spec)
-  if is_ref(path):
-    reader = reader or filesystem.FileAccess()
-    return read_ref(path, spec, _opener(path, reader),
-                    lambda fallback, spec: read_bytes(fallback, reader, spec))
-  if is_local(path):
-    return read_local_file(path, spec)
-  try:
-    with (reader or filesystem.FileAccess()).open(path) as f:
-      return read_checked(f, path, stream_size(f), spec)
-  except RowError:
-    raise
-  except Exception as error:  # remote filesystems wrap their errors in BeamIOError
-    text = str(error)
-    code = 'missing_file' if ('Not found' in text or '404' in text or
-                              'NoSuchKey' in text) else 'unreadable'
-    raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
-
-
-def _opener(ref, reader: filesystem.FileAccess):
-  """What opens the file holding a reference: a local file directly, any
-  other through the reader (errors of the store: read/unreadable)."""
-  return (lambda path: open(path, 'rb')) if is_local(ref_file(ref)) else reader.open
-
-
-def _is_remote_source(source) -> bool:
-  """A path or reference a worker process cannot read: not on local disk."""
-  if is_ref(source):
-    return not is_local(ref_file(source))
-  return isinstance(source, str) and not is_local(source)
-
-
-def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
-                        http: Optional[http_fetch.HttpClient] = None) -> tuple:
-  """(sources, spec) -> (sources, spec) for an image worker process: local
-  paths as they are (the worker reads them), remote files as their bytes or
-  the RowError reading them (workers have no Beam filesystems), errors
-  already met as they are. Runs on the pool's threads, so remote files are
-  still read in parallel."""
-  sources, spec = args
-  return [_bytes_or_error(source, reader, spec, http) if _is_remote_source(source)
-          else source for source in sources], spec
-
-
-def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
-                    http: Optional[http_fetch.HttpClient]):
-  try:
-    return read_bytes(path, reader, spec, http)
-  except RowError as error:
-    return error
 
 
 class AssignLabelFn(beam.DoFn):
@@ -215,13 +143,19 @@ class PooledSourceFn(beam.DoFn):
 
   def _call(self, batch: list) -> tuple:
     """(function, *args) working on these elements' files on the pool."""
-    sources = [self.source_of(self.row_of(element)) for element in batch]
+    sources = start_fetches([self.source_of(self.row_of(element)) for element in batch],
+                            self._spec, self._http)
     if self._processes:
       return self._in_process, sources, self._spec
-    return self._on_thread, sources, self._spec, self._read
+    return fetched_first, self._on_thread, sources, self._spec, self._read
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
     return read_bytes(path, self._reader, spec, self._http)
+
+
+# http(s) images are fetched this many rows ahead of the image pool (which
+# takes 2 batches per process): their fetches start as the rows arrive.
+FETCH_AHEAD = 64
 
 
 class LoadImageFn(PooledSourceFn):
@@ -241,10 +175,14 @@ class LoadImageFn(PooledSourceFn):
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0,
-               harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None):
+               harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None,
+               key_feature: Optional[str] = None):
+    """key_feature: the feature holding a record's key, compared with the
+    row's in each record copied from a previous dataset."""
     super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
                      convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
+    self._key_feature = key_feature
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
@@ -253,21 +191,40 @@ class LoadImageFn(PooledSourceFn):
     super().setup()
 
   def start_bundle(self):
-    self._arrived = collections.deque()  # [element, result] in arrival order
+    # [element, result, fell back] in arrival order; fell back: a reused
+    # row whose copy failed, converted instead
+    self._arrived = collections.deque()
     self._waiting = collections.deque()  # those whose result the pool gives
-    self._shards = ShardReader()  # the previous shards reused records are copied from
+    self._ahead = collections.deque()  # those fetching, not yet given to the pool
+    self._fetching = {}  # id(row) -> the Future of its http(s) fetch
+    # the previous shards reused records are copied from
+    self._shards = ShardReader(self._key_feature)
 
   def process(self, element):
     self._progress.tick()
-    entry = [element, self._copy_here(element.row)]
+    copied = self._copy_here(element.row)
+    entry = [element, copied, element.row.previous is not None and copied is None]
     self._arrived.append(entry)
     if entry[1] is None:
-      self._waiting.append(entry)
-      self._took(self._step.add(element))
+      source = super().source_of(element.row)
+      if http_fetch.is_http(source):  # fetched now, FETCH_AHEAD rows ahead of the pool
+        self._fetching[id(element.row)] = start_fetches([source], self._spec, self._http)[0]
+      if self._fetching or self._ahead:  # rows reach the pool in their order
+        self._ahead.append(entry)
+        while len(self._ahead) > FETCH_AHEAD:
+          self._give(self._ahead.popleft())
+      else:
+        self._give(entry)
     yield from self._ready()
+
+  def _give(self, entry) -> None:
+    self._waiting.append(entry)
+    self._took(self._step.add(entry[0]))
 
   def finish_bundle(self):
     self._progress.flush()
+    while self._ahead:
+      self._give(self._ahead.popleft())
     self._took(self._step.flush())
     self._shards.close()
     for output in self._ready():
@@ -280,17 +237,19 @@ class LoadImageFn(PooledSourceFn):
   def _ready(self):
     """The outcomes of the rows at the head of the arrival order that are done."""
     while self._arrived and self._arrived[0][1] is not None:
-      element, result = self._arrived.popleft()
-      yield self.outcome(element, result)
+      element, result, fell_back = self._arrived.popleft()
+      output = self.outcome(element, result)
+      yield dataclasses.replace(output, reuse=FALLBACK) if fell_back and isinstance(
+          output, LoadedImage) else output
 
   def _copy_here(self, row) -> Optional[Copied]:
-    """A reused row's record copied on this thread: a read and two CRCs,
-    cheaper than a trip to an image process. None: no reused row, or its
-    copy failed (the pool tries again and, failing, converts its image)."""
+    """A reused row's record copied on this thread (a read, two CRCs, its
+    sidecar CRC and key compared): cheaper than a trip to an image process.
+    None: no reused row, or its copy failed: the pool converts its image."""
     if row.previous is None:
       return None
     try:
-      return Copied(read_record(copy_source(row.previous, row.ref or row.path), self._shards))
+      return Copied(self._shards.read(row.previous, row.key))
     except COPY_ERRORS:
       return None
 
@@ -298,11 +257,8 @@ class LoadImageFn(PooledSourceFn):
     return element.row
 
   def source_of(self, row):
-    """A reused row (--previous_dataset on a single local worker): its
-    record's copy, which converts the image if the copy fails."""
-    if row.previous is not None:
-      return copy_source(row.previous, row.ref or row.path)
-    return super().source_of(row)
+    """Its fetch, for a row whose http(s) image is already being fetched."""
+    return self._fetching.pop(id(row), None) or super().source_of(row)
 
   def outcome(self, element, result):
     """The LoadedImage (a LoadedCopy for a copied record), or the row's
@@ -310,9 +266,6 @@ class LoadImageFn(PooledSourceFn):
     row = element.row
     if isinstance(result, Copied):
       return LoadedCopy(element, result.data, row.previous.source_sha256)
-    if isinstance(result, FellBack):
-      loaded = loaded_image(element, result.converted)
-      return dataclasses.replace(loaded, reuse=FALLBACK)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
@@ -353,7 +306,7 @@ class EncodeRows(beam.PTransform):
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
-                                   harnesses, http)
+                                   harnesses, http, example_spec.table().key)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

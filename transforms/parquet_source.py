@@ -1,7 +1,7 @@
 """ReadParquet: a Parquet manifest's files -> one ManifestRow per row, read
 by row group on every worker.
 
-The launcher read each file's footer (pipeline/preflight_parquet.py): the
+The launcher read each file's footer (pipeline/configuration/preflight_parquet.py): the
 row groups and their rows are known, so every row's index in its file and
 place in the manifest is computed from them, and a row group is one work
 item, spread over the workers by a Reshuffle. A worker reads only the light

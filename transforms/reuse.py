@@ -40,6 +40,7 @@ class Sidecar(NamedTuple):
   path: str
   shard_paths: tuple
   compressed: bool
+  version: int = 2  # its sources_format_version
 
 
 class Reusable(NamedTuple):
@@ -68,7 +69,10 @@ class FingerprintFn(beam.DoFn):
   rows at a time (remote ones looked up in parallel, within timeout_s: None
   no limit). Rows leave in the order they came."""
 
-  BATCH = 32
+  # Each batch waits for its slowest lookup. 600 http:// images from a local
+  # server (a HEAD each) converted in 20-22 s with batches of 32, 12-16 s
+  # with 256 (2 loaded cores).
+  BATCH = 256
 
   def __init__(self, timeout_s: Optional[float] = None,
                http: Optional[http_fetch.HttpConfig] = None):
@@ -117,10 +121,10 @@ def read_sidecar(sidecar: Sidecar):
   files = filesystem.FileAccess()
   try:
     with files.open_checked(sidecar.path) as stream:
-      for line in stream:
+      for line in reuse.read_lines(stream):
         yield reuse.parse_line(line, sidecar.split, list(sidecar.shard_paths),
-                               sidecar.compressed)
-  except (ValueError, KeyError, TypeError, EOFError, OSError) as error:
+                               sidecar.compressed, sidecar.version)
+  except (ValueError, EOFError, OSError, zlib.error) as error:
     counter('sidecar_lines_unread').inc()
     logging.warning('%s cannot be read past a damaged line: %s', sidecar.path, error)
 
@@ -213,14 +217,21 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
 
 class DecideFn(beam.DoFn):
   """ManifestRow (with .previous) -> the row to encode, its .previous
-  cleared (its reason counted), or the row to copy: under REUSE (previous
-  shard path, Reusable), or with `inline` (a single local worker) as it is,
-  in the main output, for the image step to copy (LoadImageFn)."""
+  cleared and its reason on it (counted by its example), or the row to copy:
+  under REUSE (previous shard path, Reusable), or with `inline` (a single
+  local worker) as it is, in the main output, for the image step to copy
+  (LoadImageFn)."""
 
   def __init__(self, mode: str, options_digest: str, inline: bool = False):
     self._mode = mode
     self._options_digest = options_digest
     self._inline = inline
+
+  def start_bundle(self):
+    self._decided = 0
+
+  def finish_bundle(self):  # one count a bundle, not a tally element a row
+    yield in_global_window(_tally(reuse.DECIDED, self._decided))
 
   def process(self, row, label_map):
     try:
@@ -233,26 +244,29 @@ class DecideFn(beam.DoFn):
       # The SHA-256 every sidecar records: a previous run of either mode will do.
       previous = previous._replace(
           fingerprint=fingerprints.content_fingerprint(previous.source_sha256))
-    reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest)
+    reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest,
+                          row.image)
+    self._decided += 1
     if reason is None and self._inline:
       yield row
     elif reason is None:
       yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
                                              Reusable(row, label[0], label[1], digest)))
-    else:
-      yield _tally(reason)
-      yield dataclasses.replace(row, previous=None)
+    else:  # counted by its example: a row rejected is no encoded row
+      yield dataclasses.replace(row, previous=None, reuse=reason)
 
 
 class CopyShardFn(beam.DoFn):
   """(previous shard path, [Reusable]) -> a BuiltExample of each, its bytes
   copied from the shard (by offset in a plain shard, by ordinal streaming a
-  gzip one) with both CRCs checked; a record that fails is not copied: its
-  row goes out under FALLBACK to be encoded from its source."""
+  gzip one) with both CRCs checked, its data CRC the sidecar's and its key
+  feature the row's key; a record that fails is not copied: its row goes out
+  under FALLBACK to be encoded from its source."""
 
-  def __init__(self, mode: str, ordering: Ordering):
+  def __init__(self, mode: str, ordering: Ordering, key_feature: Optional[str]):
     self._mode = mode
     self._ordering = ordering
+    self._key_feature = key_feature
 
   def setup(self):
     self._files = filesystem.FileAccess()
@@ -261,9 +275,9 @@ class CopyShardFn(beam.DoFn):
     path, reusables = grouped
     reusables = sorted(reusables, key=lambda r: r.row.previous.ordinal)
     for reusable, data in self._read(path, reusables):
-      if isinstance(data, ShardError):
-        yield _tally(reuse.FALLBACK)
-        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(reusable.row, previous=None))
+      if isinstance(data, ShardError):  # encoded, counted by its example
+        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(
+            reusable.row, previous=None, reuse=reuse.FALLBACK))
         continue
       yield self._example(reusable, data)
 
@@ -280,17 +294,18 @@ class CopyShardFn(beam.DoFn):
         if reusable.row.previous.ordinal not in done:
           yield reusable, ShardError(0, 'unreadable_shard', f'{path}: {error}')
 
-  @staticmethod
-  def _records(stream, reusables: list):
+  def _records(self, stream, reusables: list):
     if reusables[0].row.previous.compressed:
       by_ordinal = {r.row.previous.ordinal: r for r in reusables}
-      for ordinal, data in reuse.pick_ordinals(stream, by_ordinal):
+      wanted = {ordinal: (r.row.previous, r.row.key) for ordinal, r in by_ordinal.items()}
+      for ordinal, data in reuse.pick_ordinals(stream, wanted, self._key_feature):
         yield by_ordinal[ordinal], data
       return
+    size = stream.seek(0, 2)
     for reusable in reusables:
-      record = reusable.row.previous
       try:
-        yield reusable, reuse.read_at(stream, record.offset, record.length)
+        yield reusable, reuse.read_at(stream, size, reusable.row.previous, reusable.row.key,
+                                      self._key_feature)
       except ShardError as error:
         yield reusable, error
 
@@ -299,17 +314,17 @@ class CopyShardFn(beam.DoFn):
     return BuiltExample(row.split, self._ordering.key(row.key, row.place), reusable.label_id,
                         row.key, row.line, row.previous.source_sha256, data,
                         fingerprint_of(row, self._mode) or row.previous.fingerprint,
-                        reusable.label_text, reusable.option_digest, reuse.REUSED)
+                        reusable.label_text, reusable.option_digest, reuse.REUSED, row.image)
 
 
 @beam.ptransform_fn
-def CopyRecords(reusables, mode: str, ordering: Ordering):
+def CopyRecords(reusables, mode: str, ordering: Ordering, key_feature: Optional[str]):
   """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
   rows to encode, TALLIES: counts}: every shard read in its own call, so a
   distributed runner reads the shards in parallel."""
   return (reusables
           | 'GroupByShard' >> beam.GroupByKey()
-          | 'CopyShard' >> beam.ParDo(CopyShardFn(mode, ordering)).with_outputs(
+          | 'CopyShard' >> beam.ParDo(CopyShardFn(mode, ordering, key_feature)).with_outputs(
               FALLBACK, TALLIES, main='examples'))
 
 
@@ -320,28 +335,28 @@ class Decided(NamedTuple):
 
 
 def decide_and_copy(rows, label_map, mode: str, options_digest: str,
-                    ordering: Ordering, inline: bool = False) -> Decided:
+                    ordering: Ordering, key_feature: Optional[str],
+                    inline: bool = False) -> Decided:
   """Rows with their previous records -> the rows to encode (changed, new,
-  or whose copy failed), the copied examples, and the counts. inline (a
-  single local worker): the rows to copy stay among the rows, in write order,
-  for the image step to copy (no examples here)."""
+  or whose copy failed), the copied examples, and the counts. key_feature:
+  the feature holding a record's key (each copy's is compared with its
+  row's). inline (a single local worker): the rows to copy stay among the
+  rows, in write order, for the image step to copy (no examples here)."""
   decided = rows | 'Decide' >> beam.ParDo(
       DecideFn(mode, options_digest, inline), label_map_side_input(label_map)).with_outputs(
           REUSE, TALLIES, main=ROWS)
   if inline:
     return Decided(decided[ROWS], None, [decided[TALLIES]])
-  copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering)
+  copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, key_feature)
   to_encode = (decided[ROWS], copied[FALLBACK]) | 'RowsToEncode' >> beam.Flatten()
   return Decided(to_encode, copied['examples'], [decided[TALLIES], copied[TALLIES]])
 
 
 
 def reuse_tallies(example: BuiltExample) -> list:
-  """A written example's reuse counts: copied (and its framed bytes), or
-  encoded after its copy failed."""
+  """A written example's reuse counts: copied (and its framed bytes), encoded
+  after its copy failed, or encoded for its reason (core/reuse.REASONS)."""
   if example.reuse == reuse.REUSED:
     return [((reuse.TALLY, reuse.REUSED), 1),
             ((reuse.TALLY, reuse.BYTES_COPIED), len(example.data) + 16)]
-  if example.reuse == reuse.FALLBACK:
-    return [((reuse.TALLY, reuse.FALLBACK), 1)]
-  return []
+  return [((reuse.TALLY, example.reuse), 1)] if example.reuse else []

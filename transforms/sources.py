@@ -40,7 +40,7 @@ class ParseLineFn(NumberLinesFn):
   """Numbered lines -> ManifestRow, or a Rejection under REJECTED.
 
   configs: the ManifestConfig of each file. progress_dir: where a local
-  run's progress line finds the number of rows (pipeline/progress.py).
+  run's progress line finds the number of rows (pipeline/runs/progress.py).
   """
 
   def __init__(self, configs: tuple, progress_dir: Optional[str] = None):

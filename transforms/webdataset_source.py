@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import tarfile
-from typing import Optional
 import zlib
 
 import apache_beam as beam
@@ -146,10 +145,9 @@ class ReadTars(beam.PTransform):
   """A WebDataset manifest (config.layout: its tars, listed on the launcher)
   -> {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: sample tallies}."""
 
-  def __init__(self, config: manifest.ManifestConfig, progress_dir: Optional[str] = None):
+  def __init__(self, config: manifest.ManifestConfig):
     super().__init__()
-    self._config = config
-    del progress_dir  # the number of samples is known once the tars are read
+    self._config = config  # no progress total: samples are counted as the tars are read
 
   def expand(self, pbegin):
     tars = [(index, path, size) for index, (path, size) in enumerate(self._config.layout.files)]

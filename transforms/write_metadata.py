@@ -66,7 +66,7 @@ class RunNotCurrent(RuntimeError):
 
 def check_lock_held(files: filesystem.FileAccess, output_dir: str, lock: tuple) -> None:
   """RunNotCurrent unless OUT/<lock name> still names run `run_id` (lock:
-  (lock file name, run_id), the launcher's lock, pipeline/run_lock.py)."""
+  (lock file name, run_id), the launcher's lock, pipeline/runs/run_lock.py)."""
   name, run_id = lock
   path = filesystem.join(output_dir, name)
   try:

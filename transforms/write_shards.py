@@ -215,13 +215,14 @@ class _ShardFile:
     self._abandoned = False
 
   def write_record(self, data: bytes) -> tuple:
-    """-> (offset, length) of the framed record in the uncompressed bytes."""
+    """-> (offset, length, data CRC) of the framed record in the uncompressed
+    bytes (the CRC: the masked CRC32C that follows its data)."""
     framed, offset = frame(data), self._position
     self._handle.write(framed)
     if self._lines is not None:
       self._lines.append(f'{offset} {len(framed)}\n')
     self._position += len(framed)
-    return offset, len(framed)
+    return offset, len(framed), int.from_bytes(framed[-4:], 'little')
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;

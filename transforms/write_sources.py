@@ -16,10 +16,10 @@ from transforms.core.reuse import sidecar_line
 
 def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> bytes:
   """The sidecar line of `example`, written as record `ordinal` of shard
-  number `shard` at span (offset, framed length)."""
-  return sidecar_line(example.key, shard, ordinal, span[0], span[1], example.fingerprint,
-                      example.sha256, example.label_id, example.label_text,
-                      example.option_digest)
+  number `shard` at span (offset, framed length, data CRC)."""
+  return sidecar_line(example.key, shard, ordinal, span[0], span[1], span[2],
+                      example.fingerprint, example.sha256, example.image, example.label_id,
+                      example.label_text, example.option_digest)
 
 
 class SidecarFile:

@@ -1,5 +1,6 @@
 """img2dataset peer (its own venv, .peers/img2dataset): the same job through
-img2dataset: file:// URLs in, webdataset tars of JPEG q95 out, centre crop.
+img2dataset: file:// URLs in (or the manifest's http:// URLs as they are),
+webdataset tars of JPEG q95 out, centre crop.
 
 One process per core (processes_count), img2dataset's default threads per
 process; resize_mode center_crop (shorter side to the target size with
@@ -25,7 +26,9 @@ def url_list(manifest, path):
     writer = csv.writer(out)
     writer.writerow(['url', 'label'])
     for row in csv.DictReader(f):
-      writer.writerow(['file://' + os.path.join(base, row['image']), row['label']])
+      image = row['image']  # a URL (the bench's URL job) as it is, a path as file://
+      writer.writerow([image if '://' in image else 'file://' + os.path.join(base, image),
+                       row['label']])
   return path
 
 

@@ -18,6 +18,9 @@ Settings (environment variables of the scheduler and workers):
   IMG2TFRECORD_MANIFEST  the manifest converted each night
   IMG2TFRECORD_OUT       the folder holding the dated folders and `latest`
   IMG2TFRECORD_FLAGS     more convert flags (e.g. "--encoding jpeg --height 224 --width 224")
+  IMG2TFRECORD_RECOMPUTE records validate converts again from their sources and compares
+                         byte for byte (validate --recompute: a count, or a fraction such
+                         as 0.01; default 100): a night is mostly copies, this proves them
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ PYTHON = os.environ.get('IMG2TFRECORD_PYTHON', 'python3')
 MANIFEST = os.environ.get('IMG2TFRECORD_MANIFEST', '/data/manifest.csv')
 OUT = os.environ.get('IMG2TFRECORD_OUT', '/data/tfrecords').rstrip('/')
 FLAGS = os.environ.get('IMG2TFRECORD_FLAGS', '')
+RECOMPUTE = os.environ.get('IMG2TFRECORD_RECOMPUTE', '100')
 NIGHT = shlex.quote(OUT) + '/{{ ds }}'  # the logical date's folder: /data/tfrecords/2026-12-01
 
 with DAG(
@@ -57,8 +61,12 @@ with DAG(
           f'--output_dir {NIGHT} --previous_dataset {shlex.quote(OUT)}/latest '
           f'--previous_dataset_missing full --overwrite --progress off {FLAGS}'),
   )
+  # --recompute: a sample of the night's records (most of them copies of
+  # earlier nights') converted again from their sources and compared byte for
+  # byte; a mismatch fails the task (exit 1), a source changed since is a warning.
   validate = BashOperator(
       task_id='validate',
-      bash_command=f'{shlex.quote(PYTHON)} -m pipeline.validate --input_dir {NIGHT}',
+      bash_command=(f'{shlex.quote(PYTHON)} -m pipeline.validate --input_dir {NIGHT} '
+                    f'--recompute {shlex.quote(RECOMPUTE)}'),
   )
   convert >> validate

@@ -9,10 +9,12 @@ against the pinned Beam by tests/test_beam_runtime.py:
   job_server_sigint  the run's own SIGINT handling kept when Beam starts a Flink or Spark job server
 
 Nothing here imports Beam at import time: startup runs before Beam is imported.
+
+May import: transforms.core.
 """
 
 # The local runners, by the last dotted part of --runner: the one list
-# (pipeline/engines.py and the hooks here read it). 'direct' too: Beam and
+# (pipeline/engines/runners.py and the hooks here read it). 'direct' too: Beam and
 # local_runner.for_options accept it for the DirectRunner. Beam's own
 # StandardOptions.LOCAL_RUNNERS is not it: it holds PrismRunner and lacks 'direct'.
 LOCAL_RUNNERS = ('DirectRunner', 'FnApiRunner', 'SwitchingDirectRunner', 'direct')

@@ -15,10 +15,10 @@ Three things went wrong with it, each seen on a Flink run:
   non-interactive shell, nohup) got a handler where it had none, and failed.
 
 So whatever handled SIGINT before the job server started handles it after:
-the command line's (pipeline/interrupts.py), Python's KeyboardInterrupt for
+the command line's (pipeline/runs/interrupts.py), Python's KeyboardInterrupt for
 a caller of pipeline.api, or none where it was ignored. The job server
 still stops: with the job's clean-up, after a job still running is
-cancelled (pipeline/engine_runners.py), or at exit (Beam's atexit).
+cancelled (pipeline/engines/engine_runners.py), or at exit (Beam's atexit).
 """
 
 from __future__ import annotations

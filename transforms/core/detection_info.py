@@ -22,7 +22,7 @@ SKIPPED_EMPTY = ('detection', 'skipped_empty')
 
 @dataclasses.dataclass(frozen=True)
 class DetectionConfig:
-  """--annotations and the flags around it, checked (pipeline.detection_config)."""
+  """--annotations and the flags around it, checked (pipeline.configuration.detection_config)."""
   annotation_format: str  # coco | voc | yolo
   annotations: str  # the COCO file, the VOC Annotations folder, the YOLO labels root
   image_dir: str

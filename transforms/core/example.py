@@ -68,6 +68,7 @@ class BuiltExample(NamedTuple):
   label_text: object = ''
   option_digest: str = ''
   reuse: str = ''  # 'reused': copied from the previous dataset; 'reuse_fallback'
+  image: str = ''  # the row's image path as written (the sidecar's `image`)
 
 
 def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering: Ordering,
@@ -81,4 +82,4 @@ def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering:
                       loaded.data if copied else build_example(loaded, spec),
                       row.fingerprint or content_fingerprint(loaded.sha256),
                       labelled.label_text, record_digest(options_digest, row.extras),
-                      'reused' if copied else loaded.reuse)
+                      'reused' if copied else (loaded.reuse or row.reuse), row.image)

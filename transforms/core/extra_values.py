@@ -6,10 +6,24 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Optional
 
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
-from transforms.core.spec import shape_problem
+
+
+def shape_problem(count: int, shape) -> Optional[str]:
+  """Why `count` values do not fit a declared shape ((), (N,), (None,),
+  (None, N), or the same as JSON lists), or None when they do."""
+  shape = tuple(shape)
+  if shape == ():
+    return None if count == 1 else f'has {count} values, a scalar holds exactly 1'
+  if len(shape) == 1 and shape[0] is not None:
+    return None if count == shape[0] else f'has {count} values, expected {shape[0]}'
+  if len(shape) == 2 and shape[1]:
+    return None if count % shape[1] == 0 else (
+        f'has {count} values, not a whole number of {shape[1]}-tuples')
+  return None
 
 
 def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,)) -> list:

@@ -150,6 +150,9 @@ class ManifestRow:
   # previous dataset's record of this key (core/reuse.PreviousRecord), if any.
   fingerprint: str = ''
   previous: Optional[object] = None
+  # Why the row is encoded rather than copied (core/reuse.REASONS, or
+  # reuse_fallback: its copy failed); '' when not decided (counted by example).
+  reuse: str = ''
   # Where the image's bytes are when no file of its own holds them (a Parquet
   # cell: core/parquet.ParquetCell); None: `path` is the image. `path` is then
   # the file holding them, fingerprinted with the row.

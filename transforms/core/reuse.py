@@ -1,41 +1,46 @@
 """Reusing a previous dataset's records (--previous_dataset): the sidecar's
-lines, the decision per row, and reading a record back by its offset or
-ordinal with its CRCs checked. Plain functions.
+lines, the decision per row, and reading a record back by its offset with
+its CRCs checked and proven to be the record the sidecar names. Plain
+functions.
 
 The sidecar SPLIT.sources.jsonl.gz holds one JSON line per record, in write
-order: key, shard (its index among the split's shards in dataset_info.json),
-ordinal (its place in that shard), offset and length (of the framed record
-in the shard's uncompressed bytes), fingerprint (fingerprints.py),
-source_sha256, label ({"id", "text"}; lists with --multi_label) and
-option_digest (fingerprints.record_digest).
+order (sources_format_version 2): key, shard (its index among the split's
+shards in dataset_info.json), ordinal (its place in that shard), offset and
+length (of the framed record in the shard's uncompressed bytes), data_crc
+(the masked CRC32C that follows the record's data in the shard), fingerprint
+(fingerprints.py), source_sha256, image (the row's image path as written),
+label ({"id", "text"}; lists with --multi_label) and option_digest
+(fingerprints.record_digest). Version 1 had neither data_crc nor image: its
+records are read, never copied (SIDECAR_UPGRADE).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from collections.abc import Iterable
-from collections.abc import Iterator
 import gzip
 import json
 import os
+import tempfile
 from typing import BinaryIO
 from typing import NamedTuple
 from typing import Optional
 import zlib
 
 from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records_skipping
 from transforms.core.tfrecord import unframe
 
 # Why a row is encoded rather than copied (dataset_info.json reuse.encoded).
 NEW = 'new'
+SIDECAR_UPGRADE = 'sidecar_upgrade'  # its record's sidecar line is version 1
 CHANGED_SOURCE = 'changed_source'
 CHANGED_LABEL = 'changed_label'
 CHANGED_SPLIT = 'changed_split'
 CHANGED_FEATURES = 'changed_features'
 CHANGED_OPTIONS = 'changed_options'
+CHANGED_PATH = 'changed_path'  # the image path as written (image/filename)
 REASONS = (NEW, CHANGED_SOURCE, CHANGED_LABEL, CHANGED_SPLIT, CHANGED_FEATURES,
-           CHANGED_OPTIONS)
+           CHANGED_OPTIONS, CHANGED_PATH, SIDECAR_UPGRADE)
 # Tally names (tally keys ('reuse', name)); bytes_copied sums bytes, not rows.
 REUSED = 'reused'
 DROPPED = 'dropped'
@@ -44,14 +49,22 @@ BYTES_COPIED = 'bytes_copied'
 # The in-order join's: keys dropped = records of the previous dataset - rows matched.
 PREVIOUS = 'previous_records'
 MATCHED = 'matched'
+# Rows decided (each ends copied, encoded, fallen back or rejected).
+DECIDED = 'decided'
 TALLY = 'reuse'
+# The longest sidecar line read (a line is ~300 bytes; a damaged or hostile
+# sidecar must not make a reader hold a 4 GB line).
+MAX_LINE_BYTES = 1 << 20
+# What ShardError.kind says of a record that is intact but not the one the
+# sidecar names (its CRC or its key differ).
+NOT_THE_RECORD = 'not_the_record'
 
 
 class PreviousRecord(NamedTuple):
   """Where one record of the previous dataset sits, and what it was made from."""
   split: str
   shard_path: str
-  compressed: bool  # a gzip shard: read by ordinal, streaming
+  compressed: bool  # a gzip shard: offsets are in its uncompressed bytes
   ordinal: int
   offset: int
   length: int
@@ -60,32 +73,69 @@ class PreviousRecord(NamedTuple):
   label_id: object  # an int, or a list of ints (--multi_label)
   label_text: object  # a str, or a list of str
   option_digest: str
+  data_crc: Optional[int] = None  # None: a version-1 line (never copied)
+  image: Optional[str] = None  # the image path as written; None: version 1
 
 
 def sidecar_line(key: str, shard: int, ordinal: int, offset: int, length: int,
-                 fingerprint: str, source_sha256: str, label_id, label_text,
-                 option_digest: str) -> bytes:
+                 data_crc: int, fingerprint: str, source_sha256: str, image: str,
+                 label_id, label_text, option_digest: str) -> bytes:
   """One record's line of SPLIT.sources.jsonl.gz (the columns, in this order)."""
   return (json.dumps({
       'key': key, 'shard': shard, 'ordinal': ordinal, 'offset': offset, 'length': length,
-      'fingerprint': fingerprint, 'source_sha256': source_sha256,
-      'label': {'id': _plain(label_id), 'text': _plain(label_text)},
+      'data_crc': data_crc, 'fingerprint': fingerprint, 'source_sha256': source_sha256,
+      'image': image, 'label': {'id': _plain(label_id), 'text': _plain(label_text)},
       'option_digest': option_digest}, ensure_ascii=False) + '\n').encode('utf-8')
 
 
-def parse_line(line: bytes, split: str, shard_paths: list,
-               compressed: bool) -> tuple[str, PreviousRecord]:
-  """A sidecar line -> (key, PreviousRecord); ValueError if it is not one
-  (or names a shard the dataset does not list)."""
-  data = json.loads(line)
-  shard = data['shard']
-  if not isinstance(shard, int) or not 0 <= shard < len(shard_paths):
-    raise ValueError(f'shard {shard!r} is not one of the {len(shard_paths)} shards')
-  label = data['label']
-  return data['key'], PreviousRecord(
-      split, shard_paths[shard], compressed, int(data['ordinal']), int(data['offset']),
-      int(data['length']), data['fingerprint'], data['source_sha256'], label['id'],
-      label['text'], data['option_digest'])
+def _typed(data: dict, name: str, kind: type):
+  value = data[name]
+  if not isinstance(value, kind) or isinstance(value, bool):
+    raise ValueError(f'{name} {value!r} is not a {kind.__name__}')
+  return value
+
+
+def _count(data: dict, name: str) -> int:
+  value = _typed(data, name, int)
+  if value < 0:
+    raise ValueError(f'{name} {value} is negative')
+  return value
+
+
+def parse_line(line: bytes, split: str, shard_paths: list, compressed: bool,
+               version: int = 2) -> tuple[str, PreviousRecord]:
+  """A sidecar line of format `version` -> (key, PreviousRecord); ValueError
+  if it is not one (a field missing or of another type, a shard the dataset
+  does not list). Offsets and lengths are bounded when read (ShardReader)."""
+  try:
+    data = json.loads(line)
+    if not isinstance(data, dict):
+      raise ValueError('not a JSON object')
+    shard = _count(data, 'shard')
+    if shard >= len(shard_paths):
+      raise ValueError(f'shard {shard!r} is not one of the {len(shard_paths)} shards')
+    label = _typed(data, 'label', dict)
+    v2 = version >= 2
+    return _typed(data, 'key', str), PreviousRecord(
+        split, shard_paths[shard], compressed, _count(data, 'ordinal'),
+        _count(data, 'offset'), _count(data, 'length'), _typed(data, 'fingerprint', str),
+        _typed(data, 'source_sha256', str), label['id'], label['text'],
+        _typed(data, 'option_digest', str), _count(data, 'data_crc') if v2 else None,
+        _typed(data, 'image', str) if v2 else None)
+  except KeyError as missing:
+    raise ValueError(f'no {missing} in the line')
+
+
+def read_lines(stream: BinaryIO):
+  """The lines of a sidecar stream, each read with at most MAX_LINE_BYTES in
+  memory; ValueError at a longer one."""
+  while True:
+    line = stream.readline(MAX_LINE_BYTES)
+    if not line:
+      return
+    if not line.endswith(b'\n') and len(line) >= MAX_LINE_BYTES:
+      raise ValueError(f'a line longer than {MAX_LINE_BYTES} bytes')
+    yield line
 
 
 def _plain(value):
@@ -94,12 +144,15 @@ def _plain(value):
 
 
 def decide(previous: Optional[PreviousRecord], split: str, fingerprint: str,
-           label: Optional[tuple], option_digest: str) -> Optional[str]:
-  """None: the row's record in the previous dataset may be copied; else why
-  it is encoded (REASONS). label: the row's (id, text) in this run's label map,
-  None if it resolves to none (the row is encoded, and rejected as always)."""
+           label: Optional[tuple], option_digest: str, image: str) -> Optional[str]:
+  """None: the row's record in the previous dataset may be copied (everything
+  that went into it is unchanged); else why it is encoded (REASONS). label:
+  the row's (id, text) in this run's label map, None if it resolves to none
+  (the row is encoded, and rejected as always); image: its path as written."""
   if previous is None:
     return NEW
+  if previous.data_crc is None:
+    return SIDECAR_UPGRADE
   options, _, extras = option_digest.partition('-')
   previous_options, _, previous_extras = previous.option_digest.partition('-')
   if options != previous_options:
@@ -113,28 +166,70 @@ def decide(previous: Optional[PreviousRecord], split: str, fingerprint: str,
     return CHANGED_LABEL
   if extras != previous_extras:
     return CHANGED_FEATURES
+  if image != previous.image:
+    return CHANGED_PATH
   return None
 
 
-def read_at(stream: BinaryIO, offset: int, length: int) -> bytes:
-  """The data of the framed record at `offset` of `length` bytes in a plain
-  shard, both CRCs checked; ShardError if it is not there intact."""
-  stream.seek(offset)
-  return unframe(stream.read(length), length, offset)
+def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
+                 key_feature: Optional[str]) -> bytes:
+  """`data` (a record read intact, data_crc its masked CRC32C) if it is the
+  record the sidecar names: the CRC the sidecar recorded, and the row's key
+  in its key feature (none in --schema seed); else ShardError NOT_THE_RECORD."""
+  where = f'record {record.ordinal} of {record.shard_path} (byte {record.offset})'
+  if data_crc != record.data_crc:
+    raise ShardError(record.ordinal, NOT_THE_RECORD,
+                     f'{where} has CRC {data_crc}; the sidecar says {record.data_crc}')
+  if key_feature:
+    from transforms.core.example_proto import bytes_feature
+    found = bytes_feature(data, key_feature)
+    if found != key.encode('utf-8'):
+      raise ShardError(record.ordinal, NOT_THE_RECORD,
+                       f'{where} holds the key {found!r}, not {key!r}')
+  return data
 
 
-def pick_ordinals(stream: BinaryIO, wanted: Iterable[int]) -> Iterator[tuple[int, object]]:
-  """(ordinal, data or ShardError) for each wanted ordinal, streaming the
-  shard from its start (a gzip shard cannot be addressed by offset); stops
-  after the last one wanted. Ordinals past a damaged length or the end of the
-  file get a ShardError."""
-  wanted = set(wanted)
+def read_at(stream: BinaryIO, size: int, record: PreviousRecord, key: str,
+            key_feature: Optional[str]) -> bytes:
+  """The data of `record` in a plain shard of `size` bytes, both CRCs
+  checked and proven the record named (checked_copy); ShardError if not."""
+  _bounded(record, size)
+  stream.seek(record.offset)
+  framed = stream.read(record.length)
+  return _checked(framed, record, key, key_feature)
+
+
+def _bounded(record: PreviousRecord, size: int) -> None:
+  """ShardError unless the record's bytes lie inside its shard's `size` (before
+  any is read: a damaged length never allocates more than the shard holds)."""
+  if record.offset + record.length > size:
+    raise ShardError(record.ordinal, 'truncated_shard',
+                     f'shard ends before byte {record.offset + record.length}')
+
+
+def _checked(framed: bytes, record: PreviousRecord, key: str,
+             key_feature: Optional[str]) -> bytes:
+  data = unframe(framed, record.length, record.offset)
+  return checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, key, key_feature)
+
+
+def pick_ordinals(stream: BinaryIO, wanted: dict, key_feature: Optional[str]):
+  """(ordinal, data or ShardError) for each of `wanted` ({ordinal: (record,
+  key)}), streaming a gzip shard once from its start; stops after the last
+  one wanted. Ordinals past a damaged length or the end of the file get a
+  ShardError; each record is checked as checked_copy does."""
+  wanted = dict(wanted)
   if not wanted:
     return
   last = max(wanted)
   for index, data in read_records_skipping(stream):
     if index in wanted:
-      wanted.discard(index)
+      record, key = wanted.pop(index)
+      if not isinstance(data, ShardError):
+        try:
+          data = checked_copy(data, masked_crc(data), record, key, key_feature)
+        except ShardError as error:
+          data = error
       yield index, data
     if index >= last:
       break
@@ -144,14 +239,18 @@ def pick_ordinals(stream: BinaryIO, wanted: Iterable[int]) -> Iterator[tuple[int
 
 def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Optional[str],
             missing: bool = False) -> dict:
-  """dataset_info.json's `reuse`: {tally name: sum} -> the counts."""
+  """dataset_info.json's `reuse`: {tally name: sum} -> the counts (of the
+  rows written: a row rejected is counted as rejected, whatever its reason)."""
+  encoded = sum(sums.get(reason, 0) for reason in REASONS)
   return {
       'previous_dataset': previous_dataset,
       'previous_run_id': previous_run_id,
       **({'previous_dataset_missing': True} if missing else {}),
       'reused': sums.get(REUSED, 0),
       'encoded': {reason: sums.get(reason, 0) for reason in REASONS},
-      'num_encoded': sum(sums.get(reason, 0) for reason in REASONS),
+      'num_encoded': encoded,
+      # rows neither copied nor written (rejected as in any run), however often
+      'rejected': sums.get(DECIDED, 0) - sums.get(REUSED, 0) - encoded - sums.get(FALLBACK, 0),
       'dropped': sums.get(DROPPED, 0) + sums.get(PREVIOUS, 0) - sums.get(MATCHED, 0),
       'reuse_fallback': sums.get(FALLBACK, 0),
       'bytes_copied': sums.get(BYTES_COPIED, 0),
@@ -165,25 +264,14 @@ def summary_line(reuse: dict) -> str:
   encoded = ', '.join(f'{reason} {n}' for reason, n in reuse['encoded'].items() if n)
   return (f'Reuse: {reuse["reused"]} record(s) copied ({reuse["bytes_copied"] / 1e6:.1f} MB) '
           f'from {reuse["previous_dataset"]}; {reuse["num_encoded"]} encoded'
-          + (f' ({encoded})' if encoded else '') + f'; {reuse["dropped"]} dropped; '
-          f'{reuse["reuse_fallback"]} reuse_fallback.')
+          + (f' ({encoded})' if encoded else '')
+          + (f'; {reuse["rejected"]} rejected' if reuse.get('rejected') else '')
+          + f'; {reuse["dropped"]} dropped; {reuse["reuse_fallback"]} reuse_fallback.')
 
 
 # --- Copies inline, on a single local worker: a reused row goes through the
 # image step like any row (in write order, to the same writer), its "image
 # work" a copy of its record; a copy that fails converts the image instead.
-
-class CopySource(NamedTuple):
-  """What the image step does for a reused row: copy the record at (shard,
-  offset, length) or, in a gzip shard, its ordinal; `path`: the row's image,
-  converted if the copy fails."""
-  path: str
-  shard_path: str
-  compressed: bool
-  ordinal: int
-  offset: int
-  length: int
-
 
 class Known(NamedTuple):
   """A pool call's result known without any work: a source's SHA-256 the
@@ -196,87 +284,79 @@ class Copied(NamedTuple):
   data: bytes
 
 
-class FellBack(NamedTuple):
-  """A record that could not be copied, converted from its image instead:
-  `converted` is what converting gives ((image, sha256, size))."""
-  converted: tuple
-  why: str
-
-
-def copy_source(record: PreviousRecord, image_path: str) -> CopySource:
-  return CopySource(image_path, record.shard_path, record.compressed, record.ordinal,
-                    record.offset, record.length)
+# How much of a gzip shard is inflated at a time into its local copy.
+_INFLATE_CHUNK = 1 << 20
 
 
 class ShardReader:
-  """Reads records of local previous shards: a plain shard by offset, one
+  """Reads records of local previous shards by offset, each checked
+  (checked_copy against the row's key in `key_feature`). A plain shard: one
   pread on a file kept open while the reader is (2-3x as fast as an open, a
   seek and a read per record, measured on 12,000 records of 31 KB; a map of
-  the file held the GIL through its page faults); a gzip shard by ordinal,
-  streaming, its stream kept open while the ordinals asked go up (rows come
-  in write order, which keeps most records' order), started again when one
-  goes back. close() lets every file go: a reader lives for a bundle, so a
-  shard replaced between runs is never read through an old descriptor."""
+  the file held the GIL through its page faults). A gzip shard is inflated
+  once, as far as the records asked need, into an unnamed temporary file
+  read the same way: the order records are asked in costs nothing (streaming
+  it again for every record asked out of order took 55 s for 1,500 records
+  against 2.1 s for a full run). close() lets every file go: a reader lives
+  for a bundle, so a shard replaced between runs is never read through an old
+  descriptor."""
 
-  def __init__(self):
-    self._streams = {}  # gzip shard -> (records iterator, next ordinal, file)
-    self._files = {}  # plain shard -> its open file descriptor
+  def __init__(self, key_feature: Optional[str] = None):
+    self._key_feature = key_feature
+    self._files = {}  # plain shard -> (descriptor, size)
+    self._inflated = {}  # gzip shard -> [gzip stream, temporary file, bytes in it]
 
-  def read(self, source: CopySource) -> bytes:
-    if not source.compressed:
-      framed = os.pread(self._opened(source.shard_path), source.length, source.offset)
-      return unframe(framed, source.length, source.offset)
-    records, next_ordinal, handle = self._streams.get(source.shard_path, (None, 0, None))
-    if records is None or source.ordinal < next_ordinal:
-      if handle is not None:
-        handle.close()
-      handle = gzip.open(source.shard_path, 'rb')
-      records, next_ordinal = read_records_skipping(handle), 0
-    self._streams[source.shard_path] = (records, next_ordinal, handle)
-    for index, data in records:
-      self._streams[source.shard_path] = (records, index + 1, handle)
-      if index == source.ordinal:
-        if isinstance(data, ShardError):
-          raise data
-        return data
-    self._streams.pop(source.shard_path)
-    handle.close()
-    raise ShardError(source.ordinal, 'truncated_shard',
-                     f'record {source.ordinal} cannot be read')
+  def read(self, record: PreviousRecord, key: str) -> bytes:
+    """The record's data, checked as a copy (checked_copy); COPY_ERRORS if not."""
+    data, data_crc = self.data(record)
+    return checked_copy(data, data_crc, record, key, self._key_feature)
 
-  def _opened(self, path: str) -> int:
+  def data(self, record: PreviousRecord) -> tuple:
+    """(data, its masked CRC32C) of the framed record at the record's offset,
+    both CRCs checked (not whose record it is); COPY_ERRORS if not intact."""
+    if record.compressed:
+      descriptor, size = self._inflate(record.shard_path, record.offset + record.length)
+    else:
+      descriptor, size = self._opened(record.shard_path)
+    _bounded(record, size)
+    framed = os.pread(descriptor, record.length, record.offset)
+    return unframe(framed, record.length, record.offset), int.from_bytes(framed[-4:], 'little')
+
+  def _opened(self, path: str) -> tuple:
     if path not in self._files:
-      self._files[path] = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+      descriptor = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+      self._files[path] = descriptor, os.fstat(descriptor).st_size
     return self._files[path]
 
+  def _inflate(self, path: str, end: int) -> tuple:
+    """(descriptor, bytes inflated) of the local copy of gzip shard `path`,
+    inflated up to byte `end` or its end."""
+    if path not in self._inflated:
+      stream = gzip.open(path, 'rb')
+      self._inflated[path] = [stream, tempfile.TemporaryFile(), 0]
+    entry = self._inflated[path]
+    stream, copy, size = entry
+    while size < end and stream is not None:
+      chunk = stream.read(_INFLATE_CHUNK)
+      if not chunk:
+        stream.close()
+        entry[0] = stream = None
+        break
+      copy.write(chunk)
+      size += len(chunk)
+    copy.flush()
+    entry[2] = size
+    return copy.fileno(), size
+
   def close(self) -> None:
-    for descriptor in self._files.values():
+    for descriptor, _ in self._files.values():
       os.close(descriptor)
-    for _, _, handle in self._streams.values():
-      handle.close()
-    self._files, self._streams = {}, {}
+    for stream, copy, _ in self._inflated.values():
+      if stream is not None:
+        stream.close()
+      copy.close()
+    self._files, self._inflated = {}, {}
 
 
 # What reading a previous shard's record can raise besides a RowError-free bug.
 COPY_ERRORS = (ShardError, OSError, EOFError, zlib.error)
-
-
-def read_record(source: CopySource, reader: Optional[ShardReader] = None) -> bytes:
-  """The record's data, by `reader` (None: a reader for this one record);
-  COPY_ERRORS if it is not there intact."""
-  if reader is not None:
-    return reader.read(source)
-  one = ShardReader()
-  try:
-    return one.read(source)
-  finally:
-    one.close()
-
-
-def copy_or_convert(source: CopySource, convert: Callable[[], tuple]):
-  """Copied(data), or FellBack(convert()) when the record is not there intact
-  (a RowError converting it is raised, as converting any image's is)."""
-  try:
-    return Copied(read_record(source))
-  except COPY_ERRORS as error:
-    return FellBack(convert(), f'{type(error).__name__}: {error}')

@@ -32,7 +32,10 @@ SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 # record in write order (where it sits, its source's fingerprint, its label,
 # its option digest), what a later --previous_dataset run reuses records by.
 SOURCES_SUFFIX = '.sources.jsonl.gz'
-SOURCES_FORMAT_VERSION = 1
+# 2: each line adds data_crc (the record's masked CRC32C) and image (the
+# path as written); a version-1 sidecar's records are encoded once again.
+SOURCES_FORMAT_VERSION = 2
+READABLE_SOURCES_FORMAT_VERSIONS = (1, 2)
 CHANGE_DETECTIONS = ('metadata', 'content')
 
 ENCODINGS = ('raw', 'jpeg', 'png')
@@ -352,20 +355,6 @@ def parse_extra_feature(text: str) -> ExtraFeature:
   if form not in _SHAPES or any(n < 1 for n in sizes):
     raise ValueError(text)
   return ExtraFeature(match['name'].strip(), match['kind'], _SHAPES[form](sizes))
-
-
-def shape_problem(count: int, shape) -> Optional[str]:
-  """Why `count` values do not fit a declared shape ((), (N,), (None,),
-  (None, N), or the same as JSON lists), or None when they do."""
-  shape = tuple(shape)
-  if shape == ():
-    return None if count == 1 else f'has {count} values, a scalar holds exactly 1'
-  if len(shape) == 1 and shape[0] is not None:
-    return None if count == shape[0] else f'has {count} values, expected {shape[0]}'
-  if len(shape) == 2 and shape[1]:
-    return None if count % shape[1] == 0 else (
-        f'has {count} values, not a whole number of {shape[1]}-tuples')
-  return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,10 +12,10 @@ from transforms.core import decoders
 from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import parse_example_plain
+from transforms.core.extra_values import shape_problem
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import declares_label_lists
 from transforms.core.spec import feature_table
-from transforms.core.spec import shape_problem
 from transforms.core.splits import HashSplit
 
 

@@ -133,10 +133,10 @@ def label_source(config: manifest.ManifestConfig) -> str:
   return dict(config.columns).get('label', 'cls')
 
 
-def samples(members, seen: Optional[set] = None):
+def samples(members):
   """Members in tar order -> (key, [Member, ...]) per sample: consecutive
-  members sharing a key. seen: keys met so far (a key that comes back is
-  still a sample of its own; the caller rejects it)."""
+  members sharing a key (a key that comes back later is a sample again: the
+  caller rejects it)."""
   key, group = None, []
   for member in members:
     found, _ = member_key(member.name)

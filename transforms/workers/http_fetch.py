@@ -26,8 +26,17 @@ from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 
-VERSION = '0.1.0'  # setup.py's
-DEFAULT_USER_AGENT = f'img2tfrecord/{VERSION} (image dataset converter)'
+
+def _version() -> str:
+  """The installed package's version (setup.py's), for the User-Agent."""
+  import importlib.metadata
+  try:
+    return importlib.metadata.version('img2tfrecord')
+  except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+    return 'dev'
+
+
+DEFAULT_USER_AGENT = f'img2tfrecord/{_version()} (image dataset converter)'
 MAX_REDIRECTS = 5
 # The opt-outs img2dataset honours by default (X-Robots-Tag).
 OPT_OUTS = frozenset({'noai', 'noimageai', 'noindex', 'noimageindex'})
@@ -165,7 +174,7 @@ class HttpClient:
   def _try(self, url: str, shown: str, spec: ImageSpec) -> bytes:
     import urllib3
 
-    from transforms.workers.source_image import read_checked
+    from transforms.workers.checked_read import read_checked
     timeout = self._config.timeout_s
     deadline = time.monotonic() + timeout
     headers = {'User-Agent': self._config.user_agent}

@@ -1,4 +1,4 @@
-"""Worker side of the local progress line (see pipeline/progress.py)."""
+"""Worker side of the local progress line (see pipeline/runs/progress.py)."""
 
 from __future__ import annotations
 

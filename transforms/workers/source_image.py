@@ -13,23 +13,19 @@ from typing import Optional
 from transforms.core import paths
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
-from transforms.core.image import HEADER_BYTES
-from transforms.core.image import check_signature
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
-from transforms.core.reuse import CopySource
 from transforms.core.reuse import Known
-from transforms.core.reuse import copy_or_convert
 from transforms.core.spec import ImageSpec
+from transforms.workers.checked_read import read_checked
 from transforms.workers.process_pool import picklable_error
 from transforms.workers.source_refs import is_ref
 from transforms.workers.source_refs import read_ref
 
 DEFAULT_SPEC = ImageSpec()
 # Bytes read at a time once a file turns out longer than its reported size.
-_CHUNK_BYTES = 1 << 20
 _FILE_KINDS = ((stat.S_ISFIFO, 'FIFO (named pipe)'), (stat.S_ISCHR, 'character device'),
                (stat.S_ISBLK, 'block device'), (stat.S_ISSOCK, 'socket'))
 
@@ -42,12 +38,6 @@ def _not_a_file(path: str, kind: str) -> RowError:
   return RowError(STAGE_READ, 'not_a_file', f'{path} is a {kind}, not a regular file: not read')
 
 
-def too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
-  what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
-  return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
-                  'not read' + (' further' if grew else ''))
-
-
 def stream_size(stream: BinaryIO) -> Optional[int]:
   """The size its filesystem reports for an open file (S3 and GCS: from the
   object's metadata, no byte read); None when the stream cannot tell."""
@@ -56,36 +46,6 @@ def stream_size(stream: BinaryIO) -> Optional[int]:
   size = stream.seek(0, os.SEEK_END)
   stream.seek(0)
   return size
-
-
-def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSpec) -> bytes:
-  """The bytes of an open file whose reported size is `size` (None: unknown).
-
-  Refused before anything is read when `size` is above spec.max_image_bytes
-  (read/too_large), and after its first HEADER_BYTES bytes when no format of
-  spec.formats starts that way (decode/not_an_image or format_not_allowed,
-  the codes decoding would give), so a large file that is no image is never
-  read whole. Reading stops past spec.max_image_bytes, should the file be
-  longer than reported (still being written, or a size nobody reports).
-  """
-  max_bytes = spec.max_image_bytes
-  if size is not None and size > max_bytes:
-    raise too_large(path, size, max_bytes)
-  prefix = stream.read(HEADER_BYTES)
-  check_signature(prefix, spec.formats, size if size is not None else len(prefix))
-  parts, total = [prefix], len(prefix)
-  if size is not None and size > total:
-    parts.append(stream.read(size - total))  # the whole file as reported, in one read
-    total += len(parts[-1])
-  while total <= max_bytes:
-    chunk = stream.read(min(_CHUNK_BYTES, max_bytes + 1 - total))
-    if not chunk:
-      break
-    parts.append(chunk)
-    total += len(chunk)
-  if total > max_bytes:
-    raise too_large(path, total, max_bytes, grew=size is not None)
-  return b''.join(parts)
 
 
 def _dangling(path: str) -> str:
@@ -155,9 +115,6 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
         raise source
       if isinstance(source, Known):  # (--previous_dataset) nothing to read
         results.append(source.result)
-        continue
-      if isinstance(source, CopySource):  # a reused record (--previous_dataset)
-        results.append(copy_or_convert(source, lambda source=source: work(read(source.path, spec))))
         continue
       results.append(work(source if isinstance(source, bytes) else read(source, spec)))
     except Exception as error:  # (returned per image)

@@ -31,6 +31,8 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.core.webdataset import TarMember
 from transforms.core.webdataset import is_gzipped
+from transforms.workers.checked_read import read_checked
+from transforms.workers.checked_read import too_large
 
 # Bytes of row-group columns a thread keeps (at least the last one read).
 CACHE_BYTES = 64 << 20
@@ -97,7 +99,6 @@ def read_cell(cell: ParquetCell, spec: ImageSpec, opener: Opener = _open_local,
       return read_path(cell.fallback, spec)
     raise RowError(STAGE_MANIFEST, 'empty_image', f'{cell.where()}: the image cell is null '
                    f'and names no path')
-  from transforms.workers.source_image import read_checked
   return read_checked(io.BytesIO(value), cell.where(), len(value), spec)
 
 
@@ -144,8 +145,6 @@ def _read_member_data(member: TarMember, opener: Opener) -> bytes:
 def read_member(member: TarMember, spec: ImageSpec, opener: Opener = _open_local) -> bytes:
   """A tar member's bytes, checked as a file's are (--max_image_bytes before
   any is read, --formats by the first bytes); RowError when unusable."""
-  from transforms.workers.source_image import read_checked
-  from transforms.workers.source_image import too_large
   if member.size > spec.max_image_bytes:
     raise too_large(member.where(), member.size, spec.max_image_bytes)
   try:

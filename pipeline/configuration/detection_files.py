@@ -1,0 +1,121 @@
+"""--annotation_format voc|yolo on the launcher: the annotation files listed
+(with their images and splits) and the class names read, before anything is
+written. Malformed XML or YAML is a usage error (exit 2), in one line."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import annotations as objects
+from transforms.core import voc
+from transforms.core import yolo
+from transforms.core.detect import DetectionOptions
+from transforms.core.detection_info import DetectionConfig
+from transforms.core.image_dir import DEFAULT_IMAGE_EXTENSIONS
+
+# Ultralytics' splits: images/<split>/ beside labels/<split>/.
+YOLO_SPLITS = ('train', 'val', 'test')
+
+
+def _files_in(files: filesystem.FileAccess, folder: str, extensions: tuple) -> list:
+  """Paths of the files directly in `folder` with one of `extensions`, sorted."""
+  return [path for path, _ in files.match(filesystem.join(folder, '*'))
+          if path.rsplit('.', 1)[-1].lower() in extensions]
+
+
+def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> DetectionConfig:
+  root = args.annotations.rstrip('/')
+  xml_dir = filesystem.join(root, 'Annotations')
+  base = root
+  if not files.match(filesystem.join(xml_dir, '*.xml')):
+    xml_dir, base = root, posixpath.dirname(root) or '.'
+  paths = _files_in(files, xml_dir, ('xml',))
+  if not paths and not args.allow_empty:
+    raise UsageError(f'--annotations {args.annotations}: no .xml file in {xml_dir}')
+  lists = {}
+  for split in voc.SPLIT_FILES:
+    listing = filesystem.join(base, f'ImageSets/Main/{split}.txt')
+    if files.exists(listing):
+      lists[split] = [line.split()[0] for line in files.read_text(listing).splitlines()
+                      if line.strip()]
+  split_of = voc.split_of(lists)
+  images, listed = [], []
+  for path in paths:
+    try:
+      parsed = voc.parse_xml(files.read_bytes(path), path)
+    except voc.VocFormatError as error:
+      raise UsageError(str(error))
+    stem = posixpath.basename(path)[:-len('.xml')]
+    if lists and stem not in split_of:
+      continue  # not in train, val or test: VOC's own tools leave it out too
+    images.append(parsed)
+    listed.append((parsed.filename or f'{stem}.jpg', path, split_of.get(stem, ''),
+                   len(listed) + 1))
+  names = _label_names(voc.class_names(images), args.annotations)
+  mask_dir = filesystem.join(base, 'SegmentationObject')
+  return DetectionConfig('voc', args.annotations, args.image_dir.rstrip('/'), names, options,
+                         files=tuple(listed), mask_dir=mask_dir if options.include_masks
+                         else '')
+
+
+def _label_names(categories: dict, source: str) -> tuple:
+  try:
+    return objects.label_names(categories, source)
+  except objects.LabelMapError as error:
+    raise UsageError(str(error))
+
+
+def _yolo_names(path: str, files: filesystem.FileAccess) -> dict:
+  try:
+    text = yolo.decode_text(files.read_bytes(path), path)
+    if path.endswith(('.yaml', '.yml')):
+      return yolo.names_from_yaml(text, path)
+    return yolo.names_from_text(text)
+  except yolo.YoloFormatError as error:
+    raise UsageError(str(error))
+
+
+def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> DetectionConfig:
+  given = args.annotations.rstrip('/')
+  if given.endswith(('.yaml', '.yml', '.txt')):
+    names_file, root = given, posixpath.dirname(given) or '.'
+  else:
+    root = given
+    names_file = next((filesystem.join(root, n) for n in ('data.yaml', 'data.yml',
+                                                           'classes.txt')
+                       if files.exists(filesystem.join(root, n))), None)
+  if names_file is None or not files.exists(names_file):
+    raise UsageError(f'--annotations {args.annotations}: no data.yaml or classes.txt '
+                     f'names the classes')
+  names = _label_names(_yolo_names(names_file, files), names_file)
+  images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
+  labels_root = filesystem.join(root, 'labels')
+  found = [s for s in YOLO_SPLITS if _files_in(files, filesystem.join(images_root, s),
+                                               DEFAULT_IMAGE_EXTENSIONS)]
+  listed = []
+  for split in found or ['']:
+    folder = filesystem.join(images_root, split) if split else images_root
+    for image in _files_in(files, folder, DEFAULT_IMAGE_EXTENSIONS):
+      name = posixpath.basename(image)
+      stem = name.rsplit('.', 1)[0]
+      label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
+                              f'{stem}.txt')
+      listed.append((f'{split}/{name}' if split else name,
+                     label if files.exists(label) else '', split, len(listed) + 1))
+  if not listed and not args.allow_empty:
+    raise UsageError(f'--annotations {args.annotations}: no image in {images_root}')
+  return DetectionConfig('yolo', args.annotations, images_root, names, options,
+                         files=tuple(listed))
+
+
+def file_config(args, options: DetectionOptions) -> DetectionConfig:
+  """The DetectionConfig of a VOC or YOLO dataset; UsageError when unusable."""
+  files = filesystem.FileAccess()
+  if not files.exists(args.annotations) and not files.match(
+      filesystem.join(args.annotations, '*')):
+    raise UsageError(f'--annotations {args.annotations}: no such file or folder')
+  if args.annotation_format == 'voc':
+    return _voc(args, options, files)
+  return _yolo(args, options, files)

@@ -1,0 +1,33 @@
+"""The files of a --manifest: the file itself, or each file a pattern
+matches, listed on the launcher (preflight.py, preflight_tars.py)."""
+
+from __future__ import annotations
+
+import os
+
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import paths
+
+
+def manifest_files(path: str) -> tuple:
+  """(path, size in bytes) of each file of a --manifest, sorted by path: the
+  file itself, or each file a pattern (*, ?, [...]) matches on any Beam
+  filesystem. Lists, reads nothing."""
+  try:
+    if not is_pattern(path):
+      if not paths.is_remote(path) and not os.path.isfile(path):
+        raise UsageError(f'manifest {path} does not exist or is not a file')
+      return ((path, filesystem.FileAccess().size(path)),)
+    files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
+                  if paths.is_remote(p) or os.path.isfile(p))
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  if not files:
+    raise UsageError(f'manifest {path} matches no file')
+  return files
+
+
+def is_pattern(path: str) -> bool:
+  """Glob characters, and not the name of a local file that has them."""
+  return paths.has_glob(path) and (paths.is_remote(path) or not os.path.isfile(path))

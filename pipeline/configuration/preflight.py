@@ -1,0 +1,326 @@
+"""What convert checks on the launcher before any work: reads of the input
+(a manifest's header line and columns, the --label_map file, the split folders
+of --image_dir, whether there is any row at all), each a UsageError naming
+the problem."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from pipeline.configuration.manifest_files import is_pattern
+from pipeline.configuration.manifest_files import manifest_files
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import image_dir
+from transforms.core import manifest
+from transforms.core import paths
+from transforms.core import splits
+from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.labels import LabelMap
+from transforms.core.labels import normalized_map
+
+
+def _first_line(path: str, skip_blank: bool = False,
+                access: Optional[filesystem.FileAccess] = None) -> bytes:
+  """The first (non-blank) line of a manifest, read on the launcher."""
+  try:
+    with (access or filesystem.FileAccess()).open_checked(path) as stream:
+      first = stream.readline()
+      while skip_blank and first and not first.strip():
+        first = stream.readline()
+      return first
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+
+
+def read_manifest_header(path: str, fmt: str,
+                         access: Optional[filesystem.FileAccess] = None) -> tuple:
+  """The header of a CSV/TSV manifest, read on the launcher to check columns."""
+  if not manifest.has_header(fmt):
+    return ()
+  first = _first_line(path, access=access)
+  try:
+    return manifest.parse_header(first.decode('utf-8'), fmt)
+  except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
+    raise UsageError(f'manifest {path} has an unusable header line: {error}')
+
+
+def _jsonl_columns(path: str) -> Optional[tuple]:
+  """The keys of a JSONL manifest's first object (None if it does not parse:
+  that line is then rejected on its own)."""
+  try:
+    first = json.loads(_first_line(path, skip_blank=True).decode('utf-8').lstrip('\ufeff'))
+  except (UnicodeDecodeError, ValueError):
+    return None
+  return tuple(first) if isinstance(first, dict) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+  """api.convert's rows=, as the preflight sees them: written to a JSONL
+  manifest at `path`, `count` rows holding, between them, `columns`. The
+  checks are the command line's; their messages name the rows `rows=`."""
+  path: str
+  count: int
+  columns: tuple
+
+
+ROWS = 'rows='
+
+
+# Which logical columns each kind of manifest reads.
+_ROLE_COLUMNS = {
+    manifest.ROLE_COMBINED: ('image', 'label', 'key', 'split'),
+    manifest.ROLE_IMAGES: ('image', 'key', 'split'),
+    manifest.ROLE_LABELS: ('key', 'label'),
+}
+
+
+def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
+                    fmt: Optional[str] = None, columns: Optional[dict] = None,
+                    multi_label: bool = False,
+                    label_separator: str = manifest.DEFAULT_LABEL_SEPARATOR,
+                    label_normalize: frozenset = DEFAULT_NORMALIZE,
+                    rows: Optional[Rows] = None) -> manifest.ManifestConfig:
+  """Checks one manifest on the launcher: a file, or a pattern whose files
+  are read as one manifest. `columns`: {logical column: the file's name} as
+  given by --image_column etc. A named column the file lacks is a usage error
+  that lists the columns it has. Reads each file's first line at most.
+  rows: the manifest holds api.convert's rows=, whose columns are known: the
+  same checks, against every row's columns."""
+  listed = None
+  if not fmt and '{' in path:  # brace ranges name WebDataset shards: their names tell
+    from pipeline.configuration.preflight_tars import tar_files
+    listed = tar_files(path)
+    fmt = _files_format(path, listed)
+  if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
+    from pipeline.configuration.preflight_tars import tar_config  # tars: listed, not read
+    return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
+                      label_normalize, listed)
+  if not fmt and not is_pattern(path):
+    # a name of no known format is refused before the file is looked for
+    fmt = _files_format(path, ((path, 0),))
+  files = manifest_files(path)
+  fmt = fmt or _files_format(path, files)
+  named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  if fmt == manifest.PARQUET:  # a footer per file, not a header line
+    from pipeline.configuration.preflight_parquet import parquet_config
+    return parquet_config(path, files, role, split, extras, named, multi_label,
+                          label_normalize)
+  if named and fmt == 'txt':
+    raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
+                     f'column names: drop --{next(iter(named))}_column')
+  # An empty file (a part with nothing in it) has no header and no rows.
+  filled = [p for p, size in files if size] or [files[0][0]]
+  headers = _headers(filled, fmt)
+  # A compressed empty part (a gzip stream of nothing) is not 0 bytes long:
+  # it too has no header line to compare.
+  read = [(p, found) for p, found in zip(filled, headers) if found] or [(filled[0], headers[0])]
+  filled, (header, *others) = [p for p, _ in read], [found for _, found in read]
+  for other, found in zip(filled[1:], others):
+    if found != header:
+      raise UsageError(f'manifest {other} has the columns {", ".join(found) or "none"}, '
+                       f'unlike {filled[0]} ({", ".join(header)}): the files of '
+                       f'--manifest {path} need the same header line')
+  config = manifest.ManifestConfig(
+      path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
+      columns=tuple(sorted(named.items())), multi_label=multi_label,
+      label_separator=label_separator, label_normalize=label_normalize, files=files)
+  needed = [config.column(c) for c in manifest.REQUIRED_COLUMNS[role]]
+  needed += [n for n in named.values() if n not in needed]
+  if role != manifest.ROLE_LABELS:
+    needed += [f.name for f in extras]
+  if rows is not None:
+    if rows.count:  # no row at all: require_input's to say
+      _check_columns(ROWS, needed, rows.columns)
+  elif manifest.has_header(fmt):
+    _check_columns(f'manifest {path}', needed, header)
+  elif fmt == 'jsonl' and named:
+    found = _jsonl_columns(filled[0])
+    if found is not None:
+      _check_columns(f'manifest {path}', list(named.values()), found)
+  return config
+
+
+# A pattern's headers are read this many at a time: a remote open is a round
+# trip, and 1,000 parts read one after another would hold a launch for minutes.
+HEADER_READERS = 16
+
+
+def _headers(files: list, fmt: str) -> list:
+  """The header of each CSV/TSV file (() for other formats, nothing read)."""
+  if not manifest.has_header(fmt):
+    return [() for _ in files]
+  access = filesystem.FileAccess()  # one S3 client per reading thread, not per file
+  if len(files) == 1:
+    return [read_manifest_header(files[0], fmt, access)]
+  with concurrent.futures.ThreadPoolExecutor(min(HEADER_READERS, len(files))) as pool:
+    return list(pool.map(lambda path: read_manifest_header(path, fmt, access), files))
+
+
+def _files_format(path: str, files: tuple) -> str:
+  """The format the name of each file gives: one for all of them."""
+  try:
+    formats = {manifest.manifest_format(p): p for p, _ in files}
+  except manifest.ManifestFormatError as error:
+    raise UsageError(str(error))
+  if len(formats) > 1:
+    (a, first), (b, second) = sorted(formats.items())[:2]
+    raise UsageError(f'manifest {path} names files of two formats ({first} is {a}, '
+                     f'{second} is {b}): the files of one --manifest share one format')
+  return next(iter(formats))
+
+
+def _check_columns(named: str, needed: list, found: tuple) -> None:
+  """named: the manifest as the message names it (`manifest PATH`, `rows=`)."""
+  missing = [c for c in needed if c not in found]
+  if missing and not found:
+    raise UsageError(f'{named} has no header line (the file is empty or its first '
+                     f'line is blank): it needs the column(s) {", ".join(needed)}')
+  if missing:
+    raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
+                     f'(its columns: {", ".join(found) or "none"})')
+
+
+def read_flag_text(flag: str, path: str) -> str:
+  """The UTF-8 text of the file `flag` names (--label_map, --config); a
+  UsageError naming the flag if it cannot be read."""
+  try:
+    return filesystem.read_text(path)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'{flag} {path} cannot be read: {type(error).__name__}: {error}')
+  except UnicodeDecodeError as error:
+    raise UsageError(f'{flag} {path} is not UTF-8 text: {error}')
+
+
+def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
+  if not path:
+    return None
+  text = read_flag_text('--label_map', path)
+  try:
+    return normalized_map(LabelMap.from_text(text), modes)
+  except ValueError as error:  # empty, blank or repeated lines
+    raise UsageError(f'--label_map {path}: {error}')
+
+
+def source_label_map(manifests: tuple, path: Optional[str], modes: frozenset,
+                     extensions: Optional[tuple]) -> tuple:
+  """(manifests, label map): --label_map read; a Parquet manifest's ClassLabel
+  names instead or checked against it; WebDataset tars told the image
+  extensions and the names their .cls ids stand for."""
+  given = read_label_map(path, modes)
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline.configuration import preflight_parquet
+    given = preflight_parquet.label_map(manifests[0], given, path, modes)
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:
+    from pipeline.configuration import preflight_tars
+    manifests = (preflight_tars.with_options(manifests[0], extensions, given),)
+  return manifests, given
+
+
+def may_have_split_column(manifests: tuple) -> bool:
+  if manifests and manifests[0].fmt == manifest.PARQUET:
+    from pipeline.configuration.preflight_parquet import has_split
+    return has_split(manifests[0])
+  if manifests and manifests[0].fmt == manifest.WEBDATASET:  # a .json field, if named
+    return 'split' in dict(manifests[0].columns)
+  return bool(manifests) and (manifests[0].fmt == 'jsonl' or
+                              manifests[0].column('split') in manifests[0].header)
+
+
+def image_dir_splits(directory: str, names: tuple) -> None:
+  """--image_dir_layout split/label: every first-level folder must be a split
+  name; a usage error names the first that is not."""
+  if paths.is_remote(directory):
+    from transforms.sources import list_files
+    folders = {r.split('/')[0] for r in list_files(directory) if '/' in r}
+  else:
+    folders = {e.name for e in os.scandir(directory) if e.is_dir()}
+  unknown = sorted(f for f in folders if not f.startswith('.') and f not in names)
+  if unknown:
+    raise UsageError(f'--image_dir {directory}: folder {unknown[0]!r} is not a split name '
+                     f'({", ".join(names)}; set --split_names)')
+
+
+# The empty-input message names this many skipped files, then ', ...'.
+SHOWN_SKIPPED = 3
+
+
+def require_input(manifests: tuple, directory: Optional[str],
+                  extensions: Optional[tuple], rows: Optional[Rows] = None) -> None:
+  """UsageError when the input has no row at all: a manifest without a data
+  line, an --image_dir without an image file. Reads no more than it must:
+  up to a manifest's first data line, a folder's listing up to its first
+  image file (the whole listing only when there is none, to name what was
+  skipped). rows: the first manifest holds api.convert's rows=."""
+  if rows is not None and not rows.count:
+    raise UsageError(f'{ROWS} has no rows')
+  for flag, config in zip(('--manifest', '--label_manifest'), manifests):
+    if rows is not None and config.path == rows.path:
+      continue
+    if config.fmt == manifest.PARQUET:  # its footers counted the rows
+      if not config.layout.num_rows:
+        raise UsageError(f'{flag} {config.path} has no rows')
+      continue
+    if config.fmt == manifest.WEBDATASET:  # samples are known once the tars are read
+      continue
+    # A pattern's files (config.files) are read in turn until one has a data line.
+    paths_read = [path for path, _ in config.files] or [config.path]
+    if not any(_has_data_line(path, config.fmt) for path in paths_read):
+      raise UsageError(f'{flag} {config.path} has '
+                       f'{"a header and " if manifest.has_header(config.fmt) else ""}'
+                       f'no data lines')
+  if directory is None:
+    return
+  skipped = _skipped_if_no_image(directory, extensions)
+  if skipped is not None:
+    shown = ', '.join(skipped[:SHOWN_SKIPPED]) + (', ...' if len(skipped) > SHOWN_SKIPPED
+                                                 else '')
+    raise UsageError(f'--image_dir {directory} has no image files' + (
+        f' ({len(skipped)} file{"s" if len(skipped) != 1 else ""} skipped by extension: '
+        f'{shown})' if skipped else ''))
+
+
+def _has_data_line(path: str, fmt: str) -> bool:
+  """Whether the manifest has a data line (as the pipeline reads them:
+  manifest.iter_lines), reading up to the first one."""
+  try:
+    with filesystem.FileAccess().open_checked(path) as stream:
+      return next(manifest.iter_lines(stream, fmt), None) is not None
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+
+
+def _skipped_if_no_image(directory: str, extensions: Optional[tuple]) -> Optional[list]:
+  """None once a file below `directory` is a row (image_dir.wanted_file);
+  else the sorted names of the files skipped by extension (hidden ones are
+  skipped silently, as the pipeline does)."""
+  skipped, unreadable = [], []
+  for relative in _walk(directory, unreadable):
+    if image_dir.wanted_file(relative, extensions):
+      return None
+    if image_dir.wanted_file(relative, None):
+      skipped.append(relative)
+  # A folder that cannot be listed may hold images: the run says what it finds.
+  return None if unreadable else sorted(skipped)
+
+
+def _walk(directory: str, unreadable: list):
+  """Relative paths of the files below `directory`, lazily where the
+  filesystem allows (local: os.walk, as Beam's listing; hidden folders are
+  not entered). Folders that cannot be listed are added to `unreadable`."""
+  if paths.is_remote(directory):
+    prefix = directory.rstrip('/') + '/'
+    yield from (path[len(prefix):] for path, _ in filesystem.FileAccess().list(prefix)
+                if path.startswith(prefix))
+    return
+  for folder, folders, names in os.walk(directory, onerror=unreadable.append):
+    folders[:] = [name for name in folders if not name.startswith('.')]
+    below = os.path.relpath(folder, directory)
+    for name in names:
+      yield name if below == '.' else f'{below}/{name}'.replace(os.sep, '/')

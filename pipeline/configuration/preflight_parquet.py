@@ -1,0 +1,143 @@
+"""What convert reads of a Parquet manifest on the launcher: each file's
+footer (schema, row groups; no row is read), the columns' types, the
+ClassLabel names of the label column, the splits the files' paths name.
+Every problem is a UsageError naming the file and the column."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+from typing import Optional
+
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import manifest
+from transforms.core import parquet
+from transforms.core import paths
+from transforms.core import splits
+from transforms.core.labels import LabelMap
+from transforms.core.labels import normalized_map
+
+# Footers are read this many at a time (a remote open is a round trip).
+FOOTER_READERS = 16
+
+
+def _footer(path: str, access: filesystem.FileAccess):
+  """(Arrow schema, rows of each row group) of one file."""
+  import pyarrow.parquet as pq
+  try:
+    with (access.open(path) if paths.is_remote(path) else open(path, 'rb')) as stream:
+      found = pq.ParquetFile(stream)
+      meta = found.metadata
+      return found.schema_arrow, tuple(meta.row_group(i).num_rows
+                                       for i in range(meta.num_row_groups))
+  except filesystem.read_errors() as error:
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  except Exception as error:  # pyarrow's ArrowInvalid: not a Parquet file
+    raise UsageError(f'manifest {path} is not a readable Parquet file: '
+                     f'{type(error).__name__}: {error}')
+
+
+def _footers(files: tuple) -> list:
+  access = filesystem.FileAccess()
+  if len(files) == 1:
+    return [_footer(files[0][0], access)]
+  with concurrent.futures.ThreadPoolExecutor(min(FOOTER_READERS, len(files))) as pool:
+    return list(pool.map(lambda file: _footer(file[0], access), files))
+
+
+def _column_type(schema, name: str, path: str, flag: str):
+  if name not in schema.names:
+    raise UsageError(f'manifest {path} has no column {name} (its columns: '
+                     f'{", ".join(schema.names) or "none"}){flag}')
+  return schema.field(name).type
+
+
+def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig,
+                   extras: tuple, columns: dict, multi_label: bool,
+                   label_normalize: frozenset) -> manifest.ManifestConfig:
+  """A Parquet --manifest (a file or a pattern; `files`: (path, size) of
+  each, sorted) checked on the launcher -> its ManifestConfig, with the
+  layout the pipeline reads it by (config.layout)."""
+  if role != manifest.ROLE_COMBINED:
+    raise UsageError(f'manifest {path} is Parquet: it holds images and labels together '
+                     f'(--label_manifest takes a CSV, TSV, JSONL or txt manifest of both)')
+  if multi_label:
+    raise UsageError(f'--multi_label reads a label cell of several labels: not a Parquet '
+                     f'manifest ({path})')
+  footers = _footers(files)
+  schema = footers[0][0]
+  for (other, _), (found, _) in zip(files[1:], footers[1:]):
+    if not found.remove_metadata().equals(schema.remove_metadata()):
+      raise UsageError(f'manifest {other} has the columns {found.to_string()!r}, unlike '
+                       f'{files[0][0]} ({schema.to_string()!r}): the files of --manifest '
+                       f'{path} need the same columns')
+  config = manifest.ManifestConfig(
+      path=path, fmt=manifest.PARQUET, header=tuple(schema.names), role=role, split=split,
+      extra_features=extras, columns=tuple(sorted(columns.items())),
+      label_normalize=label_normalize, files=files)
+  image = config.column('image')
+  kind = parquet.image_kind(_column_type(schema, image, path, ' (set --image_column)'))
+  if kind is None:
+    raise UsageError(f'manifest {path}: column {image} is {schema.field(image).type}, not '
+                     f'a path or URL (string), image bytes (binary) or a Hugging Face '
+                     f'Image ({{bytes, path}})')
+  label = config.column('label')
+  label_type = _column_type(schema, label, path, ' (set --label_column)')
+  problem = parquet.label_type_problem(label_type)
+  if problem:
+    raise UsageError(f'manifest {path}: column {label} is {problem}')
+  for logical in ('key', 'split'):
+    if logical in columns:
+      _column_type(schema, columns[logical], path, '')
+  for feature in extras:
+    _column_type(schema, feature.name, path, ' (named by --extra_features)')
+  names = parquet.class_label_names(schema.metadata, label)
+  file_splits = [parquet.hub_split(p) for p, _ in files]
+  has_split_column = config.column('split') in schema.names
+  if split.fractions and (has_split_column or any(file_splits)):
+    where = (f'column {config.column("split")}' if has_split_column else
+             f'the path of {next(p for (p, _), s in zip(files, file_splits) if s)}')
+    raise UsageError(f'manifest {path} gives each row its split ({where}): drop --split')
+  for (file, _), found in zip(files, file_splits):
+    if found is not None and found not in split.names:
+      raise UsageError(f'manifest {file} names the split {found!r} in its path, not one of '
+                       f'{", ".join(split.names)} (set --split_names)')
+  parquet_files, position = [], 0
+  for (file, size), (_, groups), found in zip(files, footers, file_splits):
+    parquet_files.append(parquet.ParquetFile(file, size, groups, found, position))
+    position += sum(groups)
+  layout = parquet.ParquetLayout(
+      files=tuple(parquet_files), image_kind=kind,
+      light_columns=parquet.light_columns(config, kind, tuple(schema.names)), class_names=names)
+  return dataclasses.replace(config, layout=layout)
+
+
+def has_split(config: manifest.ManifestConfig) -> bool:
+  """Rows may name their split: a split column, or a path that names one."""
+  return config.column('split') in config.header or any(
+      file.split for file in config.layout.files)
+
+
+def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
+              given_path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
+  """The label map of a Parquet manifest: its ClassLabel names in their
+  order (ids as in the file); with --label_map too, the names must agree
+  (a UsageError names the first difference). None: no ClassLabel names."""
+  names = config.layout.class_names
+  if not names:
+    return given
+  try:
+    found = normalized_map(LabelMap(names, fixed=True), modes)
+  except ValueError as error:
+    raise UsageError(f'manifest {config.path}: the ClassLabel names of column '
+                     f'{config.column("label")} are unusable: {error}')
+  if given is None or given.names == found.names:
+    return found
+  first = next((i for i, (a, b) in enumerate(zip(given.names, found.names)) if a != b),
+               min(len(given.names), len(found.names)))
+  theirs = repr(found.names[first]) if first < len(found.names) else 'nothing'
+  ours = repr(given.names[first]) if first < len(given.names) else 'nothing'
+  raise UsageError(f'--label_map {given_path} does not match the ClassLabel names of column '
+                   f'{config.column("label")} in {config.layout.files[0].path}: line '
+                   f'{first + 1} is {ours} in --label_map, {theirs} in the file')

@@ -1,0 +1,159 @@
+"""Beam's FlinkRunner and SparkRunner, with the job server a run starts
+stopped when its job ends (a job still running when the launcher is
+interrupted is cancelled first), and without the harness's tracebacks when the
+runner hangs up on it.
+
+engines.prepare names these classes as the runner (Beam makes a runner from
+its dotted name; the name the job server sees is none: the portable runner
+sends no runner option). Beam stops the job server it starts only at
+interpreter exit (atexit), which a command-line run skips (fast_exit), and by
+then the run's temp folder, which holds the job server's files, is gone:
+every run left its JVM, an embedded Flink or a local Spark, running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import logging
+import os
+import threading
+import time
+
+from apache_beam.options.pipeline_options import JobServerOptions
+from apache_beam.portability.api import beam_job_api_pb2
+from apache_beam.runners.portability import flink_runner
+from apache_beam.runners.portability import spark_runner
+from apache_beam.runners.runner import PipelineState
+import grpc
+
+from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
+from pipeline.engines import job_server_launcher
+
+# The loggers of the SDK harness's streams: with LOOPBACK the harness runs in
+# this process.
+_HARNESS_LOGGERS = ('apache_beam.runners.worker.data_plane',
+                    'apache_beam.runners.worker.sdk_worker')
+# Set once a job has ended: the harness's streams close with the job server.
+_job_over = threading.Event()
+# How long an interrupted job is given to end once cancelled, before its job
+# server is stopped all the same (an embedded Flink cancelled in about 1 s).
+CANCEL_WAIT_S = 30.0
+_POLL_S = 0.5
+
+
+class _StopsItsJobServer:
+  """Mixin: the job server is stopped with the job's own clean-up (the
+  PipelineResult runs it when the job reaches a terminal state: done, failed
+  or cancelled), or at once when submitting the job fails; its JVM ends with
+  this process if that is killed outright, where setpriv exists
+  (job_server_launcher.py)."""
+
+  def default_job_server(self, options):
+    java = options.view_as(JobServerOptions)
+    if os.path.basename(java.job_server_java_launcher) != job_server_launcher.WRAPPER:
+      java.job_server_java_launcher = job_server_launcher.dying_with_launcher(
+          java.job_server_java_launcher)
+    server = super().default_job_server(options)
+    self._job_servers.append(server)
+    return server
+
+  def run_portable_pipeline(self, pipeline, options):
+    _quiet_hang_ups()
+    keep_sigint_handler()
+    _job_over.clear()
+    self._job_servers = []
+    try:
+      result = super().run_portable_pipeline(pipeline, options)
+    except BaseException:
+      for server in self._job_servers:
+        server.stop()
+      raise
+    # Read by the result's state observer, which starts in wait_until_finish,
+    # and runs them when the job ends, or when the wait is interrupted.
+    result._cleanup_callbacks = [_job_over.set, *result._cleanup_callbacks,
+                                 _cancel_then_stop(result, self._job_servers)]
+    return result
+
+
+def _cancel_then_stop(result, servers: list) -> Callable[[], None]:
+  """The job's last clean-up: a job not seen ending (its wait was
+  interrupted: SIGINT, SIGTERM, KeyboardInterrupt) is cancelled through its
+  job server first; then the job servers stop, and the result says so
+  (job_server_stopped: RunGuard has nothing left to ask)."""
+  def clean_up():
+    try:
+      if not PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):
+        _cancel(result)
+    finally:
+      result.job_server_stopped = True
+      for server in servers:
+        server.stop()
+  return clean_up
+
+
+def _cancel(result, wait_s: float = CANCEL_WAIT_S) -> None:
+  """Cancels the job and waits up to wait_s for it to end. Not through
+  PipelineResult.cancel(), which runs the job's clean-up, stopping the job
+  server before the job has ended."""
+  try:
+    result._job_service.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=result._job_id))
+    deadline = time.monotonic() + wait_s
+    while not PipelineState.is_terminal(result.state) and time.monotonic() < deadline:
+      time.sleep(_POLL_S)
+  except (grpc.RpcError, ValueError) as error:  # ValueError: its channel closed
+    # The job server is gone already (a Ctrl-C in a terminal reaches its JVM
+    # too), and the job it ran with it; a Flink cluster's job is cancelled
+    # by name (flink_jobs.cancelled_if_abandoned).
+    logging.getLogger(__name__).info('the job server is gone; no job to cancel: %s', error)
+
+
+class FlinkRunner(_StopsItsJobServer, flink_runner.FlinkRunner):
+  pass
+
+
+class SparkRunner(_StopsItsJobServer, spark_runner.SparkRunner):
+  pass
+
+
+# Flink ends each stage's environment (CANCELLED); a runner gone (UNAVAILABLE)
+# is what a Ctrl-C in a terminal does to its JVM, racing the launcher's own
+# handler (once seen in ten such runs: a traceback above the `interrupted:`
+# line). A runner that really died says so through the job's state stream,
+# in the main thread: the harness's copies of it add only a traceback.
+_HANG_UPS = (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+
+
+def _hung_up(error) -> bool:
+  """A gRPC stream the runner closed (_HANG_UPS), or any stream of the
+  harness once the job is over and its job server stops."""
+  return isinstance(error, grpc.RpcError) and callable(getattr(error, 'code', None)) and (
+      _job_over.is_set() or error.code() in _HANG_UPS)
+
+
+class _NoHangUps(logging.Filter):
+  def filter(self, record):
+    return not (record.exc_info and _hung_up(record.exc_info[1]))
+
+
+_quieted = []
+
+
+def _quiet_hang_ups() -> None:
+  """Silences the harness's tracebacks when the runner hangs up on it. Its
+  threads, still reading, log and raise the closed stream ("Multiplexer
+  hanging up", "Socket closed"): tracebacks on stderr of runs that succeed.
+  A job that does fail says so through the runner."""
+  if _quieted:
+    return
+  _quieted.append(True)
+  for name in _HARNESS_LOGGERS:
+    logging.getLogger(name).addFilter(_NoHangUps())
+  threading.excepthook = without_hang_ups(threading.excepthook)
+
+
+def without_hang_ups(excepthook):
+  """threading.excepthook `excepthook`, except for a hung-up stream."""
+  def hook(args):
+    if not _hung_up(args.exc_value):
+      excepthook(args)
+  return hook

@@ -1,0 +1,65 @@
+"""The bottom of pipeline/: the exit codes, the one UsageError and the
+argument parser that raises it. Every module of pipeline/ may import this one;
+it imports nothing of the project.
+
+Exit codes of every command (docs/convert.md, docs/validate.md):
+0 OK, 1 failed (convert: crashed; validate: the dataset has problems),
+2 usage or input error, 3 over the error budget, 130/143 ended by SIGINT or
+SIGTERM, 141 stdout closed before the output was all written (a reader such
+as `| head -1` gone: 128 + SIGPIPE, as `yes | head -1`), with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from typing import Optional
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
+EXIT_USAGE = 2
+EXIT_OVER_BUDGET = 3
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s yes
+
+
+class UsageError(Exception):
+  """Bad flags or unusable input: exit 2 with one line, before any work."""
+
+
+class UsageParser(argparse.ArgumentParser):
+  """argparse's errors as UsageErrors: one line and exit 2, not argparse's exit."""
+
+  def error(self, message):
+    raise UsageError(message)
+
+  def _print_message(self, message, file=None):
+    """argparse's, without its `except OSError: pass`: --help whose reader
+    has gone ends the command with exit 141, as any other output does."""
+    if message:
+      (file or sys.stderr).write(message)
+
+
+def did_you_mean(name: str, *candidates: list) -> str:
+  """'; did you mean X?' for the closest of the first group holding a close
+  match (a command's own flags before Beam's), or ''."""
+  for group in candidates:
+    close = difflib.get_close_matches(name, group, n=1, cutoff=0.75)
+    if close:
+      return f'; did you mean {close[0]}?'
+  return ''
+
+
+def unknown_flag(parser, argv: list) -> Optional[str]:
+  """The usage error of the first --flag in argv that `parser` (an argparse
+  parser without abbreviations) does not know, with a did-you-mean; None if it
+  knows them all. Checked before parsing: argparse would first report a
+  required flag as missing when its misspelling is right there."""
+  known = [flag for flag in parser._option_string_actions if flag.startswith('--')]
+  for arg in argv:
+    if arg == '--':
+      break
+    name = arg.split('=', 1)[0]
+    if arg.startswith('--') and name not in known:
+      return f'unrecognized argument {arg!r}{did_you_mean(name, known)}'
+  return None

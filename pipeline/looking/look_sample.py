@@ -1,0 +1,116 @@
+"""What inspect reads of a dataset in one pass over a split: the records per
+label and a uniform random sample of them (per class with --per_class),
+decoded for the pictures."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+
+from pipeline.looking import report
+from pipeline.looking.look_detection import sample_objects
+from pipeline.reading import dataset
+from transforms.core import records
+from transforms.core.decoders import RecordError
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import read_records_skipping
+
+
+class Reservoir:
+  """A uniform random sample of k items per group, in one pass (algorithm R)."""
+
+  def __init__(self, k: int, rng: random.Random):
+    self._k = k
+    self._rng = rng
+    self._seen = {}
+    self._kept = {}
+
+  def offer(self, group, item) -> None:
+    seen = self._seen.get(group, 0)
+    kept = self._kept.setdefault(group, [])
+    if seen < self._k:
+      kept.append(item)
+    else:
+      slot = self._rng.randrange(seen + 1)
+      if slot < self._k:
+        kept[slot] = item
+    self._seen[group] = seen + 1
+
+  def items(self) -> list:
+    return [item for group in self._kept.values() for item in group]
+
+
+@dataclasses.dataclass
+class Scan:
+  """What one streaming pass over a split found."""
+  counts: dict = dataclasses.field(default_factory=dict)  # {label: records}
+  candidates: list = dataclasses.field(default_factory=list)  # [(shard, index, data)]
+  skipped: list = dataclasses.field(default_factory=list)  # ['shard record i: why']
+  num_records: int = 0
+
+
+def records_of(path: str, skipped: list):
+  """(index, data) of every readable record of `path`; damage goes to skipped."""
+  shard = os.path.basename(path)
+  try:
+    with dataset.open_binary(path) as stream:
+      for index, data in read_records_skipping(stream):
+        if isinstance(data, ShardError):
+          skipped.append(f'{shard} record {index}: {data.detail}')
+        else:
+          yield index, data
+  except (EOFError, OSError) as error:  # a cut-off .gz, an unreadable file
+    skipped.append(f'{shard}: {type(error).__name__}: {error}')
+
+
+def _label_ids(label) -> list:
+  """A record's label ids as a list: one, or a --multi_label record's several."""
+  return [label] if isinstance(label, int) else [int(i) for i in label]
+
+
+def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_class: bool,
+               seed: int) -> Scan:
+  """One pass over a split: label counts, and a reproducible sample of
+  sample_size records (per class with per_class)."""
+  scan = Scan()
+  reservoir = Reservoir(sample_size, random.Random(f'{seed}:{split}'))
+  to_example = records.ExampleDecoder(info, decode=False)
+  for path in dataset.shard_paths(input_dir, info, split):
+    shard = os.path.basename(path)
+    for index, data in records_of(path, scan.skipped):
+      try:
+        example = to_example(data)
+      except RecordError as error:
+        scan.skipped.append(f'{shard} record {index}: {error}')
+        continue
+      labels = _label_ids(example['label'])
+      for label in labels:
+        scan.counts[label] = scan.counts.get(label, 0) + 1
+      scan.num_records += 1
+      if sample_size:
+        # --multi_label records are sampled under their first label
+        group = (labels[0] if labels else None) if per_class else None
+        reservoir.offer(group, (shard, index, data))
+  scan.candidates = sorted(reservoir.items(), key=lambda c: (
+      info['splits'][split]['shards'].index(c[0]), c[1]))
+  return scan
+
+
+def decode_samples(split: str, scan: Scan, info: dict) -> list:
+  """The sampled records decoded; one that does not decode is skipped (reported)."""
+  samples = []
+  to_example = records.ExampleDecoder(info)
+  for shard, index, data in scan.candidates:
+    try:
+      example = to_example(data)
+    except RecordError as error:
+      scan.skipped.append(f'{shard} record {index}: {error}')
+      continue
+    label, class_text = example['label'], example['class_text']
+    if not isinstance(label, int):  # --multi_label: ids as 1+2, texts as 'cat, dog'
+      label, class_text = '+'.join(map(str, _label_ids(label))), ', '.join(class_text)
+    samples.append(report.Sample(split, shard, index, example['key'] or f'{shard}#{index}',
+                                 label, class_text, example['image'],
+                                 sample_objects(example)))
+  return samples

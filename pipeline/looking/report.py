@@ -1,0 +1,260 @@
+"""What `inspect --export_dir` draws: contact sheet, label histogram, report.html.
+
+Plain functions of plain values (no Beam, no TensorFlow): the caller streams
+the records and hands over the sampled images and the counts.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+from typing import Optional
+from typing import Union
+
+import numpy as np
+from PIL import Image
+from PIL import ImageDraw
+from PIL import ImageFont
+
+THUMBNAIL = 128  # the longer side of a contact-sheet thumbnail, in pixels
+SHEET_COLUMNS = 8
+CAPTION_LINES = 2
+LINE_HEIGHT = 14
+MAX_HISTOGRAM_CLASSES = 40  # more classes: the most frequent ones are drawn
+HISTOGRAM_TITLE = 'Examples per class'
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+  """One exported record: where it is, what it is, its decoded pixels."""
+  split: str
+  shard: str
+  record: int
+  key: str
+  label: Union[int, str, None]  # a --multi_label record's ids joined: '1+2'
+  class_text: str
+  image: np.ndarray  # uint8 H x W x C
+  # --schema detection: (boxes, class ids, class names, masks or None), drawn on it
+  objects: Optional[tuple] = None
+
+  def file_name(self, i: int) -> str:
+    """The tutorial's name: `{i}_Label_{label}.jpg` (label: the integer id)."""
+    return f'{i}_Label_{"none" if self.label is None else self.label}.jpg'
+
+
+def to_pil(image: np.ndarray) -> Image.Image:
+  return Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image,
+                         'L' if image.shape[2] == 1 else 'RGB')
+
+
+def picture(sample: Sample, font_size: int = 12) -> Image.Image:
+  """The sample's pixels, with its objects drawn when it has any."""
+  image = to_pil(sample.image)
+  if sample.objects is None:
+    return image
+  from pipeline.looking.look_detection import draw_objects
+  return draw_objects(image, sample.objects, font_size)
+
+
+def _shorten(text: str, limit: int = 20, keep_end: bool = False) -> str:
+  if len(text) <= limit:
+    return text
+  return '…' + text[1 - limit:] if keep_end else text[:limit - 1] + '…'
+
+
+def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
+  """A grid of thumbnails, each with its class text and key underneath."""
+  columns = max(1, min(columns, len(samples)))
+  rows = max(1, -(-len(samples) // columns))
+  cell_w, cell_h = THUMBNAIL + 8, THUMBNAIL + 8 + CAPTION_LINES * LINE_HEIGHT
+  sheet = Image.new('RGB', (columns * cell_w, rows * cell_h), (255, 255, 255))
+  draw = ImageDraw.Draw(sheet)
+  font = ImageFont.load_default(size=11)
+  for n, sample in enumerate(samples):
+    x, y = (n % columns) * cell_w + 4, (n // columns) * cell_h + 4
+    thumb = to_pil(sample.image).convert('RGB')
+    thumb.thumbnail((THUMBNAIL, THUMBNAIL), Image.Resampling.BILINEAR)
+    if sample.objects is not None:  # drawn at the thumbnail's size: names stay legible
+      thumb = picture(dataclasses.replace(sample, image=np.asarray(thumb)), font_size=9)
+    if thumb.width < THUMBNAIL // 2 and thumb.height < THUMBNAIL // 2:
+      scale = max(1, THUMBNAIL // max(thumb.width, thumb.height))
+      thumb = thumb.resize((thumb.width * scale, thumb.height * scale), Image.Resampling.NEAREST)
+    sheet.paste(thumb, (x + (THUMBNAIL - thumb.width) // 2, y + (THUMBNAIL - thumb.height) // 2))
+    label = '' if sample.label is None else f'{sample.label} '
+    draw.text((x, y + THUMBNAIL + 2), _shorten(f'{label}{sample.class_text}'),
+              fill=(0, 0, 0), font=font)
+    draw.text((x, y + THUMBNAIL + 2 + LINE_HEIGHT), _shorten(sample.key, keep_end=True),
+              fill=(90, 90, 90), font=font)
+  return sheet
+
+
+def histogram_classes(class_counts: dict, names: list) -> list:
+  """Label ids drawn: every class, or the MAX_HISTOGRAM_CLASSES most frequent."""
+  totals = {}
+  for counts in class_counts.values():
+    for label, count in counts.items():
+      totals[label] = totals.get(label, 0) + count
+  # (a detection label map has ids no class has: '' names, not drawn)
+  labels = sorted({i for i, name in enumerate(names) if name} | set(totals))
+  if len(labels) > MAX_HISTOGRAM_CLASSES:
+    labels = sorted(sorted(labels, key=lambda l: -totals.get(l, 0))[:MAX_HISTOGRAM_CLASSES])
+  return labels
+
+
+def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
+  """A matplotlib Figure: examples per class, one bar group per split.
+
+  class_counts: {split: {label id: count}}. Bars are in split order, each
+  split's bars in label order (the test reads them back from the figure).
+  """
+  import matplotlib
+  matplotlib.use('Agg')
+  from matplotlib.figure import Figure
+  labels = histogram_classes(class_counts, names)
+  splits = list(class_counts)
+  figure = Figure(figsize=(max(6.0, 0.5 * len(labels) * max(1, len(splits)) + 2), 4), dpi=100)
+  axes = figure.subplots()
+  width = 0.8 / max(1, len(splits))
+  positions = np.arange(len(labels))
+  for n, split in enumerate(splits):
+    heights = [class_counts[split].get(label, 0) for label in labels]
+    bars = axes.bar(positions + (n - (len(splits) - 1) / 2) * width, heights, width, label=split)
+    axes.bar_label(bars, fontsize=7)
+  axes.set_xticks(positions, [names[l] if 0 <= l < len(names) else str(l) for l in labels],
+                  rotation=45 if len(labels) > 8 else 0, ha='right' if len(labels) > 8 else 'center')
+  axes.set_ylabel(unit)
+  shown = '' if len(labels) == len([n for n in names if n]) else (
+      f' ({len(labels)} most frequent)')
+  axes.set_title(HISTOGRAM_TITLE.replace('Examples', unit.capitalize()) + shown)
+  if splits:
+    axes.legend()
+  figure.tight_layout()
+  return figure
+
+
+def png_bytes(image: Image.Image) -> bytes:
+  buffer = io.BytesIO()
+  image.save(buffer, 'PNG')
+  return buffer.getvalue()
+
+
+def figure_png(figure, metadata: Optional[dict] = None) -> bytes:
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format='png', metadata=metadata)
+  return buffer.getvalue()
+
+
+def _data_uri(png: bytes) -> str:
+  return 'data:image/png;base64,' + base64.b64encode(png).decode('ascii')
+
+
+def _esc(value) -> str:
+  return html.escape(str(value))
+
+
+def _table(headers: list, rows: list, table_id: str, row_keys: Optional[list] = None) -> str:
+  """An HTML table; each cell carries data-col=<header> (rows data-row=<key>)."""
+  head = ''.join(f'<th>{_esc(h)}</th>' for h in headers)
+  body = []
+  for n, row in enumerate(rows):
+    key = f' data-row="{_esc(row_keys[n])}"' if row_keys else ''
+    cells = ''.join(f'<td data-col="{_esc(h)}">{_esc(v)}</td>' for h, v in zip(headers, row))
+    body.append(f'<tr{key}>{cells}</tr>')
+  return (f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
+          f'<tbody>{"".join(body)}</tbody></table>')
+
+
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; font-size: 0.9em; }
+td[data-col$="examples"], td[data-col="count"], td[data-col="bytes"] { text-align: right; }
+pre { background: #f4f4f4; padding: 0.5em; white-space: pre-wrap; font-size: 0.8em; }
+img { max-width: 100%; border: 1px solid #ddd; }
+.bad { color: #b00; } .good { color: #070; }
+"""
+
+# Marks the page once everything loaded: data-images-loaded / -broken on
+# <body>, and a visible line for an image that did not load.
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var images = Array.prototype.slice.call(document.images);
+  var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
+  document.body.dataset.imagesLoaded = images.length - broken.length;
+  document.body.dataset.imagesBroken = broken.length;
+  broken.forEach(function (i) {
+    var note = document.createElement('p');
+    note.className = 'bad';
+    note.textContent = 'image did not load: ' + i.alt;
+    i.parentNode.insertBefore(note, i);
+  });
+});
+"""
+
+
+def report_html(*, title: str, splits: list, class_rows: list, class_headers: list,
+                image_spec: dict, feature_spec: dict, histogram_png: bytes,
+                sheets: dict, samples_rows: list, rejected: list, rejected_lines: dict,
+                validation: Optional[dict], skipped: list, notes: list) -> str:
+  """The self-contained report page (images embedded as data: URIs).
+
+  splits: [(name, examples, bytes, shards)]; class_rows: [[id, name, per split..., total]];
+  sheets: {split: contact sheet PNG}; rejected: [(stage, code, count)];
+  rejected_lines: {(stage, code): [first lines]}; validation: validation_report.json
+  or None; skipped: [str] damaged records inspect skipped.
+  """
+  parts = [f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+           f'<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>',
+           f'<h1>{_esc(title)}</h1>']
+  parts += [f'<p>{_esc(note)}</p>' for note in notes]
+  parts.append('<h2>Splits</h2>')
+  parts.append(_table(['split', 'examples', 'bytes', 'shards'], splits, 'splits',
+                      [s[0] for s in splits]))
+  parts.append('<h2>Classes</h2>')
+  parts.append(_table(class_headers, class_rows, 'classes', [r[0] for r in class_rows]))
+  parts.append(f'<img id="histogram" alt="label histogram" src="{_data_uri(histogram_png)}">')
+  parts.append('<h2>Image</h2>')
+  parts.append(_table(['field', 'value'], [[k, json.dumps(v)] for k, v in image_spec.items()],
+                      'image_spec', list(image_spec)))
+  parts.append('<h2>Features</h2>')
+  parts.append(_table(['feature', 'dtype', 'shape'],
+                      [[k, v['dtype'], json.dumps(v['shape'])] for k, v in feature_spec.items()],
+                      'feature_spec', list(feature_spec)))
+  parts.append('<h2>Samples</h2>')
+  for split, png in sheets.items():
+    parts.append(f'<h3>{_esc(split)}</h3><img class="sheet" data-split="{_esc(split)}" '
+                 f'alt="contact sheet of {_esc(split)}" src="{_data_uri(png)}">')
+  parts.append(_table(['file', 'split', 'shard', 'record', 'key', 'label', 'class_text'],
+                      samples_rows, 'samples', [r[0] for r in samples_rows]))
+  parts.append('<h2>Rejected rows</h2>')
+  if rejected:
+    parts.append(_table(['stage', 'code', 'count'], rejected, 'rejected',
+                        [f'{s}/{c}' for s, c, _ in rejected]))
+    for (stage, code), lines in rejected_lines.items():
+      parts.append(f'<h4>{_esc(stage)}/{_esc(code)}: first {len(lines)}</h4>'
+                   f'<pre>{_esc(chr(10).join(lines))}</pre>')
+  else:
+    parts.append('<p id="rejected">None: every manifest row is an example.</p>')
+  parts.append('<h2>Validation</h2>')
+  if validation is None:
+    parts.append('<p id="validation">Not validated yet (no validation_report.json): run '
+                 '<code>img2tfrecord validate</code>.</p>')
+  else:
+    verdict = 'valid' if validation.get('valid') else 'PROBLEMS FOUND'
+    parts.append(f'<p id="validation" class="{"good" if validation.get("valid") else "bad"}">'
+                 f'{verdict}: {validation.get("num_examples")} examples read, '
+                 f'{validation.get("num_problems")} problems.</p>')
+    problems = validation.get('problems_by_kind', {})
+    if problems:
+      parts.append(_table(['kind', 'count'], list(problems.items()), 'problems',
+                          list(problems)))
+      first = [json.dumps(p) for p in validation.get('problems', [])[:10]]
+      parts.append(f'<pre>{_esc(chr(10).join(first))}</pre>')
+  if skipped:
+    parts.append('<h2>Damaged records skipped by inspect</h2>')
+    parts.append(f'<pre id="skipped">{_esc(chr(10).join(skipped))}</pre>')
+  parts.append('</body></html>\n')
+  return '\n'.join(parts)

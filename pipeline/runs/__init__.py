@@ -1,0 +1,11 @@
+"""A run's life: a command's run and its exit code (exits.py), its private
+temp folder (run_temp.py), SIGINT and SIGTERM (interrupts.py), one run per
+output folder (run_lock.py, lock_stores.py), the folder prepared and removed
+on failure (output_dir.py), a job that does not finish cancelled
+(run_guard.py), --previous_dataset and the latest pointer (previous.py), the
+progress line and the summary (progress.py, summary.py), and what a run in a
+caller's process puts back (in_process.py).
+
+May import: pipeline.engines, pipeline.beam_runtime, pipeline.errors,
+transforms.
+"""

@@ -1,0 +1,159 @@
+"""A command's run and its exit code: logging set up for the command line, a
+UsageError as one line and exit 2, a crash as one line (`failure_reason`)
+and exit 1, a signal as the end of the process by that signal, stdout closed
+early by its reader as exit 141. Every entry point runs its command through
+these, and ends with exit_with."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import sys
+import traceback
+
+from pipeline.beam_runtime import fast_exit
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_STDOUT_CLOSED
+from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
+from pipeline.runs import interrupts
+from pipeline.runs import run_temp
+
+
+def main_with_usage_errors(run, argv=None) -> int:
+  """Runs `run(argv)` for a command that needs neither Beam nor logging set up
+  (inspect, export): a UsageError is one line on stderr and exit 2."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    return run(argv)
+  except UsageError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return EXIT_USAGE
+
+
+def configure_logging() -> None:
+  """For the command line only: Beam's warnings (no GCP client, ...) are noise
+  for users; errors still reach stderr. Importing our modules configures nothing."""
+  logging.basicConfig(format='%(levelname)s: %(message)s')
+  logging.getLogger().setLevel(logging.ERROR)
+
+
+def main_with_exit_codes(run, argv=None, handlers=None) -> int:
+  """Runs `run(argv)` and maps failures to exit codes: usage 2, crash 1.
+
+  handlers (interrupts.Handlers, see run_command): a signal interrupts the
+  run; its exit status is left to handlers.finish().
+  """
+  argv = list(sys.argv[1:] if argv is None else argv)
+  configure_logging()
+  from pipeline.beam_runtime.beam_signatures import remember_method_signatures
+  remember_method_signatures()
+  try:
+    with handlers.running() if handlers else contextlib.nullcontext():
+      return run(argv)
+  except BaseException as error:
+    if isinstance(error, BrokenPipeError) and stdout_closed():
+      raise  # not the job's failure: its reader has gone (exit_with)
+    if handlers is not None and handlers.interrupted:
+      # Whatever the signal unwound into (Beam wraps what a step raises):
+      # the run was interrupted and has cleaned up; no traceback.
+      return 128 + handlers.signum
+    if isinstance(error, UsageError):
+      print(f'error: {error}', file=sys.stderr)
+      return EXIT_USAGE
+    if isinstance(error, KeyboardInterrupt):
+      print('interrupted', file=sys.stderr)
+      return EXIT_FAILED
+    if not isinstance(error, Exception):
+      raise  # SystemExit (--help), ...
+    print(f'error: the job failed: {failure_reason(error)}', file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    return EXIT_FAILED
+
+
+def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
+  """convert's and validate's command line: run(argv) in a private temp
+  folder (run_temp), with exit codes (main_with_exit_codes), and SIGINT and
+  SIGTERM handled (interrupts.Handlers): the run cleans up, prints
+  `interrupted_line` and the process ends by the signal (exit status 130 or
+  143). The only place their handlers are installed."""
+  handlers = interrupts.Handlers(interrupted_line, again_line).install()
+  try:
+    with run_temp.private_temp_dir():
+      code = main_with_exit_codes(run, argv, handlers)
+  finally:
+    handlers.finish()
+  return code
+
+
+def exit_with(main, fast: bool = False):
+  """An entry point's last line: exits with main()'s code once stdout is
+  flushed. stdout closed early by its reader (`... | head -1`): exit 141
+  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. fast: leave
+  without the interpreter's teardown (beam_runtime/fast_exit.py)."""
+  try:
+    try:
+      code = main()
+    except SystemExit as done:  # --help
+      code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
+    sys.stdout.flush()
+  except BrokenPipeError:
+    if not stdout_closed():
+      raise
+    code = EXIT_STDOUT_CLOSED
+  if code == EXIT_STDOUT_CLOSED:
+    # What is still buffered has nowhere to go: stdout becomes /dev/null, so
+    # that the interpreter's own last flush fails no more.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+  if fast:
+    fast_exit.exit_now(code)
+  sys.exit(code)
+
+
+def stdout_closed() -> bool:
+  """Whether stdout is a pipe (or socket) whose reader has gone: writing to it
+  fails with EPIPE. Told by poll, which reports an error on such a pipe; not
+  by the BrokenPipeError alone, which a socket of the job's may raise too."""
+  try:
+    fd = sys.stdout.fileno()
+  except (AttributeError, OSError, ValueError):
+    return False
+  poller = select.poll()
+  poller.register(fd, 0)  # POLLERR and POLLHUP are reported whatever is asked
+  return any(event & select.POLLERR for _, event in poller.poll(0))
+
+
+_TRACEBACK = 'Traceback (most recent call last):'
+_CHAINED = ('During handling of the above exception', 'The above exception was the direct')
+
+
+def failure_reason(error: BaseException) -> str:
+  """`Type: message` in one line, never an empty reason: the message's first
+  non-blank line, and when the message carries a traceback (a job service
+  reports the job's failure so), the error that traceback ends with; no
+  message: the cause's (`Type: CauseType: cause message`), else the type
+  alone."""
+  reason = _reason(str(error))
+  name = type(error).__name__
+  if reason:
+    return f'{name}: {reason}'
+  cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+  return f'{name}: {failure_reason(cause)}' if cause is not None else name
+
+
+def _reason(message: str) -> str:
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  if not lines:
+    return ''
+  first = lines[0]
+  if _TRACEBACK not in message:
+    return first
+  # The last unindented line of a traceback names its error.
+  ends = [line.strip() for line in message.splitlines()
+          if line.strip() and not line[0].isspace() and _TRACEBACK not in line
+          and not line.startswith(_CHAINED)]
+  first = first.replace(_TRACEBACK, '').rstrip(' :.')
+  error = ends[-1] if ends and ends[-1] != lines[0] else ''
+  return ': '.join(part for part in (first, error) if part)

@@ -1,0 +1,85 @@
+"""Running convert or validate inside another program's process (pipeline.api):
+what a run changes process-wide is put back when it ends, however it ends.
+
+The command line may leave these changed: its process ends with the run
+(exits.configure_logging, beam_runtime/startup.py and fast_exit are the command
+line's alone). A run in process changes, and this puts back:
+- Beam's get_function_args_defaults, remembered for the run only
+  (beam_runtime/beam_signatures.py), and apache_beam.pipeline's look for
+  IPython, which sees none during the run (beam_runtime/not_interactive.py:
+  the run's pipelines stay out of Interactive Beam);
+- the root logger's level and handlers: Beam logs through logging's module
+  functions, which give a root logger without handlers one on stderr;
+- logging.disable, and the finders of sys.meta_path (the command line's
+  deferral of Beam's cloud imports is one);
+- the warnings filters (prepare_pillow silences Pillow's decompression bomb
+  warning), and Pillow's own pixel limit (prepare_pillow raises it to
+  --max_pixels);
+- Beam's filesystem options (the parse hands them the run's Beam options,
+  credentials included, for reads on the launcher);
+- the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
+  (StopOnExitJobServer) installs its own SIGINT handler and never removes it.
+What a module imported for the first time during the run adds on import
+(warnings filters, finders) stays, as the module does. The run's private temp
+folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import warnings
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.beam_runtime.beam_signatures import method_signatures_remembered
+from pipeline.beam_runtime.not_interactive import outside_interactive_beam
+
+
+def _defined_in(value, modules: set) -> bool:
+  """Whether the class of a finder, or a warnings filter's category, comes
+  from one of `modules`."""
+  cls = value[2] if isinstance(value, tuple) else type(value)
+  return getattr(cls, '__module__', None) in modules
+
+
+@contextlib.contextmanager
+def restored_process_state() -> Iterator[None]:
+  """Runs the with block, then puts back what the module docstring lists."""
+  modules = set(sys.modules)
+  root = logging.getLogger()
+  level, handlers = root.level, list(root.handlers)
+  disabled = logging.root.manager.disable
+  finders = list(sys.meta_path)
+  filters = list(warnings.filters)
+  pillow = sys.modules.get('PIL.Image')
+  max_pixels = getattr(pillow, 'MAX_IMAGE_PIXELS', None)
+  filesystem_options = FileSystems._pipeline_options
+  # Handlers can be set (and so put back) only from the main thread.
+  main_thread = threading.current_thread() is threading.main_thread()
+  handlers_before = {number: signal.getsignal(number)
+                     for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+  try:
+    with method_signatures_remembered(), outside_interactive_beam():
+      yield
+  finally:
+    for number, handler in handlers_before.items():
+      if handler is not None and signal.getsignal(number) is not handler:
+        signal.signal(number, handler)
+    FileSystems.set_options(filesystem_options)
+    if pillow is not None:
+      pillow.MAX_IMAGE_PIXELS = max_pixels
+    imported = [f for f in warnings.filters if f not in filters and not _defined_in(f, modules)]
+    warnings.filters[:] = imported + filters
+    # warnings caches its decisions per call site until told the filters
+    # changed, as filterwarnings and catch_warnings tell it (Python 3.10-3.13)
+    getattr(warnings, '_filters_mutated', lambda: None)()
+    sys.meta_path[:] = finders + [f for f in sys.meta_path
+                                  if f not in finders and not _defined_in(f, modules)]
+    logging.disable(disabled)
+    root.setLevel(level)
+    root.handlers[:] = handlers

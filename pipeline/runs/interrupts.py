@@ -1,0 +1,151 @@
+"""SIGINT and SIGTERM on the command line (convert and validate): the run
+unwinds, cleans up after itself, says so in one line and ends by the signal.
+
+Only the command line installs these handlers (pipeline/runs/exits.py run_command):
+a function called from Python (convert.run, validate.run, anything built on
+them) installs none; its clean-up is in context managers that also run on
+KeyboardInterrupt and errors (pipeline/runs/run_guard.py, RunLock, run_temp).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Optional
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# (the line after a signal, the line after a second one during the clean-up)
+CONVERT_LINES = ('interrupted: nothing was published; rerun to convert again',
+                 'interrupted again: clean-up was cut short; nothing was published; '
+                 'rerun with --overwrite')
+VALIDATE_LINES = ('interrupted: nothing was checked; rerun to validate again',
+                  'interrupted again: clean-up was cut short; nothing was checked; '
+                  'rerun to validate again')
+
+
+class Interrupted(BaseException):
+  """Raised in the main thread by the first SIGINT or SIGTERM while a run is
+  under way. A BaseException, as KeyboardInterrupt, so that `except
+  Exception` clauses let it through to the context managers that clean up."""
+
+
+def die(signum: int, line: Optional[str] = None) -> None:
+  """Ends this process by `signum` with its default action (the shell then
+  reports 128 + signum: 130 for SIGINT, 143 for SIGTERM), after writing
+  `line` to stderr. Skips the interpreter's teardown: worker processes end
+  with this one (transforms/workers/process_worker.py die_with_parent)."""
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError, RuntimeError):
+      pass  # gone (a closed pipe) or mid-write in the interrupted frame: the line still goes
+  if line:
+    # os.write, not print: the signal may have come in the middle of a print.
+    try:
+      os.write(2, (line + '\n').encode('utf-8', 'replace'))
+    except OSError:
+      pass  # no stderr left to tell: the exit status still says it
+  signal.signal(signum, signal.SIG_DFL)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+  os.kill(os.getpid(), signum)
+  os._exit(128 + signum)  # only if the signal could not end the process
+
+
+def before_run(line: str) -> None:
+  """For an entry point's first lines, before its imports (Beam's take a
+  second or two): a signal ends the process at once with `line`, nothing
+  having started (Python's own SIGINT handler would print a traceback of
+  the import it interrupted). Handlers.install takes over from these."""
+  if threading.current_thread() is not threading.main_thread():
+    return
+  for signum in SIGNALS:
+    if signal.getsignal(signum) is not signal.SIG_IGN:
+      signal.signal(signum, lambda number, frame: die(number, line))
+
+
+class Handlers:
+  """The SIGINT/SIGTERM handlers of one command line run.
+
+  Until running() is entered, and again once it is left (the run returned
+  and only the temp folder is left to remove), a signal is remembered and
+  finish() ends the process by it. Inside running(), the first signal raises
+  Interrupted in the main thread: the run unwinds through its clean-up (the
+  job cancelled, its files in OUT deleted, the lock released), then the
+  temp folder goes, then finish() prints `line` and ends the process by the
+  signal. A second signal while that clean-up runs ends the process at once,
+  with `again_line`.
+
+  A signal the process was started ignoring (a background job of a
+  non-interactive shell, nohup) stays ignored, as Python itself does for
+  SIGINT. Not installed outside the main thread (Python allows it only there).
+  """
+
+  def __init__(self, line: str, again_line: str):
+    self.line = line
+    self.again_line = again_line
+    self.signum: Optional[int] = None
+    self.interrupted = False  # the signal came while the run was under way
+    self._running = False
+    self._previous = {}
+
+  def install(self) -> Handlers:
+    if threading.current_thread() is not threading.main_thread():
+      return self
+    for signum in SIGNALS:
+      previous = signal.getsignal(signum)
+      if previous is signal.SIG_IGN:
+        continue
+      self._previous[signum] = previous
+      signal.signal(signum, self._handle)
+    return self
+
+  def restore(self) -> None:
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
+    self._previous = {}
+
+  @contextlib.contextmanager
+  def running(self):
+    """The run itself: a signal raises Interrupted here (at once, if one came
+    before)."""
+    if self.signum is not None:
+      self.interrupted = True
+      raise Interrupted(self.signum)
+    self._running = True
+    try:
+      yield self
+    finally:
+      self._running = False
+
+  def _handle(self, signum, frame) -> None:
+    del frame
+    if self.signum is not None:
+      # A second signal: the clean-up under way is cut short.
+      die(signum, self.again_line if self.interrupted else None)
+    self.signum = signum
+    if self._running:
+      self.interrupted = True
+      self._running = False
+      # From here the run only unwinds: Beam logs the error it wraps ours in
+      # (with its traceback), and threads of the interrupted job may report
+      # their broken calls; the one line says what happened.
+      logging.disable(logging.CRITICAL)
+      threading.excepthook = _quiet_thread_exception
+      raise Interrupted(signum)
+
+  def finish(self) -> None:
+    """After the run and its clean-up: ends the process by the signal that
+    came, if one did (with the one line if it interrupted the run);
+    otherwise puts the previous handlers back."""
+    if self.signum is not None:
+      die(self.signum, self.line if self.interrupted else None)
+    self.restore()
+
+
+def _quiet_thread_exception(args) -> None:
+  del args  # a thread of the interrupted job failing as the job goes away

@@ -1,0 +1,153 @@
+"""Preparing the output folder: refuse a non-empty folder or clear our own
+files (after the run lock, pipeline/runs/run_lock.py, is taken); and taking back
+what a run wrote when it fails or publishes nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+import sys
+from typing import Optional
+
+from pipeline.errors import UsageError
+from pipeline.runs.lock_stores import LOCK_PREFIX
+from transforms import filesystem
+from transforms.core import paths
+from transforms.core.spec import COMPRESSIONS
+from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import INDEX_SUFFIX
+from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
+from transforms.core.spec import REJECTED_FILE
+from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SOURCES_SUFFIX
+from transforms.core.spec import VALIDATION_REPORT
+from transforms.core.spec import shard_suffix
+
+# Files convert writes besides shards (and their temp names while writing).
+OUR_FILES = tuple(name + suffix
+                  for name in (DATASET_INFO, LABEL_MAP, LABEL_MAP_PBTXT, VALIDATION_REPORT,
+                               REJECTED_FILE)
+                  for suffix in ('', '.tmp'))
+
+
+def our_patterns(split_names: tuple) -> tuple:
+  """Names a finished or killed run with these splits may have left."""
+  patterns = ['beam-temp-*']  # Beam's own temp folders, never a user's
+  for split in split_names:
+    patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
+                 for compression in COMPRESSIONS]
+    patterns.append(f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix("none")}{INDEX_SUFFIX}')
+    patterns.append(f'{split}{SOURCES_SUFFIX}')
+  return tuple(patterns)
+
+
+def list_entries(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> list:
+  """Names directly inside output_dir (for a remote bucket: top-level names),
+  run locks left out."""
+  if not paths.is_remote(output_dir):
+    if not os.path.exists(output_dir):
+      return []
+    if not os.path.isdir(output_dir):
+      raise UsageError(f'--output_dir {output_dir} exists and is not a folder')
+    names = os.listdir(output_dir)
+  else:
+    prefix = output_dir.rstrip('/') + '/'
+    names = {path[len(prefix):].split('/', 1)[0]
+             for path, _ in (files or filesystem.FileAccess()).list(prefix)}
+  return sorted(n for n in names if not n.startswith(LOCK_PREFIX))
+
+
+def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
+  try:
+    info = json.loads(files.read_text(filesystem.join(output_dir, DATASET_INFO)))
+    return {name for split in info.get('splits', {}).values()
+            for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)} | {
+                split['sources'] for split in info.get('splits', {}).values()
+                if split.get('sources')}
+  except Exception:  # no previous (or a damaged) dataset_info: patterns only
+    return set()
+
+
+def ours(name: str, previous_shards: set, split_names: tuple) -> bool:
+  return (name in OUR_FILES or name in previous_shards or
+          any(fnmatch.fnmatchcase(name, p) for p in our_patterns(split_names)))
+
+
+def _delete(output_dir: str, name: str, files: filesystem.FileAccess) -> None:
+  path = filesystem.join(output_dir, name)
+  if not paths.is_remote(output_dir) and os.path.isdir(path):
+    shutil.rmtree(path)
+  elif paths.is_remote(output_dir) and name.startswith('beam-temp-'):
+    files.delete([path + '/'])
+  else:
+    files.delete([path])
+
+
+def _clear(output_dir: str, split_names: tuple, files: filesystem.FileAccess,
+           keep: tuple = ()) -> None:
+  """Deletes our files from output_dir (see ours), dataset_info.json first, so
+  an interrupted clean-up never leaves a folder that looks complete."""
+  entries = list_entries(output_dir, files)
+  previous = _previous_shards(output_dir, files) if DATASET_INFO in entries else set()
+  doomed = [n for n in entries if ours(n, previous, split_names) and n not in keep]
+  doomed.sort(key=lambda n: n != DATASET_INFO)
+  for name in doomed:
+    _delete(output_dir, name, files)
+
+
+def _no_dataset(entries: list) -> bool:
+  return DATASET_INFO not in entries and all(n in (REJECTED_FILE, VALIDATION_REPORT)
+                                             for n in entries)
+
+
+def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = (),
+                       files: Optional[filesystem.FileAccess] = None) -> None:
+  """Creates output_dir, or clears a previous dataset from it with --overwrite.
+
+  Only the previous dataset's files (as its dataset_info.json lists them) and
+  what a killed run left go: shards of `split_names` (this run's, and those a
+  taken-over lock names), Beam's temp folders. Other files are left alone. A
+  folder holding only what a run that published nothing leaves (rejected.jsonl
+  when every row was rejected, and validate's report on it) holds no dataset:
+  it is replaced without --overwrite.
+  """
+  files = files or filesystem.FileAccess()
+  entries = list_entries(output_dir, files)
+  if entries and not overwrite and not _no_dataset(entries):
+    raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
+                     f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
+  if entries:
+    _clear(output_dir, split_names, files)
+  if not paths.is_remote(output_dir):
+    os.makedirs(output_dir, exist_ok=True)
+
+
+def unpublish(output_dir: str, split_names: tuple,
+              files: Optional[filesystem.FileAccess] = None) -> None:
+  """Takes back a dataset this run wrote, rejected.jsonl aside (the evidence
+  of why nothing was published)."""
+  _clear(output_dir, split_names, files or filesystem.FileAccess(), keep=(REJECTED_FILE,))
+
+
+@contextlib.contextmanager
+def removed_on_failure(output_dir: str, split_names: tuple,
+                       files: Optional[filesystem.FileAccess] = None):
+  """A run that fails inside the block deletes what it wrote to output_dir
+  (partial shards, temp files and folders) before the failure goes on: on a
+  full disk, what it wrote would keep the disk full. Only this run's files
+  can be there: the block starts after prepare_output_dir, under the lock.
+  An interrupted run too (KeyboardInterrupt, the command line's SIGINT and
+  SIGTERM: pipeline/runs/interrupts.py): nothing of it is published."""
+  try:
+    yield
+  except BaseException:
+    try:
+      _clear(output_dir, split_names, files or filesystem.FileAccess())
+    except Exception as error:  # the failure being raised is the one to report
+      print(f'note: could not remove the partial output in {output_dir}: '
+            f'{type(error).__name__}: {error}', file=sys.stderr)
+    raise

@@ -1,0 +1,162 @@
+"""--previous_dataset on the launcher: following a `latest` pointer, checking
+the previous dataset before anything is trusted or written (each problem a
+one-line exit 2 naming the path), and writing the pointer after a success."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import tempfile
+from typing import Optional
+
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import paths
+from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import parse_info
+from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
+from transforms.core.spec import SINK_TFRECORDIO
+from transforms.core.spec import SOURCES_SUFFIX
+from transforms.reuse import Sidecar
+
+LATEST = 'latest'  # the pointer file a successful run leaves beside its folder
+
+
+@dataclasses.dataclass(frozen=True)
+class Previous:
+  """A checked previous dataset (dataset is None: it did not exist and
+  --previous_dataset_missing full made this a full run)."""
+  given: str
+  dataset: Optional[str] = None
+  run_id: Optional[str] = None
+  sidecars: tuple = ()  # transforms.reuse.Sidecar per split
+
+
+def _norm(path: str) -> str:
+  return path.rstrip('/') if paths.is_remote(path) else os.path.realpath(path)
+
+
+def _is_file(path: str, files: filesystem.FileAccess) -> bool:
+  if not paths.is_remote(path):
+    return os.path.isfile(path)
+  return files.exists(path) and not files.exists(filesystem.join(path, DATASET_INFO))
+
+
+def _is_missing(path: str, files: filesystem.FileAccess) -> bool:
+  if not paths.is_remote(path):
+    return not os.path.exists(path)
+  return not files.exists(path) and not files.list(path.rstrip('/') + '/')
+
+
+def follow(given: str, files: filesystem.FileAccess) -> str:
+  """A `latest` pointer file -> the folder it names (a relative name is
+  relative to the pointer's folder); any other path as it is."""
+  if os.path.basename(given.rstrip('/')) != LATEST or not _is_file(given, files):
+    return given
+  target = files.read_text(given).strip()
+  if not target:
+    raise UsageError(f'--previous_dataset {given} is an empty pointer file')
+  if paths.is_remote(target) or os.path.isabs(target):
+    return target
+  return os.path.join(os.path.dirname(given), target)
+
+
+def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
+          files: Optional[filesystem.FileAccess] = None) -> Previous:
+  """The previous dataset, checked; UsageError (exit 2) names the problem."""
+  files = files or filesystem.FileAccess()
+  if os.path.basename(output_dir.rstrip('/')) == LATEST:
+    raise UsageError(f'--output_dir {output_dir} is named {LATEST}, the pointer a run with '
+                     f'--previous_dataset writes beside its folder: name the folder otherwise')
+  if sink == SINK_TFRECORDIO:
+    raise UsageError("--previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
+                     'writes other bytes on every run, so its records cannot be reused')
+  path = follow(given, files)
+  named = given if path == given else f'{given} (-> {path})'
+  if _is_missing(path, files):
+    if missing == 'full':
+      print(f'Warning: --previous_dataset {named} does not exist: converting everything '
+            f'(--previous_dataset_missing full)', file=sys.stderr)
+      return Previous(given)
+    raise UsageError(f'--previous_dataset {named} does not exist (the first run? '
+                     f'--previous_dataset_missing full converts everything then)')
+  if _is_file(path, files):
+    raise UsageError(f'--previous_dataset {named} is a file, not a dataset folder')
+  if _norm(path) == _norm(output_dir):
+    raise UsageError(f'--previous_dataset {named} is --output_dir: a run cannot read the '
+                     f'shards it replaces (write each run to its own folder)')
+  info_path = filesystem.join(path, DATASET_INFO)
+  if not files.exists(info_path):
+    raise UsageError(f'--previous_dataset {named} has no {DATASET_INFO}: not a complete '
+                     f'dataset (half-written, or not written by convert)')
+  try:
+    info = parse_info(files.read_text(info_path), info_path)
+  except InfoError as error:
+    raise UsageError(f'--previous_dataset: {error}')
+  if info['schema'] != schema:
+    raise UsageError(f'--previous_dataset {named} holds a --schema {info["schema"]} '
+                     f'dataset; this run writes --schema {schema}')
+  if (info.get('sink') or {}).get('deterministic') is False:
+    raise UsageError(f'--previous_dataset {named} was written by --sink tfrecordio: '
+                     f'its records cannot be reused')
+  return Previous(given, path, info.get('run_id'), _sidecars(path, info, named, files))
+
+
+def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -> tuple:
+  version = info.get('sources_format_version')
+  if version is not None and version not in READABLE_SOURCES_FORMAT_VERSIONS:
+    raise UsageError(f'--previous_dataset {named} has sources_format_version {version}; '
+                     f'this tool reads {", ".join(map(str, READABLE_SOURCES_FORMAT_VERSIONS))}')
+  sidecars = []
+  for split, entry in sorted(info['splits'].items()):
+    if 'num_bytes' not in entry or not isinstance(entry.get('sources', ''), str):
+      raise UsageError(f'--previous_dataset {named}: {DATASET_INFO} gives the {split} split '
+                       f'no {"num_bytes" if "num_bytes" not in entry else "sidecar name"}: '
+                       f'not a dataset convert wrote (convert it once in full)')
+    sidecar = filesystem.join(path, entry.get('sources') or split + SOURCES_SUFFIX)
+    if version is None or not files.exists(sidecar):
+      raise UsageError(f'--previous_dataset {named} has no {sidecar}: a dataset written '
+                       f'without sidecars cannot be reused (convert it once in full)')
+    shards = tuple(filesystem.join(path, name) for name in entry['shards'])
+    sizes = files.sizes(list(shards))
+    absent = [shard for shard in shards if shard not in sizes]
+    if absent:
+      raise UsageError(f'--previous_dataset {named} lacks the shard {absent[0]}')
+    if sum(sizes.values()) != entry['num_bytes']:
+      raise UsageError(f'--previous_dataset {named}: the {split} shards hold '
+                       f'{sum(sizes.values())} bytes, {DATASET_INFO} says '
+                       f'{entry["num_bytes"]}: they changed after it was written')
+    sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip',
+                            version))
+  return tuple(sidecars)
+
+
+def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> str:
+  """Writes, last, OUT/../latest holding OUT's path (a local one absolute), so
+  a reader finds the old pointer or the new one, whoever else writes it at
+  the same time: locally under a temp name of this run's own and os.replace;
+  on an object store in one write of the object (no temp object copied over
+  it, which two runs could interleave)."""
+  files = files or filesystem.FileAccess()
+  if paths.is_remote(output_dir):
+    target = output_dir.rstrip('/')
+    pointer = target.rsplit('/', 1)[0] + '/' + LATEST
+    with files.create(pointer) as handle:
+      handle.write((target + '\n').encode('utf-8'))
+    return pointer
+  target = os.path.abspath(output_dir)
+  pointer = os.path.join(os.path.dirname(target), LATEST)
+  descriptor, temp = tempfile.mkstemp(prefix=f'.{LATEST}.', dir=os.path.dirname(pointer))
+  try:
+    with os.fdopen(descriptor, 'w', encoding='utf-8') as handle:
+      handle.write(target + '\n')
+    os.chmod(temp, 0o644)
+    os.replace(temp, pointer)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.unlink(temp)
+    raise
+  return pointer

@@ -1,0 +1,209 @@
+"""validate --recompute N on the launcher: a deterministic sample of a
+dataset's records, each converted again from its source row with the options
+dataset_info.json records, and compared byte for byte with the record its
+sidecar line names. A source that changed since (or is gone) is a warning; the
+same source giving other bytes is a problem (recompute_mismatch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from pipeline.configuration import command_line
+from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
+from pipeline.configuration.flags import ConvertOptions
+from pipeline.errors import UsageError
+from transforms import filesystem
+from transforms.core import fingerprints
+from transforms.core import manifest
+from transforms.core import paths
+from transforms.core import recompute
+from transforms.core import reuse
+from transforms.core import splits
+from transforms.core.example import LabelledRow
+from transforms.core.example import LoadedImage
+from transforms.core.example import built_example
+from transforms.core.example_proto import parse_example
+from transforms.core.image import prepare_pillow
+from transforms.core.image_dir import image_dir_fields
+from transforms.core.labels import LabelMap
+from transforms.core.rejects import RowError
+from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import SOURCES_SUFFIX
+from transforms.core.validation import Problem
+from transforms.encode import read_bytes
+from transforms.workers.source_image import convert_sources
+
+# Recorded options that only steer how a run ran, not what a record holds.
+_NOT_FOR_RECORDS = ('previous_dataset', 'previous_dataset_missing', 'overwrite', 'progress',
+                    'label_map', 'config')
+
+
+# Manifests whose rows are not lines (their images are cells or members).
+_NOT_BY_LINE = (manifest.PARQUET, manifest.WEBDATASET)
+
+
+def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
+  """The run's ConvertConfig, from the options dataset_info.json records
+  (--manifest: where its manifest lives now); UsageError if they do not load."""
+  options = info.get('options')
+  if not isinstance(options, dict) or not options:
+    raise UsageError(f'--recompute: {info_path} records no options to convert with')
+  if info['schema'] == 'detection':
+    raise UsageError('--recompute: a --schema detection dataset cannot be recomputed')
+  flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
+  if manifest_path:
+    options = {**options, 'manifest': manifest_path}
+  fmt = options.get('manifest_format') or (
+      options.get('manifest') and manifest.manifest_format_or_none(options['manifest']))
+  if fmt in _NOT_BY_LINE:
+    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
+                     f'rows --recompute cannot read again yet')
+  argv = []
+  for key, value in sorted(options.items()):
+    action = flags.get(f'--{key}')
+    if action is not None and key not in _NOT_FOR_RECORDS:
+      argv += config_file.tokens(key, value, action, f'{info_path}: options.{key}')
+  try:
+    return opts.parse_convert(argv)[0]
+  except UsageError as error:
+    raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
+                     + ('' if manifest_path else " (--manifest: where the run's manifest "
+                        'lives now)'))
+
+
+def _sampled(input_dir: str, info: dict, amount, files) -> list:
+  """(split, key, PreviousRecord) of the records to convert again."""
+  version = info.get('sources_format_version')
+  if version is None:
+    raise UsageError(f'--recompute: {input_dir} has no sidecars (written by --sink '
+                     f"tfrecordio, or before sidecars existed): nothing names the records' "
+                     f'sources')
+  entries = []
+  for split, entry in sorted(info['splits'].items()):
+    sidecar = filesystem.join(input_dir, entry.get('sources') or split + SOURCES_SUFFIX)
+    shards = [filesystem.join(input_dir, name) for name in entry['shards']]
+    try:
+      with files.open_checked(sidecar) as stream:
+        for line in reuse.read_lines(stream):
+          key, record = reuse.parse_line(line, split, shards, info.get('compression') == 'gzip',
+                                         version)
+          entries.append((split, key, record))
+    except (ValueError, EOFError, OSError) as error:
+      raise UsageError(f'--recompute: {sidecar} cannot be read: {error}')
+  return recompute.sample(entries, amount)
+
+
+def _rows(config, keys: set, files) -> dict:
+  """{key: ManifestRow} of the run's manifest for `keys` (the first row of a
+  key, as convert keeps; the label from the label manifest's first row of the
+  key when there is one)."""
+  found = [{}, {}]
+  for index, manifest_config in enumerate(config.manifests):
+    names = [path for path, _ in manifest_config.files] or [manifest_config.path]
+    for name in names:
+      with files.open(name) as stream:
+        for line, raw in manifest.iter_lines(stream, manifest_config.fmt):
+          try:
+            row = manifest.row_from_fields(manifest.line_fields(raw, line, manifest_config),
+                                           manifest_config, line)
+          except RowError:
+            continue  # rejected by the run too: no record
+          if row.key in keys:
+            found[index].setdefault(row.key, row)
+  rows, labels = found
+  if len(config.manifests) > 1:
+    rows = {key: dataclasses.replace(row, label=labels[key].label)
+            for key, row in rows.items() if key in labels}
+  return rows
+
+
+def _image_dir_row(config, image: str):
+  """The row --image_dir made of the file at `image` (relative to it)."""
+  source = manifest.ManifestConfig(
+      path=config.image_dir.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
+      split=config.split, label_normalize=config.label_normalize)
+  return manifest.row_from_fields(image_dir_fields(image, config.image_dir_layout), source, 0)
+
+
+def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
+             files: Optional[filesystem.FileAccess] = None) -> tuple:
+  """-> ([Problem], [warning Problem], records converted again) of --recompute
+  `amount` on the dataset."""
+  files = files or filesystem.FileAccess()
+  if paths.is_remote(input_dir):
+    raise UsageError('--recompute reads the shards of a local --input_dir')
+  info_path = filesystem.join(input_dir, DATASET_INFO)
+  config = recorded_config(info, info_path, manifest_path)
+  sampled = _sampled(input_dir, info, amount, files)
+  rows = _rows(config, {key for _, key, _ in sampled}, files) if config.manifests else {}
+  label_map = LabelMap(tuple(info['label_map']), fixed=True)
+  digest = fingerprints.options_digest(config.image, config.example)
+  prepare_pillow(config.image.max_pixels)
+  reader = reuse.ShardReader()
+  problems, warnings = [], []
+  try:
+    for split, key, record in sampled:
+      where = (os.path.basename(record.shard_path), record.ordinal)
+      row = rows.get(key) if config.manifests else (
+          _image_dir_row(config, record.image) if record.image else None)
+      if row is None:
+        warnings.append(Problem(recompute.SOURCE_CHANGED, *where,
+                                f"key {key!r}: no row of the run's input gives it now"))
+        continue
+      found = _one(row, split, record, config, label_map, digest, reader, files)
+      if found is not None:
+        (warnings if found[0] == recompute.SOURCE_CHANGED else problems).append(
+            Problem(found[0], *where, f'key {key!r}: {found[1]}'))
+  finally:
+    reader.close()
+  return problems, warnings, len(sampled)
+
+
+def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
+         files) -> Optional[tuple]:
+  """(kind, what) of one record against its row converted again, or None."""
+  result = convert_sources([row.ref or row.path], config.image,
+                           read=lambda path, spec: read_bytes(path, files, spec))[0]
+  sha256 = None if isinstance(result, Exception) else result[1]
+  if record.fingerprint.startswith('sha256:'):
+    now = fingerprints.content_fingerprint(sha256) if sha256 else ''
+  else:
+    now = fingerprints.fingerprint_all([row.path], fingerprints.beam_metadata, None)[0]
+  if now != record.fingerprint:
+    return recompute.SOURCE_CHANGED, (
+        f'its source {row.path} changed since the run (or is gone): not compared')
+  if isinstance(result, Exception):
+    return recompute.RECOMPUTE_MISMATCH, f'its unchanged source {row.path} does not convert ' \
+        f'again: {result}'
+  if config.split_by == 'content' and config.split.fractions:
+    row = dataclasses.replace(row, split=splits.hash_split(
+        sha256, config.split.fractions, config.split.seed))
+  try:
+    label_id, label_text = label_map.resolve(row.label)
+  except RowError as error:
+    return recompute.RECOMPUTE_MISMATCH, f"its row's label no longer resolves: {error.reason}"
+  loaded = LoadedImage(LabelledRow(row, label_id, label_text), result[0], sha256, result[2])
+  expected = built_example(loaded, config.example, config.ordering, digest).data
+  try:
+    found, _ = reader.data(record)
+  except reuse.COPY_ERRORS as error:
+    return recompute.RECOMPUTE_MISMATCH, f'its record cannot be read: {error}'
+  differ = [] if found == expected else recompute.differences(
+      parse_example(expected), _parsed(found))
+  if row.split != split:
+    differ.append(f'split ({split}, its row gives {row.split})')
+  if not differ:
+    return None
+  return recompute.RECOMPUTE_MISMATCH, (
+      f'{", ".join(differ) or "the bytes"} differ from its unchanged source {row.path} '
+      f'converted again')
+
+
+def _parsed(data: bytes) -> dict:
+  try:
+    return parse_example(data)
+  except Exception:  # DecodeError: the record is no Example; every feature differs
+    return {}

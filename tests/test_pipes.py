@@ -1,0 +1,96 @@
+"""Every command, its stdout closed before it writes (`... | head -1` once
+head has gone): exit 141, as `yes | head -1`, and no traceback. A run whose
+summary finds no reader has still written its dataset."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import errors
+from pipeline.runs import exits
+from tests.conftest import make_sample
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PY = sys.executable
+CONSOLE_SCRIPT = shutil.which('img2tfrecord', path=os.path.dirname(PY))
+
+
+def _started(argv: list, cwd) -> subprocess.Popen:
+  """argv started with a stdout whose reader is already gone."""
+  read, write = os.pipe()
+  os.close(read)
+  try:
+    return subprocess.Popen(argv, stdout=write, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  finally:
+    os.close(write)
+
+
+@pytest.mark.slow  # Beam in subprocesses
+def test_every_command_exits_141_without_a_traceback_when_stdout_is_gone(tmp_path):
+  sample = make_sample(tmp_path / 'sample')
+  done = subprocess.run([PY, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
+                         '--output_dir', str(sample.out)], capture_output=True, text=True,
+                        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+  assert done.returncode == 0, done.stderr
+  out = str(sample.out)
+  commands = {
+      'convert': [PY, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
+                  '--output_dir', str(tmp_path / 'again')],
+      'convert --help': [PY, '-m', 'pipeline.convert', '--help'],
+      'validate': [PY, '-m', 'pipeline.validate', '--input_dir', out, '--report',
+                   str(tmp_path / 'report.json')],
+      'look': [PY, '-m', 'pipeline.look', '--input_dir', out],
+      'export --help': [PY, '-m', 'pipeline.export', '--help'],
+      'engines --help': [PY, '-m', 'pipeline.engines', '--help'],
+      'demo --help': [PY, '-m', 'pipeline.demo', '--help'],
+      'demo_detection --help': [PY, '-m', 'pipeline.demo_detection', '--help'],
+      'demo_sources --help': [PY, '-m', 'pipeline.demo_sources', '--help'],
+      'flex_template --help': [PY, '-m', 'pipeline.flex_template', '--help'],
+      'flex_launch --help': [PY, str(ROOT / 'pipeline' / 'flex_launch.py'), '--help'],
+      'cli inspect': [PY, '-m', 'pipeline.cli', 'inspect', '--input_dir', out],
+      'cli --help': [PY, '-m', 'pipeline.cli', '--help'],
+  }
+  if CONSOLE_SCRIPT:
+    commands['img2tfrecord inspect'] = [CONSOLE_SCRIPT, 'inspect', '--input_dir', out]
+  # All at once: each mostly waits on its imports.
+  started = {name: _started(argv, ROOT) for name, argv in commands.items()}
+  ended = {}
+  for name, child in started.items():
+    _, err = child.communicate(timeout=300)
+    ended[name] = (child.returncode, err)
+  assert {name: code for name, (code, _) in ended.items()} == {
+      name: errors.EXIT_STDOUT_CLOSED for name in commands}, ended
+  assert {name: err for name, (_, err) in ended.items() if 'Traceback' in err} == {}
+  # convert's summary found no reader; its dataset is whole all the same
+  check = subprocess.run([PY, '-m', 'pipeline.validate', '--input_dir', str(tmp_path / 'again'),
+                          '--expected_count', '9'], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+  assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_the_job_s_failure(capsys):
+  """A socket of the job's closed under it raises BrokenPipeError too: that is
+  a failed run (exit 1, its reason), not a reader gone."""
+  def run(argv):
+    raise BrokenPipeError(32, 'Broken pipe')
+
+  assert exits.main_with_exit_codes(run, []) == errors.EXIT_FAILED
+  assert 'error: the job failed: BrokenPipeError: [Errno 32] Broken pipe' in (
+      capsys.readouterr().err)
+
+
+def test_stdout_closed_tells_a_pipe_without_reader(monkeypatch):
+  read, write = os.pipe()
+  with open(write, 'w') as stream:
+    monkeypatch.setattr(sys, 'stdout', stream)
+    assert not exits.stdout_closed()
+    os.close(read)
+    assert exits.stdout_closed()
+    monkeypatch.undo()

@@ -1,0 +1,193 @@
+"""validate --recompute N: a sample of records converted again from their
+sources with the recorded options and compared byte for byte. Swapped records
+(every CRC valid) and a forged sidecar fingerprint are problems; a source
+changed or gone is a warning."""
+
+import gzip
+import json
+import pathlib
+
+import pytest
+
+from pipeline import convert
+from pipeline import validate
+from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from tests.conftest import noise_png
+from transforms.core import fingerprints
+from transforms.core import recompute
+
+pytestmark = pytest.mark.xdist_group('recompute')
+
+FLAGS = ('--encoding', 'png', '--height', '8', '--width', '8', '--num_shards', '2',
+         '--progress', 'off', '--split', 'train=0.5,test=0.5', '--extra_features', 'w:float')
+SIDECAR = 'train.sources.jsonl.gz'
+
+
+def _corpus(root: pathlib.Path) -> pathlib.Path:
+  """root: imgs/, m.csv (relative paths) and the dataset `out`."""
+  (root / 'imgs').mkdir(parents=True)
+  lines = ['image,label,key,w']
+  for i in range(10):
+    (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+    lines.append(f'imgs/a{i}.png,{"cat" if i % 3 else "dog"},k{i},{i / 2}')
+  (root / 'm.csv').write_text('\n'.join(lines) + '\n')
+  assert convert.main(['--manifest', str(root / 'm.csv'), '--output_dir', str(root / 'out'),
+                       *FLAGS]) == EXIT_OK
+  return root
+
+
+@pytest.fixture(scope='module')
+def converted(tmp_path_factory):
+  """A corpus converted once, for tests that change nothing of it."""
+  return _corpus(tmp_path_factory.mktemp('recompute'))
+
+
+@pytest.fixture
+def fresh(tmp_path):
+  """This test's own corpus and dataset, to change."""
+  return _corpus(tmp_path / 'c')
+
+
+def _validate(out: pathlib.Path, *flags: str):
+  code = validate.main(['--input_dir', str(out), *flags])
+  return code, json.loads((out / 'validation_report.json').read_text())
+
+
+def _lines(out: pathlib.Path) -> list:
+  return [json.loads(line) for line in gzip.open(out / SIDECAR)]
+
+
+def test_an_untouched_dataset_recomputes_to_the_same_bytes(converted, capsys):
+  code, report = _validate(converted / 'out', '--recompute', '1.0')
+  assert capsys.readouterr().out.splitlines()[1] == (
+      '--recompute: 10 record(s) converted again from their sources and compared byte for '
+      'byte.')
+  assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
+  assert report['num_recomputed'] == 10
+  code, report = _validate(converted / 'out', '--recompute', '3')
+  assert (code, report['num_recomputed']) == (EXIT_OK, 3)
+  code, report = _validate(converted / 'out', '--recompute', '0.25')
+  assert (code, report['num_recomputed']) == (EXIT_OK, 3)
+  code, report = _validate(converted / 'out')
+  assert 'num_recomputed' not in report
+
+
+def test_the_run_s_manifest_where_it_lives_now(fresh, tmp_path, capsys):
+  """The corpus and its dataset moved (files keep their inodes and times):
+  the recorded manifest is gone; --manifest says where it is, and its
+  relative image paths resolve against its folder, as the run's did."""
+  moved = tmp_path / 'moved'
+  fresh.rename(moved)
+  info_path = moved / 'out' / 'dataset_info.json'
+  assert validate.main(['--input_dir', str(moved / 'out'), '--recompute', '3']) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: --recompute: the options {info_path} records do not load: ')
+  assert str(fresh / 'm.csv') in err and err.endswith(
+      "(--manifest: where the run's manifest lives now)\n") and len(err.splitlines()) == 1
+  code, report = _validate(moved / 'out', '--recompute', '1.0', '--manifest',
+                           str(moved / 'm.csv'))
+  assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
+
+
+def _swap_first_two(out: pathlib.Path) -> list:
+  """Swaps two records of one train shard whose lengths are equal: -> their keys."""
+  lines = [line for line in _lines(out) if line['shard'] == 0]
+  pairs = [(a, b) for i, a in enumerate(lines) for b in lines[i + 1:]
+           if a['length'] == b['length']]
+  a, b = pairs[0]
+  shard = out / json.loads((out / 'dataset_info.json').read_text())['splits']['train'][
+      'shards'][0]
+  data = bytearray(shard.read_bytes())
+  first = data[a['offset']:a['offset'] + a['length']]
+  data[a['offset']:a['offset'] + a['length']] = data[b['offset']:b['offset'] + b['length']]
+  data[b['offset']:b['offset'] + b['length']] = first
+  shard.write_bytes(bytes(data))
+  return [a['key'], b['key']]
+
+
+def test_two_swapped_records_are_a_mismatch_each(fresh):
+  out = fresh / 'out'
+  keys = _swap_first_two(out)
+  code, report = _validate(out)  # every CRC is valid: without --recompute, OK
+  assert (code, report['valid']) == (EXIT_OK, True)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 2})
+  details = sorted(p['detail'] for p in report['problems'])
+  for key, detail in zip(sorted(keys), details):
+    assert detail.startswith(f"key '{key}': image bytes, ")
+    assert 'feature image/key' in detail and 'differ from its unchanged source' in detail
+
+
+def test_a_forged_fingerprint_is_caught_as_a_mismatch(fresh):
+  """The source rewritten after the run, and its sidecar line's fingerprint
+  forged to the new file's: the same fingerprint, other bytes."""
+  out = fresh / 'out'
+  image = fresh / 'imgs' / 'a3.png'
+  image.unlink()
+  image.write_bytes(noise_png(99))
+  lines = _lines(out)
+  for line in lines:
+    if line['key'] == 'k3':
+      line['fingerprint'] = fingerprints.local_fingerprint(str(image))
+  (out / SIDECAR).write_bytes(gzip.compress(
+      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1})
+  assert report['problems'][0]['detail'].startswith(
+      "key 'k3': image bytes, feature image/key/sha256 differ from its unchanged source ")
+
+
+def test_a_deleted_source_is_a_warning_naming_its_key(fresh):
+  out = fresh / 'out'
+  (fresh / 'imgs' / 'a4.png').unlink()
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['valid'], report['warnings_by_kind']) == (
+      EXIT_OK, True, {recompute.SOURCE_CHANGED: 1})
+  assert report['warnings'][0]['detail'].startswith("key 'k4': its source ")
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0', '--strict']) == (
+      EXIT_FAILED)
+
+
+@pytest.mark.parametrize('amount, error', [
+    ('0', "argument --recompute: invalid _recompute_amount value: '0'"),
+    ('1.5', "argument --recompute: invalid _recompute_amount value: '1.5'"),
+    ('x', "argument --recompute: invalid _recompute_amount value: 'x'"),
+])
+def test_recompute_takes_a_count_or_a_fraction(converted, capsys, amount, error):
+  assert validate.main(['--input_dir', str(converted / 'out'), '--recompute', amount]) == (
+      EXIT_USAGE)
+  assert error in capsys.readouterr().err
+
+
+def test_the_sample_is_deterministic_and_sized_by_count_or_fraction():
+  entries = [('train', f'k{i}', i) for i in range(10)]
+  assert recompute.how_many(3, 10) == 3 and recompute.how_many(30, 10) == 10
+  assert recompute.how_many(0.25, 10) == 3 and recompute.how_many(1.0, 10) == 10
+  three = recompute.sample(entries, 3)
+  assert three == recompute.sample(list(reversed(entries)), 3)
+  assert three == recompute.sample(entries, 10)[:3] and len(three) == 3
+  assert sorted(recompute.sample(entries, 1.0)) == sorted(entries)
+
+
+def test_differences_name_the_image_the_label_and_features():
+  one = {'image/encoded': ('bytes_list', [b'a']), 'image/class/label': ('int64_list', [1]),
+         'image/class/text': ('bytes_list', [b'cat']), 'w': ('float_list', [1.0])}
+  other = {**one, 'image/class/text': ('bytes_list', [b'dog']),
+           'image/class/label': ('int64_list', [2]), 'w': ('float_list', [2.0])}
+  assert recompute.differences(one, other) == ['label', 'feature w']
+  assert recompute.differences(one, {**one, 'image/encoded': ('bytes_list', [b'b'])}) == [
+      'image bytes']
+  assert recompute.differences(one, one) == []
+
+
+def test_a_dataset_of_a_parquet_manifest_is_refused_in_one_line(fresh, capsys):
+  info_path = fresh / 'out' / 'dataset_info.json'
+  info = json.loads(info_path.read_text())
+  info['options']['manifest'] = str(fresh / 'rows.parquet')
+  info_path.write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(fresh / 'out'), '--recompute', '2']) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --recompute: {info_path} was converted from a parquet manifest, whose rows '
+      f'--recompute cannot read again yet\n')

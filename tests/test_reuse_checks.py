@@ -1,0 +1,295 @@
+"""--previous_dataset copies only what it can prove: a record is copied only
+if the whole row that made it is unchanged, and only if the record found is
+the one its sidecar line names (its data CRC, its key). A damaged or
+tampered previous dataset gives the bytes of a full run or one line and exit
+2, never a traceback. A small raw corpus: every record has the same length,
+so records can be swapped without changing any shard's size."""
+
+import gzip
+import io
+import json
+import pathlib
+import shutil
+import threading
+
+import pytest
+
+from pipeline import convert
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs.previous import write_latest
+from tests.conftest import noise_png
+from tests.conftest import read_info
+from transforms.core import reuse
+
+pytestmark = pytest.mark.xdist_group('reuse_checks')
+
+FLAGS = ('--encoding', 'raw', '--height', '8', '--width', '8', '--num_shards', '2',
+         '--progress', 'off')
+SHARDS = ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord')
+SIDECAR = 'train.sources.jsonl.gz'
+
+
+def _manifest(path: pathlib.Path, rows: list) -> pathlib.Path:
+  path.write_text('image,label,key\n' + ''.join(f'{i},{lab},{k}\n' for i, lab, k in rows))
+  return path
+
+
+@pytest.fixture(scope='module')
+def night1(tmp_path_factory):
+  """(corpus folder, its manifest's rows, night 1's dataset): 8 images, keys
+  k0..k7 of one length, labels of one length (cat, dog)."""
+  root = tmp_path_factory.mktemp('reuse_checks')
+  rows = []
+  for i in range(8):
+    (root / 'imgs').mkdir(exist_ok=True)
+    (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+    rows.append((f'imgs/a{i}.png', 'cat' if i % 3 else 'dog', f'k{i}'))
+  manifest = _manifest(root / 'night1.csv', rows)
+  assert _run(manifest, root / 'night1') == EXIT_OK
+  return root, rows, root / 'night1'
+
+
+def _run(manifest: pathlib.Path, out: pathlib.Path, *more: str) -> int:
+  return convert.main(['--manifest', str(manifest), '--output_dir', str(out), *FLAGS, *more])
+
+
+def _previous(night1_dir: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+  previous = tmp_path / 'previous'
+  shutil.copytree(night1_dir, previous)
+  return previous
+
+
+def _lines(dataset: pathlib.Path) -> list:
+  return [json.loads(line) for line in gzip.open(dataset / SIDECAR)]
+
+
+def _write_lines(dataset: pathlib.Path, lines: list) -> None:
+  (dataset / SIDECAR).write_bytes(gzip.compress(b''.join(
+      (line if isinstance(line, bytes) else json.dumps(line).encode()) + b'\n'
+      for line in lines), mtime=0))
+
+
+def _same_shards(out: pathlib.Path, full: pathlib.Path) -> None:
+  for name in SHARDS:
+    assert (out / name).read_bytes() == (full / name).read_bytes(), name
+
+
+@pytest.fixture(params=['inline', 'by_shard'])
+def path(request, monkeypatch):
+  """Both copy paths: inline in the image step (a single local worker), and a
+  previous shard per call (as on a distributed runner)."""
+  if request.param == 'by_shard':
+    monkeypatch.setattr(convert.runners, 'single_local_worker', lambda options: False)
+  return request.param
+
+
+def test_two_swapped_records_are_encoded_not_copied_under_the_wrong_key(night1, tmp_path,
+                                                                          path):
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  lines = [line for line in _lines(previous) if line['shard'] == 0]
+  first, second = lines[0], lines[1]
+  assert first['length'] == second['length']  # the same length: both CRC-valid when swapped
+  shard = bytearray((previous / SHARDS[0]).read_bytes())
+  a = shard[first['offset']:first['offset'] + first['length']]
+  b = shard[second['offset']:second['offset'] + second['length']]
+  shard[first['offset']:first['offset'] + first['length']] = b
+  shard[second['offset']:second['offset'] + second['length']] = a
+  (previous / SHARDS[0]).write_bytes(bytes(shard))
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (6, 2)
+  _same_shards(out, full)
+
+
+@pytest.mark.parametrize('tamper', ['repointed', 'swapped'])
+def test_a_sidecar_line_naming_another_record_is_caught(night1, tmp_path, path, tamper):
+  """A line re-pointed at another record (its offset, length, ordinal and
+  CRC: every CRC valid), or two lines' places swapped: the record's own key
+  feature says it is not the row's."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  other = next(line for line in lines[1:] if line['shard'] == lines[0]['shard'])
+  place = ('ordinal', 'offset', 'length', 'data_crc')
+  first = {k: lines[0][k] for k in place}
+  lines[0].update({k: other[k] for k in place})
+  if tamper == 'swapped':
+    other.update(first)
+  _write_lines(previous, lines)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  fallbacks = {'repointed': 1, 'swapped': 2}[tamper]
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (8 - fallbacks, fallbacks)
+  _same_shards(out, full)
+
+
+def test_a_changed_image_path_with_the_same_key_is_encoded_again(night1, tmp_path):
+  """`imgs/a.png` -> `./imgs/a.png`: the same file and key, but the record's
+  image/filename is the path as written."""
+  root, rows, night1_dir = night1
+  changed = [(f'./{image}' if key == 'k3' else image, label, key) for image, label, key in rows]
+  manifest = _manifest(tmp_path / 'night2.csv', changed)
+  (tmp_path / 'imgs').symlink_to(root / 'imgs')  # the same files, by the same inodes
+  assert _run(manifest, tmp_path / 'full') == EXIT_OK
+  out = tmp_path / 'out'
+  assert _run(manifest, out, '--previous_dataset', str(night1_dir)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert reuse_info['encoded']['changed_path'] == 1 and reuse_info['reused'] == 7
+  _same_shards(out, tmp_path / 'full')
+  # night 1's record of k3 (imgs/a3.png) would be wrong: the full run differs from it
+  assert [(tmp_path / 'full' / name).read_bytes() for name in SHARDS] != [
+      (night1_dir / name).read_bytes() for name in SHARDS]
+
+
+def test_a_version_1_sidecar_is_read_and_its_records_encoded_once(night1, tmp_path):
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  info = read_info(previous)
+  info['sources_format_version'] = 1
+  (previous / 'dataset_info.json').write_text(json.dumps(info))
+  _write_lines(previous, [{k: v for k, v in line.items() if k not in ('data_crc', 'image')}
+                          for line in _lines(previous)])
+  upgraded = tmp_path / 'upgraded'
+  assert _run(root / 'night1.csv', upgraded, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(upgraded)
+  assert reuse_info['sources_format_version'] == 2
+  assert (reuse_info['reuse']['reused'], reuse_info['reuse']['encoded']['sidecar_upgrade']) == (
+      0, 8)
+  _same_shards(upgraded, full)
+  assert (upgraded / SIDECAR).read_bytes() == (full / SIDECAR).read_bytes()
+  again = tmp_path / 'again'
+  assert _run(root / 'night1.csv', again, '--previous_dataset', str(upgraded)) == EXIT_OK
+  assert read_info(again)['reuse']['reused'] == 8
+
+
+@pytest.mark.parametrize('damage, reused, fallback', [
+    ({'length': 10 ** 12}, 7, 1),
+    ({'offset': 2 ** 63}, 7, 1),
+    ({'offset': 2 ** 64, 'length': 2 ** 70}, 7, 1),
+    ({'key': ['k0']}, 0, 0),  # the sidecar ends at its first line: every row is new
+])
+def test_a_damaged_sidecar_line_is_a_fallback_never_a_crash(night1, tmp_path, path, damage,
+                                                              reused, fallback):
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  lines[0].update(damage)
+  _write_lines(previous, lines)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (reused, fallback)
+  _same_shards(out, full)
+
+
+def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
+  """A gzip sidecar that expands to one huge line (4 GB in the report that
+  found it) is read MAX_LINE_BYTES at a time; here that bound is made small."""
+  monkeypatch.setattr(reuse, 'MAX_LINE_BYTES', 4096)
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  _write_lines(previous, [lines[0], b'{"key": "' + b'x' * 100_000 + b'"}', *lines[1:]])
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  assert read_info(out)['reuse']['reused'] == 1
+  _same_shards(out, full)
+
+
+def _damage_info(info: dict, case: str) -> dict:
+  if case == 'no_num_bytes':
+    del info['splits']['train']['num_bytes']
+  elif case == 'no_shards':
+    del info['splits']['train']['shards']
+  elif case == 'splits_list':
+    info['splits'] = []
+  return info
+
+
+@pytest.mark.parametrize('case, message', [
+    ('no_num_bytes', '{bad}: dataset_info.json gives the train split no num_bytes: not a '
+                     'dataset convert wrote (convert it once in full)'),
+    ('no_shards', ': {bad}/dataset_info.json: splits.train has no list of shards'),
+    ('splits_list', ': {bad}/dataset_info.json: splits [] is not an object of splits'),
+])
+def test_a_malformed_previous_dataset_info_exits_2_naming_it(night1, tmp_path, capsys, case,
+                                                             message):
+  root, _, full = night1
+  bad = _previous(full, tmp_path)
+  (bad / 'dataset_info.json').write_text(json.dumps(_damage_info(read_info(bad), case)))
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(bad)) == EXIT_USAGE
+  separator = '' if message.startswith(':') else ' '
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset{separator}{message.format(bad=bad)}\n')
+  assert not out.exists()
+
+
+def test_an_output_dir_named_latest_is_refused_before_anything_is_written(night1, tmp_path,
+                                                                          capsys):
+  root, _, full = night1
+  out = tmp_path / 'latest'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(full)) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --output_dir {out} is named latest, the pointer a run with --previous_dataset '
+      f'writes beside its folder: name the folder otherwise\n')
+  assert not out.exists()
+
+
+def test_two_runs_writing_latest_at_once_never_fail_and_leave_one_whole_pointer(tmp_path):
+  """Each writer has its own temp name (one shared `latest.tmp` let one
+  writer rename the other's file away: 32 failures in 600 calls)."""
+  errors = []
+
+  def night(name: str) -> None:
+    try:
+      for _ in range(300):
+        write_latest(str(tmp_path / name))
+    except Exception as error:  # the test reports what a writer met
+      errors.append(error)
+
+  writers = [threading.Thread(target=night, args=(name,)) for name in ('a', 'b')]
+  for writer in writers:
+    writer.start()
+  for writer in writers:
+    writer.join()
+  assert errors == []
+  assert (tmp_path / 'latest').read_text() in (f'{tmp_path / "a"}\n', f'{tmp_path / "b"}\n')
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['latest']  # no temp file left
+
+
+def test_latest_on_an_object_store_is_one_write(monkeypatch):
+  calls = []
+
+  class Store:
+    def create(self, path):
+      calls.append(('create', path))
+      return io.BytesIO()
+
+    def __getattr__(self, name):  # rename, delete, ...: a second call on the store
+      return lambda *args: calls.append((name, *args))
+
+  assert write_latest('gs://b/out/2026-12-01', Store()) == 'gs://b/out/latest'
+  assert calls == [('create', 'gs://b/out/latest')]
+
+
+def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tmp_path, capsys):
+  root, rows, _ = night1
+  manifest = _manifest(tmp_path / 'm.csv', [*rows, ('imgs/gone.png', 'cat', 'k8')])
+  (tmp_path / 'imgs').symlink_to(root / 'imgs')
+  budget = ('--max_error_rate', '0.5')
+  assert _run(manifest, tmp_path / 'first', *budget) == EXIT_OK
+  out = tmp_path / 'second'
+  assert _run(manifest, out, *budget, '--previous_dataset', str(tmp_path / 'first')) == EXIT_OK
+  info = read_info(out)
+  assert info['num_rejected'] == 1
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['rejected']) == (
+      8, 0, 1)
+  assert info['reuse']['encoded']['new'] == 0
+  assert capsys.readouterr().out.splitlines()[-1] == (
+      f'Reuse: 8 record(s) copied (0.0 MB) from {tmp_path / "first"}; 0 encoded; 1 rejected; '
+      f'0 dropped; 0 reuse_fallback.')

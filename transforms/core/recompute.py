@@ -1,0 +1,45 @@
+"""validate --recompute N: which records are converted again from their
+sources, and what differs between a record and its source converted again.
+Plain functions."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+RECOMPUTE_MISMATCH = 'recompute_mismatch'  # a problem: same source, other bytes
+SOURCE_CHANGED = 'recompute_source_changed'  # a warning: the source changed or is gone
+
+# What a difference in these features is called in a finding.
+_NAMED = {'image/encoded': 'image bytes', 'img_raw': 'image bytes',
+          'image/class/label': 'label', 'image/class/text': 'label', 'label': 'label'}
+
+
+def how_many(amount, total: int) -> int:
+  """--recompute N of `total` records: an int, that many (at most all); a
+  float, that fraction, rounded up (1.0: all)."""
+  if isinstance(amount, float):
+    return min(total, math.ceil(amount * total))
+  return min(total, amount)
+
+
+def sample(entries: list, amount) -> list:
+  """The records to convert again: entries ((split, key, ...) tuples) in the
+  order of the SHA-256 of split and key, the first how_many(amount). The same
+  dataset and N give the same sample on every run; no order the writer chose
+  (shards, shuffling) decides which."""
+  def order(entry):
+    return hashlib.sha256(f'{entry[0]}/{entry[1]}'.encode()).digest()
+  return sorted(entries, key=order)[:how_many(amount, len(entries))]
+
+
+def differences(expected: dict, found: dict) -> list:
+  """What differs between two parsed Examples ({name: (kind, values)}):
+  'image bytes', 'label', or 'feature NAME', each once, in name order."""
+  named = []
+  for name in sorted(set(expected) | set(found)):
+    if expected.get(name) != found.get(name):
+      what = _NAMED.get(name, f'feature {name}')
+      if what not in named:
+        named.append(what)
+  return named

@@ -1,0 +1,129 @@
+"""A row's source bytes, wherever they are: a file on any Beam filesystem,
+a reference into another file (a Parquet cell, a tar member:
+transforms/workers/source_refs.py), or an http(s):// URL
+(transforms/workers/http_fetch.py). What the image step's pools call to read
+(on their threads, and for image worker processes, which have no Beam
+filesystems and no HTTP client, on the parent's)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Optional
+
+from transforms import filesystem
+from transforms.core.rejects import STAGE_READ
+from transforms.core.rejects import RowError
+from transforms.core.rejects import unexpected_error
+from transforms.core.spec import ImageSpec
+from transforms.workers import http_fetch
+from transforms.workers.checked_read import read_checked
+from transforms.workers.source_image import DEFAULT_SPEC
+from transforms.workers.source_image import is_local
+from transforms.workers.source_image import read_local_file
+from transforms.workers.source_image import stream_size
+from transforms.workers.source_refs import is_ref
+from transforms.workers.source_refs import read_ref
+from transforms.workers.source_refs import ref_file
+
+
+def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
+               spec: ImageSpec = DEFAULT_SPEC,
+               http: Optional[http_fetch.HttpClient] = None) -> bytes:
+  """The whole file at `path` (any Beam filesystem), checked as
+  read_checked does (spec.max_image_bytes from the size the filesystem
+  reports, spec.formats from the first bytes) before the rest is read;
+  RowError if unreadable or refused. reader: what opens remote files (a
+  DoFn's, made in setup: it keeps an S3 client per thread); None: a new one.
+  `path` may be a reference to bytes in another file (a Parquet cell:
+  transforms/workers/source_refs.py), read from that file; or an http(s)://
+  URL, fetched by `http` (transforms/workers/http_fetch.py; None: a client
+  with the default --http_* options)."""
+  if http_fetch.is_http(path):
+    return (http or http_fetch.client(http_fetch.HttpConfig())).fetch(path, spec)
+  if is_ref(path):
+    reader = reader or filesystem.FileAccess()
+    return read_ref(path, spec, _opener(path, reader),
+                    lambda fallback, spec: read_bytes(fallback, reader, spec))
+  if is_local(path):
+    return read_local_file(path, spec)
+  try:
+    with (reader or filesystem.FileAccess()).open(path) as f:
+      return read_checked(f, path, stream_size(f), spec)
+  except RowError:
+    raise
+  except Exception as error:  # remote filesystems wrap their errors in BeamIOError
+    text = str(error)
+    code = 'missing_file' if ('Not found' in text or '404' in text or
+                              'NoSuchKey' in text) else 'unreadable'
+    raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')
+
+
+def _opener(ref, reader: filesystem.FileAccess):
+  """What opens the file holding a reference: a local file directly, any
+  other through the reader (errors of the store: read/unreadable)."""
+  return (lambda path: open(path, 'rb')) if is_local(ref_file(ref)) else reader.open
+
+
+def _is_remote_source(source) -> bool:
+  """A path or reference a worker process cannot read: not on local disk."""
+  if is_ref(source):
+    return not is_local(ref_file(source))
+  return isinstance(source, str) and not is_local(source)
+
+
+def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
+                        http: Optional[http_fetch.HttpClient] = None) -> tuple:
+  """(sources, spec) -> (sources, spec) for an image worker process: local
+  paths as they are (the worker reads them), remote files as their bytes or
+  the RowError reading them (workers have no Beam filesystems), errors
+  already met as they are. Runs on the pool's threads, so remote files are
+  still read in parallel."""
+  sources, spec = args
+  return [_fetched(source) if isinstance(source, concurrent.futures.Future) else
+          _bytes_or_error(source, reader, spec, http) if _is_remote_source(source) else source
+          for source in sources], spec
+
+
+# http(s) images are fetched on these threads, started as soon as their batch
+# is formed (start_fetches), so they arrive while earlier batches decode (a
+# fetch mostly waits on the network; --http_max_per_host caps each host).
+FETCH_THREADS = 32
+_FETCHES = concurrent.futures.ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix='fetch')
+
+
+def start_fetches(sources: list, spec: ImageSpec,
+                  http: Optional[http_fetch.HttpClient]) -> list:
+  """The sources, each http(s) URL replaced by the Future of its fetch
+  (bytes or the RowError rejecting its row), started now."""
+  return [_FETCHES.submit(_fetch_or_error, source, spec, http) if http_fetch.is_http(source)
+          else source for source in sources]
+
+
+def _fetched(future: concurrent.futures.Future):
+  return future.result()
+
+
+def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient]):
+  """The bytes, or the RowError that rejects the row (one nobody foresaw
+  too: it is that row's, never its batch's)."""
+  try:
+    return read_bytes(url, None, spec, http)
+  except RowError as error:
+    return error
+  except Exception as error:
+    return unexpected_error(error, STAGE_READ)
+
+
+def fetched_first(work, sources: list, spec: ImageSpec, read):
+  """work(sources, spec, read) on a pool thread, once the batch's fetches
+  (start_fetches) are in: their errors are the results of their rows."""
+  return work([_fetched(source) if isinstance(source, concurrent.futures.Future) else source
+               for source in sources], spec, read)
+
+
+def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
+                    http: Optional[http_fetch.HttpClient]):
+  try:
+    return read_bytes(path, reader, spec, http)
+  except RowError as error:
+    return error
