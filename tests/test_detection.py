@@ -219,7 +219,7 @@ def test_rle_and_polygons_agree_with_pycocotools():
 def test_category_zero_shifts_every_id():
   labels, shift = coco.label_ids({0: 'background thing', 3: 'cat'})
   assert (labels, shift) == ({0: 1, 3: 4}, 1)
-  assert annotations.label_names({1: 'background thing', 4: 'cat'}) == (
+  assert annotations.label_names({1: 'background thing', 4: 'cat'}, 'a.json') == (
       '', 'background thing', '', '', 'cat')
 
 

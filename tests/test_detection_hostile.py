@@ -479,3 +479,85 @@ def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path
       ('coffee.jpg', 'bad_mask', f'{masks_dir}/coffee.png: not an image Pillow can read')]
   assert read_info(out)['num_examples'] == 1
   assert run_validate(out)[0] == EXIT_OK
+
+
+@pytest.mark.parametrize('point', [1e7, 1e308, float('inf'), float('nan')])
+def test_a_polygon_point_far_outside_its_box_is_refused_before_pycocotools(point):
+  """pycocotools draws each edge at 5x: a point at 1e7 made it allocate
+  without bound (a segmentation fault that killed the whole run)."""
+  near = [10.0, 10.0, 40.0, 10.0, 40.4, 30.0]  # within the edge tolerance of its box
+  far = [10.0, 10.0, 40.0, 10.0, point, 30.0]
+  made = [objects.ObjectAnnotation(1, (10, 10, 40, 30), segmentation=('polygons', [p]),
+                                   line=n) for n, p in enumerate([near, far], 1)]
+  annotation = objects.ImageAnnotation(1, (64, 48), tuple(made))
+  kept, rejected = objects.checked_objects(annotation, {1}, True)
+  assert [o.line for o in kept] == [1]
+  assert [(r.code, r.line) for r in rejected] == [(objects.BAD_ANNOTATION, 2)]
+  assert f'polygon point ({point:g}, 30) is far outside its box (10, 10, 40, 30)' in (
+      rejected[0].reason)
+  # without masks the polygon is not drawn, and not checked
+  assert len(objects.checked_objects(annotation, {1}, False)[0]) == 2
+
+
+def test_an_rle_of_another_size_than_its_images_is_a_bad_mask():
+  """An RLE of 400x600 on an image recorded as 512x512 was stretched to the
+  image without a word (the reference writes it at the wrong size)."""
+  blob = {'size': [48, 64], 'counts': [0, 48 * 64]}
+  other = {'size': [40, 60], 'counts': [0, 40 * 60]}
+  made = tuple(objects.ObjectAnnotation(1, (0, 0, 10, 10), segmentation=('rle', rle), line=n)
+               for n, rle in enumerate([blob, other], 1))
+  annotation = objects.ImageAnnotation(1, (64, 48), made)
+  kept, rejected = objects.checked_objects(annotation, {1}, True)
+  assert [o.line for o in kept] == [1]
+  assert [(r.code, r.line, r.reason) for r in rejected] == [
+      (objects.BAD_MASK, 2, "RLE size [40, 60] (height, width) is not the 64x48 image's")]
+
+
+@pytest.mark.parametrize('field, value, said', [
+    ('segmentation', 5, 'segmentation 5 is neither polygons nor an RLE'),
+    ('segmentation', {'size': [4, 4]}, 'segmentation {"size": [4, 4]} is neither polygons'),
+    ('segmentation', 'abc', 'segmentation "abc" is neither polygons nor an RLE'),
+    ('area', 1e300, 'area 1e+300 is not a number >= 0'),  # inf as the float32 it is written as
+])
+def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field, value, said):
+  """A segmentation that is no segmentation got the box as its mask; an area
+  past float32's range was written as inf (convert exited 0, validate failed)."""
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1})
+  ann = {'bbox': [1, 1, 2, 2], 'category_id': 1, 'area': 4, field: value}
+  with pytest.raises(objects.AnnotationError) as raised:
+    coco.coco_object(ann, source, 1)
+  assert raised.value.code == objects.BAD_ANNOTATION and said in str(raised.value)
+  for fine in ([], None):  # no segmentation: the box is its mask
+    assert coco.coco_object({**ann, 'area': 4, 'segmentation': fine}, source,
+                            1).segmentation is None
+
+
+@pytest.mark.parametrize('categories, said', [
+    # 2**62: a label map of 2**62 names (the run never ended); 10**7 took 86 s
+    ([{'id': 1, 'name': 'person'}, {'id': 2 ** 62, 'name': 'huge'}],
+     f'class id {2 ** 62} is over 100,000 (the label map holds a name for every id up to '
+     f'the largest)'),
+    # convert exited 0, then validate found its objects' label not in the label map
+    ([{'id': 1, 'name': ' '}], 'class 1 has an empty name'),
+    # label_map.txt and .pbtxt broke in two lines; validate said OK
+    ([{'id': 1, 'name': 'per\nson'}],
+     "class name 'per\\nson' holds a line break or tab (label_map.txt has one id<TAB>name "
+     'line per class)'),
+])
+def test_a_class_the_label_map_cannot_hold_exits_2(demo, tmp_path, capsys, categories, said):
+  document = json.loads((demo / 'instances.json').read_text())
+  path = _coco(tmp_path, {**document, 'categories': categories})
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: {said}'
+  assert not (tmp_path / 'out').exists()
+
+
+def test_a_yolo_class_the_label_map_cannot_hold_exits_2(demo, tmp_path, capsys):
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'classes.txt').write_text('red\n\ngreen\n')  # a blank line: class 2 unnamed
+  assert _convert_yolo(root / 'classes.txt', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {root}/classes.txt: class 2 has an empty name'
+  (root / 'data.yaml').write_text('names: {0: red, 200000: green}\n')
+  assert _convert_yolo(root / 'data.yaml', tmp_path / 'out') == EXIT_USAGE
+  assert 'class id 200001 is over 100,000' in _one_line(capsys)
+  assert not (tmp_path / 'out').exists()

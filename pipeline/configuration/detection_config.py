@@ -73,7 +73,11 @@ def _coco(args, options: DetectionOptions) -> DetectionConfig:
     raise UsageError(f'{args.annotations} lists no image (--allow_empty publishes an '
                      f'empty dataset)')
   labels, shift = coco.label_ids(summary.categories)
-  names = objects.label_names({labels[c]: n for c, n in summary.categories.items()})
+  try:
+    names = objects.label_names({labels[c]: n for c, n in summary.categories.items()},
+                                args.annotations)
+  except objects.LabelMapError as error:
+    raise UsageError(str(error))
   return DetectionConfig('coco', args.annotations, args.image_dir.rstrip('/'), names,
                          options, shift, tuple(sorted(labels.items())))
 

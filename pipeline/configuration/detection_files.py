@@ -53,11 +53,18 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
     images.append(parsed)
     listed.append((parsed.filename or f'{stem}.jpg', path, split_of.get(stem, ''),
                    len(listed) + 1))
-  names = objects.label_names(voc.class_names(images))
+  names = _label_names(voc.class_names(images), args.annotations)
   mask_dir = filesystem.join(base, 'SegmentationObject')
   return DetectionConfig('voc', args.annotations, args.image_dir.rstrip('/'), names, options,
                          files=tuple(listed), mask_dir=mask_dir if options.include_masks
                          else '')
+
+
+def _label_names(categories: dict, source: str) -> tuple:
+  try:
+    return objects.label_names(categories, source)
+  except objects.LabelMapError as error:
+    raise UsageError(str(error))
 
 
 def _yolo_names(path: str, files: filesystem.FileAccess) -> dict:
@@ -82,7 +89,7 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   if names_file is None or not files.exists(names_file):
     raise UsageError(f'--annotations {args.annotations}: no data.yaml or classes.txt '
                      f'names the classes')
-  names = objects.label_names(_yolo_names(names_file, files))
+  names = _label_names(_yolo_names(names_file, files), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
   found = [s for s in YOLO_SPLITS if _files_in(files, filesystem.join(images_root, s),

@@ -102,6 +102,30 @@ def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
     if short or not obj.segmentation[1]:
       points = len(short[0]) // 2 if short else 0
       return SHORT_POLYGON, f'a polygon has {points} point(s), fewer than 3'
+    far = _far_point(obj.segmentation[1], obj.box)
+    if far:
+      return BAD_ANNOTATION, (f'polygon point ({far[0]:g}, {far[1]:g}) is far outside its box '
+                              f'{_shown_box(obj.box)}')
+  if include_masks and size is not None and obj.segmentation and obj.segmentation[0] == 'rle':
+    height, width = obj.segmentation[1]['size']
+    if (width, height) != tuple(size):
+      return BAD_MASK, (f'RLE size [{height}, {width}] (height, width) is not the '
+                        f"{_shown_size(size)} image's")
+  return None
+
+
+def _far_point(polygons: list, box: tuple) -> Optional[tuple]:
+  """The first polygon point that is not a finite number or lies outside
+  the box grown by its own width and height (and the edge tolerance) on
+  each side, or None. pycocotools draws every edge at 5x, so one far point
+  would make it allocate without bound (1e7 is a segmentation fault)."""
+  x0, y0, x1, y1 = box
+  grow_x, grow_y = x1 - x0 + EDGE_TOLERANCE, y1 - y0 + EDGE_TOLERANCE
+  for polygon in polygons:
+    for x, y in zip(polygon[0::2], polygon[1::2]):
+      if not (math.isfinite(x) and math.isfinite(y) and x0 - grow_x <= x <= x1 + grow_x
+              and y0 - grow_y <= y <= y1 + grow_y):
+        return x, y
   return None
 
 
@@ -165,8 +189,27 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
 
 # --- the label map of a detection dataset: ids with gaps, 0 the background ---
 
-def label_names(categories: dict) -> tuple:
-  """{id: name} -> names indexed by id ('' for an id no class has, and 0)."""
+MAX_CLASS_ID = 100_000  # dataset_info.json's label_map holds one name per id up to the largest
+
+
+class LabelMapError(ValueError):
+  """A class id or name the label map cannot hold (a usage error on the launcher)."""
+
+
+def label_names(categories: dict, source: str) -> tuple:
+  """{id: name} -> names indexed by id ('' for an id no class has, and 0).
+  LabelMapError, naming `source`, for an id over MAX_CLASS_ID (2**62 made a
+  list of 2**62 names), an empty name (label_map.txt would leave its class
+  out), or a name with a line break or tab (one `id<TAB>name` line each)."""
+  for label, name in sorted(categories.items()):
+    if label > MAX_CLASS_ID:
+      raise LabelMapError(f'{source}: class id {label} is over {MAX_CLASS_ID:,} (the label '
+                          f'map holds a name for every id up to the largest)')
+    if not name:
+      raise LabelMapError(f'{source}: class {label} has an empty name')
+    if any(c in name for c in '\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029'):
+      raise LabelMapError(f'{source}: class name {name!r} holds a line break or tab '
+                          f'(label_map.txt has one id<TAB>name line per class)')
   return tuple(categories.get(i, '') for i in range(max(categories, default=0) + 1))
 
 

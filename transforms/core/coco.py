@@ -14,6 +14,7 @@ from typing import Optional
 from transforms.core import annotations as objects
 from transforms.core import masks
 from transforms.core import paths
+from transforms.core.extra_values import FLOAT32_MAX
 from transforms.core.manifest import ManifestRow
 from transforms.core.manifest import resolve_path
 from transforms.core.splits import SplitConfig
@@ -180,7 +181,8 @@ def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnot
     raise objects.AnnotationError(objects.BAD_ANNOTATION,
                                   f'iscrowd {_shown(crowd)} is not 0 or 1')
   area = ann.get('area')
-  if area is not None and not (_is_number(area) and math.isfinite(area) and area >= 0):
+  if area is not None and not (_is_number(area) and math.isfinite(area)
+                               and 0 <= area <= FLOAT32_MAX):
     raise objects.AnnotationError(objects.BAD_ANNOTATION,
                                   f'area {_shown(area)} is not a number >= 0')
   segmentation = ann.get('segmentation')
@@ -194,6 +196,10 @@ def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnot
         masks.rle_runs(segmentation, source.max_pixels)
       except ValueError as error:
         raise objects.AnnotationError(objects.BAD_MASK, str(error)) from None
+  elif segmentation not in (None, []):  # not "no segmentation": never a box in its place
+    raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                  f'segmentation {_shown(segmentation)} is neither polygons '
+                                  'nor an RLE')
   known = isinstance(category, int) and not isinstance(category, bool)
   return objects.ObjectAnnotation(
       label=source.labels.get(category, -1) if known else -1,

@@ -71,14 +71,14 @@ def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,))
   return values
 
 
-_FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _as_float32(item) -> float:
   if isinstance(item, bool):
     raise ValueError(f'{item!r} is not a number')
   value = float(item)
-  if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+  if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
     raise ValueError(f'{item!r} is not a finite float32')
   return value
 
