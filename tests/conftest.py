@@ -104,9 +104,16 @@ def pytest_configure(config):
   os.environ['TMPDIR'] = tempfile.tempdir = own
 
 
+# TensorFlow's autograph writes the code it generates for a tf.function (a
+# tf.data map in a test) to TMPDIR and removes it itself at exit (atexit in
+# tensorflow/python/autograph/pyct/loader.py): after this fixture runs.
+_REMOVED_AT_EXIT = '__autograph_generated_file'
+
+
 def temp_litter(folder: str) -> list:
-  """What is in `folder` that is not pytest's own."""
-  return sorted(n for n in os.listdir(folder) if not n.startswith(_PYTEST_TEMP))
+  """What is in `folder` that is not pytest's own, nor removed at exit."""
+  return sorted(n for n in os.listdir(folder)
+                if not n.startswith((_PYTEST_TEMP, _REMOVED_AT_EXIT)))
 
 
 @pytest.fixture(scope='session', autouse=True)

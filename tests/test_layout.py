@@ -295,7 +295,7 @@ def _anchors(path: pathlib.Path) -> set:
 
 
 def test_anchors_are_githubs():
-  assert {'6-read-it-back', 'dataset_infojson', 'the-seeds-tf1-recipe',
+  assert {'7-read-it-back', 'dataset_infojson', 'the-seeds-tf1-recipe',
           'one-run-per-output-folder', 'training-ready-shuffled-on-disk-no-leakage'} <= (
               _anchors(ROOT / 'README.md') | _anchors(ROOT / 'docs/output.md')
               | _anchors(ROOT / 'docs/reading.md') | _anchors(ROOT / 'docs/convert.md'))
