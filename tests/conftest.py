@@ -246,7 +246,9 @@ def decode_pixels(data: bytes, spec):
   decoding half."""
   from transforms.core import image
   opened = image.open_image(data, spec.max_pixels, spec.formats)
-  return image._oriented_pixels(opened, len(data), spec, image._orientation(opened, len(data)))
+  pixels, _ = image._oriented_pixels(opened, len(data), spec,
+                                     image._orientation(opened, len(data)))
+  return pixels
 
 
 def check_record(data: bytes, expected) -> tuple:

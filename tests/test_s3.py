@@ -87,14 +87,15 @@ def _env() -> dict:
   return env
 
 
-def _start(server, module: str, *args: str) -> subprocess.Popen:
+def _start(server, module: str, *args: str, temp: str | None = None) -> subprocess.Popen:
+  env = _env() if temp is None else dict(_env(), TMPDIR=temp)
   return subprocess.Popen([sys.executable, '-m', module, *args, *server.beam_options()],
-                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
 
 
-def _run(server, module: str, *args: str) -> subprocess.CompletedProcess:
-  process = _start(server, module, *args)
+def _run(server, module: str, *args: str, temp: str | None = None) -> subprocess.CompletedProcess:
+  process = _start(server, module, *args, temp=temp)
   try:
     stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
   except subprocess.TimeoutExpired:
@@ -368,10 +369,11 @@ def test_two_converts_at_once_on_s3_exactly_one_proceeds(server, s3, converted, 
 
 @pytest.mark.slow
 @pytest.mark.integration  # a slow system test (make test stays in 6 minutes)
-def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converted):
+def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converted, tmp_path):
   target = f's3://{BUCKET}/killed'
+  # SIGKILL leaves the run's private temp folder: in a TMPDIR of its own
   killed = _run(server, 'tests.lock_helpers', 'shards', '--', *_convert_args(target),
-                '--overwrite')
+                '--overwrite', temp=str(tmp_path))
   assert killed.returncode == -signal.SIGKILL, _explain(killed)
   assert _locks(s3, 'killed') == ['.convert.lock.000000']
   assert 'dataset_info.json' not in keys(s3, 'killed')

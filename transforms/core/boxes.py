@@ -15,6 +15,7 @@ from PIL import Image
 
 from transforms.core.image import centre_crop_box
 from transforms.core.image import letterbox
+from transforms.core.image import orient_box
 from transforms.core.image import resize
 from transforms.core.spec import ImageSpec
 
@@ -39,24 +40,6 @@ _TRANSPOSE_METHODS = {
 def oriented_size(stored: tuple, orientation: int) -> tuple:
   """(width, height) of the image once its EXIF orientation is applied."""
   return stored[::-1] if orientation in _TRANSPOSED else tuple(stored)
-
-
-def orient_box(box: Box, stored: tuple, orientation: int) -> Box:
-  """A box on the stored pixels (stored: their (width, height)) -> the same
-  box on the EXIF-oriented image, as ImageOps.exif_transpose turns the pixels."""
-  x0, y0, x1, y1 = box
-  w, h = stored
-  corners = {
-      1: (x0, y0, x1, y1),
-      2: (w - x1, y0, w - x0, y1),
-      3: (w - x1, h - y1, w - x0, h - y0),
-      4: (x0, h - y1, x1, h - y0),
-      5: (y0, x0, y1, x1),
-      6: (h - y1, x0, h - y0, x1),
-      7: (h - y1, w - x1, h - y0, w - x0),
-      8: (y0, w - x1, y1, w - x0),
-  }
-  return corners.get(orientation, corners[1])
 
 
 def annotation_frame(recorded: Optional[tuple], stored: tuple, orientation: int,

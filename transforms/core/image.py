@@ -235,23 +235,61 @@ def to_mode(image: Image.Image, channels: int,
   return image if image.mode == target else image.convert(target)
 
 
-def resize(image: Image.Image, spec: ImageSpec) -> Image.Image:
-  """Resizes to spec.width x spec.height according to spec.resize_mode."""
+def resize(image: Image.Image, spec: ImageSpec, source_size: tuple | None = None,
+           frame: tuple | None = None) -> Image.Image:
+  """Resizes to spec.width x spec.height according to spec.resize_mode.
+
+  source_size is the oriented source's size and frame the box it spans in
+  `image` (both default to the image itself). They differ after a reduced-scale
+  JPEG decode; the geometry (crop box, letterbox) is then still computed on the
+  source's size, so that it is the one transforms.core.boxes.placement gives
+  (a 103x115 JPEG padded to 13x16 once letterboxed 1 px lower than its boxes).
+  """
   if not spec.fixed_size:
     return image
   size = (spec.width, spec.height)
-  if image.size == size:
+  source_size = tuple(source_size or image.size)
+  frame = tuple(frame or (0, 0) + image.size)
+  if image.size == size and frame == (0, 0) + size:
     return image
   resample = FILTERS[spec.resize_filter]
   if spec.resize_mode == 'stretch':
-    return image.resize(size, resample)
+    return image.resize(size, resample, box=frame)
   if spec.resize_mode == 'crop':
-    return image.resize(size, resample, box=centre_crop_box(image.size, size))
+    return image.resize(size, resample, box=_within(
+        centre_crop_box(source_size, size), source_size, frame))
   # pad: keep the aspect ratio, letterbox with zeros (as tf.image.resize_with_pad)
-  inner, offset = letterbox(image.size, size)
+  inner, offset = letterbox(source_size, size)
   canvas = Image.new(image.mode, size, 0)
-  canvas.paste(image.resize(inner, resample), offset)
+  canvas.paste(image.resize(inner, resample, box=frame), offset)
   return canvas
+
+
+def _within(box: tuple, source_size: tuple, frame: tuple) -> tuple:
+  """A box on the source (of source_size) -> the same box in the pixels where
+  the source spans `frame`."""
+  scale_x = (frame[2] - frame[0]) / source_size[0]
+  scale_y = (frame[3] - frame[1]) / source_size[1]
+  return (frame[0] + box[0] * scale_x, frame[1] + box[1] * scale_y,
+          frame[0] + box[2] * scale_x, frame[1] + box[3] * scale_y)
+
+
+def orient_box(box: tuple, stored: tuple, orientation: int) -> tuple:
+  """A box on the stored pixels (stored: their (width, height)) -> the same
+  box on the EXIF-oriented image, as ImageOps.exif_transpose turns the pixels."""
+  x0, y0, x1, y1 = box
+  w, h = stored
+  corners = {
+      1: (x0, y0, x1, y1),
+      2: (w - x1, y0, w - x0, y1),
+      3: (w - x1, h - y1, w - x0, h - y0),
+      4: (x0, h - y1, x1, h - y0),
+      5: (y0, x0, y1, x1),
+      6: (h - y1, x0, h - y0, x1),
+      7: (h - y1, w - x1, h - y0, w - x0),
+      8: (y0, w - x1, y1, w - x0),
+  }
+  return corners.get(orientation, corners[1])
 
 
 def letterbox(src: tuple[int, int], dst: tuple[int, int]) -> tuple:
@@ -313,12 +351,18 @@ def _orientation(image: Image.Image, num_bytes: int) -> int:
 
 
 def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
-                     turn: int) -> Image.Image:
+                     turn: int) -> tuple:
+  """-> (the decoded pixels, EXIF-oriented, in spec's mode; the box the
+  source spans in them). A reduced-scale JPEG decode by 1/s gives
+  ceil(size / s) pixels, of which the source spans size / s."""
+  stored = image.size
   image = load_pixels(image, num_bytes,
                       _draft_size(spec, turn in _TRANSPOSED_ORIENTATIONS))
+  scale = (getattr(image, 'decoderconfig', None) or (1,))[0] or 1
+  frame = orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
   if turn != 1:
     image = ImageOps.exif_transpose(image)
-  return to_mode(image, spec.channels, spec.background)
+  return to_mode(image, spec.channels, spec.background), frame
 
 
 def _framed(encoded: EncodedImage, stored: tuple, turn: int) -> EncodedImage:
@@ -342,5 +386,6 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
     load_pixels(image, len(data), (1, 1))
     width, height = stored
     return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
-  pixels = _oriented_pixels(image, len(data), spec, turn)
-  return _framed(encode(resize(pixels, spec), spec), stored, turn)
+  pixels, frame = _oriented_pixels(image, len(data), spec, turn)
+  source_size = stored[::-1] if turn in _TRANSPOSED_ORIENTATIONS else stored
+  return _framed(encode(resize(pixels, spec, source_size, frame), spec), stored, turn)
