@@ -84,6 +84,7 @@ def _big_jpeg(path):
   Image.fromarray(rng.integers(0, 255, (900, 1200, 3), dtype=np.uint8)).save(path, quality=95)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_killed_run_leaves_no_complete_looking_output_and_rerun_recovers(tmp_path):
   _big_jpeg(tmp_path / 'big.jpg')

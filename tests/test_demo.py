@@ -145,6 +145,7 @@ def test_the_demo_inputs_hold_the_same_rows(demo_dir):
   assert (data / 'classes.txt').read_text().split() == list(demo.CLASSES)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
   """The Examples block in order, into out/ as it says: every run exits 0 with

@@ -6,12 +6,14 @@ read; memory stays bounded; validate finds what convert must never write."""
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 from PIL import Image
 import pytest
 
@@ -23,6 +25,7 @@ from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
+from tests.test_training import shard_records
 from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
 from transforms.core import annotations as objects
@@ -561,3 +564,50 @@ def test_a_yolo_class_the_label_map_cannot_hold_exits_2(demo, tmp_path, capsys):
   assert _convert_yolo(root / 'data.yaml', tmp_path / 'out') == EXIT_USAGE
   assert 'class id 200001 is over 100,000' in _one_line(capsys)
   assert not (tmp_path / 'out').exists()
+
+
+def test_an_rle_without_a_recorded_size_must_be_its_images(demo, tmp_path):
+  """With no width and height recorded, an RLE is checked against the
+  decoded image: one of another size was stretched onto it without a word."""
+  def rle(height, width):
+    return {'size': [height, width], 'counts': [0, height * width]}
+  document = {
+      'images': [{'id': 1, 'file_name': 'coffee.jpg'}],  # 600x400, no size recorded
+      'categories': [{'id': 1, 'name': 'cup'}],
+      'annotations': [
+          {'id': 10, 'image_id': 1, 'category_id': 1, 'bbox': [0, 0, 600, 400],
+           'iscrowd': 1, 'segmentation': rle(400, 600)},
+          {'id': 11, 'image_id': 1, 'category_id': 1, 'bbox': [0, 0, 300, 200],
+           'iscrowd': 1, 'segmentation': rle(200, 300)}]}
+  out = tmp_path / 'out'
+  assert _convert_coco(_coco(tmp_path, document), demo / 'images', out, '--include_masks',
+                       '--height', '40', '--width', '60', '--max_error_rate', '1') == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['code'], line['row']['image']) == ('bad_mask', 'coffee.jpg')
+  assert line['reason'].endswith("the mask of its RLE is 300x200, its annotation's image 600x400")
+  [[example]] = shard_records(out)
+  [encoded] = example['image/object/mask'][1]
+  mask = np.asarray(Image.open(io.BytesIO(encoded)))
+  assert mask.shape == (40, 60) and mask.min() == 1  # the whole image, at the output size
+  assert run_validate(out)[0] == EXIT_OK
+
+
+def test_a_voc_mask_png_of_another_size_rejects_its_row(demo, tmp_path):
+  (tmp_path / 'Annotations').mkdir()
+  (tmp_path / 'SegmentationObject').mkdir()
+  for stem in ('astronaut', 'coffee'):
+    (tmp_path / 'Annotations' / f'{stem}.xml').write_text(_xml(f'{stem}.jpg', width='',
+                                                                height=''))
+  Image.new('P', (512, 512), 1).save(tmp_path / 'SegmentationObject' / 'astronaut.png')
+  Image.new('P', (300, 200), 1).save(tmp_path / 'SegmentationObject' / 'coffee.png')  # 600x400
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'Annotations'), '--annotation_format',
+                       'voc', '--image_dir', str(demo / 'images'), '--output_dir', str(out),
+                       '--include_masks', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  masks_dir = tmp_path / 'SegmentationObject'
+  assert [(line['row']['image'], line['code'], line['reason'])
+          for line in rejected_lines(out)] == [
+      ('coffee.jpg', 'bad_mask', f'coffee.jpg: the mask of {masks_dir}/coffee.png is 300x200, '
+                                 "its annotation's image 600x400")]
+  assert read_info(out)['num_examples'] == 1
+  assert run_validate(out)[0] == EXIT_OK

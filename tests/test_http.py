@@ -31,7 +31,9 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_fetch
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http')]
+# a long system test: make test stays within 6 minutes
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'),
+              pytest.mark.integration]
 SECRET = 'S3CR3T'
 
 

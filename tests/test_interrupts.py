@@ -180,6 +180,7 @@ def temp(tmp_path) -> pathlib.Path:
 # --- convert -------------------------------------------------------------------
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
 def test_interrupted_while_reading_the_manifest(signum, corpus, temp, tmp_path, capsys):
@@ -193,6 +194,7 @@ def test_interrupted_while_reading_the_manifest(signum, corpus, temp, tmp_path, 
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
 def test_interrupted_mid_encode(signum, corpus, temp, tmp_path, capsys):
@@ -204,6 +206,7 @@ def test_interrupted_mid_encode(signum, corpus, temp, tmp_path, capsys):
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
 def test_interrupted_while_renaming_shards_into_place(signum, corpus, temp, tmp_path,
@@ -219,6 +222,7 @@ def test_interrupted_while_renaming_shards_into_place(signum, corpus, temp, tmp_
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_second_signal_during_clean_up_ends_the_run_at_once(corpus, temp, tmp_path, capsys):
   """SIGTERM, then SIGINT while the clean-up deletes: the process ends by
@@ -269,6 +273,7 @@ def _reader_waits(fifo: pathlib.Path) -> Optional[int]:
     return None
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
 def test_validate_interrupted_mid_check(signum, dataset, temp, tmp_path):

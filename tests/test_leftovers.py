@@ -166,6 +166,7 @@ def test_a_takeover_lock_carries_the_dead_runs_splits(tmp_path):
   lock.release()
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   out = tmp_path / 'out'

@@ -9,7 +9,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow
+# a long system test: make test stays within 6 minutes
+pytestmark = [pytest.mark.slow,
+              pytest.mark.integration]
 
 
 def _text(output) -> str:

@@ -248,6 +248,7 @@ TFDS_VARIANTS = {
 }
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_tensorflow_datasets_loads_the_export(source, tmp_path):
   pytest.importorskip('tensorflow_datasets')
@@ -307,6 +308,7 @@ print(json.dumps(rows))
           np.testing.assert_array_equal(np.float32(row[3]), example['weight'])
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_tensorflow_datasets_reads_declared_shapes_and_label_lists(tmp_path):
   """Extra features in their feature_spec shape ([], [N], [null], [null, N]) and

@@ -33,6 +33,7 @@ def _started(argv: list, cwd) -> subprocess.Popen:
 
 
 @pytest.mark.slow  # Beam in subprocesses
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 def test_every_command_exits_141_without_a_traceback_when_stdout_is_gone(tmp_path):
   sample = make_sample(tmp_path / 'sample')
   done = subprocess.run([PY, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),

@@ -262,6 +262,7 @@ def assert_same_dataset(out: pathlib.Path, reference: dict) -> None:
   assert info['num_examples'] == 12 and info['num_rejected'] == 0
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 def test_two_converts_at_once_exactly_one_proceeds(data, tmp_path, reference):
   out, sync = tmp_path / 'out', tmp_path / 'sync'
@@ -301,6 +302,7 @@ KILL_POINTS = [
 ]
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('point', KILL_POINTS)
 def test_killed_run_is_incomplete_and_a_rerun_with_overwrite_recovers(
     point, data, tmp_path, reference, capsys):

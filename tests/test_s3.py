@@ -28,7 +28,9 @@ from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
 
 # One worker builds one moto server and its converted dataset (make test: --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3')]
+# a long system test: make test stays within 6 minutes
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3'),
+              pytest.mark.integration]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 'img2tfrecord-test'
@@ -194,7 +196,6 @@ def test_validate_accepts_the_s3_dataset(server, s3, converted):
   assert report['valid'] and report['num_examples'] == len(IMAGES)
 
 
-@pytest.mark.integration  # a slow system test (make test stays in 6 minutes)
 def test_tfrecordio_sink_on_s3(server, s3):
   """Beam's WriteToTFRecord into s3:// (gzip): its shards listed with their
   sizes, no temp objects left, validate accepts them. The test split gets no
@@ -368,7 +369,6 @@ def test_two_converts_at_once_on_s3_exactly_one_proceeds(server, s3, converted, 
 
 
 @pytest.mark.slow
-@pytest.mark.integration  # a slow system test (make test stays in 6 minutes)
 def test_killed_s3_run_is_incomplete_and_overwrite_recovers(server, s3, converted, tmp_path):
   target = f's3://{BUCKET}/killed'
   # SIGKILL leaves the run's private temp folder: in a TMPDIR of its own

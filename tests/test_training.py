@@ -367,7 +367,8 @@ def test_dedupe_content_keeps_the_first_line_and_rejects_the_copies(copies, tmp_
 
 
 @pytest.mark.parametrize('direct_flags', [[], pytest.param(
-    ['--direct_num_workers', '2'], marks=pytest.mark.slow)])  # Beam worker processes
+    ['--direct_num_workers', '2'], marks=[pytest.mark.slow, pytest.mark.integration])])
+# (Beam worker processes: a long system test, make test stays within 6 minutes)
 def test_dedupe_content_keeps_the_first_copy_whose_label_resolves(tmp_path, direct_flags):
   """The first copy by line has no label (or one outside --label_map): the
   next copy is kept, not lost with it. A class whose only row is a copy keeps

@@ -90,7 +90,10 @@ def source_mask(obj: ObjectAnnotation, size: tuple, scale: tuple,
   """The object's mask on its frame (size: the frame's (width, height)), 'L'
   0/1; None when it has no segmentation (its box then fills the mask).
   Polygons (coordinates times `scale`) are rasterised as pycocotools does;
-  an RLE is decoded at its own size, then brought to the frame's."""
+  an RLE or a VOC PNG is decoded at its own size, which must be the size the
+  annotation's coordinates are in (the frame's divided by `scale`), then
+  brought to the frame's. AnnotationError bad_mask when it is not (a mask
+  of another size was once stretched onto the image without a word)."""
   segmentation = obj.segmentation
   if not segmentation:
     return None
@@ -98,14 +101,20 @@ def source_mask(obj: ObjectAnnotation, size: tuple, scale: tuple,
   if kind == 'polygons':
     return mask_codec.polygons_mask(segmentation[1], size, scale)
   if kind == 'rle':
-    pixels = mask_codec.decode_rle(segmentation[1])
-    mask = mask_codec.mask_image(pixels)
-    return mask if mask.size == tuple(size) else mask.resize(tuple(size), Image.NEAREST)
-  if kind == 'png':
+    mask = mask_codec.mask_image(mask_codec.decode_rle(segmentation[1]))
+    named = 'its RLE'
+  elif kind == 'png':
     _, path, value = segmentation
-    pixels = np.asarray(read_png(path))
-    return mask_codec.mask_image(pixels == value)
-  raise ValueError(f'unknown segmentation kind {kind!r}')
+    mask = mask_codec.mask_image(np.asarray(read_png(path)) == value)
+    named = path
+  else:
+    raise ValueError(f'unknown segmentation kind {kind!r}')
+  expected = (round(size[0] / scale[0]), round(size[1] / scale[1]))
+  if mask.size != expected:
+    raise objects.AnnotationError(objects.BAD_MASK, (
+        f"the mask of {named} is {mask.size[0]}x{mask.size[1]}, its annotation's image "
+        f'{expected[0]}x{expected[1]}'))
+  return mask if mask.size == tuple(size) else mask.resize(tuple(size), Image.NEAREST)
 
 
 def _box_mask(box: tuple, size: tuple) -> Image.Image:
@@ -161,7 +170,15 @@ def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
       continue
     ymin, xmin, ymax, xmax = boxes.normalized(placed, out)
     if options.include_masks:
-      mask = source_mask(obj, size, (sx, sy), read_png) or _box_mask(clipped, size)
+      try:
+        mask = source_mask(obj, size, (sx, sy), read_png) or _box_mask(clipped, size)
+      except objects.AnnotationError as error:
+        if obj.segmentation[0] == 'png':  # one PNG holds every object's mask: the row
+          raise RowError(objects.STAGE_ANNOTATION, error.code, f'{row.image}: {error}') from None
+        rejected.append(objects.reject_object(
+            dataclasses.replace(obj, shown={'image': row.image}), error.code,
+            f'annotation {obj.line} in {obj.source}: {error}'))
+        continue
       moved = boxes.transform_mask(mask, image.orientation, frame, spec)
       columns['masks'].append(mask_codec.encode_mask(moved))
     # the recorded area (COCO) moved as the box: the annotation's scale, the
