@@ -153,11 +153,15 @@ def test_malformed_yolo_yaml_exits_2(tmp_path, capsys):
 
 
 def test_yolo_rows():
-  annotation, rejected = yolo.parse_labels('0 0.5 0.5 0.2 0.4\n1 0.1 0.1\n\n2 x y z w\n',
-                                           3, 'a.txt')
+  annotation, rejected = yolo.parse_labels(
+      '0 0.5 0.5 0.2 0.4\n1 0.1 0.1\n\n2 x y z w\n0.0 0.5 0.5 0.2 0.2\n', 3, 'a.txt')
   assert [o.box for o in annotation.objects] == [pytest.approx((0.4, 0.3, 0.6, 0.7))]
   assert annotation.objects[0].label == 1 and annotation.normalized
-  assert [(r.code, r.line) for r in rejected] == [('short_polygon', 2), ('bad_annotation', 4)]
+  assert [(r.code, r.line, r.reason) for r in rejected] == [
+      ('short_polygon', 2, 'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
+                           '(3 fields)'),
+      ('bad_annotation', 4, "coordinate 'x' is not a number"),
+      ('bad_annotation', 5, "class '0.0' is not a whole number")]
 
 
 def _none_flags(fmt: str, photos: pathlib.Path, root: pathlib.Path) -> list:

@@ -68,12 +68,22 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
     fields = raw.split()
     if not fields:
       continue
+    shown = raw.strip()
     try:
       label = int(fields[0]) + 1
+    except ValueError:  # Ultralytics would read "0.0" as 0: it is not guessed here
+      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
+      rejected.append(objects.reject_object(
+          obj, objects.BAD_ANNOTATION, f'class {fields[0]!r} is not a whole number'))
+      continue
+    try:
       values = [float(v) for v in fields[1:]]
     except ValueError:
-      values, label = [], -1
-    shown = raw.strip()
+      bad = next(v for v in fields[1:] if not _is_number(v))
+      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
+      rejected.append(objects.reject_object(
+          obj, objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number'))
+      continue
     if len(values) == 4:
       cx, cy, w, h = values
       parsed.append(objects.ObjectAnnotation(
@@ -92,3 +102,11 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
           obj, code, f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
           f'({len(fields)} fields)'))
   return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
