@@ -205,7 +205,10 @@ def test_a_killed_launcher_takes_its_job_server_with_it(many_images, tmp_path):
   worker processes. What a killed run leaves in OUT is for --overwrite."""
   import time
   marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
-  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
+  # SIGKILL leaves the run's private temp folder: in a TMPDIR of its own
+  (tmp_path / 'temp').mkdir()
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1],
+         'TMPDIR': str(tmp_path / 'temp')}
   launcher = subprocess.Popen(
       [sys.executable, '-m', 'pipeline.convert', '--manifest', str(many_images),
        '--output_dir', str(tmp_path / 'out'), *FLAGS, '--runner', 'FlinkRunner'],
