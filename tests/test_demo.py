@@ -116,9 +116,11 @@ def test_each_example_parses_with_the_demo_inputs(demo_dir, monkeypatch):
   for argv in pasted:
     if '--previous_dataset' in argv:
       continue  # the second night needs the first
-    # (/shared/out: the cluster examples write where every worker can)
+    # (/shared/out: the cluster examples write where every worker can;
+    # out-flink, out-spark: the engines' pages, one folder each)
     output_dir = opts.parse_convert(argv)[0].output_dir
-    assert output_dir in ('out', 'indexed', '/shared/out') or output_dir.startswith('tour/'), argv
+    assert output_dir in ('out', 'indexed', '/shared/out', 'out-flink', 'out-spark') or (
+        output_dir.startswith('tour/')), argv
   by_flag = {argv[argv.index('--manifest') + 1]: opts.parse_convert(argv)[0]
              for argv in runs if '--manifest' in argv}
   assert by_flag['demo_data/tags.csv'].example.multi_label
