@@ -117,11 +117,19 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
   return meta
 
 
+# Raised when the same options give other pixels, so that no nightly run
+# copies a record an older version encoded. 2: pad and crop after a
+# reduced-scale JPEG decode follow the source's geometry (1 px apart before).
+PIXELS_VERSION = 2
+
+
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
   """The digest of every option that changes an Example's bytes (or whether a
-  row is rejected): the image spec, the schema and its features. A record
-  made under another digest is never reused."""
-  data = {'sources_format': SOURCES_FORMAT_VERSION, 'image': image.to_json(),
+  row is rejected): the image spec, the schema and its features, and the
+  version of the pixels' code. A record made under another digest is never
+  reused."""
+  data = {'sources_format': SOURCES_FORMAT_VERSION, 'pixels': PIXELS_VERSION,
+          'image': image.to_json(),
           'schema': example.schema, 'features': example.feature_spec(image)}
   return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
 
