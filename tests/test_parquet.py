@@ -205,7 +205,7 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
     ('split_and_path', 'gives each row its split (the path of'),
     ('unknown_split', "names the split 'dev' in its path, not one of train, validation, test"),
     ('label_map', "line 2 is 'cat' in --label_map, 'ant' in the file"),
-    ('other_columns', 'need the same columns'),
+    ('other_columns', 'has the columns image: binary, label: string, unlike '),
 ])
 def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, case, message):
   flags = []

@@ -53,6 +53,11 @@ def _column_type(schema, name: str, path: str, flag: str):
   return schema.field(name).type
 
 
+def _columns(schema) -> str:
+  """'image: binary, label: int64' (pyarrow's to_string() is a line a column)."""
+  return ', '.join(f'{field.name}: {field.type}' for field in schema)
+
+
 def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig,
                    extras: tuple, columns: dict, multi_label: bool,
                    label_normalize: frozenset) -> manifest.ManifestConfig:
@@ -69,8 +74,8 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
   schema = footers[0][0]
   for (other, _), (found, _) in zip(files[1:], footers[1:]):
     if not found.remove_metadata().equals(schema.remove_metadata()):
-      raise UsageError(f'manifest {other} has the columns {found.to_string()!r}, unlike '
-                       f'{files[0][0]} ({schema.to_string()!r}): the files of --manifest '
+      raise UsageError(f'manifest {other} has the columns {_columns(found)}, unlike '
+                       f'{files[0][0]} ({_columns(schema)}): the files of --manifest '
                        f'{path} need the same columns')
   config = manifest.ManifestConfig(
       path=path, fmt=manifest.PARQUET, header=tuple(schema.names), role=role, split=split,
