@@ -147,6 +147,8 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
         if steady_s > 0 else None,
         'peak_pss_mib': whole['peak_pss_mib'], 'cpu_seconds': whole['cpu_seconds'],
         'other_cpu_seconds': whole['other_cpu_seconds'],
+        'cpu_ms_per_row': cpu_ms_per_row(startup['cpu_by_process'], whole['cpu_by_process'],
+                                         num_images - STARTUP_IMAGES),
     }
     print(engine, rows[engine], flush=True)
   base = (rows.get('direct') or {}).get('steady_images_per_s')
@@ -154,6 +156,13 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
     row['steady_vs_direct'] = round(row['steady_images_per_s'] / base, 2) if (
         base and row['steady_images_per_s']) else None
   return rows
+
+
+def cpu_ms_per_row(startup: dict, whole: dict, rows: int) -> dict:
+  """{process role: its marginal CPU per row in ms}: the CPU of a run of N
+  images less that of a run of STARTUP_IMAGES, over the rows between."""
+  return {role: round(1000 * (whole[role] - startup.get(role, 0.0)) / rows, 3)
+          for role in sorted(whole)} if rows > 0 else {}
 
 
 def _median_run(runs: list) -> dict:
@@ -169,6 +178,11 @@ def table(rows: dict, num_images: int, case: str) -> str:
     lines.append(f'| {engine} | {row["seconds"]:.1f} | {row["startup_seconds"]:.1f} | '
                  f'{row["images_per_s"]:.0f} | {row["steady_images_per_s"] or 0:.0f} | '
                  f'{row["steady_vs_direct"] or 0:.2f} | {row["peak_pss_mib"]:.0f} |')
+  lines.append('')
+  lines.append('CPU per row, marginal over the 10-image run (ms), by process:')
+  for engine, row in rows.items():
+    shown = ', '.join(f'{role} {ms:.3f}' for role, ms in row.get('cpu_ms_per_row', {}).items())
+    lines.append(f'- {engine}: {shown}')
   return '\n'.join(lines)
 
 

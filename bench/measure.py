@@ -10,6 +10,12 @@ a tree counts shared libraries and copy-on-write pages once.
 To tell whether a figure was disturbed, it also reports the CPU time the tree
 used (rusage of waited-for descendants) and the CPU time the rest of the
 machine used meanwhile (busy time from /proc/stat minus the tree's).
+
+And where the CPU went: the same sampler reads each process's own user +
+system time (/proc/<pid>/stat) and keeps the last value seen, summed by role
+(`launcher`: the command itself; `java`: a JVM, e.g. a job server;
+`python children`: image worker processes, SDK workers; else the program's
+name). A process that ends between two samples loses at most one interval.
 """
 
 import os
@@ -55,6 +61,39 @@ def process_tree(root):
   return tree
 
 
+_CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
+
+
+def own_cpu_seconds(pid):
+  """User + system CPU seconds of one process, without its children (None if
+  it has exited)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      stat = f.read()
+  except OSError:
+    return None
+  fields = stat[stat.rindex(')') + 2:].split()  # fields[0] is field 3, state
+  return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+def process_role(pid, root):
+  """What a process of the tree is: launcher, java, python children, or its
+  program's name ('' if it has exited)."""
+  if pid == root:
+    return 'launcher'
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      program = f.read().split(b'\0', 1)[0].decode(errors='replace')
+  except OSError:
+    return ''
+  name = os.path.basename(program)
+  if name == 'java':
+    return 'java'
+  if name.startswith('python'):
+    return 'python children'
+  return name
+
+
 def pss_kib(pid):
   """PSS of one process in KiB (0 if it has exited)."""
   try:
@@ -78,18 +117,42 @@ class PeakPssSampler(threading.Thread):
     self.other_roots = tuple(other_roots)
     self.peak_kib = 0
     self.max_processes = 0
+    self._cpu = {}  # pid -> [role, own CPU seconds at its first sample or 0, at its last]
     self._done = threading.Event()
 
   def run(self):
     start = time.perf_counter()
     while not self._done.is_set():
-      tree = process_tree(self.root_pid)
-      for other in self.other_roots:
-        tree += process_tree(other)
+      own = process_tree(self.root_pid)
+      others = [pid for other in self.other_roots for pid in process_tree(other)]
+      tree = own + others
       self.peak_kib = max(self.peak_kib, sum(pss_kib(pid) for pid in tree))
       self.max_processes = max(self.max_processes, len(tree))
+      self._sample_cpu(own, '')
+      self._sample_cpu(others, 'cluster ')  # running before: only what this run adds
       early = time.perf_counter() - start < EARLY_PERIOD_S
       self._done.wait(EARLY_SAMPLE_INTERVAL_S if early else SAMPLE_INTERVAL_S)
+
+  def _sample_cpu(self, pids, prefix):
+    """prefix '': processes the command started (all their CPU is the run's);
+    else processes that may predate it (only CPU after the first sample)."""
+    for pid in pids:
+      seconds = own_cpu_seconds(pid)
+      if seconds is None:
+        continue
+      if pid in self._cpu:
+        self._cpu[pid][2] = seconds
+        continue
+      role = process_role(pid, self.root_pid)
+      if role:
+        self._cpu[pid] = [prefix + role, seconds if prefix else 0.0, seconds]
+
+  def cpu_by_role(self):
+    """{role: CPU seconds its processes spent in the run, as last sampled}."""
+    roles = {}
+    for role, first, last in self._cpu.values():
+      roles[role] = round(roles.get(role, 0.0) + last - first, 2)
+    return dict(sorted(roles.items()))
 
   def stop(self):
     self._done.set()
@@ -124,7 +187,7 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
 
     stdout and stderr go to `<log_prefix>.out` / `.err`. The dict holds
     `seconds` (launch to exit), `peak_pss_mib`, `max_processes`, `cpu_seconds`
-    (the tree's), `other_cpu_seconds` (the rest of the machine's, including
+    (the tree's), `cpu_by_process` (the tree's by role, see above), `other_cpu_seconds` (the rest of the machine's, including
     the sampler's), `returncode`, `stdout_tail` and, on failure, `stderr_tail`.
     other_roots: pids of processes outside the tree (a job service, a
     cluster's JVMs) whose trees' PSS counts too (their CPU time does not).
@@ -159,6 +222,7 @@ def run_measured(cmd, log_prefix, cwd=None, timeout=None, env=None, other_roots=
       'peak_pss_mib': round(sampler.peak_kib / 1024, 1),
       'max_processes': sampler.max_processes,
       'cpu_seconds': round(cpu, 2),
+      'cpu_by_process': sampler.cpu_by_role(),
       'other_cpu_seconds': round(max(0.0, other_cpu), 2),
       'stdout_tail': tail(out_path, 5),
       'logs': [out_path, err_path],

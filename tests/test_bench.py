@@ -1,6 +1,7 @@
 """The benchmark's arithmetic (its runs are not tests: no timing is asserted)."""
 
 import struct
+import sys
 
 import numpy as np
 from PIL import Image
@@ -152,3 +153,38 @@ def _records(shard: bytes) -> list:
     records.append(shard[at:at + length + 16])
     at += length + 16
   return records
+
+
+_BURNS_IN_A_CHILD = """
+import multiprocessing, sys, time
+
+
+def burn(seconds):
+  start = time.process_time()
+  while time.process_time() - start < seconds:
+    pass
+  time.sleep(1)  # the sampler reads a process's CPU while it lives
+
+
+if __name__ == '__main__':
+  child = multiprocessing.get_context('spawn').Process(target=burn, args=(0.6,))
+  child.start()
+  child.join()
+"""
+
+
+def test_the_cpu_of_each_process_is_told_apart(tmp_path):
+  """bench.measure sums each process's own CPU by role: the command itself
+  (launcher) and its Python child, which does nearly all the work here."""
+  from bench.engines import cpu_ms_per_row
+  from bench.measure import run_measured
+  script = tmp_path / 'burns.py'
+  script.write_text(_BURNS_IN_A_CHILD)
+  result = run_measured([sys.executable, str(script)], str(tmp_path / 'log'))
+  assert result['returncode'] == 0, result
+  by_role = result['cpu_by_process']
+  assert sorted(by_role) == ['launcher', 'python children']
+  assert by_role['python children'] >= 0.55 > by_role['launcher']  # 10 ms ticks
+  assert sum(by_role.values()) <= result['cpu_seconds'] + 0.05  # as the kernel counts them
+  assert cpu_ms_per_row({'launcher': 1.0}, {'launcher': 3.0, 'java': 4.0}, 2000) == {
+      'java': 2.0, 'launcher': 1.0}
