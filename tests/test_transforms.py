@@ -23,6 +23,7 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
+from transforms.encode import rows_to_fetch_ahead
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
@@ -263,4 +264,14 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
             | beam.ParDo(TallyPerBundle(lambda label: [(label, 1), ('all', 2)]))
             | beam.CombinePerKey(sum))
     assert_that(sums, equal_to([('a', 3), ('b', 1), ('c', 1), ('all', 10)]))
+
+
+@pytest.mark.parametrize('loaded_bytes, loaded, rows', [
+    (0, 0, 64),                      # nothing loaded yet: the floor
+    (100 * 80_000, 100, 512),        # 80 KB images: the cap (64 MiB would hold 838)
+    (10 * 500_000, 10, 134),         # 500 KB: 64 MiB of them
+    (4 * 5_000_000, 4, 64),          # 5 MB photos: the floor, as before the cap grew
+])
+def test_urls_are_fetched_further_ahead_the_smaller_their_images(loaded_bytes, loaded, rows):
+  assert rows_to_fetch_ahead(loaded_bytes, loaded) == rows
 
