@@ -23,7 +23,7 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
-from transforms.encode import rows_to_fetch_ahead
+from transforms.encode import too_far_ahead
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
@@ -266,12 +266,12 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
     assert_that(sums, equal_to([('a', 3), ('b', 1), ('c', 1), ('all', 10)]))
 
 
-@pytest.mark.parametrize('loaded_bytes, loaded, rows', [
-    (0, 0, 64),                      # nothing loaded yet: the floor
-    (100 * 80_000, 100, 512),        # 80 KB images: the cap (64 MiB would hold 838)
-    (10 * 500_000, 10, 134),         # 500 KB: 64 MiB of them
-    (4 * 5_000_000, 4, 64),          # 5 MB photos: the floor, as before the cap grew
+@pytest.mark.parametrize('rows_ahead, bytes_held, gives', [
+    (64, 10 << 30, False),   # 64 rows ahead whatever they hold (as --max_image_bytes caps each)
+    (65, 65 << 20, True),    # past 64 rows only while 64 MiB hold the finished fetches
+    (300, 64 << 20, False),
+    (512, 1, False),
+    (513, 1, True),          # and never past 512 rows
 ])
-def test_urls_are_fetched_further_ahead_the_smaller_their_images(loaded_bytes, loaded, rows):
-  assert rows_to_fetch_ahead(loaded_bytes, loaded) == rows
-
+def test_urls_are_fetched_ahead_within_rows_and_bytes(rows_ahead, bytes_held, gives):
+  assert too_far_ahead(rows_ahead, bytes_held) is gives

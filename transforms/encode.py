@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import threading
 from typing import Optional
 
 import apache_beam as beam
@@ -154,23 +155,21 @@ class PooledSourceFn(beam.DoFn):
 
 
 # http(s) images are fetched ahead of the image pool (which takes 2 batches
-# per process): their fetches start as the rows arrive, at least FETCH_AHEAD
-# rows ahead, and up to FETCH_AHEAD_MAX while that many images of the mean
-# size seen so far hold at most FETCH_AHEAD_BYTES. Measured on 3,000 JPEGs of
-# 80 KB from a server on 127.0.0.1 (2 cores): 64 rows ahead 31 s, 128 23 s,
-# 256 17 s, 512 15 s: a fetch waits on the network, not on a core.
+# per process): their fetches start as the rows arrive, FETCH_AHEAD rows
+# ahead, and up to FETCH_AHEAD_MAX while the finished fetches waiting hold at
+# most FETCH_AHEAD_BYTES. Measured on 3,000 JPEGs of 80 KB from a server on
+# 127.0.0.1 (2 cores): 64 rows ahead 31 s, 128 23 s, 256 17 s, 512 15 s: a
+# fetch waits on the network, not on a core.
 FETCH_AHEAD = 64
 FETCH_AHEAD_MAX = 512
 FETCH_AHEAD_BYTES = 64 << 20
 
 
-def rows_to_fetch_ahead(bytes_seen: int, images_seen: int) -> int:
-  """How many rows may be fetching ahead of the image pool, given the images
-  loaded so far (their source bytes and count)."""
-  if images_seen <= 0 or bytes_seen <= 0:
-    return FETCH_AHEAD
-  mean = bytes_seen / images_seen
-  return max(FETCH_AHEAD, min(FETCH_AHEAD_MAX, int(FETCH_AHEAD_BYTES // mean)))
+def too_far_ahead(rows_ahead: int, bytes_held: int) -> bool:
+  """Whether the oldest row fetching ahead goes to the image pool now: rows
+  ahead of it, and the bytes of their finished fetches."""
+  return rows_ahead > FETCH_AHEAD and (rows_ahead > FETCH_AHEAD_MAX or
+                                       bytes_held > FETCH_AHEAD_BYTES)
 
 
 class LoadImageFn(PooledSourceFn):
@@ -203,7 +202,6 @@ class LoadImageFn(PooledSourceFn):
 
   def setup(self):
     self._progress = ProgressFile(self._progress_dir)
-    self._loaded_bytes, self._loaded = 0, 0  # the images loaded so far: their mean size
     super().setup()
 
   def start_bundle(self):
@@ -213,6 +211,8 @@ class LoadImageFn(PooledSourceFn):
     self._waiting = collections.deque()  # those whose result the pool gives
     self._ahead = collections.deque()  # those fetching, not yet given to the pool
     self._fetching = {}  # id(row) -> the Future of its http(s) fetch
+    # id(row) -> the bytes of its finished fetch, while the row is ahead; their sum
+    self._held, self._held_bytes, self._held_lock = {}, 0, threading.Lock()
     # the previous shards reused records are copied from
     self._shards = ShardReader(self._key_feature)
 
@@ -223,17 +223,30 @@ class LoadImageFn(PooledSourceFn):
     self._arrived.append(entry)
     if entry[1] is None:
       source = super().source_of(element.row)
-      if http_fetch.is_http(source):  # fetched now, FETCH_AHEAD rows ahead of the pool
-        self._fetching[id(element.row)] = start_fetches([source], self._spec, self._http)[0]
+      if http_fetch.is_http(source):  # fetched now, ahead of the pool
+        fetch = start_fetches([source], self._spec, self._http)[0]
+        self._fetching[id(element.row)] = fetch
+        self._held[id(element.row)] = 0
+        fetch.add_done_callback(functools.partial(self._fetched, id(element.row)))
       if self._fetching or self._ahead:  # rows reach the pool in their order
         self._ahead.append(entry)
-        while len(self._ahead) > rows_to_fetch_ahead(self._loaded_bytes, self._loaded):
+        while too_far_ahead(len(self._ahead), self._held_bytes):
           self._give(self._ahead.popleft())
       else:
         self._give(entry)
     yield from self._ready()
 
+  def _fetched(self, key: int, fetch) -> None:
+    """On a fetch thread: the bytes a finished fetch holds, while its row is ahead."""
+    result = None if fetch.cancelled() else fetch.result()  # bytes or a RowError
+    with self._held_lock:
+      if key in self._held:
+        self._held[key] = len(result) if isinstance(result, bytes) else 0
+        self._held_bytes += self._held[key]
+
   def _give(self, entry) -> None:
+    with self._held_lock:
+      self._held_bytes -= self._held.pop(id(entry[0].row), 0)
     self._waiting.append(entry)
     self._took(self._step.add(entry[0]))
 
@@ -296,8 +309,6 @@ class LoadImageFn(PooledSourceFn):
     loaded = loaded_image(element, result)
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)
-    self._loaded_bytes += loaded.source_bytes
-    self._loaded += 1
     return loaded
 
 
