@@ -19,14 +19,17 @@ from transforms.beam_util import TALLIES
 from transforms.core import manifest
 from transforms.core.example_proto import parse_example
 from transforms.core.labels import LabelMap
+from transforms.core.rejects import RowError
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
 from transforms.encode import too_far_ahead
+from transforms.read_sources import start_fingerprinted_fetch
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
+from transforms.workers import http_fetch
 from transforms.workers.source_image import convert_sources
 from transforms.workers.source_image import read_local_file
 
@@ -275,3 +278,47 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
 ])
 def test_urls_are_fetched_ahead_within_rows_and_bytes(rows_ahead, bytes_held, gives):
   assert too_far_ahead(rows_ahead, bytes_held) is gives
+
+
+class _FakeClient:
+  """fetch_with_metadata as HttpClient's: the bytes and the answer's metadata."""
+
+  def __init__(self, metadata=None, error=None):
+    self._metadata, self._error = metadata, error
+
+  def fetch_with_metadata(self, url, spec):
+    del url, spec
+    if self._error:
+      raise self._error
+    return b'image bytes', self._metadata
+
+
+@pytest.mark.parametrize('metadata, fingerprint', [
+    ({'etag': '"v1"', 'mtime': None}, 'https:etag="v1"'),  # as a HEAD's remote_fingerprint
+    ({'etag': None, 'mtime': 'Tue, 01 Dec 2026 10:00:00 GMT'},
+     'https:mtime=Tue, 01 Dec 2026 10:00:00 GMT'),
+    (None, ''),  # neither: the record's content fingerprint, as after a HEAD with neither
+])
+def test_a_fetched_url_gets_the_fingerprint_a_head_would_give(metadata, fingerprint):
+  seen = []
+  fetch = start_fingerprinted_fetch('https://h.example/a.png', ImageSpec(),
+                                    _FakeClient(metadata), seen.append)
+  assert (fetch.result(), seen) == (b'image bytes', [fingerprint])
+
+
+def test_a_failed_fetch_gives_its_error_and_no_fingerprint():
+  seen = []
+  error = RowError('read', 'missing_file', 'https://h.example/a.png: HTTP 404')
+  fetch = start_fingerprinted_fetch('https://h.example/a.png', ImageSpec(),
+                                    _FakeClient(error=error), seen.append)
+  assert (fetch.result(), seen) == (error, [])
+
+
+@pytest.mark.parametrize('status, headers, metadata', [
+    (200, {'ETag': '"x"'}, {'etag': '"x"', 'mtime': None}),
+    (200, {'Last-Modified': 'then'}, {'etag': None, 'mtime': 'then'}),
+    (200, {}, None),
+    (206, {'ETag': '"x"'}, None),  # a part, or any answer but a whole 200, is no version
+])
+def test_change_metadata_of_an_answer(status, headers, metadata):
+  assert http_fetch.change_metadata(status, headers) == metadata

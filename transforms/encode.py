@@ -38,6 +38,7 @@ from transforms.read_sources import fetched_first
 from transforms.read_sources import read_bytes
 from transforms.read_sources import read_remote_sources
 from transforms.read_sources import start_fetches
+from transforms.read_sources import start_fingerprinted_fetch
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PooledStep
@@ -190,13 +191,16 @@ class LoadImageFn(PooledSourceFn):
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0,
                harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None,
-               key_feature: Optional[str] = None):
+               key_feature: Optional[str] = None, fingerprint_fetches: bool = False):
     """key_feature: the feature holding a record's key, compared with the
-    row's in each record copied from a previous dataset."""
+    row's in each record copied from a previous dataset. fingerprint_fetches:
+    an http(s) row without a fingerprint gets its GET's (FingerprintFn left
+    it to this step: no HEAD when no previous dataset needs it first)."""
     super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
                      convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
     self._key_feature = key_feature
+    self._fingerprint_fetches = fingerprint_fetches
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
 
@@ -211,6 +215,7 @@ class LoadImageFn(PooledSourceFn):
     self._waiting = collections.deque()  # those whose result the pool gives
     self._ahead = collections.deque()  # those fetching, not yet given to the pool
     self._fetching = {}  # id(row) -> the Future of its http(s) fetch
+    self._fingerprints = {}  # id(row) -> the fingerprint its GET answered with
     # id(row) -> the bytes of its finished fetch, while the row is ahead; their sum
     self._held, self._held_bytes, self._held_lock = {}, 0, threading.Lock()
     # the previous shards reused records are copied from
@@ -224,7 +229,11 @@ class LoadImageFn(PooledSourceFn):
     if entry[1] is None:
       source = super().source_of(element.row)
       if http_fetch.is_http(source):  # fetched now, ahead of the pool
-        fetch = start_fetches([source], self._spec, self._http)[0]
+        fetch = start_fingerprinted_fetch(
+            source, self._spec, self._http,
+            functools.partial(self._fingerprints.__setitem__, id(element.row))
+        ) if self._fingerprint_fetches and not element.row.fingerprint else start_fetches(
+            [source], self._spec, self._http)[0]
         self._fetching[id(element.row)] = fetch
         self._held[id(element.row)] = 0
         fetch.add_done_callback(functools.partial(self._fetched, id(element.row)))
@@ -293,6 +302,7 @@ class LoadImageFn(PooledSourceFn):
     """The LoadedImage (a LoadedCopy for a copied record), or the row's
     Rejection under REJECTED."""
     row = element.row
+    fingerprint = self._fingerprints.pop(id(row), '')
     if isinstance(result, Copied):
       return LoadedCopy(element, result.data, row.previous.source_sha256)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
@@ -306,6 +316,8 @@ class LoadImageFn(PooledSourceFn):
       # Something nobody foresaw (a Pillow plugin bug, a crashed worker, ...):
       # this row is rejected with the exception; the element in hand is not blamed.
       return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, result))
+    if fingerprint:
+      element = dataclasses.replace(element, row=dataclasses.replace(row, fingerprint=fingerprint))
     loaded = loaded_image(element, result)
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)
@@ -327,15 +339,17 @@ class EncodeRows(beam.PTransform):
                convert_on_thread=convert_sources, convert_in_process=convert_in_worker,
                image_timeout_s: float = 0.0, ordering: Ordering = DEFAULT_ORDERING,
                harnesses: Optional[int] = None, options_digest: str = '',
-               http: Optional[http_fetch.HttpConfig] = None):
+               http: Optional[http_fetch.HttpConfig] = None, fingerprint_fetches: bool = False):
     """harnesses: not None, the image pool is sized in each worker
     (pooled_step.in_worker; image_threads and image_processes are then the
     distributed default until it is). options_digest: the run's
-    (core/fingerprints.options_digest), recorded with each example."""
+    (core/fingerprints.options_digest), recorded with each example.
+    fingerprint_fetches: see LoadImageFn."""
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
-                                   harnesses, http, example_spec.table().key)
+                                   harnesses, http, example_spec.table().key,
+                                   fingerprint_fetches)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

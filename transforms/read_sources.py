@@ -7,10 +7,12 @@ filesystems and no HTTP client, on the parent's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import concurrent.futures
 from typing import Optional
 
 from transforms import filesystem
+from transforms.core import fingerprints
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
@@ -99,15 +101,28 @@ def start_fetches(sources: list, spec: ImageSpec,
           else source for source in sources]
 
 
+def start_fingerprinted_fetch(url: str, spec: ImageSpec, http: http_fetch.HttpClient,
+                              fingerprinted: Callable[[str], None]) -> concurrent.futures.Future:
+  """start_fetches' Future for one URL, whose fetch also calls
+  fingerprinted(the metadata fingerprint its GET answered with: what a HEAD
+  gives FingerprintFn; '' when it has none) before it completes."""
+  return _FETCHES.submit(_fetch_or_error, url, spec, http, fingerprinted)
+
+
 def _fetched(future: concurrent.futures.Future):
   return future.result()
 
 
-def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient]):
+def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient],
+                    fingerprinted: Optional[Callable[[str], None]] = None):
   """The bytes, or the RowError that rejects the row (one nobody foresaw
   too: it is that row's, never its batch's)."""
   try:
-    return read_bytes(url, None, spec, http)
+    if fingerprinted is None:
+      return read_bytes(url, None, spec, http)
+    data, metadata = http.fetch_with_metadata(url, spec)
+    fingerprinted(fingerprints.remote_fingerprint(url, lambda _: metadata) if metadata else '')
+    return data
   except RowError as error:
     return error
   except Exception as error:

@@ -75,9 +75,13 @@ class FingerprintFn(beam.DoFn):
   BATCH = 256
 
   def __init__(self, timeout_s: Optional[float] = None,
-               http: Optional[http_fetch.HttpConfig] = None):
+               http: Optional[http_fetch.HttpConfig] = None, http_from_fetch: bool = False):
+    """http_from_fetch: an http(s) image's row is left without one (''):
+    the image step takes it from the GET that fetches it (LoadImageFn's
+    fingerprint_fetches), one request instead of a HEAD and a GET."""
     self._timeout_s = timeout_s
     self._http_config = http or http_fetch.HttpConfig()
+    self._http_from_fetch = http_from_fetch
 
   def setup(self):
     self._files = filesystem.FileAccess()
@@ -103,7 +107,8 @@ class FingerprintFn(beam.DoFn):
     # A row whose bytes are a part of a file (row.ref: a Parquet cell) is
     # that file's fingerprint and the part's place, and its fallback path's.
     fallbacks = [getattr(row.ref, 'fallback', '') for row in batch]
-    paths = [row.path for row in batch] + fallbacks
+    paths = [('' if self._http_from_fetch and row.ref is None and http_fetch.is_http(row.path)
+              else row.path) for row in batch] + fallbacks
     s3io = self._files._s3() if any(path.startswith('s3://') for path in paths) else None
     found = fingerprints.fingerprint_all(
         paths, lambda path: self._http.metadata(path) if http_fetch.is_http(path) else

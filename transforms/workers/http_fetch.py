@@ -158,6 +158,11 @@ class HttpClient:
   def fetch(self, url: str, spec: ImageSpec) -> bytes:
     """The image's bytes, checked as a file's are (--max_image_bytes,
     --formats by the first bytes); RowError naming the failure."""
+    return self.fetch_with_metadata(url, spec)[0]
+
+  def fetch_with_metadata(self, url: str, spec: ImageSpec) -> tuple:
+    """(the bytes, as fetch gives them; their change metadata as metadata()
+    gives it, from the GET's own answer: None when it has none)."""
     shown = shown_url(url)
     error = None
     for attempt in range(self._config.retries + 1):
@@ -171,7 +176,7 @@ class HttpClient:
         error = retry
     raise error.error
 
-  def _try(self, url: str, shown: str, spec: ImageSpec) -> bytes:
+  def _try(self, url: str, shown: str, spec: ImageSpec) -> tuple:
     import urllib3
 
     from transforms.workers.checked_read import read_checked
@@ -202,7 +207,7 @@ class HttpClient:
           continue
         data = self._body(response, shown, spec, deadline, read_checked)
         done = True  # read to its end: the connection can serve the next request
-        return data
+        return data, change_metadata(response.status, response.headers)
       finally:
         if not done:  # a body left unread (an error, a redirect, too large): not reused
           response.close()
@@ -251,10 +256,17 @@ class HttpClient:
           timeout=urllib3.Timeout(connect=timeout, read=timeout),
           retries=urllib3.Retry(total=None, connect=0, read=0, status=0,
                                 redirect=MAX_REDIRECTS))
-    meta = {'etag': response.headers.get('ETag'), 'mtime': response.headers.get('Last-Modified')}
-    if response.status != 200 or not any(meta.values()):
+    meta = change_metadata(response.status, response.headers)
+    if meta is None:
       raise LookupError(f'{shown_url(url)}: HTTP {response.status}, no ETag or Last-Modified')
     return meta
+
+
+def change_metadata(status: int, headers) -> Optional[dict]:
+  """{'etag', 'mtime': Last-Modified} of an answer (a HEAD's, or the GET's
+  that fetched the bytes), None unless it is a 200 with either."""
+  meta = {'etag': headers.get('ETag'), 'mtime': headers.get('Last-Modified')}
+  return meta if status == 200 and any(meta.values()) else None
 
 
 _CLIENTS: dict = {}
