@@ -109,10 +109,11 @@ bench-engines: install fetch-engines
 
 # The peers (img2dataset, TensorFlow Datasets' builder), each in its own venv
 # (.peers/NAME, pinned in bench/peers/requirements-NAME.txt), then the bench's
-# peer job alone (add --cases raw300,jpeg224 to BENCH_ARGS for the rest too).
+# peer job alone, on 4,000 images, from files and from URLs (add --cases
+# raw300,jpeg224 to BENCH_ARGS for the rest too; --num_images N for another size).
 PEERS := img2dataset tfds
 bench-peers: install $(foreach peer,$(PEERS),.peers/$(peer)/.installed)
-	$(PY) -m bench.bench --cases none --peers $(BENCH_ARGS)
+	$(PY) -m bench.bench --cases none --peers --num_images 4000 $(BENCH_ARGS)
 
 .peers/%/.installed: bench/peers/requirements-%.txt
 	$(PYTHON) -m venv .peers/$*
