@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import tempfile
 
@@ -91,6 +92,13 @@ _ROOT_KEY = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
+  # A suite started in the background by a shell without job control
+  # (`make test &` in a script, nohup) inherits SIGINT ignored, and so would
+  # every command it starts: the Ctrl-C tests would see nothing arrive. The
+  # tests need the signals a terminal gives (measured: two Ctrl-C tests
+  # failed that way, and pass with this).
+  if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
   worker = getattr(config, 'workerinput', None)
   if worker is None:  # the one process, or xdist's controller: before workers start
     root = tempfile.mkdtemp(prefix='i2t-')
