@@ -226,7 +226,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
 def fingerprints_fetched(config: configs.ConvertConfig) -> bool:
   """Whether an http(s) image's fingerprint comes from the GET that fetches
   it (no HEAD first: nothing is decided before the image step). 4,000
-  URLs from 127.0.0.1: 20.3 s with a HEAD each, 12.9 s with no fingerprint."""
+  URLs from 127.0.0.1: 20.3 s with a HEAD each, 14.3 s with the GET's."""
   return (config.sink != SINK_TFRECORDIO and config.change_detection == fingerprints.METADATA
           and not previous_used(config) and config.detection is None)
 
