@@ -22,6 +22,7 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
+from pipeline.demo_sources import LocalServer
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_examples
@@ -136,8 +137,7 @@ class Server:
         if not head:
           self.wfile.write(body)
 
-    self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-    self._server.daemon_threads = True
+    self._server = LocalServer(('127.0.0.1', 0), Handler)
     self.base = f'http://127.0.0.1:{self._server.server_address[1]}'
     self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

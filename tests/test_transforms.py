@@ -24,6 +24,7 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
+from transforms.encode import HeldBytes
 from transforms.encode import too_far_ahead
 from transforms.read_sources import start_fingerprinted_fetch
 from transforms.sources import LabelMapFromRows
@@ -278,6 +279,23 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
 ])
 def test_urls_are_fetched_ahead_within_rows_and_bytes(rows_ahead, bytes_held, gives):
   assert too_far_ahead(rows_ahead, bytes_held) is gives
+
+
+def test_held_bytes_count_finished_fetches_of_rows_still_ahead():
+  held = HeldBytes()
+  held.started(1)
+  held.started(2)
+  assert held.total == 0  # fetching: nothing held yet
+  held.finished(1, 100)
+  held.finished(2, 50)
+  assert held.total == 150
+  held.given(1)
+  assert held.total == 50
+  held.started(3)
+  held.given(3)  # given to the pool before its fetch finished
+  held.finished(3, 70)  # the pool holds it now: not counted here
+  held.given(2)
+  assert held.total == 0
 
 
 class _FakeClient:

@@ -166,6 +166,31 @@ FETCH_AHEAD_MAX = 512
 FETCH_AHEAD_BYTES = 64 << 20
 
 
+class HeldBytes:
+  """The bytes the finished fetches of rows still ahead of the pool hold:
+  a fetch counts from when it finishes (on its thread) until its row is
+  given to the pool (given first: it never counts)."""
+
+  def __init__(self):
+    self.total = 0
+    self._sizes = {}  # key -> the bytes of its finished fetch (0 until then)
+    self._lock = threading.Lock()
+
+  def started(self, key) -> None:
+    with self._lock:
+      self._sizes[key] = 0
+
+  def finished(self, key, size: int) -> None:
+    with self._lock:
+      if key in self._sizes:
+        self._sizes[key] = size
+        self.total += size
+
+  def given(self, key) -> None:
+    with self._lock:
+      self.total -= self._sizes.pop(key, 0)
+
+
 def too_far_ahead(rows_ahead: int, bytes_held: int) -> bool:
   """Whether the oldest row fetching ahead goes to the image pool now: rows
   ahead of it, and the bytes of their finished fetches."""
@@ -216,8 +241,7 @@ class LoadImageFn(PooledSourceFn):
     self._ahead = collections.deque()  # those fetching, not yet given to the pool
     self._fetching = {}  # id(row) -> the Future of its http(s) fetch
     self._fingerprints = {}  # id(row) -> the fingerprint its GET answered with
-    # id(row) -> the bytes of its finished fetch, while the row is ahead; their sum
-    self._held, self._held_bytes, self._held_lock = {}, 0, threading.Lock()
+    self._held = HeldBytes()  # by id(row), while the row is ahead
     # the previous shards reused records are copied from
     self._shards = ShardReader(self._key_feature)
 
@@ -235,11 +259,11 @@ class LoadImageFn(PooledSourceFn):
         ) if self._fingerprint_fetches and not element.row.fingerprint else start_fetches(
             [source], self._spec, self._http)[0]
         self._fetching[id(element.row)] = fetch
-        self._held[id(element.row)] = 0
+        self._held.started(id(element.row))
         fetch.add_done_callback(functools.partial(self._fetched, id(element.row)))
       if self._fetching or self._ahead:  # rows reach the pool in their order
         self._ahead.append(entry)
-        while too_far_ahead(len(self._ahead), self._held_bytes):
+        while too_far_ahead(len(self._ahead), self._held.total):
           self._give(self._ahead.popleft())
       else:
         self._give(entry)
@@ -248,14 +272,10 @@ class LoadImageFn(PooledSourceFn):
   def _fetched(self, key: int, fetch) -> None:
     """On a fetch thread: the bytes a finished fetch holds, while its row is ahead."""
     result = None if fetch.cancelled() else fetch.result()  # bytes or a RowError
-    with self._held_lock:
-      if key in self._held:
-        self._held[key] = len(result) if isinstance(result, bytes) else 0
-        self._held_bytes += self._held[key]
+    self._held.finished(key, len(result) if isinstance(result, bytes) else 0)
 
   def _give(self, entry) -> None:
-    with self._held_lock:
-      self._held_bytes -= self._held.pop(id(entry[0].row), 0)
+    self._held.given(id(entry[0].row))
     self._waiting.append(entry)
     self._took(self._step.add(entry[0]))
 

@@ -13,9 +13,11 @@ from typing import Optional
 
 from PIL import Image
 
+from transforms.core.image import TRANSPOSED_ORIENTATIONS
 from transforms.core.image import centre_crop_box
 from transforms.core.image import letterbox
 from transforms.core.image import orient_box
+from transforms.core.image import oriented_size
 from transforms.core.image import resize
 from transforms.core.spec import ImageSpec
 
@@ -27,7 +29,6 @@ STORED = 'stored'
 EXIF = 'exif'
 ANNOTATION_ORIENTATIONS = (STORED, EXIF)
 DEFAULT_MIN_BOX_VISIBILITY = 0.3
-_TRANSPOSED = (5, 6, 7, 8)
 # Pillow's ImageOps.exif_transpose: orientation -> Image.transpose method.
 _TRANSPOSE_METHODS = {
     2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
@@ -37,18 +38,13 @@ _TRANSPOSE_METHODS = {
 }
 
 
-def oriented_size(stored: tuple, orientation: int) -> tuple:
-  """(width, height) of the image once its EXIF orientation is applied."""
-  return stored[::-1] if orientation in _TRANSPOSED else tuple(stored)
-
-
 def annotation_frame(recorded: Optional[tuple], stored: tuple, orientation: int,
                      default: str = STORED) -> str:
   """Which pixels an image's annotations refer to: STORED or EXIF. Decided by
   the size the annotation records (recorded: (width, height) or None) when
   only one of the stored and the rotated size matches it; else `default`
   (--annotation_orientation)."""
-  if recorded is None or orientation not in _TRANSPOSED:
+  if recorded is None or orientation not in TRANSPOSED_ORIENTATIONS:
     return default
   rotated = oriented_size(stored, orientation)
   recorded = tuple(recorded)

@@ -23,7 +23,7 @@ FILTERS = {
 }
 _EXIF_ORIENTATION = 0x0112
 # Orientations 5-8 swap width and height.
-_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
 _HIGH_BIT_DEPTH_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I', 'F')
 _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 # What Image.open reads to pick a format: every plugin's signature check sees
@@ -274,6 +274,11 @@ def _within(box: tuple, source_size: tuple, frame: tuple) -> tuple:
           frame[0] + box[2] * scale_x, frame[1] + box[3] * scale_y)
 
 
+def oriented_size(stored: tuple, orientation: int) -> tuple:
+  """(width, height) of the image once its EXIF orientation is applied."""
+  return stored[::-1] if orientation in TRANSPOSED_ORIENTATIONS else tuple(stored)
+
+
 def orient_box(box: tuple, stored: tuple, orientation: int) -> tuple:
   """A box on the stored pixels (stored: their (width, height)) -> the same
   box on the EXIF-oriented image, as ImageOps.exif_transpose turns the pixels."""
@@ -357,7 +362,7 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
   ceil(size / s) pixels, of which the source spans size / s."""
   stored = image.size
   image = load_pixels(image, num_bytes,
-                      _draft_size(spec, turn in _TRANSPOSED_ORIENTATIONS))
+                      _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
   scale = (getattr(image, 'decoderconfig', None) or (1,))[0] or 1
   frame = orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
   if turn != 1:
@@ -387,5 +392,5 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
     width, height = stored
     return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
   pixels, frame = _oriented_pixels(image, len(data), spec, turn)
-  source_size = stored[::-1] if turn in _TRANSPOSED_ORIENTATIONS else stored
-  return _framed(encode(resize(pixels, spec, source_size, frame), spec), stored, turn)
+  return _framed(encode(resize(pixels, spec, oriented_size(stored, turn), frame), spec),
+                 stored, turn)

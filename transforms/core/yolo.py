@@ -69,22 +69,19 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
     if not fields:
       continue
     shown = raw.strip()
-    try:
-      label = int(fields[0]) + 1
-    except ValueError:  # Ultralytics would read "0.0" as 0: it is not guessed here
-      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
-      rejected.append(objects.reject_object(
-          obj, objects.BAD_ANNOTATION, f'class {fields[0]!r} is not a whole number'))
+
+    def reject(code: str, reason: str, shown=shown, line=line) -> None:
+      rejected.append(objects.reject_object(objects.ObjectAnnotation(
+          -1, (0, 0, 0, 0), shown=shown, source=source, line=line), code, reason))
+
+    if not _whole_number(fields[0]):  # Ultralytics would read "0.0" as 0: not guessed here
+      reject(objects.BAD_ANNOTATION, f'class {fields[0]!r} is not a whole number')
       continue
-    try:
-      values = [float(v) for v in fields[1:]]
-    except ValueError:
-      bad = next(v for v in fields[1:] if not _is_number(v))
-      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
-      rejected.append(objects.reject_object(
-          obj, objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number'))
-      continue
-    if len(values) == 4:
+    label = int(fields[0]) + 1
+    values, bad = _numbers(fields[1:])
+    if bad is not None:
+      reject(objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number')
+    elif len(values) == 4:
       cx, cy, w, h = values
       parsed.append(objects.ObjectAnnotation(
           label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
@@ -94,19 +91,27 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
       parsed.append(objects.ObjectAnnotation(
           label, (min(xs), min(ys), max(xs), max(ys)), segmentation=('polygons', [values]),
           shown=shown, source=source, line=line, category=f'class {fields[0]}'))
-    else:
-      obj = objects.ObjectAnnotation(-1, (0, 0, 0, 0), shown=shown, source=source, line=line)
-      # one point is a polygon too short; two would read as a box
-      code = objects.SHORT_POLYGON if len(values) == 2 else objects.BAD_ANNOTATION
-      rejected.append(objects.reject_object(
-          obj, code, f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
-          f'({len(fields)} fields)'))
+    else:  # one point is a polygon too short; two would read as a box
+      reject(objects.SHORT_POLYGON if len(values) == 2 else objects.BAD_ANNOTATION,
+             f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
+             f'({len(fields)} fields)')
   return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected
 
 
-def _is_number(text: str) -> bool:
+def _whole_number(text: str) -> bool:
   try:
-    float(text)
+    int(text)
   except ValueError:
     return False
   return True
+
+
+def _numbers(texts: list) -> tuple:
+  """(the texts as floats, None), or ([], the first that is not a number)."""
+  values = []
+  for text in texts:
+    try:
+      values.append(float(text))
+    except ValueError:
+      return [], text
+  return values, None
