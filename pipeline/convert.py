@@ -46,6 +46,9 @@ from pipeline.runs.run_lock import lock_name
 from pipeline.runs.summary import summary
 from transforms import detection
 from transforms import filesystem
+from transforms.batches import BatchedFn
+from transforms.batches import PartitionBatches
+from transforms.batches import in_batches
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -136,12 +139,12 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   content = 'content' in (config.dedupe, config.split_by)
   if content or (previous_used(config) and config.change_detection == 'content'):
     # Rows whose SHA-256 the previous dataset gave are not read (HashSourceFn).
-    rows = rows | 'HashSources' >> beam.ParDo(HashSourceFn(
+    rows = rows | 'HashSources' >> beam.ParDo(BatchedFn(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None,
-        http=config.http))
+        http=config.http)))
   if config.detection is None:
-    tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(
-        lambda row: [(key, 1) for key in tally.label_keys(row)])))
+    tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(in_batches(
+        lambda row: [(key, 1) for key in tally.label_keys(row)]))))
   # The label map is made from every row, before --dedupe content: a class
   # whose rows all turn out to be copies keeps its id (an empty class, warned).
   if config.label_map is not None:
@@ -179,13 +182,14 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   if copied is not None:
     examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
   if previous_used(config):
-    tallies.append(examples | 'TallyReuse' >> beam.ParDo(TallyPerBundle(reuse_tallies)))
+    tallies.append(examples | 'TallyReuse' >> beam.ParDo(TallyPerBundle(
+        in_batches(reuse_tallies))))
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()
   by_split = [examples] if len(split_names) == 1 else (
-      examples | 'PartitionBySplit' >> beam.Partition(
-          lambda example, _: split_names.index(example[0]), len(split_names)))
+      examples | 'PartitionBySplit' >> PartitionBatches(
+          lambda example: split_names.index(example.split), len(split_names)))
   shard_paths = []
   for split, split_examples in zip(split_names, by_split):
     prefix, suffix = filesystem.join(config.output_dir, split), shard_suffix(config.compression)
@@ -203,8 +207,8 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
                   | 'AllRejected' >> beam.Flatten()
                   | 'CountRejected' >> beam.Map(count_rejection))
   rejected_files = all_rejected | 'WriteRejected' >> WriteRejected(config.output_dir)
-  tallies.append(examples | 'TallyExamples' >> beam.ParDo(TallyPerBundle(
-      lambda example: [(tally.example_key(example.split, example.label_id), 1)])))
+  tallies.append(examples | 'TallyExamples' >> beam.ParDo(TallyPerBundle(in_batches(
+      lambda example: [(tally.example_key(example.split, example.label_id), 1)]))))
   content_duplicates = examples | 'ContentDuplicates' >> ContentDuplicates()
   tallies.append(all_rejected | 'TallyRejected' >> beam.ParDo(TallyPerBundle(
       lambda rejection: [(tally.rejection_key(rejection), 1)])))
@@ -242,8 +246,9 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
   if config.sink == SINK_TFRECORDIO:
     return rows, []  # no sidecar: nothing to fingerprint for
   if config.change_detection == fingerprints.METADATA:
-    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(
-        config.image_timeout_s or None, config.http, http_from_fetch=fingerprints_fetched(config)))
+    rows = rows | 'Fingerprint' >> beam.ParDo(BatchedFn(FingerprintFn(
+        config.image_timeout_s or None, config.http,
+        http_from_fetch=fingerprints_fetched(config))))
   if not previous_used(config):
     return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(

@@ -45,6 +45,8 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import DEFAULT_MAX_IMAGE_BYTES
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.batches import BatchedFn
+from transforms.batches import Unbatch
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
 from transforms.encode import read_bytes
@@ -366,16 +368,16 @@ def test_hashing_that_overruns_the_time_limit_is_stopped_and_its_row_rejected(tm
   started = time.monotonic()
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    hashed = (p | 'Rows' >> beam.Create(_rows(tmp_path, names))
-              | 'Hash' >> beam.ParDo(HashSourceFn(spec, PoolSize(1, 2, 1.0),
-                                                  hash_in_process=sleep_on_marked_hash)))
-    assert_that(hashed | 'Sums' >> beam.Map(lambda r: (r.image, r.content_sha256)),
+    hashed = (p | 'Rows' >> beam.Create([_rows(tmp_path, names)])
+              | 'Hash' >> beam.ParDo(BatchedFn(HashSourceFn(
+                  spec, PoolSize(1, 2, 1.0), hash_in_process=sleep_on_marked_hash))))
+    assert_that(hashed | 'Hashed' >> Unbatch() | 'Sums' >> beam.Map(lambda r: (r.image, r.content_sha256)),
                 equal_to([(name, '' if 'SLOW' in name else hashlib.sha256(
                     (tmp_path / name).read_bytes()).hexdigest()) for name in names]),
                 label='Hashes')
     encoded = hashed | EncodeRows(spec, ExampleSpec(), label_map, image_processes=2,
                                   image_timeout_s=60)
-    assert_that(encoded[EXAMPLES] | beam.Map(
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
         lambda e: parse_example(e.data)['image/filename'][1][0].decode()),
                 equal_to([name for name in names if 'SLOW' not in name]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.row['image'], r.stage, r.code,
@@ -393,10 +395,11 @@ def test_a_file_that_cannot_be_hashed_is_rejected_with_that_error_unread_again(t
   spec = ImageSpec(height=1, width=1)
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    hashed = (p | 'Rows' >> beam.Create(_rows(tmp_path, ['a.png', 'x.jpg']))
-              | 'Hash' >> beam.ParDo(HashSourceFn(spec, PoolSize(2, 0))))
+    hashed = (p | 'Rows' >> beam.Create([_rows(tmp_path, ['a.png', 'x.jpg'])])
+              | 'Hash' >> beam.ParDo(BatchedFn(HashSourceFn(spec, PoolSize(2, 0)))))
     encoded = hashed | EncodeRows(spec, ExampleSpec(), label_map, image_threads=2)
-    assert_that(encoded[EXAMPLES] | beam.Map(lambda e: len(e.data) > 0), equal_to([True]),
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(lambda e: len(e.data) > 0),
+                equal_to([True]),
                 label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.row['image'], r.stage, r.code)),
                 equal_to([('x.jpg', 'read', 'not_a_file')]), label='Rejected')

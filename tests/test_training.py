@@ -16,6 +16,7 @@ from tests.conftest import feature
 from tests.conftest import local_pipeline
 from tests.conftest import read_info
 from tests.conftest import write_image
+from transforms.batches import chunks
 from transforms.core import shuffle
 from transforms.core.example import BuiltExample
 from transforms.core.example_proto import parse_example
@@ -159,7 +160,7 @@ def _write(examples: list, out: pathlib.Path, in_order: bool, num_shards: int,
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
   with local_pipeline() as p:
-    _ = (p | beam.Create(examples, reshuffle=False)
+    _ = (p | beam.Create(list(chunks(examples, 3)), reshuffle=False)
          | WriteShards(str(out / 'train'), '.tfrecord', 'none', num_shards, max_bytes,
                        in_order))
   return sorted(out.glob('train-*'))
@@ -190,7 +191,7 @@ def test_every_write_path_honours_write_index(tmp_path, in_order, num_shards):
   if in_order:
     examples = sorted(examples, key=lambda e: e.order)
   with local_pipeline() as p:
-    _ = (p | beam.Create(examples, reshuffle=False)
+    _ = (p | beam.Create(list(chunks(examples, 3)), reshuffle=False)
          | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 10 ** 6,
                        in_order, write_index=True))
   shards = sorted(tmp_path.glob('train-*.tfrecord'))
@@ -241,7 +242,7 @@ def test_records_out_of_write_order_fail_the_job(tmp_path, num_shards):
   examples[1], examples[3] = examples[3], examples[1]
   with pytest.raises(Exception, match='out of write order'):
     with local_pipeline() as p:
-      _ = (p | beam.Create(examples, reshuffle=False)
+      _ = (p | beam.Create(list(chunks(examples, 3)), reshuffle=False)
            | WriteShards(str(tmp_path / 'train'), '.tfrecord', 'none', num_shards, 100, True))
 
 

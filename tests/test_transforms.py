@@ -13,6 +13,7 @@ from tests.conftest import COLOURS
 from tests.conftest import local_pipeline
 from tests.conftest import write_image
 from tests.conftest import write_manifest
+from transforms.batches import Unbatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
 from transforms.beam_util import TALLIES
@@ -67,7 +68,7 @@ def test_resolve_keys_keeps_first_row_and_joins_labels(tmp_path):
   with direct_pipeline() as p:
     resolved = (p | 'Images' >> beam.Create(images)) | ResolveKeys(
         p | 'Labels' >> beam.Create(labels))
-    assert_that(resolved['rows'] | beam.Map(lambda r: (r.key, r.image, r.label)),
+    assert_that(resolved['rows'] | Unbatch() | beam.Map(lambda r: (r.key, r.image, r.label)),
                 equal_to([('a', '1.png', 'cat'), ('b', '2.png', 'dog')]), label='Rows')
     assert_that(resolved[REJECTED] | beam.Map(lambda r: (r.stage, r.code, r.line,
                                                          r.counts_as_row)),
@@ -81,7 +82,7 @@ def test_label_map_from_rows():
   rows = [manifest.ManifestRow({}, 'm', i, label=label)
           for i, label in enumerate(['dog', 'cat', '', 'dog', 'ant'])]
   with direct_pipeline() as p:
-    label_map = p | beam.Create(rows) | LabelMapFromRows()
+    label_map = p | beam.Create([rows[:2], rows[2:]]) | LabelMapFromRows()
     assert_that(label_map | beam.Map(lambda m: m.names),
                 equal_to([('ant', 'cat', 'dog')]))
 
@@ -103,8 +104,8 @@ def test_encode_rows_examples_and_rejections(tmp_path):
 
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('blue', 'red'), fixed=True)])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(spec, ExampleSpec(), label_map)
-    assert_that(encoded[EXAMPLES] | beam.Map(summary),
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(spec, ExampleSpec(), label_map)
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(summary),
                 equal_to([('train', [1], bytes(COLOURS['red']) * 6)]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.stage, r.code)),
                 equal_to([(3, 'decode', 'not_an_image'), (4, 'label', 'unknown_label')]),
@@ -138,7 +139,7 @@ def test_an_unforeseen_decoder_crash_becomes_a_dead_letter(tmp_path):
                                path=str(tmp_path / 'red.png'), key='red.png', label='red')]
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
         ImageSpec(), ExampleSpec(), label_map, convert_on_thread=_convert_exploding)
     assert_that(encoded[EXAMPLES], equal_to([]), label='NoExamples')
     assert_that(encoded[REJECTED] | beam.Map(
@@ -163,10 +164,10 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
                                      path=str(path), key=path.name, label='red'))
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
         ImageSpec(height=1, width=1), ExampleSpec(), label_map, image_threads=3,
         convert_on_thread=_convert_or_explode)
-    assert_that(encoded[EXAMPLES] | beam.Map(
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
         lambda e: (parse_example(e.data)['image/filename'][1][0].decode(),
                    parse_example(e.data)['image/encoded'][1][0][0])),
                 equal_to([(f'{i}.png', i) for i in range(40) if i % 10 not in (3, 7)]),
@@ -210,10 +211,10 @@ def test_a_stuck_image_is_rejected_as_timeout_and_its_batch_redone(tmp_path, slo
   started = time.monotonic()
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
         ImageSpec(height=1, width=1), ExampleSpec(), label_map,
         image_processes=2, convert_in_process=sleep_on_marked, image_timeout_s=2)
-    assert_that(encoded[EXAMPLES] | beam.Map(
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
         lambda e: parse_example(e.data)['image/filename'][1][0].decode()),
                 equal_to([f'{i}.png' for i in range(20) if i != slow]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(
@@ -235,10 +236,10 @@ def test_a_crashing_image_worker_rejects_only_its_row(tmp_path):
                                      path=str(tmp_path / name), key=name, label='red'))
   with direct_pipeline() as p:
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
-    encoded = p | 'Rows' >> beam.Create(rows) | EncodeRows(
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
         ImageSpec(height=1, width=1, encoding='png'), ExampleSpec(), label_map,
         image_processes=2, convert_in_process=crash_on_marked)
-    assert_that(encoded[EXAMPLES] | beam.Map(
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
         lambda e: parse_example(e.data)['image/filename'][1][0].decode()),
                 equal_to([f'{i}.png' for i in range(20) if i != 5]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(

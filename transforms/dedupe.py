@@ -9,6 +9,8 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.batches import Batch
+from transforms.batches import chunks
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.core import duplicates
@@ -45,14 +47,14 @@ class _ReportFn(beam.CombineFn):
 
 @beam.ptransform_fn
 def ContentDuplicates(examples):
-  """BuiltExamples -> one report of the rows whose source bytes repeat an
+  """Batches of BuiltExamples -> one report of the rows whose source bytes repeat an
   earlier row's under another key (within a split, across splits); none when
   there is no example: read it as AsSingleton(..., default_value=
   duplicates.empty_report()). Beam's default value would add four steps and a
   stage."""
   return (examples
-          | 'ContentCopies' >> beam.Map(
-              lambda e: (e.sha256, duplicates.Copy(e.line, e.key, e.split)))
+          | 'ContentCopies' >> beam.FlatMap(
+              lambda batch: [(e.sha256, duplicates.Copy(e.line, e.key, e.split)) for e in batch])
           | 'GroupByContent' >> beam.GroupByKey()
           | 'PerContent' >> beam.MapTuple(duplicates.content_report)
           | 'Report' >> beam.CombineGlobally(_ReportFn()).without_defaults())
@@ -121,16 +123,18 @@ class _DedupeGroupFn(beam.DoFn):
 
 
 class _DedupeAllFn(beam.DoFn):
-  """(None, every row) -> the kept rows in write order; the others under REJECTED."""
+  """(None, every batch of rows) -> the kept rows in write order, in batches;
+  the others under REJECTED."""
 
   def __init__(self, ordering: shuffle.Ordering):
     self._ordering = ordering
 
   def process(self, grouped, label_map):
-    _, rows = grouped
+    _, batches = grouped
     by_content = {}
-    for row in rows:
-      by_content.setdefault(_content_key(row), []).append(row)
+    for batch in batches:
+      for row in batch:
+        by_content.setdefault(_content_key(row), []).append(row)
     kept = []
     for group in by_content.values():
       first, rejections = duplicates.keep_first_copy(
@@ -138,11 +142,12 @@ class _DedupeAllFn(beam.DoFn):
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
       kept.append(first)
-    yield from shuffle.sort_rows(kept, self._ordering)
+    yield from chunks(shuffle.sort_rows(kept, self._ordering))
 
 
 class DedupeContent(beam.PTransform):
-  """Hashed rows -> {ROWS: one row per content, REJECTED: the other copies}.
+  """Batches of hashed rows -> {ROWS: batches of one row per content,
+  REJECTED: the other copies}.
 
   The row kept is the first by line whose label resolves in `label_map` (a
   singleton PCollection of LabelMap). in_order: every row in one group, the
@@ -164,8 +169,9 @@ class DedupeContent(beam.PTransform):
               .with_outputs(REJECTED, main=ROWS))
     else:
       kept = (rows
-              | 'ByContent' >> beam.Map(lambda r: (_content_key(r), r))
+              | 'ByContent' >> beam.FlatMap(lambda batch: [(_content_key(r), r) for r in batch])
               | 'GroupByContent' >> beam.GroupByKey()
               | 'KeepFirst' >> beam.ParDo(_DedupeGroupFn(), label_map)
               .with_outputs(REJECTED, main=ROWS))
+      return {ROWS: kept[ROWS] | 'BatchRows' >> Batch(), REJECTED: kept[REJECTED]}
     return {ROWS: kept[ROWS], REJECTED: kept[REJECTED]}

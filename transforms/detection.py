@@ -10,6 +10,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import BatchedFn
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LOADED
 from transforms.beam_util import REJECTED
@@ -157,8 +158,9 @@ class _DetectFn(beam.DoFn):
 
 
 class DetectRows(beam.PTransform):
-  """Rows with annotations -> {EXAMPLES, REJECTED, TALLIES}; the images are
-  loaded as EncodeRows loads them (LoadImageFn's pool)."""
+  """Batches of rows with annotations -> {EXAMPLES: batches of BuiltExamples,
+  REJECTED, TALLIES}; the images are loaded as EncodeRows loads them
+  (LoadImageFn's pool)."""
 
   def __init__(self, names: tuple, image: ImageSpec, example: ExampleSpec,
                options: DetectionOptions, ordering: Ordering, load: LoadImageFn):
@@ -167,10 +169,11 @@ class DetectRows(beam.PTransform):
     self._load = load
 
   def expand(self, rows):
-    loaded = (rows | 'Unlabelled' >> beam.Map(functools.partial(LabelledRow, label_id=0,
-                                                                 label_text=''))
-              | 'LoadImage' >> beam.ParDo(self._load).with_outputs(REJECTED, main=LOADED))
-    built = loaded[LOADED] | 'Detect' >> beam.ParDo(self._detect).with_outputs(
+    unlabelled = functools.partial(LabelledRow, label_id=0, label_text='')
+    loaded = (rows | 'Unlabelled' >> beam.Map(lambda batch: [unlabelled(row) for row in batch])
+              | 'LoadImage' >> beam.ParDo(BatchedFn(self._load)).with_outputs(
+                  REJECTED, main=LOADED))
+    built = loaded[LOADED] | 'Detect' >> beam.ParDo(BatchedFn(self._detect)).with_outputs(
         REJECTED, TALLIES, main=EXAMPLES)
     rejected = (loaded[REJECTED], built[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: built[EXAMPLES], REJECTED: rejected, TALLIES: built[TALLIES]}

@@ -12,6 +12,7 @@ import apache_beam as beam
 from apache_beam.utils import shared
 
 from transforms import filesystem
+from transforms.batches import BatchedFn
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LABELLED
 from transforms.beam_util import LOADED
@@ -346,7 +347,9 @@ class LoadImageFn(PooledSourceFn):
 
 
 class EncodeRows(beam.PTransform):
-  """Rows -> {'examples': BuiltExample, 'rejected': Rejection}.
+  """Batches of rows -> {'examples': batches of BuiltExamples, 'rejected':
+  Rejection} (transforms/batches.py: each step runs its per-row DoFn over a
+  batch; a rejected row leaves alone, the others in the batches).
 
   Rows keep their order (the local write order) through every step.
 
@@ -377,12 +380,12 @@ class EncodeRows(beam.PTransform):
 
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
-        AssignLabelFn(), label_map_side_input(self._label_map)).with_outputs(
+        BatchedFn(AssignLabelFn()), label_map_side_input(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
-        self._load_image).with_outputs(REJECTED, main=LOADED)
+        BatchedFn(self._load_image)).with_outputs(REJECTED, main=LOADED)
     spec, ordering, digest = self._example_spec, self._ordering, self._options_digest
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
-        lambda image: built_example(image, spec, ordering, digest))
+        lambda images: [built_example(image, spec, ordering, digest) for image in images])
     rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

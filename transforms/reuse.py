@@ -15,6 +15,8 @@ import zlib
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import Batch
+from transforms.batches import BatchedFn
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
@@ -201,23 +203,23 @@ class _AttachFn(_JoinFn):
 @beam.ptransform_fn
 def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig],
                  in_order: bool = False):
-  """Rows -> {ROWS: each row with its previous record (or None), TALLIES: the
-  dropped keys}. The sidecars are read in the workers, one per split.
+  """Batches of rows -> {ROWS: batches of each row with its previous record
+  (or None), TALLIES: the dropped keys}. The sidecars are read in the workers, one per split.
   split: with --split_by content, the split drawn from a reused SHA-256.
   in_order (a single local worker): the previous records are a dict in the
   step and rows keep their order; else joined by key (CoGroupByKey)."""
   if in_order:
     attached = rows | 'Attach' >> beam.ParDo(
-        _AttachFn(mode, split, sidecars)).with_outputs(TALLIES, main=ROWS)
+        BatchedFn(_AttachFn(mode, split, sidecars))).with_outputs(TALLIES, main=ROWS)
     return {ROWS: attached[ROWS], TALLIES: attached[TALLIES]}
   previous = (rows.pipeline
               | 'Sidecars' >> beam.Create(list(sidecars))
               | 'ReadSidecar' >> beam.FlatMap(read_sidecar))
-  keyed = rows | 'ByKey' >> beam.Map(lambda row: (row.key, row))
+  keyed = rows | 'ByKey' >> beam.FlatMap(lambda batch: [(row.key, row) for row in batch])
   joined = ({'rows': keyed, 'previous': previous}
             | 'CoGroupByKey' >> beam.CoGroupByKey()
             | 'Attach' >> beam.ParDo(_JoinFn(mode, split)).with_outputs(TALLIES, main=ROWS))
-  return {ROWS: joined[ROWS], TALLIES: joined[TALLIES]}
+  return {ROWS: joined[ROWS] | 'BatchRows' >> Batch(), TALLIES: joined[TALLIES]}
 
 
 class DecideFn(beam.DoFn):
@@ -342,19 +344,22 @@ class Decided(NamedTuple):
 def decide_and_copy(rows, label_map, mode: str, options_digest: str,
                     ordering: Ordering, key_feature: Optional[str],
                     inline: bool = False) -> Decided:
-  """Rows with their previous records -> the rows to encode (changed, new,
-  or whose copy failed), the copied examples, and the counts. key_feature:
+  """Batches of rows with their previous records -> batches of the rows to
+  encode (changed, new, or whose copy failed), batches of the copied
+  examples, and the counts. key_feature:
   the feature holding a record's key (each copy's is compared with its
   row's). inline (a single local worker): the rows to copy stay among the
   rows, in write order, for the image step to copy (no examples here)."""
   decided = rows | 'Decide' >> beam.ParDo(
-      DecideFn(mode, options_digest, inline), label_map_side_input(label_map)).with_outputs(
-          REUSE, TALLIES, main=ROWS)
+      BatchedFn(DecideFn(mode, options_digest, inline)),
+      label_map_side_input(label_map)).with_outputs(REUSE, TALLIES, main=ROWS)
   if inline:
     return Decided(decided[ROWS], None, [decided[TALLIES]])
   copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, key_feature)
-  to_encode = (decided[ROWS], copied[FALLBACK]) | 'RowsToEncode' >> beam.Flatten()
-  return Decided(to_encode, copied['examples'], [decided[TALLIES], copied[TALLIES]])
+  to_encode = ((decided[ROWS], copied[FALLBACK] | 'BatchFallbacks' >> Batch())
+               | 'RowsToEncode' >> beam.Flatten())
+  return Decided(to_encode, copied['examples'] | 'BatchCopies' >> Batch(),
+                 [decided[TALLIES], copied[TALLIES]])
 
 
 

@@ -8,6 +8,8 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.batches import Batch
+from transforms.batches import chunks
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -124,7 +126,8 @@ class ResolveKeyFn(beam.DoFn):
 
 
 class _ResolveAllFn(beam.DoFn):
-  """(None, [(side, row), ...]) -> every kept row in write order, plus rejections.
+  """(None, [(side, row), ...]) -> every kept row in write order, in batches
+  (lists of BATCH_ROWS rows), plus rejections.
 
   The single-worker form of ResolveKeyFn: all rows arrive as one group, so
   the rows (small) are put in their write order before any image is decoded,
@@ -139,7 +142,7 @@ class _ResolveAllFn(beam.DoFn):
     _, tagged = grouped
     ordering = self._ordering
     # Shuffled, a key's rows share its place: one sort both groups them and
-    # puts the kept rows in write order, so they leave as they are resolved.
+    # puts the kept rows in write order.
     # In manifest order the kept row's line decides, known once resolved.
     place = ordering.key if ordering.shuffle else (lambda key, place: 0)
     tagged = sorted(tagged, key=lambda t: (place(t[1].key, t[1].place), t[1].key, t[0],
@@ -153,20 +156,17 @@ class _ResolveAllFn(beam.DoFn):
                                              self._joined)
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
-      if row is None:
-        continue
-      if ordering.shuffle:
-        yield row
-      else:
+      if row is not None:
         kept.append(row)
     del tagged
-    yield from shuffle.sort_rows(kept, ordering)
+    yield from chunks(kept if ordering.shuffle else shuffle.sort_rows(kept, ordering))
 
 
 class ResolveKeys(beam.PTransform):
   """Keeps one image row per key and, with a label manifest, joins labels.
 
-  In: image rows (and optionally label rows). Out: {'rows', 'rejected'}.
+  In: image rows (and optionally label rows). Out: {'rows': batches of rows
+  (lists, transforms/batches.py), 'rejected': Rejection}.
   in_order: one group of every row, which comes out sorted in the write order
   of `ordering` (for a single local worker, which then writes records in
   the order they arrive); else grouped per key, in no particular order.
@@ -198,11 +198,11 @@ class ResolveKeys(beam.PTransform):
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
         ResolveKeyFn(joined)).with_outputs(REJECTED, main=ROWS)
-    return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
+    return {ROWS: resolved[ROWS] | 'BatchRows' >> Batch(), REJECTED: resolved[REJECTED]}
 
 
 class _LabelNamesFn(beam.CombineFn):
-  """Rows -> the LabelMap of their distinct label names.
+  """Batches of rows -> the LabelMap of their distinct label names.
 
   Keeps where each name is first written ((line, position) of its first
   row), so integer classes are named as first written whatever the order in
@@ -212,11 +212,12 @@ class _LabelNamesFn(beam.CombineFn):
   def create_accumulator(self):
     return {}
 
-  def add_input(self, first, row):
-    for position, label in enumerate(manifest.label_list(row.label)):
-      place = (row.place, position)
-      if label not in first or place < first[label]:
-        first[label] = place
+  def add_input(self, first, rows):
+    for row in rows:
+      for position, label in enumerate(manifest.label_list(row.label)):
+        place = (row.place, position)
+        if label not in first or place < first[label]:
+          first[label] = place
     return first
 
   def merge_accumulators(self, accumulators):
@@ -233,7 +234,7 @@ class _LabelNamesFn(beam.CombineFn):
 
 @beam.ptransform_fn
 def LabelMapFromRows(rows):
-  """Rows -> a single LabelMap of their sorted distinct label names; none when
+  """Batches of rows -> a single LabelMap of their sorted distinct label names; none when
   there is no row: read it with label_map_side_input. (Beam's default value
   would add four steps and a stage to every convert.)"""
   return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()

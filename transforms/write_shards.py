@@ -49,8 +49,8 @@ class _ShardTarget:
 
 
 class _InOrderWriterFn(beam.DoFn):
-  """What both single-worker shard writers share: examples must come in write
-  order and in one bundle (rows are sorted before decoding on a single local
+  """What both single-worker shard writers share: batches of examples, each
+  written in turn (write), must come in write order and in one bundle (rows are sorted before decoding on a single local
   worker; a runner that reordered or split them would otherwise go unnoticed)."""
 
   def __init__(self, target: _ShardTarget):
@@ -62,6 +62,13 @@ class _InOrderWriterFn(beam.DoFn):
 
   def start_bundle(self):
     self._last = None
+
+  def process(self, batch):
+    for example in batch:
+      self.write(example)
+
+  def write(self, example) -> None:
+    raise NotImplementedError
 
   def _check(self, example) -> None:
     if self._written:
@@ -88,7 +95,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     super().start_bundle()
     self._shards, self._count, self._sidecar = [], 0, None
 
-  def process(self, example):
+  def write(self, example) -> None:
     self._check(example)
     if not self._shards:
       self._shards = [self._target.create(self._path(i), self._files)
@@ -141,7 +148,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
     self._cuts = shuffle.SizeCappedShards(self._max_bytes)
     self._sidecar = None
 
-  def process(self, example):
+  def write(self, example) -> None:
     self._check(example)
     shard = self._cuts.add(shuffle.framed_size(len(example.data)))
     with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
@@ -246,13 +253,14 @@ class _ShardFile:
     self.close()
 
 
-def _assign_capped_shard(example, starts):
-  return shuffle.shard_of_order(example.order, starts), (example.order, example)
+def _assign_capped_shards(batch, starts):
+  return [(shuffle.shard_of_order(example.order, starts), (example.order, example))
+          for example in batch]
 
 
-def _assign_shard(example, sorted_orders, num_shards):
-  rank = shuffle.rank_of(example.order, sorted_orders)
-  return shuffle.shard_of(rank, num_shards), (example.order, example)
+def _assign_shards(batch, sorted_orders, num_shards):
+  return [(shuffle.shard_of(shuffle.rank_of(example.order, sorted_orders), num_shards),
+           (example.order, example)) for example in batch]
 
 
 class _WriteShardFn(beam.DoFn):
@@ -291,7 +299,7 @@ def _empty_shards(_, target: _ShardTarget, sorted_orders, num_shards):
 
 
 class WriteShards(beam.PTransform):
-  """BuiltExamples of one split -> `PREFIX-00000-of-0000N.tfrecord[.gz]` files.
+  """Batches of BuiltExamples of one split -> `PREFIX-00000-of-0000N.tfrecord[.gz]` files.
 
   Records are written in their write order (BuiltExample.order).
   num_shards=N: example of rank i in the write order goes to shard i mod N.
@@ -330,22 +338,22 @@ class WriteShards(beam.PTransform):
     write_shard = _WriteShardFn(self._target)
     if not self._num_shards:
       starts = (examples
-                | 'OrdersAndSizes' >> beam.Map(
-                    lambda e: (e.order, shuffle.framed_size(len(e.data))))
+                | 'OrdersAndSizes' >> beam.FlatMap(
+                    lambda batch: [(e.order, shuffle.framed_size(len(e.data))) for e in batch])
                 | 'ShardStarts' >> beam.CombineGlobally(ShardStartsFn(self._max_bytes)))
       return self._with_sidecar(
           examples
-          | 'AssignShard' >> beam.Map(_assign_capped_shard, side.AsSingleton(starts))
+          | 'AssignShard' >> beam.FlatMap(_assign_capped_shards, side.AsSingleton(starts))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
               starts | 'NumShards' >> beam.Map(len))).with_outputs(SOURCES, main='paths'))
     orders = (examples
-              | 'Orders' >> beam.Map(lambda e: e.order)
+              | 'Orders' >> beam.FlatMap(lambda batch: [e.order for e in batch])
               | 'SortedOrders' >> beam.CombineGlobally(SortedOrdersFn()))
     written = self._with_sidecar(
         examples
-        | 'AssignShard' >> beam.Map(_assign_shard, side.AsSingleton(orders),
-                                    self._num_shards)
+        | 'AssignShard' >> beam.FlatMap(_assign_shards, side.AsSingleton(orders),
+                                        self._num_shards)
         | 'GroupByShard' >> beam.GroupByKey()
         | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards).with_outputs(
             SOURCES, main='paths'))

@@ -28,7 +28,7 @@ def _written_shards(_, prefix: str, suffix: str, reported: list, num_examples: i
 
 
 class WriteTFRecordIO(beam.PTransform):
-  """BuiltExamples of one split -> Beam's WriteToTFRecord shards,
+  """Batches of BuiltExamples of one split -> Beam's WriteToTFRecord shards,
   `PREFIX-00000-of-0000N.tfrecord[.gz]` (--sink tfrecordio).
 
   Records go in the order they reach the sink, which the runner decides:
@@ -51,11 +51,12 @@ class WriteTFRecordIO(beam.PTransform):
   def expand(self, examples):
     side = beam.pvalue
     reported = (examples
-                | 'Serialized' >> beam.Map(lambda example: example.data)
+                | 'Serialized' >> beam.FlatMap(lambda batch: [example.data for example in batch])
                 | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
                     self._prefix, file_name_suffix=self._suffix,
                     num_shards=self._num_shards, compression_type=self._compression))
-    count = examples | 'Count' >> beam.combiners.Count.Globally()
+    count = (examples | 'Sizes' >> beam.Map(len)
+             | 'Count' >> beam.CombineGlobally(sum))
     return (examples.pipeline
             | 'Once' >> beam.Impulse()
             | 'ListShards' >> beam.FlatMap(

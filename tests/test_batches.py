@@ -1,0 +1,86 @@
+"""Rows in batches (transforms/batches.py): a per-row DoFn over lists of rows."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+
+from tests.conftest import local_pipeline
+from transforms.batches import Batch
+from transforms.batches import BatchedFn
+from transforms.batches import BatchFn
+from transforms.batches import PartitionBatches
+from transforms.batches import Unbatch
+from transforms.batches import chunks
+from transforms.batches import in_batches
+from transforms.beam_util import in_global_window
+
+
+class _Halves(beam.DoFn):
+  """n -> n / 2 plus the side input, odd n under 'odd'; at the end of a
+  bundle how many it saw (main output) and a tagged 'end'."""
+
+  def start_bundle(self):
+    self.seen = 0
+
+  def process(self, number, offset):
+    self.seen += 1
+    if number % 2:
+      yield beam.pvalue.TaggedOutput('odd', number)
+    else:
+      yield number // 2 + offset
+
+  def finish_bundle(self):
+    yield in_global_window(-self.seen)
+    yield beam.pvalue.TaggedOutput('odd', in_global_window('end'))
+
+
+def test_chunks_keep_order_and_size():
+  assert list(chunks(list(range(7)), 3)) == [[0, 1, 2], [3, 4, 5], [6]]
+  assert list(chunks([], 3)) == []
+
+
+def test_in_batches_gives_every_element_s_values():
+  assert in_batches(lambda n: [(n, 1)] * n)([1, 2]) == [(1, 1), (2, 1), (2, 1)]
+
+
+def test_batched_fn_keeps_the_batch_and_sends_rejects_alone():
+  with local_pipeline() as p:
+    offset = p | 'Offset' >> beam.Create([100])
+    outputs = (p | beam.Create([[0, 1, 2, 3], [5], [4, 6]])
+               | beam.ParDo(BatchedFn(_Halves()), beam.pvalue.AsSingleton(offset))
+               .with_outputs('odd', main='halves'))
+    # one list per batch that made something (the all-odd [5] made none),
+    # plus the bundle's end as a list of its own
+    assert_that(outputs.halves, equal_to([[100, 101], [102, 103], [-7]]), label='Halves')
+    assert_that(outputs.odd, equal_to([1, 3, 5, 'end']), label='Odd')
+
+
+def test_batch_fn_cuts_in_arrival_order():
+  fn = BatchFn(2)
+  fn.start_bundle()
+  made = [batch for n in range(5) for batch in fn.process(n)]
+  assert made == [[0, 1], [2, 3]]
+  assert [w.value for w in fn.finish_bundle()] == [[4]]
+  assert list(fn.finish_bundle()) == []  # nothing held twice
+
+
+def test_batch_and_unbatch_round_trip():
+  with local_pipeline() as p:
+    numbers = p | beam.Create(list(range(10)))
+    batches = numbers | Batch(3)
+    assert_that(batches | beam.Map(len) | beam.CombineGlobally(sum), equal_to([10]),
+                label='Count')
+    assert_that(batches | 'Longest' >> beam.Map(len) | beam.CombineGlobally(max),
+                equal_to([3]), label='Longest')
+    assert_that(batches | Unbatch(), equal_to(list(range(10))), label='Same')
+
+
+def test_partition_batches_by_index_in_order():
+  with local_pipeline() as p:
+    evens, odds, none = (p | beam.Create([[1, 2, 3, 4], [6, 8]])
+                         | PartitionBatches(lambda n: n % 2, 3))
+    assert_that(evens, equal_to([[2, 4], [6, 8]]), label='Evens')
+    assert_that(odds, equal_to([[1, 3]]), label='Odds')
+    assert_that(none, equal_to([]), label='None')

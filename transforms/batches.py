@@ -1,0 +1,143 @@
+"""Rows in batches: the element of convert's per-row steps is a list of rows
+(or of the records made from them), in write order within a bundle.
+
+Every element crossing a Beam step costs the same whatever it holds: on a
+single local worker a few tens of µs per step (windowed values, receivers,
+counters), on Flink and Spark also a trip through the Fn API data plane and
+the engine's network stack at each stage boundary. A 16x16 thumbnail, a
+reused record or a row on a portable runner paid that per row, per step.
+A batch pays it once for up to BATCH_ROWS rows.
+
+The per-row DoFns stay as they are, tested alone: `BatchedFn` runs one over
+each row of a batch. What it cannot turn into its main output still leaves
+row by row, under its tag (a rejection is one line of its own, whatever batch
+its row came in); what it makes of a batch's rows leaves as one list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Iterable
+
+import apache_beam as beam
+from apache_beam.pvalue import TaggedOutput
+from apache_beam.utils.windowed_value import WindowedValue
+
+from transforms.beam_util import in_global_window
+
+# Rows per batch. Rows are small (a few hundred bytes); the records made from
+# them are as large as their images, and the image step emits whatever is
+# ready (at most the pool's rows in flight), so a batch of records stays a few
+# MB. On 20,000 16x16 PNGs the launcher's CPU per row fell from 0.47 ms
+# (one row an element) to (see bench/RESULTS.md) with 256.
+BATCH_ROWS = 256
+
+
+def chunks(items: list, size: int = BATCH_ROWS) -> Iterable[list]:
+  """`items` cut into lists of at most `size`, in order."""
+  for start in range(0, len(items), size):
+    yield items[start:start + size]
+
+
+def in_batches(per_element: Callable[[object], Iterable]) -> Callable[[list], list]:
+  """A function of one element giving several values -> the same over a batch
+  (TallyPerBundle's tallies of a batch are its rows' tallies)."""
+  return lambda batch: [value for element in batch for value in per_element(element)]
+
+
+class BatchedFn(beam.DoFn):
+  """A per-element DoFn run over each element of a batch (a list): its main
+  outputs for one batch leave as one list (none for none), its tagged outputs
+  one by one as it gave them. Outputs made at the end of a bundle likewise.
+  Side inputs reach the wrapped process() as they would alone."""
+
+  def __init__(self, fn: beam.DoFn):
+    self._fn = fn
+
+  def setup(self):
+    self._fn.setup()
+
+  def start_bundle(self):
+    self._fn.start_bundle()
+
+  def process(self, batch, *side_inputs):
+    made = []
+    process = self._fn.process
+    for element in batch:
+      for output in process(element, *side_inputs) or ():
+        if isinstance(output, TaggedOutput):
+          yield output
+        else:
+          made.append(output)
+    if made:
+      yield made
+
+  def finish_bundle(self):
+    made = []
+    for output in self._fn.finish_bundle() or ():
+      if isinstance(output, TaggedOutput):
+        yield output
+      else:
+        made.append(output.value if isinstance(output, WindowedValue) else output)
+    if made:
+      yield in_global_window(made)
+
+  def teardown(self):
+    self._fn.teardown()
+
+
+class BatchFn(beam.DoFn):
+  """Elements -> lists of at most BATCH_ROWS of them, in the order they came
+  within a bundle (no shuffle, no reordering: what Beam's GroupIntoBatches
+  would do)."""
+
+  def __init__(self, size: int = BATCH_ROWS):
+    self._size = size
+
+  def start_bundle(self):
+    self._batch = []
+
+  def process(self, element):
+    self._batch.append(element)
+    if len(self._batch) >= self._size:
+      batch, self._batch = self._batch, []
+      yield batch
+
+  def finish_bundle(self):
+    if self._batch:
+      batch, self._batch = self._batch, []
+      yield in_global_window(batch)
+
+
+@beam.ptransform_fn
+def Batch(elements, size: int = BATCH_ROWS):
+  """PCollection of elements -> PCollection of lists of them (BatchFn)."""
+  return elements | 'Batch' >> beam.ParDo(BatchFn(size))
+
+
+@beam.ptransform_fn
+def Unbatch(batches):
+  """PCollection of lists -> PCollection of their elements, in order: for a
+  step that works row by row (a shuffle by row key, Beam's own sinks)."""
+  return batches | 'Unbatch' >> beam.FlatMap(lambda batch: batch)
+
+
+class _PartitionBatchesFn(beam.DoFn):
+  def __init__(self, index_of: Callable[[object], int]):
+    self._index_of = index_of
+
+  def process(self, batch):
+    parts = {}
+    for element in batch:
+      parts.setdefault(self._index_of(element), []).append(element)
+    for index, part in parts.items():
+      yield TaggedOutput(str(index), part)
+
+
+@beam.ptransform_fn
+def PartitionBatches(batches, index_of: Callable[[object], int], count: int):
+  """Batches -> `count` PCollections of batches: each element goes to number
+  index_of(element), in the order it came (beam.Partition, batch by batch)."""
+  parts = batches | 'Partition' >> beam.ParDo(_PartitionBatchesFn(index_of)).with_outputs(
+      *(str(index) for index in range(count)))
+  return [parts[str(index)] for index in range(count)]
