@@ -29,6 +29,7 @@ Run from the project root:
     .venv/bin/python -m bench.bench [--manifest M] [--num_images N] [--workdir DIR]
         [--json OUT.json] [--cases raw300,jpeg224] [--skip convert,validate]
         [--repeat R] [--memory_scaling] [--peers] [--incremental]
+        [--incremental_sizes A,B]
 """
 
 import argparse
@@ -42,6 +43,7 @@ import shutil
 import sys
 
 from bench import incremental
+from bench.common import BENCH_CASES
 from bench.common import CASES
 from bench.common import Case
 from bench.common import read_manifest
@@ -118,6 +120,17 @@ def positive_int(text):
   return value
 
 
+def two_sizes(text: str) -> list:
+  """argparse type: 'A,B', two different corpus sizes -> [smaller, larger].
+
+  A marginal cost is taken between exactly two sizes; more would need a fit.
+  """
+  sizes = [positive_int(item) for item in text.split(',') if item]
+  if len(sizes) != 2 or sizes[0] == sizes[1]:
+    raise argparse.ArgumentTypeError(f'{text}: give two different sizes, e.g. 6000,12000')
+  return sorted(sizes)
+
+
 def parse_args(argv=None):
   """The command line's options."""
   parser = argparse.ArgumentParser(
@@ -140,8 +153,8 @@ def parse_args(argv=None):
   parser.add_argument(
       '--cases',
       type=comma_list(CASES, allow_none=True),
-      default=list(CASES),
-      help=f"comma list of {','.join(CASES)}, or 'none'")
+      default=list(BENCH_CASES),
+      help=f"comma list of {','.join(CASES)}, or 'none' (default {','.join(BENCH_CASES)})")
   parser.add_argument(
       '--skip',
       type=comma_list(STAGES),
@@ -172,7 +185,15 @@ def parse_args(argv=None):
       '--incremental', action='store_true',
       help='only the nightly-run benchmark (bench/incremental.py): a full run against '
       '--previous_dataset runs after 1%% of the corpus changed')
+  parser.add_argument(
+      '--incremental_sizes', type=two_sizes, metavar='A,B',
+      help='--incremental at both corpus sizes (e.g. 6000,12000), with the marginal cost '
+      'of a reused row between them: (seconds at B - at A) / (rows at B - at A)')
   args = parser.parse_args(argv)
+  if args.incremental_sizes:
+    if args.num_images is not None:
+      parser.error('--incremental_sizes gives the corpus sizes: leave out --num_images')
+    args.incremental = True
   if args.num_images is None and not args.incremental:
     args.num_images = 3000
   return args
@@ -633,7 +654,8 @@ def main(argv=None):
   args.workdir = os.path.abspath(args.workdir)
   if args.incremental:
     os.makedirs(args.workdir, exist_ok=True)
-    incremental.main(args.workdir, args.num_images, args.timeout, args.json, args.repeat)
+    incremental.main(args.workdir, args.num_images, args.timeout, args.json, args.repeat,
+                     args.incremental_sizes)
     return
   os.makedirs(os.path.join(args.workdir, 'logs'), exist_ok=True)
   json_path = os.path.abspath(args.json or os.path.join(args.workdir, 'bench.json'))

@@ -3,6 +3,7 @@ images/s, steady-state images/s and peak memory of the processes involved.
 
   .venv/bin/python -m bench.engines [--num_images 2000] [--case jpeg224]
       [--engines direct,portable,flink,spark] [--clusters] [--json OUT.json]
+      [--corpus photo|tiny] [--startup_images 10]
 
 Engines (each as a user launches it, with nothing but its runner's flags):
   direct     the DirectRunner (no --runner)
@@ -14,14 +15,25 @@ Engines (each as a user launches it, with nothing but its runner's flags):
              standalone master + worker of tests/engine_clusters.py, with an
              EXTERNAL worker pool (make test-integration builds .peers/)
 
-Each engine converts the first 10 images, then all N (--repeat times each,
-medians taken): the 10-image run's time
-is its start-up (interpreter, Beam, JVM, job server, job submission), and
-(N - 10) / (seconds - start-up seconds) its steady rate, compared with the
-DirectRunner's. Peak memory is the peak PSS of the launcher's process tree
-(job server JVM, image processes) plus the trees of the services it works
-through (the job service; a cluster's JVMs and worker pool), bench/measure.py.
+Each engine converts the first K images (--startup_images, default 10), then
+all N (--repeat times each, medians taken): the K-image run's time is its
+start-up (interpreter, Beam, JVM, job server, job submission), and
+(N - K) / (seconds - start-up seconds) its steady rate, compared with the
+DirectRunner's. Each process's CPU per row is likewise the whole run's CPU
+less the K-image run's, over the N - K rows between. Peak memory is the peak
+PSS of the launcher's process tree (job server JVM, image processes) plus the
+trees of the services it works through (the job service; a cluster's JVMs and
+worker pool), bench/measure.py.
 Flink and Spark need Java and their job servers (`make fetch-engines`).
+
+--corpus tiny (`make bench-launcher`): 16x16 PNGs (bench/corpus.py) to raw
+16x16 (--case defaults to raw16), so the per-row work of Beam and of the
+launching process is what is measured, not decoding, resizing or disk
+writes; it also prints the launcher's CPU per row against the target of
+<= 0.05 ms (20,000 rows, marginal over 2,000). The sampler reads each
+process's CPU every 0.1 s (bench/measure.py), so each run's launcher figure
+may lack up to its last 0.1 s: over 18,000 marginal rows, at most 0.006 ms a
+row either way.
 """
 
 import argparse
@@ -38,10 +50,15 @@ import time
 
 from bench.common import CASES
 from bench.corpus import ensure_corpus
+from bench.corpus import ensure_tiny_corpus
 from bench.measure import run_measured
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTUP_IMAGES = 10
+# --corpus: the generated corpus each names, and the case it runs by default.
+CORPORA = {'photo': ensure_corpus, 'tiny': ensure_tiny_corpus}
+DEFAULT_CASES = {'photo': 'jpeg224', 'tiny': 'raw16'}
+LAUNCHER_TARGET_MS = 0.05  # the launching process's CPU per row, on --corpus tiny
 ENGINES = ('direct', 'portable', 'flink', 'spark')
 CLUSTER_ENGINES = ('flink_session', 'spark_standalone')
 RUNNER_FLAGS = {
@@ -122,9 +139,11 @@ def convert_once(engine, manifest, num_images, case, flags, others, work, env, e
   return result
 
 
-def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
-  small, _ = ensure_corpus(corpus_dir, STARTUP_IMAGES)
-  full, _ = ensure_corpus(corpus_dir, num_images)
+def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=(),
+            startup_images=STARTUP_IMAGES, corpus=ensure_corpus):
+  """{engine: its row (engine_row)}; `corpus`: ensure_corpus or ensure_tiny_corpus."""
+  small, _ = corpus(corpus_dir, startup_images)
+  full, _ = corpus(corpus_dir, num_images)
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(
       filter(None, [PROJECT_ROOT, os.environ.get('PYTHONPATH')])))
   env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
@@ -133,23 +152,13 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
     with engine_context(engine, work) as (flags, others):
       startups, wholes = [], []
       for _ in range(repeat):
-        startups.append(convert_once(engine, small, STARTUP_IMAGES, case, flags, others, work,
+        startups.append(convert_once(engine, small, startup_images, case, flags, others, work,
                                      env, extra))
         wholes.append(convert_once(engine, full, num_images, case, flags, others, work, env,
                                    extra))
     # Medians: the steady rate is a difference of two noisy times.
-    startup, whole = _median_run(startups), _median_run(wholes)
-    steady_s = whole['seconds'] - startup['seconds']
-    rows[engine] = {
-        'seconds': whole['seconds'], 'startup_seconds': startup['seconds'],
-        'images_per_s': round(num_images / whole['seconds'], 1),
-        'steady_images_per_s': round((num_images - STARTUP_IMAGES) / steady_s, 1)
-        if steady_s > 0 else None,
-        'peak_pss_mib': whole['peak_pss_mib'], 'cpu_seconds': whole['cpu_seconds'],
-        'other_cpu_seconds': whole['other_cpu_seconds'],
-        'cpu_ms_per_row': cpu_ms_per_row(startup['cpu_by_process'], whole['cpu_by_process'],
-                                         num_images - STARTUP_IMAGES),
-    }
+    rows[engine] = engine_row(_median_run(startups), _median_run(wholes), num_images,
+                              startup_images)
     print(engine, rows[engine], flush=True)
   base = (rows.get('direct') or {}).get('steady_images_per_s')
   for row in rows.values():
@@ -158,9 +167,28 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=()):
   return rows
 
 
+def engine_row(startup: dict, whole: dict, num_images: int,
+               startup_images: int = STARTUP_IMAGES) -> dict:
+  """An engine's figures from its run of `startup_images` (`startup`) and of
+  all `num_images` (`whole`), both run_measured's dicts: the start-up run's
+  time and CPU are what every run pays once, so the differences over the
+  rows between are what a row costs."""
+  steady_s = whole['seconds'] - startup['seconds']
+  return {
+      'seconds': whole['seconds'], 'startup_seconds': startup['seconds'],
+      'images_per_s': round(num_images / whole['seconds'], 1),
+      'steady_images_per_s': round((num_images - startup_images) / steady_s, 1)
+      if steady_s > 0 and num_images > startup_images else None,
+      'peak_pss_mib': whole['peak_pss_mib'], 'cpu_seconds': whole['cpu_seconds'],
+      'other_cpu_seconds': whole['other_cpu_seconds'],
+      'cpu_ms_per_row': cpu_ms_per_row(startup['cpu_by_process'], whole['cpu_by_process'],
+                                       num_images - startup_images),
+  }
+
+
 def cpu_ms_per_row(startup: dict, whole: dict, rows: int) -> dict:
   """{process role: its marginal CPU per row in ms}: the CPU of a run of N
-  images less that of a run of STARTUP_IMAGES, over the rows between."""
+  images less that of the start-up run, over the `rows` (N - K) between."""
   return {role: round(1000 * (whole[role] - startup.get(role, 0.0)) / rows, 3)
           for role in sorted(whole)} if rows > 0 else {}
 
@@ -170,26 +198,46 @@ def _median_run(runs: list) -> dict:
   return sorted(runs, key=lambda run: run['seconds'])[(len(runs) - 1) // 2]
 
 
-def table(rows: dict, num_images: int, case: str) -> str:
-  lines = [f'{num_images} images, {case}, {os.cpu_count()} cores',
-           '| engine | wall s | start-up s (10 images) | images/s | steady images/s | '
-           'steady vs direct | peak PSS MiB |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: |']
+def table(rows: dict, num_images: int, case: str, startup_images: int = STARTUP_IMAGES,
+          corpus_note: str = '') -> str:
+  lines = [f'{num_images} images{corpus_note}, {case}, {os.cpu_count()} cores',
+           f'| engine | wall s | start-up s ({startup_images} images) | images/s | '
+           'steady images/s | steady vs direct | peak PSS MiB |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: |']
   for engine, row in rows.items():
     lines.append(f'| {engine} | {row["seconds"]:.1f} | {row["startup_seconds"]:.1f} | '
                  f'{row["images_per_s"]:.0f} | {row["steady_images_per_s"] or 0:.0f} | '
                  f'{row["steady_vs_direct"] or 0:.2f} | {row["peak_pss_mib"]:.0f} |')
   lines.append('')
-  lines.append('CPU per row, marginal over the 10-image run (ms), by process:')
+  lines.append(f'CPU per row, marginal over the {startup_images}-image run (ms), by process:')
   for engine, row in rows.items():
     shown = ', '.join(f'{role} {ms:.3f}' for role, ms in row.get('cpu_ms_per_row', {}).items())
     lines.append(f'- {engine}: {shown}')
   return '\n'.join(lines)
 
 
-def main(argv=None):
+def launcher_lines(rows: dict, num_images: int, startup_images: int) -> list:
+  """The launching process's CPU per row of each engine, against LAUNCHER_TARGET_MS."""
+  lines = [f'Launcher CPU per row, marginal over the {startup_images}-image run, '
+           f'on {num_images - startup_images} rows (target <= {LAUNCHER_TARGET_MS} ms):']
+  for engine, row in rows.items():
+    ms = row.get('cpu_ms_per_row', {}).get('launcher')
+    verdict = 'no figure' if ms is None else (
+        f'{ms:.3f} ms a row: {"met" if ms <= LAUNCHER_TARGET_MS else "NOT met"}')
+    lines.append(f'- {engine}: {verdict}')
+  return lines
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  """The command line's options; args.engines a list, args.case filled in."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--num_images', type=int, default=2000)
-  parser.add_argument('--case', choices=sorted(CASES), default='jpeg224')
+  parser.add_argument('--case', choices=sorted(CASES),
+                      help='default jpeg224; with --corpus tiny, raw16')
+  parser.add_argument('--corpus', choices=sorted(CORPORA), default='photo',
+                      help='photo: the photo-like JPEGs; tiny: 16x16 PNGs, for per-row costs')
+  parser.add_argument('--startup_images', type=int, default=STARTUP_IMAGES,
+                      help='images of the start-up run, whose time and CPU the marginal '
+                      f'figures leave out (default {STARTUP_IMAGES})')
   parser.add_argument('--engines', default=','.join(ENGINES))
   parser.add_argument('--clusters', action='store_true',
                       help='also ' + ' and '.join(CLUSTER_ENGINES))
@@ -200,19 +248,31 @@ def main(argv=None):
   parser.add_argument('--convert_flags', default='',
                       help='more convert flags for every run, e.g. "--image_processes 1"')
   args = parser.parse_args(argv)
-  engines = [e for e in args.engines.split(',') if e] + (
+  args.engines = [e for e in args.engines.split(',') if e] + (
       list(CLUSTER_ENGINES) if args.clusters else [])
-  unknown = set(engines) - set(ENGINES) - set(CLUSTER_ENGINES)
+  unknown = set(args.engines) - set(ENGINES) - set(CLUSTER_ENGINES)
   if unknown:
     parser.error(f'unknown engines: {sorted(unknown)}')
+  if args.startup_images < 1:
+    parser.error('--startup_images must be at least 1')
+  args.case = args.case or DEFAULT_CASES[args.corpus]
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  tiny = args.corpus == 'tiny'
   with tempfile.TemporaryDirectory(prefix='bench-engines-') as work:
-    rows = measure(engines, args.workdir, args.num_images, CASES[args.case], work, args.repeat,
-                   args.convert_flags.split())
-  print(table(rows, args.num_images, args.case))
+    rows = measure(args.engines, args.workdir, args.num_images, CASES[args.case], work, args.repeat,
+                   args.convert_flags.split(), args.startup_images, CORPORA[args.corpus])
+  print(table(rows, args.num_images, args.case, args.startup_images,
+              ' (16x16 PNGs)' if tiny else ''))
+  if tiny:
+    print('\n' + '\n'.join(launcher_lines(rows, args.num_images, args.startup_images)))
   if args.json:
     with open(args.json, 'w', encoding='utf-8') as handle:
-      json.dump({'num_images': args.num_images, 'case': args.case, 'engines': rows}, handle,
-                indent=2)
+      json.dump({'num_images': args.num_images, 'case': args.case, 'corpus': args.corpus,
+                 'startup_images': args.startup_images, 'engines': rows}, handle, indent=2)
 
 
 if __name__ == '__main__':

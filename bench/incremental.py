@@ -17,8 +17,18 @@ deleted. Then it times, each as its own process tree from launch to exit:
 and checks that both incremental outputs hold the full run's bytes (shards,
 label map, rejected.jsonl). Targets: metadata >= 10x, content >= 5x faster.
 
-Night 2's files live in a scratch copy of the corpus (hard links; a
-rewritten file is unlinked first), so the cached corpus is never changed.
+Night 2's files live in a scratch copy of the corpus (hard links, or real
+copies with --incremental_sizes; a rewritten file is unlinked first), so the
+cached corpus is never changed.
+
+With --incremental_sizes A,B (make bench BENCH_ARGS="--incremental_sizes
+6000,12000") it does all that at both sizes, the timed runs interleaved, and
+prints beside the gains the marginal cost of a row: (seconds at B - seconds
+at A) / (rows at B - rows at A), in us, of a reused row for metadata and
+content (rows: the reuse section's `reused`) and of an encoded row for full.
+CHANGED is a count, not a share, so the changed rows, start-up and Beam's job
+are in both times and cancel: what is left is what one more unchanged row
+costs. Target: metadata <= 40 us a reused row.
 """
 
 import csv
@@ -27,6 +37,7 @@ import json
 import os
 import shutil
 import sys
+from typing import Optional
 
 from bench.corpus import NUM_CLASSES
 from bench.corpus import ensure_corpus
@@ -37,6 +48,8 @@ from bench.measure import run_measured
 DEFAULT_IMAGES = 12_000
 CHANGED = {'new': 40, 'relabelled': 40, 'rewritten': 20, 'deleted': 20}
 TARGETS = {'metadata': 10.0, 'content': 5.0}
+MARGINAL_TARGETS_US = {'metadata': 40.0}  # a reused row, between two sizes
+MARGINAL_RUNS = ('full', 'metadata', 'content')
 # night2() picks its changed rows from index 7 on (0-based): the first 7 rows
 # never change.
 FLOOR_ROWS = 5
@@ -56,17 +69,21 @@ def _write(manifest: str, rows: list) -> str:
   return manifest
 
 
-def scratch_corpus(corpus_manifest: str, scratch: str) -> str:
-  """A hard-linked copy of the corpus' images under `scratch`; -> night 1's manifest."""
+def scratch_corpus(corpus_manifest: str, scratch: str, copy: bool = False) -> str:
+  """A hard-linked copy of the corpus' images under `scratch` (`copy`: real
+  copies, files of their own); -> night 1's manifest."""
   source = os.path.dirname(corpus_manifest)
   rows = _read(corpus_manifest)
   for image, _ in rows:
     target = os.path.join(scratch, image)
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    try:
-      os.link(os.path.join(source, image), target)
-    except OSError:  # another filesystem: a copy
-      shutil.copy2(os.path.join(source, image), target)
+    if not copy:
+      try:
+        os.link(os.path.join(source, image), target)
+        continue
+      except OSError:  # another filesystem: a copy
+        pass
+    shutil.copy2(os.path.join(source, image), target)
   return _write(os.path.join(scratch, 'night1.csv'), rows)
 
 
@@ -120,15 +137,17 @@ def same_bytes(full: str, other: str, sidecars: bool = True) -> bool:
               for n in names)
 
 
-def run(workdir: str, num_images: int, timeout: float, repeat: int = 1) -> dict:
-  """The whole benchmark; -> its figures (of each timed run, the fastest of
-  `repeat`; every time in all_seconds)."""
+def prepare(workdir: str, num_images: int, timeout: float,
+            copy: bool = False) -> tuple[str, dict, dict]:
+  """Night 1 converted and night 2 made at `num_images` (`copy`: in a copied
+  scratch corpus, see run_sizes); -> (the size's root folder, its figures so
+  far, {name: the command of each run to time})."""
   corpus_manifest, corpus = ensure_corpus(workdir, num_images)
   root = os.path.join(workdir, f'incremental-{num_images}')
   shutil.rmtree(root, ignore_errors=True)
   logs = os.path.join(root, 'logs')
   os.makedirs(logs)
-  manifest1 = scratch_corpus(corpus_manifest, os.path.join(root, 'corpus'))
+  manifest1 = scratch_corpus(corpus_manifest, os.path.join(root, 'corpus'), copy)
   night1 = os.path.join(root, 'night1')
   figures = {'corpus': corpus, 'changed': CHANGED, 'targets': TARGETS, 'runs': {}}
   os.sync()
@@ -144,23 +163,34 @@ def run(workdir: str, num_images: int, timeout: float, repeat: int = 1) -> dict:
       'floor': _convert(floor_manifest(manifest1), os.path.join(root, 'floor'),
                         '--previous_dataset', night1),
   }
-  for attempt in range(repeat):  # interleaved, so drift on the machine hits every run alike
-    for name, command in commands.items():
-      # The previous run's shards (~370 MB) are still being written back to
-      # disk: measured, that writeback slowed the next run by up to 3 s.
-      os.sync()
-      result = run_measured(command, os.path.join(logs, f'{name}-{attempt}'), timeout=timeout)
-      info_path = os.path.join(root, name, 'dataset_info.json')
-      if result['returncode'] == 0 and os.path.exists(info_path):
-        with open(info_path) as f:
-          result['reuse'] = json.load(f).get('reuse')
-      best = figures['runs'].get(name)
-      result['all_seconds'] = (best['all_seconds'] if best else []) + [result['seconds']]
-      if best is None or result['returncode'] != 0 or (
-              best['returncode'] == 0 and result['seconds'] < best['seconds']):
-        figures['runs'][name] = result
-      else:
-        best['all_seconds'] = result['all_seconds']
+  return root, figures, commands
+
+
+def time_runs(root: str, figures: dict, commands: dict, attempt: int, timeout: float) -> None:
+  """Run each of `commands` once, keeping in `figures` the fastest of each."""
+  logs = os.path.join(root, 'logs')
+  for name, command in commands.items():
+    # The previous run's shards (~370 MB) are still being written back to
+    # disk: measured, that writeback slowed the next run by up to 3 s.
+    os.sync()
+    result = run_measured(command, os.path.join(logs, f'{name}-{attempt}'), timeout=timeout)
+    info_path = os.path.join(root, name, 'dataset_info.json')
+    if result['returncode'] == 0 and os.path.exists(info_path):
+      with open(info_path) as f:
+        info = json.load(f)
+      result['reuse'] = info.get('reuse')
+      result['rows'] = info.get('num_manifest_rows')
+    best = figures['runs'].get(name)
+    result['all_seconds'] = (best['all_seconds'] if best else []) + [result['seconds']]
+    if best is None or result['returncode'] != 0 or (
+            best['returncode'] == 0 and result['seconds'] < best['seconds']):
+      figures['runs'][name] = result
+    else:
+      best['all_seconds'] = result['all_seconds']
+
+
+def conclude(root: str, figures: dict) -> dict:
+  """The gains against full, and whether each output holds full's bytes; -> figures."""
   full = figures['runs']['full']['seconds']
   for name, target in TARGETS.items():
     result = figures['runs'][name]
@@ -171,6 +201,85 @@ def run(workdir: str, num_images: int, timeout: float, repeat: int = 1) -> dict:
   floor = figures['runs']['floor']
   floor['ceiling'] = round(full / floor['seconds'], 2) if floor['seconds'] else None
   return figures
+
+
+def run(workdir: str, num_images: int, timeout: float, repeat: int = 1) -> dict:
+  """The whole benchmark; -> its figures (of each timed run, the fastest of
+  `repeat`; every time in all_seconds)."""
+  root, figures, commands = prepare(workdir, num_images, timeout)
+  for attempt in range(repeat):  # interleaved, so drift on the machine hits every run alike
+    time_runs(root, figures, commands, attempt, timeout)
+  return conclude(root, figures)
+
+
+def run_sizes(workdir: str, sizes: list, timeout: float, repeat: int = 1) -> dict:
+  """The benchmark at each of two `sizes`, their timed runs interleaved (a
+  marginal cost is a difference of two times: drift between them would be
+  in it); -> {'sizes': {size: its figures}, 'marginal': marginal_costs()}.
+
+  Each size's scratch corpus is copied, not hard-linked: the metadata
+  fingerprint holds the inode's ctime, which a link made or removed changes.
+  Measured with links (600 and 1200 images): the 1200 scratch corpus' links
+  made every unchanged row of the 600 one `changed_source`, none reused.
+  """
+  prepared = {size: prepare(workdir, size, timeout, copy=True) for size in sizes}
+  for attempt in range(repeat):
+    for root, figures, commands in prepared.values():
+      time_runs(root, figures, commands, attempt, timeout)
+  by_size = {size: conclude(root, figures) for size, (root, figures, _) in prepared.items()}
+  return {'sizes': by_size, 'marginal': marginal_costs(by_size)}
+
+
+def marginal_us_per_row(small: tuple, large: tuple) -> Optional[float]:
+  """us per row between two runs, each (seconds, rows): what the larger run
+  spent beyond the smaller one over the rows it had beyond it, so what both
+  spent alike (start-up, the changed rows) cancels. None without a difference."""
+  (small_s, small_rows), (large_s, large_rows) = small, large
+  if None in (small_s, small_rows, large_s, large_rows) or large_rows == small_rows:
+    return None
+  return round((large_s - small_s) / (large_rows - small_rows) * 1e6, 1)
+
+
+def counted_rows(name: str, result: dict) -> Optional[int]:
+  """The rows a run's marginal cost is per: full's rows (every one encoded),
+  an incremental run's reused rows (from its reuse section)."""
+  if result.get('returncode') != 0:
+    return None
+  if name == 'full':
+    return result.get('rows')
+  return (result.get('reuse') or {}).get('reused')
+
+
+def marginal_costs(by_size: dict) -> dict:
+  """{run: {'us_per_row', 'cpu_us_per_row', 'rows': [small, large],
+  'comparable', 'target_us', 'target_met'}} between the smallest and the
+  largest size of `by_size` ({size: figures}). The target is on wall time;
+  the CPU (the process tree's) is beside it because, on a shared machine, it
+  moves less with what else runs: at 600 and 1,200 rows with the other
+  processes using twice the run's own CPU, content's wall-time marginal came
+  out at -322 us a row.
+
+  The changed rows are the same count at both sizes, so the counted rows must
+  differ as the sizes do; where they do not (rows reused at one size and not
+  the other), the figure is no row's cost: `comparable` False, no target met.
+  """
+  small_size, large_size = min(by_size), max(by_size)
+  small, large = by_size[small_size]['runs'], by_size[large_size]['runs']
+  costs = {}
+  for name in MARGINAL_RUNS:
+    rows = [counted_rows(name, small[name]), counted_rows(name, large[name])]
+    us = marginal_us_per_row((small[name]['seconds'], rows[0]),
+                             (large[name]['seconds'], rows[1]))
+    comparable = None not in rows and rows[1] - rows[0] == large_size - small_size
+    cpu_us = marginal_us_per_row((small[name].get('cpu_seconds'), rows[0]),
+                                 (large[name].get('cpu_seconds'), rows[1]))
+    costs[name] = {'us_per_row': us, 'cpu_us_per_row': cpu_us, 'rows': rows,
+                   'comparable': comparable}
+    if name in MARGINAL_TARGETS_US:
+      target = MARGINAL_TARGETS_US[name]
+      costs[name]['target_us'] = target
+      costs[name]['target_met'] = comparable and us is not None and us <= target
+  return costs
 
 
 def print_figures(figures: dict) -> None:
@@ -194,11 +303,47 @@ def print_figures(figures: dict) -> None:
         f'of this corpus can be more than {floor["ceiling"]}x faster than full')
 
 
-def main(workdir: str, num_images, timeout: float, json_path=None, repeat: int = 1) -> dict:
-  figures = run(os.path.abspath(workdir), num_images or DEFAULT_IMAGES, timeout, repeat)
-  json_path = json_path or os.path.join(workdir, 'bench-incremental.json')
+def print_marginal(by_size: dict, marginal: dict) -> None:
+  """The marginal cost of a row between the two sizes, and each size's gains."""
+  small, large = min(by_size), max(by_size)
+  print(f'\nmarginal cost of a row, {small} -> {large} JPEGs (the same '
+        f'{sum(CHANGED.values())} changed rows at both sizes: they and start-up cancel):')
+  for name, cost in marginal.items():
+    us = cost['us_per_row']
+    kind = 'an encoded row' if name == 'full' else 'a reused row'
+    line = f'  {name:<9} ' + (f'{us:8.1f} us {kind}' if us is not None else
+                               f'     n/a ({kind}: a run failed or the rows are alike)')
+    if cost.get('cpu_us_per_row') is not None:
+      line += f' (CPU {cost["cpu_us_per_row"]:.1f} us)'
+    line += f'  (rows {cost["rows"][0]} -> {cost["rows"][1]})'
+    if us is not None and not cost['comparable']:
+      line += f' (not a cost per row: the rows differ by other than {large - small})'
+    if 'target_us' in cost:
+      line += f'; target <= {cost["target_us"]:g} us: {"met" if cost["target_met"] else "NOT met"}'
+    if name != 'full':
+      line += '; end to end ' + ', '.join(
+          f'{by_size[size]["runs"][name].get("speedup")}x at {size}' for size in by_size)
+    print(line)
+
+
+def main(workdir: str, num_images, timeout: float, json_path=None, repeat: int = 1,
+         sizes: Optional[list] = None) -> dict:
+  """The benchmark at `num_images` (default DEFAULT_IMAGES), or with `sizes`
+  (two corpus sizes) at both, with the marginal cost of a row between them."""
+  workdir = os.path.abspath(workdir)
+  if sizes:
+    figures = run_sizes(workdir, sorted(sizes), timeout, repeat)
+    json_path = json_path or os.path.join(workdir, 'bench-incremental-sizes.json')
+  else:
+    figures = run(workdir, num_images or DEFAULT_IMAGES, timeout, repeat)
+    json_path = json_path or os.path.join(workdir, 'bench-incremental.json')
   with open(json_path, 'w') as f:
     json.dump(figures, f, indent=2)
-  print_figures(figures)
+  if sizes:
+    for size_figures in figures['sizes'].values():
+      print_figures(size_figures)
+    print_marginal(figures['sizes'], figures['marginal'])
+  else:
+    print_figures(figures)
   print(f'\nfigures: {json_path}')
   return figures

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 from PIL import Image
+import pytest
 
 from bench import bench
 from bench import quality
@@ -188,3 +189,135 @@ def test_the_cpu_of_each_process_is_told_apart(tmp_path):
   assert sum(by_role.values()) <= result['cpu_seconds'] + 0.05  # as the kernel counts them
   assert cpu_ms_per_row({'launcher': 1.0}, {'launcher': 3.0, 'java': 4.0}, 2000) == {
       'java': 2.0, 'launcher': 1.0}
+
+
+def test_the_engines_rates_leave_out_the_startup_runs_images():
+  """--startup_images K: the steady rate and each process's CPU per row are
+  over the N - K rows between the two runs."""
+  from bench.engines import engine_row
+  from bench.engines import launcher_lines
+  def run(seconds, cpu):
+    return {'seconds': seconds, 'peak_pss_mib': 300.0, 'cpu_seconds': sum(cpu.values()),
+            'other_cpu_seconds': 0.1, 'cpu_by_process': cpu}
+  startup = run(5.0, {'launcher': 3.0, 'python children': 1.0})
+  whole = run(14.0, {'launcher': 3.9, 'python children': 10.0})
+  row = engine_row(startup, whole, 20_000, 2_000)
+  assert row['startup_seconds'] == 5.0 and row['images_per_s'] == round(20_000 / 14, 1)
+  assert row['steady_images_per_s'] == 2000.0  # 18,000 rows in 14 - 5 s
+  assert row['cpu_ms_per_row'] == {'launcher': 0.05, 'python children': 0.5}
+  # The default K, 10: the same runs, other rows between.
+  assert engine_row(startup, whole, 20_000)['steady_images_per_s'] == round(19_990 / 9, 1)
+  assert engine_row(startup, whole, 2_000, 2_000)['steady_images_per_s'] is None
+  assert engine_row(startup, whole, 2_000, 2_000)['cpu_ms_per_row'] == {}
+  lines = launcher_lines({'direct': {**row, 'steady_vs_direct': 1.0},
+                          'over': {'cpu_ms_per_row': {'launcher': 0.051}}, 'none': {}},
+                         20_000, 2_000)
+  assert lines[0].startswith('Launcher CPU per row, marginal over the 2000-image run, '
+                             'on 18000 rows')
+  assert lines[1:] == ['- direct: 0.050 ms a row: met', '- over: 0.051 ms a row: NOT met',
+                       '- none: no figure']
+
+
+def test_the_engines_command_line_picks_the_tiny_corpus_case():
+  from bench import engines
+  default = engines.parse_args([])
+  assert (default.corpus, default.case, default.startup_images) == ('photo', 'jpeg224', 10)
+  assert default.engines == list(engines.ENGINES)
+  tiny = engines.parse_args(['--engines', 'direct', '--corpus', 'tiny', '--startup_images',
+                             '2000', '--num_images', '20000'])
+  assert (tiny.case, tiny.startup_images, tiny.engines) == ('raw16', 2000, ['direct'])
+  assert engines.parse_args(['--corpus', 'tiny', '--case', 'jpeg224']).case == 'jpeg224'
+  with pytest.raises(SystemExit):
+    engines.parse_args(['--startup_images', '0'])
+
+
+def test_the_tiny_corpus_is_16x16_pngs_with_their_labels(tmp_path):
+  from bench import corpus
+  manifest, info = corpus.ensure_tiny_corpus(str(tmp_path), 25)
+  folder = tmp_path / 'tiny16-v1'
+  assert manifest == str(folder / 'manifest-25.csv')
+  assert info['generated_now'] == 25
+  rows = bench.read_manifest(manifest)
+  assert len(rows) == 25
+  assert {label for _, label in rows} == {f'class_{i:02d}' for i in range(10)}
+  for index, (path, label) in enumerate(rows):
+    assert path == str(folder / 'images' / label / f'{index:07d}.png')
+    assert label == f'class_{index % 10:02d}'
+    with Image.open(path) as img:
+      assert (img.format, img.mode, img.size) == ('PNG', 'RGB', (16, 16))
+  with Image.open(rows[0][0]) as first, Image.open(rows[1][0]) as second:
+    assert first.tobytes() != second.tobytes()
+    assert first.tobytes() == corpus.make_tiny_image(0).tobytes()  # a function of the index
+  # A smaller corpus is the first rows of the cached one: nothing made again.
+  small, again = corpus.ensure_tiny_corpus(str(tmp_path), 12)
+  assert again['generated_now'] == 0 and bench.read_manifest(small) == rows[:12]
+  # Nothing but the images and the manifests, and nothing beside the folder.
+  files = {str(p.relative_to(folder)) for p in folder.rglob('*') if p.is_file()}
+  assert files == {'manifest-25.csv', 'manifest-12.csv'} | {
+      corpus.tiny_relative_path(i) for i in range(25)}
+  assert [p.name for p in tmp_path.iterdir()] == ['tiny16-v1']
+
+
+def test_the_marginal_cost_of_a_row_is_taken_between_two_sizes():
+  from bench import incremental
+  # 6,000 more reused rows took 0.24 s more: 40 us a row, start-up gone.
+  assert incremental.marginal_us_per_row((10.0, 5_940), (10.24, 11_940)) == 40.0
+  assert incremental.marginal_us_per_row((10.0, 5_940), (9.94, 11_940)) == -10.0
+  assert incremental.marginal_us_per_row((10.0, 100), (12.0, 100)) is None
+  assert incremental.marginal_us_per_row((10.0, None), (12.0, 100)) is None
+
+  def sized(full, metadata, content, rows, content_exit=0):
+    reused = rows - 80  # night 2's rows less those changed
+    return {'runs': {  # CPU seconds: half the wall time
+        'full': {'returncode': 0, 'seconds': full, 'cpu_seconds': full / 2, 'rows': rows},
+        'metadata': {'returncode': 0, 'seconds': metadata, 'cpu_seconds': metadata / 2,
+                     'reuse': {'reused': reused}},
+        'content': {'returncode': content_exit, 'seconds': content, 'cpu_seconds': content / 2,
+                    'reuse': {'reused': reused}}}}
+  costs = incremental.marginal_costs({12_000: sized(60.0, 7.3, 2.0, 12_020, content_exit=1),
+                                      6_000: sized(30.0, 7.0, 15.0, 6_020)})
+  assert costs['full'] == {'us_per_row': 5000.0, 'cpu_us_per_row': 2500.0,
+                           'rows': [6_020, 12_020], 'comparable': True}
+  assert costs['metadata'] == {'us_per_row': 50.0, 'cpu_us_per_row': 25.0,
+                               'rows': [5_940, 11_940], 'comparable': True,
+                               'target_us': 40.0, 'target_met': False}
+  assert costs['content'] == {'us_per_row': None, 'cpu_us_per_row': None,
+                              'rows': [5_940, None], 'comparable': False}  # a failed run
+  met = incremental.marginal_costs({1_200: sized(12.0, 6.0, 8.0, 1_220),
+                                    600: sized(10.0, 5.988, 7.0, 620)})['metadata']
+  assert (met['us_per_row'], met['target_met']) == (20.0, True)
+  # Seen with hard-linked scratch corpora: at 600 nothing reused, 1120 at 1200.
+  small = sized(10.0, 8.4, 6.4, 620)
+  small['runs']['metadata']['reuse']['reused'] = 0
+  unlike = incremental.marginal_costs({1_200: sized(12.2, 6.2, 8.8, 1_220), 600: small})
+  assert unlike['metadata'] == {'us_per_row': -1929.8, 'cpu_us_per_row': -964.9,
+                                'rows': [0, 1_140], 'comparable': False,
+                                'target_us': 40.0, 'target_met': False}
+
+
+def test_a_copied_scratch_corpus_shares_no_inode_with_the_cache(tmp_path):
+  """The metadata fingerprint holds the inode's ctime: two sizes' scratch
+  corpora linked to one cache change each other's fingerprints."""
+  from bench import incremental
+  (tmp_path / 'cache' / 'images').mkdir(parents=True)
+  (tmp_path / 'cache' / 'images' / 'a.jpg').write_bytes(b'jpeg a')
+  manifest = incremental._write(str(tmp_path / 'cache' / 'm.csv'), [('images/a.jpg', 'c')])
+  cached = (tmp_path / 'cache' / 'images' / 'a.jpg').stat().st_ino
+  incremental.scratch_corpus(manifest, str(tmp_path / 'linked'))
+  incremental.scratch_corpus(manifest, str(tmp_path / 'copied'), copy=True)
+  assert (tmp_path / 'linked' / 'images' / 'a.jpg').stat().st_ino == cached
+  copied = tmp_path / 'copied' / 'images' / 'a.jpg'
+  assert copied.stat().st_ino != cached and copied.read_bytes() == b'jpeg a'
+
+
+def test_the_incremental_sizes_option():
+  args = bench.parse_args(['--incremental_sizes', '12000,6000'])
+  assert args.incremental and args.incremental_sizes == [6_000, 12_000]
+  assert args.num_images is None
+  assert bench.parse_args(['--incremental']).incremental_sizes is None
+  assert bench.parse_args([]).cases == ['raw300', 'jpeg224']  # raw16 is the engines' case
+  for wrong in (['--incremental_sizes', '6000'], ['--incremental_sizes', '6000,6000'],
+                ['--incremental_sizes', '6000,0'],
+                ['--incremental_sizes', '6000,12000', '--num_images', '100']):
+    with pytest.raises(SystemExit):
+      bench.parse_args(wrong)
