@@ -34,6 +34,8 @@ from tests.conftest import write_image
 from tests.conftest import write_manifest
 from tests.test_transforms import direct_pipeline
 from transforms import filesystem
+from transforms.batches import BatchedFn
+from transforms.batches import Unbatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
 from transforms.core import manifest
@@ -45,8 +47,6 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import DEFAULT_MAX_IMAGE_BYTES
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
-from transforms.batches import BatchedFn
-from transforms.batches import Unbatch
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
 from transforms.encode import read_bytes
