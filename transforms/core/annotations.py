@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Optional
 
+from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import Rejection
 
 STAGE_ANNOTATION = 'annotation'
@@ -40,6 +41,7 @@ PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out w
 BAD_BOX_ROW = 'bad_box'
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class ObjectAnnotation:
   """One object: its class (the output label id), box and flags.
@@ -62,6 +64,7 @@ class ObjectAnnotation:
   category: str = ''  # its class as the file gives it, for messages ("class 5")
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class ImageAnnotation:
   """The objects of one image, with what the annotation says of the image."""

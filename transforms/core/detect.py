@@ -20,6 +20,7 @@ from transforms.core.coco import reject_row_if_bad
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
+from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import RowError
 from transforms.core.spec import DEFAULT_MAX_PIXELS
 from transforms.core.spec import ImageSpec
@@ -37,6 +38,7 @@ class DetectionOptions:
   max_pixels: int = DEFAULT_MAX_PIXELS  # an annotation's mask at most (COCO RLE size)
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class DetectedImage:
   """A LoadedImage with its objects as the Example's lists hold them."""

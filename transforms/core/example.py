@@ -9,10 +9,12 @@ from transforms.core.fingerprints import content_fingerprint
 from transforms.core.fingerprints import record_digest
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
+from transforms.core.pickling import cheap_pickle
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class LabelledRow:
   """A row whose label has been resolved to an id (a multi-label row's: tuples)."""
@@ -21,6 +23,7 @@ class LabelledRow:
   label_text: str | tuple
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class LoadedImage:
   """A labelled row with its encoded image and the source file's digest."""
@@ -31,6 +34,7 @@ class LoadedImage:
   reuse: str = ''  # reuse.FALLBACK: its record was to be copied, but failed its CRC
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class LoadedCopy:
   """A labelled row whose record was copied from the previous dataset

@@ -11,6 +11,7 @@ from PIL import Image
 from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
+from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
@@ -34,6 +35,7 @@ HEADER_BYTES = 16
 _DRAFT_GAP = 2
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class EncodedImage:
   data: bytes

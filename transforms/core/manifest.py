@@ -13,6 +13,7 @@ from transforms.core import paths
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
+from transforms.core.pickling import cheap_pickle
 from transforms.core.redact import shown_url
 from transforms.core.rejects import STAGE_DUPLICATE
 from transforms.core.rejects import STAGE_LABEL
@@ -124,6 +125,7 @@ class ManifestConfig:
         self.path.rsplit('/', 1)[0] if '/' in self.path else '.')
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class ManifestRow:
   """A parsed manifest line: its fields as read plus the resolved values."""

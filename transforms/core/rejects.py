@@ -12,6 +12,7 @@ import pickle
 import tempfile
 from typing import Any
 
+from transforms.core.pickling import cheap_pickle
 from transforms.core.redact import shown_url
 from transforms.core.redact import shown_value
 
@@ -37,6 +38,7 @@ class RowError(Exception):
     return type(self), (self.stage, self.code, self.reason)
 
 
+@cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
 class Rejection:
   """One rejected row: what was read, where it failed and why.
