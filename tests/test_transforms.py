@@ -112,6 +112,52 @@ def test_encode_rows_examples_and_rejections(tmp_path):
                 label='Rejected')
 
 
+def _keep_data(batch, folder: str) -> list:
+  """Each example's bytes to FOLDER/<its key>; -> the batch's keys, in order."""
+  for example in batch:
+    with open(f'{folder}/{example.key}', 'wb') as handle:
+      handle.write(example.data)
+  return [int(example.key.split('.')[0]) for example in batch]
+
+
+def test_a_batch_of_good_and_bad_rows_keeps_its_good_rows_together(tmp_path):
+  """One batch in: its good rows leave in batches, in their order, each bad
+  row alone as its own dead letter; threads and image worker processes
+  (which build the Example there) give the same bytes."""
+  rows = []
+  for i in range(12):
+    path = tmp_path / f'{i}.png'
+    if i % 4 == 1:
+      path.write_bytes(b'not an image')
+    else:
+      write_image(path, (i * 20, 255 - i, 7), size=(5, 3))
+    rows.append(manifest.ManifestRow({'image': path.name}, 'm', i + 2, image=path.name,
+                                     path=str(path), key=path.name,
+                                     label='purple' if i == 6 else 'red'))
+  good = [i for i in range(12) if i % 4 != 1 and i != 6]
+  for name, pool in (('threads', {'image_threads': 2}), ('processes', {'image_processes': 2})):
+    (tmp_path / name).mkdir()
+    with direct_pipeline() as p:
+      label_map = p | 'LabelMap' >> beam.Create([LabelMap(('blue', 'red'), fixed=True)])
+      encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
+          ImageSpec(height=1, width=1), ExampleSpec(), label_map, **pool)
+      keys = encoded[EXAMPLES] | 'Keep' >> beam.Map(_keep_data, str(tmp_path / name))
+      assert_that(keys | 'Ordered' >> beam.Filter(lambda batch: batch != sorted(batch)),
+                  equal_to([]), label='EachBatchInOrder')
+      assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(lambda e: (
+          parse_example(e.data)['image/filename'][1][0].decode(),
+          parse_example(e.data)['image/encoded'][1][0][0],
+          parse_example(e.data)['image/class/label'][1])),
+                  equal_to([(f'{i}.png', i * 20, [1]) for i in good]), label='Examples')
+      assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.stage, r.code)),
+                  equal_to([(i + 2, 'decode', 'not_an_image') for i in (1, 5, 9)] +
+                           [(8, 'label', 'unknown_label')]), label='Rejected')
+  threads = {path.name: path.read_bytes() for path in (tmp_path / 'threads').iterdir()}
+  processes = {path.name: path.read_bytes() for path in (tmp_path / 'processes').iterdir()}
+  assert sorted(threads) == sorted(f'{i}.png' for i in good)
+  assert threads == processes
+
+
 def _explode(path, spec):
   raise ZeroDivisionError('inside some plugin')
 

@@ -21,6 +21,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedCopy
+from transforms.core.example import LoadedExample
 from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
 from transforms.core.image import prepare_pillow
@@ -51,6 +52,7 @@ from transforms.workers.progress_file import ProgressFile
 from transforms.workers.shared_pool import SharedProcesses
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
+from transforms.workers.source_image import examples_in_worker
 from transforms.workers.source_image import loaded_image
 
 # Rows per call to an image worker process: one pipe round trip per batch.
@@ -217,15 +219,18 @@ class LoadImageFn(PooledSourceFn):
                processes: int = 0, convert_on_thread=convert_sources,
                convert_in_process=convert_in_worker, timeout_s: float = 0.0,
                harnesses: Optional[int] = None, http: Optional[http_fetch.HttpConfig] = None,
-               key_feature: Optional[str] = None, fingerprint_fetches: bool = False):
-    """key_feature: the feature holding a record's key, compared with the
-    row's in each record copied from a previous dataset. fingerprint_fetches:
-    an http(s) row without a fingerprint gets its GET's (FingerprintFn left
-    it to this step: no HEAD when no previous dataset needs it first)."""
+               example_spec: Optional[ExampleSpec] = None, fingerprint_fetches: bool = False):
+    """example_spec: in image worker processes, each image's Example is built
+    there (examples_in_worker: a LoadedExample comes out, not a LoadedImage);
+    its key feature is compared with the row's key in each record copied from
+    a previous dataset. fingerprint_fetches: an http(s) row without a
+    fingerprint gets its GET's (FingerprintFn left it to this step: no HEAD
+    when no previous dataset needs it first)."""
     super().__init__(spec, PoolSize(threads, processes, timeout_s or None, harnesses),
                      convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
-    self._key_feature = key_feature
+    self._example_spec = example_spec
+    self._key_feature = example_spec.table().key if example_spec else None
     self._fingerprint_fetches = fingerprint_fetches
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
@@ -299,7 +304,7 @@ class LoadImageFn(PooledSourceFn):
       element, result, fell_back = self._arrived.popleft()
       output = self.outcome(element, result)
       yield dataclasses.replace(output, reuse=FALLBACK) if fell_back and isinstance(
-          output, LoadedImage) else output
+          output, (LoadedImage, LoadedExample)) else output
 
   def _copy_here(self, row) -> Optional[Copied]:
     """A reused row's record copied on this thread (a read, two CRCs, its
@@ -314,6 +319,12 @@ class LoadImageFn(PooledSourceFn):
 
   def row_of(self, element):
     return element.row
+
+  def _call(self, batch: list) -> tuple:
+    call = super()._call(batch)
+    if call[0] is not self._in_process or self._example_spec is None:
+      return call
+    return (examples_in_worker, *call[1:], call[0], batch, self._example_spec)
 
   def source_of(self, row):
     """Its fetch, for a row whose http(s) image is already being fetched."""
@@ -371,8 +382,7 @@ class EncodeRows(beam.PTransform):
     super().__init__()
     self._load_image = LoadImageFn(image_spec, progress_dir, image_threads, image_processes,
                                    convert_on_thread, convert_in_process, image_timeout_s,
-                                   harnesses, http, example_spec.table().key,
-                                   fingerprint_fetches)
+                                   harnesses, http, example_spec, fingerprint_fetches)
     self._example_spec = example_spec
     self._ordering = ordering
     self._label_map = label_map

@@ -75,15 +75,15 @@ def _is_remote_source(source) -> bool:
 
 def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
                         http: Optional[http_fetch.HttpClient] = None) -> tuple:
-  """(sources, spec) -> (sources, spec) for an image worker process: local
+  """(sources, spec, *more) -> the same for an image worker process: local
   paths as they are (the worker reads them), remote files as their bytes or
   the RowError reading them (workers have no Beam filesystems), errors
   already met as they are. Runs on the pool's threads, so remote files are
   still read in parallel."""
-  sources, spec = args
-  return [_fetched(source) if isinstance(source, concurrent.futures.Future) else
-          _bytes_or_error(source, reader, spec, http) if _is_remote_source(source) else source
-          for source in sources], spec
+  sources, spec, *more = args
+  return ([_fetched(source) if isinstance(source, concurrent.futures.Future) else
+           _bytes_or_error(source, reader, spec, http) if _is_remote_source(source) else source
+           for source in sources], spec, *more)
 
 
 # http(s) images are fetched on these threads, started as soon as their batch

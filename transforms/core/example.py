@@ -36,6 +36,19 @@ class LoadedImage:
 
 @cheap_pickle
 @dataclasses.dataclass(frozen=True, slots=True)
+class LoadedExample:
+  """A labelled row whose Example an image worker process built from its
+  image (build_example, there): its serialized Example and its source's
+  digest. The launcher then only writes it."""
+  labelled: LabelledRow
+  data: bytes
+  sha256: str
+  source_bytes: int = 0
+  reuse: str = ''  # reuse.FALLBACK: its record was to be copied, but failed its CRC
+
+
+@cheap_pickle
+@dataclasses.dataclass(frozen=True, slots=True)
 class LoadedCopy:
   """A labelled row whose record was copied from the previous dataset
   (--previous_dataset): its serialized Example and its source's digest."""
@@ -75,15 +88,17 @@ class BuiltExample(NamedTuple):
   image: str = ''  # the row's image path as written (the sidecar's `image`)
 
 
-def built_example(loaded: LoadedImage | LoadedCopy, spec: ExampleSpec, ordering: Ordering,
-                  options_digest: str = '') -> BuiltExample:
+def built_example(loaded: LoadedImage | LoadedExample | LoadedCopy, spec: ExampleSpec,
+                  ordering: Ordering, options_digest: str = '') -> BuiltExample:
   """options_digest: fingerprints.options_digest of the run (the record's
-  option digest adds its extra features). A LoadedCopy's Example is its data."""
+  option digest adds its extra features). A LoadedCopy's or a LoadedExample's
+  Example is its data."""
   row, labelled = loaded.labelled.row, loaded.labelled
   copied = isinstance(loaded, LoadedCopy)
   return BuiltExample(row.split, ordering.key(row.key, row.place), labelled.label_id,
                       row.key, row.line, loaded.sha256,
-                      loaded.data if copied else build_example(loaded, spec),
+                      build_example(loaded, spec) if isinstance(loaded, LoadedImage)
+                      else loaded.data,
                       row.fingerprint or content_fingerprint(loaded.sha256),
                       labelled.label_text, record_digest(options_digest, row.extras),
                       'reused' if copied else (loaded.reuse or row.reuse), row.image)

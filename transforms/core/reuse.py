@@ -77,15 +77,21 @@ class PreviousRecord(NamedTuple):
   image: Optional[str] = None  # the image path as written; None: version 1
 
 
+# json.dumps(..., ensure_ascii=False) builds an encoder on every call: one
+# made once writes the same text (py-spy on 20,000 rows: json.dumps took
+# 3.5% of the launcher, the encoding itself 2.7%).
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def sidecar_line(key: str, shard: int, ordinal: int, offset: int, length: int,
                  data_crc: int, fingerprint: str, source_sha256: str, image: str,
                  label_id, label_text, option_digest: str) -> bytes:
   """One record's line of SPLIT.sources.jsonl.gz (the columns, in this order)."""
-  return (json.dumps({
+  return (_LINE_ENCODER.encode({
       'key': key, 'shard': shard, 'ordinal': ordinal, 'offset': offset, 'length': length,
       'data_crc': data_crc, 'fingerprint': fingerprint, 'source_sha256': source_sha256,
       'image': image, 'label': {'id': _plain(label_id), 'text': _plain(label_text)},
-      'option_digest': option_digest}, ensure_ascii=False) + '\n').encode('utf-8')
+      'option_digest': option_digest}) + '\n').encode('utf-8')
 
 
 def _typed(data: dict, name: str, kind: type):
