@@ -27,6 +27,7 @@ from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.conftest import write_image
 from transforms import manifest_ranges
+from transforms.batches import Unbatch
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
@@ -75,9 +76,10 @@ def test_line_numbers_are_exact_with_tiny_ranges(tmp_path, range_bytes):
   path.write_bytes(manifest_bytes())
   with direct_pipeline() as p:
     read = p | ReadManifest(config_for(path), range_bytes=range_bytes)
-    assert_that(read[ROWS] | beam.Map(lambda r: (r.line, r.image, r.label)),
+    assert_that(read[ROWS] | Unbatch() | beam.Map(lambda r: (r.line, r.image, r.label)),
                 equal_to(ROWS_EXPECTED), label='Rows')
-    assert_that(read[ROWS] | 'Places' >> beam.Map(lambda r: (r.line, r.place, r.source)),
+    assert_that(read[ROWS] | 'AllRows' >> Unbatch()
+                | 'Places' >> beam.Map(lambda r: (r.line, r.place, r.source)),
                 equal_to([(n, n, str(path)) for n, _, _ in ROWS_EXPECTED]), label='Places')
     assert_that(read[REJECTED] | beam.Map(lambda r: (r.line, r.code)),
                 equal_to(REJECTED_EXPECTED), label='Rejected')
@@ -102,7 +104,8 @@ def test_files_of_a_pattern_are_one_manifest_with_their_own_lines(tmp_path):
   a, b, c = paths
   with direct_pipeline() as p:
     read = p | ReadManifest(config, range_bytes=4)
-    assert_that(read[ROWS] | beam.Map(lambda r: (r.source, r.line, r.place, r.image, r.path)),
+    assert_that(read[ROWS] | Unbatch()
+                | beam.Map(lambda r: (r.source, r.line, r.place, r.image, r.path)),
                 equal_to([(a, 2, 2, 'a1.png', f'{tmp_path}/parts/a1.png'),
                           (a, 4, 4, 'a3.png', f'{tmp_path}/parts/a3.png'),
                           (b, 3, 7, 'b2.png', f'{tmp_path}/parts/b2.png'),
@@ -125,7 +128,7 @@ def test_two_local_workers_both_read_ranges(tmp_path, monkeypatch):
   path.write_text('image,label\n' + '\n'.join(rows) + '\n')
   with direct_pipeline('--direct_num_workers=2', '--direct_running_mode=multi_processing') as p:
     read = p | ReadManifest(config_for(path), range_bytes=2000)
-    assert_that(read[ROWS] | beam.Map(lambda r: (r.line, r.image)),
+    assert_that(read[ROWS] | Unbatch() | beam.Map(lambda r: (r.line, r.image)),
                 equal_to([(i + 2, f'{i}.png') for i in range(4000)]))
   pids = {name.split('-')[0] for name in os.listdir(log)}
   assert len(pids) == 2, sorted(os.listdir(log))

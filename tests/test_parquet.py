@@ -28,6 +28,7 @@ from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.test_manifest_ranges import digests
+from transforms.batches import Unbatch
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.core import manifest
@@ -278,7 +279,7 @@ def test_rows_carry_their_cells_place_not_bytes(tmp_path):
   assert config.layout.files[0].row_groups == (2, 2, 1)
   with local_pipeline() as p:
     read = p | ReadManifest(config)
-    assert_that(read[ROWS] | 'Places' >> __import__('apache_beam').Map(
+    assert_that(read[ROWS] | 'AllRows' >> Unbatch() | 'Places' >> __import__('apache_beam').Map(
         lambda r: (r.key, r.label, r.line, r.position, r.ref.row_group, r.ref.index,
                    r.ref.column, r.path)), equal_to([
         ('0.png', 'zebra', 0, 1, 0, 0, 'image.bytes', str(path)),

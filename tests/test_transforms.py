@@ -49,7 +49,7 @@ def test_read_manifest_rows_rejections_and_count(tmp_path):
   path.write_text('image,label\na.png,cat\n\nb.png,dog,extra\n"c.png,cat\nd.png,dog\n')
   with direct_pipeline() as p:
     read = p | ReadManifest(csv_config(path))
-    assert_that(read['rows'] | beam.Map(lambda r: (r.line, r.image, r.label, r.path)),
+    assert_that(read['rows'] | Unbatch() | beam.Map(lambda r: (r.line, r.image, r.label, r.path)),
                 equal_to([(2, 'a.png', 'cat', f'{tmp_path}/a.png'),
                           (6, 'd.png', 'dog', f'{tmp_path}/d.png')]), label='Rows')
     assert_that(read[REJECTED] | beam.Map(lambda r: (r.line, r.code, r.row)),
@@ -66,8 +66,8 @@ def test_resolve_keys_keeps_first_row_and_joins_labels(tmp_path):
             for n, (k, l) in enumerate([('a', 'cat'), ('b', 'dog'), ('b', 'cat'),
                                         ('z', 'cat')], 2)]
   with direct_pipeline() as p:
-    resolved = (p | 'Images' >> beam.Create(images)) | ResolveKeys(
-        p | 'Labels' >> beam.Create(labels))
+    resolved = (p | 'Images' >> beam.Create([images[:3], images[3:]])) | ResolveKeys(
+        p | 'Labels' >> beam.Create([labels]))
     assert_that(resolved['rows'] | Unbatch() | beam.Map(lambda r: (r.key, r.image, r.label)),
                 equal_to([('a', '1.png', 'cat'), ('b', '2.png', 'dog')]), label='Rows')
     assert_that(resolved[REJECTED] | beam.Map(lambda r: (r.stage, r.code, r.line,

@@ -10,6 +10,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import Batch
 from transforms.batches import BatchedFn
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LOADED
@@ -95,7 +96,8 @@ class ReadCoco(beam.PTransform):
                | 'GroupByImage' >> beam.GroupByKey())
     read = grouped | 'ImageRows' >> beam.ParDo(_CocoImageFn(self._source)).with_outputs(
         REJECTED, TALLIES, main=ROWS)
-    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
+    return {ROWS: read[ROWS] | 'BatchRows' >> Batch(), REJECTED: read[REJECTED],
+            TALLIES: read[TALLIES]}
 
 
 def _read_png(path: str, max_pixels: int):

@@ -8,6 +8,7 @@ import dataclasses
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import Batch
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
@@ -115,4 +116,5 @@ class ReadAnnotationFiles(beam.PTransform):
     read = (pbegin | 'ListedFiles' >> beam.Create(self._files, reshuffle=True)
             | 'FileRows' >> beam.ParDo(_FileRowFn(self._source)).with_outputs(
                 REJECTED, TALLIES, main=ROWS))
-    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
+    return {ROWS: read[ROWS] | 'BatchRows' >> Batch(), REJECTED: read[REJECTED],
+            TALLIES: read[TALLIES]}

@@ -17,6 +17,7 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.batches import Batch
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -105,7 +106,7 @@ class ReadRowGroupFn(beam.DoFn):
 
 class ReadParquet(beam.PTransform):
   """A Parquet manifest (config.layout: its files, read on the launcher)
-  -> {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: row tallies}."""
+  -> {ROWS: batches of ManifestRows, REJECTED: Rejection, TALLIES: row tallies}."""
 
   def __init__(self, config: manifest.ManifestConfig, progress_dir: Optional[str] = None):
     super().__init__()
@@ -120,4 +121,5 @@ class ReadParquet(beam.PTransform):
             | 'Spread' >> beam.Reshuffle()
             | 'ReadRowGroups' >> beam.ParDo(ReadRowGroupFn(self._config, self._progress_dir))
             .with_outputs(REJECTED, TALLIES, main=ROWS))
-    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
+    return {ROWS: read[ROWS] | 'BatchRows' >> Batch(), REJECTED: read[REJECTED],
+            TALLIES: read[TALLIES]}

@@ -39,7 +39,8 @@ from transforms.webdataset_source import ReadTars
 
 
 class ParseLineFn(NumberLinesFn):
-  """Numbered lines -> ManifestRow, or a Rejection under REJECTED.
+  """Numbered lines -> batches of ManifestRows (a chunk's rows, one list),
+  or a Rejection under REJECTED.
 
   configs: the ManifestConfig of each file. progress_dir: where a local
   run's progress line finds the number of rows (pipeline/runs/progress.py).
@@ -70,6 +71,17 @@ class ParseLineFn(NumberLinesFn):
       return
     yield row
 
+  def process(self, tagged, reads):
+    """A chunk of lines -> its rows as one batch (a list), each rejected line alone."""
+    rows = []
+    for output in super().process(tagged, reads):
+      if isinstance(output, beam.pvalue.TaggedOutput):
+        yield output
+      else:
+        rows.append(output)
+    if rows:
+      yield rows
+
   def _reject(self, config, shown, line: int, stage: str, code: str, reason: str):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
         shown, stage, code, reason, config.source, line,
@@ -80,7 +92,7 @@ class ReadManifest(beam.PTransform):
   """Reads one manifest (one file, or the files of a pattern) in the
   pipeline, in byte ranges every worker reads (transforms/manifest_ranges.py).
 
-  Out: {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: line tallies}.
+  Out: {ROWS: batches of ManifestRows, REJECTED: Rejection, TALLIES: line tallies}.
   Each file's rows carry its own path (`source`, and the folder relative
   image paths resolve against). range_bytes: force the range size (tests).
   progress_dir: where a local run's progress line finds the number of rows.
@@ -126,7 +138,7 @@ class ResolveKeyFn(beam.DoFn):
 
 
 class _ResolveAllFn(beam.DoFn):
-  """(None, [(side, row), ...]) -> every kept row in write order, in batches
+  """(None, [(side, [row, ...]), ...]) -> every kept row in write order, in batches
   (lists of BATCH_ROWS rows), plus rejections.
 
   The single-worker form of ResolveKeyFn: all rows arrive as one group, so
@@ -139,7 +151,9 @@ class _ResolveAllFn(beam.DoFn):
     self._ordering = ordering
 
   def process(self, grouped):
-    _, tagged = grouped
+    _, batches = grouped
+    tagged = [(side, row) for side, rows in batches for row in rows]
+    del batches
     ordering = self._ordering
     # Shuffled, a key's rows share its place: one sort both groups them and
     # puts the kept rows in write order.
@@ -165,7 +179,7 @@ class _ResolveAllFn(beam.DoFn):
 class ResolveKeys(beam.PTransform):
   """Keeps one image row per key and, with a label manifest, joins labels.
 
-  In: image rows (and optionally label rows). Out: {'rows': batches of rows
+  In: batches of image rows (and optionally of label rows). Out: {'rows': batches of rows
   (lists, transforms/batches.py), 'rejected': Rejection}.
   in_order: one group of every row, which comes out sorted in the write order
   of `ordering` (for a single local worker, which then writes records in
@@ -182,19 +196,20 @@ class ResolveKeys(beam.PTransform):
   def expand(self, image_rows):
     joined = self._label_rows is not None
     if self._in_order:
-      tagged = [image_rows | 'TagImages' >> beam.Map(lambda r: (None, ('images', r)))]
+      tagged = [image_rows | 'TagImages' >> beam.Map(lambda rows: (None, ('images', rows)))]
       if joined:
         tagged.append(self._label_rows | 'TagLabels' >> beam.Map(
-            lambda r: (None, ('labels', r))))
+            lambda rows: (None, ('labels', rows))))
       grouped = (tagged | 'AllRows' >> beam.Flatten()
                  | 'GroupAll' >> beam.GroupByKey())
       resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
           _ResolveAllFn(joined, self._ordering)).with_outputs(REJECTED, main=ROWS)
       return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
-    sides = {'images': image_rows | 'KeyImages' >> beam.Map(lambda r: (r.key, r))}
+    sides = {'images': image_rows | 'KeyImages' >> beam.FlatMap(
+        lambda rows: [(r.key, r) for r in rows])}
     if joined:
-      sides['labels'] = self._label_rows | 'KeyLabels' >> beam.Map(
-          lambda r: (r.key, r))
+      sides['labels'] = self._label_rows | 'KeyLabels' >> beam.FlatMap(
+          lambda rows: [(r.key, r) for r in rows])
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
         ResolveKeyFn(joined)).with_outputs(REJECTED, main=ROWS)
@@ -322,7 +337,8 @@ class ReadImageDir(beam.PTransform):
     # (Beam's default value would add four steps and a stage).
     skipped = listed[SKIPPED] | 'FirstSkipped' >> beam.combiners.Top.Smallest(
         SHOWN_SKIPPED_FILES, has_defaults=False)
-    return {ROWS: parsed[ROWS], REJECTED: parsed[REJECTED], TALLIES: tallies,
+    return {ROWS: parsed[ROWS] | 'BatchRows' >> Batch(), REJECTED: parsed[REJECTED],
+            TALLIES: tallies,
             SKIPPED: skipped}
 
 

@@ -18,6 +18,7 @@ import zlib
 
 import apache_beam as beam
 
+from transforms.batches import Batch
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -143,7 +144,7 @@ class ReadTarFn(beam.DoFn):
 
 class ReadTars(beam.PTransform):
   """A WebDataset manifest (config.layout: its tars, listed on the launcher)
-  -> {ROWS: ManifestRow, REJECTED: Rejection, TALLIES: sample tallies}."""
+  -> {ROWS: batches of ManifestRows, REJECTED: Rejection, TALLIES: sample tallies}."""
 
   def __init__(self, config: manifest.ManifestConfig):
     super().__init__()
@@ -157,4 +158,5 @@ class ReadTars(beam.PTransform):
             | 'Spread' >> beam.Reshuffle()
             | 'ReadTars' >> beam.ParDo(ReadTarFn(self._config))
             .with_outputs(REJECTED, TALLIES, main=ROWS))
-    return {ROWS: read[ROWS], REJECTED: read[REJECTED], TALLIES: read[TALLIES]}
+    return {ROWS: read[ROWS] | 'BatchRows' >> Batch(), REJECTED: read[REJECTED],
+            TALLIES: read[TALLIES]}
