@@ -25,9 +25,9 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
-from transforms.encode import HeldBytes
-from transforms.encode import too_far_ahead
+from transforms.read_sources import HeldBytes
 from transforms.read_sources import start_fingerprinted_fetch
+from transforms.read_sources import too_far_ahead
 from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys

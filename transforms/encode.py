@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import threading
 from typing import Optional
 
 import apache_beam as beam
@@ -36,11 +35,13 @@ from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.read_sources import HeldBytes
 from transforms.read_sources import fetched_first
 from transforms.read_sources import read_bytes
 from transforms.read_sources import read_remote_sources
 from transforms.read_sources import start_fetches
 from transforms.read_sources import start_fingerprinted_fetch
+from transforms.read_sources import too_far_ahead
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PooledStep
@@ -156,49 +157,6 @@ class PooledSourceFn(beam.DoFn):
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
     return read_bytes(path, self._reader, spec, self._http)
-
-
-# http(s) images are fetched ahead of the image pool (which takes 2 batches
-# per process): their fetches start as the rows arrive, FETCH_AHEAD rows
-# ahead, and up to FETCH_AHEAD_MAX while the finished fetches waiting hold at
-# most FETCH_AHEAD_BYTES. Measured on 3,000 JPEGs of 80 KB from a server on
-# 127.0.0.1 (2 cores): 64 rows ahead 31 s, 128 23 s, 256 17 s, 512 15 s: a
-# fetch waits on the network, not on a core.
-FETCH_AHEAD = 64
-FETCH_AHEAD_MAX = 512
-FETCH_AHEAD_BYTES = 64 << 20
-
-
-class HeldBytes:
-  """The bytes the finished fetches of rows still ahead of the pool hold:
-  a fetch counts from when it finishes (on its thread) until its row is
-  given to the pool (given first: it never counts)."""
-
-  def __init__(self):
-    self.total = 0
-    self._sizes = {}  # key -> the bytes of its finished fetch (0 until then)
-    self._lock = threading.Lock()
-
-  def started(self, key) -> None:
-    with self._lock:
-      self._sizes[key] = 0
-
-  def finished(self, key, size: int) -> None:
-    with self._lock:
-      if key in self._sizes:
-        self._sizes[key] = size
-        self.total += size
-
-  def given(self, key) -> None:
-    with self._lock:
-      self.total -= self._sizes.pop(key, 0)
-
-
-def too_far_ahead(rows_ahead: int, bytes_held: int) -> bool:
-  """Whether the oldest row fetching ahead goes to the image pool now: rows
-  ahead of it, and the bytes of their finished fetches."""
-  return rows_ahead > FETCH_AHEAD and (rows_ahead > FETCH_AHEAD_MAX or
-                                       bytes_held > FETCH_AHEAD_BYTES)
 
 
 class LoadImageFn(PooledSourceFn):
