@@ -408,3 +408,46 @@ def test_the_distributed_path_copies_by_shard_to_the_same_bytes(nights, tmp_path
   for name in sorted(p.name for p in full.iterdir()):
     if name != 'dataset_info.json':
       assert (full / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_reused_runs_that_start_and_end_at_shard_boundaries_copy_to_full_run_bytes(tmp_path):
+  """Size-capped shards of 4 records (raw 300x300: 270 KB a record, 1 MiB a
+  shard): night 2 changes the first record of shard 1 and the last of shard
+  2 and deletes shard 0's last, so the runs of reused records start and end
+  at the previous shards' boundaries; the incremental run writes the full
+  run's bytes and copies exactly the other records."""
+  import gzip
+  flags = ('--encoding', 'raw', '--height', '300', '--width', '300', '--shard_size_mb', '1',
+           '--progress', 'off')
+  rows = []
+  for i in range(16):
+    name = f'images/img_{i:02d}.png'
+    (tmp_path / 'images').mkdir(exist_ok=True)
+    (tmp_path / name).write_bytes(_image(i))
+    rows.append((name, 'cat' if i % 3 else 'dog', i))
+  source = ['--manifest', str(_manifest(tmp_path / 'night1.csv', rows))]
+  assert _convert(source, tmp_path / 'night1', flags) == EXIT_OK
+  shards = read_info(tmp_path / 'night1')['splits']['train']['shards']
+  assert len(shards) == 4
+  lines = [json.loads(line) for line in gzip.open(tmp_path / 'night1/train.sources.jsonl.gz')]
+  by_shard = [[line['key'] for line in lines if line['shard'] == s] for s in range(4)]
+  assert [len(keys) for keys in by_shard] == [4, 4, 4, 4]
+  changed = (by_shard[1][0], by_shard[2][-1])
+  deleted = by_shard[0][-1]
+  for key in changed:  # rewritten in place: new bytes, same path
+    (tmp_path / key).write_bytes(_image(1000 + int(key[-6:-4])))
+  night2 = [row for row in rows if row[0] != deleted]
+  source = ['--manifest', str(_manifest(tmp_path / 'night2.csv', night2))]
+  assert _convert(source, tmp_path / 'full2', flags) == EXIT_OK
+  assert _convert(source, tmp_path / 'inc2', flags,
+                  '--previous_dataset', str(tmp_path / 'night1')) == EXIT_OK
+  full, inc = tmp_path / 'full2', tmp_path / 'inc2'
+  names = sorted(p.name for p in full.iterdir())
+  assert names == sorted(p.name for p in inc.iterdir())
+  assert len([n for n in names if n.endswith('.tfrecord')]) == 4
+  for name in names:
+    if name != 'dataset_info.json':
+      assert (full / name).read_bytes() == (inc / name).read_bytes(), name
+  reuse = read_info(inc)['reuse']
+  assert (reuse['reused'], reuse['num_encoded'], reuse['dropped']) == (13, 2, 1)
+  assert reuse['encoded']['changed_source'] == 2
