@@ -19,6 +19,7 @@ from transforms.core.annotations import ObjectAnnotation
 from transforms.core.detect import DetectedImage
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedCopy
+from transforms.core.example import LoadedExample
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
@@ -75,6 +76,8 @@ VALUES = {
     'EncodedImage': _image(),
     'LoadedImage': LoadedImage(LabelledRow(_row(), 3, 'cat'), _image(), SHA, 900, 'reuse_fallback'),
     'LoadedCopy': LoadedCopy(LabelledRow(_row(), 3, 'cat'), b'\n\x00serialized', SHA),
+    'LoadedExample': LoadedExample(LabelledRow(_row(), 3, 'cat'), b'\n\x01built', SHA, 900,
+                                   'reuse_fallback'),
     'Rejection': Rejection({'image': 'b.png', 'label': None}, 'decode', 'bad_image', 'not an image',
                            'm.csv', 8),
     'ObjectAnnotation': _annotation().objects[0],
@@ -107,7 +110,8 @@ def test_every_slots_dataclass_of_core_is_cheap_to_pickle():
         assert vars(value).get('__reduce__') is pickling._reduce, value.__qualname__
         assert vars(value).get('__setstate__') is pickling._setstate, value.__qualname__
   assert sorted(slotted) == ['DetectedImage', 'EncodedImage', 'ImageAnnotation', 'LabelledRow',
-                             'LoadedCopy', 'LoadedImage', 'ManifestRow', 'ObjectAnnotation',
+                             'LoadedCopy', 'LoadedExample', 'LoadedImage', 'ManifestRow',
+                             'ObjectAnnotation',
                              'Rejection']
 
 
