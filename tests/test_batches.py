@@ -84,3 +84,33 @@ def test_partition_batches_by_index_in_order():
     assert_that(evens, equal_to([[2, 4], [6, 8]]), label='Evens')
     assert_that(odds, equal_to([[1, 3]]), label='Odds')
     assert_that(none, equal_to([]), label='None')
+
+
+def test_a_batch_is_coded_as_one_pickle_and_sized_from_its_first_row():
+  import pickle
+
+  from transforms.batches import RowBatch
+  from transforms.batches import RowBatchCoder
+  from transforms.core import manifest
+  rows = RowBatch(manifest.ManifestRow({'image': f'{i}.png'}, 'm.csv', i, image=f'{i}.png',
+                                       key=f'{i}.png', label='cat') for i in range(5))
+  coder = beam.coders.registry.get_coder(RowBatch)
+  assert isinstance(coder, RowBatchCoder)
+  decoded = coder.decode(coder.encode(rows))
+  assert type(decoded) is RowBatch and decoded == rows
+  assert decoded[3].image == '3.png' and decoded[3].line == 3
+  # Beam sizes a sample of every output: from one row, not by pickling all
+  assert coder.estimate_size(rows) == 5 * len(pickle.dumps(rows[0], pickle.HIGHEST_PROTOCOL))
+  assert coder.estimate_size(RowBatch()) == 1
+
+
+def test_the_batch_steps_outputs_are_typed_batches():
+  from transforms.batches import RowBatch
+  with local_pipeline() as p:
+    batches = p | beam.Create(list(range(5))) | Batch(2)
+    halves = batches | beam.ParDo(BatchedFn(_Halves()), 0).with_outputs('odd', main='m')
+    parts = batches | PartitionBatches(lambda n: n % 2, 2)
+    assert batches.element_type is RowBatch
+    assert halves.m.element_type is RowBatch
+    assert [part.element_type for part in parts] == [RowBatch, RowBatch]
+    assert_that(halves.m | beam.Map(type), equal_to([RowBatch, RowBatch, RowBatch, RowBatch]))

@@ -10,6 +10,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms.batches import Batch
+from transforms.batches import BatchesOut
 from transforms.batches import chunks
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -122,7 +123,7 @@ class _DedupeGroupFn(beam.DoFn):
     yield kept
 
 
-class _DedupeAllFn(beam.DoFn):
+class _DedupeAllFn(BatchesOut, beam.DoFn):
   """(None, every batch of rows) -> the kept rows in write order, in batches;
   the others under REJECTED."""
 

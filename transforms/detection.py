@@ -12,6 +12,7 @@ import apache_beam as beam
 from transforms import filesystem
 from transforms.batches import Batch
 from transforms.batches import BatchedFn
+from transforms.batches import RowBatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LOADED
 from transforms.beam_util import REJECTED
@@ -172,7 +173,8 @@ class DetectRows(beam.PTransform):
 
   def expand(self, rows):
     unlabelled = functools.partial(LabelledRow, label_id=0, label_text='')
-    loaded = (rows | 'Unlabelled' >> beam.Map(lambda batch: [unlabelled(row) for row in batch])
+    loaded = (rows | 'Unlabelled' >> beam.Map(
+        lambda batch: RowBatch(unlabelled(row) for row in batch)).with_output_types(RowBatch)
               | 'LoadImage' >> beam.ParDo(BatchedFn(self._load)).with_outputs(
                   REJECTED, main=LOADED))
     built = loaded[LOADED] | 'Detect' >> beam.ParDo(BatchedFn(self._detect)).with_outputs(

@@ -12,6 +12,7 @@ from apache_beam.utils import shared
 
 from transforms import filesystem
 from transforms.batches import BatchedFn
+from transforms.batches import RowBatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LABELLED
 from transforms.beam_util import LOADED
@@ -354,6 +355,7 @@ class EncodeRows(beam.PTransform):
         BatchedFn(self._load_image)).with_outputs(REJECTED, main=LOADED)
     spec, ordering, digest = self._example_spec, self._ordering, self._options_digest
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
-        lambda images: [built_example(image, spec, ordering, digest) for image in images])
+        lambda images: RowBatch(built_example(image, spec, ordering, digest)
+                                for image in images)).with_output_types(RowBatch)
     rejected = (labelled[REJECTED], loaded[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: examples, REJECTED: rejected}

@@ -9,6 +9,8 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms.batches import Batch
+from transforms.batches import BatchesOut
+from transforms.batches import RowBatch
 from transforms.batches import chunks
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
@@ -38,7 +40,7 @@ from transforms.parquet_source import ReadParquet
 from transforms.webdataset_source import ReadTars
 
 
-class ParseLineFn(NumberLinesFn):
+class ParseLineFn(BatchesOut, NumberLinesFn):
   """Numbered lines -> batches of ManifestRows (a chunk's rows, one list),
   or a Rejection under REJECTED.
 
@@ -72,8 +74,8 @@ class ParseLineFn(NumberLinesFn):
     yield row
 
   def process(self, tagged, reads):
-    """A chunk of lines -> its rows as one batch (a list), each rejected line alone."""
-    rows = []
+    """A chunk of lines -> its rows as one batch, each rejected line alone."""
+    rows = RowBatch()
     for output in super().process(tagged, reads):
       if isinstance(output, beam.pvalue.TaggedOutput):
         yield output
@@ -137,7 +139,7 @@ class ResolveKeyFn(beam.DoFn):
       yield row
 
 
-class _ResolveAllFn(beam.DoFn):
+class _ResolveAllFn(BatchesOut, beam.DoFn):
   """(None, [(side, [row, ...]), ...]) -> every kept row in write order, in batches
   (lists of BATCH_ROWS rows), plus rejections.
 
