@@ -9,8 +9,11 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchesOut
+from transforms.batches import PerKeyFn
+from transforms.batches import buffer_by_key
 from transforms.batches import chunks
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -46,18 +49,31 @@ class _ReportFn(beam.CombineFn):
     return report
 
 
+class _ContentReportFn(beam.DoFn):
+  """(sha256, Copies) -> its report (duplicates.content_report)."""
+
+  def process(self, grouped):
+    yield duplicates.content_report(*grouped)
+
+
+def _copies(batch) -> list:
+  return [(e.sha256, duplicates.Copy(e.line, e.key, e.split)) for e in batch]
+
+
 @beam.ptransform_fn
-def ContentDuplicates(examples):
+def ContentDuplicates(examples, buckets: int = KEY_BUCKETS):
   """Batches of BuiltExamples -> one report of the rows whose source bytes repeat an
   earlier row's under another key (within a split, across splits); none when
   there is no example: read it as AsSingleton(..., default_value=
   duplicates.empty_report()). Beam's default value would add four steps and a
-  stage."""
+  stage. The copies cross the shuffle in lists per bucket of contents
+  (`buckets`, batches.py), each content reported on its own."""
   return (examples
-          | 'ContentCopies' >> beam.FlatMap(
-              lambda batch: [(e.sha256, duplicates.Copy(e.line, e.key, e.split)) for e in batch])
+          # (bucket, [(sha256, Copy), ...]) per bundle
+          | 'ContentCopies' >> beam.ParDo(buffer_by_key(_copies, buckets))
           | 'GroupByContent' >> beam.GroupByKey()
-          | 'PerContent' >> beam.MapTuple(duplicates.content_report)
+          # a report per content, contents in order within a bucket
+          | 'PerContent' >> beam.ParDo(PerKeyFn(_ContentReportFn()))
           | 'Report' >> beam.CombineGlobally(_ReportFn()).without_defaults())
 
 
@@ -153,12 +169,15 @@ class DedupeContent(beam.PTransform):
   The row kept is the first by line whose label resolves in `label_map` (a
   singleton PCollection of LabelMap). in_order: every row in one group, the
   kept ones leave in write order (a single local worker); else grouped per
-  content.
+  content: through the shuffle in lists per bucket of contents (`buckets`,
+  batches.py), kept content by content.
   """
 
-  def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map):
+  def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map,
+               buckets: int = KEY_BUCKETS):
     super().__init__()
     self._ordering, self._in_order, self._label_map = ordering, in_order, label_map
+    self._buckets = buckets
 
   def expand(self, rows):
     label_map = label_map_side_input(self._label_map)
@@ -169,10 +188,13 @@ class DedupeContent(beam.PTransform):
               | 'KeepFirst' >> beam.ParDo(_DedupeAllFn(self._ordering), label_map)
               .with_outputs(REJECTED, main=ROWS))
     else:
+      by_content = buffer_by_key(
+          lambda batch: [(_content_key(r), r) for r in batch], self._buckets)
       kept = (rows
-              | 'ByContent' >> beam.FlatMap(lambda batch: [(_content_key(r), r) for r in batch])
+              # (bucket, [(content, row), ...]) per bundle
+              | 'ByContent' >> beam.ParDo(by_content)
               | 'GroupByContent' >> beam.GroupByKey()
-              | 'KeepFirst' >> beam.ParDo(_DedupeGroupFn(), label_map)
+              | 'KeepFirst' >> beam.ParDo(PerKeyFn(_DedupeGroupFn()), label_map)
               .with_outputs(REJECTED, main=ROWS))
       return {ROWS: kept[ROWS] | 'BatchRows' >> Batch(), REJECTED: kept[REJECTED]}
     return {ROWS: kept[ROWS], REJECTED: kept[REJECTED]}

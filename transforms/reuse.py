@@ -15,8 +15,14 @@ import zlib
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchedFn
+from transforms.batches import BufferByBucketFn
+from transforms.batches import ExactKeyFn
+from transforms.batches import PerKeyFn
+from transforms.batches import buffer_by_key
+from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
@@ -202,23 +208,27 @@ class _AttachFn(_JoinFn):
 
 @beam.ptransform_fn
 def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig],
-                 in_order: bool = False):
+                 in_order: bool = False, buckets: int = KEY_BUCKETS):
   """Batches of rows -> {ROWS: batches of each row with its previous record
   (or None), TALLIES: the dropped keys}. The sidecars are read in the workers, one per split.
   split: with --split_by content, the split drawn from a reused SHA-256.
   in_order (a single local worker): the previous records are a dict in the
-  step and rows keep their order; else joined by key (CoGroupByKey)."""
+  step and rows keep their order; else joined by key (CoGroupByKey), rows and
+  records in lists per bucket of keys (`buckets`, batches.py)."""
   if in_order:
     attached = rows | 'Attach' >> beam.ParDo(
         BatchedFn(_AttachFn(mode, split, sidecars))).with_outputs(TALLIES, main=ROWS)
     return {ROWS: attached[ROWS], TALLIES: attached[TALLIES]}
+  # (bucket, [(key, PreviousRecord), ...]) and (bucket, [(key, row), ...]) per bundle
   previous = (rows.pipeline
               | 'Sidecars' >> beam.Create(list(sidecars))
-              | 'ReadSidecar' >> beam.FlatMap(read_sidecar))
-  keyed = rows | 'ByKey' >> beam.FlatMap(lambda batch: [(row.key, row) for row in batch])
+              | 'ReadSidecar' >> beam.ParDo(buffer_by_key(read_sidecar, buckets)))
+  keyed = rows | 'ByKey' >> beam.ParDo(buffer_by_key(
+      lambda batch: [(row.key, row) for row in batch], buckets))
   joined = ({'rows': keyed, 'previous': previous}
             | 'CoGroupByKey' >> beam.CoGroupByKey()
-            | 'Attach' >> beam.ParDo(_JoinFn(mode, split)).with_outputs(TALLIES, main=ROWS))
+            | 'Attach' >> beam.ParDo(PerKeyFn(_JoinFn(mode, split))).with_outputs(
+                TALLIES, main=ROWS))
   return {ROWS: joined[ROWS] | 'BatchRows' >> Batch(), TALLIES: joined[TALLIES]}
 
 
@@ -328,11 +338,18 @@ class CopyShardFn(beam.DoFn):
 def CopyRecords(reusables, mode: str, ordering: Ordering, key_feature: Optional[str]):
   """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
   rows to encode, TALLIES: counts}: every shard read in its own call, so a
-  distributed runner reads the shards in parallel."""
+  distributed runner reads the shards in parallel. The Reusables cross the
+  shuffle in lists per shard and bundle (batches.py)."""
   return (reusables
+          # (previous shard path, [Reusable, ...]) per bundle
+          | 'ByShard' >> beam.ParDo(BufferByBucketFn(lambda pair: [pair], _reusable_bytes))
           | 'GroupByShard' >> beam.GroupByKey()
-          | 'CopyShard' >> beam.ParDo(CopyShardFn(mode, ordering, key_feature)).with_outputs(
-              FALLBACK, TALLIES, main='examples'))
+          | 'CopyShard' >> beam.ParDo(ExactKeyFn(CopyShardFn(
+              mode, ordering, key_feature))).with_outputs(FALLBACK, TALLIES, main='examples'))
+
+
+def _reusable_bytes(reusable: Reusable) -> int:
+  return row_bytes(reusable.row) + row_bytes(reusable.row.previous)
 
 
 class Decided(NamedTuple):

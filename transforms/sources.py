@@ -8,9 +8,12 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchesOut
+from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
+from transforms.batches import buffer_by_key
 from transforms.batches import chunks
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
@@ -185,15 +188,18 @@ class ResolveKeys(beam.PTransform):
   (lists, transforms/batches.py), 'rejected': Rejection}.
   in_order: one group of every row, which comes out sorted in the write order
   of `ordering` (for a single local worker, which then writes records in
-  the order they arrive); else grouped per key, in no particular order.
+  the order they arrive); else grouped per key, in no particular order:
+  through the shuffle in lists per bucket of keys (`buckets`, batches.py),
+  resolved key by key.
   """
 
   def __init__(self, label_rows=None, ordering: shuffle.Ordering = shuffle.DEFAULT_ORDERING,
-               in_order: bool = False):
+               in_order: bool = False, buckets: int = KEY_BUCKETS):
     super().__init__()
     self._label_rows = label_rows
     self._ordering = ordering
     self._in_order = in_order
+    self._buckets = buckets
 
   def expand(self, image_rows):
     joined = self._label_rows is not None
@@ -207,14 +213,16 @@ class ResolveKeys(beam.PTransform):
       resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
           _ResolveAllFn(joined, self._ordering)).with_outputs(REJECTED, main=ROWS)
       return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
-    sides = {'images': image_rows | 'KeyImages' >> beam.FlatMap(
-        lambda rows: [(r.key, r) for r in rows])}
+    # batches of rows -> (bucket, [(key, row), ...]) per bundle -> (bucket, {'images': lists,
+    # 'labels': lists}) -> ResolveKeyFn per key of the bucket
+    def by_key():
+      return beam.ParDo(buffer_by_key(lambda rows: [(r.key, r) for r in rows], self._buckets))
+    sides = {'images': image_rows | 'KeyImages' >> by_key()}
     if joined:
-      sides['labels'] = self._label_rows | 'KeyLabels' >> beam.FlatMap(
-          lambda rows: [(r.key, r) for r in rows])
+      sides['labels'] = self._label_rows | 'KeyLabels' >> by_key()
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
-        ResolveKeyFn(joined)).with_outputs(REJECTED, main=ROWS)
+        PerKeyFn(ResolveKeyFn(joined))).with_outputs(REJECTED, main=ROWS)
     return {ROWS: resolved[ROWS] | 'BatchRows' >> Batch(), REJECTED: resolved[REJECTED]}
 
 

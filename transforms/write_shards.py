@@ -10,6 +10,9 @@ import dataclasses
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import ROW_BYTES
+from transforms.batches import BufferByBucketFn
+from transforms.batches import ExactKeyFn
 from transforms.beam_util import in_global_window
 from transforms.core import shuffle
 from transforms.core.spec import INDEX_SUFFIX
@@ -253,6 +256,10 @@ class _ShardFile:
     self.close()
 
 
+def _record_bytes(order_example: tuple) -> int:
+  return len(order_example[1].data) + ROW_BYTES
+
+
 def _assign_capped_shards(batch, starts):
   return [(shuffle.shard_of_order(example.order, starts), (example.order, example))
           for example in batch]
@@ -308,8 +315,9 @@ class WriteShards(beam.PTransform):
   in_order (a single local worker, whose examples arrive in write order, as
   rows were sorted before decoding): written as the images come; no image goes
   through a shuffle and memory stays flat. Otherwise (distributed runners):
-  the same shards, through the runner's shuffle, each sorted by order. Either
-  way the shards are the same on every run and every runner.
+  the same shards, through the runner's shuffle (the records in lists per
+  shard and bundle, batches.py), each sorted by order. Either way the shards
+  are the same on every run and every runner.
   write_index: an `<shard>.index` beside each (uncompressed) shard.
   sources: also the split's sidecar, `PREFIX.sources.jsonl.gz` (write_sources.py).
   Out: the shard paths (and the sidecar's).
@@ -335,7 +343,9 @@ class WriteShards(beam.PTransform):
       return examples | 'WriteSizeCapped' >> beam.ParDo(_WriteSizeCappedFn(
           self._target, self._max_bytes))
     side = beam.pvalue
-    write_shard = _WriteShardFn(self._target)
+    # (shard index, [(order, BuiltExample), ...]) per bundle -> GroupByShard ->
+    # _WriteShardFn over each shard's lists, one after another
+    write_shard = ExactKeyFn(_WriteShardFn(self._target))
     if not self._num_shards:
       starts = (examples
                 | 'OrdersAndSizes' >> beam.FlatMap(
@@ -343,7 +353,8 @@ class WriteShards(beam.PTransform):
                 | 'ShardStarts' >> beam.CombineGlobally(ShardStartsFn(self._max_bytes)))
       return self._with_sidecar(
           examples
-          | 'AssignShard' >> beam.FlatMap(_assign_capped_shards, side.AsSingleton(starts))
+          | 'AssignShard' >> beam.ParDo(BufferByBucketFn(_assign_capped_shards, _record_bytes),
+                                        side.AsSingleton(starts))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
               starts | 'NumShards' >> beam.Map(len))).with_outputs(SOURCES, main='paths'))
@@ -352,8 +363,8 @@ class WriteShards(beam.PTransform):
               | 'SortedOrders' >> beam.CombineGlobally(SortedOrdersFn()))
     written = self._with_sidecar(
         examples
-        | 'AssignShard' >> beam.FlatMap(_assign_shards, side.AsSingleton(orders),
-                                        self._num_shards)
+        | 'AssignShard' >> beam.ParDo(BufferByBucketFn(_assign_shards, _record_bytes),
+                                      side.AsSingleton(orders), self._num_shards)
         | 'GroupByShard' >> beam.GroupByKey()
         | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards).with_outputs(
             SOURCES, main='paths'))

@@ -10,6 +10,8 @@ import contextlib
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.batches import BufferByBucketFn
+from transforms.batches import ExactKeyFn
 from transforms.core.example import BuiltExample
 from transforms.core.reuse import sidecar_line
 
@@ -43,7 +45,7 @@ class SidecarFile:
 
 
 class _WriteSortedFn(beam.DoFn):
-  """(None, [(order, line), ...]) -> the sidecar, lines in write order; out: its path."""
+  """(None, (order, line) pairs) -> the sidecar, lines in write order; out: its path."""
 
   def __init__(self, path: str):
     self._path = path
@@ -61,8 +63,18 @@ def WriteSidecar(lines, path: str):
   """(order, line) of every record of a split, from the shard writers of a
   distributed runner -> its sidecar at `path` (out: the path; none for a
   split without records). The lines (~250 bytes a record) meet in one worker,
-  which sorts them into write order."""
+  which sorts them into write order; they cross the shuffle in lists, a few
+  a bundle (batches.py)."""
   return (lines
-          | 'One' >> beam.Map(lambda order_line: (None, order_line))
+          # (None, [(order, line), ...]) per bundle
+          | 'One' >> beam.ParDo(BufferByBucketFn(_in_one, _line_bytes))
           | 'GroupAll' >> beam.GroupByKey()
-          | 'WriteSorted' >> beam.ParDo(_WriteSortedFn(path)))
+          | 'WriteSorted' >> beam.ParDo(ExactKeyFn(_WriteSortedFn(path))))
+
+
+def _in_one(order_line: tuple) -> list:
+  return [(None, order_line)]
+
+
+def _line_bytes(order_line: tuple) -> int:
+  return len(order_line[1]) + 100  # the tuple, the order and the bytes object
