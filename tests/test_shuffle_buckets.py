@@ -221,9 +221,10 @@ def test_resolve_keys_in_buckets_gives_the_per_key_result(joined):
   rows, rejections = _resolved_per_key(images, labels if joined else [], joined)
   assert len(rows) == (4 if joined else 7) and len(rejections) == (8 if joined else 3)
   with local_pipeline(*TWO_WORKERS) as p:
-    image_rows = p | 'Images' >> beam.Create(images) | 'SpreadImages' >> beam.Reshuffle()
-    label_rows = (p | 'Labels' >> beam.Create(labels) | 'SpreadLabels' >> beam.Reshuffle()
-                  if joined else None)
+    image_rows = (p | 'Images' >> beam.Create(list(chunks(images, 3)))
+                  | 'SpreadImages' >> beam.Reshuffle())
+    label_rows = (p | 'Labels' >> beam.Create(list(chunks(labels, 2)))
+                  | 'SpreadLabels' >> beam.Reshuffle() if joined else None)
     resolved = image_rows | ResolveKeys(label_rows, buckets=2)
     assert_that(resolved[ROWS] | Unbatch(), equal_to(rows), label='Rows')
     assert_that(resolved[REJECTED], equal_to(rejections), label='Rejected')
@@ -232,9 +233,10 @@ def test_resolve_keys_in_buckets_gives_the_per_key_result(joined):
 def test_resolve_keys_in_buckets_over_bundles_and_empty():
   images, labels = _image_rows(), _label_rows()
   rows, rejections = _resolved_per_key(images, labels, True)
-  buffer = buffer_by_key(lambda r: [(r.key, r)], buckets=2)
-  sides = {'images': _buffered(buffer, list(chunks(images, 3))),
-           'labels': _buffered(buffer, list(chunks(labels, 4)))}
+  buffer = buffer_by_key(lambda rows: [(r.key, r) for r in rows], buckets=2)
+  # bundles of one batch each, as ResolveKeys gets them
+  sides = {'images': _buffered(buffer, [[batch] for batch in chunks(images, 3)]),
+           'labels': _buffered(buffer, [[batch] for batch in chunks(labels, 4)])}
   # 4 bundles, each sending a list to each bucket it has a key of; a, b, c share bucket 1
   assert {bucket: len(lists) for bucket, lists in sides['images'].items()} == {0: 3, 1: 3}
   assert {key for values in sides['images'][1] for key, _ in values} == {'a', 'b', 'c'}

@@ -223,7 +223,11 @@ class ResolveKeys(beam.PTransform):
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
         PerKeyFn(ResolveKeyFn(joined))).with_outputs(REJECTED, main=ROWS)
-    return {ROWS: resolved[ROWS] | 'BatchRows' >> Batch(), REJECTED: resolved[REJECTED]}
+    # A bucket is one element after the shuffle: its batches are spread again
+    # (by batch, not by row), so the image step after it runs on every worker.
+    batches = (resolved[ROWS] | 'BatchRows' >> Batch()
+               | 'Spread' >> beam.Reshuffle().with_output_types(RowBatch))
+    return {ROWS: batches, REJECTED: resolved[REJECTED]}
 
 
 class _LabelNamesFn(beam.CombineFn):
