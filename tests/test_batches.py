@@ -114,3 +114,13 @@ def test_the_batch_steps_outputs_are_typed_batches():
     assert halves.m.element_type is RowBatch
     assert [part.element_type for part in parts] == [RowBatch, RowBatch]
     assert_that(halves.m | beam.Map(type), equal_to([RowBatch, RowBatch, RowBatch, RowBatch]))
+
+
+def test_batch_and_spread_keeps_every_element_in_typed_batches():
+  from transforms.batches import BatchAndSpread
+  from transforms.batches import RowBatch
+  with local_pipeline() as p:
+    spread = p | beam.Create(list(range(7))) | BatchAndSpread(3)
+    assert spread.element_type is RowBatch
+    assert_that(spread | 'Sizes' >> beam.Map(len), equal_to([3, 3, 1]), label='Sizes')
+    assert_that(spread | Unbatch(), equal_to(list(range(7))), label='All')

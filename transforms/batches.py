@@ -182,6 +182,16 @@ def Batch(elements, size: int = BATCH_ROWS):
 
 
 @beam.ptransform_fn
+def BatchAndSpread(elements, size: int = BATCH_ROWS):
+  """Elements after a bucketed shuffle -> batches spread over the workers
+  again (a Reshuffle by batch): a bucket is one element after its shuffle,
+  and the image step fused after it would otherwise run on as many workers
+  as there are buckets with rows, not on all of them."""
+  return (elements | 'Batch' >> Batch(size)
+          | 'Spread' >> beam.Reshuffle().with_output_types(RowBatch))
+
+
+@beam.ptransform_fn
 def Unbatch(batches):
   """PCollection of lists -> PCollection of their elements, in order: for a
   step that works row by row (a shuffle by row key, Beam's own sinks)."""
@@ -221,11 +231,12 @@ def PartitionBatches(batches, index_of: Callable[[object], int], count: int):
 #   4,000 -> 1,856; the writer's 2,000 -> 8, the sidecar's 2,000 -> 2.
 
 # Buckets of row keys and content hashes. After the shuffle, a bucket is one
-# unit of work for the steps fused after it (on Flink and Spark, the image
-# step after ResolveKeys), spread over the engine's slots by key hash:
-# simulated, the busiest of 64 slots gets 1.63x the mean work with 1,024
-# buckets, 2.35x with 256 (per-row keys: ~1.0x). A bucket holds 1/1,024 of
-# the rows (~20 MB for 10M rows of ~2 KB). A bundle sends at most 1,024
+# unit of work for the per-key step, spread over the engine's slots by key
+# hash: simulated, the busiest of 64 slots gets 1.63x the mean work with
+# 1,024 buckets, 2.35x with 256 (per-row keys: ~1.0x); the rows it keeps go
+# on in batches spread again (BatchAndSpread), so the image step after it
+# runs on every slot. A bucket holds 1/1,024 of the rows (~20 MB for 10M
+# rows of ~2 KB). A bundle sends at most 1,024
 # lists each time it empties (at the end, or once it holds HELD_BYTES: ~32,000
 # rows, ~32 a list).
 KEY_BUCKETS = 1024

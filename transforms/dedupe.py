@@ -10,7 +10,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms.batches import KEY_BUCKETS
-from transforms.batches import Batch
+from transforms.batches import BatchAndSpread
 from transforms.batches import BatchesOut
 from transforms.batches import PerKeyFn
 from transforms.batches import buffer_by_key
@@ -196,5 +196,5 @@ class DedupeContent(beam.PTransform):
               | 'GroupByContent' >> beam.GroupByKey()
               | 'KeepFirst' >> beam.ParDo(PerKeyFn(_DedupeGroupFn()), label_map)
               .with_outputs(REJECTED, main=ROWS))
-      return {ROWS: kept[ROWS] | 'BatchRows' >> Batch(), REJECTED: kept[REJECTED]}
+      return {ROWS: kept[ROWS] | 'BatchRows' >> BatchAndSpread(), REJECTED: kept[REJECTED]}
     return {ROWS: kept[ROWS], REJECTED: kept[REJECTED]}

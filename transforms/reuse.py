@@ -17,6 +17,7 @@ import apache_beam as beam
 from transforms import filesystem
 from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
+from transforms.batches import BatchAndSpread
 from transforms.batches import BatchedFn
 from transforms.batches import BufferByBucketFn
 from transforms.batches import ExactKeyFn
@@ -229,7 +230,7 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
             | 'CoGroupByKey' >> beam.CoGroupByKey()
             | 'Attach' >> beam.ParDo(PerKeyFn(_JoinFn(mode, split))).with_outputs(
                 TALLIES, main=ROWS))
-  return {ROWS: joined[ROWS] | 'BatchRows' >> Batch(), TALLIES: joined[TALLIES]}
+  return {ROWS: joined[ROWS] | 'BatchRows' >> BatchAndSpread(), TALLIES: joined[TALLIES]}
 
 
 class DecideFn(beam.DoFn):

@@ -10,6 +10,7 @@ import apache_beam as beam
 
 from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
+from transforms.batches import BatchAndSpread
 from transforms.batches import BatchesOut
 from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
@@ -223,11 +224,8 @@ class ResolveKeys(beam.PTransform):
     grouped = sides | 'GroupByKey' >> beam.CoGroupByKey()
     resolved = grouped | 'ResolveKey' >> beam.ParDo(
         PerKeyFn(ResolveKeyFn(joined))).with_outputs(REJECTED, main=ROWS)
-    # A bucket is one element after the shuffle: its batches are spread again
-    # (by batch, not by row), so the image step after it runs on every worker.
-    batches = (resolved[ROWS] | 'BatchRows' >> Batch()
-               | 'Spread' >> beam.Reshuffle().with_output_types(RowBatch))
-    return {ROWS: batches, REJECTED: resolved[REJECTED]}
+    return {ROWS: resolved[ROWS] | 'BatchRows' >> BatchAndSpread(),
+            REJECTED: resolved[REJECTED]}
 
 
 class _LabelNamesFn(beam.CombineFn):
