@@ -126,6 +126,16 @@ def test_buffer_lists_a_bucket_when_full_everything_past_the_bytes_and_at_the_en
   assert (windowed.value, windowed.windows) == ((None, list(range(100))), [GlobalWindow()])
 
 
+def test_a_list_leaves_once_it_holds_list_bytes():
+  """Records of one shard never cross as one element of tens of MB."""
+  fn = BufferByBucketFn(lambda n: [(n % 2, n)], size_of=lambda n: 400, max_values=100,
+                        max_bytes=10 ** 6, list_bytes=1000)
+  fn.start_bundle()
+  early = [out for n in range(8) for out in fn.process(n)]
+  assert early == [(0, [0, 2, 4]), (1, [1, 3, 5])]  # 1,200 bytes >= 1,000
+  assert _values(fn.finish_bundle()) == [(0, [6]), (1, [7])]
+
+
 def test_a_row_counts_its_detection_objects_toward_the_bytes_held():
   from transforms.core.annotations import ImageAnnotation
   from transforms.core.annotations import ObjectAnnotation
