@@ -145,15 +145,8 @@ def ensure_corpus(workdir, num_images, processes=None):
     with multiprocessing.Pool(processes or os.cpu_count()) as pool:
       generated = sum(pool.imap_unordered(write_image, tasks, chunksize=16))
     write_manifest(manifest, num_images)
-  total_bytes = sum(
-      os.path.getsize(os.path.join(folder, relative_path(i))) for i in range(num_images))
-  return manifest, {
-      'manifest': manifest,
-      'num_images': num_images,
-      'generated_now': generated,
-      'seconds': round(time.perf_counter() - start, 2),
-      'mean_file_kib': round(total_bytes / num_images / 1024, 1),
-  }
+  described = _described(manifest, folder, num_images, relative_path, generated, start)
+  return manifest, {**described, 'mean_file_kib': round(described['mean_file_bytes'] / 1024, 1)}
 
 
 def tiny_relative_path(index: int) -> str:
@@ -202,15 +195,18 @@ def ensure_tiny_corpus(workdir: str, num_images: int) -> tuple[str, dict]:
   if not os.path.exists(manifest):
     generated = sum(write_tiny_image(folder, i) for i in range(num_images))
     write_manifest(manifest, num_images, tiny_relative_path)
-  total_bytes = sum(
-      os.path.getsize(os.path.join(folder, tiny_relative_path(i))) for i in range(num_images))
-  return manifest, {
-      'manifest': manifest,
-      'num_images': num_images,
-      'generated_now': generated,
-      'seconds': round(time.perf_counter() - start, 2),
-      'mean_file_bytes': round(total_bytes / num_images),
-  }
+  return manifest, _described(manifest, folder, num_images, tiny_relative_path, generated,
+                              start)
+
+
+def _described(manifest: str, folder: str, num_images: int, relative, generated: int,
+               start: float) -> dict:
+  """What ensure_corpus and ensure_tiny_corpus say of a corpus they made or found."""
+  total_bytes = sum(os.path.getsize(os.path.join(folder, relative(i)))
+                    for i in range(num_images))
+  return {'manifest': manifest, 'num_images': num_images, 'generated_now': generated,
+          'seconds': round(time.perf_counter() - start, 2),
+          'mean_file_bytes': round(total_bytes / num_images)}
 
 
 def main():
