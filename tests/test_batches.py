@@ -57,6 +57,27 @@ def test_batched_fn_keeps_the_batch_and_sends_rejects_alone():
     assert_that(outputs.odd, equal_to([1, 3, 5, 'end']), label='Odd')
 
 
+class _Repeat(beam.DoFn):
+  """n -> 'x' * n, twice at the end of a bundle."""
+
+  def process(self, number):
+    yield 'x' * number
+
+  def finish_bundle(self):
+    yield in_global_window('yy')
+    yield in_global_window('zzz')
+
+
+def test_batched_fn_cuts_its_lists_at_max_bytes_in_order():
+  fn = BatchedFn(_Repeat(), len, max_bytes=5)
+  fn.start_bundle()
+  made = list(fn.process([1, 2, 3, 1, 1, 9, 2]))
+  # 1+2+3 reaches 5: a list; 1+1+9 too; the 2 left leaves at the batch's end
+  assert made == [['x', 'xx', 'xxx'], ['x', 'x', 'x' * 9], ['xx']]
+  assert [w.value for w in fn.finish_bundle()] == [['yy', 'zzz']]
+  assert [len(batch) for batch in BatchedFn(_Repeat()).process([1] * 300)] == [300]  # no cap
+
+
 def test_batch_fn_cuts_in_arrival_order():
   fn = BatchFn(2)
   fn.start_bundle()

@@ -143,7 +143,7 @@ def _run_page(page: str, demo_folder: pathlib.Path, tmp_path: pathlib.Path,
   return ran
 
 
-@pytest.mark.slow  # make demo and the tour: Beam in subprocesses
+@pytest.mark.integration  # make demo and the tour: Beam in subprocesses, ~55 s of make test
 def test_the_readme_s_snippets_run_as_pasted(demo_inputs, tmp_path):
   ran = _run_page('README.md', demo_inputs, tmp_path, integration=False)
   assert len(ran) == 8, ran  # the tour but make demo, URLs, Flink and Spark, Dataflow

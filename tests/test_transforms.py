@@ -158,6 +158,32 @@ def test_a_batch_of_good_and_bad_rows_keeps_its_good_rows_together(tmp_path):
   assert threads == processes
 
 
+def test_large_records_leave_the_image_step_in_batches_of_a_few_mb(tmp_path):
+  """40 raw 300x300 records (270,000 bytes each) from one batch of rows:
+  lists of at most 16 (BATCH_BYTES, 4 MiB, is reached by the 16th), every
+  record once and in order."""
+  from transforms.batches import BATCH_BYTES
+  rows = []
+  for i in range(40):
+    write_image(tmp_path / f'{i:02d}.png', (i, 0, 0), size=(30, 30))
+    rows.append(manifest.ManifestRow({'image': f'{i:02d}.png'}, 'm', i + 2,
+                                     image=f'{i:02d}.png', path=str(tmp_path / f'{i:02d}.png'),
+                                     key=f'{i:02d}.png', label='red'))
+  per_record = 300 * 300 * 3
+  assert (BATCH_BYTES // per_record + 1) == 16
+  with direct_pipeline() as p:
+    label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',), fixed=True)])
+    encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
+        ImageSpec(height=300, width=300, encoding='raw'), ExampleSpec(), label_map)
+    assert_that(encoded[EXAMPLES] | beam.Map(len), equal_to([16, 16, 8]), label='Sizes')
+    assert_that(encoded[EXAMPLES] | 'Lines' >> beam.Map(lambda batch: [e.line for e in batch]),
+                equal_to([list(range(2, 18)), list(range(18, 34)), list(range(34, 42))]),
+                label='InOrder')
+    assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
+        lambda e: parse_example(e.data)['image/encoded'][1][0][0]),
+                equal_to(list(range(40))), label='Pixels')
+
+
 def _explode(path, spec):
   raise ZeroDivisionError('inside some plugin')
 

@@ -27,6 +27,7 @@ from transforms.core.detect import detect
 from transforms.core.example import BuiltExample
 from transforms.core.example import LabelledRow
 from transforms.core.example import build_example
+from transforms.core.example import held_bytes
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
 from transforms.core.shuffle import Ordering
@@ -175,9 +176,10 @@ class DetectRows(beam.PTransform):
     unlabelled = functools.partial(LabelledRow, label_id=0, label_text='')
     loaded = (rows | 'Unlabelled' >> beam.Map(
         lambda batch: RowBatch(unlabelled(row) for row in batch)).with_output_types(RowBatch)
-              | 'LoadImage' >> beam.ParDo(BatchedFn(self._load)).with_outputs(
+              | 'LoadImage' >> beam.ParDo(BatchedFn(self._load, held_bytes)).with_outputs(
                   REJECTED, main=LOADED))
-    built = loaded[LOADED] | 'Detect' >> beam.ParDo(BatchedFn(self._detect)).with_outputs(
+    built = loaded[LOADED] | 'Detect' >> beam.ParDo(
+        BatchedFn(self._detect, held_bytes)).with_outputs(
         REJECTED, TALLIES, main=EXAMPLES)
     rejected = (loaded[REJECTED], built[REJECTED]) | 'FlattenRejected' >> beam.Flatten()
     return {EXAMPLES: built[EXAMPLES], REJECTED: rejected, TALLIES: built[TALLIES]}

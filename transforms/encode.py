@@ -24,6 +24,7 @@ from transforms.core.example import LoadedCopy
 from transforms.core.example import LoadedExample
 from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
+from transforms.core.example import held_bytes
 from transforms.core.image import prepare_pillow
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
@@ -352,7 +353,7 @@ class EncodeRows(beam.PTransform):
         BatchedFn(AssignLabelFn()), label_map_side_input(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
-        BatchedFn(self._load_image)).with_outputs(REJECTED, main=LOADED)
+        BatchedFn(self._load_image, held_bytes)).with_outputs(REJECTED, main=LOADED)
     spec, ordering, digest = self._example_spec, self._ordering, self._options_digest
     examples = loaded[LOADED] | 'BuildExample' >> beam.Map(
         lambda images: RowBatch(built_example(image, spec, ordering, digest)

@@ -88,6 +88,14 @@ class BuiltExample(NamedTuple):
   image: str = ''  # the row's image path as written (the sidecar's `image`)
 
 
+def held_bytes(value: LoadedImage | LoadedExample | LoadedCopy | BuiltExample) -> int:
+  """The image or record bytes one output of an image step holds (what
+  batches.BatchedFn cuts its lists by)."""
+  if isinstance(value, LoadedImage):
+    return len(value.image.data)
+  return len(value.data)
+
+
 def built_example(loaded: LoadedImage | LoadedExample | LoadedCopy, spec: ExampleSpec,
                   ordering: Ordering, options_digest: str = '') -> BuiltExample:
   """options_digest: fingerprints.options_digest of the run (the record's
