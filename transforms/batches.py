@@ -6,8 +6,7 @@ single local worker several µs per step (windowed values, receivers,
 counters, a sampled size estimate), on Flink and Spark also a trip through
 the Fn API data plane and the engine's network stack at each stage boundary.
 A 16x16 thumbnail, a reused record or a row on a portable runner paid that
-per row, per step.
-A batch pays it once for up to BATCH_ROWS rows.
+per row, per step; a batch pays it once for up to BATCH_ROWS rows.
 
 The per-row DoFns stay as they are, tested alone: `BatchedFn` runs one over
 each row of a batch. What it cannot turn into its main output still leaves
@@ -33,12 +32,14 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.beam_util import in_global_window
 
-# Rows per batch. Rows are small (a few hundred bytes); the records made from
-# them are as large as their images, and the image step emits whatever is
-# ready (at most the pool's rows in flight), so a batch of records stays a few
-# MB. On 20,000 16x16 PNGs (2 cores) batches of 256 through the steps alone
-# took the launcher's CPU per row, marginal over 2,000, from 0.47 to 0.27 ms.
+# Rows per batch. Rows are small (a few hundred bytes): on 20,000 16x16 PNGs
+# (2 cores) batches of 256 through the steps alone took the launcher's CPU per
+# row, marginal over 2,000, from 0.47 to 0.27 ms.
 BATCH_ROWS = 256
+# Records are as large as their images: a list leaving an image step is cut
+# at this many bytes (lists of 256 raw 300x300 records, 69 MB, raised the
+# launcher's peak from 163 to 231 MiB on 2,000 images; 4 MiB holds 15).
+BATCH_BYTES = 4 << 20
 
 
 class RowBatch(list):
@@ -123,23 +124,12 @@ class _WrappingFn(beam.DoFn):
     self._fn.teardown()
 
 
-# Bytes of images or records a batch leaving an image step holds at most (a
-# batch is cut there, in order). Rows are small, records as large as their
-# images: 256 raw 300x300 records are 69 MB, which raised the launcher's peak
-# (raw300, 2,000 and 8,000 images) from 163-220 MiB before rows travelled in
-# batches to 231-289 MiB. A few MB keeps Beam's cost per element negligible
-# (15 raw 300x300 records; 256 16x16 ones are 0.2 MB).
-BATCH_BYTES = 4 << 20
-
-
 class BatchedFn(BatchesOut, _WrappingFn):
   """A per-element DoFn run over each element of a batch (a list): its main
   outputs for one batch leave as one list (none for none), its tagged outputs
   one by one as it gave them. Outputs made at the end of a bundle likewise.
-  Side inputs reach the wrapped process() as they would alone.
-  size_of: the bytes an output holds; a list leaves once its outputs hold
-  max_bytes (the next starts a list of its own), so large records never
-  gather by the hundred."""
+  Side inputs reach the wrapped process() as they would alone. size_of: the
+  bytes an output holds; a list leaves once its outputs hold max_bytes."""
 
   def __init__(self, fn: beam.DoFn, size_of: Callable[[object], int] | None = None,
                max_bytes: int = BATCH_BYTES):
@@ -148,36 +138,28 @@ class BatchedFn(BatchesOut, _WrappingFn):
     self._max_bytes = max_bytes
 
   def process(self, batch, *side_inputs):
-    made, held = RowBatch(), 0
-    process, size_of = self._fn.process, self._size_of
-    for element in batch:
-      for output in process(element, *side_inputs) or ():
-        if isinstance(output, TaggedOutput):
-          yield output
-          continue
-        made.append(output)
-        if size_of is not None:
-          held += size_of(output)
-          if held >= self._max_bytes:
-            yield made
-            made, held = RowBatch(), 0
-    if made:
-      yield made
+    process = self._fn.process
+    yield from self._lists(output for element in batch
+                           for output in process(element, *side_inputs) or ())
 
   def finish_bundle(self):
-    made, held = RowBatch(), 0
-    for output in self._fn.finish_bundle() or ():
+    for output in self._lists(self._fn.finish_bundle() or ()):
+      yield output if isinstance(output, TaggedOutput) else in_global_window(output)
+
+  def _lists(self, outputs: Iterable):
+    """Tagged outputs as they come; the others in lists (cut at max_bytes)."""
+    made, held, size_of = RowBatch(), 0, self._size_of
+    for output in outputs:
       if isinstance(output, TaggedOutput):
         yield output
         continue
       made.append(output.value if isinstance(output, WindowedValue) else output)
-      if self._size_of is not None:
-        held += self._size_of(made[-1])
-        if held >= self._max_bytes:
-          yield in_global_window(made)
-          made, held = RowBatch(), 0
+      held += size_of(made[-1]) if size_of is not None else 0
+      if size_of is not None and held >= self._max_bytes:
+        yield made
+        made, held = RowBatch(), 0
     if made:
-      yield in_global_window(made)
+      yield made
 
 
 class BatchFn(BatchesOut, beam.DoFn):
