@@ -39,7 +39,7 @@ def messy_manifest(sample):
 
 
 @pytest.mark.parametrize('mode', ['in_memory', 'multi_threading', pytest.param(
-    'multi_processing', marks=pytest.mark.slow)])  # Beam worker processes
+    'multi_processing', marks=pytest.mark.integration)])  # Beam worker processes: ~9 s
 def test_rows_read_equal_examples_plus_rejected(sample, mode):
   num_rows = messy_manifest(sample)
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),

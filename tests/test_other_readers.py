@@ -226,7 +226,7 @@ def test_export_usage_errors_are_one_line_before_tensorflow_loads(source, tmp_pa
   assert not (tmp_path / 'elsewhere').exists()
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # TensorFlow in a subprocess, ~7 s
 def test_export_prints_its_one_line_and_no_tensorflow_logging(source, tmp_path):
   pytest.importorskip('tensorflow_datasets')
   out = converted(source, tmp_path / 'raw')

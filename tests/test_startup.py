@@ -66,14 +66,14 @@ def _fresh_import(argv: list) -> list:
   return json.loads(out.stdout.splitlines()[-1])
 
 
-@pytest.mark.slow  # Beam in a subprocess
+@pytest.mark.integration  # Beam in a subprocess
 def test_local_run_imports_beam_without_cloud_packages_and_loads_s3_on_demand():
   loaded, s3, gcs = _fresh_import(['--manifest', 'm.csv'])
   assert loaded == []
   assert (s3, gcs) == ('S3FileSystem', 'GCSFileSystem')
 
 
-@pytest.mark.slow  # Beam in a subprocess
+@pytest.mark.integration  # Beam in a subprocess
 def test_run_naming_a_url_imports_beam_whole():
   loaded, s3, gcs = _fresh_import(['--manifest', 'gs://bucket/m.csv'])
   assert {'google.cloud.storage', 'boto3', 'apache_beam.io.gcp.bigquery'} <= set(loaded)

@@ -104,7 +104,7 @@ def test_console_script_dispatches(sample, capsys):
   assert 'convert' in capsys.readouterr().out
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # a real console in subprocesses: make test-integration (6-min make test)
 def test_real_command_line_exit_codes(sample):
   """python -m pipeline.convert as a user types it: no traceback, right codes."""
   base = [sys.executable, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
@@ -127,7 +127,7 @@ def test_fast_exit_flushes_piped_output_and_keeps_the_code():
   assert (done.returncode, done.stdout, done.stderr) == (7, 'to stdout\n', 'to stderr\n')
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # a real console in subprocesses: make test-integration (6-min make test)
 def test_command_line_over_budget_and_invalid_codes(sample):
   """Exit codes 3 (convert over --max_error_rate) and 1 (validate found problems)."""
   (sample.root / 'images' / 'broken.jpg').write_bytes(b'not an image')
@@ -157,7 +157,7 @@ def test_empty_manifest_with_allow_empty_makes_an_empty_valid_dataset_with_a_war
   assert capsys.readouterr().out.startswith('OK: 0 examples, every record checked')
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # a real console in subprocesses: make test-integration (6-min make test)
 def test_installed_console_script(sample):
   import pathlib
   script = pathlib.Path(sys.executable).with_name('img2tfrecord')
