@@ -18,8 +18,10 @@ from pipeline import convert
 from tests.conftest import COLOURS
 from tests.conftest import make_sample
 
-# TensorFlow in a subprocess; one worker shares the read_back fixture.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('tf_readers')]
+# TensorFlow in a subprocess (~30 s): make test-integration, with the other
+# real clients (make test reads the seed recipe in test_read.py); one worker
+# shares the read_back fixture.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group('tf_readers')]
 
 READERS = pathlib.Path(__file__).with_name('tf_readers.py')
 NAMES = sorted(COLOURS)
