@@ -138,9 +138,8 @@ class BatchedFn(BatchesOut, _WrappingFn):
     self._max_bytes = max_bytes
 
   def process(self, batch, *side_inputs):
-    process = self._fn.process
     yield from self._lists(output for element in batch
-                           for output in process(element, *side_inputs) or ())
+                           for output in self._fn.process(element, *side_inputs) or ())
 
   def finish_bundle(self):
     for output in self._lists(self._fn.finish_bundle() or ()):
@@ -154,10 +153,11 @@ class BatchedFn(BatchesOut, _WrappingFn):
         yield output
         continue
       made.append(output.value if isinstance(output, WindowedValue) else output)
-      held += size_of(made[-1]) if size_of is not None else 0
-      if size_of is not None and held >= self._max_bytes:
-        yield made
-        made, held = RowBatch(), 0
+      if size_of is not None:
+        held += size_of(made[-1])
+        if held >= self._max_bytes:
+          yield made
+          made, held = RowBatch(), 0
     if made:
       yield made
 
