@@ -161,6 +161,7 @@ def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a system test: a server, three sources, three runs
 def test_demo_sources_converts_and_validates_each_source(tmp_path, monkeypatch, capsys):
   from pipeline import demo_sources
   monkeypatch.chdir(tmp_path)

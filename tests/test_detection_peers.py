@@ -14,7 +14,8 @@ from pipeline import convert
 from pipeline import demo_detection
 from pipeline import read
 
-pytestmark = pytest.mark.xdist_group('detection')
+# TensorFlow and the Model Garden: real clients, all in make test-integration.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group('detection')]
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -83,7 +84,6 @@ for record in tf.data.TFRecordDataset(sys.argv[1]).take(1):
 """
 
 
-@pytest.mark.integration
 def test_the_model_gardens_decoder_reads_it(dataset):
   python = REPO / '.peers' / 'tf-models' / 'bin' / 'python'
   if not python.exists():

@@ -208,6 +208,7 @@ def test_template_parameters_become_convert_flags():
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # the launcher's own command in a subprocess, a whole run
 def test_the_entry_point_runs_convert_as_the_launcher_calls_it(tmp_path):
   """`python FLEX_TEMPLATE_PYTHON_PY_FILE --name=value ...`, on the DirectRunner here."""
   write_image(tmp_path / 'a.png', (255, 0, 0))

@@ -265,6 +265,7 @@ def test_report_page_tables_match_dataset_info(dataset, exported):
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a real client (Chromium)
 @pytest.mark.skipif(shutil.which('chromium') is None, reason='needs Debian chromium')
 def test_report_page_renders_in_chromium(dataset, exported, tmp_path):
   export_dir, _ = exported

@@ -133,6 +133,7 @@ def test_files_of_a_pattern_are_one_manifest_with_their_own_lines(tmp_path):
                 equal_to([(lines_key(False), 8)]), label='Tallies')
 
 
+@pytest.mark.integration  # Beam's multi-process DirectRunner (~9 s)
 def test_two_local_workers_both_read_ranges(tmp_path, monkeypatch):
   """--direct_num_workers 2: the ranges are spread over both worker processes."""
   log = tmp_path / 'ranges'

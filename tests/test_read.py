@@ -231,6 +231,7 @@ def test_load_matches_examples_record_for_record(datasets, eager_tf):
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # a TensorFlow 1 process of its own (~10 s); test_tf_readers runs the recipe too
 def test_seed_recipe_load_and_examples_agree_pixel_for_pixel(datasets, eager_tf, tmp_path):
   out = datasets['seed']
   result = tmp_path / 'seed.pickle'

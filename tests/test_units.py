@@ -116,6 +116,7 @@ def test_label_map_lookup_and_integers():
 
 
 @pytest.mark.slow  # imports TensorFlow (~5 s)
+@pytest.mark.integration  # make test decodes with TensorFlow in test_read and test_training
 def test_example_serialization_round_trips_through_tensorflow():
   tf = pytest.importorskip('tensorflow')
   data = serialize_example({'img_raw': ('bytes', b'\x00\x01'), 'label': ('int64', 7),

@@ -212,6 +212,7 @@ def test_duplicate_keys(converted):
 
 
 @pytest.mark.slow  # Beam worker processes
+@pytest.mark.integration  # Beam's multi-process DirectRunner (~9 s)
 def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   """A single local worker gathers the records' facts in the reader
   (RecordFacts); with --direct_num_workers 2 they are grouped by key and by
