@@ -285,12 +285,12 @@ def test_a_stuck_image_is_rejected_as_timeout_and_its_batch_redone(tmp_path, slo
     label_map = p | 'LabelMap' >> beam.Create([LabelMap(('red',))])
     encoded = p | 'Rows' >> beam.Create([rows]) | EncodeRows(
         ImageSpec(height=1, width=1), ExampleSpec(), label_map,
-        image_processes=2, convert_in_process=sleep_on_marked, image_timeout_s=1)
+        image_processes=2, convert_in_process=sleep_on_marked, image_timeout_s=2)
     assert_that(encoded[EXAMPLES] | Unbatch() | beam.Map(
         lambda e: parse_example(e.data)['image/filename'][1][0].decode()),
                 equal_to([f'{i}.png' for i in range(20) if i != slow]), label='Examples')
     assert_that(encoded[REJECTED] | beam.Map(
-        lambda r: (r.line, r.stage, r.code, '--image_timeout_s 1' in r.reason)),
+        lambda r: (r.line, r.stage, r.code, '--image_timeout_s 2' in r.reason)),
                 equal_to([(slow, 'decode', 'timeout', True)]), label='Rejected')
   # the batch, then the row alone: twice the limit, not the 600 s sleep
   assert time.monotonic() - started < 120
