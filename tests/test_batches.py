@@ -145,3 +145,25 @@ def test_batch_and_spread_keeps_every_element_in_typed_batches():
     assert spread.element_type is RowBatch
     assert_that(spread | 'Sizes' >> beam.Map(len), equal_to([3, 3, 1]), label='Sizes')
     assert_that(spread | Unbatch(), equal_to(list(range(7))), label='All')
+
+
+def test_a_buckets_list_crosses_its_shuffle_as_one_pickle():
+  import pickle
+  from unittest import mock
+
+  from transforms.batches import BufferByBucketFn
+  from transforms.batches import RowBatchCoder
+  from transforms.batches import row_bytes
+  from transforms.core.manifest import ManifestRow
+  fn = BufferByBucketFn(lambda row: [(0, row)], row_bytes)
+  # the coder Beam takes for the step's output, and so for its GroupByKey
+  coder = beam.coders.registry.get_coder(fn.default_type_hints().output_types[0][0])
+  assert isinstance(coder.coders()[1], RowBatchCoder)
+  rows = [ManifestRow({'image': f'{i}.png'}, 'm.csv', i) for i in range(3)]
+  fn.start_bundle()
+  assert [list(fn.process(row)) for row in rows] == [[], [], []]
+  (bucket, values), = [bucket_values.value for bucket_values in fn.finish_bundle()]
+  with mock.patch('pickle.dumps', wraps=pickle.dumps) as dumps:
+    encoded = coder.encode((bucket, values))
+  assert dumps.call_count == 1  # the list at once, not a pickle a row
+  assert coder.decode(encoded) == (0, rows)

@@ -252,3 +252,35 @@ def test_beams_picklers_round_trip(module):
   pickler = importlib.import_module(f'apache_beam.internal.{module}')
   for original in VALUES.values():
     _assert_same(pickler.loads(pickler.dumps(original)), original)
+
+
+@pytest.mark.parametrize('name', VALUES)
+def test_replaced_gives_what_dataclasses_replace_gives(name):
+  original = VALUES[name]
+  first = dataclasses.fields(original)[0].name
+  for changes in ({}, {first: None}):
+    made = pickling.replaced(original, **changes)
+    _assert_same(made, dataclasses.replace(original, **changes))
+    assert made is not original
+  row = pickling.replaced(_row(), fingerprint='local:1:2:3:4', split='test')
+  assert (row.fingerprint, row.split, row.key, row.line) == ('local:1:2:3:4', 'test', 'a', 7)
+
+
+def test_replaced_refuses_a_field_the_class_lacks():
+  with pytest.raises(TypeError, match="no field 'colour'"):
+    pickling.replaced(_row(), colour='red')
+
+
+def test_replaced_runs_post_init_as_dataclasses_replace_does():
+  @pickling.cheap_pickle
+  @dataclasses.dataclass(frozen=True, slots=True)
+  class Checked:
+    size: int
+
+    def __post_init__(self):
+      if self.size < 0:
+        raise ValueError('negative size')
+
+  assert pickling.replaced(Checked(1), size=2) == Checked(2)
+  with pytest.raises(ValueError, match='negative size'):
+    pickling.replaced(Checked(1), size=-1)

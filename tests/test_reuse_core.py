@@ -274,6 +274,32 @@ def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_pat
   assert len(os.listdir('/proc/self/fd')) == before
 
 
+@pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
+def test_a_copy_keeps_the_framed_record_as_read_for_the_writer(tmp_path, compressed):
+  records = [_example('k0'), _example('k1', b'second!')]
+  path = _shard_file(tmp_path, records, compressed)
+  reader = reuse.ShardReader('image/key')
+  copied = reader.copy(*_in(path, records, 1, compressed))
+  assert copied.data == records[1]
+  assert copied.framed == frame(records[1])  # what the writer would frame again
+  with pytest.raises(ShardError, match='holds the key'):
+    reader.copy(_in(path, records, 1, compressed)[0], 'k0')
+  reader.close()
+
+
+def test_the_shard_writer_writes_a_framed_record_as_given(tmp_path):
+  from transforms.write_shards import _ShardFile
+  path = tmp_path / 'out.tfrecord'
+  with _ShardFile(str(path), 'none', write_index=True) as shard:
+    first = shard.write_record(b'abc')
+    given = frame(b'DEFG')  # not frame(data): proves the writer did not frame again
+    second = shard.write_record(b'defg', given)
+  assert path.read_bytes() == frame(b'abc') + given
+  assert first == (0, 19, int.from_bytes(frame(b'abc')[-4:], 'little'))
+  assert second == (19, 20, int.from_bytes(given[-4:], 'little'))
+  assert (tmp_path / 'out.tfrecord.index').read_text() == '0 19\n19 20\n'
+
+
 def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):
   records = [_example('k0'), _example('k1', b'second!')]
   path = _shard_file(tmp_path, records)
@@ -318,3 +344,21 @@ def test_the_key_feature_is_found_without_parsing_the_rest():
   assert bytes_feature(data, 'image/ke') is None and bytes_feature(data, 'nope') is None
   assert bytes_feature(data[:-3], 'image/key') is None  # cut short: not plain
   assert bytes_feature(b'', 'image/key') is None
+
+
+def test_a_sidecar_is_plain_gzip_at_the_fastest_level(tmp_path):
+  import gzip
+
+  from transforms import filesystem
+  from transforms.write_sources import SidecarFile
+  path = str(tmp_path / 'train.sources.jsonl.gz')
+  sidecar = SidecarFile(path, filesystem.FileAccess())
+  lines = [reuse.sidecar_line(f'k{i}', 0, i, i * 40, 40, 7, 'local:1:2:3:4', 'ab' * 32, f'k{i}',
+                              1, 'cat', 'digest') for i in range(300)]
+  for line in lines:
+    sidecar.add(line)
+  sidecar.close()
+  written = open(path, 'rb').read()
+  assert written[:4] == b'\x1f\x8b\x08\x00' and written[4:8] == b'\x00' * 4  # no name, no mtime
+  assert written[8] == 4  # XFL: the fastest level (SIDECAR_LEVEL 1)
+  assert gzip.decompress(written) == b''.join(lines)

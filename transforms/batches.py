@@ -230,15 +230,8 @@ def PartitionBatches(batches, index_of: Callable[[object], int], count: int):
 # the lists, and PerKeyFn runs the per-key step on each real key of a bucket,
 # in key order, as it ran on that key's group before (ExactKeyFn where the
 # bucket is the key: a shard). Never more elements than rows.
-# Measured (bench/shuffle_elements.py: convert with --direct_num_workers 2,
-# the distributed path, 16x16 PNGs), elements in, before -> after:
-#   20,000 rows (2 bundles): ResolveKeys, ContentDuplicates, DedupeContent
-#   20,000 -> 2,048; JoinPrevious 40,000 -> 2,048; the writer's GroupByShard
-#   20,000 -> 8 (4 shards; 46 size-capped), its sidecar's 20,000 -> 6,
-#   CopyRecords' 20,000 -> 8.
-#   2,000 rows (bundles of a few hundred rows, fewer than the buckets): the
-#   row keys' 2,000 -> 1,616, the contents' 2,000 -> 1,288, JoinPrevious'
-#   4,000 -> 1,856; the writer's 2,000 -> 8, the sidecar's 2,000 -> 2.
+# Elements in, row by row against in lists: bench/RESULTS.md, "2026-12-03:
+# elements into convert's shuffles" (bench/shuffle_elements.py).
 
 # Buckets of row keys and content hashes. After the shuffle, a bucket is one
 # unit of work for the per-key step, spread over the engine's slots by key
@@ -291,6 +284,12 @@ class BufferByBucketFn(beam.DoFn):
   value), and at the end of the bundle. Values keep their arrival order
   within a list."""
 
+  def default_type_hints(self):
+    # Each list crosses the shuffle as one pickle (RowBatchCoder): typed as a
+    # plain list, Beam's FastPrimitivesCoder pickled every value in it alone.
+    return super().default_type_hints().with_output_types(
+        beam.typehints.Tuple[beam.typehints.Any, RowBatch])
+
   def __init__(self, pairs_of: Callable[..., Iterable[tuple]],
                size_of: Callable[[object], int] = row_bytes,
                max_values: int = BUCKET_VALUES, max_bytes: int = HELD_BYTES,
@@ -309,7 +308,7 @@ class BufferByBucketFn(beam.DoFn):
     for bucket, value in self._pairs_of(element, *side_inputs):
       held = self._held.get(bucket)
       if held is None:
-        held = self._held[bucket] = [[], 0]
+        held = self._held[bucket] = [RowBatch(), 0]
       size = self._size_of(value)
       held[0].append(value)
       held[1] += size

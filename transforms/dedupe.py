@@ -4,7 +4,6 @@ and, on request, hashing sources before decoding (--dedupe content,
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import apache_beam as beam
@@ -20,6 +19,7 @@ from transforms.beam_util import ROWS
 from transforms.core import duplicates
 from transforms.core import shuffle
 from transforms.core import splits
+from transforms.core.pickling import replaced
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
@@ -110,7 +110,7 @@ class HashSourceFn(PooledSourceFn):
     if isinstance(result, str):
       split = (splits.hash_split(result, self._split.fractions, self._split.seed)
                if self._split else row.split)
-      return dataclasses.replace(row, content_sha256=result, split=split)
+      return replaced(row, content_sha256=result, split=split)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this file is the slow one
       error = RowError(STAGE_DECODE, 'timeout', f'reading and hashing the file (content) took '
                        f'longer than --image_timeout_s {self._timeout_s:g}: stopped')
@@ -118,7 +118,7 @@ class HashSourceFn(PooledSourceFn):
       error = result
     else:  # nobody foresaw it (a crashed worker, ...): this row's problem, not the job's
       error = unexpected_error(result)
-    return dataclasses.replace(row, read_error=error)
+    return replaced(row, read_error=error)
 
 
 def _content_key(row) -> str:

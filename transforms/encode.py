@@ -26,6 +26,7 @@ from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
 from transforms.core.example import held_bytes
 from transforms.core.image import prepare_pillow
+from transforms.core.pickling import replaced
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
@@ -273,7 +274,7 @@ class LoadImageFn(PooledSourceFn):
     if row.previous is None:
       return None
     try:
-      return Copied(self._shards.read(row.previous, row.key))
+      return self._shards.copy(row.previous, row.key)
     except COPY_ERRORS:
       return None
 
@@ -296,7 +297,7 @@ class LoadImageFn(PooledSourceFn):
     row = element.row
     fingerprint = self._fingerprints.pop(id(row), '')
     if isinstance(result, Copied):
-      return LoadedCopy(element, result.data, row.previous.source_sha256)
+      return LoadedCopy(element, result.data, row.previous.source_sha256, result.framed)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this image is the slow one
       return beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_DECODE, 'timeout', f'reading, decoding, resizing and encoding took longer '
@@ -309,7 +310,7 @@ class LoadImageFn(PooledSourceFn):
       # this row is rejected with the exception; the element in hand is not blamed.
       return beam.pvalue.TaggedOutput(REJECTED, unexpected_rejection(row, result))
     if fingerprint:
-      element = dataclasses.replace(element, row=dataclasses.replace(row, fingerprint=fingerprint))
+      element = replaced(element, row=replaced(row, fingerprint=fingerprint))
     loaded = loaded_image(element, result)
     self._images.inc()
     self._bytes.inc(loaded.source_bytes)

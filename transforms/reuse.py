@@ -33,6 +33,7 @@ from transforms.core import reuse
 from transforms.core import splits
 from transforms.core.example import BuiltExample
 from transforms.core.fingerprints import record_digest
+from transforms.core.pickling import replaced
 from transforms.core.rejects import RowError
 from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import ShardError
@@ -125,7 +126,7 @@ class FingerprintFn(beam.DoFn):
     for row, fingerprint, fallback in zip(batch, found, found[len(batch):]):
       if row.ref is not None:
         fingerprint = fingerprints.part_fingerprint(fingerprint, row.ref.part(), fallback)
-      yield dataclasses.replace(row, fingerprint=fingerprint)
+      yield replaced(row, fingerprint=fingerprint)
 
 
 def read_sidecar(sidecar: Sidecar):
@@ -167,10 +168,9 @@ class _JoinFn(beam.DoFn):
         split = (splits.hash_split(record.source_sha256, self._split.fractions,
                                    self._split.seed) if self._split else row.split)
         # one replace, not two: ~5 us a reused row
-        yield dataclasses.replace(row, previous=record, content_sha256=record.source_sha256,
-                                  split=split)
+        yield replaced(row, previous=record, content_sha256=record.source_sha256, split=split)
       else:
-        yield dataclasses.replace(row, previous=record)
+        yield replaced(row, previous=record)
 
 
 class _AttachFn(_JoinFn):
@@ -271,7 +271,7 @@ class DecideFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(REUSE, (row.previous.shard_path,
                                              Reusable(row, label[0], label[1], digest)))
     else:  # counted by its example: a row rejected is no encoded row
-      yield dataclasses.replace(row, previous=None, reuse=reason)
+      yield replaced(row, previous=None, reuse=reason)
 
 
 class CopyShardFn(beam.DoFn):

@@ -106,7 +106,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
       self._sidecar = self._target.sidecar(self._files)
     shard = shuffle.shard_of(self._count, self._num_shards)
     with _abandoned_on_error(self._shards + [self._sidecar] if self._sidecar else self._shards):
-      span = self._shards[shard].write_record(example.data)
+      span = self._shards[shard].write_record(example.data, example.framed)
       if self._sidecar:
         self._sidecar.add(line_of(example, shard, self._count // self._num_shards, span))
     self._count += 1
@@ -164,7 +164,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
         self._file = self._target.create(self._temp_path(shard), self._files)
         self._count, self._ordinal = self._count + 1, 0
     with _abandoned_on_error([f for f in (self._file, self._sidecar) if f]):
-      span = self._file.write_record(example.data)
+      span = self._file.write_record(example.data, example.framed)
       if self._sidecar:
         self._sidecar.add(line_of(example, shard, self._ordinal, span))
     self._ordinal += 1
@@ -224,10 +224,11 @@ class _ShardFile:
     self._position = 0
     self._abandoned = False
 
-  def write_record(self, data: bytes) -> tuple:
+  def write_record(self, data: bytes, framed: bytes = b'') -> tuple:
     """-> (offset, length, data CRC) of the framed record in the uncompressed
-    bytes (the CRC: the masked CRC32C that follows its data)."""
-    framed, offset = frame(data), self._position
+    bytes (the CRC: the masked CRC32C that follows its data). framed: the
+    record already framed (a checked copy's bytes as read), else b''."""
+    framed, offset = framed or frame(data), self._position
     self._handle.write(framed)
     if self._lines is not None:
       self._lines.append(f'{offset} {len(framed)}\n')
@@ -286,7 +287,7 @@ class _WriteShardFn(beam.DoFn):
     lines = []
     with self._target.create(path, self._files) as shard:
       for ordinal, (order, example) in enumerate(sorted(records, key=lambda r: r[0])):
-        span = shard.write_record(example.data)
+        span = shard.write_record(example.data, example.framed)
         if self._target.sources:
           lines.append((order, line_of(example, index, ordinal, span)))
     yield path

@@ -286,8 +286,10 @@ class Known(NamedTuple):
 
 
 class Copied(NamedTuple):
-  """A record copied intact (its data, CRCs checked)."""
+  """A record copied intact (its data, CRCs checked), and the framed record
+  as read (b'': none kept), which the writer writes as it is."""
   data: bytes
+  framed: bytes = b''
 
 
 # How much of a gzip shard is inflated at a time into its local copy.
@@ -314,19 +316,31 @@ class ShardReader:
 
   def read(self, record: PreviousRecord, key: str) -> bytes:
     """The record's data, checked as a copy (checked_copy); COPY_ERRORS if not."""
-    data, data_crc = self.data(record)
-    return checked_copy(data, data_crc, record, key, self._key_feature)
+    return self.copy(record, key).data
+
+  def copy(self, record: PreviousRecord, key: str) -> Copied:
+    """The record checked as a copy (checked_copy), with its framed bytes as
+    read: what frame(data) would make again, both CRCs checked; COPY_ERRORS
+    if not."""
+    framed = self._framed(record)
+    data = unframe(framed, record.length, record.offset)
+    return Copied(checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, key,
+                               self._key_feature), framed)
 
   def data(self, record: PreviousRecord) -> tuple:
     """(data, its masked CRC32C) of the framed record at the record's offset,
     both CRCs checked (not whose record it is); COPY_ERRORS if not intact."""
+    framed = self._framed(record)
+    return unframe(framed, record.length, record.offset), int.from_bytes(framed[-4:], 'little')
+
+  def _framed(self, record: PreviousRecord) -> bytes:
+    """The record's bytes at its offset, unchecked (inside its shard)."""
     if record.compressed:
       descriptor, size = self._inflate(record.shard_path, record.offset + record.length)
     else:
       descriptor, size = self._opened(record.shard_path)
     _bounded(record, size)
-    framed = os.pread(descriptor, record.length, record.offset)
-    return unframe(framed, record.length, record.offset), int.from_bytes(framed[-4:], 'little')
+    return os.pread(descriptor, record.length, record.offset)
 
   def _opened(self, path: str) -> tuple:
     if path not in self._files:
