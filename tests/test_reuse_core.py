@@ -259,17 +259,17 @@ def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_pat
   path = _shard_file(tmp_path, records)
   reader = reuse.ShardReader('image/key')
   before = len(os.listdir('/proc/self/fd'))
-  assert reader.read(*_in(path, records, 1)) == records[1]
-  assert reader.read(*_in(path, records, 0)) == records[0]
+  assert reader.copy(*_in(path, records, 1)).data == records[1]
+  assert reader.copy(*_in(path, records, 0)).data == records[0]
   assert len(os.listdir('/proc/self/fd')) == before + 1  # one shard, one descriptor
   record, key = _in(path, records, 1)
   end = record.offset + record.length
   with pytest.raises(ShardError, match=f'shard ends before byte {end + 1}'):
-    reader.read(record._replace(length=record.length + 1), key)
+    reader.copy(record._replace(length=record.length + 1), key)
   with pytest.raises(ShardError, match=f'no record of 20 bytes at byte {record.offset}'):
-    reader.read(record._replace(length=20), key)
+    reader.copy(record._replace(length=20), key)
   with pytest.raises(ShardError, match='holds the key'):
-    reader.read(record, 'k0')
+    reader.copy(record, 'k0')
   reader.close()
   assert len(os.listdir('/proc/self/fd')) == before
 
@@ -310,11 +310,11 @@ def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):
   empty = tmp_path / 'empty.tfrecord'
   empty.write_bytes(b'')
   reader = reuse.ShardReader('image/key')
-  assert reader.read(*_in(path, records, 0)) == records[0]
+  assert reader.copy(*_in(path, records, 0)).data == records[0]
   with pytest.raises(ShardError, match=f'data CRC mismatch in the record at byte {record.offset}'):
-    reader.read(record, key)
+    reader.copy(record, key)
   with pytest.raises(ShardError, match='shard ends'):
-    reader.read(*_in(str(empty), records, 0))
+    reader.copy(*_in(str(empty), records, 0))
   reader.close()
 
 
@@ -327,11 +327,11 @@ def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkey
   monkeypatch.setattr(gzip, 'open', lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
   reader = reuse.ShardReader('image/key')
   order = (1, 5, 0, 3, 2, 4, 0)
-  assert [reader.read(*_in(path, records, i, True)) for i in order] == [
+  assert [reader.copy(*_in(path, records, i, True)).data for i in order] == [
       records[i] for i in order]
   assert opened == [path]  # streamed once, though ordinals went back four times
   with pytest.raises(ShardError, match='shard ends before byte'):
-    reader.read(*_in(path, records, 5, True, offset=10 ** 6))
+    reader.copy(*_in(path, records, 5, True, offset=10 ** 6))
   reader.close()
   assert opened == [path]
 

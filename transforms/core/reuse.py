@@ -314,18 +314,12 @@ class ShardReader:
     self._files = {}  # plain shard -> (descriptor, size)
     self._inflated = {}  # gzip shard -> [gzip stream, temporary file, bytes in it]
 
-  def read(self, record: PreviousRecord, key: str) -> bytes:
-    """The record's data, checked as a copy (checked_copy); COPY_ERRORS if not."""
-    return self.copy(record, key).data
-
   def copy(self, record: PreviousRecord, key: str) -> Copied:
-    """The record checked as a copy (checked_copy), with its framed bytes as
-    read: what frame(data) would make again, both CRCs checked; COPY_ERRORS
-    if not."""
+    """The record checked as a copy (both CRCs, then checked_copy), with its
+    framed bytes as read, which are what frame(data) would make again;
+    COPY_ERRORS if not."""
     framed = self._framed(record)
-    data = unframe(framed, record.length, record.offset)
-    return Copied(checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, key,
-                               self._key_feature), framed)
+    return Copied(_checked(framed, record, key, self._key_feature), framed)
 
   def data(self, record: PreviousRecord) -> tuple:
     """(data, its masked CRC32C) of the framed record at the record's offset,
