@@ -8,6 +8,7 @@ import array
 
 import apache_beam as beam
 
+from transforms.batches import ROW_BYTES
 from transforms.core import shuffle
 
 
@@ -56,3 +57,23 @@ class ShardStartsFn(beam.CombineFn):
 
   def extract_output(self, accumulator):
     return shuffle.size_capped_starts(zip(*accumulator), self._max_bytes)
+
+
+def record_bytes(order_example: tuple) -> int:
+  """What an (order, BuiltExample) holds while it waits for its shard's list
+  (a spilled record: its place only)."""
+  return len(order_example[1].data) + ROW_BYTES
+
+
+def assign_capped_shards(batch, starts) -> list:
+  """A batch of BuiltExamples -> (shard, (order, example)) of each, shards
+  starting at the orders `starts` (ShardStartsFn)."""
+  return [(shuffle.shard_of_order(example.order, starts), (example.order, example))
+          for example in batch]
+
+
+def assign_shards(batch, sorted_orders, num_shards: int) -> list:
+  """A batch of BuiltExamples -> (shard, (order, example)) of each, by rank in
+  the split's sorted orders (SortedOrdersFn), round robin over num_shards."""
+  return [(shuffle.shard_of(shuffle.rank_of(example.order, sorted_orders), num_shards),
+           (example.order, example)) for example in batch]

@@ -10,16 +10,23 @@ import dataclasses
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.batches import ROW_BYTES
 from transforms.batches import BufferByBucketFn
 from transforms.batches import ExactKeyFn
 from transforms.beam_util import in_global_window
 from transforms.core import shuffle
+from transforms.core.paths import is_remote
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.tfrecord import frame
 from transforms.shard_plan import ShardStartsFn
 from transforms.shard_plan import SortedOrdersFn
+from transforms.shard_plan import assign_capped_shards
+from transforms.shard_plan import assign_shards
+from transforms.shard_plan import record_bytes
+from transforms.spill import SpilledReader
+from transforms.spill import SpillRecordsFn
+from transforms.spill import remove_spilled
+from transforms.spill import spill_folder
 from transforms.write_sources import SidecarFile
 from transforms.write_sources import WriteSidecar
 from transforms.write_sources import line_of
@@ -257,20 +264,6 @@ class _ShardFile:
     self.close()
 
 
-def _record_bytes(order_example: tuple) -> int:
-  return len(order_example[1].data) + ROW_BYTES
-
-
-def _assign_capped_shards(batch, starts):
-  return [(shuffle.shard_of_order(example.order, starts), (example.order, example))
-          for example in batch]
-
-
-def _assign_shards(batch, sorted_orders, num_shards):
-  return [(shuffle.shard_of(shuffle.rank_of(example.order, sorted_orders), num_shards),
-           (example.order, example)) for example in batch]
-
-
 class _WriteShardFn(beam.DoFn):
   """(shard index, [(order, BuiltExample), ...]) -> that shard file, records in
   write order; with a sidecar, each record's (order, line) under SOURCES."""
@@ -285,9 +278,10 @@ class _WriteShardFn(beam.DoFn):
     index, records = grouped
     path = self._target.path(index, num_shards)
     lines = []
-    with self._target.create(path, self._files) as shard:
+    with self._target.create(path, self._files) as shard, SpilledReader() as spilled:
       for ordinal, (order, example) in enumerate(sorted(records, key=lambda r: r[0])):
-        span = shard.write_record(example.data, example.framed)
+        span = shard.write_record(example.data, spilled.framed(example.spilled)
+                                  if example.spilled else example.framed)
         if self._target.sources:
           lines.append((order, line_of(example, index, ordinal, span)))
     yield path
@@ -317,8 +311,10 @@ class WriteShards(beam.PTransform):
   rows were sorted before decoding): written as the images come; no image goes
   through a shuffle and memory stays flat. Otherwise (distributed runners):
   the same shards, through the runner's shuffle (the records in lists per
-  shard and bundle, batches.py), each sorted by order. Either way the shards
-  are the same on every run and every runner.
+  shard and bundle, batches.py), each sorted by order; with a local prefix,
+  the records' bytes wait in files meanwhile and only their places are
+  shuffled (transforms/spill.py). Either way the shards are the same on every
+  run and every runner.
   write_index: an `<shard>.index` beside each (uncompressed) shard.
   sources: also the split's sidecar, `PREFIX.sources.jsonl.gz` (write_sources.py).
   Out: the shard paths (and the sidecar's).
@@ -335,6 +331,8 @@ class WriteShards(beam.PTransform):
     self._num_shards = num_shards
     self._max_bytes = max_bytes_per_shard
     self._in_order = in_order
+    self._spill = None if in_order or is_remote(file_path_prefix) else spill_folder(
+        file_path_prefix)
 
   def expand(self, examples):
     if self._in_order and self._num_shards:
@@ -344,6 +342,9 @@ class WriteShards(beam.PTransform):
       return examples | 'WriteSizeCapped' >> beam.ParDo(_WriteSizeCappedFn(
           self._target, self._max_bytes))
     side = beam.pvalue
+    # batches of BuiltExamples, with a local prefix their bytes in files (spilled)
+    placed = examples | 'SpillRecords' >> beam.ParDo(
+        SpillRecordsFn(self._spill)) if self._spill else examples
     # (shard index, [(order, BuiltExample), ...]) per bundle -> GroupByShard ->
     # _WriteShardFn over each shard's lists, one after another
     write_shard = ExactKeyFn(_WriteShardFn(self._target))
@@ -352,19 +353,19 @@ class WriteShards(beam.PTransform):
                 | 'OrdersAndSizes' >> beam.FlatMap(
                     lambda batch: [(e.order, shuffle.framed_size(len(e.data))) for e in batch])
                 | 'ShardStarts' >> beam.CombineGlobally(ShardStartsFn(self._max_bytes)))
-      return self._with_sidecar(
-          examples
-          | 'AssignShard' >> beam.ParDo(BufferByBucketFn(_assign_capped_shards, _record_bytes),
+      return self._removing_spilled(self._with_sidecar(
+          placed
+          | 'AssignShard' >> beam.ParDo(BufferByBucketFn(assign_capped_shards, record_bytes),
                                         side.AsSingleton(starts))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'WriteShard' >> beam.ParDo(write_shard, side.AsSingleton(
-              starts | 'NumShards' >> beam.Map(len))).with_outputs(SOURCES, main='paths'))
+              starts | 'NumShards' >> beam.Map(len))).with_outputs(SOURCES, main='paths')))
     orders = (examples
               | 'Orders' >> beam.FlatMap(lambda batch: [e.order for e in batch])
               | 'SortedOrders' >> beam.CombineGlobally(SortedOrdersFn()))
     written = self._with_sidecar(
-        examples
-        | 'AssignShard' >> beam.ParDo(BufferByBucketFn(_assign_shards, _record_bytes),
+        placed
+        | 'AssignShard' >> beam.ParDo(BufferByBucketFn(assign_shards, record_bytes),
                                       side.AsSingleton(orders), self._num_shards)
         | 'GroupByShard' >> beam.GroupByKey()
         | 'WriteShard' >> beam.ParDo(write_shard, self._num_shards).with_outputs(
@@ -373,7 +374,18 @@ class WriteShards(beam.PTransform):
              | 'Once' >> beam.Impulse()
              | 'EmptyShards' >> beam.FlatMap(
                  _empty_shards, self._target, side.AsSingleton(orders), self._num_shards))
-    return (written, empty) | 'ShardPaths' >> beam.Flatten()
+    return self._removing_spilled((written, empty) | 'ShardPaths' >> beam.Flatten())
+
+  def _removing_spilled(self, paths):
+    """The written paths, once the spill folder (if any) is gone: what
+    follows them (dataset_info.json) finds no temp folder left."""
+    if not self._spill:
+      return paths
+    removed = (paths.pipeline
+               | 'OnceWritten' >> beam.Impulse()
+               | 'RemoveSpilled' >> beam.FlatMap(remove_spilled, self._spill,
+                                                 beam.pvalue.AsList(paths)))
+    return (paths, removed) | 'PathsAfterSpill' >> beam.Flatten()
 
   def _with_sidecar(self, written):
     """The shard writers' outputs -> the shard paths and, with a sidecar, its path."""

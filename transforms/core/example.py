@@ -91,6 +91,7 @@ class BuiltExample(NamedTuple):
   reuse: str = ''  # 'reused': copied from the previous dataset; 'reuse_fallback'
   image: str = ''  # the row's image path as written (the sidecar's `image`)
   framed: bytes = b''  # a LoadedCopy's framed record, written as it is (b'': framed anew)
+  spilled: tuple = ()  # transforms/spill.Spilled: its framed bytes wait in a file (data b'')
 
 
 def held_bytes(value: LoadedImage | LoadedExample | LoadedCopy | BuiltExample) -> int:
