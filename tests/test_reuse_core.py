@@ -105,6 +105,20 @@ def test_a_sidecar_line_reads_back_in_both_versions():
     reuse.parse_line(v1, 'train', ['s0'], False)  # a version-2 line needs its CRC
 
 
+@pytest.mark.parametrize('key, label_id, label_text', [
+    ('k', 0, ''), ('é"\\\n\x00\u2028ü/日本 ', (1, 2), ('a', 'b"')), ('k', None, None),
+    ('k', -3, 'Ünïcode\t'), ('k', 1.5, ['x']), ('k', True, 'x')])
+def test_a_sidecar_line_is_the_text_of_its_columns_as_json(key, label_id, label_text):
+  columns = {'key': key, 'shard': 3, 'ordinal': 4, 'offset': 2 ** 40, 'length': 16,
+             'data_crc': 2 ** 32 - 1, 'fingerprint': 'local:1:2', 'source_sha256': 'ab' * 32,
+             'image': f'im/{key}.png', 'label': {'id': label_id, 'text': label_text},
+             'option_digest': 'o\x7f'}
+  expected = json.dumps(columns, ensure_ascii=False) + '\n'
+  line = reuse.sidecar_line(*list(columns.values())[:9], label_id, label_text,
+                            columns['option_digest'])
+  assert line == expected.encode('utf-8')  # a tuple: a JSON list, as read back
+
+
 @pytest.mark.parametrize('change', [
     {'key': ['k']}, {'key': None}, {'offset': '40'}, {'length': -1}, {'shard': True},
     {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None}])
@@ -288,9 +302,9 @@ def test_a_copy_keeps_the_framed_record_as_read_for_the_writer(tmp_path, compres
 
 
 def test_the_shard_writer_writes_a_framed_record_as_given(tmp_path):
-  from transforms.write_shards import _ShardFile
+  from transforms.shard_file import ShardFile
   path = tmp_path / 'out.tfrecord'
-  with _ShardFile(str(path), 'none', write_index=True) as shard:
+  with ShardFile(str(path), 'none', write_index=True) as shard:
     first = shard.write_record(b'abc')
     given = frame(b'DEFG')  # not frame(data): proves the writer did not frame again
     second = shard.write_record(b'defg', given)

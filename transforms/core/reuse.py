@@ -81,17 +81,30 @@ class PreviousRecord(NamedTuple):
 # made once writes the same text (py-spy on 20,000 rows: json.dumps took
 # 3.5% of the launcher, the encoding itself 2.7%).
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
+# What that encoder writes for one string (the C escaper it calls).
+_json_string = json.encoder.encode_basestring
+
+
+def _json_value(value) -> str:
+  if isinstance(value, str):
+    return _json_string(value)
+  if type(value) is int:  # a bool is written true or false
+    return repr(value)
+  return _LINE_ENCODER.encode(_plain(value))
 
 
 def sidecar_line(key: str, shard: int, ordinal: int, offset: int, length: int,
                  data_crc: int, fingerprint: str, source_sha256: str, image: str,
                  label_id, label_text, option_digest: str) -> bytes:
-  """One record's line of SPLIT.sources.jsonl.gz (the columns, in this order)."""
-  return (_LINE_ENCODER.encode({
-      'key': key, 'shard': shard, 'ordinal': ordinal, 'offset': offset, 'length': length,
-      'data_crc': data_crc, 'fingerprint': fingerprint, 'source_sha256': source_sha256,
-      'image': image, 'label': {'id': _plain(label_id), 'text': _plain(label_text)},
-      'option_digest': option_digest}) + '\n').encode('utf-8')
+  """One record's line of SPLIT.sources.jsonl.gz (the columns, in this order):
+  the text _LINE_ENCODER writes for them as a dict, formatted directly (6.8
+  against 2.0 us a line, one a record, in the writer)."""
+  return (f'{{"key": {_json_string(key)}, "shard": {shard:d}, "ordinal": {ordinal:d}, '
+          f'"offset": {offset:d}, "length": {length:d}, "data_crc": {data_crc:d}, '
+          f'"fingerprint": {_json_string(fingerprint)}, '
+          f'"source_sha256": {_json_string(source_sha256)}, "image": {_json_string(image)}, '
+          f'"label": {{"id": {_json_value(label_id)}, "text": {_json_value(label_text)}}}, '
+          f'"option_digest": {_json_string(option_digest)}}}\n').encode()
 
 
 def _typed(data: dict, name: str, kind: type):
