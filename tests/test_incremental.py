@@ -18,6 +18,7 @@ from pipeline import validate
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_info
+from transforms.core.fingerprints import local_fingerprint
 
 pytestmark = pytest.mark.xdist_group('incremental')
 
@@ -451,3 +452,22 @@ def test_reused_runs_that_start_and_end_at_shard_boundaries_copy_to_full_run_byt
   reuse = read_info(inc)['reuse']
   assert (reuse['reused'], reuse['num_encoded'], reuse['dropped']) == (13, 2, 1)
   assert reuse['encoded']['changed_source'] == 2
+
+
+@pytest.mark.parametrize('flags', [(), ('--image_timeout_s', '0'), ('--image_threads', '2')])
+def test_a_first_run_records_each_files_stat_as_the_next_night_takes_it(tmp_path, flags):
+  """A first run records each local file's stat fingerprint, whichever pool
+  reads its image (an image process; a thread with no time limit or with
+  --image_threads): what FingerprintFn compares it with the next night."""
+  import gzip
+  (tmp_path / 'images').mkdir()
+  rows = []
+  for i in range(5):
+    name = f'images/img_{i}.png'
+    (tmp_path / name).write_bytes(_image(i))
+    rows.append((name, 'cat', i))
+  source = ['--manifest', str(_manifest(tmp_path / 'm.csv', rows))]
+  assert _convert(source, tmp_path / 'out', flags) == EXIT_OK
+  lines = [json.loads(line) for line in gzip.open(tmp_path / 'out/train.sources.jsonl.gz')]
+  assert sorted((line['key'], line['fingerprint']) for line in lines) == [
+      (name, local_fingerprint(str(tmp_path / name))) for name, _, _ in rows]
