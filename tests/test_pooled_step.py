@@ -77,6 +77,36 @@ def test_processes_take_items_in_batches():
     assert step.flush() == []
 
 
+@pytest.mark.parametrize('call_s, sizes', [
+    (60.0, [3, 3, 3, 5, 5, 5, 5, 5, 5, 1]),  # any item is cheap next to a minute: up to 5
+    (1e-9, [3] * 13 + [1])])  # every item too dear: never below process_batch
+def test_batches_grow_to_max_batch_while_the_children_are_quick(monkeypatch, call_s, sizes):
+  """The batch size follows the children's busy time per item done: the
+  first three batches go before any result is in (two in flight per process)."""
+  monkeypatch.setattr(PooledStep, 'CALL_S', call_s)
+  calls = Calls(times_ten_or_crash)
+  step = PooledStep(PoolSize(processes=1), 3, max_batch=5)
+  step.start(calls)
+  try:
+    _, done = add_all(step, range(20, 60))  # no 13, which kills its worker
+  finally:
+    step.close()
+  assert done == [(item, item * 10) for item in range(20, 60)]
+  assert [len(batch) for batch in calls.batches] == sizes
+
+
+def test_threads_take_items_one_by_one_whatever_max_batch():
+  calls = Calls()
+  step = PooledStep(PoolSize(threads=2), 3, max_batch=5)
+  step.start(calls)
+  try:
+    _, done = add_all(step, range(6))
+  finally:
+    step.close()
+  assert done == [(item, item * 10) for item in range(6)]
+  assert calls.batches == [[item] for item in range(6)]
+
+
 def test_a_batch_whose_worker_died_is_rerun_item_by_item():
   """Item 13 kills its worker process: only it gets WorkerDied, in its place."""
   calls = Calls(times_ten_or_crash)

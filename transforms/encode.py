@@ -101,6 +101,7 @@ class PooledSourceFn(beam.DoFn):
   """
 
   BATCH = PROCESS_BATCH
+  MAX_BATCH = 0  # no growing (PooledStep's max_batch)
 
   def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process,
                http: Optional[http_fetch.HttpConfig] = None):
@@ -111,7 +112,7 @@ class PooledSourceFn(beam.DoFn):
     self._processes = size.processes
     self._on_thread = on_thread
     self._in_process = in_process
-    self._step = PooledStep(size, self.BATCH)
+    self._step = PooledStep(size, self.BATCH, self.MAX_BATCH)
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
@@ -121,7 +122,7 @@ class PooledSourceFn(beam.DoFn):
     # this harness finds and the harnesses sharing them (pooled_step.in_worker).
     size = in_worker(self._size, self._spec.encoding, available_cores())
     self._processes = size.processes
-    self._step = PooledStep(size, self.BATCH)
+    self._step = PooledStep(size, self.BATCH, self.MAX_BATCH)
     shared = _SHARED_PROCESSES.acquire(
         functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
     ) if size.shared else None
@@ -175,6 +176,8 @@ class LoadImageFn(PooledSourceFn):
   convert_on_thread/convert_in_process: what converts a batch of rows on a
   thread (any Beam filesystem) or in a worker process (tests swap them).
   """
+
+  MAX_BATCH = 64  # rows of cheap images a call (PooledStep)
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,

@@ -72,6 +72,12 @@ class OrderedPool:
         results += self.batch_results(self.call_alone(*call_for(i)), 1, call_for)
       return results
 
+  @property
+  def busy_s(self) -> float | None:
+    """Seconds its child processes spent answering calls (ProcessPool.busy_s),
+    None on threads."""
+    return getattr(self._executor, 'busy_s', None)
+
   def drain(self) -> Iterator[tuple]:
     while self._pending:
       yield self._pending.popleft()

@@ -154,17 +154,31 @@ class PooledStep:
   its result. Any other failure of a call (e.g.
   WorkerFailedToStart) is raised: a set-up problem fails the job.
 
+  max_batch (processes only): batches grow up to that many items while the
+  children spend less than CALL_S a call on the items so far (their busy
+  time over the items done), never below process_batch: cheap items (16x16
+  thumbnails) go 64 a round trip, photos stay at process_batch.
+
   Built with the DoFn (picklable); start() in DoFn.setup, close() in
   DoFn.teardown (safe when start() never ran or failed).
   """
 
-  def __init__(self, size: PoolSize, process_batch: int):
+  # The children's time a batch aims at: a round trip (pickles, pipes, a
+  # future, the pool thread) costs ~0.1-0.2 ms of CPU. On 20,000 16x16 PNGs
+  # (2 cores), 64 a call against 8: the launcher 0.067-0.074 against
+  # 0.095-0.108 ms a row, the image processes 0.11 against 0.13-0.20.
+  CALL_S = 0.025
+
+  def __init__(self, size: PoolSize, process_batch: int, max_batch: int = 0):
     self._size = size
     self._batch_size = process_batch if size.processes else 1
+    self._min_batch = self._batch_size
+    self._max_batch = max(max_batch, self._batch_size) if size.processes else 1
     self._pool = None
     self._shared = None
     self._call = None
     self._batch = []
+    self._done = 0  # items whose results came back
 
   def start(self, call: Callable, prepare: Optional[Callable] = None,
             shared: Optional[SharedProcesses] = None) -> None:
@@ -215,4 +229,15 @@ class PooledStep:
   def _results(self, batch: list, future) -> list:
     results = self._pool.batch_results(future, len(batch),
                                        lambda i: self._call(batch[i:i + 1]))
+    if self._max_batch > self._min_batch:
+      self._resize(len(batch))
     return list(zip(batch, results, strict=True))
+
+  def _resize(self, done: int) -> None:
+    """The next batches' size, from the children's time per item so far."""
+    self._done += done
+    busy = self._pool.busy_s
+    if busy is None:
+      return
+    wanted = int(self.CALL_S * self._done / busy) if busy > 0 else self._max_batch
+    self._batch_size = min(max(wanted, self._min_batch), self._max_batch)

@@ -274,6 +274,9 @@ class ProcessPool:
     self._preparers = []
     self._lock = threading.Lock()
     self._shut_down = False
+    # Seconds the children spent answering calls, all added up (what a
+    # PooledStep sizes its batches by): from each call's send to its reply.
+    self.busy_s = 0.0
 
   def submit(self, fn: Callable, *args, prepare: Optional[Callable] = None) -> Future:
     """prepare: this call's, instead of the pool's (a pool several steps share)."""
@@ -287,7 +290,13 @@ class ProcessPool:
       timeout_s = max(timeout_s - (time.monotonic() - started), _MIN_CALL_S)
     elif prepare is not None:
       args = prepare(args)
-    return self._child().call(fn, args, timeout_s)
+    child = self._child()
+    started = time.monotonic()
+    try:
+      return child.call(fn, args, timeout_s)
+    finally:
+      with self._lock:
+        self.busy_s += time.monotonic() - started
 
   def _prepared(self, prepare: Callable, fn: Callable, args: tuple, timeout_s: float) -> tuple:
     """prepare(args) on this pool thread's Preparer, within timeout_s."""
