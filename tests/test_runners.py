@@ -472,3 +472,32 @@ def test_portable_runner_interrupted_job_is_cancelled(images, job_service, tmp_p
   assert err == 'interrupted: nothing was published; rerun to convert again\n', err
   assert _state_history(stub, running[0])[-2:] == ['CANCELLING', 'CANCELLED']
   assert os.listdir(out) == []
+
+
+def _threshold_seen(_):
+  import gc
+  return gc.get_threshold()
+
+
+def _fails(_):
+  raise ValueError('a step that fails')
+
+
+def test_a_local_run_collects_cycles_less_often_and_gives_the_thresholds_back():
+  import gc
+
+  import apache_beam as beam
+  from apache_beam.testing.util import assert_that
+  from apache_beam.testing.util import equal_to
+
+  from pipeline.beam_runtime import local_runner
+  from tests.conftest import local_pipeline
+  before = gc.get_threshold()
+  assert before != local_runner.RUN_GC_THRESHOLDS
+  with local_pipeline() as p:
+    assert_that(p | beam.Create([1]) | beam.Map(_threshold_seen),
+                equal_to([local_runner.RUN_GC_THRESHOLDS]))
+  assert gc.get_threshold() == before
+  with pytest.raises(Exception, match='a step that fails'), local_pipeline() as p:
+    _ = p | beam.Create([1]) | beam.Map(_fails)
+  assert gc.get_threshold() == before
