@@ -246,9 +246,9 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
   if config.sink == SINK_TFRECORDIO:
     return rows, []  # no sidecar: nothing to fingerprint for
   if config.change_detection == fingerprints.METADATA:
-    rows = rows | 'Fingerprint' >> beam.ParDo(BatchedFn(FingerprintFn(
+    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(
         config.image_timeout_s or None, config.http,
-        http_from_fetch=fingerprints_fetched(config))))
+        http_from_fetch=fingerprints_fetched(config)))
   if not previous_used(config):
     return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(

@@ -12,6 +12,7 @@ from apache_beam.utils import shared
 
 from transforms import filesystem
 from transforms.batches import BatchedFn
+from transforms.batches import BatchesOut
 from transforms.batches import RowBatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LABELLED
@@ -63,17 +64,23 @@ from transforms.workers.source_image import loaded_image
 PROCESS_BATCH = 8
 
 
-class AssignLabelFn(beam.DoFn):
-  """ManifestRow -> LabelledRow using the LabelMap side input."""
+class AssignLabelFn(BatchesOut, beam.DoFn):
+  """A batch of ManifestRows -> one batch of their LabelledRows, using the
+  LabelMap side input; a row whose label it has not leaves alone under
+  REJECTED."""
 
-  def process(self, row, label_map):
-    try:
-      label_id, label_text = label_map.resolve(row.label)  # --multi_label: tuples
-    except RowError as error:
-      yield beam.pvalue.TaggedOutput(
-          REJECTED, row.reject(error.stage, error.code, error.reason))
-      return
-    yield LabelledRow(row, label_id, label_text)
+  def process(self, rows, label_map):
+    labelled = RowBatch()
+    for row in rows:
+      try:
+        label_id, label_text = label_map.resolve(row.label)  # --multi_label: tuples
+      except RowError as error:
+        yield beam.pvalue.TaggedOutput(
+            REJECTED, row.reject(error.stage, error.code, error.reason))
+        continue
+      labelled.append(LabelledRow(row, label_id, label_text))
+    if labelled:
+      yield labelled
 
 
 # Image processes sized in the worker are one pool per harness process,
@@ -354,7 +361,7 @@ class EncodeRows(beam.PTransform):
 
   def expand(self, rows):
     labelled = rows | 'AssignLabel' >> beam.ParDo(
-        BatchedFn(AssignLabelFn()), label_map_side_input(self._label_map)).with_outputs(
+        AssignLabelFn(), label_map_side_input(self._label_map)).with_outputs(
             REJECTED, main=LABELLED)
     loaded = labelled[LABELLED] | 'LoadImage' >> beam.ParDo(
         BatchedFn(self._load_image, held_bytes)).with_outputs(REJECTED, main=LOADED)

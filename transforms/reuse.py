@@ -19,9 +19,11 @@ from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchAndSpread
 from transforms.batches import BatchedFn
+from transforms.batches import BatchesOut
 from transforms.batches import BufferByBucketFn
 from transforms.batches import ExactKeyFn
 from transforms.batches import PerKeyFn
+from transforms.batches import RowBatch
 from transforms.batches import buffer_by_key
 from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
@@ -73,16 +75,16 @@ def fingerprint_of(row, mode: str) -> str:
   return row.fingerprint
 
 
-class FingerprintFn(beam.DoFn):
-  """ManifestRow -> the row with its source's metadata fingerprint, taken in
-  the worker (a stat, or the store's metadata: no image byte read), BATCH
-  rows at a time (remote ones looked up in parallel, within timeout_s: None
-  no limit). Rows leave in the order they came."""
+class FingerprintFn(BatchesOut, beam.DoFn):
+  """A batch of ManifestRows -> the batch, each row with its source's metadata
+  fingerprint, taken in the worker (a stat, or the store's metadata: no image
+  byte read; remote ones looked up in parallel, within timeout_s: None no
+  limit). Rows leave in the order they came.
 
-  # Each batch waits for its slowest lookup. 600 http:// images from a local
-  # server (a HEAD each) converted in 20-22 s with batches of 32, 12-16 s
-  # with 256 (2 loaded cores).
-  BATCH = 256
+  A batch at a time (batches.BATCH_ROWS, 256 rows): each waits for its
+  slowest lookup. 600 http:// images from a local server (a HEAD each)
+  converted in 20-22 s with batches of 32, 12-16 s with 256 (2 loaded cores).
+  """
 
   def __init__(self, timeout_s: Optional[float] = None,
                http: Optional[http_fetch.HttpConfig] = None, http_from_fetch: bool = False):
@@ -97,20 +99,11 @@ class FingerprintFn(beam.DoFn):
     self._files = filesystem.FileAccess()
     self._http = http_fetch.client(self._http_config)
 
-  def start_bundle(self):
-    self._batch = []
+  def process(self, batch):
+    if batch:
+      yield RowBatch(self._fingerprinted(batch))
 
-  def process(self, row):
-    self._batch.append(row)
-    if len(self._batch) >= self.BATCH:
-      yield from self._flush()
-
-  def finish_bundle(self):
-    for row in self._flush():
-      yield in_global_window(row)
-
-  def _flush(self):
-    batch, self._batch = self._batch, []
+  def _fingerprinted(self, batch):
     # This thread's S3 client, shared by the lookup threads: a HEAD keeps no
     # state in Beam's client wrapper (a download does), and boto3 clients are
     # thread-safe; a client per thread would cost 0.1-0.5 s of CPU each.
