@@ -61,24 +61,29 @@ class ParseLineFn(BatchesOut, NumberLinesFn):
 
   def numbered(self, file: int, line: int, position: int, raw: bytes):
     config = self._configs[file]
-    self._rows.inc()
-    # rejected.jsonl's `row`: the parsed fields once the line parsed, else the line
-    shown = manifest.shown_line(raw)
+    fields = None
     try:
-      shown = manifest.line_fields(raw, line, config)
-      row = manifest.row_from_fields(shown, config, line, position)
+      fields = manifest.line_fields(raw, line, config)
+      row = manifest.row_from_fields(fields, config, line, position)
     except RowError as error:
-      yield self._reject(config, shown, line, error.stage, error.code, error.reason)
+      yield self._reject(config, self._shown(raw, fields), line, error.stage, error.code,
+                         error.reason)
       return
     except Exception as error:
       # A line nobody foresaw is that line's problem, never the job's.
-      yield self._reject(config, shown, line, STAGE_MANIFEST, 'unexpected_error',
-                         f'{type(error).__name__}: {error}')
+      yield self._reject(config, self._shown(raw, fields), line, STAGE_MANIFEST,
+                         'unexpected_error', f'{type(error).__name__}: {error}')
       return
     yield row
 
+  @staticmethod
+  def _shown(raw: bytes, fields):
+    """rejected.jsonl's `row`: the parsed fields once the line parsed, else the line."""
+    return manifest.shown_line(raw) if fields is None else fields
+
   def process(self, tagged, reads):
     """A chunk of lines -> its rows as one batch, each rejected line alone."""
+    self._rows.inc(len(tagged[2]))  # once a chunk: a counter's inc costs 0.6 us
     rows = RowBatch()
     for output in super().process(tagged, reads):
       if isinstance(output, beam.pvalue.TaggedOutput):
