@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import apache_beam as beam
@@ -265,6 +266,8 @@ def test_convert_reports_counters_per_stage_and_reason(sample):
       MetricsFilter().with_namespace('img2tfrecord'))['counters']}
   assert counters['manifest_rows'] == 10
   assert counters['images_loaded'] == 9
+  assert counters['source_bytes'] == sum(
+      os.path.getsize(sample.manifest.parent / image) for image in sample.labels)
   assert counters['rejected_read_missing_file'] == 1
 
 

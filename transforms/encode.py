@@ -62,6 +62,7 @@ from transforms.workers.source_image import loaded_image
 
 # Rows per call to an image worker process: one pipe round trip per batch.
 PROCESS_BATCH = 8
+COUNT_EVERY = 256  # loaded images a counter update (LoadImageFn._count_loaded)
 
 
 class AssignLabelFn(BatchesOut, beam.DoFn):
@@ -221,6 +222,7 @@ class LoadImageFn(PooledSourceFn):
     self._held = HeldBytes()  # by id(row), while the row is ahead
     # the previous shards reused records are copied from
     self._shards = ShardReader(self._key_feature)
+    self._counted = [0, 0]  # images and source bytes not yet added to the counters
 
   def process(self, element):
     self._progress.tick()
@@ -264,6 +266,15 @@ class LoadImageFn(PooledSourceFn):
     self._shards.close()
     for output in self._ready():
       yield in_global_window(output)
+    self._count_loaded()
+
+  def _count_loaded(self) -> None:
+    # Added to Beam's counters a few hundred at a time: an inc() costs 0.6 us.
+    images, source_bytes = self._counted
+    self._counted = [0, 0]
+    if images:
+      self._images.inc(images)
+      self._bytes.inc(source_bytes)
 
   def _took(self, done: list) -> None:
     for _, result in done:  # the pool's results come in the order it was given rows
@@ -322,8 +333,11 @@ class LoadImageFn(PooledSourceFn):
     if fingerprint:
       element = replaced(element, row=replaced(row, fingerprint=fingerprint))
     loaded = loaded_image(element, result)
-    self._images.inc()
-    self._bytes.inc(loaded.source_bytes)
+    counted = self._counted
+    counted[0] += 1
+    counted[1] += loaded.source_bytes
+    if counted[0] >= COUNT_EVERY:
+      self._count_loaded()
     return loaded
 
 
