@@ -7,7 +7,8 @@ moment the test makes sure of:
   millions of blank lines (read and skipped for tens of seconds), signalled
   once the run holds the lock and has the manifest open (/proc/PID/fd);
 - mid-encode: many rows of large JPEGs, signalled once the writer's first
-  temp shard has bytes;
+  temp shard has bytes; with two SDK workers, once a record waits in a
+  file of the distributed writer (transforms/spill.py);
 - renaming shards into place: tests/signal_helpers.py holds the second
   rename (no outside means can).
 
@@ -203,6 +204,33 @@ def test_interrupted_mid_encode(signum, corpus, temp, tmp_path, capsys):
   wait_for(lambda: temp_shard_has_bytes(out), run, 'a temp shard with records')
   code, _, err = signal_and_finish(run, signum)
   assert_interrupted(code, err, signum, CONVERT_LINE)
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+def spilled_record_has_bytes(out: pathlib.Path) -> bool:
+  with contextlib.suppress(OSError):
+    return any(p.stat().st_size > 0 for p in (out / 'beam-temp-train-records').iterdir())
+  return False
+
+
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_interrupted_while_records_wait_in_files(signum, corpus, temp, tmp_path, capsys):
+  """Two SDK worker processes (the distributed writer): records wait in
+  OUT/beam-temp-train-records/ (transforms/spill.py) when the signal comes,
+  and none is left."""
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['big_jpegs'], '--output_dir', out, *SMALL,
+               '--direct_num_workers', '2', '--direct_running_mode', 'multi_processing'],
+              temp)
+  wait_for(lambda: spilled_record_has_bytes(out), run, 'a spilled record')
+  code, _, err = signal_and_finish(run, signum)
+  assert code == -signum, err
+  # Beam's SDK worker processes get the signal too, and may print their own
+  # traceback (or the launcher's threads theirs, when a worker dies first):
+  # the launcher's line is still there.
+  assert CONVERT_LINE in err.splitlines(), err
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
