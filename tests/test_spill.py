@@ -36,6 +36,7 @@ def _examples(count: int) -> list:
 def _spilled(examples: list, folder: str, bundles: int = 1) -> list:
   """SpillRecordsFn over the examples in `bundles` bundles -> its outputs."""
   spill = SpillRecordsFn(folder)
+  spill.setup()
   out = []
   for bundle in chunks(examples, -(-len(examples) // bundles)):
     spill.start_bundle()
@@ -131,3 +132,15 @@ def test_shards_written_from_spilled_records_leave_no_folder(tmp_path, num_shard
   else:
     expected = b''.join(frame(e.data) for e in in_order)
   assert written == expected
+
+
+def test_a_spill_torn_down_without_a_bundle_or_given_an_empty_batch(tmp_path):
+  spill = SpillRecordsFn(str(tmp_path / 'records'))
+  spill.setup()
+  spill.teardown()  # no bundle ran: nothing to close
+  spill.setup()
+  spill.start_bundle()
+  assert list(spill.process([])) == []  # nothing out, no file made
+  spill.finish_bundle()
+  assert not (tmp_path / 'records').exists()
+

@@ -53,6 +53,9 @@ class SpillRecordsFn(beam.DoFn):
   def __init__(self, folder: str):
     self._folder = folder
 
+  def setup(self):
+    self._file = None  # teardown may come without a bundle
+
   def start_bundle(self):
     self._file = None
     self._path = ''
@@ -72,7 +75,8 @@ class SpillRecordsFn(beam.DoFn):
       spilled.append(example._replace(
           data=b'', framed=b'', spilled=Spilled(self._path, self._offset, len(framed))))
       self._offset += len(framed)
-    yield spilled
+    if spilled:
+      yield spilled
 
   def finish_bundle(self):
     # Before any reader: the shard writers run after the shuffle, which
