@@ -48,7 +48,7 @@ class SidecarFile:
       self._handle.write(compressed)
 
   def abandon(self) -> None:
-    """Closes the file after a failed write (see write_shards._abandoned_on_error)."""
+    """Closes the file after a failed write (see shard_file.abandoned_on_error)."""
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 

@@ -98,7 +98,7 @@ def sidecar_line(key: str, shard: int, ordinal: int, offset: int, length: int,
                  label_id, label_text, option_digest: str) -> bytes:
   """One record's line of SPLIT.sources.jsonl.gz (the columns, in this order):
   the text _LINE_ENCODER writes for them as a dict, formatted directly (6.8
-  against 2.0 us a line, one a record, in the writer)."""
+  against 2.9 us a line, one a record, in the writer)."""
   return (f'{{"key": {_json_string(key)}, "shard": {shard:d}, "ordinal": {ordinal:d}, '
           f'"offset": {offset:d}, "length": {length:d}, "data_crc": {data_crc:d}, '
           f'"fingerprint": {_json_string(fingerprint)}, '
