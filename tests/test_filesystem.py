@@ -10,7 +10,7 @@ import pytest
 
 from transforms import filesystem
 from transforms.core.rejects import RowError
-from transforms.encode import read_bytes
+from transforms.read_sources import read_bytes
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 

@@ -49,7 +49,7 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
-from transforms.encode import read_bytes
+from transforms.read_sources import read_bytes
 from transforms.workers.checked_read import read_checked
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.source_image import DEFAULT_SPEC

@@ -77,6 +77,17 @@ def test_processes_take_items_in_batches():
     assert step.flush() == []
 
 
+def test_oldest_runs_the_batch_being_filled_and_waits_for_the_oldest_call():
+  calls = Calls(times_ten_or_crash)
+  with started(PoolSize(processes=1), calls, process_batch=3) as step:
+    assert step.add(0) == [] and step.add(1) == []  # a batch of 3 not yet full
+    assert step.oldest() == [(0, 0), (1, 10)]
+    assert calls.batches == [[0, 1]]
+    assert step.oldest() == []  # nothing running
+    assert step.add(2) == []
+    assert step.flush() == [(2, 20)]
+
+
 @pytest.mark.parametrize('call_s, sizes', [
     (60.0, [3, 3, 3, 5, 5, 5, 5, 5, 5, 1]),  # any item is cheap next to a minute: up to 5
     (1e-9, [3] * 13 + [1])])  # every item too dear: never below process_batch

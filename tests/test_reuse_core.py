@@ -376,3 +376,55 @@ def test_a_sidecar_is_plain_gzip_at_the_fastest_level(tmp_path):
   assert written[:4] == b'\x1f\x8b\x08\x00' and written[4:8] == b'\x00' * 4  # no name, no mtime
   assert written[8] == 4  # XFL: the fastest level (SIDECAR_LEVEL 1)
   assert gzip.decompress(written) == b''.join(lines)
+
+
+def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
+    tmp_path, monkeypatch):
+  """Copies leave the image step in arrival order, behind rows the pool still
+  converts; once more than MAX_COPIES_WAITING wait, the pool is waited for,
+  so a bundle of mostly copies never holds them all until its end."""
+  from tests.conftest import write_image
+  from transforms.core.example import LabelledRow
+  from transforms.core.example import LoadedCopy
+  from transforms.core.example import LoadedImage
+  from transforms.core.manifest import ManifestRow
+  from transforms.encode import LoadImageFn
+  converted = {0, 10, 20, 30}  # the rest are copied from the previous shard
+  keys = [f'k{i}' for i in range(40)]
+  records = [_example(key) for i, key in enumerate(keys) if i not in converted]
+  shard = _shard_file(tmp_path, records)
+  rows, copies = [], iter(range(len(records)))
+  for i, key in enumerate(keys):
+    path = tmp_path / f'{key}.png'
+    if i in converted:
+      write_image(path, (i, 0, 0), size=(2, 2))
+      previous = None
+    else:
+      previous = _in(shard, records, next(copies))[0]._replace(source_sha256=f'sha-{key}')
+    rows.append(LabelledRow(ManifestRow({'image': path.name}, 'm', i, image=path.name,
+                                        path=str(path), key=key, label='red',
+                                        previous=previous), 0, 'red'))
+  fn = LoadImageFn(ImageSpec(height=1, width=1), threads=2, example_spec=ExampleSpec())
+  monkeypatch.setattr(fn, 'MAX_COPIES_WAITING', 3)
+  fn.setup()
+  try:
+    fn.start_bundle()
+    out = []
+    for i, row in enumerate(rows):
+      out += list(fn.process(row))
+      # the rows not yet out are the last ones taken, in order
+      waiting = [j for j in range(len(out), i + 1) if j not in converted]
+      assert len(waiting) <= 3 + 1, (i, len(out))
+    before_end = len(out)
+    out += [value.value for value in fn.finish_bundle()]
+  finally:
+    fn.teardown()
+  assert before_end >= 30  # without the bound: 0, every row waited for row 0
+  assert [o.labelled.row.key for o in out] == keys
+  assert [type(o) for o in out] == [LoadedImage if i in converted else LoadedCopy
+                                    for i in range(40)]
+  assert [o.data for o in out if isinstance(o, LoadedCopy)] == records
+  assert [o.sha256 for o in out if isinstance(o, LoadedCopy)] == [
+      f'sha-{key}' for i, key in enumerate(keys) if i not in converted]
+  assert [o.image.data for o in out if isinstance(o, LoadedImage)] == [
+      bytes([i, 0, 0]) for i in sorted(converted)]

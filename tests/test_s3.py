@@ -450,7 +450,7 @@ def test_an_s3_image_above_max_image_bytes_is_refused_without_a_byte_downloaded(
 
   from transforms.core.rejects import RowError
   from transforms.core.spec import ImageSpec
-  from transforms.encode import read_bytes
+  from transforms.read_sources import read_bytes
   fetched = []
   real_get_range = s3io.S3Downloader.get_range
 

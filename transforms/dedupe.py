@@ -25,7 +25,7 @@ from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
 from transforms.core.reuse import Known
 from transforms.core.spec import ImageSpec
-from transforms.encode import PooledSourceFn
+from transforms.pooled_source import PooledSourceFn
 from transforms.sources import label_map_side_input
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.process_pool import WorkerTimedOut

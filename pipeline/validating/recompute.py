@@ -33,7 +33,7 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.validation import Problem
-from transforms.encode import read_bytes
+from transforms.read_sources import read_bytes
 from transforms.workers.source_image import convert_sources
 
 # Recorded options that only steer how a run ran, not what a record holds.

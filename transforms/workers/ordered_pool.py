@@ -7,6 +7,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 from transforms.workers.process_pool import ProcessPool
 from transforms.workers.process_pool import WorkerDied
@@ -78,8 +79,11 @@ class OrderedPool:
     None on threads."""
     return getattr(self._executor, 'busy_s', None)
 
-  def drain(self) -> Iterator[tuple]:
-    while self._pending:
+  def drain(self, most: Optional[int] = None) -> Iterator[tuple]:
+    """The (tag, future) pairs queued, oldest first (at most `most` of them)."""
+    while self._pending and (most is None or most > 0):
+      if most is not None:
+        most -= 1
       yield self._pending.popleft()
 
   def shutdown(self) -> None:

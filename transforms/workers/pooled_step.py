@@ -203,6 +203,15 @@ class PooledStep:
       return self._submit()
     return []
 
+  def oldest(self) -> list:
+    """Runs the batch being filled and waits for the oldest call still
+    running; returns the (item, result) pairs now done ([]: none running)."""
+    done = self._submit()
+    if not done:
+      for batch, future in self._pool.drain(1):
+        done += self._results(batch, future)
+    return done
+
   def flush(self) -> list:
     """Runs what is left; returns every (item, result) pair not yet returned."""
     done = self._submit()
