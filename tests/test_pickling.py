@@ -284,3 +284,63 @@ def test_replaced_runs_post_init_as_dataclasses_replace_does():
   assert pickling.replaced(Checked(1), size=2) == Checked(2)
   with pytest.raises(ValueError, match='negative size'):
     pickling.replaced(Checked(1), size=-1)
+
+
+def _twins():
+  """The same frozen slots dataclass, with and without cheap_pickle."""
+  made = []
+  for decorate in (lambda cls: cls, pickling.cheap_pickle):
+    @decorate
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Row:
+      fields: dict
+      line: int
+      key: str = ''
+      extras: tuple = ()
+      previous: object = None
+    made.append(Row)
+  return made
+
+
+def test_a_cheap_pickle_init_takes_what_the_generated_one_takes():
+  import inspect
+  plain, cheap = _twins()
+  # its own: each field set through its slot's setter, not object.__setattr__ by name
+  assert '_set0' in cheap.__init__.__code__.co_names
+  assert '_set0' not in plain.__init__.__code__.co_names
+  assert str(inspect.signature(cheap)) == str(inspect.signature(plain))
+  for args, kwargs in [(({'a': 1}, 7), {}), (({}, 3, 'k'), {'previous': 'p'}),
+                       ((), {'fields': {}, 'line': 2, 'extras': (1,), 'key': 'x'})]:
+    assert dataclasses.astuple(cheap(*args, **kwargs)) == dataclasses.astuple(
+        plain(*args, **kwargs))
+  for args, kwargs, message in [(({},), {}, "missing 1 required positional argument: 'line'"),
+                                (({}, 1), {'colour': 'red'}, "unexpected keyword argument"),
+                                (({}, 1, 'k', (), None, 'x'), {}, 'takes from 3 to 6'),
+                                (({}, 1), {'fields': {}}, "multiple values for argument")]:
+    with pytest.raises(TypeError, match=message):
+      cheap(*args, **kwargs)
+  row = cheap({}, 1)
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    row.key = 'changed'
+  assert row == cheap({}, 1) and row != cheap({}, 2)
+
+
+def test_a_class_whose_init_does_more_than_assign_keeps_the_generated_one():
+  @pickling.cheap_pickle
+  @dataclasses.dataclass(frozen=True, slots=True)
+  class Listed:
+    items: list = dataclasses.field(default_factory=list)
+
+  @pickling.cheap_pickle
+  @dataclasses.dataclass(frozen=True, slots=True)
+  class Checked:
+    size: int
+
+    def __post_init__(self):
+      if self.size < 0:
+        raise ValueError('negative size')
+
+  assert Listed().items == [] and Listed().items is not Listed().items
+  with pytest.raises(ValueError, match='negative size'):
+    Checked(-1)
+  assert ManifestRow({'image': 'a'}, 'm.csv', 3, image='a').split == 'train'

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 import csv
 import dataclasses
+import functools
 import json
 import posixpath
 from typing import Optional
@@ -122,7 +123,7 @@ class ManifestConfig:
   def source(self) -> str:
     return self.source_name or self.path
 
-  @property
+  @functools.cached_property  # a row each: in __dict__, not a field (not compared)
   def base_dir(self) -> str:
     if self.relative_to:
       return self.relative_to
@@ -276,9 +277,12 @@ def label_list(label) -> tuple:
 
 def resolve_path(image: str, base_dir: str) -> str:
   """Relative image paths resolve against the manifest's own folder."""
-  if paths.is_remote(image) or image.startswith('/'):
+  if '://' in image or image.startswith('/'):  # paths.is_remote, or absolute
     return image
-  return posixpath.join(base_dir, image) if base_dir != '.' else image
+  if base_dir == '.':
+    return image
+  # posixpath.join(base_dir, image), at a fifth of its cost (a row each)
+  return base_dir + image if base_dir.endswith('/') else base_dir + '/' + image
 
 
 def row_from_fields(fields: dict, config: ManifestConfig, line: int,

@@ -121,6 +121,30 @@ def _reduce(self: Any) -> tuple:
   return copyreg.__newobj__, (cls,), (_PLANS.get(cls) or _plan(cls)).values(self)
 
 
+def _fast_init(cls: type, plan: _Plan) -> Callable:
+  """The generated __init__ of a frozen dataclass whose __init__ only
+  assigns (plan.plain, plain defaults): the same signature and defaults,
+  each field set through its slot's own setter, not object.__setattr__ by
+  name: 1.3 against 2.1 us a ManifestRow (timeit, 9 of its 18 fields given),
+  which every manifest line makes."""
+  namespace, parameters, body = {}, [], []
+  for i, field in enumerate(dataclasses.fields(cls)):
+    namespace[f'_set{i}'] = plan.setters[i]
+    if field.default is dataclasses.MISSING:
+      parameters.append(field.name)
+    else:
+      namespace[f'_default{i}'] = field.default
+      parameters.append(f'{field.name}=_default{i}')
+    body.append(f'  _set{i}(self, {field.name})')
+  source = f'def __init__(self, {", ".join(parameters)}):\n' + '\n'.join(body or ['  pass']) + '\n'
+  exec(source, namespace)  # its field names only, from the class itself
+  init = namespace['__init__']
+  init.__qualname__ = f'{cls.__qualname__}.__init__'
+  init.__doc__ = cls.__init__.__doc__
+  init.__annotations__ = dict(cls.__init__.__annotations__)
+  return init
+
+
 def cheap_pickle(cls: _Class) -> _Class:
   """Class decorator, above @dataclasses.dataclass(frozen=True, slots=True)
   (which makes a new class: the one to give these methods to). Instances hold,
@@ -129,7 +153,10 @@ def cheap_pickle(cls: _Class) -> _Class:
   through its generated __setstate__ (fields() again) unless decorated too."""
   if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
     raise TypeError(f'cheap_pickle wants a dataclass, not {cls!r}')
-  _plan(cls)
+  plan = _plan(cls)
+  if plan.plain and not any(field.default_factory is not dataclasses.MISSING or field.kw_only
+                            for field in dataclasses.fields(cls)):
+    cls.__init__ = _fast_init(cls, plan)
   cls.__reduce__ = _reduce
   cls.__getstate__ = _getstate
   cls.__setstate__ = _setstate
