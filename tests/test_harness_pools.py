@@ -18,6 +18,7 @@ from tests.conftest import write_image
 from tests.process_helpers import pids
 from tests.process_helpers import times_ten_or_crash
 from transforms import encode
+from transforms import pooled_source
 from transforms.core.example import LabelledRow
 from transforms.core.manifest import ManifestRow
 from transforms.core.spec import ImageSpec
@@ -150,7 +151,7 @@ def test_image_steps_of_one_harness_process_share_one_pool(tmp_path, monkeypatch
   """Two copies of LoadImageFn set up in one process (Flink's two slots with
   LOOPBACK): one pool of a process per core of the machine (3 here), not one
   per copy, and both convert their images."""
-  monkeypatch.setattr(encode, 'available_cores', lambda: 3)
+  monkeypatch.setattr(pooled_source, 'available_cores', lambda: 3)
   spec = ImageSpec(height=4, width=4, encoding='png')
   fns = [pickle.loads(pickle.dumps(encode.LoadImageFn(spec, threads=1, processes=1,
                                                       timeout_s=60, harnesses=1)))

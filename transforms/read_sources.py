@@ -177,6 +177,10 @@ class HeldBytes:
         self.total += size
 
   def given(self, key) -> None:
+    # Keys are added by started(), on the thread that calls given() too: a
+    # key not there (a row never fetched ahead: a local file) takes no lock.
+    if key not in self._sizes:
+      return
     with self._lock:
       self.total -= self._sizes.pop(key, 0)
 
