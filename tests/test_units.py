@@ -60,6 +60,30 @@ def test_malformed_lines_are_that_lines_problem(raw, fmt, code):
   assert error.value.code == code and error.value.stage == 'manifest'
 
 
+def test_a_csv_line_splits_as_csv_reader_splits_it():
+  """Lines without a quote, CR, LF or NUL are split on commas without
+  csv.reader: the same fields, and csv.reader's errors for the others."""
+  import csv
+  import random
+  rng = random.Random(31)
+  alphabet = 'ab ,,\t"\'é\\\r\n\x00'
+  plain = 0
+  for _ in range(4000):
+    text = ''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+    try:
+      expected = next(csv.reader([text], strict=True))
+    except csv.Error:
+      with pytest.raises(RowError) as error:
+        manifest.split_fields(text, config())
+      assert error.value.code == 'bad_quoting', text
+      continue
+    header = tuple(f'c{i}' for i in range(len(expected)))
+    if expected:
+      assert list(manifest.split_fields(text, config(header=header)).values()) == expected, text
+      plain += not any(c in text for c in '"\r\n\x00')
+  assert plain > 500  # the commas-only path was taken
+
+
 def test_iter_lines_skips_header_and_blank_lines_and_numbers_them():
   stream = io.BytesIO(b'image,label\r\na,b\r\n\r\n   \nc,d')
   assert list(manifest.iter_lines(stream, 'csv')) == [(2, b'a,b'), (5, b'c,d')]

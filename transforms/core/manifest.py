@@ -112,12 +112,11 @@ class ManifestConfig:
 
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
-    # a few pairs, the last one for a name counting (as in a dict of them): no
-    # dict made a call, six calls a row
-    for logical, named in reversed(self.columns):
-      if logical == name:
-        return named
-    return name
+    return self._names.get(name, name)
+
+  @functools.cached_property  # six calls a row
+  def _names(self) -> dict:
+    return dict(self.columns)  # the last pair of a name counts
 
   @property
   def source(self) -> str:
@@ -202,7 +201,10 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
                      f'line has {len(values)} field(s), expected 2 (the last is the '
                      f'{REQUIRED_COLUMNS[config.role][1]})')
     return dict(zip(REQUIRED_COLUMNS[config.role], values))
-  if config.fmt == 'csv':
+  if config.fmt == 'csv' and text and len(text) <= csv.field_size_limit() and not (
+      '"' in text or '\r' in text or '\n' in text or '\x00' in text):
+    values = text.split(',')  # what csv.reader gives such a line: 0.3 against 1.1 us
+  elif config.fmt == 'csv':
     try:
       values = next(csv.reader([text], strict=True))
     except csv.Error as error:
@@ -231,7 +233,7 @@ def text_of(fields: dict, column: str) -> Optional[str]:
   value = fields.get(column)
   if value is None:
     return None
-  return _item_text(value, column)
+  return value.strip() if type(value) is str else _item_text(value, column)
 
 
 def _item_text(value, column: str) -> str:
@@ -345,15 +347,8 @@ def has_header(fmt: str) -> bool:
 
 def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
   """Numbered non-blank data lines of a manifest stream (header skipped)."""
-  number = 0
-  while True:
-    raw = stream.readline()
-    if not raw:
-      return
-    number += 1
-    if number == 1 and has_header(fmt):
-      continue
-    if raw.strip():
+  for number, raw in enumerate(iter(stream.readline, b''), 1):
+    if (number > 1 or not has_header(fmt)) and raw.strip():
       yield number, raw.rstrip(b'\r\n')
 
 
