@@ -346,3 +346,16 @@ def test_a_class_whose_init_does_more_than_assign_keeps_the_generated_one():
   with pytest.raises(ValueError, match='negative size'):
     Checked(-1)
   assert ManifestRow({'image': 'a'}, 'm.csv', 3, image='a').split == 'train'
+
+
+def test_replaced_passes_values_by_place_only_when_every_field_takes_one():
+  @pickling.cheap_pickle
+  @dataclasses.dataclass(frozen=True, slots=True)
+  class Keyworded:
+    size: int
+    name: str = dataclasses.field(default='', kw_only=True)
+
+  made = pickling.replaced(Keyworded(1, name='a'), size=2)
+  assert (made.size, made.name) == (2, 'a')
+  assert not pickling._plan(Keyworded).plain
+  assert pickling._plan(ManifestRow).plain

@@ -75,9 +75,14 @@ def fingerprint_all(paths: list, lookup: Callable[[str], dict],
   stalled store) gives '': the row is encoded, and its read is stopped by
   --image_timeout_s as any. Daemon threads: a stalled one never holds up the
   process's exit."""
-  found = [local_fingerprint(path) if path and not paths_remote(path) else ''
-           for path in paths]
-  remote = [i for i, path in enumerate(paths) if path and paths_remote(path)]
+  found, remote = [''] * len(paths), []
+  for i, path in enumerate(paths):  # one pass: a row each
+    if not path:
+      continue
+    if paths_remote(path):
+      remote.append(i)
+    else:
+      found[i] = local_fingerprint(path)
 
   def look_up(i: int) -> None:
     found[i] = remote_fingerprint(paths[i], lookup)

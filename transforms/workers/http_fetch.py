@@ -57,7 +57,8 @@ class HttpConfig:
 
 
 def is_http(path) -> bool:
-  return isinstance(path, str) and path.lower().startswith(('http://', 'https://'))
+  # the scheme alone lowered, not the whole path: a row each
+  return isinstance(path, str) and path[:8].lower().startswith(('http://', 'https://'))
 
 
 def robots_opt_out(values: list, token: str) -> Optional[str]:
