@@ -219,3 +219,41 @@ def test_a_worker_whose_parent_is_gone_ends_quietly():
   replies.seek(0)
   assert pickle.load(replies) == process_worker.READY
   assert pickle.load(replies) == (process_worker.OK, [10, 20])
+
+
+class _Unpicklable:
+  def __reduce__(self):
+    raise TypeError('not this one')
+
+
+def _pixels_and(items):
+  return [os.urandom(300_000), *items]
+
+
+def _pixels_and_unpicklable(items):
+  return [os.urandom(300_000), _Unpicklable()]
+
+
+def test_a_worker_sends_large_values_without_copying_them_and_never_half_a_reply():
+  """A reply's pickle goes out as the pickler's parts (an image's pixels a
+  part of its own, the same object); one that does not pickle is a RAISED
+  reply, and nothing of it went out before."""
+  import io
+  import pickle
+
+  from transforms.workers import process_worker
+  pixels = os.urandom(300_000)
+  parts = process_worker._dumps((process_worker.OK, [pixels, 'small', 7]))
+  assert any(part is pixels for part in parts)
+  assert pickle.loads(b''.join(parts)) == (process_worker.OK, [pixels, 'small', 7])
+  requests = io.BytesIO(pickle.dumps((_pixels_and, (['a'],))) +
+                        pickle.dumps((_pixels_and_unpicklable, ([],))))
+  replies = io.BytesIO()
+  process_worker.serve(requests, replies)
+  replies.seek(0)
+  assert pickle.load(replies) == process_worker.READY
+  status, values = pickle.load(replies)
+  assert status == process_worker.OK and len(values[0]) == 300_000 and values[1:] == ['a']
+  status, error = pickle.load(replies)
+  assert status == process_worker.RAISED and 'not this one' in str(error)
+  assert replies.read() == b''

