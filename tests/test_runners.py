@@ -501,3 +501,45 @@ def test_a_local_run_collects_cycles_less_often_and_gives_the_thresholds_back():
   with pytest.raises(Exception, match='a step that fails'), local_pipeline() as p:
     _ = p | beam.Create([1]) | beam.Map(_fails)
   assert gc.get_threshold() == before
+
+
+class _WaitSeesThresholds:
+  """A portable job's result (embedded Flink or Spark): the harness runs in
+  this process while the launcher waits; it records the gc thresholds then."""
+
+  def __init__(self, fails: bool = False):
+    self.seen = None
+    self._fails = fails
+
+  def wait_until_finish(self):
+    import gc
+
+    from apache_beam.runners.runner import PipelineState
+    self.seen = gc.get_threshold()
+    if self._fails:
+      raise RuntimeError('the job failed')
+    return PipelineState.DONE
+
+
+class _SubmittedPipeline:
+  runner = None
+
+  def __init__(self, result):
+    self._result = result
+
+  def run(self, test_runner_api=None):
+    return self._result
+
+
+def test_a_non_local_run_waits_with_fewer_collections_and_gives_the_thresholds_back():
+  import gc
+
+  from pipeline.beam_runtime import local_runner
+  from pipeline.runs.run_guard import RunGuard
+  before = gc.get_threshold()
+  done = _WaitSeesThresholds()
+  RunGuard().run(_SubmittedPipeline(done))
+  assert done.seen == local_runner.RUN_GC_THRESHOLDS and gc.get_threshold() == before
+  with pytest.raises(RuntimeError, match='the job failed'):
+    RunGuard().run(_SubmittedPipeline(_WaitSeesThresholds(fails=True)))
+  assert gc.get_threshold() == before
