@@ -347,7 +347,9 @@ def has_header(fmt: str) -> bool:
 
 def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
   """Numbered non-blank data lines of a manifest stream (header skipped)."""
-  for number, raw in enumerate(iter(stream.readline, b''), 1):
+  number = 0
+  while raw := stream.readline():
+    number += 1
     if (number > 1 or not has_header(fmt)) and raw.strip():
       yield number, raw.rstrip(b'\r\n')
 
