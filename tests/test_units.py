@@ -41,6 +41,10 @@ def test_parse_csv_line_resolves_relative_paths_and_keeps_absolute_ones():
       'img/a.png', 'data/img/a.png', 'img/a.png', 'cat', 'train')
   assert parse_line(b'/abs/a.png,cat', 2, config()).path == '/abs/a.png'
   assert parse_line(b's3://b/a.png,cat', 2, config()).path == 's3://b/a.png'
+  # a manifest at the filesystem's root: its folder is /, not the working folder
+  at_root = manifest.ManifestConfig(path='/m.csv', fmt='csv', header=('image', 'label'))
+  assert parse_line(b'img/a.png,cat', 2, at_root).path == '/img/a.png'
+  assert parse_line(b'img/a.png,cat', 2, config(relative_to='data/')).path == 'data/img/a.png'
 
 
 @pytest.mark.parametrize('raw,fmt,code', [
