@@ -42,7 +42,8 @@ import apache_beam
 from apache_beam.io.filesystems import FileSystems
 startup.end()
 heavy = ('google.cloud.storage', 'google.cloud.bigquery', 'apitools', 'boto3', 'botocore',
-         'pymongo', 'pyarrow', 'apache_beam.io.gcp.bigquery', 'requests', 'google.auth')
+         'pymongo', 'pyarrow', 'pandas', 'apache_beam.io.gcp.bigquery', 'requests',
+         'google.auth')
 loaded = [m for m in heavy if m in sys.modules]  # google.cloud itself: a namespace
 from transforms import filesystem
 filesystem.load_filesystem('s3://bucket/key.jpg')
