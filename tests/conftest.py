@@ -258,6 +258,18 @@ def pytest_collection_finish(session):
 # --- the steps of the product's per-element paths, one at a time, for tests ---
 
 
+class SubmittedPipeline:
+  """A pipeline whose run() hands back `result` at once (a job submitted to a
+  non-local runner), for RunGuard without a runner."""
+  runner = None
+
+  def __init__(self, result):
+    self._result = result
+
+  def run(self, test_runner_api=None):
+    return self._result
+
+
 def parse_line(raw: bytes, line: int, config):
   """A raw manifest line -> ManifestRow, as ReadManifest parses each line."""
   from transforms.core import manifest

@@ -21,6 +21,7 @@ from pipeline.configuration import config as opts
 from pipeline.engines import flink_jobs
 from pipeline.errors import EXIT_OK
 from pipeline.runs.run_lock import lock_name
+from tests.conftest import SubmittedPipeline
 from tests.conftest import free_port
 from tests.conftest import local_pipeline
 from tests.conftest import read_info
@@ -179,25 +180,15 @@ class _StoppedServerResult:
     raise AssertionError('a finished job is not cancelled')
 
 
-class _Pipeline:
-  runner = None
-
-  def __init__(self, result):
-    self._result = result
-
-  def run(self, test_runner_api=None):
-    return self._result
-
-
 def test_a_job_that_ended_is_not_asked_again(capsys):
   """The job's state comes from the wait (its job server is gone by then):
   DONE is success; FAILED is the wait's error, no cancel, no note."""
   from pipeline.runs.run_guard import RunGuard
-  assert RunGuard().run(_Pipeline(_StoppedServerResult('DONE')))._state == 'DONE'
+  assert RunGuard().run(SubmittedPipeline(_StoppedServerResult('DONE')))._state == 'DONE'
   cleaned = []
   with pytest.raises(RuntimeError, match='failed in state FAILED: boom'):
     with RunGuard(lambda: cleaned.append(True)) as guard:
-      guard.run(_Pipeline(_StoppedServerResult('FAILED')))
+      guard.run(SubmittedPipeline(_StoppedServerResult('FAILED')))
   assert cleaned == [True]
   assert capsys.readouterr().err == ''
 
@@ -217,6 +208,6 @@ def test_an_interrupted_job_cancelled_with_its_clean_up_is_not_asked_again(capsy
   cleaned = []
   with pytest.raises(Interrupted):
     with RunGuard(lambda: cleaned.append(True)) as guard:
-      guard.run(_Pipeline(Interrupted_result('RUNNING')))
+      guard.run(SubmittedPipeline(Interrupted_result('RUNNING')))
   assert cleaned == [True]
   assert capsys.readouterr().err == ''

@@ -273,19 +273,21 @@ def test_replaced_refuses_a_field_the_class_lacks():
     pickling.replaced(_row(), colour='red')
 
 
+@pickling.cheap_pickle
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Checked:
+  """A class whose __init__ does more than assign (its __post_init__ checks)."""
+  size: int
+
+  def __post_init__(self):
+    if self.size < 0:
+      raise ValueError('negative size')
+
+
 def test_replaced_runs_post_init_as_dataclasses_replace_does():
-  @pickling.cheap_pickle
-  @dataclasses.dataclass(frozen=True, slots=True)
-  class Checked:
-    size: int
-
-    def __post_init__(self):
-      if self.size < 0:
-        raise ValueError('negative size')
-
-  assert pickling.replaced(Checked(1), size=2) == Checked(2)
+  assert pickling.replaced(_Checked(1), size=2) == _Checked(2)
   with pytest.raises(ValueError, match='negative size'):
-    pickling.replaced(Checked(1), size=-1)
+    pickling.replaced(_Checked(1), size=-1)
 
 
 def _twins():
@@ -333,18 +335,9 @@ def test_a_class_whose_init_does_more_than_assign_keeps_the_generated_one():
   class Listed:
     items: list = dataclasses.field(default_factory=list)
 
-  @pickling.cheap_pickle
-  @dataclasses.dataclass(frozen=True, slots=True)
-  class Checked:
-    size: int
-
-    def __post_init__(self):
-      if self.size < 0:
-        raise ValueError('negative size')
-
   assert Listed().items == [] and Listed().items is not Listed().items
   with pytest.raises(ValueError, match='negative size'):
-    Checked(-1)
+    _Checked(-1)
   assert ManifestRow({'image': 'a'}, 'm.csv', 3, image='a').split == 'train'
 
 

@@ -33,6 +33,7 @@ from pipeline import convert
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import COLOURS
+from tests.conftest import SubmittedPipeline
 from tests.conftest import feature
 from tests.conftest import free_port
 from tests.conftest import pixels
@@ -521,16 +522,6 @@ class _WaitSeesThresholds:
     return PipelineState.DONE
 
 
-class _SubmittedPipeline:
-  runner = None
-
-  def __init__(self, result):
-    self._result = result
-
-  def run(self, test_runner_api=None):
-    return self._result
-
-
 def test_a_non_local_run_waits_with_fewer_collections_and_gives_the_thresholds_back():
   import gc
 
@@ -538,8 +529,8 @@ def test_a_non_local_run_waits_with_fewer_collections_and_gives_the_thresholds_b
   from pipeline.runs.run_guard import RunGuard
   before = gc.get_threshold()
   done = _WaitSeesThresholds()
-  RunGuard().run(_SubmittedPipeline(done))
+  RunGuard().run(SubmittedPipeline(done))
   assert done.seen == local_runner.RUN_GC_THRESHOLDS and gc.get_threshold() == before
   with pytest.raises(RuntimeError, match='the job failed'):
-    RunGuard().run(_SubmittedPipeline(_WaitSeesThresholds(fails=True)))
+    RunGuard().run(SubmittedPipeline(_WaitSeesThresholds(fails=True)))
   assert gc.get_threshold() == before
