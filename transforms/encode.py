@@ -169,6 +169,11 @@ class LoadImageFn(PooledSourceFn):
     result = None if fetch.cancelled() else fetch.result()  # bytes or a RowError
     self._held.finished(key, len(result) if isinstance(result, bytes) else 0)
 
+  def _give_ahead(self) -> None:
+    """Every row still fetching ahead to the pool, in order (each waits for its fetch)."""
+    while self._ahead:
+      self._give(self._ahead.popleft())
+
   def _give(self, entry) -> None:
     self._held.given(id(entry[0].row))
     self._waiting.append(entry)
@@ -176,8 +181,7 @@ class LoadImageFn(PooledSourceFn):
 
   def finish_bundle(self):
     self._progress.flush()
-    while self._ahead:
-      self._give(self._ahead.popleft())
+    self._give_ahead()
     self._took(self._step.flush())
     self._shards.close()
     for output in self._ready():
@@ -187,8 +191,7 @@ class LoadImageFn(PooledSourceFn):
   def _catch_up(self) -> None:
     """Waits for the pool until the row at the head of the arrival order is
     done (its copies behind it can then go out)."""
-    while self._ahead:
-      self._give(self._ahead.popleft())
+    self._give_ahead()
     while self._arrived and self._arrived[0][1] is None:
       done = self._step.oldest()
       if not done:
