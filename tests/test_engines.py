@@ -554,7 +554,9 @@ def test_the_job_server_stops_with_the_job(monkeypatch, tmp_path):
 @pytest.mark.skipif(not shutil.which('setpriv'), reason='no setpriv (util-linux)')
 def test_a_job_server_started_through_the_wrapper_ends_with_its_launcher(tmp_path):
   """The launcher killed outright (SIGKILL): its job server (here `sleep`
-  standing for Java) gets SIGTERM and ends, instead of running on."""
+  standing for Java) gets SIGTERM and ends, instead of running on. It runs in
+  a session of its own (a terminal's Ctrl-C is for the launcher alone), as
+  the very process the launcher started (setsid did not fork)."""
   import signal
   import subprocess
   import sys
@@ -570,6 +572,8 @@ def test_a_job_server_started_through_the_wrapper_ends_with_its_launcher(tmp_pat
   while not pathlib.Path(f'/proc/{child}/cmdline').read_bytes().startswith(
           shutil.which('sleep').encode()) and time.monotonic() < deadline:
     time.sleep(0.01)  # the wrapper has run setpriv, which has set the signal and run sleep
+  if shutil.which('setsid'):
+    assert os.getsid(child) == child != os.getsid(launcher.pid)
   launcher.send_signal(signal.SIGKILL)
   launcher.wait(timeout=10)
   deadline = time.monotonic() + 10

@@ -160,7 +160,7 @@ def many_images(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.mark.parametrize('signum, whole_group', [
-    (signal.SIGINT, True),  # Ctrl-C in a terminal: the launcher and its JVM
+    (signal.SIGINT, True),  # Ctrl-C in a terminal: the launcher's group (its JVM has its own session)
     (signal.SIGINT, False),  # kill -INT on the launcher alone
     (signal.SIGTERM, False)])
 def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(

@@ -376,3 +376,48 @@ def test_a_signal_ignored_at_start_stays_ignored():
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
   finally:
     signal.signal(signal.SIGINT, previous)
+
+
+def test_after_the_signal_only_the_main_thread_writes_to_stderr():
+  """Beam's SDK harness threads (a Flink or Spark run's LOOPBACK workers, in
+  the launcher) print each broken call's traceback straight to sys.stderr as
+  the job goes away; the run's own notes, from the main thread, still show,
+  then the one line."""
+  script = """
+import os, signal, sys, threading
+from pipeline.runs import interrupts
+handlers = interrupts.Handlers('the one line', 'again').install()
+print('before the signal, any thread', file=sys.stderr)
+gone = threading.Event()
+def harness():
+  gone.wait()
+  print('Traceback (most recent call last): a broken call', file=sys.stderr)
+thread = threading.Thread(target=harness)
+thread.start()
+try:
+  with handlers.running():
+    os.kill(os.getpid(), signal.SIGINT)
+except interrupts.Interrupted:
+  gone.set()
+  thread.join()
+  print('note: from the clean-up', file=sys.stderr)
+handlers.finish()
+"""
+  done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
+                        text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert done.returncode == -signal.SIGINT, done.stderr
+  assert done.stderr == ('before the signal, any thread\nnote: from the clean-up\n'
+                         'the one line\n')
+
+
+def test_main_thread_only_passes_on_the_main_threads_writes():
+  import io
+  import threading
+  kept = io.StringIO()
+  stream = interrupts.MainThreadOnly(kept)
+  assert stream.write('main\n') == 5
+  thread = threading.Thread(target=lambda: stream.write('other\n'))
+  thread.start()
+  thread.join()
+  stream.flush()
+  assert kept.getvalue() == 'main\n'

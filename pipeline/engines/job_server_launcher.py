@@ -11,6 +11,14 @@ shuts down as on any other stop. Beam starts the job server from the
 thread that runs the job and waits for it. Without setpriv (not Linux, or
 no util-linux), Java is started directly and outlives a launcher killed
 outright.
+
+util-linux's `setsid` also starts the JVM in a session of its own, so a
+terminal's Ctrl-C reaches the launcher alone, which cancels the job through
+the job server and then stops it. A JVM that got the SIGINT too died at
+once, and the harness threads' broken calls raced the launcher's one line
+to stderr (seen in CI, the interrupted Flink run's test). Beam starts Java
+in the launcher's process group, never as a group leader, so setsid does
+not fork: the pid Beam waits for stays the JVM's.
 """
 
 from __future__ import annotations
@@ -26,18 +34,22 @@ WRAPPER = 'java-ends-with-launcher'
 
 
 def dying_with_launcher(java: str, folder: Optional[str] = None,
-                        setpriv: Optional[str] = None) -> str:
+                        setpriv: Optional[str] = None, setsid: Optional[str] = None) -> str:
   """-> what to give Beam as --job_server_java_launcher: a script in `folder`
   (default: this run's temp folder, removed with it) that runs `java` with
-  SIGTERM as its parent-death signal; `java` itself where there is no
-  setpriv (setpriv: its path, default the one on PATH; '': none)."""
+  SIGTERM as its parent-death signal, in a session of its own; `java`
+  itself where there is no setpriv (setpriv, setsid: their paths, default
+  the ones on PATH; '': none)."""
   if setpriv is None:
     setpriv = shutil.which('setpriv')
   if not setpriv:
     return java
+  if setsid is None:
+    setsid = shutil.which('setsid')
+  own_session = f'{shlex.quote(setsid)} ' if setsid else ''
   path = os.path.join(folder or tempfile.gettempdir(), WRAPPER)
   with open(path, 'w') as script:
-    script.write(f'#!/bin/sh\nexec {shlex.quote(setpriv)} --pdeathsig TERM -- '
+    script.write(f'#!/bin/sh\nexec {own_session}{shlex.quote(setpriv)} --pdeathsig TERM -- '
                  f'{shlex.quote(java)} "$@"\n')
   os.chmod(path, stat.S_IRWXU)
   return path

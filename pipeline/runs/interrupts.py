@@ -136,6 +136,10 @@ class Handlers:
       # their broken calls; the one line says what happened.
       logging.disable(logging.CRITICAL)
       threading.excepthook = _quiet_thread_exception
+      # Beam's SDK harness (a Flink or Spark run's LOOPBACK workers, in this
+      # process) prints each failed instruction's traceback straight to
+      # sys.stderr, past logging; the run's own notes come from this thread.
+      sys.stderr = MainThreadOnly(sys.stderr)
       raise Interrupted(signum)
 
   def finish(self) -> None:
@@ -145,6 +149,22 @@ class Handlers:
     if self.signum is not None:
       die(self.signum, self.line if self.interrupted else None)
     self.restore()
+
+
+class MainThreadOnly:
+  """A text stream that passes on what the main thread writes and drops what
+  other threads write (the broken calls of a job going away)."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text: str) -> int:
+    if threading.current_thread() is threading.main_thread():
+      return self._stream.write(text)
+    return len(text)
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
 
 
 def _quiet_thread_exception(args) -> None:
