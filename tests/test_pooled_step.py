@@ -88,6 +88,33 @@ def test_oldest_runs_the_batch_being_filled_and_waits_for_the_oldest_call():
     assert step.flush() == [(2, 20)]
 
 
+def test_send_runs_the_batch_being_filled_and_takes_only_calls_finished():
+  import threading
+  gates = {item: threading.Event() for item in range(4)}
+
+  def gated(items):
+    for item in items:
+      assert gates[item].wait(30)
+    return [item * 10 for item in items]
+
+  calls = Calls(gated)
+  with started(PoolSize(threads=2), calls) as step:
+    step._batch_size = 3  # threads batch as processes do
+    assert step.add(0) == [] and step.send() == []  # sent alone; not finished
+    assert step.add(1) == [] and step.add(2) == []
+    gates[1].set()
+    gates[2].set()
+    assert step.send() == []  # [1, 2] finished, but behind [0]: nothing out of order
+    gates[0].set()
+    while not all(future.done() for _, future in step._pool._pending):
+      threading.Event().wait(0.01)
+    assert step.send() == [(0, 0), (1, 10), (2, 20)]
+    assert calls.batches == [[0], [1, 2]]
+    assert step.add(3) == [] and step.send() == []
+    gates[3].set()
+    assert step.flush() == [(3, 30)]
+
+
 @pytest.mark.parametrize('call_s, sizes', [
     (60.0, [3, 3, 3, 5, 5, 5, 5, 5, 5, 1]),  # any item is cheap next to a minute: up to 5
     (1e-9, [3] * 13 + [1])])  # every item too dear: never below process_batch

@@ -378,19 +378,14 @@ def test_a_sidecar_is_plain_gzip_at_the_fastest_level(tmp_path):
   assert gzip.decompress(written) == b''.join(lines)
 
 
-def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
-    tmp_path, monkeypatch):
-  """Copies leave the image step in arrival order, behind rows the pool still
-  converts; once more than MAX_COPIES_WAITING wait, the pool is waited for,
-  so a bundle of mostly copies never holds them all until its end."""
+def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
+  """(rows, keys, records): `count` labelled rows k0, k1, ...; those numbered
+  in `converted` have an image to convert, the others a record to copy from
+  a previous shard (`records`, in order)."""
   from tests.conftest import write_image
   from transforms.core.example import LabelledRow
-  from transforms.core.example import LoadedCopy
-  from transforms.core.example import LoadedImage
   from transforms.core.manifest import ManifestRow
-  from transforms.encode import LoadImageFn
-  converted = {0, 10, 20, 30}  # the rest are copied from the previous shard
-  keys = [f'k{i}' for i in range(40)]
+  keys = [f'k{i}' for i in range(count)]
   records = [_example(key) for i, key in enumerate(keys) if i not in converted]
   shard = _shard_file(tmp_path, records)
   rows, copies = [], iter(range(len(records)))
@@ -404,6 +399,19 @@ def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
     rows.append(LabelledRow(ManifestRow({'image': path.name}, 'm', i, image=path.name,
                                         path=str(path), key=key, label='red',
                                         previous=previous), 0, 'red'))
+  return rows, keys, records
+
+
+def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
+    tmp_path, monkeypatch):
+  """Copies leave the image step in arrival order, behind rows the pool still
+  converts; once more than MAX_COPIES_WAITING wait, the pool is waited for,
+  so a bundle of mostly copies never holds them all until its end."""
+  from transforms.core.example import LoadedCopy
+  from transforms.core.example import LoadedImage
+  from transforms.encode import LoadImageFn
+  converted = {0, 10, 20, 30}  # the rest are copied from the previous shard
+  rows, keys, records = _copied_and_converted_rows(tmp_path, 40, converted)
   fn = LoadImageFn(ImageSpec(height=1, width=1), threads=2, example_spec=ExampleSpec())
   monkeypatch.setattr(fn, 'MAX_COPIES_WAITING', 3)
   fn.setup()
@@ -428,3 +436,60 @@ def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
       f'sha-{key}' for i, key in enumerate(keys) if i not in converted]
   assert [o.image.data for o in out if isinstance(o, LoadedImage)] == [
       bytes([i, 0, 0]) for i in sorted(converted)]
+
+
+def test_rows_copies_wait_behind_go_to_the_pool_before_their_batch_is_full(
+    tmp_path, monkeypatch):
+  """A nightly run's changed row sits among copies: its batch would fill only
+  after hundreds of rows, while the copies behind it wait. Each time
+  SEND_AFTER_COPIES more wait, the batch being filled goes to the pool as it
+  is, so the image converts while the copies go on; once converted, the
+  copies behind it leave without waiting for the bound."""
+  import threading
+
+  from transforms.encode import LoadImageFn
+  from transforms.workers.source_image import convert_sources
+  rows, keys, _ = _copied_and_converted_rows(tmp_path, 40, {0, 20})
+  gate = threading.Event()  # the pool converts nothing until the test lets it
+
+  def gated(*args):
+    assert gate.wait(30)
+    return convert_sources(*args)
+
+  fn = LoadImageFn(ImageSpec(height=1, width=1), threads=2, example_spec=ExampleSpec(),
+                   convert_on_thread=gated)
+  monkeypatch.setattr(fn, 'SEND_AFTER_COPIES', 5)
+  fn.setup()
+  sent, out = [], []  # (rows taken so far, the keys of each pool call); what came out
+  try:
+    fn._step._batch_size = 8  # as image processes batch rows
+    submit = fn._step._pool.submit
+    monkeypatch.setattr(fn._step._pool, 'submit', lambda batch, *call: sent.append(
+        (len(taken), [e.row.key for e in batch])) or submit(batch, *call))
+    fn.start_bundle()
+    taken = []
+    for row in rows[:30]:
+      taken.append(row)
+      out += list(fn.process(row))
+    # k0 went alone once 5 copies waited; k20 once 20 did (k21)
+    assert sent == [(6, ['k0']), (22, ['k20'])]
+    assert out == []  # nothing converted yet: everything waits behind k0
+    gate.set()
+    for future in [future for _, future in fn._step._pool._pending]:
+      future.result()
+    taken.append(rows[30])
+    out += list(fn.process(rows[30]))  # 29 copies waiting
+    assert out == []
+    taken.append(rows[31])
+    out += list(fn.process(rows[31]))  # 30 waiting: what has finished is taken
+    assert len(out) == 32
+    for row in rows[32:]:  # nothing left to wait behind: each copy leaves at once
+      taken.append(row)
+      out += list(fn.process(row))
+      assert len(out) == len(taken)
+    assert list(fn.finish_bundle()) == []
+  finally:
+    gate.set()
+    fn.teardown()
+  assert sent == [(6, ['k0']), (22, ['k20'])]
+  assert [o.labelled.row.key for o in out] == keys

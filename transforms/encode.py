@@ -95,6 +95,13 @@ class LoadImageFn(PooledSourceFn):
   # JPEG records: 563 MB peak RSS against 345 MB at 6,000).
   MAX_COPIES_WAITING = 1024
   MAX_COPY_BYTES_WAITING = 32 << 20
+  # Each time this many more copies wait, the rows they wait behind go to the
+  # pool as they are (a changed row's batch fills only every few hundred
+  # rows), and the calls finished are taken: the images convert while the
+  # copies go on, and copies leave as soon as the rows before them are done.
+  # Without it, the step sat idle at each bound, waiting for rows sent only
+  # then (12,000 224x224 JPEGs, 1% changed: 118 against 84 us a reused row).
+  SEND_AFTER_COPIES = 64
 
   def __init__(self, spec: ImageSpec, progress_dir=None, threads: int = 1,
                processes: int = 0, convert_on_thread=convert_sources,
@@ -145,6 +152,8 @@ class LoadImageFn(PooledSourceFn):
       waiting[1] += len(copied.data) + len(copied.framed)
       if waiting[0] > self.MAX_COPIES_WAITING or waiting[1] > self.MAX_COPY_BYTES_WAITING:
         self._catch_up()
+      elif waiting[0] % self.SEND_AFTER_COPIES == 0:
+        self._took(self._step.send())
     if entry[1] is None:
       source = super().source_of(element.row)
       if http_fetch.is_http(source):  # fetched now, ahead of the pool

@@ -86,6 +86,12 @@ class OrderedPool:
         most -= 1
       yield self._pending.popleft()
 
+  def drain_finished(self) -> Iterator[tuple]:
+    """The (tag, future) pairs queued, oldest first, as long as each has
+    finished (none is waited for)."""
+    while self._pending and self._pending[0][1].done():
+      yield self._pending.popleft()
+
   def shutdown(self) -> None:
     if self._executor is not None and self._owned:
       self._executor.shutdown()

@@ -203,6 +203,15 @@ class PooledStep:
       return self._submit()
     return []
 
+  def send(self) -> list:
+    """Runs the batch being filled now, however small, and takes the oldest
+    calls that have finished, without waiting; returns the (item, result)
+    pairs now done."""
+    done = self._submit()
+    for batch, future in self._pool.drain_finished():
+      done += self._results(batch, future)
+    return done
+
   def oldest(self) -> list:
     """Runs the batch being filled and waits for the oldest call still
     running; returns the (item, result) pairs now done ([]: none running)."""
