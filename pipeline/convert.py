@@ -336,6 +336,7 @@ def convert(config: configs.ConvertConfig, pipeline_options,
         unpublish(config.output_dir, config.splits_to_clear(), files)
   if not published:
     raise NothingPublished(info, config.output_dir)
+  interrupts.published(interrupts.CONVERT_PUBLISHED_LINE)
   if config.previous is not None and not info['over_budget']:
     # Last, after the lock is released: the next night reads OUT/../latest.
     write_latest(config.output_dir, files)

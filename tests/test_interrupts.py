@@ -378,6 +378,10 @@ def test_a_signal_ignored_at_start_stays_ignored():
     signal.signal(signal.SIGINT, previous)
 
 
+def _run_script(script: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
+                        text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
 def test_after_the_signal_only_the_main_thread_writes_to_stderr():
   """Beam's SDK harness threads (a Flink or Spark run's LOOPBACK workers, in
   the launcher) print each broken call's traceback straight to sys.stderr as
@@ -403,8 +407,7 @@ except interrupts.Interrupted:
   print('note: from the clean-up', file=sys.stderr)
 handlers.finish()
 """
-  done = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
-                        text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  done = _run_script(script)
   assert done.returncode == -signal.SIGINT, done.stderr
   assert done.stderr == ('before the signal, any thread\nnote: from the clean-up\n'
                          'the one line\n')
@@ -421,3 +424,75 @@ def test_main_thread_only_passes_on_the_main_threads_writes():
   thread.join()
   stream.flush()
   assert kept.getvalue() == 'main\n'
+
+
+def test_a_signal_swallowed_on_the_way_still_stops_the_run_before_it_counts_as_done():
+  """Beam swallows exceptions in places (a bare `except:` around its IPython
+  import, while the pipeline is built): the run's job then ends well, but
+  RunGuard raises Interrupted before the run counts as done, so its clean-up
+  takes back what it wrote and the one line is true."""
+  script = """
+import os, signal, sys
+from pipeline.runs import interrupts
+from pipeline.runs.run_guard import RunGuard
+from tests.conftest import SubmittedPipeline
+
+class Done:
+  state = 'DONE'
+  def wait_until_finish(self):
+    return 'DONE'
+
+handlers = interrupts.Handlers('the one line', 'again').install()
+try:
+  with handlers.running():
+    try:
+      os.kill(os.getpid(), signal.SIGTERM)
+    except:  # as Beam's is_in_ipython: re-raises only KeyboardInterrupt, SystemExit
+      print('swallowed', file=sys.stderr)
+    with RunGuard(lambda: print('cleaned up', file=sys.stderr)) as guard:
+      guard.run(SubmittedPipeline(Done()))
+      print('published', file=sys.stderr)
+except interrupts.Interrupted:
+  pass
+handlers.finish()
+"""
+  done = _run_script(script)
+  assert done.returncode == -signal.SIGTERM, done.stderr
+  assert done.stderr == 'swallowed\ncleaned up\nthe one line\n'
+
+
+def test_a_signal_after_publishing_lets_the_run_finish_and_says_so():
+  script = """
+import os, signal, sys
+from pipeline.runs import interrupts
+handlers = interrupts.Handlers('nothing was published', 'again').install()
+with handlers.running():
+  interrupts.published('published, complete')
+  os.kill(os.getpid(), signal.SIGTERM)
+  print('the summary', file=sys.stderr)
+handlers.finish()
+"""
+  done = _run_script(script)
+  assert done.returncode == -signal.SIGTERM, done.stderr
+  assert done.stderr == 'the summary\npublished, complete\n'
+
+
+def test_without_the_command_lines_handlers_neither_hook_does_anything():
+  interrupts.raise_if_interrupted()
+  interrupts.published('unused')
+
+
+def test_a_command_line_run_is_kept_out_of_interactive_beam():
+  """Beam asks whether it runs in IPython on each transform applied: a command
+  line run never is, and the question (an import of IPython, in a bare
+  `except:`) is skipped."""
+  from apache_beam import pipeline as beam_pipeline
+
+  from pipeline.runs import exits
+  seen = []
+  before = beam_pipeline.is_in_ipython
+  assert exits.run_command(lambda argv: seen.append(
+      (beam_pipeline.is_in_ipython is before, beam_pipeline.is_in_ipython())) or 0,
+      [], 'line', 'again') == 0
+  assert seen == [(False, False)]  # not Beam's own, during the run
+  assert beam_pipeline.is_in_ipython is before

@@ -43,3 +43,32 @@ def test_the_total_comes_from_the_pipeline_and_is_not_a_worker_count(tmp_path):
   assert progress.read_total(str(tmp_path)) == 1234
   assert progress.read_total_done(str(tmp_path)) == 0
   write_total(None, 5)  # no progress line: nowhere to write
+
+
+class _Shown:
+  def __init__(self, total):
+    self.total, self.closed = total, None
+
+  def set_total(self, total):
+    self.total = total
+
+  def update(self, done):
+    pass
+
+  def close(self, done):
+    self.closed = done
+
+
+def test_a_run_shorter_than_a_tick_still_closes_with_its_total(tmp_path):
+  """The display's thread reads the manifest's total every 0.5 s: a 9-image
+  run ended before the first read, and its last line had no total."""
+  folder = tmp_path / 'progress'
+  folder.mkdir()
+  with progress.Reporter(str(folder), None, display=_Shown) as reporter:
+    write_total(reporter.directory, 9)
+    done = ProgressFile(reporter.directory)
+    for _ in range(9):
+      done.tick()
+    done.flush()
+  assert (reporter._shown.total, reporter._shown.closed) == (9, 9)
+  assert not folder.exists()

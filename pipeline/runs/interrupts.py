@@ -26,6 +26,12 @@ CONVERT_LINES = ('interrupted: nothing was published; rerun to convert again',
 VALIDATE_LINES = ('interrupted: nothing was checked; rerun to validate again',
                   'interrupted again: clean-up was cut short; nothing was checked; '
                   'rerun to validate again')
+# A signal after convert published its dataset: the run finishes first.
+CONVERT_PUBLISHED_LINE = ('interrupted after the dataset was published: it is complete '
+                          '(its summary is above)')
+
+# The command line's Handlers while installed (run_command), else None.
+_installed: Optional[Handlers] = None
 
 
 class Interrupted(BaseException):
@@ -92,10 +98,13 @@ class Handlers:
     self.interrupted = False  # the signal came while the run was under way
     self._running = False
     self._previous = {}
+    self._late_line: Optional[str] = None  # for a signal after published()
 
   def install(self) -> Handlers:
+    global _installed
     if threading.current_thread() is not threading.main_thread():
       return self
+    _installed = self
     for signum in SIGNALS:
       previous = signal.getsignal(signum)
       if previous is signal.SIG_IGN:
@@ -105,9 +114,12 @@ class Handlers:
     return self
 
   def restore(self) -> None:
+    global _installed
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
     self._previous = {}
+    if _installed is self:
+      _installed = None
 
   @contextlib.contextmanager
   def running(self):
@@ -147,7 +159,7 @@ class Handlers:
     came, if one did (with the one line if it interrupted the run);
     otherwise puts the previous handlers back."""
     if self.signum is not None:
-      die(self.signum, self.line if self.interrupted else None)
+      die(self.signum, self.line if self.interrupted else self._late_line)
     self.restore()
 
 
@@ -165,6 +177,31 @@ class MainThreadOnly:
 
   def __getattr__(self, name):
     return getattr(self._stream, name)
+
+
+def raise_if_interrupted() -> None:
+  """For a run whose job has just ended well, before it counts as done:
+  Interrupted if a signal came while it was under way but its Interrupted
+  never reached the run, so that it unwinds through its clean-up as any
+  interrupted run (nothing published, as its line says). Beam swallows
+  exceptions in places: e.g. a bare `except:` in apache_beam.utils
+  .interactive_utils.is_in_ipython, which re-raises only KeyboardInterrupt
+  and SystemExit; a SIGTERM while the pipeline was built (~0.5 s into a
+  run) was lost there, and the run published its dataset, moved `latest`,
+  then said it had published nothing. Nothing without the command line's handlers."""
+  handlers = _installed
+  if handlers is not None and handlers.interrupted:
+    raise Interrupted(handlers.signum)
+
+
+def published(line: str) -> None:
+  """The run's output is complete and published: a signal from here on is
+  remembered, the run finishes (its last steps, its summary), and then the
+  process ends by the signal with `line`. Nothing without the command line's handlers."""
+  handlers = _installed
+  if handlers is not None and handlers._running:
+    handlers._running = False
+    handlers._late_line = line
 
 
 def _quiet_thread_exception(args) -> None:

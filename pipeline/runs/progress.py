@@ -155,16 +155,20 @@ class Reporter:
 
   def _loop(self):
     while not self._stop.wait(0.5):
-      if self._total is None:  # a manifest's rows: known once the pipeline read them
-        self._total = read_total(self.directory)
-        if self._total is not None:
-          self._shown.set_total(self._total)
+      self._read_total()
       self._shown.update(read_total_done(self.directory))
+
+  def _read_total(self) -> None:
+    if self._total is None:  # a manifest's rows: known once the pipeline read them
+      self._total = read_total(self.directory)
+      if self._total is not None:
+        self._shown.set_total(self._total)
 
   def __exit__(self, exc_type, *exc):
     if self.directory:
       self._stop.set()
       self._thread.join()
+      self._read_total()  # a run shorter than a tick: its last line has the total too
       self._shown.close(None if exc_type else read_total_done(self.directory))
       shutil.rmtree(self.directory, ignore_errors=True)
     return False

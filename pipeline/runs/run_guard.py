@@ -15,6 +15,7 @@ from apache_beam.runners.runner import PipelineResult
 from apache_beam.runners.runner import PipelineState
 
 from pipeline.beam_runtime import local_runner
+from pipeline.runs import interrupts
 
 # How long clean-up waits for a cancelled job to stop before deleting what it
 # wrote: a runner may still be finishing a shard (Dataflow takes minutes to
@@ -56,6 +57,7 @@ class RunGuard:
       state = self.result.state
     if state != PipelineState.DONE:
       raise RuntimeError(f'the job ended in state {state}')
+    interrupts.raise_if_interrupted()
     return self.result
 
   def __enter__(self) -> RunGuard:
