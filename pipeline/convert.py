@@ -334,9 +334,10 @@ def convert(config: configs.ConvertConfig, pipeline_options,
       published = bool(info['num_examples'] or config.allow_empty)
       if not published:
         unpublish(config.output_dir, config.splits_to_clear(), files)
+      else:  # a signal from here on: the run finishes, then says the dataset is complete
+        interrupts.published(interrupts.CONVERT_PUBLISHED_LINE)
   if not published:
     raise NothingPublished(info, config.output_dir)
-  interrupts.published(interrupts.CONVERT_PUBLISHED_LINE)
   if config.previous is not None and not info['over_budget']:
     # Last, after the lock is released: the next night reads OUT/../latest.
     write_latest(config.output_dir, files)

@@ -5,7 +5,8 @@
 
 Exit codes: 0 everything holds, 1 problems found (listed in the report) or,
 with --strict, warnings found; 2 usage error; interrupted by SIGINT or
-SIGTERM, it writes no report and ends by the signal (a shell shows 130 or 143).
+SIGTERM, it writes no report and ends by the signal (a shell shows 130 or
+143); a signal once the report is written lets it finish first.
 """
 
 from __future__ import annotations
@@ -272,20 +273,25 @@ def validate(config: configs.ValidateConfig, pipeline_options,
         config.check_processes, check_records, listing_warnings, more)
   # A run that does not finish (an error, a signal) cancels its job and
   # leaves no half-written report behind (FileAccess.replacing writes it as
-  # path + '.tmp', then renames it).
+  # path + '.tmp', then renames it), nor a whole one when the signal came as
+  # the job ended (RunGuard: a signal Beam swallowed), so that "nothing was
+  # checked" holds.
   # On a Flink cluster, a job whose job server is gone is cancelled there too.
-  with flink_jobs.cancelled_if_abandoned(pipeline_options), \
-      RunGuard(functools.partial(_delete_if_present, config.report_path + '.tmp',
-                                 files)) as guard:
+  guard = RunGuard(lambda: _delete_if_present(
+      [config.report_path + '.tmp'] + ([config.report_path] if guard.job_done else []), files))
+  with flink_jobs.cancelled_if_abandoned(pipeline_options), guard:
     guard.run(p)
+    if guard.job_done and not runners.is_dry_run(pipeline_options):
+      interrupts.published(interrupts.VALIDATE_REPORTED_LINE)
   if runners.is_dry_run(pipeline_options):
     return None
   return json.loads(files.read_text(config.report_path))
 
 
-def _delete_if_present(path: str, files: filesystem.FileAccess) -> None:
-  if files.exists(path):
-    files.delete([path])
+def _delete_if_present(paths: list, files: filesystem.FileAccess) -> None:
+  present = [path for path in paths if files.exists(path)]
+  if present:
+    files.delete(present)
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:

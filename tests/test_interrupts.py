@@ -461,7 +461,8 @@ handlers.finish()
   assert done.stderr == 'swallowed\ncleaned up\nthe one line\n'
 
 
-def test_a_signal_after_publishing_lets_the_run_finish_and_says_so():
+def test_signals_after_publishing_let_the_run_finish_and_say_so():
+  """Any number of them (Ctrl-C pressed twice): the run's last steps still run."""
   script = """
 import os, signal, sys
 from pipeline.runs import interrupts
@@ -469,8 +470,28 @@ handlers = interrupts.Handlers('nothing was published', 'again').install()
 with handlers.running():
   interrupts.published('published, complete')
   os.kill(os.getpid(), signal.SIGTERM)
+  os.kill(os.getpid(), signal.SIGINT)
   print('the summary', file=sys.stderr)
 handlers.finish()
+"""
+  done = _run_script(script)
+  assert done.returncode == -signal.SIGTERM, done.stderr
+  assert done.stderr == 'the summary\npublished, complete\n'
+
+
+def test_a_signal_once_the_run_is_over_says_what_it_published():
+  """`python -m pipeline.convert` has before_run's handlers back once the run
+  is over (its last flush and exit): they too say the dataset is complete."""
+  script = """
+import os, signal, sys
+from pipeline.runs import interrupts
+interrupts.before_run('nothing was published')
+handlers = interrupts.Handlers('nothing was published', 'again').install()
+with handlers.running():
+  interrupts.published('published, complete')
+handlers.finish()
+print('the summary', file=sys.stderr, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
 """
   done = _run_script(script)
   assert done.returncode == -signal.SIGTERM, done.stderr
@@ -496,3 +517,55 @@ def test_a_command_line_run_is_kept_out_of_interactive_beam():
       [], 'line', 'again') == 0
   assert seen == [(False, False)]  # not Beam's own, during the run
   assert beam_pipeline.is_in_ipython is before
+
+
+_SWALLOWED_THEN_RUN = """
+import os, signal, sys
+from pipeline import convert, validate
+from pipeline.runs import interrupts
+handlers = interrupts.Handlers({line!r}, 'again').install()
+try:
+  with handlers.running():
+    try:
+      os.kill(os.getpid(), signal.SIGTERM)
+    except:  # as Beam's is_in_ipython, while a pipeline is built
+      pass
+    {module}.run({argv!r})
+except interrupts.Interrupted:
+  pass
+handlers.finish()
+"""
+
+
+@pytest.mark.parametrize('module', ['convert', 'validate'])
+def test_a_swallowed_signal_publishes_nothing_and_writes_no_report(module, tmp_path):
+  """End to end: the job runs to its end, then the run takes back what it
+  wrote (the whole dataset; validate's report) and its line is true."""
+  sample = make_sample(tmp_path / 'sample')
+  out = tmp_path / 'out'
+  if module == 'validate':
+    assert convert.run(['--manifest', str(sample.manifest), '--output_dir', str(out),
+                        *SMALL]) == EXIT_OK
+    argv, line = ['--input_dir', str(out)], VALIDATE_LINE
+  else:
+    argv, line = ['--manifest', str(sample.manifest), '--output_dir', str(out), *SMALL,
+                  '--progress', 'off'], CONVERT_LINE
+  before = sorted(os.listdir(out)) if out.exists() else []
+  done = _run_script(_SWALLOWED_THEN_RUN.format(line=line, module=module, argv=argv))
+  assert (done.returncode, done.stderr) == (-signal.SIGTERM, line + '\n')
+  assert (sorted(os.listdir(out)) if out.exists() else []) == before
+
+
+def test_image_worker_processes_start_with_sigint_blocked():
+  """A terminal's Ctrl-C reaches the whole process group: an image worker
+  still importing printed its KeyboardInterrupt traceback above the run's
+  one line. The pool's spawner thread blocks SIGINT, and its children start
+  so, until process_worker's main() ignores it."""
+  from transforms.workers.process_pool import _SPAWNER
+  child = _SPAWNER.popen([sys.executable, '-c', 'print(open("/proc/self/status").read())'],
+                         stdout=subprocess.PIPE, text=True)
+  status, _ = child.communicate(timeout=60)
+  blocked = int(next(line for line in status.splitlines()
+                     if line.startswith('SigBlk:')).split()[1], 16)
+  assert blocked & (1 << (signal.SIGINT - 1))
+  assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # not this thread

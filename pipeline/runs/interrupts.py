@@ -26,12 +26,16 @@ CONVERT_LINES = ('interrupted: nothing was published; rerun to convert again',
 VALIDATE_LINES = ('interrupted: nothing was checked; rerun to validate again',
                   'interrupted again: clean-up was cut short; nothing was checked; '
                   'rerun to validate again')
-# A signal after convert published its dataset: the run finishes first.
-CONVERT_PUBLISHED_LINE = ('interrupted after the dataset was published: it is complete '
-                          '(its summary is above)')
+# A signal after convert published its dataset, or validate wrote its
+# report: the run finishes first.
+CONVERT_PUBLISHED_LINE = 'interrupted after the dataset was published: it is complete'
+VALIDATE_REPORTED_LINE = 'interrupted after the report was written: the check is complete'
 
 # The command line's Handlers while installed (run_command), else None.
 _installed: Optional[Handlers] = None
+# What a signal means once the run's output is complete (published()): also
+# for before_run's handlers, which are back once the run is over.
+_published_line: Optional[str] = None
 
 
 class Interrupted(BaseException):
@@ -71,7 +75,7 @@ def before_run(line: str) -> None:
     return
   for signum in SIGNALS:
     if signal.getsignal(signum) is not signal.SIG_IGN:
-      signal.signal(signum, lambda number, frame: die(number, line))
+      signal.signal(signum, lambda number, frame: die(number, _published_line or line))
 
 
 class Handlers:
@@ -101,10 +105,10 @@ class Handlers:
     self._late_line: Optional[str] = None  # for a signal after published()
 
   def install(self) -> Handlers:
-    global _installed
+    global _installed, _published_line
     if threading.current_thread() is not threading.main_thread():
       return self
-    _installed = self
+    _installed, _published_line = self, None
     for signum in SIGNALS:
       previous = signal.getsignal(signum)
       if previous is signal.SIG_IGN:
@@ -136,6 +140,11 @@ class Handlers:
 
   def _handle(self, signum, frame) -> None:
     del frame
+    if self._late_line is not None:
+      # The output is complete: the run finishes its last steps (`latest`,
+      # the summary), however many signals come, then finish() says so.
+      self.signum = self.signum or signum
+      return
     if self.signum is not None:
       # A second signal: the clean-up under way is cut short.
       die(signum, self.again_line if self.interrupted else None)
@@ -153,6 +162,12 @@ class Handlers:
       # sys.stderr, past logging; the run's own notes come from this thread.
       sys.stderr = MainThreadOnly(sys.stderr)
       raise Interrupted(signum)
+
+  def published(self, line: str) -> None:
+    """The run's output is complete: see published()."""
+    global _published_line
+    self._running = False
+    self._late_line = _published_line = line
 
   def finish(self) -> None:
     """After the run and its clean-up: ends the process by the signal that
@@ -175,6 +190,10 @@ class MainThreadOnly:
       return self._stream.write(text)
     return len(text)
 
+  def writelines(self, lines) -> None:
+    for line in lines:
+      self.write(line)
+
   def __getattr__(self, name):
     return getattr(self._stream, name)
 
@@ -189,19 +208,21 @@ def raise_if_interrupted() -> None:
   and SystemExit; a SIGTERM while the pipeline was built (~0.5 s into a
   run) was lost there, and the run published its dataset, moved `latest`,
   then said it had published nothing. Nothing without the command line's handlers."""
-  handlers = _installed
-  if handlers is not None and handlers.interrupted:
-    raise Interrupted(handlers.signum)
+  if swallowed():
+    raise Interrupted(_installed.signum)
+
+
+def swallowed() -> bool:
+  """Whether a signal interrupted the command line's run (raise_if_interrupted)."""
+  return _installed is not None and _installed.interrupted
 
 
 def published(line: str) -> None:
   """The run's output is complete and published: a signal from here on is
   remembered, the run finishes (its last steps, its summary), and then the
   process ends by the signal with `line`. Nothing without the command line's handlers."""
-  handlers = _installed
-  if handlers is not None and handlers._running:
-    handlers._running = False
-    handlers._late_line = line
+  if _installed is not None and not _installed.interrupted:
+    _installed.published(line)
 
 
 def _quiet_thread_exception(args) -> None:

@@ -41,6 +41,7 @@ class RunGuard:
     self._clean_up = clean_up
     self._cancel_wait_s = cancel_wait_s
     self.result: Optional[PipelineResult] = None
+    self.job_done = False  # the job ended well (its outputs are all written)
 
   def run(self, pipeline) -> PipelineResult:
     """Runs `pipeline` to its end; a job that ends in any state but DONE
@@ -50,6 +51,12 @@ class RunGuard:
     # JPEGs on Flink: 3 full collections, 7 us a row of the harness's ~215).
     with local_runner.fewer_collections():
       self.result = local_runner.run(pipeline)
+      if interrupts.swallowed():
+        # A signal swallowed while the job was built or submitted: the run
+        # stops now, not after the whole job (hours on Dataflow). A local
+        # job has run whole inside run(): its outputs are written.
+        self.job_done = _ended_well(self.result)
+        interrupts.raise_if_interrupted()
       # The state the wait ended in: by then a Flink or Spark run has stopped
       # its job server (engine_runners), and asking it again fails (closed channel).
       state = self.result.wait_until_finish()
@@ -57,6 +64,7 @@ class RunGuard:
       state = self.result.state
     if state != PipelineState.DONE:
       raise RuntimeError(f'the job ended in state {state}')
+    self.job_done = True
     interrupts.raise_if_interrupted()
     return self.result
 
@@ -93,3 +101,10 @@ class RunGuard:
     except Exception as error:  # the job service gone too: clean up all the same
       print(f'note: could not cancel the job: {type(error).__name__}: {error}',
             file=sys.stderr)
+
+
+def _ended_well(result: PipelineResult) -> bool:
+  try:
+    return result.state == PipelineState.DONE
+  except Exception:  # a job service gone: it cannot have ended well as far as we know
+    return False

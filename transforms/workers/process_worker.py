@@ -116,7 +116,10 @@ def main() -> None:
   os.dup2(2, 1)  # from here on, anything printed goes to stderr
   sys.stdout = sys.stderr
   # Ctrl-C is for the parent, which stops its children by closing their input.
+  # (The pool starts its children with SIGINT blocked: one that came while
+  # this process imported is pending, and dropped here.)
   signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
   serve(sys.stdin.buffer, replies)
   # Every reply is flushed; the interpreter's teardown (Pillow's modules)
   # only delayed the parent's shutdown of the pool.
