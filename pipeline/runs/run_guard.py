@@ -56,7 +56,7 @@ class RunGuard:
         # stops now, not after the whole job (hours on Dataflow). A local
         # job has run whole inside run(): its outputs are written.
         self.job_done = _ended_well(self.result)
-        interrupts.raise_if_interrupted()
+      interrupts.raise_if_interrupted()
       # The state the wait ended in: by then a Flink or Spark run has stopped
       # its job server (engine_runners), and asking it again fails (closed channel).
       state = self.result.wait_until_finish()

@@ -152,12 +152,6 @@ class _Preparer:
 
   @staticmethod
   def _serve(requests: queue.SimpleQueue) -> None:
-    # A child starts with this thread's signal mask: SIGINT blocked until its
-    # main() ignores it. A terminal's Ctrl-C (the whole process group) that
-    # came while a child was still importing printed its KeyboardInterrupt
-    # traceback above the parent's one line (4 of 58 runs interrupted so).
-    # Python runs its handlers in the main thread: this thread needs none.
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
     while True:
       request = requests.get()
       if request is None:
