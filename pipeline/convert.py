@@ -327,21 +327,58 @@ def convert(config: configs.ConvertConfig, pipeline_options,
     # (RunGuard), then takes back what it wrote, before the lock goes: nothing
     # is published, and a rerun needs no --overwrite.
     # The job checks that the lock is still this run's before it publishes.
-    with removed_on_failure(config.output_dir, lock.me.splits, files), RunGuard() as guard:
-      _convert(config, pipeline_options, guard, progress_display,
-               (lock_name(lock.generation), lock.me.run_id))
-      info = filesystem.read_info(config.output_dir, files)
-      published = bool(info['num_examples'] or config.allow_empty)
-      if not published:
-        unpublish(config.output_dir, config.splits_to_clear(), files)
-      else:  # a signal from here on: the run finishes, then says the dataset is complete
-        interrupts.published(interrupts.CONVERT_PUBLISHED_LINE)
+    published_first = _PublishedFirst(config, lock.me.run_id, files)
+    try:
+      with removed_on_failure(config.output_dir, lock.me.splits, files,
+                              complete=published_first), RunGuard() as guard:
+        _convert(config, pipeline_options, guard, progress_display,
+                 (lock_name(lock.generation), lock.me.run_id))
+        info = filesystem.read_info(config.output_dir, files)
+        published = bool(info['num_examples'] or config.allow_empty)
+        if not published:
+          unpublish(config.output_dir, config.splits_to_clear(), files)
+        else:  # a signal from here on: the run finishes, then says the dataset is complete
+          interrupts.published(interrupts.CONVERT_PUBLISHED_LINE)
+    except BaseException:
+      if not published_first():
+        raise
+      # The signal came once the job had published: the run finishes as published.
+      info, published = published_first.info, True
+      interrupts.published_before_signal(interrupts.CONVERT_PUBLISHED_LINE)
   if not published:
     raise NothingPublished(info, config.output_dir)
   if config.previous is not None and not info['over_budget']:
     # Last, after the lock is released: the next night reads OUT/../latest.
     write_latest(config.output_dir, files)
   return info
+
+
+class _PublishedFirst:
+  """Whether a signal that interrupted the run (interrupts.swallowed) came
+  after its job had published the dataset: OUT holds this run's
+  dataset_info.json, which the job writes last (by a rename), and readers
+  take as the dataset being complete, so it must not be taken back. Asked
+  once the run unwinds; `info` is then that dataset_info.json.
+
+  Without it, a SIGTERM as soon as dataset_info.json appeared deleted the
+  dataset in about half of the tries (printing that nothing was published):
+  the job still had to end and the run to learn it had."""
+
+  def __init__(self, config: configs.ConvertConfig, run_id: str,
+               files: filesystem.FileAccess):
+    self._config, self._run_id, self._files = config, run_id, files
+    self.info: Optional[dict] = None
+
+  def __call__(self) -> bool:
+    if self.info is None and interrupts.swallowed():
+      try:
+        info = filesystem.read_info(self._config.output_dir, self._files)
+      except filesystem.InfoError:
+        return False  # not written yet (or not whole): nothing was published
+      if info.get('run_id') == self._run_id and (
+          info['num_examples'] or self._config.allow_empty):
+        self.info = info
+    return self.info is not None
 
 
 def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,

@@ -109,6 +109,12 @@ class Handlers:
     if threading.current_thread() is not threading.main_thread():
       return self
     _installed, _published_line = self, None
+    # The handler's Interrupted, raised where Python cannot pass it on (a
+    # weakref callback, a __del__: 2 of 14 SIGTERMs as the job ended), is
+    # printed as "Exception ignored in ..." with a traceback. Not printed:
+    # the run still learns of the signal (raise_if_interrupted).
+    self._unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = self._unraisable
     for signum in SIGNALS:
       previous = signal.getsignal(signum)
       if previous is signal.SIG_IGN:
@@ -122,8 +128,14 @@ class Handlers:
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
     self._previous = {}
+    if sys.unraisablehook == self._unraisable:
+      sys.unraisablehook = self._unraisable_hook
     if _installed is self:
       _installed = None
+
+  def _unraisable(self, unraisable) -> None:
+    if not isinstance(unraisable.exc_value, Interrupted):
+      self._unraisable_hook(unraisable)
 
   @contextlib.contextmanager
   def running(self):
@@ -168,6 +180,12 @@ class Handlers:
     global _published_line
     self._running = False
     self._late_line = _published_line = line
+
+  def published_before_signal(self, line: str) -> None:
+    """The signal's Interrupted unwound a run whose output was complete
+    already: the run finishes as after published(line)."""
+    self.interrupted = False
+    self.published(line)
 
   def finish(self) -> None:
     """After the run and its clean-up: ends the process by the signal that
@@ -223,6 +241,16 @@ def published(line: str) -> None:
   process ends by the signal with `line`. Nothing without the command line's handlers."""
   if _installed is not None and not _installed.interrupted:
     _installed.published(line)
+
+
+def published_before_signal(line: str) -> None:
+  """For a run a signal interrupted (swallowed() True) whose output had
+  been published all the same: the job wrote it last, just before the signal
+  came (convert's dataset_info.json, which readers take as the dataset being
+  complete). The run finishes as after published(line), and then ends by the
+  signal with `line`. Nothing without the command line's handlers."""
+  if _installed is not None and _installed.interrupted:
+    _installed.published_before_signal(line)
 
 
 def _quiet_thread_exception(args) -> None:

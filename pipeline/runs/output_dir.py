@@ -4,6 +4,7 @@ what a run wrote when it fails or publishes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import contextlib
 import fnmatch
 import json
@@ -135,16 +136,21 @@ def unpublish(output_dir: str, split_names: tuple,
 
 @contextlib.contextmanager
 def removed_on_failure(output_dir: str, split_names: tuple,
-                       files: Optional[filesystem.FileAccess] = None):
+                       files: Optional[filesystem.FileAccess] = None,
+                       complete: Callable[[], bool] = lambda: False):
   """A run that fails inside the block deletes what it wrote to output_dir
   (partial shards, temp files and folders) before the failure goes on: on a
   full disk, what it wrote would keep the disk full. Only this run's files
   can be there: the block starts after prepare_output_dir, under the lock.
   An interrupted run too (KeyboardInterrupt, the command line's SIGINT and
-  SIGTERM: pipeline/runs/interrupts.py): nothing of it is published."""
+  SIGTERM: pipeline/runs/interrupts.py): nothing of it is published.
+  Unless complete() says the run's output was published before the failure
+  (a signal just after the job wrote dataset_info.json): that stays."""
   try:
     yield
   except BaseException:
+    if complete():
+      raise
     try:
       _clear(output_dir, split_names, files or filesystem.FileAccess())
     except Exception as error:  # the failure being raised is the one to report
