@@ -180,7 +180,7 @@ def options_job(out, split: str = 'train', **options) -> str:
 
 
 @pytest.fixture(scope='module')
-def eager_tf(datasets, multi_labelled, varied_sizes, tmp_path_factory):
+def eager_tf(datasets, multi_labelled, varied_sizes, mixed_detection, tmp_path_factory):
   """read.load of every dataset and split, with the options batching needs,
   and the Keras run, in ONE TensorFlow process (its import costs ~5 s):
   {'load': {'DIR:SPLIT': records}, 'keras': the training history, 'options':
@@ -192,6 +192,7 @@ def eager_tf(datasets, multi_labelled, varied_sizes, tmp_path_factory):
       [multi_labelled, {'multi_hot': True, 'batch_size': 5}],
       [datasets['raw'], {'multi_hot': True}], [datasets['raw'], {'resize_to': [HEIGHT, WIDTH]}],
       [varied_sizes, {'batch_size': 2}], [varied_sizes, {'resize_to': [6, 10], 'batch_size': 2}],
+      *[[mixed_detection[mode], DETECTION_BATCH] for mode in mixed_detection],
   ]
   jobs = {'load': [f'{datasets[name]}:{split}' for name, split in _load_pairs(datasets)] + [
       f'{multi_labelled}:train'], 'keras': str(datasets['raw']),
@@ -436,3 +437,134 @@ def test_load_options_that_cannot_work_are_refused_before_tensorflow(tmp_path, o
                                                                      message):
   with pytest.raises(ValueError, match=message):
     read.load(str(tmp_path), **options)
+
+
+# --- detection: batch_size with images of their own size --------------------------
+
+# file -> (height, width), [(category id, COCO bbox [x, y, w, h])]: three sizes,
+# 2, 1 and 3 objects, boxes on the right and bottom edges (where zero-padding
+# to the batch's largest image would move them).
+DETECTION_IMAGES = {
+    'a.png': ((24, 32), [(1, [20, 14, 12, 10]), (2, [2, 3, 8, 6])]),
+    'b.png': ((40, 56), [(2, [30, 5, 20, 30])]),
+    'c.png': ((18, 44), [(1, [0, 0, 5, 4]), (1, [10, 9, 34, 9]), (2, [25, 2, 6, 5])]),
+}
+DETECTION_BATCH = {'schema': 'detection', 'batch_size': 3}
+
+
+def object_colour(j: int) -> tuple:
+  """Object j's fill: red >= 250, which no background pixel has."""
+  return (250 + j, 30 * j, 200 - 30 * j)
+
+
+def detection_image(name: str) -> np.ndarray:
+  """A smooth background (every channel < 200) of its own size, each object's
+  box filled with object_colour."""
+  (height, width), objects = DETECTION_IMAGES[name]
+  y, x = np.mgrid[0:height, 0:width]
+  i = sorted(DETECTION_IMAGES).index(name)
+  image = np.stack([y * 2 + x + 20 * i, 150 - y - 20 * i, x * 3 + 10], axis=-1).astype(np.uint8)
+  for j, (_, (left, top, w, h)) in enumerate(objects):
+    image[top:top + h, left:left + w] = object_colour(j)
+  return image
+
+
+@pytest.fixture(scope='module')
+def mixed_detection(tmp_path_factory) -> dict:
+  """DETECTION_IMAGES as a COCO set with polygon masks (a polygon of integer
+  corners rasterises to exactly its box's pixels), converted with --resize_mode
+  none (each image its own size) and with stretch to a.png's size: {mode: out}."""
+  root = tmp_path_factory.mktemp('read_detection')
+  images, annotations = [], []
+  for image_id, (name, ((height, width), objects)) in enumerate(DETECTION_IMAGES.items(), 1):
+    Image.fromarray(detection_image(name)).save(root / name)
+    images.append({'id': image_id, 'file_name': name, 'width': width, 'height': height})
+    for category, (x, y, w, h) in objects:
+      annotations.append({'id': len(annotations) + 1, 'image_id': image_id,
+                          'category_id': category, 'bbox': [x, y, w, h], 'area': w * h,
+                          'iscrowd': 0,
+                          'segmentation': [[x, y, x + w, y, x + w, y + h, x, y + h]]})
+  document = {'images': images, 'annotations': annotations,
+              'categories': [{'id': 1, 'name': 'box'}, {'id': 2, 'name': 'bar'}]}
+  (root / 'instances.json').write_text(json.dumps(document))
+  outs = {}
+  for mode, flags in {'none': [], 'stretch': ['--height', '24', '--width', '32']}.items():
+    outs[mode] = root / f'out_{mode}'
+    assert convert.main(['--annotations', str(root / 'instances.json'), '--annotation_format',
+                         'coco', '--image_dir', str(root), '--include_masks', '--encoding',
+                         'png', '--resize_mode', mode, *flags, '--output_dir',
+                         str(outs[mode]), '--progress', 'off']) == 0
+  return outs
+
+
+def batch_row(value, row: int) -> np.ndarray:
+  """Row `row` of a batched value as numpy: a ragged one's own row, a dense one's slice."""
+  if isinstance(value, dict):
+    return np.array(value['values'][row])
+  return value[row]
+
+
+def box_pixels(box: np.ndarray, image: np.ndarray) -> tuple:
+  """A normalised (ymin, xmin, ymax, xmax) box in pixels of `image`, the image
+  its row of the batch holds: (top, left, bottom, right), bottom and right
+  exclusive."""
+  height, width = image.shape[:2]
+  return tuple(int(v) for v in np.rint(box * [height, width, height, width]))
+
+
+@pytest.mark.slow
+def test_load_batches_detection_images_of_their_own_size_with_boxes_on_their_pixels(
+    mixed_detection, eager_tf):
+  batches = eager_tf['options'][options_job(mixed_detection['none'], **DETECTION_BATCH)]
+  assert len(batches) == 1
+  batch = batches[0]
+  # the object lists are padded to the longest (3): boxes with 0, classes with -1
+  assert batch['boxes'].shape == (3, 3, 4) and batch['classes'].shape == (3, 3)
+  assert sorted(key.decode() for key in batch['key']) == sorted(DETECTION_IMAGES)
+  for row, key in enumerate(batch['key']):
+    (height, width), objects = DETECTION_IMAGES[key.decode()]
+    image = np.uint8(batch_row(batch['image'], row))
+    masks = np.uint8(batch_row(batch['masks'], row))
+    n = len(objects)
+    assert batch['num_objects'][row] == n
+    for j, (category, (x, y, w, h)) in enumerate(objects):
+      top, left, bottom, right = box_pixels(batch['boxes'][row][j], image)
+      # the box covers exactly its filled rectangle in the image the batch holds
+      assert (top, left, bottom, right) == (y, x, y + h, x + w), (key, j)
+      assert (image[top:bottom, left:right] == object_colour(j)).all(), (key, j)
+      assert (image == object_colour(j)).all(axis=-1).sum() == w * h, (key, j)
+      # and its mask is 1 on exactly those pixels
+      expected_mask = np.zeros((height, width), np.uint8)
+      expected_mask[top:bottom, left:right] = 1
+      np.testing.assert_array_equal(masks[j], expected_mask)
+      assert batch['classes'][row][j] == category
+    assert masks.shape == (n, height, width)
+    np.testing.assert_array_equal(image, detection_image(key.decode()))
+    assert batch['classes'][row][n:].tolist() == [-1] * (3 - n)
+    assert not batch['boxes'][row][n:].any()
+    assert batch['class_text'][row][n:].tolist() == [b''] * (3 - n)
+  # images and masks of their own size are ragged, as read.load batches any images
+  assert isinstance(batch['image'], dict) and batch['image']['ragged'] == [3, None, None, 3]
+  assert batch['masks']['ragged'] == [3, None, None, None]
+
+
+@pytest.mark.slow
+def test_load_keeps_fixed_size_detection_batches_dense(mixed_detection, eager_tf):
+  batches = eager_tf['options'][options_job(mixed_detection['stretch'], **DETECTION_BATCH)]
+  assert len(batches) == 1
+  batch = batches[0]
+  assert batch['image'].shape == (3, 24, 32, 3) and batch['image'].dtype == np.uint8
+  assert batch['masks'].shape == (3, 3, 24, 32) and batch['boxes'].shape == (3, 3, 4)
+  for row, key in enumerate(batch['key']):
+    _, objects = DETECTION_IMAGES[key.decode()]
+    n = len(objects)
+    assert batch['classes'][row].tolist() == [c for c, _ in objects] + [-1] * (3 - n)
+    assert not batch['masks'][row][n:].any() and not batch['boxes'][row][n:].any()
+    for j in range(n):
+      # stretched: the box's centre is still on its (blended) rectangle and its mask
+      top, left, bottom, right = box_pixels(batch['boxes'][row][j], batch['image'][row])
+      centre = ((top + bottom) // 2, (left + right) // 2)
+      assert batch['image'][row][centre][0] >= 240, (key, j)
+      assert batch['masks'][row][j][centre] == 1, (key, j)
+  a = next(row for row, key in enumerate(batch['key']) if key == b'a.png')
+  np.testing.assert_array_equal(batch['image'][a], detection_image('a.png'))  # its own size

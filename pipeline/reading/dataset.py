@@ -123,6 +123,15 @@ def _resized(image, size: tuple, tf):
   return tf.cast(tf.clip_by_value(tf.round(pixels), 0, 255), tf.uint8)
 
 
+def _image_shape(info: dict) -> list:
+  """[H, W, C] of every decoded image of the dataset; H and W None where
+  --resize_mode none kept each image's own size. Both schemas' decoders pin
+  it in the static shape, which is what batch_size's ragged_batch goes by:
+  dense where it is known, ragged where it is None."""
+  image_info = info['image']
+  return [image_info['height'], image_info['width'], image_info['channels']]
+
+
 def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
              resize_to: Optional[tuple] = None):
   """Parsed features -> the example dict of read.examples' fields, each from
@@ -132,7 +141,7 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
   table = spec.table()
   image_info = info['image']
   channels, encoding = image_info['channels'], image_info['encoding']
-  fixed = [image_info['height'], image_info['width'], channels]
+  fixed = _image_shape(info)
   label_map = tf.constant(info['label_map'] or [''])
   num_classes = len(info['label_map'])  # the lines of label_map.txt
 
@@ -203,7 +212,9 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
 
   schema='detection' (or any dataset convert wrote with it): `image`,
   `boxes` [N, 4], `classes` [N], `class_text`, `key`, `masks` [N, H, W] with
-  --include_masks, `num_objects`; batch_size=N pads each batch
+  --include_masks, `num_objects`; batch_size=N batches them as above, then
+  pads the object lists to the batch's longest: images and masks of their own
+  size stay ragged, each box normalised to its own image
   (pipeline/reading/read_detection.py). schema: ValueError when the dataset's differs."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
   import tensorflow as tf
@@ -224,8 +235,9 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   detection = info['schema'] == 'detection'
   if detection:
     from pipeline.reading import read_detection
-  to_example = read_detection.decoder(info, decode, tf) if detection else _decoder(
-      info, decode, tf, multi_hot, resize_to)
+    to_example = read_detection.decoder(info, decode, tf, _image_shape(info))
+  else:
+    to_example = _decoder(info, decode, tf, multi_hot, resize_to)
   dataset = (dataset.batch(PARSE_BATCH)
              .map(lambda batch: tf.io.parse_example(batch, spec),
                   num_parallel_calls=tf.data.AUTOTUNE)
@@ -233,5 +245,9 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
              .map(to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
   if batch_size is None:
     return dataset
-  return read_detection.padded_batches(dataset, batch_size, tf) if detection else (
-      dataset.ragged_batch(batch_size))
+  # One batching for both schemas: zero-padding images of different sizes
+  # would move every normalised box and mask off its pixels.
+  batches = dataset.ragged_batch(batch_size)
+  if detection:
+    return batches.map(lambda batch: read_detection.padded_objects(batch, tf))
+  return batches
