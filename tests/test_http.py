@@ -315,6 +315,84 @@ def test_the_fetch_itself(server):
   assert error.value.code == 'too_large'
 
 
+def _closed_port() -> int:
+  """A port of 127.0.0.1 nothing listens on: connections to it are refused."""
+  with socket.socket() as probe:
+    probe.bind(('127.0.0.1', 0))
+    return probe.getsockname()[1]
+
+
+def test_a_refused_connection_or_an_unknown_host_is_an_http_error_not_a_timeout():
+  waits = []
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=2),
+                                 sleep=waits.append)
+  url = f'http://127.0.0.1:{_closed_port()}/a.png'
+  started = time.monotonic()
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert time.monotonic() - started < 2.5  # refused at once: no try waited --http_timeout_s
+  assert (error.value.stage, error.value.code) == ('read', 'http_error')
+  assert error.value.reason == (f'{url}: connection refused (nothing listens on the port), '
+                                f'after 2 retries: ConnectionRefusedError: [Errno 111] '
+                                f'Connection refused')
+  assert len(waits) == 2  # tried three times
+  # .invalid never resolves (RFC 6761): no network needed, and no waiting
+  with pytest.raises(RowError) as error:
+    client.fetch('http://nonexistent.invalid/x.jpg', ImageSpec())
+  assert (error.value.stage, error.value.code) == ('read', 'http_error')
+  assert error.value.reason.startswith('http://nonexistent.invalid/x.jpg: the host name '
+                                       'nonexistent.invalid does not resolve, after 2 '
+                                       'retries: gaierror: '), error.value.reason
+
+
+def test_a_connection_not_accepted_in_time_is_still_a_timeout():
+  with socket.socket() as listening:
+    listening.bind(('127.0.0.1', 0))
+    listening.listen(0)  # never accepted: once its queue is full, connections wait
+    port = listening.getsockname()[1]
+    fillers = []
+    try:
+      for _ in range(8):
+        filler = socket.socket()
+        filler.settimeout(0.3)
+        try:
+          filler.connect(('127.0.0.1', port))
+        except OSError:
+          filler.close()
+          break
+        fillers.append(filler)
+      else:
+        pytest.skip('this system queues every connection: none waits')
+      client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=0.5, retries=1),
+                                     sleep=lambda _: None)
+      url = f'http://127.0.0.1:{port}/a.png'
+      with pytest.raises(RowError) as error:
+        client.fetch(url, ImageSpec())
+    finally:
+      for filler in fillers:
+        filler.close()
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'timeout', f'{url}: no answer within --http_timeout_s 0.5, after 1 retry: '
+      'ConnectTimeoutError')
+
+
+def test_a_refused_url_is_one_rejected_http_error_line(tmp_path):
+  url = f'http://127.0.0.1:{_closed_port()}/refused.png'
+  image = tmp_path / 'a.png'
+  image.write_bytes(png(1))
+  manifest = _manifest(tmp_path / 'urls.csv', [(str(image), 'a'), (url, 'b')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out),
+                       '--max_error_rate', '1', *BASE, '--http_timeout_s', '30']) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['row']['image'], line['reason']) == (
+      'read', 'http_error', url, f'{url}: connection refused (nothing listens on the port), '
+      f'after 2 retries: ConnectionRefusedError: [Errno 111] Connection refused')
+  [example] = read_examples(out)
+  pixels = Image.frombytes('RGB', (8, 8), example['image/encoded'][1][0])
+  assert pixels.getpixel((4, 4)) == (40, 120, 30)  # png(1)'s colour
+
+
 @pytest.mark.parametrize('values, token, found', [
     (['noai'], '', 'noai'), (['noindex, nofollow'], '', 'noindex, nofollow'),
     (['otherbot: noimageai'], '', None), (['otherbot: noimageai'], 'OtherBot',

@@ -6,6 +6,7 @@ CSV manifest listing the same images (the same shards, byte for byte)."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import pathlib
@@ -18,6 +19,7 @@ import webdataset as wds
 
 from pipeline import convert
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_OVER_BUDGET
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -189,6 +191,86 @@ def test_a_tar_cut_inside_a_header_says_so(tmp_path):
   [line] = rejected_lines(out)
   assert (line['stage'], line['code'], line['line']) == ('read', 'truncated', 1)
   assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar/0']
+
+
+def _cut(path: pathlib.Path, members: list, name: str, past_data: int) -> int:
+  """Writes `members` as a .tar, cut `past_data` bytes after member `name`'s
+  data ends (negative: inside it), gzipped for .tar.gz; the cut's byte."""
+  plain = write_tar(path.parent / 'plain.tar', members)
+  with tarfile.open(plain) as tar:
+    info = tar.getmember(name)
+  end = info.offset_data + info.size + past_data
+  data = plain.read_bytes()[:end]
+  plain.unlink()
+  path.write_bytes(gzip.compress(data) if path.name.endswith('.gz') else data)
+  return end
+
+
+@pytest.mark.parametrize('name', ['a.tar', 'a.tar.gz'])
+@pytest.mark.parametrize('last', ['1.png', '1.cls'])
+def test_a_tar_cut_inside_its_last_member_s_padding_keeps_that_sample(tmp_path, name, last):
+  members = [('0.png', png(0)), ('0.cls', b'0'), ('1.cls', b'2'), ('1.png', png(1))]
+  if last == '1.cls':
+    members[2:] = members[:1:-1]
+  path = tmp_path / name
+  end = _cut(path, members, last, 100)  # every byte of every member is there
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)  # the cut, apart: no sample lost
+  size = dict(members)[last]
+  assert (line['stage'], line['code'], line['line'], line['reason']) == (
+      'read', 'truncated', 2, f'{path} is cut short at byte {end}, inside the padding after '
+      f'member {last}, whose {len(size)} bytes are all there: the members after it, if '
+      f'any, are lost')
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert sorted(examples) == [f'{name}/0', f'{name}/1']
+  assert examples[f'{name}/1']['image/class/text'][1] == [b'2']  # its .cls id
+  pixels = Image.frombytes('RGB', (8, 8), examples[f'{name}/1']['image/encoded'][1][0])
+  assert pixels.getpixel((4, 4)) == (30, 90, 200)  # png(1)'s colour
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (3, 2, 1)
+
+
+def test_a_one_sample_tar_cut_in_its_padding_is_published_over_budget(tmp_path):
+  path = tmp_path / 's.tar'
+  _cut(path, [('0001.jpg', jpeg(1)), ('0001.cls', b'0')], '0001.cls', 100)
+  (tmp_path / 'classes.txt').write_text('zero\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--label_map',
+                       str(tmp_path / 'classes.txt'), *FLAGS]) == EXIT_OVER_BUDGET
+  [example] = read_examples(out)
+  assert (example['image/key'][1], example['image/class/text'][1]) == (
+      [b's.tar/0001'], [b'zero'])
+  [line] = rejected_lines(out)
+  assert (line['code'], line['line'], 'after member 0001.cls' in line['reason']) == (
+      'truncated', 1, True)
+
+
+@pytest.mark.parametrize('name', ['a.tar', 'a.tar.gz'])
+def test_a_tar_cut_inside_its_last_member_s_data_rejects_that_sample(tmp_path, name):
+  members = [('0.png', png(0)), ('0.cls', b'0'), ('1.cls', b'1'), ('1.png', png(1))]
+  path = tmp_path / name
+  _cut(path, members, '1.png', -1)  # one byte short
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['line'], line['row']['members']) == (
+      'read', 'truncated', 1, ['1.cls', '1.png'])
+  assert '1.png' in line['reason'], line['reason']
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [f'{name}/0'.encode()]
+
+
+@pytest.mark.parametrize('available, expected', [
+    (1000, False),  # inside the data (1000 < 1024)
+    (1024, True), (1500, True), (1535, True),  # the data whole, the padding cut
+    (1536, False),  # up to the next header: not cut there
+    (None, False)])  # not known: cut short, as before
+def test_a_cut_in_the_padding(available, expected):
+  last = webdataset.Member('1.png', 512, 512)
+  assert webdataset.ends_in_padding(last, available, 1536) is expected
+  assert webdataset.ends_in_padding(last._replace(error='cut'), 1500, 1536) is False
 
 
 def test_the_image_step_reads_members_by_offset_in_any_order(tmp_path):

@@ -6,8 +6,10 @@ A worker reads its tar's member headers and its label and metadata members
 and the row carries where the image is (core/webdataset.TarMember: tar,
 offset, size), for the image step to read. What goes wrong is a rejected
 line naming the tar and the member: a sample without an image or with two,
-a member cut short, a key that comes back later in the tar; a file that is
-no tar at all is one rejected line, and the other tars go on.
+a member cut short, a key that comes back later in the tar; a tar cut after
+its last whole member (inside a header, or inside the padding after that
+member's data) is one line after its samples; a file that is no tar at all
+is one rejected line, and the other tars go on.
 """
 
 from __future__ import annotations
@@ -49,8 +51,16 @@ def tar_members(stream, path: str, size: int):
       except _TAR_ERRORS as error:
         if last is None:
           raise tarfile.ReadError(f'{type(error).__name__}: {error}')
+        # a .tar's size; a .tar.gz's bytes read out of it (tarfile's stream
+        # counts them, and stops counting at an error: never too many)
+        available = getattr(tar.fileobj, 'pos', None) if gzipped else size
+        if webdataset.ends_in_padding(last, available, tar.offset):
+          yield last  # all its bytes are there: its sample is read
+          raise TarCutError(f'{path} is cut short at byte {available}, inside the padding '
+                            f'after member {last.name}, whose {last.size} bytes are all '
+                            f'there: the members after it, if any, are lost')
         # the member before the header that could not be read was cut short
-        yield last._replace(error=f'{type(error).__name__}: {error}')
+        yield last._replace(error=last.error or f'{type(error).__name__}: {error}')
         return
       if info is None:
         break
@@ -71,7 +81,8 @@ def tar_members(stream, path: str, size: int):
 
 
 class TarCutError(Exception):
-  """A .tar cut inside a member's header: its samples up to there are read."""
+  """A tar cut inside a member's header, or inside the padding after its
+  last member's data: its samples up to there are read."""
 
 
 def _member(tar, info, gzipped: bool, size: int) -> webdataset.Member:

@@ -102,6 +102,15 @@ class Member(NamedTuple):
   error: Optional[str] = None  # why it could not be read (truncated)
 
 
+def ends_in_padding(last: Member, available: Optional[int],
+                    next_header: int) -> bool:
+  """Whether a tar of `available` bytes (None: not known) that ends before
+  `next_header`, the offset of the header after its `last` member, holds all
+  of that member's data: the cut is in the zeros padding it to 512 bytes."""
+  return (last.error is None and available is not None
+          and last.offset + last.size <= available < next_header)
+
+
 class TarMember(NamedTuple):
   """An image's bytes in a tar: `size` bytes at `offset` of the (uncompressed)
   tar `file`; `member` and `sample`: its name and sample number (messages)."""

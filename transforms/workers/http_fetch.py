@@ -6,7 +6,9 @@ without Beam, run on the image step's threads.
 
 Each failure is a RowError of its own code: missing_file (404, 410),
 http_error (another 4xx or 5xx after the retries, the status in the reason;
-a connection that fails on every try), timeout, too_large, too_many_redirects
+a connection that fails on every try: refused, a name that does not resolve,
+reset, TLS; request_error), timeout (no connection or answer within
+--http_timeout_s on every try), too_large, too_many_redirects
 (more than MAX_REDIRECTS), robots_opt_out. URLs in messages are shown with
 their credentials redacted (core/redact.shown_url).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import random
+import socket
 import threading
 import time
 from typing import Optional
@@ -95,6 +98,40 @@ def retry_after_s(value: Optional[str], now: Optional[float] = None) -> Optional
 def backoff_s(attempt: int, base: float = BACKOFF_S) -> float:
   """Exponential backoff with full jitter: up to base * 2**attempt seconds."""
   return min(MAX_WAIT_S, base * 2 ** attempt) * (0.5 + random.random() / 2)
+
+
+def after_retries(retries: int) -> str:
+  """How a failure that was retried says so (it is the last try's)."""
+  return f'after {retries} retr{"y" if retries == 1 else "ies"}' if retries else 'not retried'
+
+
+def request_error(error: Exception, shown: str, timeout_s: float, retries: int) -> RowError:
+  """The RowError of a try whose request got no answer (urllib3's `error`;
+  its message as the last try's, after `retries`). read/timeout only when
+  the connection or a read took longer than --http_timeout_s; a connection
+  refused, a host name that does not resolve, a reset, a TLS failure:
+  read/http_error, the cause in the reason. (urllib3's NewConnectionError,
+  however immediate, is a subclass of its ConnectTimeoutError.)"""
+  import urllib3
+  if isinstance(error, urllib3.exceptions.NewConnectionError):
+    cause = error.__cause__ or error.__context__
+    said = f'{type(cause).__name__}: {cause}' if cause is not None else str(error)
+    if isinstance(cause, socket.gaierror):
+      host = getattr(getattr(error, 'conn', None), 'host', None) or urllib.parse.urlsplit(
+          shown).hostname
+      what = f'the host name {host} does not resolve'
+    elif isinstance(cause, ConnectionRefusedError):
+      what = 'connection refused (nothing listens on the port)'
+    else:
+      what = 'connection failed'
+    return RowError(STAGE_READ, 'http_error', f'{shown}: {what}, {after_retries(retries)}: '
+                    f'{shown_url(said)}')
+  if isinstance(error, urllib3.exceptions.TimeoutError):
+    return RowError(STAGE_READ, 'timeout', f'{shown}: no answer within --http_timeout_s '
+                    f'{timeout_s:g}, {after_retries(retries)}: {type(error).__name__}')
+  return RowError(STAGE_READ, 'http_error', f'{shown}: connection failed, '
+                  f'{after_retries(retries)}: {type(error).__name__}: '
+                  f'{shown_url(str(error))}')
 
 
 class _Retry(Exception):
@@ -195,12 +232,8 @@ class HttpClient:
         response = self._pool.request(
             'GET', current, headers=headers, preload_content=False, redirect=False,
             timeout=urllib3.Timeout(connect=timeout, read=timeout))
-      except urllib3.exceptions.TimeoutError as error:
-        raise _Retry(RowError(STAGE_READ, 'timeout', f'{shown}: no answer within '
-                              f'--http_timeout_s {timeout:g}: {type(error).__name__}'))
-      except urllib3.exceptions.HTTPError as error:  # refused, reset, DNS, TLS
-        raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: connection failed: '
-                              f'{type(error).__name__}: {shown_url(str(error))}'))
+      except urllib3.exceptions.HTTPError as error:  # refused, DNS, reset, TLS, timeout
+        raise _Retry(request_error(error, shown, timeout, self._config.retries))
       done = False
       try:
         if response.status in _REDIRECTS and response.headers.get('Location'):
@@ -222,8 +255,8 @@ class HttpClient:
     if status in (404, 410):
       raise RowError(STAGE_READ, 'missing_file', f'{shown}: HTTP {status}')
     if status == 429 or status >= 500:
-      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: HTTP {status} after '
-                            f'{self._config.retries} retries'),
+      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: HTTP {status} '
+                            f'{after_retries(self._config.retries)}'),
                    retry_after_s(response.headers.get('Retry-After')))
     if not 200 <= status < 300:
       raise RowError(STAGE_READ, 'http_error', f'{shown}: HTTP {status}')
