@@ -128,6 +128,31 @@ def test_validate_accepts_it_and_finds_a_wrong_count(converted, tmp_path):
       "split 'train' has 2 object(s) of class 'eye'; its objects_per_class says 3")
 
 
+def test_validate_checks_the_detection_section_and_label_map_pbtxt(converted, tmp_path):
+  """dataset_info.json's detection.num_objects and objects_per_class, each
+  split's num_objects, and label_map.pbtxt are not taken on trust."""
+  _, out = converted
+  copy = pathlib.Path(shutil.copytree(out, tmp_path / 'out'))
+  info = read_info(copy)
+  info['detection']['num_objects'] = 99
+  info['detection']['objects_per_class']['cat'] = 50
+  info['splits']['train']['num_objects'] += 1
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  pbtxt = copy / 'label_map.pbtxt'
+  pbtxt.write_text(pbtxt.read_text().replace('"spoon"', '"fork"'))
+  assert validate.main(['--input_dir', str(copy)]) == 1
+  report = json.loads((copy / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'class_count_mismatch': 1, 'label_map_mismatch': 1,
+                                        'num_objects_mismatch': 2}
+  assert sorted(p['detail'] for p in report['problems']) == [
+      "line 23 is '  name: \"fork\"', not '  name: \"spoon\"' as dataset_info.json's "
+      'label_map has it (the item of id 7)',
+      "split 'train' has 10 object(s); its num_objects says 11",
+      "the dataset has 1 object(s) of class 'cat'; dataset_info.json's "
+      'detection.objects_per_class says 50',
+      "the dataset has 10 object(s); dataset_info.json's detection.num_objects says 99"]
+
+
 def test_reject_row_and_skip_empty(converted, tmp_path):
   annotations, _ = converted
   out = tmp_path / 'out'
@@ -270,6 +295,9 @@ def _record(**changes) -> DetectedImage:
     ({'source_id': b''}, 'empty_source_id'),
     ({'area': (float('nan'),)}, 'bad_area'),
     ({'area': (-4.0,)}, 'bad_area'),
+    ({'is_crowd': (7,)}, 'bad_object_flag'),
+    ({'difficult': (2,)}, 'bad_object_flag'),
+    ({'truncated': (-1,)}, 'bad_object_flag'),
     # a colour mask: a reader decoding one channel makes its 0/1 into 0
     ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('RGB', (4, 2),
                                                                     (1, 1, 1))),)},
@@ -284,6 +312,19 @@ def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   _label, key, problems = check_record(data, expected)
   assert [k for k, _ in problems] == ([] if kind is None else [kind])
   assert key == 'x.jpg'
+
+
+def test_an_object_flag_other_than_0_or_1_is_named():
+  spec = ExampleSpec('detection', masks=True)
+  image = ImageSpec(height=2, width=4, encoding='jpeg')
+  expected = validation.Expected('detection', spec.feature_spec(image), image,
+                                 ('', 'cat', 'dog'))
+  data = serialize_example(example_features(
+      _record(xmin=(0.1, 0.1), ymin=(0.2, 0.2), xmax=(0.5, 0.5), ymax=(0.9, 0.9),
+              labels=(2, 1), texts=('dog', 'cat'), is_crowd=(1, 7), area=(4.0, 4.0),
+              difficult=(0, 0), truncated=(0, 0), masks=_record().masks * 2), spec))
+  assert check_record(data, expected)[2] == [
+      ('bad_object_flag', 'object 1 has is_crowd 7, not 0 or 1')]
 
 
 @pytest.mark.parametrize('recorded, expected', [
