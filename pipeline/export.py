@@ -11,18 +11,21 @@ validate are untouched. Then:
 
   tfds.builder_from_directory('OUT/tfds').as_dataset(split='train')
 
-Needs tensorflow-datasets (4.9.x) where it runs. Exit codes: 0 done, 2 bad input.
+Needs tensorflow-datasets (4.9.x) where it runs. Exit codes: 0 done, 1 failed
+(one line naming the error, no traceback), 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import os
 import re
 import shutil
 import sys
 import tempfile
+import zlib
 
 from pipeline import errors
 from pipeline.errors import UsageError
@@ -31,6 +34,8 @@ from pipeline.runs import exits
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
+from transforms.core.spec import DATASET_INFO
+from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import record_spans
 
 FORMATS = ('tfds',)
@@ -55,10 +60,36 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 
 def check_exportable(info: dict) -> None:
+  """UsageError for a dataset TFDS cannot describe, before TensorFlow loads."""
+  tfds_class_names(info['label_map'])
   image = info['image']
   if image['encoding'] == 'raw' and None in (image['height'], image['width']):
     raise UsageError('raw pixels of per-record size (--resize_mode none) cannot be a '
                       'TFDS feature: TFDS needs their fixed shape')
+
+
+def tfds_class_names(label_map: list) -> list:
+  """TFDS's ClassLabel names for label_map, index for index, so every id keeps
+  its number: an id without a class ('' in label_map, as a detection
+  dataset's gaps and its 0 are) is named `unused_ID`, with `_` put in front
+  until no class has that name (ClassLabel needs unique names). UsageError
+  when two classes share a name (COCO allows it; ClassLabel does not)."""
+  real = [name for name in label_map if name]
+  repeated = sorted({name for name in real if real.count(name) > 1})
+  if repeated:
+    ids = [i for i, name in enumerate(label_map) if name == repeated[0]]
+    raise UsageError(f'class name {repeated[0]!r} is given to ids '
+                     f'{", ".join(map(str, ids))}: a TFDS ClassLabel needs unique names')
+  taken = set(real)
+  names = []
+  for i, name in enumerate(label_map):
+    if not name:
+      name = f'unused_{i}'
+      while name in taken:
+        name = '_' + name
+      taken.add(name)
+    names.append(name)
+  return names
 
 
 def tfds_features(info: dict, tfds, tf):
@@ -70,6 +101,7 @@ def tfds_features(info: dict, tfds, tf):
   value and a folder; raw pixels are a fixed-shape uint8 Tensor stored as bytes."""
   image = info['image']
   shape = (image['height'], image['width'], image['channels'])
+  class_names = tfds_class_names(info['label_map'])
   if image['encoding'] == 'raw':
     check_exportable(info)
     pixels = tfds.features.Tensor(shape=shape, dtype=tf.uint8, encoding='bytes')
@@ -77,7 +109,7 @@ def tfds_features(info: dict, tfds, tf):
     pixels = tfds.features.Image(shape=shape, encoding_format=image['encoding'])
   dtypes = {'bytes': tf.string, 'int64': tf.int64, 'float': tf.float32}
   by_field = {'image': lambda: pixels,
-              'label': lambda: tfds.features.ClassLabel(names=info['label_map'])}
+              'label': lambda: tfds.features.ClassLabel(names=class_names)}
   by_kind = {'bytes': tfds.features.Text,
              'int64': lambda: tfds.features.Scalar(dtype=tf.int64),
              'float': lambda: tfds.features.Scalar(dtype=tf.float32)}
@@ -102,10 +134,14 @@ def tfds_features(info: dict, tfds, tf):
 
 
 def _link_or_copy(source: str, target: str) -> str:
-  """-> 'linked', 'copied' or 'decompressed'."""
+  """-> 'linked', 'copied' or 'decompressed'; UsageError naming a gzip shard
+  that does not decompress."""
   if source.endswith('.gz'):
-    with dataset.open_binary(source) as stream, open(target, 'wb') as out:
-      shutil.copyfileobj(stream, out, 1 << 20)
+    try:
+      with dataset.open_binary(source) as stream, open(target, 'wb') as out:
+        shutil.copyfileobj(stream, out, 1 << 20)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+      raise UsageError(f'shard {source} does not decompress: {exits.failure_reason(error)}')
     return 'decompressed'
   if not paths.is_remote(source):
     try:
@@ -118,9 +154,34 @@ def _link_or_copy(source: str, target: str) -> str:
   return 'copied'
 
 
+def count_records(path: str, source: str) -> int:
+  """The records of the shard at `path` (exported from `source`); UsageError
+  naming `source` when a record is cut off."""
+  with open(path, 'rb') as stream:
+    try:
+      return sum(1 for _ in record_spans(stream))
+    except ShardError as error:
+      raise UsageError(f'shard {source} cannot be exported: {error.detail}')
+
+
+def check_shards_present(input_dir: str, info: dict) -> None:
+  """UsageError naming the first shard dataset_info.json lists that is not in
+  a local input_dir (a symlink to it would dangle). Remote shards are found
+  missing when read."""
+  if paths.is_remote(input_dir):
+    return
+  for declared in info['splits'].values():
+    for shard in declared['shards']:
+      if not os.path.isfile(dataset.join(input_dir, shard)):
+        raise UsageError(f'shard {dataset.join(input_dir, shard)} listed in '
+                         f'{DATASET_INFO} is missing')
+
+
 def check_output_dir(output_dir: str, overwrite: bool) -> None:
   """UsageError unless output_dir is empty, or holds a previous export and
   --overwrite is given. Changes nothing."""
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise UsageError(f'--output_dir {output_dir} is a file, not a folder')
   if os.path.exists(output_dir) and os.listdir(output_dir):
     if not overwrite:
       raise UsageError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
@@ -185,6 +246,7 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
                       'with local files here)')
   # Every check before TensorFlow is imported: a usage error is one line, at once.
   check_exportable(info)
+  check_shards_present(input_dir, info)
   check_output_dir(output_dir, overwrite)
   with quiet_tensorflow():
     return _write_tfds(info, input_dir, output_dir, overwrite)
@@ -199,15 +261,25 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
                       f'pip install tensorflow-datasets==4.9.10')
   features = tfds_features(info, tfds, tf)
   prepare(output_dir, overwrite)
+  try:
+    return _write_tfds_folder(info, input_dir, output_dir, features, tfds)
+  except BaseException:
+    # Half an export is none: a rerun finds an empty --output_dir, not a
+    # folder --overwrite refuses to replace (its features.json never written).
+    shutil.rmtree(output_dir, ignore_errors=True)
+    raise
+
+
+def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tfds) -> list:
   split_infos, done = [], {}
   for split, declared in info['splits'].items():
     lengths = []
     for shard in declared['shards']:
       target = os.path.join(output_dir, shard[:-3] if shard.endswith('.gz') else shard)
-      how = _link_or_copy(dataset.join(input_dir, shard), target)
+      source = dataset.join(input_dir, shard)
+      how = _link_or_copy(source, target)
       done[how] = done.get(how, 0) + 1
-      with open(target, 'rb') as stream:
-        lengths.append(sum(1 for _ in record_spans(stream)))
+      lengths.append(count_records(target, source))
     num_bytes = sum(os.path.getsize(os.path.join(output_dir, os.path.basename(s)))
                     for s in (t[:-3] if t.endswith('.gz') else t for t in declared['shards']))
     split_infos.append(tfds.core.SplitInfo(
@@ -232,7 +304,7 @@ def run(argv: list) -> int:
 
 
 def main(argv=None) -> int:
-  return exits.main_with_usage_errors(run, argv)
+  return exits.main_with_one_line_errors(run, argv, 'export')
 
 
 if __name__ == '__main__':

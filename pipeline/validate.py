@@ -50,6 +50,7 @@ from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
@@ -77,7 +78,8 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
 
 def file_problems(input_dir: str, info: dict, files) -> list:
   """[Problem] of the files beside the shards against dataset_info.json: the
-  row accounting with rejected.jsonl (read line by line), label_map.txt."""
+  row accounting with rejected.jsonl (read line by line), label_map.txt and
+  (--schema detection) label_map.pbtxt."""
   rejected_path = filesystem.join(input_dir, REJECTED_FILE)
   problems = []
   try:
@@ -93,13 +95,19 @@ def file_problems(input_dir: str, info: dict, files) -> list:
         f'cannot be read: {type(error).__name__}: {error}'))
   if rejected is not None:
     problems += dataset_checks.row_accounting_problems(info, rejected)
-  label_map_path = filesystem.join(input_dir, LABEL_MAP)
-  try:
-    text = files.read_text(label_map_path) if files.exists(label_map_path) else None
-  except (UnicodeDecodeError, *filesystem.read_errors()) as error:
-    return problems + [validation.Problem(dataset_checks.LABEL_MAP_MISMATCH, LABEL_MAP, -1,
-                                          f'cannot be read: {type(error).__name__}: {error}')]
-  return problems + dataset_checks.label_map_problems(info, text)
+  checks = [(LABEL_MAP, dataset_checks.label_map_problems)]
+  if info.get('schema') == 'detection':
+    checks.append((LABEL_MAP_PBTXT, dataset_checks.label_map_pbtxt_problems))
+  for name, check in checks:
+    path = filesystem.join(input_dir, name)
+    try:
+      text = files.read_text(path) if files.exists(path) else None
+    except (UnicodeDecodeError, *filesystem.read_errors()) as error:
+      problems.append(validation.Problem(dataset_checks.LABEL_MAP_MISMATCH, name, -1,
+                                         f'cannot be read: {type(error).__name__}: {error}'))
+      continue
+    problems += check(info, text)
+  return problems
 
 
 # Below this many bytes of local uncompressed shards, starting span processes

@@ -88,6 +88,65 @@ def test_class_counts_are_compared_only_where_every_label_was_read():
       "examples_per_class of split 'train' names 'wolf', which is not in the label map"]
 
 
+DETECTION = {'schema': 'detection', 'label_map': ['', 'person', '', 'train'],
+             'splits': {'train': {'num_examples': 2, 'num_objects': 3,
+                                  'objects_per_class': {'person': 2, 'train': 1}},
+                        'val': {'num_examples': 1, 'num_objects': 1,
+                                'objects_per_class': {'person': 0, 'train': 1}}},
+             'detection': {'num_objects': 4, 'objects_per_class': {'person': 2, 'train': 2}}}
+OBJECTS = {('train', 1): 2, ('train', 3): 1, ('val', 3): 1}
+
+
+def test_object_counts_of_the_splits_and_the_detection_section():
+  check = dataset_checks.object_count_problems
+  counts = {'train': 2, 'val': 1}
+  assert check(DETECTION, counts, OBJECTS) == []
+  wrong = {**DETECTION, 'detection': {'num_objects': 99,
+                                      'objects_per_class': {'person': 50, 'train': 2}}}
+  assert details(check(wrong, counts, OBJECTS)) == [
+      ('class_count_mismatch', '', "the dataset has 2 object(s) of class 'person'; "
+       "dataset_info.json's detection.objects_per_class says 50"),
+      ('num_objects_mismatch', '', "the dataset has 4 object(s); dataset_info.json's "
+       'detection.num_objects says 99')]
+  # a class the section leaves out counts 0
+  assert details(check({**DETECTION, 'detection': {'num_objects': 4, 'objects_per_class': {
+      'person': 2}}}, counts, OBJECTS)) == [
+      ('class_count_mismatch', '', "the dataset has 2 object(s) of class 'train'; "
+       "dataset_info.json's detection.objects_per_class says 0")]
+  split = {**DETECTION, 'splits': {**DETECTION['splits'], 'val': {
+      **DETECTION['splits']['val'], 'num_objects': 7}}}
+  assert details(check(split, counts, OBJECTS)) == [
+      ('num_objects_mismatch', 'val', "split 'val' has 1 object(s); its num_objects says 7")]
+  # a split not all read (its count_mismatch is the problem): the dataset's
+  # totals are not compared either
+  assert check(wrong, {'train': 2, 'val': 0}, OBJECTS) == []
+
+
+def test_label_map_pbtxt_against_the_label_map():
+  check = dataset_checks.label_map_pbtxt_problems
+  text = ('item {\n  id: 1\n  name: "person"\n}\n'
+          'item {\n  id: 3\n  name: "train"\n}\n')
+  assert check(DETECTION, text) == []
+  assert check(INFO, None) == []  # only --schema detection writes one
+  assert details(check(DETECTION, None)) == [
+      ('label_map_mismatch', 'label_map.pbtxt',
+       "label_map.pbtxt is missing; dataset_info.json's label_map has 2 classes")]
+  assert details(check(DETECTION, text.replace('"train"', '"bus"'))) == [
+      ('label_map_mismatch', 'label_map.pbtxt',
+       'line 7 is \'  name: "bus"\', not \'  name: "train"\' as dataset_info.json\'s '
+       'label_map has it (the item of id 3)')]
+  assert details(check(DETECTION, text.replace('id: 3', 'id: 2')))[0][2] == (
+      "line 6 is '  id: 2', not '  id: 3' as dataset_info.json's label_map has it "
+      '(the item of id 3)')
+  assert details(check(DETECTION, text + 'item {\n  id: 4\n  name: "x"\n}\n')) == [
+      ('label_map_mismatch', 'label_map.pbtxt',
+       "label_map.pbtxt has 12 line(s), not the 8 of an item per class of "
+       "dataset_info.json's label_map")]
+  assert details(check(DETECTION, text.replace('\n', '\r\n'))) == [
+      ('label_map_mismatch', 'label_map.pbtxt',
+       'the line breaks are not one \\n after each line')]
+
+
 def test_split_recomputed_from_the_key_or_the_content():
   fractions = (('train', 0.5), ('test', 0.5))
   rule = HashSplit.from_config({'split': [['train', 0.5], ['test', 0.5]], 'seed': 3})

@@ -128,6 +128,31 @@ def test_validate_accepts_it_and_finds_a_wrong_count(converted, tmp_path):
       "split 'train' has 2 object(s) of class 'eye'; its objects_per_class says 3")
 
 
+def test_validate_checks_the_detection_section_and_label_map_pbtxt(converted, tmp_path):
+  """dataset_info.json's detection.num_objects and objects_per_class, each
+  split's num_objects, and label_map.pbtxt are not taken on trust."""
+  _, out = converted
+  copy = pathlib.Path(shutil.copytree(out, tmp_path / 'out'))
+  info = read_info(copy)
+  info['detection']['num_objects'] = 99
+  info['detection']['objects_per_class']['cat'] = 50
+  info['splits']['train']['num_objects'] += 1
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  pbtxt = copy / 'label_map.pbtxt'
+  pbtxt.write_text(pbtxt.read_text().replace('"spoon"', '"fork"'))
+  assert validate.main(['--input_dir', str(copy)]) == 1
+  report = json.loads((copy / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'class_count_mismatch': 1, 'label_map_mismatch': 1,
+                                        'num_objects_mismatch': 2}
+  assert sorted(p['detail'] for p in report['problems']) == [
+      "line 23 is '  name: \"fork\"', not '  name: \"spoon\"' as dataset_info.json's "
+      'label_map has it (the item of id 7)',
+      "split 'train' has 10 object(s); its num_objects says 11",
+      "the dataset has 1 object(s) of class 'cat'; dataset_info.json's "
+      'detection.objects_per_class says 50',
+      "the dataset has 10 object(s); dataset_info.json's detection.num_objects says 99"]
+
+
 def test_reject_row_and_skip_empty(converted, tmp_path):
   annotations, _ = converted
   out = tmp_path / 'out'
@@ -270,6 +295,9 @@ def _record(**changes) -> DetectedImage:
     ({'source_id': b''}, 'empty_source_id'),
     ({'area': (float('nan'),)}, 'bad_area'),
     ({'area': (-4.0,)}, 'bad_area'),
+    ({'is_crowd': (7,)}, 'bad_object_flag'),
+    ({'difficult': (2,)}, 'bad_object_flag'),
+    ({'truncated': (-1,)}, 'bad_object_flag'),
     # a colour mask: a reader decoding one channel makes its 0/1 into 0
     ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('RGB', (4, 2),
                                                                     (1, 1, 1))),)},
@@ -284,6 +312,19 @@ def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   _label, key, problems = check_record(data, expected)
   assert [k for k, _ in problems] == ([] if kind is None else [kind])
   assert key == 'x.jpg'
+
+
+def test_an_object_flag_other_than_0_or_1_is_named():
+  spec = ExampleSpec('detection', masks=True)
+  image = ImageSpec(height=2, width=4, encoding='jpeg')
+  expected = validation.Expected('detection', spec.feature_spec(image), image,
+                                 ('', 'cat', 'dog'))
+  data = serialize_example(example_features(
+      _record(xmin=(0.1, 0.1), ymin=(0.2, 0.2), xmax=(0.5, 0.5), ymax=(0.9, 0.9),
+              labels=(2, 1), texts=('dog', 'cat'), is_crowd=(1, 7), area=(4.0, 4.0),
+              difficult=(0, 0), truncated=(0, 0), masks=_record().masks * 2), spec))
+  assert check_record(data, expected)[2] == [
+      ('bad_object_flag', 'object 1 has is_crowd 7, not 0 or 1')]
 
 
 @pytest.mark.parametrize('recorded, expected', [
@@ -398,27 +439,49 @@ def test_the_recorded_size_may_be_either_way_round_under_exif(orientation_size):
 
 
 def test_without_a_recorded_size_boxes_are_checked_against_the_image():
-  far = annotations.ObjectAnnotation(1, (-50, -10, 100, 30), source='a.json', line=4)
-  beyond = annotations.ObjectAnnotation(1, (70, 10, 90, 20), source='a.json', line=5)
+  given = [{'id': 40, 'category_id': 1, 'bbox': [-50, -10, 150, 40]},
+           {'id': 50, 'category_id': 1, 'bbox': [70, 10, 20, 10]}]
+  far = annotations.ObjectAnnotation(1, (-50, -10, 100, 30), source='a.json', line=4,
+                                     shown=given[0])
+  beyond = annotations.ObjectAnnotation(1, (70, 10, 90, 20), source='a.json', line=5,
+                                        shown=given[1])
   edge = annotations.ObjectAnnotation(1, (-0.5, 0, 64.5, 48), area=100.0)  # within 1 px
+  # as the reader leaves them: no size to check by, so what a rejection shows is kept
+  kept, bad = annotations.checked_objects(annotations.ImageAnnotation(7, None, (
+      far, beyond, edge)), {1}, False, 'x.jpg')
+  assert bad == [] and [o.shown for o in kept] == [*given, None]
   for spec in (ImageSpec(resize_mode='none'),
                ImageSpec(height=32, width=32, resize_mode='stretch')):
-    found = _found([far, beyond, edge], None, spec=spec)
+    found = _found(kept, None, spec=spec)
     assert found.dropped == 0 and found.labels == (1,)
     assert (found.xmin, found.xmax) == ((0.0,), (1.0,))
     scale = (32 / 64 * 32 / 48) if spec.fixed_size else 1.0
     assert found.area[0] == pytest.approx(100 * 64 / 65 * scale)
-    assert [(r.code, r.counts_as_row, r.source, r.line, r.reason) for r in found.rejected] == [
+    assert [(r.code, r.counts_as_row, r.source, r.line, r.reason, r.row)
+            for r in found.rejected] == [
         ('box_outside_image', False, 'a.json', 4,
-         'box (-50, -10, 100, 30) of annotation 4 in a.json is outside the 64x48 image x.jpg'),
+         'box (-50, -10, 100, 30) of annotation 4 in a.json is outside the 64x48 image x.jpg',
+         given[0]),
         ('box_outside_image', False, 'a.json', 5,
-         'box (70, 10, 90, 20) of annotation 5 in a.json is outside the 64x48 image x.jpg')]
+         'box (70, 10, 90, 20) of annotation 5 in a.json is outside the 64x48 image x.jpg',
+         given[1])]
   with pytest.raises(RowError) as error:  # --on_bad_box reject_row: the row goes
     _found([far, edge], None, on_bad_box='reject_row')
   assert (error.value.code, error.value.reason) == (
       'bad_box', '1 bad annotation(s) (--on_bad_box reject_row); the first: '
       'box_outside_image: box (-50, -10, 100, 30) of annotation 4 in a.json is outside the '
       '64x48 image x.jpg')
+
+
+def test_a_yolo_box_outside_its_fractions_names_the_annotation_and_image():
+  line = '0 0.85 0.7 0.7 0.4'
+  obj = annotations.ObjectAnnotation(1, (0.5, 0.5, 1.2, 0.9), source='labels/x.txt', line=2,
+                                     shown=line)
+  _, [bad] = annotations.checked_objects(annotations.ImageAnnotation(
+      1, None, (obj,), normalized=True), {1}, False, 'images/x.jpg')
+  assert (bad.code, bad.reason, bad.row) == (
+      'box_outside_image', 'box (0.5, 0.5, 1.2, 0.9) of annotation 2 in labels/x.txt is '
+      'outside 0..1 of the image images/x.jpg (its box is in fractions)', line)
 
 
 def test_area_is_the_recorded_area_moved_with_the_box():
@@ -446,6 +509,7 @@ def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
       'annotations': [
           {'id': 10, 'image_id': 1, 'category_id': 1, 'bbox': [20, 10, 40, 40], 'area': 1600},
           {'id': 11, 'image_id': 2, 'category_id': 1, 'bbox': [8, 8, 16, 16], 'area': 256},
+          {'id': 15, 'image_id': 2, 'category_id': 1, 'bbox': [40, 10, 30, 10]},
           {'id': 12, 'image_id': 3, 'category_id': 1, 'bbox': [-50, -10, 150, 40]},
           {'id': 13, 'image_id': 3, 'category_id': 1, 'bbox': [70, 10, 20, 10]},
           {'id': 14, 'image_id': 3, 'category_id': 1, 'bbox': [4, 4, 60, 44]}],
@@ -460,17 +524,24 @@ def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected']) == (2, 1)
   assert info['rejected_by_reason'] == {'annotation/size_mismatch': 1}
-  assert info['rejected_annotations_by_reason'] == {'annotation/box_outside_image': 2}
+  assert info['rejected_annotations_by_reason'] == {'annotation/box_outside_image': 3}
   assert info['detection']['dropped_boxes']['crop_visibility'] == 0  # nothing was cropped
   lines = {(line['code'], line['line']): line for line in rejected_lines(out)}
   assert lines['size_mismatch', 1]['reason'] == (
       'small.jpg is 64x48, its annotation records 128x96 (--on_size_mismatch scale scales '
       'its coordinates)')
-  # the third and fourth annotations: named by the file and their position in it
-  assert lines['box_outside_image', 3]['reason'] == (
-      f'box (-50, -10, 100, 30) of annotation 3 in {path} is outside the 64x48 image unsized.jpg')
-  assert lines['box_outside_image', 4]['reason'] == (
-      f'box (70, 10, 90, 20) of annotation 4 in {path} is outside the 64x48 image unsized.jpg')
+  # named by the file and their position in it, and the image, whether its
+  # size was recorded (the third annotation) or decoded (the fourth and
+  # fifth); the annotation as given in `row`
+  given = {ann['id']: ann for ann in document['annotations']}
+  assert [(lines['box_outside_image', n]['reason'], lines['box_outside_image', n]['row'])
+          for n in (3, 4, 5)] == [
+      (f'box (40, 10, 70, 20) of annotation 3 in {path} is outside the 64x48 image plain.jpg',
+       given[15]),
+      (f'box (-50, -10, 100, 30) of annotation 4 in {path} is outside the 64x48 image '
+       'unsized.jpg', given[12]),
+      (f'box (70, 10, 90, 20) of annotation 5 in {path} is outside the 64x48 image '
+       'unsized.jpg', given[13])]
   assert lines['box_outside_image', 3]['counts_as_row'] is False
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
   found = {e['key']: e for e in read.examples(str(out))}

@@ -195,6 +195,49 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert 'per-record size' in capsys.readouterr().err
 
 
+def test_ids_without_a_class_get_names_no_class_has():
+  assert export.tfds_class_names(['', 'person', '', 'train']) == [
+      'unused_0', 'person', 'unused_2', 'train']
+  # a class already named so: `_` in front until the name is free
+  assert export.tfds_class_names(['', 'unused_0', '_unused_0', '']) == [
+      '__unused_0', 'unused_0', '_unused_0', 'unused_3']
+  assert export.tfds_class_names(['ant', 'bee']) == ['ant', 'bee']
+  with pytest.raises(export.UsageError) as error:
+    export.tfds_class_names(['', 'a', 'b', 'a'])
+  assert str(error.value) == "class name 'a' is given to ids 1, 3: a TFDS ClassLabel needs unique names"
+
+
+def test_a_failure_of_export_is_one_line_and_exit_1(monkeypatch, tmp_path, capsys):
+  def broken(*_):
+    raise RuntimeError('the disk went away\nsecond line')
+  monkeypatch.setattr(export, 'export_tfds', broken)
+  assert export.main(['--format', 'tfds', '--input_dir', str(tmp_path)]) == 1
+  assert capsys.readouterr() == ('', 'error: export failed: RuntimeError: the disk went away\n')
+
+
+@pytest.mark.slow  # TensorFlow imported
+def test_export_bad_shards_are_one_line_and_exit_2(source, tmp_path, capsys):
+  out = converted(source, tmp_path / 'raw')
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  data = shard.read_bytes()
+  shard.unlink()
+  capsys.readouterr()  # convert's summary
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr() == ('', f'error: shard {shard} listed in dataset_info.json is '
+                                     f'missing\n')
+  shard.write_bytes(data)
+  (tmp_path / 'file').write_text('')
+  assert export.main(['--format', 'tfds', '--input_dir', str(out), '--output_dir',
+                      str(tmp_path / 'file')]) == 2
+  assert capsys.readouterr().err == f'error: --output_dir {tmp_path / "file"} is a file, not a folder\n'
+  shard.write_bytes(data + data[:5])  # a record cut off after its 5th byte
+  pytest.importorskip('tensorflow_datasets')
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr().err == (f'error: shard {shard} cannot be exported: file ends '
+                                     f'inside a header at byte {len(data)}\n')
+  assert not (out / 'tfds').exists()  # no half export left to block the next
+
+
 def _export(*args) -> subprocess.CompletedProcess:
   """The console's export in a process of its own: TensorFlow's C++ logging
   goes to file descriptor 2, past any capture in this process."""
@@ -350,3 +393,51 @@ print(json.dumps(rows))
       'label': [0, 1][:1 + i % 2], 'text': ['ant', 'bee'][:1 + i % 2],
       'weight': [[], i * 0.5], 'emb': [[3], [i, i + 1, i + 2]], 'tags': ['x'] * i,
       'boxes': [[i % 3, 4], [[i, 0, 1, 1]] * (i % 3)]} for i in range(6)}
+
+
+@pytest.mark.integration  # TensorFlow in a subprocess
+@pytest.mark.slow
+def test_tensorflow_datasets_loads_detection_with_gaps_in_its_ids(tmp_path):
+  """COCO category ids 1, 7, 90: ids without a class get names of their own
+  (TFDS's ClassLabel needs unique names), and every id keeps its number."""
+  (tmp_path / 'images').mkdir()
+  images, objects = [], []
+  for i in range(4):
+    Image.fromarray(pattern(i)).save(tmp_path / 'images' / f'{i}.png')
+    images.append({'id': i + 1, 'file_name': f'{i}.png', 'width': WIDTH, 'height': HEIGHT})
+    for category in (1, 7, 90)[:i]:
+      objects.append({'id': len(objects) + 1, 'image_id': i + 1, 'category_id': category,
+                      'bbox': [1, 1, 4, 3], 'area': 12, 'iscrowd': 0})
+  (tmp_path / 'instances.json').write_text(json.dumps({
+      'images': images, 'annotations': objects,
+      'categories': [{'id': 1, 'name': 'person'}, {'id': 7, 'name': 'train'},
+                     {'id': 90, 'name': 'unused_2'}]}))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'instances.json'),
+                       '--annotation_format', 'coco', '--image_dir', str(tmp_path / 'images'),
+                       '--encoding', 'png', '--output_dir', str(out)]) == 0
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 0
+  script = """
+import json, sys
+import tensorflow_datasets as tfds
+builder = tfds.builder_from_directory(sys.argv[1])
+label = builder.info.features['image']['object']['class']['label']
+rows = {}
+for ex in tfds.as_numpy(builder.as_dataset(split='train')):
+  ids = ex['image']['object']['class']['label'].tolist()
+  rows[ex['image']['filename'].decode()] = [ids, [label.int2str(i) for i in ids]]
+print(json.dumps([label.names, rows]))
+"""
+  done = subprocess.run([sys.executable, '-c', script, str(out / 'tfds')], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  names, rows = json.loads(done.stdout.strip().splitlines()[-1])
+  assert len(names) == 91
+  assert (names[0], names[1], names[2], names[7], names[8], names[90]) == (
+      'unused_0', 'person', '_unused_2', 'train', 'unused_8', 'unused_2')
+  assert len(set(names)) == 91
+  expected = {e['key']: [e['classes'].tolist(), e['class_text']]
+              for e in read.examples(str(out))}
+  assert rows == expected == {'0.png': [[], []], '1.png': [[1], ['person']],
+                              '2.png': [[1, 7], ['person', 'train']],
+                              '3.png': [[1, 7, 90], ['person', 'train', 'unused_2']]}

@@ -66,7 +66,7 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
     annotation, rejected = yolo.parse_labels(yolo.decode_text(data, path), ordinal, path)
   known = {label for _, label in source.ids} if source.annotation_format == 'voc' else set(
       source.ids)
-  kept, bad = objects.checked_objects(annotation, known, source.include_masks)
+  kept, bad = objects.checked_objects(annotation, known, source.include_masks, image)
   row = dataclasses.replace(row, annotation=dataclasses.replace(annotation, objects=kept))
   return reject_row_if_bad(row, rejected + bad, source.on_bad_box)
 

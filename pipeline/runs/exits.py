@@ -34,6 +34,20 @@ def main_with_usage_errors(run, argv=None) -> int:
     return EXIT_USAGE
 
 
+def main_with_one_line_errors(run, argv, command: str) -> int:
+  """main_with_usage_errors, and any other failure of `run` (an Exception)
+  one line, `error: COMMAND failed: Type: message` (failure_reason), and exit
+  1 without a traceback: for a command without a pipeline that promises a
+  line per outcome (export). stdout closed by its reader is left to exit_with."""
+  try:
+    return main_with_usage_errors(run, argv)
+  except Exception as error:
+    if isinstance(error, BrokenPipeError) and stdout_closed():
+      raise
+    print(f'error: {command} failed: {failure_reason(error)}', file=sys.stderr)
+    return EXIT_FAILED
+
+
 def configure_logging() -> None:
   """For the command line only: Beam's warnings (no GCP client, ...) are noise
   for users; errors still reach stderr. Importing our modules configures nothing."""

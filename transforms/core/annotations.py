@@ -88,18 +88,29 @@ def reject_object(obj: ObjectAnnotation, code: str, reason: str) -> Rejection:
                    counts_as_row=False)
 
 
-def box_problem(obj: ObjectAnnotation, size: Optional[tuple],
-                include_masks: bool) -> Optional[tuple]:
+def outside_image(obj: ObjectAnnotation, box: tuple, size: tuple, image: str,
+                  normalized: bool = False) -> str:
+  """The reason of box_outside_image, for an object whose box (as checked, in
+  the units of `size`) leaves the (width, height) image `image`: it names
+  the box, the annotation (its position in its file) and the image. Its one
+  wording, whether the size was recorded (box_problem) or decoded (detect)."""
+  where = (f'0..1 of the image {image} (its box is in fractions)' if normalized
+           else f'the {_shown_size(size)} image {image}')
+  return f'box {_shown_box(box)} of annotation {obj.line} in {obj.source} is outside {where}'
+
+
+def box_problem(obj: ObjectAnnotation, size: Optional[tuple], include_masks: bool,
+                image: str = '', normalized: bool = False) -> Optional[tuple]:
   """(code, reason) of what makes an object unusable, or None. size: the
-  (width, height) its box's units span (None: not known, not checked)."""
+  (width, height) its box's units span (None: not known, not checked), in
+  fractions when normalized; image: its name, for messages."""
   x0, y0, x1, y1 = obj.box
   if not all(math.isfinite(v) for v in obj.box):
     return BAD_ANNOTATION, f'box {_shown_box(obj.box)} has a coordinate that is not a number'
   if not (x1 > x0 and y1 > y0):
     return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
   if size is not None and leaves_image(obj.box, size):
-    return BOX_OUTSIDE_IMAGE, (f'box {_shown_box(obj.box)} is outside the '
-                               f'{_shown_size(size)} image')
+    return BOX_OUTSIDE_IMAGE, outside_image(obj, obj.box, size, image, normalized)
   if include_masks and obj.segmentation and obj.segmentation[0] == 'polygons':
     short = [p for p in obj.segmentation[1] if len(p) < 6]
     if short or not obj.segmentation[1]:
@@ -163,10 +174,13 @@ def _shown_size(size: tuple) -> str:
 
 
 def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bool,
-                    size: Optional[tuple] = None) -> tuple:
+                    image: str = '', size: Optional[tuple] = None) -> tuple:
   """-> (the usable objects, boxes clipped to the image; a Rejection for
-  each bad one). known_labels: the label ids in the label map. size: the
-  frame's (width, height) when the annotation records none."""
+  each bad one). known_labels: the label ids in the label map. image: its
+  name, for messages. size: the frame's (width, height) when the annotation
+  records none. An object kept without a size to check it by keeps what a
+  rejection shows of it (`shown`): detect checks it against the decoded
+  image and may reject it then."""
   size = (1.0, 1.0) if annotation.normalized else (annotation.recorded_size or size)
   kept, rejected = [], []
   for obj in annotation.objects:
@@ -175,17 +189,19 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
       rejected.append(reject_object(obj, UNKNOWN_CATEGORY,
                                     f'{named} is not one of the classes'))
       continue
-    problem = box_problem(obj, size, include_masks)
+    problem = box_problem(obj, size, include_masks, image, annotation.normalized)
     if problem:
       rejected.append(reject_object(obj, *problem))
       continue
     # what only a rejection would show, or only a mask would need, is not
-    # carried on with the row (rows wait in memory for the write order)
+    # carried on with the row (rows wait in memory for the write order),
+    # unless its box is still to be checked (no size yet)
     clipped = clip_box(obj.box, size)
     # a recorded area keeps the fraction of the box the clipping kept
     area = obj.area if obj.area is None or clipped == obj.box else (
         obj.area * box_area(clipped) / box_area(obj.box))
-    kept.append(dataclasses.replace(obj, box=clipped, area=area, shown=None,
+    kept.append(dataclasses.replace(obj, box=clipped, area=area,
+                                    shown=obj.shown if size is None else None,
                                     segmentation=obj.segmentation if include_masks else None))
   return tuple(kept), rejected
 

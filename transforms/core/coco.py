@@ -254,7 +254,7 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
       rejected.append(objects.reject_object(obj, code, reason))
   annotation = objects.ImageAnnotation(image_id, size, tuple(parsed))
   kept, bad = objects.checked_objects(annotation, set(source.labels.values()),
-                                      source.include_masks)
+                                      source.include_masks, name)
   rejected += bad
   row = dataclasses.replace(
       row, split=source.split.assign(row.key, None),

@@ -3,8 +3,11 @@ beside the shards and against what the records hold: plain functions.
 
 - the rows: num_manifest_rows = examples + the rejected.jsonl lines that are
   manifest rows (label-manifest lines are not), by reason as well;
-- label_map.txt line for line against the recorded label map;
-- each split's examples_per_class against the labels of its records;
+- label_map.txt line for line against the recorded label map, and
+  label_map.pbtxt (--schema detection) against it too;
+- each split's examples_per_class against the labels of its records
+  (--schema detection: objects_per_class and num_objects, the split's and the
+  detection section's, against its records' objects);
 - with a hash --split, each record's split recomputed from its key (or, with
   --split_by content, from its image's SHA-256).
 """
@@ -16,8 +19,10 @@ import dataclasses
 import json
 from typing import Optional
 
+from transforms.core.annotations import label_map_pbtxt
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.spec import LABEL_MAP
+from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.splits import HashSplit
 from transforms.core.splits import hash_split
@@ -26,6 +31,7 @@ from transforms.core.validation import Problem
 ROW_ACCOUNTING = 'row_accounting'
 LABEL_MAP_MISMATCH = 'label_map_mismatch'
 CLASS_COUNT_MISMATCH = 'class_count_mismatch'
+NUM_OBJECTS_MISMATCH = 'num_objects_mismatch'
 WRONG_SPLIT = 'wrong_split'
 
 
@@ -139,6 +145,38 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
   return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1, 'the last line has no line break')]
 
 
+def label_map_pbtxt_problems(info: dict, text: Optional[str]) -> list:
+  """--schema detection: label_map.pbtxt (its text, None: missing) against
+  dataset_info.json's label_map, as convert writes it (label_map_pbtxt: an
+  item of id and name per class): the first line that differs, with the id
+  of the item it is in."""
+  if info.get('schema') != 'detection':
+    return []
+  expected = label_map_pbtxt(info['label_map'])
+  if text is None:
+    return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP_PBTXT, -1,
+                    f"{LABEL_MAP_PBTXT} is missing; dataset_info.json's label_map has "
+                    f'{sum(1 for name in info["label_map"] if name)} classes')]
+  if text == expected:
+    return []
+  lines, wanted = text.splitlines(), expected.splitlines()
+  item = None
+  for number, (line, want) in enumerate(zip(lines, wanted), 1):
+    if want.startswith('  id: '):
+      item = want[len('  id: '):]
+    if line != want:
+      inside = f' (the item of id {item})' if item is not None and number % 4 != 1 else ''
+      return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP_PBTXT, -1,
+                      f"line {number} is {line!r}, not {want!r} as dataset_info.json's "
+                      f'label_map has it{inside}')]
+  if len(lines) != len(wanted):
+    return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP_PBTXT, -1,
+                    f'{LABEL_MAP_PBTXT} has {len(lines)} line(s), not the {len(wanted)} '
+                    f"of an item per class of dataset_info.json's label_map")]
+  return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP_PBTXT, -1,
+                  'the line breaks are not one \\n after each line')]
+
+
 def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
   """(split, its declared counts per class name under `field`, {label id:
   records read}) of each split that declares them and whose records were all
@@ -182,20 +220,51 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   return problems
 
 
+def _object_count_problems(where: str, field: str, declared: dict, found: dict) -> list:
+  """`declared` ({class name: objects}, the objects_per_class at `field`)
+  against `found` ({class name: objects the records hold}); a class missing
+  from either counts 0."""
+  return [Problem(CLASS_COUNT_MISMATCH, where, -1, (
+      f'{what} has {found.get(name, 0)} object(s) of class {name!r}; {field} says '
+      f'{declared.get(name, 0)}'))
+          for what in [f'split {where!r}' if where else 'the dataset']
+          for name in sorted(set(declared) | set(found), key=str)
+          if declared.get(name, 0) != found.get(name, 0)]
+
+
+def _num_objects_problem(where: str, field: str, declared, found: int) -> list:
+  if declared is None or declared == found:
+    return []
+  what = f'split {where!r}' if where else 'the dataset'
+  return [Problem(NUM_OBJECTS_MISMATCH, where, -1,
+                  f'{what} has {found} object(s); {field} says {declared}')]
+
+
 def object_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
-  """--schema detection: each split's objects_per_class against the labels
-  of its records' objects (label_counts counts each object)."""
+  """--schema detection: each split's objects_per_class and num_objects
+  against the labels of its records' objects (label_counts counts each
+  object), and, when every split's records were all read, the `detection`
+  section's num_objects and objects_per_class against them all."""
   names = list(info['label_map'])
-  problems = []
+  problems, total, counted = [], {}, 0
   for split, per_class, by_id in _counted_splits(info, counts, label_counts,
                                                  'objects_per_class'):
+    counted += 1
     found = {names[label] if label is not None and 0 <= label < len(names) else label: n
              for label, n in by_id.items()}
-    for name in sorted(set(per_class) | set(found), key=str):
-      if per_class.get(name, 0) != found.get(name, 0):
-        problems.append(Problem(CLASS_COUNT_MISMATCH, split, -1, (
-            f'split {split!r} has {found.get(name, 0)} object(s) of class {name!r}; its '
-            f'objects_per_class says {per_class.get(name, 0)}')))
+    for name, n in found.items():
+      total[name] = total.get(name, 0) + n
+    problems += _object_count_problems(split, 'its objects_per_class', per_class, found)
+    problems += _num_objects_problem(split, 'its num_objects',
+                                     info['splits'][split].get('num_objects'),
+                                     sum(found.values()))
+  section = info.get('detection')
+  if isinstance(section, dict) and counted and counted == len(info['splits']):
+    if isinstance(section.get('objects_per_class'), dict):
+      problems += _object_count_problems('', "dataset_info.json's detection.objects_per_class",
+                                         section['objects_per_class'], total)
+    problems += _num_objects_problem('', "dataset_info.json's detection.num_objects",
+                                     section.get('num_objects'), sum(total.values()))
   return problems
 
 

@@ -127,16 +127,6 @@ def _box_mask(box: tuple, size: tuple) -> Image.Image:
   return mask
 
 
-def _outside(obj: ObjectAnnotation, box: tuple, size: tuple, image: str):
-  """A rejection for a box that leaves its image (more than the edge
-  tolerance, or wholly), naming the image and the annotation."""
-  shown = ', '.join(f'{v:g}' for v in box)
-  return objects.reject_object(
-      dataclasses.replace(obj, shown={'image': image, 'box': list(box)}),
-      objects.BOX_OUTSIDE_IMAGE, f'box ({shown}) of annotation {obj.line} in {obj.source} is '
-      f'outside the {size[0]}x{size[1]} image {image}')
-
-
 def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
            options: DetectionOptions, read_png=None) -> DetectedImage:
   """Moves the row's objects (row.annotation) onto the converted image.
@@ -162,7 +152,8 @@ def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
     box = (obj.box[0] * sx, obj.box[1] * sy, obj.box[2] * sx, obj.box[3] * sy)
     clipped = objects.clip_box(box, size)
     if objects.leaves_image(box, size) or objects.box_area(clipped) <= 0:
-      rejected.append(_outside(obj, box, size, row.image))
+      rejected.append(objects.reject_object(obj, objects.BOX_OUTSIDE_IMAGE,
+                                            objects.outside_image(obj, box, size, row.image)))
       continue
     oriented = boxes.orient_box(clipped, image.source_size, image.orientation) \
         if frame == boxes.STORED else clipped

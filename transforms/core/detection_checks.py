@@ -56,6 +56,15 @@ def check_areas(areas: list, *_) -> list:
   return []
 
 
+def check_flags(name: str, values: list, *_) -> list:
+  """Each object's flag (`name`: is_crowd, difficult, truncated) is 0 or 1,
+  the only values convert writes (spec.py binds `name` with a partial)."""
+  for i, value in enumerate(values):
+    if value not in (0, 1):
+      return [('bad_object_flag', f'object {i} has {name} {value}, not 0 or 1')]
+  return []
+
+
 def check_object_labels(labels: list, _, expected) -> list:
   """Each object's label names a class of the label map (0 is the background)."""
   names = expected.label_map

@@ -254,11 +254,14 @@ FEATURE_TABLES = {
             Feature('image/object/class/label', 'int64', attrgetter('labels'),
                     objects.check_object_labels, shape=(None,), field='label',
                     decode=objects.int64s),
-            Feature('image/object/is_crowd', 'int64', attrgetter('is_crowd'), shape=(None,)),
+            Feature('image/object/is_crowd', 'int64', attrgetter('is_crowd'),
+                    functools.partial(objects.check_flags, 'is_crowd'), shape=(None,)),
             Feature('image/object/area', 'float', attrgetter('area'), objects.check_areas,
                     shape=(None,)),
-            Feature('image/object/difficult', 'int64', attrgetter('difficult'), shape=(None,)),
-            Feature('image/object/truncated', 'int64', attrgetter('truncated'), shape=(None,)),
+            Feature('image/object/difficult', 'int64', attrgetter('difficult'),
+                    functools.partial(objects.check_flags, 'difficult'), shape=(None,)),
+            Feature('image/object/truncated', 'int64', attrgetter('truncated'),
+                    functools.partial(objects.check_flags, 'truncated'), shape=(None,)),
         )),
 }
 SCHEMAS = tuple(FEATURE_TABLES)
