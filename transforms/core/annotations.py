@@ -23,7 +23,9 @@ ON_BAD_BOX = ('drop', 'reject_row')
 ON_SIZE_MISMATCH = ('reject', 'scale')
 SIZE_MISMATCH = 'size_mismatch'
 # A box may overshoot its image by this many pixels (rounding in the tools
-# that made it, VOC's 1-based corners): it is clipped, not rejected.
+# that made it, VOC's 1-based corners): it is clipped, not rejected. Every
+# format's: YOLO's fractions are checked in pixels once the image's size is
+# known (transforms.core.detect), not as fractions of a 1x1 image.
 EDGE_TOLERANCE = 1.0
 
 # Codes of rejected annotations (rejected.jsonl, counts_as_row false).
@@ -134,12 +136,12 @@ def _far_point(polygons: list, box: tuple) -> Optional[tuple]:
 
 def leaves_image(box: tuple, size: tuple) -> bool:
   """True when the box leaves the (width, height) image by more than
-  EDGE_TOLERANCE (a thousandth of it for normalised sizes, 1 x 1)."""
+  EDGE_TOLERANCE, both in pixels (normalised boxes are checked once the
+  image's size is known: transforms.core.detect)."""
   x0, y0, x1, y1 = box
   width, height = size
-  tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
-  return x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
-      y1 > height + tolerance)
+  return x0 < -EDGE_TOLERANCE or y0 < -EDGE_TOLERANCE or x1 > width + EDGE_TOLERANCE or (
+      y1 > height + EDGE_TOLERANCE)
 
 
 def box_area(box: tuple) -> float:
@@ -166,8 +168,10 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
                     size: Optional[tuple] = None) -> tuple:
   """-> (the usable objects, boxes clipped to the image; a Rejection for
   each bad one). known_labels: the label ids in the label map. size: the
-  frame's (width, height) when the annotation records none."""
-  size = (1.0, 1.0) if annotation.normalized else (annotation.recorded_size or size)
+  frame's (width, height) when the annotation records none. Normalised
+  boxes (YOLO) are not checked against the image here: its size in pixels
+  is not known yet, and the edge tolerance is a pixel (detect checks them)."""
+  size = None if annotation.normalized else (annotation.recorded_size or size)
   kept, rejected = [], []
   for obj in annotation.objects:
     if obj.label not in known_labels:
