@@ -32,13 +32,15 @@ EDGE_TOLERANCE = 1.0
 BOX_OUTSIDE_IMAGE = 'box_outside_image'
 EMPTY_BOX = 'empty_box'
 UNKNOWN_CATEGORY = 'unknown_category'
-MISSING_IMAGE = 'missing_image'
+MISSING_IMAGE = 'missing_image'  # also a row: a YOLO label file without its image
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
 BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
 # Codes of rejected rows (an image's whole record).
 BAD_IMAGE_RECORD = 'bad_image_record'
 PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..
+# A VOC id an ImageSets/Main split file lists without its Annotations/<id>.xml.
+MISSING_ANNOTATION = 'missing_annotation'
 # A row rejected whole (--on_bad_box reject_row): its first bad box says why.
 BAD_BOX_ROW = 'bad_box'
 
