@@ -473,15 +473,46 @@ def test_without_a_recorded_size_boxes_are_checked_against_the_image():
       '64x48 image x.jpg')
 
 
-def test_a_yolo_box_outside_its_fractions_names_the_annotation_and_image():
-  line = '0 0.85 0.7 0.7 0.4'
-  obj = annotations.ObjectAnnotation(1, (0.5, 0.5, 1.2, 0.9), source='labels/x.txt', line=2,
-                                     shown=line)
-  _, [bad] = annotations.checked_objects(annotations.ImageAnnotation(
-      1, None, (obj,), normalized=True), {1}, False, 'images/x.jpg')
-  assert (bad.code, bad.reason, bad.row) == (
-      'box_outside_image', 'box (0.5, 0.5, 1.2, 0.9) of annotation 2 in labels/x.txt is '
-      'outside 0..1 of the image images/x.jpg (its box is in fractions)', line)
+def _found_yolo(text: str, stored: tuple, **options):
+  """detect() of a YOLO label file's rows on a `stored` image written at its
+  own size, after the reader's checks (checked_objects)."""
+  import dataclasses
+
+  from transforms.core import yolo
+  annotation, rejected = yolo.parse_labels(text, 7, 'labels/a.txt')
+  kept, bad = annotations.checked_objects(annotation, {1, 2}, False)
+  assert rejected == [] and bad == []  # fractions are not checked against a 1x1 image
+  row = ManifestRow({}, 'labels/a.txt', 1, image='a.jpg', path='a.jpg', key='a.jpg',
+                    annotation=dataclasses.replace(annotation, objects=kept))
+  image = EncodedImage(b'', stored[1], stored[0], 3, 'jpeg', stored, 1)
+  return detect(LoadedImage(LabelledRow(row, 0, ''), image, 'f' * 64, 0), ('', 'a', 'b'),
+                ImageSpec(resize_mode='none'), DetectionOptions(**options))
+
+
+def test_yolo_boxes_have_the_same_one_pixel_tolerance_as_coco_and_voc():
+  # 64x48: 0.32 px past the left edge, 0.64 px past the right one: clipped
+  # (the tolerance was a thousandth of the image, 0.064 px here); 1.92 px: rejected
+  found = _found_yolo('1 0.005 0.5 0.02 0.1\n0 0.99 0.5 0.04 0.1\n0 0.02 0.5 0.1 0.1\n',
+                      (64, 48))
+  assert found.labels == (2, 1)
+  assert found.xmin == (0.0, pytest.approx(62.08 / 64, abs=1e-12))
+  assert found.xmax == (pytest.approx(0.96 / 64, abs=1e-12), 1.0)
+  assert found.ymin == pytest.approx((0.45, 0.45)) and found.ymax == pytest.approx((0.55, 0.55))
+  assert found.area == pytest.approx((0.96 * 4.8, 1.92 * 4.8))  # what stays inside
+  assert [(r.code, r.counts_as_row, r.stage, r.source, r.line, r.reason)
+          for r in found.rejected] == [
+      ('box_outside_image', False, 'annotation', 'labels/a.txt', 3,
+       'box (-1.92, 21.6, 4.48, 26.4) of annotation 3 in labels/a.txt is outside the 64x48 '
+       'image a.jpg')]
+  # 4000 px wide: 2.4 px past the edge is rejected (a thousandth was 4 px), 0.8 px clipped
+  found = _found_yolo('0 0.0004 0.5 0.002 0.1\n0 0.9998 0.5 0.0008 0.1\n', (4000, 3000))
+  assert found.xmax == (1.0,)
+  assert [(r.code, r.reason) for r in found.rejected] == [
+      ('box_outside_image', 'box (-2.4, 1350, 5.6, 1650) of annotation 1 in labels/a.txt is '
+       'outside the 4000x3000 image a.jpg')]
+  with pytest.raises(RowError) as error:  # --on_bad_box reject_row: the row goes
+    _found_yolo('0 0.02 0.5 0.1 0.1\n', (64, 48), on_bad_box='reject_row')
+  assert error.value.code == 'bad_box'
 
 
 def test_area_is_the_recorded_area_moved_with_the_box():

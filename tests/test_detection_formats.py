@@ -13,6 +13,7 @@ from pipeline import convert
 from pipeline import demo_detection
 from pipeline import look
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_OVER_BUDGET
 from pipeline.errors import EXIT_USAGE
 from pipeline.reading import dataset
 from tests.conftest import feature
@@ -228,3 +229,100 @@ def test_resize_mode_none_keeps_every_box_where_it_is(photos, tmp_path, capsys, 
           assert 0.7 < inside.mean() < 0.85 and mask.sum() == inside.sum(), name
         else:  # a box as its mask, an RLE or a YOLO polygon of the box's corners
           assert inside.all() and mask.sum() == inside.sum(), (name, index)
+
+
+def _yolo_flat(root: pathlib.Path) -> pathlib.Path:
+  """images/a.jpg (64x48) with two boxes less than a pixel past its left and
+  right edges, and labels/orphan.txt, whose image is not there."""
+  (root / 'images').mkdir(parents=True)
+  (root / 'labels').mkdir()
+  Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'images' / 'a.jpg')
+  (root / 'classes.txt').write_text('cat\ndog\n')
+  (root / 'labels' / 'a.txt').write_text('1 0.005 0.5 0.02 0.1\n0 0.99 0.5 0.04 0.1\n')
+  (root / 'labels' / 'orphan.txt').write_text('0 0.5 0.5 0.1 0.1\n')
+  (root / 'labels' / 'classes.txt').write_text('cat\ndog\n')  # LabelImg's: no label file
+  return root
+
+
+def test_a_yolo_label_file_without_its_image_is_a_rejected_row(tmp_path, capsys):
+  root = _yolo_flat(tmp_path / 'yolo')
+  flags = ['--annotations', str(root), '--annotation_format', 'yolo', '--resize_mode', 'none',
+           '--encoding', 'jpeg', '--progress', 'off']
+  out = tmp_path / 'out'
+  # a row like any other: over the default --max_error_rate 0
+  assert convert.main([*flags, '--output_dir', str(out)]) == EXIT_OVER_BUDGET
+  assert '  rejected annotation/missing_image: 1\n' in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected'],
+          info['error_rate']) == (2, 1, 1, 0.5)
+  assert info['rejected_by_reason'] == {'annotation/missing_image': 1}
+  assert info['rejected_annotations_by_reason'] == {}  # the boxes within 1 px are clipped
+  label = f'{root}/labels/orphan.txt'
+  assert rejected_lines(out) == [{
+      'row': {'image': '', 'annotations': label, 'split': ''}, 'stage': 'annotation',
+      'code': 'missing_image', 'source': label, 'line': 2,
+      'reason': f'label file {label} has no image: no orphan.* image in {root}/images'}]
+  (example,) = read_examples(out)
+  # 0.32 px past the left edge and 0.64 px past the right one, clipped (D4)
+  assert feature(example, 'image/object/bbox/xmin') == [0.0, np.float32(62.08 / 64)]
+  assert feature(example, 'image/object/bbox/xmax') == [np.float32(0.96 / 64), 1.0]
+  assert convert.main([*flags, '--output_dir', str(tmp_path / 'lenient'),
+                       '--max_error_rate', '0.5']) == EXIT_OK
+
+
+def test_a_voc_id_listed_without_its_xml_is_a_rejected_row(tmp_path, capsys):
+  root = tmp_path / 'VOC'
+  for folder in ('Annotations', 'JPEGImages', 'ImageSets/Main'):
+    (root / folder).mkdir(parents=True)
+  for name in ('v1', 'v7'):  # both images are there; v7 has no XML
+    Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'JPEGImages' / f'{name}.jpg')
+  (root / 'Annotations' / 'v1.xml').write_text(
+      '<annotation><filename>v1.jpg</filename><size><width>64</width><height>48</height>'
+      '</size><object><name>cat</name><bndbox><xmin>11</xmin><ymin>11</ymin><xmax>20</xmax>'
+      '<ymax>20</ymax></bndbox></object></annotation>')
+  (root / 'ImageSets' / 'Main' / 'train.txt').write_text('v1\n')
+  (root / 'ImageSets' / 'Main' / 'val.txt').write_text('v7\n')
+  flags = ['--annotations', str(root), '--annotation_format', 'voc', '--image_dir',
+           str(root / 'JPEGImages'), '--resize_mode', 'none', '--encoding', 'jpeg',
+           '--progress', 'off']
+  out = tmp_path / 'out'
+  assert convert.main([*flags, '--output_dir', str(out)]) == EXIT_OVER_BUDGET
+  assert '  rejected annotation/missing_annotation: 1\n' in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (2, 1, 1)
+  assert info['rejected_by_reason'] == {'annotation/missing_annotation': 1}
+  xml = f'{root}/Annotations/v7.xml'
+  assert rejected_lines(out) == [{
+      'row': {'image': 'v7.jpg', 'annotations': xml, 'split': 'val'}, 'stage': 'annotation',
+      'code': 'missing_annotation', 'source': xml, 'line': 2,
+      'reason': f'v7 is listed in {root}/ImageSets/Main/val.txt but has no annotation: '
+                f'{xml} does not exist'}]
+  (example,) = read_examples(out)
+  assert feature(example, 'image/source_id') == b'1'  # the others' ordinals stay
+  assert convert.main([*flags, '--output_dir', str(tmp_path / 'lenient'),
+                       '--max_error_rate', '0.5']) == EXIT_OK
+
+
+def test_an_input_without_its_pair_is_a_row_rejected_unread():
+  from transforms.core import voc
+  from transforms.core.splits import SplitConfig
+  from transforms.detection_files import FileSource
+  from transforms.detection_files import file_row
+  # each id once, in the files' order, in the split split_of gives it (the last)
+  lists = {'train': ['a', 'b', 'c'], 'val': ['c', 'd', 'a']}
+  found = voc.missing_annotations(lists, {'train': 'T.txt', 'val': 'V.txt'}, ['a'], 'X')
+  assert found == [
+      ('b', 'train', ('missing_annotation',
+                      'b is listed in T.txt but has no annotation: X/b.xml does not exist')),
+      ('c', 'val', ('missing_annotation',
+                    'c is listed in V.txt but has no annotation: X/c.xml does not exist')),
+      ('d', 'val', ('missing_annotation',
+                    'd is listed in V.txt but has no annotation: X/d.xml does not exist'))]
+  # a split --split_names does not name is no unknown_split: the row is not assigned one
+  source = FileSource('yolo', 'images', SplitConfig(names=('train',)), (1,))
+  problem = yolo.missing_image('labels/test/o.txt', 'images/test')
+  row, rejected = file_row(('', 'labels/test/o.txt', 'test', 9, problem), b'', source)
+  assert row is None
+  assert [(r.stage, r.code, r.reason, r.source, r.line, r.counts_as_row) for r in rejected] == [
+      ('annotation', 'missing_image', 'label file labels/test/o.txt has no image: no o.* '
+       'image in images/test', 'labels/test/o.txt', 9, True)]

@@ -420,7 +420,7 @@ def test_a_yolo_or_voc_image_path_outside_is_rejected_unread():
   """YOLO's paths come from listing images/; the check still holds for any
   listed path (file_row is shared with VOC)."""
   source = FileSource('yolo', '/data/images', SplitConfig(names=('train',)), (1,))
-  row, rejected = file_row(('../../etc/passwd', '', 'train', 1), b'', source)
+  row, rejected = file_row(('../../etc/passwd', '', 'train', 1, ()), b'', source)
   assert row is None
   assert [(r.stage, r.code, r.reason) for r in rejected] == [
       ('annotation', 'path_outside_image_dir', "image path '../../etc/passwd' is outside "

@@ -42,10 +42,17 @@ class FileSource:
 
 
 def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
-  """(image path relative to image_dir, annotation file, split, ordinal) and
-  the file's bytes -> (ManifestRow or None, [Rejection])."""
-  image, path, split, ordinal = listed
-  row = ManifestRow({'image': image, 'annotations': path, 'split': split}, path, ordinal,
+  """(image path relative to image_dir, annotation file, split, ordinal,
+  problem) and the file's bytes -> (ManifestRow or None, [Rejection]).
+  problem: () or the (code, why) the launcher found (a YOLO label file
+  without its image, a listed VOC id without its XML): the row is rejected,
+  nothing read."""
+  image, path, split, ordinal, problem = listed
+  fields = {'image': image, 'annotations': path, 'split': split}
+  if problem:
+    return None, [ManifestRow(fields, path, ordinal, image=image, key=image).reject(
+        objects.STAGE_ANNOTATION, *problem)]
+  row = ManifestRow(fields, path, ordinal,
                     image=image, path=resolve_path(image, source.image_dir), key=image,
                     split=source.split.assign(image, split or None))
   if not paths.stays_inside(image):  # never read: not even its first bytes are shown
@@ -79,10 +86,10 @@ class _FileRowFn(beam.DoFn):
     self._files = filesystem.FileAccess()
 
   def process(self, listed):
-    image, path, _split, ordinal = listed
+    image, path, _split, ordinal, problem = listed
     data = b''
     try:
-      if path:  # a YOLO image without a label file has no objects
+      if path and not problem:  # a YOLO image without a label file has no objects
         data = self._files.read_bytes(path)
       row, rejected = file_row(listed, data, self._source)
     except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8

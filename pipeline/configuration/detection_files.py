@@ -34,10 +34,11 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
   paths = _files_in(files, xml_dir, ('xml',))
   if not paths and not args.allow_empty:
     raise UsageError(f'--annotations {args.annotations}: no .xml file in {xml_dir}')
-  lists = {}
+  lists, listings = {}, {}
   for split in voc.SPLIT_FILES:
     listing = filesystem.join(base, f'ImageSets/Main/{split}.txt')
     if files.exists(listing):
+      listings[split] = listing
       lists[split] = [line.split()[0] for line in files.read_text(listing).splitlines()
                       if line.strip()]
   split_of = voc.split_of(lists)
@@ -52,7 +53,13 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
       continue  # not in train, val or test: VOC's own tools leave it out too
     images.append(parsed)
     listed.append((parsed.filename or f'{stem}.jpg', path, split_of.get(stem, ''),
-                   len(listed) + 1))
+                   len(listed) + 1, ()))
+  # a listed id without its XML: a row, rejected as it is read (after the
+  # others: their ordinals, the records' source ids, stay as they were)
+  stems = [posixpath.basename(path)[:-len('.xml')] for path in paths]
+  for stem, split, problem in voc.missing_annotations(lists, listings, stems, xml_dir):
+    listed.append((f'{stem}.jpg', filesystem.join(xml_dir, f'{stem}.xml'), split,
+                   len(listed) + 1, problem))
   names = _label_names(voc.class_names(images), args.annotations)
   mask_dir = filesystem.join(base, 'SegmentationObject')
   return DetectionConfig('voc', args.annotations, args.image_dir.rstrip('/'), names, options,
@@ -103,9 +110,19 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
                               f'{stem}.txt')
       listed.append((f'{split}/{name}' if split else name,
-                     label if files.exists(label) else '', split, len(listed) + 1))
+                     label if files.exists(label) else '', split, len(listed) + 1, ()))
   if not listed and not args.allow_empty:
     raise UsageError(f'--annotations {args.annotations}: no image in {images_root}')
+  # a label file without its image (labels/ and labels/<split>/): a row,
+  # rejected as it is read (after the images: their ordinals stay). Not a
+  # classes.txt no image claims: LabelImg writes the class names there.
+  used = {path for _, path, _, _, _ in listed} | {names_file}
+  for split in ('', *YOLO_SPLITS):
+    folder = filesystem.join(images_root, split) if split else images_root
+    for label in _files_in(files, filesystem.join(labels_root, split) if split
+                           else labels_root, ('txt',)):
+      if label not in used and posixpath.basename(label) != 'classes.txt':
+        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, folder)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed))
 

@@ -23,20 +23,24 @@ ON_BAD_BOX = ('drop', 'reject_row')
 ON_SIZE_MISMATCH = ('reject', 'scale')
 SIZE_MISMATCH = 'size_mismatch'
 # A box may overshoot its image by this many pixels (rounding in the tools
-# that made it, VOC's 1-based corners): it is clipped, not rejected.
+# that made it, VOC's 1-based corners): it is clipped, not rejected. Every
+# format's: YOLO's fractions are checked in pixels once the image's size is
+# known (transforms.core.detect), not as fractions of a 1x1 image.
 EDGE_TOLERANCE = 1.0
 
 # Codes of rejected annotations (rejected.jsonl, counts_as_row false).
 BOX_OUTSIDE_IMAGE = 'box_outside_image'
 EMPTY_BOX = 'empty_box'
 UNKNOWN_CATEGORY = 'unknown_category'
-MISSING_IMAGE = 'missing_image'
+MISSING_IMAGE = 'missing_image'  # also a row: a YOLO label file without its image
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
 BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
 # Codes of rejected rows (an image's whole record).
 BAD_IMAGE_RECORD = 'bad_image_record'
 PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..
+# A VOC id an ImageSets/Main split file lists without its Annotations/<id>.xml.
+MISSING_ANNOTATION = 'missing_annotation'
 # A row rejected whole (--on_bad_box reject_row): its first bad box says why.
 BAD_BOX_ROW = 'bad_box'
 
@@ -88,29 +92,27 @@ def reject_object(obj: ObjectAnnotation, code: str, reason: str) -> Rejection:
                    counts_as_row=False)
 
 
-def outside_image(obj: ObjectAnnotation, box: tuple, size: tuple, image: str,
-                  normalized: bool = False) -> str:
+def outside_image(obj: ObjectAnnotation, box: tuple, size: tuple, image: str) -> str:
   """The reason of box_outside_image, for an object whose box (as checked, in
   the units of `size`) leaves the (width, height) image `image`: it names
   the box, the annotation (its position in its file) and the image. Its one
   wording, whether the size was recorded (box_problem) or decoded (detect)."""
-  where = (f'0..1 of the image {image} (its box is in fractions)' if normalized
-           else f'the {_shown_size(size)} image {image}')
-  return f'box {_shown_box(box)} of annotation {obj.line} in {obj.source} is outside {where}'
+  return (f'box {_shown_box(box)} of annotation {obj.line} in {obj.source} is outside '
+          f'the {_shown_size(size)} image {image}')
 
 
 def box_problem(obj: ObjectAnnotation, size: Optional[tuple], include_masks: bool,
-                image: str = '', normalized: bool = False) -> Optional[tuple]:
+                image: str = '') -> Optional[tuple]:
   """(code, reason) of what makes an object unusable, or None. size: the
-  (width, height) its box's units span (None: not known, not checked), in
-  fractions when normalized; image: its name, for messages."""
+  (width, height) of the image in pixels (None: not known, not checked);
+  image: its name, for messages."""
   x0, y0, x1, y1 = obj.box
   if not all(math.isfinite(v) for v in obj.box):
     return BAD_ANNOTATION, f'box {_shown_box(obj.box)} has a coordinate that is not a number'
   if not (x1 > x0 and y1 > y0):
     return EMPTY_BOX, f'box {_shown_box(obj.box)} has no area (width or height <= 0)'
   if size is not None and leaves_image(obj.box, size):
-    return BOX_OUTSIDE_IMAGE, outside_image(obj, obj.box, size, image, normalized)
+    return BOX_OUTSIDE_IMAGE, outside_image(obj, obj.box, size, image)
   if include_masks and obj.segmentation and obj.segmentation[0] == 'polygons':
     short = [p for p in obj.segmentation[1] if len(p) < 6]
     if short or not obj.segmentation[1]:
@@ -145,12 +147,12 @@ def _far_point(polygons: list, box: tuple) -> Optional[tuple]:
 
 def leaves_image(box: tuple, size: tuple) -> bool:
   """True when the box leaves the (width, height) image by more than
-  EDGE_TOLERANCE (a thousandth of it for normalised sizes, 1 x 1)."""
+  EDGE_TOLERANCE, both in pixels (normalised boxes are checked once the
+  image's size is known: transforms.core.detect)."""
   x0, y0, x1, y1 = box
   width, height = size
-  tolerance = EDGE_TOLERANCE if width > 1.5 else EDGE_TOLERANCE / 1000
-  return x0 < -tolerance or y0 < -tolerance or x1 > width + tolerance or (
-      y1 > height + tolerance)
+  return x0 < -EDGE_TOLERANCE or y0 < -EDGE_TOLERANCE or x1 > width + EDGE_TOLERANCE or (
+      y1 > height + EDGE_TOLERANCE)
 
 
 def box_area(box: tuple) -> float:
@@ -178,10 +180,12 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
   """-> (the usable objects, boxes clipped to the image; a Rejection for
   each bad one). known_labels: the label ids in the label map. image: its
   name, for messages. size: the frame's (width, height) when the annotation
-  records none. An object kept without a size to check it by keeps what a
-  rejection shows of it (`shown`): detect checks it against the decoded
-  image and may reject it then."""
-  size = (1.0, 1.0) if annotation.normalized else (annotation.recorded_size or size)
+  records none. Normalised boxes (YOLO) are not checked against the image
+  here: its size in pixels is not known yet, and the edge tolerance is a
+  pixel (detect checks them). An object kept without a size to check it by
+  keeps what a rejection shows of it (`shown`): detect checks it against the
+  decoded image and may reject it then."""
+  size = None if annotation.normalized else (annotation.recorded_size or size)
   kept, rejected = [], []
   for obj in annotation.objects:
     if obj.label not in known_labels:
@@ -189,7 +193,7 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
       rejected.append(reject_object(obj, UNKNOWN_CATEGORY,
                                     f'{named} is not one of the classes'))
       continue
-    problem = box_problem(obj, size, include_masks, image, annotation.normalized)
+    problem = box_problem(obj, size, include_masks, image)
     if problem:
       rejected.append(reject_object(obj, *problem))
       continue

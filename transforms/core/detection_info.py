@@ -30,7 +30,9 @@ class DetectionConfig:
   options: DetectionOptions = DetectionOptions()  # noqa: RUF009  (frozen)
   category_shift: int = 0
   category_labels: tuple = ()  # ((the file's category id, label id), ...) for COCO
-  # VOC/YOLO: (relative image path, annotation file, split, ordinal), listed by the launcher
+  # VOC/YOLO: (relative image path, annotation file, split, ordinal, problem), listed by
+  # the launcher; problem: () or (code, why) of a YOLO label file without its image
+  # or a listed VOC id without its XML, a row rejected as it is read
   files: tuple = ()
   mask_dir: str = ''  # VOC SegmentationObject
 
@@ -41,8 +43,10 @@ class DetectionConfig:
                            self.options.max_pixels)
 
   def split_names(self) -> tuple:
-    """The splits the files name (VOC ImageSets, YOLO folders), in order."""
-    return tuple(dict.fromkeys(split for _, _, split, _ in self.files if split))
+    """The splits the files name (VOC ImageSets, YOLO folders), in order;
+    not those only a rejected entry (its problem) names."""
+    return tuple(dict.fromkeys(split for _, _, split, _, problem in self.files
+                               if split and not problem))
 
   def to_json(self) -> dict:
     options = self.options

@@ -123,6 +123,23 @@ def image_annotation(image: VocImage, ordinal: int, ids: dict, source: str,
   return objects.ImageAnnotation(ordinal, image.size, tuple(parsed)), rejected
 
 
+def missing_annotations(lists: dict, listings: dict, stems, xml_dir: str) -> list:
+  """The ids the split files list without an annotation file -> [(id, split,
+  (MISSING_ANNOTATION, why))], in the files' order, each id once (the split
+  split_of gives it). lists: {split: [id, ...]}; listings: {split: its file};
+  stems: the ids with an XML in xml_dir."""
+  have, split_for, found = set(stems), split_of(lists), []
+  for split, names in lists.items():
+    for name in names:
+      if name in have or split_for[name] != split:
+        continue
+      have.add(name)
+      found.append((name, split, (objects.MISSING_ANNOTATION, (
+          f'{name} is listed in {listings[split]} but has no annotation: '
+          f'{xml_dir}/{name}.xml does not exist'))))
+  return found
+
+
 def split_of(lists: dict) -> dict:
   """{split: [image id, ...]} (ImageSets/Main) -> {image id: split}."""
   return {name: split for split, names in lists.items() for name in names}

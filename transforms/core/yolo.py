@@ -98,6 +98,14 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
   return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected
 
 
+def missing_image(label: str, image_folder: str) -> tuple:
+  """(MISSING_IMAGE, why) of a label file no image of `image_folder` has:
+  its rows would otherwise vanish without a word."""
+  stem = label.rsplit('/', 1)[-1].rsplit('.', 1)[0]
+  return objects.MISSING_IMAGE, (f'label file {label} has no image: no {stem}.* image in '
+                                 f'{image_folder}')
+
+
 def _whole_number(text: str) -> bool:
   try:
     int(text)
