@@ -36,6 +36,7 @@ from pipeline.engines import flink_jobs
 from pipeline.engines import runners
 from pipeline.runs import exits
 from pipeline.runs import progress
+from pipeline.runs.output_dir import PublishedFirst
 from pipeline.runs.output_dir import prepare_output_dir
 from pipeline.runs.output_dir import removed_on_failure
 from pipeline.runs.output_dir import unpublish
@@ -327,7 +328,8 @@ def convert(config: configs.ConvertConfig, pipeline_options,
     # (RunGuard), then takes back what it wrote, before the lock goes: nothing
     # is published, and a rerun needs no --overwrite.
     # The job checks that the lock is still this run's before it publishes.
-    published_first = _PublishedFirst(config, lock.me.run_id, files)
+    published_first = PublishedFirst(config.output_dir, lock.me.run_id, config.allow_empty,
+                                     files)
     try:
       with removed_on_failure(config.output_dir, lock.me.splits, files,
                               complete=published_first), RunGuard() as guard:
@@ -351,34 +353,6 @@ def convert(config: configs.ConvertConfig, pipeline_options,
     # Last, after the lock is released: the next night reads OUT/../latest.
     write_latest(config.output_dir, files)
   return info
-
-
-class _PublishedFirst:
-  """Whether a signal that interrupted the run (interrupts.swallowed) came
-  after its job had published the dataset: OUT holds this run's
-  dataset_info.json, which the job writes last (by a rename), and readers
-  take as the dataset being complete, so it must not be taken back. Asked
-  once the run unwinds; `info` is then that dataset_info.json.
-
-  Without it, a SIGTERM as soon as dataset_info.json appeared deleted the
-  dataset in about half of the tries (printing that nothing was published):
-  the job still had to end and the run to learn it had."""
-
-  def __init__(self, config: configs.ConvertConfig, run_id: str,
-               files: filesystem.FileAccess):
-    self._config, self._run_id, self._files = config, run_id, files
-    self.info: Optional[dict] = None
-
-  def __call__(self) -> bool:
-    if self.info is None and interrupts.swallowed():
-      try:
-        info = filesystem.read_info(self._config.output_dir, self._files)
-      except filesystem.InfoError:
-        return False  # not written yet (or not whole): nothing was published
-      if info.get('run_id') == self._run_id and (
-          info['num_examples'] or self._config.allow_empty):
-        self.info = info
-    return self.info is not None
 
 
 def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,

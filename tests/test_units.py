@@ -177,6 +177,24 @@ def test_tfrecord_framing_matches_tensorflow_and_detects_damage(tmp_path):
   assert (error.value.kind, error.value.index) == ('truncated_shard', 2)
 
 
+@pytest.mark.parametrize('cut, reason', [
+    (3, 'file ends inside the data CRC of record 1 (its 500 data bytes are all there, '
+        "1 of the CRC's 4)"),
+    (4, 'file ends inside the data CRC of record 1 (its 500 data bytes are all there, '
+        "0 of the CRC's 4)"),
+    (10, 'file ends inside record 1 (494 of its 500 data bytes)')])
+def test_a_shard_cut_inside_a_record_says_which_bytes_it_lacks(cut, reason):
+  from transforms.core.tfrecord import read_records_skipping
+  data = frame(b'one') + frame(b'x' * 500)
+  with pytest.raises(ShardError) as error:
+    list(read_records(io.BytesIO(data[:-cut])))
+  assert (error.value.kind, error.value.index, error.value.detail) == (
+      'truncated_shard', 1, reason)
+  *good, (index, last) = read_records_skipping(io.BytesIO(data[:-cut]))
+  assert good == [(0, b'one')]
+  assert (index, last.kind, last.detail) == (1, 'truncated_shard', reason)
+
+
 @pytest.mark.parametrize('threads', [1, 3])
 def test_ordered_pool_keeps_order_bounds_work_and_hands_back_errors(threads):
   import threading

@@ -14,9 +14,11 @@ import sys
 from typing import Optional
 
 from pipeline.errors import UsageError
+from pipeline.runs import interrupts
 from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
 from transforms.core import paths
+from transforms.core.dataset_info import InfoError
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import INDEX_SUFFIX
@@ -132,6 +134,35 @@ def unpublish(output_dir: str, split_names: tuple,
   """Takes back a dataset this run wrote, rejected.jsonl aside (the evidence
   of why nothing was published)."""
   _clear(output_dir, split_names, files or filesystem.FileAccess(), keep=(REJECTED_FILE,))
+
+
+class PublishedFirst:
+  """Whether a signal that interrupted the command line's run
+  (interrupts.swallowed) came after its job had published the dataset:
+  output_dir holds this run's dataset_info.json, which the job writes last
+  (by a rename) and readers take as the dataset being complete, so it must
+  not be taken back. Asked as the run unwinds (removed_on_failure's
+  complete); `info` is then that dataset_info.json.
+
+  Without it, a SIGTERM as soon as dataset_info.json appeared deleted the
+  dataset in about half of the tries (printing that nothing was published):
+  the job still had to end, and the run to learn that it had."""
+
+  def __init__(self, output_dir: str, run_id: str, allow_empty: bool,
+               files: filesystem.FileAccess):
+    self._output_dir, self._run_id, self._allow_empty = output_dir, run_id, allow_empty
+    self._files = files
+    self.info: Optional[dict] = None
+
+  def __call__(self) -> bool:
+    if self.info is None and interrupts.swallowed():
+      try:
+        info = filesystem.read_info(self._output_dir, self._files)
+      except InfoError:
+        return False  # not written yet: nothing was published
+      if info.get('run_id') == self._run_id and (info['num_examples'] or self._allow_empty):
+        self.info = info
+    return self.info is not None
 
 
 @contextlib.contextmanager

@@ -88,12 +88,20 @@ def read_records(stream: BinaryIO, first_index: int = 0,
     data = stream.read(length)
     footer = stream.read(_FOOTER.size)
     if len(data) < length or len(footer) < _FOOTER.size:
-      raise ShardError(index, 'truncated_shard',
-                       f'file ends inside record {index} ({len(data)} of {length} bytes)')
+      raise ShardError(index, 'truncated_shard', cut_inside(index, len(data), length, len(footer)))
     if not _intact(data, footer):
       raise ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
     yield index, data
     index += 1
+
+
+def cut_inside(index: int, got: int, length: int, footer: int) -> str:
+  """What a shard that ends inside record `index` lacks: `got` of its
+  `length` data bytes, and `footer` of the 4 bytes of its data CRC."""
+  if got < length:
+    return f'file ends inside record {index} ({got} of its {length} data bytes)'
+  return (f'file ends inside the data CRC of record {index} (its {length} data bytes are '
+          f"all there, {footer} of the CRC's {_FOOTER.size})")
 
 
 def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
@@ -113,7 +121,8 @@ def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
     data = stream.read(length)
     footer = stream.read(_FOOTER.size)
     if len(data) < length or len(footer) < _FOOTER.size:
-      yield index, ShardError(index, 'truncated_shard', f'file ends inside record {index}')
+      yield index, ShardError(index, 'truncated_shard',
+                              cut_inside(index, len(data), length, len(footer)))
       return
     if not _intact(data, footer):
       yield index, ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
