@@ -363,3 +363,45 @@ def test_other_errors_making_the_output_dir_are_not_usage_errors(tmp_path, raise
   error = OSError(raised, os.strerror(raised), str(tmp_path / 'out'))
   assert filesystem.local_write_problem(str(tmp_path / 'out'), error) is None
   assert filesystem.local_write_problem(str(tmp_path / 'out')) is None
+
+
+@pytest.mark.parametrize('report,words', [
+    ('afile/r.json', ['cannot be written', 'afile exists and is not a folder']),
+    ('afile/sub/r.json', ['cannot be written', 'afile is on the way and is not a folder']),
+    ('folder', ['is a folder']),
+])
+def test_validate_a_report_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, report,
+                                                                   words):
+  """Told before the job: its exit 1 would read as "the dataset has problems"."""
+  (tmp_path / 'in').mkdir()
+  (tmp_path / 'afile').write_text('mine')
+  (tmp_path / 'folder').mkdir()
+  before = sorted(tmp_path.rglob('*'))
+  path = tmp_path / report
+  code = validate.main(['--input_dir', str(tmp_path / 'in'), '--report', str(path)])
+  _one_error_line(capsys.readouterr().err, f'--report {path}', *words)
+  assert code == EXIT_USAGE and sorted(tmp_path.rglob('*')) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('given', [True, False])
+def test_validate_a_report_this_user_may_not_write_is_a_usage_error(tmp_path, given):
+  """--report in a folder this user may not write in; no --report, an input
+  folder this user may not write in (a dataset on a read-only share)."""
+  locked = tmp_path / 'locked'
+  locked.mkdir()
+  report = ['--report', str(locked / 'r.json')] if given else []
+  os.chmod(locked, 0o555)
+  try:
+    done = subprocess.run(
+        [*_without_permission_bypass(), sys.executable, '-m', 'pipeline.validate',
+         '--input_dir', str(locked), *report],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  finally:
+    os.chmod(locked, 0o755)
+  named = (f'--report {locked / "r.json"}' if given else
+           f"the report {locked / 'validation_report.json'} (--report's default")
+  _one_error_line(done.stderr, named, 'cannot be written',
+                  f'permission denied: this user may not write in {locked}')
+  assert done.returncode == EXIT_USAGE and done.stdout == '' and not any(locked.iterdir())
