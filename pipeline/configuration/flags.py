@@ -317,9 +317,9 @@ class ConvertOptions:
     budget.add_argument('--max_error_rate', type=_rate, default=0.0,
                         help='rejected/rows (0..1) above this exits 3 (default 0: strict)')
     budget.add_argument('--allow_empty', action='store_true',
-                        help='publish an empty dataset (exit 0) when the input has no '
-                        'rows or every row is rejected; default: exit 2, nothing '
-                        'published')
+                        help='publish an empty dataset when the input has no rows (exit '
+                        '0) or every row is rejected (--max_error_rate decides as for any '
+                        'run: exit 3 unless it is 1); default: exit 2, nothing published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
     _add_runner_args(parser)
