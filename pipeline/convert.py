@@ -44,6 +44,7 @@ from pipeline.runs.previous import write_latest
 from pipeline.runs.run_guard import RunGuard
 from pipeline.runs.run_lock import RunLock
 from pipeline.runs.run_lock import lock_name
+from pipeline.runs.summary import over_budget_line
 from pipeline.runs.summary import summary
 from transforms import detection
 from transforms import filesystem
@@ -284,7 +285,11 @@ def run(argv=None) -> int:
                                f'nothing was written to {config.output_dir}'))
     return errors.EXIT_OK
   print(summary(info, time.time() - started))
-  return errors.EXIT_OVER_BUDGET if info['over_budget'] else errors.EXIT_OK
+  if info['over_budget']:
+    sys.stdout.flush()  # the summary first, where both go to one terminal
+    print(over_budget_line(info), file=sys.stderr)
+    return errors.EXIT_OVER_BUDGET
+  return errors.EXIT_OK
 
 
 class NothingPublished(errors.UsageError):

@@ -236,6 +236,33 @@ def test_dask_runner_is_refused_before_anything_is_written(sample, capsys, runne
   assert [p.name for p in sample.out.iterdir()] == ['dataset_info.json']
 
 
+def test_a_runner_beam_does_not_know_is_a_usage_error(sample, capsys):
+  """Refused as the flags are read, listing what --runner takes; not Beam's
+  ValueError once the pipeline is made, after OUT was locked (and made)."""
+  words = ('error: --runner NoSuchRunner is not a runner Beam knows: give one of ',
+           'DirectRunner, ', 'FlinkRunner, ', 'DataflowRunner, ',
+           'or the full module path of a PipelineRunner class')
+  assert convert.main(convert_argv(sample, '--runner', 'NoSuchRunner')) == EXIT_USAGE
+  err = one_error_line(capsys)
+  assert all(word in err for word in words) and 'DaskRunner' not in err, err
+  assert not sample.out.exists()
+  sample.out.mkdir()
+  assert validate.main(['--input_dir', str(sample.out), '--runner', 'NoSuchRunner']) == (
+      EXIT_USAGE)
+  err = one_error_line(capsys)
+  assert all(word in err for word in words), err
+  assert list(sample.out.iterdir()) == []
+
+
+@pytest.mark.parametrize('runner,known', [
+    ('DirectRunner', True), ('direct', True), ('directrunner', True), ('flink', True),
+    ('SparkRunner', True), ('dataflow', True), ('PrismRunner', True),
+    ('NoSuchRunner', False), ('pythonrpcdirect', False),  # an alias of a module Beam lacks
+])
+def test_runner_names_are_known_as_beam_knows_them(runner, known):
+  assert runners.known_runner(runner) is known
+
+
 @pytest.mark.slow  # Beam in a subprocess
 def test_dask_runner_refused_on_the_real_command_line(sample):
   done = subprocess.run([sys.executable, '-m', 'pipeline.convert', *convert_argv(

@@ -13,7 +13,9 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
+from pipeline.configuration import command_line
 from pipeline.configuration import preflight
+from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_OVER_BUDGET
@@ -301,12 +303,24 @@ def test_allow_empty_with_every_row_rejected(tmp_path, capsys):
   assert (code, err) == (EXIT_OK, '')
   assert sorted(p.name for p in out.iterdir()) == ['dataset_info.json', 'label_map.txt',
                                                    'rejected.jsonl']
-  code, printed, _ = run(convert.main, ['--manifest', manifest, '--output_dir', out,
-                                        '--allow_empty', '--overwrite'], capsys)
+  code, printed, err = run(convert.main, ['--manifest', manifest, '--output_dir', out,
+                                          '--allow_empty', '--overwrite'], capsys)
   assert code == EXIT_OVER_BUDGET  # the error budget still applies
-  assert printed.splitlines()[-1] == ('Error rate 100.00% is above --max_error_rate 0.00%: '
-                                      'exit code 3.')
+  # on stderr, where a cron job that keeps only stderr sees why it exited 3
+  assert err == 'Error rate 100.00% is above --max_error_rate 0.00%: exit code 3.\n'
+  assert 'Error rate' not in printed and 'Traceback' not in err
   assert read_info(out)['over_budget'] is True
+
+
+def test_allow_empty_says_the_error_budget_still_applies():
+  """Its help (and the flag table generated from it) once promised exit 0
+  with every row rejected; that run exits 3 unless --max_error_rate is 1
+  (test_allow_empty_with_every_row_rejected)."""
+  parser = command_line.own_parser(ConvertOptions)
+  text = next(a.help for a in parser._actions if '--allow_empty' in a.option_strings)
+  assert 'has no rows (exit 0)' in text
+  assert 'every row is rejected (--max_error_rate decides as for any run: exit 3 unless it is 1)' \
+      in text, text
 
 
 # ---------------------------------------------------------------- validate

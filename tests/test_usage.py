@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +15,11 @@ from pipeline import cli
 from pipeline import convert
 from pipeline import validate
 from pipeline.errors import EXIT_USAGE
+from pipeline.runs import lock_stores
 from tests.conftest import read_info
+from transforms import filesystem
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize('flags,message', [
@@ -269,3 +277,131 @@ def test_inspect_and_export_usage_errors_are_clis_one_line_exit_2(capsys, comman
   assert cli.main([command, *argv]) == EXIT_USAGE
   captured = capsys.readouterr()
   assert (captured.out, captured.err) == ('', f'error: {message}\n')
+
+
+def _one_error_line(err: str, *words: str) -> None:
+  """stderr is exactly one `error: ` line holding `words`, no traceback."""
+  assert 'Traceback' not in err, err
+  lines = err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: '), err
+  assert all(word in lines[0] for word in words), err
+
+
+def test_an_output_dir_below_a_file_is_a_usage_error(sample, tmp_path, capsys):
+  (tmp_path / 'afile').write_text('mine')
+  out = tmp_path / 'afile' / 'sub'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out)])
+  _one_error_line(capsys.readouterr().err, f'--output_dir {out} cannot be created',
+                  f'{tmp_path / "afile"} is on the way and is not a folder')
+  assert code == EXIT_USAGE and (tmp_path / 'afile').read_text() == 'mine'
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='no /proc')
+def test_an_output_dir_where_no_folder_can_be_made_is_a_usage_error(sample, capsys):
+  """/proc takes no new folder (mkdir: ENOENT, even for root)."""
+  out = '/proc/img2tfrecord-test-out'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', out])
+  _one_error_line(capsys.readouterr().err, f'--output_dir {out} cannot be created',
+                  '/proc takes no new folder')
+  assert code == EXIT_USAGE and not os.path.exists(out)
+
+
+def _without_permission_bypass() -> list:
+  """A command prefix running it as a user the kernel holds to file
+  permissions: root without the capabilities that bypass them."""
+  if os.geteuid() != 0:
+    return []
+  setpriv = shutil.which('setpriv')
+  if setpriv is None:
+    pytest.skip('needs setpriv to drop root permission bypass')
+  return [setpriv, '--bounding-set=-dac_override,-dac_read_search']
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('existing', [False, True])
+def test_an_output_dir_this_user_may_not_write_is_a_usage_error(sample, tmp_path, existing):
+  locked = tmp_path / 'locked'
+  out = locked / 'out'
+  out.mkdir(parents=True) if existing else locked.mkdir()
+  os.chmod(out if existing else locked, 0o555)
+  try:
+    done = subprocess.run(
+        [*_without_permission_bypass(), sys.executable, '-m', 'pipeline.convert',
+         '--manifest', str(sample.manifest), '--output_dir', str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  finally:
+    os.chmod(out if existing else locked, 0o755)
+  _one_error_line(done.stderr, f'--output_dir {out} cannot be created or written',
+                  f'permission denied: this user may not write in {out if existing else locked}')
+  assert done.returncode == EXIT_USAGE and done.stdout == ''
+  assert [p.name for p in locked.rglob('*')] == (['out'] if existing else [])
+
+
+@pytest.mark.parametrize('raised,message', [
+    (errno.EROFS, 'Read-only file system in'),
+    (errno.EACCES, 'Permission denied in'),
+])
+def test_an_output_dir_refused_by_the_kernel_is_a_usage_error(sample, tmp_path, capsys,
+                                                              monkeypatch, raised, message):
+  """What only the try tells (a read-only mount, an ACL): the error of
+  making the folder, and where."""
+  def refused(path, *args, **kwargs):
+    raise OSError(raised, os.strerror(raised), path)
+  monkeypatch.setattr(lock_stores.os, 'makedirs', refused)
+  out = tmp_path / 'out'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out)])
+  _one_error_line(capsys.readouterr().err, f'--output_dir {out} cannot be created or written',
+                  f'{message} {tmp_path}')
+  assert code == EXIT_USAGE and not out.exists()
+
+
+@pytest.mark.parametrize('raised', [errno.EIO, errno.ENOSPC])
+def test_other_errors_making_the_output_dir_are_not_usage_errors(tmp_path, raised):
+  """A broken disk or a full one (which RunLock handles itself) is no bad
+  flag: no reason is found for it, and the error is raised as it was."""
+  error = OSError(raised, os.strerror(raised), str(tmp_path / 'out'))
+  assert filesystem.local_write_problem(str(tmp_path / 'out'), error) is None
+  assert filesystem.local_write_problem(str(tmp_path / 'out')) is None
+
+
+@pytest.mark.parametrize('report,words', [
+    ('afile/r.json', ['cannot be written', 'afile exists and is not a folder']),
+    ('afile/sub/r.json', ['cannot be written', 'afile is on the way and is not a folder']),
+    ('folder', ['is a folder']),
+])
+def test_validate_a_report_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, report,
+                                                                   words):
+  """Told before the job: its exit 1 would read as "the dataset has problems"."""
+  (tmp_path / 'in').mkdir()
+  (tmp_path / 'afile').write_text('mine')
+  (tmp_path / 'folder').mkdir()
+  before = sorted(tmp_path.rglob('*'))
+  path = tmp_path / report
+  code = validate.main(['--input_dir', str(tmp_path / 'in'), '--report', str(path)])
+  _one_error_line(capsys.readouterr().err, f'--report {path}', *words)
+  assert code == EXIT_USAGE and sorted(tmp_path.rglob('*')) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('given', [True, False])
+def test_validate_a_report_this_user_may_not_write_is_a_usage_error(tmp_path, given):
+  """--report in a folder this user may not write in; no --report, an input
+  folder this user may not write in (a dataset on a read-only share)."""
+  locked = tmp_path / 'locked'
+  locked.mkdir()
+  report = ['--report', str(locked / 'r.json')] if given else []
+  os.chmod(locked, 0o555)
+  try:
+    done = subprocess.run(
+        [*_without_permission_bypass(), sys.executable, '-m', 'pipeline.validate',
+         '--input_dir', str(locked), *report],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  finally:
+    os.chmod(locked, 0o755)
+  named = (f'--report {locked / "r.json"}' if given else
+           f"the report {locked / 'validation_report.json'} (--report's default")
+  _one_error_line(done.stderr, named, 'cannot be written',
+                  f'permission denied: this user may not write in {locked}')
+  assert done.returncode == EXIT_USAGE and done.stdout == '' and not any(locked.iterdir())

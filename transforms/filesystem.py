@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterator
 import contextlib
+import errno
 import gzip
 import importlib
 import os
@@ -316,6 +317,44 @@ def read_errors() -> tuple:
     except ImportError:
       continue  # Beam without that cloud extra: its paths cannot be read anyway
   return tuple(errors)
+
+
+def _nearest_existing(path: str) -> str:
+  """`path` if it exists (as anything), else its closest ancestor that does."""
+  while not os.path.lexists(path) and os.path.dirname(path) != path:
+    path = os.path.dirname(path)
+  return path
+
+
+def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optional[str]:
+  """Why nothing can be written in the local `folder` (made first if
+  missing), in a few words naming the path at fault; None when nothing is
+  found wrong.
+
+  Without `error`, what can be told before trying (checks that write
+  nothing): a file where a folder is needed, a read-only file system, a
+  folder this user may not write in. With `error` (an OSError raised making
+  `folder` or writing in it), also what only the try tells, such as /proc
+  refusing new entries; None for an error of another kind (a full disk, an
+  I/O error), which the caller raises on.
+  """
+  folder = os.path.abspath(folder)
+  existing = _nearest_existing(folder)
+  if not os.path.isdir(existing):
+    return (f'{existing} exists and is not a folder' if existing == folder else
+            f'{existing} is on the way and is not a folder')
+  if error is None or error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+      return f'{existing} is on a read-only file system'
+    if not os.access(existing, os.W_OK | os.X_OK):
+      return f'permission denied: this user may not write in {existing}'
+  if error is None:
+    return None
+  if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # e.g. an ACL, a security module
+    return f'{error.strerror} in {existing}'
+  if error.errno == errno.ENOENT and existing != folder:  # /proc, /sys: no new folders
+    return f'{existing} takes no new folder ({error.strerror})'
+  return None
 
 
 def read_text(path: str) -> str:

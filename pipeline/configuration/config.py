@@ -24,6 +24,7 @@ from pipeline.configuration.flags import ValidateOptions
 from pipeline.configuration.flags import http_config
 from pipeline.configuration.output_flags import output_options
 from pipeline.configuration.preflight import Rows
+from pipeline.configuration.preflight import check_report_path
 from pipeline.configuration.preflight import image_dir_splits
 from pipeline.configuration.preflight import manifest_config
 from pipeline.configuration.preflight import may_have_split_column
@@ -66,9 +67,11 @@ def validate_config(args) -> ValidateConfig:
     raise UsageError(f'--input_dir {input_dir} is not a folder')
   if args.manifest and args.recompute is None:
     raise UsageError("--manifest goes with --recompute (where the run's manifest lives now)")
+  report_path = args.report or filesystem.join(input_dir, VALIDATION_REPORT)
+  check_report_path(report_path, bool(args.report))
   return ValidateConfig(
       input_dir=input_dir,
-      report_path=args.report or filesystem.join(input_dir, VALIDATION_REPORT),
+      report_path=report_path,
       expected_count=args.expected_count, max_problems=args.max_problems,
       check_threads=args.check_threads, check_processes=args.check_processes,
       strict=args.strict, job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,

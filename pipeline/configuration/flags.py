@@ -51,12 +51,16 @@ def _non_negative_int(text):
 def _recompute_amount(text):
   """--recompute N: an integer, that many records; with a decimal point, that
   fraction of them (0 < N <= 1.0)."""
-  if '.' in text:
-    value = float(text)
-    if not 0.0 < value <= 1.0:
-      raise ValueError(f'{text} is not a fraction in (0, 1]')
-    return value
-  return _positive_int(text)
+  try:
+    value = float(text) if '.' in text else int(text)
+  except ValueError:
+    value = None
+  if value is None or not (0.0 < value <= 1.0 if isinstance(value, float) else value > 0):
+    # argparse prints this one's message (a ValueError's it replaces by the type's name)
+    raise argparse.ArgumentTypeError(
+        f'{text!r} is neither a number of records (a positive integer: 100) nor a '
+        f'fraction of them (with a decimal point, above 0 and at most 1.0: 0.1, 1.0)')
+  return value
 
 
 def _non_negative_float(text):
@@ -313,9 +317,9 @@ class ConvertOptions:
     budget.add_argument('--max_error_rate', type=_rate, default=0.0,
                         help='rejected/rows (0..1) above this exits 3 (default 0: strict)')
     budget.add_argument('--allow_empty', action='store_true',
-                        help='publish an empty dataset (exit 0) when the input has no '
-                        'rows or every row is rejected; default: exit 2, nothing '
-                        'published')
+                        help='publish an empty dataset when the input has no rows (exit '
+                        '0) or every row is rejected (--max_error_rate decides as for any '
+                        'run: exit 3 unless it is 1); default: exit 2, nothing published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
     _add_runner_args(parser)

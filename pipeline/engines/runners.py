@@ -46,10 +46,25 @@ UNSUPPORTED_RUNNERS = {
 
 
 def check_runner(runner) -> None:
-  """UsageError for a runner that cannot run this pipeline."""
+  """UsageError for a runner that cannot run this pipeline, or that Beam does
+  not know (it would raise a ValueError once the pipeline is made, after the
+  output folder is locked)."""
   name = str(runner or '').split('.')[-1]
   if name in UNSUPPORTED_RUNNERS:
     raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
+  if isinstance(runner, str) and '.' not in runner and not known_runner(runner):
+    accepted = [r for r in StandardOptions.KNOWN_RUNNER_NAMES if r not in UNSUPPORTED_RUNNERS]
+    raise UsageError(f'--runner {runner} is not a runner Beam knows: give one of '
+                     f'{", ".join(accepted)} (any case, "Runner" may be left off), or the '
+                     f'full module path of a PipelineRunner class')
+
+
+def known_runner(name: str) -> bool:
+  """Whether Beam makes a runner of this name without a module path: as its
+  create_runner (apache_beam/runners/runner.py) looks names up, the class
+  name of one of its known runners in any case, with or without 'Runner'."""
+  known = {path.rsplit('.', 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
+  return name.lower() in known or name.lower() + 'runner' in known
 
 
 # What convert and validate check before anything is locked, created or

@@ -3,6 +3,7 @@ GCS and S3 (conditional writes) or another Beam filesystem."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Optional
@@ -31,7 +32,22 @@ class _LocalLocks:
       return []
     if not os.path.isdir(self._directory):
       raise UsageError(f'--output_dir {self._directory} exists and is not a folder')
-    return os.listdir(self._directory)
+    with self._usable():
+      return os.listdir(self._directory)
+
+  @contextlib.contextmanager
+  def _usable(self):
+    """The first touches of OUT: an OSError that says OUT cannot be made or
+    written where it is (a file on the way, no permission, a read-only file
+    system) becomes a UsageError saying so; any other is raised."""
+    try:
+      yield
+    except OSError as error:
+      why = filesystem.local_write_problem(self._directory, error)
+      if why is None:
+        raise
+      raise UsageError(f'--output_dir {self._directory} cannot be created or written: '
+                       f'{why}') from error
 
   def _temp(self, text: str) -> str:
     temp = os.path.join(self._directory, f'{LOCK_PREFIX}tmp-{uuid.uuid4().hex}')
@@ -46,8 +62,9 @@ class _LocalLocks:
     return temp
 
   def create(self, name: str, text: str) -> bool:
-    os.makedirs(self._directory, exist_ok=True)
-    temp = self._temp(text)
+    with self._usable():
+      os.makedirs(self._directory, exist_ok=True)
+      temp = self._temp(text)
     try:
       os.link(temp, os.path.join(self._directory, name))
       return True

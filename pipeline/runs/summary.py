@@ -3,6 +3,8 @@ and reused, from the dataset_info.json it wrote."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from transforms.core import reuse
 
 
@@ -37,10 +39,16 @@ def summary(info: dict, seconds: float) -> str:
   lines += warning_lines(info)
   if not info['num_manifest_rows']:
     lines.append('Warning: the manifest has no rows; the dataset is empty.')
-  if info['over_budget']:
-    lines.append(f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
-                 f'{info["max_error_rate"]:.2%}: exit code 3.')
   return '\n'.join(lines)
+
+
+def over_budget_line(info: dict) -> Optional[str]:
+  """The line saying why a run over its error budget exits 3 (None within
+  it): for stderr, where a caller that keeps only stderr (cron) finds it."""
+  if not info['over_budget']:
+    return None
+  return (f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
+          f'{info["max_error_rate"]:.2%}: exit code 3.')
 
 
 def _classes(info: dict) -> str:
