@@ -10,12 +10,13 @@ import sys
 from pipeline.beam_runtime import startup
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
+from pipeline.errors import PROGRAM
 from pipeline.errors import did_you_mean
 from pipeline.runs import exits
 from pipeline.runs import interrupts
 
 COMMANDS = ('convert', 'validate', 'inspect', 'export')
-USAGE = ('usage: img2tfrecord {convert,validate,inspect,export} [options]\n'
+USAGE = (f'usage: {PROGRAM} {{{",".join(COMMANDS)}}} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
          '  validate  read a converted dataset back and check it (see validate --help)\n'
          '  inspect   look at a dataset: counts, samples, a report page (see inspect --help)\n'

@@ -22,6 +22,15 @@ EXIT_USAGE = 2
 EXIT_OVER_BUDGET = 3
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s yes
 
+PROGRAM = 'img2tfrecord'  # the console script (setup.py's entry point)
+
+
+def command_prog(command: str) -> str:
+  """A subcommand's name in its usage line, 'img2tfrecord convert': the line a
+  user copies works with the console script, however the command was started
+  (`python -m pipeline.convert` too)."""
+  return f'{PROGRAM} {command}'
+
 
 class UsageError(Exception):
   """Bad flags or unusable input: exit 2 with one line, before any work."""

@@ -46,8 +46,9 @@ TFDS_FEATURES_FILE = 'features.json'
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = errors.UsageParser(prog='img2tfrecord export', description=__doc__.strip().splitlines()[0],
-                   allow_abbrev=False)
+  parser = errors.UsageParser(prog=errors.command_prog('export'),
+                              description=__doc__.strip().splitlines()[0],
+                              allow_abbrev=False)
   parser.add_argument('--format', required=True, choices=FORMATS)
   parser.add_argument('--input_dir', required=True, help='a folder written by convert')
   parser.add_argument('--output_dir', help=f'default: INPUT_DIR/{TFDS_DIR}')

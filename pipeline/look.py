@@ -50,8 +50,9 @@ SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_tex
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-  parser = errors.UsageParser(prog='img2tfrecord inspect', description=__doc__.strip().splitlines()[0],
-                   allow_abbrev=False)
+  parser = errors.UsageParser(prog=errors.command_prog('inspect'),
+                              description=__doc__.strip().splitlines()[0],
+                              allow_abbrev=False)
   parser.add_argument('--input_dir', help='a folder written by convert')
   parser.add_argument('--files', help='glob of TFRecord files convert did not write')
   parser.add_argument('--split', help='only this split (default: every split)')

@@ -174,6 +174,23 @@ def test_console_script_help_for_both_commands(capsys):
   assert done.returncode == 0 and '--expected_count' in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize('command', cli.COMMANDS)
+def test_each_commands_help_names_it_as_the_console_script_takes_it(capsys, command):
+  """The usage line a user copies works: `img2tfrecord convert [-h] ...`, not
+  `img2tfrecord [-h] --config FILE` (an unknown command '--config')."""
+  with pytest.raises(SystemExit) as exited:
+    cli.main([command, '--help'])
+  assert exited.value.code == 0
+  assert capsys.readouterr().out.startswith(f'usage: img2tfrecord {command} [-h] ')
+
+
+def test_python_m_convert_help_names_the_console_scripts_command():
+  done = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--help'],
+                        capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.startswith('usage: img2tfrecord convert [-h] [--config FILE] ')
+
+
 # --- every Beam options class; runners that cannot run this ----------------------
 
 

@@ -132,8 +132,10 @@ def beam_option_classes() -> list:
 
 
 def own_parser(options_cls, description: str = '') -> argparse.ArgumentParser:
-  """A parser of our options only (--help, defaults, generated docs)."""
-  parser = _UsageParser(allow_abbrev=False, description=description,
+  """A parser of our options only (--help, defaults, generated docs); its usage
+  line names the console script's subcommand (options_cls.COMMAND)."""
+  parser = _UsageParser(prog=errors.command_prog(options_cls.COMMAND), allow_abbrev=False,
+                        description=description,
                         epilog='Any Beam pipeline option is accepted too (--runner, '
                         '--direct_num_workers, --temp_location, ...).')
   parser.add_argument(CONFIG_FLAG, metavar='FILE',

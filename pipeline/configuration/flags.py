@@ -150,6 +150,8 @@ def _add_detection_args(parser) -> None:
 class ConvertOptions:
   """Options of `python -m pipeline.convert`."""
 
+  COMMAND = 'convert'  # its name in the console script
+
   @classmethod
   def _add_argparse_args(cls, parser):
     source = parser.add_argument_group('input')
@@ -327,6 +329,8 @@ class ConvertOptions:
 
 class ValidateOptions:
   """Options of `python -m pipeline.validate`."""
+
+  COMMAND = 'validate'  # its name in the console script
 
   @classmethod
   def _add_argparse_args(cls, parser):
