@@ -25,9 +25,13 @@ USAGE = (f'usage: {PROGRAM} {{{",".join(COMMANDS)}}} [options]\n'
 
 def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  if not argv or argv[0] in ('-h', '--help'):
+  if not argv:  # a usage error: one line on stderr, as every other
+    print(f'error: no command given; give one of {", ".join(COMMANDS)} '
+          f'({PROGRAM} --help says what each does)', file=sys.stderr)
+    return EXIT_USAGE
+  if argv[0] in ('-h', '--help'):
     print(USAGE)
-    return EXIT_OK if argv else EXIT_USAGE
+    return EXIT_OK
   command, rest = argv[0], argv[1:]
   if command == 'convert':
     with startup.deferred_cloud_imports(rest):

@@ -184,6 +184,20 @@ def test_each_commands_help_names_it_as_the_console_script_takes_it(capsys, comm
   assert capsys.readouterr().out.startswith(f'usage: img2tfrecord {command} [-h] ')
 
 
+def test_no_command_is_a_usage_error_one_line_on_stderr(capsys):
+  assert cli.main([]) == EXIT_USAGE
+  assert one_error_line(capsys) == ('error: no command given; give one of convert, validate, '
+                                    'inspect, export (img2tfrecord --help says what each does)')
+  assert capsys.readouterr().out == ''
+
+
+def test_console_script_help_lists_the_commands_on_stdout_exit_0(capsys):
+  assert cli.main(['--help']) == 0
+  captured = capsys.readouterr()
+  assert captured.out.startswith('usage: img2tfrecord {convert,validate,inspect,export} [options]\n')
+  assert captured.err == ''
+
+
 def test_python_m_convert_help_names_the_console_scripts_command():
   done = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--help'],
                         capture_output=True, text=True)
