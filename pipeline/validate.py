@@ -35,6 +35,7 @@ from pipeline.engines import flink_jobs
 from pipeline.engines import runners
 from pipeline.runs import exits
 from pipeline.runs.output_dir import list_entries
+from pipeline.runs.output_dir import run_traces
 from pipeline.runs.run_guard import RunGuard
 from pipeline.validating import recompute
 from transforms import filesystem
@@ -251,7 +252,9 @@ def validate(config: configs.ValidateConfig, pipeline_options,
              check_records=validation.check_records) -> Optional[dict]:
   """One validation, as the command line's: -> the report written (None for
   a dry run, which checks nothing). A dataset without a usable
-  dataset_info.json gets a report of that one problem. Failures are raised.
+  dataset_info.json gets a report of that one problem; a folder holding
+  nothing convert writes (no dataset at all) is a UsageError, nothing written.
+  Failures are raised.
   The command line's run() and pipeline.api call it; neither prints here."""
   pipeline_options = runners.prepare(pipeline_options)  # Flink and Spark: see convert
   # Before anything is read or written: can the runner take the job?
@@ -260,6 +263,9 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   try:
     info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
+    if not run_traces(config.input_dir, files):  # e.g. an images folder: a usage error
+      raise errors.UsageError(f'{error} (and nothing else convert writes is there: not a '
+                              'folder written by convert)')
     problem = validation.Problem('missing_dataset_info', 'dataset_info.json', -1, str(error))
     # No dataset to count: that one problem, not also "the dataset has no examples".
     nothing = {'splits': {}, 'label_map': [], 'options': {'allow_empty': True}}

@@ -99,6 +99,15 @@ def test_validate_usage_error(tmp_path):
   assert str(caught.value) == f'--input_dir {tmp_path / "nowhere"} is not a folder'
 
 
+def test_validate_of_a_folder_holding_no_dataset_is_a_usage_error(tmp_path):
+  (tmp_path / 'photo.jpg').write_bytes(b'x')
+  with pytest.raises(api.UsageError) as caught:
+    api.validate(input_dir=str(tmp_path))
+  assert str(caught.value).endswith('(and nothing else convert writes is there: not a folder '
+                                    'written by convert)')
+  assert [p.name for p in tmp_path.iterdir()] == ['photo.jpg']
+
+
 def test_a_usage_error_about_rows_names_them_not_their_temp_file(sample, monkeypatch):
   monkeypatch.chdir(sample.root)
   with pytest.raises(api.UsageError) as caught:

@@ -16,8 +16,8 @@ moment the test makes sure of:
 
 Then: exit status 128 + signal (the process ends by the signal), exactly
 one line on stderr, nothing left in OUT (no lock, no temp folder, no shard,
-no dataset_info.json) or in the temp folder, validate reports
-missing_dataset_info, and a rerun without --overwrite converts.
+no dataset_info.json) or in the temp folder, validate finds no dataset there
+(a usage error, no report written), and a rerun without --overwrite converts.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
-from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import interrupts
@@ -162,9 +161,9 @@ def assert_nothing_left(out: pathlib.Path, temp: pathlib.Path, corpus, tmp_path,
   assert os.listdir(out) == []  # no lock, beam-temp-*, shard, label map, dataset_info.json
   assert os.listdir(temp) == []  # no img2tfrecord-run-*
   capsys.readouterr()
-  report = tmp_path / 'report.json'  # not in OUT: the rerun needs it empty
-  assert validate.main(['--input_dir', str(out), '--report', str(report)]) == EXIT_FAILED
-  assert 'missing_dataset_info' in capsys.readouterr().out
+  assert validate.main(['--input_dir', str(out)]) == EXIT_USAGE  # no trace of a run
+  assert 'nothing else convert writes is there' in capsys.readouterr().err
+  assert os.listdir(out) == []  # no report: the rerun needs OUT empty
   sample = corpus['sample']
   assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
                        *SMALL]) == EXIT_OK

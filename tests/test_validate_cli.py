@@ -15,6 +15,7 @@ import pytest
 from pipeline import validate
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
@@ -138,6 +139,37 @@ def test_extra_shard_not_listed(converted):
 def test_missing_dataset_info(converted):
   (converted / 'dataset_info.json').unlink()
   assert_finding(converted, 'missing_dataset_info')
+
+
+@pytest.mark.parametrize('left', [
+    ['train-00000-of-00002.tfrecord'],  # a killed run: its shards, no dataset_info.json
+    ['.convert.lock.000001'],  # its lock alone
+    ['label_map.txt', 'photo.jpg'],
+    ['beam-temp-train-shards'],
+    ['rejected.jsonl'],  # every row rejected: nothing published
+])
+def test_a_folder_a_run_left_without_dataset_info_is_a_finding_exit_1(tmp_path, capsys, left):
+  for name in left:
+    (tmp_path / name).write_bytes(b'')
+  code, report = run_validate(tmp_path)
+  assert code == EXIT_FAILED
+  assert report['problems_by_kind'] == {'missing_dataset_info': 1}
+
+
+@pytest.mark.parametrize('files', [[], ['photo.jpg', 'cat.png'], ['validation_report.json']])
+def test_a_folder_holding_nothing_convert_writes_is_a_usage_error(tmp_path, capsys, files):
+  """An images folder given by mistake: exit 2, one line, no report written
+  into it (inspect's usage error, the same mistake)."""
+  for name in files:
+    (tmp_path / name).write_bytes(b'x')
+  assert validate.main(['--input_dir', str(tmp_path)]) == EXIT_USAGE
+  out, err = capsys.readouterr()
+  assert (out, err) == ('', f'error: {tmp_path}/dataset_info.json is missing or unreadable '
+                        '(FileNotFoundError): the dataset is incomplete or was never written '
+                        '(and nothing else convert writes is there: not a folder written by '
+                        'convert)\n')
+  assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)
+  assert all((tmp_path / name).read_bytes() == b'x' for name in files)
 
 
 def test_unreadable_dataset_info(converted):

@@ -48,20 +48,33 @@ def our_patterns(split_names: tuple) -> tuple:
   return tuple(patterns)
 
 
+def _names(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> set:
+  """Names directly inside output_dir (for a remote bucket: top-level names)."""
+  if not paths.is_remote(output_dir):
+    if not os.path.exists(output_dir):
+      return set()
+    if not os.path.isdir(output_dir):
+      raise UsageError(f'--output_dir {output_dir} exists and is not a folder')
+    return set(os.listdir(output_dir))
+  prefix = output_dir.rstrip('/') + '/'
+  return {path[len(prefix):].split('/', 1)[0]
+          for path, _ in (files or filesystem.FileAccess()).list(prefix)}
+
+
 def list_entries(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> list:
   """Names directly inside output_dir (for a remote bucket: top-level names),
   run locks left out."""
-  if not paths.is_remote(output_dir):
-    if not os.path.exists(output_dir):
-      return []
-    if not os.path.isdir(output_dir):
-      raise UsageError(f'--output_dir {output_dir} exists and is not a folder')
-    names = os.listdir(output_dir)
-  else:
-    prefix = output_dir.rstrip('/') + '/'
-    names = {path[len(prefix):].split('/', 1)[0]
-             for path, _ in (files or filesystem.FileAccess()).list(prefix)}
-  return sorted(n for n in names if not n.startswith(LOCK_PREFIX))
+  return sorted(n for n in _names(output_dir, files) if not n.startswith(LOCK_PREFIX))
+
+
+def run_traces(folder: str, files: Optional[filesystem.FileAccess] = None) -> list:
+  """The names in `folder` that a convert run writes, or a killed one leaves
+  (its lock, shards of any split, Beam's temp folders, label map,
+  rejected.jsonl): [] for a folder no run wrote to. validate's report is no
+  trace: it is not convert's."""
+  return sorted(n for n in _names(folder, files)
+                if n.startswith(LOCK_PREFIX) or (
+                    ours(n, set(), ('*',)) and not n.startswith(VALIDATION_REPORT)))
 
 
 def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
