@@ -14,6 +14,7 @@ records are reported and skipped), 2 bad input.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import csv
 import glob
 import json
@@ -276,6 +277,34 @@ def inspect_dataset(args) -> list:
       f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
 
 
+def raw_size_problem(image_name: str, data: bytes, args, where: str) -> Optional[str]:
+  """The usage error of raw pixels (neither JPEG nor PNG) that --height,
+  --width and --channels do not describe; None when they do."""
+  if not args.height or not args.width:
+    return (f'{where}: {image_name!r} holds {len(data)} bytes that are neither JPEG nor PNG: '
+            f'give --height, --width and --channels of the raw pixels')
+  expected = args.height * args.width * args.channels
+  if len(data) != expected:
+    return (f'{where}: {image_name!r} has {len(data)} bytes, --height {args.height} --width '
+            f'{args.width} --channels {args.channels} make {expected}')
+  return None
+
+
+def listed_size_problem(features: dict, args, where: str) -> Optional[str]:
+  """A listed record's raw pixels against a size given (--height or --width):
+  raw_size_problem's error, None when it matches, or when no size is given
+  (the listing needs none) or the record holds no raw image feature."""
+  if not args.height and not args.width:
+    return None
+  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
+  if image_name is None or features[image_name][0] != 'bytes_list' or not features[image_name][1]:
+    return None
+  data = features[image_name][1][0]
+  if decoders.sniff_encoding(data) is not None:
+    return None
+  return raw_size_problem(image_name, data, args, where)
+
+
 def foreign_image(features: dict, args, where: str) -> tuple:
   """(pixels, label or None, class text) of a record of a foreign file."""
   image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
@@ -286,15 +315,9 @@ def foreign_image(features: dict, args, where: str) -> tuple:
   data = features[image_name][1][0]
   encoding = decoders.sniff_encoding(data)
   if encoding is None:
-    if not args.height or not args.width:
-      raise UsageError(f'{where}: {image_name!r} holds {len(data)} bytes that are neither '
-                         f'JPEG nor PNG: give --height, --width and --channels of the raw '
-                         f'pixels')
-    expected = args.height * args.width * args.channels
-    if len(data) != expected:
-      raise UsageError(f'{where}: {image_name!r} has {len(data)} bytes, --height '
-                         f'{args.height} --width {args.width} --channels {args.channels} '
-                         f'make {expected}')
+    problem = raw_size_problem(image_name, data, args, where)
+    if problem:
+      raise UsageError(problem)
   image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
   label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
   label = None
@@ -304,12 +327,15 @@ def foreign_image(features: dict, args, where: str) -> tuple:
   return image, label, text[0].decode('utf-8', 'replace') if text else ''
 
 
-def inspect_files(args) -> list:
-  """--files: each file's features from its first records; export when asked."""
+def inspect_files(args, show: Callable[[list], None]) -> list:
+  """--files: each file's features from its first records, given to show()
+  before anything that may fail (a size that does not match the records
+  listed, an export's record); -> the export's lines ([] without one)."""
   paths = sorted(glob.glob(args.files))
   if not paths:
     raise UsageError(f'--files {args.files!r} matches no file')
   lines = []
+  size_problem = None  # the first listed record whose raw pixels the size given misses
   reservoir = Reservoir(args.per_class or args.num, random.Random(f'{args.seed}:files'))
   skipped = []
   counts = {}
@@ -327,6 +353,8 @@ def inspect_files(args) -> list:
         lines += [f'    {name:24s} {kind:11s} {n} value(s)' +
                   (f', first {length} bytes' if length is not None else '')
                   for name, kind, n, length in records.describe_features(features)]
+        size_problem = size_problem or listed_size_problem(
+            features, args, f'{os.path.basename(path)} record {index}')
       if not args.export_dir:
         if index + 1 >= FIRST_RECORDS:
           break
@@ -338,8 +366,12 @@ def inspect_files(args) -> list:
       counts[label] = counts.get(label, 0) + 1
       reservoir.offer(label if args.per_class else None, (path, index, features))
   lines += [f'Skipped {line}' for line in skipped]
+  show(lines)
+  if size_problem:
+    raise UsageError(size_problem)
   if not args.export_dir:
-    return lines
+    return []
+  skipped = []  # the export's own, after the listing's
   samples = []
   for path, index, features in sorted(reservoir.items(), key=lambda c: (paths.index(c[0]), c[1])):
     where = f'{os.path.basename(path)} record {index}'
@@ -355,14 +387,18 @@ def inspect_files(args) -> list:
   prepare_export_dir(args.export_dir)
   rows = export(args.export_dir, samples)
   report.contact_sheet(samples).save(os.path.join(args.export_dir, CONTACT_SHEET))
-  return lines + [f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to '
-                  f'{args.export_dir}']
+  return [f'Skipped {line}' for line in skipped] + [
+      f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to {args.export_dir}']
+
+
+def _print_lines(lines: list) -> None:
+  if lines:
+    print('\n'.join(lines), flush=True)
 
 
 def run(argv: list) -> int:
   args = parse_args(argv)
-  lines = inspect_files(args) if args.files else inspect_dataset(args)
-  print('\n'.join(lines))
+  _print_lines(inspect_files(args, _print_lines) if args.files else inspect_dataset(args))
   return EXIT_OK
 
 

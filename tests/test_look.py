@@ -372,6 +372,31 @@ def test_foreign_files_with_raw_pixels_need_their_size(tmp_path):
   assert (tmp_path / 'e' / 'contact_sheet.png').exists()
 
 
+def test_foreign_raw_pixels_of_another_size_than_given_are_a_usage_error_in_the_listing(
+    tmp_path, capsys):
+  """--height/--width given: the listed records are checked against them,
+  with or without --export_dir; the listing stays on stdout, the export
+  folder is not made."""
+  _write_foreign(tmp_path / 'tutorial.tfrecords', [
+      {'img_raw': ('bytes', pattern(i)[:10, :8].tobytes()), 'label': ('int64', i)}
+      for i in range(4)])
+  files = ['--files', str(tmp_path / '*.tfrecords')]
+  assert look.main(files + ['--height', '10', '--width', '8']) == 0
+  listing = capsys.readouterr().out
+  assert 'img_raw                  bytes_list  1 value(s), first 240 bytes' in listing
+  for extra in ([], ['--export_dir', str(tmp_path / 'e')]):
+    assert look.main(files + ['--height', '10', '--width', '10', *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == listing
+    assert err == ("error: tutorial.tfrecords record 0: 'img_raw' has 240 bytes, --height 10 "
+                   '--width 10 --channels 3 make 300\n')
+  assert not (tmp_path / 'e').exists()
+  assert look.main(files + ['--height', '10']) == 2
+  assert capsys.readouterr().err == (
+      "error: tutorial.tfrecords record 0: 'img_raw' holds 240 bytes that are neither JPEG nor "
+      'PNG: give --height, --width and --channels of the raw pixels\n')
+
+
 def test_foreign_gzip_files_with_encoded_images_are_recognised_by_content(tmp_path, capsys):
   examples = []
   for i in range(4):
