@@ -93,6 +93,18 @@ def test_usage_errors_are_exceptions_never_exits(sample, monkeypatch, keywords, 
   assert not (sample.root / 'out').exists()
 
 
+def test_a_null_extra_feature_cell_is_empty_a_row_without_the_column_misses_it(sample,
+                                                                             monkeypatch):
+  monkeypatch.chdir(sample.root)
+  rows = _rows(sample)[:3]
+  rows[0]['w'], rows[2]['w'] = float('nan'), 1.0  # rows[1] has no 'w' at all
+  result = api.convert(output_dir='out', rows=rows, height=4, width=4, extra_features='w:float',
+                       max_error_rate=1)
+  assert [(r['line'], r['code'], r['reason']) for r in result.rejected] == [
+      (1, 'missing_feature', "column 'w' is empty; it holds one value (a scalar)"),
+      (2, 'missing_feature', "column 'w' is missing")]
+
+
 def test_validate_usage_error(tmp_path):
   with pytest.raises(api.UsageError) as caught:
     api.validate(input_dir=str(tmp_path / 'nowhere'))
@@ -192,6 +204,8 @@ def test_a_dataframe_with_rejected_rows_and_the_error_budget(sample, monkeypatch
   assert sorted((r['source'], r['line'], r['stage'], r['code']) for r in result.rejected) == [
       ('<rows>', 3, 'manifest', 'missing_feature'), ('<rows>', 10, 'decode', 'not_an_image'),
       ('<rows>', 11, 'read', 'missing_file')]
+  empty = next(r for r in result.rejected if r['line'] == 3)
+  assert empty['reason'] == "column 'weight' is empty; it holds one value (a scalar)"
   gone = next(r for r in result.rejected if r['line'] == 11)
   assert gone['row'] == {'image': 'images/gone.png', 'label': 'red', 'weight': 5.0, 'count': 10}
   assert gone['reason'] == f'file not found: {sample.root / "images" / "gone.png"}'

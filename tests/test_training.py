@@ -614,6 +614,7 @@ def test_declarations_and_their_shapes():
 
 
 def test_cells_against_declared_shapes():
+  from transforms.core.extra_values import ABSENT
   from transforms.core.extra_values import parse_extra
   from transforms.core.rejects import RowError
   assert parse_extra('0.5', 'float', 'w', 'csv', ()) == [0.5]
@@ -625,6 +626,11 @@ def test_cells_against_declared_shapes():
   assert parse_extra([], 'float', 'b', 'jsonl', (None, 4)) == []
   assert parse_extra('1 2 3 4', 'float', 'b', 'csv', (None, 4)) == [1.0, 2.0, 3.0, 4.0]
   cases = [('', 'float', 'csv', (), 'missing_feature', 'holds one value'),
+           (None, 'float', 'jsonl', (), 'missing_feature', "column 'c' is empty; it holds "
+            'one value (a scalar)'),  # null, NaN
+           (None, 'int64', 'jsonl', (None,), 'missing_feature', "column 'c' is empty (null); "
+            '[] holds no values'),
+           (ABSENT, 'float', 'jsonl', (), 'missing_feature', "column 'c' is missing"),
            ('0.5 1', 'float', 'csv', (), 'bad_feature', 'a scalar holds exactly 1'),
            ('1 2', 'int64', 'csv', (3,), 'bad_feature', 'has 2 values, expected 3'),
            ([[1, 2, 3, 4], [5, 6]], 'float', 'jsonl', (None, 4), 'bad_feature', '4-lists'),

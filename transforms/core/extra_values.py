@@ -12,6 +12,18 @@ from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
 
 
+# What a row without the column gives parse_extra (cells.get(name, ABSENT)):
+# a cell that is there but null (JSON null; NaN, None or pandas' NA in
+# api.convert's rows) is an empty cell, not a missing column.
+class _Absent:
+
+  def __repr__(self) -> str:
+    return 'ABSENT'
+
+
+ABSENT = _Absent()
+
+
 def shape_problem(count: int, shape) -> Optional[str]:
   """Why `count` values do not fit a declared shape ((), (N,), (None,),
   (None, N), or the same as JSON lists), or None when they do."""
@@ -29,12 +41,16 @@ def shape_problem(count: int, shape) -> Optional[str]:
 def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,)) -> list:
   """A CSV/TSV cell of space-separated values (a scalar bytes cell: the whole
   text), or a JSON value or list (of N-lists for shape (None, N)) -> the values,
-  flattened; RowError when they are not `kind` or do not fit `shape`."""
-  if value is None:
+  flattened; RowError when they are not `kind` or do not fit `shape`.
+  value: ABSENT when the row has no such column, None for a null cell."""
+  if value is ABSENT:
     raise RowError(STAGE_MANIFEST, 'missing_feature', f'column {column!r} is missing')
-  if shape == () and value == '':
+  if shape == () and value in (None, ''):
     raise RowError(STAGE_MANIFEST, 'missing_feature',
                    f'column {column!r} is empty; it holds one value (a scalar)')
+  if value is None:
+    raise RowError(STAGE_MANIFEST, 'missing_feature',
+                   f'column {column!r} is empty (null); [] holds no values')
   if isinstance(value, list):
     items = value
     if len(shape) == 2 and all(isinstance(item, list) for item in items):

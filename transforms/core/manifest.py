@@ -11,6 +11,7 @@ import posixpath
 from typing import Optional
 
 from transforms.core import paths
+from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
@@ -303,7 +304,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   path = resolve_path(image, config.base_dir)
   image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
-  extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
+  extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name, ABSENT), f.kind, f.name,
                                               config.fmt, f.shape))
                  for f in config.extra_features)
   split = config.split.assign(key, text_of(fields, config.column('split')))

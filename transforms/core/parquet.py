@@ -18,6 +18,7 @@ from typing import NamedTuple
 from typing import Optional
 
 from transforms.core import manifest
+from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import normalize_label
 from transforms.core.redact import shown_url
@@ -228,7 +229,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     fallback = manifest.resolve_path(hf_path, config.base_dir) if hf_path else ''
     ref = ParquetCell(file.path, row_group, index, bytes_column(config, layout), row, fallback)
     path = file.path  # what fingerprints the row (with its row number)
-  extras = tuple((f.name, f.kind, parse_extra(cells.get(f.name), f.kind, f.name, 'jsonl',
+  extras = tuple((f.name, f.kind, parse_extra(cells.get(f.name, ABSENT), f.kind, f.name, 'jsonl',
                                               f.shape))
                  for f in config.extra_features)
   stated_split = manifest.text_of(cells, config.column('split'))

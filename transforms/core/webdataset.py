@@ -23,6 +23,7 @@ from typing import NamedTuple
 from typing import Optional
 
 from transforms.core import manifest
+from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import normalize_label
 from transforms.core.rejects import STAGE_LABEL
@@ -227,7 +228,7 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   stated_key = manifest.text_of(meta, config.column('key')) if 'key' in dict(
       config.columns) else None
   row_key = stated_key or f'{tar_name}/{key}'
-  extras = tuple((f.name, f.kind, parse_extra(meta.get(f.name), f.kind, f.name, 'jsonl',
+  extras = tuple((f.name, f.kind, parse_extra(meta.get(f.name, ABSENT), f.kind, f.name, 'jsonl',
                                               f.shape))
                  for f in config.extra_features)
   split_value = manifest.text_of(meta, config.column('split')) if 'split' in dict(
