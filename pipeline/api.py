@@ -47,6 +47,11 @@ from pipeline.runs import run_temp
 from transforms import filesystem
 from transforms.core.spec import REJECTED_FILE
 
+# The public names (docs/api.md); the module's other functions are its own
+# helpers (tests call some).
+__all__ = ('ConvertResult', 'ErrorBudgetExceeded', 'UsageError', 'ValidationReport', 'convert',
+           'validate')
+
 # What rows= is called where a manifest's path would be: the source of its
 # rejected rows (their line: the row's position, from 1) and the manifest
 # dataset_info.json records.

@@ -31,6 +31,17 @@ from tests.conftest import write_image
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def test_the_public_names_are_those_docs_api_md_documents():
+  assert sorted(api.__all__) == ['ConvertResult', 'ErrorBudgetExceeded', 'UsageError',
+                                 'ValidationReport', 'convert', 'validate']
+  page = (pathlib.Path(__file__).parent.parent / 'docs' / 'api.md').read_text()
+  assert [name for name in api.__all__ if f'`{name}`' not in page and
+          f'`api.{name}' not in page] == []
+  namespace = {}
+  exec('from pipeline.api import *', namespace)
+  assert sorted(n for n in namespace if n != '__builtins__') == sorted(api.__all__)
+
+
 def _rows(sample) -> list:
   """The sample's manifest as dicts, image paths relative to sample.root."""
   return [{'image': image, 'label': label} for image, label in sample.labels.items()]
