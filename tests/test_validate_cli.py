@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.conftest import read_info
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records
 
 # One worker converts each shared dataset (make test: --dist loadgroup).
@@ -122,6 +124,19 @@ def test_truncated_shard(converted):
   shard.write_bytes(shard.read_bytes()[:-10])
   report = assert_finding(converted, 'truncated_shard', shard.name)
   assert 'count_mismatch' in report['problems_by_kind']
+
+
+def test_a_huge_declared_length_is_a_truncated_shard_finding(converted):
+  """A record header declaring 2^40 bytes (its length CRC valid), 64 behind
+  it: was a MemoryError traceback from ReadShardFn, exit 1 without a report."""
+  shard = first_shard(converted)
+  header = struct.pack('<Q', 1 << 40)
+  shard.write_bytes(shard.read_bytes() + header + struct.pack('<I', masked_crc(header))
+                    + b'\0' * 64)
+  report = assert_finding(converted, 'truncated_shard', shard.name)
+  assert [(p['record'], p['detail']) for p in report['problems']
+          if p['kind'] == 'truncated_shard'] == [
+      (9, f'file ends inside record 9 (64 of its {1 << 40} data bytes)')]
 
 
 def test_deleted_shard(converted):
