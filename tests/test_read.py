@@ -170,6 +170,19 @@ def test_examples_of_a_shard_declaring_a_huge_record_raise_a_shard_error(dataset
       'truncated_shard', f'file ends inside record 12 (0 of its {1 << 40} data bytes)')
 
 
+def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(datasets, tmp_path):
+  from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+  out = pathlib.Path(shutil.copytree(datasets['seed'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  shard.unlink()
+  with fifo_writer_that_unblocks_readers(shard) as unblocked:
+    with pytest.raises(ShardError) as error:
+      list(read.examples(str(out)))
+  assert (error.value.kind, error.value.detail) == (
+      'missing_shard', f'{shard} is a FIFO (named pipe), not a regular file: not read')
+  assert not unblocked
+
+
 def test_examples_import_neither_tensorflow_nor_beam(datasets):
   script = ('import sys, json\nfrom pipeline import read\n'
             'n = sum(1 for _ in read.examples(sys.argv[1]))\n'

@@ -18,6 +18,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
@@ -137,6 +138,24 @@ def test_a_huge_declared_length_is_a_truncated_shard_finding(converted):
   assert [(p['record'], p['detail']) for p in report['problems']
           if p['kind'] == 'truncated_shard'] == [
       (9, f'file ends inside record 9 (64 of its {1 << 40} data bytes)')]
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'device'])
+def test_a_shard_that_is_no_regular_file_is_reported_unread(converted, kind):
+  """A FIFO named as a shard hung validate (waiting for a writer); a symlink
+  to a device (/dev/null here) was read as bytes: each is a missing_shard
+  finding, the file never opened."""
+  shard = first_shard(converted)
+  shard.unlink()
+  if kind == 'device':
+    shard.symlink_to('/dev/null')
+  with fifo_writer_that_unblocks_readers(shard if kind == 'fifo'
+                                         else converted.parent / 'unused.fifo') as unblocked:
+    report = assert_finding(converted, 'missing_shard', shard.name)
+  named = 'FIFO (named pipe)' if kind == 'fifo' else 'character device'
+  assert [p['detail'] for p in report['problems'] if p['kind'] == 'missing_shard'] == [
+      f'listed in dataset_info.json, but on disk a {named}, not a regular file: not read']
+  assert not unblocked
 
 
 def test_deleted_shard(converted):
