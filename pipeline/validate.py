@@ -46,6 +46,7 @@ from transforms.check_shards import CheckShards
 from transforms.check_shards import WriteReportFn
 from transforms.check_shards import build_report
 from transforms.core import dataset_checks
+from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
@@ -69,6 +70,14 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
   problems = [validation.Problem('missing_shard', shard, -1,
                                  'listed in dataset_info.json but not on disk')
               for _, shard in listed if shard not in present]
+  if not paths.is_remote(input_dir):  # a FIFO would hang its reader, a device never end
+    kinds = {shard: file_kinds.not_regular(os.path.join(input_dir, shard))
+             for shard in listed_names & present}
+    problems += [validation.Problem('missing_shard', shard, -1,
+                                    f'listed in dataset_info.json, but on disk a {kind}, '
+                                    f'not a regular file: not read')
+                 for shard, kind in sorted(kinds.items()) if kind]
+    present -= {shard for shard, kind in kinds.items() if kind}
   problems += [validation.Problem('extra_shard', name, -1,
                                   'a shard file on disk that dataset_info.json does not list')
                for name in sorted(present - listed_names)

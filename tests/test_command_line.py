@@ -3,6 +3,7 @@ class, did-you-mean, runners that cannot run this pipeline, and bugs versus usag
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
 import subprocess
@@ -19,11 +20,15 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
+from pipeline.configuration import config_file
 from pipeline.configuration import configs
 from pipeline.configuration import flags
+from pipeline.configuration import preflight
 from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+from transforms import filesystem
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
 
@@ -332,7 +337,7 @@ def test_a_bug_while_reading_the_label_map_is_a_crash(sample, capsys, monkeypatc
     (b'red\n\nblue\n', 'blank line'),
     (b'red\nred\n', 'repeats'),
     (b'\xff\xfe\x00bad', "codec can't decode"),
-    (None, 'cannot be read: '),
+    (None, 'does not exist or is not a file'),
 ])
 def test_label_map_input_problems_stay_usage_errors(sample, capsys, content, message):
   path = sample.root / 'classes.txt'
@@ -341,6 +346,45 @@ def test_label_map_input_problems_stay_usage_errors(sample, capsys, content, mes
   assert convert.main(convert_argv(sample, '--label_map', str(path))) == EXIT_USAGE
   err = one_error_line(capsys)
   assert err.startswith(f'error: --label_map {path}') and message in err, err
+
+
+@pytest.mark.parametrize('flag', ['--label_map', '--config'])
+@pytest.mark.parametrize('kind', ['device', 'fifo', 'folder'])
+def test_a_flag_file_that_is_not_a_regular_file_is_refused_unread(sample, tmp_path, capsys,
+                                                                   flag, kind):
+  """--label_map or --config naming a device (/dev/zero was read whole: a
+  MemoryError at 4.3 GB; /dev/null here, which a regression cannot fill the
+  memory with), a FIFO (waited on forever) or a folder: the check --manifest
+  has, exit 2 in one line, and nothing opened (the FIFO's writer is never
+  needed)."""
+  path = {'device': pathlib.Path('/dev/null'), 'fifo': tmp_path / 'named.txt',
+          'folder': tmp_path}[kind]
+  with fifo_writer_that_unblocks_readers(tmp_path / 'named.txt') as unblocked:
+    assert convert.main(convert_argv(sample, flag, str(path))) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: {flag} {path} does not exist or is not a file'
+  assert not unblocked
+
+
+@pytest.mark.parametrize('flag,limit', [('--label_map', preflight.MAX_LABEL_MAP_BYTES),
+                                        ('--config', config_file.MAX_CONFIG_BYTES)])
+def test_a_flag_file_over_its_size_cap_is_refused_after_reading_the_cap(
+    sample, tmp_path, capsys, monkeypatch, flag, limit):
+  path = tmp_path / 'huge.txt'
+  path.write_bytes(b'a\n' * (limit // 2 + 1))
+  reads = []
+  real = filesystem.FileAccess.open_checked
+
+  @contextlib.contextmanager
+  def counted(self, name):
+    with real(self, name) as stream:
+      original = stream.read
+      stream.read = lambda size=-1: reads.append(size) or original(size)
+      yield stream
+  monkeypatch.setattr(filesystem.FileAccess, 'open_checked', counted)
+  assert convert.main(convert_argv(sample, flag, str(path))) == EXIT_USAGE
+  assert one_error_line(capsys) == (f'error: {flag} {path} holds more than {limit} bytes, '
+                                    f'more than any {flag} file needs')
+  assert reads == [limit + 1]
 
 
 def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):

@@ -147,7 +147,7 @@ def test_the_recorded_config_file_is_absolute_or_the_url(tmp_path, monkeypatch):
     ('c.yaml', '- height\n- 8\n', 'must hold a mapping of option names to values, not a '
      'list'),
     ('c.yaml', '# nothing yet\n', 'is empty'),
-    ('c.yaml', None, 'cannot be read: '),
+    ('c.yaml', None, 'does not exist or is not a file'),
     # a key twice is an error, never "last wins"; nested mappings too
     ('c.yaml', 'height: 3\nwidth: 4\nheight: 5\n',
      "c.yaml: key 'height' is given twice (lines 1 and 3)"),

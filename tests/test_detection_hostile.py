@@ -25,6 +25,7 @@ from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from tests.test_training import shard_records
 from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
@@ -611,3 +612,31 @@ def test_a_voc_mask_png_of_another_size_rejects_its_row(demo, tmp_path):
                                  "its annotation's image 600x400")]
   assert read_info(out)['num_examples'] == 1
   assert run_validate(out)[0] == EXIT_OK
+
+
+# --- annotation files that are not regular files: refused, never opened
+
+
+@pytest.mark.parametrize('fmt', ['coco', 'voc', 'yolo'])
+def test_an_annotation_file_that_is_a_fifo_exits_2_unread(demo, tmp_path, capsys, fmt):
+  """A FIFO where the launcher reads an annotation file (COCO's JSON, a VOC
+  XML, YOLO's classes.txt) waited for a writer forever: exit 2, one line."""
+  if fmt == 'coco':
+    given = fifo = tmp_path / 'instances.json'
+    head = f'error: --annotations {fifo}'
+  elif fmt == 'voc':
+    given = tmp_path / 'Annotations'
+    given.mkdir()
+    fifo = given / 'a.xml'
+    head = f'error: --annotations {given}: the file {fifo}'
+  else:
+    given = _yolo_tree(tmp_path / 'set', demo)
+    fifo = given / 'classes.txt'
+    head = f'error: --annotations {given}: the file {fifo}'
+  with fifo_writer_that_unblocks_readers(fifo) as unblocked:
+    code = convert.main(['--annotations', str(given), '--annotation_format', fmt,
+                         '--image_dir', str(demo / 'images'),
+                         '--output_dir', str(tmp_path / 'out')])
+  assert code == EXIT_USAGE
+  assert _one_line(capsys) == f'{head} does not exist or is not a file'
+  assert not unblocked and not (tmp_path / 'out').exists()

@@ -303,18 +303,19 @@ def _reader_waits(fifo: pathlib.Path) -> Optional[int]:
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
-def test_validate_interrupted_mid_check(signum, dataset, temp, tmp_path):
-  """A shard that is a FIFO holds validate mid-check: the signal there ends
-  it with its one line, no report written, no temp folder left."""
+def test_validate_interrupted_mid_check(signum, dataset, temp, tmp_path, monkeypatch):
+  """A record check waiting on a FIFO holds validate mid-check: the signal
+  there ends it with its one line, no report written, no temp folder left.
+  (A shard that is a FIFO is reported unread now: it cannot hold it.)"""
   out = tmp_path / 'out'
   out.mkdir()
   for path in dataset.iterdir():
     (out / path.name).write_bytes(path.read_bytes())
-  shard = out / read_info(out)['splits']['train']['shards'][0]
-  shard.unlink()
+  shard = tmp_path / 'wait.fifo'  # the FIFO the check waits on
   os.mkfifo(shard)
+  monkeypatch.setenv('I2T_WAIT_FIFO', str(shard))
   before = sorted(os.listdir(out))
-  run = start(['--input_dir', out], temp, module='pipeline.validate')
+  run = start(['--input_dir', out], temp, module='tests.validate_waiting_check')
   writer = []
 
   def reading() -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import pathlib
 import pickle
+import shutil
+import struct
 import subprocess
 import sys
 
@@ -16,6 +18,8 @@ from pipeline import convert
 from pipeline import read
 from tests.conftest import read_info
 from transforms.core.dataset_info import InfoError
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import masked_crc
 
 # One worker builds the datasets fixture (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('read')
@@ -151,6 +155,32 @@ def test_unknown_split_and_missing_dataset_are_info_errors(datasets, tmp_path):
     next(read.examples(str(datasets['raw']), 'validation'))
   with pytest.raises(InfoError, match='missing or unreadable'):
     next(read.examples(str(tmp_path / 'nothing')))
+
+
+def test_examples_of_a_shard_declaring_a_huge_record_raise_a_shard_error(datasets, tmp_path):
+  """read.examples on a record header declaring 2^40 bytes: the ShardError
+  validate reports (truncated_shard), not a MemoryError."""
+  out = pathlib.Path(shutil.copytree(datasets['seed'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  header = struct.pack('<Q', 1 << 40)
+  shard.write_bytes(shard.read_bytes() + header + struct.pack('<I', masked_crc(header)))
+  with pytest.raises(ShardError) as error:
+    list(read.examples(str(out)))
+  assert (error.value.kind, error.value.detail) == (
+      'truncated_shard', f'file ends inside record 12 (0 of its {1 << 40} data bytes)')
+
+
+def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(datasets, tmp_path):
+  from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+  out = pathlib.Path(shutil.copytree(datasets['seed'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  shard.unlink()
+  with fifo_writer_that_unblocks_readers(shard) as unblocked:
+    with pytest.raises(ShardError) as error:
+      list(read.examples(str(out)))
+  assert (error.value.kind, error.value.detail) == (
+      'missing_shard', f'{shard} is a FIFO (named pipe), not a regular file: not read')
+  assert not unblocked
 
 
 def test_examples_import_neither_tensorflow_nor_beam(datasets):

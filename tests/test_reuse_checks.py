@@ -20,6 +20,7 @@ from pipeline.errors import EXIT_USAGE
 from pipeline.runs.previous import write_latest
 from tests.conftest import noise_png
 from tests.conftest import read_info
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms.core import reuse
 
 pytestmark = pytest.mark.xdist_group('reuse_checks')
@@ -184,6 +185,28 @@ def test_a_damaged_sidecar_line_is_a_fallback_never_a_crash(night1, tmp_path, pa
   reuse_info = read_info(out)['reuse']
   assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (reused, fallback)
   _same_shards(out, full)
+
+
+@pytest.mark.parametrize('name', [SHARDS[0], SIDECAR, 'dataset_info.json'])
+def test_a_previous_shard_or_sidecar_that_is_a_fifo_exits_2_never_hangs(night1, tmp_path,
+                                                                         capsys, name):
+  """The previous dataset's shard, sidecar or dataset_info.json replaced by
+  a FIFO: refused on the launcher (exit 2, one line), the FIFO unopened. A
+  sidecar FIFO hung the reuse step; a shard's is caught by the size check."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  declared = read_info(previous)['splits']['train']['num_bytes']
+  held = declared - (previous / name).stat().st_size
+  (previous / name).unlink()
+  out = tmp_path / 'out'
+  with fifo_writer_that_unblocks_readers(previous / name) as unblocked:
+    assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_USAGE
+  assert not unblocked
+  shard_sizes = (f'the train shards hold {held} bytes, dataset_info.json says {declared}: '
+                 f'they changed after it was written')
+  assert capsys.readouterr().err.strip() == f'error: --previous_dataset {previous}: ' + (
+      shard_sizes if name == SHARDS[0] else
+      f'{previous / name} does not exist or is not a file')
 
 
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):

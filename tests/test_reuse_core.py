@@ -289,6 +289,23 @@ def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_pat
 
 
 @pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
+def test_a_previous_shard_that_is_a_fifo_is_a_shard_error_unopened(tmp_path, compressed):
+  """os.open or gzip.open of a FIFO waited for a writer: the run hung."""
+  from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+  records = [_example('k0')]
+  path = _shard_file(tmp_path, records, compressed)
+  os.unlink(path)
+  reader = reuse.ShardReader('image/key')
+  with fifo_writer_that_unblocks_readers(path) as unblocked:
+    with pytest.raises(ShardError) as error:
+      reader.copy(*_in(path, records, 0, compressed))
+  assert (error.value.kind, error.value.detail) == (
+      'unreadable_shard', f'{path} is a FIFO (named pipe), not a regular file: not read')
+  assert not unblocked
+  reader.close()
+
+
+@pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
 def test_a_copy_keeps_the_framed_record_as_read_for_the_writer(tmp_path, compressed):
   records = [_example('k0'), _example('k1', b'second!')]
   path = _shard_file(tmp_path, records, compressed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import struct
 import sys
 import time
 
@@ -193,6 +194,66 @@ def test_a_shard_cut_inside_a_record_says_which_bytes_it_lacks(cut, reason):
   *good, (index, last) = read_records_skipping(io.BytesIO(data[:-cut]))
   assert good == [(0, b'one')]
   assert (index, last.kind, last.detail) == (1, 'truncated_shard', reason)
+
+
+class _ReadSizes(io.BytesIO):
+  """A shard in memory that records the size of every read asked of it."""
+
+  def __init__(self, data: bytes, seekable: bool = True):
+    super().__init__(data)
+    self.sizes, self._seekable = [], seekable
+
+  def read(self, size=-1):
+    self.sizes.append(size)
+    return super().read(size)
+
+  def seekable(self):
+    return self._seekable
+
+
+def _huge_length_header(length: int) -> bytes:
+  from transforms.core.tfrecord import masked_crc
+  header = struct.pack('<Q', length)
+  return header + struct.pack('<I', masked_crc(header))
+
+
+@pytest.mark.parametrize('length', [1 << 40, (1 << 64) - 1])
+def test_a_huge_declared_length_is_a_truncated_shard_without_asking_for_it(length):
+  """A length with a valid CRC and no data behind it (2^40 was a MemoryError
+  traceback in validate): truncated_shard, as a 3 GB one already was, and no
+  read asks for more than READ_CHUNK bytes."""
+  from transforms.core.tfrecord import READ_CHUNK
+  from transforms.core.tfrecord import read_records_skipping
+  data = frame(b'one') + _huge_length_header(length) + b'\0' * 64
+  reason = f'file ends inside record 1 (64 of its {length} data bytes)'
+  stream = _ReadSizes(data)
+  with pytest.raises(ShardError) as error:
+    list(read_records(stream))
+  assert (error.value.kind, error.value.index, error.value.detail) == (
+      'truncated_shard', 1, reason)
+  assert max(stream.sizes) <= READ_CHUNK
+  stream = _ReadSizes(data)
+  *good, (index, last) = read_records_skipping(stream)
+  assert good == [(0, b'one')] and (index, last.kind, last.detail) == (
+      1, 'truncated_shard', reason)
+  assert max(stream.sizes) <= READ_CHUNK
+
+
+def test_record_spans_of_a_stream_that_cannot_seek_skip_in_chunks():
+  from transforms.core.tfrecord import READ_CHUNK
+  from transforms.core.tfrecord import record_spans
+  stream = _ReadSizes(frame(b'one') + _huge_length_header(1 << 40) + b'\0' * 64,
+                      seekable=False)
+  assert list(record_spans(stream)) == [(0, 19), (19, (1 << 40) + 16)]
+  assert max(stream.sizes) <= READ_CHUNK
+
+
+def test_a_record_longer_than_a_chunk_is_read_whole():
+  from transforms.core.tfrecord import READ_CHUNK
+  data = bytes(range(256)) * (READ_CHUNK // 256 * 2 + 3)
+  stream = _ReadSizes(frame(b'one') + frame(data))
+  assert [r for _, r in read_records(stream)] == [b'one', data]
+  assert max(stream.sizes) <= READ_CHUNK
 
 
 @pytest.mark.parametrize('threads', [1, 3])

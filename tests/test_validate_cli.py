@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 
 import pytest
 
@@ -18,9 +19,11 @@ from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records
 
 # One worker converts each shared dataset (make test: --dist loadgroup).
@@ -123,6 +126,37 @@ def test_truncated_shard(converted):
   shard.write_bytes(shard.read_bytes()[:-10])
   report = assert_finding(converted, 'truncated_shard', shard.name)
   assert 'count_mismatch' in report['problems_by_kind']
+
+
+def test_a_huge_declared_length_is_a_truncated_shard_finding(converted):
+  """A record header declaring 2^40 bytes (its length CRC valid), 64 behind
+  it: was a MemoryError traceback from ReadShardFn, exit 1 without a report."""
+  shard = first_shard(converted)
+  header = struct.pack('<Q', 1 << 40)
+  shard.write_bytes(shard.read_bytes() + header + struct.pack('<I', masked_crc(header))
+                    + b'\0' * 64)
+  report = assert_finding(converted, 'truncated_shard', shard.name)
+  assert [(p['record'], p['detail']) for p in report['problems']
+          if p['kind'] == 'truncated_shard'] == [
+      (9, f'file ends inside record 9 (64 of its {1 << 40} data bytes)')]
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'device'])
+def test_a_shard_that_is_no_regular_file_is_reported_unread(converted, kind):
+  """A FIFO named as a shard hung validate (waiting for a writer); a symlink
+  to a device (/dev/null here) was read as bytes: each is a missing_shard
+  finding, the file never opened."""
+  shard = first_shard(converted)
+  shard.unlink()
+  if kind == 'device':
+    shard.symlink_to('/dev/null')
+  with fifo_writer_that_unblocks_readers(shard if kind == 'fifo'
+                                         else converted.parent / 'unused.fifo') as unblocked:
+    report = assert_finding(converted, 'missing_shard', shard.name)
+  named = 'FIFO (named pipe)' if kind == 'fifo' else 'character device'
+  assert [p['detail'] for p in report['problems'] if p['kind'] == 'missing_shard'] == [
+      f'listed in dataset_info.json, but on disk a {named}, not a regular file: not read']
+  assert not unblocked
 
 
 def test_deleted_shard(converted):

@@ -30,7 +30,9 @@ from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
 from transforms.beam_util import in_global_window
+from transforms.core import file_kinds
 from transforms.core import fingerprints
+from transforms.core import paths
 from transforms.core import reuse
 from transforms.core import splits
 from transforms.core.example import BuiltExample
@@ -295,6 +297,12 @@ class CopyShardFn(beam.DoFn):
   def _read(self, path: str, reusables: list):
     """(Reusable, data or ShardError) of each, in ordinal order."""
     done = set()
+    kind = None if paths.is_remote(path) else file_kinds.not_regular(path)
+    if kind:  # opening a FIFO waits for a writer: the run hung
+      for reusable in reusables:
+        yield reusable, ShardError(0, 'unreadable_shard',
+                                   f'{path} is a {kind}, not a regular file: not read')
+      return
     try:
       with self._files.open_checked(path) as stream:
         for reusable, data in self._records(stream, reusables):

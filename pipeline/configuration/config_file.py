@@ -16,12 +16,16 @@ CONFIG_FLAG = '--config'
 # option's value is at most a mapping of lists (--beam_services, --labels).
 MAX_CONFIG_DEPTH = plain_yaml.MAX_DEPTH
 _TOO_DEEP = plain_yaml.TOO_DEEP
+# The most bytes a --config file may hold: it names options, one a line; a
+# real one is a few KB (its longest values are lists of --beam_services or
+# --labels). Read whole and parsed on the launcher, a larger file is no config.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_config(path: str) -> dict:
   """--config FILE -> its mapping of option names to values; UsageError if it
   cannot be read, does not parse, or holds no mapping."""
-  data = _load(read_flag_text(CONFIG_FLAG, path), path)
+  data = _load(read_flag_text(CONFIG_FLAG, path, MAX_CONFIG_BYTES), path)
   if data is None:
     raise UsageError(f'--config {path} is empty: expected one "name: value" per option')
   if not isinstance(data, dict):

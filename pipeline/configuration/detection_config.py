@@ -8,6 +8,7 @@ import dataclasses
 import os
 
 from pipeline.configuration import configs as opts
+from pipeline.configuration.manifest_files import require_file
 from pipeline.configuration.output_flags import output_options
 from pipeline.errors import UsageError
 from transforms import filesystem
@@ -64,6 +65,7 @@ def _coco(args, options: DetectionOptions) -> DetectionConfig:
   files = filesystem.FileAccess()
   if not files.exists(args.annotations):
     raise UsageError(f'--annotations {args.annotations}: no such file')
+  require_file('--annotations', args.annotations)  # a FIFO or device: never opened
   try:
     with files.open(args.annotations) as stream:
       summary = coco.scan(stream, args.annotations)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import posixpath
 
+from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects
@@ -38,12 +39,14 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
   for split in voc.SPLIT_FILES:
     listing = filesystem.join(base, f'ImageSets/Main/{split}.txt')
     if files.exists(listing):
+      _require_file(args.annotations, listing)
       listings[split] = listing
       lists[split] = [line.split()[0] for line in files.read_text(listing).splitlines()
                       if line.strip()]
   split_of = voc.split_of(lists)
   images, listed = [], []
   for path in paths:
+    _require_file(args.annotations, path)
     try:
       parsed = voc.parse_xml(files.read_bytes(path), path)
     except voc.VocFormatError as error:
@@ -67,6 +70,12 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
                          else '')
 
 
+def _require_file(given: str, path: str) -> None:
+  """A file of the --annotations dataset the launcher reads: a regular file
+  (a FIFO or a device would hang it or fill its memory)."""
+  require_file(f'--annotations {given}: the file', path)
+
+
 def _label_names(categories: dict, source: str) -> tuple:
   try:
     return objects.label_names(categories, source)
@@ -74,7 +83,8 @@ def _label_names(categories: dict, source: str) -> tuple:
     raise UsageError(str(error))
 
 
-def _yolo_names(path: str, files: filesystem.FileAccess) -> dict:
+def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
+  _require_file(given, path)
   try:
     text = yolo.decode_text(files.read_bytes(path), path)
     if path.endswith(('.yaml', '.yml')):
@@ -96,7 +106,7 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   if names_file is None or not files.exists(names_file):
     raise UsageError(f'--annotations {args.annotations}: no data.yaml or classes.txt '
                      f'names the classes')
-  names = _label_names(_yolo_names(names_file, files), names_file)
+  names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
   found = [s for s in YOLO_SPLITS if _files_in(files, filesystem.join(images_root, s),

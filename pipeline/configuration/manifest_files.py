@@ -1,5 +1,7 @@
 """The files of a --manifest: the file itself, or each file a pattern
-matches, listed on the launcher (preflight.py, preflight_tars.py)."""
+matches, listed on the launcher (preflight.py, preflight_tars.py); and the
+check every file a flag names passes before the launcher reads it
+(require_file)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,7 @@ def manifest_files(path: str) -> tuple:
   filesystem. Lists, reads nothing."""
   try:
     if not is_pattern(path):
-      if not paths.is_remote(path) and not os.path.isfile(path):
-        raise UsageError(f'manifest {path} does not exist or is not a file')
+      require_file('manifest', path)
       return ((path, filesystem.FileAccess().size(path)),)
     files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
                   if paths.is_remote(p) or os.path.isfile(p))
@@ -26,6 +27,17 @@ def manifest_files(path: str) -> tuple:
   if not files:
     raise UsageError(f'manifest {path} matches no file')
   return files
+
+
+def require_file(named: str, path: str) -> None:
+  """UsageError unless the local `path` is a regular file (or a symlink to
+  one): a folder, a device (/dev/zero: reading it never ends), a FIFO
+  (reading it waits for a writer) or a socket is refused before any byte is
+  read. named: what the message calls the file ('manifest', '--label_map').
+  A remote path is an object, never one of those: its read says if it is
+  missing."""
+  if not paths.is_remote(path) and not os.path.isfile(path):
+    raise UsageError(f'{named} {path} does not exist or is not a file')
 
 
 def is_pattern(path: str) -> bool:

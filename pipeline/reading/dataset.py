@@ -26,11 +26,13 @@ import contextlib
 import gzip
 from typing import Optional
 
+from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
+from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records
 
 # Records parsed per vectorised tf.io.parse_example call (then unbatched).
@@ -50,6 +52,9 @@ def open_binary(path: str):
     with filesystem.FileAccess().open_checked(path) as stream:
       yield stream
     return
+  kind = file_kinds.not_regular(path)
+  if kind:  # a FIFO would wait for a writer, a device never end
+    raise ShardError(0, 'missing_shard', f'{path} is a {kind}, not a regular file: not read')
   opener = gzip.open if path.endswith('.gz') else open
   with opener(path, 'rb') as stream:
     yield stream

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import Optional
 
+from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import paths
@@ -92,6 +93,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
   if not files.exists(info_path):
     raise UsageError(f'--previous_dataset {named} has no {DATASET_INFO}: not a complete '
                      f'dataset (half-written, or not written by convert)')
+  require_file(f'--previous_dataset {named}:', info_path)  # a FIFO: never opened
   try:
     info = parse_info(files.read_text(info_path), info_path)
   except InfoError as error:
@@ -120,6 +122,7 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
     if version is None or not files.exists(sidecar):
       raise UsageError(f'--previous_dataset {named} has no {sidecar}: a dataset written '
                        f'without sidecars cannot be reused (convert it once in full)')
+    require_file(f'--previous_dataset {named}:', sidecar)  # a FIFO hung the reuse step
     shards = tuple(filesystem.join(path, name) for name in entry['shards'])
     sizes = files.sizes(list(shards))
     absent = [shard for shard in shards if shard not in sizes]

@@ -26,6 +26,7 @@ from typing import NamedTuple
 from typing import Optional
 import zlib
 
+from transforms.core import file_kinds
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records_skipping
@@ -360,6 +361,7 @@ class ShardReader:
 
   def _opened(self, path: str) -> tuple:
     if path not in self._files:
+      _require_regular(path)
       descriptor = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
       self._files[path] = descriptor, os.fstat(descriptor).st_size
     return self._files[path]
@@ -368,6 +370,7 @@ class ShardReader:
     """(descriptor, bytes inflated) of the local copy of gzip shard `path`,
     inflated up to byte `end` or its end."""
     if path not in self._inflated:
+      _require_regular(path)
       stream = gzip.open(path, 'rb')
       self._inflated[path] = [stream, tempfile.TemporaryFile(), 0]
     entry = self._inflated[path]
@@ -392,6 +395,14 @@ class ShardReader:
         stream.close()
       copy.close()
     self._files, self._inflated = {}, {}
+
+
+def _require_regular(path: str) -> None:
+  """ShardError unless the previous shard `path` is a regular file: opening a
+  FIFO waits for a writer (the run hung), a device never ends."""
+  kind = file_kinds.not_regular(path)
+  if kind:
+    raise ShardError(0, 'unreadable_shard', f'{path} is a {kind}, not a regular file: not read')
 
 
 # What reading a previous shard's record can raise besides a RowError-free bug.

@@ -15,6 +15,7 @@ from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedExample
 from transforms.core.example import LoadedImage
 from transforms.core.example import build_example
+from transforms.core.file_kinds import kind_of
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.rejects import STAGE_READ
@@ -28,9 +29,6 @@ from transforms.workers.source_refs import is_ref
 from transforms.workers.source_refs import read_ref
 
 DEFAULT_SPEC = ImageSpec()
-# Bytes read at a time once a file turns out longer than its reported size.
-_FILE_KINDS = ((stat.S_ISFIFO, 'FIFO (named pipe)'), (stat.S_ISCHR, 'character device'),
-               (stat.S_ISBLK, 'block device'), (stat.S_ISSOCK, 'socket'))
 
 
 def is_local(path: str) -> bool:
@@ -79,8 +77,7 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
     if stat.S_ISDIR(info.st_mode):
       raise RowError(STAGE_READ, 'is_directory', f'{path} is a directory, not a file')
     if not stat.S_ISREG(info.st_mode):
-      kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), 'special file')
-      raise _not_a_file(path, kind)
+      raise _not_a_file(path, kind_of(info.st_mode))
     os.set_blocking(fd, True)  # a regular file from here on: plain blocking reads
     with open(fd, 'rb', closefd=False) as stream:
       return read_checked(stream, path, info.st_size, spec)

@@ -1,0 +1,24 @@
+"""validate whose record check first waits on the FIFO $I2T_WAIT_FIFO names:
+holds a run mid-check for tests/test_interrupts.py. (A shard that is a FIFO
+held it before; validate now reports such a shard unread.)"""
+
+import functools
+import os
+import sys
+
+from pipeline import validate
+from pipeline.beam_runtime import startup
+from pipeline.runs import exits
+from transforms.core import validation
+
+
+def waiting_check(records: list, expected) -> list:
+  with open(os.environ['I2T_WAIT_FIFO'], 'rb') as fifo:  # waits for a writer, then for bytes
+    fifo.read(1)
+  return validation.check_records(records, expected)
+
+
+if __name__ == '__main__':
+  startup.end()
+  exits.exit_with(functools.partial(validate.main, sys.argv[1:], check_records=waiting_check),
+                  fast=True)
