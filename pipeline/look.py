@@ -25,6 +25,7 @@ from typing import Optional
 from pipeline import errors
 from pipeline.errors import EXIT_OK
 from pipeline.errors import UsageError
+from pipeline.looking import foreign_records
 from pipeline.looking import report
 from pipeline.looking.look_sample import Reservoir
 from pipeline.looking.look_sample import decode_samples
@@ -277,56 +278,6 @@ def inspect_dataset(args) -> list:
       f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
 
 
-def raw_size_problem(image_name: str, data: bytes, args, where: str) -> Optional[str]:
-  """The usage error of raw pixels (neither JPEG nor PNG) that --height,
-  --width and --channels do not describe; None when they do."""
-  if not args.height or not args.width:
-    return (f'{where}: {image_name!r} holds {len(data)} bytes that are neither JPEG nor PNG: '
-            f'give --height, --width and --channels of the raw pixels')
-  expected = args.height * args.width * args.channels
-  if len(data) != expected:
-    return (f'{where}: {image_name!r} has {len(data)} bytes, --height {args.height} --width '
-            f'{args.width} --channels {args.channels} make {expected}')
-  return None
-
-
-def listed_size_problem(features: dict, args, where: str) -> Optional[str]:
-  """A listed record's raw pixels against a size given (--height or --width):
-  raw_size_problem's error, None when it matches, or when no size is given
-  (the listing needs none) or the record holds no raw image feature."""
-  if not args.height and not args.width:
-    return None
-  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
-  if image_name is None or features[image_name][0] != 'bytes_list' or not features[image_name][1]:
-    return None
-  data = features[image_name][1][0]
-  if decoders.sniff_encoding(data) is not None:
-    return None
-  return raw_size_problem(image_name, data, args, where)
-
-
-def foreign_image(features: dict, args, where: str) -> tuple:
-  """(pixels, label or None, class text) of a record of a foreign file."""
-  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
-  if image_name is None or features[image_name][0] != 'bytes_list':
-    raise UsageError(f'{where}: no image feature (tried '
-                       f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
-                       f'name it with --image_feature')
-  data = features[image_name][1][0]
-  encoding = decoders.sniff_encoding(data)
-  if encoding is None:
-    problem = raw_size_problem(image_name, data, args, where)
-    if problem:
-      raise UsageError(problem)
-  image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
-  label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
-  label = None
-  if label_name is not None and features[label_name][0] == 'int64_list':
-    label = features[label_name][1][0]
-  text = features.get('image/class/text', (None, [b'']))[1]
-  return image, label, text[0].decode('utf-8', 'replace') if text else ''
-
-
 def inspect_files(args, show: Callable[[list], None]) -> list:
   """--files: each file's features from its first records, given to show()
   before anything that may fail (a size that does not match the records
@@ -353,7 +304,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
         lines += [f'    {name:24s} {kind:11s} {n} value(s)' +
                   (f', first {length} bytes' if length is not None else '')
                   for name, kind, n, length in records.describe_features(features)]
-        size_problem = size_problem or listed_size_problem(
+        size_problem = size_problem or foreign_records.listed_size_problem(
             features, args, f'{os.path.basename(path)} record {index}')
       if not args.export_dir:
         if index + 1 >= FIRST_RECORDS:
@@ -376,7 +327,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   for path, index, features in sorted(reservoir.items(), key=lambda c: (paths.index(c[0]), c[1])):
     where = f'{os.path.basename(path)} record {index}'
     try:
-      image, label, text = foreign_image(features, args, where)
+      image, label, text = foreign_records.foreign_image(features, args, where)
     except decoders.RecordError as error:
       skipped.append(f'{where}: {error}')
       continue

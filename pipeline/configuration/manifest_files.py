@@ -9,6 +9,7 @@ import os
 
 from pipeline.errors import UsageError
 from transforms import filesystem
+from transforms.core import file_kinds
 from transforms.core import paths
 
 
@@ -30,14 +31,8 @@ def manifest_files(path: str) -> tuple:
 
 
 def require_file(named: str, path: str) -> None:
-  """UsageError unless the local `path` is a regular file (or a symlink to
-  one): a folder, a device (/dev/zero: reading it never ends), a FIFO
-  (reading it waits for a writer) or a socket is refused before any byte is
-  read. named: what the message calls the file ('manifest', '--label_map').
-  A remote path is an object, never one of those: its read says if it is
-  missing."""
-  if not paths.is_remote(path) and not os.path.isfile(path):
-    raise UsageError(f'{named} {path} does not exist or is not a file')
+  """UsageError unless the local `path` is a regular file (file_kinds.require_file)."""
+  file_kinds.require_file(named, path, UsageError)
 
 
 def is_pattern(path: str) -> bool:

@@ -11,9 +11,9 @@ import sys
 import tempfile
 from typing import Optional
 
-from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
+from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
@@ -93,7 +93,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
   if not files.exists(info_path):
     raise UsageError(f'--previous_dataset {named} has no {DATASET_INFO}: not a complete '
                      f'dataset (half-written, or not written by convert)')
-  require_file(f'--previous_dataset {named}:', info_path)  # a FIFO: never opened
+  file_kinds.require_file(f'--previous_dataset {named}:', info_path, UsageError)  # a FIFO: never opened
   try:
     info = parse_info(files.read_text(info_path), info_path)
   except InfoError as error:
@@ -122,7 +122,7 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
     if version is None or not files.exists(sidecar):
       raise UsageError(f'--previous_dataset {named} has no {sidecar}: a dataset written '
                        f'without sidecars cannot be reused (convert it once in full)')
-    require_file(f'--previous_dataset {named}:', sidecar)  # a FIFO hung the reuse step
+    file_kinds.require_file(f'--previous_dataset {named}:', sidecar, UsageError)  # a FIFO hung the reuse step
     shards = tuple(filesystem.join(path, name) for name in entry['shards'])
     sizes = files.sizes(list(shards))
     absent = [shard for shard in shards if shard not in sizes]

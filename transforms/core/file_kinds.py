@@ -4,9 +4,12 @@ such as /dev/zero never ends. Plain functions, no Beam."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import os
 import stat
 from typing import Optional
+
+from transforms.core import paths
 
 _KINDS = ((stat.S_ISDIR, 'folder'), (stat.S_ISFIFO, 'FIFO (named pipe)'),
           (stat.S_ISCHR, 'character device'), (stat.S_ISBLK, 'block device'),
@@ -28,3 +31,23 @@ def not_regular(path: str) -> Optional[str]:
   except FileNotFoundError:
     return None
   return None if stat.S_ISREG(mode) else kind_of(mode)
+
+
+def require_regular(path: str, error: Callable[..., Exception], *args) -> None:
+  """Raises error(*args, why) unless the local `path` is a regular file (or
+  missing: its opening says so): opening a FIFO waits for a writer (a run
+  hung on a previous shard that was one), a device never ends."""
+  kind = not_regular(path)
+  if kind:
+    raise error(*args, f'{path} is a {kind}, not a regular file: not read')
+
+
+def require_file(named: str, path: str, error: Callable[[str], Exception]) -> None:
+  """Raises error(why) unless the local `path` is a regular file (or a symlink
+  to one): a folder, a device (/dev/zero: reading it never ends), a FIFO
+  (reading it waits for a writer) or a socket is refused before any byte is
+  read. named: what the message calls the file ('manifest', '--label_map').
+  A remote path is an object, never one of those: its read says if it is
+  missing."""
+  if not paths.is_remote(path) and not os.path.isfile(path):
+    raise error(f'{named} {path} does not exist or is not a file')

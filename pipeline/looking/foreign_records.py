@@ -1,0 +1,61 @@
+"""Records of TFRecord files convert did not write (inspect --files): what
+their raw pixels must match, and their image, label and class text as
+guessed from their features."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pipeline.errors import UsageError
+from transforms.core import decoders
+from transforms.core import records
+
+
+def raw_size_problem(image_name: str, data: bytes, args, where: str) -> Optional[str]:
+  """The usage error of raw pixels (neither JPEG nor PNG) that --height,
+  --width and --channels do not describe; None when they do."""
+  if not args.height or not args.width:
+    return (f'{where}: {image_name!r} holds {len(data)} bytes that are neither JPEG nor PNG: '
+            f'give --height, --width and --channels of the raw pixels')
+  expected = args.height * args.width * args.channels
+  if len(data) != expected:
+    return (f'{where}: {image_name!r} has {len(data)} bytes, --height {args.height} --width '
+            f'{args.width} --channels {args.channels} make {expected}')
+  return None
+
+
+def listed_size_problem(features: dict, args, where: str) -> Optional[str]:
+  """A listed record's raw pixels against a size given (--height or --width):
+  raw_size_problem's error, None when it matches, or when no size is given
+  (the listing needs none) or the record holds no raw image feature."""
+  if not args.height and not args.width:
+    return None
+  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
+  if image_name is None or features[image_name][0] != 'bytes_list' or not features[image_name][1]:
+    return None
+  data = features[image_name][1][0]
+  if decoders.sniff_encoding(data) is not None:
+    return None
+  return raw_size_problem(image_name, data, args, where)
+
+
+def foreign_image(features: dict, args, where: str) -> tuple:
+  """(pixels, label or None, class text) of a record of a foreign file."""
+  image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
+  if image_name is None or features[image_name][0] != 'bytes_list':
+    raise UsageError(f'{where}: no image feature (tried '
+                       f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
+                       f'name it with --image_feature')
+  data = features[image_name][1][0]
+  encoding = decoders.sniff_encoding(data)
+  if encoding is None:
+    problem = raw_size_problem(image_name, data, args, where)
+    if problem:
+      raise UsageError(problem)
+  image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
+  label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
+  label = None
+  if label_name is not None and features[label_name][0] == 'int64_list':
+    label = features[label_name][1][0]
+  text = features.get('image/class/text', (None, [b'']))[1]
+  return image, label, text[0].decode('utf-8', 'replace') if text else ''
