@@ -17,6 +17,7 @@ import re
 from typing import NamedTuple
 from typing import Optional
 
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import normalize_label
@@ -207,6 +208,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
   """One row's light cells ({column: Python value}; an HF Image's path under
   image_path_column) -> its ManifestRow; RowError when the row is unusable.
   row: its index in the file; index: in its row group."""
+  line_caps.check_field_lengths(cells, 'row')
   image = config.column('image')
   hf_path = cells.get(image_path_column(config, layout)) if layout.image_kind == IMAGE_STRUCT \
       else None
