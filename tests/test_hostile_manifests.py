@@ -153,3 +153,41 @@ def test_a_parquet_string_cell_over_the_cap_is_field_too_long(tmp_path):
   assert row == {'image': 'x' * MAX_SHOWN_LINE + f'... ({len(LONG)} characters)',
                  'label': 'cat'}
   assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+
+
+@pytest.mark.parametrize('fmt, line', [
+    ('csv', b'a.png\x00,cat'),
+    ('tsv', b'a\x00.png\tcat'),
+    ('txt', b'a.png\x00x cat'),
+    ('jsonl', b'{"image": "a.png\\u0000x", "label": "cat"}'),
+])
+def test_a_nul_in_an_image_path_is_bad_value_at_parse_time(fmt, line):
+  config = manifest.ManifestConfig(path='m.' + fmt, fmt=fmt, header=('image', 'label'))
+  with pytest.raises(RowError) as error:
+    manifest.row_from_fields(manifest.line_fields(line, 2, config), config, 2)
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_value', "column 'image' holds a NUL byte: no file name can")
+
+
+@pytest.mark.parametrize('fmt', ['csv', 'jsonl', 'parquet'])
+def test_a_nul_in_an_image_path_rejects_its_row_not_the_job(tmp_path, fmt):
+  _images(tmp_path)
+  rows = [('a.png', 'cat'), ('a.png\x00', 'cat'), ('b.png\x00x', 'dog'), ('b.png', 'dog')]
+  path = tmp_path / f'm.{fmt}'
+  if fmt == 'parquet':
+    pq.write_table(pa.table({'image': [i for i, _ in rows], 'label': [lb for _, lb in rows]}),
+                   path)
+  elif fmt == 'jsonl':
+    path.write_text(''.join(json.dumps({'image': i, 'label': lb}) + '\n' for i, lb in rows))
+  else:
+    path.write_text('image,label\n' + ''.join(f'{i},{lb}\n' for i, lb in rows))
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  first = {'csv': 2, 'jsonl': 1, 'parquet': 0}[fmt]
+  assert {line - first: (stage, code, reason) for line, (stage, code, reason, _)
+          in rejected.items()} == {
+      n: ('manifest', 'bad_value', "column 'image' holds a NUL byte: no file name can")
+      for n in (1, 2)}
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (4, 2, 2)

@@ -288,6 +288,15 @@ def resolve_path(image: str, base_dir: str) -> str:
   return base_dir + image if base_dir.endswith('/') else f'{base_dir}/{image}'
 
 
+def image_path(image: str, base_dir: str, column: str = 'image') -> str:
+  """An image cell -> the path to read (resolved); RowError manifest/bad_value
+  if no file a run reads has it (paths.image_problem)."""
+  problem = paths.image_problem(image)
+  if problem:
+    raise RowError(STAGE_MANIFEST, 'bad_value', f'column {column!r} {problem}')
+  return resolve_path(image, base_dir)
+
+
 def row_from_fields(fields: dict, config: ManifestConfig, line: int,
                     position: int = 0) -> ManifestRow:
   """Checks and resolves a parsed line; RowError if the row is unusable.
@@ -303,7 +312,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
   image = text_of(fields, config.column('image'))
-  path = resolve_path(image, config.base_dir)
+  path = image_path(image, config.base_dir, config.column('image'))
   image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name), f.kind, f.name,
@@ -323,8 +332,7 @@ def _is_padded(value) -> bool:
 
 
 def line_fields(raw, line: int, config: ManifestConfig) -> dict:
-  """Raw manifest line -> {column: value}; RowError if it does not parse.
-  raw: bytes, or a line_caps.LongLine (rejected unparsed)."""
+  """Raw line (bytes; a line_caps.LongLine is rejected) -> {column: value}, or RowError."""
   if isinstance(raw, line_caps.LongLine):
     raise line_caps.line_too_long(raw)
   try:
@@ -341,9 +349,7 @@ def has_header(fmt: str) -> bool:
 
 
 def iter_lines(stream, fmt: str) -> Iterator[tuple]:
-  """Numbered non-blank data lines of a manifest stream (header skipped):
-  bytes without the line break, or a line_caps.LongLine past MAX_LINE_BYTES
-  (never held whole)."""
+  """Numbered non-blank data lines, header skipped (bytes; line_caps.LongLine if long)."""
   number = 0
   while raw := line_caps.read_line(stream):
     number += 1

@@ -220,14 +220,15 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     shown = manifest.text_of(cells, image)
     if not shown:
       raise RowError(STAGE_MANIFEST, 'empty_image', f'column {image!r} is empty')
-    path = manifest.resolve_path(shown, config.base_dir)
+    path = manifest.image_path(shown, config.base_dir, image)
     shown = shown_url(shown)
     key = stated_key or shown
   else:
     hf_path = (hf_path or '').strip()
     key = stated_key or hf_path or f'{file.name}:{row}'
     shown = hf_path or key
-    fallback = manifest.resolve_path(hf_path, config.base_dir) if hf_path else ''
+    fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
+        config, layout)) if hf_path else ''
     ref = ParquetCell(file.path, row_group, index, bytes_column(config, layout), row, fallback)
     path = file.path  # what fingerprints the row (with its row number)
   extras = tuple((f.name, f.kind, parse_extra(cells.get(f.name), f.kind, f.name, 'jsonl',

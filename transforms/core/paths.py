@@ -4,6 +4,7 @@ which a path is, and the one way to join under it."""
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 
 def is_remote(path: str) -> bool:
@@ -41,3 +42,10 @@ def join(base: str, *parts: str) -> str:
       base = base.rstrip('/') + '/' + part
     return base
   return os.path.join(base, *parts)
+
+
+def image_problem(path: str) -> Optional[str]:
+  """Why an image path names no file a run can read (a NUL byte), or None."""
+  if '\x00' in path:
+    return 'holds a NUL byte: no file name can'
+  return None
