@@ -191,3 +191,58 @@ def test_a_nul_in_an_image_path_rejects_its_row_not_the_job(tmp_path, fmt):
   assert labels == {'a.png': 'cat', 'b.png': 'dog'}
   info = read_info(tmp_path / 'out')
   assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (4, 2, 2)
+
+
+UNSUPPORTED = '(supported: local paths, file:///, gs://, s3://, http(s)://)'
+
+
+@pytest.mark.parametrize('image, path', [
+    ('a.png', 'data/a.png'),
+    ('gs://b/a.png', 'gs://b/a.png'),
+    ('s3://b/a.png', 's3://b/a.png'),
+    ('HTTPS://h/a.png', 'HTTPS://h/a.png'),
+    ('file:///data/my%20photos/a.png', '/data/my photos/a.png'),
+    ('file://localhost/a.png', '/a.png'),
+    ('FILE:///a.png', '/a.png'),
+])
+def test_supported_image_paths_and_file_urls(image, path):
+  assert manifest.image_path(image, 'data') == path
+
+
+@pytest.mark.parametrize('image, reason', [
+    ('ftp://h/a.png', f"column 'image' has an unsupported URL scheme 'ftp' {UNSUPPORTED}"),
+    ('hdfs://h/a.png', f"column 'image' has an unsupported URL scheme 'hdfs' {UNSUPPORTED}"),
+    ('memory://a.png', f"column 'image' has an unsupported URL scheme 'memory' {UNSUPPORTED}"),
+    ('file://nas/a.png', "column 'image' is a file:// URL of the host 'nas': only this "
+                         "machine's files are read (file:///absolute/path)"),
+    ('file:///a%00.png', "column 'image' holds a NUL byte: no file name can"),
+])
+def test_unsupported_image_urls_are_bad_value_with_the_supported_list(image, reason):
+  with pytest.raises(RowError) as error:
+    manifest.image_path(image, 'data')
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_value', reason)
+
+
+def test_unsupported_schemes_reject_their_rows_and_file_urls_convert(tmp_path):
+  _images(tmp_path)
+  (tmp_path / 'my photos').mkdir()
+  write_image(tmp_path / 'my photos' / 'c.png', (0, 255, 0))
+  folder = tmp_path.as_posix()
+  rows = [('a.png', 'cat'), ('ftp://127.0.0.1/x.png', 'cat'), ('hdfs://x/y.png', 'cat'),
+          ('memory://x.png', 'cat'), ('file://nas/x.png', 'cat'),
+          (f'file://{folder}/b.png', 'dog'),
+          (f'file://localhost{folder.replace(" ", "%20")}/my%20photos/c.png', 'bird')]
+  path = tmp_path / 'm.jsonl'
+  path.write_text(''.join(json.dumps({'image': i, 'label': lb}) + '\n' for i, lb in rows))
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  assert {line: (stage, code, reason) for line, (stage, code, reason, _)
+          in rejected.items()} == {
+      2: ('manifest', 'bad_value', f"column 'image' has an unsupported URL scheme 'ftp' {UNSUPPORTED}"),
+      3: ('manifest', 'bad_value', f"column 'image' has an unsupported URL scheme 'hdfs' {UNSUPPORTED}"),
+      4: ('manifest', 'bad_value',
+          f"column 'image' has an unsupported URL scheme 'memory' {UNSUPPORTED}"),
+      5: ('manifest', 'bad_value', "column 'image' is a file:// URL of the host 'nas': only "
+                                   "this machine's files are read (file:///absolute/path)")}
+  assert labels == {'a.png': 'cat', rows[5][0]: 'dog', rows[6][0]: 'bird'}  # keys as written

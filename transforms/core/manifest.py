@@ -289,12 +289,12 @@ def resolve_path(image: str, base_dir: str) -> str:
 
 
 def image_path(image: str, base_dir: str, column: str = 'image') -> str:
-  """An image cell -> the path to read (resolved); RowError manifest/bad_value
-  if no file a run reads has it (paths.image_problem)."""
+  """An image cell -> the path to read (a file:// URL's local path, resolved);
+  RowError manifest/bad_value if no file a run reads has it (paths.image_problem)."""
   problem = paths.image_problem(image)
   if problem:
     raise RowError(STAGE_MANIFEST, 'bad_value', f'column {column!r} {problem}')
-  return resolve_path(image, base_dir)
+  return resolve_path(paths.local_file(image), base_dir)
 
 
 def row_from_fields(fields: dict, config: ManifestConfig, line: int,
