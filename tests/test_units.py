@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.conftest import parse_line
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import splits
 from transforms.core.example_proto import parse_example
@@ -309,7 +310,7 @@ def test_jsonl_numbers_bom_and_long_lines():
   assert parse_line(b'{"image": "a", "label": 1.0}', 2, jsonl).label == '1'
   bom = '\ufeff{"image": "a", "label": "cat"}'.encode('utf-8')
   assert parse_line(bom, 1, jsonl).label == 'cat'
-  shown = manifest.shown_line(b'x' * 20_000)
+  shown = line_caps.shown_line(b'x' * 20_000)
   assert len(shown) < 10_100 and shown.endswith('(20000 characters)')
 
 

@@ -22,6 +22,7 @@ from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import parquet
 from transforms.core.rejects import STAGE_MANIFEST
@@ -101,7 +102,7 @@ class ReadRowGroupFn(beam.DoFn):
 
   def _reject(self, cells: dict, file: parquet.ParquetFile, row: int, error: RowError):
     return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        cells, error.stage, error.code, error.reason, file.path, row))
+        line_caps.shown_fields(cells), error.stage, error.code, error.reason, file.path, row))
 
 
 class ReadParquet(beam.PTransform):

@@ -22,6 +22,7 @@ from transforms.beam_util import ROWS
 from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
 from transforms.core import image_dir
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import shuffle
@@ -79,7 +80,7 @@ class ParseLineFn(BatchesOut, NumberLinesFn):
   @staticmethod
   def _shown(raw: bytes, fields):
     """rejected.jsonl's `row`: the parsed fields once the line parsed, else the line."""
-    return manifest.shown_line(raw) if fields is None else fields
+    return line_caps.shown_line(raw) if fields is None else fields
 
   def process(self, tagged, reads):
     """A chunk of lines -> its rows as one batch, each rejected line alone."""

@@ -18,6 +18,7 @@ from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import image_dir
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
@@ -27,13 +28,14 @@ from transforms.core.labels import normalized_map
 
 
 def _first_line(path: str, skip_blank: bool = False,
-                access: Optional[filesystem.FileAccess] = None) -> bytes:
-  """The first (non-blank) line of a manifest, read on the launcher."""
+                access: Optional[filesystem.FileAccess] = None):
+  """The first (non-blank) line of a manifest, read on the launcher; a
+  line_caps.LongLine when it is over MAX_LINE_BYTES (never held whole)."""
   try:
     with (access or filesystem.FileAccess()).open_checked(path) as stream:
-      first = stream.readline()
-      while skip_blank and first and not first.strip():
-        first = stream.readline()
+      first = line_caps.read_line(stream)
+      while skip_blank and first and line_caps.is_blank(first):
+        first = line_caps.read_line(stream)
       return first
   except filesystem.read_errors() as error:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
@@ -45,6 +47,9 @@ def read_manifest_header(path: str, fmt: str,
   if not manifest.has_header(fmt):
     return ()
   first = _first_line(path, access=access)
+  if isinstance(first, line_caps.LongLine):
+    raise UsageError(f'manifest {path} has an unusable header line: it is {first.length} '
+                     f'bytes, over {line_caps.MAX_LINE_BYTES}')
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
   except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
@@ -54,8 +59,11 @@ def read_manifest_header(path: str, fmt: str,
 def _jsonl_columns(path: str) -> Optional[tuple]:
   """The keys of a JSONL manifest's first object (None if it does not parse:
   that line is then rejected on its own)."""
+  line = _first_line(path, skip_blank=True)
+  if isinstance(line, line_caps.LongLine):
+    return None  # rejected on its own (manifest/line_too_long)
   try:
-    first = json.loads(_first_line(path, skip_blank=True).decode('utf-8').lstrip('\ufeff'))
+    first = json.loads(line.decode('utf-8').lstrip('\ufeff'))
   except (UnicodeDecodeError, ValueError):
     return None
   return tuple(first) if isinstance(first, dict) else None

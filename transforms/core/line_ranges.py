@@ -32,6 +32,11 @@ import math
 from typing import NamedTuple
 from typing import Optional
 
+from transforms.core.line_caps import is_blank
+from transforms.core.line_caps import line_size
+from transforms.core.line_caps import read_line
+from transforms.core.line_caps import without_break
+
 # Initial split size: Beam's text source splits at 64 MiB; a file of less
 # than TARGET_RANGES * 64 MiB is cut into TARGET_RANGES ranges (no smaller
 # than MIN_RANGE_BYTES), so a few workers share a mid-sized manifest too (a
@@ -41,7 +46,6 @@ from typing import Optional
 MAX_RANGE_BYTES = 64 << 20
 MIN_RANGE_BYTES = 1 << 20
 TARGET_RANGES = 16
-
 
 def range_bytes(size: int) -> int:
   """The initial range size for a file of `size` bytes."""
@@ -65,7 +69,7 @@ def first_line_start(stream, start: int) -> int:
   stream.seek(start - 1)
   if stream.read(1) == b'\n':
     return start
-  return start + len(stream.readline())
+  return start + line_size(read_line(stream))  # a long line's rest, never held whole
 
 
 class ManifestChangedError(OSError):
@@ -88,9 +92,9 @@ class RangeRead:
 
   def lines_of(self, stream, start: int, claim: Callable[[int], bool], has_header: bool,
                size: Optional[int] = None, whole_stream: bool = False
-               ) -> Iterator[tuple[int, bytes]]:
-    """(index among this read's claimed lines, line without its line break)
-    for each data line of the lines that start at or after `start` and that
+               ) -> Iterator[tuple]:
+    """(index among this read's claimed lines, line without its line break;
+    a line_caps.LongLine past its MAX_LINE_BYTES) for each data line of the lines that start at or after `start` and that
     `claim(offset)` grants, in order; it stops at the first claim refused.
     size: the file's size when it was listed; ManifestChangedError if the
     file ends before it, or goes on past it.
@@ -102,7 +106,7 @@ class RangeRead:
       if not claim(0):
         return
       self.first_offset = 0
-      lines: Iterable[bytes] = iter(stream.readline, b'')
+      lines: Iterable = iter(lambda: read_line(stream), b'')
       offset = 0
     else:
       offset = first_line_start(stream, start)
@@ -114,14 +118,14 @@ class RangeRead:
       if header:
         header = False  # a line, never a row
         continue
-      if raw.strip():
+      if not is_blank(raw):
         self.data_lines += 1
-        yield index, raw.rstrip(b'\r\n')
+        yield index, without_break(raw)
 
   def _claimed(self, stream, offset: int, claim: Callable[[int], bool],
-               size: Optional[int]) -> Iterator[bytes]:
+               size: Optional[int]) -> Iterator:
     while claim(offset):
-      raw = stream.readline()
+      raw = read_line(stream)
       if not raw:
         raise ManifestChangedError(
             f'it ends at byte {offset}, before the {size} bytes it was listed with: '
@@ -129,7 +133,7 @@ class RangeRead:
       if self.first_offset is None:
         self.first_offset = offset
       yield raw
-      offset += len(raw)
+      offset += line_size(raw)
     # Refused at or past the listed end: the file must end right there (one
     # byte read by the read that reaches the end), or lines would go unread.
     if size is not None and offset >= size and (offset > size or stream.read(1)):

@@ -10,6 +10,7 @@ import json
 import posixpath
 from typing import Optional
 
+from transforms.core import line_caps
 from transforms.core import paths
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
@@ -193,16 +194,18 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
     if not isinstance(fields, dict):
       raise RowError(STAGE_MANIFEST, 'bad_json',
                      f'line is JSON {type(fields).__name__}, not an object')
+    line_caps.check_field_lengths(fields, 'JSON line')
     return fields
   if config.fmt == 'txt':
     # `path label`: the last field is the label, so a path may hold spaces
     values = text.strip().rsplit(None, 1)
+    line_caps.check_lengths(values, 'line')
     if len(values) != 2:
       raise RowError(STAGE_MANIFEST, 'wrong_field_count',
                      f'line has {len(values)} field(s), expected 2 (the last is the '
                      f'{REQUIRED_COLUMNS[config.role][1]})')
     return dict(zip(REQUIRED_COLUMNS[config.role], values))
-  if config.fmt == 'csv' and text and len(text) <= csv.field_size_limit() and not (
+  if config.fmt == 'csv' and text and len(text) <= line_caps.MAX_FIELD_CHARS and not (
       '"' in text or '\r' in text or '\n' in text or '\x00' in text):
     values = text.split(',')  # what csv.reader gives such a line: 0.3 against 1.1 us
   elif config.fmt == 'csv':
@@ -216,12 +219,12 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
                        'CSV line does not parse: a quoted field is not closed on its line '
                        '(a field cannot hold a line break: each line is one row)')
       if str(error).startswith('field larger than field limit'):
-        raise RowError(STAGE_MANIFEST, 'field_too_long',
-                       f'CSV line has a field over {csv.field_size_limit()} characters '
-                       '(no path, label or feature is that long)')
+        raise line_caps.field_too_long('CSV line')
       raise RowError(STAGE_MANIFEST, 'bad_quoting', f'CSV line does not parse: {error}')
+    line_caps.check_lengths(values, 'CSV line')  # csv's limit is global: anyone may raise it
   else:
     values = text.split('\t')
+    line_caps.check_lengths(values, 'TSV line')
   if len(values) != len(config.header):
     raise RowError(
         STAGE_MANIFEST, 'wrong_field_count',
@@ -286,6 +289,15 @@ def resolve_path(image: str, base_dir: str) -> str:
   return base_dir + image if base_dir.endswith('/') else f'{base_dir}/{image}'
 
 
+def image_path(image: str, base_dir: str, column: str = 'image') -> str:
+  """An image cell -> the path to read (a file:// URL's local path, resolved);
+  RowError manifest/bad_value if no file a run reads has it (paths.image_problem)."""
+  problem = paths.image_problem(image)
+  if problem:
+    raise RowError(STAGE_MANIFEST, 'bad_value', f'column {column!r} {problem}')
+  return resolve_path(paths.local_file(image), base_dir)
+
+
 def row_from_fields(fields: dict, config: ManifestConfig, line: int,
                     position: int = 0) -> ManifestRow:
   """Checks and resolves a parsed line; RowError if the row is unusable.
@@ -301,7 +313,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
   image = text_of(fields, config.column('image'))
-  path = resolve_path(image, config.base_dir)
+  path = image_path(image, config.base_dir, config.column('image'))
   image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name, ABSENT), f.kind, f.name,
@@ -320,19 +332,10 @@ def _is_padded(value) -> bool:
   return isinstance(value, str) and value.strip() != value and bool(value.strip())
 
 
-# A rejected line is copied into rejected.jsonl up to this many characters.
-MAX_SHOWN_LINE = 10_000
-
-
-def shown_line(raw: bytes) -> str:
-  text = raw.decode('utf-8', 'replace')
-  if len(text) <= MAX_SHOWN_LINE:
-    return text
-  return text[:MAX_SHOWN_LINE] + f'... ({len(text)} characters)'
-
-
-def line_fields(raw: bytes, line: int, config: ManifestConfig) -> dict:
-  """Raw manifest line -> {column: value}; RowError if it does not parse."""
+def line_fields(raw, line: int, config: ManifestConfig) -> dict:
+  """Raw line (bytes; a line_caps.LongLine is rejected) -> {column: value}, or RowError."""
+  if isinstance(raw, line_caps.LongLine):
+    raise line_caps.line_too_long(raw)
   try:
     text = raw.decode('utf-8')
   except UnicodeDecodeError as error:
@@ -346,13 +349,13 @@ def has_header(fmt: str) -> bool:
   return fmt in ('csv', 'tsv')
 
 
-def iter_lines(stream, fmt: str) -> Iterator[tuple[int, bytes]]:
-  """Numbered non-blank data lines of a manifest stream (header skipped)."""
+def iter_lines(stream, fmt: str) -> Iterator[tuple]:
+  """Numbered non-blank data lines, header skipped (bytes; line_caps.LongLine if long)."""
   number = 0
-  while raw := stream.readline():
+  while raw := line_caps.read_line(stream):
     number += 1
-    if (number > 1 or not has_header(fmt)) and raw.strip():
-      yield number, raw.rstrip(b'\r\n')
+    if (number > 1 or not has_header(fmt)) and not line_caps.is_blank(raw):
+      yield number, line_caps.without_break(raw)
 
 
 def line_of(kept: ManifestRow, other: ManifestRow) -> str:

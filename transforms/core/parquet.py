@@ -17,6 +17,7 @@ import re
 from typing import NamedTuple
 from typing import Optional
 
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
@@ -208,6 +209,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
   """One row's light cells ({column: Python value}; an HF Image's path under
   image_path_column) -> its ManifestRow; RowError when the row is unusable.
   row: its index in the file; index: in its row group."""
+  line_caps.check_field_lengths(cells, 'row')
   image = config.column('image')
   hf_path = cells.get(image_path_column(config, layout)) if layout.image_kind == IMAGE_STRUCT \
       else None
@@ -219,14 +221,15 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     shown = manifest.text_of(cells, image)
     if not shown:
       raise RowError(STAGE_MANIFEST, 'empty_image', f'column {image!r} is empty')
-    path = manifest.resolve_path(shown, config.base_dir)
+    path = manifest.image_path(shown, config.base_dir, image)
     shown = shown_url(shown)
     key = stated_key or shown
   else:
     hf_path = (hf_path or '').strip()
     key = stated_key or hf_path or f'{file.name}:{row}'
     shown = hf_path or key
-    fallback = manifest.resolve_path(hf_path, config.base_dir) if hf_path else ''
+    fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
+        config, layout)) if hf_path else ''
     ref = ParquetCell(file.path, row_group, index, bytes_column(config, layout), row, fallback)
     path = file.path  # what fingerprints the row (with its row number)
   extras = tuple((f.name, f.kind, parse_extra(cells.get(f.name, ABSENT), f.kind, f.name, 'jsonl',

@@ -4,6 +4,17 @@ which a path is, and the one way to join under it."""
 from __future__ import annotations
 
 import os
+from typing import Optional
+import urllib.parse
+
+# What an image path may be besides a local path (docs/manifests.md, "Where
+# files may be"): Beam's filesystems for gs:// and s3://, and http(s)://,
+# fetched by transforms/workers/http_fetch.py (any case, as it tells them).
+# A file:// URL is read as the local path it names (local_file).
+HTTP_SCHEMES = ('http', 'https')
+URL_SCHEMES = ('gs', 's3', *HTTP_SCHEMES)
+FILE_SCHEME = 'file'
+SUPPORTED = 'local paths, file:///, gs://, s3://, http(s)://'
 
 
 def is_remote(path: str) -> bool:
@@ -41,3 +52,35 @@ def join(base: str, *parts: str) -> str:
       base = base.rstrip('/') + '/' + part
     return base
   return os.path.join(base, *parts)
+
+
+def url_scheme(path: str) -> str:
+  """The scheme of a URL (`gs` of gs://b/a.jpg); '' for a local path."""
+  return path.split('://', 1)[0] if is_remote(path) else ''
+
+
+def image_problem(path: str) -> Optional[str]:
+  """Why an image path names no file a run can read (a URL scheme not among
+  URL_SCHEMES, a file:// URL of another host, a NUL byte), or None."""
+  scheme = url_scheme(path)
+  if scheme.lower() == FILE_SCHEME:
+    host = path.split('://', 1)[1].split('/', 1)[0]
+    if host not in ('', 'localhost'):
+      return (f"is a file:// URL of the host {host!r}: only this machine's files are "
+              f'read (file:///absolute/path)')
+  elif scheme and scheme not in URL_SCHEMES and scheme.lower() not in HTTP_SCHEMES:
+    return f'has an unsupported URL scheme {scheme!r} (supported: {SUPPORTED})'
+  if '\x00' in local_file(path):  # a file:// URL's %00 too
+    return 'holds a NUL byte: no file name can'
+  return None
+
+
+def local_file(path: str) -> str:
+  """A file:// URL of this machine (image_problem None) -> the local path it
+  names (file:///data/a%20b.jpg -> /data/a b.jpg: percent-escapes decoded,
+  as RFC 8089 writes them); any other path as it is."""
+  if url_scheme(path).lower() != FILE_SCHEME:
+    return path
+  rest = path.split('://', 1)[1]
+  return urllib.parse.unquote(rest[rest.index('/'):] if '/' in rest else '/',
+                              errors='surrogateescape')

@@ -1,0 +1,248 @@
+"""Manifest cells no row can hold: each is that row's rejected line, with its
+own code, and the other rows convert. Fields and lines past the caps
+(line_caps.MAX_FIELD_CHARS, MAX_LINE_BYTES) in every text format and in
+Parquet, never held whole."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import convert
+from pipeline.errors import EXIT_OK
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+from tests.conftest import write_image
+from tests.test_line_ranges import Tracker
+from tests.test_line_ranges import serial
+from transforms.core import line_caps
+from transforms.core import manifest
+from transforms.core.line_caps import MAX_FIELD_CHARS
+from transforms.core.line_caps import MAX_LINE_BYTES
+from transforms.core.line_caps import MAX_SHOWN_LINE
+from transforms.core.line_caps import LongLine
+from transforms.core.line_ranges import RangeRead
+from transforms.core.rejects import RowError
+
+FLAGS = ('--height', '4', '--width', '4', '--progress', 'off', '--max_error_rate', '1')
+LONG = 'x' * (MAX_FIELD_CHARS + 1)  # a field one character over the cap
+HUGE = 'y' * (MAX_LINE_BYTES + 10)  # a line over the line cap
+
+
+def _images(root: pathlib.Path) -> None:
+  write_image(root / 'a.png', (255, 0, 0))
+  write_image(root / 'b.png', (0, 0, 255))
+
+
+def _convert(manifest_path: pathlib.Path, out: pathlib.Path, *flags: str) -> tuple:
+  """Exit code, {line: (stage, code, reason, row)}, {key: label} of the examples."""
+  code = convert.main(['--manifest', str(manifest_path), '--output_dir', str(out), *FLAGS,
+                       *flags])
+  rejected = {r['line']: (r['stage'], r['code'], r['reason'], r['row'])
+              for r in rejected_lines(out)}
+  labels = {e['image/key'][1][0].decode(): e['image/class/text'][1][0].decode()
+            for e in read_examples(out)}
+  return code, rejected, labels
+
+
+def test_read_line_holds_at_most_the_limit():
+  stream = io.BytesIO(b'ab\n' + b'z' * 50 + b'\r\n' + b' ' * 30 + b'\nlast')
+  assert line_caps.read_line(stream, 10) == b'ab\n'
+  assert line_caps.read_line(stream, 10) == LongLine(b'z' * 10, 50, 52, False)
+  assert line_caps.read_line(stream, 10) == LongLine(b' ' * 10, 30, 31, True)
+  assert line_caps.read_line(stream, 10) == b'last'
+  assert line_caps.read_line(stream, 10) == b''
+  assert line_caps.read_line(io.BytesIO(b'c' * 10), 10) == b'c' * 10  # at the limit
+
+
+def test_a_long_line_is_one_line_however_the_ranges_cut_it():
+  data = (b'image,label\na.png,cat\n' + HUGE.encode() + b'\r\n' + b' ' * (MAX_LINE_BYTES + 1)
+          + b'\nb.png,dog\n')
+  whole = serial(data)
+  assert [line for line, _ in whole] == [2, 3, 5]
+  assert whole[1][1] == LongLine(HUGE[:MAX_LINE_BYTES].encode(), len(HUGE), len(HUGE) + 2,
+                                 False)
+  for cut in (5, 30, 40, len(HUGE) // 2, len(HUGE) + 23, len(HUGE) + 30, len(data) - 3):
+    got = []
+    for start, stop in ((0, cut), (cut, len(data))):
+      read, tracker = RangeRead(), Tracker(start, stop)
+      lines = read.lines_of(io.BytesIO(data), start, tracker.claim, True, len(data))
+      got += [(raw, read.lines) for _, raw in lines]
+    assert [raw for raw, _ in got] == [raw for _, raw in whole], cut
+
+
+@pytest.mark.parametrize('fmt, header, text', [
+    ('jsonl', (), json.dumps({'image': LONG, 'label': 'cat'})),
+    ('jsonl', (), json.dumps({'image': 'a.png', 'label': 'cat', 'meta': {'note': [LONG]}})),
+    ('tsv', ('image', 'label'), f'a.png\t{LONG}'),
+    ('txt', (), f'{LONG} cat'),
+    ('csv', ('image', 'label'), f'{LONG},cat'),
+])
+def test_a_field_over_the_cap_is_field_too_long_in_every_format(fmt, header, text):
+  config = manifest.ManifestConfig(path='m.' + fmt, fmt=fmt, header=header)
+  with pytest.raises(RowError) as error:
+    manifest.line_fields(text.encode(), 2, config)
+  assert (error.value.stage, error.value.code) == ('manifest', 'field_too_long')
+  assert f'over {MAX_FIELD_CHARS} characters' in error.value.reason
+  at_cap = text.replace(LONG, LONG[1:])
+  assert manifest.line_fields(at_cap.encode(), 2, config)
+
+
+def test_a_line_over_the_cap_is_line_too_long_and_shown_cut():
+  config = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl')
+  [(_, raw)] = manifest.iter_lines(io.BytesIO(HUGE.encode()), 'jsonl')
+  with pytest.raises(RowError) as error:
+    manifest.line_fields(raw, 1, config)
+  assert (error.value.stage, error.value.code) == ('manifest', 'line_too_long')
+  assert error.value.reason.startswith(f'line is {len(HUGE)} bytes, over {MAX_LINE_BYTES}')
+  assert line_caps.shown_line(raw) == 'y' * MAX_SHOWN_LINE + f'... ({len(HUGE)} bytes)'
+
+
+@pytest.mark.parametrize('fmt', ['jsonl', 'tsv', 'txt', 'csv'])
+def test_long_fields_and_lines_are_rejected_and_the_rest_converts(tmp_path, fmt):
+  _images(tmp_path)
+  rows = [('a.png', 'cat'), (LONG, 'cat'), ('b.png', LONG), (HUGE, 'dog'), ('b.png', 'dog')]
+  if fmt == 'jsonl':
+    lines = [json.dumps({'image': image, 'label': label}) for image, label in rows]
+  else:
+    separator = {'tsv': '\t', 'txt': ' ', 'csv': ','}[fmt]
+    lines = (['image\tlabel' if fmt == 'tsv' else 'image,label'] if fmt != 'txt' else []) + [
+        f'{image}{separator}{label}' for image, label in rows]
+  path = tmp_path / f'm.{fmt}'
+  path.write_text('\n'.join(lines) + '\n')
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  first = 2 if fmt in ('tsv', 'csv') else 1  # the line of the first row
+  assert {line - first: (stage, code) for line, (stage, code, _, _) in rejected.items()} == {
+      1: ('manifest', 'field_too_long'), 2: ('manifest', 'field_too_long'),
+      3: ('manifest', 'line_too_long')}
+  for _, _, _, row in rejected.values():  # each line as read, cut to MAX_SHOWN_LINE
+    assert isinstance(row, str) and len(row) < MAX_SHOWN_LINE + 40
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (5, 2, 3)
+
+
+def test_a_long_first_jsonl_line_does_not_stop_the_launcher(tmp_path):
+  _images(tmp_path)
+  path = tmp_path / 'm.jsonl'
+  path.write_text(json.dumps({'image': HUGE, 'label': 'cat'}) + '\n'
+                  + json.dumps({'image': 'a.png', 'label': 'cat'}) + '\n')
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  assert {line: (stage, code) for line, (stage, code, _, _) in rejected.items()} == {
+      1: ('manifest', 'line_too_long')}
+  assert labels == {'a.png': 'cat'}
+
+
+def test_a_parquet_string_cell_over_the_cap_is_field_too_long(tmp_path):
+  _images(tmp_path)
+  path = tmp_path / 'm.parquet'
+  pq.write_table(pa.table({'image': ['a.png', LONG, 'b.png'], 'label': ['cat', 'cat', 'dog']}),
+                 path)
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  [(line, (stage, code, _, row))] = rejected.items()
+  assert (line, stage, code) == (1, 'manifest', 'field_too_long')
+  assert row == {'image': 'x' * MAX_SHOWN_LINE + f'... ({len(LONG)} characters)',
+                 'label': 'cat'}
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+
+
+@pytest.mark.parametrize('fmt, line', [
+    ('csv', b'a.png\x00,cat'),
+    ('tsv', b'a\x00.png\tcat'),
+    ('txt', b'a.png\x00x cat'),
+    ('jsonl', b'{"image": "a.png\\u0000x", "label": "cat"}'),
+])
+def test_a_nul_in_an_image_path_is_bad_value_at_parse_time(fmt, line):
+  config = manifest.ManifestConfig(path='m.' + fmt, fmt=fmt, header=('image', 'label'))
+  with pytest.raises(RowError) as error:
+    manifest.row_from_fields(manifest.line_fields(line, 2, config), config, 2)
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_value', "column 'image' holds a NUL byte: no file name can")
+
+
+@pytest.mark.parametrize('fmt', ['csv', 'jsonl', 'parquet'])
+def test_a_nul_in_an_image_path_rejects_its_row_not_the_job(tmp_path, fmt):
+  _images(tmp_path)
+  rows = [('a.png', 'cat'), ('a.png\x00', 'cat'), ('b.png\x00x', 'dog'), ('b.png', 'dog')]
+  path = tmp_path / f'm.{fmt}'
+  if fmt == 'parquet':
+    pq.write_table(pa.table({'image': [i for i, _ in rows], 'label': [lb for _, lb in rows]}),
+                   path)
+  elif fmt == 'jsonl':
+    path.write_text(''.join(json.dumps({'image': i, 'label': lb}) + '\n' for i, lb in rows))
+  else:
+    path.write_text('image,label\n' + ''.join(f'{i},{lb}\n' for i, lb in rows))
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  first = {'csv': 2, 'jsonl': 1, 'parquet': 0}[fmt]
+  assert {line - first: (stage, code, reason) for line, (stage, code, reason, _)
+          in rejected.items()} == {
+      n: ('manifest', 'bad_value', "column 'image' holds a NUL byte: no file name can")
+      for n in (1, 2)}
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (4, 2, 2)
+
+
+UNSUPPORTED = '(supported: local paths, file:///, gs://, s3://, http(s)://)'
+
+
+@pytest.mark.parametrize('image, path', [
+    ('a.png', 'data/a.png'),
+    ('gs://b/a.png', 'gs://b/a.png'),
+    ('s3://b/a.png', 's3://b/a.png'),
+    ('HTTPS://h/a.png', 'HTTPS://h/a.png'),
+    ('file:///data/my%20photos/a.png', '/data/my photos/a.png'),
+    ('file://localhost/a.png', '/a.png'),
+    ('FILE:///a.png', '/a.png'),
+])
+def test_supported_image_paths_and_file_urls(image, path):
+  assert manifest.image_path(image, 'data') == path
+
+
+@pytest.mark.parametrize('image, reason', [
+    ('ftp://h/a.png', f"column 'image' has an unsupported URL scheme 'ftp' {UNSUPPORTED}"),
+    ('hdfs://h/a.png', f"column 'image' has an unsupported URL scheme 'hdfs' {UNSUPPORTED}"),
+    ('memory://a.png', f"column 'image' has an unsupported URL scheme 'memory' {UNSUPPORTED}"),
+    ('file://nas/a.png', "column 'image' is a file:// URL of the host 'nas': only this "
+                         "machine's files are read (file:///absolute/path)"),
+    ('file:///a%00.png', "column 'image' holds a NUL byte: no file name can"),
+])
+def test_unsupported_image_urls_are_bad_value_with_the_supported_list(image, reason):
+  with pytest.raises(RowError) as error:
+    manifest.image_path(image, 'data')
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_value', reason)
+
+
+def test_unsupported_schemes_reject_their_rows_and_file_urls_convert(tmp_path):
+  _images(tmp_path)
+  (tmp_path / 'my photos').mkdir()
+  write_image(tmp_path / 'my photos' / 'c.png', (0, 255, 0))
+  folder = tmp_path.as_posix()
+  rows = [('a.png', 'cat'), ('ftp://127.0.0.1/x.png', 'cat'), ('hdfs://x/y.png', 'cat'),
+          ('memory://x.png', 'cat'), ('file://nas/x.png', 'cat'),
+          (f'file://{folder}/b.png', 'dog'),
+          (f'file://localhost{folder.replace(" ", "%20")}/my%20photos/c.png', 'bird')]
+  path = tmp_path / 'm.jsonl'
+  path.write_text(''.join(json.dumps({'image': i, 'label': lb}) + '\n' for i, lb in rows))
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  assert {line: (stage, code, reason) for line, (stage, code, reason, _)
+          in rejected.items()} == {
+      2: ('manifest', 'bad_value', f"column 'image' has an unsupported URL scheme 'ftp' {UNSUPPORTED}"),
+      3: ('manifest', 'bad_value', f"column 'image' has an unsupported URL scheme 'hdfs' {UNSUPPORTED}"),
+      4: ('manifest', 'bad_value',
+          f"column 'image' has an unsupported URL scheme 'memory' {UNSUPPORTED}"),
+      5: ('manifest', 'bad_value', "column 'image' is a file:// URL of the host 'nas': only "
+                                   "this machine's files are read (file:///absolute/path)")}
+  assert labels == {'a.png': 'cat', rows[5][0]: 'dog', rows[6][0]: 'bird'}  # keys as written
