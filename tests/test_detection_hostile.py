@@ -185,9 +185,10 @@ def hostile_coco(demo, tmp_path_factory):
   document['images'] += [
       {'id': True, 'file_name': 'coffee.jpg', 'width': 600, 'height': 400},
       {'id': 20, 'file_name': '../secret.jpg', 'width': 8, 'height': 8},
-      {'id': 21, 'file_name': str(demo / 'secret.jpg'), 'width': 8, 'height': 8}]
+      {'id': 21, 'file_name': str(demo / 'secret.jpg'), 'width': 8, 'height': 8},
+      {'id': 22, 'file_name': 'nul\x00.jpg', 'width': 8, 'height': 8}]
   document['annotations'] += [{'id': 990 + i, 'image_id': i, 'category_id': 1,
-                               'bbox': [1, 1, 2, 2]} for i in (20, 21)]
+                               'bbox': [1, 1, 2, 2]} for i in (20, 21, 22)]
   path = _coco(root, document)
   out = root / 'out'
   assert _convert_coco(path, demo / 'images', out, '--include_masks', '--max_error_rate',
@@ -218,6 +219,16 @@ def test_an_image_id_of_true_is_a_bad_record(hostile_coco):
   assert rows['coffee.jpg']['row']['id'] is True
 
 
+def test_a_file_name_with_a_nul_byte_is_a_bad_record_not_a_failed_job(hostile_coco):
+  """os.stat of such a name raised ValueError in the Fingerprint step: the
+  whole job failed with a traceback."""
+  _, out, _ = hostile_coco
+  rows = {line['row']['file_name']: line for line in rejected_lines(out)
+          if line.get('counts_as_row', True)}
+  assert (rows['nul\x00.jpg']['code'], rows['nul\x00.jpg']['reason']) == (
+      'bad_image_record', "file_name 'nul\\x00.jpg' holds a NUL byte: no file name can")
+
+
 def test_paths_outside_the_image_dir_are_never_read(demo, hostile_coco):
   _, out, _ = hostile_coco
   rows = {line['row']['file_name']: line for line in rejected_lines(out)
@@ -228,7 +239,7 @@ def test_paths_outside_the_image_dir_are_never_read(demo, hostile_coco):
       name: ('annotation', 'path_outside_image_dir') for name in ('../secret.jpg', absolute)}
   assert rows['../secret.jpg']['reason'] == (
       "file_name '../secret.jpg' is outside --image_dir (an absolute path, or .. climbing out)")
-  assert read_info(out)['num_rejected'] == 3
+  assert read_info(out)['num_rejected'] == 4  # with coffee.jpg's and the NUL name's
   _nothing_of(out, SECRET)
   _nothing_of(out, SECRET[:8])
 

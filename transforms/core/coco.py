@@ -241,6 +241,9 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
     return None, repeated + [row.reject(
         objects.STAGE_ANNOTATION, objects.PATH_OUTSIDE_IMAGE_DIR,
         f'file_name {name!r} is outside --image_dir (an absolute path, or .. climbing out)')]
+  if '\x00' in name:  # os.stat of it raised ValueError: the whole job failed
+    return None, repeated + [row.reject(objects.STAGE_ANNOTATION, objects.BAD_IMAGE_RECORD,
+                                        f'file_name {name!r} holds a NUL byte: no file name can')]
   parsed = []
   for ann_line, ann in sorted(anns, key=lambda a: a[0]):
     try:
