@@ -62,6 +62,8 @@ def url_scheme(path: str) -> str:
 def image_problem(path: str) -> Optional[str]:
   """Why an image path names no file a run can read (a URL scheme not among
   URL_SCHEMES, a file:// URL of another host, a NUL byte), or None."""
+  if '://' not in path:  # a local path, as most rows' (0.3 of 0.4 us a row)
+    return 'holds a NUL byte: no file name can' if '\x00' in path else None
   scheme = url_scheme(path)
   if scheme.lower() == FILE_SCHEME:
     host = path.split('://', 1)[1].split('/', 1)[0]
@@ -79,7 +81,7 @@ def local_file(path: str) -> str:
   """A file:// URL of this machine (image_problem None) -> the local path it
   names (file:///data/a%20b.jpg -> /data/a b.jpg: percent-escapes decoded,
   as RFC 8089 writes them); any other path as it is."""
-  if url_scheme(path).lower() != FILE_SCHEME:
+  if '://' not in path or url_scheme(path).lower() != FILE_SCHEME:
     return path
   rest = path.split('://', 1)[1]
   return urllib.parse.unquote(rest[rest.index('/'):] if '/' in rest else '/',
