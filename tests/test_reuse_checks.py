@@ -195,18 +195,39 @@ def test_a_previous_shard_or_sidecar_that_is_a_fifo_exits_2_never_hangs(night1, 
   sidecar FIFO hung the reuse step; a shard's is caught by the size check."""
   root, _, full = night1
   previous = _previous(full, tmp_path)
-  declared = read_info(previous)['splits']['train']['num_bytes']
-  held = declared - (previous / name).stat().st_size
   (previous / name).unlink()
   out = tmp_path / 'out'
   with fifo_writer_that_unblocks_readers(previous / name) as unblocked:
     assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_USAGE
   assert not unblocked
-  shard_sizes = (f'the train shards hold {held} bytes, dataset_info.json says {declared}: '
-                 f'they changed after it was written')
   assert capsys.readouterr().err.strip() == f'error: --previous_dataset {previous}: ' + (
-      shard_sizes if name == SHARDS[0] else
-      f'{previous / name} does not exist or is not a file')
+      f'the shard {previous / name} is a FIFO (named pipe), not a file' if name == SHARDS[0]
+      else f'{previous / name} does not exist or is not a file')
+
+
+def test_a_previous_shard_that_is_a_folder_exits_2_naming_it(night1, tmp_path, capsys):
+  """Was "the train shards hold 4096 + ... bytes": a folder's own size counted."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  (previous / SHARDS[1]).unlink()
+  (previous / SHARDS[1]).mkdir()
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: --previous_dataset {previous}: the shard '
+                                     f'{previous / SHARDS[1]} is a folder, not a file\n')
+  assert not out.exists()
+
+
+def test_a_latest_pointer_that_is_a_fifo_exits_2_unopened(night1, tmp_path, capsys):
+  """Was "... has no dataset_info.json: not a complete dataset"."""
+  root, _, _ = night1
+  pointer = tmp_path / 'latest'
+  out = tmp_path / 'out'
+  with fifo_writer_that_unblocks_readers(pointer) as unblocked:
+    assert _run(root / 'night1.csv', out, '--previous_dataset', str(pointer)) == EXIT_USAGE
+  assert not unblocked
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset {pointer} is a FIFO (named pipe), not a pointer file\n')
 
 
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
