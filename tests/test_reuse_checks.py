@@ -337,3 +337,36 @@ def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tm
   assert capsys.readouterr().out.splitlines()[-1] == (
       f'Reuse: 8 record(s) copied (0.0 MB) from {tmp_path / "first"}; 0 encoded; 1 rejected; '
       f'0 dropped; 0 reuse_fallback.')
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'flipped'])
+def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_path, capsys,
+                                                                    path, damage):
+  """A sidecar with a flipped byte or cut short was silent (exit 0, its rows
+  past the damage encoded as new, only a Beam counter said so): now
+  reuse.sidecars_cut_short and a Warning line, the shards still a full run's."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  data = bytearray((previous / SIDECAR).read_bytes())
+  if damage == 'truncated':
+    data = data[:len(data) // 2]
+  else:
+    data[len(data) // 2] ^= 0xFF
+  (previous / SIDECAR).write_bytes(bytes(data))
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert reuse_info['sidecars_cut_short'] == 1
+  assert reuse_info['encoded']['new'] > 0
+  _same_shards(out, full)
+  captured = capsys.readouterr()
+  assert ('Warning: 1 sidecar(s) of the previous dataset are damaged: read up to the damage, '
+          'the rows past it encoded as new (see reuse.sidecars_cut_short in '
+          'dataset_info.json)') in (captured.out + captured.err).splitlines()
+
+
+def test_an_intact_sidecar_adds_no_cut_short_count(night1, tmp_path):
+  root, _, full = night1
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(full)) == EXIT_OK
+  assert 'sidecars_cut_short' not in read_info(out)['reuse']

@@ -21,7 +21,7 @@ from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import SOURCES_SUFFIX
-from transforms.reuse import Sidecar
+from transforms.sidecars import Sidecar
 
 LATEST = 'latest'  # the pointer file a successful run leaves beside its folder
 
@@ -33,7 +33,7 @@ class Previous:
   given: str
   dataset: Optional[str] = None
   run_id: Optional[str] = None
-  sidecars: tuple = ()  # transforms.reuse.Sidecar per split
+  sidecars: tuple = ()  # transforms.sidecars.Sidecar per split
 
 
 def _norm(path: str) -> str:
