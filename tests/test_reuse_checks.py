@@ -195,18 +195,39 @@ def test_a_previous_shard_or_sidecar_that_is_a_fifo_exits_2_never_hangs(night1, 
   sidecar FIFO hung the reuse step; a shard's is caught by the size check."""
   root, _, full = night1
   previous = _previous(full, tmp_path)
-  declared = read_info(previous)['splits']['train']['num_bytes']
-  held = declared - (previous / name).stat().st_size
   (previous / name).unlink()
   out = tmp_path / 'out'
   with fifo_writer_that_unblocks_readers(previous / name) as unblocked:
     assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_USAGE
   assert not unblocked
-  shard_sizes = (f'the train shards hold {held} bytes, dataset_info.json says {declared}: '
-                 f'they changed after it was written')
   assert capsys.readouterr().err.strip() == f'error: --previous_dataset {previous}: ' + (
-      shard_sizes if name == SHARDS[0] else
-      f'{previous / name} does not exist or is not a file')
+      f'the shard {previous / name} is a FIFO (named pipe), not a file' if name == SHARDS[0]
+      else f'{previous / name} does not exist or is not a file')
+
+
+def test_a_previous_shard_that_is_a_folder_exits_2_naming_it(night1, tmp_path, capsys):
+  """Was "the train shards hold 4096 + ... bytes": a folder's own size counted."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  (previous / SHARDS[1]).unlink()
+  (previous / SHARDS[1]).mkdir()
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: --previous_dataset {previous}: the shard '
+                                     f'{previous / SHARDS[1]} is a folder, not a file\n')
+  assert not out.exists()
+
+
+def test_a_latest_pointer_that_is_a_fifo_exits_2_unopened(night1, tmp_path, capsys):
+  """Was "... has no dataset_info.json: not a complete dataset"."""
+  root, _, _ = night1
+  pointer = tmp_path / 'latest'
+  out = tmp_path / 'out'
+  with fifo_writer_that_unblocks_readers(pointer) as unblocked:
+    assert _run(root / 'night1.csv', out, '--previous_dataset', str(pointer)) == EXIT_USAGE
+  assert not unblocked
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset {pointer} is a FIFO (named pipe), not a pointer file\n')
 
 
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
@@ -316,3 +337,36 @@ def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tm
   assert capsys.readouterr().out.splitlines()[-1] == (
       f'Reuse: 8 record(s) copied (0.0 MB) from {tmp_path / "first"}; 0 encoded; 1 rejected; '
       f'0 dropped; 0 reuse_fallback.')
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'flipped'])
+def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_path, capsys,
+                                                                    path, damage):
+  """A sidecar with a flipped byte or cut short was silent (exit 0, its rows
+  past the damage encoded as new, only a Beam counter said so): now
+  reuse.sidecars_cut_short and a Warning line, the shards still a full run's."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  data = bytearray((previous / SIDECAR).read_bytes())
+  if damage == 'truncated':
+    data = data[:len(data) // 2]
+  else:
+    data[len(data) // 2] ^= 0xFF
+  (previous / SIDECAR).write_bytes(bytes(data))
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert reuse_info['sidecars_cut_short'] == 1
+  assert reuse_info['encoded']['new'] > 0
+  _same_shards(out, full)
+  captured = capsys.readouterr()
+  assert ('Warning: 1 sidecar(s) of the previous dataset are damaged: read up to the damage, '
+          'the rows past it encoded as new (see reuse.sidecars_cut_short in '
+          'dataset_info.json)') in (captured.out + captured.err).splitlines()
+
+
+def test_an_intact_sidecar_adds_no_cut_short_count(night1, tmp_path):
+  root, _, full = night1
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(full)) == EXIT_OK
+  assert 'sidecars_cut_short' not in read_info(out)['reuse']

@@ -47,8 +47,8 @@ from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
 from transforms.reuse import JoinPrevious
 from transforms.reuse import Reusable
-from transforms.reuse import Sidecar
-from transforms.reuse import read_sidecar
+from transforms.sidecars import Sidecar
+from transforms.sidecars import read_sidecar
 from transforms.sources import ResolveKeyFn
 from transforms.sources import ResolveKeys
 from transforms.write_shards import WriteShards

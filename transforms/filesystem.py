@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import RuntimeValueProvider
 
+from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
@@ -80,9 +81,14 @@ class FileAccess:
     self._local = threading.local()
 
   def open(self, path: str):
-    """A binary stream of the file's bytes as stored (no decompression)."""
+    """A binary stream of the file's bytes as stored (no decompression).
+    A local path that is not a regular file raises file_kinds.NotRegularFile
+    unopened: a FIFO (say a rejected.jsonl or dataset_info.json made one) waits
+    for a writer forever, a device never ends. Remote paths are objects."""
     if _is_s3(path):
       return self._s3().open(path, 'rb')
+    if not paths.is_remote(path):
+      file_kinds.require_regular(path, file_kinds.NotRegularFile)
     load_filesystem(path)
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
@@ -367,6 +373,8 @@ def read_info(output_dir: str, files: Optional[FileAccess] = None) -> dict:
   path = join(output_dir, DATASET_INFO)
   try:
     text = (files or FileAccess()).read_text(path)
+  except file_kinds.NotRegularFile as error:  # its message names what it is
+    raise InfoError(str(error))
   except Exception as error:  # missing file: FileNotFoundError or BeamIOError
     raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
                     f'the dataset is incomplete or was never written')

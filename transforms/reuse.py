@@ -7,7 +7,6 @@ functions are in core/fingerprints.py and core/reuse.py; these steps wrap them."
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import NamedTuple
 from typing import Optional
 import zlib
@@ -28,7 +27,6 @@ from transforms.batches import buffer_by_key
 from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
-from transforms.beam_util import counter
 from transforms.beam_util import in_global_window
 from transforms.core import file_kinds
 from transforms.core import fingerprints
@@ -41,20 +39,14 @@ from transforms.core.pickling import replaced
 from transforms.core.rejects import RowError
 from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import ShardError
+from transforms.sidecars import ReadSidecarFn
+from transforms.sidecars import cut_short_tally
+from transforms.sidecars import read_sidecar
 from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 
 REUSE = 'reuse'  # (previous shard path, Reusable)
 FALLBACK = 'fallback'  # ManifestRow whose record failed its CRC: encoded instead
-
-
-class Sidecar(NamedTuple):
-  """One split's sidecar in the previous dataset, and the shards it indexes."""
-  split: str
-  path: str
-  shard_paths: tuple
-  compressed: bool
-  version: int = 2  # its sources_format_version
 
 
 class Reusable(NamedTuple):
@@ -124,21 +116,6 @@ class FingerprintFn(BatchesOut, beam.DoFn):
       yield replaced(row, fingerprint=fingerprint)
 
 
-def read_sidecar(sidecar: Sidecar):
-  """A previous sidecar -> (key, PreviousRecord) of each line. A line that
-  does not parse, or a file cut short, ends its records there: the rows they
-  would have served are encoded (counted under sidecar_lines_unread)."""
-  files = filesystem.FileAccess()
-  try:
-    with files.open_checked(sidecar.path) as stream:
-      for line in reuse.read_lines(stream):
-        yield reuse.parse_line(line, sidecar.split, list(sidecar.shard_paths),
-                               sidecar.compressed, sidecar.version)
-  except (ValueError, EOFError, OSError, zlib.error) as error:
-    counter('sidecar_lines_unread').inc()
-    logging.warning('%s cannot be read past a damaged line: %s', sidecar.path, error)
-
-
 class _JoinFn(beam.DoFn):
   """(key, {'rows': [row], 'previous': [record]}) -> the row with its previous
   record attached (with the source's SHA-256 and content split taken from it
@@ -184,9 +161,11 @@ class _AttachFn(_JoinFn):
     self._sidecars = sidecars
 
   def setup(self):
+    cut_short = []
     self._previous = dict(record for sidecar in self._sidecars
-                          for record in read_sidecar(sidecar))
+                          for record in read_sidecar(sidecar, cut_short))
     self._unreported = len(self._previous)
+    self._cut_short = len(cut_short)
 
   def start_bundle(self):
     self._matched = 0
@@ -199,7 +178,8 @@ class _AttachFn(_JoinFn):
   def finish_bundle(self):
     yield in_global_window(_tally(reuse.MATCHED, self._matched))
     yield in_global_window(_tally(reuse.PREVIOUS, self._unreported))
-    self._unreported = 0
+    yield in_global_window(cut_short_tally(self._cut_short))
+    self._unreported = self._cut_short = 0
 
 
 @beam.ptransform_fn
@@ -218,14 +198,16 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
   # (bucket, [(key, PreviousRecord), ...]) and (bucket, [(key, row), ...]) per bundle
   previous = (rows.pipeline
               | 'Sidecars' >> beam.Create(list(sidecars))
-              | 'ReadSidecar' >> beam.ParDo(buffer_by_key(read_sidecar, buckets)))
+              | 'ReadSidecar' >> beam.ParDo(ReadSidecarFn(buckets)).with_outputs(
+                  TALLIES, main=ROWS))
   keyed = rows | 'ByKey' >> beam.ParDo(buffer_by_key(
       lambda batch: [(row.key, row) for row in batch], buckets))
-  joined = ({'rows': keyed, 'previous': previous}
+  joined = ({'rows': keyed, 'previous': previous[ROWS]}
             | 'CoGroupByKey' >> beam.CoGroupByKey()
             | 'Attach' >> beam.ParDo(PerKeyFn(_JoinFn(mode, split))).with_outputs(
                 TALLIES, main=ROWS))
-  return {ROWS: joined[ROWS] | 'BatchRows' >> BatchAndSpread(), TALLIES: joined[TALLIES]}
+  return {ROWS: joined[ROWS] | 'BatchRows' >> BatchAndSpread(),
+          TALLIES: (joined[TALLIES], previous[TALLIES]) | 'Tallies' >> beam.Flatten()}
 
 
 class DecideFn(beam.DoFn):

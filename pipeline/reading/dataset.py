@@ -66,6 +66,7 @@ def read_info(input_dir: str) -> dict:
   if paths.is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
     return filesystem.read_info(input_dir)
+  file_kinds.require_regular(path, InfoError)  # a FIFO: open() would wait for a writer
   try:
     with open(path, encoding='utf-8') as handle:
       text = handle.read()

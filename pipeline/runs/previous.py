@@ -21,7 +21,7 @@ from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import SOURCES_SUFFIX
-from transforms.reuse import Sidecar
+from transforms.sidecars import Sidecar
 
 LATEST = 'latest'  # the pointer file a successful run leaves beside its folder
 
@@ -33,7 +33,7 @@ class Previous:
   given: str
   dataset: Optional[str] = None
   run_id: Optional[str] = None
-  sidecars: tuple = ()  # transforms.reuse.Sidecar per split
+  sidecars: tuple = ()  # transforms.sidecars.Sidecar per split
 
 
 def _norm(path: str) -> str:
@@ -55,7 +55,12 @@ def _is_missing(path: str, files: filesystem.FileAccess) -> bool:
 def follow(given: str, files: filesystem.FileAccess) -> str:
   """A `latest` pointer file -> the folder it names (a relative name is
   relative to the pointer's folder); any other path as it is."""
-  if os.path.basename(given.rstrip('/')) != LATEST or not _is_file(given, files):
+  if os.path.basename(given.rstrip('/')) != LATEST:
+    return given
+  kind = None if paths.is_remote(given) else file_kinds.not_regular(given)
+  if kind and kind != 'folder':  # a folder named latest is a dataset folder
+    raise UsageError(f'--previous_dataset {given} is a {kind}, not a pointer file')
+  if not _is_file(given, files):
     return given
   target = files.read_text(given).strip()
   if not target:
@@ -128,6 +133,13 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
     absent = [shard for shard in shards if shard not in sizes]
     if absent:
       raise UsageError(f'--previous_dataset {named} lacks the shard {absent[0]}')
+    # A local listing gives a folder's own size (4096) as its bytes: named
+    # for what it is, not as shards of other sizes. A FIFO is never opened.
+    for shard in () if paths.is_remote(path) else shards:
+      kind = file_kinds.not_regular(shard)
+      if kind:
+        raise UsageError(f'--previous_dataset {named}: the shard {shard} is a {kind}, '
+                         f'not a file')
     if sum(sizes.values()) != entry['num_bytes']:
       raise UsageError(f'--previous_dataset {named}: the {split} shards hold '
                        f'{sum(sizes.values())} bytes, {DATASET_INFO} says '

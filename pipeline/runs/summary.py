@@ -119,4 +119,9 @@ def warning_lines(info: dict) -> list:
                  f'{copies["num_within_split"]} within a split, '
                  f'{copies["num_across_splits"]} across splits (see content_duplicates in '
                  f'dataset_info.json; --dedupe content, --split_by content)')
+  cut_short = (info.get('reuse') or {}).get('sidecars_cut_short')
+  if cut_short:  # else a damaged previous dataset passes for that many new images
+    lines.append(f'Warning: {cut_short} sidecar(s) of the previous dataset are damaged: '
+                 f'read up to the damage, the rows past it encoded as new (see '
+                 f'reuse.sidecars_cut_short in dataset_info.json)')
   return lines

@@ -16,6 +16,12 @@ _KINDS = ((stat.S_ISDIR, 'folder'), (stat.S_ISFIFO, 'FIFO (named pipe)'),
           (stat.S_ISSOCK, 'socket'))
 
 
+class NotRegularFile(OSError):
+  """A local path that exists and is not a regular file, refused before it
+  is opened (require_regular(path, NotRegularFile)). An OSError, so that every
+  reader's handling of an unreadable file (filesystem.read_errors) covers it."""
+
+
 def kind_of(mode: int) -> str:
   """The kind of file an st_mode that is not a regular file's names."""
   return next((name for test, name in _KINDS if test(mode)), 'special file')

@@ -48,11 +48,10 @@ REUSED = 'reused'
 DROPPED = 'dropped'
 FALLBACK = 'reuse_fallback'
 BYTES_COPIED = 'bytes_copied'
-# The in-order join's: keys dropped = records of the previous dataset - rows matched.
-PREVIOUS = 'previous_records'
+PREVIOUS = 'previous_records'  # in-order join: keys dropped = these - rows matched
 MATCHED = 'matched'
-# Rows decided (each ends copied, encoded, fallen back or rejected).
-DECIDED = 'decided'
+DECIDED = 'decided'  # rows decided (each ends copied, encoded, fallen back or rejected)
+SIDECARS_CUT_SHORT = 'sidecars_cut_short'  # read up to damage: rows past it encoded as new
 TALLY = 'reuse'
 # The longest sidecar line read (a line is ~300 bytes; a damaged or hostile
 # sidecar must not make a reader hold a 4 GB line).
@@ -275,6 +274,7 @@ def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Option
       'previous_dataset': previous_dataset,
       'previous_run_id': previous_run_id,
       **({'previous_dataset_missing': True} if missing else {}),
+      **({SIDECARS_CUT_SHORT: sums[SIDECARS_CUT_SHORT]} if sums.get(SIDECARS_CUT_SHORT) else {}),
       'reused': sums.get(REUSED, 0),
       'encoded': {reason: sums.get(reason, 0) for reason in REASONS},
       'num_encoded': encoded,

@@ -1,0 +1,74 @@
+"""Reading a previous dataset's sidecars (--previous_dataset): one split's
+SPLIT.sources.jsonl.gz -> (key, PreviousRecord) of each line, and a tally of
+the sidecars damage cut short (dataset_info.json reuse.sidecars_cut_short)."""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+from typing import Optional
+import zlib
+
+import apache_beam as beam
+
+from transforms import filesystem
+from transforms.batches import KEY_BUCKETS
+from transforms.batches import BufferByBucketFn
+from transforms.batches import bucket_of
+from transforms.batches import row_bytes
+from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
+from transforms.core import reuse
+
+
+class Sidecar(NamedTuple):
+  """One split's sidecar in the previous dataset, and the shards it indexes."""
+  split: str
+  path: str
+  shard_paths: tuple
+  compressed: bool
+  version: int = 2  # its sources_format_version
+
+
+def read_sidecar(sidecar: Sidecar, cut_short: Optional[list] = None):
+  """A previous sidecar -> (key, PreviousRecord) of each line. A line that
+  does not parse, or a file cut short, ends its records there: the rows they
+  would have served are encoded (counted under sidecar_lines_unread), and the
+  sidecar's path is appended to `cut_short`, for the run's output to say so:
+  a damaged sidecar must not pass for hundreds of new images."""
+  files = filesystem.FileAccess()
+  try:
+    with files.open_checked(sidecar.path) as stream:
+      for line in reuse.read_lines(stream):
+        yield reuse.parse_line(line, sidecar.split, list(sidecar.shard_paths),
+                               sidecar.compressed, sidecar.version)
+  except (ValueError, EOFError, OSError, zlib.error) as error:
+    counter('sidecar_lines_unread').inc()
+    logging.warning('%s cannot be read past a damaged line: %s', sidecar.path, error)
+    if cut_short is not None:
+      cut_short.append(sidecar.path)
+
+
+def cut_short_tally(count: int = 1) -> beam.pvalue.TaggedOutput:
+  return beam.pvalue.TaggedOutput(TALLIES, ((reuse.TALLY, reuse.SIDECARS_CUT_SHORT), count))
+
+
+class ReadSidecarFn(BufferByBucketFn):
+  """Sidecar -> (bucket, [(key, PreviousRecord), ...]) as
+  buffer_by_key(read_sidecar) gives them, and to TALLIES one
+  SIDECARS_CUT_SHORT for a sidecar cut short. Each sidecar is one element, so
+  it is counted by the one bundle that read it, whichever worker: a retried
+  bundle's outputs (tallies included) are discarded, unlike a Beam counter's
+  attempts."""
+
+  def __init__(self, buckets: int = KEY_BUCKETS):
+    super().__init__(
+        lambda sidecar, cut_short: [(bucket_of(key, buckets), (key, record))
+                                    for key, record in read_sidecar(sidecar, cut_short)],
+        lambda key_record: row_bytes(key_record[1]))
+
+  def process(self, sidecar, *side_inputs):
+    cut_short = []
+    yield from super().process(sidecar, cut_short)
+    if cut_short:
+      yield cut_short_tally()
