@@ -357,12 +357,14 @@ def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_
   assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
   reuse_info = read_info(out)['reuse']
   assert reuse_info['sidecars_cut_short'] == 1
-  assert reuse_info['encoded']['new'] > 0
+  if damage == 'truncated':  # half the lines are gone: their rows are new
+    assert reuse_info['encoded']['new'] > 0
+  # (a flipped byte may be found only by gzip's CRC at the end, every line read
+  # by then: where it lands depends on the fingerprints, which differ each run)
   _same_shards(out, full)
-  captured = capsys.readouterr()
   assert ('Warning: 1 sidecar(s) of the previous dataset are damaged: read up to the damage, '
           'the rows past it encoded as new (see reuse.sidecars_cut_short in '
-          'dataset_info.json)') in (captured.out + captured.err).splitlines()
+          'dataset_info.json)') in capsys.readouterr().out.splitlines()
 
 
 def test_an_intact_sidecar_adds_no_cut_short_count(night1, tmp_path):
