@@ -298,3 +298,37 @@ def test_a_lock_that_cannot_be_written_leaves_no_temp_file(disk):
     store.create('.convert.lock.000000', 'x' * 100)
   assert error.value.errno == errno.ENOSPC
   assert names(disk) == ['filler.bin']
+
+
+# ------------------------------------------------------- a killed run's temp folder
+
+
+def test_a_run_removes_the_temp_folders_of_this_hosts_killed_runs(tmp_path, monkeypatch):
+  """A SIGKILLed run leaves its img2tfrecord-run-* folder in TMPDIR (nothing
+  can run after SIGKILL); the next run removes it, and only it: not a live
+  process's, another host's, nor a name of another shape."""
+  import socket
+  import tempfile
+
+  from pipeline.runs import run_temp
+  gone = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                        capture_output=True, text=True, check=True)
+  dead = int(gone.stdout)
+  host = socket.gethostname()
+  names = {'killed': f'img2tfrecord-run-{host}-{dead}-ab12cd34',
+           'running': f'img2tfrecord-run-{host}-{os.getpid()}-ef56gh78',
+           'elsewhere': f'img2tfrecord-run-otherhost-{dead}-ij90kl12',
+           'older shape': 'img2tfrecord-run-mn34op56', 'unrelated': 'notes'}
+  for name in names.values():
+    (tmp_path / name).mkdir()
+    (tmp_path / name / 'beam-temp-x').write_bytes(b'left behind')
+  monkeypatch.setenv('TMPDIR', str(tmp_path))
+  monkeypatch.setattr(tempfile, 'tempdir', None)
+  with run_temp.private_temp_dir() as mine:
+    assert os.path.basename(mine).startswith(f'img2tfrecord-run-{host}-{os.getpid()}-')
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [os.path.basename(mine)] + [n for k, n in names.items() if k != 'killed'])
+  assert sorted(os.listdir(tmp_path)) == sorted(n for k, n in names.items() if k != 'killed')
+  assert run_temp.killed_run_owner(names['killed'], host) == dead
+  assert run_temp.killed_run_owner(names['elsewhere'], host) is None
+  assert run_temp.killed_run_owner(names['older shape'], host) is None

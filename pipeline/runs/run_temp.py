@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import tempfile
+from typing import Optional
 
 _PREFIX = 'img2tfrecord-run-'
 
@@ -25,7 +27,9 @@ def private_temp_dir():
   """
   # Read before mkdtemp, which caches the system's folder in tempfile.tempdir.
   previous_tempdir, previous_env = tempfile.tempdir, os.environ.get('TMPDIR')
-  directory = tempfile.mkdtemp(prefix=_PREFIX)
+  host = socket.gethostname()
+  remove_killed_runs(tempfile.gettempdir(), host)
+  directory = tempfile.mkdtemp(prefix=f'{_PREFIX}{host}-{os.getpid()}-')
   tempfile.tempdir = directory
   os.environ['TMPDIR'] = directory
   try:
@@ -40,3 +44,45 @@ def private_temp_dir():
       shutil.rmtree(directory)
     except OSError as error:  # e.g. a child still writing: say so, the run stands
       print(f'note: could not remove the temp folder {directory}: {error}', file=sys.stderr)
+
+
+def remove_killed_runs(parent: str, host: str) -> list:
+  """Removes the temp folders that runs of this host left in `parent` when
+  they were killed (SIGKILL, a lost machine: nothing else leaves one), named
+  by a process that is gone; -> their names. Without it each killed run's
+  folder stayed, whatever ran next. A folder of a live process (a run going
+  on, or a reused process id) or of another host stays; one that cannot be
+  removed is named on stderr and stays."""
+  removed = []
+  for name in sorted(os.listdir(parent)):
+    owner = killed_run_owner(name, host)
+    path = os.path.join(parent, name)
+    # another user's is not ours to remove (nor could we, in a sticky /tmp)
+    if owner is None or _alive(owner) or os.lstat(path).st_uid != os.getuid():
+      continue
+    try:
+      shutil.rmtree(path)
+      removed.append(name)
+    except OSError as error:
+      print(f"note: could not remove a killed run's temp folder: {error}", file=sys.stderr)
+  return removed
+
+
+def killed_run_owner(name: str, host: str) -> Optional[int]:
+  """The process id in a run temp folder's name (img2tfrecord-run-HOST-PID-
+  RANDOM) when HOST is `host`; None for any other name."""
+  if not name.startswith(_PREFIX):
+    return None
+  owner, _, _random = name[len(_PREFIX):].rpartition('-')
+  named_host, _, pid = owner.rpartition('-')
+  return int(pid) if named_host == host and pid.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  return True
