@@ -382,6 +382,13 @@ def _run_script(script: str) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True,
                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
+
+def _stderr_ending_by(signum: int, script: str) -> str:
+  """The stderr of `script`, run in a process of its own, which must end by `signum`."""
+  done = _run_script(script)
+  assert done.returncode == -signum, done.stderr
+  return done.stderr
+
 def test_after_the_signal_only_the_main_thread_writes_to_stderr():
   """Beam's SDK harness threads (a Flink or Spark run's LOOPBACK workers, in
   the launcher) print each broken call's traceback straight to sys.stderr as
@@ -407,9 +414,7 @@ except interrupts.Interrupted:
   print('note: from the clean-up', file=sys.stderr)
 handlers.finish()
 """
-  done = _run_script(script)
-  assert done.returncode == -signal.SIGINT, done.stderr
-  assert done.stderr == ('before the signal, any thread\nnote: from the clean-up\n'
+  assert _stderr_ending_by(signal.SIGINT, script) == ('before the signal, any thread\nnote: from the clean-up\n'
                          'the one line\n')
 
 
@@ -456,9 +461,7 @@ except interrupts.Interrupted:
   pass
 handlers.finish()
 """
-  done = _run_script(script)
-  assert done.returncode == -signal.SIGTERM, done.stderr
-  assert done.stderr == 'swallowed\ncleaned up\nthe one line\n'
+  assert _stderr_ending_by(signal.SIGTERM, script) == 'swallowed\ncleaned up\nthe one line\n'
 
 
 def test_signals_after_publishing_let_the_run_finish_and_say_so():
@@ -474,9 +477,7 @@ with handlers.running():
   print('the summary', file=sys.stderr)
 handlers.finish()
 """
-  done = _run_script(script)
-  assert done.returncode == -signal.SIGTERM, done.stderr
-  assert done.stderr == 'the summary\npublished, complete\n'
+  assert _stderr_ending_by(signal.SIGTERM, script) == 'the summary\npublished, complete\n'
 
 
 def test_a_signal_once_the_run_is_over_says_what_it_published():
@@ -493,9 +494,7 @@ handlers.finish()
 print('the summary', file=sys.stderr, flush=True)
 os.kill(os.getpid(), signal.SIGTERM)
 """
-  done = _run_script(script)
-  assert done.returncode == -signal.SIGTERM, done.stderr
-  assert done.stderr == 'the summary\npublished, complete\n'
+  assert _stderr_ending_by(signal.SIGTERM, script) == 'the summary\npublished, complete\n'
 
 
 def test_without_the_command_lines_handlers_neither_hook_does_anything():
@@ -591,9 +590,7 @@ except interrupts.Interrupted:
   print('unwound', file=sys.stderr)
 handlers.finish()
 """
-  done = _run_script(script)
-  assert done.returncode == -signal.SIGTERM, done.stderr
-  assert done.stderr == 'went on\nunwound\nthe one line\n'
+  assert _stderr_ending_by(signal.SIGTERM, script) == 'went on\nunwound\nthe one line\n'
 
 
 def test_other_unraisable_exceptions_are_still_printed():

@@ -339,17 +339,22 @@ def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tm
       f'0 dropped; 0 reuse_fallback.')
 
 
-@pytest.mark.parametrize('damage', ['truncated', 'flipped'])
+@pytest.mark.parametrize('damage', ['truncated', 'garbled_line', 'flipped'])
 def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_path, capsys,
                                                                     path, damage):
-  """A sidecar with a flipped byte or cut short was silent (exit 0, its rows
-  past the damage encoded as new, only a Beam counter said so): now
-  reuse.sidecars_cut_short and a Warning line, the shards still a full run's."""
+  """A sidecar cut short, with a line that does not parse, or with a flipped
+  byte was silent (exit 0, its rows past the damage encoded as new, only a
+  Beam counter said so): now reuse.sidecars_cut_short and a Warning line, the
+  shards still a full run's."""
   root, _, full = night1
   previous = _previous(full, tmp_path)
   data = bytearray((previous / SIDECAR).read_bytes())
   if damage == 'truncated':
     data = data[:len(data) // 2]
+  elif damage == 'garbled_line':  # gzip intact, its middle line no JSON
+    lines = gzip.decompress(bytes(data)).splitlines(keepends=True)
+    lines[len(lines) // 2] = b'{not json\n'
+    data = gzip.compress(b''.join(lines))
   else:
     data[len(data) // 2] ^= 0xFF
   (previous / SIDECAR).write_bytes(bytes(data))
@@ -357,7 +362,7 @@ def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_
   assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
   reuse_info = read_info(out)['reuse']
   assert reuse_info['sidecars_cut_short'] == 1
-  if damage == 'truncated':  # half the lines are gone: their rows are new
+  if damage != 'flipped':  # the lines past the damage are unread: their rows are new
     assert reuse_info['encoded']['new'] > 0
   # (a flipped byte may be found only by gzip's CRC at the end, every line read
   # by then: where it lands depends on the fingerprints, which differ each run)
