@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
+import pytest
 
 from tests.conftest import local_pipeline
 from transforms.batches import Batch
@@ -123,6 +124,20 @@ def test_a_batch_is_coded_as_one_pickle_and_sized_from_its_first_row():
   # Beam sizes a sample of every output: from one row, not by pickling all
   assert coder.estimate_size(rows) == 5 * len(pickle.dumps(rows[0], pickle.HIGHEST_PROTOCOL))
   assert coder.estimate_size(RowBatch()) == 1
+
+
+def test_a_batch_holding_a_view_is_coded_with_the_bytes_it_shows():
+  import threading
+
+  from transforms.batches import RowBatch
+  from transforms.batches import RowBatchCoder
+  coder = RowBatchCoder()
+  framed = b'headerDATAfooter'
+  batch = RowBatch([('k', memoryview(framed)[6:10])])  # a copied record's data
+  assert coder.decode(coder.encode(batch)) == [('k', b'DATA')]
+  assert coder.estimate_size(batch) > len(b'DATA')
+  with pytest.raises(TypeError, match='lock'):  # anything else unpicklable still fails
+    coder.encode(RowBatch([threading.Lock()]))
 
 
 def test_the_batch_steps_outputs_are_typed_batches():

@@ -150,7 +150,7 @@ class LoadImageFn(PooledSourceFn):
     if copied is not None:
       waiting = self._copies_waiting
       waiting[0] += 1
-      waiting[1] += len(copied.data) + len(copied.framed)
+      waiting[1] += len(copied.framed)  # its data a view into them
       if waiting[0] > self.MAX_COPIES_WAITING or waiting[1] > self.MAX_COPY_BYTES_WAITING:
         self._catch_up()
       elif waiting[0] % self.SEND_AFTER_COPIES == 0:
@@ -227,7 +227,7 @@ class LoadImageFn(PooledSourceFn):
       if isinstance(result, Copied):
         waiting = self._copies_waiting
         waiting[0] -= 1
-        waiting[1] -= len(result.data) + len(result.framed)
+        waiting[1] -= len(result.framed)
       output = self.outcome(element, result)
       yield dataclasses.replace(output, reuse=FALLBACK) if fell_back and isinstance(
           output, (LoadedImage, LoadedExample)) else output

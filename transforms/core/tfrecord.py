@@ -85,6 +85,12 @@ def _intact(data: bytes, footer: bytes) -> bool:
   return masked_crc(data) == _FOOTER.unpack(footer)[0]
 
 
+def data_view(framed: bytes) -> memoryview:
+  """The data of a framed record whose frame is checked (unframe), as a view
+  into `framed`: no copy of it."""
+  return memoryview(framed)[_HEADER.size:len(framed) - _FOOTER.size]
+
+
 def unframe(framed: bytes, length: int, where: int) -> bytes:
   """The data of one framed record of `length` bytes, read from byte `where`
   of its shard (for the messages), both CRCs checked; ShardError if it is
