@@ -339,7 +339,7 @@ def test_the_shard_writer_writes_behind_in_lists_in_order(tmp_path, monkeypatch)
   monkeypatch.setattr(shard_file, 'WRITE_BEHIND_BYTES', 50)  # a list every 3 records
   records = [bytes([i]) * (i + 1) for i in range(10)]
   path = tmp_path / 'out.tfrecord'
-  with shard_file.ShardFile(str(path), 'none') as shard:
+  with shard_file.ShardFile(str(path), 'none', write_behind=True) as shard:
     spans = [shard.write_record(record) for record in records]
   assert path.read_bytes() == b''.join(frame(record) for record in records)
   assert [offset for offset, _, _ in spans] == list(
@@ -363,7 +363,8 @@ def test_a_failed_write_behind_is_raised_and_the_shard_abandoned(tmp_path, monke
   def full(descriptor, records):
     raise OSError(errno.ENOSPC, 'No space left on device')
   monkeypatch.setattr(shard_file, 'write_all', full)
-  shard = shard_file.ShardFile(str(tmp_path / 'out.tfrecord'), 'none', write_index=True)
+  shard = shard_file.ShardFile(str(tmp_path / 'out.tfrecord'), 'none', write_index=True,
+                               write_behind=True)
   shard.write_record(b'abc')
   with pytest.raises(OSError, match='No space left'):
     shard.close()

@@ -197,16 +197,19 @@ def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
   """`data` (a record read intact, data_crc its masked CRC32C) if it is the
   record the sidecar names: the CRC the sidecar recorded, and the row's key
   in its key feature (none in --schema seed); else ShardError NOT_THE_RECORD."""
-  where = f'record {record.ordinal} of {record.shard_path} (byte {record.offset})'
   if data_crc != record.data_crc:
     raise ShardError(record.ordinal, NOT_THE_RECORD,
-                     f'{where} has CRC {data_crc}; the sidecar says {record.data_crc}')
+                     f'{_where(record)} has CRC {data_crc}; the sidecar says {record.data_crc}')
   if key_feature:
     found = _bytes_feature()(data, key_feature)
     if found != key.encode('utf-8'):
       raise ShardError(record.ordinal, NOT_THE_RECORD,
-                       f'{where} holds the key {found!r}, not {key!r}')
+                       f'{_where(record)} holds the key {found!r}, not {key!r}')
   return data
+
+
+def _where(record: PreviousRecord) -> str:
+  return f'record {record.ordinal} of {record.shard_path} (byte {record.offset})'
 
 
 @functools.cache
