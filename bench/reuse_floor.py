@@ -23,11 +23,13 @@ import os
 import sys
 import time
 
+from transforms.core import copies
 from transforms.core import fingerprints
 from transforms.core import reuse
 from transforms.core.tfrecord import unframe
 
 DEFAULT_WORKDIR = '/tmp/img2tfrecord-bench'
+CHECK = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text')
 
 
 def previous_records(night1: str) -> dict:
@@ -57,7 +59,7 @@ def reuse_rows(manifest: str, previous: dict) -> tuple[int, float, bytes]:
       continue
     framed = os.pread(shards[record.shard_path], record.length, record.offset)
     data = unframe(framed, record.length, record.offset)
-    reuse.checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, image, 'image/key')
+    copies.checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, image, CHECK)
     sidecar.write(reuse.sidecar_line(image, 0, reused, out.tell(), record.length,
                                      record.data_crc, fingerprint, record.source_sha256, image,
                                      record.label_id, label, record.option_digest))

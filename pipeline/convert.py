@@ -61,6 +61,7 @@ from transforms.beam_util import count_rejection
 from transforms.core import duplicates
 from transforms.core import fingerprints
 from transforms.core import tally
+from transforms.core.copies import copy_check
 from transforms.core.paths import is_remote
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
@@ -162,7 +163,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   copied = None
   if previous_used(config):
     decided = decide_and_copy(rows, label_map, config.change_detection, digest,
-                              config.ordering, config.example.table().key, inline)
+                              config.ordering, copy_check(config.example.table()), inline)
     rows, copied = decided.rows, decided.examples
     tallies += decided.tallies
     # copied records join the encoded ones through the writer's shuffle

@@ -128,6 +128,30 @@ def test_a_sidecar_line_naming_another_record_is_caught(night1, tmp_path, path, 
   _same_shards(out, full)
 
 
+def test_a_sidecar_whose_labels_are_swapped_copies_no_record_under_the_old_label(
+    night1, tmp_path, path):
+  """Two lines' labels swapped in the sidecar, and the two rows' labels
+  swapped the same way in the manifest: each line now says what its row
+  says, so the run decided to copy both; their records still hold the old
+  labels. Each copy is checked against its line's label: both are encoded."""
+  root, rows, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  first = next(line for line in lines if line['label']['text'] == 'cat')
+  second = next(line for line in lines if line['label']['text'] == 'dog')
+  first['label'], second['label'] = second['label'], first['label']
+  _write_lines(previous, lines)
+  swapped = {first['key']: 'dog', second['key']: 'cat'}
+  manifest = _manifest(root / f'swapped_labels_{path}.csv',  # beside the images
+                       [(image, swapped.get(key, label), key) for image, label, key in rows])
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (6, 2)
+  _same_shards(out, fresh)  # the manifest's labels, not the old records'
+
+
 def test_a_changed_image_path_with_the_same_key_is_encoded_again(night1, tmp_path):
   """`imgs/a.png` -> `./imgs/a.png`: the same file and key, but the record's
   image/filename is the path as written."""

@@ -6,9 +6,11 @@ import io
 import itertools
 import json
 import os
+import re
 
 import pytest
 
+from transforms.core import copies
 from transforms.core import fingerprints
 from transforms.core import reuse
 from transforms.core.spec import ExampleSpec
@@ -142,10 +144,14 @@ def test_sidecar_lines_are_read_with_bounded_memory(monkeypatch):
     next(lines)
 
 
+KEY = copies.CopyCheck('image/key')  # the key alone (the label: test_a_copy_holds_the_sidecars_label)
+
+
 def _example(key: str, payload: bytes = b'pixels') -> bytes:
   from transforms.core.example_proto import serialize_example
   return serialize_example({'image/encoded': ('bytes', payload), 'image/key': ('bytes', key),
-                            'image/class/label': ('int64', 1)})
+                            'image/class/label': ('int64', 1),  # _previous's label
+                            'image/class/text': ('bytes', 'cat')})
 
 
 def _at(records: list, index: int, key: str, **changes) -> tuple:
@@ -162,16 +168,16 @@ def test_a_record_is_read_by_offset_with_its_crcs_checked():
   records = [_example('a'), _example('b', b'second!')]
   shard = b''.join(frame(r) for r in records)
   record, key = _at(records, 1, 'b')
-  assert reuse.read_at(io.BytesIO(shard), len(shard), record, key, 'image/key') == records[1]
+  assert copies.read_at(io.BytesIO(shard), len(shard), record, key, KEY) == records[1]
   damaged = bytearray(shard)
   damaged[record.offset + 12] ^= 1
   with pytest.raises(ShardError, match='data CRC'):
-    reuse.read_at(io.BytesIO(bytes(damaged)), len(shard), record, key, 'image/key')
+    copies.read_at(io.BytesIO(bytes(damaged)), len(shard), record, key, KEY)
   with pytest.raises(ShardError, match='shard ends'):
-    reuse.read_at(io.BytesIO(shard[:30]), 30, record, key, 'image/key')
+    copies.read_at(io.BytesIO(shard[:30]), 30, record, key, KEY)
   shorter = record._replace(length=record.length - 1)
   with pytest.raises(ShardError, match=f'no record of {shorter.length} bytes'):
-    reuse.read_at(io.BytesIO(shard), len(shard), shorter, key, 'image/key')
+    copies.read_at(io.BytesIO(shard), len(shard), shorter, key, KEY)
 
 
 class _Counting(io.BytesIO):
@@ -191,7 +197,7 @@ def test_a_damaged_offset_or_length_is_refused_before_any_read(change):
   record, key = _at(records, 0, 'a', **change)
   stream = _Counting(shard)
   with pytest.raises(ShardError, match='shard ends before byte'):
-    reuse.read_at(stream, len(shard), record, key, 'image/key')
+    copies.read_at(stream, len(shard), record, key, KEY)
   assert stream.largest == 0
 
 
@@ -202,30 +208,67 @@ def test_a_copy_is_refused_unless_its_crc_and_key_are_the_sidecars():
   swapped = frame(records[1]) + frame(records[0])
   record, key = _at(records, 0, 'a')
   with pytest.raises(ShardError, match='has CRC') as crc:
-    reuse.read_at(io.BytesIO(swapped), len(swapped), record, key, 'image/key')
-  assert crc.value.kind == reuse.NOT_THE_RECORD
+    copies.read_at(io.BytesIO(swapped), len(swapped), record, key, KEY)
+  assert crc.value.kind == copies.NOT_THE_RECORD
   # the sidecar's CRC forged to the record found: its key still gives it away
   forged = record._replace(data_crc=int.from_bytes(frame(records[1])[-4:], 'little'))
   with pytest.raises(ShardError, match="holds the key b'b', not 'a'"):
-    reuse.read_at(io.BytesIO(swapped), len(swapped), forged, key, 'image/key')
+    copies.read_at(io.BytesIO(swapped), len(swapped), forged, key, KEY)
   # --schema seed has no key feature: the CRC alone is compared
-  assert reuse.read_at(io.BytesIO(swapped), len(swapped), forged, key, None) == records[1]
+  assert copies.read_at(io.BytesIO(swapped), len(swapped), forged, key, copies.NO_CHECK) == records[1]
+
+
+@pytest.mark.parametrize('said, holds', [
+    (dict(), None),
+    (dict(label_id=2), 'holds the image/class/label 1; the sidecar says 2'),
+    (dict(label_text='dog'), "holds the image/class/text b'cat'; the sidecar says 'dog'"),
+    (dict(label_id=[1, 3], label_text=['cat', 'x']), 'holds the image/class/label 1'),
+    (dict(label_id=None, label_text=None), None)])  # a sidecar without a label: not compared
+def test_a_copy_holds_the_sidecars_label(said, holds):
+  """The run decides to copy a record by its sidecar line's label: a line
+  whose label is not its record's (a sidecar edited, two lines' labels
+  swapped) would copy a record whose label the manifest changed."""
+  from transforms.core.example_proto import serialize_example
+  data = serialize_example({'image/class/label': ('int64', 1), 'image/class/text': ('bytes', 'cat'),
+                            'image/encoded': ('bytes', b'px'), 'image/key': ('bytes', 'a')})
+  record, key = _at([data], 0, 'a', **said)
+  check = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text')
+  shard = frame(data)
+  if holds is None:
+    assert copies.read_at(io.BytesIO(shard), len(shard), record, key, check) == data
+    return
+  with pytest.raises(ShardError, match=re.escape(holds)) as refused:
+    copies.read_at(io.BytesIO(shard), len(shard), record, key, check)
+  assert refused.value.kind == copies.NOT_THE_RECORD
+
+
+def test_a_multi_label_copy_holds_the_sidecars_lists():
+  from transforms.core.example_proto import serialize_example
+  data = serialize_example({'image/class/label': ('int64', [0, 2]),
+                            'image/class/text': ('bytes', ['a', 'c'])})
+  check = copies.CopyCheck(None, 'image/class/label', 'image/class/text')
+  shard = frame(data)
+  record, key = _at([data], 0, 'k', label_id=[0, 2], label_text=['a', 'c'])
+  assert copies.read_at(io.BytesIO(shard), len(shard), record, key, check) == data
+  record, key = _at([data], 0, 'k', label_id=[2, 0], label_text=['c', 'a'])  # another order
+  with pytest.raises(ShardError, match=re.escape('holds the image/class/label [0, 2]')):
+    copies.read_at(io.BytesIO(shard), len(shard), record, key, check)
 
 
 def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(5)]
   shard = b''.join(frame(r) for r in records)
   wanted = {i: _at(records, i, f'k{i}') for i in (3, 1)}
-  assert list(reuse.pick_ordinals(io.BytesIO(shard), wanted, 'image/key')) == [
+  assert list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY)) == [
       (1, records[1]), (3, records[3])]
   damaged = bytearray(shard)
   damaged[len(frame(records[0])) * 2 + 12] ^= 1  # record 2's data
   wanted = {i: _at(records, i, f'k{i}') for i in (2, 4)}
   wanted[0] = _at(records, 0, 'k4')  # another key
   wanted[9] = _at(records, 4, 'k4', ordinal=9)
-  picked = dict(reuse.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, 'image/key'))
+  picked = dict(copies.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, KEY))
   assert picked[4] == records[4]
-  assert picked[0].kind == reuse.NOT_THE_RECORD
+  assert picked[0].kind == copies.NOT_THE_RECORD
   assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
 
 
@@ -273,7 +316,7 @@ def _in(path, records, index, compressed=False, **changes):
 def test_a_reader_reads_plain_records_by_offset_and_keeps_one_descriptor(tmp_path):
   records = [_example('k0'), _example('k1', b'second!')]
   path = _shard_file(tmp_path, records)
-  reader = reuse.ShardReader('image/key')
+  reader = copies.ShardReader(KEY)
   before = len(os.listdir('/proc/self/fd'))
   assert reader.copy(*_in(path, records, 1)).data == records[1]
   assert reader.copy(*_in(path, records, 0)).data == records[0]
@@ -297,7 +340,7 @@ def test_a_previous_shard_that_is_a_fifo_is_a_shard_error_unopened(tmp_path, com
   records = [_example('k0')]
   path = _shard_file(tmp_path, records, compressed)
   os.unlink(path)
-  reader = reuse.ShardReader('image/key')
+  reader = copies.ShardReader(KEY)
   with fifo_writer_that_unblocks_readers(path) as unblocked:
     with pytest.raises(ShardError) as error:
       reader.copy(*_in(path, records, 0, compressed))
@@ -311,7 +354,7 @@ def test_a_previous_shard_that_is_a_fifo_is_a_shard_error_unopened(tmp_path, com
 def test_a_copy_keeps_the_framed_record_as_read_for_the_writer(tmp_path, compressed):
   records = [_example('k0'), _example('k1', b'second!')]
   path = _shard_file(tmp_path, records, compressed)
-  reader = reuse.ShardReader('image/key')
+  reader = copies.ShardReader(KEY)
   copied = reader.copy(*_in(path, records, 1, compressed))
   assert copied.data == records[1]
   assert copied.data.obj is copied.framed  # a view into the framed bytes: no copy held apart
@@ -382,7 +425,7 @@ def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):
   open(path, 'wb').write(bytes(damaged))
   empty = tmp_path / 'empty.tfrecord'
   empty.write_bytes(b'')
-  reader = reuse.ShardReader('image/key')
+  reader = copies.ShardReader(KEY)
   assert reader.copy(*_in(path, records, 0)).data == records[0]
   with pytest.raises(ShardError, match=f'data CRC mismatch in the record at byte {record.offset}'):
     reader.copy(record, key)
@@ -398,7 +441,7 @@ def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkey
   opened = []
   real_open = gzip.open
   monkeypatch.setattr(gzip, 'open', lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
-  reader = reuse.ShardReader('image/key')
+  reader = copies.ShardReader(KEY)
   order = (1, 5, 0, 3, 2, 4, 0)
   assert [reader.copy(*_in(path, records, i, True)).data for i in order] == [
       records[i] for i in order]

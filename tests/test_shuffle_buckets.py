@@ -35,6 +35,7 @@ from transforms.batches import row_bytes
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.core import copies
 from transforms.core import duplicates
 from transforms.core import manifest
 from transforms.core import reuse as core_reuse
@@ -409,7 +410,7 @@ def test_copy_records_by_shard_through_buckets_copies_every_record(tmp_path):
   by_shard = collections.defaultdict(list)
   for path, reusable in reusables:
     by_shard[path].append(reusable)
-  copy = CopyShardFn('metadata', ORDERING, None)
+  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
   copy.setup()
   expected = [e for path, group in by_shard.items() for e in copy.process((path, group))]
   assert len(by_shard) == 3 and sorted(e.data for e in expected) == sorted(
@@ -417,7 +418,7 @@ def test_copy_records_by_shard_through_buckets_copies_every_record(tmp_path):
   with local_pipeline(*TWO_WORKERS) as p:
     copied = (p | beam.Create(list(chunks(reusables, 2))) | beam.Reshuffle()
               | beam.FlatMap(lambda pairs: pairs)
-              | CopyRecords('metadata', ORDERING, None))
+              | CopyRecords('metadata', ORDERING, copies.NO_CHECK))
     assert_that(copied['examples'], equal_to(expected), label='Copied')
-    empty = p | 'None' >> beam.Create([]) | 'CopyNone' >> CopyRecords('metadata', ORDERING, None)
+    empty = p | 'None' >> beam.Create([]) | 'CopyNone' >> CopyRecords('metadata', ORDERING, copies.NO_CHECK)
     assert_that(empty['examples'], equal_to([]), label='NoneCopied')

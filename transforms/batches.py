@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Iterable
-import io
 import itertools
 import pickle
 import zlib
@@ -32,6 +31,7 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.beam_util import in_global_window
+from transforms.core.pickling import pickled
 
 # Rows per batch. Rows are small (a few hundred bytes): on 20,000 16x16 PNGs
 # (2 cores) batches of 256 through the steps alone took the launcher's CPU per
@@ -60,7 +60,7 @@ class RowBatchCoder(beam.coders.Coder):
   pickled 8 rows per row of a 20,000-row run (157,288 pickles)."""
 
   def encode(self, value: RowBatch) -> bytes:
-    return _dumps(list(value))
+    return pickled(list(value))
 
   def decode(self, encoded: bytes) -> RowBatch:
     return RowBatch(pickle.loads(encoded))
@@ -68,7 +68,7 @@ class RowBatchCoder(beam.coders.Coder):
   def estimate_size(self, value: RowBatch) -> int:
     if not value:
       return 1
-    return len(_dumps(value[0])) * len(value)
+    return len(pickled(value[0])) * len(value)
 
   def is_deterministic(self) -> bool:
     return False
@@ -84,27 +84,6 @@ class RowBatchCoder(beam.coders.Coder):
 
 
 beam.coders.registry.register_coder(RowBatch, RowBatchCoder)
-
-
-class _ViewsAsBytes(pickle.Pickler):
-  """Pickles a memoryview as the bytes it shows."""
-
-  def reducer_override(self, obj):
-    if isinstance(obj, memoryview):
-      return bytes, (obj.tobytes(),)
-    return NotImplemented
-
-
-def _dumps(value) -> bytes:
-  """value pickled; a memoryview in it (a copied record's data, a view into
-  its framed bytes: core/reuse.Copied) as its bytes. Tried only after the
-  plain pickle fails: the override is a Python call per object pickled."""
-  try:
-    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-  except TypeError:  # anything else unpicklable fails the same way again
-    stream = io.BytesIO()
-    _ViewsAsBytes(stream, pickle.HIGHEST_PROTOCOL).dump(value)
-    return stream.getvalue()
 
 
 class BatchesOut:

@@ -18,6 +18,11 @@ from transforms.beam_util import LOADED
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import in_global_window
+from transforms.core.copies import COPY_ERRORS
+from transforms.core.copies import NO_CHECK
+from transforms.core.copies import Copied
+from transforms.core.copies import ShardReader
+from transforms.core.copies import copy_check
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedCopy
 from transforms.core.example import LoadedExample
@@ -28,10 +33,7 @@ from transforms.core.pickling import replaced
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
-from transforms.core.reuse import COPY_ERRORS
 from transforms.core.reuse import FALLBACK
-from transforms.core.reuse import Copied
-from transforms.core.reuse import ShardReader
 from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
@@ -119,7 +121,7 @@ class LoadImageFn(PooledSourceFn):
                      convert_on_thread, convert_in_process, http)
     self._progress_dir = progress_dir
     self._example_spec = example_spec
-    self._key_feature = example_spec.table().key if example_spec else None
+    self._copy_check = copy_check(example_spec.table()) if example_spec else NO_CHECK
     self._fingerprint_fetches = fingerprint_fetches
     self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
     self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
@@ -138,7 +140,7 @@ class LoadImageFn(PooledSourceFn):
     self._fingerprints = {}  # id(row) -> the fingerprint its GET answered with
     self._held = HeldBytes()  # by id(row), while the row is ahead
     # the previous shards reused records are copied from
-    self._shards = ShardReader(self._key_feature)
+    self._shards = ShardReader(self._copy_check)
     self._counted = [0, 0]  # images and source bytes not yet added to the counters
     self._copies_waiting = [0, 0]  # copied rows in _arrived, and their bytes
 

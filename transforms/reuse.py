@@ -28,6 +28,7 @@ from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import in_global_window
+from transforms.core import copies
 from transforms.core import file_kinds
 from transforms.core import fingerprints
 from transforms.core import paths
@@ -254,14 +255,15 @@ class DecideFn(beam.DoFn):
 class CopyShardFn(beam.DoFn):
   """(previous shard path, [Reusable]) -> a BuiltExample of each, its bytes
   copied from the shard (by offset in a plain shard, by ordinal streaming a
-  gzip one) with both CRCs checked, its data CRC the sidecar's and its key
-  feature the row's key; a record that fails is not copied: its row goes out
-  under FALLBACK to be encoded from its source."""
+  gzip one) with both CRCs checked, its data CRC the sidecar's, its key and
+  label the row's and the sidecar's (copies.checked_copy); a record that
+  fails is not copied: its row goes out under FALLBACK to be encoded from its
+  source."""
 
-  def __init__(self, mode: str, ordering: Ordering, key_feature: Optional[str]):
+  def __init__(self, mode: str, ordering: Ordering, check: copies.CopyCheck):
     self._mode = mode
     self._ordering = ordering
-    self._key_feature = key_feature
+    self._check = check
 
   def setup(self):
     self._files = filesystem.FileAccess()
@@ -299,14 +301,14 @@ class CopyShardFn(beam.DoFn):
     if reusables[0].row.previous.compressed:
       by_ordinal = {r.row.previous.ordinal: r for r in reusables}
       wanted = {ordinal: (r.row.previous, r.row.key) for ordinal, r in by_ordinal.items()}
-      for ordinal, data in reuse.pick_ordinals(stream, wanted, self._key_feature):
+      for ordinal, data in copies.pick_ordinals(stream, wanted, self._check):
         yield by_ordinal[ordinal], data
       return
     size = stream.seek(0, 2)
     for reusable in reusables:
       try:
-        yield reusable, reuse.read_at(stream, size, reusable.row.previous, reusable.row.key,
-                                      self._key_feature)
+        yield reusable, copies.read_at(stream, size, reusable.row.previous, reusable.row.key,
+                                      self._check)
       except ShardError as error:
         yield reusable, error
 
@@ -319,7 +321,7 @@ class CopyShardFn(beam.DoFn):
 
 
 @beam.ptransform_fn
-def CopyRecords(reusables, mode: str, ordering: Ordering, key_feature: Optional[str]):
+def CopyRecords(reusables, mode: str, ordering: Ordering, check: copies.CopyCheck):
   """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
   rows to encode, TALLIES: counts}: every shard read in its own call, so a
   distributed runner reads the shards in parallel. The Reusables cross the
@@ -329,7 +331,7 @@ def CopyRecords(reusables, mode: str, ordering: Ordering, key_feature: Optional[
           | 'ByShard' >> beam.ParDo(BufferByBucketFn(lambda pair: [pair], _reusable_bytes))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'CopyShard' >> beam.ParDo(ExactKeyFn(CopyShardFn(
-              mode, ordering, key_feature))).with_outputs(FALLBACK, TALLIES, main='examples'))
+              mode, ordering, check))).with_outputs(FALLBACK, TALLIES, main='examples'))
 
 
 def _reusable_bytes(reusable: Reusable) -> int:
@@ -343,20 +345,19 @@ class Decided(NamedTuple):
 
 
 def decide_and_copy(rows, label_map, mode: str, options_digest: str,
-                    ordering: Ordering, key_feature: Optional[str],
+                    ordering: Ordering, check: copies.CopyCheck,
                     inline: bool = False) -> Decided:
   """Batches of rows with their previous records -> batches of the rows to
   encode (changed, new, or whose copy failed), batches of the copied
-  examples, and the counts. key_feature:
-  the feature holding a record's key (each copy's is compared with its
-  row's). inline (a single local worker): the rows to copy stay among the
+  examples, and the counts. check: the features each copy is proven its
+  row's by (copies.checked_copy). inline (a single local worker): the rows to copy stay among the
   rows, in write order, for the image step to copy (no examples here)."""
   decided = rows | 'Decide' >> beam.ParDo(
       BatchedFn(DecideFn(mode, options_digest, inline)),
       label_map_side_input(label_map)).with_outputs(REUSE, TALLIES, main=ROWS)
   if inline:
     return Decided(decided[ROWS], None, [decided[TALLIES]])
-  copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, key_feature)
+  copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, check)
   to_encode = ((decided[ROWS], copied[FALLBACK] | 'BatchFallbacks' >> Batch())
                | 'RowsToEncode' >> beam.Flatten())
   return Decided(to_encode, copied['examples'] | 'BatchCopies' >> Batch(),

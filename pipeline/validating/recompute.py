@@ -16,6 +16,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import UsageError
 from transforms import filesystem
+from transforms.core import copies
 from transforms.core import fingerprints
 from transforms.core import manifest
 from transforms.core import paths
@@ -142,7 +143,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   label_map = LabelMap(tuple(info['label_map']), fixed=True)
   digest = fingerprints.options_digest(config.image, config.example)
   prepare_pillow(config.image.max_pixels)
-  reader = reuse.ShardReader()
+  reader = copies.ShardReader()
   problems, warnings = [], []
   try:
     for split, key, record in sampled:
@@ -189,7 +190,7 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
   expected = built_example(loaded, config.example, config.ordering, digest).data
   try:
     found, _ = reader.data(record)
-  except reuse.COPY_ERRORS as error:
+  except copies.COPY_ERRORS as error:
     return recompute.RECOMPUTE_MISMATCH, f'its record cannot be read: {error}'
   differ = [] if found == expected else recompute.differences(
       parse_example(expected), _parsed(found))

@@ -99,7 +99,7 @@ def held_bytes(value: LoadedImage | LoadedExample | LoadedCopy | BuiltExample) -
   batches.BatchedFn cuts its lists by)."""
   if isinstance(value, LoadedImage):
     return len(value.image.data)
-  # a copy's data is a view into its framed bytes (core/reuse.Copied)
+  # a copy's data is a view into its framed bytes (core/copies.Copied)
   return len(getattr(value, 'framed', b'')) or len(value.data)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 import functools
 import struct
+from typing import Optional
 from typing import Union
 
 from google.protobuf import descriptor_pb2
@@ -248,6 +249,36 @@ def parse_example_plain(data: bytes, views: frozenset = frozenset()):
   try:
     return _parse_plain(memoryview(data), views)
   except (_NotPlain, IndexError, UnicodeDecodeError, struct.error):
+    return None
+
+
+def plain_features(data: bytes, names: dict) -> Optional[dict]:
+  """{name: values} of those of `names` ({name as UTF-8 bytes: name}) that
+  a serialized Example in the plain layout holds (bytes values as bytes),
+  walking the map's entries and parsing only theirs, up to the last one
+  found; None if it is not plain (a copy of every reused record is checked
+  so: its key and its label)."""
+  try:
+    if not data:
+      return {}
+    pos, end = _delimited(data, 0, len(data), _LEN1)  # Example.features
+    if end != len(data):
+      return None
+    found = {}
+    while pos < end and len(found) < len(names):  # map entries, each key then value
+      if data[pos] != _LEN1:
+        return None
+      length, entry = _varint(data, pos + 1)
+      pos = entry + length
+      if data[entry] != _LEN1:
+        return None
+      key_length, key_start = _varint(data, entry + 1)
+      name = names.get(bytes(data[key_start:key_start + key_length]))
+      if name is not None:
+        value_start, value_stop = _delimited(data, key_start + key_length, pos, 0x12)
+        found[name] = _feature(data, value_start, value_stop, False)[1]
+    return found
+  except (_NotPlain, IndexError, struct.error):
     return None
 
 

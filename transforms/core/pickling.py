@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 import copyreg
 import dataclasses
+import io
 import operator
+import pickle
 import types
 from typing import Any
 from typing import NamedTuple
@@ -182,3 +184,24 @@ def cheap_pickle(cls: _Class) -> _Class:
   cls.__reduce__ = _reduce
   cls.__getstate__ = _getstate
   return cls
+
+
+class _ViewsAsBytes(pickle.Pickler):
+  """Pickles a memoryview as the bytes it shows."""
+
+  def reducer_override(self, obj):
+    if isinstance(obj, memoryview):
+      return bytes, (obj.tobytes(),)
+    return NotImplemented
+
+
+def pickled(value) -> bytes:
+  """value pickled; a memoryview in it (a copied record's data, a view into
+  its framed bytes: core/copies.Copied) as its bytes. Tried only after the
+  plain pickle fails: the override is a Python call per object pickled."""
+  try:
+    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+  except TypeError:  # anything else unpicklable fails the same way again
+    stream = io.BytesIO()
+    _ViewsAsBytes(stream, pickle.HIGHEST_PROTOCOL).dump(value)
+    return stream.getvalue()

@@ -1,7 +1,6 @@
 """Reusing a previous dataset's records (--previous_dataset): the sidecar's
-lines, the decision per row, and reading a record back by its offset with
-its CRCs checked and proven to be the record the sidecar names. Plain
-functions.
+lines and the decision per row. Plain functions; reading a record back and
+proving it the one a line names is in copies.py.
 
 The sidecar SPLIT.sources.jsonl.gz holds one JSON line per record, in write
 order (sources_format_version 2): key, shard (its index among the split's
@@ -16,22 +15,10 @@ records are read, never copied (SIDECAR_UPGRADE).
 
 from __future__ import annotations
 
-import functools
-import gzip
 import json
-import os
-import tempfile
 from typing import BinaryIO
 from typing import NamedTuple
 from typing import Optional
-import zlib
-
-from transforms.core import file_kinds
-from transforms.core.tfrecord import ShardError
-from transforms.core.tfrecord import data_view
-from transforms.core.tfrecord import masked_crc
-from transforms.core.tfrecord import read_records_skipping
-from transforms.core.tfrecord import unframe
 
 # Why a row is encoded rather than copied (dataset_info.json reuse.encoded).
 NEW = 'new'
@@ -57,9 +44,6 @@ TALLY = 'reuse'
 # The longest sidecar line read (a line is ~300 bytes; a damaged or hostile
 # sidecar must not make a reader hold a 4 GB line).
 MAX_LINE_BYTES = 1 << 20
-# What ShardError.kind says of a record that is intact but not the one the
-# sidecar names (its CRC or its key differ).
-NOT_THE_RECORD = 'not_the_record'
 
 
 class PreviousRecord(NamedTuple):
@@ -192,83 +176,6 @@ def decide(previous: Optional[PreviousRecord], split: str, fingerprint: str,
   return None
 
 
-def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
-                 key_feature: Optional[str]) -> bytes:
-  """`data` (a record read intact, data_crc its masked CRC32C) if it is the
-  record the sidecar names: the CRC the sidecar recorded, and the row's key
-  in its key feature (none in --schema seed); else ShardError NOT_THE_RECORD."""
-  if data_crc != record.data_crc:
-    raise ShardError(record.ordinal, NOT_THE_RECORD,
-                     f'{_where(record)} has CRC {data_crc}; the sidecar says {record.data_crc}')
-  if key_feature:
-    found = _bytes_feature()(data, key_feature)
-    if found != key.encode('utf-8'):
-      raise ShardError(record.ordinal, NOT_THE_RECORD,
-                       f'{_where(record)} holds the key {found!r}, not {key!r}')
-  return data
-
-
-def _where(record: PreviousRecord) -> str:
-  return f'record {record.ordinal} of {record.shard_path} (byte {record.offset})'
-
-
-@functools.cache
-def _bytes_feature():
-  """example_proto.bytes_feature, imported on first use (its descriptors take
-  2.3 ms to build; an image worker process that copies nothing never needs
-  them), then no import statement a copy (1 us each, 6% of a copy's time)."""
-  from transforms.core.example_proto import bytes_feature
-  return bytes_feature
-
-
-def read_at(stream: BinaryIO, size: int, record: PreviousRecord, key: str,
-            key_feature: Optional[str]) -> bytes:
-  """The data of `record` in a plain shard of `size` bytes, both CRCs
-  checked and proven the record named (checked_copy); ShardError if not."""
-  _bounded(record, size)
-  stream.seek(record.offset)
-  framed = stream.read(record.length)
-  return _checked(framed, record, key, key_feature)
-
-
-def _bounded(record: PreviousRecord, size: int) -> None:
-  """ShardError unless the record's bytes lie inside its shard's `size` (before
-  any is read: a damaged length never allocates more than the shard holds)."""
-  if record.offset + record.length > size:
-    raise ShardError(record.ordinal, 'truncated_shard',
-                     f'shard ends before byte {record.offset + record.length}')
-
-
-def _checked(framed: bytes, record: PreviousRecord, key: str,
-             key_feature: Optional[str]) -> bytes:
-  data = unframe(framed, record.length, record.offset)
-  return checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, key, key_feature)
-
-
-def pick_ordinals(stream: BinaryIO, wanted: dict, key_feature: Optional[str]):
-  """(ordinal, data or ShardError) for each of `wanted` ({ordinal: (record,
-  key)}), streaming a gzip shard once from its start; stops after the last
-  one wanted. Ordinals past a damaged length or the end of the file get a
-  ShardError; each record is checked as checked_copy does."""
-  wanted = dict(wanted)
-  if not wanted:
-    return
-  last = max(wanted)
-  for index, data in read_records_skipping(stream):
-    if index in wanted:
-      record, key = wanted.pop(index)
-      if not isinstance(data, ShardError):
-        try:
-          data = checked_copy(data, masked_crc(data), record, key, key_feature)
-        except ShardError as error:
-          data = error
-      yield index, data
-    if index >= last:
-      break
-  for index in sorted(wanted):
-    yield index, ShardError(index, 'truncated_shard', f'record {index} cannot be read')
-
-
 def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Optional[str],
             missing: bool = False) -> dict:
   """dataset_info.json's `reuse`: {tally name: sum} -> the counts (of the
@@ -302,109 +209,9 @@ def summary_line(reuse: dict) -> str:
           + f'; {reuse["dropped"]} dropped; {reuse["reuse_fallback"]} reuse_fallback.')
 
 
-# --- Copies inline, on a single local worker: a reused row goes through the
-# image step like any row (in write order, to the same writer), its "image
-# work" a copy of its record; a copy that fails converts the image instead.
+# --- What the image step is given for a row whose result needs no work.
 
 class Known(NamedTuple):
   """A pool call's result known without any work: a source's SHA-256 the
   previous dataset gave (its file unchanged by its metadata fingerprint)."""
   result: object
-
-
-class Copied(NamedTuple):
-  """A record copied intact (its data, CRCs checked), and the framed record
-  as read (b'': none kept), which the writer writes as it is. ShardReader's
-  data is a view into its framed bytes (tfrecord.data_view)."""
-  data: bytes | memoryview
-  framed: bytes = b''
-
-
-_INFLATE_CHUNK = 1 << 20  # how much of a gzip shard is inflated at a time into its local copy
-
-
-class ShardReader:
-  """Reads records of local previous shards by offset, each checked
-  (checked_copy against the row's key in `key_feature`). A plain shard: one
-  pread on a file kept open while the reader is (2-3x as fast as an open, a
-  seek and a read per record, measured on 12,000 records of 31 KB; a map of
-  the file held the GIL through its page faults). A gzip shard is inflated
-  once, as far as the records asked need, into an unnamed temporary file
-  read the same way: the order records are asked in costs nothing (streaming
-  it again for every record asked out of order took 55 s for 1,500 records
-  against 2.1 s for a full run). close() lets every file go: a reader lives for
-  a bundle, so a shard replaced between runs is never read through an old
-  descriptor. A shard that is no regular file (a FIFO) is never opened."""
-
-  def __init__(self, key_feature: Optional[str] = None):
-    self._key_feature = key_feature
-    self._files = {}  # plain shard -> (descriptor, size)
-    self._inflated = {}  # gzip shard -> [gzip stream, temporary file, bytes in it]
-
-  def copy(self, record: PreviousRecord, key: str) -> Copied:
-    """The record checked as a copy (both CRCs, then checked_copy), with its
-    framed bytes as read, which are what frame(data) would make again;
-    COPY_ERRORS if not."""
-    framed = self._framed(record)
-    _checked(framed, record, key, self._key_feature)
-    # Only the framed bytes are kept, the data a view into them: a copy held
-    # apart, while up to 1,024 copies wait for the writer, cost 7-10 us a
-    # record in fresh memory (pread and unframe of 12,000 31 KB records
-    # in write order, the last 1,024 kept: 14.0-17.5 us against 6.5-6.6).
-    return Copied(data_view(framed), framed)
-
-  def data(self, record: PreviousRecord) -> tuple:
-    """(data, its masked CRC32C) of the framed record at the record's offset,
-    both CRCs checked (not whose record it is); COPY_ERRORS if not intact."""
-    framed = self._framed(record)
-    return unframe(framed, record.length, record.offset), int.from_bytes(framed[-4:], 'little')
-
-  def _framed(self, record: PreviousRecord) -> bytes:
-    """The record's bytes at its offset, unchecked (inside its shard)."""
-    if record.shard_path not in self._files and record.shard_path not in self._inflated:
-      file_kinds.require_regular(record.shard_path, ShardError, 0, 'unreadable_shard')
-    if record.compressed:
-      descriptor, size = self._inflate(record.shard_path, record.offset + record.length)
-    else:
-      descriptor, size = self._opened(record.shard_path)
-    _bounded(record, size)
-    return os.pread(descriptor, record.length, record.offset)
-
-  def _opened(self, path: str) -> tuple:
-    if path not in self._files:
-      descriptor = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
-      self._files[path] = descriptor, os.fstat(descriptor).st_size
-    return self._files[path]
-
-  def _inflate(self, path: str, end: int) -> tuple:
-    """(descriptor, bytes inflated) of the local copy of gzip shard `path`,
-    inflated up to byte `end` or its end."""
-    if path not in self._inflated:
-      stream = gzip.open(path, 'rb')
-      self._inflated[path] = [stream, tempfile.TemporaryFile(), 0]
-    entry = self._inflated[path]
-    stream, copy, size = entry
-    while size < end and stream is not None:
-      chunk = stream.read(_INFLATE_CHUNK)
-      if not chunk:
-        stream.close()
-        entry[0] = stream = None
-        break
-      copy.write(chunk)
-      size += len(chunk)
-    copy.flush()
-    entry[2] = size
-    return copy.fileno(), size
-
-  def close(self) -> None:
-    for descriptor, _ in self._files.values():
-      os.close(descriptor)
-    for stream, copy, _ in self._inflated.values():
-      if stream is not None:
-        stream.close()
-      copy.close()
-    self._files, self._inflated = {}, {}
-
-
-# What reading a previous shard's record can raise besides a RowError-free bug.
-COPY_ERRORS = (ShardError, OSError, EOFError, zlib.error)
