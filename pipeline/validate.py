@@ -43,11 +43,11 @@ from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
 from transforms.beam_util import TALLY_SUMS
 from transforms.check_shards import CheckShards
-from transforms.check_shards import WriteReportFn
-from transforms.check_shards import build_report
+from transforms.check_side_files import SideFiles
 from transforms.core import dataset_checks
 from transforms.core import file_kinds
 from transforms.core import paths
+from transforms.core import side_files
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
@@ -56,6 +56,8 @@ from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SHARD_SUFFIX
+from transforms.validation_report import WriteReportFn
+from transforms.validation_report import build_report
 from transforms.workers.pooled_step import pool_size
 
 SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
@@ -89,9 +91,10 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
 def file_problems(input_dir: str, info: dict, files) -> list:
   """[Problem] of the files beside the shards against dataset_info.json: the
   row accounting with rejected.jsonl (read line by line), label_map.txt and
-  (--schema detection) label_map.pbtxt."""
+  (--schema detection) label_map.pbtxt; and its compression itself (each
+  shard's, its index files and sidecars: check_side_files, in the job)."""
   rejected_path = filesystem.join(input_dir, REJECTED_FILE)
-  problems = []
+  problems = side_files.declared_compression_problems(info)
   try:
     if files.exists(rejected_path):
       with files.open(rejected_path) as stream:
@@ -193,7 +196,8 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
              | 'CheckShards' >> CheckShards(
                  input_dir, expected, pool.threads, pool.processes, spread=not single,
                  check=check_records, span_processes=spans, whole_shards=whole_shards,
-                 max_problems=max_problems))
+                 max_problems=max_problems,
+                 side_files=SideFiles.from_info(input_dir, info)))
   side = beam.pvalue
   return (p
           | 'Once' >> beam.Impulse()

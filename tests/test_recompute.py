@@ -110,11 +110,14 @@ def _swap_first_two(out: pathlib.Path) -> list:
 def test_two_swapped_records_are_a_mismatch_each(fresh):
   out = fresh / 'out'
   keys = _swap_first_two(out)
-  code, report = _validate(out)  # every CRC is valid: without --recompute, OK
-  assert (code, report['valid']) == (EXIT_OK, True)
+  # every CRC is valid, but the sidecar's lines name the other record
+  code, report = _validate(out)
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'sidecar_mismatch': 2})
   code, report = _validate(out, '--recompute', '1.0')
-  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 2})
-  details = sorted(p['detail'] for p in report['problems'])
+  assert (code, report['problems_by_kind']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 2, 'sidecar_mismatch': 2})
+  details = sorted(p['detail'] for p in report['problems']
+                   if p['kind'] == recompute.RECOMPUTE_MISMATCH)
   for key, detail in zip(sorted(keys), details):
     assert detail.startswith(f"key '{key}': image bytes, ")
     assert 'feature image/key' in detail and 'differ from its unchanged source' in detail

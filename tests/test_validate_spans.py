@@ -77,10 +77,11 @@ def test_spans_give_the_same_report_as_reading_here(sample, monkeypatch):
   monkeypatch.setattr(check_shards, 'SPAN_BYTES', 1000)  # about one record per span
   in_spans = report_of(out, '--check_processes', '2')
   assert in_spans == here
+  # the sidecar names records past each shard's damage: once a shard
   assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
-                                      'truncated_shard': 1}
+                                      'sidecar_mismatch': 3, 'truncated_shard': 1}
   assert sorted((p['kind'], p['record']) for p in here['problems']
-                if p['kind'] != 'count_mismatch') == [
+                if p['kind'] not in ('count_mismatch', 'sidecar_mismatch')) == [
       ('corrupt_shard', 1), ('corrupt_shard', 1), ('truncated_shard', 2)]
   assert here['num_examples'] == 1 + 2 + 1  # the records before each damage
 
@@ -98,7 +99,7 @@ def test_whole_shards_give_the_same_report_as_reading_here(sample, monkeypatch):
   monkeypatch.setattr(check_shards, 'plan_spans', no_spans)
   assert report_of(out, '--check_processes', '1') == here
   assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
-                                      'truncated_shard': 1}
+                                      'sidecar_mismatch': 3, 'truncated_shard': 1}
 
 
 def test_check_span_reads_its_records_only(converted_sample):
@@ -110,9 +111,9 @@ def test_check_span_reads_its_records_only(converted_sample):
     spans = plan_spans(stream, 2000)
   results = [check_span(str(shard), *span, check_records, Expected.from_info(info))
              for span in spans]
-  assert [first for first, _, _ in results] == [span[1] for span in spans]
-  assert all(failure is None for _, _, failure in results)
-  labels = [result[0] for _, checked, _ in results for result in checked]
+  assert [first for first, _, _, _ in results] == [span[1] for span in spans]
+  assert all(failure is None for _, _, failure, _ in results)
+  labels = [result[0] for _, checked, _, _ in results for result in checked]
   assert len(labels) == 9 and sorted(labels) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
   assert len(spans) > 2
 

@@ -144,8 +144,9 @@ def test_undeclared_feature_is_a_warning_and_an_error_with_strict(converted_samp
 
 
 def test_record_moved_from_train_to_test(hash_split_out):
-  """The record is moved and every count made to match: only the split,
-  recomputed from the key, shows it."""
+  """The record is moved and every count made to match: the split,
+  recomputed from the key, shows it, and the sidecars that still name it in
+  train."""
   out = hash_split_out
   info = read_info(out)
   train, test = (out / info['splits'][name]['shards'][0] for name in ('train', 'test'))
@@ -161,9 +162,21 @@ def test_record_moved_from_train_to_test(hash_split_out):
   info['splits']['train']['examples_per_class'][text] -= 1
   info['num_examples'] -= 1
   write_info(out, info)
-  assert findings(out) == [
-      ('wrong_split', test.name, position, f"key {key!r} is in split 'test', but the key hashes to "
-       "'train' (--split train=0.5,test=0.5 --seed 0)")]
+  found = findings(out)
+  assert found[0] == (
+      'wrong_split', test.name, position, f"key {key!r} is in split 'test', but the key hashes to "
+      "'train' (--split train=0.5,test=0.5 --seed 0)")
+  # the sidecars still name the record in train: its lines no longer match
+  assert [(kind, file, line) for kind, file, line, _ in found[1:]] == [
+      ('sidecar_mismatch', 'test.sources.jsonl.gz', position + 1),
+      ('sidecar_mismatch', 'train.sources.jsonl.gz', 1),
+      ('sidecar_mismatch', 'train.sources.jsonl.gz', 2),
+      ('sidecar_mismatch', 'train.sources.jsonl.gz', 3)]
+  assert found[1][3] == f'record {position} of {test.name} has no line'
+  assert found[2][3].startswith(f"line 1 (record 0 of {train.name}): key is {key!r}, the "
+                                f"record's {parse_example(kept[0])['image/key'][1][0].decode()!r}")
+  assert found[4][3] == f'line 3 (record 2 of {train.name}): no such record (2 read from that shard)'
+
 
 
 def test_label_manifest_lines_are_not_rows(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 import zlib
 
@@ -17,13 +16,16 @@ from transforms.beam_util import SUMMARIES
 from transforms.beam_util import TALLY_SUMS
 from transforms.beam_util import WARNINGS
 from transforms.beam_util import in_global_window
+from transforms.check_side_files import SideFiles
+from transforms.check_side_files import compression_problem
 from transforms.core import dataset_checks
 from transforms.core import paths
 from transforms.core import validation
 from transforms.core.image import prepare_pillow
+from transforms.core.side_files import COMPRESSION_MISMATCH
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import plan_spans
-from transforms.core.tfrecord import read_records
+from transforms.core.tfrecord import read_framed
 from transforms.workers.ordered_pool import OrderedPool
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
@@ -57,8 +59,10 @@ class ReadShardFn(beam.DoFn):
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
                processes: int = 0, check=validation.check_records, span_processes: int = 0,
-               gather: bool = False, whole_shards: bool = False, max_problems: int = 100):
+               gather: bool = False, whole_shards: bool = False, max_problems: int = 100,
+               places: bool = False):
     self._input_dir = input_dir
+    self._places = places  # each summary with its framing and sides (check_side_files)
     self._whole_shards = whole_shards
     self._gather = gather
     self._max_problems = max_problems
@@ -87,6 +91,12 @@ class ReadShardFn(beam.DoFn):
   def process(self, element):
     split, shard = element
     path = filesystem.join(self._input_dir, shard)
+    mismatch, readable = compression_problem(self._files, path, shard,
+                                             self._expected.compression)
+    if mismatch:
+      yield from self._gathered([self._problem(COMPRESSION_MISMATCH, shard, -1, mismatch)])
+    if not readable:  # read as its name says, it would only fail at record 0
+      return
     spans = self._plan(path)
     if spans is None:
       yield from self._gathered(self._read_here(split, shard))
@@ -143,14 +153,16 @@ class ReadShardFn(beam.DoFn):
   def _span_done(self, tag, future):
     split, shard, path, span = tag
     try:
-      first, results, failure = future.result()
+      first, results, failure, places = future.result()
     except WorkerDied:  # a record killed its process: again, one record at a time
-      first, results, failure = check_span(path, *span, self._check_alone, self._expected)
+      first, results, failure, places = check_span(path, *span, self._check_alone,
+                                                   self._expected)
     if shard in self._ended:
       return
     self._records.inc(len(results))
-    yield from self._summarise(split, shard, [((first + i, None), result)
-                                              for i, result in enumerate(results)])
+    yield from self._summarise(split, shard, [((first + i, None, place), result)
+                                              for i, (result, place)
+                                              in enumerate(zip(results, places))])
     if failure is not None:
       self._ended.add(shard)
       yield self._problem(failure[0], shard, failure[1], failure[2])
@@ -165,10 +177,10 @@ class ReadShardFn(beam.DoFn):
     read = 0  # records read whole: the index of the first one not read
     try:
       with self._files.open_checked(filesystem.join(self._input_dir, shard)) as stream:
-        for index, data in read_records(stream):
+        for index, data, place in read_framed(stream):
           self._records.inc()
           read = index + 1
-          yield from self._summarise(split, shard, self._step.add((index, data)))
+          yield from self._summarise(split, shard, self._step.add((index, data, place)))
     except ShardError as error:
       yield self._problem(error.kind, shard, error.index, error.detail)
     except EOFError as error:
@@ -181,17 +193,19 @@ class ReadShardFn(beam.DoFn):
     yield from self._summarise(split, shard, self._step.flush())
 
   def _call(self, batch: list) -> tuple:
-    """(function, *args) checking these (index, record) pairs on the pool."""
-    return self._check, [data for _, data in batch], self._expected
+    """(function, *args) checking these (index, record, place) items on the pool."""
+    return self._check, [data for _, data, _ in batch], self._expected
 
   def _summarise(self, split, shard, done: list):
-    for (index, _), result in done:
+    for (index, _, place), result in done:
       if isinstance(result, Exception):  # the record killed its worker process
         result = validation.unexpected_check_error(result)
-      label, key, problems, sha256 = result
+      label, key, problems, sha256, sides = result
       problems = problems + dataset_checks.split_problems(
           self._expected.split_rule, split, key, sha256)
-      summary = validation.RecordSummary(split, shard, index, label, key, sha256)
+      summary = validation.RecordSummary(
+          split, shard, index, label, key, sha256,
+          *((place, sides or ()) if self._places else ()))
       if self._facts is None:
         yield summary
       else:
@@ -253,11 +267,13 @@ class CheckShards(beam.PTransform):
 
   def __init__(self, input_dir: str, expected: validation.Expected, threads: int = 1,
                processes: int = 0, spread: bool = True, check=validation.check_records,
-               span_processes: int = 0, whole_shards: bool = False, max_problems: int = 100):
+               span_processes: int = 0, whole_shards: bool = False, max_problems: int = 100,
+               side_files: Optional[SideFiles] = None):
     super().__init__()
+    self._side = side_files if side_files is not None and side_files.needed else None
     self._read = ReadShardFn(input_dir, expected, threads, processes, check, span_processes,
                              gather=not spread, whole_shards=whole_shards,
-                             max_problems=max_problems)
+                             max_problems=max_problems, places=self._side is not None)
     self._spread = spread
     self._max_problems = max_problems
 
@@ -272,7 +288,7 @@ class CheckShards(beam.PTransform):
       found = (read[SUMMARIES]
                | 'AllFacts' >> beam.CombineGlobally(
                    _MergeFactsFn(self._max_problems)).without_defaults()
-               | 'ReportInputs' >> beam.Map(lambda facts: facts.report_inputs()))
+               | 'ReportInputs' >> beam.Map(self._report_inputs))
       return {TALLY_SUMS: found | 'TallySums' >> beam.FlatMap(lambda f: f[0].items()),
               FIRST_PROBLEMS: found | 'FirstProblems' >> beam.Map(lambda f: f[1]),
               FIRST_WARNINGS: found | 'FirstWarnings' >> beam.Map(lambda f: f[2])}
@@ -290,7 +306,14 @@ class CheckShards(beam.PTransform):
               | 'GroupByContent' >> beam.GroupByKey()
               | 'CrossSplitCopies' >> beam.FlatMapTuple(
                   lambda sha, places: validation.cross_split_copies(sha, list(places))))
-    problems = (read[PROBLEMS], duplicates) | 'AllProblems' >> beam.Flatten()
+    found = [read[PROBLEMS], duplicates]
+    if self._side is not None:  # a split's records' places meet its side files
+      found.append(summaries
+                   | 'SplitPlaces' >> beam.FlatMap(
+                       lambda s: [(s.split, s.place())] if s.framing else [])
+                   | 'GroupBySplit' >> beam.GroupByKey()
+                   | 'SideFiles' >> beam.FlatMapTuple(self._side.problems))
+    problems = found | 'AllProblems' >> beam.Flatten()
     warnings = (read[WARNINGS], copies) | 'AllWarnings' >> beam.Flatten()
     tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
                problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
@@ -306,84 +329,7 @@ class CheckShards(beam.PTransform):
             self._max_problems, key=validation.Problem.sort_key, has_defaults=False)}
 
 
-class WriteReportFn(beam.DoFn):
-  """Runs once with every count as side inputs: writes the JSON report."""
-
-  def __init__(self, info: dict, report_path: str, listing_problems: list,
-               expected_count, max_problems: int, listing_warnings: list = (),
-               more: Optional[dict] = None):
-    self._info = info
-    self._report_path = report_path
-    self._listing_problems = listing_problems
-    self._listing_warnings = list(listing_warnings)
-    self._more = dict(more or {})  # more fields of the report (num_recomputed)
-    self._expected_count = expected_count
-    self._max_problems = max_problems
-
-  def process(self, _, tally_sums, first_problems, first_warnings):
-    shard_counts, label_counts, problem_counts, warning_counts = validation.split_tallies(
-        tally_sums)
-    report = build_report(self._info, shard_counts, label_counts,
-                          problem_counts, list(first_problems),
-                          self._listing_problems, self._expected_count,
-                          self._max_problems, warning_counts, list(first_warnings),
-                          self._listing_warnings)
-    report.update(self._more)
-    filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
-    yield report
-
-
-def build_report(info, shard_counts, label_counts, problem_counts, first_problems,
-                 listing_problems, expected_count, max_problems, warning_counts=None,
-                 first_warnings=(), listing_warnings=()) -> dict:
-  """Everything validate found, as the JSON report holds it.
-
-  Warnings (e.g. the same image in two splits) are listed apart from problems
-  and leave `valid` as it is; validate --strict exits 1 on them too.
-  listing_problems, listing_warnings: what the launcher found, each counted here.
-  """
-  warning_counts = dict(warning_counts or {})
-  for warning in listing_warnings:
-    warning_counts[warning.kind] = warning_counts.get(warning.kind, 0) + 1
-  first_warnings = [*first_warnings, *listing_warnings]
-  per_split = {}
-  for (split, shard), count in sorted(shard_counts.items()):
-    per_split.setdefault(split, {})[shard] = count
-  counts = {split: sum(shards.values()) for split, shards in per_split.items()}
-  fixed = (listing_problems + validation.count_problems(info, counts, expected_count)
-           + dataset_checks.class_count_problems(info, counts, label_counts)
-           + dataset_checks.object_count_problems(info, counts, label_counts))
-  for problem in fixed:
-    problem_counts[problem.kind] = problem_counts.get(problem.kind, 0) + 1
-  shown = sorted(fixed + first_problems, key=validation.Problem.sort_key)[:max_problems]
-  names = info['label_map']
-  per_label = {}  # over the splits
-  for (_, label), count in label_counts.items():
-    per_label[label] = per_label.get(label, 0) + count
-  # Records whose label could not be read (label None) are not in the histogram.
-  histogram = {(names[label] if 0 <= label < len(names) else str(label)): count
-               for label, count in sorted((l, c) for l, c in per_label.items()
-                                          if l is not None)}
-  num_problems = sum(problem_counts.values())
-  num_warnings = sum((warning_counts or {}).values())
-  warnings_shown = sorted(first_warnings, key=validation.Problem.sort_key)[:max_problems]
-  return {
-      'valid': num_problems == 0,
-      'num_examples': sum(counts.values()),
-      'expected_count': expected_count,
-      'splits': {
-          split: {'num_examples': counts.get(split, 0),
-                  'expected': declared['num_examples'],
-                  'shards': per_split.get(split, {})}
-          for split, declared in info['splits'].items()},
-      'label_histogram': histogram,
-      'num_problems': num_problems,
-      'problems_by_kind': dict(sorted(problem_counts.items())),
-      'problems': [p.to_json() for p in shown],
-      'problems_truncated': num_problems > len(shown),
-      'num_warnings': num_warnings,
-      'warnings_by_kind': dict(sorted((warning_counts or {}).items())),
-      'warnings': [w.to_json() for w in warnings_shown],
-      'warnings_truncated': num_warnings > len(warnings_shown),
-      'over_budget': info.get('over_budget', False),
-  }
+  def _report_inputs(self, facts: validation.RecordFacts) -> tuple:
+    if self._side is not None:
+      facts = self._side.into_facts(facts)
+    return facts.report_inputs()

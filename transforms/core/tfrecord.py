@@ -115,6 +115,15 @@ def read_records(stream: BinaryIO, first_index: int = 0,
   flipped byte means the file is not what convert wrote. `first_index`: the
   index of the record the stream is at; `limit`: read at most that many.
   """
+  for index, data, _ in read_framed(stream, first_index, limit):
+    yield index, data
+
+
+def read_framed(stream: BinaryIO, first_index: int = 0, limit: Optional[int] = None,
+                offset: int = 0) -> Iterator[tuple[int, bytes, tuple]]:
+  """read_records, each record with its place: (index, data, (offset, framed
+  length, data CRC)), `offset` being the stream's position in the shard's
+  uncompressed bytes; what an index line and a sidecar line say of it."""
   index, end = first_index, None if limit is None else first_index + limit
   while end is None or index < end:
     header = stream.read(_HEADER.size)
@@ -133,8 +142,16 @@ def read_records(stream: BinaryIO, first_index: int = 0,
       raise ShardError(index, 'truncated_shard', cut_inside(index, len(data), length, len(footer)))
     if not _intact(data, footer):
       raise ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
-    yield index, data
+    framed = _HEADER.size + length + _FOOTER.size
+    yield index, data, (offset, framed, _FOOTER.unpack(footer)[0])
     index += 1
+    offset += framed
+
+
+def starts_with_a_record(head: bytes) -> bool:
+  """Whether the first bytes of a file are an intact record header (a plain
+  TFRecord: its length and the length's CRC)."""
+  return len(head) >= _HEADER.size and _data_length(head[:_HEADER.size]) is not None
 
 
 def cut_inside(index: int, got: int, length: int, footer: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 from typing import Optional
 
 from google.protobuf.message import DecodeError
@@ -13,6 +14,7 @@ from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import parse_example_plain
 from transforms.core.extra_values import shape_problem
+from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import declares_label_lists
 from transforms.core.spec import feature_table
@@ -44,6 +46,44 @@ class RecordSummary:
   label: Optional[int]  # a multi-label record's: a tuple of ids
   key: Optional[str]
   sha256: Optional[str] = None  # image/key/sha256: the source file's digest
+  # (offset, framed length, data CRC) in the shard's uncompressed bytes, and
+  # the values of sidecar_features(): what the index files and the sidecar
+  # are compared with; () when the dataset has neither
+  framing: tuple = ()
+  sides: tuple = ()
+
+  def place(self) -> RecordPlace:
+    return RecordPlace(self.shard, self.record, *self.framing, self.label, self.sides)
+
+
+class RecordPlace(NamedTuple):
+  """What the files beside the shards say of one record, as its shard has it
+  (an index line: offset and length; a sidecar line: all of it). None: not
+  read (the record's features did not check)."""
+  shard: str
+  record: int
+  offset: int
+  length: int
+  data_crc: int
+  label: object  # an int; a multi-label or detection record's: a tuple
+  sides: tuple  # the values of sidecar_features(), in that order
+
+
+# The sidecar's fields that repeat a feature of each --schema's records
+# (sidecar field, feature): a detection row's sidecar line has no image path or
+# class text, and its key is not in the record; --schema seed records hold
+# the label alone. The label id is the table's label feature in every schema.
+SIDECAR_FEATURES = {
+    'default': (('key', 'image/key'), ('image', 'image/filename'),
+                ('source_sha256', 'image/key/sha256'), ('label.text', 'image/class/text')),
+    'seed': (),
+    'detection': (('source_sha256', 'image/key/sha256'),),
+}
+
+
+def sidecar_features(schema: str) -> tuple:
+  """SIDECAR_FEATURES of `schema` (an unknown one: the default's, as its table)."""
+  return SIDECAR_FEATURES.get(schema, SIDECAR_FEATURES['default'])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +95,16 @@ class Expected:
   label_map: tuple
   # a hash --split: each record's split is checked
   split_rule: HashSplit = dataclasses.field(default_factory=HashSplit)
+  # the shards' compression ('none', 'gzip'); None: dataset_info.json's is
+  # neither (a problem of its own), each shard is read as its name says
+  compression: Optional[str] = 'none'
 
   @classmethod
   def from_info(cls, info: dict) -> Expected:
+    compression = info.get('compression')
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
-               tuple(info['label_map']), HashSplit.from_config(info.get('config')))
+               tuple(info['label_map']), HashSplit.from_config(info.get('config')),
+               compression if compression in COMPRESSIONS else None)
 
   @functools.cached_property  # once, not per record (a frozenset: it pickles)
   def lists(self) -> frozenset:
@@ -132,15 +177,30 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
           features)
 
 
+def _sides(features, expected: Expected) -> tuple:
+  """The record's values of sidecar_features() (text; a list feature's: a
+  tuple), None for each when its features did not check."""
+  names = [name for _, name in sidecar_features(expected.schema)]
+  if features is None:
+    return (None,) * len(names)
+  values = []
+  for name in names:
+    found = [decoders.text(value) for value in features.get(name, (None, ()))[1]]
+    values.append(tuple(found) if name in expected.lists else (found or [None])[0])
+  return tuple(values)
+
+
 def check_records(records: list, expected: Expected) -> list:
   """_check_record of each record, plus its source digest (image/key/sha256 or
-  None): (label, key, problems, sha256). A record whose check raised gets an
-  unexpected_error problem instead (the others are still checked)."""
+  None) and its sidecar values (_sides): (label, key, problems, sha256,
+  sides). A record whose check raised gets an unexpected_error problem
+  instead (the others are still checked)."""
   results = []
   for data in records:
     try:
       label, key, problems, features = _check_record(data, expected)
-      results.append((label, key, problems, _source_digest(features)))
+      results.append((label, key, problems, _source_digest(features),
+                      _sides(features, expected)))
     except Exception as error:  # (one record's problem)
       results.append(unexpected_check_error(error))
   return results
@@ -149,7 +209,7 @@ def check_records(records: list, expected: Expected) -> list:
 def unexpected_check_error(error: Exception) -> tuple:
   """The check_records result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
-                                           f'{type(error).__name__}: {error}')], None
+                                           f'{type(error).__name__}: {error}')], None, None
 
 
 _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
@@ -216,6 +276,9 @@ class RecordFacts:
   content_places: dict = dataclasses.field(default_factory=dict)
   problems: list = dataclasses.field(default_factory=list)  # the first (Problem.sort_key)
   warnings: list = dataclasses.field(default_factory=list)  # records' own, the first
+  # split -> [RecordPlace]: what the index files and sidecars are checked
+  # against (check_side_files), for a summary with its framing
+  places: dict = dataclasses.field(default_factory=dict)
 
   def add_problem(self, problem: Problem) -> None:
     tally, count = problem_tally(problem)
@@ -239,13 +302,16 @@ class RecordFacts:
     if summary.sha256:
       self.content_places.setdefault(summary.sha256, []).append(
           (summary.split, summary.shard, summary.record, summary.key))
+    if summary.framing:
+      self.places.setdefault(summary.split, []).append(summary.place())
 
   def merge(self, other: RecordFacts) -> RecordFacts:
     """Adds `other` into this one; -> this one."""
     for tally, count in other.tallies.items():
       self.tallies[tally] = self.tallies.get(tally, 0) + count
     for mine, theirs in ((self.key_places, other.key_places),
-                         (self.content_places, other.content_places)):
+                         (self.content_places, other.content_places),
+                         (self.places, other.places)):
       for name, places in theirs.items():
         mine.setdefault(name, []).extend(places)
     self.problems = first_findings(self.problems + other.problems, self.max_problems)

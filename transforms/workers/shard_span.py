@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Optional
 
 from transforms.core.tfrecord import ShardError
-from transforms.core.tfrecord import read_records
+from transforms.core.tfrecord import read_framed
 
 
 def read_failure(error: Exception, read: int) -> tuple:
@@ -21,21 +21,23 @@ def check_span(path: str, offset: int, first_index: int, count: Optional[int],
   local shard `path` from byte `offset`, both CRCs checked, and checks each
   with check([record], expected) -> (first_index, [check result per record
   read], None or the (kind, record, detail) that ended the reading: ShardError
-  as read_records raises it, or a failed read).
+  as read_records raises it, or a failed read, [(offset, framed length, data
+  CRC) per record read]: what its index line and sidecar line must say).
 
   One record at a time, each checked as soon as it is read: memory stays at a
   record, and its buffer is reused for the next (a batch of 32 raw 300x300
   records took twice as long, faulting in fresh pages for every read).
   """
-  results, failure, read = [], None, first_index
+  results, places, failure, read = [], [], None, first_index
   try:
     with open(path, 'rb') as stream:
       stream.seek(offset)
-      for index, data in read_records(stream, first_index, count):
+      for index, data, place in read_framed(stream, first_index, count, offset):
         read = index + 1
         results += check([data], expected)
+        places.append(place)
   except ShardError as error:
     failure = (error.kind, error.index, error.detail)
   except OSError as error:
     failure = read_failure(error, read)
-  return first_index, results, failure
+  return first_index, results, failure, places
