@@ -272,6 +272,22 @@ def test_missing_feature_and_wrong_type(converted):
   assert 'wrong_type' in report['problems_by_kind']
 
 
+@pytest.mark.parametrize('name,value,kind,detail', [
+    ('image/key', b'', 'empty_key', 'image/key is empty'),
+    ('image/key/sha256', b'xyz', 'bad_sha256',
+     "image/key/sha256 is b'xyz', not 64 lowercase hex digits"),
+])
+def test_an_empty_key_or_a_malformed_digest_is_a_problem_of_its_record(converted, name, value,
+                                                                       kind, detail):
+  def change(features):
+    features[name] = ('bytes', [value])
+  shard = rewrite_first_record(converted, change)
+  code, report = run_validate(converted)
+  assert code == EXIT_FAILED and report['problems_by_kind'] == {kind: 1}
+  assert [(p['kind'], p['file'], p['record'], p['detail']) for p in report['problems']] == [
+      (kind, shard, 0, detail)]
+
+
 def test_duplicate_keys(converted):
   shard = first_shard(converted)
   records = records_of(shard)

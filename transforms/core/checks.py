@@ -4,6 +4,7 @@ spec.py names. Each returns a list of (problem kind, detail)."""
 from __future__ import annotations
 
 import io
+import re
 
 from PIL import Image
 from PIL import UnidentifiedImageError
@@ -82,6 +83,27 @@ def check_size(height: int, width: int, image) -> list:
 def check_channels(channels: int, expected: int) -> list:
   if channels != expected:
     return [('wrong_channels', f'image/channels is {channels}, expected {expected}')]
+  return []
+
+
+def check_key(key: bytes, *_) -> list:
+  """image/key names the record: readers' `key`, the duplicate check's and
+  --split's input; convert rejects a row without one (empty_key)."""
+  if not key.strip():
+    return [('empty_key', 'image/key is empty')]
+  return []
+
+
+_SHA256 = re.compile(rb'[0-9a-f]{64}')
+
+
+def check_sha256(digest: bytes, *_) -> list:
+  """image/key/sha256 is the source's SHA-256 as convert writes it: 64
+  lowercase hex digits (the cross-split duplicate check and --split_by
+  content read it)."""
+  if not _SHA256.fullmatch(digest):
+    return [('bad_sha256', f'image/key/sha256 is {digest[:80]!r}, not 64 lowercase hex '
+             f'digits')]
   return []
 
 

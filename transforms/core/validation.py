@@ -44,6 +44,14 @@ class RecordSummary:
   label: Optional[int]  # a multi-label record's: a tuple of ids
   key: Optional[str]
   sha256: Optional[str] = None  # image/key/sha256: the source file's digest
+  # (problem kind, feature, value) of its other values no other record may
+  # share (FeatureTable.unique: detection's image/source_id)
+  unique: tuple = ()
+
+  def names(self) -> tuple:
+    """(problem kind, what, value) of each name no other record may share:
+    its key, then `unique`."""
+    return (('duplicate_key', 'key', self.key),) * (self.key is not None) + self.unique
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +103,16 @@ def check_features(features: dict, spec: dict) -> list:
   return details
 
 
+def _unique_values(features, table) -> tuple:
+  """(problem kind, feature, value) of each of the table's unique features a
+  parsed record holds not empty (an empty one is its check's problem)."""
+  if features is None:
+    return ()
+  values = ((kind, name, features.get(name, (None, ()))[1]) for name, kind in table.unique)
+  return tuple((kind, name, decoders.text(stored[0])) for kind, name, stored in values
+               if stored and stored[0].strip())
+
+
 def _source_digest(features) -> Optional[str]:
   """image/key/sha256 of a parsed record (None when it has none)."""
   if features is None or not features.get('image/key/sha256', (None, ()))[1]:
@@ -134,13 +152,15 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
 
 def check_records(records: list, expected: Expected) -> list:
   """_check_record of each record, plus its source digest (image/key/sha256 or
-  None): (label, key, problems, sha256). A record whose check raised gets an
-  unexpected_error problem instead (the others are still checked)."""
-  results = []
+  None) and unique values (_unique_values): (label, key, problems, sha256,
+  unique). A record whose check raised gets an unexpected_error problem
+  instead (the others are still checked)."""
+  results, table = [], expected.table()
   for data in records:
     try:
       label, key, problems, features = _check_record(data, expected)
-      results.append((label, key, problems, _source_digest(features)))
+      results.append((label, key, problems, _source_digest(features),
+                      _unique_values(features, table)))
     except Exception as error:  # (one record's problem)
       results.append(unexpected_check_error(error))
   return results
@@ -149,7 +169,7 @@ def check_records(records: list, expected: Expected) -> list:
 def unexpected_check_error(error: Exception) -> tuple:
   """The check_records result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
-                                           f'{type(error).__name__}: {error}')], None
+                                           f'{type(error).__name__}: {error}')], None, ()
 
 
 _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
@@ -174,15 +194,17 @@ def warning_tally(warning: Problem) -> tuple:
   return (_WARNING, warning.kind), 1
 
 
-def duplicate_key_problems(key: str, places: list) -> list:
-  """A key's records [(shard, record), ...] -> a duplicate_key Problem for
-  every repeat of the key (none for a key seen once)."""
+def duplicate_key_problems(name: tuple, places: list) -> list:
+  """The records [(shard, record), ...] of one name (RecordSummary.names:
+  (problem kind, what, value)) -> a Problem of that kind for every repeat
+  (none for a name seen once)."""
+  kind, what, value = name
   places = sorted(places)
   if len(places) < 2:
     return []
   first = f'{places[0][0]}#{places[0][1]}'
-  return [Problem('duplicate_key', shard, record,
-                  f'key {key!r} appears {len(places)} times; first at {first}')
+  return [Problem(kind, shard, record,
+                  f'{what} {value!r} appears {len(places)} times; first at {first}')
           for shard, record in places[1:]]
 
 
@@ -211,7 +233,8 @@ class RecordFacts:
   would; distributed runners group by key instead (check_shards)."""
   max_problems: int = 100
   tallies: dict = dataclasses.field(default_factory=dict)  # tally key -> count
-  key_places: dict = dataclasses.field(default_factory=dict)  # key -> [(shard, record)]
+  # RecordSummary.names' name -> [(shard, record)]
+  key_places: dict = dataclasses.field(default_factory=dict)
   # source SHA-256 -> [(split, shard, record, key)]
   content_places: dict = dataclasses.field(default_factory=dict)
   problems: list = dataclasses.field(default_factory=list)  # the first (Problem.sort_key)
@@ -234,8 +257,8 @@ class RecordFacts:
   def add(self, summary: RecordSummary) -> None:
     for tally, count in summary_tallies(summary):
       self.tallies[tally] = self.tallies.get(tally, 0) + count
-    if summary.key is not None:
-      self.key_places.setdefault(summary.key, []).append((summary.shard, summary.record))
+    for name in summary.names():
+      self.key_places.setdefault(name, []).append((summary.shard, summary.record))
     if summary.sha256:
       self.content_places.setdefault(summary.sha256, []).append(
           (summary.split, summary.shard, summary.record, summary.key))
