@@ -307,7 +307,11 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   guard = RunGuard(lambda: _delete_if_present(
       [config.report_path + '.tmp'] + ([config.report_path] if guard.job_done else []), files))
   with flink_jobs.cancelled_if_abandoned(pipeline_options), guard:
-    guard.run(p)
+    try:
+      guard.run(p)
+    except file_kinds.NotReplaced as error:  # a FIFO made there once the job started
+      raise errors.UsageError(f'--report {config.report_path} cannot be written: '
+                              f'{error}') from error
     if guard.job_done and not runners.is_dry_run(pipeline_options):
       interrupts.published(interrupts.VALIDATE_REPORTED_LINE)
   if runners.is_dry_run(pipeline_options):
@@ -315,8 +319,11 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   return json.loads(files.read_text(config.report_path))
 
 
-def _delete_if_present(paths: list, files: filesystem.FileAccess) -> None:
-  present = [path for path in paths if files.exists(path)]
+def _delete_if_present(targets: list, files: filesystem.FileAccess) -> None:
+  """Deletes those of `targets` there, never a local one that is no regular
+  file (a FIFO someone made at the report's name is theirs)."""
+  present = [path for path in targets if files.exists(path)
+             and (paths.is_remote(path) or not file_kinds.not_regular(path))]
   if present:
     files.delete(present)
 

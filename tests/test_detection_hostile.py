@@ -27,13 +27,18 @@ from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from tests.test_training import shard_records
+from tests.test_validate_cli import records_of
+from tests.test_validate_cli import resync_sidecars
 from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
 from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import masks
 from transforms.core import paths
+from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import serialize_example
 from transforms.core.splits import SplitConfig
+from transforms.core.tfrecord import frame
 from transforms.detection_files import FileSource
 from transforms.detection_files import file_row
 
@@ -651,3 +656,43 @@ def test_an_annotation_file_that_is_a_fifo_exits_2_unread(demo, tmp_path, capsys
   assert code == EXIT_USAGE
   assert _one_line(capsys) == f'{head} does not exist or is not a file'
   assert not unblocked and not (tmp_path / 'out').exists()
+
+
+def _source_ids(out, ids: list) -> str:
+  """The first shard's records given these image/source_ids, in order; -> its name."""
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  records = records_of(shard)
+  assert len(records) >= len(ids)
+  for i, source_id in enumerate(ids):
+    features = {name: ({'bytes_list': 'bytes', 'int64_list': 'int64',
+                        'float_list': 'float'}[kind], values)
+                for name, (kind, values) in parse_example(records[i]).items()}
+    features['image/source_id'] = ('bytes', [source_id])
+    records[i] = serialize_example(features)
+  shard.write_bytes(b''.join(frame(r) for r in records))
+  resync_sidecars(out)  # as a careful tamperer would: only the source ids differ
+  return shard.name
+
+
+@pytest.mark.parametrize('workers', [(), ('--direct_num_workers', '2', '--direct_running_mode',
+                                          'multi_threading')], ids=['gathered', 'grouped'])
+def test_two_records_with_one_source_id_are_a_problem(hostile_coco, tmp_path, workers):
+  """COCO evaluation takes them for one image: the repeat is named, on the
+  path that gathers the records' facts and on the one grouping them by name."""
+  _, converted, _ = hostile_coco
+  out = copy_dataset(converted, tmp_path)
+  shard = _source_ids(out, [b'7', b'7'])
+  code, report = run_validate(out, *workers)
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'duplicate_source_id': 1})
+  assert [(p['file'], p['record'], p['detail']) for p in report['problems']] == [
+      (shard, 1, f"image/source_id '7' appears 2 times; first at {shard}#0")]
+
+
+def test_empty_source_ids_are_each_a_problem_and_no_repeat(hostile_coco, tmp_path):
+  _, converted, _ = hostile_coco
+  out = copy_dataset(converted, tmp_path)
+  shard = _source_ids(out, [b'', b''])
+  code, report = run_validate(out)
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'empty_source_id': 2})
+  assert [(p['file'], p['record'], p['detail']) for p in report['problems']] == [
+      (shard, 0, 'image/source_id is empty'), (shard, 1, 'image/source_id is empty')]

@@ -121,6 +121,12 @@ DAMAGE = [
     ('default', 'image/channels', 1, ['wrong_channels']),
     ('default', 'image/class/label', 2, ['label_out_of_range']),
     ('default', 'image/class/text', b'cat', ['label_mismatch']),
+    ('default', 'image/key', b'', ['empty_key']),
+    ('default', 'image/key', b' ', ['empty_key']),
+    ('default', 'image/key/sha256', b'xyz', ['bad_sha256']),
+    ('default', 'image/key/sha256', b'F' * 64, ['bad_sha256']),  # convert writes lowercase
+    ('default', 'image/key/sha256', b'f' * 63 + b'g', ['bad_sha256']),
+    ('default', 'image/key/sha256', b'f' * 64 + b'\n', ['bad_sha256']),
     ('seed', 'img_raw', b'short', [SIZE]),
     ('seed', 'label', -1, ['label_out_of_range']),
 ]

@@ -3,13 +3,20 @@ dataset_info.json): read through FileAccess.open (or pipeline.read's
 read_info), it is refused unopened and named, instead of hanging its reader
 until some writer comes. Each test holds the FIFO open to writers
 (fifo_writer_that_unblocks_readers): a reader that opens it is let go after
-0.2 s and the test fails on `unblocked`, not by hanging."""
+0.2 s and the test fails on `unblocked`, not by hanging. A FIFO or device
+where a file is written (validate's --report) is never renamed over."""
 
 from __future__ import annotations
 
+import functools
+import os
+import stat
+
 import pytest
 
+from pipeline import validate
 from pipeline.errors import EXIT_FAILED
+from pipeline.errors import EXIT_USAGE
 from pipeline.reading import dataset
 from tests.conftest import copy_dataset
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
@@ -17,6 +24,7 @@ from tests.test_validate_cli import RAW_16
 from tests.test_validate_cli import run_validate
 from transforms import filesystem
 from transforms.core import file_kinds
+from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 
 pytestmark = pytest.mark.xdist_group('converted_sample')
@@ -76,3 +84,56 @@ def test_file_access_refuses_a_local_fifo_unopened(tmp_path, name):
         read_it(str(fifo))
       assert str(error.value) == _fifo_line(fifo)
   assert not unblocked
+
+
+def _not_replaced_line(path, kind='FIFO (named pipe)') -> str:
+  return f'{path} is a {kind}, not a regular file: not replaced'
+
+
+def test_file_access_never_renames_over_a_fifo_made_while_it_writes(tmp_path):
+  """The target asked again just before the rename: a FIFO made since the
+  write began stays a FIFO, and the temp file is removed."""
+  target = tmp_path / 'r.json'
+  files = filesystem.FileAccess()
+  with pytest.raises(file_kinds.NotReplaced) as error:
+    with files.replacing(str(target)) as handle:
+      handle.write(b'{}')
+      os.mkfifo(target)
+  assert str(error.value) == _not_replaced_line(target)
+  assert stat.S_ISFIFO(os.stat(target).st_mode)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['r.json']
+
+
+@pytest.mark.parametrize('at', ['r.json', 'r.json.tmp'])
+def test_file_access_writes_over_no_device(tmp_path, at):
+  """A device at the target or at its temp name: refused before any byte is
+  written (a copy of /dev/null's node: written to, it would swallow them)."""
+  node = tmp_path / at
+  os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+  with pytest.raises(file_kinds.NotReplaced) as error:
+    filesystem.FileAccess().write_text(str(tmp_path / 'r.json'), '{}')
+  assert str(error.value) == _not_replaced_line(node, 'character device')
+  assert [p.name for p in tmp_path.iterdir()] == [at]
+  assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def _fifo_at_report_then_check(report: str, records: list, expected) -> list:
+  """validate's check_records, making a FIFO at the report's path first: one
+  made after the launcher's check, while the job runs."""
+  if not os.path.lexists(report):
+    os.mkfifo(report)
+  return validation.check_records(records, expected)
+
+
+def test_validate_leaves_a_fifo_made_at_the_report_while_it_runs(converted, tmp_path, capsys):
+  report = tmp_path / 'r.json'
+  code = validate.main(['--input_dir', str(converted), '--report', str(report)],
+                       check_records=functools.partial(_fifo_at_report_then_check,
+                                                       str(report)))
+  err = capsys.readouterr().err
+  assert code == EXIT_USAGE, err
+  assert 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+  assert err.startswith(f'error: --report {report} cannot be written: '
+                        f'{_not_replaced_line(report)}'), err
+  assert stat.S_ISFIFO(os.stat(report).st_mode)
+  assert not (tmp_path / 'r.json.tmp').exists()

@@ -745,6 +745,22 @@ def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
     assert "first: key 'c' (test) at s2#0" in warning.detail
 
 
+def test_record_facts_find_a_repeated_unique_value_as_a_repeated_key():
+  """detection's image/source_id (FeatureTable.unique): its own problem kind,
+  beside the key's; other records' keys differ."""
+  from transforms.core import validation
+  source = ('duplicate_source_id', 'image/source_id')
+  facts = validation.RecordFacts()
+  for record, (key, source_id) in enumerate([('a.jpg', '7'), ('b.jpg', '8'), ('c.jpg', '7'),
+                                             ('a.jpg', '9')]):
+    facts.add(validation.RecordSummary('train', 's0', record, 1, key, None,
+                                       ((*source, source_id),)))
+  assert sorted(facts.duplicate_key_problems(), key=validation.Problem.sort_key) == [
+      validation.Problem('duplicate_source_id', 's0', 2,
+                         "image/source_id '7' appears 2 times; first at s0#0"),
+      validation.Problem('duplicate_key', 's0', 3, "key 'a.jpg' appears 2 times; first at s0#0")]
+
+
 def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
   from transforms.core import validation
   problems = [validation.Problem('wrong_size', f's{i % 3}', i, f'd{i}') for i in range(50)]

@@ -6,6 +6,7 @@ import errno
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -367,6 +368,12 @@ def test_other_errors_making_the_output_dir_are_not_usage_errors(tmp_path, raise
     ('afile/r.json', ['cannot be written', 'afile exists and is not a folder']),
     ('afile/sub/r.json', ['cannot be written', 'afile is on the way and is not a folder']),
     ('folder', ['is a folder']),
+    # Only trying tells: /proc takes no new file, nor a folder below /proc/self.
+    ('/proc/r.json', ['cannot be written: /proc takes no new file']),
+    ('/proc/self/nonexistent/r.json', ['cannot be written', '/proc/self']),
+    # The report is renamed over its target: as root, over the device node itself.
+    ('device', ['is a character device, not a regular file: not replaced']),
+    ('fifo', ['is a FIFO (named pipe), not a regular file: not replaced']),
 ])
 def test_validate_a_report_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, report,
                                                                    words):
@@ -374,11 +381,15 @@ def test_validate_a_report_that_cannot_be_written_is_a_usage_error(tmp_path, cap
   (tmp_path / 'in').mkdir()
   (tmp_path / 'afile').write_text('mine')
   (tmp_path / 'folder').mkdir()
+  os.mknod(tmp_path / 'device', 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's
+  os.mkfifo(tmp_path / 'fifo')
   before = sorted(tmp_path.rglob('*'))
   path = tmp_path / report
   code = validate.main(['--input_dir', str(tmp_path / 'in'), '--report', str(path)])
   _one_error_line(capsys.readouterr().err, f'--report {path}', *words)
   assert code == EXIT_USAGE and sorted(tmp_path.rglob('*')) == before
+  assert stat.S_ISCHR(os.stat(tmp_path / 'device').st_mode)
+  assert not list(pathlib.Path('/proc').glob('.img2tfrecord-try-*'))
 
 
 @pytest.mark.slow

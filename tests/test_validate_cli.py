@@ -8,10 +8,13 @@ framing and Example functions instead of converting again.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import shutil
 import struct
 
+import numpy as np
+from PIL import Image
 import pytest
 
 from pipeline import validate
@@ -19,6 +22,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
+from tests.conftest import noise_png
 from tests.conftest import read_info
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms.core.example_proto import parse_example
@@ -293,6 +297,23 @@ def test_missing_feature_and_wrong_type(converted):
   assert 'wrong_type' in report['problems_by_kind']
 
 
+@pytest.mark.parametrize('name,value,kind,detail', [
+    ('image/key', b'', 'empty_key', 'image/key is empty'),
+    ('image/key/sha256', b'xyz', 'bad_sha256',
+     "image/key/sha256 is b'xyz', not 64 lowercase hex digits"),
+])
+def test_an_empty_key_or_a_malformed_digest_is_a_problem_of_its_record(converted, name, value,
+                                                                       kind, detail):
+  def change(features):
+    features[name] = ('bytes', [value])
+  shard = rewrite_first_record(converted, change)
+  code, report = run_validate(converted)
+  # the sidecar line still says the record's old key and digest
+  assert code == EXIT_FAILED and report['problems_by_kind'] == {kind: 1, 'sidecar_mismatch': 1}
+  assert [(p['kind'], p['file'], p['record'], p['detail']) for p in report['problems']
+          if p['kind'] == kind] == [(kind, shard, 0, detail)]
+
+
 def test_duplicate_keys(converted):
   shard = first_shard(converted)
   records = records_of(shard)
@@ -397,6 +418,113 @@ def bad_jpeg(converted_sample, tmp_path):
 def test_undecodable_jpeg_is_found(bad_jpeg):
   out, shard = bad_jpeg
   assert_finding(out, 'undecodable_image', shard)
+
+
+PNG_16 = ('--encoding', 'png', '--height', '16', '--width', '16')
+
+
+def _png_chunks(data: bytes) -> list:
+  """(type, offset of its length field, data length) of each PNG chunk."""
+  chunks, at = [], 8
+  while at < len(data):
+    length = struct.unpack('>I', data[at:at + 4])[0]
+    chunks.append((data[at + 4:at + 8], at, length))
+    at += 12 + length
+  return chunks
+
+
+def cut_png(data: bytes) -> bytes:
+  """The new user's damage: the IEND chunk and the end of the last IDAT cut off."""
+  return data[:-20]
+
+
+def bad_idat_crc(data: bytes) -> bytes:
+  (at, length), = [(at, n) for kind, at, n in _png_chunks(data) if kind == b'IDAT']
+  damaged = bytearray(data)
+  damaged[at + 8 + length] ^= 0xFF  # the chunk's CRC's first byte
+  return bytes(damaged)
+
+
+def damage_first_image(out, damage) -> str:
+  """The first record's image/encoded replaced by damage(its bytes); the
+  record framed again (its TFRecord CRCs valid)."""
+  def change(features):
+    features['image/encoded'] = ('bytes', [damage(features['image/encoded'][1][0])])
+  return rewrite_first_record(out, change)
+
+
+@pytest.mark.parametrize('damage,detail', [
+    # Pillow decodes both; TensorFlow's decode_png refuses them.
+    (cut_png, 'png image does not end with its IEND chunk: cut short, or bytes after its end'),
+    (bad_idat_crc, "png image does not decode: broken PNG file (bad header checksum in "
+                   "b'IDAT')"),
+    # TensorFlow reads past IEND; convert writes nothing there.
+    (lambda data: data + b'junk',
+     'png image does not end with its IEND chunk: cut short, or bytes after its end'),
+], ids=['cut', 'bad_idat_crc', 'bytes_after_iend'])
+def test_a_damaged_png_is_undecodable(converted_sample, tmp_path, damage, detail):
+  out = copy_dataset(converted_sample(*PNG_16)[1], tmp_path)
+  shard = damage_first_image(out, damage)
+  code, report = run_validate(out)
+  assert code == EXIT_FAILED
+  assert report['problems_by_kind'] == {'undecodable_image': 1}
+  assert [(p['file'], p['record'], p['detail']) for p in report['problems']] == [
+      (shard, 0, detail)]
+
+
+def test_a_jpeg_cut_short_is_undecodable(converted_sample, tmp_path):
+  """Its EOI marker and the end of its scan cut off: Pillow refuses it, as
+  TensorFlow does (test_validate_and_tensorflow_agree_on_damaged_images)."""
+  out = copy_dataset(converted_sample(*JPEG_16)[1], tmp_path)
+  shard = damage_first_image(out, lambda data: data[:-20])
+  code, report = run_validate(out)
+  assert code == EXIT_FAILED and report['problems_by_kind'] == {'undecodable_image': 1}
+  assert [(p['file'], p['record'], p['detail']) for p in report['problems']] == [
+      (shard, 0, 'jpeg image does not decode: Truncated File Read')]
+
+
+def _damaged(data: bytes, png: bool) -> dict:
+  """Every cut (1 byte off the end to all but the first 8) and, for a PNG,
+  a bad IDAT CRC: {what was done: the bytes}."""
+  damaged = {f'cut {n}': data[:-n] for n in range(1, len(data) - 8)}
+  if png:
+    damaged['bad IDAT CRC'] = bad_idat_crc(data)
+  return damaged
+
+
+@pytest.mark.slow  # TensorFlow's import
+def test_validate_and_tensorflow_agree_on_damaged_images(converted_sample):
+  """What validate's image check passes, TensorFlow's decoders decode; what
+  it refuses, they refuse, for the PNGs and JPEGs convert writes cut at every
+  length (and a PNG with a bad IDAT CRC). TensorFlow only here: validate
+  never imports it."""
+  import tensorflow as tf
+
+  from transforms.core import checks
+  images = [('png', noise_png(3, (40, 30)), 30, 40)]
+  for flags, encoding in ((PNG_16, 'png'), (JPEG_16, 'jpeg')):
+    shard = first_shard(converted_sample(*flags)[1])
+    images.append((encoding, parse_example(records_of(shard)[0])['image/encoded'][1][0],
+                   16, 16))
+  pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='JPEG', quality=95)
+  images.append(('jpeg', buffer.getvalue(), 30, 40))
+  decode = {'png': tf.io.decode_png, 'jpeg': tf.io.decode_jpeg}
+  disagree, tried = [], 0
+  for encoding, data, height, width in images:
+    assert checks.check_image(data, encoding, height, width, 3) == []
+    for what, damaged in _damaged(data, encoding == 'png').items():
+      refused = bool(checks.check_image(damaged, encoding, height, width, 3))
+      try:
+        decode[encoding](damaged, channels=3)
+        tf_refused = False
+      except tf.errors.InvalidArgumentError:
+        tf_refused = True
+      tried += 1
+      if refused != tf_refused:
+        disagree.append((encoding, len(data), what, refused, tf_refused))
+  assert disagree == [] and tried > 1000
 
 
 def test_seed_schema_validates_and_catches_short_pixels(converted_sample, tmp_path):

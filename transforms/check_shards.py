@@ -200,11 +200,11 @@ class ReadShardFn(beam.DoFn):
     for (index, _, place), result in done:
       if isinstance(result, Exception):  # the record killed its worker process
         result = validation.unexpected_check_error(result)
-      label, key, problems, sha256, sides = result
+      label, key, problems, sha256, unique, sides = result
       problems = problems + dataset_checks.split_problems(
           self._expected.split_rule, split, key, sha256)
       summary = validation.RecordSummary(
-          split, shard, index, label, key, sha256,
+          split, shard, index, label, key, sha256, unique,
           *((place, sides or ()) if self._places else ()))
       if self._facts is None:
         yield summary
@@ -253,9 +253,9 @@ class CheckShards(beam.PTransform):
   invalid)}; the two lists are missing when there is nothing to report.
 
   spread (distributed runners): reshuffle the shards first, so they are read
-  on many workers; each record's summary is then grouped by key (duplicate
-  keys) and by source digest (copies across splits), and the tallies and
-  findings are combined. Without spread (a single local worker), the reader
+  on many workers; each record's summary is then grouped by name (duplicate
+  keys, detection's source ids) and by source digest (copies across
+  splits), and the tallies and findings are combined. Without spread (a single local worker), the reader
   gathers its records' facts and problems itself (RecordFacts), one element
   per bundle, merged into one, from which the three outputs come. Validate of
   12,000 raw records went from 4.33 s to 4.14 s with the facts (the whole
@@ -295,10 +295,11 @@ class CheckShards(beam.PTransform):
     summaries = read[SUMMARIES]
     duplicates = (summaries
                   | 'KeyedPlaces' >> beam.FlatMap(
-                      lambda s: [(s.key, (s.shard, s.record))] if s.key is not None else [])
+                      lambda s: [(name, (s.shard, s.record)) for name in s.names()])
                   | 'GroupByKey' >> beam.GroupByKey()
                   | 'Duplicates' >> beam.FlatMapTuple(
-                      lambda key, places: validation.duplicate_key_problems(key, list(places))))
+                      lambda name, places: validation.duplicate_key_problems(
+                          name, list(places))))
     copies = (summaries
               | 'ContentPlaces' >> beam.FlatMap(
                   lambda s: [(s.sha256, (s.split, s.shard, s.record, s.key))]

@@ -185,10 +185,19 @@ class FileAccess:
     The rename replaces an existing file by itself (os.rename locally, at
     once; a copy over it on S3 and GCS), so `path` is never missing in
     between. An exists + delete before it cost two more S3 calls per file.
+    A local `path` or temp name that is not a regular file raises
+    file_kinds.NotReplaced, `path` asked again just before the rename: a
+    rename over /dev/full replaces the device node, creating a FIFO waits.
     """
     temp = path + '.tmp'
+    local = not paths.is_remote(path)
+    for target in (path, temp) if local else ():
+      file_kinds.require_regular(target, file_kinds.NotReplaced, refused='not replaced')
     with self.create(temp) as handle:
       yield handle
+    if local and file_kinds.not_regular(path):  # made since (a FIFO): left as it is
+      os.remove(temp)
+      file_kinds.require_regular(path, file_kinds.NotReplaced, refused='not replaced')
     self.rename([temp], [path])
 
   def write_text(self, path: str, text: str) -> None:
@@ -325,7 +334,7 @@ def read_errors() -> tuple:
   return tuple(errors)
 
 
-def _nearest_existing(path: str) -> str:
+def nearest_existing(path: str) -> str:
   """`path` if it exists (as anything), else its closest ancestor that does."""
   while not os.path.lexists(path) and os.path.dirname(path) != path:
     path = os.path.dirname(path)
@@ -345,7 +354,7 @@ def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optiona
   I/O error), which the caller raises on.
   """
   folder = os.path.abspath(folder)
-  existing = _nearest_existing(folder)
+  existing = nearest_existing(folder)
   if not os.path.isdir(existing):
     return (f'{existing} exists and is not a folder' if existing == folder else
             f'{existing} is on the way and is not a folder')
@@ -358,8 +367,9 @@ def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optiona
     return None
   if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # e.g. an ACL, a security module
     return f'{error.strerror} in {existing}'
-  if error.errno == errno.ENOENT and existing != folder:  # /proc, /sys: no new folders
-    return f'{existing} takes no new folder ({error.strerror})'
+  if error.errno == errno.ENOENT:  # /proc, /sys: no new folders, nor files
+    return (f'{existing} takes no new {"folder" if existing != folder else "file"} '
+            f'({error.strerror})')
   return None
 
 

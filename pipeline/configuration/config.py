@@ -24,12 +24,12 @@ from pipeline.configuration.flags import ValidateOptions
 from pipeline.configuration.flags import http_config
 from pipeline.configuration.output_flags import output_options
 from pipeline.configuration.preflight import Rows
-from pipeline.configuration.preflight import check_report_path
 from pipeline.configuration.preflight import image_dir_splits
 from pipeline.configuration.preflight import manifest_config
 from pipeline.configuration.preflight import may_have_split_column
 from pipeline.configuration.preflight import require_input
 from pipeline.configuration.preflight import source_label_map
+from pipeline.configuration.report_path import check_report_path
 from pipeline.errors import UsageError
 from pipeline.runs.previous import check as check_previous
 from transforms import filesystem

@@ -273,24 +273,6 @@ def image_dir_splits(directory: str, names: tuple) -> None:
                      f'({", ".join(names)}; set --split_names)')
 
 
-def check_report_path(path: str, given: bool) -> None:
-  """UsageError when validate could not write its report at the local `path`
-  (a folder there, a file on the way, a read-only file system, a folder this
-  user may not write in): told before the job, not by it failing at its end
-  with exit 1, validate's "the dataset has problems". given: --report named
-  it, else it is the default in --input_dir. Writes nothing."""
-  if paths.is_remote(path):
-    return
-  named = f'--report {path}' if given else (
-      f"the report {path} (--report's default, in --input_dir)")
-  if os.path.isdir(path):
-    raise UsageError(f'{named} is a folder: --report names the report file')
-  why = filesystem.local_write_problem(os.path.dirname(os.path.abspath(path)))
-  if why is not None:
-    raise UsageError(f'{named} cannot be written: {why}' + (
-        '' if given else '; give --report elsewhere'))
-
-
 # The empty-input message names this many skipped files, then ', ...'.
 SHOWN_SKIPPED = 3
 

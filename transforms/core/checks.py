@@ -4,6 +4,7 @@ spec.py names. Each returns a list of (problem kind, detail)."""
 from __future__ import annotations
 
 import io
+import re
 
 from PIL import Image
 from PIL import UnidentifiedImageError
@@ -32,7 +33,7 @@ def check_image(data: bytes, encoding: str, height: int, width: int,
              f'Pillow can read ({len(data)} bytes, starts with {data[:8]!r})')]
   except Exception as error:  # any decoder failure is a finding, not a crash
     return [('undecodable_image', f'{encoding} image does not decode: {error}')]
-  problems = []
+  problems = _png_damage(data) if image.format == 'PNG' else []
   if image.format != encoding.upper():
     problems.append(('wrong_image_format', f'image is {image.format}, expected {encoding}'))
   if image.size != (width, height):
@@ -42,6 +43,25 @@ def check_image(data: bytes, encoding: str, height: int, width: int,
     problems.append(('wrong_channels', f'image has {len(image.getbands())} channels, '
                      f'expected {channels}'))
   return problems
+
+
+# The IEND chunk, a PNG's last 12 bytes: length 0, type, its CRC.
+PNG_END = b'\x00\x00\x00\x00IEND\xaeB`\x82'
+
+
+def _png_damage(data: bytes) -> list:
+  """What Pillow's decoding lets pass in a PNG and TensorFlow's decode_png
+  (libpng) refuses: the end cut off (Pillow stops once it has every row,
+  before the IDAT's CRC and the IEND chunk) and a chunk whose CRC is wrong
+  (checked by verify() alone). convert's PNGs end with IEND, nothing after."""
+  if not data.endswith(PNG_END):
+    return [('undecodable_image', 'png image does not end with its IEND chunk: cut '
+             'short, or bytes after its end')]
+  try:
+    Image.open(io.BytesIO(data)).verify()
+  except Exception as error:  # any verify failure is a finding, not a crash
+    return [('undecodable_image', f'png image does not decode: {error}')]
+  return []
 
 
 def check_format(stored: bytes, encoding: str) -> list:
@@ -63,6 +83,27 @@ def check_size(height: int, width: int, image) -> list:
 def check_channels(channels: int, expected: int) -> list:
   if channels != expected:
     return [('wrong_channels', f'image/channels is {channels}, expected {expected}')]
+  return []
+
+
+def check_key(key: bytes, *_) -> list:
+  """image/key names the record: readers' `key`, the duplicate check's and
+  --split's input; convert rejects a row without one (empty_key)."""
+  if not key.strip():
+    return [('empty_key', 'image/key is empty')]
+  return []
+
+
+_SHA256 = re.compile(rb'[0-9a-f]{64}')
+
+
+def check_sha256(digest: bytes, *_) -> list:
+  """image/key/sha256 is the source's SHA-256 as convert writes it: 64
+  lowercase hex digits (the cross-split duplicate check and --split_by
+  content read it)."""
+  if not _SHA256.fullmatch(digest):
+    return [('bad_sha256', f'image/key/sha256 is {digest[:80]!r}, not 64 lowercase hex '
+             f'digits')]
   return []
 
 

@@ -22,6 +22,12 @@ class NotRegularFile(OSError):
   reader's handling of an unreadable file (filesystem.read_errors) covers it."""
 
 
+class NotReplaced(NotRegularFile):
+  """A local path a writer will not replace because it is not a regular file:
+  a rename over a device node or a FIFO replaces the node itself (as root,
+  /dev/full gone), and creating a FIFO waits for a reader."""
+
+
 def kind_of(mode: int) -> str:
   """The kind of file an st_mode that is not a regular file's names."""
   return next((name for test, name in _KINDS if test(mode)), 'special file')
@@ -34,18 +40,20 @@ def not_regular(path: str) -> Optional[str]:
   Nothing is opened."""
   try:
     mode = os.stat(path).st_mode
-  except FileNotFoundError:
+  except (FileNotFoundError, NotADirectoryError):  # not there: a file on its way, say
     return None
   return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
-def require_regular(path: str, error: Callable[..., Exception], *args) -> None:
+def require_regular(path: str, error: Callable[..., Exception], *args,
+                    refused: str = 'not read') -> None:
   """Raises error(*args, why) unless the local `path` is a regular file (or
   missing: its opening says so): opening a FIFO waits for a writer (a run
-  hung on a previous shard that was one), a device never ends."""
+  hung on a previous shard that was one), a device never ends. refused: what
+  the message says is not done to it."""
   kind = not_regular(path)
   if kind:
-    raise error(*args, f'{path} is a {kind}, not a regular file: not read')
+    raise error(*args, f'{path} is a {kind}, not a regular file: {refused}')
 
 
 def require_file(named: str, path: str, error: Callable[[str], Exception]) -> None:

@@ -170,6 +170,7 @@ class FeatureTable:
   # The stored class name, if the schema has one: read.load's class_text
   # (read.examples, and read.load of a schema without one: the label map's name).
   text: Optional[str] = None
+  unique: tuple = ()  # (feature, problem kind): no two records share it (as the key)
 
   def by_field(self, field: str) -> Optional[str]:
     """The name of the feature that fills the readers' `field`, if any."""
@@ -218,9 +219,9 @@ FEATURE_TABLES = {
                     lambda value, record, e: checks.check_label_text(
                         record['image/class/label'], value, e.label_map)),
             Feature('image/filename', 'bytes', attrgetter('labelled.row.image')),
-            Feature('image/key', 'bytes', attrgetter('labelled.row.key'), field='key',
-                    decode=decoders.text),
-            Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
+            Feature('image/key', 'bytes', attrgetter('labelled.row.key'), checks.check_key,
+                    field='key', decode=decoders.text),
+            Feature('image/key/sha256', 'bytes', attrgetter('sha256'), checks.check_sha256),
         ),
         size=('image/height', 'image/width', 'image/channels'), text='image/class/text'),
     # The TF1 recipe's two features: fixed-size raw RGB pixels and the label.
@@ -241,7 +242,7 @@ FEATURE_TABLES = {
                     field='key', decode=decoders.text),
             Feature('image/source_id', 'bytes', attrgetter('source_id'),
                     objects.check_source_id),
-            Feature('image/key/sha256', 'bytes', attrgetter('sha256')),
+            Feature('image/key/sha256', 'bytes', attrgetter('sha256'), checks.check_sha256),
             Feature('image/object/bbox/xmin', 'float', attrgetter('xmin'),
                     objects.check_boxes, shape=(None,)),
             Feature('image/object/bbox/xmax', 'float', attrgetter('xmax'), shape=(None,)),
@@ -262,7 +263,8 @@ FEATURE_TABLES = {
                     functools.partial(objects.check_flags, 'difficult'), shape=(None,)),
             Feature('image/object/truncated', 'int64', attrgetter('truncated'),
                     functools.partial(objects.check_flags, 'truncated'), shape=(None,)),
-        )),
+        ),  # COCO evaluation (Model Garden, pycocotools) keys its images on it:
+        unique=(('image/source_id', 'duplicate_source_id'),)),
 }
 SCHEMAS = tuple(FEATURE_TABLES)
 # --include_masks: the detection table and one 0/1 PNG per object.

@@ -46,11 +46,19 @@ class RecordSummary:
   label: Optional[int]  # a multi-label record's: a tuple of ids
   key: Optional[str]
   sha256: Optional[str] = None  # image/key/sha256: the source file's digest
+  # (problem kind, feature, value) of its other values no other record may
+  # share (FeatureTable.unique: detection's image/source_id)
+  unique: tuple = ()
   # (offset, framed length, data CRC) in the shard's uncompressed bytes, and
   # the values of sidecar_features(): what the index files and the sidecar
   # are compared with; () when the dataset has neither
   framing: tuple = ()
   sides: tuple = ()
+
+  def names(self) -> tuple:
+    """(problem kind, what, value) of each name no other record may share:
+    its key, then `unique`."""
+    return (('duplicate_key', 'key', self.key),) * (self.key is not None) + self.unique
 
   def place(self) -> RecordPlace:
     return RecordPlace(self.shard, self.record, *self.framing, self.label, self.sides)
@@ -58,21 +66,20 @@ class RecordSummary:
 
 class RecordPlace(NamedTuple):
   """What the files beside the shards say of one record, as its shard has it
-  (an index line: offset and length; a sidecar line: all of it). None: not
-  read (the record's features did not check)."""
+  (an index line: offset and length; a sidecar line: all of it)."""
   shard: str
   record: int
   offset: int
   length: int
   data_crc: int
   label: object  # an int; a multi-label or detection record's: a tuple
-  sides: tuple  # the values of sidecar_features(), in that order
+  sides: tuple  # sidecar_features()' values in order (None: its features did not check)
 
 
 # The sidecar's fields that repeat a feature of each --schema's records
-# (sidecar field, feature): a detection row's sidecar line has no image path or
-# class text, and its key is not in the record; --schema seed records hold
-# the label alone. The label id is the table's label feature in every schema.
+# (sidecar field, feature): a detection row's line has no image path or class
+# text, its key is not in the record; --schema seed's records hold the label
+# alone (the label id: the table's label feature in every schema).
 SIDECAR_FEATURES = {
     'default': (('key', 'image/key'), ('image', 'image/filename'),
                 ('source_sha256', 'image/key/sha256'), ('label.text', 'image/class/text')),
@@ -140,6 +147,16 @@ def check_features(features: dict, spec: dict) -> list:
   return details
 
 
+def _unique_values(features, table) -> tuple:
+  """(problem kind, feature, value) of each of the table's unique features a
+  parsed record holds not empty (an empty one is its check's problem)."""
+  if features is None:
+    return ()
+  values = ((kind, name, features.get(name, (None, ()))[1]) for name, kind in table.unique)
+  return tuple((kind, name, decoders.text(stored[0])) for kind, name, stored in values
+               if stored and stored[0].strip())
+
+
 def _source_digest(features) -> Optional[str]:
   """image/key/sha256 of a parsed record (None when it has none)."""
   if features is None or not features.get('image/key/sha256', (None, ()))[1]:
@@ -159,8 +176,7 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
       features = parse_example(data)
     except DecodeError as error:
       return None, None, [('unparseable_record', f'not a tf.train.Example: {error}')], None
-  # A feature the dataset does not declare: readers that parse by the
-  # feature_spec never see it (a warning; validate --strict fails on it).
+  # Undeclared: readers that parse by the feature_spec never see it (a warning).
   undeclared = [(UNDECLARED_FEATURE, f'feature {name!r} is in the record but not in '
                  f"dataset_info.json's feature_spec")
                 for name in sorted(features) if name not in expected.feature_spec]
@@ -183,24 +199,23 @@ def _sides(features, expected: Expected) -> tuple:
   names = [name for _, name in sidecar_features(expected.schema)]
   if features is None:
     return (None,) * len(names)
-  values = []
-  for name in names:
-    found = [decoders.text(value) for value in features.get(name, (None, ()))[1]]
-    values.append(tuple(found) if name in expected.lists else (found or [None])[0])
-  return tuple(values)
+  found = [[decoders.text(value) for value in features.get(name, (None, ()))[1]]
+           for name in names]
+  return tuple(tuple(texts) if name in expected.lists else (texts or [None])[0]
+               for name, texts in zip(names, found))
 
 
 def check_records(records: list, expected: Expected) -> list:
   """_check_record of each record, plus its source digest (image/key/sha256 or
-  None) and its sidecar values (_sides): (label, key, problems, sha256,
-  sides). A record whose check raised gets an unexpected_error problem
-  instead (the others are still checked)."""
-  results = []
+  None), its unique values (_unique_values) and its sidecar values (_sides):
+  (label, key, problems, sha256, unique, sides). A record whose check raised
+  gets an unexpected_error problem instead (the others are still checked)."""
+  results, table = [], expected.table()
   for data in records:
     try:
       label, key, problems, features = _check_record(data, expected)
       results.append((label, key, problems, _source_digest(features),
-                      _sides(features, expected)))
+                      _unique_values(features, table), _sides(features, expected)))
     except Exception as error:  # (one record's problem)
       results.append(unexpected_check_error(error))
   return results
@@ -209,7 +224,7 @@ def check_records(records: list, expected: Expected) -> list:
 def unexpected_check_error(error: Exception) -> tuple:
   """The check_records result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
-                                           f'{type(error).__name__}: {error}')], None, None
+                                           f'{type(error).__name__}: {error}')], None, (), None
 
 
 _SHARD, _LABEL, _KIND = 'shard', 'label', 'kind'
@@ -234,15 +249,17 @@ def warning_tally(warning: Problem) -> tuple:
   return (_WARNING, warning.kind), 1
 
 
-def duplicate_key_problems(key: str, places: list) -> list:
-  """A key's records [(shard, record), ...] -> a duplicate_key Problem for
-  every repeat of the key (none for a key seen once)."""
+def duplicate_key_problems(name: tuple, places: list) -> list:
+  """The records [(shard, record), ...] of one name (RecordSummary.names:
+  (problem kind, what, value)) -> a Problem of that kind for every repeat
+  (none for a name seen once)."""
+  kind, what, value = name
   places = sorted(places)
   if len(places) < 2:
     return []
   first = f'{places[0][0]}#{places[0][1]}'
-  return [Problem('duplicate_key', shard, record,
-                  f'key {key!r} appears {len(places)} times; first at {first}')
+  return [Problem(kind, shard, record,
+                  f'{what} {value!r} appears {len(places)} times; first at {first}')
           for shard, record in places[1:]]
 
 
@@ -271,7 +288,8 @@ class RecordFacts:
   would; distributed runners group by key instead (check_shards)."""
   max_problems: int = 100
   tallies: dict = dataclasses.field(default_factory=dict)  # tally key -> count
-  key_places: dict = dataclasses.field(default_factory=dict)  # key -> [(shard, record)]
+  # RecordSummary.names' name -> [(shard, record)]
+  key_places: dict = dataclasses.field(default_factory=dict)
   # source SHA-256 -> [(split, shard, record, key)]
   content_places: dict = dataclasses.field(default_factory=dict)
   problems: list = dataclasses.field(default_factory=list)  # the first (Problem.sort_key)
@@ -297,8 +315,8 @@ class RecordFacts:
   def add(self, summary: RecordSummary) -> None:
     for tally, count in summary_tallies(summary):
       self.tallies[tally] = self.tallies.get(tally, 0) + count
-    if summary.key is not None:
-      self.key_places.setdefault(summary.key, []).append((summary.shard, summary.record))
+    for name in summary.names():
+      self.key_places.setdefault(name, []).append((summary.shard, summary.record))
     if summary.sha256:
       self.content_places.setdefault(summary.sha256, []).append(
           (summary.split, summary.shard, summary.record, summary.key))
