@@ -254,6 +254,25 @@ def test_a_latest_pointer_that_is_a_fifo_exits_2_unopened(night1, tmp_path, caps
       f'error: --previous_dataset {pointer} is a FIFO (named pipe), not a pointer file\n')
 
 
+@pytest.mark.parametrize('content', [b'\x00\xff\xfe junk\n', b'caf\xe9\n', b'a\x00b\n',
+                                     b'one\ntwo\n', b'x' * (70 << 10)])
+@pytest.mark.parametrize('missing', ['error', 'full'])
+def test_a_latest_pointer_that_is_no_text_line_exits_2(night1, tmp_path, capsys, content,
+                                                       missing):
+  """Not UTF-8 was a UnicodeDecodeError traceback (exit 1); a NUL byte, two
+  lines, or a file of any size read whole, no better."""
+  root, _, _ = night1
+  pointer = tmp_path / 'latest'
+  pointer.write_bytes(content)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(pointer),
+              '--previous_dataset_missing', missing) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset {pointer} is no pointer file (one line of UTF-8 text naming '
+      f'a dataset folder, as a run with --previous_dataset writes)\n')
+  assert not out.exists()
+
+
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
   """A gzip sidecar that expands to one huge line (4 GB in the report that
   found it) is read MAX_LINE_BYTES at a time; here that bound is made small."""
@@ -386,14 +405,40 @@ def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_
   assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
   reuse_info = read_info(out)['reuse']
   assert reuse_info['sidecars_cut_short'] == 1
-  if damage != 'flipped':  # the lines past the damage are unread: their rows are new
-    assert reuse_info['encoded']['new'] > 0
-  # (a flipped byte may be found only by gzip's CRC at the end, every line read
-  # by then: where it lands depends on the fingerprints, which differ each run)
+  # the lines past the damage are unread: their rows are new; a flipped byte,
+  # found by gzip's CRC only at the end: no line of that sidecar is used
+  assert 0 < reuse_info['encoded']['new'] <= 8
+  if damage == 'flipped':
+    assert (reuse_info['reused'], reuse_info['encoded']['new']) == (0, 8)
   _same_shards(out, full)
-  assert ('Warning: 1 sidecar(s) of the previous dataset are damaged: read up to the damage, '
-          'the rows past it encoded as new (see reuse.sidecars_cut_short in '
-          'dataset_info.json)') in capsys.readouterr().out.splitlines()
+  assert (out / SIDECAR).read_bytes() == (full / SIDECAR).read_bytes()
+  assert ('Warning: 1 sidecar(s) of the previous dataset are damaged: read up to the damage '
+          '(none of one whose gzip check fails), the rows past it encoded as new (see '
+          'reuse.sidecars_cut_short in dataset_info.json)') in capsys.readouterr().out.splitlines()
+
+
+def test_a_flipped_sidecar_byte_that_garbles_a_line_into_json_is_never_trusted(
+    night1, tmp_path, path):
+  """A byte flipped in the deflate stream's literals turns a SHA-256 into
+  another string, the line still JSON: gzip's CRC finds it only at the end.
+  The run copied the record and wrote the garbled SHA-256 into the new
+  sidecar (with --split_by content it drew the row's split from it too)."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  text = gzip.decompress((previous / SIDECAR).read_bytes())
+  stored = bytearray(gzip.compress(text, compresslevel=0, mtime=0))  # literals: bytes as they are
+  digest = json.loads(text.splitlines()[0])['source_sha256']
+  at = bytes(stored).index(digest.encode())
+  stored[at] ^= ord('0') ^ ord('1') if chr(stored[at]) in '01' else ord('a') ^ ord('b')
+  (previous / SIDECAR).write_bytes(bytes(stored))
+  garbled = gzip.GzipFile(fileobj=io.BytesIO(bytes(stored)))
+  with pytest.raises(gzip.BadGzipFile):  # the line reads as JSON; the CRC fails at the end
+    garbled.read()
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  assert read_info(out)['reuse']['reused'] == 0
+  _same_shards(out, full)
+  assert (out / SIDECAR).read_bytes() == (full / SIDECAR).read_bytes()
 
 
 def test_an_intact_sidecar_adds_no_cut_short_count(night1, tmp_path):

@@ -52,6 +52,9 @@ def _is_missing(path: str, files: filesystem.FileAccess) -> bool:
   return not files.exists(path) and not files.list(path.rstrip('/') + '/')
 
 
+MAX_POINTER_BYTES = 64 << 10  # a `latest` pointer longer than this is no pointer
+
+
 def follow(given: str, files: filesystem.FileAccess) -> str:
   """A `latest` pointer file -> the folder it names (a relative name is
   relative to the pointer's folder); any other path as it is."""
@@ -62,9 +65,17 @@ def follow(given: str, files: filesystem.FileAccess) -> str:
     raise UsageError(f'--previous_dataset {given} is a {kind}, not a pointer file')
   if not _is_file(given, files):
     return given
-  target = files.read_text(given).strip()
-  if not target:
+  with files.open_checked(given) as stream:
+    data = stream.read(MAX_POINTER_BYTES + 1)  # a pointer is one line, a few hundred bytes
+  try:
+    target = data.decode('utf-8').strip()
+  except UnicodeDecodeError:
+    target = None
+  if target == '':
     raise UsageError(f'--previous_dataset {given} is an empty pointer file')
+  if target is None or len(data) > MAX_POINTER_BYTES or any(c in target for c in '\n\r\x00'):
+    raise UsageError(f'--previous_dataset {given} is no pointer file (one line of UTF-8 text '
+                     f'naming a dataset folder, as a run with --previous_dataset writes)')
   if paths.is_remote(target) or os.path.isabs(target):
     return target
   return os.path.join(os.path.dirname(given), target)

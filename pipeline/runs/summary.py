@@ -122,6 +122,7 @@ def warning_lines(info: dict) -> list:
   cut_short = (info.get('reuse') or {}).get('sidecars_cut_short')
   if cut_short:  # else a damaged previous dataset passes for that many new images
     lines.append(f'Warning: {cut_short} sidecar(s) of the previous dataset are damaged: '
-                 f'read up to the damage, the rows past it encoded as new (see '
-                 f'reuse.sidecars_cut_short in dataset_info.json)')
+                 f'read up to the damage (none of one whose gzip check fails), the rows '
+                 f'past it encoded as new (see reuse.sidecars_cut_short in '
+                 f'dataset_info.json)')
   return lines
