@@ -7,6 +7,7 @@ these, and ends with exit_with."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import select
@@ -50,9 +51,36 @@ def main_with_one_line_errors(run, argv, command: str) -> int:
 
 def configure_logging() -> None:
   """For the command line only: Beam's warnings (no GCP client, ...) are noise
-  for users; errors still reach stderr. Importing our modules configures nothing."""
+  for users; errors still reach stderr, but for a full disk (the command's one
+  line says it). Importing our modules configures nothing."""
   logging.basicConfig(format='%(levelname)s: %(message)s')
   logging.getLogger().setLevel(logging.ERROR)
+  for handler in logging.getLogger().handlers:
+    handler.addFilter(_no_full_disk_tracebacks)
+
+
+# A full disk or quota is the machine's state, not a bug: the run's one line
+# names it, with no traceback (Beam logs its step's failure with one, then
+# the command printed its own: ~100 lines for "No space left on device").
+_FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def full_disk(error: BaseException | None) -> bool:
+  """Whether `error` is, or was raised from, a full disk or quota (Beam
+  re-raises a step's error as a RuntimeError naming it: its text is checked too)."""
+  seen = 0
+  while error is not None and seen < 20:
+    if isinstance(error, OSError) and error.errno in _FULL_DISK:
+      return True
+    if any(f'[Errno {number}]' in str(error) for number in _FULL_DISK):
+      return True
+    error, seen = error.__cause__ or error.__context__, seen + 1
+  return False
+
+
+def _no_full_disk_tracebacks(record: logging.LogRecord) -> bool:
+  return not (record.exc_info and full_disk(record.exc_info[1])) and not any(
+      f'[Errno {number}]' in record.getMessage() for number in _FULL_DISK)
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
@@ -84,7 +112,8 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
     if not isinstance(error, Exception):
       raise  # SystemExit (--help), ...
     print(f'error: the job failed: {failure_reason(error)}', file=sys.stderr)
-    traceback.print_exc(file=sys.stderr)
+    if not full_disk(error):
+      traceback.print_exc(file=sys.stderr)
     return EXIT_FAILED
 
 
