@@ -273,6 +273,19 @@ def test_a_latest_pointer_that_is_no_text_line_exits_2(night1, tmp_path, capsys,
   assert not out.exists()
 
 
+def test_a_latest_pointer_given_with_a_trailing_slash_exits_2_saying_so(night1, tmp_path,
+                                                                       capsys):
+  """Was "... does not exist", of a file that does."""
+  root, _, full = night1
+  write_latest(str(_previous(full, tmp_path)))
+  pointer = tmp_path / 'latest'
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', f'{pointer}/') == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset {pointer}/ names a folder, but {pointer} is a file (a '
+      f'pointer): give it without the trailing /\n')
+
+
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
   """A gzip sidecar that expands to one huge line (4 GB in the report that
   found it) is read MAX_LINE_BYTES at a time; here that bound is made small."""

@@ -60,6 +60,9 @@ def follow(given: str, files: filesystem.FileAccess) -> str:
   relative to the pointer's folder); any other path as it is."""
   if os.path.basename(given.rstrip('/')) != LATEST:
     return given
+  if given.endswith('/') and not paths.is_remote(given) and os.path.isfile(given.rstrip('/')):
+    raise UsageError(f'--previous_dataset {given} names a folder, but {given.rstrip("/")} is '
+                     f'a file (a pointer): give it without the trailing /')
   kind = None if paths.is_remote(given) else file_kinds.not_regular(given)
   if kind and kind != 'folder':  # a folder named latest is a dataset folder
     raise UsageError(f'--previous_dataset {given} is a {kind}, not a pointer file')
