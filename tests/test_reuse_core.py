@@ -1,9 +1,7 @@
 """The plain functions of --previous_dataset, without Beam: fingerprints,
 option digests, the reuse decision, sidecar lines, reading a record back."""
 
-import errno
 import io
-import itertools
 import json
 import os
 import re
@@ -375,45 +373,6 @@ def test_the_shard_writer_writes_a_framed_record_as_given(tmp_path):
   assert first == (0, 19, int.from_bytes(frame(b'abc')[-4:], 'little'))
   assert second == (19, 20, int.from_bytes(given[-4:], 'little'))
   assert (tmp_path / 'out.tfrecord.index').read_text() == '0 19\n19 20\n'
-
-
-def test_the_shard_writer_writes_behind_in_lists_in_order(tmp_path, monkeypatch):
-  from transforms import shard_file
-  monkeypatch.setattr(shard_file, 'WRITE_BEHIND_BYTES', 50)  # a list every 3 records
-  records = [bytes([i]) * (i + 1) for i in range(10)]
-  path = tmp_path / 'out.tfrecord'
-  with shard_file.ShardFile(str(path), 'none', write_behind=True) as shard:
-    spans = [shard.write_record(record) for record in records]
-  assert path.read_bytes() == b''.join(frame(record) for record in records)
-  assert [offset for offset, _, _ in spans] == list(
-      itertools.accumulate((len(frame(r)) for r in records[:-1]), initial=0))
-
-
-def test_a_short_write_writes_the_rest(tmp_path, monkeypatch):
-  from transforms import shard_file
-  real_writev = os.writev
-  monkeypatch.setattr(shard_file.os, 'writev', lambda fd, chunk: real_writev(
-      fd, [bytes(b''.join(chunk)[:7])]))  # 7 bytes, whatever was asked
-  path = tmp_path / 'out.bin'
-  descriptor = os.open(path, os.O_WRONLY | os.O_CREAT)
-  shard_file.write_all(descriptor, [b'abcde', memoryview(b'xfghijx')[1:6], b'klmno'])
-  os.close(descriptor)
-  assert path.read_bytes() == b'abcdefghijklmno'
-
-
-def test_a_failed_write_behind_is_raised_and_the_shard_abandoned(tmp_path, monkeypatch):
-  from transforms import shard_file
-  def full(descriptor, records):
-    raise OSError(errno.ENOSPC, 'No space left on device')
-  monkeypatch.setattr(shard_file, 'write_all', full)
-  shard = shard_file.ShardFile(str(tmp_path / 'out.tfrecord'), 'none', write_index=True,
-                               write_behind=True)
-  shard.write_record(b'abc')
-  with pytest.raises(OSError, match='No space left'):
-    shard.close()
-  assert shard._handle.closed
-  assert not (tmp_path / 'out.tfrecord.index').exists()  # no index of a partial shard
-  shard.close()  # abandoned: nothing more
 
 
 def test_a_reader_sees_a_damaged_plain_record_and_an_empty_shard(tmp_path):

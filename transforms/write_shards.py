@@ -54,9 +54,8 @@ class _ShardTarget:
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
 
-  def create(self, path: str, files: filesystem.FileAccess | None = None,
-             write_behind: bool = False) -> ShardFile:
-    return ShardFile(path, self.compression, self.write_index, files, write_behind)
+  def create(self, path: str, files: filesystem.FileAccess | None = None) -> ShardFile:
+    return ShardFile(path, self.compression, self.write_index, files)
 
 
 class _InOrderWriterFn(beam.DoFn):
@@ -180,7 +179,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
       else:
         self._sidecar = self._target.sidecar(
             self._files, self._temp_path(0, suffix=SOURCES_SUFFIX))
-      self._file = self._target.create(self._temp_path(shard), self._files, write_behind=True)
+      self._file = self._target.create(self._temp_path(shard), self._files)
       self._count, self._ordinal = self._count + 1, 0
     span = self._file.write_record(example.data, example.framed)
     if self._sidecar:
