@@ -252,6 +252,77 @@ def parse_example_plain(data: bytes, views: frozenset = frozenset()):
     return None
 
 
+@functools.cache
+def _feature_class():
+  return type(example_class()().features.feature['x'])
+
+
+def feature_bytes(kind: str, value) -> bytes:
+  """One Feature message holding `value` (kind bytes|float|int64), as
+  serialize_example writes it: what a plain record's map entry holds after
+  its name."""
+  feature = _feature_class()()
+  values = _as_list(value)
+  if kind == 'bytes':
+    feature.bytes_list.value.extend(v.encode('utf-8') if isinstance(v, str) else v
+                                    for v in values)
+  else:
+    getattr(feature, f'{kind}_list').value.extend(values)
+  return feature.SerializeToString(deterministic=True)
+
+
+def one_bytes_feature(value: bytes) -> bytes:
+  """feature_bytes('bytes', value) built by hand (0.4 against 2.4 us: a
+  copied record's key is compared so, one a row)."""
+  values = _LEN1_BYTE + _varint_bytes(len(value)) + value
+  return _LEN1_BYTE + _varint_bytes(len(values)) + values
+
+
+_LEN1_BYTE = b'\x0a'
+
+
+def _varint_bytes(value: int) -> bytes:
+  if value < 0x80:
+    return bytes((value,))
+  out = bytearray()
+  while value >= 0x80:
+    out.append((value & 0x7F) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def differing_feature(data: bytes, expected: dict) -> Optional[bytes]:
+  """None if the plain Example `data` holds each feature of `expected` ({name
+  as UTF-8 bytes: its Feature's bytes, feature_bytes}) with exactly those
+  bytes; else the name of the first that differs or is missing (any if `data`
+  is not plain). One walk of the map's entries, no value parsed (a copy of
+  every reused record is checked so: 3.4 us for its key, label and text,
+  against 8 parsing them)."""
+  sizes, found = {len(name) for name in expected}, set()
+  try:
+    pos, end = _delimited(data, 0, len(data), _LEN1)  # Example.features
+    if end != len(data):
+      raise _NotPlain
+    while pos < end and len(found) < len(expected):  # map entries, each key then value
+      if data[pos] != _LEN1:
+        raise _NotPlain
+      length, entry = _varint(data, pos + 1)
+      pos = entry + length
+      size = data[entry + 1]
+      if data[entry] == _LEN1 and size in sizes:
+        name = bytes(data[entry + 2:entry + 2 + size])
+        wanted = expected.get(name)
+        if wanted is not None:
+          value_start, value_stop = _delimited(data, entry + 2 + size, pos, 0x12)
+          if data[value_start:value_stop] != wanted:
+            return name
+          found.add(name)
+  except (_NotPlain, IndexError):
+    return next(iter(expected))
+  return next((name for name in expected if name not in found), None)
+
+
 def plain_features(data: bytes, names: dict) -> Optional[dict]:
   """{name: values} of those of `names` ({name as UTF-8 bytes: name}) that
   a serialized Example in the plain layout holds (bytes values as bytes),
