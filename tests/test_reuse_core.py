@@ -222,8 +222,8 @@ def test_a_copy_is_refused_unless_its_crc_and_key_are_the_sidecars():
     (dict(label_text='dog'), "holds the image/class/text b'cat'; the sidecar says 'dog'"),
     (dict(label_id=[1, 3], label_text=['cat', 'x']), 'holds the image/class/label 1'),
     (dict(label_id=None, label_text=None), None),  # a sidecar without a label: not compared
-    (dict(label_id=1.0), "the sidecar says the image/class/label 1.0, no int64 value"),
-    (dict(label_id=2 ** 70), "the sidecar says the image/class/label 1180591620717411303424")])
+    (dict(label_id=1.0), 'the sidecar says the image/class/label 1.0, no int64 value'),
+    (dict(label_id=2 ** 70), 'the sidecar says the image/class/label 1180591620717411303424')])
 def test_a_copy_holds_the_sidecars_label(said, holds):
   """The run decides to copy a record by its sidecar line's label: a line
   whose label is not its record's (a sidecar edited, two lines' labels
