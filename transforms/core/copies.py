@@ -48,6 +48,10 @@ class CopyCheck:
   def names(self) -> dict:
     return {name.encode('utf-8'): name for name in (self.key, self.label, self.text) if name}
 
+  @functools.cached_property
+  def sizes(self) -> frozenset:
+    return frozenset(map(len, self.names))
+
 
 NO_CHECK = CopyCheck()
 
@@ -68,7 +72,8 @@ def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
   if data_crc != record.data_crc:
     raise ShardError(record.ordinal, NOT_THE_RECORD,
                      f'{_where(record)} has CRC {data_crc}; the sidecar says {record.data_crc}')
-  if not check.names or _proto().differing_feature(data, _expected(check, record, key)) is None:
+  if not check.names or _proto().differing_feature(
+      data, _expected(check, record, key), check.sizes) is None:
     return data
   # Something differs: which, and what the record holds (the slow path).
   found = _proto().plain_features(data, check.names) or {}
