@@ -88,13 +88,35 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 
+def split_bytes(input_dir: str, info: dict, shards: list, files) -> dict:
+  """{split: (shards, bytes)} of the splits whose listed shards are all among
+  `shards` (those to read: on disk, regular files): what their sizes add up to."""
+  read = {}
+  for split, shard in shards:
+    read.setdefault(split, []).append(filesystem.join(input_dir, shard))
+  whole = {split: read.get(split, []) for split, declared in info['splits'].items()
+           if len(read.get(split, [])) == len(declared['shards'])}
+  try:
+    if paths.is_remote(input_dir):
+      sizes = files.sizes([name for names in whole.values() for name in names])
+    else:
+      sizes = {name: os.path.getsize(name) for names in whole.values() for name in names}
+  except filesystem.read_errors():  # gone since it was listed: reading it will say so
+    return {}
+  return {split: (len(names), sum(sizes[name] for name in names))
+          for split, names in whole.items() if all(name in sizes for name in names)}
+
+
 def file_problems(input_dir: str, info: dict, files) -> list:
   """[Problem] of the files beside the shards against dataset_info.json: the
   row accounting with rejected.jsonl (read line by line), label_map.txt and
-  (--schema detection) label_map.pbtxt; and its compression itself (each
-  shard's, its index files and sidecars: check_side_files, in the job)."""
+  (--schema detection) label_map.pbtxt; the numbers of dataset_info.json that
+  follow from its others (dataset_checks.declared_number_problems); and its
+  compression itself (each shard's, its index files and sidecars:
+  check_side_files, in the job)."""
   rejected_path = filesystem.join(input_dir, REJECTED_FILE)
-  problems = side_files.declared_compression_problems(info)
+  problems = (side_files.declared_compression_problems(info)
+              + dataset_checks.declared_number_problems(info))
   try:
     if files.exists(rejected_path):
       with files.open(rejected_path) as stream:
@@ -234,8 +256,11 @@ def summary(report: dict, report_path: str, strict: bool = False) -> str:
     warnings += _examples(report['warnings'])
   note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
   if 'num_recomputed' in report:
+    skipped = report.get('num_recompute_skipped', 0)
     note.append(f'--recompute: {report["num_recomputed"]} record(s) converted again from '
-                f'their sources and compared byte for byte.')
+                f'their sources and compared byte for byte'
+                + (f'; {skipped} sampled record(s) skipped, not compared: their source changed '
+                   f'since the run or is gone (recompute_source_changed)' if skipped else '') + '.')
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
     return '\n'.join([f'OK: {report["num_examples"]} examples'
@@ -288,10 +313,13 @@ def validate(config: configs.ValidateConfig, pipeline_options,
     return report
   shards, listing_problems = shard_listing(config.input_dir, info, files)
   listing_problems += file_problems(config.input_dir, info, files)
+  listing_problems += dataset_checks.byte_count_problems(
+      info, split_bytes(config.input_dir, info, shards, files))
   listing_warnings, more = [], {}
   if config.recompute is not None:  # before the job: a usage error writes nothing
-    problems, listing_warnings, more['num_recomputed'] = recompute.findings(
-        config.input_dir, info, config.recompute, config.manifest, files)
+    (problems, listing_warnings, more['num_recomputed'],
+     more['num_recompute_skipped']) = recompute.findings(
+         config.input_dir, info, config.recompute, config.manifest, files)
     listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)

@@ -51,6 +51,45 @@ def test_num_rejected_against_its_reasons():
        'rejected_by_reason (2)')]
 
 
+def test_numbers_that_follow_from_the_others():
+  check = dataset_checks.declared_number_problems
+  info = dict(INFO, schema='default', num_classes=2, error_rate=0.4, max_error_rate=0.5,
+              over_budget=False, num_label_manifest_rows_rejected=1,
+              label_manifest_rejected_by_reason={'label_manifest/no_image': 1})
+  assert check(info) == []
+  assert check({'schema': 'default', 'label_map': []}) == []  # a file without them
+  assert details(check(dict(info, num_classes=3, error_rate=0.0, max_error_rate=0.3,
+                            num_label_manifest_rows_rejected=0))) == [
+      ('count_mismatch', '', "dataset_info.json's num_classes is 3, but its label_map has "
+       '2 class(es)'),
+      ('row_accounting', '', "dataset_info.json's error_rate is 0, but its num_rejected / "
+       'num_manifest_rows is 2 / 5 = 0.4'),
+      ('row_accounting', '', "dataset_info.json's over_budget is false, but its error rate "
+       '0.4 is above its max_error_rate 0.3'),
+      ('row_accounting', '', "dataset_info.json's num_label_manifest_rows_rejected is 0, but "
+       'its label_manifest_rejected_by_reason adds up to 1')]
+  # no rows: a rate of 0
+  assert check(dict(info, num_manifest_rows=0, num_rejected=0, error_rate=0.0)) == []
+  detection = {'schema': 'detection', 'label_map': ['', 'cat', '', 'dog'], 'num_classes': 3,
+               'rejected_annotations_by_reason': {'annotation/empty_box': 2},
+               'detection': {'num_rejected_annotations': 2}}
+  assert check(detection) == []
+  detection.update(num_classes=2, detection={'num_rejected_annotations': 1})
+  assert details(check(detection)) == [
+      ('count_mismatch', '', "dataset_info.json's num_classes is 2, but the largest class id "
+       'of its label_map is 3'),
+      ('row_accounting', '', "dataset_info.json's detection.num_rejected_annotations is 1, but "
+       'its rejected_annotations_by_reason adds up to 2')]
+
+
+def test_num_bytes_of_the_splits_read_whole():
+  info = {'splits': {'train': {'num_bytes': 10}, 'test': {'num_bytes': 5}, 'old': {}}}
+  assert dataset_checks.byte_count_problems(info, {'train': (2, 10), 'old': (1, 3)}) == []
+  assert details(dataset_checks.byte_count_problems(info, {'train': (2, 11), 'test': (1, 5)})) == [
+      ('count_mismatch', 'train', "split 'train' has 11 bytes in its 2 shard(s); "
+       "dataset_info.json's num_bytes says 10")]
+
+
 def test_label_map_text_missing_unended_or_edited():
   check = dataset_checks.label_map_problems
   assert check(INFO, 'cat\ndog\n') == []

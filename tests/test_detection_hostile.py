@@ -31,6 +31,7 @@ from tests.test_validate_cli import records_of
 from tests.test_validate_cli import resync_sidecars
 from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
+from tests.test_validate_cli import write_info
 from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import masks
@@ -669,8 +670,12 @@ def _source_ids(out, ids: list) -> str:
                 for name, (kind, values) in parse_example(records[i]).items()}
     features['image/source_id'] = ('bytes', [source_id])
     records[i] = serialize_example(features)
+  before = shard.stat().st_size
   shard.write_bytes(b''.join(frame(r) for r in records))
   resync_sidecars(out)  # as a careful tamperer would: only the source ids differ
+  info = read_info(out)
+  info['splits']['train']['num_bytes'] += shard.stat().st_size - before
+  write_info(out, info)
   return shard.name
 
 

@@ -157,6 +157,17 @@ def test_unknown_split_and_missing_dataset_are_info_errors(datasets, tmp_path):
     next(read.examples(str(tmp_path / 'nothing')))
 
 
+def test_a_dataset_info_of_another_shape_is_an_info_error_naming_the_field(datasets, tmp_path):
+  """It was an AttributeError from inside the reader."""
+  out = pathlib.Path(shutil.copytree(datasets['raw'], tmp_path / 'out'))
+  info = read_info(out)
+  info['image'] = None
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  with pytest.raises(InfoError, match=r'dataset_info.json: image None is not an object of the '
+                                      r'image spec$'):
+    next(read.examples(str(out)))
+
+
 def test_examples_of_a_shard_declaring_a_huge_record_raise_a_shard_error(datasets, tmp_path):
   """read.examples on a record header declaring 2^40 bytes: the ShardError
   validate reports (truncated_shard), not a MemoryError."""

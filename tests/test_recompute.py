@@ -65,13 +65,13 @@ def test_an_untouched_dataset_recomputes_to_the_same_bytes(converted, capsys):
       '--recompute: 10 record(s) converted again from their sources and compared byte for '
       'byte.')
   assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
-  assert report['num_recomputed'] == 10
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (10, 0)
   code, report = _validate(converted / 'out', '--recompute', '3')
   assert (code, report['num_recomputed']) == (EXIT_OK, 3)
   code, report = _validate(converted / 'out', '--recompute', '0.25')
   assert (code, report['num_recomputed']) == (EXIT_OK, 3)
   code, report = _validate(converted / 'out')
-  assert 'num_recomputed' not in report
+  assert 'num_recomputed' not in report and 'num_recompute_skipped' not in report
 
 
 def test_the_run_s_manifest_where_it_lives_now(fresh, tmp_path, capsys):
@@ -142,13 +142,19 @@ def test_a_forged_fingerprint_is_caught_as_a_mismatch(fresh):
       "key 'k3': image bytes, feature image/key/sha256 differ from its unchanged source ")
 
 
-def test_a_deleted_source_is_a_warning_naming_its_key(fresh):
+def test_a_deleted_source_is_a_warning_naming_its_key(fresh, capsys):
   out = fresh / 'out'
   (fresh / 'imgs' / 'a4.png').unlink()
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['valid'], report['warnings_by_kind']) == (
       EXIT_OK, True, {recompute.SOURCE_CHANGED: 1})
   assert report['warnings'][0]['detail'].startswith("key 'k4': its source ")
+  # the skipped record was not converted again: counted apart (was: 10 recomputed)
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (9, 1)
+  assert capsys.readouterr().out.splitlines()[1] == (
+      '--recompute: 9 record(s) converted again from their sources and compared byte for '
+      'byte; 1 sampled record(s) skipped, not compared: their source changed since the run '
+      'or is gone (recompute_source_changed).')
   assert validate.main(['--input_dir', str(out), '--recompute', '1.0', '--strict']) == (
       EXIT_FAILED)
 

@@ -311,8 +311,7 @@ def _damage_info(info: dict, case: str) -> dict:
 
 
 @pytest.mark.parametrize('case, message', [
-    ('no_num_bytes', '{bad}: dataset_info.json gives the train split no num_bytes: not a '
-                     'dataset convert wrote (convert it once in full)'),
+    ('no_num_bytes', ': {bad}/dataset_info.json: splits.train has no num_bytes'),
     ('no_shards', ': {bad}/dataset_info.json: splits.train has no list of shards'),
     ('splits_list', ': {bad}/dataset_info.json: splits [] is not an object of splits'),
 ])

@@ -57,7 +57,8 @@ def first_shard(out):
 
 
 def rewrite_first_record(out, change):
-  """Replaces the first record of the first shard by change(features)."""
+  """Replaces the first record of the first shard by change(features), and
+  the split's num_bytes by the shard's new size (only the record shows)."""
   shard = first_shard(out)
   with open(shard, 'rb') as stream:
     records = [data for _, data in read_records(stream)]
@@ -66,8 +67,12 @@ def rewrite_first_record(out, change):
               for name, (kind, values) in parse_example(records[0]).items()}
   change(features)
   records[0] = serialize_example(features)
+  before = shard.stat().st_size
   shard.write_bytes(b''.join(frame(r) for r in records))
   resync_sidecars(out)
+  info = read_info(out)
+  info['splits']['train']['num_bytes'] += shard.stat().st_size - before
+  write_info(out, info)
   return shard.name
 
 
@@ -100,12 +105,14 @@ def records_of(shard) -> list:
 
 def declare_records(info: dict, split: str, records: list, rows: bool = True) -> dict:
   """info with `records` (serialized) counted in `split`, as a careful
-  tamperer would: examples, examples_per_class and (rows) manifest rows."""
+  tamperer would: examples, examples_per_class, the bytes of their frames
+  appended to its shards and (rows) manifest rows."""
   entry = info['splits'][split]
   for data in records:
     text = parse_example(data)['image/class/text'][1][0].decode()
     entry['examples_per_class'][text] += 1
   entry['num_examples'] += len(records)
+  entry['num_bytes'] += sum(len(frame(data)) for data in records)
   info['num_examples'] += len(records)
   info['num_manifest_rows'] += len(records) if rows else 0
   return info
@@ -246,6 +253,31 @@ def test_unreadable_dataset_info(converted):
     (lambda info: info.update(num_examples='20'), "num_examples '20' is not a count"),
     (lambda info: info.update(feature_spec={}), 'feature_spec {} names no feature'),
     (lambda info: info.update(splits=[]), 'splits [] is not an object of splits'),
+    # each of these ended in a traceback (exit 1, no report), or in none at all
+    (lambda info: info['splits']['train'].pop('num_examples'),
+     'splits.train has no num_examples'),
+    (lambda info: info['config'].update(split='train=0.3,validation=0.7'),
+     "config.split 'train=0.3,validation=0.7' is not a list of [split name, fraction] pairs "
+     'or null'),
+    (lambda info: info['config'].update(split=[['train', 'x'], ['test', 'y']]),
+     "config.split[0][1] 'x' is not a fraction in (0, 1]"),
+    (lambda info: info.update(image=None), 'image None is not an object of the image spec'),
+    (lambda info: info.update(rejected_by_reason='x'),
+     "rejected_by_reason 'x' is not an object of counts by reason"),
+    (lambda info: info.update(rejected_by_reason={'x': 0}),
+     "rejected_by_reason names 'x', not a reason stage/code"),
+    # the wrong_split check was switched off, exit 0
+    (lambda info: info.update(config=None), 'config None is not an object of the options used'),
+    (lambda info: info.update(config=[]), 'config [] is not an object of the options used'),
+    # each record was "32x32, expected 32x32"
+    (lambda info: info['image'].update(height='16'),
+     "image.height '16' is not a whole number above 0 or null"),
+    (lambda info: info['image'].update(channels=True), 'image.channels True is not one of 1, 3'),
+    (lambda info: info['feature_spec'].pop('image/format'),
+     "feature_spec has no image/format, a feature of the schema 'default'"),
+    (lambda info: info['feature_spec']['image/height'].update(shape=[None]),
+     "feature_spec.image/height {'dtype': 'int64', 'shape': [None]} is not as the schema "
+     "'default' declares it: {'dtype': 'int64', 'shape': []}"),
 ])
 def test_a_malformed_dataset_info_is_one_problem_never_a_traceback(converted, capsys, change,
                                                                    detail):
@@ -357,10 +389,11 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   # The sidecars: train's has no line for the 2 records added (1 problem); the
   # test split took train's entry, sidecar included, whose lines 1 and 2 name
   # records 0 and 1 of the test shard (records 2 and 3: 2) and line 3 one it
-  # lacks (1).
+  # lacks (1). Each split's num_bytes is train's before (2: count_mismatch).
   assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1,
                                           'missing_feature': 2, 'class_count_mismatch': 3,
-                                          'row_accounting': 1, 'sidecar_mismatch': 4}
+                                          'row_accounting': 1, 'sidecar_mismatch': 4,
+                                          'count_mismatch': 2}
   assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems']
           if p['file'] == shard.name][:3] == [
       (0, 'missing_feature', "feature 'image/channels' is missing"),

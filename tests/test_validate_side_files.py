@@ -329,17 +329,19 @@ def test_a_gzip_named_shard_that_is_not_gzip(converted_sample, tmp_path):
       'compression_mismatch', shard.name, -1,
       "dataset_info.json says compression 'gzip' (read.load and tf.data decompress by it), "
       f"but it is not gzip (it starts with {plain[:4].hex(' ')})")
-  # not read (as gzip, it would fail at once): its records are missing
-  assert [kind for kind, *_ in found[1:]] == ['count_mismatch']
+  # not read (as gzip, it would fail at once): its records are missing; and
+  # its bytes are no longer num_bytes
+  assert [kind for kind, *_ in found[1:]] == ['count_mismatch', 'count_mismatch']
 
 
 def test_an_unknown_compression(out):
   info = read_info(out)
   info['compression'] = 'zstd'
   write_info(out, info)
+  # the shape of dataset_info.json (info_shape.py) refuses it first
   assert problems(out) == [
-      ('compression_mismatch', 'dataset_info.json', -1,
-       "compression is 'zstd', not one of 'none', 'gzip': read.load cannot read the shards")]
+      ('missing_dataset_info', 'dataset_info.json', -1,
+       f"{out / 'dataset_info.json'}: compression 'zstd' is not one of 'none', 'gzip'")]
 
 
 # --- the plain functions ---------------------------------------------------------------------

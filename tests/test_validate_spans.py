@@ -77,8 +77,9 @@ def test_spans_give_the_same_report_as_reading_here(sample, monkeypatch):
   monkeypatch.setattr(check_shards, 'SPAN_BYTES', 1000)  # about one record per span
   in_spans = report_of(out, '--check_processes', '2')
   assert in_spans == here
-  # the sidecar names records past each shard's damage: once a shard
-  assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
+  # count_mismatch: the split's examples, and its bytes (the cut shard); the
+  # sidecar names records past each shard's damage: once a shard
+  assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 2,
                                       'sidecar_mismatch': 3, 'truncated_shard': 1}
   assert sorted((p['kind'], p['record']) for p in here['problems']
                 if p['kind'] not in ('count_mismatch', 'sidecar_mismatch')) == [
@@ -98,7 +99,7 @@ def test_whole_shards_give_the_same_report_as_reading_here(sample, monkeypatch):
     raise AssertionError('spans were planned')
   monkeypatch.setattr(check_shards, 'plan_spans', no_spans)
   assert report_of(out, '--check_processes', '1') == here
-  assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 1,
+  assert here['problems_by_kind'] == {'corrupt_shard': 2, 'count_mismatch': 2,
                                       'sidecar_mismatch': 3, 'truncated_shard': 1}
 
 

@@ -71,8 +71,32 @@ def test_num_manifest_rows_edited(rejecting):
   info['num_manifest_rows'] = 8
   write_info(rejecting, info)
   assert findings(rejecting) == [
+      ('row_accounting', '', -1, "dataset_info.json's error_rate is 0.444444, but its "
+       'num_rejected / num_manifest_rows is 4 / 8 = 0.5'),
       ('row_accounting', '', -1, "dataset_info.json's num_manifest_rows is 8, but its 5 "
        'examples and the 4 rejected row(s) in rejected.jsonl make 9')]
+
+
+def test_numbers_that_follow_from_others_edited(rejecting):
+  """num_classes, a split's num_bytes, error_rate and over_budget: each
+  edited alone passed validate, exit 0."""
+  info = read_info(rejecting)
+  shard = rejecting / info['splits']['train']['shards'][0]
+  assert (info['num_classes'], info['splits']['train']['num_bytes']) == (3, shard.stat().st_size)
+  assert (info['error_rate'], info['over_budget']) == (4 / 9, False)
+  info['num_classes'] = 4
+  info['splits']['train']['num_bytes'] += 1000
+  info.update(error_rate=0.5, over_budget=True)
+  write_info(rejecting, info)
+  assert findings(rejecting) == [
+      ('count_mismatch', '', -1, "dataset_info.json's num_classes is 4, but its label_map has "
+       '3 class(es)'),
+      ('row_accounting', '', -1, "dataset_info.json's error_rate is 0.5, but its num_rejected "
+       '/ num_manifest_rows is 4 / 9 = 0.444444'),
+      ('row_accounting', '', -1, "dataset_info.json's over_budget is true, but its error rate "
+       '0.444444 is within its max_error_rate 0.5'),
+      ('count_mismatch', 'train', -1, f"split 'train' has {shard.stat().st_size} bytes in its "
+       f"1 shard(s); dataset_info.json's num_bytes says {shard.stat().st_size + 1000}")]
 
 
 def test_rejected_line_deleted(rejecting):
@@ -160,6 +184,7 @@ def test_record_moved_from_train_to_test(hash_split_out):
   text = parse_example(moved)['image/class/text'][1][0].decode()
   info['splits']['train']['num_examples'] -= 1
   info['splits']['train']['examples_per_class'][text] -= 1
+  info['splits']['train']['num_bytes'] -= len(frame(moved))
   info['num_examples'] -= 1
   write_info(out, info)
   found = findings(out)

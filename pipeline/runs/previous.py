@@ -133,10 +133,6 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
                      f'this tool reads {", ".join(map(str, READABLE_SOURCES_FORMAT_VERSIONS))}')
   sidecars = []
   for split, entry in sorted(info['splits'].items()):
-    if 'num_bytes' not in entry or not isinstance(entry.get('sources', ''), str):
-      raise UsageError(f'--previous_dataset {named}: {DATASET_INFO} gives the {split} split '
-                       f'no {"num_bytes" if "num_bytes" not in entry else "sidecar name"}: '
-                       f'not a dataset convert wrote (convert it once in full)')
     sidecar = filesystem.join(path, entry.get('sources') or split + SOURCES_SUFFIX)
     if version is None or not files.exists(sidecar):
       raise UsageError(f'--previous_dataset {named} has no {sidecar}: a dataset written '

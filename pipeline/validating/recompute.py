@@ -131,8 +131,10 @@ def _image_dir_row(config, image: str):
 
 def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
              files: Optional[filesystem.FileAccess] = None) -> tuple:
-  """-> ([Problem], [warning Problem], records converted again) of --recompute
-  `amount` on the dataset."""
+  """-> ([Problem], [warning Problem], records converted again and compared,
+  records skipped) of --recompute `amount` on the dataset: a sampled record
+  whose source changed since the run, or is gone, is skipped (a warning,
+  recompute_source_changed), not compared."""
   files = files or filesystem.FileAccess()
   if paths.is_remote(input_dir):
     raise UsageError('--recompute reads the shards of a local --input_dir')
@@ -160,7 +162,8 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
             Problem(found[0], *where, f'key {key!r}: {found[1]}'))
   finally:
     reader.close()
-  return problems, warnings, len(sampled)
+  skipped = sum(1 for warning in warnings if warning.kind == recompute.SOURCE_CHANGED)
+  return problems, warnings, len(sampled) - skipped, skipped
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,

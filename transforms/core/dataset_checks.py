@@ -3,6 +3,9 @@ beside the shards and against what the records hold: plain functions.
 
 - the rows: num_manifest_rows = examples + the rejected.jsonl lines that are
   manifest rows (label-manifest lines are not), by reason as well;
+- the numbers that follow from others: num_classes from the label map,
+  error_rate and over_budget from the rows, each num_..._rejected from its
+  reasons; each split's num_bytes against its shards' sizes;
 - label_map.txt line for line against the recorded label map, and
   label_map.pbtxt (--schema detection) against it too;
 - each split's examples_per_class against the labels of its records
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 import dataclasses
 import json
+import math
 from typing import Optional
 
 from transforms.core.annotations import label_map_pbtxt
@@ -29,6 +33,7 @@ from transforms.core.splits import hash_split
 from transforms.core.validation import Problem
 
 ROW_ACCOUNTING = 'row_accounting'
+COUNT_MISMATCH = 'count_mismatch'
 LABEL_MAP_MISMATCH = 'label_map_mismatch'
 CLASS_COUNT_MISMATCH = 'class_count_mismatch'
 NUM_OBJECTS_MISMATCH = 'num_objects_mismatch'
@@ -115,6 +120,88 @@ def row_accounting_problems(info: dict, rejected: RejectedLines) -> list:
   problems += _by_reason(rejected.label_rows, info.get(field, {}),
                          'annotation(s)' if field.endswith('annotations_by_reason')
                          else 'label-manifest line(s)', field)
+  return problems
+
+
+def _sum_problems(total: str, declared, reasons: str, by_reason) -> list:
+  """A total of dataset_info.json (`declared`, at `total`) against the sum of
+  its counts by reason (`by_reason`, at `reasons`), when it has both."""
+  if declared is None or by_reason is None or declared == sum(by_reason.values()):
+    return []
+  return [Problem(ROW_ACCOUNTING, '', -1,
+                  f"dataset_info.json's {total} is {declared}, but its {reasons} adds up "
+                  f'to {sum(by_reason.values())}')]
+
+
+def _rate(value) -> str:
+  return f'{value:.6g}'
+
+
+def _num_classes_problems(info: dict) -> list:
+  names = info['label_map']
+  detection = info['schema'] == 'detection'
+  classes = max(len(names) - 1, 0) if detection else len(names)
+  if info.get('num_classes', classes) == classes:
+    return []
+  found = (f'the largest class id of its label_map is {classes}' if detection
+           else f'its label_map has {classes} class(es)')
+  return [Problem(COUNT_MISMATCH, '', -1,
+                  f"dataset_info.json's num_classes is {info['num_classes']}, but {found}")]
+
+
+def _error_rate_problems(info: dict) -> list:
+  problems, rate = [], info.get('error_rate')
+  if 'num_rejected' in info and 'num_manifest_rows' in info:
+    rows, rejected = info['num_manifest_rows'], info['num_rejected']
+    rate = rejected / rows if rows else 0.0  # as convert computes it
+    if 'error_rate' in info and not math.isclose(info['error_rate'], rate, rel_tol=1e-9,
+                                                  abs_tol=1e-12):
+      problems.append(Problem(
+          ROW_ACCOUNTING, '', -1,
+          f"dataset_info.json's error_rate is {_rate(info['error_rate'])}, but its "
+          f'num_rejected / num_manifest_rows is {rejected} / {rows} = {_rate(rate)}'))
+  budget = info.get('max_error_rate')
+  if 'over_budget' in info and budget is not None and rate is not None and (
+      info['over_budget'] != (rate > budget)):
+    problems.append(Problem(
+        ROW_ACCOUNTING, '', -1,
+        f"dataset_info.json's over_budget is {str(info['over_budget']).lower()}, but its "
+        f"error rate {_rate(rate)} is {'above' if rate > budget else 'within'} its "
+        f'max_error_rate {_rate(budget)}'))
+  return problems
+
+
+def declared_number_problems(info: dict) -> list:
+  """The numbers of dataset_info.json that follow from its others: num_classes
+  from the label map (its length; --schema detection: the largest id),
+  error_rate from num_rejected / num_manifest_rows, over_budget from that rate
+  and max_error_rate, and the totals of rejected label-manifest lines
+  (--schema detection: annotations) from their reasons. A number the file
+  lacks is not compared (a dataset written before it existed)."""
+  return (_num_classes_problems(info) + _error_rate_problems(info)
+          + _sum_problems('num_label_manifest_rows_rejected',
+                          info.get('num_label_manifest_rows_rejected'),
+                          'label_manifest_rejected_by_reason',
+                          info.get('label_manifest_rejected_by_reason'))
+          + _sum_problems('detection.num_rejected_annotations',
+                          (info.get('detection') or {}).get('num_rejected_annotations'),
+                          'rejected_annotations_by_reason',
+                          info.get('rejected_annotations_by_reason')))
+
+
+def byte_count_problems(info: dict, split_bytes: dict) -> list:
+  """Each split's num_bytes against the bytes of its shards on disk.
+  split_bytes: {split: (shards, bytes)} of the splits whose listed shards are
+  all there (a missing one is a problem of its own)."""
+  problems = []
+  for split, declared in info['splits'].items():
+    if 'num_bytes' in declared and split in split_bytes:
+      shards, found = split_bytes[split]
+      if declared['num_bytes'] != found:
+        problems.append(Problem(COUNT_MISMATCH, split, -1,
+                                f'split {split!r} has {found} bytes in its {shards} '
+                                f"shard(s); dataset_info.json's num_bytes says "
+                                f'{declared["num_bytes"]}'))
   return problems
 
 

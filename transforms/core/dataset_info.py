@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import Optional
 
+from transforms.core import info_shape
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.spec import FORMAT_VERSION
 from transforms.core.spec import READABLE_FORMAT_VERSIONS
@@ -110,54 +111,24 @@ class InfoError(Exception):
 
 
 def parse_info(text: str, path: str) -> dict:
-  """The text of dataset_info.json -> its dict; InfoError if it is unusable."""
+  """The text of dataset_info.json -> its dict; InfoError if it is unusable:
+  not JSON, not an object, lacking a field or holding one of another shape
+  than info_shape.INFO_SHAPE describes (the message names the field and its
+  value)."""
   try:
     info = json.loads(text)
   except json.JSONDecodeError as error:
     raise InfoError(f'{path} is not valid JSON: {error}')
   if not isinstance(info, dict):
     raise InfoError(f'{path} does not hold a JSON object')
-  missing = [k for k in ('format_version', 'schema', 'feature_spec', 'image',
-                         'label_map', 'splits') if k not in info]
+  missing = [name for name in info_shape.REQUIRED if name not in info]
   if missing:
     raise InfoError(f'{path} lacks {", ".join(missing)}')
-  if info['format_version'] not in READABLE_FORMAT_VERSIONS:
+  if info['format_version'] not in READABLE_FORMAT_VERSIONS or isinstance(
+      info['format_version'], bool):
     raise InfoError(f'{path} has format_version {info["format_version"]}; '
                     f'this tool reads {", ".join(map(str, READABLE_FORMAT_VERSIONS))}')
-  problem = _shape_problem(info)
+  problem = info_shape.problem(info)
   if problem:
     raise InfoError(f'{path}: {problem}')
   return info
-
-
-_COUNTS = ('num_examples', 'num_manifest_rows', 'num_rejected')
-
-
-def _is_count(value) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _shape_problem(info: dict) -> Optional[str]:
-  """What makes the fields every reader relies on unusable (a value of another
-  type, a split without its shards), or None."""
-  if not isinstance(info['feature_spec'], dict) or not info['feature_spec']:
-    return f'feature_spec {info["feature_spec"]!r} names no feature'
-  if not isinstance(info['label_map'], list) or not all(
-      isinstance(name, str) for name in info['label_map']):
-    return f'label_map {info["label_map"]!r} is not a list of class names'
-  wrong = [name for name in _COUNTS if name in info and not _is_count(info[name])]
-  if wrong:
-    return f'{wrong[0]} {info[wrong[0]]!r} is not a count'
-  if not isinstance(info['splits'], dict):
-    return f'splits {info["splits"]!r} is not an object of splits'
-  for split, entry in info['splits'].items():
-    if not isinstance(entry, dict):
-      return f'splits.{split} {entry!r} is not an object'
-    shards = entry.get('shards')
-    if not isinstance(shards, list) or not all(isinstance(name, str) for name in shards):
-      return f'splits.{split} has no list of shards'
-    wrong = [name for name in ('num_examples', 'num_bytes')
-             if (name in entry or name == 'num_examples') and not _is_count(entry.get(name))]
-    if wrong:
-      return f'splits.{split}.{wrong[0]} {entry[wrong[0]]!r} is not a count'
-  return None

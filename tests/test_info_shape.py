@@ -1,0 +1,131 @@
+"""dataset_info.json of any shape. Every field of converted ones is set, one
+at a time, to values of other types, or removed: parse_info (through which
+validate, pipeline.read, inspect and export read the file) refuses it with an
+InfoError naming the field, or validate's checks, read.examples and inspect's
+summary take it without an exception. No shape of the file reaches a
+traceback (`"image": null`, a `config.split` string, `"rejected_by_reason":
+"x"` each did)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from pipeline import look
+from pipeline import read
+from pipeline import validate
+from pipeline.reading.dataset import open_binary
+from tests.conftest import copy_dataset
+from tests.conftest import read_info
+from tests.test_validate_cli import RAW_16
+from transforms import filesystem
+from transforms.core import dataset_checks
+from transforms.core import validation
+from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import parse_info
+from transforms.core.decoders import RecordError
+from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import read_records
+from transforms.validation_report import build_report
+
+pytestmark = pytest.mark.xdist_group('converted_sample')
+
+VARIANTS = {
+    'hash_split': (*RAW_16, '--split', 'train=0.5,test=0.5'),
+    'seed': ('--schema', 'seed', '--height', '10', '--width', '12'),
+    'png_gzip_own_size': ('--encoding', 'png', '--compression', 'gzip', '--resize_mode', 'none'),
+    'multi_label': (*RAW_16, '--multi_label'),
+}
+# Values of every other type, and of the right type out of range.
+ODD = [None, [], {}, 'x', '16', -1, 0, 1.5, True, [['a', 'b']], {'a/b': 'x'}, [None], 10**20]
+REMOVED = object()
+# And the other values of the right shape, by the field's name.
+OTHERS = {'schema': ['default', 'seed', 'detection', 'unknown'], 'encoding': ['raw', 'jpeg', 'png'],
+          'compression': ['none', 'gzip'], 'channels': [1, 3], 'height': [1, 10, 16],
+          'width': [1, 12, 16], 'resize_mode': ['stretch', 'none'], 'split_by': ['key', 'content'],
+          'dtype': ['string', 'int64', 'float32'], 'shape': [[], [1], [None], [None, 2]],
+          'split': [[['train', 1.0]], [['test', 0.5], ['train', 0.5]]], 'seed': [0, 7]}
+# Fields no check or reader reads (only inspect's page shows some of them).
+UNREAD = ('options', 'label_warnings', 'content_duplicates', 'engine', 'reuse')
+
+
+def _places(value, where=()):
+  """The path of every value below `value`."""
+  if where:
+    yield where
+  items = (value.items() if isinstance(value, dict)
+           else enumerate(value) if isinstance(value, list) else ())
+  for name, item in items:
+    if not (not where and name in UNREAD):
+      yield from _places(item, (*where, name))
+
+
+def _changed(info: dict, where: tuple, value) -> dict:
+  info = copy.deepcopy(info)
+  parent = info
+  for name in where[:-1]:
+    parent = parent[name]
+  if value is REMOVED:
+    del parent[where[-1]]
+  else:
+    parent[where[-1]] = value
+  return info
+
+
+def _validate_and_read(out, info: dict) -> None:
+  """What validate does with `info` (its Beam steps' checks, one record after
+  another here), read.examples of every split and inspect's summary."""
+  files = filesystem.FileAccess()
+  shards, problems = validate.shard_listing(str(out), info, files)
+  problems += validate.file_problems(str(out), info, files)
+  problems += dataset_checks.byte_count_problems(
+      info, validate.split_bytes(str(out), info, shards, files))
+  expected = validation.Expected.from_info(info)
+  expected.split_rule.describe()
+  shard_counts, label_counts = {}, {}
+  for split, shard in shards:
+    with open_binary(str(out / shard)) as stream:
+      records = [data for _, data in read_records(stream)]
+    for label, key, found, sha256, *_ in validation.check_records(records, expected):
+      assert not [detail for kind, detail in found if kind == 'unexpected_error'], found
+      dataset_checks.split_problems(expected.split_rule, split, key, sha256)
+      shard_counts[split, shard] = shard_counts.get((split, shard), 0) + 1
+      for one in label if isinstance(label, tuple) else (label,):
+        label_counts[split, one] = label_counts.get((split, one), 0) + 1
+  report = build_report(info, shard_counts, label_counts, {}, [], problems, None, 100)
+  validate.summary(report, 'report.json')
+  for split in info['splits']:
+    try:
+      for _ in read.examples(str(out), split, info=info):
+        pass
+    except (RecordError, ShardError, OSError):  # of records and shards (a shard listed, gone)
+      pass
+  counts = {split: {label: n for (where, label), n in label_counts.items() if where == split}
+            for split in info['splits']}
+  look.summary_lines(str(out), info, counts)
+
+
+@pytest.mark.parametrize('variant', sorted(VARIANTS))
+def test_every_field_of_another_shape_is_refused_or_taken(converted_sample, tmp_path, variant):
+  out = copy_dataset(converted_sample(*VARIANTS[variant])[1], tmp_path)
+  info = read_info(out)
+  _validate_and_read(out, parse_info(json.dumps(info), 'dataset_info.json'))
+  refused = 0
+  for where in list(_places(info)):
+    for value in [*ODD, *OTHERS.get(where[-1], ()), REMOVED]:
+      text = json.dumps(_changed(info, where, value))
+      try:
+        changed = parse_info(text, 'dataset_info.json')
+      except InfoError as error:
+        refused += 1
+        # It names the field (or, for a value inside a list, the list).
+        assert any(str(name) in str(error) for name in where), (where, value, error)
+        continue
+      try:
+        _validate_and_read(out, changed)
+      except Exception as error:
+        raise AssertionError(f'{".".join(map(str, where))} = {value!r}: '
+                             f'{type(error).__name__}: {error}') from error
+  assert refused > 100
