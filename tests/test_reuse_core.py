@@ -439,6 +439,10 @@ def test_a_sidecar_is_plain_gzip_at_the_fastest_level(tmp_path):
   assert written[:4] == b'\x1f\x8b\x08\x00' and written[4:8] == b'\x00' * 4  # no name, no mtime
   assert written[8] == 4  # XFL: the fastest level (SIDECAR_LEVEL 1)
   assert gzip.decompress(written) == b''.join(lines)
+  # compressed 64 lines at a time: the bytes of one line at a time, as before
+  import zlib
+  one_by_one = zlib.compressobj(1, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+  assert written == b''.join(one_by_one.compress(line) for line in lines) + one_by_one.flush()
 
 
 def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
