@@ -290,6 +290,24 @@ def test_a_runner_beam_does_not_know_is_a_usage_error(sample, capsys):
   assert list(sample.out.iterdir()) == []
 
 
+@pytest.mark.parametrize('runner,words', [
+    ('nonexistent.module.SomeRunner',
+     "--runner nonexistent.module.SomeRunner: its module cannot be imported (No module named "
+     "'nonexistent')"),
+    ('apache_beam.NoSuchRunner', '--runner apache_beam.NoSuchRunner: module apache_beam has '
+                                 'no NoSuchRunner'),
+    ('apache_beam.Pipeline', '--runner apache_beam.Pipeline is no PipelineRunner class'),
+])
+def test_a_runner_module_path_that_names_no_runner_is_a_usage_error(sample, capsys, runner,
+                                                                    words):
+  """Was Beam's ModuleNotFoundError or AttributeError traceback, exit 1."""
+  assert convert.main(convert_argv(sample, '--runner', runner)) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: {words}'
+  assert not sample.out.exists()
+  assert validate.main(['--input_dir', str(sample.out), '--runner', runner]) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: {words}'
+
+
 @pytest.mark.parametrize('runner,known', [
     ('DirectRunner', True), ('direct', True), ('directrunner', True), ('flink', True),
     ('SparkRunner', True), ('dataflow', True), ('PrismRunner', True),

@@ -4,6 +4,7 @@ master that answers, a worker environment."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -57,6 +58,24 @@ def check_runner(runner) -> None:
     raise UsageError(f'--runner {runner} is not a runner Beam knows: give one of '
                      f'{", ".join(accepted)} (any case, "Runner" may be left off), or the '
                      f'full module path of a PipelineRunner class')
+  if isinstance(runner, str) and '.' in runner:
+    _check_runner_path(runner)
+
+
+def _check_runner_path(runner: str) -> None:
+  """A module path (pkg.module.SomeRunner): what Beam would import, imported
+  now, so that a typo is one line before anything is locked (was Beam's
+  ModuleNotFoundError or AttributeError traceback, exit 1)."""
+  from apache_beam.runners.runner import PipelineRunner
+  module, _, name = runner.rpartition('.')
+  try:
+    found = getattr(importlib.import_module(module), name)
+  except ImportError as error:
+    raise UsageError(f'--runner {runner}: its module cannot be imported ({error})')
+  except AttributeError:
+    raise UsageError(f'--runner {runner}: module {module} has no {name}')
+  if not (isinstance(found, type) and issubclass(found, PipelineRunner)):
+    raise UsageError(f'--runner {runner} is no PipelineRunner class')
 
 
 def known_runner(name: str) -> bool:
