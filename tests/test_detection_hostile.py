@@ -411,6 +411,32 @@ def test_yolo_label_files_and_classes(demo, tmp_path):
   assert run_validate(out)[0] == EXIT_OK
 
 
+def test_an_annotation_file_or_class_list_too_large_is_read_no_further(demo, tmp_path,
+                                                                      monkeypatch, capsys):
+  """A per-image label file (or VOC XML) was read whole into memory, as was
+  data.yaml on the launcher: now at most the cap, then a rejected row or exit 2."""
+  from pipeline.configuration import detection_files as launcher_files
+  from transforms import detection_files
+  monkeypatch.setattr(detection_files, 'MAX_ANNOTATION_FILE_BYTES', 100)
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'classes.txt').write_text('red\ngreen\n')
+  (root / 'labels' / 'astronaut.txt').write_text('0 0.5 0.5 0.2 0.2\n')
+  (root / 'labels' / 'coffee.txt').write_text('0 0.5 0.5 0.2 0.2\n' * 10)  # 180 bytes
+  out = tmp_path / 'out'
+  assert _convert_yolo(root / 'classes.txt', out) == EXIT_OK
+  assert [(pathlib.Path(line['source']).name, line['code'], line['reason'])
+          for line in rejected_lines(out)] == [
+      ('coffee.txt', 'unreadable_annotations',
+       f"cannot read {root}/labels/coffee.txt: it holds more than 100 bytes, more than any "
+       f"image's annotations need: not read")]
+  monkeypatch.setattr(launcher_files, 'MAX_LABEL_MAP_BYTES', 8)
+  capsys.readouterr()
+  assert _convert_yolo(root / 'classes.txt', tmp_path / 'out2') == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --annotations {root}/classes.txt: {root}/classes.txt holds more than 8 bytes, '
+      f'more than any list of class names needs\n')
+
+
 @pytest.mark.parametrize('text, message', [
     (b'names: [red, gr\xe9en]\n', ' is not UTF-8 text: byte 0xe9 at offset 15'),
     (b'names: [[red, green], {x: 1}, null, 3.5]\n',

@@ -78,6 +78,22 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
   return reject_row_if_bad(row, rejected + bad, source.on_bad_box)
 
 
+# The most bytes one image's annotation file (a VOC XML, a YOLO label file)
+# may hold: a few KB in practice; a larger one is read no further (a 4 GB file
+# was read whole into memory).
+MAX_ANNOTATION_FILE_BYTES = 16 << 20
+
+
+def _read_capped(files: filesystem.FileAccess, path: str) -> bytes:
+  """The file's bytes; OSError (the row's unreadable_annotations) past the cap."""
+  with files.open_checked(path) as stream:
+    data = stream.read(MAX_ANNOTATION_FILE_BYTES + 1)
+  if len(data) > MAX_ANNOTATION_FILE_BYTES:
+    raise OSError(f'it holds more than {MAX_ANNOTATION_FILE_BYTES} bytes, more than any '
+                  f"image's annotations need: not read")
+  return data
+
+
 class _FileRowFn(beam.DoFn):
   def __init__(self, source: FileSource):
     self._source = source
@@ -90,7 +106,7 @@ class _FileRowFn(beam.DoFn):
     data = b''
     try:
       if path and not problem:  # a YOLO image without a label file has no objects
-        data = self._files.read_bytes(path)
+        data = _read_capped(self._files, path)
       row, rejected = file_row(listed, data, self._source)
     except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8
       row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from pipeline.configuration.manifest_files import require_file
+from pipeline.configuration.preflight import MAX_LABEL_MAP_BYTES
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects
@@ -85,8 +86,13 @@ def _label_names(categories: dict, source: str) -> tuple:
 
 def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
   _require_file(given, path)
+  with files.open_checked(path) as stream:
+    data = stream.read(MAX_LABEL_MAP_BYTES + 1)
+  if len(data) > MAX_LABEL_MAP_BYTES:  # as a --label_map: read no further
+    raise UsageError(f'--annotations {given}: {path} holds more than {MAX_LABEL_MAP_BYTES} '
+                     f'bytes, more than any list of class names needs')
   try:
-    text = yolo.decode_text(files.read_bytes(path), path)
+    text = yolo.decode_text(data, path)
     if path.endswith(('.yaml', '.yml')):
       return yolo.names_from_yaml(text, path)
     return yolo.names_from_text(text)
