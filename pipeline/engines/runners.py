@@ -26,6 +26,7 @@ from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_servers
 from pipeline.errors import UsageError
+from transforms.core.redact import redact_text
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
@@ -55,7 +56,7 @@ def check_runner(runner) -> None:
     raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
   if isinstance(runner, str) and '.' not in runner and not known_runner(runner):
     accepted = [r for r in StandardOptions.KNOWN_RUNNER_NAMES if r not in UNSUPPORTED_RUNNERS]
-    raise UsageError(f'--runner {runner} is not a runner Beam knows: give one of '
+    raise UsageError(f'--runner {redact_text(runner)} is not a runner Beam knows: give one of '
                      f'{", ".join(accepted)} (any case, "Runner" may be left off), or the '
                      f'full module path of a PipelineRunner class')
   if isinstance(runner, str) and '.' in runner:
@@ -68,6 +69,10 @@ def _check_runner_path(runner: str) -> None:
   ModuleNotFoundError or AttributeError traceback, exit 1)."""
   from apache_beam.runners.runner import PipelineRunner
   module, _, name = runner.rpartition('.')
+  if not all(part.isidentifier() for part in runner.split('.')):
+    # a URL, say: nothing to import, and its credentials are never shown
+    raise UsageError(f'--runner {redact_text(runner)} is no module path of a runner class '
+                     f'(pkg.module.SomeRunner)')
   try:
     found = getattr(importlib.import_module(module), name)
   except ImportError as error:
