@@ -132,6 +132,8 @@ def test_a_sidecar_line_of_other_types_is_no_record(change):
     reuse.parse_line(json.dumps(data).encode(), 'train', ['s0'], False)
   with pytest.raises(ValueError):
     reuse.parse_line(b'[1, 2]', 'train', ['s0'], False)
+  with pytest.raises(ValueError, match='nested too deeply'):  # was a RecursionError traceback
+    reuse.parse_line(b'[' * 100_000, 'train', ['s0'], False)
 
 
 def test_sidecar_lines_are_read_with_bounded_memory(monkeypatch):
@@ -240,6 +242,42 @@ def test_a_copy_holds_the_sidecars_label(said, holds):
   with pytest.raises(ShardError, match=re.escape(holds)) as refused:
     copies.read_at(io.BytesIO(shard), len(shard), record, key, check)
   assert refused.value.kind == copies.NOT_THE_RECORD
+
+
+def _entry(name: str, kind: str, value) -> bytes:
+  """One map entry of Features, as serialize_example writes it."""
+  from transforms.core.example_proto import feature_bytes
+  from transforms.core.example_proto import one_bytes_feature
+  from transforms.core.example_proto import serialize_example
+  assert one_bytes_feature(b'k' * 200) == feature_bytes('bytes', b'k' * 200)  # by hand = proto
+  whole = serialize_example({name: (kind, value)})
+  return whole[2 if whole[1] < 0x80 else 3:]
+
+
+@pytest.mark.parametrize('entries', [
+    # the key three times, a label the sidecar does not say: protobuf reads the last
+    [('image/key', 'bytes', 'a')] * 3 + [('image/class/label', 'int64', 7)],
+    # the label twice: protobuf keeps the second, 7
+    [('image/class/label', 'int64', 1), ('image/class/text', 'bytes', 'cat'),
+     ('image/key', 'bytes', 'a'), ('image/class/label', 'int64', 7)],
+])
+def test_a_copy_giving_a_feature_twice_is_refused(entries):
+  """Counting matches let three copies of the key stand for key, label and
+  text: the label was never compared."""
+  body = b''.join(_entry(*entry) for entry in entries)
+  data = b'\x0a' + bytes([len(body)]) + body
+  record, key = _at([data], 0, 'a')
+  check = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text')
+  with pytest.raises(ShardError) as refused:
+    copies.read_at(io.BytesIO(frame(data)), len(frame(data)), record, key, check)
+  assert refused.value.kind == copies.NOT_THE_RECORD
+
+
+def test_a_copy_checked_by_nothing_is_the_crc_alone():
+  data = _example('a')
+  record, key = _at([data], 0, 'a', label_id=None, label_text=None)
+  check = copies.CopyCheck(None, 'image/class/label', 'image/class/text')  # --schema seed-like
+  assert copies.read_at(io.BytesIO(frame(data)), len(frame(data)), record, key, check) == data
 
 
 def test_a_multi_label_copy_holds_the_sidecars_lists():

@@ -74,13 +74,19 @@ def full_disk(error: BaseException | None) -> bool:
       return True
     if any(f'[Errno {number}]' in str(error) for number in _FULL_DISK):
       return True
-    error, seen = error.__cause__ or error.__context__, seen + 1
+    error, seen = error.__cause__ or (
+        None if error.__suppress_context__ else error.__context__), seen + 1
   return False
 
 
 def _no_full_disk_tracebacks(record: logging.LogRecord) -> bool:
-  return not (record.exc_info and full_disk(record.exc_info[1])) and not any(
-      f'[Errno {number}]' in record.getMessage() for number in _FULL_DISK)
+  if record.exc_info and full_disk(record.exc_info[1]):
+    return False
+  try:
+    message = record.getMessage()
+  except (TypeError, ValueError):  # a bad format: logging itself reports it
+    return True
+  return not any(f'[Errno {number}]' in message for number in _FULL_DISK)
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:

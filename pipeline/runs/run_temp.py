@@ -58,11 +58,13 @@ def remove_killed_runs(parent: str, host: str) -> list:
     owner = killed_run_owner(name, host)
     path = os.path.join(parent, name)
     # another user's is not ours to remove (nor could we, in a sticky /tmp)
-    if owner is None or _alive(owner) or os.lstat(path).st_uid != os.getuid():
-      continue
     try:
+      if owner is None or _alive(owner) or os.lstat(path).st_uid != os.getuid():
+        continue
       shutil.rmtree(path)
       removed.append(name)
+    except FileNotFoundError:  # another run starting at once removed it first
+      continue
     except OSError as error:
       print(f"note: could not remove a killed run's temp folder: {error}", file=sys.stderr)
   return removed

@@ -75,7 +75,9 @@ def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
   if not check.names or _proto().differing_feature(
       data, _expected(check, record, key), check.sizes) is None:
     return data
-  # Something differs: which, and what the record holds (the slow path).
+  # Something differs: never copied. Which, and what the record holds (for
+  # the message only: a record whose values equal but whose bytes do not, a
+  # name given twice or not in the plain layout, is refused all the same).
   found = _proto().plain_features(data, check.names) or {}
   if check.key and found.get(check.key) != [key.encode('utf-8')]:
     raise ShardError(record.ordinal, NOT_THE_RECORD,
@@ -86,7 +88,9 @@ def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
       raise ShardError(record.ordinal, NOT_THE_RECORD,
                        f'{_where(record)} holds the {name} {_shown(found.get(name))}; the '
                        f'sidecar says {said!r}')
-  return data
+  raise ShardError(record.ordinal, NOT_THE_RECORD,
+                   f'{_where(record)} holds its key and label other than as written (a '
+                   f'feature given twice, or not in the plain layout)')
 
 
 def _expected(check: CopyCheck, record: PreviousRecord, key: str) -> dict:

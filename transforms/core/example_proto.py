@@ -297,9 +297,12 @@ def differing_feature(data: bytes, expected: dict, sizes: frozenset) -> Optional
   as UTF-8 bytes: its Feature's bytes, feature_bytes}; `sizes`: the names'
   lengths, each under 128) with exactly those bytes; else the name of the
   first that differs or is missing (any if `data` is not plain). One walk of
-  the map's entries, no value parsed: a copy of every reused record is
+  the map's entries to its end (a name repeated further on would be the
+  value protobuf reads), no value parsed: a copy of every reused record is
   checked so (its key, label and text: 2.9 us, against 8 parsing them)."""
-  left = len(expected)
+  if not expected:
+    return None
+  seen = set()
   try:
     pos, end = _delimited(data, 0, len(data), _LEN1)  # Example.features
     if end != len(data):
@@ -319,14 +322,14 @@ def differing_feature(data: bytes, expected: dict, sizes: frozenset) -> Optional
         wanted = expected.get(name)
         if wanted is not None:
           value_start, value_stop = _delimited(data, entry + 2 + size, pos, 0x12)
-          if data[value_start:value_stop] != wanted:
-            return name
-          left -= 1
-          if not left:
-            return None
+          if data[value_start:value_stop] != wanted or name in seen:
+            return name  # a name given twice: protobuf keeps its last value
+          seen.add(name)
   except (_NotPlain, IndexError):
     return next(iter(expected))
-  return next(iter(expected))  # one is missing (which: the slow path says)
+  if len(seen) == len(expected):
+    return None
+  return next(name for name in expected if name not in seen)
 
 
 def plain_features(data: bytes, names: dict) -> Optional[dict]:

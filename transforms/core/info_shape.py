@@ -267,7 +267,8 @@ INFO_SHAPE = _Object({
     'num_label_manifest_rows_rejected': _optional(_COUNT),
     'label_manifest_rejected_by_reason': _optional(_REASONS),
     'rejected_annotations_by_reason': _optional(_REASONS),  # --schema detection
-    'sink': _optional(_Object({'deterministic': _optional(_BOOLEAN)})),
+    'sink': _optional(_Object({'deterministic': _optional(_BOOLEAN),
+                               'index_files': _optional(_BOOLEAN)})),
     'sources_format_version': _optional(_POSITIVE),
     # What the records were converted with (the wrong_split check's --split).
     'config': _required(_Object({

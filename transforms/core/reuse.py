@@ -113,7 +113,10 @@ def parse_line(line: bytes, split: str, shard_paths: list, compressed: bool,
   if it is not one (a field missing or of another type, a shard the dataset
   does not list). Offsets and lengths are bounded when read (ShardReader)."""
   try:
-    data = json.loads(line)
+    try:
+      data = json.loads(line)
+    except RecursionError:  # deep nesting, under the line cap: no line of ours
+      raise ValueError('nested too deeply to be a sidecar line')
     if not isinstance(data, dict):
       raise ValueError('not a JSON object')
     shard = _count(data, 'shard')
