@@ -341,6 +341,25 @@ def hostile_voc(demo, tmp_path_factory):
   return folder, out
 
 
+def test_a_voc_xml_too_large_for_the_launcher_exits_2_read_no_further(demo, tmp_path,
+                                                                      monkeypatch, capsys):
+  """The launcher reads each XML for its class names: it was read whole."""
+  from pipeline.configuration import detection_files as launcher_files
+  monkeypatch.setattr(launcher_files, 'MAX_LABEL_MAP_BYTES', 200)
+  folder = tmp_path / 'Annotations'
+  folder.mkdir()
+  (folder / 'a.xml').write_text(_xml('astronaut.jpg'))
+  assert len((folder / 'a.xml').read_bytes()) > 200
+  capsys.readouterr()
+  assert convert.main(['--annotations', str(folder), '--annotation_format', 'voc',
+                       '--image_dir', str(demo / 'images'), '--output_dir',
+                       str(tmp_path / 'out'), '--progress', 'off']) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --annotations {folder}: {folder}/a.xml holds more than 200 bytes, more than '
+      f'any annotation file needs\n')
+  assert not (tmp_path / 'out').exists()
+
+
 def test_voc_hostile_files(demo, hostile_voc):
   _, out = hostile_voc
   found = {(pathlib.Path(line['source']).name, line['code'], line['reason'],
@@ -434,7 +453,7 @@ def test_an_annotation_file_or_class_list_too_large_is_read_no_further(demo, tmp
   assert _convert_yolo(root / 'classes.txt', tmp_path / 'out2') == EXIT_USAGE
   assert capsys.readouterr().err == (
       f'error: --annotations {root}/classes.txt: {root}/classes.txt holds more than 8 bytes, '
-      f'more than any list of class names needs\n')
+      f'more than any annotation file needs\n')
 
 
 @pytest.mark.parametrize('text, message', [

@@ -86,8 +86,7 @@ MAX_ANNOTATION_FILE_BYTES = 16 << 20
 
 def _read_capped(files: filesystem.FileAccess, path: str) -> bytes:
   """The file's bytes; OSError (the row's unreadable_annotations) past the cap."""
-  with files.open_checked(path) as stream:
-    data = stream.read(MAX_ANNOTATION_FILE_BYTES + 1)
+  data = files.read_at_most(path, MAX_ANNOTATION_FILE_BYTES)
   if len(data) > MAX_ANNOTATION_FILE_BYTES:
     raise OSError(f'it holds more than {MAX_ANNOTATION_FILE_BYTES} bytes, more than any '
                   f"image's annotations need: not read")

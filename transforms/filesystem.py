@@ -214,6 +214,12 @@ class FileAccess:
     with self.open_checked(path) as handle:
       return handle.read()
 
+  def read_at_most(self, path: str, max_bytes: int) -> bytes:
+    """The file's first max_bytes + 1 bytes (a .gz decompressed): more than
+    max_bytes says the file is larger than its caller takes, never read whole."""
+    with self.open_checked(path) as handle:
+      return handle.read(max_bytes + 1)
+
   @contextlib.contextmanager
   def open_checked(self, path: str):
     """Opens a file for reading; a .gz through Python's gzip, which, unlike

@@ -42,14 +42,18 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
     if files.exists(listing):
       _require_file(args.annotations, listing)
       listings[split] = listing
-      lists[split] = [line.split()[0] for line in files.read_text(listing).splitlines()
-                      if line.strip()]
+      try:
+        text = _read_capped(files, listing, args.annotations).decode('utf-8')
+      except UnicodeDecodeError as error:
+        raise UsageError(f'--annotations {args.annotations}: {listing} is not UTF-8 text: '
+                         f'{error}')
+      lists[split] = [line.split()[0] for line in text.splitlines() if line.strip()]
   split_of = voc.split_of(lists)
   images, listed = [], []
   for path in paths:
     _require_file(args.annotations, path)
     try:
-      parsed = voc.parse_xml(files.read_bytes(path), path)
+      parsed = voc.parse_xml(_read_capped(files, path, args.annotations), path)
     except voc.VocFormatError as error:
       raise UsageError(str(error))
     stem = posixpath.basename(path)[:-len('.xml')]
@@ -84,15 +88,25 @@ def _label_names(categories: dict, source: str) -> tuple:
     raise UsageError(str(error))
 
 
+def _read_capped(files: filesystem.FileAccess, path: str, given: str) -> bytes:
+  """A file of the --annotations tree the launcher reads (a VOC XML or split
+  list, data.yaml, classes.txt): at most MAX_LABEL_MAP_BYTES (as a
+  --label_map), else exit 2; never read whole."""
+  try:
+    data = files.read_at_most(path, MAX_LABEL_MAP_BYTES)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'--annotations {given}: {path} cannot be read: '
+                     f'{type(error).__name__}: {error}')
+  if len(data) > MAX_LABEL_MAP_BYTES:
+    raise UsageError(f'--annotations {given}: {path} holds more than {MAX_LABEL_MAP_BYTES} '
+                     f'bytes, more than any annotation file needs')
+  return data
+
+
 def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
   _require_file(given, path)
-  with files.open_checked(path) as stream:
-    data = stream.read(MAX_LABEL_MAP_BYTES + 1)
-  if len(data) > MAX_LABEL_MAP_BYTES:  # as a --label_map: read no further
-    raise UsageError(f'--annotations {given}: {path} holds more than {MAX_LABEL_MAP_BYTES} '
-                     f'bytes, more than any list of class names needs')
   try:
-    text = yolo.decode_text(data, path)
+    text = yolo.decode_text(_read_capped(files, path, given), path)
     if path.endswith(('.yaml', '.yml')):
       return yolo.names_from_yaml(text, path)
     return yolo.names_from_text(text)

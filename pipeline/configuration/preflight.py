@@ -211,8 +211,7 @@ def read_flag_text(flag: str, path: str, max_bytes: int) -> str:
   bytes (a .gz: once decompressed; at most max_bytes + 1 are read)."""
   require_file(flag, path)
   try:
-    with filesystem.FileAccess().open_checked(path) as stream:
-      data = stream.read(max_bytes + 1)
+    data = filesystem.FileAccess().read_at_most(path, max_bytes)
   except filesystem.read_errors() as error:
     raise UsageError(f'{flag} {path} cannot be read: {type(error).__name__}: {error}')
   if len(data) > max_bytes:

@@ -68,8 +68,7 @@ def follow(given: str, files: filesystem.FileAccess) -> str:
     raise UsageError(f'--previous_dataset {given} is a {kind}, not a pointer file')
   if not _is_file(given, files):
     return given
-  with files.open_checked(given) as stream:
-    data = stream.read(MAX_POINTER_BYTES + 1)  # a pointer is one line, a few hundred bytes
+  data = files.read_at_most(given, MAX_POINTER_BYTES)  # a pointer: one line, a few hundred bytes
   try:
     target = data.decode('utf-8').strip()
   except UnicodeDecodeError:
