@@ -170,6 +170,10 @@ def time_runs(root: str, figures: dict, commands: dict, attempt: int, timeout: f
   """Run each of `commands` once, keeping in `figures` the fastest of each."""
   logs = os.path.join(root, 'logs')
   for name, command in commands.items():
+    # Each night writes a folder of its own (docs/incremental.md): the
+    # previous attempt's is removed before, not by the run's --overwrite
+    # (0.17 s of a 2.4 s `metadata` run at 12,000 rows, profiled).
+    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     # The previous run's shards (~370 MB) are still being written back to
     # disk: measured, that writeback slowed the next run by up to 3 s.
     os.sync()

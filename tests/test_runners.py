@@ -480,6 +480,11 @@ def _threshold_seen(_):
   return gc.get_threshold()
 
 
+def _sampling_seen(_):
+  from apache_beam.runners.worker import statesampler
+  return statesampler.get_current_tracker().sampling_period_ms
+
+
 def _fails(_):
   raise ValueError('a step that fails')
 
@@ -502,6 +507,25 @@ def test_a_local_run_collects_cycles_less_often_and_gives_the_thresholds_back():
   with pytest.raises(Exception, match='a step that fails'), local_pipeline() as p:
     _ = p | beam.Create([1]) | beam.Map(_fails)
   assert gc.get_threshold() == before
+
+
+def test_a_local_run_samples_its_steps_often_so_that_bundles_end_without_waiting():
+  import apache_beam as beam
+  from apache_beam.runners.worker import statesampler
+  from apache_beam.testing.util import assert_that
+  from apache_beam.testing.util import equal_to
+
+  from pipeline.beam_runtime import local_runner
+  from tests.conftest import local_pipeline
+  beam_default = statesampler.DEFAULT_SAMPLING_PERIOD_MS
+  assert beam_default > local_runner.SAMPLING_PERIOD_MS
+  with local_pipeline() as p:
+    assert_that(p | beam.Create([1]) | beam.Map(_sampling_seen),
+                equal_to([local_runner.SAMPLING_PERIOD_MS]))
+  assert statesampler.StateSampler('after', None).sampling_period_ms == beam_default
+  with pytest.raises(Exception, match='a step that fails'), local_pipeline() as p:
+    _ = p | beam.Create([1]) | beam.Map(_fails)
+  assert statesampler.StateSampler('after', None).sampling_period_ms == beam_default
 
 
 class _WaitSeesThresholds:

@@ -39,7 +39,7 @@ class LocalRunner(PipelineRunner):
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    with fewer_collections():
+    with harness_settings():
       return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
 
 
@@ -61,6 +61,40 @@ def fewer_collections():
     yield
   finally:
     gc.set_threshold(*before)
+
+
+# Beam's state sampler sleeps between its samples up to 200 ms, and each
+# bundle's end waits for that sleep to end (it joins the sampler's thread):
+# a stage running a second or more idled up to 200 ms at its end. Measured
+# on a nightly run of 12,000 rows, its 15 bundle ends waited 0.06-0.13 s in
+# all, 0.02-0.03 s with 5 ms; a 10-image run 0.04-0.09 against 0.02-0.03 s.
+# Nothing of ours reads the sampler's step times.
+SAMPLING_PERIOD_MS = 5
+
+
+@contextlib.contextmanager
+def prompt_bundle_ends():
+  """SAMPLING_PERIOD_MS for the state samplers made while the block runs
+  (one per stage of the harness in this process), Beam's default again after."""
+  from apache_beam.runners.worker import statesampler
+  init = statesampler.StateSampler.__init__
+  before = init.__defaults__
+  if before != (statesampler.DEFAULT_SAMPLING_PERIOD_MS,):  # another Beam's signature
+    yield
+    return
+  init.__defaults__ = (SAMPLING_PERIOD_MS,)
+  try:
+    yield
+  finally:
+    init.__defaults__ = before
+
+
+@contextlib.contextmanager
+def harness_settings():
+  """What a run whose SDK harness is this process runs under: fewer
+  collections and prompt bundle ends, each given back after."""
+  with fewer_collections(), prompt_bundle_ends():
+    yield
 
 
 def run(pipeline) -> PipelineResult:

@@ -47,9 +47,9 @@ class RunGuard:
     """Runs `pipeline` to its end; a job that ends in any state but DONE
     (cancelled from outside, say) is an error."""
     # Embedded Flink and Spark run their SDK harness in this process (LOOPBACK)
-    # while it waits: the local runner's fewer collections there too (8,000
-    # JPEGs on Flink: 3 full collections, 7 us a row of the harness's ~215).
-    with local_runner.fewer_collections():
+    # while it waits: the local runner's settings there too (8,000 JPEGs on
+    # Flink: 3 full collections, 7 us a row of the harness's ~215).
+    with local_runner.harness_settings():
       self.result = local_runner.run(pipeline)
       if interrupts.swallowed():
         # A signal swallowed while the job was built or submitted: the run
