@@ -655,6 +655,35 @@ def test_jpeg_and_png_decode_back(encoding, fmt, channels):
                  JPEG_TOLERANCE)
 
 
+def _png_chunk_kinds(data: bytes) -> list:
+  kinds, at = [], 8
+  while at < len(data):
+    length, = struct.unpack('>I', data[at:at + 4])
+    kinds.append(data[at + 4:at + 8])
+    at += 12 + length
+  return kinds
+
+
+@pytest.mark.parametrize('resize_mode', ['stretch', 'none', 'crop', 'pad'])
+@pytest.mark.parametrize('channels', [3, 1])
+@pytest.mark.parametrize('source_mode, save', [('RGB', jpeg), ('CMYK', jpeg), ('L', png)])
+def test_a_png_carries_no_colour_profile_of_its_source(resize_mode, channels, source_mode,
+                                                        save):
+  # Pillow copies a source's ICC profile into a PNG it saves: a grey PNG got
+  # an RGB profile, an RGB one a CMYK source's (libpng: invalid). Colour
+  # profiles are ignored (docs/convert.md): the pixels are as stored.
+  from PIL import ImageCms
+  profile = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
+  source = Image.new(source_mode, (40, 30), 90)
+  encoded = process_image(save(source, icc_profile=profile),
+                          ImageSpec(height=20, width=20, channels=channels, encoding='png',
+                                    resize_mode=resize_mode))
+  assert _png_chunk_kinds(encoded.data) == [b'IHDR', b'IDAT', b'IEND']
+  image = decoded_back(encoded)
+  assert 'icc_profile' not in image.info
+  assert image.mode == ('RGB' if channels == 3 else 'L')
+
+
 def test_plain_jpeg_is_passed_through_byte_for_byte():
   data = jpeg(blocks(LAYOUT, 16))
   encoded = process_image(data, ImageSpec(resize_mode='none', encoding='jpeg'))

@@ -125,7 +125,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # Raised when the same options give other pixels, so that no nightly run
 # copies a record an older version encoded. 2: pad and crop after a
 # reduced-scale JPEG decode follow the source's geometry (1 px apart before).
-PIXELS_VERSION = 2
+# 3: a PNG keeps no ICC profile of its source (some resize modes kept it).
+PIXELS_VERSION = 3
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
