@@ -47,6 +47,7 @@ from transforms.check_side_files import SideFiles
 from transforms.core import dataset_checks
 from transforms.core import file_kinds
 from transforms.core import paths
+from transforms.core import recompute as recompute_core
 from transforms.core import side_files
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
@@ -257,10 +258,12 @@ def summary(report: dict, report_path: str, strict: bool = False) -> str:
   note = [OVER_BUDGET_NOTE] if report.get('over_budget') else []
   if 'num_recomputed' in report:
     skipped = report.get('num_recompute_skipped', 0)
+    why = ', or '.join(f'{text} ({kind})' for kind, text in recompute_core.SKIPPED.items()
+                       if report.get('warnings_by_kind', {}).get(kind))
     note.append(f'--recompute: {report["num_recomputed"]} record(s) converted again from '
                 f'their sources and compared byte for byte'
-                + (f'; {skipped} sampled record(s) skipped, not compared: their source changed '
-                   f'since the run or is gone (recompute_source_changed)' if skipped else '') + '.')
+                + (f'; {skipped} sampled record(s) skipped, not compared: {why}'
+                   if skipped else '') + '.')
   if report['valid']:
     splits = ', '.join(f'{name} {s["num_examples"]}' for name, s in report['splits'].items())
     return '\n'.join([f'OK: {report["num_examples"]} examples'

@@ -159,6 +159,26 @@ def test_a_deleted_source_is_a_warning_naming_its_key(fresh, capsys):
       EXIT_FAILED)
 
 
+def test_a_record_another_version_encoded_is_a_warning_not_a_mismatch(tmp_path, monkeypatch,
+                                                                      capsys):
+  """A dataset an older img2tfrecord wrote, whose pixels' code differs (its
+  PIXELS_VERSION): its records are not compared (their bytes may differ
+  rightly), each a warning; not a recompute_mismatch."""
+  monkeypatch.setattr(fingerprints, 'PIXELS_VERSION', fingerprints.PIXELS_VERSION - 1)
+  out = _corpus(tmp_path / 'c') / 'out'
+  monkeypatch.undo()
+  capsys.readouterr()
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['valid'], report['warnings_by_kind']) == (
+      EXIT_OK, True, {recompute.OTHER_VERSION: 10})
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (0, 10)
+  assert 'this version of img2tfrecord gives' in report['warnings'][0]['detail']
+  assert capsys.readouterr().out.splitlines()[1] == (
+      '--recompute: 0 record(s) converted again from their sources and compared byte for '
+      'byte; 10 sampled record(s) skipped, not compared: another version of img2tfrecord '
+      'encoded them (recompute_other_version).')
+
+
 @pytest.mark.parametrize('amount', ['0', '-3', '0.0', '1.5', 'x', '1e3', ''])
 def test_recompute_takes_a_count_or_a_fraction(converted, capsys, amount):
   """The one line says what --recompute takes (once it named a function of ours)."""

@@ -133,8 +133,9 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
              files: Optional[filesystem.FileAccess] = None) -> tuple:
   """-> ([Problem], [warning Problem], records converted again and compared,
   records skipped) of --recompute `amount` on the dataset: a sampled record
-  whose source changed since the run, or is gone, is skipped (a warning,
-  recompute_source_changed), not compared."""
+  whose source changed since the run or is gone (recompute_source_changed),
+  or that another version of img2tfrecord encoded (recompute_other_version),
+  is skipped, a warning: not compared."""
   files = files or filesystem.FileAccess()
   if paths.is_remote(input_dir):
     raise UsageError('--recompute reads the shards of a local --input_dir')
@@ -158,17 +159,22 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
         continue
       found = _one(row, split, record, config, label_map, digest, reader, files)
       if found is not None:
-        (warnings if found[0] == recompute.SOURCE_CHANGED else problems).append(
+        (warnings if found[0] in recompute.SKIPPED else problems).append(
             Problem(found[0], *where, f'key {key!r}: {found[1]}'))
   finally:
     reader.close()
-  skipped = sum(1 for warning in warnings if warning.kind == recompute.SOURCE_CHANGED)
+  skipped = sum(1 for warning in warnings if warning.kind in recompute.SKIPPED)
   return problems, warnings, len(sampled) - skipped, skipped
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
          files) -> Optional[tuple]:
   """(kind, what) of one record against its row converted again, or None."""
+  recorded = record.option_digest.partition('-')[0]
+  if recorded and recorded != digest:  # the same options recorded: another version's pixels
+    return recompute.OTHER_VERSION, (
+        f'its record was encoded under options digest {recorded}, this version of '
+        f'img2tfrecord gives {digest} for the same options: not compared')
   result = convert_sources([row.ref or row.path], config.image,
                            read=lambda path, spec: read_bytes(path, files, spec))[0]
   sha256 = None if isinstance(result, Exception) else result[1]

@@ -9,6 +9,12 @@ import math
 
 RECOMPUTE_MISMATCH = 'recompute_mismatch'  # a problem: same source, other bytes
 SOURCE_CHANGED = 'recompute_source_changed'  # a warning: the source changed or is gone
+# a warning: another version of img2tfrecord encoded the record (its options
+# digest, which holds the version of the pixels' code, is not this one's)
+OTHER_VERSION = 'recompute_other_version'
+# The warnings of a sampled record not compared, and what the summary says of each.
+SKIPPED = {SOURCE_CHANGED: 'their source changed since the run or is gone',
+           OTHER_VERSION: 'another version of img2tfrecord encoded them'}
 
 # What a difference in these features is called in a finding.
 _NAMED = {'image/encoded': 'image bytes', 'img_raw': 'image bytes',
