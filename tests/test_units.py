@@ -569,6 +569,28 @@ def test_a_worker_that_cannot_start_fails_the_call_not_a_row():
     pool.shutdown()
 
 
+def test_a_worker_killed_while_starting_says_so():
+  """A child killed from outside before it is ready printed no error of its
+  own: the job's error line says which signal, not 'its error is printed
+  above'."""
+  import os
+
+  from transforms.workers import process_pool
+  pool = process_pool.ProcessPool(1, worker_module='tests.killed_at_start_worker')
+  try:
+    error = pool.submit(os.getpid).exception()
+    assert isinstance(error, process_pool.WorkerFailedToStart)
+    assert str(error) == 'an image worker process was killed by SIGKILL while starting'
+  finally:
+    pool.shutdown()
+  pool = process_pool.ProcessPool(1, worker_module='transforms.no_such_module')
+  try:
+    assert str(pool.submit(os.getpid).exception()) == (
+        'an image worker process failed to start (exit code 1); its error is printed above')
+  finally:
+    pool.shutdown()
+
+
 def test_dead_children_release_their_pipes():
   import os
 

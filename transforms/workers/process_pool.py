@@ -191,13 +191,24 @@ class _Child:
     try:
       ready = pickle.load(self._process.stdout)
     except Exception as error:
-      self.kill()
-      raise WorkerFailedToStart(
-          f'an image worker process failed to start (exit code '
-          f'{self._process.returncode}); its error is printed above') from error
+      raise WorkerFailedToStart(self._start_failure()) from error
     if ready != READY:
       self.kill()
       raise WorkerFailedToStart(f'an image worker process said {ready!r} on start')
+
+  def _start_failure(self) -> str:
+    """Why the child gave no READY (it is killed): its own error, printed
+    on stderr, or a signal from outside (the OOM killer), which prints none."""
+    try:
+      code = self._process.wait(timeout=1)  # its output ended: it is ending
+    except subprocess.TimeoutExpired:
+      code = None  # alive, its reply stream garbled: killed below
+    self.kill()
+    if code is not None and code < 0:
+      return (f'an image worker process was killed by {signal.Signals(-code).name} '
+              f'while starting')
+    return (f'an image worker process failed to start (exit code '
+            f'{self._process.returncode}); its error is printed above')
 
   def call(self, fn: Callable, args: tuple, timeout_s: Optional[float] = None):
     """fn(*args) in the child; WorkerTimedOut (the child killed) if no reply
