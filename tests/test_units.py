@@ -498,6 +498,21 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
     pool.shutdown()
 
 
+def test_a_new_child_s_imports_do_not_count_against_the_time_limit():
+  """A new child imports the called function's module before the timed call:
+  the first call after a start (or after a child killed at the limit) gets
+  the whole limit for its work (with --image_timeout_s 0.25 a 30 ms JPEG was
+  rejected as decode/timeout when it came first to a new child)."""
+  from tests.slow_import_helper import answer
+  from transforms.workers.process_pool import ProcessPool
+  pool = ProcessPool(1, timeout_s=1)
+  try:
+    assert pool.submit(answer, [1, 2]).result() == [2, 4]
+    assert pool.submit(answer, [3]).result() == [6]
+  finally:
+    pool.shutdown()
+
+
 def test_a_call_s_time_limit_covers_its_prepare():
   """prepare (the parent's read of remote files) counts against the limit: a
   prepare that never returns is left behind at the limit, and its time is
@@ -550,6 +565,28 @@ def test_a_worker_that_cannot_start_fails_the_call_not_a_row():
   try:
     error = pool.submit(os.getpid).exception()
     assert isinstance(error, process_pool.WorkerFailedToStart)
+  finally:
+    pool.shutdown()
+
+
+def test_a_worker_killed_while_starting_says_so():
+  """A child killed from outside before it is ready printed no error of its
+  own: the job's error line says which signal, not 'its error is printed
+  above'."""
+  import os
+
+  from transforms.workers import process_pool
+  pool = process_pool.ProcessPool(1, worker_module='tests.killed_at_start_worker')
+  try:
+    error = pool.submit(os.getpid).exception()
+    assert isinstance(error, process_pool.WorkerFailedToStart)
+    assert str(error) == 'an image worker process was killed by SIGKILL while starting'
+  finally:
+    pool.shutdown()
+  pool = process_pool.ProcessPool(1, worker_module='transforms.no_such_module')
+  try:
+    assert str(pool.submit(os.getpid).exception()) == (
+        'an image worker process failed to start (exit code 1); its error is printed above')
   finally:
     pool.shutdown()
 

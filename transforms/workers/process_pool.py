@@ -34,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait
+import importlib
 import os
 import pickle
 import queue
@@ -62,6 +63,11 @@ def picklable_error(error: Exception) -> Exception:
     return error
   except Exception:
     return RuntimeError(f'{type(error).__name__}: {error!r}')
+
+
+def import_module(name: str) -> None:
+  """Imports module `name` in a child (ProcessPool warms a new child so)."""
+  importlib.import_module(name)
 
 
 class WorkerDied(RuntimeError):
@@ -173,6 +179,7 @@ class _Child:
 
   def __init__(self, worker_module: str):
     self.busy = False  # a call is running in it
+    self.imported = set()  # the called functions' modules it has imported
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
     # -P (3.11+): the current folder is not put first, so the parent's own
@@ -184,13 +191,24 @@ class _Child:
     try:
       ready = pickle.load(self._process.stdout)
     except Exception as error:
-      self.kill()
-      raise WorkerFailedToStart(
-          f'an image worker process failed to start (exit code '
-          f'{self._process.returncode}); its error is printed above') from error
+      raise WorkerFailedToStart(self._start_failure()) from error
     if ready != READY:
       self.kill()
       raise WorkerFailedToStart(f'an image worker process said {ready!r} on start')
+
+  def _start_failure(self) -> str:
+    """Why the child gave no READY (it is killed): its own error, printed
+    on stderr, or a signal from outside (the OOM killer), which prints none."""
+    try:
+      code = self._process.wait(timeout=1)  # its output ended: it is ending
+    except subprocess.TimeoutExpired:
+      code = None  # alive, its reply stream garbled: killed below
+    self.kill()
+    if code is not None and code < 0:
+      return (f'an image worker process was killed by {signal.Signals(-code).name} '
+              f'while starting')
+    return (f'an image worker process failed to start (exit code '
+            f'{self._process.returncode}); its error is printed above')
 
   def call(self, fn: Callable, args: tuple, timeout_s: Optional[float] = None):
     """fn(*args) in the child; WorkerTimedOut (the child killed) if no reply
@@ -298,6 +316,13 @@ class ProcessPool:
     elif prepare is not None:
       args = prepare(args)
     child = self._child()
+    if fn.__module__ not in child.imported:
+      # Part of a child's start, not of the call's time limit: a new child's
+      # first call imported Pillow and the project's modules (0.2 s idle,
+      # more on a busy machine), so with a limit of a second or less the
+      # first image after a killed child was rejected as decode/timeout.
+      child.call(import_module, (fn.__module__,))
+      child.imported.add(fn.__module__)
     started = time.monotonic()
     try:
       return child.call(fn, args, timeout_s)
