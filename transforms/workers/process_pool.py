@@ -70,6 +70,13 @@ def import_module(name: str) -> None:
   importlib.import_module(name)
 
 
+def _signal_name(number: int) -> str:
+  try:
+    return signal.Signals(number).name
+  except ValueError:  # a real-time signal has no name
+    return f'signal {number}'
+
+
 class WorkerDied(RuntimeError):
   """The child process ended (or garbled its reply) while running a call."""
 
@@ -205,8 +212,7 @@ class _Child:
       code = None  # alive, its reply stream garbled: killed below
     self.kill()
     if code is not None and code < 0:
-      return (f'an image worker process was killed by {signal.Signals(-code).name} '
-              f'while starting')
+      return f'an image worker process was killed by {_signal_name(-code)} while starting'
     return (f'an image worker process failed to start (exit code '
             f'{self._process.returncode}); its error is printed above')
 
