@@ -133,6 +133,42 @@ def test_batches_grow_to_max_batch_while_the_children_are_quick(monkeypatch, cal
   assert [len(batch) for batch in calls.batches] == sizes
 
 
+@pytest.mark.parametrize('call_bytes, row_bytes, sizes', [
+    # unknown: one item a call until results are in (three go before); then
+    # as many as CALL_BYTES holds at the results' average (item * 10: 200 to 590)
+    (1000, None, [1, 1, 1, 5, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 1]),
+    (1000, 400, [2, 2, 2, 4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2]),  # 1000 // 400 at first
+    (100, 1000, [1] * 40)])  # items larger than CALL_BYTES: one a call, never none
+def test_batches_hold_at_most_call_bytes_of_results(monkeypatch, call_bytes, row_bytes, sizes):
+  """Large images (--resize_mode none, raw) go fewer a call: 8 rows of 27
+  MB held 2.6 GB across the processes. Time alone would take 5 a call here."""
+  monkeypatch.setattr(PooledStep, 'CALL_S', 60.0)
+  monkeypatch.setattr(PooledStep, 'CALL_BYTES', call_bytes)
+  calls = Calls(times_ten_or_crash)
+  step = PooledStep(PoolSize(processes=1), 3, max_batch=5, weigh=lambda result: result,
+                    row_bytes=row_bytes)
+  step.start(calls)
+  try:
+    _, done = add_all(step, range(20, 60))
+  finally:
+    step.close()
+  assert done == [(item, item * 10) for item in range(20, 60)]
+  assert [len(batch) for batch in calls.batches] == sizes
+
+
+def test_threads_never_weigh_their_results():
+  calls = Calls()
+  step = PooledStep(PoolSize(threads=2), 3, max_batch=5, weigh=lambda result: 1 / 0,
+                    row_bytes=None)
+  step.start(calls)
+  try:
+    _, done = add_all(step, range(4))
+  finally:
+    step.close()
+  assert done == [(item, item * 10) for item in range(4)]
+  assert calls.batches == [[0], [1], [2], [3]]
+
+
 def test_threads_take_items_one_by_one_whatever_max_batch():
   calls = Calls()
   step = PooledStep(PoolSize(threads=2), 3, max_batch=5)
@@ -284,3 +320,23 @@ def test_a_worker_sends_large_values_without_copying_them_and_never_half_a_reply
   status, error = pickle.load(replies)
   assert status == process_worker.RAISED and 'not this one' in str(error)
   assert replies.read() == b''
+
+
+def test_image_steps_weigh_what_their_images_become():
+  """LoadImageFn sizes its calls by its results' bytes: --resize_mode none
+  (each image's own size) starts at one row a call, a fixed output size at
+  process_batch while CALL_BYTES holds that many of its pixels."""
+  from transforms.core.image import EncodedImage
+  from transforms.core.spec import ImageSpec
+  from transforms.encode import LoadImageFn
+  from transforms.pooled_source import PROCESS_BATCH
+  from transforms.workers.source_image import result_bytes
+  assert result_bytes((EncodedImage(b'x' * 300, 10, 10, 3, 'raw'), 'sha', 7)) == 300
+  assert result_bytes((b'example' * 3, 'sha', 7)) == 21  # an Example built in the worker
+  assert result_bytes(ValueError('not an image')) == 0
+  free_size = LoadImageFn(ImageSpec(resize_mode='none'), processes=2)
+  assert free_size._step._weigh is result_bytes and free_size._step._batch_size == 1
+  assert LoadImageFn(ImageSpec(height=300, width=300), processes=2)._step._batch_size == (
+      PROCESS_BATCH)
+  huge = ImageSpec(height=4000, width=4000)  # 48 MB a row: over CALL_BYTES alone
+  assert LoadImageFn(huge, processes=2)._step._batch_size == 1

@@ -52,6 +52,7 @@ from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources
 from transforms.workers.source_image import examples_in_worker
 from transforms.workers.source_image import loaded_image
+from transforms.workers.source_image import result_bytes
 
 COUNT_EVERY = 256  # loaded images a counter update (LoadImageFn._count_loaded)
 
@@ -90,6 +91,7 @@ class LoadImageFn(PooledSourceFn):
   """
 
   MAX_BATCH = 64  # rows of cheap images a call (PooledStep)
+  WEIGH = staticmethod(result_bytes)  # large images: fewer rows a call (PooledStep)
   # Copied records may wait behind a row the pool still converts (they go
   # out in arrival order), at most this many or bytes of them: then the pool's
   # oldest calls are waited for. Unbounded, a nightly run with 1% of its rows

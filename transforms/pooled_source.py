@@ -55,6 +55,9 @@ class PooledSourceFn(beam.DoFn):
 
   BATCH = PROCESS_BATCH
   MAX_BATCH = 0  # no growing (PooledStep's max_batch)
+  # PooledStep's weigh: a result's bytes, batches then held within CALL_BYTES
+  # (None: results too small to count).
+  WEIGH = None
 
   def __init__(self, spec: ImageSpec, size: PoolSize, on_thread, in_process,
                http: Optional[http_fetch.HttpConfig] = None):
@@ -65,7 +68,14 @@ class PooledSourceFn(beam.DoFn):
     self._processes = size.processes
     self._on_thread = on_thread
     self._in_process = in_process
-    self._step = PooledStep(size, self.BATCH, self.MAX_BATCH)
+    self._step = self._pooled_step(size)
+
+  def _pooled_step(self, size: PoolSize) -> PooledStep:
+    spec = self._spec
+    # An image's pixels at the output size, what its result may weigh before
+    # any came back; unknown with --resize_mode none (each image's own size).
+    row_bytes = spec.height * spec.width * spec.channels if spec.fixed_size else None
+    return PooledStep(size, self.BATCH, self.MAX_BATCH, self.WEIGH, row_bytes)
 
   def setup(self):
     prepare_pillow(self._spec.max_pixels)
@@ -75,7 +85,7 @@ class PooledSourceFn(beam.DoFn):
     # this harness finds and the harnesses sharing them (pooled_step.in_worker).
     size = in_worker(self._size, self._spec.encoding, available_cores())
     self._processes = size.processes
-    self._step = PooledStep(size, self.BATCH, self.MAX_BATCH)
+    self._step = self._pooled_step(size)
     shared = _SHARED_PROCESSES.acquire(
         functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
     ) if size.shared else None

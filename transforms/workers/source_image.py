@@ -163,6 +163,16 @@ def hash_in_worker(sources: list, spec: ImageSpec) -> list:
           for result in hash_sources(sources, spec)]
 
 
+def result_bytes(result) -> int:
+  """What one result of convert_in_worker or examples_in_worker weighs: its
+  image's or Example's bytes (an error: nothing)."""
+  if not isinstance(result, tuple):
+    return 0
+  image_or_example = result[0]
+  return len(image_or_example if isinstance(image_or_example, bytes) else
+             image_or_example.data)
+
+
 def loaded_image(labelled: LabelledRow, converted: tuple) -> LoadedImage | LoadedExample:
   """A converted image (convert_sources) or Example (examples_in_worker) with its row."""
   image_or_example, sha256, size = converted
