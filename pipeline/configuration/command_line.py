@@ -27,6 +27,8 @@ from apache_beam.options.pipeline_options import _BeamArgumentParser
 from pipeline import errors
 from pipeline.configuration import config_file
 from pipeline.configuration.config_file import CONFIG_FLAG
+from pipeline.configuration.locations import check_location
+from pipeline.configuration.locations import check_locations
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -188,12 +190,14 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
   config_file = given.pop('config', None)
+  check_location(CONFIG_FLAG, config_file)
   if config_file:
     # The file may be on s3:// or gs://: the command line's Beam options
     # (endpoint, keys, project) reach the filesystems before it is read.
     FileSystems.set_options(PipelineOptions([], **runners.local_defaults(
         {k: v for k, v in given.items() if k not in own_dests})))
     given = {**read_config_file(config_file, parser, own_flags), **given}
+  check_locations(given, options_cls.LOCATIONS)
   args = own.parse_args([])  # our defaults, typed as argparse types them
   for dest in own_dests & set(given):
     setattr(args, dest, given[dest])
