@@ -248,7 +248,10 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   given = {}
   for key, value in data.items():
     action = flags.get(f'--{key}') if isinstance(key, str) else None
-    if action is None or f'--{key}' in ('--help', CONFIG_FLAG):
+    if action is not None and f'--{key}' in ('--help', CONFIG_FLAG):  # no "did you mean" itself
+      raise UsageError(f'--config {path}: key {key!r} is a command-line flag only, not an '
+                       'option a config file sets')
+    if action is None:
       hint = errors.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:
