@@ -287,7 +287,8 @@ def run(argv=None) -> int:
     return errors.EXIT_OK
   print(summary(info, time.time() - started))
   if info['over_budget']:
-    sys.stdout.flush()  # the summary first, where both go to one terminal
+    if sys.stdout is not None:  # None: started with stdout closed (`>&-`)
+      sys.stdout.flush()  # the summary first, where both go to one terminal
     print(over_budget_line(info), file=sys.stderr)
     return errors.EXIT_OVER_BUDGET
   return errors.EXIT_OK

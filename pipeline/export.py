@@ -28,6 +28,7 @@ import tempfile
 import zlib
 
 from pipeline import errors
+from pipeline.configuration.locations import check_location
 from pipeline.errors import UsageError
 from pipeline.reading import dataset
 from pipeline.runs import exits
@@ -57,7 +58,9 @@ def parse_args(argv: list) -> argparse.Namespace:
   unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  check_location('--input_dir', args.input_dir)
+  return args
 
 
 def check_exportable(info: dict) -> None:

@@ -23,6 +23,7 @@ import random
 from typing import Optional
 
 from pipeline import errors
+from pipeline.configuration.locations import check_location
 from pipeline.errors import EXIT_OK
 from pipeline.errors import UsageError
 from pipeline.looking import foreign_records
@@ -80,6 +81,10 @@ def parse_args(argv: list) -> argparse.Namespace:
                        '(TFRecord files without dataset_info.json)')
   if args.num < 0 or args.per_class < 0:
     raise UsageError('--num and --per_class must not be negative')
+  check_location('--input_dir', args.input_dir)
+  if args.export_dir and paths.is_remote(args.export_dir):  # not a local folder 'gs:'
+    raise UsageError(f'--export_dir {args.export_dir} must be a local folder (the pictures '
+                     'and report.html are written with local files)')
   return args
 
 

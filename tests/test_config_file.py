@@ -5,6 +5,7 @@ effect are recorded in dataset_info.json."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from apache_beam.options.pipeline_options import DebugOptions
@@ -124,7 +125,10 @@ def test_the_recorded_config_file_is_absolute_or_the_url(tmp_path, monkeypatch):
 @pytest.mark.parametrize('name,text,message', [
     ('c.yaml', 'num_shard: 3\n', "unknown key 'num_shard'; did you mean num_shards?"),
     ('c.yaml', 'zzz: 1\n', "unknown key 'zzz'"),
-    ('c.yaml', 'config: other.yaml\n', "unknown key 'config'"),
+    # flags of the command line alone (was "unknown key 'config'; did you mean config?")
+    ('c.yaml', 'config: other.yaml\n', "c.yaml: key 'config' is a command-line flag only, not "
+     'an option a config file sets'),
+    ('c.yaml', 'help: true\n', "key 'help' is a command-line flag only"),
     ('c.yaml', 'expected_count: 3\n', "unknown key 'expected_count'"),  # validate's
     ('c.yaml', '--height: 3\n', "unknown key '--height'"),
     ('c.yaml', 'height: abc\n', "key 'height': invalid positive integer value: 'abc'"),
@@ -173,6 +177,7 @@ def test_config_file_errors_are_one_line_usage_errors(sample, tmp_path, capsys, 
   err = capsys.readouterr().err.strip()
   assert code == EXIT_USAGE
   assert len(err.splitlines()) == 1 and err.startswith('error: ') and message in err, err
+  assert not re.search(r"key '(\w+)'.*did you mean \1\?", err), err  # itself, no hint
   if 'DaskRunner' not in message:
     assert err.startswith(f'error: --config {path}'), err
   assert not sample.out.exists()

@@ -95,3 +95,36 @@ def test_stdout_closed_tells_a_pipe_without_reader(monkeypatch):
     os.close(read)
     assert exits.stdout_closed()
     monkeypatch.undo()
+
+
+def test_a_command_started_with_stdout_closed_ends_as_it_would(tmp_path):
+  """`cmd >&-`: Python's sys.stdout is None and print writes nothing. The run
+  ends with its own exit code, no traceback (was AttributeError: 'NoneType'
+  object has no attribute 'flush', exit 1, its dataset written)."""
+  sample = make_sample(tmp_path / 'sample')
+  done = subprocess.run(['bash', '-c', 'exec "$@" >&-', 'bash', PY, '-m', 'pipeline.convert',
+                         '--manifest', str(sample.manifest), '--output_dir', str(sample.out)],
+                        capture_output=True, text=True, cwd=ROOT, timeout=300,
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert (done.returncode, done.stderr) == (errors.EXIT_OK, '')
+  assert (sample.out / 'dataset_info.json').is_file()
+
+
+def test_over_budget_with_stdout_closed_exits_3(tmp_path, monkeypatch, capsys):
+  from pipeline import convert
+  sample = make_sample(tmp_path)
+  with open(sample.manifest, 'a') as handle:
+    handle.write('images/missing.png,red\n')
+  monkeypatch.setattr(sys, 'stdout', None)  # as Python starts with fd 1 closed
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out)])
+  monkeypatch.undo()
+  err = capsys.readouterr().err
+  assert code == errors.EXIT_OVER_BUDGET and 'Traceback' not in err, err
+  assert err.strip().endswith('exit code 3.'), err
+
+
+def test_exit_with_and_stdout_none(monkeypatch):
+  monkeypatch.setattr(sys, 'stdout', None)
+  with pytest.raises(SystemExit) as done:
+    exits.exit_with(lambda: errors.EXIT_OVER_BUDGET)
+  assert done.value.code == errors.EXIT_OVER_BUDGET

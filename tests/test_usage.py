@@ -295,6 +295,16 @@ def test_an_output_dir_below_a_file_is_a_usage_error(sample, tmp_path, capsys):
   assert code == EXIT_USAGE and (tmp_path / 'afile').read_text() == 'mine'
 
 
+def test_an_output_dir_whose_name_is_too_long_is_a_usage_error(sample, tmp_path, capsys):
+  """A part over 255 bytes (ENAMETOOLONG): was the job failed, exit 1, a traceback."""
+  out = tmp_path / ('o' * 300) / 'out'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out)])
+  _one_error_line(capsys.readouterr().err, f'--output_dir {out} cannot be created',
+                  f'a name in it is too long for the file system under {tmp_path}')
+  assert code == EXIT_USAGE
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['images', 'manifest.csv']
+
+
 @pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='no /proc')
 def test_an_output_dir_where_no_folder_can_be_made_is_a_usage_error(sample, capsys):
   """/proc takes no new folder (mkdir: ENOENT, even for root)."""

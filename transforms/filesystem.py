@@ -373,6 +373,8 @@ def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optiona
     return None
   if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # e.g. an ACL, a security module
     return f'{error.strerror} in {existing}'
+  if error.errno == errno.ENAMETOOLONG:  # a part over the file system's 255 bytes
+    return f'a name in it is too long for the file system under {existing} ({error.strerror})'
   if error.errno == errno.ENOENT:  # /proc, /sys: no new folders, nor files
     return (f'{existing} takes no new {"folder" if existing != folder else "file"} '
             f'({error.strerror})')

@@ -27,6 +27,8 @@ from apache_beam.options.pipeline_options import _BeamArgumentParser
 from pipeline import errors
 from pipeline.configuration import config_file
 from pipeline.configuration.config_file import CONFIG_FLAG
+from pipeline.configuration.locations import check_location
+from pipeline.configuration.locations import check_locations
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -188,12 +190,14 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
   config_file = given.pop('config', None)
+  check_location(CONFIG_FLAG, config_file)
   if config_file:
     # The file may be on s3:// or gs://: the command line's Beam options
     # (endpoint, keys, project) reach the filesystems before it is read.
     FileSystems.set_options(PipelineOptions([], **runners.local_defaults(
         {k: v for k, v in given.items() if k not in own_dests})))
     given = {**read_config_file(config_file, parser, own_flags), **given}
+  check_locations(given, options_cls.LOCATIONS)
   args = own.parse_args([])  # our defaults, typed as argparse types them
   for dest in own_dests & set(given):
     setattr(args, dest, given[dest])
@@ -244,7 +248,10 @@ def read_config_file(path: str, parser, own_flags: list) -> dict:
   given = {}
   for key, value in data.items():
     action = flags.get(f'--{key}') if isinstance(key, str) else None
-    if action is None or f'--{key}' in ('--help', CONFIG_FLAG):
+    if action is not None and f'--{key}' in ('--help', CONFIG_FLAG):  # no "did you mean" itself
+      raise UsageError(f'--config {path}: key {key!r} is a command-line flag only, not an '
+                       'option a config file sets')
+    if action is None:
       hint = errors.did_you_mean(f'--{key}', own_flags, list(flags)).replace('--', '')
       raise UsageError(f'--config {path}: unknown key {key!r}{hint}')
     try:

@@ -151,6 +151,9 @@ class ConvertOptions:
   """Options of `python -m pipeline.convert`."""
 
   COMMAND = 'convert'  # its name in the console script
+  # The flags naming a file or folder (configuration/locations.py checks them).
+  LOCATIONS = ('manifest', 'label_manifest', 'image_dir', 'label_map', 'annotations',
+               'output_dir', 'previous_dataset')
 
   @classmethod
   def _add_argparse_args(cls, parser):
@@ -331,6 +334,7 @@ class ValidateOptions:
   """Options of `python -m pipeline.validate`."""
 
   COMMAND = 'validate'  # its name in the console script
+  LOCATIONS = ('input_dir', 'report', 'manifest')  # as ConvertOptions.LOCATIONS
 
   @classmethod
   def _add_argparse_args(cls, parser):

@@ -151,7 +151,8 @@ def exit_with(main, fast: bool = False):
       code = main()
     except SystemExit as done:  # --help
       code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
-    sys.stdout.flush()
+    if sys.stdout is not None:  # None: started with stdout closed (`>&-`), print wrote nothing
+      sys.stdout.flush()
   except BrokenPipeError:
     if not stdout_closed():
       raise

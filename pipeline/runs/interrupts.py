@@ -51,7 +51,8 @@ def die(signum: int, line: Optional[str] = None) -> None:
   with this one (transforms/workers/process_worker.py die_with_parent)."""
   for stream in (sys.stdout, sys.stderr):
     try:
-      stream.flush()
+      if stream is not None:  # None: started with it closed (`>&-`)
+        stream.flush()
     except (OSError, ValueError, RuntimeError):
       pass  # gone (a closed pipe) or mid-write in the interrupted frame: the line still goes
   if line:

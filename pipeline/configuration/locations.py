@@ -1,0 +1,57 @@
+"""The files and folders a command's flags name, checked before anything is
+read or written: a URL must be one of Beam's filesystems (gs://, s3://, ...)
+with its bucket. Otherwise Beam's "Unable to get filesystem" ended a run as a
+crash (exit 1, a traceback), and `gs://` (a bucket variable left empty) lost
+its slashes and wrote a local folder `gs:`, exit 0."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pipeline.errors import UsageError
+from transforms.core import paths
+
+# Schemes whose first path part is a bucket (or a storage account): never empty.
+_BUCKET_SCHEMES = ('gs', 's3', 'azfs')
+
+
+def _schemes() -> str:
+  from apache_beam.io.filesystem import FileSystem
+  known = sorted({cls.scheme() for cls in FileSystem.get_all_subclasses() if cls.scheme()})
+  return ', '.join(f'{scheme}://' for scheme in known)
+
+
+def location_problem(path: str) -> Optional[str]:
+  """Why `path` names no place a run can read or write (a URL scheme Beam
+  has no filesystem for, a file:// URL, a bucket left out), or None."""
+  if not paths.is_remote(path):
+    return None
+  scheme, rest = path.split('://', 1)
+  if scheme.lower() == paths.FILE_SCHEME:
+    return f'is a file:// URL: give the local path ({paths.local_file(path)}) instead'
+  # Beam only for a URL: inspect and export read local datasets without it.
+  from apache_beam.io.filesystems import FileSystems
+  try:
+    FileSystems.get_filesystem(path)
+  except ValueError:
+    return (f'has a URL scheme {scheme!r} that no filesystem here reads or writes '
+            f'(a local path, or {_schemes()})')
+  if scheme in _BUCKET_SCHEMES and not rest.split('/', 1)[0]:
+    return f'names no bucket: expected {scheme}://BUCKET/...'
+  return None
+
+
+def check_location(flag: str, path: Optional[str]) -> None:
+  """UsageError naming `flag` when `path` is given and location_problem finds
+  something wrong with it."""
+  problem = path and location_problem(path)
+  if problem:
+    raise UsageError(f'{flag} {path} {problem}')
+
+
+def check_locations(values: dict, dests: tuple) -> None:
+  """check_location for each of `dests` given in `values` ({dest: value})."""
+  for dest in dests:
+    value = values.get(dest)
+    if isinstance(value, str):
+      check_location(f'--{dest}', value)

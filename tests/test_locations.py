@@ -1,0 +1,93 @@
+"""The files and folders the flags name: a URL no filesystem here serves, a
+file:// URL, or a bucket left out is a usage error (exit 2, one line) before
+anything is read or written, on every command and in pipeline.api."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import api
+from pipeline import convert
+from pipeline import export
+from pipeline import look
+from pipeline import validate
+from pipeline.configuration.locations import location_problem
+from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
+
+
+@pytest.mark.parametrize('path, problem', [
+    ('gs://', 'names no bucket'),  # was written to a local folder gs:, exit 0
+    ('s3://', 'names no bucket'),
+    ('gs:///out', 'names no bucket'),
+    ('foo://host/out', "URL scheme 'foo'"),  # was Beam's ValueError, exit 1
+    ('GS://bucket/out', "URL scheme 'GS'"),
+    ('https://host/m.csv', "URL scheme 'https'"),
+    ('file:///tmp/out', 'give the local path (/tmp/out)'),
+])
+def test_a_url_no_run_can_use_is_named(path, problem):
+  assert problem in location_problem(path)
+
+
+@pytest.mark.parametrize('path', ['out', '/tmp/out/', 'gs://bucket', 'gs://bucket/out/',
+                                  's3://bucket/a/*.csv'])
+def test_local_paths_and_bucket_urls_pass(path):
+  assert location_problem(path) is None
+
+
+def _one_usage_line(capsys, flag: str) -> None:
+  err = capsys.readouterr().err
+  assert len(err.strip().splitlines()) == 1, err
+  assert err.startswith(f'error: {flag} ') and 'Traceback' not in err, err
+
+
+@pytest.mark.parametrize('flag', ['--output_dir', '--manifest', '--label_map',
+                                  '--previous_dataset', '--config'])
+@pytest.mark.parametrize('path', ['gs://', 'foo://host/x'])
+def test_convert_refuses_before_writing(sample, tmp_path, monkeypatch, capsys, flag, path):
+  monkeypatch.chdir(tmp_path)  # where `gs://` made a folder gs:
+  argv = {'--manifest': str(sample.manifest), '--output_dir': str(sample.out), flag: path}
+  assert convert.main([a for item in argv.items() for a in item]) == EXIT_USAGE
+  _one_usage_line(capsys, flag)
+  assert not (tmp_path / 'gs:').exists() and not sample.out.exists()
+
+
+@pytest.mark.parametrize('argv, flag', [
+    (['--input_dir', 'gs://'], '--input_dir'),
+    (['--input_dir', 'foo://host/out'], '--input_dir'),
+    (['--input_dir', '{out}', '--report', 'foo://host/r.json'], '--report'),
+])
+def test_validate_refuses_before_checking(sample, tmp_path, monkeypatch, capsys, argv, flag):
+  sample.out.mkdir()
+  monkeypatch.chdir(tmp_path)
+  assert validate.main([a.format(out=sample.out) for a in argv]) == EXIT_USAGE
+  _one_usage_line(capsys, flag)
+  assert not (tmp_path / 'gs:').exists()
+
+
+def test_inspect_and_export_refuse_such_urls(tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)
+  assert look.main(['--input_dir', 'gs://']) == EXIT_USAGE
+  _one_usage_line(capsys, '--input_dir')
+  assert export.main(['--format', 'tfds', '--input_dir', 'foo://host/out']) == EXIT_USAGE
+  _one_usage_line(capsys, '--input_dir')
+
+
+def test_inspect_export_dir_must_be_local(converted_sample, tmp_path, monkeypatch, capsys):
+  _, out = converted_sample()
+  monkeypatch.chdir(tmp_path)
+  # was exported to a local folder gs:/bucket/look, exit 0
+  assert look.main(['--input_dir', str(out), '--export_dir', 'gs://bucket/look']) == EXIT_USAGE
+  _one_usage_line(capsys, '--export_dir')
+  assert list(tmp_path.iterdir()) == []
+  assert look.main(['--input_dir', str(out), '--export_dir', 'look']) == EXIT_OK
+  assert (tmp_path / 'look' / 'report.html').is_file()
+
+
+def test_api_raises_usage_error(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(api.UsageError, match='names no bucket'):
+    api.convert(rows=[{'image': 'a.png', 'label': 'x'}], output_dir='gs://')
+  with pytest.raises(api.UsageError, match="URL scheme 'foo'"):
+    api.validate(input_dir='foo://host/out')  # was Beam's ValueError
+  assert list(tmp_path.iterdir()) == []
