@@ -326,9 +326,8 @@ def encode(image: Image.Image, spec: ImageSpec) -> EncodedImage:
     if spec.encoding == 'jpeg':
       image.save(buffer, 'JPEG', quality=spec.jpeg_quality)
     else:
-      # Pillow writes the source's ICC profile (kept in image.info by some
-      # resize modes) unless told not to: a grey PNG got an RGB profile, an
-      # RGB one a CMYK source's. The pixels are the source's values as stored.
+      # Else Pillow writes the source's ICC profile (image.info): a grey PNG
+      # got an RGB one, an RGB PNG a CMYK source's. Pixels are as stored.
       image.save(buffer, 'PNG', icc_profile=None)
     data = buffer.getvalue()
   width, height = image.size
