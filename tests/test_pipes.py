@@ -128,3 +128,56 @@ def test_exit_with_and_stdout_none(monkeypatch):
   with pytest.raises(SystemExit) as done:
     exits.exit_with(lambda: errors.EXIT_OVER_BUDGET)
   assert done.value.code == errors.EXIT_OVER_BUDGET
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/full'), reason='no /dev/full here')
+def test_stdout_on_a_full_disk_keeps_the_run_s_exit_code(tmp_path):
+  """`convert ... > log` with the log's disk full (/dev/full: every write
+  fails with ENOSPC): the dataset is written, so exit 0 and one warning;
+  validate's own verdict too. It was exit 1, `error: the job failed`."""
+  sample = make_sample(tmp_path / 'sample')
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  with open('/dev/full', 'w') as full:
+    done = subprocess.run([PY, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
+                           '--output_dir', str(sample.out)], stdout=full, stderr=subprocess.PIPE,
+                          text=True, cwd=ROOT, timeout=300, env=env)
+    assert done.returncode == errors.EXIT_OK, done.stderr
+    assert done.stderr == ('warning: stdout could not be written (OSError: [Errno 28] No '
+                           'space left on device): what the command printed there is '
+                           'incomplete; its exit code (0) stands\n')
+    assert (sample.out / 'dataset_info.json').is_file()
+    (sample.out / 'label_map.txt').write_text('tampered\n')
+    done = subprocess.run([PY, '-m', 'pipeline.validate', '--input_dir', str(sample.out)],
+                          stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                          timeout=300, env=env)
+  assert done.returncode == errors.EXIT_FAILED, done.stderr
+  assert done.stderr.endswith('its exit code (1) stands\n') and 'Traceback' not in done.stderr
+
+
+def test_a_write_error_on_stdout_is_remembered_and_a_closed_pipe_still_raised(monkeypatch,
+                                                                               capsys):
+  class Failing:
+    def __init__(self, error):
+      self.error = error
+
+    def write(self, text):
+      raise self.error
+
+    def flush(self):
+      raise self.error
+
+    def fileno(self):
+      return 1
+
+  full = Failing(OSError(28, 'No space left on device'))
+  monkeypatch.setattr(sys, 'stdout', full)
+  monkeypatch.setattr(os, 'dup2', lambda *_: None)  # the test's own stdout stays
+  with pytest.raises(SystemExit) as done:
+    exits.exit_with(lambda: print('a summary') or errors.EXIT_OVER_BUDGET)
+  assert done.value.code == errors.EXIT_OVER_BUDGET and sys.stdout is full
+  assert 'its exit code (3) stands' in capsys.readouterr().err
+  monkeypatch.setattr(sys, 'stdout', Failing(BrokenPipeError(32, 'Broken pipe')))
+  monkeypatch.setattr(exits, 'stdout_closed', lambda: True)
+  with pytest.raises(SystemExit) as done:
+    exits.exit_with(lambda: print('a summary') or errors.EXIT_OK)
+  assert done.value.code == errors.EXIT_STDOUT_CLOSED

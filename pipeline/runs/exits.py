@@ -141,22 +141,66 @@ def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
   return code
 
 
+class _StdoutKeepsGoing:
+  """sys.stdout while a command runs: a write that fails other than on a
+  closed pipe (stdout on a full disk, an I/O error) is remembered, not
+  raised. A summary that cannot be printed is not the job's failure: `convert
+  ... > log` on a full disk exited 1, "the job failed", its dataset written."""
+
+  def __init__(self, stream):
+    self.stream = stream
+    self.error = None  # the first write error met
+
+  def write(self, text: str) -> int:
+    self._guarded(self.stream.write, text)
+    return len(text)
+
+  def flush(self) -> None:
+    self._guarded(self.stream.flush)
+
+  def _guarded(self, call, *args) -> None:
+    if self.error is not None:
+      return  # what is left to write goes nowhere
+    try:
+      call(*args)
+    except BrokenPipeError:
+      raise  # its reader has gone: exit 141 (exit_with)
+    except OSError as error:
+      self.error = error
+
+  def __getattr__(self, name: str):
+    return getattr(self.stream, name)
+
+
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
-  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. fast: leave
-  without the interpreter's teardown (beam_runtime/fast_exit.py)."""
+  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. stdout that
+  cannot be written otherwise (a full disk): main()'s code, and a line on
+  stderr. fast: leave without the interpreter's teardown
+  (beam_runtime/fast_exit.py)."""
+  guard = None if sys.stdout is None else _StdoutKeepsGoing(sys.stdout)
+  if guard is not None:  # None: started with stdout closed (`>&-`), print writes nothing
+    sys.stdout = guard
   try:
     try:
       code = main()
     except SystemExit as done:  # --help
       code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
-    if sys.stdout is not None:  # None: started with stdout closed (`>&-`), print wrote nothing
-      sys.stdout.flush()
+    if guard is not None:
+      guard.flush()
   except BrokenPipeError:
     if not stdout_closed():
       raise
     code = EXIT_STDOUT_CLOSED
+  finally:
+    if guard is not None:
+      sys.stdout = guard.stream
+  if guard is not None and guard.error is not None and code != EXIT_STDOUT_CLOSED:
+    print(f'warning: stdout could not be written ({failure_reason(guard.error)}): what '
+          f'the command printed there is incomplete; its exit code ({code}) stands',
+          file=sys.stderr)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
   if code == EXIT_STDOUT_CLOSED:
     # What is still buffered has nowhere to go: stdout becomes /dev/null, so
     # that the interpreter's own last flush fails no more.
