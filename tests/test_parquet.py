@@ -33,6 +33,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.core import manifest
 from transforms.core import parquet
+from transforms.core import paths as paths_module
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.core.splits import SplitConfig
@@ -144,6 +145,33 @@ def test_labels_keys_and_file_names_come_from_the_hf_columns(tmp_path):
   assert (other['image/class/label'][1], other['image/class/text'][1]) == ([0], [b'zebra'])
   assert one['image/filename'][1] == [b'a/one.png']
   assert other['image/filename'][1] == [b'train.parquet:1']  # no path: the key
+
+
+def test_files_of_one_name_in_split_folders_keep_their_rows_apart(tmp_path):
+  # The parquet-converter's {config}/{split}/0000.parquet: bytes without a
+  # path are keyed by file and row, and the two 0000.parquet are told apart.
+  for split, seeds in (('train', [1, 2, 3]), ('test', [4, 5])):
+    write_hf(tmp_path / 'default' / split / '0000.parquet',
+             [{'bytes': png(seed), 'path': None} for seed in seeds], [seed % 3 for seed in seeds])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'default' / '*' / '0000.parquet'),
+                       '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (5, 0)
+  assert {split: data['num_examples'] for split, data in info['splits'].items()} == {
+      'train': 3, 'test': 2}
+  keys = sorted(e['image/key'][1][0].decode() for e in read_examples(out))
+  assert keys == ['test/0000.parquet:0', 'test/0000.parquet:1', 'train/0000.parquet:0',
+                  'train/0000.parquet:1', 'train/0000.parquet:2']
+
+
+@pytest.mark.parametrize('paths, names', [
+    (['/d/a.parquet', '/d/b.parquet'], ['a.parquet', 'b.parquet']),
+    (['/d/c/train/0.parquet', '/d/c/test/0.parquet'], ['train/0.parquet', 'test/0.parquet']),
+    (['gs://b/x/1.tar', 'gs://b/y/z/1.tar'], ['x/1.tar', 'y/z/1.tar']),
+    (['/only.parquet'], ['only.parquet'])])
+def test_short_names_are_paths_below_the_folder_all_files_share(paths, names):
+  assert list(paths_module.short_names(paths)) == names
 
 
 def test_each_bad_row_is_one_rejected_line_naming_file_and_row(tmp_path):

@@ -67,6 +67,7 @@ class ParquetFile(NamedTuple):
   row_groups: tuple  # rows in each row group
   split: Optional[str]  # from the path (hub_split), if it names one
   first_position: int  # rows of the files before it (the manifest's order)
+  short_name: str = ''  # paths.short_names: the file's name among the manifest's files
 
   @property
   def num_rows(self) -> int:
@@ -74,7 +75,9 @@ class ParquetFile(NamedTuple):
 
   @property
   def name(self) -> str:
-    return posixpath.basename(self.path)
+    """What keys say of the file: its name, or its path below the folder all
+    the manifest's files share when two have one name (`test/0000.parquet`)."""
+    return self.short_name or posixpath.basename(self.path)
 
 
 @dataclasses.dataclass(frozen=True)
