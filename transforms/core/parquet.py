@@ -229,7 +229,9 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     key = stated_key or shown
   else:
     hf_path = (hf_path or '').strip()
-    key = stated_key or hf_path or f'{file.name}:{row}'
+    # Not the Image's path: datasets keeps only its file name (push_to_hub),
+    # so cat/1.jpg and dog/1.jpg are both '1.jpg'; file and row are unique.
+    key = stated_key or f'{file.name}:{row}'
     shown = hf_path or key
     fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
         config, layout)) if hf_path else ''
