@@ -56,6 +56,7 @@ class Server:
     self.heads: dict = {}  # path -> HEAD requests
     self.agents: list = []
     self.auth: list = []
+    self.elsewhere = ''  # the base URL /away/ redirects to
     server = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -110,6 +111,8 @@ class Server:
           return self._send(302, b'', Location=f'/loop/{sum(server.seen.values())}.png')
         if path.startswith('/redirect/'):
           return self._send(301, b'', Location=f'/ok/{name}')
+        if path.startswith('/away/'):  # to another origin
+          return self._send(302, b'', Location=f'{server.elsewhere}/ok/{name}')
         if path.startswith('/huge/'):
           self.send_response(200)
           self.send_header('Content-Length', str(2 * 1024 ** 3))
@@ -313,6 +316,29 @@ def test_the_fetch_itself(server):
   with pytest.raises(RowError) as error:
     client.fetch(server.base + '/ok/a3.png', ImageSpec(max_image_bytes=20))
   assert error.value.code == 'too_large'
+
+
+def test_credentials_are_not_sent_past_a_redirect_to_another_origin(server):
+  # user:password@ is for its host: as urllib3, requests and curl do, a
+  # redirect to another host or port goes without Authorization.
+  with Server() as other:
+    server.elsewhere = other.base
+    client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
+    with_password = server.base.replace('://', '://alice:pw@')
+    assert client.fetch(with_password + '/redirect/a3.png', ImageSpec()) == png(3)
+    assert client.fetch(with_password + '/away/a2.png', ImageSpec()) == png(2)
+    basic = 'Basic ' + base64.b64encode(b'alice:pw').decode()
+    assert server.auth == [basic, basic, basic]  # the same origin keeps them
+    assert other.auth == [None]
+
+
+@pytest.mark.parametrize('first, second, same', [
+    ('http://a.example/x.png', 'http://A.EXAMPLE:80/y.png', True),
+    ('https://a.example/x.png', 'http://a.example/x.png', False),
+    ('http://a.example:8080/x.png', 'http://a.example:8081/x.png', False),
+    ('http://a.example/x.png', 'http://b.example/x.png', False)])
+def test_origins(first, second, same):
+  assert (http_fetch.origin(first) == http_fetch.origin(second)) == same
 
 
 def _closed_port() -> int:

@@ -33,6 +33,7 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.core import manifest
 from transforms.core import parquet
+from transforms.core import paths as paths_module
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.core.splits import SplitConfig
@@ -74,29 +75,30 @@ class HubSet:
   def __init__(self, root: pathlib.Path):
     self.root = root
     data = root / 'data'
-    self.csv_rows = []  # (image, label name, split) of every row that converts
+    self.csv_rows = []  # (key, image, label name, split) of every row that converts
 
-    def rows(split: str, seeds: list, labels: list):
+    def rows(file: str, split: str, seeds: list, labels: list):
       images = []
-      for seed, label in zip(seeds, labels):
+      for row, (seed, label) in enumerate(zip(seeds, labels)):
         name = f'{split}_{seed}.png'
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_bytes(png(seed))
         images.append({'bytes': png(seed), 'path': name})
-        self.csv_rows.append((name, NAMES[label], split))
+        self.csv_rows.append((f'{file}:{row}', name, NAMES[label], split))
       return images
 
-    self.train0 = write_hf(data / 'train-00000-of-00002.parquet',
-                           rows('train', [0, 1, 2], [0, 1, 2]), [0, 1, 2])
-    self.train1 = write_hf(data / 'train-00001-of-00002.parquet',
-                           rows('train', [3, 4, 5, 6, 7], [2, 2, 1, 0, 0]), [2, 2, 1, 0, 0])
-    self.test = write_hf(data / 'test-00000-of-00001.parquet',
-                         rows('test', [8, 9], [1, 0]), [1, 0])
+    def write(file: str, split: str, seeds: list, labels: list) -> pathlib.Path:
+      return write_hf(data / file, rows(file, split, seeds, labels), labels)
+
+    self.train0 = write('train-00000-of-00002.parquet', 'train', [0, 1, 2], [0, 1, 2])
+    self.train1 = write('train-00001-of-00002.parquet', 'train', [3, 4, 5, 6, 7],
+                        [2, 2, 1, 0, 0])
+    self.test = write('test-00000-of-00001.parquet', 'test', [8, 9], [1, 0])
 
   def csv(self) -> pathlib.Path:
     path = self.root / 'data' / 'same.csv'
-    path.write_text('image,label,split\n' + ''.join(
-        f'{image},{label},{split}\n' for image, label, split in self.csv_rows))
+    path.write_text('key,image,label,split\n' + ''.join(
+        f'{key},{image},{label},{split}\n' for key, image, label, split in self.csv_rows))
     return path
 
   def label_map(self) -> pathlib.Path:
@@ -138,12 +140,54 @@ def test_labels_keys_and_file_names_come_from_the_hf_columns(tmp_path):
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
   examples = {e['image/key'][1][0]: e for e in read_examples(out)}
-  assert sorted(examples) == [b'a/one.png', b'train.parquet:1']
-  one, other = examples[b'a/one.png'], examples[b'train.parquet:1']
+  assert sorted(examples) == [b'train.parquet:0', b'train.parquet:1']
+  one, other = examples[b'train.parquet:0'], examples[b'train.parquet:1']
   assert (one['image/class/label'][1], one['image/class/text'][1]) == ([2], [b'cat'])
   assert (other['image/class/label'][1], other['image/class/text'][1]) == ([0], [b'zebra'])
   assert one['image/filename'][1] == [b'a/one.png']
   assert other['image/filename'][1] == [b'train.parquet:1']  # no path: the key
+
+
+def test_images_whose_paths_repeat_are_each_a_row(tmp_path):
+  # datasets' push_to_hub keeps an Image's file name alone: an imagefolder's
+  # cat/1.png and dog/1.png are both '1.png'. load_dataset gives 4 rows.
+  images = [{'bytes': png(seed), 'path': f'{seed % 2}.png'} for seed in range(4)]
+  path = write_hf(tmp_path / 'train-00000-of-00001.parquet', images, [0, 0, 2, 2])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert (read_info(out)['num_examples'], read_info(out)['num_rejected']) == (4, 0)
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert sorted(examples) == [f'train-00000-of-00001.parquet:{row}' for row in range(4)]
+  third = examples['train-00000-of-00001.parquet:3']
+  assert third['image/filename'][1] == [b'1.png']
+  assert third['image/class/text'][1] == [b'cat']
+
+
+def test_files_of_one_name_in_split_folders_keep_their_rows_apart(tmp_path):
+  # The parquet-converter's {config}/{split}/0000.parquet: bytes without a
+  # path are keyed by file and row, and the two 0000.parquet are told apart.
+  for split, seeds in (('train', [1, 2, 3]), ('test', [4, 5])):
+    write_hf(tmp_path / 'default' / split / '0000.parquet',
+             [{'bytes': png(seed), 'path': None} for seed in seeds], [seed % 3 for seed in seeds])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'default' / '*' / '0000.parquet'),
+                       '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (5, 0)
+  assert {split: data['num_examples'] for split, data in info['splits'].items()} == {
+      'train': 3, 'test': 2}
+  keys = sorted(e['image/key'][1][0].decode() for e in read_examples(out))
+  assert keys == ['test/0000.parquet:0', 'test/0000.parquet:1', 'train/0000.parquet:0',
+                  'train/0000.parquet:1', 'train/0000.parquet:2']
+
+
+@pytest.mark.parametrize('paths, names', [
+    (['/d/a.parquet', '/d/b.parquet'], ['a.parquet', 'b.parquet']),
+    (['/d/c/train/0.parquet', '/d/c/test/0.parquet'], ['train/0.parquet', 'test/0.parquet']),
+    (['gs://b/x/1.tar', 'gs://b/y/z/1.tar'], ['x/1.tar', 'y/z/1.tar']),
+    (['/only.parquet'], ['only.parquet'])])
+def test_short_names_are_paths_below_the_folder_all_files_share(paths, names):
+  assert list(paths_module.short_names(paths)) == names
 
 
 def test_each_bad_row_is_one_rejected_line_naming_file_and_row(tmp_path):
@@ -168,7 +212,7 @@ def test_each_bad_row_is_one_rejected_line_naming_file_and_row(tmp_path):
                       (str(path), 4): ('manifest', 'empty_image'),
                       (str(path), 5): ('label', 'unknown_label')}
   examples = {e['image/key'][1][0]: e for e in read_examples(out)}
-  assert sorted(examples) == [b'ok.png', b'photos/kept.png']
+  assert sorted(examples) == [b'train.parquet:0', b'train.parquet:3']
   info = read_info(out)
   assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (6, 2, 4)
 
@@ -282,11 +326,11 @@ def test_rows_carry_their_cells_place_not_bytes(tmp_path):
     assert_that(read[ROWS] | 'AllRows' >> Unbatch() | 'Places' >> __import__('apache_beam').Map(
         lambda r: (r.key, r.label, r.line, r.position, r.ref.row_group, r.ref.index,
                    r.ref.column, r.path)), equal_to([
-        ('0.png', 'zebra', 0, 1, 0, 0, 'image.bytes', str(path)),
-        ('1.png', 'ant', 1, 2, 0, 1, 'image.bytes', str(path)),
-        ('2.png', 'cat', 2, 3, 1, 0, 'image.bytes', str(path)),
-        ('3.png', 'zebra', 3, 4, 1, 1, 'image.bytes', str(path)),
-        ('4.png', 'ant', 4, 5, 2, 0, 'image.bytes', str(path))]), label='Rows')
+        ('f.parquet:0', 'zebra', 0, 1, 0, 0, 'image.bytes', str(path)),
+        ('f.parquet:1', 'ant', 1, 2, 0, 1, 'image.bytes', str(path)),
+        ('f.parquet:2', 'cat', 2, 3, 1, 0, 'image.bytes', str(path)),
+        ('f.parquet:3', 'zebra', 3, 4, 1, 1, 'image.bytes', str(path)),
+        ('f.parquet:4', 'ant', 4, 5, 2, 0, 'image.bytes', str(path))]), label='Rows')
     assert_that(read[REJECTED], equal_to([]), label='Rejected')
 
 

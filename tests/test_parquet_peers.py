@@ -61,12 +61,12 @@ def test_a_datasets_parquet_converts_with_only_manifest_and_output_dir(tmp_path)
                        '--output_dir', str(out)]) == EXIT_OK
   assert (out / 'label_map.txt').read_text().splitlines() == NAMES
   examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
-  keys = ['train-00000-of-00001.parquet:0', 'one.png', 'train-00000-of-00001.parquet:2',
-          'train-00000-of-00001.parquet:3', 'train-00000-of-00001.parquet:4']
+  keys = [f'train-00000-of-00001.parquet:{row}' for row in range(5)]
   assert sorted(examples) == sorted(keys)
   for key, label in zip(keys, LABELS):
     assert examples[key]['image/class/label'][1] == [label]
     assert examples[key]['image/class/text'][1] == [NAMES[label].encode()]
+  assert examples['train-00000-of-00001.parquet:1']['image/filename'][1] == [b'one.png']
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected']) == (5, 0)
   assert list(info['splits']) == ['train']

@@ -126,6 +126,25 @@ def test_cls_ids_without_a_label_map_are_the_ids(tmp_path):
   assert examples['train-000001.tar/0002']['weight'][1] == [3.0]
 
 
+def test_tars_of_one_name_in_sibling_folders_keep_their_samples_apart(tmp_path):
+  # train/000.tar and val/000.tar, samples keyed alike: webdataset yields all 4.
+  for folder, seeds in (('train', [1, 2]), ('val', [3, 4])):
+    path = tmp_path / folder / '000.tar'
+    path.parent.mkdir()
+    with wds.TarWriter(str(path)) as writer:
+      for i, seed in enumerate(seeds):
+        writer.write({'__key__': f'{i:04d}', 'png': png(seed), 'cls': seed % 3})
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / '{train,val}' / '000.tar'),
+                       '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert (read_info(out)['num_examples'], read_info(out)['num_rejected']) == (4, 0)
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert sorted(examples) == ['train/000.tar/0000', 'train/000.tar/0001',
+                              'val/000.tar/0000', 'val/000.tar/0001']
+  assert examples['val/000.tar/0001']['image/filename'][1] == [b'val/000.tar/0001.png']
+  assert examples['val/000.tar/0001']['image/class/label'][1] == [1]  # seed 4 % 3
+
+
 def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):
   gz = write_tar(tmp_path / 'a.tar.gz', [
       ('x/1.jpg', jpeg(1)), ('x/1.txt', b'cat\n'), ('x/2.jpg', jpeg(2)), ('x/2.txt', b'dog')])

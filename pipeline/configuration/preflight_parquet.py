@@ -109,8 +109,9 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
       raise UsageError(f'manifest {file} names the split {found!r} in its path, not one of '
                        f'{", ".join(split.names)} (set --split_names)')
   parquet_files, position = [], 0
-  for (file, size), (_, groups), found in zip(files, footers, file_splits):
-    parquet_files.append(parquet.ParquetFile(file, size, groups, found, position))
+  short = paths.short_names([file for file, _ in files])
+  for (file, size), (_, groups), found, name in zip(files, footers, file_splits, short):
+    parquet_files.append(parquet.ParquetFile(file, size, groups, found, position, name))
     position += sum(groups)
   layout = parquet.ParquetLayout(
       files=tuple(parquet_files), image_kind=kind,

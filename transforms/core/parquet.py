@@ -67,6 +67,7 @@ class ParquetFile(NamedTuple):
   row_groups: tuple  # rows in each row group
   split: Optional[str]  # from the path (hub_split), if it names one
   first_position: int  # rows of the files before it (the manifest's order)
+  short_name: str = ''  # paths.short_names: the file's name among the manifest's files
 
   @property
   def num_rows(self) -> int:
@@ -74,7 +75,9 @@ class ParquetFile(NamedTuple):
 
   @property
   def name(self) -> str:
-    return posixpath.basename(self.path)
+    """What keys say of the file: its name, or its path below the folder all
+    the manifest's files share when two have one name (`test/0000.parquet`)."""
+    return self.short_name or posixpath.basename(self.path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +229,9 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     key = stated_key or shown
   else:
     hf_path = (hf_path or '').strip()
-    key = stated_key or hf_path or f'{file.name}:{row}'
+    # Not the Image's path: datasets keeps only its file name (push_to_hub),
+    # so cat/1.jpg and dog/1.jpg are both '1.jpg'; file and row are unique.
+    key = stated_key or f'{file.name}:{row}'
     shown = hf_path or key
     fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
         config, layout)) if hf_path else ''

@@ -54,6 +54,20 @@ def join(base: str, *parts: str) -> str:
   return os.path.join(base, *parts)
 
 
+def short_names(paths) -> tuple:
+  """Each of a manifest's files named relative to the deepest folder holding
+  them all: the file name when they share one folder; `train/0000.parquet`
+  and `test/0000.parquet` when files of one name lie in sibling folders (the
+  keys and image names built on them stay apart)."""
+  split = [path.replace('\\', '/').split('/') for path in paths]
+  common = min((len(parts) - 1 for parts in split), default=0)
+  for depth in range(common):
+    if len({parts[depth] for parts in split}) > 1:
+      common = depth
+      break
+  return tuple('/'.join(parts[common:]) for parts in split)
+
+
 def url_scheme(path: str) -> str:
   """The scheme of a URL (`gs` of gs://b/a.jpg); '' for a local path."""
   return path.split('://', 1)[0] if is_remote(path) else ''

@@ -136,6 +136,9 @@ class TarLayout:
   files: tuple  # (path, size), sorted by path
   extensions: Optional[tuple]  # None: every suffix is an image
   class_names: tuple = ()
+  # each tar's name in keys (paths.short_names): `000.tar`, or `train/000.tar`
+  # and `val/000.tar` when tars of one name lie in sibling folders
+  names: tuple = ()
 
 
 def label_source(config: manifest.ManifestConfig) -> str:
@@ -182,7 +185,7 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   """A sample's members -> its ManifestRow; RowError when it is unusable.
   number: the sample's place in its tar (from 0); repeated: its key came
   before in the tar, apart from it."""
-  tar_name = posixpath.basename(tar)
+  tar_name = layout.names[tar_index] if layout.names else posixpath.basename(tar)
   if repeated:
     raise RowError(STAGE_MANIFEST, 'split_sample', f'sample {key} comes back in {tar} '
                    f'after other samples: its members are not together')

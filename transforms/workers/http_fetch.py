@@ -144,6 +144,19 @@ class _Retry(Exception):
     self.wait_s = wait_s
 
 
+def origin(url: str) -> tuple:
+  """(scheme, host, port) of a URL, the default port filled in: where its
+  basic-authentication credentials may go (never past a redirect to another
+  origin, as urllib3's and curl's redirects drop them)."""
+  parts = urllib.parse.urlsplit(url)
+  scheme = parts.scheme.lower()
+  try:
+    port = parts.port
+  except ValueError:  # a port that is no number: never the same origin as a valid one
+    port = -1
+  return scheme, (parts.hostname or '').lower(), port or {'http': 80, 'https': 443}.get(scheme)
+
+
 class _Deadline:
   """A response body read within the try's time: reads raise timeout past it."""
 
@@ -237,7 +250,10 @@ class HttpClient:
       done = False
       try:
         if response.status in _REDIRECTS and response.headers.get('Location'):
-          current = urllib.parse.urljoin(current, response.headers['Location'])
+          target = urllib.parse.urljoin(current, response.headers['Location'])
+          if origin(target) != origin(current):  # a user:password@ is for its own host
+            headers.pop('authorization', None)
+          current = target
           continue
         data = self._body(response, shown, spec, deadline, read_checked)
         done = True  # read to its end: the connection can serve the next request
