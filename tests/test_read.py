@@ -168,6 +168,17 @@ def test_a_dataset_info_of_another_shape_is_an_info_error_naming_the_field(datas
     next(read.examples(str(out)))
 
 
+def test_a_dataset_info_that_is_no_json_text_is_an_info_error(datasets, tmp_path):
+  """Were a UnicodeDecodeError and a RecursionError from inside the reader."""
+  out = pathlib.Path(shutil.copytree(datasets['raw'], tmp_path / 'out'))
+  (out / 'dataset_info.json').write_bytes(b'\xff{}')
+  with pytest.raises(InfoError, match=r'dataset_info.json is not UTF-8 text: '):
+    next(read.examples(str(out)))
+  (out / 'dataset_info.json').write_bytes(b'[' * 100_000 + b']' * 100_000)
+  with pytest.raises(InfoError, match=r'dataset_info.json is not valid JSON: nested too deeply$'):
+    next(read.examples(str(out)))
+
+
 def test_examples_of_a_shard_declaring_a_huge_record_raise_a_shard_error(datasets, tmp_path):
   """read.examples on a record header declaring 2^40 bytes: the ShardError
   validate reports (truncated_shard), not a MemoryError."""

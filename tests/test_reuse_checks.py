@@ -328,6 +328,24 @@ def test_a_malformed_previous_dataset_info_exits_2_naming_it(night1, tmp_path, c
   assert not out.exists()
 
 
+@pytest.mark.parametrize('content, message', [
+    (b'\xff\xfe{}', "is not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 0: "
+                    'invalid start byte'),
+    (b'[' * 100_000 + b']' * 100_000, 'is not valid JSON: nested too deeply'),
+], ids=['not_utf8', 'nested'])
+def test_a_previous_dataset_info_that_is_no_json_text_exits_2_naming_it(
+    night1, tmp_path, capsys, content, message):
+  # Were a UnicodeDecodeError and a RecursionError traceback (exit 1).
+  root, _, full = night1
+  bad = _previous(full, tmp_path)
+  (bad / 'dataset_info.json').write_bytes(content)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(bad)) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --previous_dataset: {bad}/dataset_info.json {message}\n')
+  assert not out.exists()
+
+
 def test_an_output_dir_named_latest_is_refused_before_anything_is_written(night1, tmp_path,
                                                                           capsys):
   root, _, full = night1

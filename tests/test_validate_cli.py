@@ -247,6 +247,19 @@ def test_unreadable_dataset_info(converted):
   assert_finding(converted, 'missing_dataset_info')
 
 
+@pytest.mark.parametrize('content, detail', [
+    # a RecursionError traceback, exit 1 and no report, before
+    (b'[' * 100_000 + b']' * 100_000, 'is not valid JSON: nested too deeply'),
+    (b'\xff{}', "is not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 0: "
+                "invalid start byte"),
+], ids=['nested', 'not_utf8'])
+def test_a_dataset_info_that_is_no_json_text_is_one_problem(converted, capsys, content, detail):
+  (converted / 'dataset_info.json').write_bytes(content)
+  report = assert_finding(converted, 'missing_dataset_info')
+  assert report['problems'][0]['detail'] == f'{converted / "dataset_info.json"} {detail}'
+  assert 'Traceback' not in ''.join(capsys.readouterr())
+
+
 @pytest.mark.parametrize('change, detail', [
     (lambda info: info['splits']['train'].pop('shards'), 'splits.train has no list of shards'),
     (lambda info: info.update(label_map=None), 'label_map None is not a list of class names'),

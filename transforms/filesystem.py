@@ -390,7 +390,7 @@ def read_info(output_dir: str, files: Optional[FileAccess] = None) -> dict:
   """dataset_info.json of the dataset in `output_dir`; InfoError if unusable."""
   path = join(output_dir, DATASET_INFO)
   try:
-    text = (files or FileAccess()).read_text(path)
+    text = (files or FileAccess()).read_bytes(path)  # parse_info tells bytes not UTF-8
   except file_kinds.NotRegularFile as error:  # its message names what it is
     raise InfoError(str(error))
   except Exception as error:  # missing file: FileNotFoundError or BeamIOError

@@ -68,7 +68,7 @@ def read_info(input_dir: str) -> dict:
     return filesystem.read_info(input_dir)
   file_kinds.require_regular(path, InfoError)  # a FIFO: open() would wait for a writer
   try:
-    with open(path, encoding='utf-8') as handle:
+    with open(path, 'rb') as handle:  # parse_info tells bytes not UTF-8
       text = handle.read()
   except OSError as error:
     raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '

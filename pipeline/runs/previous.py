@@ -113,7 +113,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
                      f'dataset (half-written, or not written by convert)')
   file_kinds.require_file(f'--previous_dataset {named}:', info_path, UsageError)  # a FIFO: never opened
   try:
-    info = parse_info(files.read_text(info_path), info_path)
+    info = parse_info(files.read_bytes(info_path), info_path)
   except InfoError as error:
     raise UsageError(f'--previous_dataset: {error}')
   if info['schema'] != schema:

@@ -110,15 +110,23 @@ class InfoError(Exception):
   """dataset_info.json is missing or unusable."""
 
 
-def parse_info(text: str, path: str) -> dict:
-  """The text of dataset_info.json -> its dict; InfoError if it is unusable:
-  not JSON, not an object, lacking a field or holding one of another shape
-  than info_shape.INFO_SHAPE describes (the message names the field and its
-  value)."""
+def parse_info(text, path: str) -> dict:
+  """The text of dataset_info.json (str, or the file's bytes) -> its dict;
+  InfoError if it is unusable: not UTF-8, not JSON (also JSON nested too deeply
+  for the parser), not an object, lacking a field or holding one of another
+  shape than info_shape.INFO_SHAPE describes (the message names the field and
+  its value)."""
+  if isinstance(text, bytes):
+    try:
+      text = text.decode('utf-8')
+    except UnicodeDecodeError as error:
+      raise InfoError(f'{path} is not UTF-8 text: {error}') from None
   try:
     info = json.loads(text)
   except json.JSONDecodeError as error:
     raise InfoError(f'{path} is not valid JSON: {error}')
+  except RecursionError:  # json's own recursion, on arrays nested thousands deep
+    raise InfoError(f'{path} is not valid JSON: nested too deeply') from None
   if not isinstance(info, dict):
     raise InfoError(f'{path} does not hold a JSON object')
   missing = [name for name in info_shape.REQUIRED if name not in info]
