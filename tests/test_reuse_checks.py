@@ -286,6 +286,27 @@ def test_a_latest_pointer_given_with_a_trailing_slash_exits_2_saying_so(night1, 
       f'pointer): give it without the trailing /\n')
 
 
+@pytest.mark.parametrize('url, problem', [
+    ('file://{full}', 'is a file:// URL: give the local path ({full}) instead'),
+    ('memory://out', "has a URL scheme 'memory' that no filesystem here reads or writes"),
+    ('gs:///out', 'names no bucket: expected gs://BUCKET/...'),
+], ids=['file', 'memory', 'no_bucket'])
+def test_a_latest_pointer_holding_a_url_no_filesystem_reads_exits_2(night1, tmp_path, capsys,
+                                                                    url, problem):
+  """Was Beam's "Unable to get filesystem" ValueError traceback, exit 1: the
+  pointer's path is checked as --previous_dataset's own value is."""
+  root, _, full = night1
+  target = url.format(full=full)
+  pointer = tmp_path / 'latest'
+  pointer.write_text(target + '\n')
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(pointer)) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: --previous_dataset {pointer} holds {target}, which '
+                        f'{problem.format(full=full)}') and err.count('\n') == 1, err
+  assert not out.exists()
+
+
 def test_a_sidecar_line_too_long_to_hold_ends_the_sidecar(night1, tmp_path, monkeypatch):
   """A gzip sidecar that expands to one huge line (4 GB in the report that
   found it) is read MAX_LINE_BYTES at a time; here that bound is made small."""

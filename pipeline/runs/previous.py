@@ -4,6 +4,7 @@ one-line exit 2 naming the path), and writing the pointer after a success."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import contextlib
 import dataclasses
 import os
@@ -15,6 +16,7 @@ from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import file_kinds
 from transforms.core import paths
+from transforms.core import redact
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
@@ -55,9 +57,12 @@ def _is_missing(path: str, files: filesystem.FileAccess) -> bool:
 MAX_POINTER_BYTES = 64 << 10  # a `latest` pointer longer than this is no pointer
 
 
-def follow(given: str, files: filesystem.FileAccess) -> str:
+def follow(given: str, files: filesystem.FileAccess,
+           location_problem: Callable[[str], Optional[str]] = lambda path: None) -> str:
   """A `latest` pointer file -> the folder it names (a relative name is
-  relative to the pointer's folder); any other path as it is."""
+  relative to the pointer's folder); any other path as it is. The path a
+  pointer holds is refused (UsageError) when location_problem finds it no
+  place a run can read: the check the flag's own value had."""
   if os.path.basename(given.rstrip('/')) != LATEST:
     return given
   if given.endswith('/') and not paths.is_remote(given) and os.path.isfile(given.rstrip('/')):
@@ -78,14 +83,21 @@ def follow(given: str, files: filesystem.FileAccess) -> str:
   if target is None or len(data) > MAX_POINTER_BYTES or any(c in target for c in '\n\r\x00'):
     raise UsageError(f'--previous_dataset {given} is no pointer file (one line of UTF-8 text '
                      f'naming a dataset folder, as a run with --previous_dataset writes)')
+  problem = location_problem(target)
+  if problem:  # file://, http://: was Beam's ValueError traceback at the first look
+    raise UsageError(f'--previous_dataset {given} holds {redact.shown_url(target)}, which '
+                     f'{problem}')
   if paths.is_remote(target) or os.path.isabs(target):
     return target
   return os.path.join(os.path.dirname(given), target)
 
 
 def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
-          files: Optional[filesystem.FileAccess] = None) -> Previous:
-  """The previous dataset, checked; UsageError (exit 2) names the problem."""
+          files: Optional[filesystem.FileAccess] = None,
+          location_problem: Callable[[str], Optional[str]] = lambda path: None) -> Previous:
+  """The previous dataset, checked; UsageError (exit 2) names the problem.
+  location_problem: what is wrong with a path a `latest` pointer holds
+  (pipeline/configuration/locations.py's, as for the flags), or None."""
   files = files or filesystem.FileAccess()
   if os.path.basename(output_dir.rstrip('/')) == LATEST:
     raise UsageError(f'--output_dir {output_dir} is named {LATEST}, the pointer a run with '
@@ -93,7 +105,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
   if sink == SINK_TFRECORDIO:
     raise UsageError("--previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
                      'writes other bytes on every run, so its records cannot be reused')
-  path = follow(given, files)
+  path = follow(given, files, location_problem)
   named = given if path == given else f'{given} (-> {path})'
   if _is_missing(path, files):
     if missing == 'full':
