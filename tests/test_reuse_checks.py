@@ -433,18 +433,28 @@ def test_a_row_rejected_every_night_is_counted_as_rejected_not_as_new(night1, tm
       f'0 dropped; 0 reuse_fallback.')
 
 
-@pytest.mark.parametrize('damage', ['truncated', 'garbled_line', 'flipped'])
+@pytest.mark.parametrize('damage', ['truncated', 'garbled_line', 'flipped', 'emptied',
+                                    'cut_at_a_line_end', 'empty_gzip'])
 def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_path, capsys,
                                                                     path, damage):
   """A sidecar cut short, with a line that does not parse, or with a flipped
   byte was silent (exit 0, its rows past the damage encoded as new, only a
   Beam counter said so): now reuse.sidecars_cut_short and a Warning line, the
-  shards still a full run's."""
+  shards still a full run's. So were an emptied sidecar (0 bytes, or a gzip
+  of nothing) and one cut at a line's end and compressed whole: no gzip check
+  fails, but it has fewer lines than its split has records."""
   root, _, full = night1
   previous = _previous(full, tmp_path)
   data = bytearray((previous / SIDECAR).read_bytes())
   if damage == 'truncated':
     data = data[:len(data) // 2]
+  elif damage == 'emptied':
+    data = b''
+  elif damage == 'empty_gzip':
+    data = gzip.compress(b'')
+  elif damage == 'cut_at_a_line_end':
+    lines = gzip.decompress(bytes(data)).splitlines(keepends=True)
+    data = gzip.compress(b''.join(lines[:len(lines) // 2]))
   elif damage == 'garbled_line':  # gzip intact, its middle line no JSON
     lines = gzip.decompress(bytes(data)).splitlines(keepends=True)
     lines[len(lines) // 2] = b'{not json\n'
@@ -459,7 +469,7 @@ def test_a_damaged_sidecar_is_counted_and_warned_of_bytes_unchanged(night1, tmp_
   # the lines past the damage are unread: their rows are new; a flipped byte,
   # found by gzip's CRC only at the end: no line of that sidecar is used
   assert 0 < reuse_info['encoded']['new'] <= 8
-  if damage == 'flipped':
+  if damage in ('flipped', 'emptied', 'empty_gzip'):
     assert (reuse_info['reused'], reuse_info['encoded']['new']) == (0, 8)
   else:  # the lines before the damage still serve
     assert reuse_info['reused'] > 0

@@ -29,6 +29,7 @@ class Sidecar(NamedTuple):
   shard_paths: tuple
   compressed: bool
   version: int = 2  # its sources_format_version
+  num_records: Optional[int] = None  # the split's records (dataset_info.json): one line each
 
 
 def read_sidecar(sidecar: Sidecar, cut_short: Optional[list] = None):
@@ -40,14 +41,19 @@ def read_sidecar(sidecar: Sidecar, cut_short: Optional[list] = None):
   files = filesystem.FileAccess()
   try:
     trusted = _trusted_bytes(files, sidecar.path)
-    shard_paths, read = list(sidecar.shard_paths), 0
+    shard_paths, read, lines = list(sidecar.shard_paths), 0, 0
     with files.open_checked(sidecar.path) as stream:
       for line in reuse.read_lines(stream):
         read += len(line)
         if trusted is not None and read > trusted:
           raise ValueError(f'its gzip check fails: no line past byte {trusted} trusted')
+        lines += 1
         yield reuse.parse_line(line, sidecar.split, shard_paths, sidecar.compressed,
                                sidecar.version)
+    if sidecar.num_records is not None and lines < sidecar.num_records:
+      # emptied, or cut at a line's end and compressed whole again: no gzip
+      # check fails, yet the rows past the cut are not in it
+      raise ValueError(f'{lines} line(s) for {sidecar.num_records} records')
   except (ValueError, EOFError, OSError, zlib.error) as error:
     counter('sidecar_lines_unread').inc()
     logging.warning('%s cannot be read past a damaged line: %s', sidecar.path, error)

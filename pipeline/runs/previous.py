@@ -166,7 +166,7 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
                        f'{sum(sizes.values())} bytes, {DATASET_INFO} says '
                        f'{entry["num_bytes"]}: they changed after it was written')
     sidecars.append(Sidecar(split, sidecar, shards, info.get('compression') == 'gzip',
-                            version))
+                            version, entry['num_examples']))
   return tuple(sidecars)
 
 
