@@ -91,3 +91,30 @@ def test_api_raises_usage_error(tmp_path, monkeypatch):
   with pytest.raises(api.UsageError, match="URL scheme 'foo'"):
     api.validate(input_dir='foo://host/out')  # was Beam's ValueError
   assert list(tmp_path.iterdir()) == []
+
+
+def _closed_port() -> int:
+  import socket
+  with socket.socket() as probe:
+    probe.bind(('127.0.0.1', 0))
+    return probe.getsockname()[1]  # closed again: nothing answers there
+
+
+@pytest.mark.parametrize('command, flag', [(convert, '--output_dir'), (validate, '--input_dir')])
+def test_an_s3_location_that_does_not_answer_is_one_line_at_once(tmp_path, capsys, command,
+                                                                  flag):
+  """Beam's S3 filesystem retries a bucket it cannot reach with growing waits
+  for minutes, saying nothing (a run with no credentials was still silent
+  after 2 minutes): the bucket is asked once, first."""
+  endpoint = f'http://127.0.0.1:{_closed_port()}'
+  argv = ['--manifest', str(tmp_path / 'm.csv'), '--output_dir', 's3://b/out'] if (
+      command is convert) else ['--input_dir', 's3://b/out']
+  (tmp_path / 'm.csv').write_text('image,label\na.png,x\n')
+  code = command.main([*argv, '--s3_endpoint_url', endpoint, '--s3_access_key_id', 'k',
+                       '--s3_secret_access_key', 'secret'])
+  err = capsys.readouterr().err
+  assert code == EXIT_USAGE
+  assert err.startswith(f'error: {flag} s3://b/out cannot be reached: '
+                        f'EndpointConnectionError: Could not connect to the endpoint URL: '
+                        f'"{endpoint}/b?'), err
+  assert len(err.strip().splitlines()) == 1 and 'secret' not in err

@@ -558,15 +558,19 @@ def test_a_parquet_manifest_on_s3_reads_its_cells_by_row_group(server, s3, tmp_p
   assert (info['num_examples'], info['num_rejected']) == (len(IMAGES), 0)
   assert get(s3, 'out-parquet/label_map.txt') == b'red\nblue\n'
   from PIL import Image
-  seen = {}
+  seen, keys = {}, []
   for shard in info['splits']['train']['shards']:
     for _, data in read_records(io.BytesIO(get(s3, f'out-parquet/{shard}'))):
       features = parse_example(data)
       label = features['image/class/text'][1][0].decode()
       pixels = Image.open(io.BytesIO(features['image/encoded'][1][0])).convert('RGB')
       assert max(abs(a - b) for a, b in zip(pixels.getpixel((4, 4)), COLOURS[label])) <= 8
-      seen[features['image/key'][1][0].decode()] = label
+      seen[features['image/filename'][1][0].decode()] = label
+      keys.append(features['image/key'][1][0].decode())
   assert seen == {'images/red_0.png': 'red', **{f'own/{n}': l for n, l in IMAGES[1:]}}
+  # keyed by file and row, never by the Image's path (which datasets cuts to its name)
+  assert sorted(keys) == sorted(f'train-00000-of-00001.parquet:{row}'
+                                for row in range(len(IMAGES)))
 
 
 def test_webdataset_tars_on_s3_are_streamed_and_read_by_offset(server, s3, tmp_path):
@@ -594,7 +598,7 @@ def test_webdataset_tars_on_s3_are_streamed_and_read_by_offset(server, s3, tmp_p
   info = json.loads(get(s3, 'out-tars/dataset_info.json'))
   assert (info['num_examples'], info['num_rejected']) == (2 * len(IMAGES), 0)
   from PIL import Image
-  seen = {}
+  seen, keys = {}, []
   for shard in info['splits']['train']['shards']:
     for _, data in read_records(io.BytesIO(get(s3, f'out-tars/{shard}'))):
       features = parse_example(data)

@@ -29,6 +29,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration.config_file import CONFIG_FLAG
 from pipeline.configuration.locations import check_location
 from pipeline.configuration.locations import check_locations
+from pipeline.configuration.locations import check_reachable
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -209,6 +210,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   # dataset_info.json before any Pipeline exists (which is what normally hands
   # the options to the filesystems): s3:// needs its endpoint and keys here.
   FileSystems.set_options(pipeline_options)
+  check_reachable(given, options_cls.LOCATIONS)
   effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
   return Parsed(args, pipeline_options, effective, config_file, frozenset(own_dests & set(given)))

@@ -10,6 +10,7 @@ from typing import Optional
 
 from pipeline.errors import UsageError
 from transforms.core import paths
+from transforms.core import redact
 
 # Schemes whose first path part is a bucket (or a storage account): never empty.
 _BUCKET_SCHEMES = ('gs', 's3', 'azfs')
@@ -47,6 +48,37 @@ def check_location(flag: str, path: Optional[str]) -> None:
   problem = path and location_problem(path)
   if problem:
     raise UsageError(f'{flag} {path} {problem}')
+
+
+def unreachable(path: str) -> Optional[str]:
+  """Why the s3:// location `path` cannot be reached now (no credentials, an
+  endpoint that does not answer, no such bucket, access denied), asked once
+  of its bucket, or None. Beam's S3 filesystem retries such a failure with
+  growing waits for about eight minutes, without a word (measured: a run to
+  s3:// with no credentials still silent after 2 minutes). Other schemes:
+  None (not asked)."""
+  if not path.startswith('s3://'):
+    return None
+  from botocore.exceptions import BotoCoreError
+  from botocore.exceptions import ClientError
+
+  from transforms.filesystem import FileAccess
+  bucket, _, prefix = path[len('s3://'):].partition('/')
+  try:
+    FileAccess().s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+  except (BotoCoreError, ClientError) as error:
+    return f'cannot be reached: {type(error).__name__}: {error}'
+  return None
+
+
+def check_reachable(values: dict, dests: tuple) -> None:
+  """UsageError naming the first of `dests` given in `values` ({dest:
+  value}) whose location `unreachable` finds unreachable."""
+  for dest in dests:
+    value = values.get(dest)
+    problem = isinstance(value, str) and unreachable(value)
+    if problem:
+      raise UsageError(f'--{dest} {redact.shown_url(value)} {problem}')
 
 
 def check_locations(values: dict, dests: tuple) -> None:
