@@ -6,6 +6,7 @@ tests/test_engines_integration.py (make test-integration)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import pathlib
 import shutil
 import socket
 import tempfile
+import threading
 import types
 import zipfile
 
@@ -27,6 +29,7 @@ from pipeline.engines import __main__ as fetch_command
 from pipeline.engines import engine_runners
 from pipeline.engines import job_server_launcher
 from pipeline.engines import job_servers
+from pipeline.engines import masters
 from pipeline.engines import runners
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
@@ -204,6 +207,83 @@ def test_cluster_without_worker_environment(machine, sample, capsys, monkeypatch
       "venv's bin first on PATH) beside each TaskManager and add --environment_type EXTERNAL "
       '--environment_config localhost:50000')
   assert not out.exists()
+
+
+class _Rest(http.server.BaseHTTPRequestHandler):
+  """A web server that is no Flink (404 everywhere) or, at /config, Flink's
+  REST API answering as a Flink 1.19 JobManager does."""
+  flink = False
+
+  def do_GET(self):
+    if self.flink and self.path == '/config':
+      body = json.dumps({'refresh-interval': 3000, 'flink-version': '1.19.3'}).encode()
+      self.send_response(200)
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+    else:
+      self.send_error(404)
+
+  def log_message(self, *args):
+    pass
+
+
+@pytest.fixture
+def web_server():
+  servers = []
+
+  def start(flink: bool) -> str:
+    handler = type('Handler', (_Rest,), {'flink': flink})
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    servers.append(server)
+    return f'127.0.0.1:{server.server_address[1]}'
+  yield start
+  for server in servers:
+    server.shutdown()
+    server.server_close()
+
+
+def test_flink_master_that_is_no_flink_rest_api(machine, sample, capsys, web_server):
+  """A port that answers TCP but is no Flink REST API (a web server, the
+  JobManager's RPC port) is exit 2 at once: the job server tried it for about
+  a minute before failing the job (exit 1, a Java traceback)."""
+  address = web_server(flink=False)
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                     '--environment_type', 'EXTERNAL',
+                     '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --flink_master {address} is no Flink REST API at {address}: it answers '
+      "HTTP 404 to GET /config; give the JobManager's REST address (rest.port, 8081 by "
+      'default), or leave --flink_master out to run on a Flink inside the job server')
+  assert not out.exists()
+
+
+def test_flink_master_that_hangs_up(machine, sample, capsys):
+  with socket.socket() as rpc_port:  # takes the connection, closes it unanswered
+    rpc_port.bind(('127.0.0.1', 0))
+    rpc_port.listen()
+    address = f'127.0.0.1:{rpc_port.getsockname()[1]}'
+
+    def hang_up():
+      for _ in range(2):  # the TCP check, then the GET
+        rpc_port.accept()[0].close()
+    threading.Thread(target=hang_up, daemon=True).start()
+    out = machine / 'out'
+    assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                       '--environment_type', 'EXTERNAL',
+                       '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys).startswith(
+      f'error: --flink_master {address} is no Flink REST API at {address}: it closed the '
+      'connection without an HTTP answer; ')
+  assert not out.exists()
+
+
+def test_flink_rest_api_is_recognised(web_server):
+  assert masters.not_flink_rest(f'http://{web_server(flink=True)}') is None
+  assert masters.not_flink_rest(f'http://{web_server(flink=False)}') == (
+      'it answers HTTP 404 to GET /config')
 
 
 def test_validate_checks_before_reading(machine, capsys, monkeypatch):

@@ -25,6 +25,8 @@ from apache_beam.options.pipeline_options import WorkerOptions
 from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_servers
+from pipeline.engines import masters
+from pipeline.engines.masters import CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
 from transforms.core.redact import redact_text
 
@@ -188,7 +190,6 @@ JOB_SERVER_RUNNERS = {'FlinkRunner': 'flink', 'SparkRunner': 'spark'}
 EMBEDDED_FLINK = ('[local]', '[auto]')  # Beam's names for a Flink inside the job server
 LOCAL_SPARK = re.compile(r'^local(\[.+\])?$')  # Beam's pattern for a Spark in the job server
 DEFAULT_PORTS = {'flink': 8081, 'spark': 7077}  # Flink's REST port, Spark's master port
-CONNECT_TIMEOUT_S = 5.0
 # Spark's runner starts a worker environment per stage unless environments
 # are cached: one harness for the whole job instead.
 SPARK_ENVIRONMENT_CACHE_MS = '60000'
@@ -316,11 +317,11 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   if 'job_server_java_launcher' not in given and not uber_jar:
     java = job_servers.choose_java(engine, job_servers.java_candidates())
   _, embedded, addresses = master_of(runner, given)
-  why = [_answers(address) for address in addresses]
-  if addresses and None not in why:  # not one master (of a standby set) answers
-    raise UsageError(unreachable(runner, given, addresses[0], why[0]))
+  masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()
   added = fill_in(runner, given, os.cpu_count() or 1, docker)
+  if engine.name == 'flink' and addresses:
+    masters.check_flink_rest(given, addresses[0])
   server = None
   if f'{engine.name}_job_server_jar' not in given:
     server = job_servers.fetch(engine, given.get('flink_version'),
@@ -331,31 +332,6 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   for name, value in added.items():
     setattr(options.view_as(_VIEWS[name]), name, value)
   return options
-
-
-def _answers(address: tuple) -> Optional[str]:
-  """None if a TCP connection to (host, port) opens, else why not."""
-  try:
-    with socket.create_connection(address, timeout=CONNECT_TIMEOUT_S):
-      return None
-  except socket.gaierror:
-    return f'the host {address[0]} is not known'
-  except ConnectionRefusedError:
-    return 'nothing listens there (connection refused)'
-  except TimeoutError:
-    return f'no answer in {CONNECT_TIMEOUT_S:.0f} s'
-  except OSError as error:
-    return error.strerror or type(error).__name__
-
-
-def unreachable(runner: str, given: dict, address: tuple, why: str) -> str:
-  if JOB_SERVER_RUNNERS[runner] == 'flink':
-    flag, what = 'flink_master', 'start the Flink cluster there, or leave --flink_master ' \
-        'out to run on a Flink inside the job server'
-  else:
-    flag, what = 'spark_master_url', 'start the Spark master there, or leave ' \
-        '--spark_master_url out to run Spark inside the job server (local[N])'
-  return f'--{flag} {given[flag]} does not answer at {address[0]}:{address[1]}: {why}; {what}'
 
 
 def docker_answers(environ=None) -> bool:
