@@ -213,10 +213,11 @@ class _Rest(http.server.BaseHTTPRequestHandler):
   """A web server that is no Flink (404 everywhere) or, at /config, Flink's
   REST API answering as a Flink 1.19 JobManager does."""
   flink = False
+  version = '1.19.3'
 
   def do_GET(self):
     if self.flink and self.path == '/config':
-      body = json.dumps({'refresh-interval': 3000, 'flink-version': '1.19.3'}).encode()
+      body = json.dumps({'refresh-interval': 3000, 'flink-version': self.version}).encode()
       self.send_response(200)
       self.send_header('Content-Length', str(len(body)))
       self.end_headers()
@@ -281,9 +282,28 @@ def test_flink_master_that_hangs_up(machine, sample, capsys):
 
 
 def test_flink_rest_api_is_recognised(web_server):
-  assert masters.not_flink_rest(f'http://{web_server(flink=True)}') is None
-  assert masters.not_flink_rest(f'http://{web_server(flink=False)}') == (
-      'it answers HTTP 404 to GET /config')
+  assert masters.flink_rest(f'http://{web_server(flink=True)}') == (None, '1.19.3')
+  assert masters.flink_rest(f'http://{web_server(flink=False)}') == (
+      'it answers HTTP 404 to GET /config', None)
+
+
+def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, monkeypatch):
+  """A Flink 2.2 cluster fails the 1.19 job server's jobs (a
+  NullPointerException, exit 1): exit 2 before anything is written."""
+  monkeypatch.setattr(_Rest, 'version', '2.2.0')
+  address = web_server(flink=True)
+  jar = machine / 'job-server.jar'
+  jar.write_bytes(b'')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                     '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000',
+                     '--flink_job_server_jar', str(jar), '--flink_version', '1.19') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --flink_master {address} runs Flink 2.2.0 and the job server Flink 1.19: its '
+      'jobs fail on another Flink; start a Flink 1.19 cluster there, or leave --flink_master '
+      'out to run on the Flink inside the job server')
+  assert not out.exists()
+  assert masters.check_flink_version({'flink_master': address}, '1.19.3', '1.19') is None
 
 
 def test_validate_checks_before_reading(machine, capsys, monkeypatch):

@@ -55,45 +55,71 @@ def answers(address: tuple) -> Optional[str]:
     return error.strerror or type(error).__name__
 
 
-def check_flink_rest(given: dict, address: tuple) -> None:
+def check_flink_rest(given: dict, address: tuple) -> Optional[str]:
   """UsageError unless Flink's REST API answers at `address` (the
-  --flink_master given, which answered TCP)."""
+  --flink_master given, which answered TCP); -> the Flink version it runs
+  (None: not told)."""
   master = given['flink_master']
   scheme = 'https' if master.strip().startswith('https://') else 'http'
   host, port = address
-  why = not_flink_rest(f'{scheme}://{host}:{port}')
+  why, version = flink_rest(f'{scheme}://{host}:{port}')
   if why:
     raise UsageError(
         f"--flink_master {master} is no Flink REST API at {host}:{port}: {why}; give the "
         f"JobManager's REST address (rest.port, 8081 by default), or {_INSTEAD['flink']}")
+  return version
 
 
-def not_flink_rest(base: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Optional[str]:
-  """None if GET base/config answers Flink's JSON (it names a flink-version),
-  or when it cannot be told (TLS this launcher cannot verify: the job server
-  has its own certificates); else what answered instead. Direct, as the job
-  server connects: no HTTP proxy."""
+def check_flink_version(given: dict, cluster: Optional[str], server: Optional[str]) -> None:
+  """UsageError when the cluster runs another Flink (major.minor) than the
+  job server's: its jobs fail there (a Flink 2.2 cluster: a
+  NullPointerException in FlinkExecutableStageFunction.mapPartition)."""
+  if not cluster or not server or _minor(cluster) == _minor(server):
+    return
+  raise UsageError(
+      f'--flink_master {given["flink_master"]} runs Flink {cluster} and the job server '
+      f'Flink {server}: its jobs fail on another Flink; start a Flink {_minor(server)} '
+      f'cluster there, or leave --flink_master out to run on the Flink inside the job server')
+
+
+def _minor(version: str) -> str:
+  return '.'.join(version.strip().split('.')[:2])
+
+
+def flink_rest(base: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple:
+  """-> (None, the Flink version) if GET base/config answers Flink's JSON (it
+  names a flink-version); (None, None) when it cannot be told (TLS this
+  launcher cannot verify: the job server has its own certificates); else
+  (what answered instead, None). Direct, as the job server connects: no
+  HTTP proxy."""
+  why, config = _get_config(base, timeout_s)
+  if why or config is None:
+    return why, None
+  return None, str(config['flink-version'])
+
+
+def _get_config(base: str, timeout_s: float) -> tuple:
   opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
   try:
     with opener.open(f'{base}/config', timeout=timeout_s) as response:
       body = response.read(1 << 16)
   except urllib.error.HTTPError as error:
-    return f'it answers HTTP {error.code} to GET /config'
+    return f'it answers HTTP {error.code} to GET /config', None
   except urllib.error.URLError as error:
     if isinstance(error.reason, ssl.SSLError):
-      return None
-    return _no_http(error.reason)
+      return None, None
+    return _no_http(error.reason), None
   except ssl.SSLError:
-    return None
+    return None, None
   except (http.client.HTTPException, OSError) as error:
-    return _no_http(error)
+    return _no_http(error), None
   try:
     config = json.loads(body)
   except ValueError:
-    return 'its answer to GET /config is not JSON'
+    return 'its answer to GET /config is not JSON', None
   if not isinstance(config, dict) or 'flink-version' not in config:
-    return 'its answer to GET /config names no flink-version'
-  return None
+    return 'its answer to GET /config names no flink-version', None
+  return None, config
 
 
 def _no_http(error) -> str:

@@ -320,12 +320,15 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()
   added = fill_in(runner, given, os.cpu_count() or 1, docker)
-  if engine.name == 'flink' and addresses:
-    masters.check_flink_rest(given, addresses[0])
+  cluster = masters.check_flink_rest(given, addresses[0]) if (
+      engine.name == 'flink' and addresses) else None
   server = None
   if f'{engine.name}_job_server_jar' not in given:
     server = job_servers.fetch(engine, given.get('flink_version'),
                                java_home=java.home if java else None)
+  if cluster:
+    masters.check_flink_version(given, cluster, server['engine_version'] if server
+                                else given.get('flink_version'))
   added.update(job_server_options(runner, given, server, java.path if java else None))
   # The same runner, stopping its job server when the job ends (engine_runners.py).
   added['runner'] = f'pipeline.engines.engine_runners.{runner}'
