@@ -306,6 +306,28 @@ def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, m
   assert masters.check_flink_version({'flink_master': address}, '1.19.3', '1.19') is None
 
 
+def test_a_master_given_with_credentials(machine, sample, capsys, web_server):
+  """user:password@ in a master's URL is not part of its host (it was: "the
+  host admin:HUSH@127.0.0.1 is not known", the password printed twice)."""
+  port = free_port()
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url',
+                     f'spark://admin:HUSH@127.0.0.1:{port}') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --spark_master_url spark://<redacted>@127.0.0.1:{port} does not answer at '
+      f'127.0.0.1:{port}: nothing listens there (connection refused); start the Spark '
+      'master there, or leave --spark_master_url out to run Spark inside the job server '
+      '(local[N])')
+  # A Flink master that answers: past the master's checks, to the job server's.
+  address = web_server(flink=True)
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master',
+                     f'http://admin:HUSH@{address}', '--environment_type', 'EXTERNAL',
+                     '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys).startswith(
+      "error: FlinkRunner needs Beam's Flink job server: it is not in the cache")
+  assert not out.exists()
+
+
 def test_validate_checks_before_reading(machine, capsys, monkeypatch):
   monkeypatch.delenv('JAVA_HOME')
   dataset = machine / 'dataset'

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 
 from pipeline.errors import UsageError
+from transforms.core.redact import redact_text
 
 CONNECT_TIMEOUT_S = 5.0  # a TCP connection, and then Flink's answer to GET /config
 _FLAGS = {'flink': 'flink_master', 'spark': 'spark_master_url'}
@@ -36,7 +37,8 @@ def check_answers(engine: str, given: dict, addresses: list) -> None:
         'start the Spark master there'
     flag = _FLAGS[engine]
     host, port = addresses[0]
-    raise UsageError(f'--{flag} {given[flag]} does not answer at {host}:{port}: {why[0]}; '
+    raise UsageError(f'--{flag} {redact_text(given[flag])} does not answer at {host}:{port}: '
+                     f'{why[0]}; '
                      f'{start}, or {_INSTEAD[engine]}')
 
 
@@ -59,7 +61,7 @@ def check_flink_rest(given: dict, address: tuple) -> Optional[str]:
   """UsageError unless Flink's REST API answers at `address` (the
   --flink_master given, which answered TCP); -> the Flink version it runs
   (None: not told)."""
-  master = given['flink_master']
+  master = redact_text(given['flink_master'])
   scheme = 'https' if master.strip().startswith('https://') else 'http'
   host, port = address
   why, version = flink_rest(f'{scheme}://{host}:{port}')
@@ -77,7 +79,7 @@ def check_flink_version(given: dict, cluster: Optional[str], server: Optional[st
   if not cluster or not server or _minor(cluster) == _minor(server):
     return
   raise UsageError(
-      f'--flink_master {given["flink_master"]} runs Flink {cluster} and the job server '
+      f'--flink_master {redact_text(given["flink_master"])} runs Flink {cluster} and the job server '
       f'Flink {server}: its jobs fail on another Flink; start a Flink {_minor(server)} '
       f'cluster there, or leave --flink_master out to run on the Flink inside the job server')
 
@@ -104,6 +106,8 @@ def _get_config(base: str, timeout_s: float) -> tuple:
     with opener.open(f'{base}/config', timeout=timeout_s) as response:
       body = response.read(1 << 16)
   except urllib.error.HTTPError as error:
+    if error.code in (401, 403):  # behind a proxy asking credentials: cannot tell
+      return None, None
     return f'it answers HTTP {error.code} to GET /config', None
   except urllib.error.URLError as error:
     if isinstance(error.reason, ssl.SSLError):

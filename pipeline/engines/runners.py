@@ -231,6 +231,7 @@ def master_of(runner: str, given: dict) -> tuple:
     hosts = text[len('spark://'):].split(',')
   addresses = []
   for host in hosts:
+    host = host.rpartition('@')[2]  # user:password@ (redacted in what is shown)
     name, _, port = host.rpartition(':') if ':' in host else (host, '', '')
     addresses.append((name.strip('[]'), int(port) if port.isdigit()
                       else DEFAULT_PORTS[engine]))
@@ -259,8 +260,8 @@ def fill_in(runner: str, given: dict, cores: int, docker: bool) -> dict:
     flag = 'flink_master' if engine == 'flink' else 'spark_master_url'
     beside = 'TaskManager' if engine == 'flink' else 'Spark worker'
     raise UsageError(
-        f"--{flag} {master} runs the Python workers in Beam's default environment there, "
-        f'DOCKER, and no docker daemon answers here: start `python -m '
+        f"--{flag} {redact_text(master)} runs the Python workers in Beam's default "
+        f'environment there, DOCKER, and no docker daemon answers here: start `python -m '
         f'apache_beam.runners.worker.worker_pool_main --service_port {WORKER_POOL_PORT}` '
         f"(with the venv's bin first on PATH) beside each {beside} and add "
         f'--environment_type EXTERNAL --environment_config localhost:{WORKER_POOL_PORT}')
