@@ -178,13 +178,16 @@ def test_master_not_known(machine, sample, capsys):
   assert not out.exists()
 
 
-def test_spark_master_refuses(machine, sample, capsys):
+@pytest.mark.parametrize('userinfo, shown', [('', ''), ('admin:HUSH@', '<redacted>@')])
+def test_spark_master_refuses(machine, sample, capsys, userinfo, shown):
+  """user:password@ is no part of the host (it was: "the host
+  admin:HUSH@127.0.0.1 is not known", the password printed twice)."""
   port = free_port()
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url',
-                     f'spark://127.0.0.1:{port}') == EXIT_USAGE
+                     f'spark://{userinfo}127.0.0.1:{port}') == EXIT_USAGE
   assert one_error_line(capsys) == (
-      f'error: --spark_master_url spark://127.0.0.1:{port} does not answer at '
+      f'error: --spark_master_url spark://{shown}127.0.0.1:{port} does not answer at '
       f'127.0.0.1:{port}: nothing listens there (connection refused); start the Spark '
       'master there, or leave --spark_master_url out to run Spark inside the job server '
       '(local[N])')
@@ -306,19 +309,10 @@ def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, m
   assert masters.check_flink_version({'flink_master': address}, '1.19.3', '1.19') is None
 
 
-def test_a_master_given_with_credentials(machine, sample, capsys, web_server):
-  """user:password@ in a master's URL is not part of its host (it was: "the
-  host admin:HUSH@127.0.0.1 is not known", the password printed twice)."""
-  port = free_port()
+def test_a_flink_master_given_with_credentials(machine, sample, capsys, web_server):
+  """user:password@ is no part of the host: a Flink master that answers gets
+  past the master's checks, to the job server's."""
   out = machine / 'out'
-  assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url',
-                     f'spark://admin:HUSH@127.0.0.1:{port}') == EXIT_USAGE
-  assert one_error_line(capsys) == (
-      f'error: --spark_master_url spark://<redacted>@127.0.0.1:{port} does not answer at '
-      f'127.0.0.1:{port}: nothing listens there (connection refused); start the Spark '
-      'master there, or leave --spark_master_url out to run Spark inside the job server '
-      '(local[N])')
-  # A Flink master that answers: past the master's checks, to the job server's.
   address = web_server(flink=True)
   assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master',
                      f'http://admin:HUSH@{address}', '--environment_type', 'EXTERNAL',
