@@ -6,6 +6,7 @@ tests/test_engines_integration.py (make test-integration)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import pathlib
 import shutil
 import socket
 import tempfile
+import threading
 import types
 import zipfile
 
@@ -27,6 +29,7 @@ from pipeline.engines import __main__ as fetch_command
 from pipeline.engines import engine_runners
 from pipeline.engines import job_server_launcher
 from pipeline.engines import job_servers
+from pipeline.engines import masters
 from pipeline.engines import runners
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
@@ -175,13 +178,16 @@ def test_master_not_known(machine, sample, capsys):
   assert not out.exists()
 
 
-def test_spark_master_refuses(machine, sample, capsys):
+@pytest.mark.parametrize('userinfo, shown', [('', ''), ('admin:HUSH@', '<redacted>@')])
+def test_spark_master_refuses(machine, sample, capsys, userinfo, shown):
+  """user:password@ is no part of the host (it was: "the host
+  admin:HUSH@127.0.0.1 is not known", the password printed twice)."""
   port = free_port()
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url',
-                     f'spark://127.0.0.1:{port}') == EXIT_USAGE
+                     f'spark://{userinfo}127.0.0.1:{port}') == EXIT_USAGE
   assert one_error_line(capsys) == (
-      f'error: --spark_master_url spark://127.0.0.1:{port} does not answer at '
+      f'error: --spark_master_url spark://{shown}127.0.0.1:{port} does not answer at '
       f'127.0.0.1:{port}: nothing listens there (connection refused); start the Spark '
       'master there, or leave --spark_master_url out to run Spark inside the job server '
       '(local[N])')
@@ -203,6 +209,116 @@ def test_cluster_without_worker_environment(machine, sample, capsys, monkeypatch
       'apache_beam.runners.worker.worker_pool_main --service_port 50000` (with the '
       "venv's bin first on PATH) beside each TaskManager and add --environment_type EXTERNAL "
       '--environment_config localhost:50000')
+  assert not out.exists()
+
+
+class _Rest(http.server.BaseHTTPRequestHandler):
+  """A web server that is no Flink (404 everywhere) or, at /config, Flink's
+  REST API answering as a Flink 1.19 JobManager does."""
+  flink = False
+  version = '1.19.3'
+
+  def do_GET(self):
+    if self.flink and self.path == '/config':
+      body = json.dumps({'refresh-interval': 3000, 'flink-version': self.version}).encode()
+      self.send_response(200)
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+    else:
+      self.send_error(404)
+
+  def log_message(self, *args):
+    pass
+
+
+@pytest.fixture
+def web_server():
+  servers = []
+
+  def start(flink: bool) -> str:
+    handler = type('Handler', (_Rest,), {'flink': flink})
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    servers.append(server)
+    return f'127.0.0.1:{server.server_address[1]}'
+  yield start
+  for server in servers:
+    server.shutdown()
+    server.server_close()
+
+
+def test_flink_master_that_is_no_flink_rest_api(machine, sample, capsys, web_server):
+  """A port that answers TCP but is no Flink REST API (a web server, the
+  JobManager's RPC port) is exit 2 at once: the job server tried it for about
+  a minute before failing the job (exit 1, a Java traceback)."""
+  address = web_server(flink=False)
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                     '--environment_type', 'EXTERNAL',
+                     '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --flink_master {address} is no Flink REST API at {address}: it answers '
+      "HTTP 404 to GET /config; give the JobManager's REST address (rest.port, 8081 by "
+      'default), or leave --flink_master out to run on a Flink inside the job server')
+  assert not out.exists()
+
+
+def test_flink_master_that_hangs_up(machine, sample, capsys):
+  with socket.socket() as rpc_port:  # takes the connection, closes it unanswered
+    rpc_port.bind(('127.0.0.1', 0))
+    rpc_port.listen()
+    address = f'127.0.0.1:{rpc_port.getsockname()[1]}'
+
+    def hang_up():
+      for _ in range(2):  # the TCP check, then the GET
+        rpc_port.accept()[0].close()
+    threading.Thread(target=hang_up, daemon=True).start()
+    out = machine / 'out'
+    assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                       '--environment_type', 'EXTERNAL',
+                       '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys).startswith(
+      f'error: --flink_master {address} is no Flink REST API at {address}: it closed the '
+      'connection without an HTTP answer; ')
+  assert not out.exists()
+
+
+def test_flink_rest_api_is_recognised(web_server):
+  assert masters.flink_rest(f'http://{web_server(flink=True)}') == (None, '1.19.3')
+  assert masters.flink_rest(f'http://{web_server(flink=False)}') == (
+      'it answers HTTP 404 to GET /config', None)
+
+
+def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, monkeypatch):
+  """A Flink 2.2 cluster fails the 1.19 job server's jobs (a
+  NullPointerException, exit 1): exit 2 before anything is written."""
+  monkeypatch.setattr(_Rest, 'version', '2.2.0')
+  address = web_server(flink=True)
+  jar = machine / 'job-server.jar'
+  jar.write_bytes(b'')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
+                     '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000',
+                     '--flink_job_server_jar', str(jar), '--flink_version', '1.19') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --flink_master {address} runs Flink 2.2.0 and the job server Flink 1.19: its '
+      'jobs fail on another Flink; start a Flink 1.19 cluster there, or leave --flink_master '
+      'out to run on the Flink inside the job server')
+  assert not out.exists()
+  assert masters.check_flink_version({'flink_master': address}, '1.19.3', '1.19') is None
+
+
+def test_a_flink_master_given_with_credentials(machine, sample, capsys, web_server):
+  """user:password@ is no part of the host: a Flink master that answers gets
+  past the master's checks, to the job server's."""
+  out = machine / 'out'
+  address = web_server(flink=True)
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master',
+                     f'http://admin:HUSH@{address}', '--environment_type', 'EXTERNAL',
+                     '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys).startswith(
+      "error: FlinkRunner needs Beam's Flink job server: it is not in the cache")
   assert not out.exists()
 
 

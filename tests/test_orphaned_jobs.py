@@ -79,9 +79,14 @@ class _FakeFlink(http.server.BaseHTTPRequestHandler):
   """Flink's REST API as far as the launcher uses it: /jobs/overview, cancel."""
   jobs: list = []
   cancelled: list = []
+  hidden_for = 0  # GETs that still list no job (a job still being submitted)
 
   def do_GET(self):
     assert self.path == '/jobs/overview'
+    if type(self).hidden_for > 0:
+      type(self).hidden_for -= 1
+      self._reply(200, {'jobs': []})
+      return
     self._reply(200, {'jobs': self.jobs})
 
   def do_PATCH(self):
@@ -108,6 +113,7 @@ def fake_flink():
   thread = threading.Thread(target=server.serve_forever, daemon=True)
   thread.start()
   _FakeFlink.cancelled = []
+  _FakeFlink.hidden_for = 0
   yield server
   server.shutdown()
   server.server_close()
@@ -137,6 +143,25 @@ def test_the_abandoned_job_is_cancelled_on_the_flink_cluster(fake_flink, capsys)
   with flink_jobs.cancelled_if_abandoned(options):
     pass
   assert options.view_as(GoogleCloudOptions).job_name == 'nightly'
+  assert _FakeFlink.cancelled == [running]
+
+
+def test_a_job_still_being_submitted_is_waited_for(fake_flink, capsys, monkeypatch):
+  """Interrupted while its job server uploaded the job, the launcher found no
+  job on the cluster, stopped, and the job appeared there RUNNING a second or
+  two later (writing into OUT): a job not there yet is looked for again."""
+  monkeypatch.setattr(flink_jobs, '_POLL_S', 0.01)
+  port = fake_flink.server_address[1]
+  running = 'd' * 32
+  _FakeFlink.jobs = [{'jid': running, 'name': 'img2tfrecord-late', 'state': 'INITIALIZING'}]
+  _FakeFlink.hidden_for = 3
+  assert flink_jobs.cancel_running(f'http://127.0.0.1:{port}', 'img2tfrecord-late') == [
+      f'note: cancelled Flink job {running} (img2tfrecord-late) on http://127.0.0.1:{port}: '
+      f'its launcher stopped waiting for it']
+  assert _FakeFlink.cancelled == [running]
+  # Never submitted: looked for until SUBMIT_SETTLE_S, then nothing to cancel.
+  monkeypatch.setattr(flink_jobs, 'SUBMIT_SETTLE_S', 0.05)
+  assert flink_jobs.cancel_running(f'http://127.0.0.1:{port}', 'img2tfrecord-never') == []
   assert _FakeFlink.cancelled == [running]
 
 

@@ -1,6 +1,7 @@
 """The engines a job runs on: which runners run locally, their defaults, the
 ones refused, dry runs, what a Flink or Spark run needs (runners.py), whether
-a job service answers (job_endpoint.py), the Flink and Spark job servers
+a job service answers (job_endpoint.py), whether a cluster's master answers
+(masters.py), the Flink and Spark job servers
 (job_servers.py, job_server_launcher.py), Beam's Flink and Spark runners
 stopping their job server (engine_runners.py), a run's job on a Flink cluster
 (flink_jobs.py); `python -m pipeline.engines fetch` (__main__.py, an entry

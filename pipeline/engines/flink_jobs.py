@@ -5,6 +5,10 @@ it. The launcher names the job (--job_name, unless given) and, when its wait
 ends in an error, cancels a job of that name still running there through
 Flink's REST API. (Its dataset_info.json is refused anyway: WriteInfoFn
 checks the run lock. Spark's driver is its job server: its jobs end with it.)
+A job the job server was still submitting when the launcher gave up lands on
+the cluster after the job server has stopped (its upload complete, the
+JobManager still taking it in): when no job of the name is there yet, the
+cluster is asked again for SUBMIT_SETTLE_S.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import json
 import re
 import sys
+import time
 from typing import Optional
 import urllib.error
 import urllib.request
@@ -25,6 +30,11 @@ from apache_beam.options.pipeline_options import StandardOptions
 from pipeline.engines import runners
 
 REST_TIMEOUT_S = 10.0
+# How long a job not on the cluster yet is looked for: interrupted while its
+# job server uploaded it, a job appeared RUNNING 1-3 s after the launcher had
+# asked, found nothing and exited (and would have written into OUT).
+SUBMIT_SETTLE_S = 10.0
+_POLL_S = 0.5
 ENDED = ('FINISHED', 'FAILED', 'CANCELED', 'CANCELLING', 'SUSPENDED')
 
 
@@ -62,15 +72,23 @@ def cancelled_if_abandoned(options: PipelineOptions):
 
 def cancel_running(base: str, name: str) -> list:
   """Cancels every job named `name` that has not ended on the Flink cluster at
-  `base`; -> note lines (what was cancelled, or why nothing could be)."""
-  try:
-    jobs = _request(f'{base}/jobs/overview').get('jobs', [])
-  except (OSError, ValueError, AttributeError) as error:
-    return [f'note: could not ask the Flink cluster at {base} for job {name} '
-            f'({_why(error)}); if it still runs, cancel it there']
+  `base`, asking again for up to SUBMIT_SETTLE_S while none of that name is
+  there (one still being submitted); -> note lines (what was cancelled, or
+  why nothing could be)."""
+  deadline = time.monotonic() + SUBMIT_SETTLE_S
+  while True:
+    try:
+      jobs = [job for job in _request(f'{base}/jobs/overview').get('jobs', [])
+              if job.get('name') == name]
+    except (OSError, ValueError, AttributeError) as error:
+      return [f'note: could not ask the Flink cluster at {base} for job {name} '
+              f'({_why(error)}); if it still runs, cancel it there']
+    if jobs or time.monotonic() >= deadline:
+      break
+    time.sleep(_POLL_S)
   notes = []
   for job in jobs:
-    if job.get('name') != name or job.get('state') in ENDED:
+    if job.get('state') in ENDED:
       continue
     jid = job.get('jid', '')
     if not re.fullmatch(r'[0-9a-f]{32}', jid):

@@ -25,6 +25,8 @@ from apache_beam.options.pipeline_options import WorkerOptions
 from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_servers
+from pipeline.engines import masters
+from pipeline.engines.masters import CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
 from transforms.core.redact import redact_text
 
@@ -188,7 +190,6 @@ JOB_SERVER_RUNNERS = {'FlinkRunner': 'flink', 'SparkRunner': 'spark'}
 EMBEDDED_FLINK = ('[local]', '[auto]')  # Beam's names for a Flink inside the job server
 LOCAL_SPARK = re.compile(r'^local(\[.+\])?$')  # Beam's pattern for a Spark in the job server
 DEFAULT_PORTS = {'flink': 8081, 'spark': 7077}  # Flink's REST port, Spark's master port
-CONNECT_TIMEOUT_S = 5.0
 # Spark's runner starts a worker environment per stage unless environments
 # are cached: one harness for the whole job instead.
 SPARK_ENVIRONMENT_CACHE_MS = '60000'
@@ -230,6 +231,7 @@ def master_of(runner: str, given: dict) -> tuple:
     hosts = text[len('spark://'):].split(',')
   addresses = []
   for host in hosts:
+    host = host.rpartition('@')[2]  # user:password@ (redacted in what is shown)
     name, _, port = host.rpartition(':') if ':' in host else (host, '', '')
     addresses.append((name.strip('[]'), int(port) if port.isdigit()
                       else DEFAULT_PORTS[engine]))
@@ -258,8 +260,8 @@ def fill_in(runner: str, given: dict, cores: int, docker: bool) -> dict:
     flag = 'flink_master' if engine == 'flink' else 'spark_master_url'
     beside = 'TaskManager' if engine == 'flink' else 'Spark worker'
     raise UsageError(
-        f"--{flag} {master} runs the Python workers in Beam's default environment there, "
-        f'DOCKER, and no docker daemon answers here: start `python -m '
+        f"--{flag} {redact_text(master)} runs the Python workers in Beam's default "
+        f'environment there, DOCKER, and no docker daemon answers here: start `python -m '
         f'apache_beam.runners.worker.worker_pool_main --service_port {WORKER_POOL_PORT}` '
         f"(with the venv's bin first on PATH) beside each {beside} and add "
         f'--environment_type EXTERNAL --environment_config localhost:{WORKER_POOL_PORT}')
@@ -316,46 +318,24 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   if 'job_server_java_launcher' not in given and not uber_jar:
     java = job_servers.choose_java(engine, job_servers.java_candidates())
   _, embedded, addresses = master_of(runner, given)
-  why = [_answers(address) for address in addresses]
-  if addresses and None not in why:  # not one master (of a standby set) answers
-    raise UsageError(unreachable(runner, given, addresses[0], why[0]))
+  masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()
   added = fill_in(runner, given, os.cpu_count() or 1, docker)
+  cluster = masters.check_flink_rest(given, addresses[0]) if (
+      engine.name == 'flink' and addresses) else None
   server = None
   if f'{engine.name}_job_server_jar' not in given:
     server = job_servers.fetch(engine, given.get('flink_version'),
                                java_home=java.home if java else None)
+  if cluster:
+    masters.check_flink_version(given, cluster, server['engine_version'] if server
+                                else given.get('flink_version'))
   added.update(job_server_options(runner, given, server, java.path if java else None))
   # The same runner, stopping its job server when the job ends (engine_runners.py).
   added['runner'] = f'pipeline.engines.engine_runners.{runner}'
   for name, value in added.items():
     setattr(options.view_as(_VIEWS[name]), name, value)
   return options
-
-
-def _answers(address: tuple) -> Optional[str]:
-  """None if a TCP connection to (host, port) opens, else why not."""
-  try:
-    with socket.create_connection(address, timeout=CONNECT_TIMEOUT_S):
-      return None
-  except socket.gaierror:
-    return f'the host {address[0]} is not known'
-  except ConnectionRefusedError:
-    return 'nothing listens there (connection refused)'
-  except TimeoutError:
-    return f'no answer in {CONNECT_TIMEOUT_S:.0f} s'
-  except OSError as error:
-    return error.strerror or type(error).__name__
-
-
-def unreachable(runner: str, given: dict, address: tuple, why: str) -> str:
-  if JOB_SERVER_RUNNERS[runner] == 'flink':
-    flag, what = 'flink_master', 'start the Flink cluster there, or leave --flink_master ' \
-        'out to run on a Flink inside the job server'
-  else:
-    flag, what = 'spark_master_url', 'start the Spark master there, or leave ' \
-        '--spark_master_url out to run Spark inside the job server (local[N])'
-  return f'--{flag} {given[flag]} does not answer at {address[0]}:{address[1]}: {why}; {what}'
 
 
 def docker_answers(environ=None) -> bool:
