@@ -598,7 +598,7 @@ def test_webdataset_tars_on_s3_are_streamed_and_read_by_offset(server, s3, tmp_p
   info = json.loads(get(s3, 'out-tars/dataset_info.json'))
   assert (info['num_examples'], info['num_rejected']) == (2 * len(IMAGES), 0)
   from PIL import Image
-  seen, keys = {}, []
+  seen = {}
   for shard in info['splits']['train']['shards']:
     for _, data in read_records(io.BytesIO(get(s3, f'out-tars/{shard}'))):
       features = parse_example(data)
