@@ -558,3 +558,29 @@ def test_a_non_local_run_waits_with_fewer_collections_and_gives_the_thresholds_b
   with pytest.raises(RuntimeError, match='the job failed'):
     RunGuard().run(SubmittedPipeline(_WaitSeesThresholds(fails=True)))
   assert gc.get_threshold() == before
+
+
+def test_runs_at_once_share_the_harness_settings_and_the_last_gives_them_back():
+  """pipeline.api on two threads: run A starts, run B starts, A ends, B ends.
+  Each giving back what it found left B's end setting A's values again for
+  good (the gc thresholds of a run in the caller's process)."""
+  import gc
+
+  from apache_beam.runners.worker import statesampler
+
+  from pipeline.beam_runtime import local_runner
+
+  def settings():
+    return gc.get_threshold(), statesampler.StateSampler('now', None).sampling_period_ms
+
+  before = settings()
+  during = (local_runner.RUN_GC_THRESHOLDS, local_runner.SAMPLING_PERIOD_MS)
+  assert before != during
+  run_a, run_b = local_runner.harness_settings(), local_runner.harness_settings()
+  run_a.__enter__()
+  run_b.__enter__()
+  assert settings() == during
+  run_a.__exit__(None, None, None)
+  assert settings() == during  # B still runs
+  run_b.__exit__(None, None, None)
+  assert settings() == before

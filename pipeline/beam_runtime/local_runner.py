@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import contextlib
 import gc
+import threading
 from typing import Optional
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -52,15 +54,11 @@ class LocalRunner(PipelineRunner):
 RUN_GC_THRESHOLDS = (10_000, 10, 100)
 
 
-@contextlib.contextmanager
-def fewer_collections():
-  """RUN_GC_THRESHOLDS while the block runs, the caller's again after."""
+def _fewer_collections() -> Callable[[], None]:
+  """RUN_GC_THRESHOLDS; -> what gives the caller's back."""
   before = gc.get_threshold()
   gc.set_threshold(*RUN_GC_THRESHOLDS)
-  try:
-    yield
-  finally:
-    gc.set_threshold(*before)
+  return lambda: gc.set_threshold(*before)
 
 
 # Beam's state sampler sleeps between its samples up to 200 ms, and each
@@ -72,29 +70,43 @@ def fewer_collections():
 SAMPLING_PERIOD_MS = 5
 
 
-@contextlib.contextmanager
-def prompt_bundle_ends():
-  """SAMPLING_PERIOD_MS for the state samplers made while the block runs
-  (one per stage of the harness in this process), Beam's default again after."""
+def _prompt_bundle_ends() -> Callable[[], None]:
+  """SAMPLING_PERIOD_MS for the state samplers made from now on (one per
+  stage of the harness in this process); -> what gives Beam's default back."""
   from apache_beam.runners.worker import statesampler
   init = statesampler.StateSampler.__init__
   before = init.__defaults__
   if before != (statesampler.DEFAULT_SAMPLING_PERIOD_MS,):  # another Beam's signature
-    yield
-    return
+    return lambda: None
   init.__defaults__ = (SAMPLING_PERIOD_MS,)
-  try:
-    yield
-  finally:
+
+  def give_back() -> None:
     init.__defaults__ = before
+  return give_back
+
+
+_SETTINGS_LOCK = threading.Lock()
+_runs_in_settings = [0, []]  # runs inside harness_settings now, and what gives them back
 
 
 @contextlib.contextmanager
 def harness_settings():
   """What a run whose SDK harness is this process runs under: fewer
-  collections and prompt bundle ends, each given back after."""
-  with fewer_collections(), prompt_bundle_ends():
+  collections and prompt bundle ends. Runs at once (pipeline.api on
+  threads) share them: the first sets them, the last gives the caller's
+  back (each giving back its own let the last to end keep them set)."""
+  with _SETTINGS_LOCK:
+    if _runs_in_settings[0] == 0:
+      _runs_in_settings[1] = [_fewer_collections(), _prompt_bundle_ends()]
+    _runs_in_settings[0] += 1
+  try:
     yield
+  finally:
+    with _SETTINGS_LOCK:
+      _runs_in_settings[0] -= 1
+      if _runs_in_settings[0] == 0:
+        for give_back in _runs_in_settings[1]:
+          give_back()
 
 
 def run(pipeline) -> PipelineResult:
