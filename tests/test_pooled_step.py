@@ -156,22 +156,10 @@ def test_batches_hold_at_most_call_bytes_of_results(monkeypatch, call_bytes, row
   assert [len(batch) for batch in calls.batches] == sizes
 
 
-def test_threads_never_weigh_their_results():
-  calls = Calls()
-  step = PooledStep(PoolSize(threads=2), 3, max_batch=5, weigh=lambda result: 1 / 0,
-                    row_bytes=None)
-  step.start(calls)
-  try:
-    _, done = add_all(step, range(4))
-  finally:
-    step.close()
-  assert done == [(item, item * 10) for item in range(4)]
-  assert calls.batches == [[0], [1], [2], [3]]
-
-
 def test_threads_take_items_one_by_one_whatever_max_batch():
+  """... and never weigh their results (the weigh here would raise)."""
   calls = Calls()
-  step = PooledStep(PoolSize(threads=2), 3, max_batch=5)
+  step = PooledStep(PoolSize(threads=2), 3, max_batch=5, weigh=lambda result: 1 / 0)
   step.start(calls)
   try:
     _, done = add_all(step, range(6))
