@@ -118,3 +118,18 @@ def test_an_s3_location_that_does_not_answer_is_one_line_at_once(tmp_path, capsy
                         f'EndpointConnectionError: Could not connect to the endpoint URL: '
                         f'"{endpoint}/b?'), err
   assert len(err.strip().splitlines()) == 1 and 'secret' not in err
+
+
+def test_a_config_file_on_s3_that_does_not_answer_is_one_line_at_once(tmp_path, capsys):
+  """--config is read before the other flags are known: it is asked first
+  too (it was read with Beam's retries, silent for minutes)."""
+  endpoint = f'http://127.0.0.1:{_closed_port()}'
+  code = convert.main(['--config', 's3://b/run.yaml', '--output_dir', str(tmp_path / 'out'),
+                       '--s3_endpoint_url', endpoint, '--s3_access_key_id', 'k',
+                       '--s3_secret_access_key', 'secret'])
+  err = capsys.readouterr().err
+  assert code == EXIT_USAGE
+  assert err.startswith('error: --config s3://b/run.yaml cannot be reached: '
+                        'EndpointConnectionError: '), err
+  assert len(err.strip().splitlines()) == 1 and 'secret' not in err
+  assert not (tmp_path / 'out').exists()

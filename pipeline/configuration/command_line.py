@@ -30,6 +30,7 @@ from pipeline.configuration.config_file import CONFIG_FLAG
 from pipeline.configuration.locations import check_location
 from pipeline.configuration.locations import check_locations
 from pipeline.configuration.locations import check_reachable
+from pipeline.configuration.locations import check_reachable_location
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -197,6 +198,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
     # (endpoint, keys, project) reach the filesystems before it is read.
     FileSystems.set_options(PipelineOptions([], **runners.local_defaults(
         {k: v for k, v in given.items() if k not in own_dests})))
+    check_reachable_location(CONFIG_FLAG, config_file)  # Beam's S3 read retries for minutes
     given = {**read_config_file(config_file, parser, own_flags), **given}
   check_locations(given, options_cls.LOCATIONS)
   args = own.parse_args([])  # our defaults, typed as argparse types them

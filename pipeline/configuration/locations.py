@@ -71,14 +71,19 @@ def unreachable(path: str) -> Optional[str]:
   return None
 
 
+def check_reachable_location(flag: str, path: Optional[str]) -> None:
+  """UsageError naming `flag` when `path` is given and `unreachable` finds
+  it cannot be reached."""
+  problem = isinstance(path, str) and unreachable(path)
+  if problem:
+    raise UsageError(f'{flag} {redact.shown_url(path)} {problem}')
+
+
 def check_reachable(values: dict, dests: tuple) -> None:
-  """UsageError naming the first of `dests` given in `values` ({dest:
-  value}) whose location `unreachable` finds unreachable."""
+  """check_reachable_location for each of `dests` given in `values` ({dest:
+  value}), in order: the first unreachable one is the UsageError."""
   for dest in dests:
-    value = values.get(dest)
-    problem = isinstance(value, str) and unreachable(value)
-    if problem:
-      raise UsageError(f'--{dest} {redact.shown_url(value)} {problem}')
+    check_reachable_location(f'--{dest}', values.get(dest))
 
 
 def check_locations(values: dict, dests: tuple) -> None:
