@@ -133,3 +133,44 @@ def test_a_config_file_on_s3_that_does_not_answer_is_one_line_at_once(tmp_path, 
                         'EndpointConnectionError: '), err
   assert len(err.strip().splitlines()) == 1 and 'secret' not in err
   assert not (tmp_path / 'out').exists()
+
+
+class _ListDenied:
+  """An S3 client whose bucket refuses listing (AccessDenied) and holds one
+  object, `readable`, which a HEAD may read (a policy granting s3:GetObject)."""
+
+  def __init__(self, readable: str):
+    self.readable = readable
+
+  @staticmethod
+  def _denied(operation: str):
+    from botocore.exceptions import ClientError
+    return ClientError({'Error': {'Code': 'AccessDenied', 'Message': 'Access Denied'}},
+                       operation)
+
+  def list_objects_v2(self, **_):
+    raise self._denied('ListObjectsV2')
+
+  def head_object(self, Bucket: str, Key: str):  # boto3's argument names
+    if Key != self.readable:
+      raise self._denied('HeadObject')
+    return {'ContentLength': 10}
+
+
+@pytest.mark.parametrize('path, reachable', [
+    ('s3://b/shared/labels.txt', True),  # was refused: 'AccessDenied' of the listing
+    ('s3://b/shared/other.txt', False),
+    ('s3://b/shared/', False),  # a folder is listed
+    ('s3://b/shared/*.txt', False),  # a pattern is listed
+])
+def test_an_object_readable_where_its_bucket_refuses_listing_is_reachable(monkeypatch, path,
+                                                                         reachable):
+  from pipeline.configuration.locations import unreachable
+  from transforms.filesystem import FileAccess
+  monkeypatch.setattr(FileAccess, 's3_client', lambda self: _ListDenied('shared/labels.txt'))
+  problem = unreachable(path)
+  if reachable:
+    assert problem is None
+  else:
+    assert problem == ('cannot be reached: ClientError: An error occurred (AccessDenied) when '
+                       'calling the ListObjectsV2 operation: Access Denied')

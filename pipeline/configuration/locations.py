@@ -59,16 +59,38 @@ def unreachable(path: str) -> Optional[str]:
   None (not asked)."""
   if not path.startswith('s3://'):
     return None
-  from botocore.exceptions import BotoCoreError
-  from botocore.exceptions import ClientError
-
   from transforms.filesystem import FileAccess
   bucket, _, prefix = path[len('s3://'):].partition('/')
+  client = FileAccess().s3_client()
   try:
-    FileAccess().s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
-  except (BotoCoreError, ClientError) as error:
+    client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+  except _s3_errors() as error:
+    if _readable_unlisted(client, error, bucket, prefix):
+      return None
     return f'cannot be reached: {type(error).__name__}: {error}'
   return None
+
+
+def _s3_errors() -> tuple:
+  """What boto3 raises for a request that failed (botocore: imported only
+  for an s3:// location)."""
+  from botocore.exceptions import BotoCoreError
+  from botocore.exceptions import ClientError
+  return BotoCoreError, ClientError
+
+
+def _readable_unlisted(client, error: Exception, bucket: str, key: str) -> bool:
+  """Whether `key`, one object's name, is readable where listing its bucket
+  was refused (a policy granting s3:GetObject alone, as a shared dataset's
+  often does): Beam reads such a file without listing (a HEAD, then GET)."""
+  code = getattr(error, 'response', {}).get('Error', {}).get('Code')  # a ClientError's
+  if code != 'AccessDenied' or not key or key.endswith('/') or paths.has_glob(key):
+    return False
+  try:
+    client.head_object(Bucket=bucket, Key=key)
+  except _s3_errors():
+    return False  # the listing's refusal is the line
+  return True
 
 
 def check_reachable_location(flag: str, path: Optional[str]) -> None:
