@@ -135,6 +135,24 @@ def test_a_config_file_on_s3_that_does_not_answer_is_one_line_at_once(tmp_path, 
   assert not (tmp_path / 'out').exists()
 
 
+def test_a_latest_pointer_to_s3_that_does_not_answer_is_one_line_at_once(tmp_path, capsys):
+  """The s3:// folder a local `latest` pointer names is asked first too: it
+  was read with Beam's retries, silent for minutes."""
+  endpoint = f'http://127.0.0.1:{_closed_port()}'
+  (tmp_path / 'm.csv').write_text('image,label\na.png,x\n')
+  (tmp_path / 'latest').write_text('s3://b/night5\n')
+  code = convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir',
+                       str(tmp_path / 'out'), '--previous_dataset', str(tmp_path / 'latest'),
+                       '--s3_endpoint_url', endpoint, '--s3_access_key_id', 'k',
+                       '--s3_secret_access_key', 'secret'])
+  err = capsys.readouterr().err
+  assert code == EXIT_USAGE
+  assert err.startswith(f'error: --previous_dataset {tmp_path / "latest"} holds s3://b/night5, '
+                        'which cannot be reached: EndpointConnectionError: '), err
+  assert len(err.strip().splitlines()) == 1 and 'secret' not in err
+  assert not (tmp_path / 'out').exists()
+
+
 class _ListDenied:
   """An S3 client whose bucket refuses listing (AccessDenied) and holds one
   object, `readable`, which a HEAD may read (a policy granting s3:GetObject)."""

@@ -22,7 +22,7 @@ from pipeline.configuration.configs import recorded_config_file
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
 from pipeline.configuration.flags import http_config
-from pipeline.configuration.locations import location_problem
+from pipeline.configuration.locations import usable_problem
 from pipeline.configuration.output_flags import output_options
 from pipeline.configuration.preflight import Rows
 from pipeline.configuration.preflight import image_dir_splits
@@ -173,7 +173,7 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
                                           extensions)
   previous = args.previous_dataset and check_previous(
       args.previous_dataset, args.previous_dataset_missing, args.output_dir, args.schema,
-      args.sink, location_problem=location_problem)
+      args.sink, location_problem=usable_problem)
   return ConvertConfig(
       output_dir=args.output_dir.rstrip('/') or '/', overwrite=args.overwrite,
       manifests=manifests, image_dir=args.image_dir,

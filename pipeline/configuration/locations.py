@@ -93,6 +93,12 @@ def _readable_unlisted(client, error: Exception, bucket: str, key: str) -> bool:
   return True
 
 
+def usable_problem(path: str) -> Optional[str]:
+  """location_problem, then (a usable URL) unreachable: what a path no flag
+  names, such as the one a `latest` pointer holds, is checked with."""
+  return location_problem(path) or unreachable(path)
+
+
 def check_reachable_location(flag: str, path: Optional[str]) -> None:
   """UsageError naming `flag` when `path` is given and `unreachable` finds
   it cannot be reached."""
