@@ -181,3 +181,24 @@ def test_a_write_error_on_stdout_is_remembered_and_a_closed_pipe_still_raised(mo
   with pytest.raises(SystemExit) as done:
     exits.exit_with(lambda: print('a summary') or errors.EXIT_OK)
   assert done.value.code == errors.EXIT_STDOUT_CLOSED
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/full'), reason='no /dev/full here')
+def test_stdout_and_stderr_on_a_full_disk_keep_the_run_s_exit_code(tmp_path):
+  """`convert ... > log 2>&1` with the log's disk full: what goes to stderr
+  (the over-budget line, the stdout warning) cannot be written either; the
+  run's own code stands (it was exit 1, from that line's own OSError).
+  inspect: the interpreter's teardown path (no exit 120)."""
+  sample = make_sample(tmp_path / 'sample')
+  with open(sample.manifest, 'a') as handle:
+    handle.write('images/missing.png,red\n')
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  with open('/dev/full', 'w') as full:
+    for command, code in (
+        (['pipeline.convert', '--manifest', str(sample.manifest), '--output_dir'],
+         errors.EXIT_OVER_BUDGET),
+        (['pipeline.look', '--input_dir'], errors.EXIT_OK)):
+      done = subprocess.run([PY, '-m', *command, str(sample.out)], stdout=full, stderr=full,
+                            cwd=ROOT, timeout=300, env=env)
+      assert done.returncode == code, command
+  assert (sample.out / 'dataset_info.json').is_file()

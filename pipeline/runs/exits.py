@@ -13,6 +13,7 @@ import os
 import select
 import sys
 import traceback
+from typing import Optional
 
 from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime.not_interactive import outside_interactive_beam
@@ -141,11 +142,13 @@ def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
   return code
 
 
-class _StdoutKeepsGoing:
-  """sys.stdout while a command runs: a write that fails other than on a
-  closed pipe (stdout on a full disk, an I/O error) is remembered, not
-  raised. A summary that cannot be printed is not the job's failure: `convert
-  ... > log` on a full disk exited 1, "the job failed", its dataset written."""
+class _KeepsGoing:
+  """sys.stdout or sys.stderr while a command runs: a write that fails other
+  than on a closed pipe (a full disk, an I/O error) is remembered, not
+  raised. A summary or a warning that cannot be printed is not the job's
+  failure: `convert ... > log` on a full disk exited 1, "the job failed", its
+  dataset written; `> log 2>&1` exited 1 for any line on stderr (an
+  over-budget run's, exit 3, too)."""
 
   def __init__(self, stream):
     self.stream = stream
@@ -172,35 +175,55 @@ class _StdoutKeepsGoing:
     return getattr(self.stream, name)
 
 
+def _keeping_going(name: str) -> Optional[_KeepsGoing]:
+  """sys.<name> made a _KeepsGoing (None: started with it closed, `>&-`:
+  print writes nothing)."""
+  stream = getattr(sys, name)
+  if stream is None:
+    return None
+  guard = _KeepsGoing(stream)
+  setattr(sys, name, guard)
+  return guard
+
+
+def _given_back(name: str, guard: Optional[_KeepsGoing]) -> None:
+  """sys.<name> as it was; what it still buffers goes to /dev/null when it
+  could not be written (else the interpreter's last flush fails: exit 120)."""
+  if guard is None:
+    return
+  setattr(sys, name, guard.stream)
+  if guard.error is not None:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), guard.stream.fileno())
+
+
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
-  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. stdout that
-  cannot be written otherwise (a full disk): main()'s code, and a line on
-  stderr. fast: leave without the interpreter's teardown
-  (beam_runtime/fast_exit.py)."""
-  guard = None if sys.stdout is None else _StdoutKeepsGoing(sys.stdout)
-  if guard is not None:  # None: started with stdout closed (`>&-`), print writes nothing
-    sys.stdout = guard
+  (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. stdout or
+  stderr that cannot be written otherwise (a full disk): main()'s code, and
+  a line on stderr if it can take one. fast: leave without the
+  interpreter's teardown (beam_runtime/fast_exit.py)."""
+  out, err = _keeping_going('stdout'), _keeping_going('stderr')
   try:
     try:
-      code = main()
-    except SystemExit as done:  # --help
-      code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
-    if guard is not None:
-      guard.flush()
-  except BrokenPipeError:
-    if not stdout_closed():
-      raise
-    code = EXIT_STDOUT_CLOSED
+      try:
+        code = main()
+      except SystemExit as done:  # --help
+        code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
+      if out is not None:
+        out.flush()
+    except BrokenPipeError:
+      if not stdout_closed():
+        raise
+      code = EXIT_STDOUT_CLOSED
+    finally:
+      _given_back('stdout', out)
+    if out is not None and out.error is not None and code != EXIT_STDOUT_CLOSED:
+      print(f'warning: stdout could not be written ({failure_reason(out.error)}): what '
+            f'the command printed there is incomplete; its exit code ({code}) stands',
+            file=sys.stderr, flush=True)  # dropped when stderr fails too (`> log 2>&1`)
   finally:
-    if guard is not None:
-      sys.stdout = guard.stream
-  if guard is not None and guard.error is not None and code != EXIT_STDOUT_CLOSED:
-    print(f'warning: stdout could not be written ({failure_reason(guard.error)}): what '
-          f'the command printed there is incomplete; its exit code ({code}) stands',
-          file=sys.stderr)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _given_back('stderr', err)
   if code == EXIT_STDOUT_CLOSED:
     # What is still buffered has nowhere to go: stdout becomes /dev/null, so
     # that the interpreter's own last flush fails no more.
