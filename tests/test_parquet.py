@@ -181,13 +181,22 @@ def test_files_of_one_name_in_split_folders_keep_their_rows_apart(tmp_path):
                   'train/0000.parquet:1', 'train/0000.parquet:2']
 
 
-@pytest.mark.parametrize('paths, names', [
-    (['/d/a.parquet', '/d/b.parquet'], ['a.parquet', 'b.parquet']),
-    (['/d/c/train/0.parquet', '/d/c/test/0.parquet'], ['train/0.parquet', 'test/0.parquet']),
-    (['gs://b/x/1.tar', 'gs://b/y/z/1.tar'], ['x/1.tar', 'y/z/1.tar']),
-    (['/only.parquet'], ['only.parquet'])])
-def test_short_names_are_paths_below_the_folder_all_files_share(paths, names):
-  assert list(paths_module.short_names(paths)) == names
+@pytest.mark.parametrize('paths, pattern, names', [
+    (['/d/a.parquet', '/d/b.parquet'], '/d/*.parquet', ['a.parquet', 'b.parquet']),
+    (['/d/c/train/0.parquet', '/d/c/test/0.parquet'], '/d/c/*/0.parquet',
+     ['train/0.parquet', 'test/0.parquet']),
+    # the same names whichever of the pattern's folders exist (a new split's
+    # folder on a later night changes no key)
+    (['/d/c/train/0.parquet'], '/d/c/*/0.parquet', ['train/0.parquet']),
+    (['d/train/0.tar', 'd/val/0.tar'], 'd/{train,val}/0.tar', ['train/0.tar', 'val/0.tar']),
+    (['gs://b/x/1.tar', 'gs://b/y/z/1.tar'], 'gs://b/*', ['x/1.tar', 'y/z/1.tar']),
+    (['/d/shard-000.tar', '/d/shard-001.tar'], '/d/shard-{000..001}.tar',
+     ['shard-000.tar', 'shard-001.tar']),
+    (['/only.parquet'], '/only.parquet', ['only.parquet']),
+    (['/d/x[1]/a.parquet'], '/d/x[1]/a.parquet', ['a.parquet']),  # a file, no pattern
+    (['/e/a.parquet', '/f/b.parquet'], '/g/*.parquet', ['e/a.parquet', 'f/b.parquet'])])
+def test_short_names_are_paths_below_the_pattern_s_folder(paths, pattern, names):
+  assert list(paths_module.short_names(paths, pattern)) == names
 
 
 def test_each_bad_row_is_one_rejected_line_naming_file_and_row(tmp_path):

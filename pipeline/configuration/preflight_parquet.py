@@ -109,7 +109,7 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
       raise UsageError(f'manifest {file} names the split {found!r} in its path, not one of '
                        f'{", ".join(split.names)} (set --split_names)')
   parquet_files, position = [], 0
-  short = paths.short_names([file for file, _ in files])
+  short = paths.short_names([file for file, _ in files], path)
   for (file, size), (_, groups), found, name in zip(files, footers, file_splits, short):
     parquet_files.append(parquet.ParquetFile(file, size, groups, found, position, name))
     position += sum(groups)

@@ -43,7 +43,7 @@ def tar_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
                      f'whose extension is in --image_extensions; drop --image_column')
   files = files or tar_files(path)
   layout = webdataset.TarLayout(files=files, extensions=None,
-                                names=paths.short_names([tar for tar, _ in files]))
+                                names=paths.short_names([tar for tar, _ in files], path))
   return manifest.ManifestConfig(
       path=path, fmt=manifest.WEBDATASET, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(columns.items())), label_normalize=label_normalize, files=files,

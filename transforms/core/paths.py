@@ -54,12 +54,24 @@ def join(base: str, *parts: str) -> str:
   return os.path.join(base, *parts)
 
 
-def short_names(paths) -> tuple:
-  """Each of a manifest's files named relative to the deepest folder holding
-  them all: the file name when they share one folder; `train/0000.parquet`
-  and `test/0000.parquet` when files of one name lie in sibling folders (the
-  keys and image names built on them stay apart)."""
-  split = [path.replace('\\', '/').split('/') for path in paths]
+def short_names(paths, pattern: str) -> tuple:
+  """Each of the files a manifest `pattern` names, named by its path below
+  the folder of the pattern's part before its first wildcard (`*`, `?`,
+  `[`, or a brace `{`); a pattern naming one file: that file's folder. So
+  `default/*/0000.parquet` names `train/0000.parquet` and
+  `test/0000.parquet` (the keys and image names built on them stay apart),
+  the same whichever of its folders exist on a night; `data/train-*.tar`
+  names `train-000.tar`. A path outside that folder (no such pattern):
+  below the deepest folder holding them all."""
+  paths = [path.replace('\\', '/') for path in paths]
+  pattern = pattern.replace('\\', '/')
+  wild = [at for at in (pattern.find(c) for c in '*?[{') if at >= 0]
+  # a file's own name may hold those characters
+  literal = pattern[:min(wild)] if wild and pattern not in paths else pattern
+  folder = literal[:literal.rfind('/') + 1]
+  if all(path.startswith(folder) for path in paths):
+    return tuple(path[len(folder):] for path in paths)
+  split = [path.split('/') for path in paths]
   common = min((len(parts) - 1 for parts in split), default=0)
   for depth in range(common):
     if len({parts[depth] for parts in split}) > 1:
