@@ -192,3 +192,17 @@ def test_an_object_readable_where_its_bucket_refuses_listing_is_reachable(monkey
   else:
     assert problem == ('cannot be reached: ClientError: An error occurred (AccessDenied) when '
                        'calling the ListObjectsV2 operation: Access Denied')
+
+
+@pytest.mark.parametrize('flag, value', [
+    ('--manifest', 'https://alice:s3cret@host/m.csv'),
+    ('--manifest', 'foo://alice:s3cret@host/m.csv'),
+    ('--output_dir', 'file://alice:s3cret@host/x')])
+def test_a_refused_location_s_credentials_are_never_shown(tmp_path, capsys, flag, value):
+  argv = {'--manifest': str(tmp_path / 'm.csv'), '--output_dir': str(tmp_path / 'out'),
+          flag: value}
+  (tmp_path / 'm.csv').write_text('image,label\na.png,x\n')
+  assert convert.main([part for item in argv.items() for part in item]) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: {flag} ') and '<redacted>@host' in err, err
+  assert 's3cret' not in err and len(err.strip().splitlines()) == 1

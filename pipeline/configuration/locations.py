@@ -47,21 +47,22 @@ def check_location(flag: str, path: Optional[str]) -> None:
   something wrong with it."""
   problem = path and location_problem(path)
   if problem:
-    raise UsageError(f'{flag} {path} {problem}')
+    raise UsageError(f'{flag} {redact.shown_url(path)} {problem}')
 
 
-def unreachable(path: str) -> Optional[str]:
+def unreachable(path: str, files=None) -> Optional[str]:
   """Why the s3:// location `path` cannot be reached now (no credentials, an
   endpoint that does not answer, no such bucket, access denied), asked once
   of its bucket, or None. Beam's S3 filesystem retries such a failure with
   growing waits for about eight minutes, without a word (measured: a run to
   s3:// with no credentials still silent after 2 minutes). Other schemes:
-  None (not asked)."""
+  None (not asked). files: the FileAccess whose S3 client asks (each new
+  client costs 0.1-0.5 s of CPU: transforms/filesystem.py)."""
   if not path.startswith('s3://'):
     return None
   from transforms.filesystem import FileAccess
   bucket, _, prefix = path[len('s3://'):].partition('/')
-  client = FileAccess().s3_client()
+  client = (files or FileAccess()).s3_client()
   try:
     client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
   except _s3_errors() as error:
@@ -99,19 +100,25 @@ def usable_problem(path: str) -> Optional[str]:
   return location_problem(path) or unreachable(path)
 
 
-def check_reachable_location(flag: str, path: Optional[str]) -> None:
+def check_reachable_location(flag: str, path: Optional[str], files=None) -> None:
   """UsageError naming `flag` when `path` is given and `unreachable` finds
   it cannot be reached."""
-  problem = isinstance(path, str) and unreachable(path)
+  problem = isinstance(path, str) and unreachable(path, files)
   if problem:
     raise UsageError(f'{flag} {redact.shown_url(path)} {problem}')
 
 
 def check_reachable(values: dict, dests: tuple) -> None:
   """check_reachable_location for each of `dests` given in `values` ({dest:
-  value}), in order: the first unreachable one is the UsageError."""
+  value}), in order: the first unreachable one is the UsageError. One S3
+  client asks for all of them."""
+  if not any(isinstance(values.get(dest), str) and values[dest].startswith('s3://')
+             for dest in dests):
+    return
+  from transforms.filesystem import FileAccess
+  files = FileAccess()
   for dest in dests:
-    check_reachable_location(f'--{dest}', values.get(dest))
+    check_reachable_location(f'--{dest}', values.get(dest), files)
 
 
 def check_locations(values: dict, dests: tuple) -> None:
