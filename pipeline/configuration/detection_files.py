@@ -8,6 +8,7 @@ import posixpath
 
 from pipeline.configuration.manifest_files import require_file
 from pipeline.configuration.preflight import MAX_LABEL_MAP_BYTES
+from pipeline.configuration.preflight import read_capped
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects
@@ -90,17 +91,9 @@ def _label_names(categories: dict, source: str) -> tuple:
 
 def _read_capped(files: filesystem.FileAccess, path: str, given: str) -> bytes:
   """A file of the --annotations tree the launcher reads (a VOC XML or split
-  list, data.yaml, classes.txt): at most MAX_LABEL_MAP_BYTES (as a
-  --label_map), else exit 2; never read whole."""
-  try:
-    data = files.read_at_most(path, MAX_LABEL_MAP_BYTES)
-  except filesystem.read_errors() as error:
-    raise UsageError(f'--annotations {given}: {path} cannot be read: '
-                     f'{type(error).__name__}: {error}')
-  if len(data) > MAX_LABEL_MAP_BYTES:
-    raise UsageError(f'--annotations {given}: {path} holds more than {MAX_LABEL_MAP_BYTES} '
-                     f'bytes, more than any annotation file needs')
-  return data
+  list, data.yaml, classes.txt): capped as a --label_map is, else exit 2."""
+  return read_capped(f'--annotations {given}: {path}', path, MAX_LABEL_MAP_BYTES,
+                     'any annotation file', files)
 
 
 def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:

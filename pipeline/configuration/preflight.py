@@ -204,19 +204,27 @@ def _check_columns(named: str, needed: list, found: tuple) -> None:
 MAX_LABEL_MAP_BYTES = 16 << 20
 
 
+def read_capped(named: str, path: str, max_bytes: int, needs: str,
+                files: Optional[filesystem.FileAccess] = None) -> bytes:
+  """The bytes of a small file a user hands over, read at most max_bytes + 1
+  (a .gz: once decompressed), never whole; a UsageError starting `named` if
+  it cannot be read or holds more (`more than {needs} needs`)."""
+  try:
+    data = (files or filesystem.FileAccess()).read_at_most(path, max_bytes)
+  except filesystem.read_errors() as error:
+    raise UsageError(f'{named} cannot be read: {type(error).__name__}: {error}')
+  if len(data) > max_bytes:
+    raise UsageError(f'{named} holds more than {max_bytes} bytes, more than {needs} needs')
+  return data
+
+
 def read_flag_text(flag: str, path: str, max_bytes: int) -> str:
   """The UTF-8 text of the file `flag` names (--label_map, --config); a
   UsageError naming the flag if it is not a regular file (require_file: no
   device or FIFO is opened), cannot be read, or holds more than `max_bytes`
   bytes (a .gz: once decompressed; at most max_bytes + 1 are read)."""
   require_file(flag, path)
-  try:
-    data = filesystem.FileAccess().read_at_most(path, max_bytes)
-  except filesystem.read_errors() as error:
-    raise UsageError(f'{flag} {path} cannot be read: {type(error).__name__}: {error}')
-  if len(data) > max_bytes:
-    raise UsageError(f'{flag} {path} holds more than {max_bytes} bytes, more than any '
-                     f'{flag} file needs')
+  data = read_capped(f'{flag} {path}', path, max_bytes, f'any {flag} file')
   try:
     return data.decode('utf-8')
   except UnicodeDecodeError as error:
