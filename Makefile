@@ -8,7 +8,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo demo-detection demo-sources demo-flink demo-spark fetch-engines test test-fast test-integration lint docs-flags docs-images bench bench-engines bench-launcher bench-peers clean
 
+# The project's own bytecode is compiled here too (compileall skips what is up
+# to date): with PYTHONDONTWRITEBYTECODE set, as on some CI machines, Python
+# compiled every module of pipeline/ and transforms/ again at each command's
+# start (0.71-0.74 against 0.62-0.64 s for a 5-row nightly run).
 install: $(STAMP)
+	$(PY) -m compileall -q -j 0 pipeline transforms bench
 
 $(STAMP): requirements.txt requirements-tf.txt requirements-test.txt setup.py
 	$(PYTHON) -m venv $(VENV)

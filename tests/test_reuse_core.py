@@ -136,6 +136,46 @@ def test_a_sidecar_line_of_other_types_is_no_record(change):
     reuse.parse_line(b'[' * 100_000, 'train', ['s0'], False)
 
 
+_PLAIN = dict(key='imgs/a.png', shard=1, ordinal=3, offset=40, length=20, data_crc=99,
+              fingerprint='local:1:2', source_sha256='ab' * 32, image='imgs/a.png',
+              label_id=7, label_text='cat', option_digest='o-e')
+
+
+@pytest.mark.parametrize('line, fast', [
+    (reuse.sidecar_line(**_PLAIN), True),
+    (reuse.sidecar_line(**_PLAIN).rstrip(b'\n'), True),  # a last line without its newline
+    (reuse.sidecar_line(**{**_PLAIN, 'key': 'Ünï/日本 \x7f.png', 'label_text': ''}), True),
+    (reuse.sidecar_line(**{**_PLAIN, 'offset': 2 ** 70, 'label_id': 0}), True),
+    (reuse.sidecar_line(**{**_PLAIN, 'key': 'a"b.png'}), False),  # escaped: json.loads
+    (reuse.sidecar_line(**{**_PLAIN, 'key': 'a\\b.png'}), False),
+    (reuse.sidecar_line(**{**_PLAIN, 'label_text': 'tab\t'}), False),
+    (reuse.sidecar_line(**{**_PLAIN, 'label_id': (1, 2), 'label_text': ('a', 'b')}), False),
+    (reuse.sidecar_line(**{**_PLAIN, 'label_id': -1}), False),
+    (reuse.sidecar_line(**_PLAIN).replace(b'"ordinal": 3', b'"ordinal": 03'), False),
+    (reuse.sidecar_line(**_PLAIN).replace(b'"ordinal": 3', b'"ordinal": 3.0'), False),
+    (reuse.sidecar_line(**_PLAIN).replace(b'imgs/a.png', b'imgs/\xff.png'), False),
+    (reuse.sidecar_line(**_PLAIN).replace(b'imgs/a.png', b'imgs/\xed\xa0\x80.png'), True),
+    (reuse.sidecar_line(**_PLAIN).replace(b'"offset": 40', b'"offset": ' + b'9' * 5000), False),
+    (reuse.sidecar_line(**{**_PLAIN, 'shard': 2}), False),  # not listed: json.loads says so
+    (reuse.sidecar_line(**_PLAIN).replace(b'\n', b' \r\n'), False),
+    (reuse.sidecar_line(**_PLAIN).replace(b'"image"', b'"extra": 1, "image"'), False),
+])
+def test_a_plain_sidecar_line_reads_as_json_loads_reads_it(line, fast):
+  shards = ['s0', 's1']
+  assert (reuse._plain_line(line, 'train', shards, False) is not None) == fast
+  try:
+    expected = reuse.json_line(line, 'train', shards, False)
+  except ValueError as error:  # the same error, from the same reader
+    with pytest.raises(ValueError, match=re.escape(str(error))):
+      reuse.parse_line(line, 'train', shards, False)
+    return
+  assert reuse.parse_line(line, 'train', shards, False) == expected
+  key, record = expected
+  assert type(record.offset) is int and record.data_crc == 99 and record.shard_path == 's1'
+  if fast:
+    assert type(record.label_id) is int and type(record.label_text) is str
+
+
 def test_sidecar_lines_are_read_with_bounded_memory(monkeypatch):
   monkeypatch.setattr(reuse, 'MAX_LINE_BYTES', 100)
   lines = reuse.read_lines(io.BytesIO(b'short\n' + b'x' * 1000 + b'\nafter\n'))
