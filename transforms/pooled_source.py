@@ -78,12 +78,17 @@ class PooledSourceFn(beam.DoFn):
     return PooledStep(size, self.BATCH, self.MAX_BATCH, self.WEIGH, row_bytes)
 
   def setup(self):
-    prepare_pillow(self._spec.max_pixels)
     self._reader = filesystem.FileAccess()
     self._http = http_fetch.client(self._http_config)  # the process's keep-alive connections
     # Sized here when the launcher left it to the worker: from the cores
     # this harness finds and the harnesses sharing them (pooled_step.in_worker).
     size = in_worker(self._size, self._spec.encoding, available_cores())
+    if not size.processes:
+      # Images open on this process's threads. With image processes, each
+      # prepares its own Pillow, and a signature check here (a URL's bytes)
+      # registers the plugins itself (check_signature): loading all of them
+      # cost 20-30 ms of every run's start.
+      prepare_pillow(self._spec.max_pixels)
     self._processes = size.processes
     self._step = self._pooled_step(size)
     shared = _SHARED_PROCESSES.acquire(
