@@ -71,15 +71,16 @@ from transforms.dedupe import DedupeContent
 from transforms.dedupe import HashSourceFn
 from transforms.encode import EncodeRows
 from transforms.encode import LoadImageFn
+from transforms.label_maps import LabelMapFromRows
+from transforms.label_maps import LabelMapHere
+from transforms.label_maps import label_map_side_input
 from transforms.reuse import FingerprintFn
 from transforms.reuse import JoinPrevious
 from transforms.reuse import decide_and_copy
 from transforms.reuse import reuse_tallies
-from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
-from transforms.sources import label_map_side_input
 from transforms.workers.pooled_step import pool_size
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
@@ -87,11 +88,13 @@ from transforms.write_shards import WriteShards
 from transforms.write_tfrecordio import WriteTFRecordIO
 
 
-def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None):
+def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None,
+               label_map_here: Optional[LabelMapHere] = None):
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
   progress_dir: where the manifest's reader leaves the progress line's total.
+  label_map_here: made by the step that resolves the rows (in_order only).
   """
   if config.detection is not None:
     source = detection.read_annotations(p, config.detection, config.split)
@@ -109,7 +112,7 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
     label_rows = labels[ROWS]
     tallies.append(labels[TALLIES])
   resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(
-      label_rows, config.ordering, in_order)
+      label_rows, config.ordering, in_order, label_map_here=label_map_here)
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
@@ -127,7 +130,11 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = runners.single_local_worker(p.options)
-  rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir)
+  # Made from every row by the step that puts them in order, for the steps
+  # fused after it: no stage boundary there (label_maps.LabelMapHere).
+  here = LabelMapHere() if (in_order and config.label_map is None and config.detection is None
+                            and config.dedupe != 'content') else None
+  rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir, here)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
@@ -162,7 +169,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   digest = fingerprints.options_digest(config.image, config.example)
   copied = None
   if previous_used(config):
-    decided = decide_and_copy(rows, label_map, config.change_detection, digest,
+    decided = decide_and_copy(rows, here or label_map, config.change_detection, digest,
                               config.ordering, copy_check(config.example.table()), inline)
     rows, copied = decided.rows, decided.examples
     tallies += decided.tallies
@@ -177,8 +184,8 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     tallies.append(encoded[TALLIES])
   else:
     encoded = rows | 'EncodeRows' >> EncodeRows(
-        config.image, config.example, label_map, progress_dir, pool.threads, pool.processes,
-        image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
+        config.image, config.example, here or label_map, progress_dir, pool.threads,
+        pool.processes, image_timeout_s=pool.timeout_s or 0.0, ordering=config.ordering,
         harnesses=pool.harnesses, options_digest=digest, http=config.http,
         fingerprint_fetches=fingerprints_fetched(config))
   examples = encoded[EXAMPLES]

@@ -152,6 +152,21 @@ def test_empty_label_and_unknown_label_with_label_map(sample, tmp_path):
     assert feature(example, 'image/class/label') == ['red', 'green', 'blue', 'purple'].index(name)
 
 
+def test_a_rejected_rows_label_is_in_no_map_and_shifts_no_id(sample):
+  # the duplicate key's label sorts first: counted, it would shift every id
+  rows = list(sample.labels.items()) + [('images/red_0.png', 'aardvark')]
+  write_manifest(sample.manifest, rows)
+  assert run_convert(sample, '--max_error_rate', '1') == EXIT_OK
+  names = (sample.out / 'label_map.txt').read_text().split()
+  assert names == ['blue', 'green', 'red'] == read_info(sample.out)['label_map']
+  examples = read_examples(sample.out)
+  assert len(examples) == len(sample.labels)
+  for example in examples:
+    name = feature(example, 'image/class/text').decode()
+    assert feature(example, 'image/class/label') == names.index(name)
+    assert name == sample.labels[feature(example, 'image/filename').decode()]
+
+
 def test_integer_labels_are_used_as_given(sample):
   rows = [(image, {'red': 7, 'green': 0, 'blue': 3}[name]) for image, name in sample.labels.items()]
   write_manifest(sample.manifest, rows)

@@ -170,7 +170,7 @@ def test_a_plain_sidecar_line_reads_as_json_loads_reads_it(line, fast):
       reuse.parse_line(line, 'train', shards, False)
     return
   assert reuse.parse_line(line, 'train', shards, False) == expected
-  key, record = expected
+  _, record = expected
   assert type(record.offset) is int and record.data_crc == 99 and record.shard_path == 's1'
   if fast:
     assert type(record.label_id) is int and type(record.label_text) is str

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import pickle
 import time
 
 import apache_beam as beam
@@ -26,10 +28,12 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.core.tally import lines_key
 from transforms.encode import EncodeRows
+from transforms.label_maps import LabelMapFromRows
+from transforms.label_maps import LabelMapHere
+from transforms.label_maps import label_map_side_input
 from transforms.read_sources import HeldBytes
 from transforms.read_sources import start_fingerprinted_fetch
 from transforms.read_sources import too_far_ahead
-from transforms.sources import LabelMapFromRows
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
 from transforms.workers import http_fetch
@@ -86,6 +90,41 @@ def test_label_map_from_rows():
     label_map = p | beam.Create([rows[:2], rows[2:]]) | LabelMapFromRows()
     assert_that(label_map | beam.Map(lambda m: m.names),
                 equal_to([('ant', 'cat', 'dog')]))
+
+
+def test_the_in_order_resolve_makes_the_combines_label_map_for_the_steps_after_it():
+  # 'aardvark' is only on a duplicate key's row, which is rejected: in the map
+  # it would shift every id; '' is no label
+  rows = [manifest.ManifestRow({}, 'm', line, image=f'{key}.png', path=f'{key}.png', key=key,
+                               label=label)
+          for line, (key, label) in enumerate([('a', 'dog'), ('b', 'cat'), ('a', 'aardvark'),
+                                               ('c', ''), ('d', 'dog'), ('e', 'bee')], 2)]
+  here = LabelMapHere()
+  with local_pipeline() as p:
+    resolved = (p | beam.Create([rows[:3], rows[3:]])
+                | ResolveKeys(in_order=True, label_map_here=here))
+    assert_that(resolved['rows'] | 'Names' >> LabelMapFromRows()
+                | beam.Map(lambda label_map: label_map.names),
+                equal_to([('bee', 'cat', 'dog')]), label='Combined')
+    ids = resolved['rows'] | Unbatch() | beam.Filter(lambda row: row.label) | beam.Map(
+        lambda row, label_map: (row.key, label_map.resolve(row.label)),
+        label_map_side_input(here))
+    assert_that(ids, equal_to([('a', (2, 'dog')), ('b', (1, 'cat')), ('d', (2, 'dog')),
+                               ('e', (0, 'bee'))]), label='Resolved')
+
+
+def test_a_label_map_made_here_is_read_only_in_its_process_and_not_kept():
+  here = LabelMapHere()
+  copy = pickle.loads(pickle.dumps(here))
+  with pytest.raises(RuntimeError, match='not in this process'):
+    copy.resolve('cat')  # nothing made yet: never a guess
+  made = here.make([manifest.ManifestRow({}, 'm', 2, label='cat')])
+  assert copy.resolve('cat') == (0, 'cat') and made.names == ('cat',)
+  reader = pickle.loads(pickle.dumps(here))
+  del made, copy
+  gc.collect()
+  with pytest.raises(RuntimeError):
+    reader.resolve('cat')  # the run's holders are gone: so is its map
 
 
 def test_encode_rows_examples_and_rejections(tmp_path):

@@ -38,12 +38,12 @@ from transforms.core.shuffle import DEFAULT_ORDERING
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.label_maps import label_map_side_input
 from transforms.pooled_source import PooledSourceFn
 from transforms.read_sources import HeldBytes
 from transforms.read_sources import start_fetches
 from transforms.read_sources import start_fingerprinted_fetch
 from transforms.read_sources import too_far_ahead
-from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.process_pool import WorkerTimedOut

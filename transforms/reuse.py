@@ -40,10 +40,10 @@ from transforms.core.pickling import replaced
 from transforms.core.rejects import RowError
 from transforms.core.shuffle import Ordering
 from transforms.core.tfrecord import ShardError
+from transforms.label_maps import label_map_side_input
 from transforms.sidecars import ReadSidecarFn
 from transforms.sidecars import cut_short_tally
 from transforms.sidecars import read_sidecar
-from transforms.sources import label_map_side_input
 from transforms.workers import http_fetch
 
 REUSE = 'reuse'  # (previous shard path, Reusable)

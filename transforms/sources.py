@@ -28,7 +28,6 @@ from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
-from transforms.core.labels import LabelMap
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
@@ -36,6 +35,7 @@ from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
 from transforms.filesystem import walk_local_files
+from transforms.label_maps import LabelMapHere
 from transforms.manifest_ranges import LINES
 from transforms.manifest_ranges import READS
 from transforms.manifest_ranges import NumberLinesFn
@@ -158,9 +158,11 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
   and the images never go through a shuffle.
   """
 
-  def __init__(self, joined: bool, ordering: shuffle.Ordering):
+  def __init__(self, joined: bool, ordering: shuffle.Ordering,
+               label_map_here: Optional[LabelMapHere] = None):
     self._joined = joined
     self._ordering = ordering
+    self._label_map_here = label_map_here
 
   def process(self, grouped):
     _, batches = grouped
@@ -185,6 +187,8 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
       if row is not None:
         kept.append(row)
     del tagged
+    if self._label_map_here is not None:  # before any row goes on to the steps that read it
+      self._label_map = self._label_map_here.make(kept)
     yield from chunks(kept if ordering.shuffle else shuffle.sort_rows(kept, ordering))
 
 
@@ -197,16 +201,19 @@ class ResolveKeys(beam.PTransform):
   of `ordering` (for a single local worker, which then writes records in
   the order they arrive); else grouped per key, in no particular order:
   through the shuffle in lists per bucket of keys (`buckets`, batches.py),
-  resolved key by key.
+  resolved key by key. label_map_here (in_order only): made from the kept
+  rows before any leaves (label_maps.LabelMapHere).
   """
 
   def __init__(self, label_rows=None, ordering: shuffle.Ordering = shuffle.DEFAULT_ORDERING,
-               in_order: bool = False, buckets: int = KEY_BUCKETS):
+               in_order: bool = False, buckets: int = KEY_BUCKETS,
+               label_map_here: Optional[LabelMapHere] = None):
     super().__init__()
     self._label_rows = label_rows
     self._ordering = ordering
     self._in_order = in_order
     self._buckets = buckets
+    self._label_map_here = label_map_here
 
   def expand(self, image_rows):
     joined = self._label_rows is not None
@@ -218,7 +225,8 @@ class ResolveKeys(beam.PTransform):
       grouped = (tagged | 'AllRows' >> beam.Flatten()
                  | 'GroupAll' >> beam.GroupByKey())
       resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
-          _ResolveAllFn(joined, self._ordering)).with_outputs(REJECTED, main=ROWS)
+          _ResolveAllFn(joined, self._ordering, self._label_map_here)).with_outputs(
+              REJECTED, main=ROWS)
       return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
     # batches of rows -> (bucket, [(key, row), ...]) per bundle -> (bucket, {'images': lists,
     # 'labels': lists}) -> ResolveKeyFn per key of the bucket
@@ -232,51 +240,6 @@ class ResolveKeys(beam.PTransform):
         PerKeyFn(ResolveKeyFn(joined))).with_outputs(REJECTED, main=ROWS)
     return {ROWS: resolved[ROWS] | 'BatchRows' >> BatchAndSpread(),
             REJECTED: resolved[REJECTED]}
-
-
-class _LabelNamesFn(beam.CombineFn):
-  """Batches of rows -> the LabelMap of their distinct label names.
-
-  Keeps where each name is first written ((line, position) of its first
-  row), so integer classes are named as first written whatever the order in
-  which a runner combines the rows.
-  """
-
-  def create_accumulator(self):
-    return {}
-
-  def add_input(self, first, rows):
-    for row in rows:
-      for position, label in enumerate(manifest.label_list(row.label)):
-        place = (row.place, position)
-        if label not in first or place < first[label]:
-          first[label] = place
-    return first
-
-  def merge_accumulators(self, accumulators):
-    merged = {}
-    for first in accumulators:
-      for label, place in first.items():
-        if label not in merged or place < merged[label]:
-          merged[label] = place
-    return merged
-
-  def extract_output(self, first):
-    return LabelMap.from_labels(sorted(first, key=lambda label: (first[label], label)))
-
-
-@beam.ptransform_fn
-def LabelMapFromRows(rows):
-  """Batches of rows -> a single LabelMap of their sorted distinct label names; none when
-  there is no row: read it with label_map_side_input. (Beam's default value
-  would add four steps and a stage to every convert.)"""
-  return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()
-
-
-def label_map_side_input(label_map):
-  """A label map PCollection (one LabelMap, or none) as a side input: an empty
-  map when there was no row to make one from."""
-  return beam.pvalue.AsSingleton(label_map, default_value=LabelMap.from_labels([]))
 
 
 def list_files(directory: str) -> list:
