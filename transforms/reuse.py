@@ -136,14 +136,16 @@ class _JoinFn(beam.DoFn):
       yield _tally(reuse.DROPPED)
       return
     for row in rows:
-      if (record is not None and self._mode == fingerprints.METADATA and row.fingerprint
-              and row.fingerprint == record.fingerprint and record.source_sha256):
-        split = (splits.hash_split(record.source_sha256, self._split.fractions,
-                                   self._split.seed) if self._split else row.split)
-        # one replace, not two: ~5 us a reused row
-        yield replaced(row, previous=record, content_sha256=record.source_sha256, split=split)
-      else:
-        yield replaced(row, previous=record)
+      yield self._attached(row, record)
+
+  def _attached(self, row, record):
+    if (record is not None and self._mode == fingerprints.METADATA and row.fingerprint
+            and row.fingerprint == record.fingerprint and record.source_sha256):
+      split = (splits.hash_split(record.source_sha256, self._split.fractions,
+                                 self._split.seed) if self._split else row.split)
+      # one replace, not two: ~5 us a reused row
+      return replaced(row, previous=record, content_sha256=record.source_sha256, split=split)
+    return replaced(row, previous=record)
 
 
 class _AttachFn(_JoinFn):
@@ -174,7 +176,7 @@ class _AttachFn(_JoinFn):
   def process(self, row):
     record = self._previous.get(row.key)
     self._matched += record is not None
-    yield from super().process((row.key, {'rows': [row], 'previous': [record] if record else []}))
+    yield self._attached(row, record)  # the join of one row, without its lists
 
   def finish_bundle(self):
     yield in_global_window(_tally(reuse.MATCHED, self._matched))
