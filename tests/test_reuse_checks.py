@@ -273,6 +273,24 @@ def test_a_latest_pointer_that_is_no_text_line_exits_2(night1, tmp_path, capsys,
   assert not out.exists()
 
 
+def test_a_latest_pointer_an_editor_saved_with_a_bom_and_crlf_names_its_folder(night1, tmp_path,
+                                                                          capsys):
+  """A BOM was kept as the folder name's first character: "does not exist",
+  or with --previous_dataset_missing full a full run with a warning."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  pointer = tmp_path / 'latest'
+  pointer.write_bytes(b'\xef\xbb\xbfprevious\r\n')
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(pointer),
+              '--previous_dataset_missing', 'full') == EXIT_OK
+  assert 'Warning' not in capsys.readouterr().err
+  reuse_section = read_info(out)['reuse']
+  assert (reuse_section['previous_dataset'], reuse_section['reused']) == (str(previous), 8)
+  _same_shards(out, full)
+  assert pointer.read_text() == f'{out}\n'
+
+
 def test_a_latest_pointer_given_with_a_trailing_slash_exits_2_saying_so(night1, tmp_path,
                                                                        capsys):
   """Was "... does not exist", of a file that does."""

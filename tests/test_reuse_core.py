@@ -4,6 +4,7 @@ option digests, the reuse decision, sidecar lines, reading a record back."""
 import io
 import json
 import os
+import random
 import re
 
 import pytest
@@ -159,6 +160,11 @@ _PLAIN = dict(key='imgs/a.png', shard=1, ordinal=3, offset=40, length=20, data_c
     (reuse.sidecar_line(**{**_PLAIN, 'shard': 2}), False),  # not listed: json.loads says so
     (reuse.sidecar_line(**_PLAIN).replace(b'\n', b' \r\n'), False),
     (reuse.sidecar_line(**_PLAIN).replace(b'"image"', b'"extra": 1, "image"'), False),
+    (b'\xef\xbb\xbf' + reuse.sidecar_line(**_PLAIN), False),  # json.loads skips a BOM
+    (reuse.sidecar_line(**{**_PLAIN, 'key': '\x85\u2028\ufeff\uffff\U0010ffff'}), True),
+    (reuse.sidecar_line(**{**_PLAIN, 'key': 'nul\x00'}), False),  # written \u0000
+    (reuse.sidecar_line(**_PLAIN).replace(b'"offset": 40', b'"offset": ' + b'9' * 4300), True),
+    (reuse.sidecar_line(**_PLAIN).replace(b'"ordinal": 3', b'"ordinal": -0'), False),
 ])
 def test_a_plain_sidecar_line_reads_as_json_loads_reads_it(line, fast):
   shards = ['s0', 's1']
@@ -174,6 +180,46 @@ def test_a_plain_sidecar_line_reads_as_json_loads_reads_it(line, fast):
   assert type(record.offset) is int and record.data_crc == 99 and record.shard_path == 's1'
   if fast:
     assert type(record.label_id) is int and type(record.label_text) is str
+
+
+def test_mutated_sidecar_lines_read_the_same_by_the_regex_and_by_json_loads():
+  """Lines convert writes, their bytes then flipped, inserted or cut at random
+  (seeded): whatever the fast path takes, json.loads takes as the same values
+  of the same types; whatever it leaves, json.loads reads or refuses alike."""
+  shards, rng, fast = ['s0', 's1'], random.Random(5), 0
+  texts = ['a', ' ', '"', '\\', '\x00', '\x1f', '\x7f', '\x85', '\u2028', 'é', 'e\u0301',
+           '\U0001f600', '\ufeff', '/', '\uffff']
+  inserts = [b'\xed\xa0\x80', b'\xc0\x80', b'\xf4\x90\x80\x80', b'\xef\xbb\xbf', b'0' * 4301,
+             b'\r', b' ', b'"', b'\\', b'\\u00e9', b'-']
+  unescaped = [t for t in texts if json.dumps(t, ensure_ascii=False)[1:-1] == t]
+
+  def text(alphabet):
+    return ''.join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+  for _ in range(3000):
+    alphabet = rng.choice([texts, unescaped])  # half the lines without an escape
+    line = bytearray(reuse.sidecar_line(**{
+        **_PLAIN, 'key': text(alphabet), 'image': text(alphabet), 'label_text': text(alphabet),
+        'shard': rng.choice([0, 1, 1, 2]), 'offset': rng.choice([0, 2 ** 64, 10 ** 80]),
+        'label_id': rng.choice([0, 7, 7, -1, 10 ** 30])}))
+    mutation = rng.random()
+    if mutation < 0.3:
+      for _ in range(rng.randint(1, 3)):
+        line[rng.randrange(len(line))] = rng.randrange(256)
+    elif mutation < 0.6:
+      at = rng.randrange(len(line))
+      line[at:at + rng.randint(0, 2)] = rng.choice(inserts)
+    line = bytes(line)
+    fast += reuse._plain_line(line, 'train', shards, False) is not None
+    try:
+      expected = reuse.json_line(line, 'train', shards, False)
+    except ValueError:
+      with pytest.raises(ValueError):
+        reuse.parse_line(line, 'train', shards, False)
+      continue
+    got = reuse.parse_line(line, 'train', shards, False)
+    assert got == expected, line
+    assert [type(v) for v in got[1]] == [type(v) for v in expected[1]], line
+  assert 300 < fast < 1500  # both paths taken often
 
 
 def test_sidecar_lines_are_read_with_bounded_memory(monkeypatch):

@@ -334,3 +334,30 @@ def test_a_cut_tar_gz_rejects_the_sample_it_cuts_and_keeps_the_rest(tmp_path):
   [line] = rejected_lines(out)
   assert (line['stage'], line['code'], line['line']) == ('read', 'truncated', 1)
   assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar.gz/0']
+
+
+def test_a_member_name_not_utf8_rejects_its_sample_every_night(tmp_path):
+  """tarfile gives a name's bytes that are not UTF-8 as surrogate escapes:
+  such a sample failed the whole job (UnicodeEncodeError hashing its key)."""
+  path = tmp_path / 'a.tar'
+  with tarfile.open(path, 'w', format=tarfile.GNU_FORMAT) as tar:
+    for name, data in [('ok.png', png(0)), ('ok.cls', b'0'),
+                       ('bad\udcff.png', png(1)), ('bad\udcff.cls', b'1'),
+                       ('u\u00fc.png', png(2)), ('u\u00fc.cls', b'1')]:
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  assert b'bad\xff.png' in path.read_bytes()
+  night1, night2 = tmp_path / 'n1', tmp_path / 'n2'
+  for out, more in ((night1, ()), (night2, ('--previous_dataset', str(night1)))):
+    assert convert.main(['--manifest', str(path), '--output_dir', str(out),
+                         '--max_error_rate', '0.5', *FLAGS, *more]) == EXIT_OK
+    [line] = rejected_lines(out)
+    assert (line['stage'], line['code'], line['line']) == ('manifest', 'bad_encoding', 1)
+    assert line['reason'] == 'member name is not UTF-8: bad\\xff.png'
+    assert line['row'] == {'sample': 'bad\\xff', 'members': ['bad\\xff.png', 'bad\\xff.cls']}
+    assert sorted(e['image/key'][1][0] for e in read_examples(out)) == [
+        b'a.tar/ok', 'a.tar/u\u00fc'.encode()]
+  reuse = read_info(night2)['reuse']
+  assert (reuse['reused'], reuse['num_encoded'], reuse['rejected']) == (2, 0, 0)
+  assert (night1 / 'rejected.jsonl').read_bytes() == (night2 / 'rejected.jsonl').read_bytes()

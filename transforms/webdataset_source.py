@@ -139,7 +139,9 @@ class ReadTarFn(beam.DoFn):
     yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), number))
 
   def _row(self, key, group, number, path, index, config, layout, repeated):
-    fields = {'sample': key, 'members': [member.name for member in group]}
+    fields, bad_name = webdataset.shown_names(key, group)
+    if bad_name is not None:
+      return self._reject(fields, path, number, bad_name)
     try:
       return webdataset.sample_row(key, group, number, path, index, config, layout, repeated)
     except RowError as error:

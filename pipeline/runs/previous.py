@@ -75,7 +75,9 @@ def follow(given: str, files: filesystem.FileAccess,
     return given
   data = files.read_at_most(given, MAX_POINTER_BYTES)  # a pointer: one line, a few hundred bytes
   try:
-    target = data.decode('utf-8').strip()
+    # utf-8-sig: a pointer saved by an editor that starts files with a BOM
+    # named a folder whose name began with U+FEFF ("does not exist")
+    target = data.decode('utf-8-sig').strip()
   except UnicodeDecodeError:
     target = None
   if target == '':

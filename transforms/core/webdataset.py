@@ -25,6 +25,7 @@ from typing import Optional
 from transforms.core import manifest
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
+from transforms.core.image_dir import utf8_name
 from transforms.core.labels import normalize_label
 from transforms.core.rejects import STAGE_LABEL
 from transforms.core.rejects import STAGE_MANIFEST
@@ -162,6 +163,25 @@ def samples(members):
     group.append(member)
   if group:
     yield key, group
+
+
+def shown_names(key: str, group: list) -> tuple:
+  """A sample's rejected.jsonl fields ({'sample', 'members'}), names not UTF-8
+  shown with their bad bytes as \\xNN, and the RowError that rejects a sample
+  with such a name (else None). tarfile gives a name's bytes that are not
+  UTF-8 as surrogate escapes; Beam's coders, the key's hash and the sidecar
+  carry UTF-8 only: one such member failed the whole job with a traceback."""
+  sample, bad = utf8_name(key)
+  members, first = [], None  # the first name not UTF-8, as shown
+  for member in group:
+    shown, error = utf8_name(member.name)
+    members.append(shown)
+    if error is not None and first is None:
+      first = shown
+  if bad is not None or first is not None:
+    bad = RowError(STAGE_MANIFEST, 'bad_encoding',
+                   f'member name is not UTF-8: {first if first is not None else sample}')
+  return {'sample': sample, 'members': members}, bad
 
 
 def wanted_small(name: str) -> bool:
