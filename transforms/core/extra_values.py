@@ -24,6 +24,12 @@ class _Absent:
 ABSENT = _Absent()
 
 
+def is_null(value) -> bool:
+  """None, or JSON's NaN (what json.dumps writes for a pandas gap): an empty
+  cell, as in api.convert's rows (pipeline/api.py), never the text 'nan'."""
+  return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def shape_problem(count: int, shape) -> Optional[str]:
   """Why `count` values do not fit a declared shape ((), (N,), (None,),
   (None, N), or the same as JSON lists), or None when they do."""

@@ -7,12 +7,14 @@ import csv
 import dataclasses
 import functools
 import json
+import math
 import posixpath
 from typing import Optional
 
 from transforms.core import line_caps
 from transforms.core import paths
 from transforms.core.extra_values import ABSENT
+from transforms.core.extra_values import is_null
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import normalize_label
@@ -41,7 +43,6 @@ REQUIRED_COLUMNS = {
     ROLE_IMAGES: ('key', 'image'),
     ROLE_LABELS: ('key', 'label'),
 }
-
 
 # Logical columns a manifest may name differently (--image_column, ...).
 COLUMNS = ('image', 'label', 'key', 'split')
@@ -108,8 +109,7 @@ class ManifestConfig:
   source_name: str = ''
   relative_to: str = ''
   # A Parquet or WebDataset manifest: what the launcher read of its files
-  # (core/parquet.ParquetLayout, core/webdataset.TarLayout); None for the
-  # line formats.
+  # (core/parquet.ParquetLayout, core/webdataset.TarLayout); None: a line format.
   layout: Optional[object] = None
 
   def column(self, name: str) -> str:
@@ -235,15 +235,15 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
 def text_of(fields: dict, column: str) -> Optional[str]:
   """A column as text: JSON numbers as written (1.0 -> '1'), never a bool or list."""
   value = fields.get(column)
-  if value is None:
+  if is_null(value):
     return None
   return value.strip() if type(value) is str else _item_text(value, column)
 
 
 def _item_text(value, column: str) -> str:
-  if isinstance(value, (dict, list, bool)) or value is None:
+  if isinstance(value, (dict, list, bool)) or is_null(value) or value in (math.inf, -math.inf):
     raise RowError(STAGE_MANIFEST, 'bad_value',
-                   f'column {column!r} must be a string or a number, not {value!r}')
+                   f'column {column!r} must be a string or a finite number, not {value!r}')
   if isinstance(value, float) and value.is_integer():
     value = int(value)
   return str(value).strip()
@@ -256,7 +256,7 @@ def _labels(fields: dict, config: ManifestConfig):
   if not config.multi_label:
     return text_of(fields, column)
   value = fields.get(column)
-  if value is None:
+  if is_null(value):
     return ()
   items = value if isinstance(value, list) else [value]
   labels = []

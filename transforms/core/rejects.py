@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import dataclasses
 import heapq
 import json
+import math
 import os
 import pickle
 import tempfile
@@ -65,11 +66,28 @@ class Rejection:
     }
     if not self.counts_as_row:  # a label-manifest line: not in num_manifest_rows
       record['counts_as_row'] = False
-    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
+    try:
+      return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr,
+                        allow_nan=False)
+    except ValueError:  # a JSONL row's NaN or Infinity, which only Python's json reads
+      record['row'] = _finite(record['row'])
+      return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
 
   @property
   def counter_name(self) -> str:
     return f'rejected_{self.stage}_{self.code}'
+
+
+def _finite(value):
+  """`value` with each NaN or infinite float as the text JSON's extensions
+  spell it ('NaN', 'Infinity', '-Infinity'): a JSON value every reader takes."""
+  if isinstance(value, float) and not math.isfinite(value):
+    return 'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')
+  if isinstance(value, dict):
+    return {key: _finite(item) for key, item in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_finite(item) for item in value]
+  return value
 
 
 # Rejections sorted in memory at a time; beyond, sorted runs of this many go

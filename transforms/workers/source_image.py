@@ -18,6 +18,7 @@ from transforms.core.example import build_example
 from transforms.core.file_kinds import kind_of
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
+from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.reuse import Known
@@ -128,11 +129,21 @@ def convert_sources(sources: list, spec: ImageSpec, read=read_local_source) -> l
   return _each_source(sources, spec, read, lambda data: convert_bytes(data, spec))
 
 
+def _content_hash(data: bytes) -> str:
+  """The SHA-256 (hex) of an image's bytes. An empty file is no image: it is
+  rejected as decoding would (decode/empty_file), not kept as the content
+  every other empty file then duplicates (--dedupe content rejected those as
+  duplicate_content of a row that was itself rejected)."""
+  if not data:
+    raise RowError(STAGE_DECODE, 'empty_file', 'file is empty (0 bytes)')
+  return hashlib.sha256(data).hexdigest()
+
+
 def hash_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
   """Each source (see _each_source) -> the SHA-256 (hex) of its bytes, or the
   exception reading it raised (a file that is not read whole: too large, no
-  regular file, no image by its first bytes)."""
-  return _each_source(sources, spec, read, lambda data: hashlib.sha256(data).hexdigest())
+  regular file, no image by its first bytes; an empty one)."""
+  return _each_source(sources, spec, read, _content_hash)
 
 
 def convert_in_worker(sources: list, spec: ImageSpec) -> list:
