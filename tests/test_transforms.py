@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import shutil
 import time
 
 import apache_beam as beam
@@ -287,6 +288,42 @@ def test_thread_pool_keeps_every_row_and_blames_the_right_one(tmp_path):
     assert_that(encoded[REJECTED] | beam.Map(lambda r: (r.line, r.code)),
                 equal_to([(i, 'unexpected_error') for i in range(3, 40, 10)] +
                          [(i, 'not_an_image') for i in range(7, 40, 10)]), label='Rejected')
+
+
+def test_steps_declared_any_are_not_inferred_and_get_the_type_inference_gave(
+    sample, monkeypatch):
+  from apache_beam.typehints import Any
+
+  from pipeline import convert
+  from pipeline.configuration import config as opts
+  from transforms.beam_util import AnyOutput
+  inferred = []
+  real = beam.DoFn.infer_output_type
+  monkeypatch.setattr(beam.DoFn, 'infer_output_type', lambda fn, input_type: (
+      inferred.append(type(fn)), real(fn, input_type))[1])
+  config, _ = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
+                                  str(sample.out), '--height', '4', '--width', '4'])
+  p = direct_pipeline()
+  convert.build(p, config)
+  shutil.rmtree(p.local_tempdir)  # made with the pipeline; removed by a run, and this one never runs
+  declared = {}
+  for applied in p.transforms_stack[0].parts:
+    _walk(applied, declared)
+  assert declared and set(declared.values()) == {Any}
+  for step in ('WriteDatasetInfo', 'TallyExamples', 'WriteSizeCapped', 'WriteJsonl'):
+    assert any(step in label for label in declared), (step, sorted(declared))
+  assert not [cls for cls in inferred if issubclass(cls, AnyOutput)]
+
+
+def _walk(applied, declared: dict) -> None:
+  """{label: main output's element type} of each AnyOutput step below `applied`."""
+  from transforms.beam_util import AnyOutput
+  fn = getattr(applied.transform, 'fn', None)
+  if isinstance(fn, AnyOutput):
+    output = applied.outputs.get(None) or next(iter(applied.outputs.values()))
+    declared[applied.full_label] = output.element_type
+  for part in applied.parts:
+    _walk(part, declared)
 
 
 def test_convert_reports_counters_per_stage_and_reason(sample):

@@ -15,6 +15,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.core import DoFn
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.typehints import Any
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.core.rejects import Rejection
@@ -57,7 +58,18 @@ def in_global_window(output):
   return WindowedValue(output, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
 
-class TallyPerBundle(DoFn):
+class AnyOutput:
+  """A DoFn mixin: its main output declared Any, which is what Beam's type
+  inference finds for these steps anyway. Inference walks a process()'s
+  bytecode and what it calls, at every pipeline's construction: 24 ms of a
+  convert's 58 ms build (7 ms the in-order writer's alone), 17 ms of it for
+  the steps that take this mixin."""
+
+  def default_type_hints(self):
+    return super().default_type_hints().with_output_types(Any)
+
+
+class TallyPerBundle(AnyOutput, DoFn):
   """element -> nothing until its bundle ends, then (tally key, sum) of the
   (key, count) pairs `tallies_of(element)` gave over the bundle: a pair per
   key per bundle, not one per element, goes to the final sum (12,000 reused

@@ -24,6 +24,7 @@ from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
 from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.beam_util import METRICS_NAMESPACE
+from transforms.beam_util import AnyOutput
 from transforms.core import line_ranges
 from transforms.core.line_ranges import LineNumbers
 from transforms.core.line_ranges import Read
@@ -92,7 +93,7 @@ class _RangeProvider(RestrictionProvider):
 _RESTRICTION = beam.DoFn.RestrictionParam(_RangeProvider())
 
 
-class ReadRangeFn(beam.DoFn):
+class ReadRangeFn(AnyOutput, beam.DoFn):
   """(file, start, stop) -> its data lines under LINES in chunks (file index,
   first offset of this read, [(index of the line in this read, raw line),
   ...]), and one line_ranges.Read under READS at the end of each read that

@@ -9,6 +9,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms import filesystem
+from transforms.beam_util import AnyOutput
 from transforms.core import dataset_info
 from transforms.core import detection_info
 from transforms.core import labels
@@ -22,7 +23,7 @@ from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SOURCES_SUFFIX
 
 
-class _WriteRejectedFn(beam.DoFn):
+class _WriteRejectedFn(AnyOutput, beam.DoFn):
   """Runs once: every rejection (a side input) -> one JSON line each in
   `path`, by source and line (rejects.sorted_lines: the same bytes on every
   runner), written under a temp name and renamed. An object store gets no
@@ -86,7 +87,7 @@ def check_lock_held(files: filesystem.FileAccess, output_dir: str, lock: tuple) 
         f'ended or gave up the run, so this job does not publish dataset_info.json')
 
 
-class WriteInfoFn(beam.DoFn):
+class WriteInfoFn(AnyOutput, beam.DoFn):
   """Runs once, after every shard and reject file exists: writes the label map
   and, last, dataset_info.json. Splits that got no example (and so, with
   skip_if_empty, no shard) are left out.

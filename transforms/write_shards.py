@@ -11,6 +11,7 @@ import apache_beam as beam
 from transforms import filesystem
 from transforms.batches import BufferByBucketFn
 from transforms.batches import ExactKeyFn
+from transforms.beam_util import AnyOutput
 from transforms.beam_util import in_global_window
 from transforms.core import shuffle
 from transforms.core.paths import is_remote
@@ -58,7 +59,7 @@ class _ShardTarget:
     return ShardFile(path, self.compression, self.write_index, files)
 
 
-class _InOrderWriterFn(beam.DoFn):
+class _InOrderWriterFn(AnyOutput, beam.DoFn):
   """What both single-worker shard writers share: batches of examples, each
   written in turn (write), must come in write order and in one bundle (rows are sorted before decoding on a single local
   worker; a runner that reordered or split them would otherwise go unnoticed)."""
