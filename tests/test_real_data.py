@@ -375,7 +375,7 @@ def test_multi_label_parsing_units():
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
   assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')
-  with pytest.raises(RowError, match='string or a number'):
+  with pytest.raises(RowError, match='string or a finite number'):
     parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
 
 
