@@ -93,9 +93,8 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
   """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
 
   in_order: the rows come out in their write order (a single local worker).
-  progress_dir: where the manifest's reader leaves the progress line's total.
-  label_map_here: made by the step that resolves the rows (in_order only).
-  """
+  progress_dir: where the manifest's reader leaves the progress line's total;
+  label_map_here: made by the step that resolves the rows (in_order only)."""
   if config.detection is not None:
     source = detection.read_annotations(p, config.detection, config.split)
   elif config.image_dir:
@@ -130,20 +129,17 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   # any image is decoded and writes records as they come: no image payload
   # goes through a shuffle. Other runners shuffle the records to their shards.
   in_order = runners.single_local_worker(p.options)
-  # Made from every row by the step that puts them in order, for the steps
-  # fused after it: no stage boundary there (label_maps.LabelMapHere).
-  here = LabelMapHere() if (in_order and config.label_map is None and config.detection is None
-                            and config.dedupe != 'content') else None
+  # A single local worker copies reused records in its image step, in write
+  # order, as the images come (local previous shards); elsewhere by shard.
+  inline = in_order and previous_used(config) and not any(
+      is_remote(sidecar.path) for sidecar in config.previous.sidecars)
+  here = LabelMapHere() if label_map_made_here(config, in_order, inline) else None
   rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir, here)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
                    in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
                    harnesses=None if in_order else runners.harnesses_per_machine(p.options))
-  # A single local worker copies reused records in its image step, in write
-  # order, as the images come (local previous shards); elsewhere by shard.
-  inline = in_order and previous_used(config) and not any(
-      is_remote(sidecar.path) for sidecar in config.previous.sidecars)
   rows, join_tallies = _previous_rows(rows, config, inline)
   tallies += join_tallies
   content = 'content' in (config.dedupe, config.split_by)
@@ -235,6 +231,15 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
               side.AsList(rejected_files),
               side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
               **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
+
+
+def label_map_made_here(config: configs.ConvertConfig, in_order: bool, inline: bool) -> bool:
+  """Whether the in-order resolve step makes the label map for the steps
+  fused after it (label_maps.LabelMapHere): a map from the rows, every row
+  kept until the map's combine (no --dedupe content), and no shuffle between
+  (remote sidecars are joined through one: a side input there costs no stage)."""
+  return (in_order and config.label_map is None and config.detection is None
+          and config.dedupe != 'content' and (inline or not previous_used(config)))
 
 
 def fingerprints_fetched(config: configs.ConvertConfig) -> bool:

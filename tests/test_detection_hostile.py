@@ -746,3 +746,23 @@ def test_empty_source_ids_are_each_a_problem_and_no_repeat(hostile_coco, tmp_pat
   assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'empty_source_id': 2})
   assert [(p['file'], p['record'], p['detail']) for p in report['problems']] == [
       (shard, 0, 'image/source_id is empty'), (shard, 1, 'image/source_id is empty')]
+
+
+def test_a_voc_mask_opens_under_max_pixels_whatever_opens_the_images(monkeypatch):
+  # The masks open in the launcher's detection step: images opening in image
+  # processes (the image step then leaves the launcher's Pillow alone) must
+  # not leave Pillow's own, lower bomb limit refusing a mask --max_pixels allows.
+  import warnings
+
+  from PIL import Image
+
+  from transforms.core.detect import DetectionOptions
+  from transforms.core.shuffle import DEFAULT_ORDERING
+  from transforms.core.spec import ExampleSpec
+  from transforms.core.spec import ImageSpec
+  from transforms.detection import _DetectFn
+  monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 89_478_485)  # Pillow's default, put back after
+  with warnings.catch_warnings():
+    _DetectFn(('cat',), ImageSpec(max_pixels=200_000_000), ExampleSpec(), DetectionOptions(),
+              DEFAULT_ORDERING).setup()
+    assert Image.MAX_IMAGE_PIXELS == 200_000_000

@@ -120,12 +120,34 @@ def test_a_label_map_made_here_is_read_only_in_its_process_and_not_kept():
   with pytest.raises(RuntimeError, match='not in this process'):
     copy.resolve('cat')  # nothing made yet: never a guess
   made = here.make([manifest.ManifestRow({}, 'm', 2, label='cat')])
-  assert copy.resolve('cat') == (0, 'cat') and made.names == ('cat',)
+  assert made.names == ('cat',)
+  del made
+  gc.collect()  # the steps' copies may be dropped (Beam drops idle ones): the map stays
+  assert copy.resolve('cat') == (0, 'cat')
   reader = pickle.loads(pickle.dumps(here))
-  del made, copy
+  del here, copy
   gc.collect()
   with pytest.raises(RuntimeError):
-    reader.resolve('cat')  # the run's holders are gone: so is its map
+    reader.resolve('cat')  # the pipeline's own is gone: so is the run's map
+
+
+@pytest.mark.parametrize('in_order, inline, previous, label_map, dedupe, made_here', [
+    (True, False, None, None, 'none', True),
+    (True, True, 'local', None, 'none', True),  # copies in the image step: one stage
+    (True, False, 'remote', None, 'none', False),  # joined through a shuffle: stages apart
+    (False, False, None, None, 'none', False),  # a distributed runner
+    (True, False, None, 'file', 'none', False),  # --label_map: no map from the rows
+    (True, False, None, None, 'content', False),  # --dedupe content drops rows before it
+])
+def test_the_label_map_is_made_in_the_resolve_step_only_where_one_stage_follows(
+    in_order, inline, previous, label_map, dedupe, made_here):
+  from types import SimpleNamespace
+
+  from pipeline import convert
+  config = SimpleNamespace(
+      label_map=label_map, detection=None, dedupe=dedupe,
+      previous=SimpleNamespace(dataset='prev') if previous else None)
+  assert convert.label_map_made_here(config, in_order, inline) is made_here
 
 
 def test_encode_rows_examples_and_rejections(tmp_path):

@@ -28,6 +28,7 @@ from transforms.core.example import BuiltExample
 from transforms.core.example import LabelledRow
 from transforms.core.example import build_example
 from transforms.core.example import held_bytes
+from transforms.core.image import prepare_pillow
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_rejection
 from transforms.core.shuffle import Ordering
@@ -137,6 +138,10 @@ class _DetectFn(beam.DoFn):
 
   def setup(self):
     self._dropped = counter('boxes_dropped_by_crop')
+    # VOC masks open here, in the launcher, whatever opens the images: its
+    # Pillow must take --max_pixels (the image step prepares it only when
+    # images open on its threads)
+    prepare_pillow(self._image.max_pixels)
 
   def process(self, loaded):
     row = loaded.labelled.row

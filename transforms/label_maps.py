@@ -73,19 +73,23 @@ class LabelMapHere:
   --label_map, no detection: convert.build). A step that finds no map (run in
   another process than the resolve step) fails: it never guesses one.
 
-  The maps are held weakly by token: the resolve step and each reader keep
-  theirs, so a finished run leaves nothing behind in a long-lived process.
+  A map is kept by token for as long as the LabelMapHere the pipeline was
+  built with lives (the pipeline holds it for its run), then let go, so a
+  finished run leaves nothing behind in a long-lived process. Not as long as
+  the steps' copies live: Beam drops a bundle processor idle for 60 s, and a
+  map held only by its steps was gone before a later stage read it.
   """
 
-  _MADE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  _MADE: dict = {}
 
   def __init__(self):
     self._token = uuid.uuid4().hex
     self._map = None
+    # only the instance made at construction (copies are unpickled, no __init__)
+    weakref.finalize(self, LabelMapHere._MADE.pop, self._token, None)
 
   def make(self, rows) -> LabelMap:
-    """Makes the map of `rows` and keeps it for this run's readers; -> the map,
-    which the caller holds while its readers may need it."""
+    """Makes the map of `rows` and keeps it for this run's readers; -> the map."""
     made = label_map_of(rows)
     self._MADE[self._token] = made
     return made

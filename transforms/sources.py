@@ -188,7 +188,7 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
         kept.append(row)
     del tagged
     if self._label_map_here is not None:  # before any row goes on to the steps that read it
-      self._label_map = self._label_map_here.make(kept)
+      self._label_map_here.make(kept)
     yield from chunks(kept if ordering.shuffle else shuffle.sort_rows(kept, ordering))
 
 
