@@ -111,6 +111,18 @@ def test_rejected_line_deleted(rejecting):
        "decode/too_many_pixels; dataset_info.json's rejected_by_reason says 4")]
 
 
+def test_rejected_line_overwritten_by_a_copy_of_another(rejecting):
+  # The counts still add up: one row has two lines, another none.
+  path = rejecting / 'rejected.jsonl'
+  lines = path.read_text().splitlines(keepends=True)
+  row = json.loads(lines[0])
+  path.write_text(''.join(lines[:1] + lines[:1] + lines[2:]))
+  assert findings(rejecting) == [
+      ('row_accounting', 'rejected.jsonl', -1, f"lines 1 and 2 both name the row of source "
+       f"{row['source']!r}, line {row['line']}; a row is one example or one line, so another "
+       "row's line is missing (overwritten by a copy of one of these)")]
+
+
 def test_rejected_file_deleted_or_garbled(rejecting):
   path = rejecting / 'rejected.jsonl'
   text = path.read_text()

@@ -2,7 +2,8 @@
 beside the shards and against what the records hold: plain functions.
 
 - the rows: num_manifest_rows = examples + the rejected.jsonl lines that are
-  manifest rows (label-manifest lines are not), by reason as well;
+  manifest rows (label-manifest lines are not), by reason as well, and no
+  two of those lines of one row (rejected_rows);
 - the numbers that follow from others: num_classes from the label map,
   error_rate and over_budget from the rows, each num_..._rejected from its
   reasons; each split's num_bytes against its shards' sizes;
@@ -23,6 +24,7 @@ import json
 import math
 from typing import Optional
 
+from transforms.core import rejected_rows
 from transforms.core.annotations import label_map_pbtxt
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.spec import LABEL_MAP
@@ -47,6 +49,8 @@ class RejectedLines:
   label_rows: dict = dataclasses.field(default_factory=dict)  # label-manifest lines
   unreadable: list = dataclasses.field(default_factory=list)  # (line number, why)
   missing: bool = False  # no rejected.jsonl (an object store's when nothing was rejected)
+  repeated: list = dataclasses.field(default_factory=list)  # the first RepeatedRows
+  num_repeated: int = 0  # rows with more than one line
 
 
 def _counts_as_row(record: dict, config: dict) -> bool:
@@ -60,11 +64,21 @@ def _counts_as_row(record: dict, config: dict) -> bool:
       and label_manifest != config.get('manifest'))
 
 
-def count_rejected(lines: Iterable[bytes], info: dict) -> RejectedLines:
+def count_rejected(lines: Iterable[bytes], info: dict,
+                   run_entries: int = rejected_rows.RUN_ENTRIES) -> RejectedLines:
   """The lines of rejected.jsonl -> RejectedLines. A line that is not a JSON
-  object with a stage and a code is unreadable (and counted as no reason)."""
-  config = info.get('config') or {}
+  object with a stage and a code is unreadable (and counted as no reason).
+  Rows with more than one line are found in one pass, in bounded memory
+  (rejected_rows.repeated_rows: runs of `run_entries` lines)."""
   counted = RejectedLines()
+  counted.repeated, counted.num_repeated = rejected_rows.repeated_rows(
+      _counted_rows(lines, info.get('config') or {}, counted), run_entries)
+  return counted
+
+
+def _counted_rows(lines: Iterable[bytes], config: dict, counted: RejectedLines):
+  """Counts each line into `counted` as it goes, and yields (source, line,
+  number in the file) of each line that counts as a row and names one."""
   for number, line in enumerate(lines, 1):
     if not line.strip():
       continue
@@ -74,9 +88,12 @@ def count_rejected(lines: Iterable[bytes], info: dict) -> RejectedLines:
     except (ValueError, TypeError, KeyError) as error:  # ValueError: bad JSON or UTF-8
       counted.unreadable.append((number, f'{type(error).__name__}: {error}'))
       continue
-    into = counted.rows if _counts_as_row(record, config) else counted.label_rows
+    row = _counts_as_row(record, config)
+    into = counted.rows if row else counted.label_rows
     into[reason] = into.get(reason, 0) + 1
-  return counted
+    identity = rejected_rows.row_identity(record) if row else None
+    if identity is not None:
+      yield *identity, number
 
 
 def _declared_examples(info: dict) -> int:
@@ -97,6 +114,13 @@ def row_accounting_problems(info: dict, rejected: RejectedLines) -> list:
   problems = [Problem(ROW_ACCOUNTING, REJECTED_FILE, -1,
                       f'line {number} is not a JSON object with a stage and a code ({why})')
               for number, why in rejected.unreadable]
+  problems += [Problem(ROW_ACCOUNTING, REJECTED_FILE, -1, row.detail())
+               for row in rejected.repeated]
+  if rejected.num_repeated > len(rejected.repeated):
+    problems.append(Problem(
+        ROW_ACCOUNTING, REJECTED_FILE, -1,
+        f'{rejected.num_repeated - len(rejected.repeated)} more row(s) of another source '
+        f'or line have more than one line each'))
   rows = sum(rejected.rows.values()) + len(rejected.unreadable)
   if 'num_manifest_rows' in info:
     examples = _declared_examples(info)

@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from collections.abc import Iterator
 import dataclasses
-import heapq
 import json
 import math
-import os
-import pickle
-import tempfile
 from typing import Any
 
+from transforms.core.external_sort import sorted_entries
 from transforms.core.pickling import cheap_pickle
 from transforms.core.redact import shown_url
 from transforms.core.redact import shown_value
@@ -101,33 +98,11 @@ def sorted_lines(rejections: Iterable[Rejection],
   source, then line, then the line's text: one order whatever order the
   runner delivered them in (runners differ, and so would the file's bytes).
   Any number of rejections: runs of `run_lines` are sorted on temp files and
-  merged."""
-  run, spilled = [], []
-  with tempfile.TemporaryDirectory(prefix='rejected-') as folder:
-    for rejection in rejections:
-      run.append((rejection.source, rejection.line, rejection.to_json()))
-      if len(run) >= run_lines:
-        spilled.append(_spill(sorted(run), os.path.join(folder, f'run-{len(spilled)}')))
-        run = []
-    merged = heapq.merge(*map(_read_run, spilled), sorted(run))
-    for _, _, text in merged:
-      yield text.encode('utf-8') + b'\n'
-
-
-def _spill(run: list, path: str) -> str:
-  with open(path, 'wb') as handle:
-    for entry in run:
-      pickle.dump(entry, handle, protocol=pickle.HIGHEST_PROTOCOL)
-  return path
-
-
-def _read_run(path: str) -> Iterator[tuple]:
-  with open(path, 'rb') as handle:
-    while True:
-      try:
-        yield pickle.load(handle)
-      except EOFError:
-        return
+  merged (external_sort)."""
+  entries = ((rejection.source, rejection.line, rejection.to_json())
+             for rejection in rejections)
+  for _, _, text in sorted_entries(entries, run_lines, prefix='rejected-'):
+    yield text.encode('utf-8') + b'\n'
 
 
 def unexpected_error(error: Exception, stage: str = STAGE_DECODE) -> RowError:
