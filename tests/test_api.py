@@ -439,14 +439,19 @@ def test_a_run_leaves_the_process_as_it_found_it(tmp_path):
 _INTERRUPT_SCRIPT = textwrap.dedent("""
     import os, signal, subprocess, sys, time
     from pipeline import api
-    from pipeline.runs import progress
+    from transforms import encode
 
     data = sys.argv[1]
-    def update(self, done):  # Ctrl-C, as a notebook's interrupt sends it, mid-run
-      if done and not hasattr(progress, 'sent'):
-        progress.sent = True
+    # Ctrl-C, as a notebook's interrupt sends it, mid-run: when the first
+    # image comes back (the progress line's first update with a row done came
+    # only after the last row once the run was fast enough)
+    loaded = encode.LoadImageFn.outcome
+    def outcome(self, element, result):
+      if not hasattr(encode, 'sent'):
+        encode.sent = True
         os.kill(os.getpid(), signal.SIGINT)
-    progress.LineDisplay.update = update
+      return loaded(self, element, result)
+    encode.LoadImageFn.outcome = outcome
     try:
       api.convert(rows=[{'image': f'{data}/{i % 4}.png', 'label': 'ab'[i % 2],
                          'key': str(i)} for i in range(400)],
