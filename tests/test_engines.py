@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import shlex
 import shutil
 import socket
 import tempfile
@@ -662,7 +663,10 @@ def test_the_job_server_stops_with_the_job(monkeypatch, tmp_path):
   launcher = options.get_all_options()['job_server_java_launcher']
   if shutil.which('setpriv'):
     assert launcher == str(tmp_path / job_server_launcher.WRAPPER)
-    assert '-- /jdk/bin/java ' in (tmp_path / job_server_launcher.WRAPPER).read_text()
+    # its temp files (a Flink job server's 21 MB jar) in the run's temp folder
+    option = shlex.quote(f'-Djava.io.tmpdir={tmp_path}')
+    assert f'-- /jdk/bin/java {option} "$@"' in (
+        tmp_path / job_server_launcher.WRAPPER).read_text()
   else:
     assert launcher == '/jdk/bin/java'
 
@@ -677,7 +681,10 @@ def test_a_job_server_started_through_the_wrapper_ends_with_its_launcher(tmp_pat
   import subprocess
   import sys
   import time
-  wrapper = job_server_launcher.dying_with_launcher(shutil.which('sleep'), str(tmp_path))
+  java = tmp_path / 'java'  # stands for Java: takes its options, then is `sleep`
+  java.write_text(f'#!/bin/sh\nexec {shutil.which("sleep")} "$2"\n')
+  java.chmod(0o755)
+  wrapper = job_server_launcher.dying_with_launcher(str(java), str(tmp_path))
   launcher = subprocess.Popen(
       [sys.executable, '-c', 'import subprocess, sys, time\n'
        'child = subprocess.Popen([sys.argv[1], "300"])\n'

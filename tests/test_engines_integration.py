@@ -92,9 +92,13 @@ def describe(result: subprocess.CompletedProcess) -> str:
     ('FlinkRunner', '[local]'), ('SparkRunner', f'local[{os.cpu_count()}]')])
 def test_convert_and_validate(runner, master, images, local, tmp_path):
   out = tmp_path / 'out'
+  java_temp = set(_java_temp_files())
   converted = run_module('pipeline.convert', '--manifest', images, '--output_dir', out,
                          *FLAGS, '--runner', runner)
   assert converted.returncode == EXIT_OK, describe(converted)
+  # the job server's JVM kept its temp files in the run's own temp folder (a
+  # Flink job server unpacked a 21 MB jar into /tmp on every run and left it)
+  assert set(_java_temp_files()) - java_temp == set()
   assert 'Converted 6 of 7 rows' in converted.stdout, describe(converted)
   assert 'Traceback' not in converted.stderr, describe(converted)
   engine = read_info(out)['engine']
@@ -110,6 +114,11 @@ def test_convert_and_validate(runner, master, images, local, tmp_path):
   validated = run_module('pipeline.validate', '--input_dir', out, '--runner', runner)
   assert validated.returncode == EXIT_OK, describe(validated)
   assert 'OK: 6 examples (train 6)' in validated.stdout, describe(validated)
+
+
+def _java_temp_files() -> list:
+  """What Flink's and Spark's JVMs leave in Java's default temp folder."""
+  return [name for name in os.listdir('/tmp') if name.startswith(('flink-rpc-akka', 'spark-'))]
 
 
 def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local, tmp_path):
