@@ -17,6 +17,7 @@ from transforms.core import shuffle
 from transforms.core.paths import is_remote
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import SOURCES_SUFFIX
+from transforms.shard_file import GATHER_BYTES
 from transforms.shard_file import ShardFile
 from transforms.shard_file import abandoned_on_error
 from transforms.shard_plan import ShardStartsFn
@@ -33,6 +34,11 @@ from transforms.write_sources import WriteSidecar
 from transforms.write_sources import line_of
 
 SOURCES = 'sources'  # _WriteShardFn's (order, sidecar line) of each record
+# A round-robin writer keeps every shard open: their gathered records
+# (shard_file.GATHER_BYTES each) stay within this together, with at least
+# MIN_GATHER_BYTES a shard (the 8 KB buffer each had before, times eight).
+GATHERED_AT_ONCE = 64 << 20
+MIN_GATHER_BYTES = 64 << 10
 
 
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
@@ -55,8 +61,12 @@ class _ShardTarget:
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
 
-  def create(self, path: str, files: filesystem.FileAccess | None = None) -> ShardFile:
-    return ShardFile(path, self.compression, self.write_index, files)
+  def create(self, path: str, files: filesystem.FileAccess | None = None,
+             open_at_once: int = 1) -> ShardFile:
+    """open_at_once: how many shards the writer keeps open together, which
+    share GATHERED_AT_ONCE bytes of gathered records."""
+    return ShardFile(path, self.compression, self.write_index, files, max(
+        MIN_GATHER_BYTES, min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1))))
 
 
 class _InOrderWriterFn(AnyOutput, beam.DoFn):
@@ -119,7 +129,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
   def write(self, example) -> None:
     self._check(example)
     if not self._shards:
-      self._shards = [self._target.create(self._path(i), self._files)
+      self._shards = [self._target.create(self._path(i), self._files, self._num_shards)
                       for i in range(self._num_shards)]
       self._sidecar = self._target.sidecar(self._files)
     shard = shuffle.shard_of(self._count, self._num_shards)

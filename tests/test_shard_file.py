@@ -1,0 +1,64 @@
+"""transforms/shard_file.py: records gathered and written a chunk at a time,
+every byte in order by close(), none after a failed write."""
+
+import os
+
+from transforms.core.tfrecord import frame
+from transforms.shard_file import ShardFile
+from transforms.write_shards import GATHERED_AT_ONCE
+from transforms.write_shards import MIN_GATHER_BYTES
+from transforms.write_shards import _ShardTarget
+
+
+def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_path):
+  path = tmp_path / 'out.tfrecord'
+  records = [bytes([i]) * (9000 + i) for i in range(7)]  # framed: 9,016 to 9,022 bytes
+  sizes = []
+  # (each write larger than the file object's own 8 KB buffer, so it is seen)
+  with ShardFile(str(path), 'none', write_index=True, gather_bytes=18_000) as shard:
+    spans = []
+    for record in records:
+      spans.append(shard.write_record(record))
+      sizes.append(os.path.getsize(path))
+  framed = [frame(record) for record in records]
+  # written when 18,000 bytes or more wait: after records 2, 4 and 6 (1-based)
+  assert sizes == [0, 18_033, 18_033, 36_070, 36_070, 54_111, 54_111]
+  assert path.read_bytes() == b''.join(framed)
+  offsets = [sum(map(len, framed[:i])) for i in range(len(framed))]
+  assert [span[:2] for span in spans] == [(offset, len(f)) for offset, f in zip(offsets, framed)]
+  assert (tmp_path / 'out.tfrecord.index').read_text() == ''.join(
+      f'{offset} {len(f)}\n' for offset, f in zip(offsets, framed))
+
+
+def test_a_gzip_shard_holds_the_same_records(tmp_path):
+  import gzip
+  path = tmp_path / 'out.tfrecord.gz'
+  records = [bytes([i]) * 5000 for i in range(5)]
+  with ShardFile(str(path), 'gzip', gather_bytes=8000) as shard:
+    for record in records:
+      shard.write_record(record)
+  assert gzip.decompress(path.read_bytes()) == b''.join(map(frame, records))
+
+
+def test_an_abandoned_shard_writes_nothing_it_gathered(tmp_path):
+  path = tmp_path / 'out.tfrecord'
+  shard = ShardFile(str(path), 'none', write_index=True)
+  shard.write_record(b'gathered, never written')
+  shard.abandon()
+  shard.close()
+  assert path.read_bytes() == b''
+  assert not (tmp_path / 'out.tfrecord.index').exists()
+
+
+def test_shards_open_together_share_the_gathered_bytes(tmp_path):
+  target = _ShardTarget(str(tmp_path / 'train'), '.tfrecord', 'none')
+  one = target.create(str(tmp_path / 'a.tfrecord'))
+  many = target.create(str(tmp_path / 'b.tfrecord'), open_at_once=256)
+  too_many = target.create(str(tmp_path / 'c.tfrecord'), open_at_once=100_000)
+  try:
+    assert one._gather_bytes == 1 << 20
+    assert many._gather_bytes == GATHERED_AT_ONCE // 256 == 256 << 10
+    assert too_many._gather_bytes == MIN_GATHER_BYTES
+  finally:
+    for shard in (one, many, too_many):
+      shard.close()
