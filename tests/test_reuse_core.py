@@ -488,6 +488,80 @@ def test_a_copy_keeps_the_framed_record_as_read_for_the_writer(tmp_path, compres
   reader.close()
 
 
+def _counting_preads(monkeypatch) -> list:
+  """The (offset, size) of every os.pread from now on."""
+  reads, real = [], os.pread
+  monkeypatch.setattr(os, 'pread', lambda fd, size, offset: reads.append(
+      (offset, size)) or real(fd, size, offset))
+  return reads
+
+
+def test_records_asked_in_a_run_are_read_ahead_together(tmp_path, monkeypatch):
+  records = [_example(f'k{i}', f'record {i}'.encode() * 40) for i in range(6)]
+  path = _shard_file(tmp_path, records)
+  spans = [_in(path, records, i)[0] for i in range(6)]
+  # a chunk holds records 1 and 2 and part of 3: 3 starts a chunk of its own
+  monkeypatch.setattr(copies, 'READ_AHEAD', spans[3].offset + 100 - spans[1].offset)
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  copied = [reader.copy(*_in(path, records, i)) for i in range(6)]
+  assert [c.data for c in copied] == records
+  assert all(type(c.framed) is bytes and c.data.obj is c.framed for c in copied)
+  size = os.path.getsize(path)
+  assert reads == [  # the first alone (nothing read before it), then runs
+      (0, spans[0].length),
+      (spans[1].offset, copies.READ_AHEAD),
+      (spans[3].offset, copies.READ_AHEAD),
+      (spans[5].offset, size - spans[5].offset)]  # never past the shard's end
+  reader.close()
+
+
+def test_records_asked_out_of_order_are_each_read_alone(tmp_path, monkeypatch):
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(6)]
+  path = _shard_file(tmp_path, records)
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  order = (4, 1, 0, 3, 5)  # never the record after the one read before
+  assert [reader.copy(*_in(path, records, i)).data for i in order] == [
+      records[i] for i in order]
+  assert reads == [(_in(path, records, i)[0].offset, _in(path, records, i)[0].length)
+                   for i in order]
+  reader.close()
+
+
+def test_a_damaged_record_inside_a_chunk_read_ahead_is_refused_alone(tmp_path, monkeypatch):
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(4)]
+  path = _shard_file(tmp_path, records)
+  spans = [_in(path, records, i)[0] for i in range(4)]
+  damaged = bytearray(open(path, 'rb').read())
+  damaged[spans[2].offset + 14] ^= 1
+  open(path, 'wb').write(bytes(damaged))
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  assert reader.copy(*_in(path, records, 0)).data == records[0]
+  assert reader.copy(*_in(path, records, 1)).data == records[1]  # reads 1 to 3 at once
+  with pytest.raises(ShardError, match=f'data CRC mismatch in the record at byte '
+                     f'{spans[2].offset}'):
+    reader.copy(*_in(path, records, 2))
+  assert reader.copy(*_in(path, records, 3)).data == records[3]
+  assert len(reads) == 2
+  reader.close()
+
+
+def test_a_shard_cut_short_after_it_was_opened_is_a_shard_error(tmp_path):
+  records = [_example(f'k{i}', f'r{i}'.encode() * 30) for i in range(3)]
+  path = _shard_file(tmp_path, records)
+  spans = [_in(path, records, i)[0] for i in range(3)]
+  reader = copies.ShardReader(KEY)
+  assert reader.copy(*_in(path, records, 0)).data == records[0]
+  os.truncate(path, spans[2].offset + 5)  # record 2 cut short while the run goes on
+  assert reader.copy(*_in(path, records, 1)).data == records[1]
+  end = spans[2].offset + spans[2].length
+  with pytest.raises(ShardError, match=f'shard ends before byte {end}'):
+    reader.copy(*_in(path, records, 2))
+  reader.close()
+
+
 def test_the_shard_writer_writes_a_framed_record_as_given(tmp_path):
   from transforms.shard_file import ShardFile
   path = tmp_path / 'out.tfrecord'

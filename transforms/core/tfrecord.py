@@ -85,23 +85,24 @@ def _intact(data: bytes, footer: bytes) -> bool:
   return masked_crc(data) == _FOOTER.unpack(footer)[0]
 
 
-def data_view(framed: bytes) -> memoryview:
+def data_view(framed: bytes | memoryview) -> memoryview:
   """The data of a framed record whose frame is checked (unframe), as a view
   into `framed`: no copy of it."""
   return memoryview(framed)[_HEADER.size:len(framed) - _FOOTER.size]
 
 
-def unframe(framed: bytes, length: int, where: int) -> bytes:
+def unframe(framed: bytes | memoryview, length: int, where: int) -> bytes:
   """The data of one framed record of `length` bytes, read from byte `where`
   of its shard (for the messages), both CRCs checked; ShardError if it is
-  not there intact (`framed` shorter: the shard ends before it)."""
+  not there intact (`framed` shorter: the shard ends before it). `framed`
+  may be a view (of a chunk read ahead, copies.ShardReader)."""
   if len(framed) < length:
     raise ShardError(0, 'truncated_shard', f'shard ends before byte {where + length}')
   if (length < _HEADER.size + _FOOTER.size
-          or _data_length(framed[:_HEADER.size]) != length - _HEADER.size - _FOOTER.size):
+          or _data_length(bytes(framed[:_HEADER.size])) != length - _HEADER.size - _FOOTER.size):
     raise ShardError(0, 'corrupt_shard', f'no record of {length} bytes at byte {where}')
   data_end = length - _FOOTER.size
-  data = framed[_HEADER.size:data_end]
+  data = bytes(framed[_HEADER.size:data_end])  # a view's data copied: the CRC takes bytes
   if not _intact(data, framed[data_end:length]):
     raise ShardError(0, 'corrupt_shard', f'data CRC mismatch in the record at byte {where}')
   return data
