@@ -21,6 +21,7 @@ from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from transforms.core import annotations
 from transforms.core import coco
+from transforms.core import detection_checks
 from transforms.core import masks
 from transforms.core import validation
 from transforms.core.detect import DetectedImage
@@ -151,6 +152,43 @@ def test_validate_checks_the_detection_section_and_label_map_pbtxt(converted, tm
       "the dataset has 1 object(s) of class 'cat'; dataset_info.json's "
       'detection.objects_per_class says 50',
       "the dataset has 10 object(s); dataset_info.json's detection.num_objects says 99"]
+
+
+def test_validate_checks_dropped_boxes_against_the_rejected_annotations(converted, tmp_path):
+  """detection.dropped_boxes follows from rejected_annotations_by_reason and
+  --on_bad_box (found in a new-user trial: an edited count passed)."""
+  _, out = converted
+  copy = pathlib.Path(shutil.copytree(out, tmp_path / 'out'))
+  info = read_info(copy)
+  assert info['detection']['dropped_boxes'] == {
+      'crop_visibility': 0, **{code: 1 for _, code in BAD}}
+  info['detection']['dropped_boxes']['empty_box'] = 4
+  info['detection']['dropped_boxes']['bad_annotation'] = 2
+  info['detection']['dropped_boxes']['crop_visibility'] = 7  # recorded nowhere else
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(copy)]) == 1
+  report = json.loads((copy / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'row_accounting': 2}
+  assert sorted(p['detail'] for p in report['problems']) == [
+      "dataset_info.json's detection.dropped_boxes.bad_annotation is 2, but its "
+      'rejected_annotations_by_reason (--on_bad_box drop) makes it 0',
+      "dataset_info.json's detection.dropped_boxes.empty_box is 4, but its "
+      'rejected_annotations_by_reason (--on_bad_box drop) makes it 1']
+
+
+def test_with_reject_row_no_box_is_dropped_for_an_annotation():
+  by_reason = {'annotation/missing_image': 1}
+  check = detection_checks.dropped_boxes_problems
+  assert check({'on_bad_box': 'reject_row', 'dropped_boxes': {'crop_visibility': 3}},
+               by_reason) == []
+  assert check({'on_bad_box': 'reject_row', 'dropped_boxes': {
+      'crop_visibility': 0, 'missing_image': 1}}, by_reason) == [
+      'detection.dropped_boxes.missing_image is 1, but its rejected_annotations_by_reason '
+      '(--on_bad_box reject_row) makes it 0']
+  assert check({'on_bad_box': 'drop', 'dropped_boxes': {'crop_visibility': 0}}, by_reason) == [
+      'detection.dropped_boxes.missing_image is 0, but its rejected_annotations_by_reason '
+      '(--on_bad_box drop) makes it 1']
+  assert check({'dropped_boxes': {'x': 1}}, by_reason) == []  # a file without on_bad_box
 
 
 def test_reject_row_and_skip_empty(converted, tmp_path):

@@ -549,6 +549,21 @@ def mixed_detection(tmp_path_factory) -> dict:
   return outs
 
 
+@pytest.mark.parametrize('options,message', [
+    # (found in a new-user trial: both were ignored, the images kept their own
+    # size and the records had no label at all, without a word)
+    ({'resize_to': (8, 8)}, r'resize_to=\(8, 8\) does not go with a --schema detection '
+                            r'dataset .*: convert it with --height and --width'),
+    ({'resize_to': (8, 8), 'batch_size': 3}, 'resize_to=.* does not go with'),
+    ({'multi_hot': True}, 'multi_hot does not go with a --schema detection dataset .*: '
+                          'its records hold object lists'),
+])
+def test_load_refuses_options_a_detection_dataset_cannot_take(mixed_detection, options,
+                                                              message):
+  with pytest.raises(ValueError, match=message):
+    read.load(str(mixed_detection['none']), **options)
+
+
 def batch_row(value, row: int) -> np.ndarray:
   """Row `row` of a batched value as numpy: a ragged one's own row, a dense one's slice."""
   if isinstance(value, dict):

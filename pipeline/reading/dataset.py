@@ -194,6 +194,21 @@ def _checked_load_options(decode: bool, resize_to, batch_size) -> Optional[tuple
   return resize_to
 
 
+def _refuse_classification_options(input_dir: str, multi_hot: bool, resize_to) -> None:
+  """ValueError for the options only a classification dataset takes: the
+  detection decoder would leave them out without a word (found in a trial:
+  resize_to=(8, 8) gave each image its own size, multi_hot no label at all)."""
+  if resize_to is not None:
+    raise ValueError(f'resize_to={resize_to!r} does not go with a --schema detection '
+                     f'dataset ({input_dir}): convert it with --height and --width, or '
+                     f'resize each image and its masks yourself (normalised boxes stay '
+                     f'right under a stretch)')
+  if multi_hot:
+    raise ValueError(f'multi_hot does not go with a --schema detection dataset '
+                     f'({input_dir}): its records hold object lists (`classes`), not '
+                     f'one label')
+
+
 def load(input_dir: str, split: str = 'train', *, decode: bool = True,
          shuffle_files: bool = False, multi_hot: bool = False,
          resize_to: Optional[tuple] = None, batch_size: Optional[int] = None,
@@ -221,13 +236,17 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   --include_masks, `num_objects`; batch_size=N batches them as above, then
   pads the object lists to the batch's longest: images and masks of their own
   size stay ragged, each box normalised to its own image
-  (pipeline/reading/read_detection.py). schema: ValueError when the dataset's differs."""
+  (pipeline/reading/read_detection.py); multi_hot and resize_to are refused
+  (ValueError). schema: ValueError when the dataset's differs."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
-  import tensorflow as tf
   info = info or read_info(input_dir)
   if schema is not None and schema != info['schema']:
     raise ValueError(f'schema={schema!r}: {input_dir} was written with --schema '
                      f'{info["schema"]}')
+  detection = info['schema'] == 'detection'
+  if detection:
+    _refuse_classification_options(input_dir, multi_hot, resize_to)
+  import tensorflow as tf
   files = shard_paths(input_dir, info, split)
   compression = 'GZIP' if info['compression'] == 'gzip' else ''
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -238,7 +257,6 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
       cycle_length=max(1, min(len(files), 16)), num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=True)
   spec = _parse_spec(info, tf)
-  detection = info['schema'] == 'detection'
   if detection:
     from pipeline.reading import read_detection
     to_example = read_detection.decoder(info, decode, tf, _image_shape(info))

@@ -24,6 +24,7 @@ import json
 import math
 from typing import Optional
 
+from transforms.core import detection_checks
 from transforms.core import rejected_rows
 from transforms.core.annotations import label_map_pbtxt
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
@@ -200,8 +201,9 @@ def declared_number_problems(info: dict) -> list:
   from the label map (its length; --schema detection: the largest id),
   error_rate from num_rejected / num_manifest_rows, over_budget from that rate
   and max_error_rate, and the totals of rejected label-manifest lines
-  (--schema detection: annotations) from their reasons. A number the file
-  lacks is not compared (a dataset written before it existed)."""
+  (--schema detection: annotations, and detection.dropped_boxes) from their
+  reasons. A number the file lacks is not compared (a dataset written before
+  it existed)."""
   return (_num_classes_problems(info) + _error_rate_problems(info)
           + _sum_problems('num_label_manifest_rows_rejected',
                           info.get('num_label_manifest_rows_rejected'),
@@ -210,7 +212,10 @@ def declared_number_problems(info: dict) -> list:
           + _sum_problems('detection.num_rejected_annotations',
                           (info.get('detection') or {}).get('num_rejected_annotations'),
                           'rejected_annotations_by_reason',
-                          info.get('rejected_annotations_by_reason')))
+                          info.get('rejected_annotations_by_reason'))
+          + [Problem(ROW_ACCOUNTING, '', -1, f"dataset_info.json's {what}")
+             for what in detection_checks.dropped_boxes_problems(
+                 info.get('detection') or {}, info.get('rejected_annotations_by_reason'))])
 
 
 def byte_count_problems(info: dict, split_bytes: dict) -> list:

@@ -17,6 +17,25 @@ PER_OBJECT = BOX_FEATURES + ('image/object/class/label', 'image/object/class/tex
 MASK = 'image/object/mask'
 
 
+def dropped_boxes_problems(detection: dict, by_reason) -> list:
+  """dataset_info.json's detection.dropped_boxes against what it follows
+  from, as detection_info.finish_info writes it -> [what differs]: with
+  --on_bad_box drop, each rejected annotation's code as often as
+  rejected_annotations_by_reason counts it; with reject_row, none (its image's
+  row is rejected instead). crop_visibility is recorded nowhere else."""
+  dropped, mode = detection.get('dropped_boxes'), detection.get('on_bad_box')
+  if dropped is None or by_reason is None or mode is None:
+    return []
+  expected = {reason.split('/', 1)[1]: n for reason, n in by_reason.items()
+              if mode == 'drop'}
+  found = {code: n for code, n in dropped.items() if code != 'crop_visibility'}
+  return [f'detection.dropped_boxes.{code} is {found.get(code, 0)}, but its '
+          f'rejected_annotations_by_reason (--on_bad_box {mode}) makes it '
+          f'{expected.get(code, 0)}'
+          for code in sorted(set(found) | set(expected))
+          if found.get(code, 0) != expected.get(code, 0)]
+
+
 def check_boxes(_, record, expected) -> list:
   """Every per-object list has one value per box; coordinates in [0, 1]
   with min <= max."""

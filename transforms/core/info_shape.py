@@ -287,6 +287,8 @@ INFO_SHAPE = _Object({
         'num_objects': _optional(_COUNT),
         'objects_per_class': _optional(_COUNTS),
         'num_rejected_annotations': _optional(_COUNT),
+        'dropped_boxes': _optional(_COUNTS),
+        'on_bad_box': _optional(_OneOf(('drop', 'reject_row'))),
     })),
 })
 
