@@ -16,6 +16,13 @@ DEFAULT_SPLIT = 'train'
 DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
 
 
+def check_split_name(name: str, flag: str, error: type) -> None:
+  """`error` naming `name` unless it is a split name: it names the split's
+  shard files (<split>-00000-of-00001.tfrecord), so no '-', '.', '/' or space."""
+  if not SPLIT_NAME.match(name):
+    raise error(f'{flag}: {name!r} is not a split name (letters, digits and _ only)')
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitConfig:
   """Split from a `split` column, or by salted hash of the key."""
