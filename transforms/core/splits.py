@@ -34,6 +34,9 @@ class SplitConfig:
     if self.fractions:
       return hash_split(key, self.fractions, self.seed)
     value = DEFAULT_SPLIT if column_value is None else column_value.strip()
+    if not value:  # --split_names cannot help: a name is never empty
+      raise RowError(STAGE_MANIFEST, 'unknown_split',
+                     f'the split cell is empty; give one of {", ".join(self.names)}')
     if value not in self.names:
       raise RowError(
           STAGE_MANIFEST, 'unknown_split',
