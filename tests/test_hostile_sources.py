@@ -9,6 +9,7 @@ import dataclasses
 import errno
 import hashlib
 import io
+import json
 import os
 import pathlib
 import resource
@@ -25,6 +26,8 @@ from apache_beam.testing.util import equal_to
 import pytest
 
 from pipeline import convert
+from pipeline import read
+from pipeline import validate
 from pipeline.errors import EXIT_OVER_BUDGET
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import COLOURS
@@ -558,3 +561,27 @@ def test_a_file_or_folder_name_that_is_not_utf8_rejects_its_row_only(tmp_path):
   assert sorted((r['row']['image'], r['code'], r['reason']) for r in rejected_lines(out)) == [
       ('d\\xf6g/x.png', 'bad_encoding', 'file name is not UTF-8: d\\xf6g/x.png'),
       ('dog/caf\\xe9.png', 'bad_encoding', 'file name is not UTF-8: dog/caf\\xe9.png')]
+
+
+def test_an_image_dir_name_with_a_leading_or_trailing_space_is_read_as_listed(tmp_path):
+  # ' cat/a.png' (a class folder whose name starts with a space) was stripped
+  # like a manifest cell into 'cat/a.png', a file that does not exist: each
+  # image of the folder was rejected as read/missing_file. The label is still
+  # stripped, as every label is (label_map.txt cannot hold the spaces).
+  tree = tmp_path / 'photos'
+  write_image(tree / ' cat' / 'a.png', (255, 0, 0))
+  write_image(tree / 'dog' / 'b.png', (0, 0, 255))
+  write_image(tree / 'dog' / 'c.png ', (0, 255, 0), fmt='PNG')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(tree), '--output_dir', str(out), '--height', '4',
+                       '--width', '4', '--image_extensions', 'all']) == 0
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected'], info['label_map']) == (3, 0, ['cat', 'dog'])
+  got = {e['key']: (e['class_text'], e['label'], e['image'][0, 0].tolist())
+         for e in read.examples(str(out))}
+  assert got == {' cat/a.png': ('cat', 0, [255, 0, 0]), 'dog/b.png': ('dog', 1, [0, 0, 255]),
+                 'dog/c.png ': ('dog', 1, [0, 255, 0])}
+  # validate --recompute reads the sources by the same names
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == 0
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (3, 0)

@@ -123,6 +123,10 @@ def test_split_column_values_must_be_known():
   assert split.assign('k', ' test ') == 'test'
   with pytest.raises(RowError, match='not one of train, test'):
     split.assign('k', 'dev')
+  # an empty cell: its own reason (it once said "split '' is not one of
+  # train, test (set --split_names)", and no name can be empty)
+  with pytest.raises(RowError, match=r'^the split cell is empty; give one of train, test$'):
+    split.assign('k', ' ')
 
 
 def test_label_map_lookup_and_integers():

@@ -32,6 +32,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     (['--no_such_flag', '1'], "unrecognized argument '--no_such_flag'"),
     (['--split', 'train=0.5,test=0.2'], 'add up to 0.7'),
     (['--split', 'train'], 'NAME=FRACTION'),
+    # the name that is not one, and what a name may hold (it names shard files)
+    (['--split_names', 'train,val-a,test'],
+     "--split_names: 'val-a' is not a split name (letters, digits and _ only)"),
+    (['--split_names', ' , '], "--split_names ' , ' names no split"),
+    (['--split', 'train=0.5,dev.1=0.5'],
+     "--split: 'dev.1' is not a split name (letters, digits and _ only)"),
     (['--extra_features', 'weight:double'], 'COLUMN:bytes|float|int64'),
     (['--schema', 'seed', '--encoding', 'jpeg'], '--schema seed'),
     (['--max_error_rate', '2'], 'not in 0..1'),

@@ -294,7 +294,7 @@ class ReadImageDir(beam.PTransform):
                label_normalize: frozenset = DEFAULT_NORMALIZE):
     super().__init__()
     self._config = manifest.ManifestConfig(
-        path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
+        path=directory.rstrip('/') + '/', fmt='csv', header=('image', 'label'), listed=True,
         split=split, label_normalize=label_normalize)
     self._layout = layout
     self._extensions = extensions

@@ -118,8 +118,10 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
                        '--multi_label needs --schema default')
   options = output_options(parsed)
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
-  if not split_names or not all(splits.SPLIT_NAME.match(n) for n in split_names):
-    raise UsageError(f'--split_names {args.split_names!r} is not a list of names')
+  if not split_names:
+    raise UsageError(f'--split_names {args.split_names!r} names no split')
+  for name in split_names:
+    splits.check_split_name(name, '--split_names', UsageError)
   split = splits.SplitConfig(
       fractions=parse_split_fractions(args.split) if args.split else (),
       seed=args.seed, names=split_names)

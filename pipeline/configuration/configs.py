@@ -156,8 +156,9 @@ def parse_split_fractions(text: str) -> tuple:
       fraction = float(value)
     except ValueError:
       fraction = -1.0
-    if not sep or not splits.SPLIT_NAME.match(name) or not 0 < fraction <= 1:
+    if not sep or not 0 < fraction <= 1:
       raise UsageError(f'--split: {part!r} is not NAME=FRACTION with 0 < FRACTION <= 1')
+    splits.check_split_name(name, '--split', UsageError)
     fractions.append((name, fraction))
   names = [n for n, _ in fractions]
   if len(set(names)) != len(names):

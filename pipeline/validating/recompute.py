@@ -124,7 +124,7 @@ def _rows(config, keys: set, files) -> dict:
 def _image_dir_row(config, image: str):
   """The row --image_dir made of the file at `image` (relative to it)."""
   source = manifest.ManifestConfig(
-      path=config.image_dir.rstrip('/') + '/', fmt='csv', header=('image', 'label'),
+      path=config.image_dir.rstrip('/') + '/', fmt='csv', header=('image', 'label'), listed=True,
       split=config.split, label_normalize=config.label_normalize)
   return manifest.row_from_fields(image_dir_fields(image, config.image_dir_layout), source, 0)
 

@@ -111,6 +111,7 @@ class ManifestConfig:
   # A Parquet or WebDataset manifest: what the launcher read of its files
   # (core/parquet.ParquetLayout, core/webdataset.TarLayout); None: a line format.
   layout: Optional[object] = None
+  listed: bool = False  # --image_dir: image names as listed, never stripped as cells are
 
   def column(self, name: str) -> str:
     """The file's name of logical column `name` (image, label, key, split)."""
@@ -311,7 +312,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   if config.role == ROLE_LABELS:
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
-  image = text_of(fields, config.column('image'))
+  image = fields['image'] if config.listed else text_of(fields, config.column('image'))
   path = image_path(image, config.base_dir, config.column('image'))
   image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
@@ -358,8 +359,7 @@ def iter_lines(stream, fmt: str) -> Iterator[tuple]:
 
 
 def line_of(kept: ManifestRow, other: ManifestRow) -> str:
-  """'line N' of `kept`, naming its file when `other` comes from another
-  file of the same manifest."""
+  """'line N' of `kept`, naming its file when `other` is from another of its files."""
   return f'line {kept.line}' + (f' of {kept.source}' if kept.source != other.source else '')
 
 

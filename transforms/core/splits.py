@@ -16,6 +16,13 @@ DEFAULT_SPLIT = 'train'
 DEFAULT_SPLIT_NAMES = ('train', 'validation', 'test')
 
 
+def check_split_name(name: str, flag: str, error: type) -> None:
+  """`error` naming `name` unless it is a split name: it names the split's
+  shard files (<split>-00000-of-00001.tfrecord), so no '-', '.', '/' or space."""
+  if not SPLIT_NAME.match(name):
+    raise error(f'{flag}: {name!r} is not a split name (letters, digits and _ only)')
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitConfig:
   """Split from a `split` column, or by salted hash of the key."""
@@ -27,6 +34,9 @@ class SplitConfig:
     if self.fractions:
       return hash_split(key, self.fractions, self.seed)
     value = DEFAULT_SPLIT if column_value is None else column_value.strip()
+    if not value:  # --split_names cannot help: a name is never empty
+      raise RowError(STAGE_MANIFEST, 'unknown_split',
+                     f'the split cell is empty; give one of {", ".join(self.names)}')
     if value not in self.names:
       raise RowError(
           STAGE_MANIFEST, 'unknown_split',
