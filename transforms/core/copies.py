@@ -203,10 +203,12 @@ READ_AHEAD = 1 << 20
 
 class ShardReader:
   """Reads records of local previous shards by offset, each checked
-  (checked_copy, by `check`). A plain shard: one
-  pread on a file kept open while the reader is (2-3x as fast as an open, a
-  seek and a read per record, measured on 12,000 records of 31 KB; a map of
-  the file held the GIL through its page faults). A gzip shard is inflated
+  (checked_copy, by `check`). A plain shard: pread on a file kept open while
+  the reader is (2-3x as fast as an open, a seek and a read per record,
+  measured on 12,000 records of 31 KB; a map of the file held the GIL through
+  its page faults, and a shard cut short under it would kill the process
+  with SIGBUS), one record at a time, or READ_AHEAD bytes at a time along a
+  run of consecutive records (_framed). A gzip shard is inflated
   once, as far as the records asked need, into an unnamed temporary file
   read the same way: the order records are asked in costs nothing (streaming
   it again for every record asked out of order took 55 s for 1,500 records
