@@ -19,6 +19,7 @@ def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_
     spans = []
     for record in records:
       spans.append(shard.write_record(record))
+      shard._behind.wait()  # the write goes on on its own thread: done
       sizes.append(os.path.getsize(path))
   framed = [frame(record) for record in records]
   # written when 18,000 bytes or more wait: after records 2, 4 and 6 (1-based)
@@ -62,3 +63,72 @@ def test_shards_open_together_share_the_gathered_bytes(tmp_path):
   finally:
     for shard in (one, many, too_many):
       shard.close()
+
+
+def test_writes_behind_run_in_order_on_their_own_thread():
+  import threading
+  from transforms.write_behind import WriteBehind
+  done = []
+  behind = WriteBehind()
+  for i in range(5):
+    behind.run(lambda i=i: done.append((i, threading.current_thread().name)))
+  behind.close()
+  assert [i for i, _ in done] == [0, 1, 2, 3, 4]
+  assert all(name.startswith('write-behind') for _, name in done)
+  in_caller = WriteBehind(in_caller=True)
+  in_caller.run(lambda: done.append(('caller', threading.current_thread().name)))
+  assert done[-1] == ('caller', threading.current_thread().name)
+
+
+def test_a_failed_write_behind_is_raised_by_the_next_call_and_none_runs_after_it():
+  import errno
+  import pytest
+  from transforms.write_behind import WriteBehind
+
+  def full():
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  done = []
+  behind = WriteBehind()
+  behind.run(full)
+  with pytest.raises(OSError, match='No space left'):
+    behind.run(done.append, 'after')
+  assert done == []
+  behind.run(full)
+  with pytest.raises(OSError, match='No space left'):
+    behind.close()
+  behind.run(full)
+  behind.abandon()  # the write's own error was raised already: dropped here
+  behind.run(lambda: 1 / 0)
+  with pytest.raises(ZeroDivisionError):  # a bug is never dropped
+    behind.abandon()
+
+
+def test_a_shard_and_a_sidecar_that_fail_behind_raise_at_close_and_let_their_files_go(
+    tmp_path, monkeypatch):
+  import errno
+  import pytest
+  from transforms import filesystem
+  from transforms.write_sources import SidecarFile
+
+  class Full:
+    closed = False
+
+    def write(self, data):
+      raise OSError(errno.ENOSPC, 'No space left on device')
+
+    def close(self):
+      self.closed = True
+  handles = []
+  monkeypatch.setattr(filesystem.FileAccess, 'create',
+                      lambda self, path, gzip_compressed=False: handles.append(Full()) or
+                      handles[-1])
+  shard = ShardFile(str(tmp_path / 'a.tfrecord'), 'none', gather_bytes=10)
+  shard.write_record(b'x' * 20)  # gathered past 10 bytes: written behind, and fails
+  with pytest.raises(OSError, match='No space left'):
+    shard.close()
+  sidecar = SidecarFile(str(tmp_path / 'a.sources.jsonl.gz'), filesystem.FileAccess())
+  sidecar.add(b'{}\n')
+  with pytest.raises(OSError, match='No space left'):
+    sidecar.close()
+  assert [handle.closed for handle in handles] == [True, True]
+  assert shard._behind._executor is None and sidecar._behind._executor is None

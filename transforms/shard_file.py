@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 
 from transforms import filesystem
+from transforms.core.paths import is_remote
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.tfrecord import frame
+from transforms.write_behind import WriteBehind
 
 
 @contextlib.contextmanager
@@ -36,7 +38,8 @@ class ShardFile:
   tfrecord package's and DALI's index tools), from the offsets seen while
   writing, so no second pass over the shard. Records reach the file
   gather_bytes at a time (GATHER_BYTES; less for a writer with many shards
-  open), and all of them by close()."""
+  open), and all of them by close(); a local shard's writes go on while the
+  next records come (write_behind.py)."""
 
   def __init__(self, path: str, compression: str, write_index: bool = False,
                files: filesystem.FileAccess | None = None,
@@ -48,6 +51,7 @@ class ShardFile:
     self._position = 0
     self._abandoned = False
     self._gathered, self._gathered_bytes, self._gather_bytes = [], 0, gather_bytes
+    self._behind = WriteBehind(in_caller=is_remote(path))
 
   def write_record(self, data: bytes, framed: bytes = b'') -> tuple:
     """-> (offset, length, data CRC) of the framed record in the uncompressed
@@ -66,22 +70,25 @@ class ShardFile:
   def _write_gathered(self) -> None:
     gathered = self._gathered
     self._gathered, self._gathered_bytes = [], 0
-    self._handle.write(gathered[0] if len(gathered) == 1 else b''.join(gathered))
+    self._behind.run(self._handle.write,
+                     gathered[0] if len(gathered) == 1 else b''.join(gathered))
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;
     close() then does nothing (no index of a partial shard)."""
     self._abandoned = True
     self._gathered, self._gathered_bytes = [], 0
+    self._behind.abandon()
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 
   def close(self) -> None:
     if self._abandoned:
       return
-    if self._gathered:
-      with abandoned_on_error([self]):
+    with abandoned_on_error([self]):
+      if self._gathered:
         self._write_gathered()
+      self._behind.close()
     self._handle.close()
     if self._lines is not None:
       with self._files.create(self._path + INDEX_SUFFIX) as index:
