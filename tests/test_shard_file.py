@@ -1,10 +1,18 @@
 """transforms/shard_file.py: records gathered and written a chunk at a time,
 every byte in order by close(), none after a failed write."""
 
+import errno
+import gzip
 import os
+import threading
 
+import pytest
+
+from transforms import filesystem
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
+from transforms.write_behind import WriteBehind
+from transforms.write_sources import SidecarFile
 from transforms.write_shards import GATHERED_AT_ONCE
 from transforms.write_shards import MIN_GATHER_BYTES
 from transforms.write_shards import _ShardTarget
@@ -32,7 +40,6 @@ def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_
 
 
 def test_a_gzip_shard_holds_the_same_records(tmp_path):
-  import gzip
   path = tmp_path / 'out.tfrecord.gz'
   records = [bytes([i]) * 5000 for i in range(5)]
   with ShardFile(str(path), 'gzip', gather_bytes=8000) as shard:
@@ -66,8 +73,6 @@ def test_shards_open_together_share_the_gathered_bytes(tmp_path):
 
 
 def test_writes_behind_run_in_order_on_their_own_thread():
-  import threading
-  from transforms.write_behind import WriteBehind
   done = []
   behind = WriteBehind()
   for i in range(5):
@@ -81,9 +86,6 @@ def test_writes_behind_run_in_order_on_their_own_thread():
 
 
 def test_a_failed_write_behind_is_raised_by_the_next_call_and_none_runs_after_it():
-  import errno
-  import pytest
-  from transforms.write_behind import WriteBehind
 
   def full():
     raise OSError(errno.ENOSPC, 'No space left on device')
@@ -105,10 +107,6 @@ def test_a_failed_write_behind_is_raised_by_the_next_call_and_none_runs_after_it
 
 def test_a_shard_and_a_sidecar_that_fail_behind_raise_at_close_and_let_their_files_go(
     tmp_path, monkeypatch):
-  import errno
-  import pytest
-  from transforms import filesystem
-  from transforms.write_sources import SidecarFile
 
   class Full:
     closed = False
