@@ -12,10 +12,10 @@ from transforms import filesystem
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
 from transforms.write_behind import WriteBehind
-from transforms.write_sources import SidecarFile
 from transforms.write_shards import GATHERED_AT_ONCE
 from transforms.write_shards import MIN_GATHER_BYTES
 from transforms.write_shards import _ShardTarget
+from transforms.write_sources import SidecarFile
 
 
 def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_path):
