@@ -12,10 +12,10 @@ for the first (never more than one gathered chunk waiting), in order.
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+import contextlib
 from typing import Optional
 
 
