@@ -67,6 +67,8 @@ def test_shards_open_together_share_the_gathered_bytes(tmp_path):
     assert one._gather_bytes == 1 << 20
     assert many._gather_bytes == GATHERED_AT_ONCE // 256 == 256 << 10
     assert too_many._gather_bytes == MIN_GATHER_BYTES
+    assert [shard._behind._in_caller for shard in (one, many, too_many)] == [
+        False, True, True]  # a thread a shard only for a few shards
   finally:
     for shard in (one, many, too_many):
       shard.close()

@@ -38,12 +38,12 @@ class ShardFile:
   tfrecord package's and DALI's index tools), from the offsets seen while
   writing, so no second pass over the shard. Records reach the file
   gather_bytes at a time (GATHER_BYTES; less for a writer with many shards
-  open), and all of them by close(); a local shard's writes go on while the
-  next records come (write_behind.py)."""
+  open), and all of them by close(); with write_behind, a local shard's
+  writes go on while the next records come (write_behind.py)."""
 
   def __init__(self, path: str, compression: str, write_index: bool = False,
                files: filesystem.FileAccess | None = None,
-               gather_bytes: int = GATHER_BYTES):
+               gather_bytes: int = GATHER_BYTES, write_behind: bool = True):
     self._path = path
     self._files = files or filesystem.FileAccess()
     self._handle = self._files.create(path, gzip_compressed=compression == 'gzip')
@@ -51,7 +51,7 @@ class ShardFile:
     self._position = 0
     self._abandoned = False
     self._gathered, self._gathered_bytes, self._gather_bytes = [], 0, gather_bytes
-    self._behind = WriteBehind(in_caller=is_remote(path))
+    self._behind = WriteBehind(in_caller=is_remote(path) or not write_behind)
 
   def write_record(self, data: bytes, framed: bytes = b'') -> tuple:
     """-> (offset, length, data CRC) of the framed record in the uncompressed

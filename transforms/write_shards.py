@@ -39,6 +39,10 @@ SOURCES = 'sources'  # _WriteShardFn's (order, sidecar line) of each record
 # MIN_GATHER_BYTES a shard (the 8 KB buffer each had before, times eight).
 GATHERED_AT_ONCE = 64 << 20
 MIN_GATHER_BYTES = 64 << 10
+# Shards open together up to this many each write on a thread of their own
+# (write_behind.py); more are written in the writer's thread, not with a
+# thread a shard (a round robin of 1,000 shards would start 1,000).
+MAX_WRITE_BEHIND = 8
 
 
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
@@ -64,9 +68,11 @@ class _ShardTarget:
   def create(self, path: str, files: filesystem.FileAccess | None = None,
              open_at_once: int = 1) -> ShardFile:
     """open_at_once: how many shards the writer keeps open together, which
-    share GATHERED_AT_ONCE bytes of gathered records."""
+    share GATHERED_AT_ONCE bytes of gathered records (and write behind only
+    up to MAX_WRITE_BEHIND of them)."""
     return ShardFile(path, self.compression, self.write_index, files, max(
-        MIN_GATHER_BYTES, min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1))))
+        MIN_GATHER_BYTES, min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1))),
+        write_behind=open_at_once <= MAX_WRITE_BEHIND)
 
 
 class _InOrderWriterFn(AnyOutput, beam.DoFn):
