@@ -516,6 +516,24 @@ def test_records_asked_in_a_run_are_read_ahead_together(tmp_path, monkeypatch):
   reader.close()
 
 
+def test_a_run_that_crosses_into_the_next_shard_reads_each_shard_apart(tmp_path, monkeypatch):
+  first = [_example(f'k{i}', f'a{i}'.encode() * 20) for i in range(3)]
+  second = [_example(f'k{i}', f'b{i}'.encode() * 20) for i in range(3, 6)]
+  (tmp_path / 'a').mkdir()
+  (tmp_path / 'b').mkdir()
+  path_a, path_b = _shard_file(tmp_path / 'a', first), _shard_file(tmp_path / 'b', second)
+  asked = [_in(path_a, first, i) for i in range(3)] + [
+      (_in(path_b, second, i)[0], f'k{i + 3}') for i in range(3)]
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  assert [reader.copy(record, key).data for record, key in asked] == first + second
+  size_a, size_b = os.path.getsize(path_a), os.path.getsize(path_b)
+  a1, b1 = asked[1][0].offset, asked[4][0].offset
+  assert reads == [(0, asked[0][0].length), (a1, size_a - a1),  # shard a: alone, then ahead
+                   (0, asked[3][0].length), (b1, size_b - b1)]  # shard b: the same again
+  reader.close()
+
+
 def test_records_asked_out_of_order_are_each_read_alone(tmp_path, monkeypatch):
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(6)]
   path = _shard_file(tmp_path, records)
