@@ -204,7 +204,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     else:
       writer = WriteShards(prefix, suffix, config.compression, config.num_shards,
                            config.shard_size_mb * 1024 * 1024, in_order, config.write_index,
-                           sources=True)
+                           sources=True, splits=len(split_names))
     written = split_examples | f'Write[{split}]' >> writer
     shard_paths.append(written | f'Tag[{split}]' >> beam.Map(
         lambda path, split=split: (split, path)))

@@ -9,12 +9,13 @@ import threading
 import pytest
 
 from transforms import filesystem
+from transforms import write_shards
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
 from transforms.write_behind import WriteBehind
 from transforms.write_shards import GATHERED_AT_ONCE
-from transforms.write_shards import MIN_GATHER_BYTES
 from transforms.write_shards import _ShardTarget
+from transforms.write_shards import _WriteRoundRobinFn
 from transforms.write_sources import SidecarFile
 
 
@@ -65,8 +66,9 @@ def test_shards_open_together_share_the_gathered_bytes(tmp_path):
   too_many = target.create(str(tmp_path / 'c.tfrecord'), open_at_once=100_000)
   try:
     assert one._gather_bytes == 1 << 20
-    assert many._gather_bytes == GATHERED_AT_ONCE // 256 == 256 << 10
-    assert too_many._gather_bytes == MIN_GATHER_BYTES
+    assert many._gather_bytes == GATHERED_AT_ONCE // 256 == 64 << 10
+    # no floor: 100,000 shards still share 16 MB (167 bytes each), not 6.4 GB
+    assert too_many._gather_bytes == GATHERED_AT_ONCE // 100_000 == 167
     assert [shard._behind._in_caller for shard in (one, many, too_many)] == [
         False, True, True]  # a thread a shard only for a few shards
   finally:
@@ -132,3 +134,36 @@ def test_a_shard_and_a_sidecar_that_fail_behind_raise_at_close_and_let_their_fil
     sidecar.close()
   assert [handle.closed for handle in handles] == [True, True]
   assert shard._behind._executor is None and sidecar._behind._executor is None
+
+
+class _Example:
+  """What the round-robin writer reads of a BuiltExample (no sidecar here)."""
+
+  def __init__(self, order: int, data: bytes):
+    self.order, self.key, self.data, self.framed = order, f'k{order}', data, b''
+
+
+def test_round_robin_writers_of_every_split_gather_within_the_shared_bytes(tmp_path, monkeypatch):
+  """Found measuring peak RSS: with a floor of 64 KB a shard per writer, 2,000
+  shards (or 3 splits of 300) gathered far more than GATHERED_AT_ONCE, so a
+  run of 4,000 96x96 records held all 110 MB until its end (236 MB peak RSS
+  against 125 MB before gathering). Here 1 MB shared by 2 splits of 64 shards:
+  8 KB each (the floor gave 64 KB: 8 MB in all, every record held)."""
+  monkeypatch.setattr(write_shards, 'GATHERED_AT_ONCE', 1 << 20)
+  writers = [_WriteRoundRobinFn(_ShardTarget(str(tmp_path / split), '.tfrecord', 'none'),
+                                64, splits=2) for split in ('train', 'test')]
+  record = bytes(range(256)) * 12  # 3,072 bytes, 3,088 framed
+  for writer in writers:
+    writer.setup()
+    writer.start_bundle()
+  for order in range(64 * 12):  # 12 records a shard, 37 KB, in both splits
+    for writer in writers:
+      writer.process([_Example(order, record)])
+  on_disk = sum(path.stat().st_size for path in tmp_path.glob('*.tfrecord'))
+  # each shard wrote its first 3 records together (9,264 >= 8,192), then 3 more...
+  assert len(list(tmp_path.glob('*.tfrecord'))) == 128
+  assert on_disk == 128 * 12 * 3088
+  for writer in writers:
+    list(writer.finish_bundle())
+  assert sum(path.stat().st_size for path in tmp_path.glob('*.tfrecord')) == 128 * 12 * 3088
+  assert (tmp_path / 'test-00005-of-00064.tfrecord').read_bytes() == frame(record) * 12
