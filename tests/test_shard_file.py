@@ -1,22 +1,15 @@
 """transforms/shard_file.py: records gathered and written a chunk at a time,
 every byte in order by close(), none after a failed write."""
 
-import errno
 import gzip
 import os
-import threading
 
-import pytest
-
-from transforms import filesystem
 from transforms import write_shards
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
-from transforms.write_behind import WriteBehind
 from transforms.write_shards import GATHERED_AT_ONCE
 from transforms.write_shards import _ShardTarget
 from transforms.write_shards import _WriteRoundRobinFn
-from transforms.write_sources import SidecarFile
 
 
 def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_path):
@@ -28,7 +21,6 @@ def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_
     spans = []
     for record in records:
       spans.append(shard.write_record(record))
-      shard._behind.wait()  # the write goes on on its own thread: done
       sizes.append(os.path.getsize(path))
   framed = [frame(record) for record in records]
   # written when 18,000 bytes or more wait: after records 2, 4 and 6 (1-based)
@@ -69,71 +61,9 @@ def test_shards_open_together_share_the_gathered_bytes(tmp_path):
     assert many._gather_bytes == GATHERED_AT_ONCE // 256 == 64 << 10
     # no floor: 100,000 shards still share 16 MB (167 bytes each), not 6.4 GB
     assert too_many._gather_bytes == GATHERED_AT_ONCE // 100_000 == 167
-    assert [shard._behind._in_caller for shard in (one, many, too_many)] == [
-        False, True, True]  # a thread a shard only for a few shards
   finally:
     for shard in (one, many, too_many):
       shard.close()
-
-
-def test_writes_behind_run_in_order_on_their_own_thread():
-  done = []
-  behind = WriteBehind()
-  for i in range(5):
-    behind.run(lambda i=i: done.append((i, threading.current_thread().name)))
-  behind.close()
-  assert [i for i, _ in done] == [0, 1, 2, 3, 4]
-  assert all(name.startswith('write-behind') for _, name in done)
-  in_caller = WriteBehind(in_caller=True)
-  in_caller.run(lambda: done.append(('caller', threading.current_thread().name)))
-  assert done[-1] == ('caller', threading.current_thread().name)
-
-
-def test_a_failed_write_behind_is_raised_by_the_next_call_and_none_runs_after_it():
-
-  def full():
-    raise OSError(errno.ENOSPC, 'No space left on device')
-  done = []
-  behind = WriteBehind()
-  behind.run(full)
-  with pytest.raises(OSError, match='No space left'):
-    behind.run(done.append, 'after')
-  assert done == []
-  behind.run(full)
-  with pytest.raises(OSError, match='No space left'):
-    behind.close()
-  behind.run(full)
-  behind.abandon()  # the write's own error was raised already: dropped here
-  behind.run(lambda: 1 / 0)
-  with pytest.raises(ZeroDivisionError):  # a bug is never dropped
-    behind.abandon()
-
-
-def test_a_shard_and_a_sidecar_that_fail_behind_raise_at_close_and_let_their_files_go(
-    tmp_path, monkeypatch):
-
-  class Full:
-    closed = False
-
-    def write(self, data):
-      raise OSError(errno.ENOSPC, 'No space left on device')
-
-    def close(self):
-      self.closed = True
-  handles = []
-  monkeypatch.setattr(filesystem.FileAccess, 'create',
-                      lambda self, path, gzip_compressed=False: handles.append(Full()) or
-                      handles[-1])
-  shard = ShardFile(str(tmp_path / 'a.tfrecord'), 'none', gather_bytes=10)
-  shard.write_record(b'x' * 20)  # gathered past 10 bytes: written behind, and fails
-  with pytest.raises(OSError, match='No space left'):
-    shard.close()
-  sidecar = SidecarFile(str(tmp_path / 'a.sources.jsonl.gz'), filesystem.FileAccess())
-  sidecar.add(b'{}\n')
-  with pytest.raises(OSError, match='No space left'):
-    sidecar.close()
-  assert [handle.closed for handle in handles] == [True, True]
-  assert shard._behind._executor is None and sidecar._behind._executor is None
 
 
 class _Example:

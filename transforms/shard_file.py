@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 
 from transforms import filesystem
-from transforms.core.paths import is_remote
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.tfrecord import frame
-from transforms.write_behind import WriteBehind
 
 
 @contextlib.contextmanager
@@ -38,12 +36,11 @@ class ShardFile:
   tfrecord package's and DALI's index tools), from the offsets seen while
   writing, so no second pass over the shard. Records reach the file
   gather_bytes at a time (GATHER_BYTES; less for a writer with many shards
-  open), and all of them by close(); with write_behind, a local shard's
-  writes go on while the next records come (write_behind.py)."""
+  open), and all of them by close()."""
 
   def __init__(self, path: str, compression: str, write_index: bool = False,
                files: filesystem.FileAccess | None = None,
-               gather_bytes: int = GATHER_BYTES, write_behind: bool = True):
+               gather_bytes: int = GATHER_BYTES):
     self._path = path
     self._files = files or filesystem.FileAccess()
     self._handle = self._files.create(path, gzip_compressed=compression == 'gzip')
@@ -51,7 +48,6 @@ class ShardFile:
     self._position = 0
     self._abandoned = False
     self._gathered, self._gathered_bytes, self._gather_bytes = [], 0, gather_bytes
-    self._behind = WriteBehind(in_caller=is_remote(path) or not write_behind)
 
   def write_record(self, data: bytes, framed: bytes = b'') -> tuple:
     """-> (offset, length, data CRC) of the framed record in the uncompressed
@@ -70,25 +66,22 @@ class ShardFile:
   def _write_gathered(self) -> None:
     gathered = self._gathered
     self._gathered, self._gathered_bytes = [], 0
-    self._behind.run(self._handle.write,
-                     gathered[0] if len(gathered) == 1 else b''.join(gathered))
+    self._handle.write(gathered[0] if len(gathered) == 1 else b''.join(gathered))
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;
     close() then does nothing (no index of a partial shard)."""
     self._abandoned = True
     self._gathered, self._gathered_bytes = [], 0
-    self._behind.abandon()
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 
   def close(self) -> None:
     if self._abandoned:
       return
-    with abandoned_on_error([self]):
-      if self._gathered:
+    if self._gathered:
+      with abandoned_on_error([self]):
         self._write_gathered()
-      self._behind.close()
     self._handle.close()
     if self._lines is not None:
       with self._files.create(self._path + INDEX_SUFFIX) as index:

@@ -45,10 +45,6 @@ SOURCES = 'sources'  # _WriteShardFn's (order, sidecar line) of each record
 # 16 MB: a round robin of up to 16 shards still gathers 1 MB a shard, and a
 # run of many shards holds at most 16 MB more than before gathering.
 GATHERED_AT_ONCE = 16 << 20
-# Shards open together up to this many each write on a thread of their own
-# (write_behind.py); more are written in the writer's thread, not with a
-# thread a shard (a round robin of 1,000 shards would start 1,000).
-MAX_WRITE_BEHIND = 8
 
 
 def shard_path(prefix: str, index: int, num_shards: int, suffix: str) -> str:
@@ -74,11 +70,9 @@ class _ShardTarget:
   def create(self, path: str, files: filesystem.FileAccess | None = None,
              open_at_once: int = 1) -> ShardFile:
     """open_at_once: how many shards the run's writers keep open together,
-    which share GATHERED_AT_ONCE bytes of gathered records (and write
-    behind only up to MAX_WRITE_BEHIND of them)."""
+    which share GATHERED_AT_ONCE bytes of gathered records."""
     return ShardFile(path, self.compression, self.write_index, files,
-                     min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1)),
-                     write_behind=open_at_once <= MAX_WRITE_BEHIND)
+                     min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1)))
 
 
 class _InOrderWriterFn(AnyOutput, beam.DoFn):

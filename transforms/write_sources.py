@@ -14,10 +14,7 @@ from transforms import filesystem
 from transforms.batches import BufferByBucketFn
 from transforms.batches import ExactKeyFn
 from transforms.core.example import BuiltExample
-from transforms.core.paths import is_remote
 from transforms.core.reuse import sidecar_line
-from transforms.shard_file import abandoned_on_error
-from transforms.write_behind import WriteBehind
 
 
 def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> bytes:
@@ -51,8 +48,6 @@ class SidecarFile:
     self._handle = files.create(path)
     self._compressor = zlib.compressobj(SIDECAR_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     self._lines = []
-    # the compressor and the handle are used on its thread only, in order
-    self._behind = WriteBehind(in_caller=is_remote(path))
 
   def add(self, line: bytes) -> None:
     self._lines.append(line)
@@ -60,27 +55,19 @@ class SidecarFile:
       self._compress()
 
   def _compress(self) -> None:
-    lines, self._lines = b''.join(self._lines), []
-    self._behind.run(self._compress_and_write, lines)
-
-  def _compress_and_write(self, lines: bytes, last: bool = False) -> None:
-    compressed = self._compressor.compress(lines)
-    if last:
-      compressed += self._compressor.flush()
+    compressed = self._compressor.compress(b''.join(self._lines))
+    self._lines = []
     if compressed:
       self._handle.write(compressed)
 
   def abandon(self) -> None:
     """Closes the file after a failed write (see shard_file.abandoned_on_error)."""
-    self._behind.abandon()
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 
   def close(self) -> None:
-    lines, self._lines = b''.join(self._lines), []
-    with abandoned_on_error([self]):
-      self._behind.run(self._compress_and_write, lines, True)
-      self._behind.close()
+    self._compress()
+    self._handle.write(self._compressor.flush())
     self._handle.close()
 
 
