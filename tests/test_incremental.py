@@ -284,7 +284,12 @@ def test_latest_points_at_the_last_good_run_and_is_followed(nights, tmp_path, ca
   assert err == (f'Warning: --previous_dataset {latest} does not exist: converting '
                  f'everything (--previous_dataset_missing full)\n')
   assert latest.read_text() == f'{tmp_path / "2026-11-30"}\n'
-  assert read_info(tmp_path / '2026-11-30')['reuse']['previous_dataset_missing'] is True
+  first = read_info(tmp_path / '2026-11-30')
+  assert first['reuse']['previous_dataset_missing'] is True
+  # every record written is a new one (it said 0 encoded: a new-user trial)
+  written = sum(split['num_examples'] for split in first['splits'].values())
+  assert (first['reuse']['num_encoded'], first['reuse']['encoded']['new'],
+          first['reuse']['reused'], written) == (16, 16, 0, 16)
   assert _convert(sources['manifest'], tmp_path / '2026-12-01', flags,
                   '--previous_dataset', str(latest)) == EXIT_OK
   info = read_info(tmp_path / '2026-12-01')

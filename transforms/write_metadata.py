@@ -144,7 +144,7 @@ class WriteInfoFn(AnyOutput, beam.DoFn):
         reuse=None if self._settings.reuse is None else reuse.section(
             {key[1]: n for key, n in tally_sums.items() if key[0] == reuse.TALLY},
             self._settings.reuse['previous_dataset'], self._settings.reuse['previous_run_id'],
-            self._settings.reuse['missing']),
+            self._settings.reuse['missing'], sum(counts.examples.values())),
         run_id=self._lock[1] if self._lock else None)
     label_texts = {LABEL_MAP: label_map.to_text()}
     if self._detection is not None:

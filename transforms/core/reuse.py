@@ -232,9 +232,13 @@ def decide(previous: Optional[PreviousRecord], split: str, fingerprint: str,
 
 
 def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Optional[str],
-            missing: bool = False) -> dict:
+            missing: bool = False, written: int = 0) -> dict:
   """dataset_info.json's `reuse`: {tally name: sum} -> the counts (of the
-  rows written: a row rejected is counted as rejected, whatever its reason)."""
+  rows written: a row rejected is counted as rejected, whatever its reason).
+  missing: no previous dataset (--previous_dataset_missing full), so each of
+  the `written` records is new (no row reached a decision to tally)."""
+  if missing:
+    sums = {**sums, NEW: written}
   encoded = sum(sums.get(reason, 0) for reason in REASONS)
   return {
       'previous_dataset': previous_dataset,
