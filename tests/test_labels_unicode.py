@@ -137,3 +137,38 @@ def test_normalize_label():
   assert labels.normalize_label(NFD, labels.DEFAULT_NORMALIZE) == NFC
   assert labels.normalize_label('CAFE\u0301', frozenset({'nfc', 'lower'})) == NFC
   assert labels.shown('a\u200cb\ufeff\u2066') == 'a<U+200C>b<U+FEFF><U+2066>'
+
+
+@pytest.mark.parametrize('names, not_integers', [
+    (['-1', '0', '01', '1', '10', '2'], ['-1']),  # a stray -1: ids by sorted text
+    (['+3', '0', '1', 'n/a'], ['+3', 'n/a']),  # as many integers as not: still said
+    (['0', '1', '2'], []),  # all integers: ids are their values, nothing to say
+    (['cat', 'dog', '1'], []),  # mostly names: sorted text is what one expects
+    (['7', 'x'], []),  # one integer is no pattern
+])
+def test_mostly_integer_labels_name_the_labels_that_are_not(names, not_integers):
+  assert labels.labels_not_integers(names) == not_integers
+
+
+def test_a_stray_label_among_integers_is_warned_and_a_given_label_map_is_not(
+    images, tmp_path, capsys):
+  """Labels 0, 1, 2, 10 and -1 make ids by sorted text: 10 gets id 2 and 2
+  id 3, silently before (found in a new-user trial of integer labels)."""
+  rows = [('a.png', '0'), ('b.png', '10'), ('c.png', '2'), ('d.png', '-1')]
+  code, out = run(images, tmp_path, rows)
+  assert code == EXIT_OK
+  info = read_info(out)
+  assert info['label_map'] == ['-1', '0', '10', '2']
+  assert (info['label_warnings']['labels_not_integers'],
+          info['label_warnings']['num_labels_not_integers']) == (['-1'], 1)
+  printed = capsys.readouterr().out
+  assert ("Warning: 1 label(s) are not non-negative integers, so the class ids follow the "
+          "labels sorted as text, not the integers' values ('10' before '2'; '1' and '01' "
+          "two classes): ['-1'] (label_map.txt lists the ids; --label_map sets them)") in printed
+  label_map = tmp_path / 'labels.txt'
+  label_map.write_text('-1\n0\n10\n2\n')
+  (tmp_path / 'given').mkdir()
+  code, out = run(images, tmp_path / 'given', rows, '--label_map', str(label_map))
+  assert code == EXIT_OK
+  assert read_info(out)['label_warnings']['num_labels_not_integers'] == 0
+  assert 'not non-negative integers' not in capsys.readouterr().out

@@ -139,7 +139,7 @@ class WriteInfoFn(AnyOutput, beam.DoFn):
         skipped=None if skipped_files is None else (counts.skipped_files, skipped_files),
         label_warnings=labels.label_warnings(counts.label_rows, counts.padded_labels,
                                              self._settings.label_normalize, names,
-                                             counts.class_counts),
+                                             counts.class_counts, not label_map.fixed),
         content_duplicates=content_duplicates,
         reuse=None if self._settings.reuse is None else reuse.section(
             {key[1]: n for key, n in tally_sums.items() if key[0] == reuse.TALLY},

@@ -108,6 +108,12 @@ def warning_lines(info: dict) -> list:
     lines.append(f'Warning: {labels["num_normalization_variant_groups"]} group(s) of labels '
                  f'are one text in different Unicode forms, kept apart: {"; ".join(groups)} '
                  f'(the default --label_normalize nfc merges them)')
+  if labels.get('num_labels_not_integers'):
+    lines.append(f'Warning: {labels["num_labels_not_integers"]} label(s) are not non-negative '
+                 "integers, so the class ids follow the labels sorted as text, not the "
+                 "integers' values ('10' before '2'; '1' and '01' two classes): "
+                 f'{labels["labels_not_integers"][:5]} (label_map.txt lists the ids; '
+                 f'--label_map sets them)')
   if labels.get('num_empty_classes'):
     lines.append(f'Warning: {labels["num_empty_classes"]} class(es) of the label map have '
                  f'no {"object" if info.get("detection") else "example"} (ids kept): '

@@ -254,8 +254,19 @@ def normalization_variants(label_rows: dict) -> list:
   return sorted(variants, key=lambda g: (-sum(r for _, r in g), g))
 
 
+def labels_not_integers(label_names: list) -> list:
+  """The names that kept a label map made from the rows off integer ids,
+  when at least two of its names, and at least half, are non-negative
+  integers: a stray '-1', '+3' or 'n/a' among '0'..'9' makes every id that of
+  the names sorted as text ('10' before '2'; '1' and '01' two classes), not
+  the integers' values. [] when every name, or most, are not such integers."""
+  others = [name for name in label_names if not _is_int(name)]
+  integers = len(label_names) - len(others)
+  return others if others and integers >= max(2, len(others)) else []
+
+
 def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
-                   label_names: list, class_counts: dict) -> dict:
+                   label_names: list, class_counts: dict, from_rows: bool = True) -> dict:
   """What dataset_info.json's `label_warnings` holds (empty lists when none).
 
   case_variants: labels that differ only in case (not merged unless
@@ -265,7 +276,9 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
   invisible_characters: labels holding invisible or bidi control characters
   (kept as written: see invisible_characters()); normalization_variants:
   labels that are one text in NFC, kept apart (--label_normalize none);
-  empty_classes: classes of the label map without an example (their ids stay).
+  empty_classes: classes of the label map without an example (their ids stay);
+  labels_not_integers: with a label map made from the rows (from_rows), the
+  labels that kept mostly integer labels off integer ids (labels_not_integers).
   """
   variants = case_variants(label_rows)
   invisible = invisible_characters(label_rows)
@@ -274,6 +287,7 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
   used = {label_id for per_class in class_counts.values() for label_id, n in per_class.items()
           if n}
   empty = [name for i, name in enumerate(label_names) if i not in used]
+  not_integers = labels_not_integers(label_names) if from_rows else []
   return {
       'case_variants': [{label: rows for label, rows in group}
                         for group in variants[:MAX_LISTED]],
@@ -287,6 +301,8 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
       'num_normalization_variant_groups': len(forms),
       'empty_classes': empty[:MAX_LISTED],
       'num_empty_classes': len(empty),
+      'labels_not_integers': not_integers[:MAX_LISTED],
+      'num_labels_not_integers': len(not_integers),
   }
 
 
