@@ -16,15 +16,10 @@ from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 
-FILTERS = {
-    'bilinear': Image.Resampling.BILINEAR,
-    'bicubic': Image.Resampling.BICUBIC,
-    'lanczos': Image.Resampling.LANCZOS,
-    'nearest': Image.Resampling.NEAREST,
-}
+FILTERS = {name: getattr(Image.Resampling, name.upper())
+           for name in ('bilinear', 'bicubic', 'lanczos', 'nearest')}
 _EXIF_ORIENTATION = 0x0112
-# Orientations 5-8 swap width and height.
-TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # the orientations that swap width and height
 _HIGH_BIT_DEPTH_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I', 'F')
 _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 # What Image.open reads to pick a format: every plugin's signature check sees
@@ -127,11 +122,16 @@ def _bomb_pixels(error: Exception) -> str:
   return f'{int(found.group(1))} pixels' if found else 'more pixels'
 
 
+def refuse_empty(data: bytes) -> None:
+  """decode/empty_file for a file of no bytes (opened, or only hashed)."""
+  if not data:
+    raise _decode_error('empty_file', 'file is empty (0 bytes)')
+
+
 def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Image.Image:
   """Opens the image header; refuses empty files, non-images, formats not in
   `formats` (None: every format) and bombs."""
-  if not data:
-    raise _decode_error('empty_file', 'file is empty (0 bytes)')
+  refuse_empty(data)
   try:
     # Only the allowed formats' plugins ever parse the bytes.
     image = Image.open(io.BytesIO(data), formats=formats)

@@ -18,7 +18,7 @@ from transforms.core.example import build_example
 from transforms.core.file_kinds import kind_of
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
-from transforms.core.rejects import STAGE_DECODE
+from transforms.core.image import refuse_empty
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.reuse import Known
@@ -134,8 +134,7 @@ def _content_hash(data: bytes) -> str:
   rejected as decoding would (decode/empty_file), not kept as the content
   every other empty file then duplicates (--dedupe content rejected those as
   duplicate_content of a row that was itself rejected)."""
-  if not data:
-    raise RowError(STAGE_DECODE, 'empty_file', 'file is empty (0 bytes)')
+  refuse_empty(data)
   return hashlib.sha256(data).hexdigest()
 
 
