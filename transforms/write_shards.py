@@ -38,12 +38,9 @@ SOURCES = 'sources'  # _WriteShardFn's (order, sidecar line) of each record
 # the writers of every split run side by side: all their open shards'
 # gathered records (shard_file.GATHER_BYTES at most each) stay within this
 # together, however many shards (a share smaller than a record writes each
-# record as it comes, as before gathering). A floor of 64 KB a shard, per
-# split, let --num_shards 2000 (sizing.md's figure for a million 300x300
-# images) gather 128 MB and 3 splits of 300 shards 192 MB: 4,000 96x96
-# records (110 MB) were all held until the end (peak RSS 236 MB, 125 before).
-# 16 MB: a round robin of up to 16 shards still gathers 1 MB a shard, and a
-# run of many shards holds at most 16 MB more than before gathering.
+# record as it comes). Up to 16 shards still gather 1 MB each. A floor per
+# shard instead let --num_shards 2000 hold all of 4,000 96x96 records (110
+# MB) until the end: peak RSS 236 MB against 125.
 GATHERED_AT_ONCE = 16 << 20
 
 
