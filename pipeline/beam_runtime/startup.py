@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.abc
 import logging
 import sys
@@ -66,10 +67,26 @@ class _Refuse(importlib.abc.MetaPathFinder):
       raise ModuleNotFoundError(f'{name} deferred by pipeline.beam_runtime.startup', name=name)
 
 
+# Importing Beam and the pipeline ran the garbage collector ~200 times, 28 ms
+# of a 5-row convert. begin() pauses it; end() freezes what the imports made
+# (gc.freeze: modules, classes and functions live as long as the process, and
+# later collections no longer walk them) and lets it run again. Interleaved,
+# idle, 2 cores: a 5-row nightly convert 0.555-0.58 against 0.575-0.615 s,
+# 12,000 rows (99% reused) 1.315-1.395 against 1.355-1.415 s (medians of 6
+# and 8 runs); paused without the freeze, no faster than before (1.34-1.48 s).
+_collector_paused = False
+
+
 def begin(argv: list) -> None:
   """Before an entry point imports Beam: leave out DEFERRED unless the run
-  needs them (see needs_cloud), until end()."""
-  if 'apache_beam' in sys.modules or needs_cloud(argv):
+  needs them (see needs_cloud), until end(); the garbage collector waits too."""
+  global _collector_paused
+  if 'apache_beam' in sys.modules:
+    return
+  if gc.isenabled():
+    gc.disable()
+    _collector_paused = True
+  if needs_cloud(argv):
     return
   if not any(isinstance(f, _Refuse) for f in sys.meta_path):
     parquet = names_parquet(argv)
@@ -85,9 +102,14 @@ def end() -> None:
   """Once Beam is imported: every import works again. A gs:// or s3:// path
   met later (an image listed in a local manifest) loads its filesystem then
   (transforms.filesystem.load_filesystem)."""
+  global _collector_paused
   if any(isinstance(f, _Refuse) for f in sys.meta_path):
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Refuse)]
     logging.disable(logging.NOTSET)
+  if _collector_paused:
+    _collector_paused = False
+    gc.freeze()
+    gc.enable()
 
 
 @contextlib.contextmanager
