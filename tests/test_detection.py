@@ -238,6 +238,8 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
      'offsets in a gzip stream cannot be used for random access (drop --compression gzip)'),
     (('--previous_dataset', 'yesterday'), '--previous_dataset yesterday does not go with '
                                           '--annotations yet: convert a detection dataset whole'),
+    (('--resize_mode', 'none'), '--height 200 and --width 200 need --resize_mode stretch, '
+     'pad or crop: with --resize_mode none each image keeps its own size'),
 ])
 def test_flags_that_do_not_fit_exit_2(converted, tmp_path, capsys, flags, message):
   annotations, _ = converted

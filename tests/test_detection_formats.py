@@ -12,6 +12,7 @@ import pytest
 from pipeline import convert
 from pipeline import demo_detection
 from pipeline import look
+from pipeline import validate
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_OVER_BUDGET
 from pipeline.errors import EXIT_USAGE
@@ -302,6 +303,53 @@ def test_a_voc_id_listed_without_its_xml_is_a_rejected_row(tmp_path, capsys):
   assert convert.main([*flags, '--output_dir', str(tmp_path / 'lenient'),
                        '--max_error_rate', '0.5']) == EXIT_OK
 
+
+def test_voc_xmls_no_split_file_lists_are_counted_where_the_run_reports_skips(tmp_path, capsys):
+  root = tmp_path / 'VOC'
+  for folder in ('Annotations', 'JPEGImages', 'ImageSets/Main'):
+    (root / folder).mkdir(parents=True)
+  names = [f'v{i:02}' for i in range(13)]
+  for name in names:
+    Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'JPEGImages' / f'{name}.jpg')
+    (root / 'Annotations' / f'{name}.xml').write_text(
+        f'<annotation><filename>{name}.jpg</filename><size><width>64</width><height>48'
+        '</height></size><object><name>cat</name><bndbox><xmin>11</xmin><ymin>11</ymin>'
+        '<xmax>20</xmax><ymax>20</ymax></bndbox></object></annotation>')
+  (root / 'ImageSets' / 'Main' / 'train.txt').write_text('v03\nv07\n')
+  (root / 'ImageSets' / 'Main' / 'val.txt').write_text('v11\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  unlisted = [f'{name}.xml' for name in names if name not in ('v03', 'v07', 'v11')]
+  assert ('  skipped 10 annotation file(s) that no ImageSets/Main split file lists: '
+          f'{", ".join(unlisted[:10])}\n') in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (3, 3, 0)
+  assert {name: split['num_examples'] for name, split in info['splits'].items()} == {
+      'train': 2, 'val': 1}
+  assert (info['detection']['num_skipped_unlisted'],
+          info['detection']['skipped_unlisted']) == (10, unlisted)
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  # one more: 11 left out, the first 10 named
+  (root / 'Annotations' / 'v99.xml').write_text(
+      (root / 'Annotations' / 'v00.xml').read_text().replace('v00', 'v99'))
+  shutil.copy(root / 'JPEGImages' / 'v00.jpg', root / 'JPEGImages' / 'v99.jpg')
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--output_dir', str(out),
+                       '--progress', 'off', '--overwrite']) == EXIT_OK
+  assert (f'lists: {", ".join(unlisted[:10])}, ...\n') in capsys.readouterr().out
+  found = read_info(out)['detection']
+  assert (found['num_skipped_unlisted'], found['skipped_unlisted']) == (11, unlisted)
+  # without split files every XML is a row: none is left out
+  shutil.rmtree(root / 'ImageSets')
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--output_dir', str(out),
+                       '--progress', 'off', '--overwrite']) == EXIT_OK
+  assert 'annotation file(s)' not in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_examples'], info['detection']['num_skipped_unlisted'],
+          info['detection']['skipped_unlisted']) == (14, 0, [])
 
 def test_an_input_without_its_pair_is_a_row_rejected_unread():
   from transforms.core import voc

@@ -44,7 +44,7 @@ def test_the_flag_reference_is_the_flag_table_s(page):
 
 def test_the_reference_lists_every_flag_with_its_default():
   text = (ROOT / 'docs/convert.md').read_text()
-  assert '| `--height N` | `300` | output height in pixels |' in text
+  assert '| `--height N` | `300` | output height in pixels (not with --resize_mode none) |' in text
   assert '| `--sink ordered\\|tfrecordio` | `ordered` |' in text
   assert '| `--overwrite` | off |' in text
   for flag in ('--manifest', '--previous_dataset', '--annotations', '--config',

@@ -246,3 +246,41 @@ def test_unsupported_schemes_reject_their_rows_and_file_urls_convert(tmp_path):
       5: ('manifest', 'bad_value', "column 'image' is a file:// URL of the host 'nas': only "
                                    "this machine's files are read (file:///absolute/path)")}
   assert labels == {'a.png': 'cat', rows[5][0]: 'dog', rows[6][0]: 'bird'}  # keys as written
+
+
+def test_a_jsonl_image_that_is_no_string_is_a_bad_value_not_a_missing_file(tmp_path):
+  _images(tmp_path)
+  write_image(tmp_path / '12', (0, 255, 0), fmt='PNG')  # a file the number's text names
+  cells = [12, 1.5, ['a.png'], {'path': 'a.png'}, True]
+  lines = [json.dumps({'image': 'a.png', 'label': 'cat'})]
+  lines += [json.dumps({'image': cell, 'label': 'cat'}) for cell in cells]
+  lines += [json.dumps({'image': None, 'label': 'cat'}), json.dumps({'image': 'b.png',
+                                                                     'label': 'dog'})]
+  path = tmp_path / 'm.jsonl'
+  path.write_text('\n'.join(lines) + '\n')
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  shown = ['12', '1.5', "['a.png']", "{'path': 'a.png'}", 'True']
+  assert {line: (stage, code, reason) for line, (stage, code, reason, _) in rejected.items()} == {
+      **{line: ('manifest', 'bad_value',
+                f"column 'image' must be a string (a path or URL), not {text}")
+         for line, text in enumerate(shown, start=2)},
+      7: ('manifest', 'empty_image', "column 'image' is empty")}  # null: an empty cell
+  assert rejected[2][3] == {'image': 12, 'label': 'cat'}
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (8, 2, 6)
+  assert info['rejected_by_reason'] == {'manifest/bad_value': 5, 'manifest/empty_image': 1}
+  # A CSV cell is text: `12` names the file 12, as before.
+  (tmp_path / 'm.csv').write_text('image,label\n12,cat\nb.png,dog\n')
+  code, rejected, labels = _convert(tmp_path / 'm.csv', tmp_path / 'csv')
+  assert (code, rejected, labels) == (EXIT_OK, {}, {'12': 'cat', 'b.png': 'dog'})
+
+
+def test_a_jsonl_image_manifest_of_a_join_refuses_a_number_too():
+  config = manifest.ManifestConfig(path='i.jsonl', fmt='jsonl', role=manifest.ROLE_IMAGES)
+  with pytest.raises(RowError) as error:
+    manifest.row_from_fields({'key': 7, 'image': 7}, config, 1)
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_value', "column 'image' must be a string (a path or URL), not 7")
+  assert manifest.row_from_fields({'key': 7, 'image': 'a.png'}, config, 1).key == '7'

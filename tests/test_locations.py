@@ -1,6 +1,7 @@
 """The files and folders the flags name: a URL no filesystem here serves, a
-file:// URL, or a bucket left out is a usage error (exit 2, one line) before
-anything is read or written, on every command and in pipeline.api."""
+file:// URL, a bucket left out, or a ~ no shell expanded is a usage error
+(exit 2, one line) before anything is read or written, on every command and
+in pipeline.api."""
 
 from __future__ import annotations
 
@@ -91,6 +92,38 @@ def test_api_raises_usage_error(tmp_path, monkeypatch):
   with pytest.raises(api.UsageError, match="URL scheme 'foo'"):
     api.validate(input_dir='foo://host/out')  # was Beam's ValueError
   assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize('flag', ['--output_dir', '--manifest', '--label_map', '--config'])
+def test_a_tilde_no_shell_expanded_is_refused_before_writing(sample, tmp_path, monkeypatch,
+                                                             capsys, flag):
+  """`--output_dir=~/x` (no shell expands a ~ after =) made a folder named ~
+  below the current one and exited 0."""
+  work = tmp_path / 'work'
+  work.mkdir()
+  monkeypatch.chdir(work)
+  monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+  argv = {'--manifest': str(sample.manifest), '--output_dir': str(sample.out),
+          flag: '~/x'}
+  assert convert.main([f'{k}={v}' for k, v in argv.items()]) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: {flag} ~/x starts with ~, which no shell expanded (the --flag=~/... form, '
+      f'quotes, a --config file): give the path ({tmp_path}/home/x) instead\n')
+  assert list(work.iterdir()) == [] and not sample.out.exists()
+  (tmp_path / 'c.yaml').write_text('output_dir: ~/x\n')  # a config file's too
+  assert convert.main(['--config', str(tmp_path / 'c.yaml'), '--manifest',
+                       str(sample.manifest)]) == EXIT_USAGE
+  _one_usage_line(capsys, '--output_dir')
+  assert validate.main(['--input_dir=~/x']) == EXIT_USAGE
+  _one_usage_line(capsys, '--input_dir')
+  with pytest.raises(api.UsageError, match=r'^--output_dir ~/x starts with ~'):
+    api.convert(manifest=str(sample.manifest), output_dir='~/x')
+  assert list(work.iterdir()) == [] and not (tmp_path / 'home').exists()
+
+def test_a_tilde_a_shell_would_not_expand_is_a_name():
+  assert location_problem('~no_such_user_here/x') is None  # the shell keeps it too
+  assert location_problem('out/~/x') is None
+  assert '~root, which no shell expanded' in location_problem('~root/x')
 
 
 def _closed_port() -> int:

@@ -50,8 +50,9 @@ def source(tmp_path_factory):
 
 
 def converted(source, out, *flags):
+  size = [] if 'none' in flags else ['--height', str(HEIGHT), '--width', str(WIDTH)]
   assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
-                       '--height', str(HEIGHT), '--width', str(WIDTH), *flags]) == 0
+                       *size, *flags]) == 0
   return out
 
 

@@ -77,9 +77,10 @@ class _Converted(dict):
 
   def __missing__(self, name):
     out = self._tmp.mktemp(f'read_{name}') / 'out'
+    flags = VARIANTS[name]
+    size = [] if 'none' in flags else ['--height', str(HEIGHT), '--width', str(WIDTH)]
     assert convert.main(['--manifest', str(self._source / 'manifest.csv'), '--output_dir',
-                         str(out), '--height', str(HEIGHT), '--width', str(WIDTH),
-                         *VARIANTS[name]]) == 0
+                         str(out), *size, *flags]) == 0
     self[name] = out
     return out
 

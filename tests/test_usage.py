@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pathlib
 import shutil
@@ -12,9 +13,11 @@ import sys
 
 import pytest
 
+from pipeline import api
 from pipeline import cli
 from pipeline import convert
 from pipeline import validate
+from pipeline.configuration import config as opts
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import lock_stores
 from tests.conftest import read_info
@@ -430,3 +433,48 @@ def test_validate_a_report_this_user_may_not_write_is_a_usage_error(tmp_path, gi
   _one_error_line(done.stderr, named, 'cannot be written',
                   f'permission denied: this user may not write in {locked}')
   assert done.returncode == EXIT_USAGE and done.stdout == '' and not any(locked.iterdir())
+
+
+NONE_SIZED = ('need{} --resize_mode stretch, pad or crop: with --resize_mode none each image '
+              'keeps its own size')
+
+
+@pytest.mark.parametrize('flags,given', [
+    (['--height', '64', '--width', '48'], '--height 64 and --width 48'),
+    (['--width', '300'], '--width 300'),  # given, even at its default
+])
+def test_a_size_given_with_resize_mode_none_exits_2_with_one_line(sample, capsys, tmp_path,
+                                                                  flags, given):
+  line = f'error: {given} {NONE_SIZED.format("" if " and " in given else "s")}'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--resize_mode', 'none', *flags])
+  assert (code, capsys.readouterr().err.strip()) == (EXIT_USAGE, line)
+  sizes = {flags[i][2:]: flags[i + 1] for i in range(0, len(flags), 2)}
+  (tmp_path / 'c.yaml').write_text(''.join(f'{k}: {v}\n' for k, v in sizes.items()))
+  code = convert.main(['--config', str(tmp_path / 'c.yaml'), '--manifest',
+                       str(sample.manifest), '--output_dir', str(sample.out),
+                       '--resize_mode', 'none'])
+  assert (code, capsys.readouterr().err.strip()) == (EXIT_USAGE, line)
+  with pytest.raises(api.UsageError) as error:
+    api.convert(manifest=str(sample.manifest), output_dir=str(sample.out), resize_mode='none',
+                **{k: int(v) for k, v in sizes.items()})
+  assert f'error: {error.value}' == line
+  assert not sample.out.exists()
+
+
+def test_resize_mode_none_alone_records_no_size(sample, tmp_path, capsys):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--resize_mode', 'none', '--progress', 'off']) == 0
+  info = read_info(sample.out)
+  assert {k: info['options'][k] for k in ('height', 'width', 'resize_mode')} == {
+      'height': None, 'width': None, 'resize_mode': 'none'}
+  # The recorded options are a config file of the run.
+  (tmp_path / 'again.json').write_text(json.dumps(info['options']))
+  config, _ = opts.parse_convert(['--config', str(tmp_path / 'again.json')])
+  assert (config.image.resize_mode, config.image.fixed_size) == ('none', False)
+  # A dataset of an earlier version recorded the default size: --recompute
+  # still loads its options.
+  info['options']['height'] = info['options']['width'] = 300
+  (sample.out / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(sample.out), '--recompute', '2']) == 0
+  assert '--recompute: 2 record(s) converted again' in capsys.readouterr().out

@@ -31,6 +31,7 @@ from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
+from transforms.core.tally import SHOWN_SKIPPED_FILES
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
@@ -275,10 +276,6 @@ def list_image_dir(directory: str, extensions=None):
       yield number, relative, problem or misnamed
     elif image_dir.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
-
-
-# dataset_info.json lists this many skipped file names (the first by name).
-SHOWN_SKIPPED_FILES = 10
 
 
 class ReadImageDir(beam.PTransform):

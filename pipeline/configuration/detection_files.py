@@ -17,6 +17,7 @@ from transforms.core import yolo
 from transforms.core.detect import DetectionOptions
 from transforms.core.detection_info import DetectionConfig
 from transforms.core.image_dir import DEFAULT_IMAGE_EXTENSIONS
+from transforms.core.tally import SHOWN_SKIPPED_FILES
 
 # Ultralytics' splits: images/<split>/ beside labels/<split>/.
 YOLO_SPLITS = ('train', 'val', 'test')
@@ -50,7 +51,7 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
                          f'{error}')
       lists[split] = [line.split()[0] for line in text.splitlines() if line.strip()]
   split_of = voc.split_of(lists)
-  images, listed = [], []
+  images, listed, unlisted = [], [], []
   for path in paths:
     _require_file(args.annotations, path)
     try:
@@ -59,7 +60,8 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
       raise UsageError(str(error))
     stem = posixpath.basename(path)[:-len('.xml')]
     if lists and stem not in split_of:
-      continue  # not in train, val or test: VOC's own tools leave it out too
+      unlisted.append(posixpath.basename(path))  # not in train, val or test: VOC's own
+      continue  # tools leave it out too (counted, with the first names)
     images.append(parsed)
     listed.append((parsed.filename or f'{stem}.jpg', path, split_of.get(stem, ''),
                    len(listed) + 1, ()))
@@ -73,7 +75,8 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
   mask_dir = filesystem.join(base, 'SegmentationObject')
   return DetectionConfig('voc', args.annotations, args.image_dir.rstrip('/'), names, options,
                          files=tuple(listed), mask_dir=mask_dir if options.include_masks
-                         else '')
+                         else '', num_unlisted=len(unlisted),
+                         unlisted=tuple(sorted(unlisted)[:SHOWN_SKIPPED_FILES]))
 
 
 def _require_file(given: str, path: str) -> None:

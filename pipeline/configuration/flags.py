@@ -259,9 +259,9 @@ class ConvertOptions:
                        'not decoded; also catches rewrites that restore every timestamp)')
     image = parser.add_argument_group('image')
     image.add_argument('--height', type=_positive_int, default=ImageSpec.height,
-                       help='output height in pixels')
+                       help='output height in pixels (not with --resize_mode none)')
     image.add_argument('--width', type=_positive_int, default=ImageSpec.width,
-                       help='output width in pixels')
+                       help='output width in pixels (not with --resize_mode none)')
     image.add_argument('--channels', type=int, default=ImageSpec.channels, choices=(1, 3),
                        help='3: RGB; 1: grey')
     image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS,

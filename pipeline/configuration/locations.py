@@ -6,6 +6,7 @@ its slashes and wrote a local folder `gs:`, exit 0."""
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from pipeline.errors import UsageError
@@ -24,8 +25,17 @@ def _schemes() -> str:
 
 def location_problem(path: str) -> Optional[str]:
   """Why `path` names no place a run can read or write (a URL scheme Beam
-  has no filesystem for, a file:// URL, a bucket left out), or None."""
+  has no filesystem for, a file:// URL, a bucket left out, a ~ no shell
+  expanded), or None."""
   if not paths.is_remote(path):
+    # `--output_dir=~/x`, a quoted '~/x' or a config file's ~/x: no shell
+    # expands it, and it was made a folder named `~` (exit 0). Refused, not
+    # expanded: a --config file may run as another user (cron, Airflow),
+    # whose home is not the one its writer meant.
+    home = os.path.expanduser(path)
+    if home != path:
+      return (f'starts with {path.split("/", 1)[0]}, which no shell expanded (the '
+              f'--flag=~/... form, quotes, a --config file): give the path ({home}) instead')
     return None
   scheme, rest = path.split('://', 1)
   if scheme.lower() == paths.FILE_SCHEME:

@@ -1,5 +1,5 @@
 """convert's flags about what is written and how strictly (the sink, index
-files, the error budget), checked alike for every kind of input."""
+files, the error budget, the output size), checked alike for every kind of input."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from transforms.core.spec import SINK_TFRECORDIO
 
 
 def output_options(parsed) -> dict:
-  """The sink, index and error-budget flags checked -> the options recorded."""
+  """The sink, index, error-budget and size flags checked -> the options recorded."""
   args = parsed.args
   options = parsed.effective
   if args.sink == SINK_TFRECORDIO:
@@ -27,4 +27,14 @@ def output_options(parsed) -> dict:
                      'cannot be used for random access (drop --compression gzip)')
   if not 0.0 <= args.max_error_rate <= 1.0:
     raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
+  if args.resize_mode == 'none':
+    sized = [f'--{name} {getattr(args, name)}' for name in ('height', 'width')
+             if name in parsed.given]
+    if sized:
+      raise UsageError(f'{" and ".join(sized)} need{"" if len(sized) > 1 else "s"} '
+                       '--resize_mode stretch, pad or crop: with --resize_mode none each '
+                       'image keeps its own size')
+    # Recorded as not set, as the output records them: the recorded options,
+    # read back as a --config file, must not give them.
+    options = {**options, 'height': None, 'width': None}
   return options

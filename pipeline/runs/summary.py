@@ -34,6 +34,11 @@ def summary(info: dict, seconds: float) -> str:
     lines.append(f'  objects: {found["num_objects"]}; boxes dropped by the crop: '
                  f'{found["dropped_boxes"]["crop_visibility"]}; images without objects '
                  f'skipped: {found["num_skipped_empty"]}')
+    if found.get('num_skipped_unlisted'):
+      shown = found['skipped_unlisted']
+      lines.append(f'  skipped {found["num_skipped_unlisted"]} annotation file(s) that no '
+                   f'ImageSets/Main split file lists: {", ".join(shown)}'
+                   + (', ...' if found['num_skipped_unlisted'] > len(shown) else ''))
   if info.get('reuse'):
     lines.append(reuse.summary_line(info['reuse']))
   lines += warning_lines(info)

@@ -57,6 +57,10 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
+  if options.get('resize_mode') == 'none':
+    # Runs before --height/--width were refused with it recorded the sizes
+    # they did not use (output_flags.output_options): not given, as now.
+    options = {**options, 'height': None, 'width': None}
   fmt = options.get('manifest_format') or (
       options.get('manifest') and manifest.manifest_format_or_none(options['manifest']))
   if fmt in _NOT_BY_LINE:

@@ -35,6 +35,10 @@ class DetectionConfig:
   # or a listed VOC id without its XML, a row rejected as it is read
   files: tuple = ()
   mask_dir: str = ''  # VOC SegmentationObject
+  # VOC: how many XMLs no ImageSets/Main split file lists (left out, as VOC's
+  # tools leave them out), and the first tally.SHOWN_SKIPPED_FILES names
+  num_unlisted: int = 0
+  unlisted: tuple = ()
 
   def coco_source(self, split: SplitConfig) -> coco.CocoSource:
     return coco.CocoSource(self.annotations, self.image_dir, split,
@@ -95,6 +99,9 @@ def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
                            if config.options.on_bad_box == 'drop'}},
       'num_skipped_empty': sums.get(SKIPPED_EMPTY, 0),
   }
+  if config.annotation_format == 'voc':
+    info['detection']['num_skipped_unlisted'] = config.num_unlisted
+    info['detection']['skipped_unlisted'] = list(config.unlisted)
   return info
 
 

@@ -227,24 +227,25 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
     values = text.split('\t')
     line_caps.check_lengths(values, 'TSV line')
   if len(values) != len(config.header):
-    raise RowError(
-        STAGE_MANIFEST, 'wrong_field_count',
-        f'line has {len(values)} fields, the header has {len(config.header)}')
+    raise RowError(STAGE_MANIFEST, 'wrong_field_count',
+                   f'line has {len(values)} fields, the header has {len(config.header)}')
   return dict(zip(config.header, values))
 
 
-def text_of(fields: dict, column: str) -> Optional[str]:
-  """A column as text: JSON numbers as written (1.0 -> '1'), never a bool or list."""
+def text_of(fields: dict, column: str, numbers: bool = True) -> Optional[str]:
+  """A column as text: JSON numbers as written (1.0 -> '1'; numbers False: a
+  string only, as the image's path or URL), never a bool or list."""
   value = fields.get(column)
   if is_null(value):
     return None
-  return value.strip() if type(value) is str else _item_text(value, column)
+  return value.strip() if type(value) is str else _item_text(value, column, numbers)
 
 
-def _item_text(value, column: str) -> str:
-  if isinstance(value, (dict, list, bool)) or is_null(value) or value in (math.inf, -math.inf):
-    raise RowError(STAGE_MANIFEST, 'bad_value',
-                   f'column {column!r} must be a string or a finite number, not {value!r}')
+def _item_text(value, column: str, numbers: bool = True) -> str:
+  if not numbers or isinstance(value, (dict, list, bool)) or is_null(value) or value in (
+      math.inf, -math.inf):
+    raise RowError(STAGE_MANIFEST, 'bad_value', f'column {column!r} must be a string' + (
+        ' or a finite number' if numbers else ' (a path or URL)') + f', not {value!r}')
   if isinstance(value, float) and value.is_integer():
     value = int(value)
   return str(value).strip()
@@ -303,7 +304,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   """Checks and resolves a parsed line; RowError if the row is unusable.
   position: see ManifestRow.position."""
   for column in REQUIRED_COLUMNS[config.role]:
-    if column != 'label' and not text_of(fields, config.column(column)):
+    if column != 'label' and not text_of(fields, config.column(column), column != 'image'):
       raise RowError(STAGE_MANIFEST, f'empty_{column}',
                      f'column {config.column(column)!r} is empty')
   label = _normalized(_labels(fields, config), config.label_normalize)
@@ -312,7 +313,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   if config.role == ROLE_LABELS:
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
-  image = fields['image'] if config.listed else text_of(fields, config.column('image'))
+  image = fields['image'] if config.listed else text_of(fields, config.column('image'), False)
   path = image_path(image, config.base_dir, config.column('image'))
   image = shown_url(image)  # a URL's credentials never reach image/filename or the key
   key = text_of(fields, config.column('key')) or image
@@ -374,9 +375,8 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
   images = sorted(image_rows, key=lambda r: (r.source, r.line))
   kept = images[0] if images else None
   for duplicate in images[1:]:
-    rejections.append(duplicate.reject(
-        STAGE_DUPLICATE, 'duplicate_key',
-        f'duplicate key {key!r}: kept {line_of(kept, duplicate)}'))
+    rejections.append(duplicate.reject(STAGE_DUPLICATE, 'duplicate_key',
+                                       f'duplicate key {key!r}: kept {line_of(kept, duplicate)}'))
   if not joined:
     return kept, rejections
   labels = sorted(label_rows, key=lambda r: (r.source, r.line))

@@ -16,6 +16,9 @@ _REJECTED = 'rejected'
 _SKIPPED = 'skipped'
 _LABEL_ROWS = 'label_rows'
 _PADDED_LABELS = 'padded_labels'
+# dataset_info.json lists this many names of skipped files (the first by
+# name): --image_dir's skipped_files, VOC's detection.skipped_unlisted.
+SHOWN_SKIPPED_FILES = 10
 
 
 def lines_key(is_label_manifest: bool) -> tuple:
