@@ -190,6 +190,47 @@ def test_a_sidecar_line_whose_sha256_or_path_is_not_its_records_is_encoded_not_c
       hashlib.sha256((root / 'imgs' / 'a0.png').read_bytes()).hexdigest())
 
 
+@pytest.mark.parametrize('flags', [('--dedupe', 'content'),
+                                   ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
+def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_split_by_it(
+    night1, tmp_path, path, flags):
+  """With --dedupe content or --split_by content (and metadata), an unchanged
+  file's SHA-256 is taken from its sidecar line, not read again. A line
+  whose source_sha256 was edited to another split's or row's: k0 was
+  rejected as a duplicate (exit 3, validate OK) or written to the other
+  split. Each such SHA-256 is now checked against its record first: the
+  file is hashed, and the night is a full run's."""
+  root, _, _ = night1
+  manifest = root / 'night1.csv'
+  night, previous = tmp_path / 'night', tmp_path / 'previous'
+  assert _run(manifest, night, *flags) == EXIT_OK
+  shutil.copytree(night, previous)
+  sidecars = sorted(previous.glob('*.sources.jsonl.gz'))
+  lines = {sidecar: [json.loads(line) for line in gzip.open(sidecar)] for sidecar in sidecars}
+  owner = next(sidecar for sidecar in sidecars if any(l['key'] == 'k0' for l in lines[sidecar]))
+  # another row's SHA-256: from the other split's sidecar when there is one
+  donor = next(line for sidecar in sorted(sidecars, key=lambda s: s == owner)
+               for line in lines[sidecar] if line['key'] != 'k0')
+  if flags[0] == '--split_by':
+    assert donor not in lines[owner]  # the SHA-256 of a row of the other split
+  for line in lines[owner]:
+    if line['key'] == 'k0':
+      line['source_sha256'] = donor['source_sha256']
+  owner.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                           for line in lines[owner]), mtime=0))
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
+      == (7, 0, 1)  # k0's record holds another SHA-256: encoded when its copy is refused
+  written = sorted(name.name for name in fresh.iterdir() if name.name != 'dataset_info.json')
+  assert written == sorted(name.name for name in out.iterdir() if name.name != 'dataset_info.json')
+  for name in written:
+    assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
+
+
 def test_a_changed_image_path_with_the_same_key_is_encoded_again(night1, tmp_path):
   """`imgs/a.png` -> `./imgs/a.png`: the same file and key, but the record's
   image/filename is the path as written."""
