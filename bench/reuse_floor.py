@@ -29,7 +29,8 @@ from transforms.core import reuse
 from transforms.core.tfrecord import unframe
 
 DEFAULT_WORKDIR = '/tmp/img2tfrecord-bench'
-CHECK = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text')
+CHECK = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text', 'image/filename',
+                        'image/key/sha256')
 
 
 def previous_records(night1: str) -> dict:

@@ -6,6 +6,7 @@ tampered previous dataset gives the bytes of a full run or one line and exit
 so records can be swapped without changing any shard's size."""
 
 import gzip
+import hashlib
 import io
 import json
 import pathlib
@@ -150,6 +151,84 @@ def test_a_sidecar_whose_labels_are_swapped_copies_no_record_under_the_old_label
   reuse_info = read_info(out)['reuse']
   assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (6, 2)
   _same_shards(out, fresh)  # the manifest's labels, not the old records'
+
+
+@pytest.mark.parametrize('field', ['source_sha256', 'image'])
+def test_a_sidecar_line_whose_sha256_or_path_is_not_its_records_is_encoded_not_carried(
+    night1, tmp_path, path, field):
+  """A line whose source_sha256 is another line's (edited, the gzip written
+  again), or whose image path was edited to the one the manifest now gives
+  (./imgs/a0.png): its record still holds the old value. Copied, the line's
+  value went into the new sidecar (and k0 was reported a copy of k1's
+  bytes), or the old image/filename into the shard. Each copy is checked
+  against its line's path and SHA-256: k0 is encoded, as a full run does."""
+  root, rows, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  first = next(line for line in lines if line['key'] == 'k0')
+  other = next(line for line in lines if line['key'] == 'k1')
+  manifest = root / 'night1.csv'
+  if field == 'image':
+    first['image'] = './imgs/a0.png'
+    manifest = _manifest(root / f'dotted_{path}.csv',  # beside the images
+                         [('./' + image if key == 'k0' else image, label, key)
+                          for image, label, key in rows])
+  else:
+    first['source_sha256'] = other['source_sha256']
+  _write_lines(previous, lines)
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh) == EXIT_OK
+  info = read_info(out)
+  assert (info['reuse']['reused'], info['reuse']['reuse_fallback']) == (7, 1)
+  assert info['content_duplicates']['num_contents'] == 0
+  _same_shards(out, fresh)
+  assert (out / SIDECAR).read_bytes() == (fresh / SIDECAR).read_bytes()
+  k0 = next(line for line in _lines(out) if line['key'] == 'k0')
+  assert (k0['image'], k0['source_sha256']) == (
+      './imgs/a0.png' if field == 'image' else 'imgs/a0.png',
+      hashlib.sha256((root / 'imgs' / 'a0.png').read_bytes()).hexdigest())
+
+
+@pytest.mark.parametrize('flags', [('--dedupe', 'content'),
+                                   ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
+def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_split_by_it(
+    night1, tmp_path, path, flags):
+  """With --dedupe content or --split_by content (and metadata), an unchanged
+  file's SHA-256 is taken from its sidecar line, not read again. A line
+  whose source_sha256 was edited to another split's or row's: k0 was
+  rejected as a duplicate (exit 3, validate OK) or written to the other
+  split. Each such SHA-256 is now checked against its record first: the
+  file is hashed, and the night is a full run's."""
+  root, _, _ = night1
+  manifest = root / 'night1.csv'
+  night, previous = tmp_path / 'night', tmp_path / 'previous'
+  assert _run(manifest, night, *flags) == EXIT_OK
+  shutil.copytree(night, previous)
+  sidecars = sorted(previous.glob('*.sources.jsonl.gz'))
+  lines = {sidecar: [json.loads(line) for line in gzip.open(sidecar)] for sidecar in sidecars}
+  owner = next(sidecar for sidecar in sidecars if any(l['key'] == 'k0' for l in lines[sidecar]))
+  # another row's SHA-256: from the other split's sidecar when there is one
+  donor = next(line for sidecar in sorted(sidecars, key=lambda s: s == owner)
+               for line in lines[sidecar] if line['key'] != 'k0')
+  if flags[0] == '--split_by':
+    assert donor not in lines[owner]  # the SHA-256 of a row of the other split
+  for line in lines[owner]:
+    if line['key'] == 'k0':
+      line['source_sha256'] = donor['source_sha256']
+  owner.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                           for line in lines[owner]), mtime=0))
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
+      == (7, 0, 1)  # k0's record holds another SHA-256: encoded when its copy is refused
+  written = sorted(name.name for name in fresh.iterdir() if name.name != 'dataset_info.json')
+  assert written == sorted(name.name for name in out.iterdir() if name.name != 'dataset_info.json')
+  for name in written:
+    assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
 
 
 def test_a_changed_image_path_with_the_same_key_is_encoded_again(night1, tmp_path):

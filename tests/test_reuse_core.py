@@ -667,9 +667,15 @@ def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
   a previous shard (`records`, in order)."""
   from tests.conftest import write_image
   from transforms.core.example import LabelledRow
+  from transforms.core.example_proto import serialize_example
   from transforms.core.manifest import ManifestRow
   keys = [f'k{i}' for i in range(count)]
-  records = [_example(key) for i, key in enumerate(keys) if i not in converted]
+  # each record holds what its line says: the copy check compares them all
+  records = [serialize_example({
+      'image/class/label': ('int64', 1), 'image/class/text': ('bytes', 'cat'),
+      'image/encoded': ('bytes', b'pixels'), 'image/filename': ('bytes', f'{key}.png'),
+      'image/key': ('bytes', key), 'image/key/sha256': ('bytes', f'sha-{key}')})
+      for i, key in enumerate(keys) if i not in converted]
   shard = _shard_file(tmp_path, records)
   rows, copies = [], iter(range(len(records)))
   for i, key in enumerate(keys):
@@ -678,7 +684,8 @@ def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
       write_image(path, (i, 0, 0), size=(2, 2))
       previous = None
     else:
-      previous = _in(shard, records, next(copies))[0]._replace(source_sha256=f'sha-{key}')
+      previous = _in(shard, records, next(copies))[0]._replace(source_sha256=f'sha-{key}',
+                                                               image=path.name)
     rows.append(LabelledRow(ManifestRow({'image': path.name}, 'm', i, image=path.name,
                                         path=str(path), key=key, label='red',
                                         previous=previous), 0, 'red'))
@@ -776,3 +783,37 @@ def test_rows_copies_wait_behind_go_to_the_pool_before_their_batch_is_full(
     fn.teardown()
   assert sent == [(6, ['k0']), (22, ['k20'])]
   assert [o.labelled.row.key for o in out] == keys
+
+
+def test_the_default_schema_copy_check_holds_the_lines_path_and_sha256():
+  """Every field of a line the run writes again or decides by (the next
+  night's sidecar repeats its path and SHA-256) is compared with the record;
+  --schema seed's records hold the label alone."""
+  from transforms.core.spec import FEATURE_TABLES
+  assert copies.copy_check(FEATURE_TABLES['default']) == copies.CopyCheck(
+      'image/key', 'image/class/label', 'image/class/text', 'image/filename', 'image/key/sha256')
+  assert copies.copy_check(FEATURE_TABLES['seed']) == copies.CopyCheck(None, 'label')
+
+
+@pytest.mark.parametrize('said, holds', [
+    (dict(), None),
+    (dict(source_sha256='cd'), "holds the image/key/sha256 b'ab'; the sidecar says 'cd'"),
+    (dict(image='./imgs/a.png'), "holds the image/filename b'imgs/a.png'; the sidecar says"),
+    # a line's lone surrogate (JSON may escape one) is no record's value, never a crash
+    (dict(source_sha256='\udc80'), "holds the image/key/sha256 b'ab'"),
+])
+def test_a_copy_holds_the_sidecars_path_and_sha256(said, holds):
+  from transforms.core.example_proto import serialize_example
+  data = serialize_example({'image/class/label': ('int64', 1), 'image/class/text': ('bytes', 'cat'),
+                            'image/encoded': ('bytes', b'px'), 'image/filename': ('bytes', 'imgs/a.png'),
+                            'image/key': ('bytes', 'a'), 'image/key/sha256': ('bytes', 'ab')})
+  record, key = _at([data], 0, 'a', **said)
+  check = copies.CopyCheck('image/key', 'image/class/label', 'image/class/text', 'image/filename',
+                           'image/key/sha256')
+  shard = frame(data)
+  if holds is None:
+    assert copies.read_at(io.BytesIO(shard), len(shard), record, key, check) == data
+    return
+  with pytest.raises(ShardError, match=re.escape(holds)) as refused:
+    copies.read_at(io.BytesIO(shard), len(shard), record, key, check)
+  assert refused.value.kind == copies.NOT_THE_RECORD

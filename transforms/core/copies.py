@@ -1,8 +1,8 @@
 """Copying a previous dataset's record (--previous_dataset): reading it back
 by its offset with both CRCs checked, and proving it is the record its
-sidecar line names (its data CRC, the row's key, the line's label) before it
-is written again. Plain functions; the sidecar's lines and the decision per
-row are in reuse.py.
+sidecar line names (its data CRC, the row's key, the line's label, image
+path and source SHA-256) before it is written again. Plain functions; the
+sidecar's lines and the decision per row are in reuse.py.
 
 A single local worker copies records inline, in its image step (a reused
 row goes through it like any row, in write order, to the same writer, its
@@ -32,21 +32,27 @@ from transforms.core.tfrecord import read_records_skipping
 from transforms.core.tfrecord import unframe
 
 # What ShardError.kind says of a record that is intact but not the one the
-# sidecar names (its CRC, its key or its label differ).
+# sidecar names (its CRC, its key, its label, its image path or SHA-256 differ).
 NOT_THE_RECORD = 'not_the_record'
 
 @dataclasses.dataclass(frozen=True)
 class CopyCheck:
   """The features a copied record is proven its row's by (copy_check): the
-  row's key, and the label id and text its sidecar line says it holds (the
-  run decided to copy it by that line's label). None: the schema has none."""
+  row's key, and the label id and text, image path and source SHA-256 its
+  sidecar line says it holds (the run decided to copy it by that line's label
+  and path, and writes the line's path and SHA-256 into its own sidecar; with
+  --dedupe or --split_by content it also dedupes and splits by that SHA-256).
+  None: the schema has none."""
   key: Optional[str] = None
   label: Optional[str] = None
   text: Optional[str] = None
+  image: Optional[str] = None
+  sha256: Optional[str] = None
 
   @functools.cached_property
   def names(self) -> dict:
-    return {name.encode('utf-8'): name for name in (self.key, self.label, self.text) if name}
+    return {name.encode('utf-8'): name
+            for name in (self.key, self.label, self.text, self.image, self.sha256) if name}
 
   @functools.cached_property
   def sizes(self) -> frozenset:
@@ -56,19 +62,29 @@ class CopyCheck:
 NO_CHECK = CopyCheck()
 
 
+# The features that repeat a sidecar line's image path and source SHA-256,
+# when a schema's records hold them (and they are not its key).
+IMAGE_FEATURE = 'image/filename'
+SHA256_FEATURE = 'image/key/sha256'
+
+
 def copy_check(table) -> CopyCheck:
   """A schema's CopyCheck from its feature table (spec.FeatureTable)."""
-  return CopyCheck(table.key, table.label, table.text)
+  names = {feature.name for feature in table.features} - {table.key}
+  return CopyCheck(table.key, table.label, table.text,
+                   IMAGE_FEATURE if IMAGE_FEATURE in names else None,
+                   SHA256_FEATURE if SHA256_FEATURE in names else None)
 
 
 def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
                  check: CopyCheck) -> bytes:
   """`data` (a record read intact, data_crc its masked CRC32C) if it is the
   record the sidecar names: the CRC the sidecar recorded, the row's key in
-  its key feature (none in --schema seed), and the sidecar's label in its
-  label features; else ShardError NOT_THE_RECORD. A sidecar line whose label
-  is not its record's would have the run copy a record whose label the
-  manifest changed."""
+  its key feature (none in --schema seed), and the sidecar's label, image
+  path and source SHA-256 in its features; else ShardError NOT_THE_RECORD. A
+  sidecar line whose label is not its record's would have the run copy a
+  record whose label the manifest changed; one whose SHA-256 is not would
+  be written into the new sidecar and report the record a copy of another."""
   if data_crc != record.data_crc:
     raise ShardError(record.ordinal, NOT_THE_RECORD,
                      f'{_where(record)} has CRC {data_crc}; the sidecar says {record.data_crc}')
@@ -83,20 +99,26 @@ def checked_copy(data: bytes, data_crc: int, record: PreviousRecord, key: str,
     raise ShardError(record.ordinal, NOT_THE_RECORD,
                      f'{_where(record)} holds the key {_shown(found.get(check.key))}, '
                      f'not {key!r}')
-  for name, said in ((check.label, record.label_id), (check.text, record.label_text)):
+  for name, said in ((check.label, record.label_id), (check.text, record.label_text),
+                     (check.image, record.image), (check.sha256, record.source_sha256)):
     if name and said is not None and found.get(name) != _values(said):
       raise ShardError(record.ordinal, NOT_THE_RECORD,
                        f'{_where(record)} holds the {name} {_shown(found.get(name))}; the '
                        f'sidecar says {said!r}')
   raise ShardError(record.ordinal, NOT_THE_RECORD,
-                   f'{_where(record)} holds its key and label other than as written (a '
-                   f'feature given twice, or not in the plain layout)')
+                   f'{_where(record)} holds its key, label, path or SHA-256 other than as '
+                   f'written (a feature given twice, or not in the plain layout)')
 
 
 def _expected(check: CopyCheck, record: PreviousRecord, key: str) -> dict:
   """{feature name as bytes: its Feature's bytes} of what the record must hold."""
-  expected = {} if check.key is None else {
-      check.key.encode('utf-8'): _proto().one_bytes_feature(key.encode('utf-8'))}
+  # surrogatepass: a damaged line's lone surrogate is no record's value (a
+  # fallback), not an error; the row's key and real paths are UTF-8
+  expected = {
+      name.encode('utf-8'): _proto().one_bytes_feature(value.encode('utf-8', 'surrogatepass'))
+      for name, value in ((check.key, key), (check.image, record.image),
+                          (check.sha256, record.source_sha256))
+      if name and value is not None}
   for name, kind, said in ((check.label, 'int64', record.label_id),
                            (check.text, 'bytes', record.label_text)):
     if name and said is not None:
@@ -118,7 +140,8 @@ def _label_feature(kind: str, value) -> bytes:
 def _values(label) -> list:
   """A sidecar line's label id or text as its record's feature values."""
   items = label if isinstance(label, list) else [label]
-  return [item.encode('utf-8') if isinstance(item, str) else item for item in items]
+  return [item.encode('utf-8', 'surrogatepass') if isinstance(item, str) else item
+          for item in items]
 
 
 def _shown(values) -> str:
