@@ -63,3 +63,13 @@ def block_opening(fifo: str, marker: str) -> bytes:
     started.write(str(os.getpid()))
   with open(fifo, 'rb') as stream:
     return stream.read()
+
+
+def sleep_each(seconds: list) -> list:
+  """Sleeps each item's seconds in turn, telling the parent after each as an
+  image worker does after each row (progress_ticks)."""
+  from transforms.workers import progress_ticks
+  for each in seconds:
+    time.sleep(each)
+    progress_ticks.row_done()
+  return seconds
