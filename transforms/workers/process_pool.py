@@ -155,7 +155,11 @@ class _Child:
     self.imported = set()  # the called functions' modules it has imported
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
-    self._ticks, tick_end = os.pipe() if timeout_s else (None, None)
+    ticks, tick_end = os.pipe() if timeout_s else (None, None)
+    # A file object, as the reply stream: closing it twice (shutdown kills a
+    # busy child while its pool thread does too) is harmless, and a closed
+    # one is never read by its number (which a new file may have taken).
+    self._ticks = None if ticks is None else open(ticks, 'rb', buffering=0)
     if tick_end is not None:
       env[progress_ticks.TICKS_ENV] = progress_ticks.setting(tick_end, timeout_s)
     # -P (3.11+): the current folder is not put first, so the parent's own
@@ -167,7 +171,7 @@ class _Child:
           stdout=subprocess.PIPE, env=env, pass_fds=() if tick_end is None else (tick_end,))
     except BaseException:
       if self._ticks is not None:
-        os.close(self._ticks)
+        self._ticks.close()
       raise
     finally:
       if tick_end is not None:
@@ -232,7 +236,7 @@ class _Child:
       ready = select.select(watched, [], [], timeout_s)[0]
       if not ready or self._process.stdout in ready:
         return bool(ready)
-      if not os.read(self._ticks, 4096):  # the child is gone: its reply stream tells
+      if not self._ticks.read(4096):  # the child is gone: its reply stream tells
         watched.pop()
 
   @property
@@ -262,14 +266,12 @@ class _Child:
     self.kill()
 
   def _close_pipes(self) -> None:
-    for pipe in (self._process.stdin, self._process.stdout):
+    for pipe in (self._process.stdin, self._process.stdout, self._ticks):
       try:
-        pipe.close()
+        if pipe is not None:
+          pipe.close()
       except OSError:
         pass  # already broken: nothing left to release
-    if self._ticks is not None:
-      os.close(self._ticks)
-      self._ticks = None
 
 
 class ProcessPool:
