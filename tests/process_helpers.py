@@ -73,3 +73,16 @@ def sleep_each(seconds: list) -> list:
     time.sleep(each)
     progress_ticks.row_done()
   return seconds
+
+
+def times_ten_killed_twice(items: list, tally: str) -> list:
+  """Each item x 10, except that the first two calls holding 13 end their
+  process, as a kill from outside would (kill -9, the OOM killer): the file
+  `tally` counts them."""
+  if 13 in items:
+    with open(tally, 'a', encoding='utf-8') as calls:
+      calls.write('x')
+    with open(tally, encoding='utf-8') as calls:
+      if len(calls.read()) <= 2:
+        os._exit(9)
+  return [item * 10 for item in items]
