@@ -578,6 +578,33 @@ def test_a_call_s_time_limit_covers_its_prepare():
     pool.shutdown()
 
 
+def test_a_prepare_s_time_limit_is_each_source_s():
+  """A prepare reading a batch's remote files one after another gets the
+  limit per file, from the last one read (read_remote_sources shows
+  progress after each): 5 reads of 0.3 s under 1 s are not left behind, and
+  the child then gets the limit from the last read."""
+  import time
+
+  from transforms.workers import progress_ticks
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+
+  def prepare(args):  # (seconds to read each, what the child gets)
+    for each in args[0]:
+      time.sleep(each)
+      progress_ticks.row_done()
+    return args[1:]
+
+  pool = ProcessPool(1, prepare=prepare, timeout_s=1)
+  try:
+    assert pool.submit(time.sleep, [0.3] * 5, 0.5).result() is None
+    error = pool.submit(time.sleep, [0.1, 20], 0.0).exception()
+    assert isinstance(error, WorkerTimedOut) and 'left behind' in str(error)
+  finally:
+    pool.shutdown()
+  progress_ticks.row_done()  # on a thread without a hook: nothing
+
+
 def test_process_pool_replies_survive_stdout_noise_from_the_child():
   from tests.process_helpers import print_to_stdout
   from transforms.workers.process_pool import ProcessPool

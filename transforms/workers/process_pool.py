@@ -310,9 +310,8 @@ class ProcessPool:
   def _call(self, fn: Callable, args: tuple, prepare: Optional[Callable]):
     timeout_s = self._timeout_s
     if prepare is not None and timeout_s:
-      started = time.monotonic()
-      args = self._prepared(prepare, fn, args, timeout_s)
-      timeout_s = max(timeout_s - (time.monotonic() - started), _MIN_CALL_S)
+      args, progressed = self._prepared(prepare, fn, args, timeout_s)
+      timeout_s = max(timeout_s - (time.monotonic() - progressed), _MIN_CALL_S)
     elif prepare is not None:
       args = prepare(args)
     child = self._child()
@@ -331,7 +330,8 @@ class ProcessPool:
         self.busy_s += time.monotonic() - started
 
   def _prepared(self, prepare: Callable, fn: Callable, args: tuple, timeout_s: float) -> tuple:
-    """prepare(args) on this pool thread's Preparer, within timeout_s."""
+    """(prepare(args), when it last showed progress) on this pool thread's
+    Preparer, within timeout_s of each source."""
     preparer = getattr(self._local, 'preparer', None)
     if preparer is None:
       preparer = self._local.preparer = Preparer()
@@ -345,7 +345,7 @@ class ProcessPool:
       preparer.close()
       raise WorkerTimedOut(f'reading the files of a {fn.__name__} call took longer than '
                            f'{timeout_s:g} s: left behind')
-    return done.result()
+    return done.result(), preparer.progressed
 
   def _child(self) -> _Child:
     child = getattr(self._local, 'child', None)

@@ -20,7 +20,9 @@ the interval at worst (TICK_S, or a tenth of a shorter limit).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import os
+import threading
 import time
 from typing import Optional
 
@@ -34,6 +36,9 @@ TICK_S = 0.1
 _fd: Optional[int] = None
 _interval_s = TICK_S
 _last = 0.0
+# In the parent: what a row done on this thread calls (a Preparer's reads of
+# remote files, timed as a child's rows are).
+_hooks = threading.local()
 
 
 def interval_for(timeout_s: float) -> float:
@@ -59,11 +64,20 @@ def start(value: Optional[str]) -> None:
   os.set_inheritable(_fd, False)  # not held open by a program Pillow runs
 
 
+def on_this_thread(hook: Callable[[], None]) -> None:
+  """row_done() on this thread calls hook() (a thread of the parent)."""
+  _hooks.row_done = hook
+
+
 def row_done() -> None:
   """A row of the current call is done: a tick to the parent, unless one went
-  within the interval. Nothing outside a child that ticks (threads)."""
+  within the interval; on a thread with a hook (on_this_thread), the hook.
+  Nothing elsewhere (pool threads)."""
   global _last
   if _fd is None:
+    hook = getattr(_hooks, 'row_done', None)
+    if hook is not None:
+      hook()
     return
   now = time.monotonic()
   if now - _last < _interval_s:
