@@ -216,6 +216,8 @@ def test_supported_image_paths_and_file_urls(image, path):
     ('file://nas/a.png', "column 'image' is a file:// URL of the host 'nas': only this "
                          "machine's files are read (file:///absolute/path)"),
     ('file:///a%00.png', "column 'image' holds a NUL byte: no file name can"),
+    ('http://[::1/a.png', "column 'image' is no URL that parses (Invalid IPv6 URL)"),
+    ('HTTPS://[v6/a.png', "column 'image' is no URL that parses (Invalid IPv6 URL)"),
 ])
 def test_unsupported_image_urls_are_bad_value_with_the_supported_list(image, reason):
   with pytest.raises(RowError) as error:

@@ -180,7 +180,27 @@ def test_a_batch_whose_worker_died_is_rerun_item_by_item():
     died = dict(done)[13]
     assert isinstance(died, WorkerDied) and 'exit code 9' in str(died)
     assert calls.batches[:3] == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19]]
-    assert sorted(calls.batches[3:]) == [[10], [11], [12], [13]]
+    # 13 kills its worker alone too, and once more: rejected
+    assert sorted(calls.batches[3:]) == [[10], [11], [12], [13], [13]]
+
+
+def test_an_item_whose_worker_is_killed_from_outside_while_it_runs_alone_runs_again(tmp_path):
+  """A worker killed from outside (kill -9, the OOM killer) while its batch's
+  rows were being redone one by one: the row it held runs alone once more
+  and is converted (it was rejected as unexpected_error, a good row lost)."""
+  from tests.process_helpers import times_ten_killed_twice
+  tally = tmp_path / 'tally'
+
+  class Killed(Calls):
+    def __call__(self, items):
+      return (*super().__call__(items), str(tally))
+
+  calls = Killed(times_ten_killed_twice)
+  with started(PoolSize(processes=1), calls, process_batch=4) as step:
+    _, done = add_all(step, range(10, 18))
+  assert done == [(item, item * 10) for item in range(10, 18)]
+  assert tally.read_text() == 'xxx'  # the batch, 13 alone, 13 alone again
+  assert calls.batches == [[10, 11, 12, 13], [14, 15, 16, 17], [10], [11], [12], [13], [13]]
 
 
 def _raise_value_error(items):

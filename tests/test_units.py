@@ -502,6 +502,35 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
     pool.shutdown()
 
 
+def test_the_time_limit_is_each_row_s_not_the_whole_batch_s():
+  """A call of several rows gets the limit per row, from the previous row's
+  end (the child ticks after each): 6 rows of 0.3 s under a limit of 1 s
+  finish in the child that started them (timed as a whole, the batch was
+  killed at 1 s and every row redone alone). A row that itself overruns still
+  stops its call, and a pool without a limit gets no ticks."""
+  import os
+
+  from tests.process_helpers import sleep_each
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+  pool = ProcessPool(1, timeout_s=1)
+  try:
+    pid = pool.submit(os.getpid).result()
+    assert pool.submit(sleep_each, [0.3] * 6).result() == [0.3] * 6
+    assert pool.submit(os.getpid).result() == pid  # not killed
+    error = pool.submit(sleep_each, [0.05, 0.05, 600]).exception()
+    assert isinstance(error, WorkerTimedOut) and 'after 1 s' in str(error)
+    assert pool.submit(sleep_each, [0.01, 0.01]).result() == [0.01, 0.01]
+  finally:
+    pool.shutdown()
+  unlimited = ProcessPool(1)
+  try:
+    assert unlimited.submit(os.getenv, 'IMG2TFRECORD_WORKER_TICKS').result() is None
+    assert unlimited.submit(sleep_each, [0.01] * 3).result() == [0.01] * 3
+  finally:
+    unlimited.shutdown()
+
+
 def test_a_new_child_s_imports_do_not_count_against_the_time_limit():
   """A new child imports the called function's module before the timed call:
   the first call after a start (or after a child killed at the limit) gets
@@ -547,6 +576,33 @@ def test_a_call_s_time_limit_covers_its_prepare():
   finally:
     released.set()
     pool.shutdown()
+
+
+def test_a_prepare_s_time_limit_is_each_source_s():
+  """A prepare reading a batch's remote files one after another gets the
+  limit per file, from the last one read (read_remote_sources shows
+  progress after each): 5 reads of 0.3 s under 1 s are not left behind, and
+  the child then gets the limit from the last read."""
+  import time
+
+  from transforms.workers import progress_ticks
+  from transforms.workers.process_pool import ProcessPool
+  from transforms.workers.process_pool import WorkerTimedOut
+
+  def prepare(args):  # (seconds to read each, what the child gets)
+    for each in args[0]:
+      time.sleep(each)
+      progress_ticks.row_done()
+    return args[1:]
+
+  pool = ProcessPool(1, prepare=prepare, timeout_s=1)
+  try:
+    assert pool.submit(time.sleep, [0.3] * 5, 0.5).result() is None
+    error = pool.submit(time.sleep, [0.1, 20], 0.0).exception()
+    assert isinstance(error, WorkerTimedOut) and 'left behind' in str(error)
+  finally:
+    pool.shutdown()
+  progress_ticks.row_done()  # on a thread without a hook: nothing
 
 
 def test_process_pool_replies_survive_stdout_noise_from_the_child():
@@ -623,8 +679,8 @@ def test_a_child_started_while_its_pool_shuts_down_is_stopped(monkeypatch):
   class SlowChild:
     alive = True
 
-    def __init__(self, worker_module):
-      del worker_module
+    def __init__(self, worker_module, timeout_s=None):
+      del worker_module, timeout_s
       self.killed = False
       started.append(self)
       starting.set()

@@ -171,7 +171,8 @@ class ReadShardFn(beam.DoFn):
     """check(records) with each record in a process of its own call: only a
     record that kills its worker gets the WorkerDied (as PooledStep does)."""
     return [self._spans.batch_results(self._spans.call_alone(self._check, [data], expected),
-                                      1, None)[0] for data in records]
+                                      1, lambda _, data=data: (self._check, [data], expected))[0]
+            for data in records]
 
   def _read_here(self, split, shard):
     read = 0  # records read whole: the index of the first one not read

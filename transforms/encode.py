@@ -83,8 +83,9 @@ class LoadImageFn(PooledSourceFn):
   the GIL while decoding and resizing), so a single in-process worker uses
   every core without Beam's multi-worker data plane; with processes > 0, in
   that many child processes instead (no GIL shared at all). In processes, a
-  batch still running after timeout_s has its child killed and replaced and
-  is rerun row by row: the row that overruns alone is rejected (decode/timeout),
+  batch with a row still running timeout_s after the row before it ended
+  (progress_ticks) has its child killed and replaced and is rerun row by
+  row: the row that overruns alone is rejected (decode/timeout),
   the others are converted. Threads cannot be stopped: no limit there.
   convert_on_thread/convert_in_process: what converts a batch of rows on a
   thread (any Beam filesystem) or in a worker process (tests swap them).

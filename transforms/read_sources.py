@@ -19,6 +19,7 @@ from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_fetch
+from transforms.workers import progress_ticks
 from transforms.workers.checked_read import read_checked
 from transforms.workers.source_image import DEFAULT_SPEC
 from transforms.workers.source_image import is_local
@@ -82,9 +83,21 @@ def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
   already met as they are. Runs on the pool's threads, so remote files are
   still read in parallel."""
   sources, spec, *more = args
-  return ([_fetched(source) if isinstance(source, concurrent.futures.Future) else
-           _bytes_or_error(source, reader, spec, http) if _is_remote_source(source) else source
-           for source in sources], spec, *more)
+  return ([_read_one(source, reader, spec, http) for source in sources], spec, *more)
+
+
+def _read_one(source, reader: filesystem.FileAccess, spec: ImageSpec,
+              http: Optional[http_fetch.HttpClient]):
+  """read_remote_sources of one source; a remote one read shows progress
+  (progress_ticks: the pool's time limit is then each source's)."""
+  if isinstance(source, concurrent.futures.Future):
+    read = _fetched(source)
+  elif _is_remote_source(source):
+    read = _bytes_or_error(source, reader, spec, http)
+  else:
+    return source
+  progress_ticks.row_done()
+  return read
 
 
 # http(s) images are fetched on these threads, started as soon as their batch

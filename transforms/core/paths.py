@@ -98,6 +98,11 @@ def image_problem(path: str) -> Optional[str]:
               f'read (file:///absolute/path)')
   elif scheme and scheme not in URL_SCHEMES and scheme.lower() not in HTTP_SCHEMES:
     return f'has an unsupported URL scheme {scheme!r} (supported: {SUPPORTED})'
+  elif scheme.lower() in HTTP_SCHEMES:
+    try:
+      urllib.parse.urlsplit(path)  # what the fetch parses first
+    except ValueError as error:  # an unclosed [IPv6 bracket: read/unexpected_error
+      return f'is no URL that parses ({error})'
   if '\x00' in local_file(path):  # a file:// URL's %00 too
     return 'holds a NUL byte: no file name can'
   return None

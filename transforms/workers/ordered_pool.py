@@ -7,10 +7,12 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
+import functools
 from typing import Optional
 
 from transforms.workers.process_pool import ProcessPool
 from transforms.workers.process_pool import WorkerDied
+from transforms.workers.process_pool import WorkerTimedOut
 
 
 class OrderedPool:
@@ -56,21 +58,30 @@ class OrderedPool:
       return _run_inline(fn, *args)
     return self._executor.submit(fn, *args, **self._call_options)
 
-  def batch_results(self, future: Future, size: int, call_for: Callable) -> list:
+  def batch_results(self, future: Future, size: int, call_for: Callable,
+                    again: bool = True) -> list:
     """The per-item results of a batched call (a list of `size`).
 
     If a worker process died running it, each item is rerun alone
     (call_for(i) -> (fn, *args) of item i alone), so only the item that kills
-    a worker gets the WorkerDied as its result. Other failures are raised.
+    a worker gets the WorkerDied as its result. An item whose worker died
+    while it ran alone runs alone once more (again): a worker killed from
+    outside (kill -9, the OOM killer choosing it for a neighbour's image) cost
+    a good row, rejected as unexpected_error; an item that kills its worker
+    kills the next one too. One that overran its time limit (WorkerTimedOut)
+    is not run again. Other failures are raised.
     """
     try:
       return future.result()
     except WorkerDied as died:
       if size == 1:
+        if again and not isinstance(died, WorkerTimedOut):
+          return self.batch_results(self.call_alone(*call_for(0)), 1, call_for, again=False)
         return [died]
       results = []
       for i in range(size):
-        results += self.batch_results(self.call_alone(*call_for(i)), 1, call_for)
+        results += self.batch_results(self.call_alone(*call_for(i)), 1,
+                                      functools.partial(_item, call_for, i))
       return results
 
   @property
@@ -104,3 +115,9 @@ def _run_inline(fn: Callable, *args) -> Future:
   except Exception as error:  # handed to the caller through future.result()
     future.set_exception(error)
   return future
+
+
+def _item(call_for: Callable, index: int, _: int) -> tuple:
+  """call_for(index), whatever index it is asked for: item `index` of a batch
+  is item 0 of the call that runs it alone."""
+  return call_for(index)

@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait
 import importlib
 import os
 import pickle
@@ -45,6 +44,9 @@ import sys
 import threading
 import time
 from typing import Optional
+
+from transforms.workers import progress_ticks
+from transforms.workers.preparer import Preparer
 
 WORKER_MODULE = 'transforms.workers.process_worker'
 # The parent's process id, for the child to watch (it may be gone before the
@@ -138,44 +140,6 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-class _Preparer:
-  """One daemon thread running a pool thread's `prepare` calls (remote reads),
-  so that a call's time limit covers them: a thread blocked in a read cannot
-  be stopped, but it can be left behind. A prepare still running at the limit
-  goes on until its read returns or fails, its result dropped, and its thread
-  then ends; the pool thread gets a new Preparer. Daemon: a read that never
-  returns does not hold up the interpreter's exit."""
-
-  def __init__(self):
-    self._requests = queue.SimpleQueue()
-    threading.Thread(target=self._serve, args=(self._requests,), name='worker-prepare',
-                     daemon=True).start()
-
-  def run(self, prepare: Callable, args: tuple, timeout_s: float) -> Optional[Future]:
-    """prepare(args) as a done Future, or None if it is still running after
-    timeout_s seconds."""
-    done = Future()
-    self._requests.put((done, prepare, args))
-    wait([done], timeout=timeout_s)
-    return done if done.done() else None
-
-  def close(self) -> None:
-    """Ends the thread once the prepare it is running, if any, returns."""
-    self._requests.put(None)
-
-  @staticmethod
-  def _serve(requests: queue.SimpleQueue) -> None:
-    while True:
-      request = requests.get()
-      if request is None:
-        return
-      done, prepare, args = request
-      try:
-        done.set_result(prepare(args))
-      except Exception as error:
-        done.set_exception(error)  # raised in the pool thread, by done.result()
-
-
 # A call whose prepare used up its whole limit still gets this long for its
 # child to answer (select's timeout must be positive: 0 would mean no limit).
 _MIN_CALL_S = 0.001
@@ -184,17 +148,34 @@ _MIN_CALL_S = 0.001
 class _Child:
   """One child process and its pipes."""
 
-  def __init__(self, worker_module: str):
+  def __init__(self, worker_module: str, timeout_s: Optional[float] = None):
+    """timeout_s: the limit its calls will get; the child then ticks as its
+    rows finish (progress_ticks), on a pipe of its own."""
     self.busy = False  # a call is running in it
     self.imported = set()  # the called functions' modules it has imported
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
+    ticks, tick_end = os.pipe() if timeout_s else (None, None)
+    # A file object, as the reply stream: closing it twice (shutdown kills a
+    # busy child while its pool thread does too) is harmless, and a closed
+    # one is never read by its number (which a new file may have taken).
+    self._ticks = None if ticks is None else open(ticks, 'rb', buffering=0)
+    if tick_end is not None:
+      env[progress_ticks.TICKS_ENV] = progress_ticks.setting(tick_end, timeout_s)
     # -P (3.11+): the current folder is not put first, so the parent's own
     # path (PYTHONPATH) alone decides which `transforms` is imported.
     safe_path = ['-P'] if sys.version_info >= (3, 11) else []
-    self._process = _SPAWNER.popen(
-        [sys.executable, *safe_path, '-m', worker_module], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, env=env)
+    try:
+      self._process = _SPAWNER.popen(
+          [sys.executable, *safe_path, '-m', worker_module], stdin=subprocess.PIPE,
+          stdout=subprocess.PIPE, env=env, pass_fds=() if tick_end is None else (tick_end,))
+    except BaseException:
+      if self._ticks is not None:
+        self._ticks.close()
+      raise
+    finally:
+      if tick_end is not None:
+        os.close(tick_end)  # the child's end: EOF here once the child is gone
     try:
       ready = pickle.load(self._process.stdout)
     except Exception as error:
@@ -230,7 +211,7 @@ class _Child:
     try:
       self._process.stdin.write(request)
       self._process.stdin.flush()
-      if timeout_s and not select.select([self._process.stdout], [], [], timeout_s)[0]:
+      if timeout_s and not self._answers_within(timeout_s):
         self.kill()
         raise WorkerTimedOut(f'image worker process still running {fn.__name__} after '
                              f'{timeout_s:g} s: killed')
@@ -246,6 +227,17 @@ class _Child:
     if status == RAISED:
       raise value
     return value
+
+  def _answers_within(self, timeout_s: float) -> bool:
+    """Whether the reply starts before timeout_s pass without a tick: each
+    row of a call gets the limit, from the previous row's end."""
+    watched = [self._process.stdout] + ([self._ticks] if self._ticks is not None else [])
+    while True:
+      ready = select.select(watched, [], [], timeout_s)[0]
+      if not ready or self._process.stdout in ready:
+        return bool(ready)
+      if not self._ticks.read(4096):  # the child is gone: its reply stream tells
+        watched.pop()
 
   @property
   def alive(self) -> bool:
@@ -274,9 +266,10 @@ class _Child:
     self.kill()
 
   def _close_pipes(self) -> None:
-    for pipe in (self._process.stdin, self._process.stdout):
+    for pipe in (self._process.stdin, self._process.stdout, self._ticks):
       try:
-        pipe.close()
+        if pipe is not None:
+          pipe.close()
       except OSError:
         pass  # already broken: nothing left to release
 
@@ -289,9 +282,10 @@ class ProcessPool:
   arguments in the parent before they are sent (e.g. reads remote files,
   which children cannot). `worker_module`: what the children run (a test
   gives one that cannot start). `timeout_s`: the limit of a call, prepare
-  included: a prepare still running at the limit is left behind (see
-  _Preparer), a child still running kills it (WorkerTimedOut either way); the
-  next call starts a new one.
+  included, renewed by each tick of the child (progress_ticks: a row done,
+  so that the limit is each row's): a prepare still running at the limit is
+  left behind (see Preparer), a child silent that long is killed
+  (WorkerTimedOut either way); the next call starts a new one.
   """
 
   def __init__(self, processes: int, prepare: Optional[Callable] = None,
@@ -316,9 +310,8 @@ class ProcessPool:
   def _call(self, fn: Callable, args: tuple, prepare: Optional[Callable]):
     timeout_s = self._timeout_s
     if prepare is not None and timeout_s:
-      started = time.monotonic()
-      args = self._prepared(prepare, fn, args, timeout_s)
-      timeout_s = max(timeout_s - (time.monotonic() - started), _MIN_CALL_S)
+      args, progressed = self._prepared(prepare, fn, args, timeout_s)
+      timeout_s = max(timeout_s - (time.monotonic() - progressed), _MIN_CALL_S)
     elif prepare is not None:
       args = prepare(args)
     child = self._child()
@@ -337,10 +330,11 @@ class ProcessPool:
         self.busy_s += time.monotonic() - started
 
   def _prepared(self, prepare: Callable, fn: Callable, args: tuple, timeout_s: float) -> tuple:
-    """prepare(args) on this pool thread's Preparer, within timeout_s."""
+    """(prepare(args), when it last showed progress) on this pool thread's
+    Preparer, within timeout_s of each source."""
     preparer = getattr(self._local, 'preparer', None)
     if preparer is None:
-      preparer = self._local.preparer = _Preparer()
+      preparer = self._local.preparer = Preparer()
       with self._lock:
         self._preparers.append(preparer)
     done = preparer.run(prepare, args, timeout_s)
@@ -351,7 +345,7 @@ class ProcessPool:
       preparer.close()
       raise WorkerTimedOut(f'reading the files of a {fn.__name__} call took longer than '
                            f'{timeout_s:g} s: left behind')
-    return done.result()
+    return done.result(), preparer.progressed
 
   def _child(self) -> _Child:
     child = getattr(self._local, 'child', None)
@@ -364,7 +358,7 @@ class ProcessPool:
     self._local.child = None
     if self._shut_down:
       raise PoolShutDown('the image worker pool is shut down')
-    child = _Child(self._worker_module)
+    child = _Child(self._worker_module, self._timeout_s)
     with self._lock:
       shut_down = self._shut_down
       if not shut_down:

@@ -18,6 +18,7 @@ import time
 import types
 from typing import BinaryIO
 
+from transforms.workers import progress_ticks
 from transforms.workers.process_pool import OK
 from transforms.workers.process_pool import PARENT_PID_ENV
 from transforms.workers.process_pool import RAISED
@@ -112,6 +113,7 @@ def _dumps(reply) -> list:
 
 def main() -> None:
   die_with_parent(int(os.environ.get(PARENT_PID_ENV) or os.getppid()))
+  progress_ticks.start(os.environ.get(progress_ticks.TICKS_ENV))
   replies = os.fdopen(os.dup(1), 'wb')
   os.dup2(2, 1)  # from here on, anything printed goes to stderr
   sys.stdout = sys.stderr

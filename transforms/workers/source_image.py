@@ -24,6 +24,7 @@ from transforms.core.rejects import RowError
 from transforms.core.reuse import Known
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.workers import progress_ticks
 from transforms.workers.checked_read import read_checked
 from transforms.workers.process_pool import picklable_error
 from transforms.workers.source_refs import is_ref
@@ -108,6 +109,8 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
   read(path or reference, spec) -> bytes.
 
   Errors are returned, not raised: one bad image never fails the others.
+  In an image worker process under a time limit, each source done ticks to
+  the parent (progress_ticks): the limit is each source's, not the batch's.
   """
   results = []
   for source in sources:
@@ -120,6 +123,7 @@ def _each_source(sources: list, spec: ImageSpec, read, work) -> list:
       results.append(work(source if isinstance(source, bytes) else read(source, spec)))
     except Exception as error:  # (returned per image)
       results.append(error)
+    progress_ticks.row_done()
   return results
 
 
