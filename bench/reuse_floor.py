@@ -6,8 +6,8 @@ Night 2's rows go one after another through a single thread, using the
 project's own per-row functions, with no Beam in between. Each row's CSV line
 is split, its file's metadata fingerprint is taken (a stat), its previous
 record is looked up and compared, the record is read with one pread with both
-CRCs checked (and its sidecar CRC and key compared), and it is written with its
-sidecar line. A real run also builds
+CRCs checked (and its sidecar CRC, key, label, path and SHA-256 compared), and
+it is written with its sidecar line. A real run also builds
 the label map, counts, writes the index and checks far more. So this is a
 lower bound on what a reused row can cost.
 
