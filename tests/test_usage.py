@@ -478,3 +478,25 @@ def test_resize_mode_none_alone_records_no_size(sample, tmp_path, capsys):
   (sample.out / 'dataset_info.json').write_text(json.dumps(info))
   assert validate.main(['--input_dir', str(sample.out), '--recompute', '2']) == 0
   assert '--recompute: 2 record(s) converted again' in capsys.readouterr().out
+
+
+def test_an_options_block_recorded_with_resize_mode_none_before_sizes_were_refused_runs(
+    sample, tmp_path):
+  """A dataset's `options` is a --config file of its run (output.md). One
+  recorded before --height/--width were refused with --resize_mode none
+  holds them (300, the defaults): run again, it converts as it did. A size
+  given on the command line beside it is still refused."""
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--resize_mode', 'none', '--progress', 'off']) == 0
+  options = {**read_info(sample.out)['options'], 'height': 300, 'width': 300}
+  config = tmp_path / 'recorded.json'
+  config.write_text(json.dumps({**options, 'output_dir': str(tmp_path / 'again')}))
+  assert convert.main(['--config', str(config), '--progress', 'off']) == 0
+  again = read_info(tmp_path / 'again')
+  assert {k: again['options'][k] for k in ('height', 'width', 'resize_mode')} == {
+      'height': None, 'width': None, 'resize_mode': 'none'}
+  shards = sorted(p.name for p in sample.out.glob('*.tfrecord'))
+  assert shards and all((sample.out / name).read_bytes() ==
+                        (tmp_path / 'again' / name).read_bytes() for name in shards)
+  assert convert.main(['--config', str(config), '--output_dir', str(tmp_path / 'third'),
+                       '--height', '64']) == EXIT_USAGE

@@ -55,6 +55,7 @@ class Parsed:
   effective: dict  # every option in effect, by flag name (for dataset_info.json)
   config_file: Optional[str] = None
   given: frozenset = frozenset()  # dests of our options given (command line or --config)
+  from_config: frozenset = frozenset()  # those of them the --config file gave, not the line
 
 
 class ViewCachingOptions(PipelineOptions):
@@ -192,6 +193,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
   config_file = given.pop('config', None)
+  on_line = set(given)
   check_location(CONFIG_FLAG, config_file)
   if config_file:
     # The file may be on s3:// or gs://: the command line's Beam options
@@ -215,7 +217,8 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   check_reachable(given, options_cls.LOCATIONS)
   effective = dict(sorted({**_by_flag_name(parser, beam, secrets=True),
                            **_by_flag_name(own, vars(args))}.items()))
-  return Parsed(args, pipeline_options, effective, config_file, frozenset(own_dests & set(given)))
+  return Parsed(args, pipeline_options, effective, config_file, frozenset(own_dests & set(given)),
+                frozenset(own_dests & set(given) - on_line))
 
 
 def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:

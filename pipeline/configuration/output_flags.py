@@ -28,8 +28,12 @@ def output_options(parsed) -> dict:
   if not 0.0 <= args.max_error_rate <= 1.0:
     raise UsageError(f'--max_error_rate {args.max_error_rate} is not in 0..1')
   if args.resize_mode == 'none':
+    # A --config file that says resize_mode none itself may be an options
+    # block recorded before the sizes were refused with it (it holds them,
+    # at 300 if not given): output.md says it is a --config file of its run.
+    recorded = 'resize_mode' in parsed.from_config
     sized = [f'--{name} {getattr(args, name)}' for name in ('height', 'width')
-             if name in parsed.given]
+             if name in parsed.given and not (recorded and name in parsed.from_config)]
     if sized:
       raise UsageError(f'{" and ".join(sized)} need{"" if len(sized) > 1 else "s"} '
                        '--resize_mode stretch, pad or crop: with --resize_mode none each '
