@@ -504,22 +504,23 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
 
 def test_the_time_limit_is_each_row_s_not_the_whole_batch_s():
   """A call of several rows gets the limit per row, from the previous row's
-  end (the child ticks after each): 6 rows of 0.3 s under a limit of 1 s
+  end (the child ticks after each): 5 rows of 0.6 s under a limit of 2 s
   finish in the child that started them (timed as a whole, the batch was
-  killed at 1 s and every row redone alone). A row that itself overruns still
-  stops its call, and a pool without a limit gets no ticks."""
+  killed at 2 s and every row redone alone). A row that itself overruns still
+  stops its call, and a pool without a limit gets no ticks. Each row has 1.4
+  s to spare: a loaded machine that slows a 0.6 s sleep does not fail it."""
   import os
 
   from tests.process_helpers import sleep_each
   from transforms.workers.process_pool import ProcessPool
   from transforms.workers.process_pool import WorkerTimedOut
-  pool = ProcessPool(1, timeout_s=1)
+  pool = ProcessPool(1, timeout_s=2)
   try:
     pid = pool.submit(os.getpid).result()
-    assert pool.submit(sleep_each, [0.3] * 6).result() == [0.3] * 6
+    assert pool.submit(sleep_each, [0.6] * 5).result() == [0.6] * 5
     assert pool.submit(os.getpid).result() == pid  # not killed
     error = pool.submit(sleep_each, [0.05, 0.05, 600]).exception()
-    assert isinstance(error, WorkerTimedOut) and 'after 1 s' in str(error)
+    assert isinstance(error, WorkerTimedOut) and 'after 2 s' in str(error)
     assert pool.submit(sleep_each, [0.01, 0.01]).result() == [0.01, 0.01]
   finally:
     pool.shutdown()
@@ -581,8 +582,9 @@ def test_a_call_s_time_limit_covers_its_prepare():
 def test_a_prepare_s_time_limit_is_each_source_s():
   """A prepare reading a batch's remote files one after another gets the
   limit per file, from the last one read (read_remote_sources shows
-  progress after each): 5 reads of 0.3 s under 1 s are not left behind, and
-  the child then gets the limit from the last read."""
+  progress after each): 5 reads of 0.6 s under 2 s are not left behind, and
+  the child then gets the limit from the last read (1.4 s to spare a read,
+  for a loaded machine)."""
   import time
 
   from transforms.workers import progress_ticks
@@ -595,9 +597,9 @@ def test_a_prepare_s_time_limit_is_each_source_s():
       progress_ticks.row_done()
     return args[1:]
 
-  pool = ProcessPool(1, prepare=prepare, timeout_s=1)
+  pool = ProcessPool(1, prepare=prepare, timeout_s=2)
   try:
-    assert pool.submit(time.sleep, [0.3] * 5, 0.5).result() is None
+    assert pool.submit(time.sleep, [0.6] * 5, 0.5).result() is None
     error = pool.submit(time.sleep, [0.1, 20], 0.0).exception()
     assert isinstance(error, WorkerTimedOut) and 'left behind' in str(error)
   finally:
