@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.abc
 import logging
 import sys
@@ -67,28 +66,10 @@ class _Refuse(importlib.abc.MetaPathFinder):
       raise ModuleNotFoundError(f'{name} deferred by pipeline.beam_runtime.startup', name=name)
 
 
-# Importing Beam and the pipeline ran the garbage collector ~200 times, 28 ms
-# of a 5-row convert. begin() pauses it; end() freezes what the imports made
-# (gc.freeze: modules, classes and functions live as long as the process, and
-# later collections no longer walk them) and lets it run again. Interleaved,
-# idle, 2 cores: a 5-row nightly convert 0.566 against 0.601 s (median of 8),
-# 12,000 rows (99% reused) 1.315-1.395 against 1.355-1.415 s. The ~1,500
-# objects the imports leave unreachable are kept for good: a 100,000-row run
-# peaks at 329 against 327 MiB. Collecting them before the freeze took 32-42
-# ms, the whole gain; a higher threshold instead of the pause gained 8 ms.
-_collector_paused = False
-
-
 def begin(argv: list) -> None:
   """Before an entry point imports Beam: leave out DEFERRED unless the run
-  needs them (see needs_cloud), until end(); the garbage collector waits too."""
-  global _collector_paused
-  if 'apache_beam' in sys.modules:
-    return
-  if gc.isenabled():
-    gc.disable()
-    _collector_paused = True
-  if needs_cloud(argv):
+  needs them (see needs_cloud), until end()."""
+  if 'apache_beam' in sys.modules or needs_cloud(argv):
     return
   if not any(isinstance(f, _Refuse) for f in sys.meta_path):
     parquet = names_parquet(argv)
@@ -104,14 +85,9 @@ def end() -> None:
   """Once Beam is imported: every import works again. A gs:// or s3:// path
   met later (an image listed in a local manifest) loads its filesystem then
   (transforms.filesystem.load_filesystem)."""
-  global _collector_paused
   if any(isinstance(f, _Refuse) for f in sys.meta_path):
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Refuse)]
     logging.disable(logging.NOTSET)
-  if _collector_paused:
-    _collector_paused = False
-    gc.freeze()
-    gc.enable()
 
 
 @contextlib.contextmanager
