@@ -16,7 +16,8 @@ Engines (each as a user launches it, with nothing but its runner's flags):
              EXTERNAL worker pool (make test-integration builds .peers/)
 
 Each engine converts the first K images (--startup_images, default 10), then
-all N (--repeat times each, medians taken): the K-image run's time is its
+all N (--repeat times each, medians taken; the K-image run at least
+--startup_repeat times, default 3): the K-image run's time is its
 start-up (interpreter, Beam, JVM, job server, job submission), and
 (N - K) / (seconds - start-up seconds) its steady rate, compared with the
 DirectRunner's. Each process's CPU per row is likewise the whole run's CPU
@@ -55,6 +56,11 @@ from bench.measure import run_measured
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTUP_IMAGES = 10
+# The start-up run is the cheap one and the noisier term of the steady rate:
+# Flink's 10-image run took 8.5-11 s on an idle machine, so one run each put
+# Flink's ratio anywhere from 0.74 to 1.07 of the DirectRunner's. Its median
+# of three costs 20-40 s an engine.
+STARTUP_REPEAT = 3
 # --corpus: the generated corpus each names, and the case it runs by default.
 CORPORA = {'photo': ensure_corpus, 'tiny': ensure_tiny_corpus}
 DEFAULT_CASES = {'photo': 'jpeg224', 'tiny': 'raw16'}
@@ -140,8 +146,11 @@ def convert_once(engine, manifest, num_images, case, flags, others, work, env, e
 
 
 def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=(),
-            startup_images=STARTUP_IMAGES, corpus=ensure_corpus):
-  """{engine: its row (engine_row)}; `corpus`: ensure_corpus or ensure_tiny_corpus."""
+            startup_images=STARTUP_IMAGES, corpus=ensure_corpus,
+            startup_repeat=STARTUP_REPEAT):
+  """{engine: its row (engine_row)}; `corpus`: ensure_corpus or ensure_tiny_corpus.
+  The start-up run is made max(repeat, startup_repeat) times, the whole one
+  `repeat` times."""
   small, _ = corpus(corpus_dir, startup_images)
   full, _ = corpus(corpus_dir, num_images)
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -151,11 +160,12 @@ def measure(engines, corpus_dir, num_images, case, work, repeat=1, extra=(),
   for engine in engines:
     with engine_context(engine, work) as (flags, others):
       startups, wholes = [], []
-      for _ in range(repeat):
+      for run in range(max(repeat, startup_repeat)):
         startups.append(convert_once(engine, small, startup_images, case, flags, others, work,
                                      env, extra))
-        wholes.append(convert_once(engine, full, num_images, case, flags, others, work, env,
-                                   extra))
+        if run < repeat:
+          wholes.append(convert_once(engine, full, num_images, case, flags, others, work, env,
+                                     extra))
     # Medians: the steady rate is a difference of two noisy times.
     rows[engine] = engine_row(_median_run(startups), _median_run(wholes), num_images,
                               startup_images)
@@ -243,6 +253,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help='also ' + ' and '.join(CLUSTER_ENGINES))
   parser.add_argument('--repeat', type=int, default=1,
                       help='runs per engine; the median counts')
+  parser.add_argument('--startup_repeat', type=int, default=STARTUP_REPEAT,
+                      help='runs of the start-up case at least (its median counts; default '
+                      f'{STARTUP_REPEAT})')
   parser.add_argument('--workdir', default='/tmp/img2tfrecord-bench')
   parser.add_argument('--json')
   parser.add_argument('--convert_flags', default='',
@@ -255,6 +268,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.error(f'unknown engines: {sorted(unknown)}')
   if args.startup_images < 1:
     parser.error('--startup_images must be at least 1')
+  if args.repeat < 1 or args.startup_repeat < 1:
+    parser.error('--repeat and --startup_repeat must be at least 1')
   args.case = args.case or DEFAULT_CASES[args.corpus]
   return args
 
@@ -264,7 +279,8 @@ def main(argv=None):
   tiny = args.corpus == 'tiny'
   with tempfile.TemporaryDirectory(prefix='bench-engines-') as work:
     rows = measure(args.engines, args.workdir, args.num_images, CASES[args.case], work, args.repeat,
-                   args.convert_flags.split(), args.startup_images, CORPORA[args.corpus])
+                   args.convert_flags.split(), args.startup_images, CORPORA[args.corpus],
+                   args.startup_repeat)
   print(table(rows, args.num_images, args.case, args.startup_images,
               ' (16x16 PNGs)' if tiny else ''))
   if tiny:

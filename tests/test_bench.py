@@ -229,6 +229,34 @@ def test_the_engines_command_line_picks_the_tiny_corpus_case():
   assert engines.parse_args(['--corpus', 'tiny', '--case', 'jpeg224']).case == 'jpeg224'
   with pytest.raises(SystemExit):
     engines.parse_args(['--startup_images', '0'])
+  assert default.startup_repeat == 3
+  with pytest.raises(SystemExit):
+    engines.parse_args(['--startup_repeat', '0'])
+
+
+def test_the_engines_bench_takes_the_median_of_three_start_up_runs(monkeypatch):
+  import contextlib
+
+  from bench import engines
+  startup_seconds = iter([9.0, 11.0, 8.5, 10.5])  # the start-up runs' times, in order
+  made = []
+
+  def convert_once(engine, manifest, num_images, *args):
+    made.append((engine, num_images))
+    seconds = next(startup_seconds) if num_images == 10 else 20.0
+    return {'seconds': seconds, 'peak_pss_mib': 1.0, 'cpu_seconds': seconds,
+            'other_cpu_seconds': 0.0, 'cpu_by_process': {'launcher': seconds}}
+
+  monkeypatch.setattr(engines, 'convert_once', convert_once)
+  monkeypatch.setattr(engines, 'engine_context',
+                      lambda engine, work: contextlib.nullcontext(([], [])))
+  rows = engines.measure(['direct'], 'unused', 1010, None, 'unused',
+                         corpus=lambda folder, n: (f'manifest-{n}', {}))
+  assert made == [('direct', 10), ('direct', 1010), ('direct', 10), ('direct', 10)]
+  # the median start-up (9.0 of 9.0, 11.0, 8.5): 1,000 rows in 20 - 9 s
+  assert rows['direct']['startup_seconds'] == 9.0
+  assert rows['direct']['steady_images_per_s'] == round(1000 / 11.0, 1)
+  assert rows['direct']['cpu_ms_per_row'] == {'launcher': 11.0}
 
 
 def test_the_tiny_corpus_is_16x16_pngs_with_their_labels(tmp_path):
