@@ -288,6 +288,45 @@ def test_category_zero_shifts_every_id():
       '', 'background thing', '', '', 'cat')
 
 
+
+def test_categories_sharing_a_name_are_counted_together(tmp_path):
+  """Two COCO category ids with one name (the second only after its
+  trailing space is stripped): objects_per_class adds them up, num_objects
+  counts every object, and validate agrees with both (it failed the dataset
+  convert wrote: num_objects_mismatch, 2 objects found against 3)."""
+  from PIL import Image
+  (tmp_path / 'images').mkdir()
+  for name in ('a', 'b'):
+    Image.fromarray(np.full((30, 40, 3), 90, np.uint8)).save(tmp_path / 'images' / f'{name}.jpg')
+  document = {
+      'images': [{'id': 1, 'file_name': 'a.jpg', 'width': 40, 'height': 30},
+                 {'id': 2, 'file_name': 'b.jpg', 'width': 40, 'height': 30}],
+      'categories': [{'id': 1, 'name': 'dog'}, {'id': 2, 'name': 'dog '},
+                     {'id': 3, 'name': 'cat'}],
+      'annotations': [{'id': n, 'image_id': image, 'category_id': category,
+                       'bbox': [1, 1, 5, 5]}
+                      for n, (image, category) in enumerate([(1, 1), (1, 2), (2, 2), (2, 3)])]}
+  path = tmp_path / 'instances.json'
+  path.write_text(json.dumps(document))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(path), '--annotation_format', 'coco',
+                       '--image_dir', str(tmp_path / 'images'), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert info['splits']['train']['objects_per_class'] == {'dog': 3, 'cat': 1}
+  assert info['detection']['objects_per_class'] == {'dog': 3, 'cat': 1}
+  assert info['splits']['train']['num_objects'] == info['detection']['num_objects'] == 4
+  assert (out / 'label_map.txt').read_text() == '1\tdog\n2\tdog\n3\tcat\n'
+  found = {e['key']: e for e in read.examples(str(out))}
+  assert list(found['a.jpg']['classes']) == [1, 2] and found['a.jpg']['class_text'] == [
+      'dog', 'dog']
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  info['splits']['train']['objects_per_class']['dog'] = 2  # still checked, by name
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(out)]) == 1
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'class_count_mismatch': 1}
+
 def _loaded(objects, size=(100, 50), box_orientation=1) -> LoadedImage:
   annotation = annotations.ImageAnnotation(7, size, tuple(objects))
   row = ManifestRow({}, 'a.json', 1, image='x.jpg', path='x.jpg', key='x.jpg',
