@@ -584,6 +584,13 @@ def test_an_rle_of_another_size_than_its_images_is_a_bad_mask():
     ('segmentation', {'size': [4, 4]}, 'segmentation {"size": [4, 4]} is neither polygons'),
     ('segmentation', 'abc', 'segmentation "abc" is neither polygons nor an RLE'),
     ('area', 1e300, 'area 1e+300 is not a number >= 0'),  # inf as the float32 it is written as
+    # a polygon point that is no number was coerced by float(): "1" and true were 1.0
+    ('segmentation', [['1', 1, 4, 1, 4, 4]], 'polygon point "1" is not a number'),
+    ('segmentation', [[1, 1, 4, 1, 4, 4], [True, 1, 4, 1, 4, 4]],
+     'polygon point true is not a number'),
+    # one flat polygon: TypeError: 'int' object is not iterable
+    ('segmentation', [1, 1, 4, 1, 4, 4],
+     'segmentation [1, 1, 4, 1, 4, 4] is neither polygons nor an RLE'),
 ])
 def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field, value, said):
   """A segmentation that is no segmentation got the box as its mask; an area

@@ -188,6 +188,15 @@ def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnot
   segmentation = ann.get('segmentation')
   kind = None
   if isinstance(segmentation, list) and segmentation:
+    # numbers only, as bbox's: float() took "1" (and true) as a point
+    if not all(isinstance(polygon, list) for polygon in segmentation):
+      raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                    f'segmentation {_shown(segmentation)} is neither polygons '
+                                    'nor an RLE')
+    odd = [v for polygon in segmentation for v in polygon if not _is_number(v)]
+    if odd:
+      raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                    f'polygon point {_shown(odd[0])} is not a number')
     kind = ('polygons', [[float(v) for v in polygon] for polygon in segmentation])
   elif isinstance(segmentation, dict) and 'counts' in segmentation:
     kind = ('rle', segmentation)
