@@ -230,6 +230,48 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
   assert not (tmp_path / 'out').exists()
 
 
+
+def test_a_coco_file_with_a_byte_order_mark_is_read(tmp_path):
+  """instances.json as PowerShell's Out-File saves it (a UTF-8 byte-order
+  mark first) exited 2: 'is not valid JSON: lexical error: invalid char in
+  json text.', the culprit invisible. The launcher's check and the
+  pipeline's reader both drop it."""
+  from PIL import Image
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 30), (90, 120, 60)).save(tmp_path / 'images' / 'a.jpg')
+  document = {'images': [{'id': 4, 'file_name': 'a.jpg', 'width': 40, 'height': 30}],
+              'annotations': [{'id': 1, 'image_id': 4, 'category_id': 2,
+                               'bbox': [4, 3, 20, 15]}],
+              'categories': [{'id': 2, 'name': 'caf\u00e9'}]}
+  path = tmp_path / 'instances.json'
+  path.write_bytes(b'\xef\xbb\xbf' + json.dumps(document, ensure_ascii=False).encode())
+  assert _convert(path, tmp_path / 'out') == EXIT_OK
+  (example,) = read.examples(str(tmp_path / 'out'))
+  assert (example['key'], example['class_text'], example['classes'].tolist()) == (
+      'a.jpg', ['caf\u00e9'], [2])
+  # padded into 200x200: scale 5, 25 px above; y 3..18 -> (25 + 15..90) / 200
+  assert np.allclose(example['boxes'], [[0.2, 0.1, 0.575, 0.6]])
+  # a mark that is not a whole BOM is still not JSON, in one readable line
+  path.write_bytes(b'\xef\xbb' + json.dumps(document).encode())
+  with pytest.raises(coco.CocoFormatError, match=r'is not valid JSON: lexical error'):
+    with open(path, 'rb') as stream:
+      coco.scan(stream, str(path))
+
+
+def test_coco_streams_read_the_same_however_they_are_read():
+  """_Unmarked: reads of any size give the file's bytes, less a leading BOM."""
+  import io
+  for data in (b'\xef\xbb\xbf{"a": 1}', b'{"a": 1}', b'{}', b'', b'\xef\xbb'):
+    for size in (0, 1, 2, 5, -1):
+      stream, got = coco._Unmarked(io.BytesIO(data)), b''
+      while True:
+        chunk = stream.read(size)
+        got += chunk
+        if size <= 0 or not chunk:
+          break
+      want = data[3:] if data.startswith(b'\xef\xbb\xbf') else data
+      assert got == (b'' if size == 0 else want), (data, size)
+
 @pytest.mark.parametrize('flags, message', [
     (('--encoding', 'raw'), '--schema detection stores JPEG or PNG (the Model Garden decoder '
                             'cannot read --encoding raw): give --encoding jpeg or png'),
