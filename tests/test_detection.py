@@ -230,6 +230,48 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
   assert not (tmp_path / 'out').exists()
 
 
+
+def test_a_coco_file_with_a_byte_order_mark_is_read(tmp_path):
+  """instances.json as PowerShell's Out-File saves it (a UTF-8 byte-order
+  mark first) exited 2: 'is not valid JSON: lexical error: invalid char in
+  json text.', the culprit invisible. The launcher's check and the
+  pipeline's reader both drop it."""
+  from PIL import Image
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 30), (90, 120, 60)).save(tmp_path / 'images' / 'a.jpg')
+  document = {'images': [{'id': 4, 'file_name': 'a.jpg', 'width': 40, 'height': 30}],
+              'annotations': [{'id': 1, 'image_id': 4, 'category_id': 2,
+                               'bbox': [4, 3, 20, 15]}],
+              'categories': [{'id': 2, 'name': 'caf\u00e9'}]}
+  path = tmp_path / 'instances.json'
+  path.write_bytes(b'\xef\xbb\xbf' + json.dumps(document, ensure_ascii=False).encode())
+  assert _convert(path, tmp_path / 'out') == EXIT_OK
+  (example,) = read.examples(str(tmp_path / 'out'))
+  assert (example['key'], example['class_text'], example['classes'].tolist()) == (
+      'a.jpg', ['caf\u00e9'], [2])
+  # padded into 200x200: scale 5, 25 px above; y 3..18 -> (25 + 15..90) / 200
+  assert np.allclose(example['boxes'], [[0.2, 0.1, 0.575, 0.6]])
+  # a mark that is not a whole BOM is still not JSON, in one readable line
+  path.write_bytes(b'\xef\xbb' + json.dumps(document).encode())
+  with pytest.raises(coco.CocoFormatError, match=r'is not valid JSON: lexical error'):
+    with open(path, 'rb') as stream:
+      coco.scan(stream, str(path))
+
+
+def test_coco_streams_read_the_same_however_they_are_read():
+  """_Unmarked: reads of any size give the file's bytes, less a leading BOM."""
+  import io
+  for data in (b'\xef\xbb\xbf{"a": 1}', b'{"a": 1}', b'{}', b'', b'\xef\xbb'):
+    for size in (0, 1, 2, 5, -1):
+      stream, got = coco._Unmarked(io.BytesIO(data)), b''
+      while True:
+        chunk = stream.read(size)
+        got += chunk
+        if size <= 0 or not chunk:
+          break
+      want = data[3:] if data.startswith(b'\xef\xbb\xbf') else data
+      assert got == (b'' if size == 0 else want), (data, size)
+
 @pytest.mark.parametrize('flags, message', [
     (('--encoding', 'raw'), '--schema detection stores JPEG or PNG (the Model Garden decoder '
                             'cannot read --encoding raw): give --encoding jpeg or png'),
@@ -287,6 +329,45 @@ def test_category_zero_shifts_every_id():
   assert annotations.label_names({1: 'background thing', 4: 'cat'}, 'a.json') == (
       '', 'background thing', '', '', 'cat')
 
+
+
+def test_categories_sharing_a_name_are_counted_together(tmp_path):
+  """Two COCO category ids with one name (the second only after its
+  trailing space is stripped): objects_per_class adds them up, num_objects
+  counts every object, and validate agrees with both (it failed the dataset
+  convert wrote: num_objects_mismatch, 2 objects found against 3)."""
+  from PIL import Image
+  (tmp_path / 'images').mkdir()
+  for name in ('a', 'b'):
+    Image.fromarray(np.full((30, 40, 3), 90, np.uint8)).save(tmp_path / 'images' / f'{name}.jpg')
+  document = {
+      'images': [{'id': 1, 'file_name': 'a.jpg', 'width': 40, 'height': 30},
+                 {'id': 2, 'file_name': 'b.jpg', 'width': 40, 'height': 30}],
+      'categories': [{'id': 1, 'name': 'dog'}, {'id': 2, 'name': 'dog '},
+                     {'id': 3, 'name': 'cat'}],
+      'annotations': [{'id': n, 'image_id': image, 'category_id': category,
+                       'bbox': [1, 1, 5, 5]}
+                      for n, (image, category) in enumerate([(1, 1), (1, 2), (2, 2), (2, 3)])]}
+  path = tmp_path / 'instances.json'
+  path.write_text(json.dumps(document))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(path), '--annotation_format', 'coco',
+                       '--image_dir', str(tmp_path / 'images'), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert info['splits']['train']['objects_per_class'] == {'dog': 3, 'cat': 1}
+  assert info['detection']['objects_per_class'] == {'dog': 3, 'cat': 1}
+  assert info['splits']['train']['num_objects'] == info['detection']['num_objects'] == 4
+  assert (out / 'label_map.txt').read_text() == '1\tdog\n2\tdog\n3\tcat\n'
+  found = {e['key']: e for e in read.examples(str(out))}
+  assert list(found['a.jpg']['classes']) == [1, 2] and found['a.jpg']['class_text'] == [
+      'dog', 'dog']
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  info['splits']['train']['objects_per_class']['dog'] = 2  # still checked, by name
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(out)]) == 1
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert report['problems_by_kind'] == {'class_count_mismatch': 1}
 
 def _loaded(objects, size=(100, 50), box_orientation=1) -> LoadedImage:
   annotation = annotations.ImageAnnotation(7, size, tuple(objects))

@@ -304,6 +304,31 @@ def test_a_voc_id_listed_without_its_xml_is_a_rejected_row(tmp_path, capsys):
                        '--max_error_rate', '0.5']) == EXIT_OK
 
 
+
+def test_a_voc_split_file_with_a_byte_order_mark_lists_its_first_id(tmp_path):
+  """ImageSets/Main/train.txt as Windows' Notepad saves it (a UTF-8
+  byte-order mark, CRLF): its first id was '\\ufeffv1', so v1.xml was left
+  out as unlisted and '\\ufeffv1' was a missing_annotation row."""
+  root = tmp_path / 'VOC'
+  for folder in ('Annotations', 'JPEGImages', 'ImageSets/Main'):
+    (root / folder).mkdir(parents=True)
+  for name in ('v1', 'v2'):
+    Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'JPEGImages' / f'{name}.jpg')
+    (root / 'Annotations' / f'{name}.xml').write_text(
+        f'<annotation><filename>{name}.jpg</filename><object><name>cat</name><bndbox>'
+        '<xmin>11</xmin><ymin>11</ymin><xmax>20</xmax><ymax>20</ymax></bndbox></object>'
+        '</annotation>')
+  (root / 'ImageSets' / 'Main' / 'train.txt').write_bytes(b'\xef\xbb\xbfv1\r\nv2\r\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (2, 2, 0)
+  assert info['detection']['num_skipped_unlisted'] == 0
+  assert sorted(feature(e, 'image/filename') for e in read_examples(out)) == [
+      b'v1.jpg', b'v2.jpg']
+
 def test_voc_xmls_no_split_file_lists_are_counted_where_the_run_reports_skips(tmp_path, capsys):
   root = tmp_path / 'VOC'
   for folder in ('Annotations', 'JPEGImages', 'ImageSets/Main'):

@@ -547,6 +547,35 @@ def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path
   assert run_validate(out)[0] == EXIT_OK
 
 
+
+@pytest.mark.parametrize('mode', ['RGB', 'RGBA', 'LA'])
+def test_a_voc_mask_png_in_colour_rejects_its_row(demo, tmp_path, mode):
+  """A SegmentationObject PNG holds object indices (VOC writes palette
+  PNGs); one saved in colour was a decode/unexpected_error row ("Too many
+  dimensions: 3 > 2.")."""
+  (tmp_path / 'Annotations').mkdir()
+  (tmp_path / 'SegmentationObject').mkdir()
+  for stem in ('astronaut', 'coffee'):
+    (tmp_path / 'Annotations' / f'{stem}.xml').write_text(_xml(f'{stem}.jpg', width='',
+                                                                height=''))
+  Image.new('P', (512, 512), 1).save(tmp_path / 'SegmentationObject' / 'astronaut.png')
+  Image.new(mode, (600, 400)).save(tmp_path / 'SegmentationObject' / 'coffee.png')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'Annotations'), '--annotation_format',
+                       'voc', '--image_dir', str(demo / 'images'), '--output_dir', str(out),
+                       '--include_masks', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  masks_dir = tmp_path / 'SegmentationObject'
+  assert [(line['row']['image'], line['stage'], line['code'], line['reason'])
+          for line in rejected_lines(out)] == [
+      ('coffee.jpg', 'annotation', 'bad_mask',
+       f'coffee.jpg: {masks_dir}/coffee.png holds colours ({mode}), not object indices '
+       '(a palette or grayscale PNG, as VOC writes)')]
+  [[example]] = shard_records(out)
+  [encoded] = example['image/object/mask'][1]
+  mask = np.asarray(Image.open(io.BytesIO(encoded)))
+  assert mask.shape == (300, 300) and mask.min() == 1  # its PNG's value 1: every pixel
+  assert run_validate(out)[0] == EXIT_OK
+
 @pytest.mark.parametrize('point', [1e7, 1e308, float('inf'), float('nan')])
 def test_a_polygon_point_far_outside_its_box_is_refused_before_pycocotools(point):
   """pycocotools draws each edge at 5x: a point at 1e7 made it allocate
@@ -584,6 +613,13 @@ def test_an_rle_of_another_size_than_its_images_is_a_bad_mask():
     ('segmentation', {'size': [4, 4]}, 'segmentation {"size": [4, 4]} is neither polygons'),
     ('segmentation', 'abc', 'segmentation "abc" is neither polygons nor an RLE'),
     ('area', 1e300, 'area 1e+300 is not a number >= 0'),  # inf as the float32 it is written as
+    # a polygon point that is no number was coerced by float(): "1" and true were 1.0
+    ('segmentation', [['1', 1, 4, 1, 4, 4]], 'polygon point "1" is not a number'),
+    ('segmentation', [[1, 1, 4, 1, 4, 4], [True, 1, 4, 1, 4, 4]],
+     'polygon point true is not a number'),
+    # one flat polygon: TypeError: 'int' object is not iterable
+    ('segmentation', [1, 1, 4, 1, 4, 4],
+     'segmentation [1, 1, 4, 1, 4, 4] is neither polygons nor an RLE'),
 ])
 def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field, value, said):
   """A segmentation that is no segmentation got the box as its mask; an area

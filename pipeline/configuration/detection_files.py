@@ -44,8 +44,8 @@ def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> Detec
     if files.exists(listing):
       _require_file(args.annotations, listing)
       listings[split] = listing
-      try:
-        text = _read_capped(files, listing, args.annotations).decode('utf-8')
+      try:  # a byte-order mark (Notepad's UTF-8) is no part of the first id
+        text = _read_capped(files, listing, args.annotations).decode('utf-8-sig')
       except UnicodeDecodeError as error:
         raise UsageError(f'--annotations {args.annotations}: {listing} is not UTF-8 text: '
                          f'{error}')

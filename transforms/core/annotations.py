@@ -236,6 +236,19 @@ def label_names(categories: dict, source: str) -> tuple:
   return tuple(categories.get(i, '') for i in range(max(categories, default=0) + 1))
 
 
+def objects_per_name(per_id: dict, names) -> dict:
+  """{label id: objects} -> {class name: objects}. Ids that share a name
+  (two COCO categories, two YOLO names) add up: convert's objects_per_class
+  and validate's count of the records agree (one id's count in place of
+  both's failed validate on the dataset convert wrote). A label with no name
+  in `names` (None, out of range) stays as it is."""
+  counts = {}
+  for label, n in per_id.items():
+    name = names[label] if label is not None and 0 <= label < len(names) else label
+    counts[name] = counts.get(name, 0) + n
+  return counts
+
+
 def label_map_text(names) -> str:
   """label_map.txt of a detection dataset: `id<TAB>name` lines (ids have gaps)."""
   return ''.join(f'{i}\t{name}\n' for i, name in enumerate(names) if name)

@@ -41,6 +41,30 @@ class CocoSummary:
   num_annotations: int
 
 
+_BOM = b'\xef\xbb\xbf'
+
+
+class _Unmarked:
+  """A binary stream read without its leading UTF-8 byte-order mark (a JSON
+  file as Windows PowerShell and Notepad save it), which JSON parsers may
+  drop (RFC 8259): ijson refused it as an invisible "invalid char" at the
+  document's start. Reads through, no seeking (remote files)."""
+
+  def __init__(self, stream):
+    self._stream = stream
+    head = stream.read(len(_BOM))
+    self._head = b'' if head == _BOM else head
+
+  def read(self, size: int = -1) -> bytes:
+    if not self._head:
+      return self._stream.read(size)
+    if size is None or size < 0:
+      data, self._head = self._head + self._stream.read(), b''
+      return data
+    data, self._head = self._head[:size], self._head[size:]
+    return data + (self._stream.read(size - len(data)) if size > len(data) else b'')
+
+
 def scan(stream, path: str) -> CocoSummary:
   """One streamed pass over the document: a JSON object whose images,
   annotations and categories are arrays of objects, nested at most
@@ -50,7 +74,8 @@ def scan(stream, path: str) -> CocoSummary:
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
   try:
-    for prefix, event, value in _parse(ijson.basic_parse(stream, use_float=True), path):
+    for prefix, event, value in _parse(ijson.basic_parse(_Unmarked(stream), use_float=True),
+                                       path):
       if prefix in _ITEMS and event not in ('start_map', 'map_key', 'end_map'):
         section = _ITEMS[prefix]
         raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '
@@ -111,7 +136,10 @@ def _kind(event: str) -> str:
 
 
 def _one_line(error: Exception) -> str:
-  return ' '.join(str(error).split())
+  said = error.args[0] if len(error.args) == 1 else str(error)
+  if isinstance(said, bytes):  # yajl2_c's messages: b'lexical error: ...\n ...'
+    said = said.decode('utf-8', 'replace')
+  return ' '.join(str(said).split())
 
 
 def _categories(found: list, path: str) -> dict:
@@ -141,7 +169,7 @@ def label_ids(categories: dict) -> tuple:
 def items(stream, section: str) -> Iterator[tuple]:
   """(position from 1, element) of one top-level array, streamed."""
   import ijson
-  yield from enumerate(ijson.items(stream, f'{section}.item', use_float=True), 1)
+  yield from enumerate(ijson.items(_Unmarked(stream), f'{section}.item', use_float=True), 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +216,15 @@ def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnot
   segmentation = ann.get('segmentation')
   kind = None
   if isinstance(segmentation, list) and segmentation:
+    # numbers only, as bbox's: float() took "1" (and true) as a point
+    if not all(isinstance(polygon, list) for polygon in segmentation):
+      raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                    f'segmentation {_shown(segmentation)} is neither polygons '
+                                    'nor an RLE')
+    odd = [v for polygon in segmentation for v in polygon if not _is_number(v)]
+    if odd:
+      raise objects.AnnotationError(objects.BAD_ANNOTATION,
+                                    f'polygon point {_shown(odd[0])} is not a number')
     kind = ('polygons', [[float(v) for v in polygon] for polygon in segmentation])
   elif isinstance(segmentation, dict) and 'counts' in segmentation:
     kind = ('rle', segmentation)

@@ -27,6 +27,7 @@ from typing import Optional
 from transforms.core import detection_checks
 from transforms.core import rejected_rows
 from transforms.core.annotations import label_map_pbtxt
+from transforms.core.annotations import objects_per_name
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
@@ -366,8 +367,7 @@ def object_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   for split, per_class, by_id in _counted_splits(info, counts, label_counts,
                                                  'objects_per_class'):
     counted += 1
-    found = {names[label] if label is not None and 0 <= label < len(names) else label: n
-             for label, n in by_id.items()}
+    found = objects_per_name(by_id, names)  # ids sharing a name add up, as convert's
     for name, n in found.items():
       total[name] = total.get(name, 0) + n
     problems += _object_count_problems(split, 'its objects_per_class', per_class, found)

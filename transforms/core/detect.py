@@ -107,7 +107,12 @@ def source_mask(obj: ObjectAnnotation, size: tuple, scale: tuple,
     named = 'its RLE'
   elif kind == 'png':
     _, path, value = segmentation
-    mask = mask_codec.mask_image(np.asarray(read_png(path)) == value)
+    png = read_png(path)
+    if png.mode not in ('P', 'L', '1', 'I', 'I;16'):  # an RGB one: "Too many dimensions"
+      raise objects.AnnotationError(objects.BAD_MASK, (
+          f'{path} holds colours ({png.mode}), not object indices (a palette or '
+          'grayscale PNG, as VOC writes)'))
+    mask = mask_codec.mask_image(np.asarray(png) == value)
     named = path
   else:
     raise ValueError(f'unknown segmentation kind {kind!r}')

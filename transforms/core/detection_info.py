@@ -63,7 +63,8 @@ class DetectionConfig:
 
 
 def _per_class(per_id: dict, names: tuple) -> dict:
-  return {name: per_id.get(i, 0) for i, name in enumerate(names) if name}
+  per_name = objects.objects_per_name(per_id, names)
+  return {name: per_name.get(name, 0) for name in dict.fromkeys(names) if name}
 
 
 def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
