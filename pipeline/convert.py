@@ -144,10 +144,10 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   tallies += join_tallies
   content = 'content' in (config.dedupe, config.split_by)
   if content or (previous_used(config) and config.change_detection == 'content'):
-    # Rows whose SHA-256 the previous dataset gave are not read (HashSourceFn).
+    # Rows whose SHA-256 a previous record proves are not read (HashSourceFn).
     rows = rows | 'HashSources' >> beam.ParDo(BatchedFn(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None,
-        http=config.http)))
+        http=config.http, sha256=copy_check(config.example.table()).sha256)))
   if config.detection is None:
     tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(in_batches(
         lambda row: [(key, 1) for key in tally.label_keys(row)]))))

@@ -194,6 +194,7 @@ def test_a_nul_in_an_image_path_rejects_its_row_not_the_job(tmp_path, fmt):
 
 
 UNSUPPORTED = '(supported: local paths, file:///, gs://, s3://, http(s)://)'
+NO_PORT = 'its port is no number from 0 to 65535'
 
 
 @pytest.mark.parametrize('image, path', [
@@ -218,6 +219,14 @@ def test_supported_image_paths_and_file_urls(image, path):
     ('file:///a%00.png', "column 'image' holds a NUL byte: no file name can"),
     ('http://[::1/a.png', "column 'image' is no URL that parses (Invalid IPv6 URL)"),
     ('HTTPS://[v6/a.png', "column 'image' is no URL that parses (Invalid IPv6 URL)"),
+    ('http://host:99999/x.jpg', f"column 'image' is no URL that parses ({NO_PORT})"),
+    ('http://h:secret/x.jpg', f"column 'image' is no URL that parses ({NO_PORT})"),
+    ('http://[::1]:70000/x.jpg', f"column 'image' is no URL that parses ({NO_PORT})"),
+    ('http:///x.jpg', "column 'image' is no URL that parses (no host)"),
+    ('http://:80/x.jpg', "column 'image' is no URL that parses (no host)"),
+    ('https://user:pw@/x.jpg', "column 'image' is no URL that parses (no host)"),
+    ('http://ho st/x.jpg', "column 'image' is no URL that parses (a space or control "
+                           "character in its host)"),
 ])
 def test_unsupported_image_urls_are_bad_value_with_the_supported_list(image, reason):
   with pytest.raises(RowError) as error:
@@ -248,6 +257,31 @@ def test_unsupported_schemes_reject_their_rows_and_file_urls_convert(tmp_path):
       5: ('manifest', 'bad_value', "column 'image' is a file:// URL of the host 'nas': only "
                                    "this machine's files are read (file:///absolute/path)")}
   assert labels == {'a.png': 'cat', rows[5][0]: 'dog', rows[6][0]: 'bird'}  # keys as written
+
+
+@pytest.mark.parametrize('image', ['http://h:/a.png', 'HTTP://[::1]:65535/a.png',
+                                   'https://u:p@h:0/a.png'])
+def test_parseable_http_urls_are_no_bad_value(image):
+  assert manifest.image_path(image, 'data') == image
+
+
+def test_http_urls_with_a_bad_port_or_no_host_reject_their_rows_before_any_fetch(tmp_path):
+  _images(tmp_path)
+  rows = [('a.png', 'cat'), ('http://host:99999/x.jpg', 'cat'), ('http:///x.jpg', 'cat'),
+          ('https://u:pw@/x.jpg', 'cat'), ('b.png', 'dog')]
+  path = tmp_path / 'm.csv'
+  path.write_text('image,label\n' + ''.join(f'{i},{lb}\n' for i, lb in rows))
+  code, rejected, labels = _convert(path, tmp_path / 'out', '--http_retries', '0')
+  assert code == EXIT_OK
+  assert {line: (stage, code, reason) for line, (stage, code, reason, _)
+          in rejected.items()} == {
+      3: ('manifest', 'bad_value', f"column 'image' is no URL that parses ({NO_PORT})"),
+      4: ('manifest', 'bad_value', "column 'image' is no URL that parses (no host)"),
+      5: ('manifest', 'bad_value', "column 'image' is no URL that parses (no host)")}
+  assert 'pw' not in (tmp_path / 'out' / 'rejected.jsonl').read_text()
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_examples'], info['num_rejected']) == (2, 3)
 
 
 def test_a_jsonl_image_that_is_no_string_is_a_bad_value_not_a_missing_file(tmp_path):

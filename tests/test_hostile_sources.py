@@ -498,6 +498,8 @@ def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:
       ('red/b.jpg', 'read', 'unreadable', 11),
       ('red/dangling.png', 'read', 'missing_file', 12),
   }
+  loop = next(r for r in rejected_lines(out) if r['row']['image'] == 'red/a.jpg')
+  assert loop['reason'] == f'cannot read {tree}/red/a.jpg: Too many levels of symbolic links'
   dangling = next(r for r in rejected_lines(out) if r['code'] == 'missing_file')
   assert dangling['reason'] == (f'file not found: {tree}/red/dangling.png (a symlink to '
                                 f'/nowhere/gone.png, which does not exist)')
@@ -508,6 +510,24 @@ def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:
   assert (info['num_skipped_files'], info['skipped_files']) == (
       2, ['green/notes.txt', 'linked/notes.txt'])
   assert info['label_map'] == ['green', 'linked', 'red']
+
+
+def test_a_path_too_long_is_named_once_in_its_reason(tmp_path):
+  """A name over the file system's 255 bytes, a path over PATH_MAX: their
+  reasons read `cannot read <path>: File name too long`; they held the path
+  twice ([Errno 36] File name too long: '<path>'), 10 KB for the deep one."""
+  write_image(tmp_path / 'a.png')
+  long_name = 'x' * 300 + '.png'
+  deep = '/'.join(['d' * 200] * 25) + '/a.png'
+  manifest_path = write_manifest(tmp_path / 'm.csv', [('a.png', 'cat'), (long_name, 'cat'),
+                                                      (deep, 'cat')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest_path), '--output_dir', str(out),
+                       '--height', '4', '--width', '4', '--progress', 'off']) == EXIT_OVER_BUDGET
+  assert {r['line']: (r['stage'], r['code'], r['reason']) for r in rejected_lines(out)} == {
+      3: ('read', 'unreadable', f'cannot read {tmp_path}/{long_name}: File name too long'),
+      4: ('read', 'unreadable', f'cannot read {tmp_path}/{deep}: File name too long')}
+  assert read_info(out)['num_examples'] == 1
 
 
 def test_convert_image_dir_rejects_what_it_cannot_list_or_read(tree, tmp_path, monkeypatch):

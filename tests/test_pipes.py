@@ -12,9 +12,14 @@ import sys
 
 import pytest
 
+from pipeline import convert
 from pipeline import errors
 from pipeline.runs import exits
 from tests.conftest import make_sample
+from tests.conftest import noise_png
+from tests.conftest import read_examples
+from tests.conftest import rejected_lines
+from tests.conftest import write_manifest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -202,3 +207,41 @@ def test_stdout_and_stderr_on_a_full_disk_keep_the_run_s_exit_code(tmp_path):
                             cwd=ROOT, timeout=300, env=env)
       assert done.returncode == code, command
   assert (sample.out / 'dataset_info.json').is_file()
+
+
+def test_a_convert_started_with_stdin_and_stdout_closed_converts_as_it_would(tmp_path):
+  """`cmd <&- >&-`: the tick pipe of the image processes' time limit got fds
+  0 and 1, and a child's reply stream took its write end's number: ticks went
+  into stderr, the reply stream was non-blocking, and a reply over a pipe's
+  64 KiB failed (BlockingIOError: rows decode/unexpected_error WorkerDied,
+  exit 3). Now the records are those of a run with its stdio open."""
+  rows = []
+  for n in range(3):
+    (tmp_path / f'{n}.png').write_bytes(noise_png(n, (200, 200)))  # ~120 KB a reply
+    rows.append((f'{n}.png', 'ab'[n % 2]))
+  manifest = write_manifest(tmp_path / 'm.csv', rows)
+  flags = ['--manifest', str(manifest), '--height', '200', '--width', '200', '--encoding',
+           'png', '--image_processes', '1', '--image_timeout_s', '60', '--progress', 'off']
+  done = subprocess.run(['bash', '-c', 'exec "$@" <&- >&-', 'bash', PY, '-m', 'pipeline.convert',
+                         *flags, '--output_dir', str(tmp_path / 'closed')],
+                        stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=300,
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert (done.returncode, done.stderr) == (errors.EXIT_OK, '')
+  assert convert.main([*flags, '--output_dir', str(tmp_path / 'open')]) == errors.EXIT_OK
+  shard = 'train-00000-of-00001.tfrecord'
+  assert (tmp_path / 'closed' / shard).read_bytes() == (tmp_path / 'open' / shard).read_bytes()
+  assert rejected_lines(tmp_path / 'closed') == []
+  assert len(read_examples(tmp_path / 'closed')) == 3
+
+
+def test_the_tick_pipe_is_above_stdio_when_stdin_and_stdout_are_closed():
+  code = ('import os; os.close(0); os.close(1); '
+          'from transforms.workers import progress_ticks; '
+          'ends = progress_ticks.pipe(); '
+          'os.write(ends[1], b"."); '
+          'assert os.read(ends[0], 1) == b"."; '
+          'assert not os.get_inheritable(ends[0]) and not os.get_inheritable(ends[1]); '
+          'os.write(2, repr([fd >= 3 for fd in ends]).encode())')
+  done = subprocess.run([PY, '-c', code], stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                        timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert (done.returncode, done.stderr) == (0, '[True, True]')

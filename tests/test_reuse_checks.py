@@ -22,6 +22,7 @@ from pipeline.runs.previous import write_latest
 from tests.conftest import noise_png
 from tests.conftest import read_info
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+from transforms import dedupe
 from transforms.core import reuse
 
 pytestmark = pytest.mark.xdist_group('reuse_checks')
@@ -202,6 +203,85 @@ def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_spl
   file is hashed, and the night is a full run's."""
   root, _, _ = night1
   manifest = root / 'night1.csv'
+  previous = _k0_given_another_sha256(manifest, tmp_path, flags)
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
+      == (7, 0, 1)  # k0's hash is not its line's: encoded, not copied
+  _same_files(out, fresh)
+
+
+@pytest.mark.parametrize('flags', [('--dedupe', 'content'),
+                                   ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
+def test_a_seed_record_proves_no_sha256_so_files_are_hashed_and_records_not_read_for_it(
+    night1, tmp_path, path, flags, monkeypatch):
+  """--schema seed records hold no SHA-256: each reused row's record was read
+  to prove its line's (a 12 us read for nothing), then its file hashed. Now
+  only the file is hashed; a line whose SHA-256 was edited still neither
+  dedupes nor moves k0, and k0 is not copied under its line's SHA-256 (the
+  new sidecar would carry it): the night is a full run's, byte for byte."""
+  root, _, _ = night1
+  manifest = root / 'night1.csv'
+  flags = ('--schema', 'seed', *flags)
+  previous = _k0_given_another_sha256(manifest, tmp_path, flags)
+  proofs = []
+
+  class CountingReader(dedupe.ShardReader):
+    def copy(self, record, key):
+      proofs.append(record.ordinal)
+      return super().copy(record, key)
+
+  monkeypatch.setattr(dedupe, 'ShardReader', CountingReader)
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert proofs == []
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
+      == (7, 0, 1)
+  _same_files(out, fresh)
+
+
+@pytest.mark.parametrize('flags', [('--dedupe', 'content'),
+                                   ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
+def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, tmp_path, flags,
+                                                                        monkeypatch):
+  """A previous shard on an object store is not read to prove its line's
+  SHA-256. It was trusted: a line edited to another row's SHA-256 had k0
+  rejected as that row's duplicate, or written to the other split, before
+  its copy was refused. Its file is hashed instead (the shards here are local,
+  taken for remote ones; the copies are by shard, as a remote dataset's)."""
+  monkeypatch.setattr(convert.runners, 'single_local_worker', lambda options: False)
+  monkeypatch.setattr(dedupe, 'is_remote', lambda path: True)
+  root, _, _ = night1
+  manifest = root / 'night1.csv'
+  previous = _k0_given_another_sha256(manifest, tmp_path, flags)
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
+      == (7, 0, 1)
+  _same_files(out, fresh)
+
+
+def _same_files(out: pathlib.Path, fresh: pathlib.Path) -> None:
+  """Every file but dataset_info.json the same bytes (cmp)."""
+  written = sorted(name.name for name in fresh.iterdir() if name.name != 'dataset_info.json')
+  assert written == sorted(name.name for name in out.iterdir() if name.name != 'dataset_info.json')
+  for name in written:
+    assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
+
+
+def _k0_given_another_sha256(manifest: pathlib.Path, tmp_path: pathlib.Path,
+                             flags: tuple) -> pathlib.Path:
+  """A night converted with `flags`, copied to tmp_path/previous, k0's line
+  given another row's source_sha256 (another split's, when there is one)."""
   night, previous = tmp_path / 'night', tmp_path / 'previous'
   assert _run(manifest, night, *flags) == EXIT_OK
   shutil.copytree(night, previous)
@@ -218,17 +298,7 @@ def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_spl
       line['source_sha256'] = donor['source_sha256']
   owner.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
                                            for line in lines[owner]), mtime=0))
-  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
-  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
-  assert _run(manifest, fresh, *flags) == EXIT_OK
-  info = read_info(out)
-  assert (info['num_examples'], info['num_rejected']) == (8, 0)
-  assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
-      == (7, 0, 1)  # k0's record holds another SHA-256: encoded when its copy is refused
-  written = sorted(name.name for name in fresh.iterdir() if name.name != 'dataset_info.json')
-  assert written == sorted(name.name for name in out.iterdir() if name.name != 'dataset_info.json')
-  for name in written:
-    assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
+  return previous
 
 
 def test_a_changed_image_path_with_the_same_key_is_encoded_again(night1, tmp_path):

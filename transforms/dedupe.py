@@ -104,6 +104,9 @@ class HashSourceFn(PooledSourceFn):
   with that error as its read_error: it is rejected with it (after its label
   is checked, as any row) when its image would be loaded, without a second
   read. hash_on_thread/hash_in_process: what hashes a batch (tests swap them).
+  sha256: the feature a previous record holds its source's SHA-256 in
+  (copies.copy_check(table).sha256); None (--schema seed): no record holds
+  one, so no sidecar's SHA-256 is proven and every file is hashed.
   """
 
   # Hashing a file costs ~40 us a 80 KB JPEG, a pipe round trip more than
@@ -113,14 +116,16 @@ class HashSourceFn(PooledSourceFn):
 
   def __init__(self, spec: ImageSpec, size: PoolSize,
                split: Optional[splits.SplitConfig] = None,
-               hash_on_thread=hash_sources, hash_in_process=hash_in_worker, http=None):
+               hash_on_thread=hash_sources, hash_in_process=hash_in_worker, http=None,
+               sha256: Optional[str] = SHA256_FEATURE):
     super().__init__(spec, size, hash_on_thread, hash_in_process, http)
     self._split = split
+    self._sha256 = sha256
 
   def setup(self):
     super().setup()
     # The SHA-256 alone: whether the record is the row's is its copy's to prove.
-    self._records = ShardReader(CopyCheck(sha256=SHA256_FEATURE))
+    self._records = ShardReader(CopyCheck(sha256=self._sha256))
 
   def finish_bundle(self):
     yield from super().finish_bundle()
@@ -141,12 +146,15 @@ class HashSourceFn(PooledSourceFn):
 
   def _proven(self, record) -> bool:
     """Whether `record` (the row's previous one, its SHA-256 the row's)
-    holds that SHA-256 in its record: read by offset, both CRCs checked (a
-    local shard; one on an object store is checked when it is copied). 12 us
+    holds that SHA-256 in its record: read by offset, both CRCs checked. 12 us
     a 46 KB record from the page cache (300 records, warm), against reading
-    and hashing the file (~40 us an 80 KB JPEG); the copy reads it again."""
-    if record is None or is_remote(record.shard_path):
-      return record is not None
+    and hashing the file (~40 us an 80 KB JPEG); the copy reads it again.
+    Never where nothing can prove it: a --schema seed record holds no
+    SHA-256 (each was read for nothing, then its file hashed), and one on an
+    object store is not read here (trusted, an edited line had the row
+    deduped or split by another file's SHA-256 before its copy was refused)."""
+    if record is None or self._sha256 is None or is_remote(record.shard_path):
+      return False
     try:
       self._records.copy(record, '')
     except COPY_ERRORS:  # damaged, or another SHA-256: the file is hashed

@@ -110,7 +110,7 @@ class _FileRowFn(beam.DoFn):
     except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8
       row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)
       reason = str(error) if isinstance(error, yolo.YoloFormatError) else (
-          f'cannot read {path}: {error}')
+          f'cannot read {path}: {error.strerror or error}')  # str(): the path again
       yield beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_READ, 'unreadable_annotations', reason))
       yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), 1))

@@ -245,6 +245,11 @@ class DecideFn(beam.DoFn):
     reason = reuse.decide(previous, row.split, fingerprint_of(row, self._mode), label, digest,
                           row.image)
     self._decided += 1
+    if reason is None and row.content_sha256 not in ('', previous.source_sha256):
+      # Hashed (HashSourceFn: its line's SHA-256 unproven) to another SHA-256
+      # than its line says: the copy would write the line's into the new
+      # sidecar (a --schema seed record holds none to refuse it by).
+      reason = reuse.FALLBACK
     if reason is None and self._inline:
       yield row
     elif reason is None:

@@ -99,12 +99,31 @@ def image_problem(path: str) -> Optional[str]:
   elif scheme and scheme not in URL_SCHEMES and scheme.lower() not in HTTP_SCHEMES:
     return f'has an unsupported URL scheme {scheme!r} (supported: {SUPPORTED})'
   elif scheme.lower() in HTTP_SCHEMES:
-    try:
-      urllib.parse.urlsplit(path)  # what the fetch parses first
-    except ValueError as error:  # an unclosed [IPv6 bracket: read/unexpected_error
-      return f'is no URL that parses ({error})'
+    problem = _http_problem(path)
+    if problem:
+      return problem
   if '\x00' in local_file(path):  # a file:// URL's %00 too
     return 'holds a NUL byte: no file name can'
+  return None
+
+
+def _http_problem(url: str) -> Optional[str]:
+  """Why the fetch cannot parse an http(s) URL, or None: what urllib3 refuses
+  before it connects (a port out of range or no number, no host, a host with
+  a space or control character) was read/http_error, an unclosed [IPv6
+  bracket read/unexpected_error, as if a server had failed."""
+  try:
+    parts = urllib.parse.urlsplit(url)  # what the fetch parses first
+  except ValueError as error:
+    return f'is no URL that parses ({error})'
+  try:
+    parts.port  # noqa: B018 (raises for a port out of 0-65535 or no number)
+  except ValueError:  # not its message: it quotes the cell (a password a user put there)
+    return 'is no URL that parses (its port is no number from 0 to 65535)'
+  if not parts.hostname:  # http:///a.jpg, http://:80/a.jpg, http://user@/a.jpg
+    return 'is no URL that parses (no host)'
+  if any(c <= ' ' or c == '\x7f' for c in parts.hostname):
+    return 'is no URL that parses (a space or control character in its host)'
   return None
 
 

@@ -155,7 +155,7 @@ class _Child:
     self.imported = set()  # the called functions' modules it has imported
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path),
                **{PARENT_PID_ENV: str(os.getpid())})
-    ticks, tick_end = os.pipe() if timeout_s else (None, None)
+    ticks, tick_end = progress_ticks.pipe() if timeout_s else (None, None)
     # A file object, as the reply stream: closing it twice (shutdown kills a
     # busy child while its pool thread does too) is harmless, and a closed
     # one is never read by its number (which a new file may have taken).

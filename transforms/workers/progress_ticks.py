@@ -21,6 +21,7 @@ the interval at worst (TICK_S, or a tenth of a shorter limit).
 from __future__ import annotations
 
 from collections.abc import Callable
+import fcntl
 import os
 import threading
 import time
@@ -44,6 +45,25 @@ _hooks = threading.local()
 def interval_for(timeout_s: float) -> float:
   """The least time between ticks under a limit of timeout_s."""
   return min(TICK_S, timeout_s / 10)
+
+
+def pipe() -> tuple:
+  """A tick pipe (read end, write end), each numbered 3 or more. A parent
+  started with stdin and stdout closed (`cmd <&- >&-`) got 0 and 1 from
+  os.pipe(): the child's stdout (its reply stream) took the write end's
+  number, so its ticks went into its replies and stderr, the read end saw
+  EOF at once (no per-row limit), and start() made the reply stream
+  non-blocking: a reply over the 64 KiB a pipe holds failed with
+  BlockingIOError, its rows decode/unexpected_error WorkerDied (2 of 12
+  400x400 PNGs, exit 3)."""
+  ends = []
+  for fd in os.pipe():
+    if fd < 3:  # close-on-exec, as os.pipe's; pass_fds makes the child's inheritable
+      moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+      os.close(fd)
+      fd = moved
+    ends.append(fd)
+  return tuple(ends)
 
 
 def setting(fd: int, timeout_s: float) -> str:

@@ -59,6 +59,13 @@ def _dangling(path: str) -> str:
     return ''
 
 
+def _os_reason(error: OSError) -> str:
+  """An OSError's words without the path its str() repeats: a 300-byte name
+  read `cannot read <path>: [Errno 36] File name too long: '<path>'`, the
+  path twice (10 KB for a path over PATH_MAX)."""
+  return error.strerror or str(error)
+
+
 def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
   """The whole local file at `path` (see read_checked); RowError if it cannot
   be read, or is no regular file (read/not_a_file): a FIFO, a device or a
@@ -73,7 +80,7 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
   except OSError as error:
     if error.errno == errno.ENXIO:  # what opening a Unix socket gives
       raise _not_a_file(path, 'socket')
-    raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {error}')
+    raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {_os_reason(error)}')
   try:
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):
@@ -84,7 +91,7 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
     with open(fd, 'rb', closefd=False) as stream:
       return read_checked(stream, path, info.st_size, spec)
   except OSError as error:
-    raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {error}')
+    raise RowError(STAGE_READ, 'unreadable', f'cannot read {path}: {_os_reason(error)}')
   finally:
     os.close(fd)
 
