@@ -57,6 +57,7 @@ class Server:
     self.agents: list = []
     self.auth: list = []
     self.elsewhere = ''  # the base URL /away/ redirects to
+    self.redirect_to = ''  # where /elsewhere/ redirects
     server = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -111,6 +112,8 @@ class Server:
           return self._send(302, b'', Location=f'/loop/{sum(server.seen.values())}.png')
         if path.startswith('/redirect/'):
           return self._send(301, b'', Location=f'/ok/{name}')
+        if path.startswith('/elsewhere/'):  # to no http(s) URL: file:///..., gs://...
+          return self._send(302, b'', Location=server.redirect_to)
         if path.startswith('/away/'):  # to another origin
           return self._send(302, b'', Location=f'{server.elsewhere}/ok/{name}')
         if path.startswith('/huge/'):
@@ -330,6 +333,20 @@ def test_credentials_are_not_sent_past_a_redirect_to_another_origin(server):
     basic = 'Basic ' + base64.b64encode(b'alice:pw').decode()
     assert server.auth == [basic, basic, basic]  # the same origin keeps them
     assert other.auth == [None]
+
+
+@pytest.mark.parametrize('location', ['file:///etc/hostname', 'gs://bucket/a.png',
+                                      'ftp://user:pw@host/a.png'])
+def test_a_redirect_to_no_http_url_is_one_http_error_not_retried(server, location):
+  server.redirect_to = location
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=3))
+  with pytest.raises(RowError) as error:
+    client.fetch(server.base + '/elsewhere/a1.png', ImageSpec())
+  assert error.value.code == 'http_error'
+  shown = location.replace('user:pw', '<redacted>')
+  assert error.value.reason == (f'{server.base}/elsewhere/a1.png: redirected to {shown}, '
+                                f'not an http(s) URL: not followed'), error.value.reason
+  assert server.seen == {'/elsewhere/a1.png': 1}  # refused at once: not tried again
 
 
 @pytest.mark.parametrize('first, second, same', [

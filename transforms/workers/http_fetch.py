@@ -157,6 +157,20 @@ def origin(url: str) -> tuple:
   return scheme, (parts.hostname or '').lower(), port or {'http': 80, 'https': 443}.get(scheme)
 
 
+def redirect_target(current: str, location: str, shown: str) -> str:
+  """The URL a redirect from `current` to `location` leads to; RowError
+  (http_error, not retried) when it is no http(s) URL. urllib3 refused a
+  file:// or gs:// target only as it tried it, so each was tried again
+  --http_retries times and rejected as "connection failed, after 3 retries:
+  LocationValueError: No host specified.", naming neither the redirect nor
+  where it led."""
+  target = urllib.parse.urljoin(current, location)
+  if urllib.parse.urlsplit(target).scheme.lower() not in ('http', 'https'):
+    raise RowError(STAGE_READ, 'http_error', f'{shown}: redirected to {shown_url(target)}, '
+                   f'not an http(s) URL: not followed')
+  return target
+
+
 class _Deadline:
   """A response body read within the try's time: reads raise timeout past it."""
 
@@ -261,7 +275,7 @@ class HttpClient:
       done = False
       try:
         if response.status in _REDIRECTS and response.headers.get('Location'):
-          target = urllib.parse.urljoin(current, response.headers['Location'])
+          target = redirect_target(current, response.headers['Location'], shown)
           if origin(target) != origin(current):  # a user:password@ is for its own host
             headers.pop('authorization', None)
           current = target
