@@ -224,6 +224,38 @@ def test_every_url_ends_as_one_example_or_one_rejected_line(server, tmp_path):
   assert pixels.getpixel((4, 4)) == (80, 120, 30)  # png(2)'s colour
 
 
+@pytest.mark.parametrize('pool', [('--image_processes', '2'), ('--image_threads', '2')])
+def test_hf_image_structs_naming_urls_are_fetched(server, tmp_path, pool):
+  # A Hugging Face Image {bytes: null, path: URL} (datasets' Image() of a
+  # URL) in a local Parquet file: an image worker process read the URL as a
+  # local file name, read/missing_file "file not found: http://..."; threads
+  # fetched it with the default --http_* options.
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  image_type = pa.struct([('bytes', pa.binary()), ('path', pa.string())])
+  images = [{'bytes': None, 'path': server.base + '/busy/b2.png'},
+            {'bytes': None, 'path': server.base + '/ok/a3.png'},
+            {'bytes': None, 'path': server.base + '/missing/m1.png'},
+            {'bytes': png(4), 'path': server.base + '/missing/m2.png'}]
+  path = tmp_path / 'hf.parquet'
+  pq.write_table(pa.table({'image': pa.array(images, image_type), 'label': ['x', 'y', 'x', 'y']}),
+                 path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', '--http_user_agent', 'probe/1.0', *BASE, *pool]) == EXIT_OK
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert sorted(examples) == ['hf.parquet:0', 'hf.parquet:1', 'hf.parquet:3']
+  assert set(server.agents) == {'probe/1.0'}  # the run's --http_* flags, not the defaults
+  for key, seed in (('hf.parquet:0', 2), ('hf.parquet:1', 3), ('hf.parquet:3', 4)):
+    want = Image.open(io.BytesIO(png(seed))).resize((8, 8), Image.BILINEAR)
+    assert examples[key]['image/encoded'][1][0] == want.tobytes(), key
+  [line] = rejected_lines(out)
+  assert (line['line'], line['stage'], line['code'], line['reason']) == (
+      2, 'read', 'missing_file', f'{server.base}/missing/m1.png: HTTP 404')
+  assert server.seen['/busy/b2.png'] == 2  # the 429, then the --http_retries retry
+  assert '/missing/m2.png' not in server.seen  # its bytes are in the cell
+
+
 @pytest.mark.parametrize('pool', [(), ('--image_processes', '2', '--encoding', 'png')])
 def test_a_run_with_retries_writes_the_bytes_of_one_without_failures(server, tmp_path, pool):
   good = [(server.base + p, l) for p, l, expected in CASES if expected is None]
