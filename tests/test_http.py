@@ -342,6 +342,35 @@ def test_a_nightly_run_asks_etag_and_last_modified(server, tmp_path):
   assert digests(night2) == digests(night1)
 
 
+def test_recompute_compares_urls_by_their_etag_and_shows_no_secret(server, tmp_path, capsys):
+  # validate --recompute looked an http(s) source's fingerprint up with
+  # Beam's filesystems, which have no ETag: every such record was
+  # recompute_source_changed, never compared; and that warning showed the
+  # URL's password and signature, in the report too.
+  from pipeline import validate
+  signed = f'{server.base}/etag/a1.png?X-Amz-Signature={SECRET}'
+  with_user = server.base.replace('http://', f'http://me:{SECRET}@') + '/etag/a1.png'
+  manifest = _manifest(tmp_path / 'urls.csv', [(signed, 'a'), (with_user, 'b')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (2, 0), report
+  sidecar = out / 'train.sources.jsonl.gz'
+  lines = [json.loads(line) for line in gzip.decompress(sidecar.read_bytes()).splitlines()]
+  assert [line['fingerprint'] for line in lines] == ['http:etag="v1"'] * 2  # HEADs say v1
+  for line in lines:  # as if both had changed since the run
+    line['fingerprint'] = 'http:etag="v0"'
+  sidecar.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                             for line in lines)))
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  report_text = (out / 'validation_report.json').read_text()
+  report = json.loads(report_text)
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (0, 2), report
+  assert SECRET not in report_text + capsys.readouterr().out
+  assert 'its source http://<redacted>@127.0.0.1' in report_text
+
+
 def test_the_fetch_itself(server):
   client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
   assert client.fetch(server.base + '/ok/a3.png', ImageSpec()) == png(3)
