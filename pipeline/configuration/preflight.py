@@ -110,6 +110,12 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     from pipeline.configuration.preflight_tars import tar_files
     listed = tar_files(path)
     fmt = _files_format(path, listed)
+  if not fmt and is_pattern(path) and not manifest.manifest_format_or_none(path):
+    # 'shards/*' names no format: its files do. Tars read as a line manifest
+    # crashed the launch (TypeError: replace() should be called on dataclass
+    # instances, exit 1).
+    listed = manifest_files(path)
+    fmt = _files_format(path, listed)
   if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
     from pipeline.configuration.preflight_tars import tar_config  # tars: listed, not read
     return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
@@ -117,7 +123,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   if not fmt and not is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
-  files = manifest_files(path)
+  files = listed or manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
   if fmt == manifest.PARQUET:  # a footer per file, not a header line
