@@ -74,11 +74,19 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
     if action is not None and key not in _NOT_FOR_RECORDS:
       argv += config_file.tokens(key, value, action, f'{info_path}: options.{key}')
   try:
-    return opts.parse_convert(argv)[0]
+    config = opts.parse_convert(argv)[0]
   except UsageError as error:
     raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
                      + ('' if manifest_path else " (--manifest: where the run's manifest "
                         'lives now)'))
+  # A pattern such as 'data/*' names no format: its files told convert. Read
+  # as lines, every sampled record was "no row of the run's input gives it
+  # now" (recompute_source_changed), exit 0.
+  fmt = next((m.fmt for m in config.manifests if m.fmt in _NOT_BY_LINE), None)
+  if fmt:
+    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
+                     f'rows --recompute cannot read again yet')
+  return config
 
 
 def _sampled(input_dir: str, info: dict, amount, files) -> list:
