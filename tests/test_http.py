@@ -37,6 +37,7 @@ from transforms.workers import http_fetch
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'),
               pytest.mark.integration]
 SECRET = 'S3CR3T'
+PRIVATE = 'Basic ' + base64.b64encode(f'me:{SECRET}'.encode()).decode()  # /private/'s
 
 
 def png(seed: int) -> bytes:
@@ -71,8 +72,10 @@ class Server:
         server.heads[path] = server.heads.get(path, 0) + 1
         if path.startswith('/slow/'):
           time.sleep(1.5)
-        extra = {'ETag': '"v1"'} if path.startswith('/etag/') else {}
-        self._send(200, b'', **extra)
+        if path.startswith('/private/') and self.headers.get('Authorization') != PRIVATE:
+          return self._send(401, b'')
+        extra = {'ETag': '"v1"'} if path.startswith(('/etag/', '/private/')) else {}
+        return self._send(200, b'', **extra)
 
       def do_GET(self, head=False):
         path = self.path.split('?', 1)[0]
@@ -83,6 +86,10 @@ class Server:
         name = path.rsplit('/', 1)[-1]
         seed = int(name.split('.')[0][-1]) if name[:1].isalpha() and name.split(
             '.')[0][-1:].isdigit() else 0
+        if path.startswith('/private/'):  # basic authentication, as a HEAD asks it too
+          if self.headers.get('Authorization') != PRIVATE:
+            return self._send(401, b'')
+          return self._send(200, png(seed), head=head, ETag='"v1"')
         if path.startswith('/ok/') or path.startswith('/etag/') or path.startswith('/bare/'):
           extra = {'ETag': f'"v{seed}"'} if path.startswith('/etag/') else {}
           return self._send(200, png(seed), head=head, **extra)
@@ -339,6 +346,21 @@ def test_a_nightly_run_asks_etag_and_last_modified(server, tmp_path):
   assert server.seen['/bare/b2.png'] == before['/bare/b2.png'] + 1
   assert server.heads == {'/etag/a1.png': 1, '/bare/b2.png': 1}  # to decide what to copy
   assert _fingerprints(night2) == first
+  assert digests(night2) == digests(night1)
+
+
+def test_a_nightly_run_asks_a_url_with_a_password_with_its_password(server, tmp_path):
+  # The HEAD went without the URL's user:password@: a server that asks for
+  # it answered 401, and the image counted as changed every night.
+  url = server.base.replace('http://', f'http://me:{SECRET}@') + '/private/a1.png'
+  manifest = _manifest(tmp_path / 'urls.csv', [(url, 'a')])
+  night1, night2 = tmp_path / 'n1', tmp_path / 'n2'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night1),
+                       *FLAGS]) == EXIT_OK
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night2),
+                       '--previous_dataset', str(night1), *FLAGS]) == EXIT_OK
+  assert read_info(night2)['reuse']['reused'] == 1
+  assert (server.heads, server.seen) == ({'/private/a1.png': 1}, {'/private/a1.png': 1})
   assert digests(night2) == digests(night1)
 
 

@@ -252,19 +252,25 @@ class HttpClient:
         error = retry
     raise error.error
 
+  def _request_of(self, url: str) -> tuple:
+    """(the URL to request, its headers): a user:password@ in the URL is
+    basic authentication, not part of the URL."""
+    import urllib3
+    headers = {'User-Agent': self._config.user_agent}
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+      return url, headers
+    headers.update(urllib3.make_headers(basic_auth=f'{urllib.parse.unquote(parts.username)}:'
+                                        f'{urllib.parse.unquote(parts.password or "")}'))
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1])), headers
+
   def _try(self, url: str, shown: str, spec: ImageSpec) -> tuple:
     import urllib3
 
     from transforms.workers.checked_read import read_checked
     timeout = self._config.timeout_s
     deadline = time.monotonic() + timeout
-    headers = {'User-Agent': self._config.user_agent}
-    parts = urllib.parse.urlsplit(url)
-    current = url
-    if parts.username is not None:  # user:password@host: basic auth, not part of the URL
-      headers.update(urllib3.make_headers(basic_auth=f'{urllib.parse.unquote(parts.username)}:'
-                                          f'{urllib.parse.unquote(parts.password or "")}'))
-      current = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1]))
+    current, headers = self._request_of(url)
     for _ in range(MAX_REDIRECTS + 1):
       try:
         response = self._pool.request(
@@ -325,9 +331,13 @@ class HttpClient:
     (the image then counts as changed), RowError when it fails."""
     import urllib3
     timeout = self._config.timeout_s
+    # With the GET's basic authentication: without it a server that asks for
+    # it answered 401, so such a URL counted as changed every night.
+    # (urllib3 drops Authorization on a redirect to another host.)
+    target, headers = self._request_of(url)
     with self._host_slot(url):
       response = self._pool.request(
-          'HEAD', url, headers={'User-Agent': self._config.user_agent},
+          'HEAD', target, headers=headers,
           timeout=urllib3.Timeout(connect=timeout, read=timeout),
           retries=urllib3.Retry(total=None, connect=0, read=0, status=0,
                                 redirect=MAX_REDIRECTS))
