@@ -412,6 +412,35 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
   assert 'has an unusable header line' in one_error_line(capsys)
 
 
+@pytest.mark.parametrize('name, encoding, text, reason', [
+    # Excel's "Unicode Text" export: UTF-16 LE, tab-separated. It said
+    # "'utf-8' codec can't decode byte 0xff in position 0" (CSV/TSV), or
+    # "all 3 rows were rejected" (txt, JSONL: every line bad_encoding).
+    ('m.tsv', 'utf-16', 'image\tlabel\r\na.png\tcat\r\n', 'has an unusable header line: it is '
+     'UTF-16 text (it starts with the byte order mark FF FE): save it as UTF-8'),
+    ('m.txt', 'utf-16', 'a.png cat\r\nb.png dog\r\n', 'cannot be read: it is UTF-16 text (it '
+     'starts with the byte order mark FF FE): save it as UTF-8'),
+    ('m.jsonl', 'utf-16-be', '\ufeff{"image": "a.png", "label": "cat"}\n', 'cannot be read: it '
+     'is UTF-16 text (it starts with the byte order mark FE FF): save it as UTF-8'),
+    ('m.csv', 'utf-32', 'image,label\na.png,cat\n', 'has an unusable header line: it is '
+     'UTF-32 text (it starts with the byte order mark FF FE 00 00): save it as UTF-8'),
+    # Classic Mac OS line ends: the whole file is one line. It said "new-line
+    # character seen in unquoted field - do you need to open the file in
+    # universal-newline mode?"
+    ('m.csv', 'utf-8', 'image,label\ra.png,cat\rb.png,dog\r', 'has an unusable header line: '
+     "its lines end with a lone \\r (classic Mac OS line breaks): only \\n or \\r\\n end a "
+     "line; convert them (tr '\\r' '\\n')"),
+])
+def test_a_manifest_not_in_utf8_lines_is_one_line_naming_why(tmp_path, capsys, name, encoding,
+                                                              text, reason):
+  path = tmp_path / name
+  path.write_bytes(text.encode(encoding))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out)]) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: manifest {path} {reason}'
+  assert not out.exists()
+
+
 @pytest.mark.slow  # Beam in a subprocess
 def test_importing_the_package_configures_no_logging():
   code = ('import logging; import pipeline, pipeline.convert, pipeline.validate, '

@@ -37,6 +37,7 @@ from transforms.workers import http_fetch
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'),
               pytest.mark.integration]
 SECRET = 'S3CR3T'
+PRIVATE = 'Basic ' + base64.b64encode(f'me:{SECRET}'.encode()).decode()  # /private/'s
 
 
 def png(seed: int) -> bytes:
@@ -57,6 +58,7 @@ class Server:
     self.agents: list = []
     self.auth: list = []
     self.elsewhere = ''  # the base URL /away/ redirects to
+    self.redirect_to = ''  # where /elsewhere/ redirects
     server = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -70,8 +72,10 @@ class Server:
         server.heads[path] = server.heads.get(path, 0) + 1
         if path.startswith('/slow/'):
           time.sleep(1.5)
-        extra = {'ETag': '"v1"'} if path.startswith('/etag/') else {}
-        self._send(200, b'', **extra)
+        if path.startswith('/private/') and self.headers.get('Authorization') != PRIVATE:
+          return self._send(401, b'')
+        extra = {'ETag': '"v1"'} if path.startswith(('/etag/', '/private/')) else {}
+        return self._send(200, b'', **extra)
 
       def do_GET(self, head=False):
         path = self.path.split('?', 1)[0]
@@ -82,6 +86,10 @@ class Server:
         name = path.rsplit('/', 1)[-1]
         seed = int(name.split('.')[0][-1]) if name[:1].isalpha() and name.split(
             '.')[0][-1:].isdigit() else 0
+        if path.startswith('/private/'):  # basic authentication, as a HEAD asks it too
+          if self.headers.get('Authorization') != PRIVATE:
+            return self._send(401, b'')
+          return self._send(200, png(seed), head=head, ETag='"v1"')
         if path.startswith('/ok/') or path.startswith('/etag/') or path.startswith('/bare/'):
           extra = {'ETag': f'"v{seed}"'} if path.startswith('/etag/') else {}
           return self._send(200, png(seed), head=head, **extra)
@@ -111,6 +119,8 @@ class Server:
           return self._send(302, b'', Location=f'/loop/{sum(server.seen.values())}.png')
         if path.startswith('/redirect/'):
           return self._send(301, b'', Location=f'/ok/{name}')
+        if path.startswith('/elsewhere/'):  # to no http(s) URL: file:///..., gs://...
+          return self._send(302, b'', Location=server.redirect_to)
         if path.startswith('/away/'):  # to another origin
           return self._send(302, b'', Location=f'{server.elsewhere}/ok/{name}')
         if path.startswith('/huge/'):
@@ -221,6 +231,38 @@ def test_every_url_ends_as_one_example_or_one_rejected_line(server, tmp_path):
   assert pixels.getpixel((4, 4)) == (80, 120, 30)  # png(2)'s colour
 
 
+@pytest.mark.parametrize('pool', [('--image_processes', '2'), ('--image_threads', '2')])
+def test_hf_image_structs_naming_urls_are_fetched(server, tmp_path, pool):
+  # A Hugging Face Image {bytes: null, path: URL} (datasets' Image() of a
+  # URL) in a local Parquet file: an image worker process read the URL as a
+  # local file name, read/missing_file "file not found: http://..."; threads
+  # fetched it with the default --http_* options.
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  image_type = pa.struct([('bytes', pa.binary()), ('path', pa.string())])
+  images = [{'bytes': None, 'path': server.base + '/busy/b2.png'},
+            {'bytes': None, 'path': server.base + '/ok/a3.png'},
+            {'bytes': None, 'path': server.base + '/missing/m1.png'},
+            {'bytes': png(4), 'path': server.base + '/missing/m2.png'}]
+  path = tmp_path / 'hf.parquet'
+  pq.write_table(pa.table({'image': pa.array(images, image_type), 'label': ['x', 'y', 'x', 'y']}),
+                 path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--max_error_rate',
+                       '1', '--http_user_agent', 'probe/1.0', *BASE, *pool]) == EXIT_OK
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(out)}
+  assert sorted(examples) == ['hf.parquet:0', 'hf.parquet:1', 'hf.parquet:3']
+  assert set(server.agents) == {'probe/1.0'}  # the run's --http_* flags, not the defaults
+  for key, seed in (('hf.parquet:0', 2), ('hf.parquet:1', 3), ('hf.parquet:3', 4)):
+    want = Image.open(io.BytesIO(png(seed))).resize((8, 8), Image.BILINEAR)
+    assert examples[key]['image/encoded'][1][0] == want.tobytes(), key
+  [line] = rejected_lines(out)
+  assert (line['line'], line['stage'], line['code'], line['reason']) == (
+      2, 'read', 'missing_file', f'{server.base}/missing/m1.png: HTTP 404')
+  assert server.seen['/busy/b2.png'] == 2  # the 429, then the --http_retries retry
+  assert '/missing/m2.png' not in server.seen  # its bytes are in the cell
+
+
 @pytest.mark.parametrize('pool', [(), ('--image_processes', '2', '--encoding', 'png')])
 def test_a_run_with_retries_writes_the_bytes_of_one_without_failures(server, tmp_path, pool):
   good = [(server.base + p, l) for p, l, expected in CASES if expected is None]
@@ -307,6 +349,50 @@ def test_a_nightly_run_asks_etag_and_last_modified(server, tmp_path):
   assert digests(night2) == digests(night1)
 
 
+def test_a_nightly_run_asks_a_url_with_a_password_with_its_password(server, tmp_path):
+  # The HEAD went without the URL's user:password@: a server that asks for
+  # it answered 401, and the image counted as changed every night.
+  url = server.base.replace('http://', f'http://me:{SECRET}@') + '/private/a1.png'
+  manifest = _manifest(tmp_path / 'urls.csv', [(url, 'a')])
+  night1, night2 = tmp_path / 'n1', tmp_path / 'n2'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night1),
+                       *FLAGS]) == EXIT_OK
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(night2),
+                       '--previous_dataset', str(night1), *FLAGS]) == EXIT_OK
+  assert read_info(night2)['reuse']['reused'] == 1
+  assert (server.heads, server.seen) == ({'/private/a1.png': 1}, {'/private/a1.png': 1})
+  assert digests(night2) == digests(night1)
+
+
+def test_recompute_compares_urls_by_their_etag_and_shows_no_secret(server, tmp_path, capsys):
+  # validate --recompute looked an http(s) source's fingerprint up with
+  # Beam's filesystems, which have no ETag: every such record was
+  # recompute_source_changed, never compared; and that warning showed the
+  # URL's password and signature, in the report too.
+  from pipeline import validate
+  signed = f'{server.base}/etag/a1.png?X-Amz-Signature={SECRET}'
+  with_user = server.base.replace('http://', f'http://me:{SECRET}@') + '/etag/a1.png'
+  manifest = _manifest(tmp_path / 'urls.csv', [(signed, 'a'), (with_user, 'b')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (2, 0), report
+  sidecar = out / 'train.sources.jsonl.gz'
+  lines = [json.loads(line) for line in gzip.decompress(sidecar.read_bytes()).splitlines()]
+  assert [line['fingerprint'] for line in lines] == ['http:etag="v1"'] * 2  # HEADs say v1
+  for line in lines:  # as if both had changed since the run
+    line['fingerprint'] = 'http:etag="v0"'
+  sidecar.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                             for line in lines)))
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  report_text = (out / 'validation_report.json').read_text()
+  report = json.loads(report_text)
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (0, 2), report
+  assert SECRET not in report_text + capsys.readouterr().out
+  assert 'its source http://<redacted>@127.0.0.1' in report_text
+
+
 def test_the_fetch_itself(server):
   client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
   assert client.fetch(server.base + '/ok/a3.png', ImageSpec()) == png(3)
@@ -330,6 +416,20 @@ def test_credentials_are_not_sent_past_a_redirect_to_another_origin(server):
     basic = 'Basic ' + base64.b64encode(b'alice:pw').decode()
     assert server.auth == [basic, basic, basic]  # the same origin keeps them
     assert other.auth == [None]
+
+
+@pytest.mark.parametrize('location', ['file:///etc/hostname', 'gs://bucket/a.png',
+                                      'ftp://user:pw@host/a.png'])
+def test_a_redirect_to_no_http_url_is_one_http_error_not_retried(server, location):
+  server.redirect_to = location
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=3))
+  with pytest.raises(RowError) as error:
+    client.fetch(server.base + '/elsewhere/a1.png', ImageSpec())
+  assert error.value.code == 'http_error'
+  shown = location.replace('user:pw', '<redacted>')
+  assert error.value.reason == (f'{server.base}/elsewhere/a1.png: redirected to {shown}, '
+                                f'not an http(s) URL: not followed'), error.value.reason
+  assert server.seen == {'/elsewhere/a1.png': 1}  # refused at once: not tried again
 
 
 @pytest.mark.parametrize('first, second, same', [

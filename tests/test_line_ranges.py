@@ -162,6 +162,27 @@ def test_a_file_that_changed_since_it_was_listed_fails(data, size, message):
     list(RangeRead().lines_of(io.BytesIO(data), 0, tracker.claim, True, size))
 
 
+@pytest.mark.parametrize('damage, cause', [
+    (lambda data: data[:len(data) // 2], 'EOFError: Compressed file ended'),
+    (lambda data: data[:10] + bytes(b ^ 0xff for b in data[10:40]) + data[40:], 'error: '),
+])
+def test_a_gz_stream_that_breaks_off_names_the_last_whole_line(damage, cause):
+  data = b'image,label\n' + b''.join(b'%d.png,cat\n' % i for i in range(5000))
+  read = RangeRead()
+  lines = []
+  stream = gzip.GzipFile(fileobj=io.BytesIO(damage(gzip.compress(data))))
+  with pytest.raises(line_ranges.ManifestCutShortError,
+                     match=r'breaks off after line (\d+): the lines after it are lost') as caught:
+    for line in read.lines_of(stream, 0, lambda offset: True, True, whole_stream=True):
+      lines.append(line)
+  assert cause in str(caught.value)
+  assert isinstance(caught.value, line_ranges.ManifestReadError)
+  # Every line yielded is whole, and the message names the last of them.
+  assert [raw for _, raw in lines] == [b'%d.png,cat' % i for i in range(len(lines))]
+  assert f'after line {read.lines}:' in str(caught.value)
+  assert read.lines == len(lines) + (1 if read.lines else 0)  # + the header
+
+
 def test_a_range_ending_before_the_end_does_not_check_the_size():
   data = b'image,label\na,b\nc,d\n'
   tracker = Tracker(0, 13)

@@ -251,6 +251,36 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
   assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
 
 
+def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
+  # pandas writes a `category` column as dictionary<values=string>; pyarrow
+  # reads it back so. It exited 2 ("column label is dictionary<...>").
+  for seed in (1, 2, 3):
+    (tmp_path / f'{seed}.png').write_bytes(png(seed))
+  path = tmp_path / 'm.parquet'
+  pq.write_table(pa.table({
+      'image': pa.array(['1.png', '2.png', '3.png']).dictionary_encode(),
+      'label': pa.array(['dog', 'cat', 'dog']).dictionary_encode(),
+      'key': pa.array(['k1', 'k2', 'k3'], pa.string_view())}), path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  examples = {e['image/key'][1][0]: e for e in read_examples(out)}
+  assert {k: (e['image/class/text'][1], e['image/class/label'][1], e['image/filename'][1])
+          for k, e in examples.items()} == {
+      b'k1': ([b'dog'], [1], [b'1.png']), b'k2': ([b'cat'], [0], [b'2.png']),
+      b'k3': ([b'dog'], [1], [b'3.png'])}
+  assert (out / 'label_map.txt').read_text() == 'cat\ndog\n'
+  pixels = {k: bytes(e['image/encoded'][1][0]) for k, e in examples.items()}
+  want = Image.open(io.BytesIO(png(2))).convert('RGB').resize((8, 8), Image.BILINEAR)
+  assert pixels[b'k2'] == want.tobytes()
+  ints = tmp_path / 'ints.parquet'
+  pq.write_table(pa.table({'image': pa.array([png(4)], pa.binary_view()),
+                           'label': pa.array([2], pa.int8()).dictionary_encode()}), ints)
+  out = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(ints), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  [example] = read_examples(out)
+  assert example['image/class/label'][1] == [2]
+
+
 @pytest.mark.parametrize('case, message', [
     ('float_label', 'column label is double, not a string or an integer'),
     ('int_image', 'column image is int64, not a path or URL (string), image bytes'),

@@ -220,3 +220,31 @@ def test_a_dataset_of_a_parquet_manifest_is_refused_in_one_line(fresh, capsys):
   assert capsys.readouterr().err == (
       f'error: --recompute: {info_path} was converted from a parquet manifest, whose rows '
       f'--recompute cannot read again yet\n')
+
+
+def test_a_pattern_of_parquet_or_tar_files_that_names_no_format_is_refused(tmp_path, capsys):
+  # 'data/*' names no format (its files told convert); read as lines, each
+  # sampled record was a recompute_source_changed warning, exit 0.
+  import io
+  import tarfile
+
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  (tmp_path / 'pq').mkdir()
+  pq.write_table(pa.table({'image': [noise_png(1), noise_png(2)], 'label': ['a', 'b']}),
+                 tmp_path / 'pq' / 'rows.parquet')
+  (tmp_path / 'tars').mkdir()
+  with tarfile.open(tmp_path / 'tars' / 'shard.tar', 'w') as tar:
+    for name, data in (('s0.png', noise_png(3)), ('s0.cls', b'1')):
+      member = tarfile.TarInfo(name)
+      member.size = len(data)
+      tar.addfile(member, io.BytesIO(data))
+  for folder, fmt in (('pq', 'parquet'), ('tars', 'webdataset')):
+    out = tmp_path / f'out-{folder}'
+    assert convert.main(['--manifest', str(tmp_path / folder / '*'), '--output_dir', str(out),
+                         *FLAGS[:6]]) == EXIT_OK
+    capsys.readouterr()
+    assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        f'error: --recompute: {out / "dataset_info.json"} was converted from a {fmt} manifest, '
+        f'whose rows --recompute cannot read again yet\n')

@@ -435,8 +435,11 @@ def test_portable_runner_failed_job_names_the_error(images, job_service, tmp_pat
   # (Beam logs the job service's messages before it: the job's own traceback.)
   (line,) = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
   assert re.fullmatch(r'error: the job failed: RuntimeError: Pipeline job-\S+ failed in state '
-                      r'FAILED: Error running pipeline: EOFError: Compressed file ended before '
-                      r"the end-of-stream marker was reached( \[while running 'ReadManifest/[^']+'\])?",
+                      r'FAILED: Error running pipeline: (transforms\.core\.line_ranges\.)?'
+                      r'ManifestCutShortError: manifest \S+/cut\.csv\.gz: its compressed '
+                      r'stream breaks off after line \d+: the '
+                      r'lines after it are lost \(EOFError: Compressed file ended before '
+                      r"the end-of-stream marker was reached\)( \[while running 'ReadManifest/[^']+'\])?",
                       line), line
   assert os.listdir(out) == [], describe(result)  # no lock, no temp folder
 

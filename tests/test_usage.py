@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import pathlib
+import re
 import shutil
 import stat
 import subprocess
@@ -226,6 +227,26 @@ def test_truncated_gzip_manifest_fails_instead_of_losing_rows(tmp_path, capsys):
                        str(tmp_path / 'out'), '--max_error_rate', '1'])
   assert code == 1
   assert 'EOFError' in capsys.readouterr().err
+  assert not (tmp_path / 'out' / 'dataset_info.json').exists()
+
+
+def test_a_cut_gzip_part_of_a_pattern_is_named_in_one_line(tmp_path, capsys):
+  # It printed `EOFError: Compressed file ended before the end-of-stream
+  # marker was reached` and 80 lines of traceback, naming no file of the 2.
+  import gzip
+  rows = ''.join(f'img{i}.png,cat,k{i}\n' for i in range(20000))
+  (tmp_path / 'a.csv.gz').write_bytes(gzip.compress(b'image,label,key\nx.png,cat,x\n'))
+  data = gzip.compress(('image,label,key\n' + rows).encode())
+  (tmp_path / 'b.csv.gz').write_bytes(data[:len(data) // 2])
+  code = convert.main(['--manifest', str(tmp_path / '*.csv.gz'), '--output_dir',
+                       str(tmp_path / 'out'), '--max_error_rate', '1'])
+  assert code == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1, err
+  assert re.fullmatch(
+      r'error: the job failed: ManifestCutShortError: manifest .*/b\.csv\.gz: its compressed '
+      r'stream breaks off after line \d+: the lines after it are lost \(EOFError: Compressed '
+      r'file ended before the end-of-stream marker was reached\)', err[0]), err
   assert not (tmp_path / 'out' / 'dataset_info.json').exists()
 
 

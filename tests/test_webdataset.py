@@ -126,6 +126,26 @@ def test_cls_ids_without_a_label_map_are_the_ids(tmp_path):
   assert examples['train-000001.tar/0002']['weight'][1] == [3.0]
 
 
+def test_a_pattern_that_names_no_format_reads_its_tars(tmp_path):
+  # 'shards/*': the files' names give the format. The tars were taken for a
+  # line manifest: the launch crashed, exit 1 ("TypeError: replace() should
+  # be called on dataclass instances").
+  write_tar(tmp_path / 'shards' / 'a.tar', [('s0.png', png(1)), ('s0.cls', b'1'),
+                                            ('s1.jpg', jpeg(2)), ('s1.cls', b'0')])
+  write_tar(tmp_path / 'shards' / 'b.tar.gz', [('s0.png', png(3)), ('s0.cls', b'2')])
+  outs = {}
+  for pattern in ('*', '{a.tar,b.tar.gz}'):
+    outs[pattern] = tmp_path / f'out{len(outs)}'
+    assert convert.main(['--manifest', str(tmp_path / 'shards' / pattern), '--output_dir',
+                         str(outs[pattern]), *FLAGS]) == EXIT_OK
+  assert digests(outs['*']) == digests(outs['{a.tar,b.tar.gz}'])
+  examples = {e['image/key'][1][0].decode(): e for e in read_examples(outs['*'])}
+  assert {key: e['image/class/label'][1] for key, e in examples.items()} == {
+      'a.tar/s0': [1], 'a.tar/s1': [0], 'b.tar.gz/s0': [2]}
+  want = Image.open(io.BytesIO(png(3))).resize((8, 8), Image.BILINEAR).tobytes()
+  assert examples['b.tar.gz/s0']['image/encoded'][1] == [want]
+
+
 def test_tars_of_one_name_in_sibling_folders_keep_their_samples_apart(tmp_path):
   # train/000.tar and val/000.tar, samples keyed alike: webdataset yields all 4.
   for folder, seeds in (('train', [1, 2]), ('val', [3, 4])):

@@ -123,8 +123,8 @@ class ReadRangeFn(AnyOutput, beam.DoFn):
           if len(chunk) == CHUNK_LINES:
             yield file.index, read.first_offset, chunk
             chunk = []
-    except line_ranges.ManifestChangedError as error:
-      raise line_ranges.ManifestChangedError(f'manifest {file.path}: {error}') from None
+    except line_ranges.ManifestReadError as error:
+      raise type(error)(f'manifest {file.path}: {error}') from None
     if chunk:
       yield file.index, read.first_offset, chunk
     if read.lines:

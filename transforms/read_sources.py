@@ -47,7 +47,7 @@ def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
   if is_ref(path):
     reader = reader or filesystem.FileAccess()
     return read_ref(path, spec, _opener(path, reader),
-                    lambda fallback, spec: read_bytes(fallback, reader, spec))
+                    lambda fallback, spec: read_bytes(fallback, reader, spec, http))
   if is_local(path):
     return read_local_file(path, spec)
   try:
@@ -69,9 +69,14 @@ def _opener(ref, reader: filesystem.FileAccess):
 
 
 def _is_remote_source(source) -> bool:
-  """A path or reference a worker process cannot read: not on local disk."""
+  """A path or reference a worker process cannot read: not on local disk.
+  A Parquet cell of a local file whose Hugging Face Image names a URL
+  (`path` http(s)://, gs://, s3://) for when its bytes are null is read
+  here too: a worker read that path as a local file name, "file not found:
+  http://..."."""
   if is_ref(source):
-    return not is_local(ref_file(source))
+    fallback = getattr(source, 'fallback', '')
+    return not is_local(ref_file(source)) or (bool(fallback) and not is_local(fallback))
   return isinstance(source, str) and not is_local(source)
 
 

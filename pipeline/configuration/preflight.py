@@ -50,6 +50,9 @@ def read_manifest_header(path: str, fmt: str,
   if isinstance(first, line_caps.LongLine):
     raise UsageError(f'manifest {path} has an unusable header line: it is {first.length} '
                      f'bytes, over {line_caps.MAX_LINE_BYTES}')
+  problem = line_caps.encoding_problem(first) or line_caps.lone_cr_problem(first)
+  if problem:
+    raise UsageError(f'manifest {path} has an unusable header line: {problem}')
   try:
     return manifest.parse_header(first.decode('utf-8'), fmt)
   except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
@@ -107,6 +110,12 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     from pipeline.configuration.preflight_tars import tar_files
     listed = tar_files(path)
     fmt = _files_format(path, listed)
+  if not fmt and is_pattern(path) and not manifest.manifest_format_or_none(path):
+    # 'shards/*' names no format: its files do. Tars read as a line manifest
+    # crashed the launch (TypeError: replace() should be called on dataclass
+    # instances, exit 1).
+    listed = manifest_files(path)
+    fmt = _files_format(path, listed)
   if (fmt or manifest.manifest_format_or_none(path)) == manifest.WEBDATASET:
     from pipeline.configuration.preflight_tars import tar_config  # tars: listed, not read
     return tar_config(path, role, split, extras, dict(columns or {}), multi_label,
@@ -114,7 +123,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   if not fmt and not is_pattern(path):
     # a name of no known format is refused before the file is looked for
     fmt = _files_format(path, ((path, 0),))
-  files = manifest_files(path)
+  files = listed or manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
   if fmt == manifest.PARQUET:  # a footer per file, not a header line
@@ -324,9 +333,17 @@ def _has_data_line(path: str, fmt: str) -> bool:
   manifest.iter_lines), reading up to the first one."""
   try:
     with filesystem.FileAccess().open_checked(path) as stream:
-      return next(manifest.iter_lines(stream, fmt), None) is not None
+      found = next(manifest.iter_lines(stream, fmt), None)
   except filesystem.read_errors() as error:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+  # A CSV/TSV's first line was checked as its header. A UTF-16 .txt or
+  # .jsonl had every line rejected (bad_encoding, and a NUL byte left as a
+  # row of its own by each b'\\n'): exit 2, "all 3 rows were rejected".
+  problem = (found and found[0] == 1 and not isinstance(found[1], line_caps.LongLine)
+             and line_caps.encoding_problem(found[1]))
+  if problem:
+    raise UsageError(f'manifest {path} cannot be read: {problem}')
+  return found is not None
 
 
 def _skipped_if_no_image(directory: str, extensions: Optional[tuple]) -> Optional[list]:

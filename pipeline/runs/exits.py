@@ -23,6 +23,7 @@ from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
 from pipeline.runs import run_temp
+from transforms.core import line_ranges
 
 
 def main_with_usage_errors(run, argv=None) -> int:
@@ -80,6 +81,25 @@ def full_disk(error: BaseException | None) -> bool:
   return False
 
 
+# A manifest that cannot be read whole (a .gz cut short, a file changed while
+# it was read) is the input's fault, not a bug: its one line names the file
+# and what is wrong; the ~80 lines of Beam's and gzip's frames say nothing more.
+_INPUT_FAILURES = (line_ranges.ManifestChangedError, line_ranges.ManifestCutShortError)
+
+
+def input_failure(error: BaseException | None) -> bool:
+  """Whether `error` is, or was raised from, an unreadable manifest (a
+  runner that reports the job's failure as text: its text names the type)."""
+  seen = 0
+  while error is not None and seen < 20:
+    if isinstance(error, _INPUT_FAILURES) or any(
+        f'{kind.__name__}: ' in str(error) for kind in _INPUT_FAILURES):
+      return True
+    error, seen = error.__cause__ or (
+        None if error.__suppress_context__ else error.__context__), seen + 1
+  return False
+
+
 def _no_full_disk_tracebacks(record: logging.LogRecord) -> bool:
   if record.exc_info and full_disk(record.exc_info[1]):
     return False
@@ -119,7 +139,7 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
     if not isinstance(error, Exception):
       raise  # SystemExit (--help), ...
     print(f'error: the job failed: {failure_reason(error)}', file=sys.stderr)
-    if not full_disk(error):
+    if not full_disk(error) and not input_failure(error):
       traceback.print_exc(file=sys.stderr)
     return EXIT_FAILED
 

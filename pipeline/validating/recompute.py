@@ -30,11 +30,13 @@ from transforms.core.example_proto import parse_example
 from transforms.core.image import prepare_pillow
 from transforms.core.image_dir import image_dir_fields
 from transforms.core.labels import LabelMap
+from transforms.core.redact import shown_url
 from transforms.core.rejects import RowError
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.validation import Problem
 from transforms.read_sources import read_bytes
+from transforms.workers import http_fetch
 from transforms.workers.source_image import convert_sources
 
 # Recorded options that only steer how a run ran, not what a record holds.
@@ -72,11 +74,19 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
     if action is not None and key not in _NOT_FOR_RECORDS:
       argv += config_file.tokens(key, value, action, f'{info_path}: options.{key}')
   try:
-    return opts.parse_convert(argv)[0]
+    config = opts.parse_convert(argv)[0]
   except UsageError as error:
     raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
                      + ('' if manifest_path else " (--manifest: where the run's manifest "
                         'lives now)'))
+  # A pattern such as 'data/*' names no format: its files told convert. Read
+  # as lines, every sampled record was "no row of the run's input gives it
+  # now" (recompute_source_changed), exit 0.
+  fmt = next((m.fmt for m in config.manifests if m.fmt in _NOT_BY_LINE), None)
+  if fmt:
+    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
+                     f'rows --recompute cannot read again yet')
+  return config
 
 
 def _sampled(input_dir: str, info: dict, amount, files) -> list:
@@ -151,6 +161,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   digest = fingerprints.options_digest(config.image, config.example)
   prepare_pillow(config.image.max_pixels)
   reader = copies.ShardReader()
+  http = http_fetch.client(config.http)  # the run's --http_* options
   problems, warnings = [], []
   try:
     for split, key, record in sampled:
@@ -161,7 +172,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
         warnings.append(Problem(recompute.SOURCE_CHANGED, *where,
                                 f"key {key!r}: no row of the run's input gives it now"))
         continue
-      found = _one(row, split, record, config, label_map, digest, reader, files)
+      found = _one(row, split, record, config, label_map, digest, reader, files, http)
       if found is not None:
         (warnings if found[0] in recompute.SKIPPED else problems).append(
             Problem(found[0], *where, f'key {key!r}: {found[1]}'))
@@ -172,25 +183,32 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
-         files) -> Optional[tuple]:
-  """(kind, what) of one record against its row converted again, or None."""
+         files, http: http_fetch.HttpClient) -> Optional[tuple]:
+  """(kind, what) of one record against its row converted again, or None.
+  An http(s) source's fingerprint is its ETag and Last-Modified, as convert
+  recorded them (a HEAD request); Beam's filesystems have none, so every such
+  record was `recompute_source_changed`, never compared. Its URL is shown as
+  convert shows it (credentials <redacted>): messages and the report held
+  its password and signature."""
   recorded = record.option_digest.partition('-')[0]
   if recorded and recorded != digest:  # the same options recorded: another version's pixels
     return recompute.OTHER_VERSION, (
         f'its record was encoded under options digest {recorded}, this version of '
         f'img2tfrecord gives {digest} for the same options: not compared')
   result = convert_sources([row.ref or row.path], config.image,
-                           read=lambda path, spec: read_bytes(path, files, spec))[0]
+                           read=lambda path, spec: read_bytes(path, files, spec, http))[0]
   sha256 = None if isinstance(result, Exception) else result[1]
   if record.fingerprint.startswith('sha256:'):
     now = fingerprints.content_fingerprint(sha256) if sha256 else ''
   else:
-    now = fingerprints.fingerprint_all([row.path], fingerprints.beam_metadata, None)[0]
+    now = fingerprints.fingerprint_all([row.path], lambda path: http.metadata(path) if (
+        http_fetch.is_http(path)) else fingerprints.beam_metadata(path), None)[0]
+  shown = shown_url(row.path)
   if now != record.fingerprint:
     return recompute.SOURCE_CHANGED, (
-        f'its source {row.path} changed since the run (or is gone): not compared')
+        f'its source {shown} changed since the run (or is gone): not compared')
   if isinstance(result, Exception):
-    return recompute.RECOMPUTE_MISMATCH, f'its unchanged source {row.path} does not convert ' \
+    return recompute.RECOMPUTE_MISMATCH, f'its unchanged source {shown} does not convert ' \
         f'again: {result}'
   if config.split_by == 'content' and config.split.fractions:
     row = dataclasses.replace(row, split=splits.hash_split(
@@ -212,7 +230,7 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
   if not differ:
     return None
   return recompute.RECOMPUTE_MISMATCH, (
-      f'{", ".join(differ) or "the bytes"} differ from its unchanged source {row.path} '
+      f'{", ".join(differ) or "the bytes"} differ from its unchanged source {shown} '
       f'converted again')
 
 

@@ -72,9 +72,19 @@ def first_line_start(stream, start: int) -> int:
   return start + line_size(read_line(stream))  # a long line's rest, never held whole
 
 
-class ManifestChangedError(OSError):
+class ManifestReadError(OSError):
+  """A manifest that cannot be read whole: the job fails (exit 1), its
+  message naming the file; the input's fault, so no traceback is printed."""
+
+
+class ManifestChangedError(ManifestReadError):
   """A manifest's bytes are not those of the size it was listed with: it
   changed while the run read it (a row could be lost or read twice)."""
+
+
+class ManifestCutShortError(ManifestReadError):
+  """A compressed manifest whose stream breaks off (cut short, or damaged):
+  its rows past the break are lost, so the job fails rather than drop them."""
 
 
 class RangeRead:
@@ -106,7 +116,7 @@ class RangeRead:
       if not claim(0):
         return
       self.first_offset = 0
-      lines: Iterable = iter(lambda: read_line(stream), b'')
+      lines: Iterable = self._whole(stream)
       offset = 0
     else:
       offset = first_line_start(stream, start)
@@ -121,6 +131,21 @@ class RangeRead:
       if not is_blank(raw):
         self.data_lines += 1
         yield index, without_break(raw)
+
+  def _whole(self, stream) -> Iterator:
+    import gzip
+    import zlib
+    while True:
+      try:
+        raw = read_line(stream)
+      except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        # Which file of a pattern and where: Python's EOFError names neither.
+        raise ManifestCutShortError(
+            f'its compressed stream breaks off after line {self.lines}: the lines after '
+            f'it are lost ({type(error).__name__}: {error})') from error
+      if not raw:
+        return
+      yield raw
 
   def _claimed(self, stream, offset: int, claim: Callable[[int], bool],
                size: Optional[int]) -> Iterator:

@@ -115,13 +115,29 @@ class ParquetCell(NamedTuple):
     return f'row={self.row}'
 
 
+def value_type(arrow_type):
+  """The type of a column's values: a dictionary-encoded column's value type
+  (pandas writes a `category` column as dictionary<values=string, ...>, and
+  pyarrow reads it back so; its cells read as their values), else itself."""
+  import pyarrow as pa
+  return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+
+
+def _is_string(arrow_type) -> bool:
+  import pyarrow as pa
+  return (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+          or pa.types.is_string_view(arrow_type))
+
+
 def image_kind(arrow_type) -> Optional[str]:
   """IMAGE_PATH, IMAGE_BYTES or IMAGE_STRUCT for a column's Arrow type, or
   None when it is none of them."""
   import pyarrow as pa
-  if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+  arrow_type = value_type(arrow_type)
+  if _is_string(arrow_type):
     return IMAGE_PATH
-  if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+  if (pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
+      or pa.types.is_binary_view(arrow_type)):
     return IMAGE_BYTES
   if pa.types.is_struct(arrow_type):
     fields = {arrow_type.field(i).name: arrow_type.field(i).type
@@ -135,8 +151,7 @@ def image_kind(arrow_type) -> Optional[str]:
 def label_type_problem(arrow_type) -> Optional[str]:
   """Why a column's type cannot hold labels (None: it can: a string or an integer)."""
   import pyarrow as pa
-  if (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-      or pa.types.is_integer(arrow_type)):
+  if _is_string(value_type(arrow_type)) or pa.types.is_integer(value_type(arrow_type)):
     return None
   return f'{arrow_type}, not a string or an integer'
 

@@ -157,6 +157,20 @@ def origin(url: str) -> tuple:
   return scheme, (parts.hostname or '').lower(), port or {'http': 80, 'https': 443}.get(scheme)
 
 
+def redirect_target(current: str, location: str, shown: str) -> str:
+  """The URL a redirect from `current` to `location` leads to; RowError
+  (http_error, not retried) when it is no http(s) URL. urllib3 refused a
+  file:// or gs:// target only as it tried it, so each was tried again
+  --http_retries times and rejected as "connection failed, after 3 retries:
+  LocationValueError: No host specified.", naming neither the redirect nor
+  where it led."""
+  target = urllib.parse.urljoin(current, location)
+  if urllib.parse.urlsplit(target).scheme.lower() not in ('http', 'https'):
+    raise RowError(STAGE_READ, 'http_error', f'{shown}: redirected to {shown_url(target)}, '
+                   f'not an http(s) URL: not followed')
+  return target
+
+
 class _Deadline:
   """A response body read within the try's time: reads raise timeout past it."""
 
@@ -238,19 +252,25 @@ class HttpClient:
         error = retry
     raise error.error
 
+  def _request_of(self, url: str) -> tuple:
+    """(the URL to request, its headers): a user:password@ in the URL is
+    basic authentication, not part of the URL."""
+    import urllib3
+    headers = {'User-Agent': self._config.user_agent}
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+      return url, headers
+    headers.update(urllib3.make_headers(basic_auth=f'{urllib.parse.unquote(parts.username)}:'
+                                        f'{urllib.parse.unquote(parts.password or "")}'))
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1])), headers
+
   def _try(self, url: str, shown: str, spec: ImageSpec) -> tuple:
     import urllib3
 
     from transforms.workers.checked_read import read_checked
     timeout = self._config.timeout_s
     deadline = time.monotonic() + timeout
-    headers = {'User-Agent': self._config.user_agent}
-    parts = urllib.parse.urlsplit(url)
-    current = url
-    if parts.username is not None:  # user:password@host: basic auth, not part of the URL
-      headers.update(urllib3.make_headers(basic_auth=f'{urllib.parse.unquote(parts.username)}:'
-                                          f'{urllib.parse.unquote(parts.password or "")}'))
-      current = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1]))
+    current, headers = self._request_of(url)
     for _ in range(MAX_REDIRECTS + 1):
       try:
         response = self._pool.request(
@@ -261,7 +281,7 @@ class HttpClient:
       done = False
       try:
         if response.status in _REDIRECTS and response.headers.get('Location'):
-          target = urllib.parse.urljoin(current, response.headers['Location'])
+          target = redirect_target(current, response.headers['Location'], shown)
           if origin(target) != origin(current):  # a user:password@ is for its own host
             headers.pop('authorization', None)
           current = target
@@ -311,9 +331,13 @@ class HttpClient:
     (the image then counts as changed), RowError when it fails."""
     import urllib3
     timeout = self._config.timeout_s
+    # With the GET's basic authentication: without it a server that asks for
+    # it answered 401, so such a URL counted as changed every night.
+    # (urllib3 drops Authorization on a redirect to another host.)
+    target, headers = self._request_of(url)
     with self._host_slot(url):
       response = self._pool.request(
-          'HEAD', url, headers={'User-Agent': self._config.user_agent},
+          'HEAD', target, headers=headers,
           timeout=urllib3.Timeout(connect=timeout, read=timeout),
           retries=urllib3.Retry(total=None, connect=0, read=0, status=0,
                                 redirect=MAX_REDIRECTS))
