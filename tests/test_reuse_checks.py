@@ -272,7 +272,8 @@ def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, 
 
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
                                    ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
-def test_a_sidecar_line_naming_another_rows_record_proves_no_sha256(night1, tmp_path, flags):
+def test_a_sidecar_line_naming_another_rows_record_proves_no_sha256(night1, tmp_path, path,
+                                                                   flags):
   """k0's line given another row's place, data CRC and SHA-256 (and moved to
   that row's sidecar), as a line whose key was edited: that record holds the
   line's SHA-256, and was taken as proving it, so k0 had the other row
