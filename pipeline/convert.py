@@ -147,7 +147,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     # Rows whose SHA-256 a previous record proves are not read (HashSourceFn).
     rows = rows | 'HashSources' >> beam.ParDo(BatchedFn(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None,
-        http=config.http, sha256=copy_check(config.example.table()).sha256)))
+        http=config.http, check=copy_check(config.example.table()))))
   if config.detection is None:
     tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(in_batches(
         lambda row: [(key, 1) for key in tally.label_keys(row)]))))

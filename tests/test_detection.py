@@ -230,7 +230,6 @@ def test_malformed_coco_exits_2_with_one_line(tmp_path, capsys, text, message):
   assert not (tmp_path / 'out').exists()
 
 
-
 def test_a_coco_file_with_a_byte_order_mark_is_read(tmp_path):
   """instances.json as PowerShell's Out-File saves it (a UTF-8 byte-order
   mark first) exited 2: 'is not valid JSON: lexical error: invalid char in
@@ -258,6 +257,22 @@ def test_a_coco_file_with_a_byte_order_mark_is_read(tmp_path):
       coco.scan(stream, str(path))
 
 
+@pytest.mark.parametrize('encoding', ['utf-16', 'utf-16-be'])
+def test_a_utf16_coco_file_exits_2_saying_so(tmp_path, capsys, encoding):
+  """Windows PowerShell 5.1's Out-File and `>` save UTF-16 with its
+  byte-order mark: it exited 2 'lexical error: invalid char in json text.
+  \ufffd\ufffd{', the cause unsaid."""
+  path = tmp_path / 'instances.json'
+  mark = b'' if encoding == 'utf-16' else b'\xfe\xff'  # Python's utf-16 writes its own
+  path.write_bytes(mark + '{"images": [], "annotations": [], "categories": []}'.encode(encoding))
+  (tmp_path / 'images').mkdir()
+  assert _convert(path, tmp_path / 'out') == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == (
+      f'error: {path} is UTF-16 text (it starts with its byte-order mark), not UTF-8 as '
+      'JSON is: save it as UTF-8')
+  assert not (tmp_path / 'out').exists()
+
+
 def test_coco_streams_read_the_same_however_they_are_read():
   """_Unmarked: reads of any size give the file's bytes, less a leading BOM."""
   import io
@@ -271,6 +286,7 @@ def test_coco_streams_read_the_same_however_they_are_read():
           break
       want = data[3:] if data.startswith(b'\xef\xbb\xbf') else data
       assert got == (b'' if size == 0 else want), (data, size)
+
 
 @pytest.mark.parametrize('flags, message', [
     (('--encoding', 'raw'), '--schema detection stores JPEG or PNG (the Model Garden decoder '

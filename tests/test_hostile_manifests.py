@@ -227,6 +227,11 @@ def test_supported_image_paths_and_file_urls(image, path):
     ('https://user:pw@/x.jpg', "column 'image' is no URL that parses (no host)"),
     ('http://ho st/x.jpg', "column 'image' is no URL that parses (a space or control "
                            "character in its host)"),
+    # urlsplit drops a tab, CR or LF (a host 'host'), urllib3 refuses it
+    ('http://ho\tst/x.jpg', "column 'image' is no URL that parses (a space or control "
+                            "character in its host)"),
+    ('https://u:p@host\r:80/x.jpg', "column 'image' is no URL that parses (a space or "
+                                    "control character in its host)"),
 ])
 def test_unsupported_image_urls_are_bad_value_with_the_supported_list(image, reason):
   with pytest.raises(RowError) as error:
@@ -260,7 +265,7 @@ def test_unsupported_schemes_reject_their_rows_and_file_urls_convert(tmp_path):
 
 
 @pytest.mark.parametrize('image', ['http://h:/a.png', 'HTTP://[::1]:65535/a.png',
-                                   'https://u:p@h:0/a.png'])
+                                   'https://u:p@h:0/a.png', 'http://h/a%09b.png?q=\t#x y'])
 def test_parseable_http_urls_are_no_bad_value(image):
   assert manifest.image_path(image, 'data') == image
 

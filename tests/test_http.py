@@ -471,6 +471,26 @@ def test_a_refused_connection_or_an_unknown_host_is_an_http_error_not_a_timeout(
                                        'retries: gaierror: '), error.value.reason
 
 
+@pytest.mark.parametrize('url, said', [
+    ('http://ho\xa0st/x.jpg', "Name 'ho\xa0st' is not a valid IDNA label"),
+    ('http://u:secret@host%/x.jpg', "'host%' is not a valid host or port"),
+])
+def test_a_url_urllib3_cannot_parse_is_not_retried(url, said):
+  """What the manifest's check lets through and urllib3 refuses before any
+  connection (a no-break space in the host, a bare %) was retried with
+  backoff and said 'connection failed, after 3 retries'."""
+  waits = []
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(retries=3), sleep=waits.append)
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert waits == []
+  shown = http_fetch.shown_url(url)
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'http_error', f'{shown} is no URL that parses (Failed to parse: {said}): '
+      'not fetched')
+  assert 'secret' not in error.value.reason
+
+
 def test_a_connection_not_accepted_in_time_is_still_a_timeout():
   with socket.socket() as listening:
     listening.bind(('127.0.0.1', 0))

@@ -270,6 +270,31 @@ def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, 
   _same_files(out, fresh)
 
 
+@pytest.mark.parametrize('flags', [('--dedupe', 'content'),
+                                   ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
+def test_a_sidecar_line_naming_another_rows_record_proves_no_sha256(night1, tmp_path, path,
+                                                                   flags):
+  """k0's line given another row's place, data CRC and SHA-256 (and moved to
+  that row's sidecar), as a line whose key was edited: that record holds the
+  line's SHA-256, and was taken as proving it, so k0 had the other row
+  rejected as its duplicate (exit 3; validate OK where allowed) or was
+  written to the other split. The record must hold k0's key too: k0's file
+  is hashed instead, and the night is a full run's."""
+  root, _, _ = night1
+  manifest = root / 'night1.csv'
+  previous = _k0_given_another_sha256(manifest, tmp_path, flags, whole_record=True)
+  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
+  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
+  assert _run(manifest, fresh, *flags) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  # k0 hashed: not its line's SHA-256 (encoded, not copied), or not its split
+  encoded = (0, 1) if flags[0] == '--dedupe' else (1, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'],
+          info['reuse']['reuse_fallback']) == (7, *encoded)
+  _same_files(out, fresh)
+
+
 def _same_files(out: pathlib.Path, fresh: pathlib.Path) -> None:
   """Every file but dataset_info.json the same bytes (cmp)."""
   written = sorted(name.name for name in fresh.iterdir() if name.name != 'dataset_info.json')
@@ -279,9 +304,11 @@ def _same_files(out: pathlib.Path, fresh: pathlib.Path) -> None:
 
 
 def _k0_given_another_sha256(manifest: pathlib.Path, tmp_path: pathlib.Path,
-                             flags: tuple) -> pathlib.Path:
+                             flags: tuple, whole_record: bool = False) -> pathlib.Path:
   """A night converted with `flags`, copied to tmp_path/previous, k0's line
-  given another row's source_sha256 (another split's, when there is one)."""
+  given another row's source_sha256 (another split's, when there is one);
+  whole_record: also its shard, ordinal, offset, length and data_crc, the
+  line moved to that row's sidecar (naming its record)."""
   night, previous = tmp_path / 'night', tmp_path / 'previous'
   assert _run(manifest, night, *flags) == EXIT_OK
   shutil.copytree(night, previous)
@@ -293,11 +320,15 @@ def _k0_given_another_sha256(manifest: pathlib.Path, tmp_path: pathlib.Path,
                for line in lines[sidecar] if line['key'] != 'k0')
   if flags[0] == '--split_by':
     assert donor not in lines[owner]  # the SHA-256 of a row of the other split
-  for line in lines[owner]:
-    if line['key'] == 'k0':
-      line['source_sha256'] = donor['source_sha256']
-  owner.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
-                                           for line in lines[owner]), mtime=0))
+  k0 = next(line for line in lines[owner] if line['key'] == 'k0')
+  named = ('shard', 'ordinal', 'offset', 'length', 'data_crc') if whole_record else ()
+  k0.update({name: donor[name] for name in ('source_sha256', *named)})
+  if whole_record:
+    lines[owner].remove(k0)
+    next(ls for ls in lines.values() if donor in ls).append(k0)
+  for sidecar, written in lines.items():
+    sidecar.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                               for line in written), mtime=0))
   return previous
 
 

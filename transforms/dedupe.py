@@ -21,7 +21,7 @@ from transforms.core import duplicates
 from transforms.core import shuffle
 from transforms.core import splits
 from transforms.core.copies import COPY_ERRORS
-from transforms.core.copies import SHA256_FEATURE
+from transforms.core.copies import NO_CHECK
 from transforms.core.copies import CopyCheck
 from transforms.core.copies import ShardReader
 from transforms.core.paths import is_remote
@@ -104,9 +104,12 @@ class HashSourceFn(PooledSourceFn):
   with that error as its read_error: it is rejected with it (after its label
   is checked, as any row) when its image would be loaded, without a second
   read. hash_on_thread/hash_in_process: what hashes a batch (tests swap them).
-  sha256: the feature a previous record holds its source's SHA-256 in
-  (copies.copy_check(table).sha256); None (--schema seed): no record holds
-  one, so no sidecar's SHA-256 is proven and every file is hashed.
+  check: the schema's copies.copy_check(table), of which its key and SHA-256
+  features prove a line's SHA-256 (a record holding the line's SHA-256 but
+  another key is another row's: a line naming it had the row deduped or
+  split as that row's copy); no SHA-256 feature (--schema seed): no record
+  holds one (nor NO_CHECK), so no sidecar's SHA-256 is proven and every
+  file is hashed.
   """
 
   # Hashing a file costs ~40 us a 80 KB JPEG, a pipe round trip more than
@@ -117,15 +120,16 @@ class HashSourceFn(PooledSourceFn):
   def __init__(self, spec: ImageSpec, size: PoolSize,
                split: Optional[splits.SplitConfig] = None,
                hash_on_thread=hash_sources, hash_in_process=hash_in_worker, http=None,
-               sha256: Optional[str] = SHA256_FEATURE):
+               check: CopyCheck = NO_CHECK):
     super().__init__(spec, size, hash_on_thread, hash_in_process, http)
     self._split = split
-    self._sha256 = sha256
+    # The key and SHA-256 only: the label or path may have changed since
+    # (such a row is encoded), its SHA-256 still the file's.
+    self._proof = CopyCheck(check.key, sha256=check.sha256)
 
   def setup(self):
     super().setup()
-    # The SHA-256 alone: whether the record is the row's is its copy's to prove.
-    self._records = ShardReader(CopyCheck(sha256=self._sha256))
+    self._records = ShardReader(self._proof)
 
   def finish_bundle(self):
     yield from super().finish_bundle()
@@ -140,24 +144,27 @@ class HashSourceFn(PooledSourceFn):
     previous record holds that SHA-256: a sidecar line whose SHA-256 was
     edited (its gzip written again) had the row deduped and split as another
     file's copy, where a full run kept it (validate said OK)."""
-    if row.content_sha256 and self._proven(row.previous):
+    if row.content_sha256 and self._proven(row.previous, row.key):
       return Known(row.content_sha256)
     return super().source_of(row)
 
-  def _proven(self, record) -> bool:
+  def _proven(self, record, key: str) -> bool:
     """Whether `record` (the row's previous one, its SHA-256 the row's)
-    holds that SHA-256 in its record: read by offset, both CRCs checked. 12 us
-    a 46 KB record from the page cache (300 records, warm), against reading
-    and hashing the file (~40 us an 80 KB JPEG); the copy reads it again.
+    holds that SHA-256 and the row's key in its record (a line naming another
+    row's record, its place, CRC and SHA-256, had the row rejected as that
+    row's duplicate or moved to its split): read by offset, both CRCs
+    checked. 12 us a 46 KB record from the page cache (300 records, warm),
+    against reading and hashing the file (~40 us an 80 KB JPEG); the copy
+    reads it again.
     Never where nothing can prove it: a --schema seed record holds no
     SHA-256 (each was read for nothing, then its file hashed), and one on an
     object store is not read here (trusted, an edited line had the row
     deduped or split by another file's SHA-256 before its copy was refused)."""
-    if record is None or self._sha256 is None or is_remote(record.shard_path):
+    if record is None or self._proof.sha256 is None or is_remote(record.shard_path):
       return False
     try:
-      self._records.copy(record, '')
-    except COPY_ERRORS:  # damaged, or another SHA-256: the file is hashed
+      self._records.copy(record, key)
+    except COPY_ERRORS:  # damaged, another SHA-256 or key: the file is hashed
       return False
     return True
 

@@ -54,6 +54,9 @@ class _Unmarked:
     self._stream = stream
     head = stream.read(len(_BOM))
     self._head = b'' if head == _BOM else head
+    # Windows PowerShell 5.1's Out-File and `>` write UTF-16 with its mark:
+    # yajl said 'invalid char in json text. \ufffd\ufffd{', nothing to go by.
+    self.utf16 = head[:2] in (b'\xff\xfe', b'\xfe\xff')
 
   def read(self, size: int = -1) -> bytes:
     if not self._head:
@@ -73,9 +76,12 @@ def scan(stream, path: str) -> CocoSummary:
   import ijson
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
+  stream = _Unmarked(stream)
+  if stream.utf16:
+    raise CocoFormatError(f'{path} is UTF-16 text (it starts with its byte-order mark), not '
+                          'UTF-8 as JSON is: save it as UTF-8')
   try:
-    for prefix, event, value in _parse(ijson.basic_parse(_Unmarked(stream), use_float=True),
-                                       path):
+    for prefix, event, value in _parse(ijson.basic_parse(stream, use_float=True), path):
       if prefix in _ITEMS and event not in ('start_map', 'map_key', 'end_map'):
         section = _ITEMS[prefix]
         raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '

@@ -276,6 +276,11 @@ class HttpClient:
         response = self._pool.request(
             'GET', current, headers=headers, preload_content=False, redirect=False,
             timeout=urllib3.Timeout(connect=timeout, read=timeout))
+      except urllib3.exceptions.LocationValueError as error:  # an HTTPError: caught first
+        # urllib3 refused the URL (or a redirect's) before connecting: a host
+        # 'ho\xa0st' or 'host%' was retried (3.5-7 s of waits), 'connection failed'
+        raise RowError(STAGE_READ, 'http_error', f'{shown} is no URL that '
+                       f'parses ({shown_url(str(error))}): not fetched')
       except urllib3.exceptions.HTTPError as error:  # refused, DNS, reset, TLS, timeout
         raise _Retry(request_error(error, shown, timeout, self._config.retries))
       done = False
