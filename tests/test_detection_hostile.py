@@ -548,22 +548,30 @@ def test_voc_mask_pngs_over_max_pixels_or_broken_reject_their_row(demo, tmp_path
 
 
 
-@pytest.mark.parametrize('mode', ['RGB', 'RGBA', 'LA'])
-def test_a_voc_mask_png_in_colour_rejects_its_row(demo, tmp_path, mode):
-  """A SegmentationObject PNG holds object indices (VOC writes palette
-  PNGs); one saved in colour was a decode/unexpected_error row ("Too many
-  dimensions: 3 > 2.")."""
+def _voc_with_coffee_mask(tmp_path, demo, coffee_mask) -> pathlib.Path:
+  """A VOC set of astronaut.jpg (a 512x512 mask of 1s) and coffee.jpg (the
+  mask `coffee_mask`), its XMLs giving no size, converted with
+  --include_masks (exit 0 under --max_error_rate 1): -> the output folder."""
   (tmp_path / 'Annotations').mkdir()
   (tmp_path / 'SegmentationObject').mkdir()
   for stem in ('astronaut', 'coffee'):
     (tmp_path / 'Annotations' / f'{stem}.xml').write_text(_xml(f'{stem}.jpg', width='',
                                                                 height=''))
   Image.new('P', (512, 512), 1).save(tmp_path / 'SegmentationObject' / 'astronaut.png')
-  Image.new(mode, (600, 400)).save(tmp_path / 'SegmentationObject' / 'coffee.png')
+  coffee_mask.save(tmp_path / 'SegmentationObject' / 'coffee.png')
   out = tmp_path / 'out'
   assert convert.main(['--annotations', str(tmp_path / 'Annotations'), '--annotation_format',
                        'voc', '--image_dir', str(demo / 'images'), '--output_dir', str(out),
                        '--include_masks', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  return out
+
+
+@pytest.mark.parametrize('mode', ['RGB', 'RGBA', 'LA'])
+def test_a_voc_mask_png_in_colour_rejects_its_row(demo, tmp_path, mode):
+  """A SegmentationObject PNG holds object indices (VOC writes palette
+  PNGs); one saved in colour was a decode/unexpected_error row ("Too many
+  dimensions: 3 > 2.")."""
+  out = _voc_with_coffee_mask(tmp_path, demo, Image.new(mode, (600, 400)))
   masks_dir = tmp_path / 'SegmentationObject'
   assert [(line['row']['image'], line['stage'], line['code'], line['reason'])
           for line in rejected_lines(out)] == [
@@ -692,17 +700,7 @@ def test_an_rle_without_a_recorded_size_must_be_its_images(demo, tmp_path):
 
 
 def test_a_voc_mask_png_of_another_size_rejects_its_row(demo, tmp_path):
-  (tmp_path / 'Annotations').mkdir()
-  (tmp_path / 'SegmentationObject').mkdir()
-  for stem in ('astronaut', 'coffee'):
-    (tmp_path / 'Annotations' / f'{stem}.xml').write_text(_xml(f'{stem}.jpg', width='',
-                                                                height=''))
-  Image.new('P', (512, 512), 1).save(tmp_path / 'SegmentationObject' / 'astronaut.png')
-  Image.new('P', (300, 200), 1).save(tmp_path / 'SegmentationObject' / 'coffee.png')  # 600x400
-  out = tmp_path / 'out'
-  assert convert.main(['--annotations', str(tmp_path / 'Annotations'), '--annotation_format',
-                       'voc', '--image_dir', str(demo / 'images'), '--output_dir', str(out),
-                       '--include_masks', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  out = _voc_with_coffee_mask(tmp_path, demo, Image.new('P', (300, 200), 1))  # 600x400
   masks_dir = tmp_path / 'SegmentationObject'
   assert [(line['row']['image'], line['code'], line['reason'])
           for line in rejected_lines(out)] == [

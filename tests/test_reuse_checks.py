@@ -204,14 +204,9 @@ def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_spl
   root, _, _ = night1
   manifest = root / 'night1.csv'
   previous = _k0_given_another_sha256(manifest, tmp_path, flags)
-  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
-  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
-  assert _run(manifest, fresh, *flags) == EXIT_OK
-  info = read_info(out)
-  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  info = _night_against_full(manifest, tmp_path, flags, previous)
   assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
       == (7, 0, 1)  # k0's hash is not its line's: encoded, not copied
-  _same_files(out, fresh)
 
 
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
@@ -260,14 +255,9 @@ def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, 
   root, _, _ = night1
   manifest = root / 'night1.csv'
   previous = _k0_given_another_sha256(manifest, tmp_path, flags)
-  out, fresh = tmp_path / 'out', tmp_path / 'fresh'
-  assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
-  assert _run(manifest, fresh, *flags) == EXIT_OK
-  info = read_info(out)
-  assert (info['num_examples'], info['num_rejected']) == (8, 0)
+  info = _night_against_full(manifest, tmp_path, flags, previous)
   assert (info['reuse']['reused'], info['reuse']['num_encoded'], info['reuse']['reuse_fallback']) \
       == (7, 0, 1)
-  _same_files(out, fresh)
 
 
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
@@ -283,16 +273,24 @@ def test_a_sidecar_line_naming_another_rows_record_proves_no_sha256(night1, tmp_
   root, _, _ = night1
   manifest = root / 'night1.csv'
   previous = _k0_given_another_sha256(manifest, tmp_path, flags, whole_record=True)
+  info = _night_against_full(manifest, tmp_path, flags, previous)
+  # k0 hashed: not its line's SHA-256 (encoded, not copied), or not its split
+  encoded = (0, 1) if flags[0] == '--dedupe' else (1, 0)
+  assert (info['reuse']['reused'], info['reuse']['num_encoded'],
+          info['reuse']['reuse_fallback']) == (7, *encoded)
+
+
+def _night_against_full(manifest, tmp_path, flags, previous) -> dict:
+  """The night with `previous` and a full run of `manifest`, both exit 0 with
+  8 examples and no rejection, every file the same bytes: -> the night's
+  dataset_info.json."""
   out, fresh = tmp_path / 'out', tmp_path / 'fresh'
   assert _run(manifest, out, *flags, '--previous_dataset', str(previous)) == EXIT_OK
   assert _run(manifest, fresh, *flags) == EXIT_OK
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected']) == (8, 0)
-  # k0 hashed: not its line's SHA-256 (encoded, not copied), or not its split
-  encoded = (0, 1) if flags[0] == '--dedupe' else (1, 0)
-  assert (info['reuse']['reused'], info['reuse']['num_encoded'],
-          info['reuse']['reuse_fallback']) == (7, *encoded)
   _same_files(out, fresh)
+  return info
 
 
 def _same_files(out: pathlib.Path, fresh: pathlib.Path) -> None:
