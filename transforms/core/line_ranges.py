@@ -28,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
+import gzip
 import math
 from typing import NamedTuple
 from typing import Optional
+import zlib
 
 from transforms.core.line_caps import is_blank
 from transforms.core.line_caps import line_size
@@ -133,8 +135,6 @@ class RangeRead:
         yield index, without_break(raw)
 
   def _whole(self, stream) -> Iterator:
-    import gzip
-    import zlib
     while True:
       try:
         raw = read_line(stream)
