@@ -77,7 +77,7 @@ from transforms.label_maps import label_map_side_input
 from transforms.reuse import FingerprintFn
 from transforms.reuse import JoinPrevious
 from transforms.reuse import decide_and_copy
-from transforms.reuse import reuse_tallies
+from transforms.reuse import tally_reuse
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
@@ -187,9 +187,8 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   examples = encoded[EXAMPLES]
   if copied is not None:
     examples = (examples, copied) | 'EncodedAndCopied' >> beam.Flatten()
-  if previous_used(config):
-    tallies.append(examples | 'TallyReuse' >> beam.ParDo(TallyPerBundle(
-        in_batches(reuse_tallies))))
+  if config.previous is not None:
+    tallies += tally_reuse(examples, encoded[REJECTED], missing=not previous_used(config))
   rejected.append(encoded[REJECTED])
 
   split_names = config.split.split_names()

@@ -476,3 +476,45 @@ def test_a_first_run_records_each_files_stat_as_the_next_night_takes_it(tmp_path
   lines = [json.loads(line) for line in gzip.open(tmp_path / 'out/train.sources.jsonl.gz')]
   assert sorted((line['key'], line['fingerprint']) for line in lines) == [
       (name, local_fingerprint(str(tmp_path / name))) for name, _, _ in rows]
+
+
+@pytest.mark.parametrize('source', ['manifest', 'label_manifest'])
+def test_a_first_nights_rejected_rows_count_as_the_next_nights_do(tmp_path, source):
+  """A first night (--previous_dataset_missing full) counts the rows its image
+  step rejects (a missing file, no image, an empty label) as `rejected`, as
+  every later night's decision does; it said -4, the records written taken
+  from no decision at all. A row rejected before (a line that does not parse,
+  an image row the label manifest has no label for) is no decided row either
+  night."""
+  (tmp_path / 'images').mkdir()
+  names = [f'images/img_{i}.png' for i in range(4)] + ['images/unlabelled.png']
+  for i, name in enumerate(names):
+    (tmp_path / name).write_bytes(_image(i))
+  (tmp_path / 'images/text.png').write_text('no image')
+  rows = [(name, 'cat', i) for i, name in enumerate(names[:4])] + [
+      ('images/gone.png', 'cat', 4), ('images/text.png', 'dog', 5),
+      ('images/unlabelled.png', '', 6)]
+  manifest = _manifest(tmp_path / 'm.csv', rows)
+  if source == 'manifest':
+    with manifest.open('a') as f:
+      f.write('"images/img_9.png,cat,7\n')
+    inputs = ['--manifest', str(manifest)]
+  else:  # keyed by image; img_3 and unlabelled.png have no line: no_label
+    (tmp_path / 'images.csv').write_text(
+        'key,image\n' + ''.join(f'{image},{image}\n' for image, _, _ in rows))
+    (tmp_path / 'labels.csv').write_text(
+        'key,label\n' + ''.join(f'{image},{label}\n' for image, label, _ in rows
+                                 if image not in ('images/img_3.png', 'images/unlabelled.png')))
+    inputs = ['--manifest', str(tmp_path / 'images.csv'),
+              '--label_manifest', str(tmp_path / 'labels.csv')]
+  flags = ('--max_error_rate', '0.9', '--previous_dataset', str(tmp_path / 'latest'),
+           '--previous_dataset_missing', 'full')
+  counts = []
+  for night in ('n1', 'n2'):
+    assert _convert(inputs, tmp_path / night, flags) == EXIT_OK
+    info = read_info(tmp_path / night)
+    reuse = info['reuse']
+    counts.append((info['num_rejected'], reuse['reused'], reuse['num_encoded'],
+                   reuse['rejected']))
+  assert counts == {'manifest': [(4, 0, 4, 3), (4, 4, 0, 3)],
+                    'label_manifest': [(4, 0, 3, 2), (4, 3, 0, 2)]}[source]

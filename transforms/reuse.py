@@ -24,9 +24,11 @@ from transforms.batches import ExactKeyFn
 from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
 from transforms.batches import buffer_by_key
+from transforms.batches import in_batches
 from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.beam_util import TallyPerBundle
 from transforms.beam_util import in_global_window
 from transforms.core import copies
 from transforms.core import file_kinds
@@ -379,3 +381,15 @@ def reuse_tallies(example: BuiltExample) -> list:
     return [((reuse.TALLY, reuse.REUSED), 1),
             ((reuse.TALLY, reuse.BYTES_COPIED), len(example.data) + 16)]
   return [((reuse.TALLY, example.reuse), 1)] if example.reuse else []
+
+
+def tally_reuse(examples, rejected, missing: bool) -> list:
+  """The reuse counts of the examples written (reuse_tallies); with no
+  previous dataset (missing: --previous_dataset_missing full, no row decided),
+  the rows the image step rejected instead, under DECIDED: every row the image
+  step gets is a row a decision is made for on a later night
+  (core/reuse.section counts the written ones)."""
+  if missing:
+    return [rejected | 'TallyUndecided' >> beam.ParDo(TallyPerBundle(
+        lambda _: [((reuse.TALLY, reuse.DECIDED), 1)]))]
+  return [examples | 'TallyReuse' >> beam.ParDo(TallyPerBundle(in_batches(reuse_tallies)))]

@@ -236,9 +236,12 @@ def section(sums: dict, previous_dataset: Optional[str], previous_run_id: Option
   """dataset_info.json's `reuse`: {tally name: sum} -> the counts (of the
   rows written: a row rejected is counted as rejected, whatever its reason).
   missing: no previous dataset (--previous_dataset_missing full), so each of
-  the `written` records is new (no row reached a decision to tally)."""
+  the `written` records is new, and DECIDED counts only the rows the image
+  step rejected (tally_reuse): those a later night's decision counts as
+  rejected. Without them `rejected` was 0 decided less the written records,
+  -300 on a 300-row first night."""
   if missing:
-    sums = {**sums, NEW: written}
+    sums = {**sums, NEW: written, DECIDED: written + sums.get(DECIDED, 0)}
   encoded = sum(sums.get(reason, 0) for reason in REASONS)
   return {
       'previous_dataset': previous_dataset,
