@@ -334,9 +334,15 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   # path + '.tmp', then renames it), nor a whole one when the signal came as
   # the job ended (RunGuard: a signal Beam swallowed), so that "nothing was
   # checked" holds.
+  # The job renames its report into place as its last step, before the job
+  # ends: a signal then (on Flink about 1 s before the launcher learnt the
+  # job ended) found this run's whole report there, kept under "nothing was
+  # checked". So the report goes too when it is not what was there before.
   # On a Flink cluster, a job whose job server is gone is cancelled there too.
+  report_before = _regular_bytes(config.report_path, files)
   guard = RunGuard(lambda: _delete_if_present(
-      [config.report_path + '.tmp'] + ([config.report_path] if guard.job_done else []), files))
+      [config.report_path + '.tmp'] + ([config.report_path] if guard.job_done or _regular_bytes(
+          config.report_path, files) != report_before else []), files))
   with flink_jobs.cancelled_if_abandoned(pipeline_options), guard:
     try:
       guard.run(p)
@@ -357,6 +363,14 @@ def _delete_if_present(targets: list, files: filesystem.FileAccess) -> None:
              and (paths.is_remote(path) or not file_kinds.not_regular(path))]
   if present:
     files.delete(present)
+
+
+def _regular_bytes(path: str, files: filesystem.FileAccess) -> Optional[bytes]:
+  """The bytes of the file at `path`; None if there is none, or a local one
+  that is no regular file (a FIFO would block the read)."""
+  if not files.exists(path) or (not paths.is_remote(path) and file_kinds.not_regular(path)):
+    return None
+  return files.read_bytes(path)
 
 
 def _write_report_if_possible(path: str, report: dict) -> None:
