@@ -152,11 +152,14 @@ def _digest(example) -> str:
 @pytest.mark.slow
 def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
   info = read_info(indexed)
-  # each shard whole, then in two halves found through its index (two workers)
+  # each shard whole, then in two halves found through its index (two workers),
+  # then whole through its index as shard=(0, 1): reading.md's way to the shard's
+  # order (with an index and no shard= the package starts at a random record)
   shards = [indexed / shard for declared in info['splits'].values()
             for shard in declared['shards']]
   reads = [job for path in shards for job in [
-      (path, None, None, None), *[(path, f'{path}.index', (n, 2), None) for n in range(2)]]]
+      (path, None, None, None), *[(path, f'{path}.index', (n, 2), None) for n in range(2)],
+      (path, f'{path}.index', (0, 1), None)]]
   found = iter(tfrecord_package_reads(reads))
   for split, declared in info['splits'].items():
     expected = {e['key']: e for e in read.examples(str(indexed), split)}
@@ -166,6 +169,7 @@ def test_the_tfrecord_package_reads_the_output_with_the_index(indexed):
       keys = [r[0] for r in whole]
       halves = [next(found), next(found)]
       assert [r[0] for r in halves[0] + halves[1]] == keys
+      assert next(found) == halves[0] + halves[1]
       assert len(halves[0]) == len(keys) // 2
       for key, label, digest, weight in halves[0] + halves[1]:
         assert (label, digest) == (expected[key]['label'], _digest(expected[key]))
