@@ -105,11 +105,12 @@ def test_boxes_masks_and_empty_images_read_back(converted):
   astronaut = found['astronaut.jpg']
   # the face, 150..300 x 15..180 of 512x512, padded into 200x200: scale 200/512
   assert np.allclose(astronaut['boxes'][0], np.array([15, 150, 180, 300]) / 512, atol=1e-6)
-  assert list(astronaut['classes']) == [1, 2, 3]
+  assert list(astronaut['classes']) == [1, 2, 3] and astronaut['num_objects'] == 3
   assert astronaut['class_text'] == ['face', 'helmet', 'rocket']
   assert astronaut['masks'].shape == (3, 200, 200) and astronaut['masks'].max() == 1
   empty = found['empty.jpg']
   assert empty['boxes'].shape == (0, 4) and empty['masks'].shape == (0, 200, 200)
+  assert empty['num_objects'] == 0  # as read.load names the count
   # the nose's RLE mask is its box: 60x50 source pixels, 200/451 of that each way
   nose = found['chelsea.jpg']['masks'][3]
   assert abs(int(nose.sum()) - 60 * 50 * (200 / 451) ** 2) < 60

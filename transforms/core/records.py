@@ -34,7 +34,8 @@ class ExampleDecoder:
   label an int; key and class_text str (key '' for --schema seed, which has
   none; class_text the label map's name); extra features numpy arrays of their
   declared shape (bytes ones of dtype object). With --multi_label, label is an
-  int64 array of ids and class_text a list of str. A record that does not fit
+  int64 array of ids and class_text a list of str. A detection record also has
+  `classes` (its label) and `num_objects`, as read.load. A record that does not fit
   dataset_info.json: decoders.RecordError."""
 
   def __init__(self, info: dict, decode: bool = True):
@@ -56,8 +57,9 @@ class ExampleDecoder:
     for feature in self._fields:
       example[feature.field] = feature.decode(record[feature.name], record, self._reading)
     example['class_text'] = decoders.class_text(example['label'], self._reading.label_map)
-    if self._detection:  # each object's class, as read.load names it
+    if self._detection:  # each object's class and their count, as read.load names them
       example['classes'] = example['label']
+      example['num_objects'] = len(example['label'])
     return example
 
 
