@@ -10,6 +10,7 @@ import apache_beam as beam
 import pytest
 
 from pipeline import convert
+from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.runs import summary
 from tests.conftest import feature
@@ -705,6 +706,25 @@ def test_shapes_in_feature_spec_records_and_rejections(shaped):
   from pipeline import validate
   assert validate.main(['--input_dir', str(shaped)]) == EXIT_OK
 
+
+
+@pytest.mark.parametrize('value', [float('nan'), float('inf'), float('-inf')])
+def test_a_float_that_is_not_finite_is_a_problem_convert_never_writes(shaped, tmp_path, value):
+  """convert rejects a NaN or infinite float cell (manifest/bad_feature): a
+  record holding one, its CRCs, sidecar and counts intact, is a problem."""
+  from tests.conftest import copy_dataset
+  from tests.test_validate_cli import rewrite_first_record
+  from tests.test_validate_cli import run_validate
+  out = copy_dataset(shaped, tmp_path)
+  shard = rewrite_first_record(
+      out, lambda features: features.update(boxes=('float', [0.1, value, 0.3, 0.4])))
+  code, report = run_validate(out)
+  assert code == EXIT_FAILED
+  assert report['problems_by_kind'] == {'non_finite_value': 1}
+  [problem] = report['problems']
+  assert (problem['file'], problem['record']) == (shard, 0)
+  assert problem['detail'] == (f"feature 'boxes' holds 1 value(s) that are not finite "
+                               f'numbers (first: {value!r})')
 
 @pytest.mark.slow
 def test_tf_data_reads_each_shape_from_feature_spec(shaped):

@@ -130,6 +130,31 @@ def test_a_deleted_index(out):
        "missing: dataset_info.json's sink.index_files says each shard has one")]
 
 
+
+def _undeclare_indexes(out) -> None:
+  info = read_info(out)
+  info['sink']['index_files'] = False
+  write_info(out, info)
+
+
+def test_an_index_on_disk_is_checked_though_dataset_info_does_not_declare_it(out):
+  """The tfrecord package and DALI seek by a shard's index whatever
+  dataset_info.json says: sink.index_files edited to false does not hide a
+  wrong one; an index of one shard alone is checked alone."""
+  _undeclare_indexes(out)
+  (out / (shards(out)[0].name + '.index')).unlink()
+  name, spans = _index_damage(out, lambda text: 'hello world\n')
+  assert problems(out) == [
+      ('index_mismatch', name, 0, f"line 1 is 'hello world'; record 0 is at byte 0, "
+       f"{spans[0][1]} bytes framed: '0 {spans[0][1]}'")]
+
+
+def test_a_right_index_on_disk_that_dataset_info_does_not_declare_is_no_problem(out):
+  _undeclare_indexes(out)
+  (out / (shards(out)[0].name + '.index')).unlink()
+  code, report = run_validate(out, '--strict')
+  assert (code, report['num_problems'], report['num_examples']) == (EXIT_OK, 0, 9)
+
 def test_side_files_are_checked_however_the_shards_are_read(out, monkeypatch):
   """Read here, in 1000-byte spans by check processes, and as whole shards by
   them: the same problems of the index and the sidecar."""

@@ -27,19 +27,22 @@ class SideFiles:
   index_files: bool  # an index beside each shard (sink.index_files)
   sidecars: dict  # split -> (sidecar name, [its shards, by their number in its lines])
   version: Optional[int] = None  # sources_format_version
+  # shards with an index on disk that sink.index_files does not declare
+  indexed: frozenset = frozenset()
 
   @classmethod
   def from_info(cls, input_dir: str, info: dict) -> SideFiles:
     sidecars = {split: (side_files.sidecar_name(info, split), list(entry['shards']))
                 for split, entry in info['splits'].items()
                 if side_files.sidecar_name(info, split) is not None}
-    return cls(input_dir, info['schema'], side_files.declares_index_files(info), sidecars,
-               info.get('sources_format_version'))
+    declared = side_files.declares_index_files(info)
+    return cls(input_dir, info['schema'], declared, sidecars, info.get('sources_format_version'),
+               frozenset() if declared else undeclared_indexes(input_dir, info))
 
   @property
   def needed(self) -> bool:
     """Whether the records' places are to be gathered at all."""
-    return self.index_files or bool(self.sidecars)
+    return self.index_files or bool(self.indexed) or bool(self.sidecars)
 
   def problems(self, split: str, places) -> list:
     """[Problem] of `split`'s index files and sidecar against its records'
@@ -47,12 +50,13 @@ class SideFiles:
     places = sorted(places)
     files = filesystem.FileAccess()
     problems = []
-    if self.index_files:
+    if self.index_files or self.indexed:
       by_shard = {}
       for place in places:
         by_shard.setdefault(place.shard, []).append(place)
       for shard, shard_places in sorted(by_shard.items()):
-        problems += self._index(files, shard + INDEX_SUFFIX, shard_places)
+        if self.index_files or shard in self.indexed:
+          problems += self._index(files, shard + INDEX_SUFFIX, shard_places)
     if split in self.sidecars:
       problems += self._sidecar(files, split, places)
     return problems
@@ -87,6 +91,18 @@ class SideFiles:
         facts.add_problem(problem)
     facts.places = {}
     return facts
+
+
+def undeclared_indexes(input_dir: str, info: dict) -> frozenset:
+  """The listed shards with a `<shard>.index` beside them though
+  dataset_info.json's sink.index_files is not true (one the tfrecord
+  package's tfrecord2idx wrote, or one left when that flag was edited):
+  readers that seek by it (the tfrecord package, DALI) trust it all the
+  same, so it is checked as a declared one. One listing of the folder."""
+  names = {path.replace('\\', '/').rsplit('/', 1)[-1]
+           for path, _ in filesystem.FileAccess().list(filesystem.join(input_dir, ''))}
+  return frozenset(shard for entry in info['splits'].values() for shard in entry['shards']
+                   if shard + INDEX_SUFFIX in names)
 
 
 def compression_problem(files: filesystem.FileAccess, path: str, shard: str,

@@ -10,10 +10,9 @@ from typing import Optional
 from google.protobuf.message import DecodeError
 
 from transforms.core import decoders
-from transforms.core.example_proto import KIND_OF_DTYPE
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import parse_example_plain
-from transforms.core.extra_values import shape_problem
+from transforms.core.feature_checks import check_features
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import ImageSpec
 from transforms.core.spec import declares_label_lists
@@ -119,6 +118,11 @@ class Expected:
     return frozenset(name for name, declared in self.feature_spec.items()
                      if declared['shape'] != [])
 
+  @functools.cached_property
+  def own(self) -> frozenset:
+    """The schema's own features (their checks see their values)."""
+    return frozenset(feature.name for feature in self.table().features)
+
   def table(self):
     """The feature table the records are checked by (an unknown schema: the default's)."""
     return feature_table(self.schema, declares_label_lists(self.feature_spec),
@@ -128,23 +132,6 @@ class Expected:
 # Findings of one record that do not make the dataset invalid (warnings).
 UNDECLARED_FEATURE = 'undeclared_feature'
 RECORD_WARNING_KINDS = frozenset({UNDECLARED_FEATURE})
-
-
-def check_features(features: dict, spec: dict) -> list:
-  """Problems with presence, kind and scalar-ness of the declared features."""
-  details = []
-  for name, declared in spec.items():
-    if name not in features:
-      details.append(('missing_feature', f'feature {name!r} is missing'))
-      continue
-    kind, values = features[name]
-    if kind != KIND_OF_DTYPE[declared['dtype']]:
-      details.append(('wrong_type', f'feature {name!r} is {kind}, expected '
-                      f'{KIND_OF_DTYPE[declared["dtype"]]}'))
-    elif shape_problem(len(values), declared['shape']):
-      details.append(('wrong_shape', f'feature {name!r} '
-                      f'{shape_problem(len(values), declared["shape"])}'))
-  return details
 
 
 def _unique_values(features, table) -> tuple:
@@ -180,7 +167,7 @@ def _check_record(data: bytes, expected: Expected) -> tuple:
   undeclared = [(UNDECLARED_FEATURE, f'feature {name!r} is in the record but not in '
                  f"dataset_info.json's feature_spec")
                 for name in sorted(features) if name not in expected.feature_spec]
-  problems = check_features(features, expected.feature_spec)
+  problems = check_features(features, expected.feature_spec, expected.own)
   if problems:
     return None, None, problems + undeclared, None
   # a scalar feature's one value; a list feature's whole list
