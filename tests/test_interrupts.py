@@ -301,6 +301,43 @@ def _reader_waits(fifo: pathlib.Path) -> Optional[int]:
     return None
 
 
+def _validate_signalled_while_held(module: str, what: str, signum, dataset, temp, tmp_path,
+                                   monkeypatch, old_report: bool = False, held=None) -> tuple:
+  """validate of a copy of `dataset` run by `module`, which holds the run on
+  the FIFO $I2T_WAIT_FIFO names, signalled once `what` happened (held(out)
+  called first): it ends with its one line and leaves no temp folder. ->
+  (the copy, its file names before the run)."""
+  out = tmp_path / 'out'
+  out.mkdir()
+  for path in dataset.iterdir():
+    (out / path.name).write_bytes(path.read_bytes())
+  if old_report:
+    (out / 'validation_report.json').write_text('{"valid": false}\n')
+  fifo = tmp_path / 'wait.fifo'
+  os.mkfifo(fifo)
+  monkeypatch.setenv('I2T_WAIT_FIFO', str(fifo))
+  before = sorted(os.listdir(out))
+  run = start(['--input_dir', out], temp, module=module)
+  writer = []
+
+  def reading() -> bool:
+    writer.append(_reader_waits(fifo))
+    return writer[-1] is not None
+
+  try:
+    wait_for(reading, run, what)
+    if held is not None:
+      held(out)
+    code, _, err = signal_and_finish(run, signum)
+  finally:
+    for fd in writer:
+      if fd is not None:
+        os.close(fd)
+  assert_interrupted(code, err, signum, VALIDATE_LINE)
+  assert os.listdir(temp) == []
+  return out, before
+
+
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
@@ -308,32 +345,9 @@ def test_validate_interrupted_mid_check(signum, dataset, temp, tmp_path, monkeyp
   """A record check waiting on a FIFO holds validate mid-check: the signal
   there ends it with its one line, no report written, no temp folder left.
   (A shard that is a FIFO is reported unread now: it cannot hold it.)"""
-  out = tmp_path / 'out'
-  out.mkdir()
-  for path in dataset.iterdir():
-    (out / path.name).write_bytes(path.read_bytes())
-  shard = tmp_path / 'wait.fifo'  # the FIFO the check waits on
-  os.mkfifo(shard)
-  monkeypatch.setenv('I2T_WAIT_FIFO', str(shard))
-  before = sorted(os.listdir(out))
-  run = start(['--input_dir', out], temp, module='tests.validate_waiting_check')
-  writer = []
-
-  def reading() -> bool:
-    writer.append(_reader_waits(shard))
-    return writer[-1] is not None
-
-  try:
-    wait_for(reading, run, 'the shard opened')
-    code, _, err = signal_and_finish(run, signum)
-  finally:
-    for fd in writer:
-      if fd is not None:
-        os.close(fd)
-  assert_interrupted(code, err, signum, VALIDATE_LINE)
+  out, before = _validate_signalled_while_held('tests.validate_waiting_check', 'the shard opened',
+                                               signum, dataset, temp, tmp_path, monkeypatch)
   assert sorted(os.listdir(out)) == before  # no validation_report.json(.tmp)
-  assert os.listdir(temp) == []
-
 
 
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
@@ -346,34 +360,13 @@ def test_validate_interrupted_after_its_job_wrote_the_report(signum, old_report,
   ends: a signal then (found on Flink and the DirectRunner) takes that report
   back, so that its line, nothing was checked, holds. An older report with
   other bytes goes too (this run replaced it); nothing else in OUT."""
-  out = tmp_path / 'out'
-  out.mkdir()
-  for path in dataset.iterdir():
-    (out / path.name).write_bytes(path.read_bytes())
-  if old_report:
-    (out / 'validation_report.json').write_text('{"valid": false}\n')
-  fifo = tmp_path / 'wait.fifo'
-  os.mkfifo(fifo)
-  monkeypatch.setenv('I2T_WAIT_FIFO', str(fifo))
-  before = sorted(os.listdir(out))
-  run = start(['--input_dir', out], temp, module='tests.validate_waiting_report')
-  writer = []
-
-  def reading() -> bool:
-    writer.append(_reader_waits(fifo))
-    return writer[-1] is not None
-
-  try:
-    wait_for(reading, run, 'the report written')
+  def written(out):
     assert json.loads((out / 'validation_report.json').read_text())['num_examples'] == 9
-    code, _, err = signal_and_finish(run, signum)
-  finally:
-    for fd in writer:
-      if fd is not None:
-        os.close(fd)
-  assert_interrupted(code, err, signum, VALIDATE_LINE)
+
+  out, before = _validate_signalled_while_held(
+      'tests.validate_waiting_report', 'the report written', signum, dataset, temp, tmp_path,
+      monkeypatch, old_report=old_report, held=written)
   assert sorted(os.listdir(out)) == sorted(set(before) - {'validation_report.json'})
-  assert os.listdir(temp) == []
 
 
 # --- who installs handlers -------------------------------------------------------
