@@ -3,18 +3,17 @@ holds a run mid-check for tests/test_interrupts.py. (A shard that is a FIFO
 held it before; validate now reports such a shard unread.)"""
 
 import functools
-import os
 import sys
 
 from pipeline import validate
 from pipeline.beam_runtime import startup
 from pipeline.runs import exits
+from tests.fifo_wait import wait_on_fifo
 from transforms.core import validation
 
 
 def waiting_check(records: list, expected) -> list:
-  with open(os.environ['I2T_WAIT_FIFO'], 'rb') as fifo:  # waits for a writer, then for bytes
-    fifo.read(1)
+  wait_on_fifo()
   return validation.check_records(records, expected)
 
 

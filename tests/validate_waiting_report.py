@@ -3,21 +3,20 @@ on the FIFO $I2T_WAIT_FIFO names: holds a run between the report being
 written and its job's end (the window a signal found on Flink, measured:
 about 1 s) for tests/test_interrupts.py."""
 
-import os
 import sys
 import types
 
 from pipeline import validate
 from pipeline.beam_runtime import startup
 from pipeline.runs import exits
+from tests.fifo_wait import wait_on_fifo
 from transforms import filesystem
 from transforms import validation_report
 
 
 def write_then_wait(path: str, text: str) -> None:
   filesystem.write_text(path, text)
-  with open(os.environ['I2T_WAIT_FIFO'], 'rb') as fifo:  # waits for a writer, then for bytes
-    fifo.read(1)
+  wait_on_fifo()
 
 
 if __name__ == '__main__':
