@@ -111,6 +111,25 @@ def test_second_acquire_is_refused_naming_the_holder_then_free_after_release(tmp
   assert lock_files(out) == []
 
 
+def test_a_lock_interrupted_before_it_is_returned_is_taken_back(tmp_path, monkeypatch):
+  """A signal's Interrupted (here a KeyboardInterrupt) raised after the lock
+  file is written, before acquire returns: no `with` releases it, so
+  acquire does; the next run finds the folder free."""
+  from pipeline.runs import lock_stores
+
+  def interrupted(self):
+    raise KeyboardInterrupt
+
+  out = tmp_path / 'out'
+  with monkeypatch.context() as patched:
+    patched.setattr(lock_stores._LocalLocks, 'delete_orphans', interrupted)
+    with pytest.raises(KeyboardInterrupt):
+      RunLock.acquire(str(out), False, None)
+  assert lock_files(out) == []
+  with RunLock.acquire(str(out), False, None) as again:
+    assert again.generation == 0
+
+
 def test_a_stale_lock_needs_overwrite_and_is_taken_over(tmp_path):
   out = tmp_path / 'out'
   out.mkdir()
