@@ -9,11 +9,13 @@ per run); make test leaves them out.
 
 from __future__ import annotations
 
+import http.server
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -149,31 +151,80 @@ def test_a_launcher_started_with_sigint_ignored_keeps_ignoring_it(images, local,
     assert (out / name).read_bytes() == (local / name).read_bytes(), name
 
 
-@pytest.fixture(scope='module')
-def many_images(tmp_path_factory) -> pathlib.Path:
-  """600 copies of a 1200x900 JPEG: an image step that runs for seconds."""
-  import io
+class HeldServer:
+  """An HTTP server on 127.0.0.1 whose every GET waits until the test ends
+  (then answers 404): a run with a row of its URL is running, and cannot
+  end, from the first request on. Sleeping a second after the job started
+  was not enough: under load a 600-row Flink job had published by then."""
 
-  import numpy as np
-  from PIL import Image
-  root = tmp_path_factory.mktemp('engine-many')
-  ramp = np.linspace(0, 255, 1200, dtype=np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(np.dstack([np.tile(ramp, (900, 1))] * 3)).save(buffer, format='JPEG')
-  (root / 'images').mkdir()
-  rows = []
-  for i in range(600):
-    (root / f'images/{i}.jpg').write_bytes(buffer.getvalue())
-    rows.append((f'images/{i}.jpg', ('blue', 'red')[i % 2]))
-  return write_manifest(root / 'manifest.csv', rows)
+  def __init__(self):
+    self.asked = threading.Event()
+    self.released = threading.Event()
+    held = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+
+      def log_message(self, *args):
+        pass
+
+      def do_GET(self):
+        held.asked.set()
+        held.released.wait(RUN_TIMEOUT)
+        self.send_error(404)
+
+    self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    self._server.daemon_threads = True
+    self.url = f'http://127.0.0.1:{self._server.server_address[1]}/held.png'
+    self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *_):
+    self.released.set()
+    self._server.shutdown()
+    self._server.server_close()
+
+
+@pytest.fixture
+def held(images, tmp_path):
+  """(the server, a manifest of the six images and a row of its URL)."""
+  lines = images.read_text().splitlines()
+  with HeldServer() as server:
+    manifest = images.parent / f'held-{uuid.uuid4().hex}.csv'  # its paths are relative to it
+    manifest.write_text('\n'.join([*lines, f'{server.url},red']) + '\n')
+    yield server, manifest
+    manifest.unlink()
+
+
+def _start_held(held, out: pathlib.Path, marker: str, **popen) -> subprocess.Popen:
+  """convert on Flink of the held manifest, returned once the job asked for
+  the held URL: running, and not able to end."""
+  import time
+  server, manifest = held
+  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1],
+         **popen.pop('env', {})}
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest),
+       '--output_dir', str(out), *FLAGS, '--http_timeout_s', str(RUN_TIMEOUT),
+       '--runner', 'FlinkRunner'],
+      cwd=REPO, env=env, stdin=subprocess.DEVNULL, **popen)
+  deadline = time.monotonic() + RUN_TIMEOUT
+  while launcher.poll() is None and not server.asked.wait(0.2) and (
+          time.monotonic() < deadline):
+    pass
+  assert launcher.poll() is None and server.asked.is_set(), 'the job never asked for the URL'
+  return launcher
 
 
 @pytest.mark.parametrize('signum, whole_group', [
     (signal.SIGINT, True),  # Ctrl-C in a terminal: the launcher's group (its JVM has its own session)
     (signal.SIGINT, False),  # kill -INT on the launcher alone
-    (signal.SIGTERM, False)])
+    (signal.SIGTERM, False),
+])
 def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
-        signum, whole_group, many_images, tmp_path):
+        signum, whole_group, held, tmp_path):
   """The job is cancelled through its job server, then the job server stops:
   one line, the exit by the signal, nothing published, no process left. A
   terminal's Ctrl-C once hung the launcher for good (Beam's SIGINT handler
@@ -181,19 +232,8 @@ def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
   import time
   out = tmp_path / 'out'
   marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
-  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1]}
-  launcher = subprocess.Popen(
-      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(many_images),
-       '--output_dir', str(out), *FLAGS, '--runner', 'FlinkRunner'],
-      cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True, start_new_session=True)
-  deadline = time.monotonic() + RUN_TIMEOUT
-  # The image step has started its worker process: the job is running.
-  while launcher.poll() is None and not any(
-          'process_worker' in line for line in processes_with(marker)) and (
-          time.monotonic() < deadline):
-    time.sleep(0.2)
-  time.sleep(1)
+  launcher = _start_held(held, out, marker, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
   if whole_group:
     os.killpg(launcher.pid, signum)
   else:
@@ -208,7 +248,7 @@ def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
   assert not out.exists() or list(out.iterdir()) == []
 
 
-def test_a_killed_launcher_takes_its_job_server_with_it(many_images, tmp_path):
+def test_a_killed_launcher_takes_its_job_server_with_it(held, tmp_path):
   """SIGKILL runs no clean-up, but the job server's JVM gets SIGTERM when
   its launcher dies (job_server_launcher.py) and ends; so do the image
   worker processes. What a killed run leaves in OUT is for --overwrite."""
@@ -216,18 +256,8 @@ def test_a_killed_launcher_takes_its_job_server_with_it(many_images, tmp_path):
   marker = f'IMG2TFRECORD_TEST_RUN={uuid.uuid4().hex}'
   # SIGKILL leaves the run's private temp folder: in a TMPDIR of its own
   (tmp_path / 'temp').mkdir()
-  env = {**os.environ, marker.split('=', maxsplit=1)[0]: marker.split('=')[1],
-         'TMPDIR': str(tmp_path / 'temp')}
-  launcher = subprocess.Popen(
-      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(many_images),
-       '--output_dir', str(tmp_path / 'out'), *FLAGS, '--runner', 'FlinkRunner'],
-      cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL)
-  deadline = time.monotonic() + RUN_TIMEOUT
-  while launcher.poll() is None and not any(
-          'process_worker' in line for line in processes_with(marker)) and (
-          time.monotonic() < deadline):
-    time.sleep(0.2)
+  launcher = _start_held(held, tmp_path / 'out', marker, env={'TMPDIR': str(tmp_path / 'temp')},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   assert any('java' in line for line in processes_with(marker))
   launcher.kill()
   assert launcher.wait(timeout=30) == -signal.SIGKILL
