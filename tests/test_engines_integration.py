@@ -243,8 +243,10 @@ def test_an_interrupted_flink_run_cancels_its_job_and_says_one_line(
   assert launcher.returncode == -signum, describe(result)
   assert stderr.strip() == 'interrupted: nothing was published; rerun to convert again', (
       describe(result))
-  time.sleep(2)  # the JVM's last moments
-  assert processes_with(marker) == []
+  deadline = time.monotonic() + 60  # the JVM's last moments
+  while _alive(processes_with(marker)) and time.monotonic() < deadline:
+    time.sleep(0.5)
+  assert _alive(processes_with(marker)) == []
   assert not out.exists() or list(out.iterdir()) == []
 
 
