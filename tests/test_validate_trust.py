@@ -23,6 +23,7 @@ from tests.test_validate_cli import rewrite_first_record
 from tests.test_validate_cli import run_validate
 from tests.test_validate_cli import write_info
 from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import serialize_example
 from transforms.core.splits import hash_split
 from transforms.core.tfrecord import frame
 
@@ -247,3 +248,37 @@ def test_label_manifest_lines_are_not_rows(tmp_path):
       ('row_accounting', 'rejected.jsonl', -1, 'rejected.jsonl holds 0 label-manifest line(s) '
        "rejected as label_manifest/no_image; dataset_info.json's "
        'label_manifest_rejected_by_reason says 1')]
+
+
+@pytest.mark.parametrize('dedupe', ['content', 'key'])
+@pytest.mark.parametrize('workers', [(), ('--direct_num_workers', '2', '--direct_running_mode',
+                                          'multi_threading')], ids=['gathered', 'grouped'])
+def test_a_record_copied_under_a_new_key_into_a_content_deduped_dataset(
+        converted_sample, tmp_path, dedupe, workers):
+  """--dedupe content leaves no two records of one source SHA-256 (convert
+  rejects every repeat): a copy of a record under a new key, with every
+  count edited, is a duplicate_content problem on the path that gathers the
+  records' facts and on the one grouping them. With --dedupe key such
+  copies are allowed (one image under two keys): no such problem."""
+  out = copy_dataset(converted_sample(*RAW_16, '--dedupe', dedupe)[1], tmp_path)
+  info = read_info(out)
+  shard = out / info['splits']['train']['shards'][0]
+  records = records_of(shard)
+  features = {name: ({'bytes_list': 'bytes', 'int64_list': 'int64',
+                      'float_list': 'float'}[kind], values)
+              for name, (kind, values) in parse_example(records[2]).items()}
+  features['image/key'] = ('bytes', [b'copy.png'])
+  copy = serialize_example(features)
+  shard.write_bytes(shard.read_bytes() + frame(copy))
+  write_info(out, declare_records(info, 'train', [copy]))
+  sha256 = features['image/key/sha256'][1][0].decode()
+  code, report = run_validate(out, *workers)
+  assert code == EXIT_FAILED
+  duplicates = [(p['file'], p['record'], p['detail']) for p in report['problems']
+                if p['kind'] == 'duplicate_content']
+  if dedupe == 'key':
+    assert duplicates == [] and 'duplicate_content' not in report['problems_by_kind']
+    return
+  assert report['problems_by_kind']['duplicate_content'] == 1
+  assert duplicates == [(shard.name, 9, f'image/key/sha256 {sha256!r} appears 2 times; first '
+                                        f'at {shard.name}#2')]

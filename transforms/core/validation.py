@@ -104,13 +104,17 @@ class Expected:
   # the shards' compression ('none', 'gzip'); None: dataset_info.json's is
   # neither (a problem of its own), each shard is read as its name says
   compression: Optional[str] = 'none'
+  # written with --dedupe content: no two records hold one source SHA-256
+  content_unique: bool = False
 
   @classmethod
   def from_info(cls, info: dict) -> Expected:
     compression = info.get('compression')
+    config = info.get('config')
     return cls(info['schema'], info['feature_spec'], ImageSpec.from_json(info['image']),
-               tuple(info['label_map']), HashSplit.from_config(info.get('config')),
-               compression if compression in COMPRESSIONS else None)
+               tuple(info['label_map']), HashSplit.from_config(config),
+               compression if compression in COMPRESSIONS else None,
+               isinstance(config, dict) and config.get('dedupe') == 'content')
 
   @functools.cached_property  # once, not per record (a frozenset: it pickles)
   def lists(self) -> frozenset:
@@ -134,14 +138,20 @@ UNDECLARED_FEATURE = 'undeclared_feature'
 RECORD_WARNING_KINDS = frozenset({UNDECLARED_FEATURE})
 
 
-def _unique_values(features, table) -> tuple:
+DUPLICATE_CONTENT = 'duplicate_content'
+
+
+def _unique_values(features, table, sha256: Optional[str], content_unique: bool) -> tuple:
   """(problem kind, feature, value) of each of the table's unique features a
-  parsed record holds not empty (an empty one is its check's problem)."""
+  parsed record holds not empty (an empty one is its check's problem); and
+  its source SHA-256 in a --dedupe content dataset, where a second record of
+  one content was written after the run (convert rejects them all)."""
   if features is None:
     return ()
   values = ((kind, name, features.get(name, (None, ()))[1]) for name, kind in table.unique)
   return tuple((kind, name, decoders.text(stored[0])) for kind, name, stored in values
-               if stored and stored[0].strip())
+               if stored and stored[0].strip()) + (
+      ((DUPLICATE_CONTENT, 'image/key/sha256', sha256),) if content_unique and sha256 else ())
 
 
 def _source_digest(features) -> Optional[str]:
@@ -201,8 +211,10 @@ def check_records(records: list, expected: Expected) -> list:
   for data in records:
     try:
       label, key, problems, features = _check_record(data, expected)
-      results.append((label, key, problems, _source_digest(features),
-                      _unique_values(features, table), _sides(features, expected)))
+      sha256 = _source_digest(features)
+      results.append((label, key, problems, sha256,
+                      _unique_values(features, table, sha256, expected.content_unique),
+                      _sides(features, expected)))
     except Exception as error:  # (one record's problem)
       results.append(unexpected_check_error(error))
   return results
