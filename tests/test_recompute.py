@@ -248,3 +248,72 @@ def test_a_pattern_of_parquet_or_tar_files_that_names_no_format_is_refused(tmp_p
     assert capsys.readouterr().err == (
         f'error: --recompute: {out / "dataset_info.json"} was converted from a {fmt} manifest, '
         f'whose rows --recompute cannot read again yet\n')
+
+
+def _drop_last_train_record(out: pathlib.Path) -> str:
+  """The last record of train's first shard taken out, with its sidecar line
+  and every count edited to match, as a careful tamperer (or a writer that
+  lost a row) would leave it: -> its key."""
+  info = json.loads((out / 'dataset_info.json').read_text())
+  lines = _lines(out)
+  last = max((line for line in lines if line['shard'] == 0), key=lambda line: line['ordinal'])
+  shard = out / info['splits']['train']['shards'][0]
+  data = shard.read_bytes()
+  assert last['offset'] + last['length'] == len(data)
+  shard.write_bytes(data[:last['offset']])
+  (out / SIDECAR).write_bytes(gzip.compress(b''.join(
+      json.dumps(line).encode() + b'\n' for line in lines if line is not last), mtime=0))
+  train = info['splits']['train']
+  train['examples_per_class'][last['label']['text']] -= 1
+  train['num_examples'] -= 1
+  train['num_bytes'] -= last['length']
+  info['num_examples'] -= 1
+  info['num_manifest_rows'] -= 1
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  return last['key']
+
+
+def test_a_row_dropped_with_every_count_edited_is_found_by_recounting_the_manifest(fresh):
+  """Every count agrees with every other, so the checks of the dataset alone
+  pass; the run's manifest, unchanged since (its recorded size and mtime),
+  holds one more row than counted."""
+  out = fresh / 'out'
+  _drop_last_train_record(out)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.ROW_COUNT: 1})
+  assert report['problems'][0]['detail'] == (
+      f"{fresh / 'm.csv'} holds 10 data line(s), unchanged since the run; dataset_info.json's "
+      'num_manifest_rows says 9')
+  assert report['num_recomputed'] == 9
+
+
+def test_a_manifest_changed_since_the_run_is_not_recounted(fresh):
+  """Nightly manifests change: a row added after the run is no problem of the
+  dataset (its recorded version is not the file's now)."""
+  with open(fresh / 'm.csv', 'a') as manifest:
+    manifest.write('imgs/a0.png,dog,k99,0.5\n')
+  code, report = _validate(fresh / 'out', '--recompute', '1.0')
+  assert (code, report['valid'], report['num_problems']) == (EXIT_OK, True, 0)
+  info = json.loads((fresh / 'out' / 'dataset_info.json').read_text())
+  assert info['manifest_versions'] != {'rows': [fingerprints.file_version(str(fresh / 'm.csv'))]}
+
+
+def test_a_gzip_manifest_is_read_again_decompressed(fresh, capsys):
+  """Its compressed bytes were read as lines: no row was found, and every
+  record was skipped as recompute_source_changed (exit 0, nothing compared).
+  Cut short since the run, it is one line and exit 2."""
+  manifest = fresh / 'm.csv.gz'
+  manifest.write_bytes(gzip.compress((fresh / 'm.csv').read_bytes(), mtime=0))
+  out = fresh / 'gz-out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_recomputed'], report['num_warnings'], report['num_problems']) == (
+      EXIT_OK, 10, 0, 0)
+  capsys.readouterr()
+  manifest.write_bytes(manifest.read_bytes()[:-20])
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith(f'error: --recompute: the manifest {manifest} cannot be read: ')
+  assert len(err.splitlines()) == 1 and 'Traceback' not in err

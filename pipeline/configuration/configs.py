@@ -12,6 +12,7 @@ from pipeline.configuration.flags import DEFAULT_IMAGE_TIMEOUT_S
 from pipeline.configuration.flags import DEFAULT_JOB_ENDPOINT_CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
 from pipeline.runs.previous import Previous
+from transforms.core import fingerprints
 from transforms.core import image_dir
 from transforms.core import manifest
 from transforms.core import paths
@@ -85,7 +86,8 @@ class ConvertConfig:
                         options=self.options, config_file=self.config_file,
                         label_normalize=self.label_normalize,
                         sink=sink_info(self.sink, self.write_index, self.ordering.shuffle),
-                        engine=engine or {})
+                        engine=engine or {},
+                        manifest_versions=manifest_versions(self.manifests))
 
   def to_json(self) -> dict:
     indexed = {'write_index': True} if self.write_index else {}  # absent: as before
@@ -238,3 +240,16 @@ def recorded_config_file(path: Optional[str]) -> Optional[str]:
   if not path:
     return None
   return redact.redact_text(path) if paths.is_remote(path) else os.path.abspath(path)
+
+
+def manifest_versions(manifests: tuple) -> Optional[dict]:
+  """dataset_info.json's manifest_versions ({'rows': [each manifest file's
+  fingerprints.file_version], 'labels': [the label manifest's]}), taken
+  before any line is read: validate --recompute counts the rows of a manifest
+  still at these versions. None: a remote file, or no manifest."""
+  versions = {role: [fingerprints.file_version(path)
+                     for path, _ in (config.files or ((config.path, 0),))]
+              for role, config in zip(('rows', 'labels'), manifests)}
+  if not versions or not all(all(found) for found in versions.values()):
+    return None
+  return versions

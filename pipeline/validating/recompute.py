@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from typing import Optional
+import zlib
 
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
@@ -111,28 +112,72 @@ def _sampled(input_dir: str, info: dict, amount, files) -> list:
   return recompute.sample(entries, amount)
 
 
-def _rows(config, keys: set, files) -> dict:
-  """{key: ManifestRow} of the run's manifest for `keys` (the first row of a
+def _rows(config, keys: set, files) -> tuple:
+  """({key: ManifestRow} of the run's manifest for `keys` (the first row of a
   key, as convert keeps; the label from the label manifest's first row of the
-  key when there is one)."""
-  found = [{}, {}]
+  key when there is one), {'rows' | 'labels': the manifest's data lines})."""
+  found, counts = [{}, {}], {}
   for index, manifest_config in enumerate(config.manifests):
     names = [path for path, _ in manifest_config.files] or [manifest_config.path]
+    role = _ROLES[index]
+    counts[role] = 0
     for name in names:
-      with files.open(name) as stream:
-        for line, raw in manifest.iter_lines(stream, manifest_config.fmt):
-          try:
-            row = manifest.row_from_fields(manifest.line_fields(raw, line, manifest_config),
-                                           manifest_config, line)
-          except RowError:
-            continue  # rejected by the run too: no record
-          if row.key in keys:
-            found[index].setdefault(row.key, row)
+      try:
+        found_rows = _read_rows(name, manifest_config, keys, files)
+      except (OSError, EOFError, zlib.error) as error:  # unreadable, or cut short since the run
+        raise UsageError(f'--recompute: the manifest {name} cannot be read: {error}')
+      counts[role] += found_rows[0]
+      for key, row in found_rows[1].items():
+        found[index].setdefault(key, row)
   rows, labels = found
   if len(config.manifests) > 1:
     rows = {key: dataclasses.replace(row, label=labels[key].label)
             for key, row in rows.items() if key in labels}
-  return rows
+  return rows, counts
+
+
+def _read_rows(name: str, manifest_config, keys: set, files) -> tuple:
+  """(data lines, {key: its first ManifestRow} for `keys`) of one manifest
+  file, decompressed as the run read it (a .gz: every line was missed, and
+  every record skipped as if its row were gone)."""
+  count, rows = 0, {}
+  with files.open_checked(name) as stream:
+    for line, raw in manifest.iter_lines(stream, manifest_config.fmt):
+      count += 1
+      try:
+        row = manifest.row_from_fields(manifest.line_fields(raw, line, manifest_config),
+                                       manifest_config, line)
+      except RowError:
+        continue  # rejected by the run too: no record
+      if row.key in keys:
+        rows.setdefault(row.key, row)
+  return count, rows
+
+
+_ROLES = ('rows', 'labels')
+# dataset_info.json's count of each manifest's rows
+_COUNTED = {'rows': 'num_manifest_rows', 'labels': 'num_label_manifest_rows'}
+
+
+def _recount(config, info: dict, counts: dict) -> list:
+  """A problem for each manifest read again at the versions the run recorded
+  (dataset_info.json's manifest_versions: unchanged since) whose data lines
+  are not the rows dataset_info.json counts: a row dropped (or one added)
+  after the run, with every count edited to match, or a reader that lost
+  one. A manifest changed since is not counted (nightly runs change theirs)."""
+  recorded = info.get('manifest_versions') or {}
+  problems = []
+  for role, manifest_config in zip(_ROLES, config.manifests):
+    names = [path for path, _ in manifest_config.files] or [manifest_config.path]
+    if recorded.get(role) != [fingerprints.file_version(name) for name in names]:
+      continue
+    field = _COUNTED[role]
+    if isinstance(info.get(field), int) and info[field] != counts.get(role):
+      problems.append(Problem(
+          recompute.ROW_COUNT, '', -1,
+          f"{manifest_config.source} holds {counts.get(role)} data "
+          f"line(s), unchanged since the run; dataset_info.json's {field} says {info[field]}"))
+  return problems
 
 
 def _image_dir_row(config, image: str):
@@ -156,13 +201,14 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   info_path = filesystem.join(input_dir, DATASET_INFO)
   config = recorded_config(info, info_path, manifest_path)
   sampled = _sampled(input_dir, info, amount, files)
-  rows = _rows(config, {key for _, key, _ in sampled}, files) if config.manifests else {}
+  rows, counts = _rows(config, {key for _, key, _ in sampled}, files) if (
+      config.manifests) else ({}, {})
   label_map = LabelMap(tuple(info['label_map']), fixed=True)
   digest = fingerprints.options_digest(config.image, config.example)
   prepare_pillow(config.image.max_pixels)
   reader = copies.ShardReader()
   http = http_fetch.client(config.http)  # the run's --http_* options
-  problems, warnings = [], []
+  problems, warnings = _recount(config, info, counts), []
   try:
     for split, key, record in sampled:
       where = (os.path.basename(record.shard_path), record.ordinal)

@@ -30,6 +30,9 @@ class InfoSettings:
   engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
   # --previous_dataset: {'previous_dataset', 'previous_run_id', 'missing'}; None: not given
   reuse: Optional[dict] = None
+  # {'rows': [file_version of each manifest file], 'labels': [... of the label
+  # manifest's]}; None: not all local (or --image_dir)
+  manifest_versions: Optional[dict] = None
 
 
 def sink_info(sink: str, write_index: bool, shuffle: bool) -> dict:
@@ -99,6 +102,8 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
   if skipped is not None:
     info['num_skipped_files'] = skipped[0]
     info['skipped_files'] = sorted(skipped[1])
+  if settings.manifest_versions is not None:
+    info['manifest_versions'] = settings.manifest_versions
   if run_id is not None:
     info['run_id'] = run_id
   if reuse is not None:

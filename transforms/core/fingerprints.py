@@ -39,6 +39,19 @@ def local_fingerprint(path: str) -> str:
   return f'local:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}:{stat.st_ino}'
 
 
+def file_version(path: str) -> str:
+  """'SIZE:MTIME_NS' of a local file ('' if remote or it cannot be
+  stat'ed): what tells validate --recompute that a manifest is the one the
+  run read, moved or copied with its times kept (mv, cp -p, rsync -t) or not."""
+  if paths_remote(path):
+    return ''
+  try:
+    stat = os.stat(path)
+  except OSError:
+    return ''
+  return f'{stat.st_size}:{stat.st_mtime_ns}'
+
+
 def part_fingerprint(container: str, part: str, fallback: str = '') -> str:
   """The fingerprint of bytes held in a part of a file (a Parquet row): the
   file's fingerprint and the part's place, plus that of the path read when

@@ -270,6 +270,10 @@ INFO_SHAPE = _Object({
     'sink': _optional(_Object({'deterministic': _optional(_BOOLEAN),
                                'index_files': _optional(_BOOLEAN)})),
     'sources_format_version': _optional(_POSITIVE),
+    # validate --recompute counts the rows of a manifest still at these versions
+    'manifest_versions': _optional(_Object({
+        role: _optional(_ListOf(_text('a file version'), 'a list of file versions'))
+        for role in ('rows', 'labels')}, 'an object of manifest file versions')),
     # What the records were converted with (the wrong_split check's --split).
     'config': _required(_Object({
         # null: not split by hash; a pair per split otherwise

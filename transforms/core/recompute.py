@@ -8,6 +8,8 @@ import hashlib
 import math
 
 RECOMPUTE_MISMATCH = 'recompute_mismatch'  # a problem: same source, other bytes
+# a problem: a manifest unchanged since the run holds other rows than counted
+ROW_COUNT = 'recompute_row_count'
 SOURCE_CHANGED = 'recompute_source_changed'  # a warning: the source changed or is gone
 # a warning: another version of img2tfrecord encoded the record (its options
 # digest, which holds the version of the pixels' code, is not this one's)
