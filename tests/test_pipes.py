@@ -4,6 +4,7 @@ summary finds no reader has still written its dataset."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import shutil
@@ -245,3 +246,49 @@ def test_the_tick_pipe_is_above_stdio_when_stdin_and_stdout_are_closed():
   done = subprocess.run([PY, '-c', code], stderr=subprocess.PIPE, text=True, cwd=ROOT,
                         timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
   assert (done.returncode, done.stderr) == (0, '[True, True]')
+
+
+def test_a_spark_context_stopped_before_the_job_is_one_line_saying_why(capsys):
+  """A --spark_master_url that takes connections but is no Spark master: the
+  job fails after Spark's tries with this text (and 55 lines of the
+  launcher's traceback before): one line now, saying what it means."""
+  def run(argv):
+    try:
+      raise OSError('the job service answered')
+    except OSError as cause:
+      raise RuntimeError(
+          'Pipeline BeamApp-root-1 failed in state FAILED: java.lang.IllegalStateException: '
+          'Cannot call methods on a stopped SparkContext.\nThis stopped SparkContext was '
+          'created at:\n\norg.apache.spark.api.java.JavaSparkContext.<init>(x.scala:58)\n') \
+          from cause
+
+  assert exits.main_with_exit_codes(run, []) == errors.EXIT_FAILED
+  assert capsys.readouterr().err.splitlines() == [
+      'error: the job failed: RuntimeError: Pipeline BeamApp-root-1 failed in state FAILED: '
+      'java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext. '
+      '(Spark stopped before the job could run: no Spark master took it (one is given up on '
+      'after about a minute of tries); check that --spark_master_url names a running Spark '
+      'master, or leave it out to run Spark inside the job server)']
+
+
+def test_another_job_failure_keeps_its_traceback(capsys):
+  def run(argv):
+    raise RuntimeError('Pipeline BeamApp-root-2 failed in state FAILED: a bug somewhere')
+
+  assert exits.main_with_exit_codes(run, []) == errors.EXIT_FAILED
+  err = capsys.readouterr().err
+  assert err.startswith('error: the job failed: RuntimeError: Pipeline BeamApp-root-2 failed '
+                        'in state FAILED: a bug somewhere\nTraceback (most recent call last):')
+
+
+@pytest.mark.parametrize('message, kept', [
+    ('java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n'
+     'This stopped SparkContext was created at:\n...', False),
+    ('write failed: [Errno 28] No space left on device', False),
+    ('java.lang.IllegalStateException: something else', True),
+], ids=['spark_stopped', 'full_disk', 'other'])
+def test_the_log_leaves_out_what_the_run_s_one_line_says(message, kept):
+  """Beam's job service client logs an engine's failure whole (30 lines of
+  Spark's stack); a full disk is logged with its traceback by Beam's step."""
+  record = logging.LogRecord('apache_beam', logging.ERROR, __file__, 1, '%s', (message,), None)
+  assert exits._no_repeated_failures(record) is kept
