@@ -607,6 +607,29 @@ def test_nearest_and_bilinear_differ():
   assert out['nearest'] != out['bilinear']
 
 
+def rgb_gradient(width: int, height: int) -> Image.Image:
+  y, x = np.mgrid[0:height, 0:width]
+  return Image.fromarray(np.stack([x * 255 // (width - 1), y * 255 // (height - 1),
+                                   (x * 7 + y * 3) % 256], -1).astype(np.uint8))
+
+
+@pytest.mark.parametrize('encode', [png, jpeg])
+def test_the_seed_tutorial_s_resize_is_its_filter_given_as_resize_filter(encode):
+  """docs/output.md (--schema seed): the tutorial's Image.open(p).resize((W, H))
+  is Pillow's default filter (bicubic); --resize_filter bicubic gives its bytes,
+  the default bilinear does not."""
+  data = encode(rgb_gradient(37, 53))
+  tutorial = Image.open(io.BytesIO(data)).resize((29, 31))
+  assert tutorial.mode == 'RGB'
+  for name, pillow_filter in (('bicubic', Image.BICUBIC), ('nearest', Image.NEAREST)):
+    spec = ImageSpec(height=31, width=29, resize_filter=name)
+    assert process_image(data, spec).data == Image.open(io.BytesIO(data)).resize(
+        (29, 31), pillow_filter).tobytes()
+  assert process_image(data, ImageSpec(height=31, width=29, resize_filter='bicubic')).data == (
+      tutorial.tobytes())
+  assert process_image(data, ImageSpec(height=31, width=29)).data != tutorial.tobytes()
+
+
 # --------------------------------------------------------------------------
 # Encodings
 # --------------------------------------------------------------------------

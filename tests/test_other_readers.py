@@ -188,6 +188,52 @@ def test_the_tfrecord_package_reads_gzip_output_without_an_index(source, tmp_pat
                                                   for e in plain]
 
 
+# Each index through the package, its failure kept: [error name, keys] per path.
+TFRECORD_INDEX_SCRIPT = """
+import json, sys
+import tfrecord
+found = []
+for path in json.loads(sys.argv[1]):
+  try:
+    found.append([None, [bytes(r['image/key']).decode() for r in tfrecord.tfrecord_loader(
+        path, path + '.index', {'image/key': 'byte'}, shard=(0, 1))]])
+  except Exception as error:
+    found.append([type(error).__name__, []])
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.slow
+def test_the_tfrecord_package_cannot_load_the_index_of_a_shard_of_one_record(source,
+                                                                            tmp_path):
+  """reading.md's note: the package's np.loadtxt gives a one-line (or empty)
+  index one dimension and fails; such a shard reads without its index."""
+  if importlib.util.find_spec('tfrecord') is None:  # not imported here: see above
+    pytest.skip('needs the tfrecord package')
+  # 20 rows: test gets 1 (its 3 shards hold 1, 0, 0), train 19 (6 or 7 a shard)
+  out = converted(source, tmp_path / 'out', '--write_index', '--num_shards', '3',
+                  '--split', 'train=0.9,test=0.1')
+  splits = read_info(out)['splits']
+  shards = [out / shard for split in splits.values() for shard in split['shards']]
+  lines = [len(pathlib.Path(f'{shard}.index').read_text().splitlines()) for shard in shards]
+  assert min(lines) == 0 and 1 in lines and max(lines) >= 2
+  done = subprocess.run([sys.executable, '-c', TFRECORD_INDEX_SCRIPT,
+                         json.dumps([str(shard) for shard in shards])],
+                        capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  by_index = json.loads(done.stdout)
+  assert [error for error, _ in by_index] == [
+      'IndexError' if n < 2 else None for n in lines]
+  # the documented way round: index_path=None for those shards, in one worker
+  without = iter(tfrecord_package_reads(
+      [(shard, None, None, None) for shard, n in zip(shards, lines) if n < 2]))
+  keys = [key for (_, indexed_keys), n in zip(by_index, lines)
+          for key in (indexed_keys if n >= 2 else [row[0] for row in next(without)])]
+  assert sorted(keys) == sorted(e['key'] for split in splits
+                                for e in read.examples(str(out), split, decode=False))
+  assert len(keys) == 20
+
+
 @pytest.mark.slow
 def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert export.main(['--format', 'tfds', '--input_dir', str(tmp_path / 'none')]) == 2

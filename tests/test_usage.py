@@ -43,6 +43,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     (['--split', 'train=0.5,dev.1=0.5'],
      "--split: 'dev.1' is not a split name (letters, digits and _ only)"),
     (['--extra_features', 'weight:double'], 'COLUMN:bytes|float|int64'),
+    # a name a reader gives each record already: read.load's class_text was the
+    # column's value, read.examples' the class's name (and the column lost)
+    (['--extra_features', 'class_text:bytes'],
+     "--extra_features: 'class_text' is a reserved column/feature name"),
+    (['--extra_features', 'key:bytes'], "--extra_features: 'key' is a reserved"),
     (['--schema', 'seed', '--encoding', 'jpeg'], '--schema seed'),
     (['--max_error_rate', '2'], 'not in 0..1'),
     (['--background', 'white'], 'R,G,B'),

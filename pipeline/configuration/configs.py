@@ -32,7 +32,10 @@ from transforms.core.spec import ImageSpec
 from transforms.core.spec import parse_extra_feature
 from transforms.workers.http_fetch import HttpConfig
 
-_RESERVED_FEATURES = ('image', 'label', 'key', 'split')
+# Manifest columns, and the fields read.load and read.examples give each record
+# (image, label, key, class_text): an extra feature named class_text was the
+# column's value in read.load's records and the class's name in read.examples'.
+_RESERVED_FEATURES = ('image', 'label', 'key', 'split', 'class_text')
 
 
 @dataclasses.dataclass(frozen=True)
