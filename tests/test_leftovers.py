@@ -334,3 +334,31 @@ def test_a_run_removes_the_temp_folders_of_this_hosts_killed_runs(tmp_path, monk
   assert run_temp.killed_run_owner(names['killed'], host) == dead
   assert run_temp.killed_run_owner(names['elsewhere'], host) is None
   assert run_temp.killed_run_owner(names['older shape'], host) is None
+
+
+def test_overwrite_removes_an_export_linking_to_the_replaced_shards(data, tmp_path, capsys):
+  """export --format tfds's default folder, OUT/tfds, links to OUT's shards:
+  after --overwrite TFDS would read the new records under the export's old
+  class names and counts. It goes, said in a note; a folder of copies, or of
+  links elsewhere, is the user's and stays."""
+  out = tmp_path / 'out'
+  small = ['--height', '8', '--width', '8', '--progress', 'off']
+  assert convert.main(['--manifest', str(data / 'small.csv'), '--output_dir', str(out),
+                       *small]) == EXIT_OK
+  shard = json.loads((out / 'dataset_info.json').read_text())['splits']['train']['shards'][0]
+  for name, link in (('tfds', f'../{shard}'), ('copies', None), ('elsewhere', '/dev/null')):
+    (out / name).mkdir()
+    (out / name / 'features.json').write_text('{}')
+    if link:
+      (out / name / shard).symlink_to(link)
+    else:
+      (out / name / shard).write_bytes((out / shard).read_bytes())
+  capsys.readouterr()
+  assert convert.main(['--manifest', str(data / 'manifest.csv'), '--output_dir', str(out),
+                       '--overwrite', *small]) == EXIT_OK
+  assert capsys.readouterr().err.splitlines() == [
+      f"note: removed {out / 'tfds'}, an export whose shards are links to the replaced "
+      "dataset's; export again"]
+  assert not (out / 'tfds').exists()
+  assert sorted(p.name for p in (out / 'copies').iterdir()) == ['features.json', shard]
+  assert (out / 'elsewhere' / shard).is_symlink()

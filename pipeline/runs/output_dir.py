@@ -137,9 +137,37 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
     raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
                      f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
   if entries:
+    exports = [] if paths.is_remote(output_dir) else linked_exports(output_dir)
     _clear(output_dir, split_names, files)
+    for name in exports:
+      shutil.rmtree(os.path.join(output_dir, name))
+      print(f'note: removed {os.path.join(output_dir, name)}, an export whose shards are '
+            f"links to the replaced dataset's; export again", file=sys.stderr)
   if not paths.is_remote(output_dir):
     os.makedirs(output_dir, exist_ok=True)
+
+
+# What TFDS's write_metadata leaves in a folder (`img2tfrecord export --format tfds`).
+_EXPORT_MARK = 'features.json'
+
+
+def linked_exports(output_dir: str) -> list:
+  """The folders in a local output_dir that hold an export (its
+  _EXPORT_MARK) whose shards are symlinks to files of output_dir (export's
+  default, OUT/tfds/). Replaced, the dataset's new shards would be read
+  under the export's old metadata: its class names and record counts (a
+  relabelled rerun gave the new ids TFDS's old names, silently)."""
+  root = os.path.realpath(output_dir)
+  found = []
+  for name in sorted(os.listdir(output_dir)):
+    folder = os.path.join(output_dir, name)
+    if os.path.islink(folder) or not os.path.isfile(os.path.join(folder, _EXPORT_MARK)):
+      continue
+    with os.scandir(folder) as entries:
+      if any(entry.is_symlink() and os.path.dirname(os.path.realpath(entry.path)) == root
+             for entry in entries):
+        found.append(name)
+  return found
 
 
 def unpublish(output_dir: str, split_names: tuple,
