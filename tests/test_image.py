@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -318,6 +319,26 @@ def test_to_mode_scales_wide_grey_modes(mode, values, expected):
   image = Image.fromarray(np.array([values], dtype), mode)
   assert image.mode == mode
   assert_close(pixels(to_mode(image, 1))[0], expected, 1)
+
+
+@pytest.mark.parametrize('values, expected', [
+    # NaN ("no data") is 0; the range is the finite pixels' (0..1 here).
+    ([np.nan, 0.0, 0.5, 1.0], [0, 0, 128, 255]),
+    # -inf is 0 and +inf 255; the others stretched over -2..2.
+    ([-np.inf, -2.0, 0.0, 2.0, np.inf], [0, 0, 128, 255, 255]),
+    # One finite level: 0 (as any flat image), +inf still 255.
+    ([3.0, np.inf, 3.0], [0, 255, 0]),
+    # Nothing finite.
+    ([np.nan, np.inf, -np.inf], [0, 255, 0]),
+])
+def test_to_mode_scales_floats_by_their_finite_pixels(values, expected):
+  """A float TIFF holding NaN or inf had become all 0 (min..max was NaN)."""
+  image = Image.fromarray(np.array([values], np.float32), 'F')
+  data = encode_as(image, 'TIFF')
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')  # numpy's 'invalid value' warnings had gone to stderr
+    converted = decode_pixels(data, dataclasses.replace(NATIVE, channels=1))
+  np.testing.assert_array_equal(pixels(converted)[0], expected)
 
 
 def palette_image(transparent: bool) -> tuple[Image.Image, dict]:

@@ -126,7 +126,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # copies a record an older version encoded. 2: pad and crop after a
 # reduced-scale JPEG decode follow the source's geometry (1 px apart before).
 # 3: a PNG keeps no ICC profile of its source (some resize modes kept it).
-PIXELS_VERSION = 3
+# 4: a float image holding NaN or inf is scaled by its finite pixels (was all 0).
+PIXELS_VERSION = 4
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
