@@ -705,6 +705,24 @@ def test_a_png_carries_no_colour_profile_of_its_source(resize_mode, channels, so
   assert image.mode == ('RGB' if channels == 3 else 'L')
 
 
+@pytest.mark.parametrize('resize_mode', ['stretch', 'none', 'crop', 'pad'])
+@pytest.mark.parametrize('fmt', ['JPEG', 'GIF'])
+def test_a_jpeg_carries_no_comment_of_its_source(resize_mode, fmt):
+  # Pillow's JPEG writer copies image.info['comment'] (a JPEG's COM marker, a
+  # GIF's comment) into the file, and resize and convert keep image.info: the
+  # stretch, crop and none modes wrote the source's comment (pad did not).
+  # A grey JPEG to RGB: re-encoded with --resize_mode none too, not passed through.
+  source = Image.new('L', (40, 30), 90) if fmt == 'JPEG' else (
+      Image.new('RGB', (40, 30), (10, 100, 200)).quantize(8))
+  data = encode_as(source, fmt, comment=b'owner: Jane Doe')
+  assert Image.open(io.BytesIO(data)).info['comment'] == b'owner: Jane Doe'
+  size = {} if resize_mode == 'none' else {'height': 20, 'width': 20}
+  encoded = process_image(data, ImageSpec(encoding='jpeg', resize_mode=resize_mode, **size))
+  assert encoded.data != data
+  assert b'\xff\xfe' not in encoded.data  # no COM marker
+  assert 'comment' not in decoded_back(encoded).info
+
+
 def test_plain_jpeg_is_passed_through_byte_for_byte():
   data = jpeg(blocks(LAYOUT, 16))
   encoded = process_image(data, ImageSpec(resize_mode='none', encoding='jpeg'))

@@ -127,7 +127,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # reduced-scale JPEG decode follow the source's geometry (1 px apart before).
 # 3: a PNG keeps no ICC profile of its source (some resize modes kept it).
 # 4: a float image holding NaN or inf is scaled by its finite pixels (was all 0).
-PIXELS_VERSION = 4
+# 5: a JPEG keeps no comment of its source (the stretch, crop and none modes kept it).
+PIXELS_VERSION = 5
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:

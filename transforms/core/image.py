@@ -323,11 +323,11 @@ def encode(image: Image.Image, spec: ImageSpec) -> EncodedImage:
     data = image.tobytes()
   else:
     buffer = io.BytesIO()
+    # Else Pillow writes what image.info kept of the source: a PNG its ICC
+    # profile (a grey PNG got an RGB one), a JPEG its comment (a JPEG's COM, a GIF's).
     if spec.encoding == 'jpeg':
-      image.save(buffer, 'JPEG', quality=spec.jpeg_quality)
+      image.save(buffer, 'JPEG', quality=spec.jpeg_quality, comment=b'')
     else:
-      # Else Pillow writes the source's ICC profile (image.info): a grey PNG
-      # got an RGB one, an RGB PNG a CMYK source's. Pixels are as stored.
       image.save(buffer, 'PNG', icc_profile=None)
     data = buffer.getvalue()
   width, height = image.size
