@@ -229,6 +229,23 @@ def test_exif_orientation_in_other_formats(fmt, options):
     assert_close(centres[corner], colour)
 
 
+@pytest.mark.parametrize('orientation', [1, 6])
+def test_a_camera_jpeg_with_an_mpf_preview_is_decoded_as_a_jpeg(orientation):
+  """A JPEG with an MPF header and a second image (cameras write one for
+  their preview) opens as Pillow's MPO: it had been decoded at full size, not
+  at a reduced DCT scale, so its record differed from the same JPEG's."""
+  source = noise(800, 600)
+  exif = Image.Exif()
+  exif[0x0112] = orientation
+  mpo = encode_as(source, 'MPO', save_all=True, append_images=[source.resize((160, 120))],
+                  quality=95, exif=exif.tobytes())
+  assert Image.open(io.BytesIO(mpo)).format == 'MPO'
+  spec = ImageSpec(width=64, height=48, resize_mode='crop')
+  encoded = process_image(mpo, spec)
+  assert encoded.data == process_image(jpeg(source, orientation=orientation), spec).data
+  assert (encoded.width, encoded.height, encoded.orientation) == (64, 48, orientation)
+
+
 def test_malformed_exif_orientation_is_ignored():
   data = jpeg(quadrants(64, 32, **STORED), orientation=99)
   image = decode_pixels(data, NATIVE)

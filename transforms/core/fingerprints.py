@@ -128,7 +128,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # 3: a PNG keeps no ICC profile of its source (some resize modes kept it).
 # 4: a float image holding NaN or inf is scaled by its finite pixels (was all 0).
 # 5: a JPEG keeps no comment of its source (the stretch, crop and none modes kept it).
-PIXELS_VERSION = 5
+# 6: a JPEG with an MPF preview (Pillow's MPO) is decoded at a reduced scale too.
+PIXELS_VERSION = 6
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:

@@ -28,6 +28,7 @@ HEADER_BYTES = 16
 # JPEG decoding at a reduced DCT scale keeps at least this many source pixels
 # per output pixel (the same gap Pillow's thumbnail() uses).
 _DRAFT_GAP = 2
+_JPEG_FORMATS = ('JPEG', 'MPO')  # MPO: Pillow's name for a JPEG with an MPF preview (cameras')
 
 
 @cheap_pickle
@@ -172,7 +173,7 @@ def load_pixels(image: Image.Image, num_bytes: int,
                 draft_size: tuple[int, int] | None = None) -> Image.Image:
   """Decodes the pixels (first frame), at a reduced JPEG scale if allowed."""
   try:
-    if draft_size and image.format == 'JPEG':
+    if draft_size and image.format in _JPEG_FORMATS:
       image.draft(None, draft_size)
     image.load()
   except (OSError, SyntaxError, ValueError, EOFError, IndexError) as error:
@@ -349,24 +350,23 @@ def _can_pass_through(image: Image.Image, spec: ImageSpec, turn: int) -> bool:
 def _orientation(image: Image.Image, num_bytes: int) -> int:
   """EXIF orientation, read before decoding only where that is safe.
 
-  A JPEG's EXIF is in its header, so it is read first (it picks the draft
-  size). Other formats are decoded first: PNG's getexif() decodes the pixels
-  itself, and orientation() would swallow a decode error, leaving a half
-  decoded image that the next load() accepts as good.
+  A JPEG's EXIF (an MPO's too: it had been decoded whole, in 9x the time) is
+  in its header, so it is read first (it picks the draft size). Other formats
+  are decoded first: PNG's getexif() decodes the pixels itself, and
+  orientation() would swallow a decode error, leaving a half decoded image
+  that the next load() accepts as good.
   """
-  if image.format != 'JPEG':
+  if image.format not in _JPEG_FORMATS:
     load_pixels(image, num_bytes)
   return orientation(image)
 
 
-def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
-                     turn: int) -> tuple:
+def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec, turn: int) -> tuple:
   """-> (the decoded pixels, EXIF-oriented, in spec's mode; the box the
   source spans in them). A reduced-scale JPEG decode by 1/s gives
   ceil(size / s) pixels, of which the source spans size / s."""
   stored = image.size
-  image = load_pixels(image, num_bytes,
-                      _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
+  image = load_pixels(image, num_bytes, _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
   scale = (getattr(image, 'decoderconfig', None) or (1,))[0] or 1
   frame = orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
   if turn != 1:
