@@ -358,6 +358,36 @@ def test_to_mode_scales_floats_by_their_finite_pixels(values, expected):
   np.testing.assert_array_equal(pixels(converted)[0], expected)
 
 
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+  return (struct.pack('>I', len(payload)) + kind + payload +
+          struct.pack('>I', zlib.crc32(kind + payload) & 0xFFFFFFFF))
+
+
+def test_a_16bit_rgb_png_colour_key_is_matched_on_16_bits():
+  """Pillow reads a 16-bit RGB PNG as 8-bit (high bytes) and keeps its tRNS
+  key at 16 bits, which no pixel then equalled: the key's pixels stayed their
+  colour instead of becoming --background."""
+  key = (40000, 1234, 60000)
+  samples = np.zeros((4, 6, 3), '>u2')
+  samples[:, :2] = key
+  samples[:, 2:4] = (40000, 1234, 60001)  # one low byte off the key: opaque
+  samples[:, 4:] = (20000, 30000, 50000)
+  # Sub-filtered rows (type 1: each byte less the byte 6 before, a pixel's width)
+  rows = samples.reshape(4, -1).view(np.uint8)
+  filtered = rows.copy()
+  filtered[:, 6:] = rows[:, 6:] - rows[:, :-6]
+  idat = b''.join(b'\x01' + row.tobytes() for row in filtered)
+  data = (b'\x89PNG\r\n\x1a\n' +
+          _png_chunk(b'IHDR', struct.pack('>IIBBBBB', 6, 4, 16, 2, 0, 0, 0)) +
+          _png_chunk(b'tRNS', struct.pack('>HHH', *key)) +
+          _png_chunk(b'IDAT', zlib.compress(idat)) + _png_chunk(b'IEND', b''))
+  encoded = process_image(data, dataclasses.replace(NATIVE, background=(0, 128, 0)))
+  row = raw_array(encoded)[2]
+  assert row[:2].tolist() == [[0, 128, 0]] * 2  # the key: --background
+  assert row[2:4].tolist() == [[156, 4, 234]] * 2  # the high bytes: 40000 >> 8 = 156
+  assert row[4:].tolist() == [[78, 117, 195]] * 2
+
+
 def palette_image(transparent: bool) -> tuple[Image.Image, dict]:
   """A P image: left half palette index 0 (red), right half index 1 (green).
 

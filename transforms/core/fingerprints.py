@@ -129,7 +129,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # 4: a float image holding NaN or inf is scaled by its finite pixels (was all 0).
 # 5: a JPEG keeps no comment of its source (the stretch, crop and none modes kept it).
 # 6: a JPEG with an MPF preview (Pillow's MPO) is decoded at a reduced scale too.
-PIXELS_VERSION = 6
+# 7: a 16-bit RGB PNG's tRNS colour key is matched on 16 bits (it matched no pixel).
+PIXELS_VERSION = 7
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:

@@ -11,6 +11,7 @@ from PIL import Image
 from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
+from transforms.core import png_keys
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
@@ -28,7 +29,6 @@ HEADER_BYTES = 16
 # JPEG decoding at a reduced DCT scale keeps at least this many source pixels
 # per output pixel (the same gap Pillow's thumbnail() uses).
 _DRAFT_GAP = 2
-_JPEG_FORMATS = ('JPEG', 'MPO')  # MPO: Pillow's name for a JPEG with an MPF preview (cameras')
 
 
 @cheap_pickle
@@ -173,7 +173,7 @@ def load_pixels(image: Image.Image, num_bytes: int,
                 draft_size: tuple[int, int] | None = None) -> Image.Image:
   """Decodes the pixels (first frame), at a reduced JPEG scale if allowed."""
   try:
-    if draft_size and image.format in _JPEG_FORMATS:
+    if draft_size and image.format in ('JPEG', 'MPO'):  # MPO: a JPEG with an MPF preview
       image.draft(None, draft_size)
     image.load()
   except (OSError, SyntaxError, ValueError, EOFError, IndexError) as error:
@@ -356,7 +356,7 @@ def _orientation(image: Image.Image, num_bytes: int) -> int:
   orientation() would swallow a decode error, leaving a half decoded image
   that the next load() accepts as good.
   """
-  if image.format not in _JPEG_FORMATS:
+  if image.format not in ('JPEG', 'MPO'):
     load_pixels(image, num_bytes)
   return orientation(image)
 
@@ -395,6 +395,6 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
     load_pixels(image, len(data), (1, 1))
     width, height = stored
     return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
-  pixels, frame = _oriented_pixels(image, len(data), spec, turn)
+  pixels, frame = _oriented_pixels(png_keys.keyed(image, data), len(data), spec, turn)
   return _framed(encode(resize(pixels, spec, oriented_size(stored, turn), frame), spec),
                  stored, turn)
