@@ -388,6 +388,21 @@ def test_a_16bit_rgb_png_colour_key_is_matched_on_16_bits():
   assert row[4:].tolist() == [[78, 117, 195]] * 2
 
 
+@pytest.mark.parametrize('bits, levels', [(2, [0, 1, 2, 3]), (4, [0, 5, 10, 15])])
+def test_a_2_or_4_bit_grey_png_colour_key_is_matched(bits, levels):
+  """Pillow widens 2- and 4-bit grey to 8 bits (x85, x17) but keeps the tRNS
+  level unwidened, which no pixel then equalled: level 2 of 0..3 stayed 170."""
+  row, = np.packbits(np.unpackbits(np.array(levels, np.uint8)[:, None], axis=1)[:, -bits:])[None]
+  idat = b''.join(b'\x00' + row.tobytes() for _ in range(2))
+  data = (b'\x89PNG\r\n\x1a\n' +
+          _png_chunk(b'IHDR', struct.pack('>IIBBBBB', 4, 2, bits, 0, 0, 0, 0)) +
+          _png_chunk(b'tRNS', struct.pack('>H', levels[2])) +
+          _png_chunk(b'IDAT', zlib.compress(idat)) + _png_chunk(b'IEND', b''))
+  assert Image.open(io.BytesIO(data)).info['transparency'] == levels[2]
+  encoded = process_image(data, dataclasses.replace(NATIVE, background=(0, 128, 0)))
+  assert raw_array(encoded)[1].tolist() == [[0, 0, 0], [85, 85, 85], [0, 128, 0], [255] * 3]
+
+
 def palette_image(transparent: bool) -> tuple[Image.Image, dict]:
   """A P image: left half palette index 0 (red), right half index 1 (green).
 

@@ -130,7 +130,8 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # 5: a JPEG keeps no comment of its source (the stretch, crop and none modes kept it).
 # 6: a JPEG with an MPF preview (Pillow's MPO) is decoded at a reduced scale too.
 # 7: a 16-bit RGB PNG's tRNS colour key is matched on 16 bits (it matched no pixel).
-PIXELS_VERSION = 7
+# 8: so is a 2- or 4-bit grey PNG's, widened to 8 bits as its pixels are.
+PIXELS_VERSION = 8
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
