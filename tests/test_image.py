@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -228,6 +229,23 @@ def test_exif_orientation_in_other_formats(fmt, options):
     assert_close(centres[corner], colour)
 
 
+@pytest.mark.parametrize('orientation', [1, 6])
+def test_a_camera_jpeg_with_an_mpf_preview_is_decoded_as_a_jpeg(orientation):
+  """A JPEG with an MPF header and a second image (cameras write one for
+  their preview) opens as Pillow's MPO: it had been decoded at full size, not
+  at a reduced DCT scale, so its record differed from the same JPEG's."""
+  source = noise(800, 600)
+  exif = Image.Exif()
+  exif[0x0112] = orientation
+  mpo = encode_as(source, 'MPO', save_all=True, append_images=[source.resize((160, 120))],
+                  quality=95, exif=exif.tobytes())
+  assert Image.open(io.BytesIO(mpo)).format == 'MPO'
+  spec = ImageSpec(width=64, height=48, resize_mode='crop')
+  encoded = process_image(mpo, spec)
+  assert encoded.data == process_image(jpeg(source, orientation=orientation), spec).data
+  assert (encoded.width, encoded.height, encoded.orientation) == (64, 48, orientation)
+
+
 def test_malformed_exif_orientation_is_ignored():
   data = jpeg(quadrants(64, 32, **STORED), orientation=99)
   image = decode_pixels(data, NATIVE)
@@ -318,6 +336,71 @@ def test_to_mode_scales_wide_grey_modes(mode, values, expected):
   image = Image.fromarray(np.array([values], dtype), mode)
   assert image.mode == mode
   assert_close(pixels(to_mode(image, 1))[0], expected, 1)
+
+
+@pytest.mark.parametrize('values, expected', [
+    # NaN ("no data") is 0; the range is the finite pixels' (0..1 here).
+    ([np.nan, 0.0, 0.5, 1.0], [0, 0, 128, 255]),
+    # -inf is 0 and +inf 255; the others stretched over -2..2.
+    ([-np.inf, -2.0, 0.0, 2.0, np.inf], [0, 0, 128, 255, 255]),
+    # One finite level: 0 (as any flat image), +inf still 255.
+    ([3.0, np.inf, 3.0], [0, 255, 0]),
+    # Nothing finite.
+    ([np.nan, np.inf, -np.inf], [0, 255, 0]),
+])
+def test_to_mode_scales_floats_by_their_finite_pixels(values, expected):
+  """A float TIFF holding NaN or inf had become all 0 (min..max was NaN)."""
+  image = Image.fromarray(np.array([values], np.float32), 'F')
+  data = encode_as(image, 'TIFF')
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')  # numpy's 'invalid value' warnings had gone to stderr
+    converted = decode_pixels(data, dataclasses.replace(NATIVE, channels=1))
+  np.testing.assert_array_equal(pixels(converted)[0], expected)
+
+
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+  return (struct.pack('>I', len(payload)) + kind + payload +
+          struct.pack('>I', zlib.crc32(kind + payload) & 0xFFFFFFFF))
+
+
+def test_a_16bit_rgb_png_colour_key_is_matched_on_16_bits():
+  """Pillow reads a 16-bit RGB PNG as 8-bit (high bytes) and keeps its tRNS
+  key at 16 bits, which no pixel then equalled: the key's pixels stayed their
+  colour instead of becoming --background."""
+  key = (40000, 1234, 60000)
+  samples = np.zeros((4, 6, 3), '>u2')
+  samples[:, :2] = key
+  samples[:, 2:4] = (40000, 1234, 60001)  # one low byte off the key: opaque
+  samples[:, 4:] = (20000, 30000, 50000)
+  # Sub-filtered rows (type 1: each byte less the byte 6 before, a pixel's width)
+  rows = samples.reshape(4, -1).view(np.uint8)
+  filtered = rows.copy()
+  filtered[:, 6:] = rows[:, 6:] - rows[:, :-6]
+  idat = b''.join(b'\x01' + row.tobytes() for row in filtered)
+  data = (b'\x89PNG\r\n\x1a\n' +
+          _png_chunk(b'IHDR', struct.pack('>IIBBBBB', 6, 4, 16, 2, 0, 0, 0)) +
+          _png_chunk(b'tRNS', struct.pack('>HHH', *key)) +
+          _png_chunk(b'IDAT', zlib.compress(idat)) + _png_chunk(b'IEND', b''))
+  encoded = process_image(data, dataclasses.replace(NATIVE, background=(0, 128, 0)))
+  row = raw_array(encoded)[2]
+  assert row[:2].tolist() == [[0, 128, 0]] * 2  # the key: --background
+  assert row[2:4].tolist() == [[156, 4, 234]] * 2  # the high bytes: 40000 >> 8 = 156
+  assert row[4:].tolist() == [[78, 117, 195]] * 2
+
+
+@pytest.mark.parametrize('bits, levels', [(2, [0, 1, 2, 3]), (4, [0, 5, 10, 15])])
+def test_a_2_or_4_bit_grey_png_colour_key_is_matched(bits, levels):
+  """Pillow widens 2- and 4-bit grey to 8 bits (x85, x17) but keeps the tRNS
+  level unwidened, which no pixel then equalled: level 2 of 0..3 stayed 170."""
+  row, = np.packbits(np.unpackbits(np.array(levels, np.uint8)[:, None], axis=1)[:, -bits:])[None]
+  idat = b''.join(b'\x00' + row.tobytes() for _ in range(2))
+  data = (b'\x89PNG\r\n\x1a\n' +
+          _png_chunk(b'IHDR', struct.pack('>IIBBBBB', 4, 2, bits, 0, 0, 0, 0)) +
+          _png_chunk(b'tRNS', struct.pack('>H', levels[2])) +
+          _png_chunk(b'IDAT', zlib.compress(idat)) + _png_chunk(b'IEND', b''))
+  assert Image.open(io.BytesIO(data)).info['transparency'] == levels[2]
+  encoded = process_image(data, dataclasses.replace(NATIVE, background=(0, 128, 0)))
+  assert raw_array(encoded)[1].tolist() == [[0, 0, 0], [85, 85, 85], [0, 128, 0], [255] * 3]
 
 
 def palette_image(transparent: bool) -> tuple[Image.Image, dict]:
@@ -705,6 +788,24 @@ def test_a_png_carries_no_colour_profile_of_its_source(resize_mode, channels, so
   image = decoded_back(encoded)
   assert 'icc_profile' not in image.info
   assert image.mode == ('RGB' if channels == 3 else 'L')
+
+
+@pytest.mark.parametrize('resize_mode', ['stretch', 'none', 'crop', 'pad'])
+@pytest.mark.parametrize('fmt', ['JPEG', 'GIF'])
+def test_a_jpeg_carries_no_comment_of_its_source(resize_mode, fmt):
+  # Pillow's JPEG writer copies image.info['comment'] (a JPEG's COM marker, a
+  # GIF's comment) into the file, and resize and convert keep image.info: the
+  # stretch, crop and none modes wrote the source's comment (pad did not).
+  # A grey JPEG to RGB: re-encoded with --resize_mode none too, not passed through.
+  source = Image.new('L', (40, 30), 90) if fmt == 'JPEG' else (
+      Image.new('RGB', (40, 30), (10, 100, 200)).quantize(8))
+  data = encode_as(source, fmt, comment=b'owner: Jane Doe')
+  assert Image.open(io.BytesIO(data)).info['comment'] == b'owner: Jane Doe'
+  size = {} if resize_mode == 'none' else {'height': 20, 'width': 20}
+  encoded = process_image(data, ImageSpec(encoding='jpeg', resize_mode=resize_mode, **size))
+  assert encoded.data != data
+  assert b'\xff\xfe' not in encoded.data  # no COM marker
+  assert 'comment' not in decoded_back(encoded).info
 
 
 def test_plain_jpeg_is_passed_through_byte_for_byte():

@@ -139,7 +139,12 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
 # copies a record an older version encoded. 2: pad and crop after a
 # reduced-scale JPEG decode follow the source's geometry (1 px apart before).
 # 3: a PNG keeps no ICC profile of its source (some resize modes kept it).
-PIXELS_VERSION = 3
+# 4: a float image holding NaN or inf is scaled by its finite pixels (was all 0).
+# 5: a JPEG keeps no comment of its source (the stretch, crop and none modes kept it).
+# 6: a JPEG with an MPF preview (Pillow's MPO) is decoded at a reduced scale too.
+# 7: a 16-bit RGB PNG's tRNS colour key is matched on 16 bits (it matched no pixel).
+# 8: so is a 2- or 4-bit grey PNG's, widened to 8 bits as its pixels are.
+PIXELS_VERSION = 8
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:

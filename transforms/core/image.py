@@ -11,6 +11,7 @@ from PIL import Image
 from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
+from transforms.core import png_keys
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import STAGE_DECODE
 from transforms.core.rejects import RowError
@@ -172,7 +173,7 @@ def load_pixels(image: Image.Image, num_bytes: int,
                 draft_size: tuple[int, int] | None = None) -> Image.Image:
   """Decodes the pixels (first frame), at a reduced JPEG scale if allowed."""
   try:
-    if draft_size and image.format == 'JPEG':
+    if draft_size and image.format in ('JPEG', 'MPO'):  # MPO: a JPEG with an MPF preview
       image.draft(None, draft_size)
     image.load()
   except (OSError, SyntaxError, ValueError, EOFError, IndexError) as error:
@@ -189,22 +190,22 @@ def _scale_to_8bit(image: Image.Image) -> Image.Image:
   """16-bit and 32-bit grey to 8 bits by range (Pillow's convert would clip).
 
   I;16 uses the full 16-bit range (v / 257); I holding 0..65535 likewise;
-  F holding 0..1 is scaled by 255; anything else by its own min..max.
+  F holding 0..1 by 255; anything else by its finite pixels' min..max: NaN (a
+  depth map's "no data") and -inf become 0, +inf 255 (a NaN had made all 0).
   """
   # Imported here, for the rare 16/32-bit image: at the top it added ~0.1 s
   # to the start of every image worker process (measured on 2 cores).
   import numpy as np
   pixels = np.asarray(image).astype(np.float64)
-  if image.mode.startswith('I;16'):
+  finite = np.isfinite(pixels)  # no copy of the pixels (1 B/px): see docs/sizing.md
+  low, high = pixels.min(where=finite, initial=np.inf), pixels.max(where=finite, initial=-np.inf)
+  if image.mode.startswith('I;16') or (image.mode == 'I' and low >= 0 and high <= 65535):
     scaled = pixels / 257.0
+  elif image.mode == 'F' and low >= 0.0 and high <= 1.0:
+    scaled = pixels * 255.0
   else:
-    low, high = float(pixels.min()), float(pixels.max())
-    if image.mode == 'F' and low >= 0.0 and high <= 1.0:
-      scaled = pixels * 255.0
-    elif image.mode == 'I' and low >= 0 and high <= 65535:
-      scaled = pixels / 257.0
-    else:
-      scaled = (pixels - low) * (255.0 / (high - low)) if high > low else pixels * 0
+    scaled = (pixels - low) * (255.0 / (high - low)) if high > low else pixels - low
+  np.nan_to_num(scaled, copy=False, nan=0.0, posinf=255.0, neginf=0.0)
   return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), 'L')
 
 
@@ -323,11 +324,11 @@ def encode(image: Image.Image, spec: ImageSpec) -> EncodedImage:
     data = image.tobytes()
   else:
     buffer = io.BytesIO()
+    # Else Pillow writes what image.info kept of the source: a PNG its ICC
+    # profile (a grey PNG got an RGB one), a JPEG its comment (a JPEG's COM, a GIF's).
     if spec.encoding == 'jpeg':
-      image.save(buffer, 'JPEG', quality=spec.jpeg_quality)
+      image.save(buffer, 'JPEG', quality=spec.jpeg_quality, comment=b'')
     else:
-      # Else Pillow writes the source's ICC profile (image.info): a grey PNG
-      # got an RGB one, an RGB PNG a CMYK source's. Pixels are as stored.
       image.save(buffer, 'PNG', icc_profile=None)
     data = buffer.getvalue()
   width, height = image.size
@@ -349,24 +350,23 @@ def _can_pass_through(image: Image.Image, spec: ImageSpec, turn: int) -> bool:
 def _orientation(image: Image.Image, num_bytes: int) -> int:
   """EXIF orientation, read before decoding only where that is safe.
 
-  A JPEG's EXIF is in its header, so it is read first (it picks the draft
-  size). Other formats are decoded first: PNG's getexif() decodes the pixels
-  itself, and orientation() would swallow a decode error, leaving a half
-  decoded image that the next load() accepts as good.
+  A JPEG's EXIF (an MPO's too: it had been decoded whole, in 9x the time) is
+  in its header, so it is read first (it picks the draft size). Other formats
+  are decoded first: PNG's getexif() decodes the pixels itself, and
+  orientation() would swallow a decode error, leaving a half decoded image
+  that the next load() accepts as good.
   """
-  if image.format != 'JPEG':
+  if image.format not in ('JPEG', 'MPO'):
     load_pixels(image, num_bytes)
   return orientation(image)
 
 
-def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec,
-                     turn: int) -> tuple:
+def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec, turn: int) -> tuple:
   """-> (the decoded pixels, EXIF-oriented, in spec's mode; the box the
   source spans in them). A reduced-scale JPEG decode by 1/s gives
   ceil(size / s) pixels, of which the source spans size / s."""
   stored = image.size
-  image = load_pixels(image, num_bytes,
-                      _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
+  image = load_pixels(image, num_bytes, _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
   scale = (getattr(image, 'decoderconfig', None) or (1,))[0] or 1
   frame = orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
   if turn != 1:
@@ -395,6 +395,6 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
     load_pixels(image, len(data), (1, 1))
     width, height = stored
     return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
-  pixels, frame = _oriented_pixels(image, len(data), spec, turn)
+  pixels, frame = _oriented_pixels(png_keys.keyed(image, data), len(data), spec, turn)
   return _framed(encode(resize(pixels, spec, oriented_size(stored, turn), frame), spec),
                  stored, turn)
