@@ -171,7 +171,7 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       config = dataclasses.replace(config, progress='on' if notebook or sys.stderr.isatty()
                                    else 'off')
     display = progress_display.BarDisplay if notebook and _has_tqdm() else None
-    with _usage_errors(rows_path), _interruptible():
+    with _usage_errors(rows_path), _interruptible(), _worker_errors_only():
       info = convert_command.convert(config, pipeline_options, display)
     result = ConvertResult(config.output_dir, info or {},
                            read_rejected(config.output_dir) if info else [])
@@ -187,7 +187,7 @@ def validate(**keywords) -> ValidationReport:
     argv = keyword_argv(keywords, ValidateOptions, 'validate')
     with _usage_errors():
       config, pipeline_options = opts.parse_validate(argv)
-      with _interruptible():
+      with _interruptible(), _worker_errors_only():
         report = validate_command.validate(config, pipeline_options)
   return ValidationReport(report or {}, config.report_path, config.strict)
 
@@ -269,6 +269,34 @@ def _interruptible():
     raise
   finally:
     logging.getLogger(_STEP_LOGGER).removeFilter(quiet)
+
+
+class _ErrorsOnly(logging.Filter):
+  """Beam's local job service relays its worker processes' log lines at their
+  own level (direct_running_mode='multi_processing'): two WARNINGs per worker
+  each run, 'No semi_persistent_directory found' and 'Discarding unparseable
+  args', as protobuf text on one line each. The command line shows Beam's
+  logging at ERROR only (exits.configure_logging); a run in process shows the
+  workers' errors only, as it does."""
+
+  def filter(self, record):
+    return record.levelno >= logging.ERROR
+
+
+# The logger of Beam's local job service, which relays its workers' logs.
+_WORKER_LOGS_LOGGER = 'apache_beam.runners.portability.local_job_service'
+
+
+@contextlib.contextmanager
+def _worker_errors_only():
+  """During the run, Beam's relayed worker logs below ERROR are not shown
+  (_ErrorsOnly); the logger is as it was afterwards."""
+  quiet = _ErrorsOnly()
+  logging.getLogger(_WORKER_LOGS_LOGGER).addFilter(quiet)
+  try:
+    yield
+  finally:
+    logging.getLogger(_WORKER_LOGS_LOGGER).removeFilter(quiet)
 
 
 @contextlib.contextmanager

@@ -580,3 +580,35 @@ def test_a_call_leaves_tempfile_unset_and_tmpdir_honoured(tmp_path):
   out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                        env=env, timeout=120, check=True).stdout
   assert out.split() == ['None', 'True']
+
+
+_WORKER_PROCESSES_SCRIPT = textwrap.dedent("""
+    import json, logging, sys
+    from pipeline import api
+
+    data = sys.argv[1]
+    beam = dict(runner='DirectRunner', direct_num_workers=2,
+                direct_running_mode='multi_processing')
+    result = api.convert(manifest=f'{data}/m.csv', output_dir=f'{data}/out', progress=False,
+                         **beam)
+    report = api.validate(input_dir=f'{data}/out', **beam)
+    relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
+    print(json.dumps([result.num_examples, report.ok, len(relay.filters)]))
+""")
+
+
+@pytest.mark.slow
+def test_beam_worker_processes_warnings_are_not_printed(tmp_path):
+  """direct_running_mode='multi_processing': Beam relays each worker
+  process's WARNINGs (no semi_persistent_directory, discarded args) to this
+  process's logging, which printed 4 lines per run on stderr; the command
+  line prints none, and a run in process prints nothing but progress."""
+  for i in range(4):
+    write_image(tmp_path / f'{i}.png', (60 * i, 0, 0), size=(6, 5))
+  (tmp_path / 'm.csv').write_text('image,label\n' + ''.join(
+      f'{i}.png,{"ab"[i % 2]}\n' for i in range(4)))
+  done = subprocess.run([sys.executable, '-c', _WORKER_PROCESSES_SCRIPT, str(tmp_path)],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert json.loads(done.stdout.strip().splitlines()[-1]) == [4, True, 0]
+  assert done.stderr == ''
