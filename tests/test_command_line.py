@@ -459,3 +459,17 @@ def test_the_entry_point_configures_logging(sample, capsys):
     assert root.level == logging.ERROR
   finally:
     root.setLevel(level)
+
+
+def test_a_negative_number_of_local_workers_is_a_usage_error(sample, capsys):
+  """Beam starts no worker for --direct_num_workers -1: the job failed with an
+  IndexError's traceback (exit 1) once OUT was made; refused as the flags are
+  read now, by convert and validate."""
+  assert convert.main(convert_argv(sample, '--direct_num_workers=-1')) == EXIT_USAGE
+  assert one_error_line(capsys) == ('error: --direct_num_workers -1 is below 0: give a number '
+                                    'of worker processes, or 0 for one per core')
+  assert not sample.out.exists()
+  sample.out.mkdir()
+  assert validate.main(['--input_dir', str(sample.out), '--direct_num_workers', '-2']) == (
+      EXIT_USAGE)
+  assert '--direct_num_workers -2 is below 0' in one_error_line(capsys)

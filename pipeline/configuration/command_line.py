@@ -209,6 +209,7 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   delattr(args, 'config')
   beam = runners.local_defaults({k: v for k, v in given.items() if k not in own_dests})
   runners.check_runner(beam.get('runner'))
+  runners.check_local_workers(beam)
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands

@@ -85,6 +85,16 @@ def _check_runner_path(runner: str) -> None:
     raise UsageError(f'--runner {runner} is no PipelineRunner class')
 
 
+def check_local_workers(options: dict) -> None:
+  """UsageError for a --direct_num_workers below 0 (0 means one per core):
+  Beam starts no worker for it, and its job failed with an IndexError and a
+  traceback (exit 1) after OUT was locked."""
+  workers = options.get('direct_num_workers')
+  if workers is not None and int(workers) < 0:
+    raise UsageError(f'--direct_num_workers {workers} is below 0: give a number of worker '
+                     'processes, or 0 for one per core')
+
+
 def known_runner(name: str) -> bool:
   """Whether Beam makes a runner of this name without a module path: as its
   create_runner (apache_beam/runners/runner.py) looks names up, the class
