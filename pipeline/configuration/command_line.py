@@ -31,6 +31,7 @@ from pipeline.configuration.locations import check_location
 from pipeline.configuration.locations import check_locations
 from pipeline.configuration.locations import check_reachable
 from pipeline.configuration.locations import check_reachable_location
+from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -208,8 +209,8 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
     setattr(args, dest, given[dest])
   delattr(args, 'config')
   beam = runners.local_defaults({k: v for k, v in given.items() if k not in own_dests})
-  runners.check_runner(beam.get('runner'))
-  runners.check_local_workers(beam)
+  runner_flags.check_runner(beam.get('runner'))
+  runner_flags.check_local_workers(beam)
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands
