@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.beam_runtime import local_runner
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_servers
 from pipeline.engines import masters
@@ -39,11 +40,30 @@ LOCAL_RUNNER = 'DirectRunner'
 LOCAL_RUNNING_MODE = 'in_memory'
 
 
+def check_options_hold(options: PipelineOptions, _timeout_s: float = 0) -> None:
+  """UsageError naming what Beam's own checks of the options find for the
+  runner the job gets (PipelineOptionsValidator, which beam.Pipeline runs): a
+  DataflowRunner without --project, --region or a gs:// --temp_location, an
+  --environment_type PROCESS without its command. Beam raised them when the
+  pipeline was made, after OUT was locked and made: a traceback and exit 1.
+  On Dataflow Beam asks GCS about the temp bucket's soft-delete policy in
+  this check: once more per run, on the launcher, before the job is submitted."""
+  from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+  from apache_beam.runners.runner import create_runner
+  given = options.view_as(StandardOptions).runner
+  runner = local_runner.for_options(options) or create_runner(given)
+  found = PipelineOptionsValidator(options, runner).validate()
+  if found:
+    reasons = '; '.join(' '.join(error.split()).rstrip('.') for error in found)
+    raise UsageError(redact_text(f'the Beam options do not hold for --runner '
+                                 f'{runner_name(given)}: {reasons}'))
+
+
 # What convert and validate check before anything is locked, created or
 # written (check_before_submit): each takes (PipelineOptions, the
 # --job_endpoint_connect_timeout in seconds) and raises UsageError (exit 2,
 # one line) when the runner cannot take the job.
-PRE_SUBMIT_CHECKS = (job_endpoint.check_answers,)
+PRE_SUBMIT_CHECKS = (check_options_hold, job_endpoint.check_answers)
 
 
 def check_before_submit(options: PipelineOptions, connect_timeout_s: float) -> None:
