@@ -242,12 +242,23 @@ def _interrupted(error: BaseException) -> bool:
   return False
 
 
-class _NoInterruptLogs(logging.Filter):
-  """Beam logs a step's KeyboardInterrupt as an ERROR, traceback and all,
-  before raising it wrapped: the caller gets the KeyboardInterrupt itself."""
+class _HeldStepErrors(logging.Filter):
+  """Beam logs what a step raises as an ERROR, traceback and all, before
+  raising it wrapped: the caller gets that exception, with the same traceback
+  (a full disk printed 14 lines on stderr above it). Held during the run:
+  dropped when the run raises, logged after a run that ends well (a runner
+  that retried the bundle); a KeyboardInterrupt's never (the caller gets it)."""
+
+  def __init__(self):
+    super().__init__()
+    self.held = []
 
   def filter(self, record):
-    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+    if not record.exc_info:
+      return True
+    if not isinstance(record.exc_info[1], KeyboardInterrupt):
+      self.held.append(record)
+    return False
 
 
 # The logger of Beam's DoFnRunner, which logs what a step raises.
@@ -257,10 +268,11 @@ _STEP_LOGGER = 'apache_beam.runners.common'
 @contextlib.contextmanager
 def _interruptible():
   """Ctrl-C (SIGINT's KeyboardInterrupt) raised as KeyboardInterrupt, however
-  Beam wrapped it, and not logged by Beam on the way; the run's clean-up
-  (the with blocks around it) runs first."""
-  quiet = _NoInterruptLogs()
-  logging.getLogger(_STEP_LOGGER).addFilter(quiet)
+  Beam wrapped it; what a step raised not logged by Beam on the way
+  (_HeldStepErrors); the run's clean-up (the with blocks around it) runs first."""
+  held = _HeldStepErrors()
+  logger = logging.getLogger(_STEP_LOGGER)
+  logger.addFilter(held)
   try:
     yield
   except Exception as error:
@@ -268,7 +280,9 @@ def _interruptible():
       raise KeyboardInterrupt(str(error)) from error
     raise
   finally:
-    logging.getLogger(_STEP_LOGGER).removeFilter(quiet)
+    logger.removeFilter(held)
+  for record in held.held:  # reached when the run ended well only
+    logger.handle(record)
 
 
 class _ErrorsOnly(logging.Filter):

@@ -493,10 +493,11 @@ def test_ctrl_c_raises_keyboard_interrupt_after_the_clean_up(tmp_path):
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_steps_keyboard_interrupt_is_not_logged_by_beam_during_a_run(caplog):
-  """Beam's DoFnRunner logs what a step raises before re-raising it: during
-  a run, a KeyboardInterrupt is not logged (the caller gets it), any other
-  error is; after the run, Beam's logger is as it was."""
+def test_what_a_step_raises_is_not_logged_by_beam_during_a_run(caplog):
+  """Beam's DoFnRunner logs what a step raises, traceback and all, before
+  re-raising it: during a run that log is held, dropped when the run raises
+  (the caller gets the exception), logged after a run that ends well; a
+  KeyboardInterrupt's never. After the run, Beam's logger is as it was."""
   import logging
   step_logger = logging.getLogger('apache_beam.runners.common')
 
@@ -511,9 +512,36 @@ def test_a_steps_keyboard_interrupt_is_not_logged_by_beam_during_a_run(caplog):
       log(KeyboardInterrupt())
       log(ValueError('a bug'))
       raise RuntimeError('KeyboardInterrupt [while running x]') from KeyboardInterrupt()
-  assert [r.getMessage() for r in caplog.records] == ['ValueError [while running x]']
+  with pytest.raises(RuntimeError):
+    with api._interruptible():
+      log(OSError(28, 'No space left on device'))
+      raise RuntimeError('OSError [while running x]')
+  assert caplog.records == []
+  with api._interruptible():
+    log(ValueError('retried'))
+    log(KeyboardInterrupt())
+    step_logger.warning('no exception')
+    assert [r.getMessage() for r in caplog.records] == ['no exception']
+  assert [r.getMessage() for r in caplog.records] == ['no exception',
+                                                      'ValueError [while running x]']
   log(KeyboardInterrupt())
-  assert len(caplog.records) == 2 and step_logger.filters == []
+  assert len(caplog.records) == 3 and step_logger.filters == []
+
+
+def test_a_failed_step_is_raised_not_also_logged(sample, monkeypatch, caplog):
+  """A shard write failing on a full disk: api.convert raises it, and Beam's
+  ERROR log of it (its traceback, 14 lines on stderr) is not shown too."""
+  import errno
+
+  from transforms import shard_file
+
+  def full(*args):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  monkeypatch.setattr(shard_file.ShardFile, 'write_record', full)
+  with pytest.raises(RuntimeError, match=r'No space left on device \[while running'):
+    api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), progress=False)
+  assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+  assert 'dataset_info.json' not in os.listdir(sample.out)
 
 
 def test_in_ipython_the_run_s_pipelines_stay_out_of_interactive_beam(sample, monkeypatch):
