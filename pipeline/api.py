@@ -163,7 +163,8 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
     argv = keyword_argv(keywords, ConvertOptions, 'convert')
     given_rows = Rows(rows_path, *write_rows(rows, rows_path)) if rows_path else None
     with _usage_errors(rows_path):
-      config, pipeline_options = opts.parse_convert(argv, rows=given_rows)
+      config, pipeline_options = opts.parse_convert(
+          argv, rows=given_rows, switched_off=config_file.switched_off(keywords))
     if rows_path:
       config = _from_rows(config)
     notebook = progress_display.in_notebook()
@@ -186,7 +187,8 @@ def validate(**keywords) -> ValidationReport:
   with in_process.restored_process_state(), run_temp.private_temp_dir():
     argv = keyword_argv(keywords, ValidateOptions, 'validate')
     with _usage_errors():
-      config, pipeline_options = opts.parse_validate(argv)
+      config, pipeline_options = opts.parse_validate(
+          argv, switched_off=config_file.switched_off(keywords))
       with _interruptible(), _worker_errors_only():
         report = validate_command.validate(config, pipeline_options)
   return ValidationReport(report or {}, config.report_path, config.strict)
@@ -286,12 +288,10 @@ def _interruptible():
 
 
 class _ErrorsOnly(logging.Filter):
-  """Beam's local job service relays its worker processes' log lines at their
-  own level (direct_running_mode='multi_processing'): two WARNINGs per worker
-  each run, 'No semi_persistent_directory found' and 'Discarding unparseable
-  args', as protobuf text on one line each. The command line shows Beam's
-  logging at ERROR only (exits.configure_logging); a run in process shows the
-  workers' errors only, as it does."""
+  """Beam's local job service relays its worker processes' logs at their own
+  level (direct_running_mode='multi_processing'): 2 WARNINGs per worker and
+  run ('No semi_persistent_directory found', 'Discarding unparseable args').
+  The command line shows Beam's ERRORs only (exits.configure_logging): so does this."""
 
   def filter(self, record):
     return record.levelno >= logging.ERROR
@@ -303,8 +303,7 @@ _WORKER_LOGS_LOGGER = 'apache_beam.runners.portability.local_job_service'
 
 @contextlib.contextmanager
 def _worker_errors_only():
-  """During the run, Beam's relayed worker logs below ERROR are not shown
-  (_ErrorsOnly); the logger is as it was afterwards."""
+  """Beam's relayed worker logs below ERROR not shown during the run (_ErrorsOnly)."""
   quiet = _ErrorsOnly()
   logging.getLogger(_WORKER_LOGS_LOGGER).addFilter(quiet)
   try:

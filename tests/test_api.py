@@ -580,6 +580,17 @@ def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
   assert result.info['config_file'] == str(config)
 
 
+def test_a_switch_keyword_false_overrides_the_config_file_s_true(sample, tmp_path):
+  """overwrite=False over a config file's `overwrite: true`: False gives no
+  token, and the file's true had stood (a second convert replaced the dataset)."""
+  config = tmp_path / 'nightly.yaml'
+  config.write_text(f'manifest: {sample.manifest}\noutput_dir: {sample.out}\noverwrite: true\n')
+  assert api.convert(config=config, progress=False).num_examples == 9
+  with pytest.raises(api.UsageError, match='is not empty'):
+    api.convert(config=config, overwrite=False, progress=False)
+  assert api.convert(config=config, overwrite=None, progress=False).num_examples == 9
+
+
 def test_a_handler_a_runner_installs_during_the_run_is_put_back():
   # Beam's job server for Flink and Spark installs a SIGINT handler and never
   # removes it (StopOnExitJobServer); the run must not leave it behind.

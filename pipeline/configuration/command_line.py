@@ -179,10 +179,12 @@ def _given(parser, argv: list, own_flags: list) -> dict:
   return vars(namespace)
 
 
-def parse(argv: list, options_cls, description: str) -> Parsed:
+def parse(argv: list, options_cls, description: str, switched_off=()) -> Parsed:
   """Command line (+ --config FILE) -> Parsed; UsageError names the first problem.
 
-  `--help` prints our options and exits 0.
+  `--help` prints our options and exits 0. switched_off: the flags of switches
+  pipeline.api was given False, which no token says: left out, as on the line,
+  over a --config file's `true`.
   """
   argv = list(argv)
   own = own_parser(options_cls, description)
@@ -193,6 +195,9 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
+  flags = _flags_of(parser)
+  given.update({flags[f].dest: not flags[f].const for f in switched_off
+                if f in flags and isinstance(flags[f].const, bool)})
   config_file = given.pop('config', None)
   on_line = set(given)
   check_location(CONFIG_FLAG, config_file)
