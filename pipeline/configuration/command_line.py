@@ -232,12 +232,16 @@ def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
   """{dest: value} -> {flag name without dashes: JSON-safe value}; with
   `secrets`, the credentials in them replaced (transforms/core/redact.py). Beam's
   options carry credentials; ours are paths and settings."""
-  names = {}
+  names, inverted = {}, set()
   for flag, action in _flags_of(parser).items():
+    if action.dest not in names and action.const is False and action.nargs == 0:
+      inverted.add(action.dest)  # named by a store_false switch: true when it was given
     names.setdefault(action.dest, flag[2:])
   out = {}
   for dest, value in values.items():
     name = names.get(dest, dest)
+    if dest in inverted and isinstance(value, bool):
+      value = not value
     out[name] = redact.redact_option(name, _json_safe(value)) if secrets else _json_safe(value)
   return out
 
