@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,14 @@ def test_the_public_names_are_those_docs_api_md_documents():
   namespace = {}
   exec('from pipeline.api import *', namespace)
   assert sorted(n for n in namespace if n != '__builtins__') == sorted(api.__all__)
+  # the other exception classes the page names exist, and api's are them
+  import importlib
+  named = re.findall(r'`((?:pipeline\.)?\w+)\.(UsageError|ErrorBudgetExceeded)`', page)
+  assert named
+  for module, name in named:
+    found = getattr(importlib.import_module(module if '.' in module else f'pipeline.{module}'),
+                    name)
+    assert issubclass(getattr(api, name), found), (module, name)
 
 
 def _rows(sample) -> list:
