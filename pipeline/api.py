@@ -163,7 +163,8 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
     argv = keyword_argv(keywords, ConvertOptions, 'convert')
     given_rows = Rows(rows_path, *write_rows(rows, rows_path)) if rows_path else None
     with _usage_errors(rows_path):
-      config, pipeline_options = opts.parse_convert(argv, rows=given_rows)
+      config, pipeline_options = opts.parse_convert(
+          argv, rows=given_rows, switched_off=config_file.switched_off(keywords))
     if rows_path:
       config = _from_rows(config)
     notebook = progress_display.in_notebook()
@@ -171,7 +172,7 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       config = dataclasses.replace(config, progress='on' if notebook or sys.stderr.isatty()
                                    else 'off')
     display = progress_display.BarDisplay if notebook and _has_tqdm() else None
-    with _usage_errors(rows_path), _interruptible():
+    with _usage_errors(rows_path), _interruptible(), _worker_errors_only():
       info = convert_command.convert(config, pipeline_options, display)
     result = ConvertResult(config.output_dir, info or {},
                            read_rejected(config.output_dir) if info else [])
@@ -186,8 +187,9 @@ def validate(**keywords) -> ValidationReport:
   with in_process.restored_process_state(), run_temp.private_temp_dir():
     argv = keyword_argv(keywords, ValidateOptions, 'validate')
     with _usage_errors():
-      config, pipeline_options = opts.parse_validate(argv)
-      with _interruptible():
+      config, pipeline_options = opts.parse_validate(
+          argv, switched_off=config_file.switched_off(keywords))
+      with _interruptible(), _worker_errors_only():
         report = validate_command.validate(config, pipeline_options)
   return ValidationReport(report or {}, config.report_path, config.strict)
 
@@ -242,12 +244,23 @@ def _interrupted(error: BaseException) -> bool:
   return False
 
 
-class _NoInterruptLogs(logging.Filter):
-  """Beam logs a step's KeyboardInterrupt as an ERROR, traceback and all,
-  before raising it wrapped: the caller gets the KeyboardInterrupt itself."""
+class _HeldStepErrors(logging.Filter):
+  """Beam logs what a step raises as an ERROR, traceback and all, before
+  raising it wrapped: the caller gets that exception, with the same traceback
+  (a full disk printed 14 lines on stderr above it). Held during the run:
+  dropped when the run raises, logged after a run that ends well (a runner
+  that retried the bundle); a KeyboardInterrupt's never (the caller gets it)."""
+
+  def __init__(self):
+    super().__init__()
+    self.held = []
 
   def filter(self, record):
-    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+    if not record.exc_info:
+      return True
+    if not isinstance(record.exc_info[1], KeyboardInterrupt):
+      self.held.append(record)
+    return False
 
 
 # The logger of Beam's DoFnRunner, which logs what a step raises.
@@ -257,10 +270,11 @@ _STEP_LOGGER = 'apache_beam.runners.common'
 @contextlib.contextmanager
 def _interruptible():
   """Ctrl-C (SIGINT's KeyboardInterrupt) raised as KeyboardInterrupt, however
-  Beam wrapped it, and not logged by Beam on the way; the run's clean-up
-  (the with blocks around it) runs first."""
-  quiet = _NoInterruptLogs()
-  logging.getLogger(_STEP_LOGGER).addFilter(quiet)
+  Beam wrapped it; what a step raised not logged by Beam on the way
+  (_HeldStepErrors); the run's clean-up (the with blocks around it) runs first."""
+  held = _HeldStepErrors()
+  logger = logging.getLogger(_STEP_LOGGER)
+  logger.addFilter(held)
   try:
     yield
   except Exception as error:
@@ -268,7 +282,34 @@ def _interruptible():
       raise KeyboardInterrupt(str(error)) from error
     raise
   finally:
-    logging.getLogger(_STEP_LOGGER).removeFilter(quiet)
+    logger.removeFilter(held)
+  for record in held.held:  # reached when the run ended well only
+    logger.handle(record)
+
+
+class _ErrorsOnly(logging.Filter):
+  """Beam's local job service relays its worker processes' logs at their own
+  level (direct_running_mode='multi_processing'): 2 WARNINGs per worker and
+  run ('No semi_persistent_directory found', 'Discarding unparseable args').
+  The command line shows Beam's ERRORs only (exits.configure_logging): so does this."""
+
+  def filter(self, record):
+    return record.levelno >= logging.ERROR
+
+
+# The logger of Beam's local job service, which relays its workers' logs.
+_WORKER_LOGS_LOGGER = 'apache_beam.runners.portability.local_job_service'
+
+
+@contextlib.contextmanager
+def _worker_errors_only():
+  """Beam's relayed worker logs below ERROR not shown during the run (_ErrorsOnly)."""
+  quiet = _ErrorsOnly()
+  logging.getLogger(_WORKER_LOGS_LOGGER).addFilter(quiet)
+  try:
+    yield
+  finally:
+    logging.getLogger(_WORKER_LOGS_LOGGER).removeFilter(quiet)
 
 
 @contextlib.contextmanager

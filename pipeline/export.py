@@ -199,7 +199,11 @@ def prepare(output_dir: str, overwrite: bool) -> None:
   check_output_dir(output_dir, overwrite)
   if os.path.exists(output_dir) and os.listdir(output_dir):
     shutil.rmtree(output_dir)
-  os.makedirs(output_dir, exist_ok=True)
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as error:  # a file on its path, no permission: bad input, not a failure
+    raise UsageError(f'--output_dir {output_dir} cannot be created: '
+                     f'{error.strerror or error}') from error
 
 
 # What TensorFlow and TFDS print on stderr while starting, whatever

@@ -85,6 +85,8 @@ def parse_args(argv: list) -> argparse.Namespace:
   if args.export_dir and paths.is_remote(args.export_dir):  # not a local folder 'gs:'
     raise UsageError(f'--export_dir {args.export_dir} must be a local folder (the pictures '
                      'and report.html are written with local files)')
+  if args.export_dir and os.path.exists(args.export_dir) and not os.path.isdir(args.export_dir):
+    raise UsageError(f'--export_dir {args.export_dir} exists and is not a folder')
   return args
 
 
@@ -197,8 +199,13 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
 
 def prepare_export_dir(export_dir: str) -> None:
   """Creates export_dir; clears the images of a previous export (their
-  number may differ), nothing else."""
-  os.makedirs(export_dir, exist_ok=True)
+  number may differ), nothing else. A folder that cannot be made (a file on
+  its path, no permission) is a usage error, not a crash's traceback."""
+  try:
+    os.makedirs(export_dir, exist_ok=True)
+  except OSError as error:
+    raise UsageError(f'--export_dir {export_dir} cannot be created: '
+                     f'{error.strerror or error}') from error
   for path in glob.glob(os.path.join(export_dir, '*_Label_*.jpg')):
     if os.path.basename(path).split('_', 1)[0].isdigit():
       os.remove(path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,14 @@ def test_the_public_names_are_those_docs_api_md_documents():
   namespace = {}
   exec('from pipeline.api import *', namespace)
   assert sorted(n for n in namespace if n != '__builtins__') == sorted(api.__all__)
+  # the other exception classes the page names exist, and api's are them
+  import importlib
+  named = re.findall(r'`((?:pipeline\.)?\w+)\.(UsageError|ErrorBudgetExceeded)`', page)
+  assert named
+  for module, name in named:
+    found = getattr(importlib.import_module(module if '.' in module else f'pipeline.{module}'),
+                    name)
+    assert issubclass(getattr(api, name), found), (module, name)
 
 
 def _rows(sample) -> list:
@@ -493,10 +502,11 @@ def test_ctrl_c_raises_keyboard_interrupt_after_the_clean_up(tmp_path):
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_steps_keyboard_interrupt_is_not_logged_by_beam_during_a_run(caplog):
-  """Beam's DoFnRunner logs what a step raises before re-raising it: during
-  a run, a KeyboardInterrupt is not logged (the caller gets it), any other
-  error is; after the run, Beam's logger is as it was."""
+def test_what_a_step_raises_is_not_logged_by_beam_during_a_run(caplog):
+  """Beam's DoFnRunner logs what a step raises, traceback and all, before
+  re-raising it: during a run that log is held, dropped when the run raises
+  (the caller gets the exception), logged after a run that ends well; a
+  KeyboardInterrupt's never. After the run, Beam's logger is as it was."""
   import logging
   step_logger = logging.getLogger('apache_beam.runners.common')
 
@@ -511,9 +521,36 @@ def test_a_steps_keyboard_interrupt_is_not_logged_by_beam_during_a_run(caplog):
       log(KeyboardInterrupt())
       log(ValueError('a bug'))
       raise RuntimeError('KeyboardInterrupt [while running x]') from KeyboardInterrupt()
-  assert [r.getMessage() for r in caplog.records] == ['ValueError [while running x]']
+  with pytest.raises(RuntimeError):
+    with api._interruptible():
+      log(OSError(28, 'No space left on device'))
+      raise RuntimeError('OSError [while running x]')
+  assert caplog.records == []
+  with api._interruptible():
+    log(ValueError('retried'))
+    log(KeyboardInterrupt())
+    step_logger.error('no exception')  # not held: no exception with it
+    assert [r.getMessage() for r in caplog.records] == ['no exception']
+  assert [r.getMessage() for r in caplog.records] == ['no exception',
+                                                      'ValueError [while running x]']
   log(KeyboardInterrupt())
-  assert len(caplog.records) == 2 and step_logger.filters == []
+  assert len(caplog.records) == 3 and step_logger.filters == []
+
+
+def test_a_failed_step_is_raised_not_also_logged(sample, monkeypatch, caplog):
+  """A shard write failing on a full disk: api.convert raises it, and Beam's
+  ERROR log of it (its traceback, 14 lines on stderr) is not shown too."""
+  import errno
+
+  from transforms import shard_file
+
+  def full(*args):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  monkeypatch.setattr(shard_file.ShardFile, 'write_record', full)
+  with pytest.raises(RuntimeError, match=r'No space left on device \[while running'):
+    api.convert(output_dir=str(sample.out), manifest=str(sample.manifest), progress=False)
+  assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+  assert 'dataset_info.json' not in os.listdir(sample.out)
 
 
 def test_in_ipython_the_run_s_pipelines_stay_out_of_interactive_beam(sample, monkeypatch):
@@ -552,6 +589,17 @@ def test_a_config_file_keyword_with_keywords_overriding_it(sample, tmp_path):
   assert result.info['config_file'] == str(config)
 
 
+def test_a_switch_keyword_false_overrides_the_config_file_s_true(sample, tmp_path):
+  """overwrite=False over a config file's `overwrite: true`: False gives no
+  token, and the file's true had stood (a second convert replaced the dataset)."""
+  config = tmp_path / 'nightly.yaml'
+  config.write_text(f'manifest: {sample.manifest}\noutput_dir: {sample.out}\noverwrite: true\n')
+  assert api.convert(config=config, progress=False).num_examples == 9
+  with pytest.raises(api.UsageError, match='is not empty'):
+    api.convert(config=config, overwrite=False, progress=False)
+  assert api.convert(config=config, overwrite=None, progress=False).num_examples == 9
+
+
 def test_a_handler_a_runner_installs_during_the_run_is_put_back():
   # Beam's job server for Flink and Spark installs a SIGINT handler and never
   # removes it (StopOnExitJobServer); the run must not leave it behind.
@@ -580,3 +628,35 @@ def test_a_call_leaves_tempfile_unset_and_tmpdir_honoured(tmp_path):
   out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                        env=env, timeout=120, check=True).stdout
   assert out.split() == ['None', 'True']
+
+
+_WORKER_PROCESSES_SCRIPT = textwrap.dedent("""
+    import json, logging, sys
+    from pipeline import api
+
+    data = sys.argv[1]
+    beam = dict(runner='DirectRunner', direct_num_workers=2,
+                direct_running_mode='multi_processing')
+    result = api.convert(manifest=f'{data}/m.csv', output_dir=f'{data}/out', progress=False,
+                         **beam)
+    report = api.validate(input_dir=f'{data}/out', **beam)
+    relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
+    print(json.dumps([result.num_examples, report.ok, len(relay.filters)]))
+""")
+
+
+@pytest.mark.slow
+def test_beam_worker_processes_warnings_are_not_printed(tmp_path):
+  """direct_running_mode='multi_processing': Beam relays each worker
+  process's WARNINGs (no semi_persistent_directory, discarded args) to this
+  process's logging, which printed 4 lines per run on stderr; the command
+  line prints none, and a run in process prints nothing but progress."""
+  for i in range(4):
+    write_image(tmp_path / f'{i}.png', (60 * i, 0, 0), size=(6, 5))
+  (tmp_path / 'm.csv').write_text('image,label\n' + ''.join(
+      f'{i}.png,{"ab"[i % 2]}\n' for i in range(4)))
+  done = subprocess.run([sys.executable, '-c', _WORKER_PROCESSES_SCRIPT, str(tmp_path)],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert json.loads(done.stdout.strip().splitlines()[-1]) == [4, True, 0]
+  assert done.stderr == ''

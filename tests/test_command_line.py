@@ -24,6 +24,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration import configs
 from pipeline.configuration import flags
 from pipeline.configuration import preflight
+from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
@@ -314,7 +315,7 @@ def test_a_runner_module_path_that_names_no_runner_is_a_usage_error(sample, caps
     ('NoSuchRunner', False), ('pythonrpcdirect', False),  # an alias of a module Beam lacks
 ])
 def test_runner_names_are_known_as_beam_knows_them(runner, known):
-  assert runners.known_runner(runner) is known
+  assert runner_flags.known_runner(runner) is known
 
 
 @pytest.mark.slow  # Beam in a subprocess
@@ -459,3 +460,37 @@ def test_the_entry_point_configures_logging(sample, capsys):
     assert root.level == logging.ERROR
   finally:
     root.setLevel(level)
+
+
+def test_a_negative_number_of_local_workers_is_a_usage_error(sample, capsys):
+  """Beam starts no worker for --direct_num_workers -1: the job failed with an
+  IndexError's traceback (exit 1) once OUT was made; refused as the flags are
+  read now, by convert and validate."""
+  assert convert.main(convert_argv(sample, '--direct_num_workers=-1')) == EXIT_USAGE
+  assert one_error_line(capsys) == ('error: --direct_num_workers -1 is below 0: give a number '
+                                    'of worker processes, or 0 for one per core')
+  assert not sample.out.exists()
+  sample.out.mkdir()
+  assert validate.main(['--input_dir', str(sample.out), '--direct_num_workers', '-2']) == (
+      EXIT_USAGE)
+  assert '--direct_num_workers -2 is below 0' in one_error_line(capsys)
+
+
+@pytest.mark.parametrize('runner, name', [
+    ('BundleBasedDirectRunner', 'BundleBasedDirectRunner'),
+    ('bundlebaseddirect', 'BundleBasedDirectRunner'),
+    ('InteractiveRunner', 'InteractiveRunner'),
+    ('apache_beam.runners.interactive.interactive_runner.InteractiveRunner',
+     'InteractiveRunner'),
+])
+def test_runners_that_fail_on_these_pipelines_are_refused(sample, capsys, runner, name):
+  """Beam's BundleBasedDirectRunner and InteractiveRunner (in any spelling Beam
+  takes) failed every convert and validate with a traceback, exit 1, after
+  OUT was made: refused as the flags are read."""
+  assert convert.main(convert_argv(sample, '--runner', runner)) == EXIT_USAGE
+  assert one_error_line(capsys).startswith(f'error: --runner {name} cannot run this pipeline: ')
+  assert not sample.out.exists()
+  sample.out.mkdir()
+  assert validate.main(['--input_dir', str(sample.out), '--runner', runner]) == EXIT_USAGE
+  assert one_error_line(capsys).startswith(f'error: --runner {name} cannot run this pipeline: ')
+  assert list(sample.out.iterdir()) == []

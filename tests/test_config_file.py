@@ -82,6 +82,23 @@ def test_the_recorded_options_are_a_config_file_of_the_same_run(sample, tmp_path
   assert replayed.example == config.example and replayed.manifests == config.manifests
 
 
+@pytest.mark.parametrize('flags, checked', [([], True), (['--no_pipeline_type_check'], False)])
+def test_a_beam_switch_that_only_turns_off_is_recorded_in_its_own_sense(sample, tmp_path,
+                                                                         flags, checked):
+  """Beam's --no_pipeline_type_check has no --pipeline_type_check: its setting
+  was recorded as `no_pipeline_type_check: false` after the switch was given,
+  the value of its dest, and that config replayed turned type checking on."""
+  from apache_beam.options.pipeline_options import TypeOptions
+  config, options = opts.parse_convert(['--manifest', str(sample.manifest), '--output_dir',
+                                        str(sample.out), *flags])
+  assert options.view_as(TypeOptions).pipeline_type_check is checked
+  assert config.options.get('no_pipeline_type_check', False) is (not checked)
+  again = write(tmp_path / 'again.json', json.dumps(config.options))
+  replayed, replayed_options = opts.parse_convert(['--config', again])
+  assert replayed.options == config.options
+  assert replayed_options.view_as(TypeOptions).pipeline_type_check is checked
+
+
 def test_convert_records_the_merged_options_and_the_file(sample, tmp_path, monkeypatch):
   config_file = write(tmp_path / 'c.yaml', f"""
 manifest: {sample.manifest}

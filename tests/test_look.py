@@ -316,10 +316,15 @@ def test_console_script_runs_inspect(dataset, capsys):
     (['--input_dir', '{dataset}', '--num', '-1'], 'must not be negative'),
     (['--input_dir', '{dataset}', '--bogus'], "unrecognized argument '--bogus'"),
     (['--files', '{empty}/*.tfrecord'], 'matches no file'),
+    (['--input_dir', '{dataset}', '--export_dir', '{file}'], 'exists and is not a folder'),
+    (['--input_dir', '{dataset}', '--export_dir', '{file}/look'],
+     'cannot be created: Not a directory'),
 ])
 def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, capsys, argv, message):
   (tmp_path / 'empty').mkdir()
-  values = {'missing': tmp_path / 'missing', 'empty': tmp_path / 'empty', 'dataset': dataset}
+  (tmp_path / 'file').write_text('not a folder')
+  values = {'missing': tmp_path / 'missing', 'empty': tmp_path / 'empty', 'dataset': dataset,
+            'file': tmp_path / 'file'}
   assert look.main([a.format(**values) for a in argv]) == 2
   err = capsys.readouterr().err
   assert message in err and len(err.strip().splitlines()) == 1, err

@@ -281,8 +281,12 @@ def test_export_bad_shards_are_one_line_and_exit_2(source, tmp_path, capsys):
   assert export.main(['--format', 'tfds', '--input_dir', str(out), '--output_dir',
                       str(tmp_path / 'file')]) == 2
   assert capsys.readouterr().err == f'error: --output_dir {tmp_path / "file"} is a file, not a folder\n'
-  shard.write_bytes(data + data[:5])  # a record cut off after its 5th byte
   pytest.importorskip('tensorflow_datasets')
+  assert export.main(['--format', 'tfds', '--input_dir', str(out), '--output_dir',
+                      str(tmp_path / 'file' / 'tfds')]) == 2
+  assert capsys.readouterr().err == (f'error: --output_dir {tmp_path / "file" / "tfds"} cannot '
+                                     f'be created: Not a directory\n')
+  shard.write_bytes(data + data[:5])  # a record cut off after its 5th byte
   assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
   assert capsys.readouterr().err == (f'error: shard {shard} cannot be exported: file ends '
                                      f'inside a header at byte {len(data)}\n')

@@ -200,3 +200,30 @@ def test_failed_run_names_the_cause_and_publishes_nothing(sample, tmp_path, caps
   assert err.splitlines()[0] == (
       'error: the job failed: RuntimeError: OSError: [Errno 28] No space left on device')
   assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize('flags, reasons', [
+    (['--runner', 'DataflowRunner'],
+     '--runner DataflowRunner: Missing GCS path option: temp_location; Missing GCS path '
+     'option: staging_location; Missing required option: project; Missing required option: '
+     'region'),
+    (['--environment_type', 'PROCESS'],
+     '--runner DirectRunner: Option process_command is required for environment type PROCESS'),
+])
+def test_options_beam_refuses_are_one_line_before_anything_is_written(sample, tmp_path, capsys,
+                                                                      flags, reasons):
+  """Beam's own option checks (PipelineOptionsValidator) ran when the pipeline
+  was made, after OUT was locked and made: 'the job failed: ValueError:
+  Pipeline has validations errors:', a traceback, exit 1. Now a usage error
+  naming every reason on one line, for convert and validate."""
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
+                       *flags]) == EXIT_USAGE
+  assert capsys.readouterr().err == f'error: the Beam options do not hold for {reasons}\n'
+  assert not out.exists()
+  dataset = tmp_path / 'dataset'
+  dataset.mkdir()
+  (dataset / 'dataset_info.json').write_text('{}')
+  assert validate.main(['--input_dir', str(dataset), *flags]) == EXIT_USAGE
+  assert capsys.readouterr().err == f'error: the Beam options do not hold for {reasons}\n'
+  assert os.listdir(dataset) == ['dataset_info.json']  # no report

@@ -31,6 +31,7 @@ from pipeline.configuration.locations import check_location
 from pipeline.configuration.locations import check_locations
 from pipeline.configuration.locations import check_reachable
 from pipeline.configuration.locations import check_reachable_location
+from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import UsageError
 from transforms.core import redact
@@ -178,10 +179,12 @@ def _given(parser, argv: list, own_flags: list) -> dict:
   return vars(namespace)
 
 
-def parse(argv: list, options_cls, description: str) -> Parsed:
+def parse(argv: list, options_cls, description: str, switched_off=()) -> Parsed:
   """Command line (+ --config FILE) -> Parsed; UsageError names the first problem.
 
-  `--help` prints our options and exits 0.
+  `--help` prints our options and exits 0. switched_off: the flags of switches
+  pipeline.api was given False, which no token says: left out, as on the line,
+  over a --config file's `true`.
   """
   argv = list(argv)
   own = own_parser(options_cls, description)
@@ -192,6 +195,9 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
   given = _given(parser, argv, own_flags)
+  flags = _flags_of(parser)
+  given.update({flags[f].dest: not flags[f].const for f in switched_off
+                if f in flags and isinstance(flags[f].const, bool)})
   config_file = given.pop('config', None)
   on_line = set(given)
   check_location(CONFIG_FLAG, config_file)
@@ -208,7 +214,8 @@ def parse(argv: list, options_cls, description: str) -> Parsed:
     setattr(args, dest, given[dest])
   delattr(args, 'config')
   beam = runners.local_defaults({k: v for k, v in given.items() if k not in own_dests})
-  runners.check_runner(beam.get('runner'))
+  runner_flags.check_runner(beam.get('runner'))
+  runner_flags.check_local_workers(beam)
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands
@@ -225,12 +232,16 @@ def _by_flag_name(parser, values: dict, secrets: bool = False) -> dict:
   """{dest: value} -> {flag name without dashes: JSON-safe value}; with
   `secrets`, the credentials in them replaced (transforms/core/redact.py). Beam's
   options carry credentials; ours are paths and settings."""
-  names = {}
+  names, inverted = {}, set()
   for flag, action in _flags_of(parser).items():
+    if action.dest not in names and action.const is False and action.nargs == 0:
+      inverted.add(action.dest)  # named by a store_false switch: true when it was given
     names.setdefault(action.dest, flag[2:])
   out = {}
   for dest, value in values.items():
     name = names.get(dest, dest)
+    if dest in inverted and isinstance(value, bool):
+      value = not value
     out[name] = redact.redact_option(name, _json_safe(value)) if secrets else _json_safe(value)
   return out
 

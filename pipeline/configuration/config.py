@@ -45,16 +45,18 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 
 
-def parse_convert(argv: list, description: str = '', rows: Optional[Rows] = None) -> tuple:
+def parse_convert(argv: list, description: str = '', rows: Optional[Rows] = None,
+                  switched_off=()) -> tuple:
   """convert's command line -> (ConvertConfig, PipelineOptions). rows:
-  --manifest holds api.convert's rows= (preflight.Rows)."""
-  parsed = command_line.parse(argv, ConvertOptions, description)
+  --manifest holds api.convert's rows= (preflight.Rows); switched_off:
+  command_line.parse's."""
+  parsed = command_line.parse(argv, ConvertOptions, description, switched_off)
   return convert_config(parsed, rows), parsed.pipeline_options
 
 
-def parse_validate(argv: list, description: str = '') -> tuple:
+def parse_validate(argv: list, description: str = '', switched_off=()) -> tuple:
   """validate's command line -> (ValidateConfig, PipelineOptions)."""
-  parsed = command_line.parse(argv, ValidateOptions, description)
+  parsed = command_line.parse(argv, ValidateOptions, description, switched_off)
   return validate_config(parsed.args), parsed.pipeline_options
 
 

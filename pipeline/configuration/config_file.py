@@ -106,3 +106,10 @@ def tokens(key: str, value, action, where: str) -> list:
   if not isinstance(value, (str, int, float)):
     wrong('a value')
   return [f'{flag}={value}']
+
+
+def switched_off(keywords: dict) -> tuple:
+  """pipeline.api's keywords given False, as flags: no token stands for a
+  switch left out, and command_line.parse must apply them over a --config
+  file's `true` (keywords override the file)."""
+  return tuple(f'--{name}' for name, value in keywords.items() if value is False)

@@ -1,5 +1,6 @@
-"""The engines a job runs on: which runners run locally, their defaults, the
-ones refused, dry runs, what a Flink or Spark run needs (runners.py), whether
+"""The engines a job runs on: which runners run locally, their defaults, dry
+runs, what a Flink or Spark run needs (runners.py), the runners refused and
+--direct_num_workers checked as the flags are read (runner_flags.py), whether
 a job service answers (job_endpoint.py), whether a cluster's master answers
 (masters.py), the Flink and Spark job servers
 (job_servers.py, job_server_launcher.py), Beam's Flink and Spark runners

@@ -1,10 +1,9 @@
-"""The runners: which run locally, the local defaults, the ones refused, dry
-runs, and what a Flink or Spark run needs (prepare): Java, a job server, a
-master that answers, a worker environment."""
+"""The runners: which run locally, the local defaults, dry runs, and what a
+Flink or Spark run needs (prepare): Java, a job server, a master that
+answers, a worker environment. The runners refused: runner_flags.py."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import WorkerOptions
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.beam_runtime import local_runner
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_servers
 from pipeline.engines import masters
@@ -40,64 +40,30 @@ LOCAL_RUNNER = 'DirectRunner'
 LOCAL_RUNNING_MODE = 'in_memory'
 
 
-# Runners that cannot run these pipelines, and why: refused before anything is written.
-UNSUPPORTED_RUNNERS = {
-    'DaskRunner': "Beam 2.77's DaskRunner merges tagged outputs into the main output and "
-                  'drops what finish_bundle emits, so rejected rows, shard files and '
-                  'validation problems would be lost or mixed up; use the DirectRunner '
-                  'locally, or Dataflow, Flink, Spark or the PortableRunner',
-}
-
-
-def check_runner(runner) -> None:
-  """UsageError for a runner that cannot run this pipeline, or that Beam does
-  not know (it would raise a ValueError once the pipeline is made, after the
-  output folder is locked)."""
-  name = str(runner or '').split('.')[-1]
-  if name in UNSUPPORTED_RUNNERS:
-    raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
-  if isinstance(runner, str) and '.' not in runner and not known_runner(runner):
-    accepted = [r for r in StandardOptions.KNOWN_RUNNER_NAMES if r not in UNSUPPORTED_RUNNERS]
-    raise UsageError(f'--runner {redact_text(runner)} is not a runner Beam knows: give one of '
-                     f'{", ".join(accepted)} (any case, "Runner" may be left off), or the '
-                     f'full module path of a PipelineRunner class')
-  if isinstance(runner, str) and '.' in runner:
-    _check_runner_path(runner)
-
-
-def _check_runner_path(runner: str) -> None:
-  """A module path (pkg.module.SomeRunner): what Beam would import, imported
-  now, so that a typo is one line before anything is locked (was Beam's
-  ModuleNotFoundError or AttributeError traceback, exit 1)."""
-  from apache_beam.runners.runner import PipelineRunner
-  module, _, name = runner.rpartition('.')
-  if not all(part.isidentifier() for part in runner.split('.')):
-    # a URL, say: nothing to import, and its credentials are never shown
-    raise UsageError(f'--runner {redact_text(runner)} is no module path of a runner class '
-                     f'(pkg.module.SomeRunner)')
-  try:
-    found = getattr(importlib.import_module(module), name)
-  except ImportError as error:
-    raise UsageError(f'--runner {runner}: its module cannot be imported ({error})')
-  except AttributeError:
-    raise UsageError(f'--runner {runner}: module {module} has no {name}')
-  if not (isinstance(found, type) and issubclass(found, PipelineRunner)):
-    raise UsageError(f'--runner {runner} is no PipelineRunner class')
-
-
-def known_runner(name: str) -> bool:
-  """Whether Beam makes a runner of this name without a module path: as its
-  create_runner (apache_beam/runners/runner.py) looks names up, the class
-  name of one of its known runners in any case, with or without 'Runner'."""
-  known = {path.rsplit('.', 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
-  return name.lower() in known or name.lower() + 'runner' in known
+def check_options_hold(options: PipelineOptions, _timeout_s: float = 0) -> None:
+  """UsageError naming what Beam's own checks of the options find for the
+  runner the job gets (PipelineOptionsValidator, which beam.Pipeline runs): a
+  DataflowRunner without --project, --region or a gs:// --temp_location, an
+  --environment_type PROCESS without its command. Beam raised them when the
+  pipeline was made, after OUT was locked and made: a traceback and exit 1.
+  On Dataflow Beam asks GCS about the temp bucket's soft-delete policy in
+  this check: once more per run, on the launcher, before the job is submitted."""
+  from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+  from apache_beam.runners.runner import create_runner
+  given = options.view_as(StandardOptions).runner
+  runner = local_runner.for_options(options) or create_runner(given)
+  found = PipelineOptionsValidator(options, runner).validate()
+  if found:
+    reasons = '; '.join(' '.join(error.split()).rstrip('.') for error in found)
+    raise UsageError(redact_text(f'the Beam options do not hold for --runner '
+                                 f'{runner_name(given)}: {reasons}'))
 
 
 # What convert and validate check before anything is locked, created or
 # written (check_before_submit): each takes (PipelineOptions, the
 # --job_endpoint_connect_timeout in seconds) and raises UsageError (exit 2,
 # one line) when the runner cannot take the job.
-PRE_SUBMIT_CHECKS = (job_endpoint.check_answers,)
+PRE_SUBMIT_CHECKS = (check_options_hold, job_endpoint.check_answers)
 
 
 def check_before_submit(options: PipelineOptions, connect_timeout_s: float) -> None:

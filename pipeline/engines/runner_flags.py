@@ -1,0 +1,93 @@
+"""--runner and --direct_num_workers checked as the flags are read, before
+anything is locked or written: the runners refused and why, names Beam does
+not know, module paths that do not import, a negative number of workers."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+
+from apache_beam.options.pipeline_options import StandardOptions
+
+from pipeline.errors import UsageError
+from transforms.core.redact import redact_text
+
+# Runners that cannot run these pipelines, and why: refused before anything is written.
+UNSUPPORTED_RUNNERS = {
+    'DaskRunner': "Beam 2.77's DaskRunner merges tagged outputs into the main output and "
+                  'drops what finish_bundle emits, so rejected rows, shard files and '
+                  'validation problems would be lost or mixed up; use the DirectRunner '
+                  'locally, or Dataflow, Flink, Spark or the PortableRunner',
+    # Both failed every convert and validate, with a traceback after OUT was made.
+    'BundleBasedDirectRunner': "Beam 2.77's BundleBasedDirectRunner fails on these "
+                               'pipelines (convert: a KeyError in its watermark manager at '
+                               "the manifest's read; validate: an AssertionError in its "
+                               'GroupByKey); use the DirectRunner',
+    'InteractiveRunner': "Beam's InteractiveRunner runs only pipelines a notebook's "
+                         'Interactive Beam holds, and these are built out of its sight '
+                         "(it failed: 'NoneType' object has no attribute 'visit'); use "
+                         'the DirectRunner: pipeline.api runs it in a notebook',
+}
+
+
+def check_runner(runner) -> None:
+  """UsageError for a runner that cannot run this pipeline, or that Beam does
+  not know (it would raise a ValueError once the pipeline is made, after the
+  output folder is locked)."""
+  name = _unsupported(str(runner or '').split('.')[-1])
+  if name:
+    raise UsageError(f'--runner {name} cannot run this pipeline: {UNSUPPORTED_RUNNERS[name]}')
+  if isinstance(runner, str) and '.' not in runner and not known_runner(runner):
+    accepted = [r for r in StandardOptions.KNOWN_RUNNER_NAMES if r not in UNSUPPORTED_RUNNERS]
+    raise UsageError(f'--runner {redact_text(runner)} is not a runner Beam knows: give one of '
+                     f'{", ".join(accepted)} (any case, "Runner" may be left off), or the '
+                     f'full module path of a PipelineRunner class')
+  if isinstance(runner, str) and '.' in runner:
+    _check_runner_path(runner)
+
+
+def _unsupported(name: str) -> Optional[str]:
+  """The UNSUPPORTED_RUNNERS entry `name` stands for, as Beam takes names: in
+  any case, with or without 'Runner' (`interactive`, `bundlebaseddirect`)."""
+  for unsupported in UNSUPPORTED_RUNNERS:
+    if name.lower() in (unsupported.lower(), unsupported[:-len('Runner')].lower()):
+      return unsupported
+  return None
+
+
+def _check_runner_path(runner: str) -> None:
+  """A module path (pkg.module.SomeRunner): what Beam would import, imported
+  now, so that a typo is one line before anything is locked (was Beam's
+  ModuleNotFoundError or AttributeError traceback, exit 1)."""
+  from apache_beam.runners.runner import PipelineRunner
+  module, _, name = runner.rpartition('.')
+  if not all(part.isidentifier() for part in runner.split('.')):
+    # a URL, say: nothing to import, and its credentials are never shown
+    raise UsageError(f'--runner {redact_text(runner)} is no module path of a runner class '
+                     f'(pkg.module.SomeRunner)')
+  try:
+    found = getattr(importlib.import_module(module), name)
+  except ImportError as error:
+    raise UsageError(f'--runner {runner}: its module cannot be imported ({error})')
+  except AttributeError:
+    raise UsageError(f'--runner {runner}: module {module} has no {name}')
+  if not (isinstance(found, type) and issubclass(found, PipelineRunner)):
+    raise UsageError(f'--runner {runner} is no PipelineRunner class')
+
+
+def check_local_workers(options: dict) -> None:
+  """UsageError for a --direct_num_workers below 0 (0 means one per core):
+  Beam starts no worker for it, and its job failed with an IndexError and a
+  traceback (exit 1) after OUT was locked."""
+  workers = options.get('direct_num_workers')
+  if workers is not None and int(workers) < 0:
+    raise UsageError(f'--direct_num_workers {workers} is below 0: give a number of worker '
+                     'processes, or 0 for one per core')
+
+
+def known_runner(name: str) -> bool:
+  """Whether Beam makes a runner of this name without a module path: as its
+  create_runner (apache_beam/runners/runner.py) looks names up, the class
+  name of one of its known runners in any case, with or without 'Runner'."""
+  known = {path.rsplit('.', 1)[-1].lower() for path in StandardOptions.ALL_KNOWN_RUNNERS}
+  return name.lower() in known or name.lower() + 'runner' in known
