@@ -522,6 +522,31 @@ def test_records_asked_in_a_run_are_read_ahead_together(tmp_path, monkeypatch):
   reader.close()
 
 
+@pytest.mark.parametrize('short', [1, 0], ids=['one_byte_short', 'exact'])
+def test_a_record_a_chunk_holds_all_but_its_last_byte_starts_the_next_chunk(
+    tmp_path, monkeypatch, short):
+  """The chunk read at record 1 ends `short` bytes before record 2 does:
+  record 2 is copied whole either way (from a chunk of its own when one
+  byte is missing, from the chunk when it is all there), never cut at the
+  chunk's end (that copy fails its CRC: a good record encoded again)."""
+  records = [_example(f'k{i}', f'record {i}'.encode() * 30) for i in range(4)]
+  path = _shard_file(tmp_path, records)
+  spans = [_in(path, records, i)[0] for i in range(4)]
+  end_2 = spans[2].offset + spans[2].length
+  monkeypatch.setattr(copies, 'READ_AHEAD', end_2 - short - spans[1].offset)
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  copied = [reader.copy(*_in(path, records, i)) for i in range(4)]
+  assert [c.data for c in copied] == records
+  assert [c.framed for c in copied] == [frame(r) for r in records]
+  size = os.path.getsize(path)
+  # one byte short: record 2 starts a chunk of its own (record 3 is past it)
+  ahead = [(spans[2].offset, min(copies.READ_AHEAD, size - spans[2].offset))] if short else []
+  assert reads == [(0, spans[0].length), (spans[1].offset, copies.READ_AHEAD), *ahead,
+                   (spans[3].offset, size - spans[3].offset)]
+  reader.close()
+
+
 def test_a_run_that_crosses_into_the_next_shard_reads_each_shard_apart(tmp_path, monkeypatch):
   first = [_example(f'k{i}', f'a{i}'.encode() * 20) for i in range(3)]
   second = [_example(f'k{i}', f'b{i}'.encode() * 20) for i in range(3, 6)]
