@@ -4,6 +4,8 @@ every byte in order by close(), none after a failed write."""
 import gzip
 import os
 
+import pytest
+
 from transforms import write_shards
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
@@ -97,3 +99,22 @@ def test_round_robin_writers_of_every_split_gather_within_the_shared_bytes(tmp_p
     list(writer.finish_bundle())
   assert sum(path.stat().st_size for path in tmp_path.glob('*.tfrecord')) == 128 * 12 * 3088
   assert (tmp_path / 'test-00005-of-00064.tfrecord').read_bytes() == frame(record) * 12
+
+
+def test_a_write_that_fails_mid_batch_closes_every_open_shard_and_writes_nothing_gathered(
+    tmp_path):
+  """A record that cannot be written (here data that is no bytes; a full disk
+  likewise) fails the batch: every shard the writer holds open is abandoned
+  at once, its handle closed (one left open, held by the failure's
+  traceback, kept its disk space after the failed run deleted it), and what
+  was gathered is never written."""
+  writer = _WriteRoundRobinFn(_ShardTarget(str(tmp_path / 'train'), '.tfrecord', 'none'), 2)
+  writer.setup()
+  writer.start_bundle()
+  writer.process([_Example(0, b'first'), _Example(1, b'second')])
+  with pytest.raises(TypeError):
+    writer.process([_Example(2, b'third'), _Example(3, None)])
+  shards = writer.open_files()
+  assert len(shards) == 2
+  assert all(shard._abandoned and shard._handle.closed for shard in shards)
+  assert [path.read_bytes() for path in sorted(tmp_path.glob('*.tfrecord'))] == [b'', b'']
