@@ -723,6 +723,31 @@ def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
   return rows, keys, records
 
 
+def test_a_previous_shard_gone_mid_run_has_its_rows_converted_as_fallbacks(tmp_path):
+  """A reused row whose previous shard cannot be opened (removed, or EIO:
+  an OSError, not a ShardError) is converted from its image instead and
+  counted as a fallback: the copy's failure is the row's, never the job's."""
+  from tests.conftest import write_image
+  from transforms.core.example import LoadedImage
+  from transforms.encode import LoadImageFn
+  rows, _, _ = _copied_and_converted_rows(tmp_path, 3, {0})
+  for i, row in enumerate(rows[1:], 1):
+    write_image(tmp_path / row.row.image, (i, 0, 0), size=(2, 2))
+  os.remove(rows[1].row.previous.shard_path)
+  fn = LoadImageFn(ImageSpec(height=1, width=1), example_spec=ExampleSpec())
+  fn.setup()
+  try:
+    fn.start_bundle()
+    out = [o for row in rows for o in fn.process(row)]
+    out += [value.value for value in fn.finish_bundle()]
+  finally:
+    fn.teardown()
+  assert [type(o) for o in out] == [LoadedImage] * 3
+  assert [(o.labelled.row.key, o.reuse) for o in out] == [
+      ('k0', ''), ('k1', reuse.FALLBACK), ('k2', reuse.FALLBACK)]
+  assert [o.image.data for o in out] == [bytes([i, 0, 0]) for i in range(3)]
+
+
 def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(
     tmp_path, monkeypatch):
   """Copies leave the image step in arrival order, behind rows the pool still
