@@ -34,6 +34,16 @@ def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_
       f'{offset} {len(f)}\n' for offset, f in zip(offsets, framed))
 
 
+def test_records_that_gather_exactly_gather_bytes_are_written_then(tmp_path):
+  """gather_bytes is the most a shard holds back: a record of exactly that
+  many framed bytes goes to the file as it is written, not with the next."""
+  path = tmp_path / 'out.tfrecord'
+  record = b'r' * 9000  # 9,016 framed: past the file object's own 8 KB buffer
+  with ShardFile(str(path), 'none', gather_bytes=len(frame(record))) as shard:
+    shard.write_record(record)
+    assert path.read_bytes() == frame(record)
+
+
 def test_a_gzip_shard_holds_the_same_records(tmp_path):
   path = tmp_path / 'out.tfrecord.gz'
   records = [bytes([i]) * 5000 for i in range(5)]
