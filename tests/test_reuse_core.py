@@ -388,18 +388,54 @@ def test_a_multi_label_copy_holds_the_sidecars_lists():
 def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(5)]
   shard = b''.join(frame(r) for r in records)
-  wanted = {i: _at(records, i, f'k{i}') for i in (3, 1)}
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (3, 1)}
   assert list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY)) == [
       (1, records[1]), (3, records[3])]
   damaged = bytearray(shard)
   damaged[len(frame(records[0])) * 2 + 12] ^= 1  # record 2's data
-  wanted = {i: _at(records, i, f'k{i}') for i in (2, 4)}
-  wanted[0] = _at(records, 0, 'k4')  # another key
-  wanted[9] = _at(records, 4, 'k4', ordinal=9)
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (2, 4)}
+  wanted[0] = [_at(records, 0, 'k4')]  # another key
+  wanted[9] = [_at(records, 4, 'k4', ordinal=9)]
   picked = dict(copies.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, KEY))
   assert picked[4] == records[4]
   assert picked[0].kind == copies.NOT_THE_RECORD
   assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
+  # two lines naming record 1 (an edited sidecar): each gets its own answer
+  wanted = {1: [_at(records, 1, 'k3'), _at(records, 1, 'k1')], 7: [_at(records, 1, 'k1')] * 2}
+  picked = list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY))
+  assert [(ordinal, type(data)) for ordinal, data in picked] == [
+      (1, ShardError), (1, bytes), (7, ShardError), (7, ShardError)]
+  assert picked[0][1].kind == copies.NOT_THE_RECORD and picked[1][1] == records[1]
+
+
+@pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
+@pytest.mark.parametrize('first', ['repointed', 'owner'])
+def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
+    tmp_path, compressed, first):
+  """k0's line re-pointed at k1's record (an edited or damaged sidecar): on
+  the by-shard copy path k1's row is copied and k0's encoded instead
+  (FALLBACK), whichever comes first. A gzip shard's records were picked by
+  ordinal through a dict: one of the two rows was neither, lost."""
+  from transforms.core.example import BuiltExample
+  from transforms.core.manifest import ManifestRow
+  from transforms.core.shuffle import Ordering
+  from transforms.reuse import FALLBACK
+  from transforms.reuse import CopyShardFn
+  from transforms.reuse import Reusable
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(3)]
+  path = _shard_file(tmp_path, records, compressed)
+  reusables = [Reusable(ManifestRow({}, 'm', line, image=f'{key}.png', key=key, label='cat',
+                                    previous=_in(path, records, 1, compressed)[0]),
+                        1, 'cat', 'd') for line, key in ((2, 'k0'), (3, 'k1'))]
+  if first == 'owner':
+    reusables.reverse()
+  fn = CopyShardFn('metadata', Ordering(), KEY)
+  fn.setup()
+  out = list(fn.process((path, reusables)))
+  copied = [(o.key, o.data) for o in out if isinstance(o, BuiltExample)]
+  fallen = [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)]
+  assert copied == [('k1', records[1])]
+  assert fallen == [(FALLBACK, 'k0', reuse.FALLBACK)]
 
 
 def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
