@@ -475,3 +475,30 @@ def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_p
       r.row.key for r in group if r.row.key != first)
   assert all((o.tag, o.value.reuse, o.value.previous) == (FALLBACK, core_reuse.FALLBACK, None)
              for o in fallen)
+
+
+def test_two_rows_naming_one_record_each_end_once_when_the_shard_fails_between_them(
+    tmp_path, monkeypatch):
+  """Two rows whose lines name one record (an edited sidecar): the shard's
+  read fails after the first row's copy, and the second row still goes out
+  under FALLBACK (answered rows were told apart by ordinal: it was lost)."""
+  examples = _examples(9, ('train',))
+  previous = dict(read_sidecar(_previous_dataset(tmp_path, examples)))
+  row = dataclasses.replace(_rows_of(examples, 0)[0], previous=previous['k2'])
+  twin = dataclasses.replace(row, key='k2-twin', line=99)
+  path = row.previous.shard_path
+  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
+  copy.setup()
+  opened = copy._files.open_checked
+
+  @contextlib.contextmanager
+  def failing_after_one_read(shard):
+    with opened(shard) as stream:
+      yield _FailingAfter(stream, reads=1)
+
+  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  out = list(copy.process((path, [Reusable(r, 0, 'cat', 'd') for r in (row, twin)])))
+  assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
+      ('k2', examples[2].data)]
+  assert [(o.tag, o.value.key) for o in out if not isinstance(o, BuiltExample)] == [
+      (FALLBACK, 'k2-twin')]
