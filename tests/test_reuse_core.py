@@ -696,6 +696,23 @@ def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkey
   assert opened == [path]
 
 
+def test_a_gzip_shard_larger_than_an_inflated_chunk_is_read_chunk_by_chunk(tmp_path,
+                                                                          monkeypatch):
+  """A gzip shard inflates _INFLATE_CHUNK bytes at a time (1 MiB; here 50
+  bytes, a record ~70): each record is found however many chunks lie
+  before it, and one past the shard's end is still refused."""
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(6)]
+  path = _shard_file(tmp_path, records, compressed=True)
+  monkeypatch.setattr(copies, '_INFLATE_CHUNK', 50)
+  reader = copies.ShardReader(KEY)
+  order = (2, 0, 5, 1, 4, 3)
+  assert [reader.copy(*_in(path, records, i, True)).data for i in order] == [
+      records[i] for i in order]
+  with pytest.raises(ShardError, match='shard ends before byte'):
+    reader.copy(*_in(path, records, 5, True, offset=10 ** 4))
+  reader.close()
+
+
 def test_the_key_feature_is_found_without_parsing_the_rest():
   from transforms.core.example_proto import bytes_feature
   data = _example('images/a.png', b'x' * 300)
