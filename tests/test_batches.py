@@ -79,6 +79,14 @@ def test_batched_fn_cuts_its_lists_at_max_bytes_in_order():
   assert [len(batch) for batch in BatchedFn(_Repeat()).process([1] * 300)] == [300]  # no cap
 
 
+def test_batched_fn_cuts_a_list_that_holds_exactly_max_bytes():
+  """A list leaves once its outputs hold max_bytes, not only past them: a
+  cap of BATCH_BYTES is the most a list leaving an image step holds."""
+  fn = BatchedFn(_Repeat(), len, max_bytes=5)
+  fn.start_bundle()
+  assert list(fn.process([2, 3, 5, 1, 4])) == [['xx', 'xxx'], ['x' * 5], ['x', 'xxxx']]
+
+
 def test_batch_fn_cuts_in_arrival_order():
   fn = BatchFn(2)
   fn.start_bundle()

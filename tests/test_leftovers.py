@@ -192,6 +192,36 @@ def test_overwrite_after_a_real_sigkill_of_a_split_run(data, tmp_path, capsys):
   assert_valid(out, capsys)
 
 
+def test_an_overwrite_stopped_mid_clear_leaves_no_folder_that_looks_complete(tmp_path,
+                                                                             monkeypatch):
+  """--overwrite deletes the previous dataset_info.json before anything else:
+  a run stopped after its first deletion (Ctrl-C) leaves no folder that
+  readers take as a complete dataset with a shard gone. Names sort before it
+  here (a split 'apples', a killed run's beam-temp-* folder), so the order
+  is the clear's, not the listing's."""
+  from pipeline.runs import output_dir
+  out = tmp_path / 'out'
+  (out / 'beam-temp-apples-shards').mkdir(parents=True)
+  (out / 'apples-00000-of-00001.tfrecord').write_bytes(b'records')
+  (out / 'label_map.txt').write_text('cat\n')
+  (out / 'dataset_info.json').write_text(json.dumps(
+      {'splits': {'apples': {'shards': ['apples-00000-of-00001.tfrecord']}}}))
+  deleted, delete = [], output_dir._delete
+
+  def stopped_after_one(folder, name, files):
+    if deleted:
+      raise KeyboardInterrupt
+    deleted.append(name)
+    delete(folder, name, files)
+
+  monkeypatch.setattr(output_dir, '_delete', stopped_after_one)
+  with pytest.raises(KeyboardInterrupt):
+    output_dir.prepare_output_dir(str(out), True, ('apples',))
+  assert deleted == ['dataset_info.json']
+  assert sorted(p.name for p in out.iterdir()) == [
+      'apples-00000-of-00001.tfrecord', 'beam-temp-apples-shards', 'label_map.txt']
+
+
 # ---------------------------------------------------------------- a full disk
 
 

@@ -203,6 +203,21 @@ def test_an_item_whose_worker_is_killed_from_outside_while_it_runs_alone_runs_ag
   assert calls.batches == [[10, 11, 12, 13], [14, 15, 16, 17], [10], [11], [12], [13], [13]]
 
 
+def test_an_item_that_overruns_its_time_limit_alone_is_not_run_again():
+  """The batch overruns (its child killed), each item runs alone: the one
+  that overruns alone gets WorkerTimedOut at once, never a second run (only
+  a worker that died, not one stopped for time, earns its row a rerun)."""
+  from tests.process_helpers import sleep_each
+  from transforms.workers.process_pool import WorkerTimedOut
+  calls = Calls(sleep_each)
+  with started(PoolSize(processes=1, timeout_s=2), calls, process_batch=3) as step:
+    _, done = add_all(step, [0.01, 600, 0.02])
+  assert [item for item, _ in done] == [0.01, 600, 0.02]
+  assert [done[0][1], done[2][1]] == [0.01, 0.02]
+  assert isinstance(done[1][1], WorkerTimedOut)
+  assert calls.batches == [[0.01, 600, 0.02], [0.01], [600], [0.02]]
+
+
 def _raise_value_error(items):
   raise ValueError('not a dead worker')
 

@@ -388,18 +388,54 @@ def test_a_multi_label_copy_holds_the_sidecars_lists():
 def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(5)]
   shard = b''.join(frame(r) for r in records)
-  wanted = {i: _at(records, i, f'k{i}') for i in (3, 1)}
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (3, 1)}
   assert list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY)) == [
       (1, records[1]), (3, records[3])]
   damaged = bytearray(shard)
   damaged[len(frame(records[0])) * 2 + 12] ^= 1  # record 2's data
-  wanted = {i: _at(records, i, f'k{i}') for i in (2, 4)}
-  wanted[0] = _at(records, 0, 'k4')  # another key
-  wanted[9] = _at(records, 4, 'k4', ordinal=9)
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (2, 4)}
+  wanted[0] = [_at(records, 0, 'k4')]  # another key
+  wanted[9] = [_at(records, 4, 'k4', ordinal=9)]
   picked = dict(copies.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, KEY))
   assert picked[4] == records[4]
   assert picked[0].kind == copies.NOT_THE_RECORD
   assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
+  # two lines naming record 1 (an edited sidecar): each gets its own answer
+  wanted = {1: [_at(records, 1, 'k3'), _at(records, 1, 'k1')], 7: [_at(records, 1, 'k1')] * 2}
+  picked = list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY))
+  assert [(ordinal, type(data)) for ordinal, data in picked] == [
+      (1, ShardError), (1, bytes), (7, ShardError), (7, ShardError)]
+  assert picked[0][1].kind == copies.NOT_THE_RECORD and picked[1][1] == records[1]
+
+
+@pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
+@pytest.mark.parametrize('first', ['repointed', 'owner'])
+def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
+    tmp_path, compressed, first):
+  """k0's line re-pointed at k1's record (an edited or damaged sidecar): on
+  the by-shard copy path k1's row is copied and k0's encoded instead
+  (FALLBACK), whichever comes first. A gzip shard's records were picked by
+  ordinal through a dict: one of the two rows was neither, lost."""
+  from transforms.core.example import BuiltExample
+  from transforms.core.manifest import ManifestRow
+  from transforms.core.shuffle import Ordering
+  from transforms.reuse import FALLBACK
+  from transforms.reuse import CopyShardFn
+  from transforms.reuse import Reusable
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(3)]
+  path = _shard_file(tmp_path, records, compressed)
+  reusables = [Reusable(ManifestRow({}, 'm', line, image=f'{key}.png', key=key, label='cat',
+                                    previous=_in(path, records, 1, compressed)[0]),
+                        1, 'cat', 'd') for line, key in ((2, 'k0'), (3, 'k1'))]
+  if first == 'owner':
+    reusables.reverse()
+  fn = CopyShardFn('metadata', Ordering(), KEY)
+  fn.setup()
+  out = list(fn.process((path, reusables)))
+  copied = [(o.key, o.data) for o in out if isinstance(o, BuiltExample)]
+  fallen = [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)]
+  assert copied == [('k1', records[1])]
+  assert fallen == [(FALLBACK, 'k0', reuse.FALLBACK)]
 
 
 def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
@@ -522,6 +558,31 @@ def test_records_asked_in_a_run_are_read_ahead_together(tmp_path, monkeypatch):
   reader.close()
 
 
+@pytest.mark.parametrize('short', [1, 0], ids=['one_byte_short', 'exact'])
+def test_a_record_a_chunk_holds_all_but_its_last_byte_starts_the_next_chunk(
+    tmp_path, monkeypatch, short):
+  """The chunk read at record 1 ends `short` bytes before record 2 does:
+  record 2 is copied whole either way (from a chunk of its own when one
+  byte is missing, from the chunk when it is all there), never cut at the
+  chunk's end (that copy fails its CRC: a good record encoded again)."""
+  records = [_example(f'k{i}', f'record {i}'.encode() * 30) for i in range(4)]
+  path = _shard_file(tmp_path, records)
+  spans = [_in(path, records, i)[0] for i in range(4)]
+  end_2 = spans[2].offset + spans[2].length
+  monkeypatch.setattr(copies, 'READ_AHEAD', end_2 - short - spans[1].offset)
+  reads = _counting_preads(monkeypatch)
+  reader = copies.ShardReader(KEY)
+  copied = [reader.copy(*_in(path, records, i)) for i in range(4)]
+  assert [c.data for c in copied] == records
+  assert [c.framed for c in copied] == [frame(r) for r in records]
+  size = os.path.getsize(path)
+  # one byte short: record 2 starts a chunk of its own (record 3 is past it)
+  ahead = [(spans[2].offset, min(copies.READ_AHEAD, size - spans[2].offset))] if short else []
+  assert reads == [(0, spans[0].length), (spans[1].offset, copies.READ_AHEAD), *ahead,
+                   (spans[3].offset, size - spans[3].offset)]
+  reader.close()
+
+
 def test_a_run_that_crosses_into_the_next_shard_reads_each_shard_apart(tmp_path, monkeypatch):
   first = [_example(f'k{i}', f'a{i}'.encode() * 20) for i in range(3)]
   second = [_example(f'k{i}', f'b{i}'.encode() * 20) for i in range(3, 6)]
@@ -635,6 +696,23 @@ def test_a_reader_inflates_a_gzip_shard_once_whatever_the_order(tmp_path, monkey
   assert opened == [path]
 
 
+def test_a_gzip_shard_larger_than_an_inflated_chunk_is_read_chunk_by_chunk(tmp_path,
+                                                                          monkeypatch):
+  """A gzip shard inflates _INFLATE_CHUNK bytes at a time (1 MiB; here 50
+  bytes, a record ~70): each record is found however many chunks lie
+  before it, and one past the shard's end is still refused."""
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(6)]
+  path = _shard_file(tmp_path, records, compressed=True)
+  monkeypatch.setattr(copies, '_INFLATE_CHUNK', 50)
+  reader = copies.ShardReader(KEY)
+  order = (2, 0, 5, 1, 4, 3)
+  assert [reader.copy(*_in(path, records, i, True)).data for i in order] == [
+      records[i] for i in order]
+  with pytest.raises(ShardError, match='shard ends before byte'):
+    reader.copy(*_in(path, records, 5, True, offset=10 ** 4))
+  reader.close()
+
+
 def test_the_key_feature_is_found_without_parsing_the_rest():
   from transforms.core.example_proto import bytes_feature
   data = _example('images/a.png', b'x' * 300)
@@ -696,6 +774,31 @@ def _copied_and_converted_rows(tmp_path, count: int, converted: set) -> tuple:
                                         path=str(path), key=key, label='red',
                                         previous=previous), 0, 'red'))
   return rows, keys, records
+
+
+def test_a_previous_shard_gone_mid_run_has_its_rows_converted_as_fallbacks(tmp_path):
+  """A reused row whose previous shard cannot be opened (removed, or EIO:
+  an OSError, not a ShardError) is converted from its image instead and
+  counted as a fallback: the copy's failure is the row's, never the job's."""
+  from tests.conftest import write_image
+  from transforms.core.example import LoadedImage
+  from transforms.encode import LoadImageFn
+  rows, _, _ = _copied_and_converted_rows(tmp_path, 3, {0})
+  for i, row in enumerate(rows[1:], 1):
+    write_image(tmp_path / row.row.image, (i, 0, 0), size=(2, 2))
+  os.remove(rows[1].row.previous.shard_path)
+  fn = LoadImageFn(ImageSpec(height=1, width=1), example_spec=ExampleSpec())
+  fn.setup()
+  try:
+    fn.start_bundle()
+    out = [o for row in rows for o in fn.process(row)]
+    out += [value.value for value in fn.finish_bundle()]
+  finally:
+    fn.teardown()
+  assert [type(o) for o in out] == [LoadedImage] * 3
+  assert [(o.labelled.row.key, o.reuse) for o in out] == [
+      ('k0', ''), ('k1', reuse.FALLBACK), ('k2', reuse.FALLBACK)]
+  assert [o.image.data for o in out] == [bytes([i, 0, 0]) for i in range(3)]
 
 
 def test_copies_waiting_behind_a_converted_row_go_out_before_the_bundle_ends(

@@ -4,6 +4,8 @@ every byte in order by close(), none after a failed write."""
 import gzip
 import os
 
+import pytest
+
 from transforms import write_shards
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
@@ -30,6 +32,16 @@ def test_records_reach_the_file_a_gathered_chunk_at_a_time_and_all_by_close(tmp_
   assert [span[:2] for span in spans] == [(offset, len(f)) for offset, f in zip(offsets, framed)]
   assert (tmp_path / 'out.tfrecord.index').read_text() == ''.join(
       f'{offset} {len(f)}\n' for offset, f in zip(offsets, framed))
+
+
+def test_records_that_gather_exactly_gather_bytes_are_written_then(tmp_path):
+  """gather_bytes is the most a shard holds back: a record of exactly that
+  many framed bytes goes to the file as it is written, not with the next."""
+  path = tmp_path / 'out.tfrecord'
+  record = b'r' * 9000  # 9,016 framed: past the file object's own 8 KB buffer
+  with ShardFile(str(path), 'none', gather_bytes=len(frame(record))) as shard:
+    shard.write_record(record)
+    assert path.read_bytes() == frame(record)
 
 
 def test_a_gzip_shard_holds_the_same_records(tmp_path):
@@ -97,3 +109,22 @@ def test_round_robin_writers_of_every_split_gather_within_the_shared_bytes(tmp_p
     list(writer.finish_bundle())
   assert sum(path.stat().st_size for path in tmp_path.glob('*.tfrecord')) == 128 * 12 * 3088
   assert (tmp_path / 'test-00005-of-00064.tfrecord').read_bytes() == frame(record) * 12
+
+
+def test_a_write_that_fails_mid_batch_closes_every_open_shard_and_writes_nothing_gathered(
+    tmp_path):
+  """A record that cannot be written (here data that is no bytes; a full disk
+  likewise) fails the batch: every shard the writer holds open is abandoned
+  at once, its handle closed (one left open, held by the failure's
+  traceback, kept its disk space after the failed run deleted it), and what
+  was gathered is never written."""
+  writer = _WriteRoundRobinFn(_ShardTarget(str(tmp_path / 'train'), '.tfrecord', 'none'), 2)
+  writer.setup()
+  writer.start_bundle()
+  writer.process([_Example(0, b'first'), _Example(1, b'second')])
+  with pytest.raises(TypeError):
+    writer.process([_Example(2, b'third'), _Example(3, None)])
+  shards = writer.open_files()
+  assert len(shards) == 2
+  assert all(shard._abandoned and shard._handle.closed for shard in shards)
+  assert [path.read_bytes() for path in sorted(tmp_path.glob('*.tfrecord'))] == [b'', b'']

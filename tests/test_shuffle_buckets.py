@@ -8,7 +8,9 @@ bundle by bundle), and on an empty input."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import errno
 import gzip
 import os
 import pathlib
@@ -44,6 +46,7 @@ from transforms.core.labels import LabelMap
 from transforms.core.shuffle import Ordering
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
+from transforms.reuse import FALLBACK
 from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
 from transforms.reuse import JoinPrevious
@@ -422,3 +425,80 @@ def test_copy_records_by_shard_through_buckets_copies_every_record(tmp_path):
     assert_that(copied['examples'], equal_to(expected), label='Copied')
     empty = p | 'None' >> beam.Create([]) | 'CopyNone' >> CopyRecords('metadata', ORDERING, copies.NO_CHECK)
     assert_that(empty['examples'], equal_to([]), label='NoneCopied')
+
+
+class _FailingAfter:
+  """A shard's stream whose reads fail (EIO) after the first `reads`."""
+
+  def __init__(self, stream, reads: int):
+    self._stream, self._reads = stream, reads
+
+  def seek(self, *args):
+    return self._stream.seek(*args)
+
+  def read(self, size: int = -1) -> bytes:
+    if self._reads <= 0:
+      raise OSError(errno.EIO, 'Input/output error')
+    self._reads -= 1
+    return self._stream.read(size)
+
+
+def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_path,
+                                                                           monkeypatch):
+  """A previous shard whose reads fail part-way (EIO, a disk going bad under
+  the run): the record read before the failure is a copy, every other row of
+  the shard goes out under FALLBACK to be encoded, and no row goes out both
+  ways (that would write two records of one row)."""
+  examples = _examples(9, ('train',))
+  previous = dict(read_sidecar(_previous_dataset(tmp_path, examples)))
+  rows = [dataclasses.replace(r, previous=previous[r.key]) for r in _rows_of(examples, 0)]
+  (path, _), = collections.Counter(r.previous.shard_path for r in rows).most_common(1)
+  group = [Reusable(r, 0, 'cat', 'd') for r in rows if r.previous.shard_path == path]
+  assert len(group) == 3
+  first = min(group, key=lambda r: r.row.previous.ordinal).row.key
+  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
+  copy.setup()
+  opened = copy._files.open_checked
+
+  @contextlib.contextmanager
+  def failing_after_one_read(shard):
+    with opened(shard) as stream:
+      yield _FailingAfter(stream, reads=1)
+
+  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  out = list(copy.process((path, list(reversed(group)))))
+  copied = [o for o in out if isinstance(o, BuiltExample)]
+  fallen = [o for o in out if not isinstance(o, BuiltExample)]
+  assert [(e.key, e.data, e.reuse) for e in copied] == [
+      (first, next(e.data for e in examples if e.key == first), core_reuse.REUSED)]
+  assert sorted(o.value.key for o in fallen) == sorted(
+      r.row.key for r in group if r.row.key != first)
+  assert all((o.tag, o.value.reuse, o.value.previous) == (FALLBACK, core_reuse.FALLBACK, None)
+             for o in fallen)
+
+
+def test_two_rows_naming_one_record_each_end_once_when_the_shard_fails_between_them(
+    tmp_path, monkeypatch):
+  """Two rows whose lines name one record (an edited sidecar): the shard's
+  read fails after the first row's copy, and the second row still goes out
+  under FALLBACK (answered rows were told apart by ordinal: it was lost)."""
+  examples = _examples(9, ('train',))
+  previous = dict(read_sidecar(_previous_dataset(tmp_path, examples)))
+  row = dataclasses.replace(_rows_of(examples, 0)[0], previous=previous['k2'])
+  twin = dataclasses.replace(row, key='k2-twin', line=99)
+  path = row.previous.shard_path
+  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
+  copy.setup()
+  opened = copy._files.open_checked
+
+  @contextlib.contextmanager
+  def failing_after_one_read(shard):
+    with opened(shard) as stream:
+      yield _FailingAfter(stream, reads=1)
+
+  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  out = list(copy.process((path, [Reusable(r, 0, 'cat', 'd') for r in (row, twin)])))
+  assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
+      ('k2', examples[2].data)]
+  assert [(o.tag, o.value.key) for o in out if not isinstance(o, BuiltExample)] == [
+      (FALLBACK, 'k2-twin')]

@@ -289,7 +289,7 @@ class CopyShardFn(beam.DoFn):
 
   def _read(self, path: str, reusables: list):
     """(Reusable, data or ShardError) of each, in ordinal order."""
-    done = set()
+    done = set()  # id() of each Reusable answered (two may share an ordinal)
     kind = None if paths.is_remote(path) else file_kinds.not_regular(path)
     if kind:  # opening a FIFO waits for a writer: the run hung
       for reusable in reusables:
@@ -299,19 +299,24 @@ class CopyShardFn(beam.DoFn):
     try:
       with self._files.open_checked(path) as stream:
         for reusable, data in self._records(stream, reusables):
-          done.add(reusable.row.previous.ordinal)
+          done.add(id(reusable))
           yield reusable, data
     except (OSError, EOFError, zlib.error) as error:  # gone, cut short, bad gzip
       for reusable in reusables:
-        if reusable.row.previous.ordinal not in done:
+        if id(reusable) not in done:
           yield reusable, ShardError(0, 'unreadable_shard', f'{path}: {error}')
 
   def _records(self, stream, reusables: list):
     if reusables[0].row.previous.compressed:
-      by_ordinal = {r.row.previous.ordinal: r for r in reusables}
-      wanted = {ordinal: (r.row.previous, r.row.key) for ordinal, r in by_ordinal.items()}
+      # a list an ordinal: two lines of an edited sidecar may name one record
+      by_ordinal = {}
+      for reusable in reusables:
+        by_ordinal.setdefault(reusable.row.previous.ordinal, []).append(reusable)
+      wanted = {ordinal: [(r.row.previous, r.row.key) for r in group]
+                for ordinal, group in by_ordinal.items()}
+      answered = {ordinal: iter(group) for ordinal, group in by_ordinal.items()}
       for ordinal, data in copies.pick_ordinals(stream, wanted, self._check):
-        yield by_ordinal[ordinal], data
+        yield next(answered[ordinal]), data
       return
     size = stream.seek(0, 2)
     for reusable in reusables:

@@ -185,27 +185,36 @@ def _checked(framed: bytes, record: PreviousRecord, key: str, check: CopyCheck) 
 
 
 def pick_ordinals(stream: BinaryIO, wanted: dict, check: CopyCheck):
-  """(ordinal, data or ShardError) for each of `wanted` ({ordinal: (record,
-  key)}), streaming a gzip shard once from its start; stops after the last
-  one wanted. Ordinals past a damaged length or the end of the file get a
-  ShardError; each record is checked as checked_copy does."""
+  """(ordinal, data or ShardError) for each (record, key) of `wanted`
+  ({ordinal: [(record, key), ...]}, in that order), streaming a gzip shard
+  once from its start; stops after the last one wanted. Ordinals past a
+  damaged length or the end of the file get a ShardError; a record is
+  checked for each (record, key) as checked_copy does. Two sidecar lines
+  may name one record (a damaged or edited sidecar): each gets its answer
+  (one (record, key) an ordinal had the other line's row neither copied nor
+  encoded: lost)."""
   wanted = dict(wanted)
   if not wanted:
     return
   last = max(wanted)
   for index, data in read_records_skipping(stream):
-    if index in wanted:
-      record, key = wanted.pop(index)
-      if not isinstance(data, ShardError):
-        try:
-          data = checked_copy(data, masked_crc(data), record, key, check)
-        except ShardError as error:
-          data = error
-      yield index, data
+    for record, key in wanted.pop(index, ()):
+      yield index, _checked_or_error(data, record, key, check)
     if index >= last:
       break
   for index in sorted(wanted):
-    yield index, ShardError(index, 'truncated_shard', f'record {index} cannot be read')
+    for _ in wanted[index]:
+      yield index, ShardError(index, 'truncated_shard', f'record {index} cannot be read')
+
+
+def _checked_or_error(data, record: PreviousRecord, key: str, check: CopyCheck):
+  """checked_copy's data, or its ShardError (or `data` itself, a ShardError)."""
+  if isinstance(data, ShardError):
+    return data
+  try:
+    return checked_copy(data, masked_crc(data), record, key, check)
+  except ShardError as error:
+    return error
 
 
 class Copied(NamedTuple):
