@@ -115,3 +115,24 @@ def test_killed_run_leaves_no_complete_looking_output_and_rerun_recovers(tmp_pat
   assert info['num_examples'] == 600 and info['num_rejected'] == 0
   assert len(read_examples(out)) == 600
   assert validate.main(['--input_dir', str(out), '--expected_count', '600']) == 0
+
+
+def test_a_row_the_pipeline_loses_fails_the_run_and_publishes_nothing(sample, monkeypatch,
+                                                                       capsys):
+  """A row read that ends as no Example and no rejected line (as a gzip
+  previous shard's repeated record once did, review14) is a failed run, not
+  an exit 0 only a later validate catches: nothing is published."""
+  from transforms import sources
+  numbered = sources.ParseLineFn.numbered
+
+  def losing(self, file, line, position, raw):
+    return iter(()) if line == 3 else numbered(self, file, line, position, raw)
+
+  monkeypatch.setattr(sources.ParseLineFn, 'numbered', losing)
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--height', '8', '--width', '8', '--progress', 'off'])
+  assert code == 1
+  assert ('RowsLost: 9 row(s) were read, but 8 Example(s) and 0 rejected row(s) make 8: '
+          '1 row(s) lost by the run (a bug: nothing was published)') in capsys.readouterr().err
+  assert not (sample.out / 'dataset_info.json').exists()
+  assert not sample.out.exists() or not any(sample.out.glob('*.tfrecord'))

@@ -146,6 +146,7 @@ class WriteInfoFn(AnyOutput, beam.DoFn):
             self._settings.reuse['previous_dataset'], self._settings.reuse['previous_run_id'],
             self._settings.reuse['missing'], sum(counts.examples.values())),
         run_id=self._lock[1] if self._lock else None)
+    dataset_info.check_every_row_ended(info)
     label_texts = {LABEL_MAP: label_map.to_text()}
     if self._detection is not None:
       info = detection_info.finish_info(info, tally_sums, self._detection)

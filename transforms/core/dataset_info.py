@@ -115,6 +115,26 @@ class InfoError(Exception):
   """dataset_info.json is missing or unusable."""
 
 
+class RowsLost(Exception):
+  """A run's counts do not add up: rows read that ended as no Example and no
+  rejected line (or as both). A bug of the run: nothing is published."""
+
+
+def check_every_row_ended(info: dict) -> None:
+  """RowsLost unless every row read ended as one Example or one rejected
+  row (num_manifest_rows = num_examples + num_rejected), the promise
+  validate checks too (row_accounting): a row lost by the pipeline made an
+  exit 0 before, caught only by a later validate."""
+  rows, examples, rejected = (info['num_manifest_rows'], info['num_examples'],
+                              info['num_rejected'])
+  if rows != examples + rejected:
+    raise RowsLost(f'{rows} row(s) were read, but {examples} Example(s) and {rejected} '
+                   f'rejected row(s) make {examples + rejected}: '
+                   f'{abs(rows - examples - rejected)} row(s) '
+                   f'{"lost" if rows > examples + rejected else "counted twice"} by the run '
+                   f'(a bug: nothing was published)')
+
+
 def parse_info(text, path: str) -> dict:
   """The text of dataset_info.json (str, or the file's bytes) -> its dict;
   InfoError if it is unusable: not UTF-8, not JSON (also JSON nested too deeply
