@@ -15,8 +15,14 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import noise_png
+from tests.test_validate_cli import resync_sidecars
 from transforms.core import fingerprints
 from transforms.core import recompute
+from transforms.core.example_proto import parse_example
+from transforms.core.example_proto import serialize_example
+from transforms.core.splits import hash_split
+from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import read_records
 
 pytestmark = pytest.mark.xdist_group('recompute')
 
@@ -317,3 +323,51 @@ def test_a_gzip_manifest_is_read_again_decompressed(fresh, capsys):
   err = capsys.readouterr().err
   assert err.startswith(f'error: --recompute: the manifest {manifest} cannot be read: ')
   assert len(err.splitlines()) == 1 and 'Traceback' not in err
+
+
+def _rename_a_record(out: pathlib.Path) -> tuple:
+  """The key of train's first record replaced by one of its length that
+  hashes to train too, in its record and its sidecar line, as a careful
+  tamperer would leave it (every CRC, count and split right): -> (old, new)."""
+  info = json.loads((out / 'dataset_info.json').read_text())
+  lines = _lines(out)
+  line = lines[0]
+  old = line['key']
+  new = next(f'{letter}{old[1:]}' for letter in 'zyxwvu'
+             if hash_split(f'{letter}{old[1:]}', (('train', 0.5), ('test', 0.5)), 0) == 'train')
+  shard = out / info['splits']['train']['shards'][line['shard']]
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  features = {name: ({'bytes_list': 'bytes', 'int64_list': 'int64',
+                      'float_list': 'float'}[kind], values)
+              for name, (kind, values) in parse_example(records[line['ordinal']]).items()}
+  features['image/key'] = ('bytes', [new.encode()])
+  records[line['ordinal']] = serialize_example(features)
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  line['key'] = new
+  (out / SIDECAR).write_bytes(gzip.compress(
+      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+  resync_sidecars(out)
+  return old, new
+
+
+def test_a_record_renamed_with_the_manifest_unchanged_is_a_mismatch(fresh):
+  """No row of the run's manifest, unchanged since the run, gives the key:
+  the run did not write that record (was: a recompute_source_changed
+  warning, exit 0, as for a row gone from a changed manifest). Once the
+  manifest changed, it is that warning again."""
+  out = fresh / 'out'
+  _, new = _rename_a_record(out)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'] == (
+      f"key '{new}': no row of the run's manifest gives it, and the manifest is unchanged "
+      'since the run: the run wrote no such record')
+  with open(fresh / 'm.csv', 'a') as manifest:
+    manifest.write('imgs/a0.png,dog,k99,0.5\n')
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['warnings_by_kind']) == (
+      EXIT_OK, 0, {recompute.SOURCE_CHANGED: 1})

@@ -159,17 +159,28 @@ _ROLES = ('rows', 'labels')
 _COUNTED = {'rows': 'num_manifest_rows', 'labels': 'num_label_manifest_rows'}
 
 
-def _recount(config, info: dict, counts: dict) -> list:
-  """A problem for each manifest read again at the versions the run recorded
-  (dataset_info.json's manifest_versions: unchanged since) whose data lines
-  are not the rows dataset_info.json counts: a row dropped (or one added)
-  after the run, with every count edited to match, or a reader that lost
-  one. A manifest changed since is not counted (nightly runs change theirs)."""
+def _unchanged(config, info: dict) -> dict:
+  """{role: whether its manifest is at the versions the run recorded
+  (dataset_info.json's manifest_versions: unchanged since)}; {} when the run
+  recorded none (a remote manifest, an older version of img2tfrecord)."""
   recorded = info.get('manifest_versions') or {}
+  if not recorded:
+    return {}
+  return {role: recorded.get(role) == [
+      fingerprints.file_version(name)
+      for name in [path for path, _ in manifest_config.files] or [manifest_config.path]]
+      for role, manifest_config in zip(_ROLES, config.manifests)}
+
+
+def _recount(config, info: dict, counts: dict, unchanged: dict) -> list:
+  """A problem for each manifest read again at the versions the run recorded
+  (unchanged since) whose data lines are not the rows dataset_info.json
+  counts: a row dropped (or one added) after the run, with every count
+  edited to match, or a reader that lost one. A manifest changed since is
+  not counted (nightly runs change theirs)."""
   problems = []
   for role, manifest_config in zip(_ROLES, config.manifests):
-    names = [path for path, _ in manifest_config.files] or [manifest_config.path]
-    if recorded.get(role) != [fingerprints.file_version(name) for name in names]:
+    if not unchanged.get(role):
       continue
     field = _COUNTED[role]
     if isinstance(info.get(field), int) and info[field] != counts.get(role):
@@ -208,12 +219,23 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   prepare_pillow(config.image.max_pixels)
   reader = copies.ShardReader()
   http = http_fetch.client(config.http)  # the run's --http_* options
-  problems, warnings = _recount(config, info, counts), []
+  unchanged = _unchanged(config, info) if config.manifests else {}
+  # Every manifest as the run read it: a record no row gives was not written
+  # by the run (its key renamed since, every count still right), not a row
+  # gone from a changed manifest.
+  as_read = bool(unchanged) and all(unchanged.values())
+  problems, warnings = _recount(config, info, counts, unchanged), []
   try:
     for split, key, record in sampled:
       where = (os.path.basename(record.shard_path), record.ordinal)
       row = rows.get(key) if config.manifests else (
           _image_dir_row(config, record.image) if record.image else None)
+      if row is None and as_read:
+        problems.append(Problem(recompute.RECOMPUTE_MISMATCH, *where,
+                                f"key {key!r}: no row of the run's manifest gives it, and the "
+                                f'manifest is unchanged since the run: the run wrote no such '
+                                f'record'))
+        continue
       if row is None:
         warnings.append(Problem(recompute.SOURCE_CHANGED, *where,
                                 f"key {key!r}: no row of the run's input gives it now"))
