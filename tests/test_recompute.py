@@ -5,6 +5,7 @@ changed or gone is a warning."""
 
 import gzip
 import json
+import os
 import pathlib
 
 import pytest
@@ -371,3 +372,27 @@ def test_a_record_renamed_with_the_manifest_unchanged_is_a_mismatch(fresh):
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['num_problems'], report['warnings_by_kind']) == (
       EXIT_OK, 0, {recompute.SOURCE_CHANGED: 1})
+
+
+def test_a_row_relabelled_since_the_run_is_a_warning_unless_the_manifest_looks_unchanged(
+        fresh):
+  """A manifest changed since the run may relabel a row (a nightly manifest
+  corrected): the record was right for the run's row, a
+  recompute_source_changed warning (was: recompute_mismatch, exit 1, 'label
+  differ from its unchanged source'). The same edit with the manifest's size
+  and mtime put back is what the run read: a problem."""
+  manifest = fresh / 'm.csv'
+  before = manifest.stat()
+  manifest.write_text(manifest.read_text().replace('imgs/a1.png,cat,', 'imgs/a1.png,dog,'))
+  code, report = _validate(fresh / 'out', '--recompute', '1.0')
+  assert (code, report['num_problems'], report['warnings_by_kind']) == (
+      EXIT_OK, 0, {recompute.SOURCE_CHANGED: 1})
+  assert report['warnings'][0]['detail'] == (
+      "key 'k1': label differ from its row; the run's manifest changed since the run: "
+      'not compared')
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (9, 1)
+  os.utime(manifest, ns=(before.st_atime_ns, before.st_mtime_ns))
+  code, report = _validate(fresh / 'out', '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'].startswith("key 'k1': label differ from its unchanged")

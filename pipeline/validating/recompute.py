@@ -240,7 +240,8 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
         warnings.append(Problem(recompute.SOURCE_CHANGED, *where,
                                 f"key {key!r}: no row of the run's input gives it now"))
         continue
-      found = _one(row, split, record, config, label_map, digest, reader, files, http)
+      found = _one(row, split, record, config, label_map, digest, reader, files, http,
+                   bool(unchanged) and not as_read)
       if found is not None:
         (warnings if found[0] in recompute.SKIPPED else problems).append(
             Problem(found[0], *where, f'key {key!r}: {found[1]}'))
@@ -251,8 +252,12 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
-         files, http: http_fetch.HttpClient) -> Optional[tuple]:
+         files, http: http_fetch.HttpClient, row_changed: bool = False) -> Optional[tuple]:
   """(kind, what) of one record against its row converted again, or None.
+  row_changed: a manifest changed since the run (manifest_versions), so a
+  label, split or feature its row gives now may rightly differ (a row
+  relabelled since): recompute_source_changed, as for a changed image; image
+  bytes that differ stay a problem (the image's own fingerprint is unchanged).
   An http(s) source's fingerprint is its ETag and Last-Modified, as convert
   recorded them (a HEAD request); Beam's filesystems have none, so every such
   record was `recompute_source_changed`, never compared. Its URL is shown as
@@ -284,7 +289,9 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
   try:
     label_id, label_text = label_map.resolve(row.label)
   except RowError as error:
-    return recompute.RECOMPUTE_MISMATCH, f"its row's label no longer resolves: {error.reason}"
+    return (recompute.SOURCE_CHANGED if row_changed else recompute.RECOMPUTE_MISMATCH), (
+        f"its row's label no longer resolves: {error.reason}"
+        + (_ROW_CHANGED if row_changed else ''))
   loaded = LoadedImage(LabelledRow(row, label_id, label_text), result[0], sha256, result[2])
   expected = built_example(loaded, config.example, config.ordering, digest).data
   try:
@@ -297,9 +304,14 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
     differ.append(f'split ({split}, its row gives {row.split})')
   if not differ:
     return None
+  if row_changed and 'image bytes' not in differ:
+    return recompute.SOURCE_CHANGED, f'{", ".join(differ)} differ from its row' + _ROW_CHANGED
   return recompute.RECOMPUTE_MISMATCH, (
       f'{", ".join(differ) or "the bytes"} differ from its unchanged source {shown} '
       f'converted again')
+
+
+_ROW_CHANGED = "; the run's manifest changed since the run: not compared"
 
 
 def _parsed(data: bytes) -> dict:
