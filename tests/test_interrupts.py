@@ -502,7 +502,7 @@ handlers.finish()
 @pytest.mark.parametrize('signum', SIGNALS)
 def test_one_signal_sent_twice_at_once_is_one_interruption(signum):
   """GNU `timeout` signals the process, then its whole process group, which
-  the process is in: 1 run in 5 under `timeout -s INT 3` said `interrupted
+  the process is in: 2 of 7 runs under `timeout -s INT|TERM 3` said `interrupted
   again` and left its lock and beam-temp folder. A repeat of the same signal
   at once is the same interruption; the clean-up runs whole."""
   script = f"""

@@ -21,7 +21,7 @@ from typing import Optional
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # A repeat of the first signal within this many seconds is the same
 # interruption: GNU timeout signals the process and then its process group,
-# the process included (`timeout -s INT 3 convert ...`: 1 run in 5 said
+# the process included (`timeout -s INT 3 convert ...`: 2 runs of 7 said
 # "interrupted again" and left its lock). Ctrl-C pressed again later still
 # cuts the clean-up short.
 REPEAT_S = 0.5
