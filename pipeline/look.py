@@ -304,7 +304,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   counts = {}
   for path in paths:
     lines.append(f'{path}:')
-    for index, data in records_of(path, skipped):
+    for index, data in records_of(path, skipped, by_content=True):
       try:
         features = parse_example(data)
       except Exception as error:  # DecodeError: not an Example

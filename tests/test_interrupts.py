@@ -499,6 +499,45 @@ handlers.finish()
   assert _stderr_ending_by(signal.SIGTERM, script) == 'swallowed\ncleaned up\nthe one line\n'
 
 
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_one_signal_sent_twice_at_once_is_one_interruption(signum):
+  """GNU `timeout` signals the process, then its whole process group, which
+  the process is in: 2 of 7 runs under `timeout -s INT|TERM 3` said `interrupted
+  again` and left its lock and beam-temp folder. A repeat of the same signal
+  at once is the same interruption; the clean-up runs whole."""
+  script = f"""
+import os, sys, time
+from pipeline.runs import interrupts
+handlers = interrupts.Handlers('the one line', 'again').install()
+try:
+  with handlers.running():
+    os.kill(os.getpid(), {int(signum)})
+    time.sleep(30)
+except interrupts.Interrupted:
+  os.kill(os.getpid(), {int(signum)})
+  print('cleaned up', file=sys.stderr)
+handlers.finish()
+"""
+  assert _stderr_ending_by(signum, script) == 'cleaned up\nthe one line\n'
+
+
+def test_a_different_second_signal_at_once_still_cuts_the_clean_up_short():
+  script = """
+import os, signal, sys, time
+from pipeline.runs import interrupts
+handlers = interrupts.Handlers('the one line', 'again').install()
+try:
+  with handlers.running():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+except interrupts.Interrupted:
+  os.kill(os.getpid(), signal.SIGINT)
+  print('cleaned up', file=sys.stderr)
+handlers.finish()
+"""
+  assert _stderr_ending_by(signal.SIGINT, script) == 'again\n'
+
+
 def test_signals_after_publishing_let_the_run_finish_and_say_so():
   """Any number of them (Ctrl-C pressed twice): the run's last steps still run."""
   script = """

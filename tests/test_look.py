@@ -421,6 +421,25 @@ def test_foreign_gzip_files_with_encoded_images_are_recognised_by_content(tmp_pa
   assert 'no image feature (tried nope)' in capsys.readouterr().err
 
 
+def test_foreign_gzip_files_without_a_gz_name_are_recognised_by_content(tmp_path, capsys):
+  """TensorFlow's TFRecordWriter with GZIP options adds no .gz: such files
+  were read as plain TFRecords (`damaged length`, nothing listed)."""
+  examples = [{'img_raw': ('bytes', pattern(i)[:10, :8].tobytes()), 'label': ('int64', i)}
+              for i in range(4)]
+  _write_foreign(tmp_path / 'zipped.tfrecord', examples, compress=True)
+  # A plain file whose first record is 35,615 bytes starts with 1f 8b too.
+  _write_foreign(tmp_path / 'plain.tfrecord', [{'img_raw': ('bytes', b'x' * 35586)}])
+  assert (tmp_path / 'plain.tfrecord').read_bytes()[:2] == b'\x1f\x8b'
+  for name, first in (('zipped', 'first 240 bytes'), ('plain', 'first 35586 bytes')):
+    assert look.main(['--files', str(tmp_path / f'{name}.tfrecord')]) == 0
+    out = capsys.readouterr().out
+    assert f'img_raw                  bytes_list  1 value(s), {first}' in out, out
+    assert 'Skipped' not in out
+  assert look.main(['--files', str(tmp_path / 'zipped.tfrecord'), '--export_dir',
+                    str(tmp_path / 'e'), '--height', '10', '--width', '8']) == 0
+  assert [r['label'] for r in samples_csv(tmp_path / 'e')] == ['0', '1', '2', '3']
+
+
 def test_inspect_module_runs_as_a_script(dataset):
   done = subprocess.run([os.sys.executable, '-m', 'pipeline.look', '--input_dir',
                          str(dataset), '--split', 'nope'], capture_output=True, text=True,

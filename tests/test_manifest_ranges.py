@@ -249,6 +249,20 @@ def test_an_empty_part_has_no_header_to_check(tmp_path):
   assert [size for _, size in config.files] == [12, 0]
 
 
+@pytest.mark.parametrize('pattern', ['*.csv', 'p?.csv', '[p]*.csv', 'sub*/*.csv'])
+def test_a_relative_pattern_matches_in_the_current_folder(tmp_path, monkeypatch, pattern):
+  """Beam's local match lists the folder before the first wildcard: '' for
+  `*.csv`, `sub*` for `sub*/*.csv`, where it found nothing (matches no file)."""
+  folder = tmp_path / 'sub1' if pattern.startswith('sub') else tmp_path
+  folder.mkdir(exist_ok=True)
+  for name in ('p1.csv', 'p2.csv'):
+    (folder / name).write_text('image,label\n')
+  monkeypatch.chdir(tmp_path)
+  config = preflight.manifest_config(pattern, manifest.ROLE_COMBINED, SplitConfig(), ())
+  prefix = 'sub1/' if pattern.startswith('sub') else ''
+  assert config.files == ((f'{prefix}p1.csv', 12), (f'{prefix}p2.csv', 12))
+
+
 def test_a_literal_file_name_with_glob_characters_is_that_file(tmp_path):
   path = tmp_path / 'm[1].csv'
   path.write_text('image,label\n')

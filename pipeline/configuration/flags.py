@@ -295,7 +295,8 @@ class ConvertOptions:
                        default=DEFAULT_IMAGE_TIMEOUT_S,
                        help='an image taking longer to read (from any filesystem), decode, '
                        'resize and encode (or read and hash, with --dedupe content or '
-                       '--split_by content) is rejected as decode/timeout (0: no limit)')
+                       '--split_by content) is rejected as decode/timeout (0: no limit; '
+                       'none with --image_threads: threads cannot be stopped)')
     image.add_argument('--formats', default=','.join(DEFAULT_FORMATS),
                        help='Pillow formats decoded, by content (all: every format '
                        'Pillow has); others are rejected')

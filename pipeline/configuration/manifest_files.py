@@ -21,13 +21,23 @@ def manifest_files(path: str) -> tuple:
     if not is_pattern(path):
       require_file('manifest', path)
       return ((path, filesystem.FileAccess().size(path)),)
-    files = tuple((p, size) for p, size in filesystem.FileAccess().match(path)
+    files = tuple((p, size) for p, size in _match(path)
                   if paths.is_remote(p) or os.path.isfile(p))
   except filesystem.read_errors() as error:
     raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
   if not files:
     raise UsageError(f'manifest {path} matches no file')
   return files
+
+
+def _match(pattern: str) -> list:
+  """FileAccess.match, and a relative local pattern matched from `./`: Beam's
+  local match lists the folder before the first wildcard, which is '' for
+  `*.csv` and `sub` for `sub*/*.csv`, and found no file in either."""
+  files = filesystem.FileAccess()
+  if paths.is_remote(pattern) or os.path.isabs(pattern) or pattern.startswith('./'):
+    return files.match(pattern)
+  return [(p[2:] if p.startswith('./') else p, size) for p, size in files.match('./' + pattern)]
 
 
 def require_file(named: str, path: str) -> None:

@@ -5,16 +5,20 @@ decoded for the pictures."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import os
 import random
 
 from pipeline.looking import report
 from pipeline.looking.look_detection import sample_objects
 from pipeline.reading import dataset
+from transforms.core import file_kinds
+from transforms.core import paths
 from transforms.core import records
 from transforms.core.decoders import RecordError
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
+from transforms.core.tfrecord import starts_with_a_record
 
 
 class Reservoir:
@@ -50,11 +54,28 @@ class Scan:
   num_records: int = 0
 
 
-def records_of(path: str, skipped: list):
-  """(index, data) of every readable record of `path`; damage goes to skipped."""
+GZIP_MAGIC = b'\x1f\x8b'
+
+
+def _gzipped_by_content(path: str) -> bool:
+  """A local file not named .gz that is gzip (TensorFlow's GZIP TFRecordWriter
+  adds no .gz): it starts with gzip's magic and not with an intact record
+  header (a plain file's first length may start with the same two bytes)."""
+  if path.endswith('.gz') or paths.is_remote(path) or file_kinds.not_regular(path):
+    return False
+  with open(path, 'rb') as handle:
+    head = handle.read(12)
+  return head.startswith(GZIP_MAGIC) and not starts_with_a_record(head)
+
+
+def records_of(path: str, skipped: list, by_content: bool = False):
+  """(index, data) of every readable record of `path`; damage goes to skipped.
+  by_content (--files: TFRecords convert did not write): gzip told by content."""
   shard = os.path.basename(path)
   try:
-    with dataset.open_binary(path) as stream:
+    opened = (gzip.open(path, 'rb') if by_content and _gzipped_by_content(path)
+              else dataset.open_binary(path))
+    with opened as stream:
       for index, data in read_records_skipping(stream):
         if isinstance(data, ShardError):
           skipped.append(f'{shard} record {index}: {data.detail}')

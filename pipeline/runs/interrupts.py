@@ -15,9 +15,16 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A repeat of the first signal within this many seconds is the same
+# interruption: GNU timeout signals the process and then its process group,
+# the process included (`timeout -s INT 3 convert ...`: 2 runs of 7 said
+# "interrupted again" and left its lock). Ctrl-C pressed again later still
+# cuts the clean-up short.
+REPEAT_S = 0.5
 
 # (the line after a signal, the line after a second one during the clean-up)
 CONVERT_LINES = ('interrupted: nothing was published; rerun to convert again',
@@ -89,7 +96,7 @@ class Handlers:
   job cancelled, its files in OUT deleted, the lock released), then the
   temp folder goes, then finish() prints `line` and ends the process by the
   signal. A second signal while that clean-up runs ends the process at once,
-  with `again_line`.
+  with `again_line` (not the first one repeated within REPEAT_S).
 
   A signal the process was started ignoring (a background job of a
   non-interactive shell, nohup) stays ignored, as Python itself does for
@@ -104,6 +111,7 @@ class Handlers:
     self._running = False
     self._previous = {}
     self._late_line: Optional[str] = None  # for a signal after published()
+    self._first_at = 0.0  # time.monotonic() of the first signal
 
   def install(self) -> Handlers:
     global _installed, _published_line
@@ -159,9 +167,11 @@ class Handlers:
       self.signum = self.signum or signum
       return
     if self.signum is not None:
+      if signum == self.signum and time.monotonic() - self._first_at < REPEAT_S:
+        return  # the same signal sent twice at once (REPEAT_S)
       # A second signal: the clean-up under way is cut short.
       die(signum, self.again_line if self.interrupted else None)
-    self.signum = signum
+    self.signum, self._first_at = signum, time.monotonic()
     if self._running:
       self.interrupted = True
       self._running = False
