@@ -528,3 +528,32 @@ def test_a_first_nights_rejected_rows_count_as_the_next_nights_do(tmp_path, sour
                    reuse['rejected']))
   assert counts == {'manifest': [(4, 0, 4, 3), (4, 4, 0, 3)],
                     'label_manifest': [(4, 0, 3, 2), (4, 3, 0, 2)]}[source]
+
+
+def test_content_duplicates_never_reach_the_reuse_decision(tmp_path):
+  """With --dedupe content a row whose bytes an earlier row holds is rejected
+  before the reuse decision, as a duplicate key is: reused + num_encoded +
+  reuse_fallback + rejected is num_manifest_rows less both (docs/incremental.md
+  listed only the rows rejected while the manifest is read, 3 short here)."""
+  (tmp_path / 'images').mkdir()
+  for i in range(4):
+    (tmp_path / f'images/img_{i}.png').write_bytes(_image(i))
+  for i in (7, 8):  # copies of img_0's bytes under other names
+    (tmp_path / f'images/img_{i}.png').write_bytes(_image(0))
+  rows = [(f'images/img_{i}.png', 'cat', i) for i in (0, 1, 2, 3, 7, 8)]
+  rows += [('images/img_1.png', 'cat', 1), ('images/gone.png', 'dog', 9)]
+  manifest = _manifest(tmp_path / 'm.csv', rows)
+  flags = ('--dedupe', 'content', '--max_error_rate', '0.9', '--previous_dataset',
+           str(tmp_path / 'latest'), '--previous_dataset_missing', 'full')
+  counts = []
+  for night in ('n1', 'n2'):
+    assert _convert(['--manifest', str(manifest)], tmp_path / night, flags) == EXIT_OK
+    info = read_info(tmp_path / night)
+    reasons = [json.loads(line)['reason'].split(' ')[0] for line in
+               (tmp_path / night / 'rejected.jsonl').read_text().splitlines()]
+    reuse = info['reuse']
+    decided = reuse['reused'] + reuse['num_encoded'] + reuse['reuse_fallback'] + reuse['rejected']
+    counts.append((info['num_manifest_rows'], sorted(reasons), reuse['reused'],
+                   reuse['rejected'], decided))
+  before = ['duplicate', 'file', 'same', 'same']  # a duplicate key, 2 copies; gone.png
+  assert counts == [(8, before, 0, 1, 5), (8, before, 4, 1, 5)]
