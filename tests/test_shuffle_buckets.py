@@ -443,6 +443,21 @@ class _FailingAfter:
     return self._stream.read(size)
 
 
+def _copy_failing_after_one_read(monkeypatch) -> CopyShardFn:
+  """A set-up CopyShardFn whose shard reads fail (EIO) after the first."""
+  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
+  copy.setup()
+  opened = copy._files.open_checked
+
+  @contextlib.contextmanager
+  def failing_after_one_read(shard):
+    with opened(shard) as stream:
+      yield _FailingAfter(stream, reads=1)
+
+  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  return copy
+
+
 def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_path,
                                                                            monkeypatch):
   """A previous shard whose reads fail part-way (EIO, a disk going bad under
@@ -456,16 +471,7 @@ def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_p
   group = [Reusable(r, 0, 'cat', 'd') for r in rows if r.previous.shard_path == path]
   assert len(group) == 3
   first = min(group, key=lambda r: r.row.previous.ordinal).row.key
-  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
-  copy.setup()
-  opened = copy._files.open_checked
-
-  @contextlib.contextmanager
-  def failing_after_one_read(shard):
-    with opened(shard) as stream:
-      yield _FailingAfter(stream, reads=1)
-
-  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  copy = _copy_failing_after_one_read(monkeypatch)
   out = list(copy.process((path, list(reversed(group)))))
   copied = [o for o in out if isinstance(o, BuiltExample)]
   fallen = [o for o in out if not isinstance(o, BuiltExample)]
@@ -487,16 +493,7 @@ def test_two_rows_naming_one_record_each_end_once_when_the_shard_fails_between_t
   row = dataclasses.replace(_rows_of(examples, 0)[0], previous=previous['k2'])
   twin = dataclasses.replace(row, key='k2-twin', line=99)
   path = row.previous.shard_path
-  copy = CopyShardFn('metadata', ORDERING, copies.NO_CHECK)
-  copy.setup()
-  opened = copy._files.open_checked
-
-  @contextlib.contextmanager
-  def failing_after_one_read(shard):
-    with opened(shard) as stream:
-      yield _FailingAfter(stream, reads=1)
-
-  monkeypatch.setattr(copy._files, 'open_checked', failing_after_one_read)
+  copy = _copy_failing_after_one_read(monkeypatch)
   out = list(copy.process((path, [Reusable(r, 0, 'cat', 'd') for r in (row, twin)])))
   assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
       ('k2', examples[2].data)]
