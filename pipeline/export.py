@@ -36,6 +36,7 @@ from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import DATASET_INFO
+from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import record_spans
 
@@ -43,7 +44,6 @@ FORMATS = ('tfds',)
 TFDS_DIR = 'tfds'
 # Our shard names, in TFDS's template language: the shards keep their names.
 TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
-TFDS_FEATURES_FILE = 'features.json'
 
 
 def parse_args(argv: list) -> argparse.Namespace:

@@ -245,14 +245,22 @@ def recorded_config_file(path: Optional[str]) -> Optional[str]:
   return redact.redact_text(path) if paths.is_remote(path) else os.path.abspath(path)
 
 
+# The roles of a run's manifests, in ConvertConfig.manifests' order.
+MANIFEST_ROLES = ('rows', 'labels')
+
+
+def manifest_paths(config: manifest.ManifestConfig) -> list:
+  """The files a manifest reads: those its pattern matched, else its path."""
+  return [path for path, _ in config.files] or [config.path]
+
+
 def manifest_versions(manifests: tuple) -> Optional[dict]:
   """dataset_info.json's manifest_versions ({'rows': [each manifest file's
   fingerprints.file_version], 'labels': [the label manifest's]}), taken
   before any line is read: validate --recompute counts the rows of a manifest
   still at these versions. None: a remote file, or no manifest."""
-  versions = {role: [fingerprints.file_version(path)
-                     for path, _ in (config.files or ((config.path, 0),))]
-              for role, config in zip(('rows', 'labels'), manifests)}
+  versions = {role: [fingerprints.file_version(path) for path in manifest_paths(config)]
+              for role, config in zip(MANIFEST_ROLES, manifests)}
   if not versions or not all(all(found) for found in versions.values()):
     return None
   return versions

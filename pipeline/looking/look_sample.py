@@ -15,10 +15,10 @@ from pipeline.reading import dataset
 from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import records
+from transforms.core import side_files
 from transforms.core.decoders import RecordError
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
-from transforms.core.tfrecord import starts_with_a_record
 
 
 class Reservoir:
@@ -54,18 +54,13 @@ class Scan:
   num_records: int = 0
 
 
-GZIP_MAGIC = b'\x1f\x8b'
-
-
 def _gzipped_by_content(path: str) -> bool:
   """A local file not named .gz that is gzip (TensorFlow's GZIP TFRecordWriter
-  adds no .gz): it starts with gzip's magic and not with an intact record
-  header (a plain file's first length may start with the same two bytes)."""
+  adds no .gz), told as validate tells a shard (side_files.gzip_by_content)."""
   if path.endswith('.gz') or paths.is_remote(path) or file_kinds.not_regular(path):
     return False
   with open(path, 'rb') as handle:
-    head = handle.read(12)
-  return head.startswith(GZIP_MAGIC) and not starts_with_a_record(head)
+    return side_files.gzip_by_content(handle.read(side_files.HEAD_BYTES))
 
 
 def records_of(path: str, skipped: list, by_content: bool = False):

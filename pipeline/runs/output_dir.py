@@ -27,6 +27,7 @@ from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.spec import SOURCES_SUFFIX
+from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import shard_suffix
 
@@ -147,13 +148,9 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
     os.makedirs(output_dir, exist_ok=True)
 
 
-# What TFDS's write_metadata leaves in a folder (`img2tfrecord export --format tfds`).
-_EXPORT_MARK = 'features.json'
-
-
 def linked_exports(output_dir: str) -> list:
   """The folders in a local output_dir that hold an export (its
-  _EXPORT_MARK) whose shards are symlinks to files of output_dir (export's
+  TFDS_FEATURES_FILE) whose shards are symlinks to files of output_dir (export's
   default, OUT/tfds/). Replaced, the dataset's new shards would be read
   under the export's old metadata: its class names and record counts (a
   relabelled rerun gave the new ids TFDS's old names, silently)."""
@@ -161,7 +158,7 @@ def linked_exports(output_dir: str) -> list:
   found = []
   for name in sorted(os.listdir(output_dir)):
     folder = os.path.join(output_dir, name)
-    if os.path.islink(folder) or not os.path.isfile(os.path.join(folder, _EXPORT_MARK)):
+    if os.path.islink(folder) or not os.path.isfile(os.path.join(folder, TFDS_FEATURES_FILE)):
       continue
     with os.scandir(folder) as entries:
       if any(entry.is_symlink() and os.path.dirname(os.path.realpath(entry.path)) == root

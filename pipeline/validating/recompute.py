@@ -14,6 +14,7 @@ import zlib
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
 from pipeline.configuration import config_file
+from pipeline.configuration import configs
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import UsageError
 from transforms import filesystem
@@ -118,10 +119,9 @@ def _rows(config, keys: set, files) -> tuple:
   key when there is one), {'rows' | 'labels': the manifest's data lines})."""
   found, counts = [{}, {}], {}
   for index, manifest_config in enumerate(config.manifests):
-    names = [path for path, _ in manifest_config.files] or [manifest_config.path]
-    role = _ROLES[index]
+    role = configs.MANIFEST_ROLES[index]
     counts[role] = 0
-    for name in names:
+    for name in configs.manifest_paths(manifest_config):
       try:
         found_rows = _read_rows(name, manifest_config, keys, files)
       except (OSError, EOFError, zlib.error) as error:  # unreadable, or cut short since the run
@@ -154,7 +154,6 @@ def _read_rows(name: str, manifest_config, keys: set, files) -> tuple:
   return count, rows
 
 
-_ROLES = ('rows', 'labels')
 # dataset_info.json's count of each manifest's rows
 _COUNTED = {'rows': 'num_manifest_rows', 'labels': 'num_label_manifest_rows'}
 
@@ -166,10 +165,9 @@ def _unchanged(config, info: dict) -> dict:
   recorded = info.get('manifest_versions') or {}
   if not recorded:
     return {}
-  return {role: recorded.get(role) == [
-      fingerprints.file_version(name)
-      for name in [path for path, _ in manifest_config.files] or [manifest_config.path]]
-      for role, manifest_config in zip(_ROLES, config.manifests)}
+  now = configs.manifest_versions(config.manifests) or {}
+  return {role: now.get(role) is not None and recorded.get(role) == now.get(role)
+          for role in configs.MANIFEST_ROLES[:len(config.manifests)]}
 
 
 def _recount(config, info: dict, counts: dict, unchanged: dict) -> list:
@@ -179,7 +177,7 @@ def _recount(config, info: dict, counts: dict, unchanged: dict) -> list:
   edited to match, or a reader that lost one. A manifest changed since is
   not counted (nightly runs change theirs)."""
   problems = []
-  for role, manifest_config in zip(_ROLES, config.manifests):
+  for role, manifest_config in zip(configs.MANIFEST_ROLES, config.manifests):
     if not unchanged.get(role):
       continue
     field = _COUNTED[role]

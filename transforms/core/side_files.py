@@ -174,6 +174,12 @@ def declared_compression_problems(info: dict) -> list:
                   f"{', '.join(map(repr, COMPRESSIONS))}: read.load cannot read the shards")]
 
 
+def gzip_by_content(head: bytes) -> bool:
+  """Whether a file's first HEAD_BYTES bytes are gzip: its magic 1f 8b, and
+  not an intact record header (a plain shard's length may start so)."""
+  return head.startswith(GZIP_MAGIC) and not starts_with_a_record(head)
+
+
 def compression_problem(declared: Optional[str], shard: str, head: bytes) -> tuple:
   """A shard (its name, its first HEAD_BYTES bytes) against dataset_info.json's
   compression (None: not one of COMPRESSIONS, reported once) -> (the detail of
@@ -182,8 +188,7 @@ def compression_problem(declared: Optional[str], shard: str, head: bytes) -> tup
   dataset_info.json). Gzip starts with 1f 8b; a plain shard with a record
   header whose CRC holds (a length whose low bytes are 1f 8b may)."""
   named = shard.endswith('.gz')
-  content = named if not head else (head.startswith(GZIP_MAGIC)
-                                    and not starts_with_a_record(head))
+  content = named if not head else gzip_by_content(head)
   if declared is None:
     return None, content == named
   wanted = declared == 'gzip'

@@ -22,6 +22,7 @@ LABEL_MAP = 'label_map.txt'
 LABEL_MAP_PBTXT = 'label_map.pbtxt'  # --schema detection: the Object Detection API's
 REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
+TFDS_FEATURES_FILE = 'features.json'  # TFDS's write_metadata's, in an export: its mark
 SHARD_SUFFIX = '.tfrecord'
 # --write_index: `<shard>.index` beside each uncompressed shard, one `offset length`
 # line per record (the tfrecord package's and NVIDIA DALI's index format).
