@@ -161,6 +161,23 @@ def test_object_counts_of_the_splits_and_the_detection_section():
   assert check(wrong, {'train': 2, 'val': 0}, OBJECTS) == []
 
 
+def test_object_counts_are_compared_only_where_every_label_was_read():
+  # a record whose objects could not be read (a feature missing: label None)
+  # or whose label names no class (0, a gap, past the map) is a problem of
+  # its own: its split, and so the dataset's totals, are not compared
+  check = dataset_checks.object_count_problems
+  counts = {'train': 2, 'val': 1}
+  for label in (None, 0, 2, 4, -1):
+    unread = {('train', 1): 1, ('train', label): 1, ('val', 3): 1}
+    assert check(DETECTION, counts, unread) == [], label
+  # the other split is still compared
+  unread = {('train', None): 1, ('val', 3): 2}
+  assert details(check(DETECTION, counts, unread)) == [
+      ('class_count_mismatch', 'val', "split 'val' has 2 object(s) of class 'train'; its "
+       'objects_per_class says 1'),
+      ('num_objects_mismatch', 'val', "split 'val' has 2 object(s); its num_objects says 1")]
+
+
 def test_label_map_pbtxt_against_the_label_map():
   check = dataset_checks.label_map_pbtxt_problems
   text = ('item {\n  id: 1\n  name: "person"\n}\n'

@@ -296,29 +296,28 @@ def label_map_pbtxt_problems(info: dict, text: Optional[str]) -> list:
 
 def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
   """(split, its declared counts per class name under `field`, {label id:
-  records read}) of each split that declares them and whose records were all
-  read (a split whose count is off is a problem of its own)."""
+  records read}) of each split that declares them, whose records were all
+  read and whose labels all name a class ('' is none: detection's 0 and id
+  gaps); other splits' records are problems of their own (a detection
+  record without image/object/difficult, counted, gave 8 more)."""
+  names = info['label_map']
   for split, declared in info['splits'].items():
     per_class = declared.get(field)
-    if per_class is not None and counts.get(split, 0) == declared['num_examples']:
-      yield split, per_class, {label: n for (where, label), n in label_counts.items()
-                               if where == split}
+    found = {label: n for (where, label), n in label_counts.items() if where == split}
+    if per_class is not None and counts.get(split, 0) == declared['num_examples'] and all(
+        label is not None and 0 <= label < len(names) and names[label] for label in found):
+      yield split, per_class, found
 
 
 def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """Each split's examples_per_class against the labels its records hold.
-
   counts: {split: records read}; label_counts: {(split, label id or None):
-  records} (a multi-label record counts for each of its labels). A split
-  whose count is off, or with a record whose label is unreadable or out of
-  range, is not compared: those records are problems of their own.
-  """
+  records} (a multi-label record counts for each of its labels). Splits
+  compared: _counted_splits'."""
   names = list(info['label_map'])
   problems = []
   for split, per_class, found in _counted_splits(info, counts, label_counts,
                                                  'examples_per_class'):
-    if any(label is None or not 0 <= label < len(names) for label in found):
-      continue
     for label, name in enumerate(names):
       records = found.get(label, 0)
       if name not in per_class:
