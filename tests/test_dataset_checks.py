@@ -184,6 +184,10 @@ def test_label_map_pbtxt_against_the_label_map():
           'item {\n  id: 3\n  name: "train"\n}\n')
   assert check(DETECTION, text) == []
   assert check(INFO, None) == []  # only --schema detection writes one
+  # label_map.txt missing says the same count: the classes, not the ids
+  assert details(dataset_checks.label_map_problems(DETECTION, None)) == [
+      ('label_map_mismatch', 'label_map.txt',
+       "label_map.txt is missing; dataset_info.json's label_map has 2 classes")]
   assert details(check(DETECTION, None)) == [
       ('label_map_mismatch', 'label_map.pbtxt',
        "label_map.pbtxt is missing; dataset_info.json's label_map has 2 classes")]

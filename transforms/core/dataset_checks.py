@@ -239,12 +239,12 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
   """label_map.txt (its text, None: missing) against dataset_info.json's
   label_map: one name per line, each line ended, nothing else."""
   names = list(info['label_map'])
-  if text is None:
+  if info.get('schema') == 'detection':  # `id<TAB>name` lines: the ids have gaps
+    names = [f'{i}\t{name}' for i, name in enumerate(names) if name]
+  if text is None:  # (detection: its classes, not the ids up to the largest)
     return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
                     f"{LABEL_MAP} is missing; dataset_info.json's label_map has "
                     f'{len(names)} classes')]
-  if info.get('schema') == 'detection':  # `id<TAB>name` lines: the ids have gaps
-    names = [f'{i}\t{name}' for i, name in enumerate(names) if name]
   if text == ''.join(f'{name}\n' for name in names):
     return []
   lines = text.split('\n')
