@@ -80,6 +80,13 @@ def test_numbers_that_follow_from_the_others():
        'of its label_map is 3'),
       ('row_accounting', '', "dataset_info.json's detection.num_rejected_annotations is 1, but "
        'its rejected_annotations_by_reason adds up to 2')]
+  # ids past the last class, '' in the label map and counted in num_classes
+  # (convert never writes them): num_classes is still the largest class id
+  padded = dict(detection, label_map=['', 'cat', '', 'dog', '', ''], num_classes=5,
+                detection={'num_rejected_annotations': 2})
+  assert details(check(padded)) == [
+      ('count_mismatch', '', "dataset_info.json's num_classes is 5, but the largest class id "
+       'of its label_map is 3')]
 
 
 def test_num_bytes_of_the_splits_read_whole():

@@ -166,7 +166,7 @@ def _rate(value) -> str:
 def _num_classes_problems(info: dict) -> list:
   names = info['label_map']
   detection = info['schema'] == 'detection'
-  classes = max(len(names) - 1, 0) if detection else len(names)
+  classes = max((i for i, name in enumerate(names) if name), default=0) if detection else len(names)
   if info.get('num_classes', classes) == classes:
     return []
   found = (f'the largest class id of its label_map is {classes}' if detection
