@@ -80,6 +80,13 @@ def test_numbers_that_follow_from_the_others():
        'of its label_map is 3'),
       ('row_accounting', '', "dataset_info.json's detection.num_rejected_annotations is 1, but "
        'its rejected_annotations_by_reason adds up to 2')]
+  # ids past the last class, '' in the label map and counted in num_classes
+  # (convert never writes them): num_classes is still the largest class id
+  padded = dict(detection, label_map=['', 'cat', '', 'dog', '', ''], num_classes=5,
+                detection={'num_rejected_annotations': 2})
+  assert details(check(padded)) == [
+      ('count_mismatch', '', "dataset_info.json's num_classes is 5, but the largest class id "
+       'of its label_map is 3')]
 
 
 def test_num_bytes_of_the_splits_read_whole():
@@ -161,12 +168,33 @@ def test_object_counts_of_the_splits_and_the_detection_section():
   assert check(wrong, {'train': 2, 'val': 0}, OBJECTS) == []
 
 
+def test_object_counts_are_compared_only_where_every_label_was_read():
+  # a record whose objects could not be read (a feature missing: label None)
+  # or whose label names no class (0, a gap, past the map) is a problem of
+  # its own: its split, and so the dataset's totals, are not compared
+  check = dataset_checks.object_count_problems
+  counts = {'train': 2, 'val': 1}
+  for label in (None, 0, 2, 4, -1):
+    unread = {('train', 1): 1, ('train', label): 1, ('val', 3): 1}
+    assert check(DETECTION, counts, unread) == [], label
+  # the other split is still compared
+  unread = {('train', None): 1, ('val', 3): 2}
+  assert details(check(DETECTION, counts, unread)) == [
+      ('class_count_mismatch', 'val', "split 'val' has 2 object(s) of class 'train'; its "
+       'objects_per_class says 1'),
+      ('num_objects_mismatch', 'val', "split 'val' has 2 object(s); its num_objects says 1")]
+
+
 def test_label_map_pbtxt_against_the_label_map():
   check = dataset_checks.label_map_pbtxt_problems
   text = ('item {\n  id: 1\n  name: "person"\n}\n'
           'item {\n  id: 3\n  name: "train"\n}\n')
   assert check(DETECTION, text) == []
   assert check(INFO, None) == []  # only --schema detection writes one
+  # label_map.txt missing says the same count: the classes, not the ids
+  assert details(dataset_checks.label_map_problems(DETECTION, None)) == [
+      ('label_map_mismatch', 'label_map.txt',
+       "label_map.txt is missing; dataset_info.json's label_map has 2 classes")]
   assert details(check(DETECTION, None)) == [
       ('label_map_mismatch', 'label_map.pbtxt',
        "label_map.pbtxt is missing; dataset_info.json's label_map has 2 classes")]

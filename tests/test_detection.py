@@ -452,6 +452,18 @@ def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   assert key == 'x.jpg'
 
 
+def test_a_label_in_a_gap_of_the_label_map_is_one_problem():
+  # COCO ids have gaps ('' in the label map): such a label is out of range,
+  # and its text is not also compared with the gap's ''
+  spec = ExampleSpec('detection', masks=True)
+  image = ImageSpec(height=2, width=4, encoding='jpeg')
+  expected = validation.Expected('detection', spec.feature_spec(image), image,
+                                 ('', 'cat', '', 'dog'))
+  data = serialize_example(example_features(_record(labels=(2,), texts=('dog',)), spec))
+  assert check_record(data, expected)[2] == [
+      ('label_out_of_range', 'object label 2 is not in the label map')]
+
+
 def test_an_object_flag_other_than_0_or_1_is_named():
   spec = ExampleSpec('detection', masks=True)
   image = ImageSpec(height=2, width=4, encoding='jpeg')

@@ -166,7 +166,7 @@ def _rate(value) -> str:
 def _num_classes_problems(info: dict) -> list:
   names = info['label_map']
   detection = info['schema'] == 'detection'
-  classes = max(len(names) - 1, 0) if detection else len(names)
+  classes = max((i for i, name in enumerate(names) if name), default=0) if detection else len(names)
   if info.get('num_classes', classes) == classes:
     return []
   found = (f'the largest class id of its label_map is {classes}' if detection
@@ -239,12 +239,12 @@ def label_map_problems(info: dict, text: Optional[str]) -> list:
   """label_map.txt (its text, None: missing) against dataset_info.json's
   label_map: one name per line, each line ended, nothing else."""
   names = list(info['label_map'])
-  if text is None:
+  if info.get('schema') == 'detection':  # `id<TAB>name` lines: the ids have gaps
+    names = [f'{i}\t{name}' for i, name in enumerate(names) if name]
+  if text is None:  # (detection: its classes, not the ids up to the largest)
     return [Problem(LABEL_MAP_MISMATCH, LABEL_MAP, -1,
                     f"{LABEL_MAP} is missing; dataset_info.json's label_map has "
                     f'{len(names)} classes')]
-  if info.get('schema') == 'detection':  # `id<TAB>name` lines: the ids have gaps
-    names = [f'{i}\t{name}' for i, name in enumerate(names) if name]
   if text == ''.join(f'{name}\n' for name in names):
     return []
   lines = text.split('\n')
@@ -296,29 +296,28 @@ def label_map_pbtxt_problems(info: dict, text: Optional[str]) -> list:
 
 def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
   """(split, its declared counts per class name under `field`, {label id:
-  records read}) of each split that declares them and whose records were all
-  read (a split whose count is off is a problem of its own)."""
+  records read}) of each split that declares them, whose records were all
+  read and whose labels all name a class ('' is none: detection's 0 and id
+  gaps); other splits' records are problems of their own (a detection
+  record without image/object/difficult, counted, gave 8 more)."""
+  names = info['label_map']
   for split, declared in info['splits'].items():
     per_class = declared.get(field)
-    if per_class is not None and counts.get(split, 0) == declared['num_examples']:
-      yield split, per_class, {label: n for (where, label), n in label_counts.items()
-                               if where == split}
+    found = {label: n for (where, label), n in label_counts.items() if where == split}
+    if per_class is not None and counts.get(split, 0) == declared['num_examples'] and all(
+        label is not None and 0 <= label < len(names) and names[label] for label in found):
+      yield split, per_class, found
 
 
 def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   """Each split's examples_per_class against the labels its records hold.
-
   counts: {split: records read}; label_counts: {(split, label id or None):
-  records} (a multi-label record counts for each of its labels). A split
-  whose count is off, or with a record whose label is unreadable or out of
-  range, is not compared: those records are problems of their own.
-  """
+  records} (a multi-label record counts for each of its labels). Splits
+  compared: _counted_splits'."""
   names = list(info['label_map'])
   problems = []
   for split, per_class, found in _counted_splits(info, counts, label_counts,
                                                  'examples_per_class'):
-    if any(label is None or not 0 <= label < len(names) for label in found):
-      continue
     for label, name in enumerate(names):
       records = found.get(label, 0)
       if name not in per_class:

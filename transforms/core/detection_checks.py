@@ -94,10 +94,14 @@ def check_object_labels(labels: list, _, expected) -> list:
 
 
 def check_object_texts(texts: list, record, expected) -> list:
+  """Each object's class/text is its label's name. A label with no name (0,
+  a gap between COCO ids, past the map) is check_object_labels'
+  label_out_of_range alone: compared with the gap's '', every such object
+  was a label_text_mismatch too."""
   names = expected.label_map
   for label, text in zip(record['image/object/class/label'], texts):
     name = names[label] if 0 < label < len(names) else None
-    if name is not None and text.decode('utf-8', 'replace') != name:
+    if name and text.decode('utf-8', 'replace') != name:
       return [('label_text_mismatch', f'object class/text {text.decode("utf-8", "replace")!r} '
                f'is not {name!r}, the label map name of {label}')]
   return []
