@@ -642,6 +642,13 @@ def test_a_segmentation_or_area_that_cannot_be_written_is_a_bad_annotation(field
                             1).segmentation is None
 
 
+@pytest.mark.parametrize('crowd, stored', [(True, 1), (False, 0), (1, 1), (0, 0), (1.0, 1)])
+def test_iscrowd_true_and_false_are_1_and_0_as_pycocotools_reads_them(crowd, stored):
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1})
+  ann = {'bbox': [1, 1, 2, 2], 'category_id': 1, 'iscrowd': crowd}
+  assert coco.coco_object(ann, source, 1).is_crowd == stored
+
+
 @pytest.mark.parametrize('categories, said', [
     # 2**62: a label map of 2**62 names (the run never ended); 10**7 took 86 s
     ([{'id': 1, 'name': 'person'}, {'id': 2 ** 62, 'name': 'huge'}],
