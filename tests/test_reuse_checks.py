@@ -574,6 +574,31 @@ def test_an_output_dir_named_latest_is_refused_before_anything_is_written(night1
   assert not out.exists()
 
 
+def test_a_folder_named_latest_beside_the_output_is_refused_before_anything_is_written(
+    night1, tmp_path, capsys):
+  """--previous_dataset may be a folder named latest; beside --output_dir, it
+  is where the run's pointer goes: the run wrote the whole dataset, then
+  failed to put its pointer over the folder (exit 1, IsADirectoryError's
+  traceback, no pointer)."""
+  root, _, full = night1
+  latest = tmp_path / 'latest'
+  shutil.copytree(full, latest)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(latest)) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --output_dir {out}: {latest}, where a run with --previous_dataset writes its '
+      f"pointer, is a folder: rename it, or write the run's folder elsewhere\n")
+  assert not out.exists()
+  assert sorted(p.name for p in latest.iterdir()) == sorted(p.name for p in full.iterdir())
+  # elsewhere, a folder named latest is a previous dataset as any other
+  other = tmp_path / 'nights' / 'out'
+  other.parent.mkdir()
+  assert _run(root / 'night1.csv', other, '--previous_dataset', str(latest)) == EXIT_OK
+  assert read_info(other)['reuse']['reused'] == 8
+  _same_shards(other, full)
+  assert (other.parent / 'latest').read_text() == f'{other}\n'
+
+
 def test_two_runs_writing_latest_at_once_never_fail_and_leave_one_whole_pointer(tmp_path):
   """Each writer has its own temp name (one shared `latest.tmp` let one
   writer rename the other's file away: 32 failures in 600 calls)."""

@@ -104,6 +104,13 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
   if os.path.basename(output_dir.rstrip('/')) == LATEST:
     raise UsageError(f'--output_dir {output_dir} is named {LATEST}, the pointer a run with '
                      f'--previous_dataset writes beside its folder: name the folder otherwise')
+  pointer = latest_path(output_dir)
+  if not paths.is_remote(pointer) and os.path.isdir(pointer) and not os.path.islink(pointer):
+    # os.replace cannot put the pointer over a folder: the run wrote the
+    # whole dataset, then failed (exit 1, a traceback) and left no pointer.
+    raise UsageError(f'--output_dir {output_dir}: {pointer}, where a run with '
+                     f'--previous_dataset writes its pointer, is a folder: rename it, or '
+                     "write the run's folder elsewhere")
   if sink == SINK_TFRECORDIO:
     raise UsageError("--previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
                      'writes other bytes on every run, so its records cannot be reused')
@@ -172,6 +179,14 @@ def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -
   return tuple(sidecars)
 
 
+def latest_path(output_dir: str) -> str:
+  """Where a run writing to output_dir leaves its pointer: OUT/../latest (a
+  local OUT made absolute first)."""
+  if paths.is_remote(output_dir):
+    return output_dir.rstrip('/').rsplit('/', 1)[0] + '/' + LATEST
+  return os.path.join(os.path.dirname(os.path.abspath(output_dir)), LATEST)
+
+
 def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> str:
   """Writes, last, OUT/../latest holding OUT's path (a local one absolute), so
   a reader finds the old pointer or the new one, whoever else writes it at
@@ -179,14 +194,13 @@ def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None)
   on an object store in one write of the object (no temp object copied over
   it, which two runs could interleave)."""
   files = files or filesystem.FileAccess()
+  pointer = latest_path(output_dir)
   if paths.is_remote(output_dir):
     target = output_dir.rstrip('/')
-    pointer = target.rsplit('/', 1)[0] + '/' + LATEST
     with files.create(pointer) as handle:
       handle.write((target + '\n').encode('utf-8'))
     return pointer
   target = os.path.abspath(output_dir)
-  pointer = os.path.join(os.path.dirname(target), LATEST)
   descriptor, temp = tempfile.mkstemp(prefix=f'.{LATEST}.', dir=os.path.dirname(pointer))
   try:
     with os.fdopen(descriptor, 'w', encoding='utf-8') as handle:
