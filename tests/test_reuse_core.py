@@ -7,6 +7,8 @@ import os
 import random
 import re
 
+import PIL
+from PIL import features
 import pytest
 
 from transforms.core import copies
@@ -38,6 +40,20 @@ def test_a_remote_fingerprint_is_what_the_store_reports():
   assert fingerprints.remote_fingerprint('gs://b/k.jpg', lookup) == (
       'gs:crc32c=AAAA==:generation=7:size=10')
   assert fingerprints.remote_fingerprint('gs://b/missing.jpg', lookup) == ''
+
+
+@pytest.mark.parametrize('library', ['Pillow', 'libjpeg_turbo', 'zlib'])
+def test_the_option_digest_follows_the_image_libraries_versions(monkeypatch, library):
+  """A nightly run after a Pillow or codec upgrade encodes every row again
+  (changed_options): copying last night's records would mix the old
+  library's bytes with the new one's, which a full run never writes."""
+  base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
+  versions = fingerprints.codec_versions()
+  assert versions['Pillow'] == PIL.__version__
+  assert versions['libjpeg_turbo'] == features.version('libjpeg_turbo')
+  monkeypatch.setattr(fingerprints, 'codec_versions',
+                      lambda: {**versions, library: f'{versions[library]}.1'})
+  assert fingerprints.options_digest(ImageSpec(), ExampleSpec()) != base
 
 
 def test_the_option_digest_follows_options_that_change_bytes_and_the_extras():

@@ -264,8 +264,9 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
   recorded = record.option_digest.partition('-')[0]
   if recorded and recorded != digest:  # the same options recorded: another version's pixels
     return recompute.OTHER_VERSION, (
-        f'its record was encoded under options digest {recorded}, this version of '
-        f'img2tfrecord gives {digest} for the same options: not compared')
+        f'its record was encoded under options digest {recorded}; this version of '
+        f'img2tfrecord, Pillow and its codecs gives {digest} for the same options: not '
+        f'compared')
   result = convert_sources([row.ref or row.path], config.image,
                            read=lambda path, spec: read_bytes(path, files, spec, http))[0]
   sha256 = None if isinstance(result, Exception) else result[1]

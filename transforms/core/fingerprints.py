@@ -13,6 +13,7 @@ every timestamp cannot fool.
 from __future__ import annotations
 
 from collections.abc import Callable
+import functools
 import hashlib
 import json
 import os
@@ -135,6 +136,21 @@ def beam_metadata(path: str, s3_object: Optional[Callable] = None) -> dict:
   return meta
 
 
+# The libraries whose upgrade may change an image's pixels or its encoded
+# bytes: Pillow's resize and conversions, and the codecs it was built with.
+# A nightly run after an upgrade copied the old library's records beside the
+# new one's: not the bytes a full run writes. None: not in this build.
+_CODECS = ('jpg', 'libjpeg_turbo', 'zlib', 'zlib_ng', 'webp', 'libtiff', 'jpg_2000', 'avif')
+
+
+@functools.cache
+def codec_versions() -> dict:
+  """{'Pillow': its version, codec: its version or None} of this process."""
+  import PIL
+  from PIL import features
+  return {'Pillow': PIL.__version__, **{codec: features.version(codec) for codec in _CODECS}}
+
+
 # Raised when the same options give other pixels, so that no nightly run
 # copies a record an older version encoded. 2: pad and crop after a
 # reduced-scale JPEG decode follow the source's geometry (1 px apart before).
@@ -149,10 +165,11 @@ PIXELS_VERSION = 8
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
   """The digest of every option that changes an Example's bytes (or whether a
-  row is rejected): the image spec, the schema and its features, and the
-  version of the pixels' code. A record made under another digest is never
-  reused."""
+  row is rejected): the image spec, the schema and its features, the version
+  of the pixels' code, and those of the libraries that decode and encode
+  them. A record made under another digest is never reused."""
   data = {'sources_format': SOURCES_FORMAT_VERSION, 'pixels': PIXELS_VERSION,
+          'libraries': codec_versions(),
           'image': image.to_json(),
           'schema': example.schema, 'features': example.feature_spec(image)}
   return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
