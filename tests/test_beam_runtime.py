@@ -84,6 +84,23 @@ def test_local_runner_hook():
   _require('local_runner', isinstance(made, PipelineRunner), 'PipelineRunner changed')
 
 
+def test_sdk_workers_hook():
+  """A multi_processing run starts each SDK worker with a command line
+  naming sdk_workers.SDK_WORKER_MODULE (how stop() finds them), and waits in
+  close_all for each worker process to end (why they must be stopped)."""
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+  from pipeline.beam_runtime import sdk_workers
+  runner_source = inspect.getsource(fn_runner.FnApiRunner)
+  _require('sdk_workers', f'-m {sdk_workers.SDK_WORKER_MODULE}' in runner_source,
+           f'FnApiRunner no longer starts workers with -m {sdk_workers.SDK_WORKER_MODULE}')
+  stop = inspect.getsource(worker_handlers.SubprocessSdkWorkerHandler.stop_worker)
+  _require('sdk_workers', 'join()' in stop,
+           'SubprocessSdkWorkerHandler.stop_worker no longer waits for its worker: '
+           'sdk_workers.stop may be needless now')
+
+
 def test_fast_exit_hook():
   """It leaves through os._exit once streams and logging are flushed: no Beam
   internals, but it is only safe while Beam's threads need no teardown (every

@@ -318,6 +318,33 @@ def test_a_jsonl_image_that_is_no_string_is_a_bad_value_not_a_missing_file(tmp_p
   assert (code, rejected, labels) == (EXIT_OK, {}, {'12': 'cat', 'b.png': 'dog'})
 
 
+def test_a_jsonl_row_naming_a_member_twice_is_bad_json_not_its_last_value(tmp_path):
+  """json.loads keeps the last of two members of one name: the row with two
+  labels became a dog, the one with two images the second image, without a
+  word (a CSV header naming a column twice is refused). Each is rejected
+  alone; rows whose only other colons are in a URL or a nested value still
+  convert."""
+  _images(tmp_path)
+  lines = ['{"image": "a.png", "label": "cat"}',
+           '{"image": "a.png", "label": "cat", "key": "k2", "label": "dog"}',
+           '{"image": "a.png", "image": "b.png", "label": "cat", "key": "k3"}',
+           '{"image": "a.png", "label": "cat", "key": "k4", "w": {"x": 1, "x": 2}}',
+           '{"image": "b.png", "label": "dog", "note": "a:b:c", "w": {"x": 1}}']
+  path = tmp_path / 'm.jsonl'
+  path.write_text('\n'.join(lines) + '\n')
+  code, rejected, labels = _convert(path, tmp_path / 'out')
+  assert code == EXIT_OK
+  twice = 'line is not usable JSON: member {!r} is given twice (which value is meant?)'
+  assert {line: (stage, code, reason) for line, (stage, code, reason, _) in rejected.items()} == {
+      2: ('manifest', 'bad_json', twice.format('label')),
+      3: ('manifest', 'bad_json', twice.format('image')),
+      4: ('manifest', 'bad_json', twice.format('x'))}
+  assert rejected[2][3] == lines[1]  # the raw line: no value of its own wins
+  assert labels == {'a.png': 'cat', 'b.png': 'dog'}
+  info = read_info(tmp_path / 'out')
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (5, 2, 3)
+
+
 def test_a_jsonl_image_manifest_of_a_join_refuses_a_number_too():
   config = manifest.ManifestConfig(path='i.jsonl', fmt='jsonl', role=manifest.ROLE_IMAGES)
   with pytest.raises(RowError) as error:

@@ -41,6 +41,7 @@ import pytest
 
 from pipeline import convert
 from pipeline import validate
+from pipeline.beam_runtime import sdk_workers
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import interrupts
@@ -97,10 +98,11 @@ def corpus(tmp_path_factory):
 # --- running and signalling --------------------------------------------------------
 
 
-def start(args: list, temp: pathlib.Path, module: str = 'pipeline.convert') -> subprocess.Popen:
+def start(args: list, temp: pathlib.Path, module: str = 'pipeline.convert',
+          env: Optional[dict] = None) -> subprocess.Popen:
   """`python -m module args`, in its own session (its process group is its
-  own to signal), with TMPDIR = temp."""
-  env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(ROOT))
+  own to signal), with TMPDIR = temp (and `env` over the environment)."""
+  env = {**os.environ, 'TMPDIR': str(temp), 'PYTHONPATH': str(ROOT), **(env or {})}
   return subprocess.Popen([sys.executable, '-m', module, *map(str, args)], cwd=ROOT,
                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -232,6 +234,88 @@ def test_interrupted_while_records_wait_in_files(signum, corpus, temp, tmp_path,
   # the launcher's line is still there.
   assert CONVERT_LINE in err.splitlines(), err
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+# A sitecustomize for the run's processes: an SDK worker (its command line
+# names Beam's module) writes $HOLD_MARKER and waits there, before it could
+# connect to the run. A worker still starting, for as long as the test needs.
+_HOLD_SDK_WORKERS = """
+import os, time
+with open('/proc/self/cmdline', 'rb') as cmdline:
+  if b'{module}' in cmdline.read() and os.environ.get('HOLD_MARKER'):
+    open(os.environ['HOLD_MARKER'], 'w').close()
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+  """Whether `pid` runs (a zombie waiting for its parent does not)."""
+  try:
+    with open(f'/proc/{pid}/stat', encoding='ascii', errors='replace') as stat:
+      return stat.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except OSError:
+    return False
+
+
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
+@pytest.mark.slow
+@pytest.mark.parametrize('signum', SIGNALS)
+def test_a_signal_to_the_launcher_alone_while_its_sdk_workers_start(signum, corpus, temp,
+                                                                     tmp_path, capsys):
+  """SIGINT or SIGTERM to the launcher alone (`kill PID`, Kubernetes, systemd's
+  KillMode=mixed), not its process group, while the SDK worker processes of a
+  multi_processing run still start: the run stops them, cleans up and ends
+  by the signal. It waited for them for ever: Beam closes a worker's control
+  connection before the worker opens it, and the worker is never told to end."""
+  site, marker = tmp_path / 'site', tmp_path / 'sdk-worker-started'
+  site.mkdir()
+  (site / 'sitecustomize.py').write_text(
+      _HOLD_SDK_WORKERS.format(module=sdk_workers.SDK_WORKER_MODULE))
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['many_rows'], '--output_dir', out, *SMALL,
+               '--direct_num_workers', '2', '--direct_running_mode', 'multi_processing'],
+              temp, env={'PYTHONPATH': f'{site}{os.pathsep}{ROOT}', 'HOLD_MARKER': str(marker)})
+  wait_for(marker.exists, run, 'an SDK worker process starting')
+  workers = sdk_workers.sdk_worker_processes(run.pid)
+  assert workers  # Beam's sh -c and the Python under it
+  os.kill(run.pid, signum)
+  try:
+    code, err = run.wait(timeout=WAIT_S), run.stderr.read()
+  except subprocess.TimeoutExpired:
+    os.killpg(run.pid, signal.SIGKILL)
+    pytest.fail(f'still running {WAIT_S:.0f} s after {signum.name} to the launcher alone')
+  assert_interrupted(code, err, signum, CONVERT_LINE)
+  deadline = time.monotonic() + WAIT_S  # an orphan's end is its new parent's to collect
+  while any(map(_alive, workers)) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert not [pid for pid in workers if _alive(pid)]
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+def test_stopping_sdk_workers_ends_them_and_what_they_started_only():
+  """sdk_workers.stop() sends SIGTERM to each child whose command line names
+  Beam's SDK worker module and to the processes under it (the Python under
+  Beam's `sh -c`), and to no other child."""
+  sleeper = f'{sys.executable} -c "import time; time.sleep(120)"'
+  worker = subprocess.Popen(['/bin/sh', '-c', f'{sleeper}; : {sdk_workers.SDK_WORKER_MODULE}'])
+  other = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])
+  try:
+    deadline = time.monotonic() + WAIT_S
+    while len(sdk_workers.sdk_worker_processes(os.getpid())) < 2:  # the sh, then its Python
+      assert time.monotonic() < deadline, 'the sh -c never started its Python'
+      time.sleep(0.01)
+    found = sdk_workers.sdk_worker_processes(os.getpid())
+    assert found[0] == worker.pid and other.pid not in found
+    assert sorted(sdk_workers.stop()) == sorted(found)
+    assert worker.wait(timeout=WAIT_S) == -signal.SIGTERM
+    while _alive(found[1]) and time.monotonic() < deadline:
+      time.sleep(0.01)
+    assert not _alive(found[1])
+    assert other.poll() is None  # not an SDK worker: left alone
+  finally:
+    for process in (worker, other):
+      process.kill()
+      process.wait()
 
 
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes

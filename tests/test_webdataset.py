@@ -185,6 +185,23 @@ def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):
   assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
 
 
+def test_a_json_member_naming_a_field_twice_rejects_its_sample(tmp_path):
+  """A sample's .json with two `kind` fields: no value of the two wins
+  (json.loads kept the last, a bat, without a word)."""
+  tar = write_tar(tmp_path / 'a.tar', [
+      ('1.jpg', jpeg(1)), ('1.json', b'{"kind": "owl"}'),
+      ('2.jpg', jpeg(2)), ('2.json', b'{"kind": "owl", "kind": "bat"}')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tar), '--output_dir', str(out), '--label_column',
+                       'kind', '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  assert [(e['image/key'][1][0], e['image/class/text'][1][0])
+          for e in read_examples(out)] == [(b'a.tar/1', b'owl')]
+  [line] = rejected_lines(out)
+  assert (line['line'], line['stage'], line['code'], line['reason']) == (
+      1, 'manifest', 'bad_json', "member 2.json is not JSON: member 'kind' is given twice "
+      '(which value is meant?)')
+
+
 def test_each_broken_sample_is_one_rejected_line_naming_the_tar_and_member(tmp_path):
   write_tar(tmp_path / 'tars' / 'a.tar', [
       ('0.png', png(0)), ('0.cls', b'1'),  # sample 0: converts

@@ -1,4 +1,4 @@
-"""The six places where the project leans on Beam's internals, each checked
+"""The seven places where the project leans on Beam's internals, each checked
 against the pinned Beam by tests/test_beam_runtime.py:
 
   beam_signatures  Beam's DoFn method inspection, remembered per function
@@ -7,6 +7,7 @@ against the pinned Beam by tests/test_beam_runtime.py:
   fast_exit        the end of a command line run without the interpreter's teardown
   not_interactive  pipeline.api's pipelines kept out of Interactive Beam in a notebook
   job_server_sigint  the run's own SIGINT handling kept when Beam starts a Flink or Spark job server
+  sdk_workers      a multi_processing run's SDK worker processes stopped when the run is interrupted
 
 Nothing here imports Beam at import time: startup runs before Beam is imported.
 

@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Optional
 
+from pipeline.beam_runtime import sdk_workers
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # A repeat of the first signal within this many seconds is the same
 # interruption: GNU timeout signals the process and then its process group,
@@ -184,6 +186,10 @@ class Handlers:
       # process) prints each failed instruction's traceback straight to
       # sys.stderr, past logging; the run's own notes come from this thread.
       sys.stderr = MainThreadOnly(sys.stderr)
+      # A local multi_processing run waits for its SDK worker processes as
+      # it unwinds, and one still starting is never told to end: without
+      # this, SIGTERM to this process alone hung the run (sdk_workers.py).
+      sdk_workers.stop()
       raise Interrupted(signum)
 
   def published(self, line: str) -> None:

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 import csv
 import dataclasses
 import functools
-import json
 import math
 import posixpath
 from typing import Optional
 
+from transforms.core import json_objects
 from transforms.core import line_caps
 from transforms.core import paths
 from transforms.core.extra_values import ABSENT
@@ -183,9 +183,8 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
   """One manifest line -> {column: value}; RowError if it does not parse."""
   if config.fmt == 'jsonl':
     try:
-      fields = json.loads(text)
-      # JSON may escape lone UTF-16 surrogates, which no UTF-8 text can hold
-      json.dumps(fields, ensure_ascii=False).encode('utf-8')
+      fields = json_objects.loads(text)  # a member named twice: a ValueError
+      json_objects.check_unicode(fields)
     except UnicodeEncodeError as error:
       raise RowError(STAGE_MANIFEST, 'bad_encoding',
                      f'line holds text that is not valid Unicode: {error.reason}')

@@ -16,12 +16,12 @@ A row never carries image bytes: it carries the image member's place
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 import re
 from typing import NamedTuple
 from typing import Optional
 
+from transforms.core import json_objects
 from transforms.core import manifest
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
@@ -234,7 +234,7 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   meta = {}
   if 'json' in by_suffix:
     try:
-      meta = json.loads(_text(by_suffix['json']))
+      meta = json_objects.loads(_text(by_suffix['json']))  # a member named twice too
     except ValueError as error:
       raise RowError(STAGE_MANIFEST, 'bad_json', f'member {by_suffix["json"].name} is not '
                      f'JSON: {error}')

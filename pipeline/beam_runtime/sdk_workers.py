@@ -1,0 +1,88 @@
+"""The SDK worker processes of a local multi_processing run, stopped when the
+run is interrupted.
+
+With --direct_running_mode multi_processing, Beam's FnApiRunner starts each
+SDK worker as `/bin/sh -c '<python> -m apache_beam.runners.worker.sdk_worker_main'`
+and, when the run leaves its stages (an Interrupted raised by the first
+SIGINT or SIGTERM), waits in close_all for every worker process to end. A
+worker that had not yet connected its control stream is never told to end:
+its connection is closed before it opens, and the run waited for it for ever
+(SIGTERM to the launcher alone in a worker's first seconds, importing Beam:
+3-4 s on 2 busy cores; 4 runs of 5 signalled 1.5-5 s in hung). A terminal's
+Ctrl-C reaches the workers with the launcher (its process group); a
+`kill PID`, Kubernetes or systemd's KillMode=mixed does not: stop() does what
+the process group's signal would have.
+
+Linux only (/proc): elsewhere nothing is found and nothing is stopped.
+Imports nothing of Beam: the command line's signal handlers use it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+# What each SDK worker process's command line holds (FnApiRunner's command
+# string for multi_processing: tests/test_beam_runtime.py checks it).
+SDK_WORKER_MODULE = 'apache_beam.runners.worker.sdk_worker_main'
+
+
+def _children_by_parent() -> dict:
+  """{ppid: [pid, ...]} of every process /proc shows."""
+  children = {}
+  try:
+    names = os.listdir('/proc')
+  except OSError:  # no /proc (macOS): no process to find
+    return children
+  for name in names:
+    if not name.isdigit():
+      continue
+    try:
+      with open(f'/proc/{name}/stat', encoding='ascii', errors='replace') as stat:
+        # The name in parentheses may hold spaces and parentheses itself.
+        ppid = int(stat.read().rsplit(')', 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):  # ended since listed
+      continue
+    children.setdefault(ppid, []).append(int(name))
+  return children
+
+
+def _command_line(pid: int) -> str:
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as cmdline:
+      return cmdline.read().replace(b'\0', b' ').decode('utf-8', 'replace')
+  except OSError:  # ended since listed
+    return ''
+
+
+def _tree(pid: int, children: dict) -> list:
+  """pid and every process below it."""
+  found, todo = [], [pid]
+  while todo:
+    found.append(todo.pop())
+    todo.extend(children.get(found[-1], ()))
+  return found
+
+
+def sdk_worker_processes(parent: int) -> list:
+  """The SDK worker processes `parent` started (Beam's `sh -c` and the
+  Python under it), with everything they started."""
+  children = _children_by_parent()
+  return [pid for child in children.get(parent, ())
+          if SDK_WORKER_MODULE in _command_line(child)
+          for pid in _tree(child, children)]
+
+
+def stop(parent: int | None = None) -> list:
+  """SIGTERM to each SDK worker process of `parent` (default: this process),
+  as a signal to its process group would have sent; -> their pids. Quiet:
+  Python ends by SIGTERM without a traceback. The run's wait for them then
+  ends (Beam's worker thread says the worker exited 143: the interrupted
+  run's threads are quiet by then)."""
+  pids = sdk_worker_processes(os.getpid() if parent is None else parent)
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:  # ended already (the group's own signal, say)
+      continue
+  return pids
