@@ -82,6 +82,21 @@ def test_local_runner_hook():
   from pipeline.beam_runtime import local_runner
   made = local_runner.for_options(PipelineOptions(['--runner', 'DirectRunner']))
   _require('local_runner', isinstance(made, PipelineRunner), 'PipelineRunner changed')
+  # _dead_workers_fail_bundles: its start_worker is Beam's but for the thread's target.
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+  handler = getattr(worker_handlers, 'SubprocessSdkWorkerHandler', None)
+  source = inspect.getsource(handler.start_worker) if handler else ''
+  _require('local_runner', all(part in source for part in (
+      'local_job_service.SubprocessSdkWorker(', 'self._worker_command_line',
+      'self.control_address', 'self.provision_info', 'self.worker_id',
+      "name='run_worker', target=self.worker.run")),
+           'starts SubprocessSdkWorkerHandler workers otherwise')
+  _require('local_runner', callable(getattr(handler, 'stop_worker', None)),
+           'has no SubprocessSdkWorkerHandler.stop_worker')
+  conn = worker_handlers.ControlConnection()
+  _require('local_runner', isinstance(getattr(conn, '_futures_by_id', None), dict)
+           and hasattr(worker_handlers.BeamFnControlServicer, '_DONE_MARKER'),
+           'has no ControlConnection._futures_by_id or BeamFnControlServicer._DONE_MARKER')
 
 
 def test_sdk_workers_hook():

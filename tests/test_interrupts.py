@@ -42,6 +42,7 @@ import pytest
 from pipeline import convert
 from pipeline import validate
 from pipeline.beam_runtime import sdk_workers
+from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import interrupts
@@ -257,6 +258,19 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def sdk_worker_pids(group: int) -> list:
+  """Beam's SDK worker processes (`python -m ...sdk_worker_main`, not the
+  `sh -c` around each) in process group `group`."""
+  pids = []
+  for entry in filter(str.isdigit, os.listdir('/proc')):
+    with contextlib.suppress(OSError):
+      argv = pathlib.Path(f'/proc/{entry}/cmdline').read_bytes().split(b'\0')
+      if (os.getpgid(int(entry)) == group
+          and b'apache_beam.runners.worker.sdk_worker_main' in argv):
+        pids.append(int(entry))
+  return pids
+
+
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
@@ -316,6 +330,35 @@ def test_stopping_sdk_workers_ends_them_and_what_they_started_only():
     for process in (worker, other):
       process.kill()
       process.wait()
+
+
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
+@pytest.mark.slow
+def test_a_killed_sdk_worker_fails_the_run(corpus, temp, tmp_path):
+  """An SDK worker process killed as it starts (the OOM killer, kill -9): the
+  job fails (exit 1, saying why) and removes what it wrote. Beam alone waited for
+  that worker's bundle for ever, the lock held (pipeline/beam_runtime/local_runner.py
+  _run_worker)."""
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['big_jpegs'], '--output_dir', out, *SMALL,
+               '--direct_num_workers', '2', '--direct_running_mode', 'multi_processing'],
+              temp)
+  wait_for(lambda: sdk_worker_pids(run.pid), run, 'an SDK worker process')
+  os.kill(sdk_worker_pids(run.pid)[0], signal.SIGKILL)
+  try:
+    _, err = run.communicate(timeout=WAIT_S)
+  except subprocess.TimeoutExpired:
+    os.killpg(run.pid, signal.SIGKILL)
+    pytest.fail(f'still running {WAIT_S:.0f} s after an SDK worker was killed:\n'
+                f'{run.communicate()[1]}')
+  assert run.returncode == EXIT_FAILED, err
+  # Above it, Beam's own words on the lost worker: the `sh -c` around it says
+  # `Killed`, the launcher's thread reading its control stream its RpcError.
+  assert any(line.startswith('error: the job failed: RuntimeError: an SDK worker died: '
+                             'RuntimeError: Worker subprocess exited with return code ')
+             for line in err.splitlines()), err
+  assert os.listdir(out) == []  # no lock, beam-temp-*, shard
+  assert os.listdir(temp) == []  # no img2tfrecord-run-*
 
 
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes

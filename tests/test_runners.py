@@ -13,6 +13,7 @@ stopped by its own process group at teardown.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -587,3 +588,87 @@ def test_runs_at_once_share_the_harness_settings_and_the_last_gives_them_back():
   assert settings() == during  # B still runs
   run_b.__exit__(None, None, None)
   assert settings() == before
+
+
+class _DyingWorker:
+  """A --direct_running_mode multi_processing SDK worker whose process ends
+  as Beam's SubprocessSdkWorker.run reports it."""
+
+  def run(self):
+    raise RuntimeError('Worker subprocess exited with return code -9')
+
+
+def test_a_dead_sdk_worker_fails_what_was_sent_to_it_until_the_runner_stops_it():
+  """Beam's worker thread only raised and ended: the runner waited for the
+  dead worker's bundle for ever (convert hung with its lock held). Each
+  instruction sent to it, before or after it died, gets an error response,
+  which fails the bundle and so the job, until the runner stops it."""
+  import threading
+  import types
+
+  from apache_beam.portability.api import beam_fn_api_pb2
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+  from pipeline.beam_runtime import local_runner
+  handler = types.SimpleNamespace(worker=_DyingWorker(),
+                                  control_conn=worker_handlers.ControlConnection())
+  before = handler.control_conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id='a'))
+  stopping = threading.Event()
+  thread = threading.Thread(target=local_runner._run_worker, args=(handler, stopping),
+                            daemon=True)
+  thread.start()
+  expected = 'an SDK worker died: RuntimeError: Worker subprocess exited with return code -9'
+  assert before.get(timeout=30).error == expected
+  after = handler.control_conn.push(beam_fn_api_pb2.InstructionRequest(instruction_id='b'))
+  assert after.get(timeout=30).error == expected
+  assert (before.instruction_id, after.instruction_id) == ('a', 'b')
+  assert thread.is_alive()  # until the runner stops it
+  stopping.set()
+  thread.join(timeout=30)
+  assert not thread.is_alive()
+
+
+class _Closing:
+  """What SubprocessSdkWorkerHandler.stop_worker sees: a control connection
+  and the thread of a worker that ends once its control stream is told to
+  (or after 30 s, told nothing)."""
+
+  def __init__(self):
+    import threading
+
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    self.control_conn = worker_handlers.ControlConnection()
+    self.img2tfrecord_stopping = threading.Event()
+    self.told = None
+    self.worker_thread = threading.Thread(target=self._connected, daemon=True)
+
+  def _connected(self):
+    import queue
+    with contextlib.suppress(queue.Empty):
+      self.told = self.control_conn._push_queue.get(timeout=30)
+
+
+def test_stopping_a_worker_ends_its_control_stream_even_one_closed_before_it_connected():
+  """A handler closed while its worker still started (the job had failed)
+  queued no end: the worker connected, waited for its first instruction for
+  ever, and stop_worker's join with it."""
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+  from pipeline.beam_runtime import local_runner
+  closing = _Closing()
+  closing.control_conn.close()  # never connected: Beam queues nothing
+  closing.worker_thread.start()  # it connects
+  with local_runner.harness_settings():
+    worker_handlers.SubprocessSdkWorkerHandler.stop_worker(closing)
+  assert closing.told is worker_handlers.BeamFnControlServicer._DONE_MARKER
+  assert closing.img2tfrecord_stopping.is_set()
+
+
+def test_a_local_run_starts_sdk_workers_on_its_own_thread_and_gives_beams_back():
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+  from pipeline.beam_runtime import local_runner
+  beams = worker_handlers.SubprocessSdkWorkerHandler.start_worker
+  with local_runner.harness_settings():
+    assert worker_handlers.SubprocessSdkWorkerHandler.start_worker is not beams
+  assert worker_handlers.SubprocessSdkWorkerHandler.start_worker is beams

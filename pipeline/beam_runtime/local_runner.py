@@ -85,19 +85,87 @@ def _prompt_bundle_ends() -> Callable[[], None]:
   return give_back
 
 
+# How often a dead SDK worker's watcher fails the instructions sent to it.
+_DEAD_WORKER_POLL_S = 0.1
+
+
+def _run_worker(handler, stopping: threading.Event) -> None:
+  """The thread of one --direct_running_mode multi_processing SDK worker
+  process: Beam's (SubprocessSdkWorker.run), then, if the process ended
+  before the runner stopped it (`stopping`), every instruction sent to it
+  fails with why, until the runner does.
+
+  Beam's thread only raises `Worker subprocess exited with return code -9`
+  and ends: the runner waits for that worker's bundle for ever (a worker
+  killed by the OOM killer or `kill -9`: 2 runs of 2 hung, their lock held;
+  a SIGTERM to the process group, which reached the workers while the main
+  thread waited on their bundle: 4 runs of 12 hung). A failed bundle fails
+  the job (exit 1), or lets the run see its signal (exit 143)."""
+  from apache_beam.portability.api import beam_fn_api_pb2
+  ended = 'the SDK worker process ended'
+  try:
+    handler.worker.run()
+  except Exception as error:  # Beam's RuntimeError: the process's exit status
+    ended = f'{type(error).__name__}: {error}'
+  futures = handler.control_conn._futures_by_id
+  while not stopping.is_set():
+    for instruction_id in list(futures):
+      future = futures.pop(instruction_id, None)
+      if future is not None:
+        future.set(beam_fn_api_pb2.InstructionResponse(
+            instruction_id=instruction_id, error=f'an SDK worker died: {ended}'))
+    stopping.wait(_DEAD_WORKER_POLL_S)
+
+
+def _dead_workers_fail_bundles() -> Callable[[], None]:
+  """SubprocessSdkWorkerHandler.start_worker runs _run_worker as its thread
+  (Beam's start_worker otherwise: test_beam_runtime checks its source), and
+  stop_worker first queues the end of the worker's control stream: a worker
+  whose handler was closed before it connected (a job failing, say on
+  another worker's death, while it still started) found no end queued and
+  waited for its first instruction for ever, and the run with it (3 runs of
+  10 with a worker killed 0-1 s after the first appeared); one already
+  told has ended its stream and reads no more. -> what gives Beam's back."""
+  from apache_beam.runners.portability.fn_api_runner import worker_handlers
+  handler_class = worker_handlers.SubprocessSdkWorkerHandler
+  before = handler_class.start_worker, handler_class.stop_worker
+
+  def start_worker(self) -> None:
+    from apache_beam.runners.portability import local_job_service
+    self.worker = local_job_service.SubprocessSdkWorker(
+        self._worker_command_line, self.control_address, self.provision_info, self.worker_id)
+    self.img2tfrecord_stopping = threading.Event()
+    self.worker_thread = threading.Thread(name='run_worker', target=_run_worker,
+                                          args=(self, self.img2tfrecord_stopping))
+    self.worker_thread.start()
+
+  def stop_worker(self) -> None:
+    self.control_conn.push(worker_handlers.BeamFnControlServicer._DONE_MARKER)
+    self.img2tfrecord_stopping.set()
+    before[1](self)
+
+  handler_class.start_worker, handler_class.stop_worker = start_worker, stop_worker
+
+  def give_back() -> None:
+    handler_class.start_worker, handler_class.stop_worker = before
+  return give_back
+
+
 _SETTINGS_LOCK = threading.Lock()
 _runs_in_settings = [0, []]  # runs inside harness_settings now, and what gives them back
 
 
 @contextlib.contextmanager
 def harness_settings():
-  """What a run whose SDK harness is this process runs under: fewer
-  collections and prompt bundle ends. Runs at once (pipeline.api on
+  """What a local run runs under: fewer collections and prompt bundle ends
+  (for its SDK harness in this process), and bundles that fail when an SDK
+  worker process dies (_run_worker). Runs at once (pipeline.api on
   threads) share them: the first sets them, the last gives the caller's
   back (each giving back its own let the last to end keep them set)."""
   with _SETTINGS_LOCK:
     if _runs_in_settings[0] == 0:
-      _runs_in_settings[1] = [_fewer_collections(), _prompt_bundle_ends()]
+      _runs_in_settings[1] = [_fewer_collections(), _prompt_bundle_ends(),
+                              _dead_workers_fail_bundles()]
     _runs_in_settings[0] += 1
   try:
     yield
