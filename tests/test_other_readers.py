@@ -58,10 +58,9 @@ def converted(source, out, *flags):
 
 @pytest.fixture(scope='module')
 def indexed(source, tmp_path_factory):
-  """Raw output in 3 shards of a tiny size cap (several bundles' worth), indexed."""
+  """Raw output in 3 shards, indexed."""
   return converted(source, tmp_path_factory.mktemp('indexed') / 'out', '--write_index',
-                   '--extra_features', 'weight:float[]',
-                   '--shard_size_mb', '1', '--num_shards', '3',
+                   '--extra_features', 'weight:float[]', '--num_shards', '3',
                    '--split', 'train=0.7,test=0.3')
 
 

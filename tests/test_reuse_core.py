@@ -59,7 +59,17 @@ def test_the_option_digest_follows_the_image_libraries_versions(monkeypatch, lib
 def test_the_option_digest_follows_options_that_change_bytes_and_the_extras():
   base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
   assert base == fingerprints.options_digest(ImageSpec(), ExampleSpec())
-  assert base != fingerprints.options_digest(ImageSpec(jpeg_quality=50), ExampleSpec())
+  jpeg = fingerprints.options_digest(ImageSpec(encoding='jpeg'), ExampleSpec())
+  assert jpeg != fingerprints.options_digest(ImageSpec(encoding='jpeg', jpeg_quality=50),
+                                             ExampleSpec())
+  # the quality of JPEG output only: PNG and raw bytes are the same at any
+  png, raw = ImageSpec(encoding='png'), ImageSpec(encoding='raw')
+  assert fingerprints.options_digest(png, ExampleSpec()) == fingerprints.options_digest(
+      ImageSpec(encoding='png', jpeg_quality=50), ExampleSpec())
+  assert fingerprints.options_digest(raw, ExampleSpec()) == fingerprints.options_digest(
+      ImageSpec(encoding='raw', jpeg_quality=50), ExampleSpec())
+  assert fingerprints.options_digest(png, ExampleSpec()) != fingerprints.options_digest(
+      raw, ExampleSpec())
   assert base != fingerprints.options_digest(ImageSpec(), ExampleSpec(multi_label=True))
   one = fingerprints.record_digest(base, (('w', 'float', [1.0]),))
   assert one.startswith(base + '-')

@@ -198,6 +198,13 @@ def test_installed_console_script(sample):
     (['--height', '100000', '--width', '100000'], 'more than --max_pixels'),
     (['--schema', 'seed', '--channels', '1'], '--channels 3'),
     (['--jpeg_quality', '0'], 'invalid JPEG quality (1..100) value'),
+    # accepted and ignored before: a user who gave it expected it to act
+    (['--jpeg_quality', '50'], '--jpeg_quality 50 has no effect with --encoding raw: it is '
+     'the quality of --encoding jpeg'),
+    (['--encoding', 'png', '--jpeg_quality', '50'], '--jpeg_quality 50 has no effect with '
+     '--encoding png'),
+    (['--num_shards', '2', '--shard_size_mb', '8'], '--shard_size_mb 8 has no effect with '
+     '--num_shards 2: with --num_shards N each split has N shards, whatever their size'),
 ])
 def test_more_bad_flag_combinations(sample, capsys, flags, message):
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir',
@@ -526,3 +533,28 @@ def test_an_options_block_recorded_with_resize_mode_none_before_sizes_were_refus
                         (tmp_path / 'again' / name).read_bytes() for name in shards)
   assert convert.main(['--config', str(config), '--output_dir', str(tmp_path / 'third'),
                        '--height', '64']) == EXIT_USAGE
+
+
+def test_options_meaningless_beside_others_are_refused_given_not_recorded(sample, tmp_path,
+                                                                           capsys):
+  """A PNG dataset of 2 shards records --jpeg_quality 95 and --shard_size_mb
+  128 among its options (every option is recorded): read back as a --config
+  file, and converted again by validate --recompute, they are taken; given on
+  the command line beside that file, refused."""
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--encoding', 'png', '--num_shards', '2', '--progress', 'off']) == 0
+  options = read_info(sample.out)['options']
+  assert (options['jpeg_quality'], options['shard_size_mb']) == (95, 128)
+  assert validate.main(['--input_dir', str(sample.out), '--recompute', '3']) == 0
+  assert '--recompute: 3 record(s) converted again' in capsys.readouterr().out
+  config = tmp_path / 'recorded.json'
+  config.write_text(json.dumps({**options, 'output_dir': str(tmp_path / 'again')}))
+  assert convert.main(['--config', str(config), '--progress', 'off']) == 0
+  assert sorted(p.name for p in (tmp_path / 'again').glob('*.tfrecord')) == [
+      p.name for p in sorted(sample.out.glob('*.tfrecord'))]
+  capsys.readouterr()
+  assert convert.main(['--config', str(config), '--output_dir', str(tmp_path / 'third'),
+                       '--jpeg_quality', '60']) == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == (
+      'error: --jpeg_quality 60 has no effect with --encoding png: it is the quality of '
+      '--encoding jpeg')

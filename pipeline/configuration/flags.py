@@ -205,7 +205,7 @@ class ConvertOptions:
                      'N forces exactly N through a shuffle)')
     out.add_argument('--shard_size_mb', type=_positive_int, default=DEFAULT_SHARD_SIZE_MB,
                      help='target shard size when --num_shards is 0 (not with '
-                     '--sink tfrecordio)')
+                     '--num_shards N or --sink tfrecordio)')
     out.add_argument('--sink', default=SINKS[0], choices=SINKS,
                      help='shard writer. ordered: the same bytes on every run and '
                      'runner, in the --shuffle order, index files possible; tfrecordio: '
@@ -267,7 +267,7 @@ class ConvertOptions:
     image.add_argument('--encoding', default=ImageSpec.encoding, choices=ENCODINGS,
                        help='raw: row-major HxWxC uint8 pixels; jpeg or png: the encoded image')
     image.add_argument('--jpeg_quality', type=_quality, default=ImageSpec.jpeg_quality,
-                       metavar='1..100', help='with --encoding jpeg')
+                       metavar='1..100', help='with --encoding jpeg (only)')
     image.add_argument('--resize_mode', default=ImageSpec.resize_mode, choices=RESIZE_MODES,
                        help='stretch to --height x --width; pad: keep the aspect, letterbox '
                        'with 0; crop: keep the aspect, centre crop; none: keep each '

@@ -7,6 +7,29 @@ from pipeline.errors import UsageError
 from transforms.core.spec import SINK_TFRECORDIO
 
 
+# A flag another's value makes meaningless is refused, not ignored: a user
+# who gave it expected it to do something. (flag, the other, whether its
+# value makes the flag meaningless, why)
+_POINTLESS = (
+    ('jpeg_quality', 'encoding', lambda encoding: encoding != 'jpeg',  # None: raw
+     'it is the quality of --encoding jpeg'),
+    ('shard_size_mb', 'num_shards', lambda shards: (shards or 0) > 0,
+     'with --num_shards N each split has N shards, whatever their size'),
+)
+
+
+def without_pointless(options: dict) -> dict:
+  """A run's recorded options (which hold every option) with those its other
+  options made meaningless left out (None), so that they convert again
+  (validate --recompute). An option not recorded is at its default (raw,
+  0 shards)."""
+  options = dict(options)
+  for flag, needs, pointless, _ in _POINTLESS:
+    if pointless(options.get(needs)):
+      options[flag] = None
+  return options
+
+
 def output_options(parsed) -> dict:
   """The sink, index, error-budget and size flags checked -> the options recorded."""
   args = parsed.args
@@ -22,6 +45,13 @@ def output_options(parsed) -> dict:
     # Recorded as not set: the recorded options, read back as a --config
     # file, must not give it.
     options = {**options, 'shard_size_mb': None}
+  for flag, needs, pointless, why in _POINTLESS:
+    # A --config file that gives both may be an options block a run recorded
+    # (it holds every option): taken.
+    if (pointless(getattr(args, needs)) and flag in parsed.given
+            and not {flag, needs} <= parsed.from_config):
+      raise UsageError(f'--{flag} {getattr(args, flag)} has no effect with --{needs} '
+                       f'{getattr(args, needs)}: {why}')
   if args.write_index and args.compression == 'gzip':
     raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
                      'cannot be used for random access (drop --compression gzip)')

@@ -15,6 +15,7 @@ from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
 from pipeline.configuration import config_file
 from pipeline.configuration import configs
+from pipeline.configuration import output_flags
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import UsageError
 from transforms import filesystem
@@ -61,6 +62,7 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
+  options = output_flags.without_pointless(options)
   if options.get('resize_mode') == 'none':
     # Runs before --height/--width were refused with it recorded the sizes
     # they did not use (output_flags.output_options): not given, as now.

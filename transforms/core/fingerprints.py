@@ -170,9 +170,19 @@ def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
   them. A record made under another digest is never reused."""
   data = {'sources_format': SOURCES_FORMAT_VERSION, 'pixels': PIXELS_VERSION,
           'libraries': codec_versions(),
-          'image': image.to_json(),
+          'image': _bytes_options(image),
           'schema': example.schema, 'features': example.feature_spec(image)}
   return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _bytes_options(image: ImageSpec) -> dict:
+  """The image spec's options that change bytes: --jpeg_quality only with
+  --encoding jpeg (a PNG dataset's recorded quality, changed, re-encoded
+  every row for the same bytes)."""
+  options = image.to_json()
+  if image.encoding != 'jpeg':
+    options.pop('jpeg_quality', None)
+  return options
 
 
 # The extras part of the digest of a row without extra features (most rows).
