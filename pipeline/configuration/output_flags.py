@@ -6,7 +6,6 @@ from __future__ import annotations
 from pipeline.errors import UsageError
 from transforms.core.spec import SINK_TFRECORDIO
 
-
 # A flag another's value makes meaningless is refused, not ignored: a user
 # who gave it expected it to do something. (flag, the other, whether its
 # value makes the flag meaningless, why)
