@@ -28,6 +28,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.engines import __main__ as fetch_command
 from pipeline.engines import engine_runners
+from pipeline.engines import job_server_checks
 from pipeline.engines import job_server_launcher
 from pipeline.engines import job_servers
 from pipeline.engines import masters
@@ -389,6 +390,24 @@ def test_a_job_server_port_in_use(machine, sample, capsys, flag):
       f'error: {flag} {port} cannot be used for the job server: it is in use; give a free '
       f'port, or leave {flag} out (a free one is picked)')
   assert not out.exists()
+
+
+@pytest.mark.parametrize('parallelism', ['0', '-3'])
+def test_a_flink_parallelism_below_one(machine, sample, capsys, parallelism):
+  """Flink failed the job 6 s in: exit 1, 21 lines ending `Parallelism must
+  be at least one, or ExecutionConfig.PARALLELISM_DEFAULT`."""
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner',
+                     '--parallelism', parallelism) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --parallelism {parallelism} is no parallelism Flink takes: give 1 or more, -1 '
+      "for the Flink cluster's parallelism.default, or leave it out")
+  assert not out.exists()
+
+
+def test_flink_parallelisms_taken():
+  for given in ({}, {'parallelism': 1}, {'parallelism': 8}, {'parallelism': -1}):
+    assert job_server_checks.check_flink_parallelism(given) is None
 
 
 def test_validate_checks_before_reading(machine, capsys, monkeypatch):

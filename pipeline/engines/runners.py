@@ -283,6 +283,8 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   uber_jar = given.get(f'{engine.name}_submit_uber_jar')  # no job server runs here
   if engine.name == 'spark':
     masters.check_spark_master(given)
+  else:
+    job_server_checks.check_flink_parallelism(given)
   java = None
   if 'job_server_java_launcher' not in given and not uber_jar:
     java = job_servers.choose_java(engine, job_servers.java_candidates())
