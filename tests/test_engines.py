@@ -28,6 +28,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.engines import __main__ as fetch_command
 from pipeline.engines import engine_runners
+from pipeline.engines import job_server_checks
 from pipeline.engines import job_server_launcher
 from pipeline.engines import job_servers
 from pipeline.engines import masters
@@ -321,6 +322,92 @@ def test_a_flink_master_given_with_credentials(machine, sample, capsys, web_serv
   assert one_error_line(capsys).startswith(
       "error: FlinkRunner needs Beam's Flink job server: it is not in the cache")
   assert not out.exists()
+
+
+@pytest.mark.parametrize('master, why', [
+    ('local[x]', 'is no master URL Spark takes'),
+    ('local[0]', 'asks for 0 threads'),
+    ('127.0.0.1:7077', 'is no master URL Spark takes'),  # spark:// forgotten
+])
+def test_a_spark_master_url_spark_cannot_parse(machine, sample, capsys, master, why):
+  """Spark failed the job ~10 s in, OUT locked and made: exit 1 and 21 lines
+  under `SparkException: Could not parse Master URL` (`Asked to run locally
+  with 0 threads`); the host:port got a line about DOCKER first."""
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner', '--spark_master_url', master,
+                     '--environment_type', 'EXTERNAL',
+                     '--environment_config', 'localhost:50000') == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --spark_master_url {master} {why}: give local[N] (N threads, or * for one '
+      'per core) or spark://host:port (a standalone master), or leave --spark_master_url '
+      'out to run Spark inside the job server (local[N])')
+  assert not out.exists()
+
+
+def test_the_master_urls_spark_takes():
+  for master in ('local', 'local[1]', 'local[*]', 'local[4, 2]', 'local-cluster[2, 1, 1024]',
+                 'spark://m1:7077,m2:7077', 'yarn', 'k8s://https://host:6443',
+                 'mesos://host:5050', ' local[2] '):
+    assert masters.check_spark_master({'spark_master_url': master}) is None, master
+  assert masters.check_spark_master({}) is None
+
+
+def test_a_java_launcher_that_is_not_there(machine, sample, capsys):
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner', '--job_server_java_launcher',
+                     str(machine / 'nojava' / 'bin' / 'java')) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --job_server_java_launcher {machine}/nojava/bin/java is not there; give the '
+      'java of a Java 11-21, or leave the flag out to use JAVA_HOME or java on PATH')
+  assert not out.exists()
+
+
+def test_a_java_launcher_out_of_the_engines_range(machine, sample, capsys):
+  """A Java 25 given for Spark failed its job server: exit 1, `getSubject is
+  not supported` and a traceback."""
+  java25 = fake_java(machine / 'jdk-25', '25.0.3') / 'bin' / 'java'
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'SparkRunner', '--job_server_java_launcher',
+                     str(java25)) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --job_server_java_launcher {java25} is Java 25; SparkRunner needs Java 11-17 '
+      'for Spark 3.5: give the java of a Java 11-17, or leave the flag out to use JAVA_HOME '
+      'or java on PATH')
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('flag', ['--job_port', '--artifact_port', '--expansion_port'])
+def test_a_job_server_port_in_use(machine, sample, capsys, flag):
+  """The job server could not listen: exit 1 and 53 lines ending `Service
+  failed to start up with error 0`."""
+  with socket.socket() as taken:
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    out = machine / 'out'
+    assert run_convert(sample, out, '--runner', 'FlinkRunner', flag, str(port)) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: {flag} {port} cannot be used for the job server: it is in use; give a free '
+      f'port, or leave {flag} out (a free one is picked)')
+  assert not out.exists()
+
+
+@pytest.mark.parametrize('parallelism', ['0', '-3'])
+def test_a_flink_parallelism_below_one(machine, sample, capsys, parallelism):
+  """Flink failed the job 6 s in: exit 1, 21 lines ending `Parallelism must
+  be at least one, or ExecutionConfig.PARALLELISM_DEFAULT`."""
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner',
+                     '--parallelism', parallelism) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --parallelism {parallelism} is no parallelism Flink takes: give 1 or more, -1 '
+      "for the Flink cluster's parallelism.default, or leave it out")
+  assert not out.exists()
+
+
+def test_flink_parallelisms_taken():
+  for given in ({}, {'parallelism': 1}, {'parallelism': 8}, {'parallelism': -1}):
+    assert job_server_checks.check_flink_parallelism(given) is None
 
 
 def test_validate_checks_before_reading(machine, capsys, monkeypatch):

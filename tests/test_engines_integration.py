@@ -300,3 +300,22 @@ def test_a_nightly_run_on_an_engine_copies_unchanged_records(runner, images, loc
   assert sorted(p.name for p in out.iterdir() if p.name != 'dataset_info.json') == names
   for name in names:
     assert (out / name).read_bytes() == (full / name).read_bytes(), name
+
+
+def test_a_spark_master_the_job_servers_spark_cannot_use_is_one_line(images, tmp_path):
+  """`yarn` passes the launcher (Spark takes it with spark-yarn on its class
+  path) and the assembled job server's Spark, which has none, refuses it:
+  21 lines and a traceback before, exit 1; now the job's one line says why."""
+  out = tmp_path / 'out'
+  result = run_module('pipeline.convert', '--manifest', images, '--output_dir', out, *FLAGS,
+                      '--runner', 'SparkRunner', '--spark_master_url', 'yarn',
+                      '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000')
+  assert result.returncode == 1, describe(result)
+  lines = result.stderr.splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: the job failed: '), describe(result)
+  assert lines[0].endswith(
+      "Could not parse Master URL: 'yarn' (the job server's Spark has no cluster manager for "
+      'that --spark_master_url; the assembled job server takes local[N] and spark:// masters '
+      'only: give one of those, or a --spark_job_server_jar built with that cluster '
+      'manager)'), describe(result)
+  assert not (out / 'dataset_info.json').exists()

@@ -271,6 +271,22 @@ def test_a_spark_context_stopped_before_the_job_is_one_line_saying_why(capsys):
       'master, or leave it out to run Spark inside the job server)']
 
 
+def test_a_spark_master_without_its_cluster_manager_is_one_line(capsys):
+  """--spark_master_url yarn on the assembled job server (Spark's core, no
+  spark-yarn): the job failed after 13 s with 21 lines and a traceback."""
+  def run(argv):
+    raise RuntimeError("Pipeline BeamApp-root-3 failed in state FAILED: "
+                       "org.apache.spark.SparkException: Could not parse Master URL: 'yarn'")
+
+  assert exits.main_with_exit_codes(run, []) == errors.EXIT_FAILED
+  assert capsys.readouterr().err.splitlines() == [
+      "error: the job failed: RuntimeError: Pipeline BeamApp-root-3 failed in state FAILED: "
+      "org.apache.spark.SparkException: Could not parse Master URL: 'yarn' (the job server's "
+      'Spark has no cluster manager for that --spark_master_url; the assembled job server '
+      'takes local[N] and spark:// masters only: give one of those, or a '
+      '--spark_job_server_jar built with that cluster manager)']
+
+
 def test_another_job_failure_keeps_its_traceback(capsys):
   def run(argv):
     raise RuntimeError('Pipeline BeamApp-root-2 failed in state FAILED: a bug somewhere')

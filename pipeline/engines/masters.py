@@ -42,6 +42,34 @@ def check_answers(engine: str, given: dict, addresses: list) -> None:
                      f'{start}, or {_INSTEAD[engine]}')
 
 
+# The master URLs Spark 3.5 parses itself (SparkContext.createTaskScheduler):
+# local, local[N] and local[N,F] (N threads, a count or *; F task failures),
+# local-cluster[N,C,M] and spark://...; any other is left to the cluster
+# managers on the job server's class path, each of which takes its own (yarn,
+# k8s..., mesos...). Anything else (local[x], local[0], a host:port without
+# spark://) failed the job after ~10 s, once OUT was locked: exit 1 and a
+# traceback under `SparkException: Could not parse Master URL`.
+SPARK_MASTER = re.compile(r'local|local\[([0-9]+|\*)(\s*,\s*[0-9]+)?\]|'
+                          r'local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*]|spark://.*')
+SPARK_CLUSTER_MANAGERS = re.compile(r'yarn$|k8s|mesos')  # their ExternalClusterManager.canCreate
+
+
+def check_spark_master(given: dict) -> None:
+  """UsageError when --spark_master_url is a master URL Spark cannot take."""
+  master = given.get('spark_master_url')
+  if master is None:
+    return
+  text = master.strip()
+  local = SPARK_MASTER.fullmatch(text)
+  threads = local.group(1) if local else None
+  if (local and threads != '0') or (not local and SPARK_CLUSTER_MANAGERS.match(text)):
+    return
+  why = 'asks for 0 threads' if local else 'is no master URL Spark takes'
+  raise UsageError(f'--spark_master_url {redact_text(master)} {why}: give local[N] (N '
+                   'threads, or * for one per core) or spark://host:port (a standalone '
+                   f"master), or {_INSTEAD['spark']}")
+
+
 def answers(address: tuple) -> Optional[str]:
   """None if a TCP connection to (host, port) opens, else why not."""
   try:

@@ -24,6 +24,7 @@ from apache_beam.options.pipeline_options import WorkerOptions
 from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.beam_runtime import local_runner
 from pipeline.engines import job_endpoint
+from pipeline.engines import job_server_checks
 from pipeline.engines import job_servers
 from pipeline.engines import masters
 from pipeline.engines.masters import CONNECT_TIMEOUT_S
@@ -280,9 +281,17 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   if given.get('job_endpoint'):  # a job server already running elsewhere: Beam's as is
     return options
   uber_jar = given.get(f'{engine.name}_submit_uber_jar')  # no job server runs here
+  if engine.name == 'spark':
+    masters.check_spark_master(given)
+  else:
+    job_server_checks.check_flink_parallelism(given)
   java = None
   if 'job_server_java_launcher' not in given and not uber_jar:
     java = job_servers.choose_java(engine, job_servers.java_candidates())
+  elif not uber_jar:
+    job_server_checks.check_java_launcher(engine, given['job_server_java_launcher'])
+  if not uber_jar:
+    job_server_checks.check_ports(given)
   _, embedded, addresses = master_of(runner, given)
   masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()
