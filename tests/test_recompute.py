@@ -396,3 +396,32 @@ def test_a_row_relabelled_since_the_run_is_a_warning_unless_the_manifest_looks_u
   assert (code, report['problems_by_kind'], report['num_warnings']) == (
       EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
   assert report['problems'][0]['detail'].startswith("key 'k1': label differ from its unchanged")
+
+
+def test_a_record_of_other_bytes_but_the_same_features_is_a_mismatch(fresh):
+  """A record rewritten with bytes a reader skips (a field Example does not
+  have, appended), every CRC, count and sidecar line right: its features
+  parse the same as its source converted again, but its bytes do not (was:
+  no finding, though --recompute compares byte for byte)."""
+  out = fresh / 'out'
+  info = json.loads((out / 'dataset_info.json').read_text())
+  line = _lines(out)[0]
+  shard = out / info['splits']['train']['shards'][line['shard']]
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  before = len(shard.read_bytes())
+  records[line['ordinal']] += b'\x10\x01'  # field 2, the varint 1: no field of Example
+  assert parse_example(records[line['ordinal']]) == parse_example(
+      records[line['ordinal']][:-2])
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  info['splits']['train']['num_bytes'] += len(shard.read_bytes()) - before
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  resync_sidecars(out)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_recomputed']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 10)
+  assert report['problems'][0]['detail'].startswith(
+      f"key '{line['key']}': the bytes (every feature the same) differ from its unchanged "
+      'source ')
