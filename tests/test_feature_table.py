@@ -31,9 +31,9 @@ LABELS = ('cat', 'dog')
 EXTRAS = (ExtraFeature('weight', 'float'), ExtraFeature('boxes', 'int64'))
 
 
-def _png(width: int, height: int) -> bytes:
+def _png(width: int, height: int, mode: str = 'RGB', fmt: str = 'PNG') -> bytes:
   out = io.BytesIO()
-  Image.new('RGB', (width, height), (10, 20, 30)).save(out, format='PNG')
+  Image.new(mode, (width, height), (10, 20, 30, 40)[:len(mode)]).save(out, format=fmt)
   return out.getvalue()
 
 
@@ -114,6 +114,11 @@ SIZE = 'wrong_image_size'
 DAMAGE = [
     ('default', 'image/encoded', b'\x89PNG not really', ['undecodable_image']),
     ('default', 'image/encoded', _png(4, 2), [SIZE]),
+    # a JPEG in a PNG dataset (tf.io.decode_png refuses it), at the right size
+    ('default', 'image/encoded', _png(3, 2, fmt='JPEG'), ['wrong_image_format']),
+    # more channels than declared, as fewer are
+    ('default', 'image/encoded', _png(3, 2, 'RGBA'), ['wrong_channels']),
+    ('default', 'image/encoded', _png(3, 2, 'L'), ['wrong_channels']),
     ('default', 'image/format', b'jpeg', ['wrong_image_format']),
     # the stored size is wrong, and the image does not decode to it either
     ('default', 'image/height', 5, [SIZE, SIZE]),
@@ -128,6 +133,7 @@ DAMAGE = [
     ('default', 'image/key/sha256', b'f' * 63 + b'g', ['bad_sha256']),
     ('default', 'image/key/sha256', b'f' * 64 + b'\n', ['bad_sha256']),
     ('seed', 'img_raw', b'short', [SIZE]),
+    ('seed', 'img_raw', bytes(2 * 3 * 3 + 1), [SIZE]),  # one byte too many
     ('seed', 'label', -1, ['label_out_of_range']),
 ]
 
