@@ -120,6 +120,7 @@ DAMAGE = [
     ('default', 'image/encoded', _png(3, 2, 'RGBA'), ['wrong_channels']),
     ('default', 'image/encoded', _png(3, 2, 'L'), ['wrong_channels']),
     ('default', 'image/format', b'jpeg', ['wrong_image_format']),
+    ('default', 'image/format', b'', ['wrong_image_format']),
     # the stored size is wrong, and the image does not decode to it either
     ('default', 'image/height', 5, [SIZE, SIZE]),
     ('default', 'image/width', 7, [SIZE, SIZE]),
