@@ -285,3 +285,18 @@ def test_split_recomputed_from_the_key_or_the_content():
   assert dataset_checks.split_problems(content, by_content, 'k1', None) == []  # no digest
   assert 'SHA-256' in dataset_checks.split_problems(
       content, 'test' if by_content == 'train' else 'train', 'k1', digest)[0][1]
+
+
+def test_dropped_boxes_none_recorded_against_reasons():
+  # --on_bad_box drop: each rejected annotation's code is a dropped box; a
+  # detection section recording none ({}) is as wrong as one recording fewer
+  check = dataset_checks.declared_number_problems
+  info = {'schema': 'detection', 'label_map': ['', 'cat'], 'num_classes': 1,
+          'rejected_annotations_by_reason': {'annotation/empty_box': 2},
+          'detection': {'num_rejected_annotations': 2, 'on_bad_box': 'drop',
+                        'dropped_boxes': {'empty_box': 2}}}
+  assert check(info) == []
+  info['detection']['dropped_boxes'] = {}
+  assert details(check(info)) == [
+      ('row_accounting', '', "dataset_info.json's detection.dropped_boxes.empty_box is 0, but "
+       'its rejected_annotations_by_reason (--on_bad_box drop) makes it 2')]

@@ -127,6 +127,7 @@ DAMAGE = [
     ('default', 'image/channels', 1, ['wrong_channels']),
     ('default', 'image/class/label', 2, ['label_out_of_range']),
     ('default', 'image/class/text', b'cat', ['label_mismatch']),
+    ('default', 'image/class/text', b'Dog', ['label_mismatch']),  # the label map's is 'dog'
     ('default', 'image/key', b'', ['empty_key']),
     ('default', 'image/key', b' ', ['empty_key']),
     ('default', 'image/key/sha256', b'xyz', ['bad_sha256']),
@@ -325,3 +326,21 @@ def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
   assert [kind for kind, _ in check_record(serialize_example(features),
                                            _expected('default', image))[2]] == [
       'missing_feature']
+
+
+def test_the_label_list_and_size_checks_of_a_record():
+  """A multi-label record's ids and texts, and a record's own size, as the
+  checks see them (the feature table's rows above cover one label)."""
+  from transforms.core import checks
+  assert checks.check_labels([0, 1], LABELS) == []
+  assert checks.check_labels([1, 1], LABELS) == [
+      ('label_mismatch', 'label ids [1, 1] repeat a class')]
+  assert checks.check_labels([], LABELS) == [
+      ('missing_label', 'image/class/label is an empty list')]
+  assert checks.check_label_texts([0, 1], [b'cat', b'dog'], LABELS) == []
+  for texts in ([b'cat'], [b'cat', b'dog', b'dog']):  # fewer texts than ids, and more
+    assert checks.check_label_texts([0, 1], texts, LABELS) == [
+        ('label_mismatch', f'2 label ids but {len(texts)} label texts')]
+  # a record of no pixels: its size is refused, not its byte count taken as right
+  assert checks.check_image(b'', 'raw', 0, 3, 3) == [
+      ('wrong_image_size', 'image size 3x0 is not positive')]
