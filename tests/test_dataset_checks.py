@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from transforms.core import dataset_checks
+from transforms.core import validation
 from transforms.core.dataset_checks import RejectedLines
 from transforms.core.splits import HashSplit
 from transforms.core.splits import hash_split
@@ -49,6 +50,55 @@ def test_num_rejected_against_its_reasons():
   assert details(problems) == [
       ('row_accounting', '', "dataset_info.json's num_rejected 3 is not the sum of its "
        'rejected_by_reason (2)')]
+
+
+def test_label_manifest_lines_dataset_info_does_not_declare():
+  # rejected.jsonl holds a rejected label-manifest line; dataset_info.json
+  # declares none (its field missing, or empty): the line is unaccounted for
+  counted = RejectedLines(rows={'read/missing_file': 2},
+                          label_rows={'label_manifest/no_image': 1})
+  for info in (INFO, dict(INFO, label_manifest_rejected_by_reason={})):
+    assert details(dataset_checks.row_accounting_problems(info, counted)) == [
+        ('row_accounting', 'rejected.jsonl', 'rejected.jsonl holds 1 label-manifest line(s) '
+         "rejected as label_manifest/no_image; dataset_info.json's "
+         'label_manifest_rejected_by_reason says 0')]
+  declared = dict(INFO, label_manifest_rejected_by_reason={'label_manifest/no_image': 1})
+  assert dataset_checks.row_accounting_problems(declared, counted) == []
+
+
+def test_totals_above_their_reasons_and_rates_slightly_off():
+  check = dataset_checks.declared_number_problems
+  info = dict(INFO, schema='default', num_classes=2, error_rate=0.4, max_error_rate=0.5,
+              over_budget=False, num_label_manifest_rows_rejected=1,
+              label_manifest_rejected_by_reason={'label_manifest/no_image': 1})
+  # a total above the sum of its reasons is as wrong as one below it
+  assert details(check(dict(info, num_label_manifest_rows_rejected=2))) == [
+      ('row_accounting', '', "dataset_info.json's num_label_manifest_rows_rejected is 2, but "
+       'its label_manifest_rejected_by_reason adds up to 1')]
+  detection = {'schema': 'detection', 'label_map': ['', 'cat'], 'num_classes': 1,
+               'rejected_annotations_by_reason': {'annotation/empty_box': 2},
+               'detection': {'num_rejected_annotations': 3}}
+  assert details(check(detection)) == [
+      ('row_accounting', '', "dataset_info.json's detection.num_rejected_annotations is 3, but "
+       'its rejected_annotations_by_reason adds up to 2')]
+  # 2 / 5 is 0.4: 0.41 is another rate, float noise is not
+  assert details(check(dict(info, error_rate=0.41))) == [
+      ('row_accounting', '', "dataset_info.json's error_rate is 0.41, but its num_rejected / "
+       'num_manifest_rows is 2 / 5 = 0.4')]
+  assert check(dict(info, error_rate=2 / 5 + 1e-15)) == []
+
+
+def test_counts_above_what_the_records_hold():
+  # a record added to a split (or the total raised) is as wrong as one taken out
+  info = dict(INFO, num_examples=4, splits={'train': {'num_examples': 3},
+                                            'test': {'num_examples': 1}})
+  assert validation.count_problems(info, {'train': 3, 'test': 1}, 4) == []
+  assert details(validation.count_problems(info, {'train': 4, 'test': 1}, None)) == [
+      ('count_mismatch', 'train', "split 'train' has 4 examples, dataset_info.json says 3")]
+  assert details(validation.count_problems(dict(info, num_examples=5),
+                                           {'train': 3, 'test': 1}, None)) == [
+      ('count_mismatch', '', 'dataset_info.json num_examples 5 is not the sum of its splits '
+       '(4)')]
 
 
 def test_numbers_that_follow_from_the_others():
@@ -226,9 +276,27 @@ def test_split_recomputed_from_the_key_or_the_content():
        '(--split train=0.5,test=0.5 --seed 3)')]
   assert dataset_checks.split_problems(HashSplit(), 'x', 'k1', None) == []  # no hash split
   content = HashSplit(fractions, 3, 'content')
-  digest = 'ab' * 32
+  # a digest whose split is not the key's: hashing the key instead is caught
+  digest = next(d * 32 for d in ('ab', 'cd', 'ef', '01')
+                if hash_split(d * 32, fractions, 3) != wanted)
   by_content = hash_split(digest, fractions, 3)
+  assert by_content == other
   assert dataset_checks.split_problems(content, by_content, 'k1', digest) == []
   assert dataset_checks.split_problems(content, by_content, 'k1', None) == []  # no digest
   assert 'SHA-256' in dataset_checks.split_problems(
       content, 'test' if by_content == 'train' else 'train', 'k1', digest)[0][1]
+
+
+def test_dropped_boxes_none_recorded_against_reasons():
+  # --on_bad_box drop: each rejected annotation's code is a dropped box; a
+  # detection section recording none ({}) is as wrong as one recording fewer
+  check = dataset_checks.declared_number_problems
+  info = {'schema': 'detection', 'label_map': ['', 'cat'], 'num_classes': 1,
+          'rejected_annotations_by_reason': {'annotation/empty_box': 2},
+          'detection': {'num_rejected_annotations': 2, 'on_bad_box': 'drop',
+                        'dropped_boxes': {'empty_box': 2}}}
+  assert check(info) == []
+  info['detection']['dropped_boxes'] = {}
+  assert details(check(info)) == [
+      ('row_accounting', '', "dataset_info.json's detection.dropped_boxes.empty_box is 0, but "
+       'its rejected_annotations_by_reason (--on_bad_box drop) makes it 2')]

@@ -420,9 +420,22 @@ def _record(**changes) -> DetectedImage:
   return DetectedImage(**{**values, **changes})
 
 
+def _mask(width: int = 4, height: int = 2, value: int = 1) -> bytes:
+  from PIL import Image
+  return masks.encode_mask(Image.new('L', (width, height), value))
+
+
 @pytest.mark.parametrize('changes, kind', [
     ({}, None),
     ({'xmin': (0.1, 0.2)}, 'object_count_mismatch'),
+    # just past the edge, and one coordinate of the two inverted
+    ({'xmax': (1.01,)}, 'box_out_of_range'),
+    ({'ymin': (-0.01,)}, 'box_out_of_range'),
+    ({'ymin': (0.95,)}, 'box_inverted'),
+    ({'source_id': b' '}, 'empty_source_id'),
+    ({'masks': (_mask(), _mask())}, 'mask_count_mismatch'),  # one more than the boxes
+    ({'masks': (_mask(value=2),)}, 'wrong_mask_values'),
+    ({'masks': (_mask(height=3),)}, 'wrong_mask_size'),  # the width right
     ({'xmax': (1.5,)}, 'box_out_of_range'),
     ({'xmin': (0.6,)}, 'box_inverted'),
     ({'labels': (3,)}, 'label_out_of_range'),

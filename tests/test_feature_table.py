@@ -31,9 +31,9 @@ LABELS = ('cat', 'dog')
 EXTRAS = (ExtraFeature('weight', 'float'), ExtraFeature('boxes', 'int64'))
 
 
-def _png(width: int, height: int) -> bytes:
+def _png(width: int, height: int, mode: str = 'RGB', fmt: str = 'PNG') -> bytes:
   out = io.BytesIO()
-  Image.new('RGB', (width, height), (10, 20, 30)).save(out, format='PNG')
+  Image.new(mode, (width, height), (10, 20, 30, 40)[:len(mode)]).save(out, format=fmt)
   return out.getvalue()
 
 
@@ -114,13 +114,20 @@ SIZE = 'wrong_image_size'
 DAMAGE = [
     ('default', 'image/encoded', b'\x89PNG not really', ['undecodable_image']),
     ('default', 'image/encoded', _png(4, 2), [SIZE]),
+    # a JPEG in a PNG dataset (tf.io.decode_png refuses it), at the right size
+    ('default', 'image/encoded', _png(3, 2, fmt='JPEG'), ['wrong_image_format']),
+    # more channels than declared, as fewer are
+    ('default', 'image/encoded', _png(3, 2, 'RGBA'), ['wrong_channels']),
+    ('default', 'image/encoded', _png(3, 2, 'L'), ['wrong_channels']),
     ('default', 'image/format', b'jpeg', ['wrong_image_format']),
+    ('default', 'image/format', b'', ['wrong_image_format']),
     # the stored size is wrong, and the image does not decode to it either
     ('default', 'image/height', 5, [SIZE, SIZE]),
     ('default', 'image/width', 7, [SIZE, SIZE]),
     ('default', 'image/channels', 1, ['wrong_channels']),
     ('default', 'image/class/label', 2, ['label_out_of_range']),
     ('default', 'image/class/text', b'cat', ['label_mismatch']),
+    ('default', 'image/class/text', b'Dog', ['label_mismatch']),  # the label map's is 'dog'
     ('default', 'image/key', b'', ['empty_key']),
     ('default', 'image/key', b' ', ['empty_key']),
     ('default', 'image/key/sha256', b'xyz', ['bad_sha256']),
@@ -128,6 +135,7 @@ DAMAGE = [
     ('default', 'image/key/sha256', b'f' * 63 + b'g', ['bad_sha256']),
     ('default', 'image/key/sha256', b'f' * 64 + b'\n', ['bad_sha256']),
     ('seed', 'img_raw', b'short', [SIZE]),
+    ('seed', 'img_raw', bytes(2 * 3 * 3 + 1), [SIZE]),  # one byte too many
     ('seed', 'label', -1, ['label_out_of_range']),
 ]
 
@@ -318,3 +326,21 @@ def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
   assert [kind for kind, _ in check_record(serialize_example(features),
                                            _expected('default', image))[2]] == [
       'missing_feature']
+
+
+def test_the_label_list_and_size_checks_of_a_record():
+  """A multi-label record's ids and texts, and a record's own size, as the
+  checks see them (the feature table's rows above cover one label)."""
+  from transforms.core import checks
+  assert checks.check_labels([0, 1], LABELS) == []
+  assert checks.check_labels([1, 1], LABELS) == [
+      ('label_mismatch', 'label ids [1, 1] repeat a class')]
+  assert checks.check_labels([], LABELS) == [
+      ('missing_label', 'image/class/label is an empty list')]
+  assert checks.check_label_texts([0, 1], [b'cat', b'dog'], LABELS) == []
+  for texts in ([b'cat'], [b'cat', b'dog', b'dog']):  # fewer texts than ids, and more
+    assert checks.check_label_texts([0, 1], texts, LABELS) == [
+        ('label_mismatch', f'2 label ids but {len(texts)} label texts')]
+  # a record of no pixels: its size is refused, not its byte count taken as right
+  assert checks.check_image(b'', 'raw', 0, 3, 3) == [
+      ('wrong_image_size', 'image size 3x0 is not positive')]

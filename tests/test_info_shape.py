@@ -129,3 +129,34 @@ def test_every_field_of_another_shape_is_refused_or_taken(converted_sample, tmp_
         raise AssertionError(f'{".".join(map(str, where))} = {value!r}: '
                              f'{type(error).__name__}: {error}') from error
   assert refused > 100
+
+
+# Values just out of their range, or a field left out, that no later check
+# refuses: each passed parse_info with its shape loosened by one step.
+JUST_OUT = [
+    # config gone: the wrong_split check off, as with config: null
+    (lambda info: info.pop('config'), 'dataset_info.json lacks config'),
+    # no split at all: the wrong_split check off too
+    (lambda info: info['config'].update(split=[]),
+     'dataset_info.json: config.split [] is not a list of [split name, fraction] pairs or null'),
+    (lambda info: info['config'].update(split=[['train', 0.5, 1], ['test', 0.5]]),
+     "dataset_info.json: config.split[0] ['train', 0.5, 1] is not a [split name, fraction] pair"),
+    (lambda info: info['image'].update(height=0),
+     'dataset_info.json: image.height 0 is not a whole number above 0 or null'),
+    (lambda info: info.update(error_rate=1.5),
+     'dataset_info.json: error_rate 1.5 is not a number in 0..1'),
+    (lambda info: info.update(num_manifest_rows=-1),
+     'dataset_info.json: num_manifest_rows -1 is not a count'),
+    (lambda info: info['image'].update(background=[0, 0]),
+     'dataset_info.json: image.background [0, 0] is not an [R, G, B] colour'),
+]
+
+
+@pytest.mark.parametrize('change, detail', JUST_OUT)
+def test_values_just_out_of_their_shape_are_refused(converted_sample, change, detail):
+  info = read_info(converted_sample(*VARIANTS['hash_split'])[1])
+  parse_info(json.dumps(info), 'dataset_info.json')
+  change(info)
+  with pytest.raises(InfoError) as raised:
+    parse_info(json.dumps(info), 'dataset_info.json')
+  assert str(raised.value) == detail

@@ -396,3 +396,80 @@ def test_a_row_relabelled_since_the_run_is_a_warning_unless_the_manifest_looks_u
   assert (code, report['problems_by_kind'], report['num_warnings']) == (
       EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
   assert report['problems'][0]['detail'].startswith("key 'k1': label differ from its unchanged")
+
+
+def test_a_record_of_other_bytes_but_the_same_features_is_a_mismatch(fresh):
+  """A record rewritten with bytes a reader skips (a field Example does not
+  have, appended), every CRC, count and sidecar line right: its features
+  parse the same as its source converted again, but its bytes do not (was:
+  no finding, though --recompute compares byte for byte)."""
+  out = fresh / 'out'
+  info = json.loads((out / 'dataset_info.json').read_text())
+  line = _lines(out)[0]
+  shard = out / info['splits']['train']['shards'][line['shard']]
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  before = len(shard.read_bytes())
+  records[line['ordinal']] += b'\x10\x01'  # field 2, the varint 1: no field of Example
+  assert parse_example(records[line['ordinal']]) == parse_example(
+      records[line['ordinal']][:-2])
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  info['splits']['train']['num_bytes'] += len(shard.read_bytes()) - before
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  resync_sidecars(out)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_recomputed']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 10)
+  assert report['problems'][0]['detail'].startswith(
+      f"key '{line['key']}': the bytes (every feature the same) differ from its unchanged "
+      'source ')
+
+
+def test_image_bytes_that_differ_stay_a_problem_once_the_manifest_changed(fresh):
+  """A changed manifest lets a row's label, split or features differ (a
+  warning); the image's own fingerprint is unchanged, so other image bytes
+  are still a problem."""
+  out = fresh / 'out'
+  image = fresh / 'imgs' / 'a3.png'
+  image.unlink()
+  image.write_bytes(noise_png(99))
+  lines = _lines(out)
+  for line in lines:
+    if line['key'] == 'k3':
+      line['fingerprint'] = fingerprints.local_fingerprint(str(image))
+  (out / SIDECAR).write_bytes(gzip.compress(
+      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+  with open(fresh / 'm.csv', 'a') as manifest:
+    manifest.write('imgs/a0.png,dog,k99,0.5\n')
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1})
+  assert report['problems'][0]['detail'].startswith("key 'k3': image bytes, ")
+
+
+def test_a_key_s_first_row_is_the_one_converted_again(fresh):
+  """convert keeps the first row of a key (a later one is a duplicate):
+  --recompute compares the record with that row, not a later one."""
+  with open(fresh / 'm.csv', 'a') as manifest:
+    manifest.write('imgs/a1.png,dog,k1,0.5\n')  # k1's row says cat
+  code, report = _validate(fresh / 'out', '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings'], report['num_recomputed']) == (
+      EXIT_OK, 0, 0, 10)
+
+
+def test_rows_the_run_rejected_are_counted_and_a_content_split_recomputed(tmp_path):
+  """A manifest row the run rejected (no image) is one of num_manifest_rows
+  all the same; with --split_by content, each record's split is its image's
+  SHA-256's, as the run chose it."""
+  root = _corpus(tmp_path / 'c')
+  manifest = root / 'm.csv'
+  manifest.write_text(manifest.read_text() + ',cat,k98,0.5\n')
+  out = root / 'more'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), *FLAGS,
+                       '--split_by', 'content', '--max_error_rate', '0.5']) == EXIT_OK
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert (info['num_manifest_rows'], info['num_examples']) == (11, 10)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings'], report['num_recomputed']) == (
+      EXIT_OK, 0, 0, 10)

@@ -216,6 +216,33 @@ def test_record_moved_from_train_to_test(hash_split_out):
   assert found[4][3] == f'line 3 (record 2 of {train.name}): no such record (2 read from that shard)'
 
 
+def test_record_moved_between_splits_by_content(converted_sample, tmp_path):
+  """--split_by content: the split recomputed from the record's
+  image/key/sha256, not its key, shows a record moved (every count made to
+  match; the sidecars are not rewritten: what matters is the wrong_split)."""
+  out = copy_dataset(converted_sample(*HASH_SPLIT, '--split_by', 'content')[1], tmp_path)
+  info = read_info(out)
+  train, test = (out / info['splits'][name]['shards'][0] for name in ('train', 'test'))
+  moved, *kept = records_of(train)
+  features = parse_example(moved)
+  key, digest = (features[name][1][0].decode() for name in ('image/key', 'image/key/sha256'))
+  assert hash_split(digest, (('train', 0.5), ('test', 0.5)), 0) == 'train'
+  train.write_bytes(b''.join(frame(r) for r in kept))
+  position = len(records_of(test))
+  test.write_bytes(test.read_bytes() + frame(moved))
+  declare_records(info, 'test', [moved], rows=False)
+  text = features['image/class/text'][1][0].decode()
+  info['splits']['train']['num_examples'] -= 1
+  info['splits']['train']['examples_per_class'][text] -= 1
+  info['splits']['train']['num_bytes'] -= len(frame(moved))
+  info['num_examples'] -= 1
+  write_info(out, info)
+  found = findings(out)
+  assert found[0] == (
+      'wrong_split', test.name, position, f"key {key!r} is in split 'test', but its image's "
+      "SHA-256 hashes to 'train' (--split train=0.5,test=0.5 --seed 0 --split_by content)")
+
+
 
 def test_label_manifest_lines_are_not_rows(tmp_path):
   """Label-manifest lines in rejected.jsonl say counts_as_row false; those
