@@ -130,19 +130,25 @@ def test_two_swapped_records_are_a_mismatch_each(fresh):
     assert 'feature image/key' in detail and 'differ from its unchanged source' in detail
 
 
+def _forge_fingerprint(fresh, key: str, name: str) -> None:
+  """The source of `key` rewritten after the run, and its sidecar line's
+  fingerprint forged to the new file's: the same fingerprint, other bytes."""
+  image = fresh / 'imgs' / name
+  image.unlink()
+  image.write_bytes(noise_png(99))
+  lines = _lines(fresh / 'out')
+  for line in lines:
+    if line['key'] == key:
+      line['fingerprint'] = fingerprints.local_fingerprint(str(image))
+  (fresh / 'out' / SIDECAR).write_bytes(gzip.compress(
+      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+
+
 def test_a_forged_fingerprint_is_caught_as_a_mismatch(fresh):
   """The source rewritten after the run, and its sidecar line's fingerprint
   forged to the new file's: the same fingerprint, other bytes."""
   out = fresh / 'out'
-  image = fresh / 'imgs' / 'a3.png'
-  image.unlink()
-  image.write_bytes(noise_png(99))
-  lines = _lines(out)
-  for line in lines:
-    if line['key'] == 'k3':
-      line['fingerprint'] = fingerprints.local_fingerprint(str(image))
-  (out / SIDECAR).write_bytes(gzip.compress(
-      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+  _forge_fingerprint(fresh, 'k3', 'a3.png')
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['problems_by_kind']) == (EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1})
   assert report['problems'][0]['detail'].startswith(
@@ -432,15 +438,7 @@ def test_image_bytes_that_differ_stay_a_problem_once_the_manifest_changed(fresh)
   warning); the image's own fingerprint is unchanged, so other image bytes
   are still a problem."""
   out = fresh / 'out'
-  image = fresh / 'imgs' / 'a3.png'
-  image.unlink()
-  image.write_bytes(noise_png(99))
-  lines = _lines(out)
-  for line in lines:
-    if line['key'] == 'k3':
-      line['fingerprint'] = fingerprints.local_fingerprint(str(image))
-  (out / SIDECAR).write_bytes(gzip.compress(
-      b''.join(json.dumps(line).encode() + b'\n' for line in lines), mtime=0))
+  _forge_fingerprint(fresh, 'k3', 'a3.png')
   with open(fresh / 'm.csv', 'a') as manifest:
     manifest.write('imgs/a0.png,dog,k99,0.5\n')
   code, report = _validate(out, '--recompute', '1.0')

@@ -180,16 +180,13 @@ def test_undeclared_feature_is_a_warning_and_an_error_with_strict(converted_samp
   assert findings(out, '--strict', code=EXIT_FAILED, section='warnings') == expected
 
 
-def test_record_moved_from_train_to_test(hash_split_out):
-  """The record is moved and every count made to match: the split,
-  recomputed from the key, shows it, and the sidecars that still name it in
-  train."""
-  out = hash_split_out
+def _move_first_train_record_to_test(out):
+  """Moves train's first record to the end of test's shard, every count made
+  to match (the sidecars are left as they were) -> (train shard, test shard,
+  the record moved, train's records kept, its position in test)."""
   info = read_info(out)
   train, test = (out / info['splits'][name]['shards'][0] for name in ('train', 'test'))
   moved, *kept = records_of(train)
-  key = parse_example(moved)['image/key'][1][0].decode()
-  assert hash_split(key, (('train', 0.5), ('test', 0.5)), 0) == 'train'
   train.write_bytes(b''.join(frame(r) for r in kept))
   position = len(records_of(test))
   test.write_bytes(test.read_bytes() + frame(moved))
@@ -200,6 +197,17 @@ def test_record_moved_from_train_to_test(hash_split_out):
   info['splits']['train']['num_bytes'] -= len(frame(moved))
   info['num_examples'] -= 1
   write_info(out, info)
+  return train, test, moved, kept, position
+
+
+def test_record_moved_from_train_to_test(hash_split_out):
+  """The record is moved and every count made to match: the split,
+  recomputed from the key, shows it, and the sidecars that still name it in
+  train."""
+  out = hash_split_out
+  train, test, moved, kept, position = _move_first_train_record_to_test(out)
+  key = parse_example(moved)['image/key'][1][0].decode()
+  assert hash_split(key, (('train', 0.5), ('test', 0.5)), 0) == 'train'
   found = findings(out)
   assert found[0] == (
       'wrong_split', test.name, position, f"key {key!r} is in split 'test', but the key hashes to "
@@ -221,27 +229,14 @@ def test_record_moved_between_splits_by_content(converted_sample, tmp_path):
   image/key/sha256, not its key, shows a record moved (every count made to
   match; the sidecars are not rewritten: what matters is the wrong_split)."""
   out = copy_dataset(converted_sample(*HASH_SPLIT, '--split_by', 'content')[1], tmp_path)
-  info = read_info(out)
-  train, test = (out / info['splits'][name]['shards'][0] for name in ('train', 'test'))
-  moved, *kept = records_of(train)
+  _, test, moved, _, position = _move_first_train_record_to_test(out)
   features = parse_example(moved)
   key, digest = (features[name][1][0].decode() for name in ('image/key', 'image/key/sha256'))
   assert hash_split(digest, (('train', 0.5), ('test', 0.5)), 0) == 'train'
-  train.write_bytes(b''.join(frame(r) for r in kept))
-  position = len(records_of(test))
-  test.write_bytes(test.read_bytes() + frame(moved))
-  declare_records(info, 'test', [moved], rows=False)
-  text = features['image/class/text'][1][0].decode()
-  info['splits']['train']['num_examples'] -= 1
-  info['splits']['train']['examples_per_class'][text] -= 1
-  info['splits']['train']['num_bytes'] -= len(frame(moved))
-  info['num_examples'] -= 1
-  write_info(out, info)
   found = findings(out)
   assert found[0] == (
       'wrong_split', test.name, position, f"key {key!r} is in split 'test', but its image's "
       "SHA-256 hashes to 'train' (--split train=0.5,test=0.5 --seed 0 --split_by content)")
-
 
 
 def test_label_manifest_lines_are_not_rows(tmp_path):
