@@ -471,3 +471,40 @@ def test_rows_the_run_rejected_are_counted_and_a_content_split_recomputed(tmp_pa
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['num_problems'], report['num_warnings'], report['num_recomputed']) == (
       EXIT_OK, 0, 0, 10)
+
+
+def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_path, capsys):
+  """Splits from a manifest column: no hash says where a record belongs, so
+  only the row read again does. A record moved from train to test, with
+  every count and both sidecars made to match, passes plain validate;
+  --recompute finds it."""
+  from tests.test_validate_cli import resync_sidecars
+  from tests.test_validate_trust import _move_first_train_record_to_test
+  (tmp_path / 'imgs').mkdir()
+  lines = ['image,label,key,split']
+  for i in range(6):
+    (tmp_path / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+    lines.append(f'imgs/a{i}.png,{"cat" if i % 2 else "dog"},k{i},{"train" if i < 4 else "test"}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off']) == EXIT_OK
+  _, _, moved, _, position = _move_first_train_record_to_test(out)
+  key = parse_example(moved)['image/key'][1][0].decode()
+  train = [json.loads(line) for line in gzip.open(out / 'train.sources.jsonl.gz')]
+  test = [json.loads(line) for line in gzip.open(out / 'test.sources.jsonl.gz')]
+  (line,) = [line for line in train if line['key'] == key]
+  train = [{**other, 'ordinal': other['ordinal'] - 1} for other in train if other is not line]
+  test.append({**line, 'shard': 0, 'ordinal': position})
+  for name, kept in (('train', train), ('test', test)):
+    (out / f'{name}.sources.jsonl.gz').write_bytes(gzip.compress(
+        b''.join(json.dumps(one).encode() + b'\n' for one in kept), mtime=0))
+  resync_sidecars(out)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0), report['problems']
+  capsys.readouterr()
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'recompute_mismatch': 1})
+  assert report['problems'][0]['detail'].startswith(
+      f'key {key!r}: split (test, its row gives train) differ from its unchanged source ')
