@@ -508,3 +508,27 @@ def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_
   assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'recompute_mismatch': 1})
   assert report['problems'][0]['detail'].startswith(
       f'key {key!r}: split (test, its row gives train) differ from its unchanged source ')
+
+
+def test_a_dataset_joined_from_a_label_manifest_recomputes_to_its_bytes(tmp_path, capsys):
+  """--manifest key,image and --label_manifest key,label: --recompute joins
+  each row's label from the label manifest, as convert did (read without
+  it, every record's label differed from its row's)."""
+  (tmp_path / 'imgs').mkdir()
+  images, labels = ['key,image'], ['key,label']
+  for i in range(6):
+    (tmp_path / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+    images.append(f'k{i},imgs/a{i}.png')
+    labels.append(f'k{i},{"cat" if i % 2 else "dog"}')
+  (tmp_path / 'images.csv').write_text('\n'.join(images) + '\n')
+  (tmp_path / 'labels.csv').write_text('\n'.join(labels[:1] + labels[:0:-1]) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'images.csv'), '--label_manifest',
+                       str(tmp_path / 'labels.csv'), '--output_dir', str(out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off']) == EXIT_OK
+  capsys.readouterr()
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
+      report['problems'], report['warnings'])
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (6, 0)
