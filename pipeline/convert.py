@@ -51,6 +51,7 @@ from transforms import filesystem
 from transforms.batches import BatchedFn
 from transforms.batches import PartitionBatches
 from transforms.batches import in_batches
+from transforms.beam_util import CLASSES
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -90,7 +91,7 @@ from transforms.write_tfrecordio import WriteTFRecordIO
 
 def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None,
                label_map_here: Optional[LabelMapHere] = None):
-  """-> (rows, [rejected PCollections], [tally PCollections], skipped names or None).
+  """-> (rows, [rejected PCollections], [tally PCollections], the source's outputs).
 
   in_order: the rows come out in their write order (a single local worker).
   progress_dir: where the manifest's reader leaves the progress line's total;
@@ -102,8 +103,7 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
         config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
         config.label_normalize)
   else:
-    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0],
-                                                progress_dir=progress_dir)
+    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0], progress_dir=progress_dir)
   label_rows = None
   tallies = [source[TALLIES]]
   if len(config.manifests) > 1:
@@ -111,11 +111,12 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
     label_rows = labels[ROWS]
     tallies.append(labels[TALLIES])
   resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(
-      label_rows, config.ordering, in_order, label_map_here=label_map_here)
+      label_rows, config.ordering, in_order, label_map_here=label_map_here,
+      classes=source.get(CLASSES))
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
-  return resolved[ROWS], rejected, tallies, source.get(SKIPPED)
+  return resolved[ROWS], rejected, tallies, source
 
 
 def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
@@ -134,7 +135,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   inline = in_order and previous_used(config) and not any(
       is_remote(sidecar.path) for sidecar in config.previous.sidecars)
   here = LabelMapHere() if label_map_made_here(config, in_order, inline) else None
-  rows, rejected, tallies, skipped = _read_rows(p, config, in_order, progress_dir, here)
+  rows, rejected, tallies, source = _read_rows(p, config, in_order, progress_dir, here)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
@@ -157,7 +158,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     label_map = (p | 'LabelMapOnce' >> beam.Impulse()
                  | 'LabelMapFromFile' >> beam.Map(lambda _, names: names, config.label_map))
   else:
-    label_map = rows | 'LabelMap' >> LabelMapFromRows()
+    label_map = rows | 'LabelMap' >> LabelMapFromRows(source.get(CLASSES))
   if config.dedupe == 'content':
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
@@ -229,7 +230,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
               label_map_side_input(label_map),
               side.AsList(rejected_files),
               side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
-              **({} if skipped is None else {'skipped_files': side.AsSingleton(skipped, default_value=[])})))
+              **({} if source.get(SKIPPED) is None else {'skipped_files': side.AsSingleton(source[SKIPPED], default_value=[])})))
 
 
 def label_map_made_here(config: configs.ConvertConfig, in_order: bool, inline: bool) -> bool:

@@ -509,7 +509,9 @@ def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:
   assert info['rejected_by_reason'] == {'read/unreadable': 5, 'read/missing_file': 1}
   assert (info['num_skipped_files'], info['skipped_files']) == (
       2, ['green/notes.txt', 'linked/notes.txt'])
-  assert info['label_map'] == ['green', 'linked', 'red']
+  # locked is a class folder, as Keras lists it, with no example: its one row is rejected
+  assert info['label_map'] == ['green', 'linked', 'locked', 'red']
+  assert info['label_warnings']['empty_classes'] == ['locked']
 
 
 def test_a_path_too_long_is_named_once_in_its_reason(tmp_path):

@@ -25,6 +25,7 @@ REJECTED = 'rejected'  # Rejection
 EXAMPLES = 'examples'  # BuiltExample (split, order, ..., serialized tf.train.Example)
 TALLIES = 'tallies'  # (tally key, 1)
 SKIPPED = 'skipped'  # a file below --image_dir that is not an image by name
+CLASSES = 'classes'  # --image_dir's class folders, one labels.FolderClasses
 LABELLED = 'labelled'  # LabelledRow
 LOADED = 'loaded'  # LoadedImage
 SUMMARIES = 'summaries'  # RecordSummary, or with gather RecordFacts (validate's reader)

@@ -4,17 +4,24 @@ in-order resolve step and read by the steps fused after it)."""
 
 from __future__ import annotations
 
+import math
 import uuid
 import weakref
 
 import apache_beam as beam
 
 from transforms.core import manifest
+from transforms.core.labels import FolderClasses
 from transforms.core.labels import LabelMap
+
+# Where a class folder's name is written, for the integer classes' first-written
+# text: after every row's label (a row names its class as its file's folder does).
+_FOLDER_PLACE = (math.inf, 0)
 
 
 class _LabelNamesFn(beam.CombineFn):
-  """Batches of rows -> the LabelMap of their distinct label names.
+  """Batches of rows (and --image_dir's FolderClasses) -> the LabelMap of
+  their distinct label names.
 
   Keeps where each name is first written ((line, position) of its first
   row), so integer classes are named as first written whatever the order in
@@ -25,6 +32,10 @@ class _LabelNamesFn(beam.CombineFn):
     return {}
 
   def add_input(self, first, rows):
+    if isinstance(rows, FolderClasses):
+      for label in rows.names:
+        first.setdefault(label, _FOLDER_PLACE)
+      return first
     for row in rows:
       for position, label in enumerate(manifest.label_list(row.label)):
         place = (row.place, position)
@@ -44,17 +55,24 @@ class _LabelNamesFn(beam.CombineFn):
     return LabelMap.from_labels(sorted(first, key=lambda label: (first[label], label)))
 
 
-def label_map_of(rows) -> LabelMap:
-  """The LabelMap LabelMapFromRows makes of these rows (all of them), in one call."""
+def label_map_of(rows, classes=()) -> LabelMap:
+  """The LabelMap LabelMapFromRows makes of these rows (all of them) and
+  FolderClasses, in one call."""
   names = _LabelNamesFn()
-  return names.extract_output(names.add_input(names.create_accumulator(), rows))
+  first = names.add_input(names.create_accumulator(), rows)
+  for folders in classes:
+    first = names.add_input(first, folders)
+  return names.extract_output(first)
 
 
 @beam.ptransform_fn
-def LabelMapFromRows(rows):
+def LabelMapFromRows(rows, classes=None):
   """Batches of rows -> a single LabelMap of their sorted distinct label names; none when
   there is no row: read it with label_map_side_input. (Beam's default value
-  would add four steps and a stage to every convert.)"""
+  would add four steps and a stage to every convert.) classes: --image_dir's
+  FolderClasses (one), each a class whether or not a row has it."""
+  if classes is not None:
+    rows = (rows, classes) | 'AndFolderClasses' >> beam.Flatten()
   return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()
 
 
@@ -88,9 +106,10 @@ class LabelMapHere:
     # only the instance made at construction (copies are unpickled, no __init__)
     weakref.finalize(self, LabelMapHere._MADE.pop, self._token, None)
 
-  def make(self, rows) -> LabelMap:
-    """Makes the map of `rows` and keeps it for this run's readers; -> the map."""
-    made = label_map_of(rows)
+  def make(self, rows, classes=()) -> LabelMap:
+    """Makes the map of `rows` (and FolderClasses) and keeps it for this run's
+    readers; -> the map."""
+    made = label_map_of(rows, classes)
     self._MADE[self._token] = made
     return made
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 from typing import Optional
 
 import apache_beam as beam
@@ -16,6 +17,7 @@ from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
 from transforms.batches import buffer_by_key
 from transforms.batches import chunks
+from transforms.beam_util import CLASSES
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
@@ -28,6 +30,7 @@ from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.labels import FolderClasses
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
@@ -167,7 +170,12 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
 
   def process(self, grouped):
     _, batches = grouped
-    tagged = [(side, row) for side, rows in batches for row in rows]
+    tagged, classes = [], []
+    for side, rows in batches:
+      if side == CLASSES:
+        classes.append(rows)  # one FolderClasses, not rows
+      else:
+        tagged += [(side, row) for row in rows]
     del batches
     ordering = self._ordering
     # Shuffled, a key's rows share its place: one sort both groups them and
@@ -189,7 +197,7 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
         kept.append(row)
     del tagged
     if self._label_map_here is not None:  # before any row goes on to the steps that read it
-      self._label_map_here.make(kept)
+      self._label_map_here.make(kept, classes)
     yield from chunks(kept if ordering.shuffle else shuffle.sort_rows(kept, ordering))
 
 
@@ -203,13 +211,15 @@ class ResolveKeys(beam.PTransform):
   the order they arrive); else grouped per key, in no particular order:
   through the shuffle in lists per bucket of keys (`buckets`, batches.py),
   resolved key by key. label_map_here (in_order only): made from the kept
-  rows before any leaves (label_maps.LabelMapHere).
+  rows (and `classes`, --image_dir's FolderClasses, grouped with them) before
+  any leaves (label_maps.LabelMapHere).
   """
 
   def __init__(self, label_rows=None, ordering: shuffle.Ordering = shuffle.DEFAULT_ORDERING,
                in_order: bool = False, buckets: int = KEY_BUCKETS,
-               label_map_here: Optional[LabelMapHere] = None):
+               label_map_here: Optional[LabelMapHere] = None, classes=None):
     super().__init__()
+    self._classes = classes
     self._label_rows = label_rows
     self._ordering = ordering
     self._in_order = in_order
@@ -223,6 +233,9 @@ class ResolveKeys(beam.PTransform):
       if joined:
         tagged.append(self._label_rows | 'TagLabels' >> beam.Map(
             lambda rows: (None, ('labels', rows))))
+      if self._label_map_here is not None and self._classes is not None:
+        tagged.append(self._classes | 'TagClasses' >> beam.Map(
+            lambda classes: (None, (CLASSES, classes))))
       grouped = (tagged | 'AllRows' >> beam.Flatten()
                  | 'GroupAll' >> beam.GroupByKey())
       resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
@@ -259,23 +272,49 @@ def list_tree(directory: str) -> list:
   return [(relative, None) for relative in list_files(directory)]
 
 
-def list_image_dir(directory: str, extensions=None):
+def local_class_folders(directory: str, layout: str) -> list:
+  """The folders at a layout's class depth below a local --image_dir, empty or
+  not, as Keras' index_directory lists them (os.path.isdir: a symlinked
+  folder too), relative to it. A folder that cannot be listed is passed
+  over: the walk makes it a rejected row (read/unreadable)."""
+  level = ['']
+  for _ in range(image_dir.class_depth(layout)):
+    below = []
+    for relative in level:
+      try:
+        names = os.listdir(os.path.join(directory, relative))
+      except OSError:
+        continue  # rejected by list_tree's walk, with its reason
+      below += [relative + name + '/' for name in names
+                if os.path.isdir(os.path.join(directory, relative, name))]
+    level = below
+  return level
+
+
+def list_image_dir(directory: str, extensions=None, layout: str = image_dir.LAYOUT_LABEL,
+                   modes: frozenset = DEFAULT_NORMALIZE):
   """(number, relative path, None) of every image file below DIR, and
   (number, relative folder path, RowError) of every folder that could not be
   listed, sorted; hidden files skipped silently, files of other extensions
-  under SKIPPED.
+  under SKIPPED; last, its class folders' labels, one FolderClasses under
+  CLASSES (from this one listing: one source of the map's names).
 
   Files at a depth the layout has no label for are rows (rejected as such,
   never ignored); so are folders that could not be listed.
   """
   number = 0
-  for relative, problem in list_tree(directory):
+  tree = list_tree(directory)
+  for relative, problem in tree:
     relative, misnamed = image_dir.utf8_name(relative)
     if problem is not None or image_dir.wanted_file(relative, extensions):
       number += 1
       yield number, relative, problem or misnamed
     elif image_dir.wanted_file(relative, None):
       yield beam.pvalue.TaggedOutput(SKIPPED, relative)
+  folders = (image_dir.folders_of_files([relative for relative, _ in tree], layout)
+             if paths.is_remote(directory) else local_class_folders(directory, layout))
+  yield beam.pvalue.TaggedOutput(CLASSES, FolderClasses.of(
+      image_dir.folder_labels(folders, layout), modes))
 
 
 class ReadImageDir(beam.PTransform):
@@ -283,7 +322,8 @@ class ReadImageDir(beam.PTransform):
   layout split/label, DIR/<split>/<label>/...). A folder that cannot be
   listed is one rejected row (read/unreadable), keyed by its path.
 
-  Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list}.
+  Out: {ROWS, REJECTED, TALLIES, SKIPPED: the first skipped file names, one list,
+  CLASSES: its class folders, one FolderClasses}.
   """
 
   def __init__(self, directory: str, split: splits.SplitConfig,
@@ -301,9 +341,10 @@ class ReadImageDir(beam.PTransform):
     listed = (pbegin
               | 'Once' >> beam.Impulse()
               | 'ListFiles' >> beam.FlatMap(
-                  lambda _, path, extensions: list_image_dir(path, extensions),
-                  config.path, self._extensions)
-              .with_outputs(SKIPPED, main=ROWS))
+                  lambda _, path, extensions, layout, modes: list_image_dir(
+                      path, extensions, layout, modes),
+                  config.path, self._extensions, self._layout, config.label_normalize)
+              .with_outputs(SKIPPED, CLASSES, main=ROWS))
     files = listed[ROWS]
     parsed = files | 'ToRows' >> beam.ParDo(
         _ImageDirRowFn(config, self._layout)).with_outputs(REJECTED, main=ROWS)
@@ -316,8 +357,7 @@ class ReadImageDir(beam.PTransform):
     skipped = listed[SKIPPED] | 'FirstSkipped' >> beam.combiners.Top.Smallest(
         SHOWN_SKIPPED_FILES, has_defaults=False)
     return {ROWS: parsed[ROWS] | 'BatchRows' >> Batch(), REJECTED: parsed[REJECTED],
-            TALLIES: tallies,
-            SKIPPED: skipped}
+            TALLIES: tallies, SKIPPED: skipped, CLASSES: listed[CLASSES]}
 
 
 class _ImageDirRowFn(beam.DoFn):

@@ -54,3 +54,33 @@ def utf8_name(relative: str) -> tuple:
     shown = relative.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
     return shown, RowError(STAGE_MANIFEST, 'bad_encoding', f'file name is not UTF-8: {shown}')
   return relative, None
+
+
+def class_depth(layout: str) -> int:
+  """How deep below --image_dir a class folder is: DIR/<label> (1) or
+  DIR/<split>/<label> (2)."""
+  return 2 if layout == LAYOUT_SPLIT_LABEL else 1
+
+
+def folder_labels(folders, layout: str) -> list:
+  """Class folders (paths relative to --image_dir, at class_depth, no trailing
+  '/') -> their labels as rows of their files would have them, unnormalized
+  and sorted; hidden folders and names that are not UTF-8 (their files are
+  rejected rows, bad_encoding) are none."""
+  labels = set()
+  for folder in folders:
+    parts = folder.strip('/').split('/')
+    if len(parts) != class_depth(layout) or not wanted_file(folder, None):
+      continue
+    if utf8_name(parts[-1])[1] is None and parts[-1].strip():
+      labels.add(parts[-1].strip())
+  return sorted(labels)
+
+
+def folders_of_files(relatives, layout: str) -> set:
+  """The class folders holding the files at these paths (relative to
+  --image_dir): on an object store a folder is only the objects named below
+  it (a console's empty folder: a `b/` object), so this is all there is."""
+  depth = class_depth(layout)
+  return {'/'.join(parts[:depth]) for parts in (relative.split('/') for relative in relatives)
+          if len(parts) > depth}

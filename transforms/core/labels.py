@@ -145,6 +145,20 @@ class LabelMap:
                    f'({len(self.names)} classes)')
 
 
+@dataclasses.dataclass(frozen=True)
+class FolderClasses:
+  """--image_dir's class folders, every one a class of a label map made from
+  the rows, with or without a row of its own (an empty folder, or one whose
+  files are all skipped or rejected): Keras' image_dataset_from_directory
+  gives every subfolder an id, so a folder left out would shift the ids of
+  the classes after it. `names`: the folders' labels, normalized as rows'."""
+  names: tuple = ()
+
+  @classmethod
+  def of(cls, labels: Iterable[str], modes: frozenset) -> FolderClasses:
+    return cls(tuple(sorted({normalize_label(label, modes) for label in labels})))
+
+
 # --label_normalize: which differences between label spellings are merged.
 # nfc (Unicode canonical composition: 'café' typed as e + U+0301 is 'café')
 # is always on, unless `none` asks for the labels exactly as written.

@@ -1,0 +1,162 @@
+"""--image_dir: every class folder is a class of the label map, empty or not
+(a folder of no file, of no image, of broken images), with the id Keras'
+image_dataset_from_directory gives it (every subfolder, sorted): a run's
+ids, dataset_info.json's counts, the summary, validate, a nightly run, split
+folders and --label_map."""
+
+import pathlib
+import shutil
+
+import pytest
+
+from pipeline import convert
+from pipeline import validate
+from pipeline.errors import EXIT_OK
+from tests.conftest import feature
+from tests.conftest import noise_png
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from transforms import sources
+from transforms.beam_util import CLASSES
+from transforms.core import image_dir
+from transforms.core.labels import FolderClasses
+
+SIZE = ('--height', '8', '--width', '8', '--progress', 'off')
+# (folder, files): b holds nothing, d no image, e only a broken one, .git is hidden
+TREE = (('a', ('0.png', '1.png')), ('b', ()), ('c', ('0.png', '1.png')),
+        ('d', ('readme.txt',)), ('e', ('x.jpg',)), ('f', ('0.png',)), ('.git', ('0.png',)))
+KERAS_NAMES = ['a', 'b', 'c', 'd', 'e', 'f']
+
+
+def _tree(root: pathlib.Path, tree=TREE) -> pathlib.Path:
+  seed = 0
+  for folder, files in tree:
+    (root / folder).mkdir(parents=True)
+    for name in files:
+      seed += 1
+      data = noise_png(seed) if name.endswith('.png') else b'not an image'
+      (root / folder / name).write_bytes(data)
+  return root
+
+
+def _ids(out: pathlib.Path) -> dict:
+  """{key: (label id, class text)} of every record."""
+  return {feature(e, 'image/filename').decode(): (feature(e, 'image/class/label'),
+                                                  feature(e, 'image/class/text').decode())
+          for e in read_examples(out)}
+
+
+# in order (one worker: the map made where rows are sorted) and distributed (a combine)
+@pytest.mark.parametrize('workers', ['1', '2'])
+def test_every_class_folder_has_its_keras_id_empty_or_not(tmp_path, capsys, workers):
+  source = _tree(tmp_path / 'tree')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), *SIZE,
+                       '--max_error_rate', '0.5', '--direct_num_workers', workers]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == ''.join(f'{n}\n' for n in KERAS_NAMES)
+  assert _ids(out) == {'a/0.png': (0, 'a'), 'a/1.png': (0, 'a'), 'c/0.png': (2, 'c'),
+                       'c/1.png': (2, 'c'), 'f/0.png': (5, 'f')}
+  info = read_info(out)
+  assert info['num_classes'] == 6
+  assert info['splits']['train']['examples_per_class'] == {
+      'a': 2, 'b': 0, 'c': 2, 'd': 0, 'e': 0, 'f': 1}
+  assert info['label_warnings']['empty_classes'] == ['b', 'd', 'e']
+  printed = capsys.readouterr().out
+  assert 'per class: a 2, c 2, f 1, b 0, d 0, e 0; imbalance 2.0x' in printed
+  assert "3 class(es) of the label map have no example (ids kept): ['b', 'd', 'e']" in printed
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+@pytest.mark.slow  # imports TensorFlow's Keras
+def test_the_ids_are_those_of_keras_index_directory(tmp_path):
+  dataset_utils = pytest.importorskip('keras.src.utils.dataset_utils')
+  source = _tree(tmp_path / 'tree')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), *SIZE,
+                       '--max_error_rate', '0.5']) == EXIT_OK
+  paths, labels, names = dataset_utils.index_directory(
+      str(source), 'inferred', ('.png', '.jpg'), shuffle=False, verbose=False)
+  assert (out / 'label_map.txt').read_text().split() == list(names)
+  keras = {str(pathlib.Path(p).relative_to(source)): int(i) for p, i in zip(paths, labels)}
+  del keras['e/x.jpg']  # broken: rejected here, Keras fails when it decodes it
+  assert {key: label for key, (label, _) in _ids(out).items()} == keras
+
+
+def test_split_folders_share_one_map_of_every_class_folder(tmp_path):
+  source = _tree(tmp_path / 'tree', (('train/a', ('0.png',)), ('train/b', ()),
+                                     ('train/c', ('0.png',)), ('test/a', ('0.png',)),
+                                     ('test/c', ('0.png',)), ('test/d', ())))
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--image_dir_layout', 'split/label',
+                       '--split_names', 'train,test', '--output_dir', str(out), *SIZE]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == 'a\nb\nc\nd\n'
+  assert _ids(out) == {'train/a/0.png': (0, 'a'), 'train/c/0.png': (2, 'c'),
+                       'test/a/0.png': (0, 'a'), 'test/c/0.png': (2, 'c')}
+  assert read_info(out)['splits']['test']['examples_per_class'] == {
+      'a': 1, 'b': 0, 'c': 1, 'd': 0}
+
+
+def test_a_label_map_given_is_the_map_whatever_the_folders(tmp_path):
+  source = _tree(tmp_path / 'tree', (('a', ('0.png',)), ('b', ()), ('c', ('0.png',))))
+  given = tmp_path / 'classes.txt'
+  given.write_text('c\na\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--label_map', str(given),
+                       '--output_dir', str(out), *SIZE]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == 'c\na\n'
+  assert _ids(out) == {'a/0.png': (1, 'a'), 'c/0.png': (0, 'c')}
+
+
+def test_a_night_whose_class_folder_empties_writes_the_full_runs_bytes(tmp_path):
+  source = _tree(tmp_path / 'tree', (('a', ('0.png', '1.png')), ('b', ('0.png',)),
+                                     ('c', ('0.png', '1.png'))))
+  night1, full, inc = tmp_path / 'night1', tmp_path / 'full', tmp_path / 'inc'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(night1), *SIZE]) == EXIT_OK
+  (source / 'b' / '0.png').unlink()  # b stays, empty
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(full), *SIZE]) == EXIT_OK
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(inc), *SIZE,
+                       '--previous_dataset', str(night1)]) == EXIT_OK
+  for out in (night1, full, inc):
+    assert (out / 'label_map.txt').read_text() == 'a\nb\nc\n'
+  assert _ids(inc) == {'a/0.png': (0, 'a'), 'a/1.png': (0, 'a'), 'c/0.png': (2, 'c'),
+                       'c/1.png': (2, 'c')}
+  names = sorted(p.name for p in full.iterdir() if p.name != 'dataset_info.json')
+  assert names == sorted(p.name for p in inc.iterdir() if p.name != 'dataset_info.json')
+  for name in names:
+    assert (full / name).read_bytes() == (inc / name).read_bytes(), name
+  reuse = read_info(inc)['reuse']
+  assert (reuse['reused'], reuse['num_encoded'], reuse['dropped']) == (4, 0, 1)
+  assert read_info(inc)['splits']['train']['examples_per_class'] == {'a': 2, 'b': 0, 'c': 2}
+  # the folder gone: the ids after it move, as Keras' do, in both runs alike
+  shutil.rmtree(source / 'b')
+  full3, inc3 = tmp_path / 'full3', tmp_path / 'inc3'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(full3), *SIZE]) == EXIT_OK
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(inc3), *SIZE,
+                       '--previous_dataset', str(inc)]) == EXIT_OK
+  for out in (full3, inc3):
+    assert (out / 'label_map.txt').read_text() == 'a\nc\n'
+    assert _ids(out)['c/0.png'] == (1, 'c')
+  assert read_info(inc3)['reuse']['encoded']['changed_label'] == 2
+
+
+def test_folder_labels_are_the_rows_labels():
+  folders = ['b/', 'a', '.git/', 'train/x/', ' spaced /', 'bad\udcff/']
+  assert image_dir.folder_labels(folders, image_dir.LAYOUT_LABEL) == ['a', 'b', 'spaced']
+  assert image_dir.folder_labels(folders, image_dir.LAYOUT_SPLIT_LABEL) == ['x']
+  assert image_dir.folders_of_files(['a/1.png', 'b/', 'top.png', 'c/d/2.png'],
+                                    image_dir.LAYOUT_LABEL) == {'a', 'b', 'c'}
+  assert FolderClasses.of(['Dog', 'cafe\u0301'], frozenset({'nfc', 'lower'})).names == (
+      'caf\u00e9', 'dog')
+
+
+def test_an_object_stores_class_folders_are_those_its_object_names_hold(monkeypatch):
+  """gs:// and s3:// have no folders, only objects named below them (an empty
+  folder made in a console is a `b/` object)."""
+  monkeypatch.setattr(sources, 'list_tree', lambda directory: [
+      ('.hidden/1.png', None), ('a/0.png', None), ('b/', None), ('c/notes.txt', None),
+      ('top.png', None)])
+  listed = list(sources.list_image_dir('s3://bucket/tree', ('png',)))
+  assert [out.value for out in listed if getattr(out, 'tag', None) == CLASSES] == [
+      FolderClasses(('a', 'b', 'c'))]
+  assert [out for out in listed if not hasattr(out, 'tag')] == [
+      (1, 'a/0.png', None), (2, 'top.png', None)]
