@@ -91,8 +91,7 @@ from transforms.write_tfrecordio import WriteTFRecordIO
 
 def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=None,
                label_map_here: Optional[LabelMapHere] = None):
-  """-> (rows, [rejected PCollections], [tally PCollections], the source's outputs).
-
+  """-> (rows, [rejected], [tallies], skipped names or None, class folders or None).
   in_order: the rows come out in their write order (a single local worker).
   progress_dir: where the manifest's reader leaves the progress line's total;
   label_map_here: made by the step that resolves the rows (in_order only)."""
@@ -116,7 +115,7 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])
-  return resolved[ROWS], rejected, tallies, source
+  return resolved[ROWS], rejected, tallies, source.get(SKIPPED), source.get(CLASSES)
 
 
 def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
@@ -135,7 +134,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   inline = in_order and previous_used(config) and not any(
       is_remote(sidecar.path) for sidecar in config.previous.sidecars)
   here = LabelMapHere() if label_map_made_here(config, in_order, inline) else None
-  rows, rejected, tallies, source = _read_rows(p, config, in_order, progress_dir, here)
+  rows, rejected, tallies, skipped, classes = _read_rows(p, config, in_order, progress_dir, here)
   # Elsewhere the image pool is sized in each worker, from its cores and the
   # SDK harnesses sharing them (pooled_step.in_worker).
   pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
@@ -158,7 +157,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     label_map = (p | 'LabelMapOnce' >> beam.Impulse()
                  | 'LabelMapFromFile' >> beam.Map(lambda _, names: names, config.label_map))
   else:
-    label_map = rows | 'LabelMap' >> LabelMapFromRows(source.get(CLASSES))
+    label_map = rows | 'LabelMap' >> LabelMapFromRows(classes)
   if config.dedupe == 'content':
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
     rows = deduped[ROWS]
@@ -230,7 +229,8 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
               label_map_side_input(label_map),
               side.AsList(rejected_files),
               side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
-              **({} if source.get(SKIPPED) is None else {'skipped_files': side.AsSingleton(source[SKIPPED], default_value=[])})))
+              **({} if skipped is None else {'skipped_files': side.AsSingleton(
+                  skipped, default_value=[])})))
 
 
 def label_map_made_here(config: configs.ConvertConfig, in_order: bool, inline: bool) -> bool:
