@@ -290,6 +290,8 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
     ('unknown_split', "names the split 'dev' in its path, not one of train, validation, test"),
     ('label_map', "line 2 is 'cat' in --label_map, 'ant' in the file"),
     ('other_columns', 'has the columns image: binary, label: string, unlike '),
+    ('other_names', "differ from those of {a}: id 1 is 'ant' there, 'dog' in {a}"),
+    ('no_names', "differ from those of {a}: id 0 is no name there, 'cat' in {a}"),
 ])
 def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, case, message):
   flags = []
@@ -315,6 +317,15 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
     pq.write_table(pa.table({'image': [png(1)], 'label': [1]}), tmp_path / 'a.parquet')
     pq.write_table(pa.table({'image': [png(1)], 'label': ['x']}), tmp_path / 'b.parquet')
     path = tmp_path / '*.parquet'
+  elif case in ('other_names', 'no_names'):
+    # One pattern, files naming their ids otherwise: id 1 is 'dog' in a, 'ant' in b (or
+    # nothing: a plain int column), which the first file's names had read as 'dog'.
+    write_hf(tmp_path / 'a.parquet', [{'bytes': png(1)}], [1], metadata=hf_metadata(
+        ['cat', 'dog']))
+    write_hf(tmp_path / 'b.parquet', [{'bytes': png(2)}], [1], metadata=hf_metadata(
+        ['cat', 'ant']) if case == 'other_names' else {})
+    path = tmp_path / '*.parquet'
+    message = message.format(a=tmp_path / 'a.parquet')
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(path), '--output_dir', str(out), *flags]) == EXIT_USAGE
   err = capsys.readouterr().err.strip().splitlines()
