@@ -117,7 +117,10 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
     if logical in columns:
       _column_type(schema, columns[logical], path, '')
   for feature in extras:
-    _column_type(schema, feature.name, path, ' (named by --extra_features)')
+    problem = parquet.extra_type_problem(
+        _column_type(schema, feature.name, path, ' (named by --extra_features)'), feature.kind)
+    if problem:
+      raise UsageError(f'manifest {path}: column {feature.name} is {problem}')
   names = _class_names(files, footers, label, path)
   file_splits = [parquet.hub_split(p) for p, _ in files]
   has_split_column = config.column('split') in schema.names
