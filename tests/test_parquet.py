@@ -315,6 +315,8 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
     ('binary_feature', 'column mask is binary, which --extra_features cannot read as bytes'),
     ('date_feature', 'column day is list<element: date32[day]>, which --extra_features cannot '
      'read as int64'),
+    ('struct_key', 'column id, the key column, is struct<n: int64>, not a string or a number'),
+    ('binary_split', 'column split, the split column, is binary, not a string or a number'),
     ('other_names', "differ from those of {a}: id 1 is 'ant' there, 'dog' in {a}"),
     ('no_names', "differ from those of {a}: id 0 is no name there, 'cat' in {a}"),
 ])
@@ -352,6 +354,13 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
     }[case]
     pq.write_table(pa.table({'image': [png(1)], 'label': [1], column: values}), path)
     flags = ['--extra_features', feature]
+  elif case in ('struct_key', 'binary_split'):
+    # A struct is read as its fields: the column was never there, every key its
+    # file and row (every row in train) without a word; a binary key was "b'k1'".
+    column, values = ('id', pa.array([{'n': 1}])) if case == 'struct_key' else (
+        'split', pa.array([b'test']))
+    pq.write_table(pa.table({'image': [png(1)], 'label': [1], column: values}), path)
+    flags = ['--key_column', 'id'] if case == 'struct_key' else []
   elif case in ('other_names', 'no_names'):
     # One pattern, files naming their ids otherwise: id 1 is 'dog' in a, 'ant' in b (or
     # nothing: a plain int column), which the first file's names had read as 'dog'.

@@ -116,6 +116,10 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
   for logical in ('key', 'split'):
     if logical in columns:
       _column_type(schema, columns[logical], path, '')
+    name = config.column(logical)
+    problem = name in schema.names and parquet.text_type_problem(schema.field(name).type)
+    if problem:
+      raise UsageError(f'manifest {path}: column {name}, the {logical} column, is {problem}')
   for feature in extras:
     problem = parquet.extra_type_problem(
         _column_type(schema, feature.name, path, ' (named by --extra_features)'), feature.kind)

@@ -156,6 +156,17 @@ def label_type_problem(arrow_type) -> Optional[str]:
   return f'{arrow_type}, not a string or an integer'
 
 
+def text_type_problem(arrow_type) -> Optional[str]:
+  """Why a key or split column of this Arrow type gives no text (None: it
+  does). A struct was read as its fields, so the column was never there:
+  every key its file and row, every row in train, without a word."""
+  import pyarrow as pa
+  arrow_type = value_type(arrow_type)
+  if pa.types.is_nested(arrow_type) or image_kind(arrow_type) == IMAGE_BYTES:
+    return f'{arrow_type}, not a string or a number'
+  return None
+
+
 def extra_type_problem(arrow_type, kind: str) -> Optional[str]:
   """Why an --extra_features column of this Arrow type cannot give `kind`
   values (None: it can): its values, or a list's (of lists'), must be
