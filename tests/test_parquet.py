@@ -253,6 +253,19 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
   assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
 
 
+def test_class_label_names_with_spaces_keep_their_ids(tmp_path):
+  """As datasets' int2str gives them: id 1 is ' dog' (stored as 'dog', as
+  label_map.txt cannot hold the spaces), not a row rejected as unknown_label."""
+  path = write_hf(tmp_path / 'x.parquet', [{'bytes': png(n)} for n in range(3)], [2, 1, 0],
+                  metadata=hf_metadata(['cat', ' dog', 'owl ']))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/label'][1][0],
+                 e['image/class/text'][1][0]) for e in read_examples(out)) == [
+      (b'x.parquet:0', 2, b'owl'), (b'x.parquet:1', 1, b'dog'), (b'x.parquet:2', 0, b'cat')]
+  assert (out / 'label_map.txt').read_text() == 'cat\ndog\nowl\n'
+
+
 def test_extra_features_read_numbers_decimals_booleans_and_lists_of_them(tmp_path):
   path = tmp_path / 'x.parquet'
   pq.write_table(pa.table({
@@ -317,6 +330,10 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
      'read as int64'),
     ('struct_key', 'column id, the key column, is struct<n: int64>, not a string or a number'),
     ('binary_split', 'column split, the split column, is binary, not a string or a number'),
+    ('break_in_name', 'ClassLabel names of column label are unusable: a name holds a line '
+     'break, which label_map.txt cannot'),
+    ('blank_name', 'ClassLabel names of column label are unusable: the label map has a blank '
+     'line inside it'),
     ('other_names', "differ from those of {a}: id 1 is 'ant' there, 'dog' in {a}"),
     ('no_names', "differ from those of {a}: id 0 is no name there, 'cat' in {a}"),
 ])
@@ -361,6 +378,9 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
         'split', pa.array([b'test']))
     pq.write_table(pa.table({'image': [png(1)], 'label': [1], column: values}), path)
     flags = ['--key_column', 'id'] if case == 'struct_key' else []
+  elif case in ('break_in_name', 'blank_name'):
+    names = ['cat', 'dog\nowl'] if case == 'break_in_name' else ['cat', ' ', 'owl']
+    path = write_hf(path, [{'bytes': png(1)}], [0], metadata=hf_metadata(names))
   elif case in ('other_names', 'no_names'):
     # One pattern, files naming their ids otherwise: id 1 is 'dog' in a, 'ant' in b (or
     # nothing: a plain int column), which the first file's names had read as 'dog'.

@@ -162,7 +162,12 @@ def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
   if not names:
     return given
   try:
-    found = normalized_map(LabelMap(names, fixed=True), modes)
+    if any('\n' in name or '\r' in name for name in names):
+      raise ValueError('a name holds a line break, which label_map.txt cannot')
+    # Read as a --label_map file is: names stripped (a ClassLabel ' dog' had
+    # rejected every dog as label/unknown_label, its row's label being
+    # stripped), none blank or given twice.
+    found = normalized_map(LabelMap.from_text(''.join(f'{name}\n' for name in names)), modes)
   except ValueError as error:
     raise UsageError(f'manifest {config.path}: the ClassLabel names of column '
                      f'{config.column("label")} are unusable: {error}')
