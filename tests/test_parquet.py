@@ -6,6 +6,8 @@ same images as files (the same shards, byte for byte)."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
 import json
 import pathlib
@@ -251,6 +253,37 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
   assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
 
 
+def test_class_label_names_with_spaces_keep_their_ids(tmp_path):
+  """As datasets' int2str gives them: id 1 is ' dog' (stored as 'dog', as
+  label_map.txt cannot hold the spaces), not a row rejected as unknown_label."""
+  path = write_hf(tmp_path / 'x.parquet', [{'bytes': png(n)} for n in range(3)], [2, 1, 0],
+                  metadata=hf_metadata(['cat', ' dog', 'owl ']))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/label'][1][0],
+                 e['image/class/text'][1][0]) for e in read_examples(out)) == [
+      (b'x.parquet:0', 2, b'owl'), (b'x.parquet:1', 1, b'dog'), (b'x.parquet:2', 0, b'cat')]
+  assert (out / 'label_map.txt').read_text() == 'cat\ndog\nowl\n'
+
+
+def test_extra_features_read_numbers_decimals_booleans_and_lists_of_them(tmp_path):
+  path = tmp_path / 'x.parquet'
+  pq.write_table(pa.table({
+      'image': [png(1)], 'label': [1], 'price': pa.array([decimal.Decimal('1.25')],
+                                                       pa.decimal128(5, 2)),
+      'box': pa.array([[0.5, 0.25]], pa.list_(pa.float32(), 2)),
+      'ids': pa.array([[[1, 2], [3, 4]]], pa.list_(pa.list_(pa.int16()))),
+      'seen': [True], 'tag': pa.array(['b']).dictionary_encode()}), path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--extra_features',
+                       'price:float,box:float[2],ids:int64[][2],seen:bytes,tag:bytes',
+                       *FLAGS]) == EXIT_OK
+  [example] = read_examples(out)
+  assert {name: example[name][1] for name in ('price', 'box', 'ids', 'seen', 'tag')} == {
+      'price': [1.25], 'box': [0.5, 0.25], 'ids': [1, 2, 3, 4], 'seen': [b'true'],
+      'tag': [b'b']}
+
+
 def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
   # pandas writes a `category` column as dictionary<values=string>; pyarrow
   # reads it back so. It exited 2 ("column label is dictionary<...>").
@@ -290,6 +323,19 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
     ('unknown_split', "names the split 'dev' in its path, not one of train, validation, test"),
     ('label_map', "line 2 is 'cat' in --label_map, 'ant' in the file"),
     ('other_columns', 'has the columns image: binary, label: string, unlike '),
+    ('struct_feature', 'column box is struct<x: double>, which --extra_features cannot read '
+     'as float: it reads strings and numbers, and lists of them'),
+    ('binary_feature', 'column mask is binary, which --extra_features cannot read as bytes'),
+    ('date_feature', 'column day is list<element: date32[day]>, which --extra_features cannot '
+     'read as int64'),
+    ('struct_key', 'column id, the key column, is struct<n: int64>, not a string or a number'),
+    ('binary_split', 'column split, the split column, is binary, not a string or a number'),
+    ('break_in_name', 'ClassLabel names of column label are unusable: a name holds a line '
+     'break, which label_map.txt cannot'),
+    ('blank_name', 'ClassLabel names of column label are unusable: the label map has a blank '
+     'line inside it'),
+    ('other_names', "differ from those of {a}: id 1 is 'ant' there, 'dog' in {a}"),
+    ('no_names', "differ from those of {a}: id 0 is no name there, 'cat' in {a}"),
 ])
 def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, case, message):
   flags = []
@@ -315,6 +361,35 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
     pq.write_table(pa.table({'image': [png(1)], 'label': [1]}), tmp_path / 'a.parquet')
     pq.write_table(pa.table({'image': [png(1)], 'label': ['x']}), tmp_path / 'b.parquet')
     path = tmp_path / '*.parquet'
+  elif case.endswith('_feature'):
+    # Each rejected every row with a reason beside the point: a struct is read as
+    # its fields (`column 'box' is missing`), bytes `not JSON serializable`.
+    column, feature, values = {
+        'struct_feature': ('box', 'box:float', pa.array([{'x': 1.0}])),
+        'binary_feature': ('mask', 'mask:bytes', pa.array([b'\x89PNG'])),
+        'date_feature': ('day', 'day:int64[]', pa.array([[datetime.date(2026, 12, 6)]])),
+    }[case]
+    pq.write_table(pa.table({'image': [png(1)], 'label': [1], column: values}), path)
+    flags = ['--extra_features', feature]
+  elif case in ('struct_key', 'binary_split'):
+    # A struct is read as its fields: the column was never there, every key its
+    # file and row (every row in train) without a word; a binary key was "b'k1'".
+    column, values = ('id', pa.array([{'n': 1}])) if case == 'struct_key' else (
+        'split', pa.array([b'test']))
+    pq.write_table(pa.table({'image': [png(1)], 'label': [1], column: values}), path)
+    flags = ['--key_column', 'id'] if case == 'struct_key' else []
+  elif case in ('break_in_name', 'blank_name'):
+    names = ['cat', 'dog\nowl'] if case == 'break_in_name' else ['cat', ' ', 'owl']
+    path = write_hf(path, [{'bytes': png(1)}], [0], metadata=hf_metadata(names))
+  elif case in ('other_names', 'no_names'):
+    # One pattern, files naming their ids otherwise: id 1 is 'dog' in a, 'ant' in b (or
+    # nothing: a plain int column), which the first file's names had read as 'dog'.
+    write_hf(tmp_path / 'a.parquet', [{'bytes': png(1)}], [1], metadata=hf_metadata(
+        ['cat', 'dog']))
+    write_hf(tmp_path / 'b.parquet', [{'bytes': png(2)}], [1], metadata=hf_metadata(
+        ['cat', 'ant']) if case == 'other_names' else {})
+    path = tmp_path / '*.parquet'
+    message = message.format(a=tmp_path / 'a.parquet')
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(path), '--output_dir', str(out), *flags]) == EXIT_USAGE
   err = capsys.readouterr().err.strip().splitlines()

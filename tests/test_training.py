@@ -639,7 +639,18 @@ def test_cells_against_declared_shapes():
            ([[1, 2]], 'float', 'jsonl', (None,), 'bad_feature', 'nested deeper than its shape'),
            ([['p']], 'bytes', 'jsonl', (None,), 'bad_feature', 'nested deeper than its shape'),
            ([[1, 2], 3], 'int64', 'jsonl', (None, 2), 'bad_feature', 'nested deeper'),
-           (['x', ['y']], 'bytes', 'jsonl', (2,), 'bad_feature', 'nested deeper')]
+           (['x', ['y']], 'bytes', 'jsonl', (2,), 'bad_feature', 'nested deeper'),
+           # a null in a bytes list had been the text 'null' (NaN: 'NaN'), where
+           # float and int64 lists refuse it
+           (['a', None], 'bytes', 'jsonl', (None,), 'bad_feature', 'None is no value (a null '
+            'in the list)'),
+           (['a', float('nan')], 'bytes', 'jsonl', (2,), 'bad_feature', 'nan is no value'),
+           # a JSON line's NaN is an empty cell, as null (it had been the text 'NaN',
+           # or a float32 that is not finite)
+           (float('nan'), 'bytes', 'jsonl', (), 'missing_feature', "column 'c' is empty; it "
+            'holds one value (a scalar)'),
+           (float('nan'), 'float', 'jsonl', (None,), 'missing_feature', "column 'c' is empty "
+            '(null); [] holds no values')]
   # an object in a bytes list is kept as its JSON text
   assert parse_extra([{'a': 1}, 2], 'bytes', 't', 'jsonl', (None,)) == ['{"a": 1}', '2']
   for value, kind, fmt, shape, code, reason in cases:

@@ -202,6 +202,44 @@ def test_a_json_member_naming_a_field_twice_rejects_its_sample(tmp_path):
       '(which value is meant?)')
 
 
+
+def test_a_json_member_no_jsonl_line_could_be_rejects_its_sample_alone(tmp_path):
+  """What rejects a JSONL line rejects a sample's .json too: a lone surrogate
+  in the label, the key or a feature (had failed the whole job, exit 1, when
+  the Example was written), arrays nested past json's recursion limit (had
+  been manifest/unexpected_error), a field over the cap (had made a class of
+  200,000 characters); and a .txt label over the cap."""
+  deep = b'[' * 50_000 + b']' * 50_000
+  tar = write_tar(tmp_path / 'a.tar', [
+      ('0.jpg', jpeg(0)), ('0.json', b'{"kind": "owl", "id": "k0", "w": "x"}'),
+      ('1.jpg', jpeg(1)), ('1.json', b'{"kind": "\\ud800", "id": "k1", "w": "x"}'),
+      ('2.jpg', jpeg(2)), ('2.json', b'{"kind": "owl", "id": "\\udfff", "w": "x"}'),
+      ('3.jpg', jpeg(3)), ('3.json', b'{"kind": "owl", "id": "k3", "w": "\\ud800"}'),
+      ('4.jpg', jpeg(4)), ('4.json', b'{"kind": "owl", "id": "k4", "w": ' + deep + b'}'),
+      ('5.jpg', jpeg(5)), ('5.json', json.dumps({'kind': 'o' * 200_000, 'id': 'k5',
+                                                 'w': 'x'}).encode())])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tar), '--output_dir', str(out), '--label_column',
+                       'kind', '--key_column', 'id', '--extra_features', 'w:bytes',
+                       '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  assert [(e['image/key'][1][0], e['image/class/text'][1][0])
+          for e in read_examples(out)] == [(b'k0', b'owl')]
+  found = [(line['line'], line['code'], line['reason']) for line in rejected_lines(out)]
+  unicode = 'holds text that is not valid Unicode: surrogates not allowed'
+  assert found[:3] == [(n, 'bad_encoding', f'member {n}.json {unicode}') for n in (1, 2, 3)]
+  assert found[3][:2] == (4, 'bad_json') and 'maximum recursion depth' in found[3][2]
+  assert found[4] == (5, 'field_too_long', 'member 5.json has a field over 131072 '
+                      'characters (no path, label or feature is that long)')
+  txt = write_tar(tmp_path / 'b.tar', [('0.jpg', jpeg(0)), ('0.txt', b'o' * 200_000),
+                                       ('1.jpg', jpeg(1)), ('1.txt', b'owl')])
+  out = tmp_path / 'out_txt'
+  assert convert.main(['--manifest', str(txt), '--output_dir', str(out), '--label_column',
+                       'txt', '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  assert [(line['line'], line['code']) for line in rejected_lines(out)] == [
+      (0, 'field_too_long')]
+  assert (out / 'label_map.txt').read_text() == 'owl\n'
+
+
 def test_each_broken_sample_is_one_rejected_line_naming_the_tar_and_member(tmp_path):
   write_tar(tmp_path / 'tars' / 'a.tar', [
       ('0.png', png(0)), ('0.cls', b'1'),  # sample 0: converts

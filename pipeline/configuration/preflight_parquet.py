@@ -58,6 +58,27 @@ def _columns(schema) -> str:
   return ', '.join(f'{field.name}: {field.type}' for field in schema)
 
 
+def _class_names(files: tuple, footers: list, label: str, path: str) -> tuple:
+  """The ClassLabel names of the label column, the same in every file: a
+  file's ids mean its own names (datasets' int2str), so one pattern of files
+  naming other classes (or none) would give an id two classes."""
+  names = parquet.class_label_names(footers[0][0].metadata, label)
+  for (other, _), (schema, _) in zip(files[1:], footers[1:]):
+    found = parquet.class_label_names(schema.metadata, label)
+    if found != names:
+      first = next((i for i, (a, b) in enumerate(zip(names, found)) if a != b),
+                   min(len(names), len(found)))
+      raise UsageError(f'manifest {other}: the ClassLabel names of column {label} differ '
+                       f'from those of {files[0][0]}: id {first} is '
+                       f'{_name_at(found, first)} there, {_name_at(names, first)} in '
+                       f'{files[0][0]}: the files of --manifest {path} need the same names')
+  return names
+
+
+def _name_at(names: tuple, index: int) -> str:
+  return repr(names[index]) if index < len(names) else 'no name'
+
+
 def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig,
                    extras: tuple, columns: dict, multi_label: bool,
                    label_normalize: frozenset) -> manifest.ManifestConfig:
@@ -95,9 +116,16 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
   for logical in ('key', 'split'):
     if logical in columns:
       _column_type(schema, columns[logical], path, '')
+    name = config.column(logical)
+    problem = name in schema.names and parquet.text_type_problem(schema.field(name).type)
+    if problem:
+      raise UsageError(f'manifest {path}: column {name}, the {logical} column, is {problem}')
   for feature in extras:
-    _column_type(schema, feature.name, path, ' (named by --extra_features)')
-  names = parquet.class_label_names(schema.metadata, label)
+    problem = parquet.extra_type_problem(
+        _column_type(schema, feature.name, path, ' (named by --extra_features)'), feature.kind)
+    if problem:
+      raise UsageError(f'manifest {path}: column {feature.name} is {problem}')
+  names = _class_names(files, footers, label, path)
   file_splits = [parquet.hub_split(p) for p, _ in files]
   has_split_column = config.column('split') in schema.names
   if split.fractions and (has_split_column or any(file_splits)):
@@ -134,7 +162,12 @@ def label_map(config: manifest.ManifestConfig, given: Optional[LabelMap],
   if not names:
     return given
   try:
-    found = normalized_map(LabelMap(names, fixed=True), modes)
+    if any('\n' in name or '\r' in name for name in names):
+      raise ValueError('a name holds a line break, which label_map.txt cannot')
+    # Read as a --label_map file is: names stripped (a ClassLabel ' dog' had
+    # rejected every dog as label/unknown_label, its row's label being
+    # stripped), none blank or given twice.
+    found = normalized_map(LabelMap.from_text(''.join(f'{name}\n' for name in names)), modes)
   except ValueError as error:
     raise UsageError(f'manifest {config.path}: the ClassLabel names of column '
                      f'{config.column("label")} are unusable: {error}')

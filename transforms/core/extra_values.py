@@ -51,6 +51,8 @@ def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,))
   value: ABSENT when the row has no such column, None for a null cell."""
   if value is ABSENT:
     raise RowError(STAGE_MANIFEST, 'missing_feature', f'column {column!r} is missing')
+  if is_null(value):  # a JSON line's NaN is an empty cell, as null (docs/manifests.md)
+    value = None
   if shape == () and value in (None, ''):
     raise RowError(STAGE_MANIFEST, 'missing_feature',
                    f'column {column!r} is empty; it holds one value (a scalar)')
@@ -79,7 +81,7 @@ def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,))
     elif kind == 'int64':
       values = [_as_int(item) for item in items]
     else:
-      values = [item if isinstance(item, str) else json.dumps(item) for item in items]
+      values = [item if isinstance(item, str) else json.dumps(_not_null(item)) for item in items]
   except (TypeError, ValueError) as error:
     raise RowError(STAGE_MANIFEST, 'bad_feature',
                    f'column {column!r} value {value!r} is not {kind}: {error}')
@@ -91,6 +93,14 @@ def parse_extra(value, kind: str, column: str, fmt: str, shape: tuple = (None,))
     raise RowError(STAGE_MANIFEST, 'bad_feature', f'column {column!r} value {value!r} '
                    f'{problem}')
   return values
+
+
+def _not_null(item):
+  """A list's item, unless null: as a float or int64 item is (json.dumps
+  had stored a null of a bytes list, [1, null], as the text 'null')."""
+  if is_null(item):
+    raise ValueError(f'{item!r} is no value (a null in the list)')
+  return item
 
 
 FLOAT32_MAX = 3.4028234663852886e38

@@ -156,6 +156,37 @@ def label_type_problem(arrow_type) -> Optional[str]:
   return f'{arrow_type}, not a string or an integer'
 
 
+def text_type_problem(arrow_type) -> Optional[str]:
+  """Why a key or split column of this Arrow type gives no text (None: it
+  does). A struct was read as its fields, so the column was never there:
+  every key its file and row, every row in train, without a word."""
+  import pyarrow as pa
+  arrow_type = value_type(arrow_type)
+  if pa.types.is_nested(arrow_type) or image_kind(arrow_type) == IMAGE_BYTES:
+    return f'{arrow_type}, not a string or a number'
+  return None
+
+
+def extra_type_problem(arrow_type, kind: str) -> Optional[str]:
+  """Why an --extra_features column of this Arrow type cannot give `kind`
+  values (None: it can): its values, or a list's (of lists'), must be
+  strings or numbers. A binary, struct, date or time cell had rejected every
+  row with a reason beside the point (a struct, read as its fields: `column
+  is missing`; bytes: `not JSON serializable`)."""
+  import pyarrow as pa
+  leaf = value_type(arrow_type)
+  while (pa.types.is_list(leaf) or pa.types.is_large_list(leaf)
+         or pa.types.is_fixed_size_list(leaf) or pa.types.is_list_view(leaf)):
+    leaf = value_type(leaf.value_type)
+  numbers = pa.types.is_integer(leaf) or pa.types.is_floating(leaf)
+  if _is_string(leaf) or numbers or (kind != 'bytes' and pa.types.is_decimal(leaf)) or (
+      kind == 'bytes' and pa.types.is_boolean(leaf)):  # 'true', as a JSON line's true
+    return None
+  return (f'{arrow_type}, which --extra_features cannot read as {kind}: it reads strings '
+          f'and numbers, and lists of them' + (' (decimals as float or int64)'
+                                               if pa.types.is_decimal(leaf) else ''))
+
+
 def class_label_names(metadata: Optional[dict], column: str) -> tuple:
   """The names of a ClassLabel `column` in a schema's metadata (Hugging
   Face's `huggingface` key: {"info": {"features": {column: {"_type":

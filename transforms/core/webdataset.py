@@ -22,6 +22,7 @@ from typing import NamedTuple
 from typing import Optional
 
 from transforms.core import json_objects
+from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import parse_extra
@@ -235,15 +236,23 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   if 'json' in by_suffix:
     try:
       meta = json_objects.loads(_text(by_suffix['json']))  # a member named twice too
-    except ValueError as error:
+      # "\ud800" parses, but no UTF-8 can hold it: as a label, key or feature
+      # it failed the whole job when the Example was written (as a JSONL line's).
+      json_objects.check_unicode(meta)
+    except UnicodeEncodeError as error:
+      raise RowError(STAGE_MANIFEST, 'bad_encoding', f'member {by_suffix["json"].name} '
+                     f'holds text that is not valid Unicode: {error.reason}')
+    except (ValueError, RecursionError) as error:  # RecursionError: arrays nested deep
       raise RowError(STAGE_MANIFEST, 'bad_json', f'member {by_suffix["json"].name} is not '
                      f'JSON: {error}')
     if not isinstance(meta, dict):
       raise RowError(STAGE_MANIFEST, 'bad_json', f'member {by_suffix["json"].name} is '
                      f'JSON {type(meta).__name__}, not an object')
+    line_caps.check_field_lengths(meta, f'member {by_suffix["json"].name}')
   source = label_source(config)
   if source in LABEL_MEMBERS:
     label = _text(by_suffix[source]) if source in by_suffix else None
+    line_caps.check_lengths((label,), f'member {key}.{source}')
   else:
     label = manifest.text_of(meta, source)
   if source == 'cls' and label is not None:
