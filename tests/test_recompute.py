@@ -532,3 +532,69 @@ def test_a_dataset_joined_from_a_label_manifest_recomputes_to_its_bytes(tmp_path
   assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
       report['problems'], report['warnings'])
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (6, 0)
+
+
+def _convert_pattern(root: pathlib.Path, files: dict, *flags: str) -> pathlib.Path:
+  """files: {manifest path under root: [(image cell, label, key, seed), ...]},
+  each image written at the cell relative to its manifest's folder; converted
+  from the pattern --manifest root/PATTERN (flags[0]): -> the dataset."""
+  pattern, flags = flags[0], flags[1:]
+  for name, rows in files.items():
+    manifest = root / name
+    for image, _, _, seed in rows:
+      (manifest.parent / image).parent.mkdir(parents=True, exist_ok=True)
+      (manifest.parent / image).write_bytes(noise_png(seed))
+    manifest.write_text('\n'.join(['image,label,key'] + [
+        f'{image},{label},{key}' for image, label, key, _ in rows]) + '\n')
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / pattern), '--output_dir', str(out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off', *flags]) == EXIT_OK
+  return out
+
+
+def test_a_pattern_s_second_file_is_read_again_from_its_first_row(tmp_path):
+  """--manifest 'parts/part-*.csv': the rows of every file, the second file's
+  first row too, each record compared with its own row. A key repeated in the
+  second file keeps the first file's row, as convert kept it (the duplicate
+  another image and label), and the rows of every file are counted. The
+  second file's first row relabelled since, its size and mtime put back, is
+  found (was: no test read a pattern again; reading its first file only, the
+  last row of a key, or counting the last file's lines passed every test)."""
+  (tmp_path / 'parts').mkdir()
+  out = _convert_pattern(tmp_path, {
+      'parts/part-0.csv': [(f'imgs/a{i}.png', 'cat' if i % 2 else 'dog', f'k{i}', i)
+                           for i in range(4)],
+      'parts/part-1.csv': [('imgs/a4.png', 'cat', 'k4', 4), ('imgs/a9.png', 'cat', 'k2', 9),
+                           ('imgs/a5.png', 'dog', 'k5', 5)],
+  }, 'parts/part-*.csv', '--max_error_rate', '0.5')
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (7, 6, 1)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
+      report['problems'], report['warnings'])
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (6, 0)
+  second = tmp_path / 'parts' / 'part-1.csv'
+  before = second.stat()
+  second.write_text(second.read_text().replace('imgs/a4.png,cat,k4', 'imgs/a4.png,dog,k4'))
+  os.utime(second, ns=(before.st_atime_ns, before.st_mtime_ns))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'].startswith(
+      f"key 'k4': label differ from its unchanged source {tmp_path / 'parts' / 'imgs' / 'a4.png'}")
+
+
+def test_a_pattern_s_files_in_other_folders_resolve_their_own_images(tmp_path):
+  """--manifest 'parts/*/m.csv': each file's relative image paths resolve
+  against its own folder, as convert resolved them; the same cell names
+  another image in each (was: against the pattern's folder 'parts/*', every
+  source 'changed since the run', nothing compared, exit 0)."""
+  out = _convert_pattern(tmp_path, {
+      f'parts/{name}/m.csv': [('imgs/a.png', label, f'{name}-k', seed),
+                              (f'imgs/b{seed}.png', label, f'{name}-j', seed + 10)]
+      for name, label, seed in (('p0', 'cat', 0), ('p1', 'dog', 1))}, 'parts/*/m.csv')
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
+      report['problems'], report['warnings'])
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (4, 0)
