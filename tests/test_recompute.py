@@ -510,23 +510,30 @@ def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_
       f'key {key!r}: split (test, its row gives train) differ from its unchanged source ')
 
 
+def _joined(root: pathlib.Path, out: str = 'out', *flags: str) -> pathlib.Path:
+  """root/images.csv (key,image) and root/labels.csv (key,label, in another
+  order), k1, k3 and k5 cats, converted joined into root/OUT: -> OUT."""
+  if not (root / 'imgs').exists():
+    (root / 'imgs').mkdir()
+    images, labels = ['key,image'], ['key,label']
+    for i in range(6):
+      (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+      images.append(f'k{i},imgs/a{i}.png')
+      labels.append(f'k{i},{"cat" if i % 2 else "dog"}')
+    (root / 'images.csv').write_text('\n'.join(images) + '\n')
+    (root / 'labels.csv').write_text('\n'.join(labels[:1] + labels[:0:-1]) + '\n')
+  assert convert.main(['--manifest', str(root / 'images.csv'), '--label_manifest',
+                       str(root / 'labels.csv'), '--output_dir', str(root / out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off', *flags]) == EXIT_OK
+  return root / out
+
+
 def test_a_dataset_joined_from_a_label_manifest_recomputes_to_its_bytes(tmp_path, capsys):
   """--manifest key,image and --label_manifest key,label: --recompute joins
   each row's label from the label manifest, as convert did (read without
   it, every record's label differed from its row's)."""
-  (tmp_path / 'imgs').mkdir()
-  images, labels = ['key,image'], ['key,label']
-  for i in range(6):
-    (tmp_path / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
-    images.append(f'k{i},imgs/a{i}.png')
-    labels.append(f'k{i},{"cat" if i % 2 else "dog"}')
-  (tmp_path / 'images.csv').write_text('\n'.join(images) + '\n')
-  (tmp_path / 'labels.csv').write_text('\n'.join(labels[:1] + labels[:0:-1]) + '\n')
-  out = tmp_path / 'out'
-  assert convert.main(['--manifest', str(tmp_path / 'images.csv'), '--label_manifest',
-                       str(tmp_path / 'labels.csv'), '--output_dir', str(out),
-                       '--encoding', 'png', '--height', '8', '--width', '8',
-                       '--progress', 'off']) == EXIT_OK
+  out = _joined(tmp_path)
   capsys.readouterr()
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
@@ -598,3 +605,42 @@ def test_a_pattern_s_files_in_other_folders_resolve_their_own_images(tmp_path):
   assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
       report['problems'], report['warnings'])
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (4, 0)
+
+
+def test_a_label_manifest_changed_since_the_run_is_noticed(tmp_path, capsys):
+  """Two manifests, the image manifest unchanged and the label manifest
+  relabelling k1 after the run: k1 is a recompute_source_changed warning
+  (exit 1 with --strict), the others compared. The same edit with the label
+  manifest's size and mtime put back is what the run read: a problem. A
+  nightly run on it encodes k1 again (changed_label), and its dataset
+  recomputes clean (was: judging by the image manifest's version alone, or
+  recording none of the label manifest's, passed every test)."""
+  out = _joined(tmp_path)
+  labels = tmp_path / 'labels.csv'
+  before = labels.stat()
+  labels.write_text(labels.read_text().replace('k1,cat', 'k1,dog'))
+  for flags, exit_code in (((), EXIT_OK), (('--strict',), EXIT_FAILED)):
+    code, report = _validate(out, '--recompute', '1.0', *flags)
+    assert (code, report['num_problems'], report['warnings_by_kind']) == (
+        exit_code, 0, {recompute.SOURCE_CHANGED: 1})
+    assert report['warnings'][0]['detail'] == (
+        "key 'k1': label differ from its row; the run's manifest changed since the run: "
+        'not compared')
+    assert (report['num_recomputed'], report['num_recompute_skipped']) == (5, 1)
+  os.utime(labels, ns=(before.st_atime_ns, before.st_mtime_ns))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'] == (
+      f"key 'k1': label differ from its unchanged source {tmp_path / 'imgs' / 'a1.png'} "
+      'converted again')
+  labels.write_text(labels.read_text() + '\n')  # changed since the run again
+  night = _joined(tmp_path, 'night', '--previous_dataset', str(out))
+  reuse = json.loads((night / 'dataset_info.json').read_text())['reuse']
+  assert (reuse['reused'], reuse['encoded']['changed_label'], reuse['num_encoded']) == (5, 1, 1)
+  (k1,) = [line for line in _lines(night) if line['key'] == 'k1']  # one split: train
+  assert k1['label'] == {'id': 1, 'text': 'dog'}
+  capsys.readouterr()
+  code, report = _validate(night, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings'], report['num_recomputed']) == (
+      EXIT_OK, 0, 0, 6)
