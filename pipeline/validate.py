@@ -202,12 +202,13 @@ def check_pools(check_threads: int, check_processes: int, encoding: str,
 def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           report_path: str, expected_count=None, max_problems: int = 100,
           check_threads: int = 0, check_processes: int = 0,
-          check_records=validation.check_records, listing_warnings=(), more=None):
+          check_records=validation.check_records, listing_warnings=(), more=None,
+          report_temp=None):
   """Adds the validation to pipeline `p`; returns the report PCollection.
 
   check_records: what checks a batch of records (tests swap it).
   listing_problems, listing_warnings: what the launcher found (--recompute...);
-  more: more fields of the report.
+  more: more fields of the report. report_temp: the name it is written under.
   """
   expected = validation.Expected.from_info(info)
   single = runners.single_local_worker(p.options)
@@ -226,7 +227,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
           | 'Once' >> beam.Impulse()
           | 'WriteReport' >> beam.ParDo(
               WriteReportFn(info, report_path, listing_problems, expected_count,
-                            max_problems, list(listing_warnings), more),
+                            max_problems, list(listing_warnings), more, report_temp),
               side.AsDict(checked[TALLY_SUMS]),
               side.AsSingleton(checked[FIRST_PROBLEMS], default_value=[]),
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
@@ -326,12 +327,14 @@ def validate(config: configs.ValidateConfig, pipeline_options,
     listing_problems += problems
   p = beam.Pipeline(
       runner=local_runner.for_options(pipeline_options), options=pipeline_options)
+  # Its own: another validate of the dataset at once writes under another.
+  report_temp = paths.temp_name(config.report_path)
   build(p, config.input_dir, info, shards, listing_problems, config.report_path,
         config.expected_count, config.max_problems, config.check_threads,
-        config.check_processes, check_records, listing_warnings, more)
+        config.check_processes, check_records, listing_warnings, more, report_temp)
   # A run that does not finish (an error, a signal) cancels its job and
-  # leaves no half-written report behind (FileAccess.replacing writes it as
-  # path + '.tmp', then renames it), nor a whole one when the signal came as
+  # leaves no half-written report behind (FileAccess.replacing writes it under
+  # report_temp, then renames it), nor a whole one when the signal came as
   # the job ended (RunGuard: a signal Beam swallowed), so that "nothing was
   # checked" holds.
   # The job renames its report into place as its last step, before the job
@@ -341,7 +344,7 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   # On a Flink cluster, a job whose job server is gone is cancelled there too.
   report_before = _regular_bytes(config.report_path, files)
   guard = RunGuard(lambda: _delete_if_present(
-      [config.report_path + '.tmp'] + ([config.report_path] if guard.job_done or _regular_bytes(
+      [report_temp] + ([config.report_path] if guard.job_done or _regular_bytes(
           config.report_path, files) != report_before else []), files))
   with flink_jobs.cancelled_if_abandoned(pipeline_options), guard:
     try:

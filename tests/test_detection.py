@@ -17,6 +17,7 @@ from pipeline import validate
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import check_record
+from tests.conftest import noise_png
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from transforms.core import annotations
@@ -128,6 +129,48 @@ def test_validate_accepts_it_and_finds_a_wrong_count(converted, tmp_path):
   assert report['problems_by_kind'] == {'class_count_mismatch': 1}
   assert report['problems'][0]['detail'] == (
       "split 'train' has 2 object(s) of class 'eye'; its objects_per_class says 3")
+
+
+def test_an_image_in_two_splits_is_a_warning_on_one_worker_and_spread(tmp_path):
+  """A detection dataset whose copy.png holds a0.png's bytes, the two keys
+  hashed to train and validation: a cross_split_duplicate warning naming
+  both, exit 0 (1 with --strict), whether one worker gathers the records or
+  the shards are spread over workers and grouped by digest, with the same
+  report byte for byte (was: dropping detection records from the spread
+  path's grouping passed every test)."""
+  (tmp_path / 'images').mkdir()
+  names = ['a0.png', 'a1.png', 'a2.png', 'copy.png']
+  for seed, name in enumerate(names):
+    (tmp_path / 'images' / name).write_bytes(noise_png(0 if name == 'copy.png' else seed))
+  (tmp_path / 'coco.json').write_text(json.dumps({
+      'images': [{'id': i, 'file_name': name, 'width': 10, 'height': 10}
+                 for i, name in enumerate(names, 1)],
+      'annotations': [{'id': i, 'image_id': i, 'category_id': 1, 'bbox': [1, 1, 5, 5]}
+                      for i in range(1, len(names) + 1)],
+      'categories': [{'id': 1, 'name': 'dot'}]}))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'coco.json'), '--annotation_format',
+                       'coco', '--image_dir', str(tmp_path / 'images'), '--output_dir',
+                       str(out), '--height', '8', '--width', '8', '--encoding', 'png',
+                       '--split', 'train=0.5,validation=0.5', '--progress', 'off']) == EXIT_OK
+  info = read_info(out)
+  assert (info['schema'], info['splits']['train']['num_examples'],
+          info['splits']['validation']['num_examples']) == ('detection', 2, 2)
+  texts = []
+  for flags in ((), ('--direct_num_workers', '2')):
+    assert validate.main(['--input_dir', str(out), *flags]) == EXIT_OK
+    report = json.loads((out / 'validation_report.json').read_text())
+    assert (report['num_problems'], report['warnings_by_kind']) == (
+        0, {'cross_split_duplicate': 1})
+    warning = report['warnings'][0]
+    assert (warning['file'], warning['record']) == ('validation-00000-of-00001.tfrecord', 0)
+    assert warning['detail'].startswith("key 'copy.png' (validation) has the same bytes ")
+    assert warning['detail'].endswith(
+        "as 1 other record(s) (copies in train, validation); first: key 'a0.png' (train) at "
+        'train-00000-of-00001.tfrecord#0')
+    texts.append((out / 'validation_report.json').read_bytes())
+    assert validate.main(['--input_dir', str(out), '--strict', *flags]) == 1
+  assert texts[0] == texts[1]
 
 
 def test_validate_checks_the_detection_section_and_label_map_pbtxt(converted, tmp_path):

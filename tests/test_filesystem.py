@@ -99,6 +99,43 @@ def test_replacing_swaps_the_whole_file_at_the_end_and_leaves_no_temp(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ['rejected.jsonl']
 
 
+def test_two_writers_of_one_path_at_once_each_publish_a_whole_file(tmp_path):
+  """Two validate runs of one dataset write its report at once: each writes
+  under a temp name of its own in the report's folder and renames it over
+  the report, so the report is always one writer's whole bytes (was: both
+  wrote validation_report.json.tmp; the second truncated it under the first,
+  renamed it, and the first's later bytes landed in the published report,
+  b'{"run": "second"}\n"n": 1}\n', and its own rename failed: BeamIOError)."""
+  path = tmp_path / 'validation_report.json'
+  (tmp_path / 'validation_report.json.tmp').write_bytes(b"an older version's temp")
+  files = filesystem.FileAccess()
+  with files.replacing(str(path)) as first:
+    first.write(b'{"run": "first", ')
+    first.flush()
+    with files.replacing(str(path)) as second:
+      second.write(b'{"run": "second"}\n')
+      temps = sorted(p.name for p in tmp_path.iterdir() if p.name != 'validation_report.json.tmp')
+    assert path.read_bytes() == b'{"run": "second"}\n'
+    first.write(b'"n": 1}\n')
+  assert path.read_bytes() == b'{"run": "first", "n": 1}\n'
+  assert len(temps) == 2 and all(
+      name.startswith('validation_report.json.') and name.endswith('.tmp') for name in temps)
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      'validation_report.json', 'validation_report.json.tmp']  # another writer's: untouched
+  assert (tmp_path / 'validation_report.json.tmp').read_bytes() == b"an older version's temp"
+
+
+def test_a_write_that_raises_leaves_the_file_and_no_temp(tmp_path):
+  path = tmp_path / 'dataset_info.json'
+  path.write_bytes(b'{}')
+  with pytest.raises(ValueError, match='cut short'):
+    with filesystem.FileAccess().replacing(str(path)) as handle:
+      handle.write(b'{"half": ')
+      raise ValueError('cut short')
+  assert path.read_bytes() == b'{}'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['dataset_info.json']
+
+
 def test_local_paths_every_operation_and_no_s3_client(tmp_path):
   make, made = counting_s3io({})
   files = filesystem.FileAccess(make_s3io=make)

@@ -510,25 +510,137 @@ def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_
       f'key {key!r}: split (test, its row gives train) differ from its unchanged source ')
 
 
+def _joined(root: pathlib.Path, out: str = 'out', *flags: str) -> pathlib.Path:
+  """root/images.csv (key,image) and root/labels.csv (key,label, in another
+  order), k1, k3 and k5 cats, converted joined into root/OUT: -> OUT."""
+  if not (root / 'imgs').exists():
+    (root / 'imgs').mkdir()
+    images, labels = ['key,image'], ['key,label']
+    for i in range(6):
+      (root / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
+      images.append(f'k{i},imgs/a{i}.png')
+      labels.append(f'k{i},{"cat" if i % 2 else "dog"}')
+    (root / 'images.csv').write_text('\n'.join(images) + '\n')
+    (root / 'labels.csv').write_text('\n'.join(labels[:1] + labels[:0:-1]) + '\n')
+  assert convert.main(['--manifest', str(root / 'images.csv'), '--label_manifest',
+                       str(root / 'labels.csv'), '--output_dir', str(root / out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off', *flags]) == EXIT_OK
+  return root / out
+
+
 def test_a_dataset_joined_from_a_label_manifest_recomputes_to_its_bytes(tmp_path, capsys):
   """--manifest key,image and --label_manifest key,label: --recompute joins
   each row's label from the label manifest, as convert did (read without
   it, every record's label differed from its row's)."""
-  (tmp_path / 'imgs').mkdir()
-  images, labels = ['key,image'], ['key,label']
-  for i in range(6):
-    (tmp_path / 'imgs' / f'a{i}.png').write_bytes(noise_png(i))
-    images.append(f'k{i},imgs/a{i}.png')
-    labels.append(f'k{i},{"cat" if i % 2 else "dog"}')
-  (tmp_path / 'images.csv').write_text('\n'.join(images) + '\n')
-  (tmp_path / 'labels.csv').write_text('\n'.join(labels[:1] + labels[:0:-1]) + '\n')
-  out = tmp_path / 'out'
-  assert convert.main(['--manifest', str(tmp_path / 'images.csv'), '--label_manifest',
-                       str(tmp_path / 'labels.csv'), '--output_dir', str(out),
-                       '--encoding', 'png', '--height', '8', '--width', '8',
-                       '--progress', 'off']) == EXIT_OK
+  out = _joined(tmp_path)
   capsys.readouterr()
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
       report['problems'], report['warnings'])
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (6, 0)
+
+
+def _convert_pattern(root: pathlib.Path, files: dict, *flags: str) -> pathlib.Path:
+  """files: {manifest path under root: [(image cell, label, key, seed), ...]},
+  each image written at the cell relative to its manifest's folder; converted
+  from the pattern --manifest root/PATTERN (flags[0]): -> the dataset."""
+  pattern, flags = flags[0], flags[1:]
+  for name, rows in files.items():
+    manifest = root / name
+    for image, _, _, seed in rows:
+      (manifest.parent / image).parent.mkdir(parents=True, exist_ok=True)
+      (manifest.parent / image).write_bytes(noise_png(seed))
+    manifest.write_text('\n'.join(['image,label,key'] + [
+        f'{image},{label},{key}' for image, label, key, _ in rows]) + '\n')
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / pattern), '--output_dir', str(out),
+                       '--encoding', 'png', '--height', '8', '--width', '8',
+                       '--progress', 'off', *flags]) == EXIT_OK
+  return out
+
+
+def test_a_pattern_s_second_file_is_read_again_from_its_first_row(tmp_path):
+  """--manifest 'parts/part-*.csv': the rows of every file, the second file's
+  first row too, each record compared with its own row. A key repeated in the
+  second file keeps the first file's row, as convert kept it (the duplicate
+  another image and label), and the rows of every file are counted. The
+  second file's first row relabelled since, its size and mtime put back, is
+  found (was: no test read a pattern again; reading its first file only, the
+  last row of a key, or counting the last file's lines passed every test)."""
+  (tmp_path / 'parts').mkdir()
+  out = _convert_pattern(tmp_path, {
+      'parts/part-0.csv': [(f'imgs/a{i}.png', 'cat' if i % 2 else 'dog', f'k{i}', i)
+                           for i in range(4)],
+      'parts/part-1.csv': [('imgs/a4.png', 'cat', 'k4', 4), ('imgs/a9.png', 'cat', 'k2', 9),
+                           ('imgs/a5.png', 'dog', 'k5', 5)],
+  }, 'parts/part-*.csv', '--max_error_rate', '0.5')
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (7, 6, 1)
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
+      report['problems'], report['warnings'])
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (6, 0)
+  second = tmp_path / 'parts' / 'part-1.csv'
+  before = second.stat()
+  second.write_text(second.read_text().replace('imgs/a4.png,cat,k4', 'imgs/a4.png,dog,k4'))
+  os.utime(second, ns=(before.st_atime_ns, before.st_mtime_ns))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'].startswith(
+      f"key 'k4': label differ from its unchanged source {tmp_path / 'parts' / 'imgs' / 'a4.png'}")
+
+
+def test_a_pattern_s_files_in_other_folders_resolve_their_own_images(tmp_path):
+  """--manifest 'parts/*/m.csv': each file's relative image paths resolve
+  against its own folder, as convert resolved them; the same cell names
+  another image in each (was: against the pattern's folder 'parts/*', every
+  source 'changed since the run', nothing compared, exit 0)."""
+  out = _convert_pattern(tmp_path, {
+      f'parts/{name}/m.csv': [('imgs/a.png', label, f'{name}-k', seed),
+                              (f'imgs/b{seed}.png', label, f'{name}-j', seed + 10)]
+      for name, label, seed in (('p0', 'cat', 0), ('p1', 'dog', 1))}, 'parts/*/m.csv')
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings']) == (EXIT_OK, 0, 0), (
+      report['problems'], report['warnings'])
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (4, 0)
+
+
+def test_a_label_manifest_changed_since_the_run_is_noticed(tmp_path, capsys):
+  """Two manifests, the image manifest unchanged and the label manifest
+  relabelling k1 after the run: k1 is a recompute_source_changed warning
+  (exit 1 with --strict), the others compared. The same edit with the label
+  manifest's size and mtime put back is what the run read: a problem. A
+  nightly run on it encodes k1 again (changed_label), and its dataset
+  recomputes clean (was: judging by the image manifest's version alone, or
+  recording none of the label manifest's, passed every test)."""
+  out = _joined(tmp_path)
+  labels = tmp_path / 'labels.csv'
+  before = labels.stat()
+  labels.write_text(labels.read_text().replace('k1,cat', 'k1,dog'))
+  for flags, exit_code in (((), EXIT_OK), (('--strict',), EXIT_FAILED)):
+    code, report = _validate(out, '--recompute', '1.0', *flags)
+    assert (code, report['num_problems'], report['warnings_by_kind']) == (
+        exit_code, 0, {recompute.SOURCE_CHANGED: 1})
+    assert report['warnings'][0]['detail'] == (
+        "key 'k1': label differ from its row; the run's manifest changed since the run: "
+        'not compared')
+    assert (report['num_recomputed'], report['num_recompute_skipped']) == (5, 1)
+  os.utime(labels, ns=(before.st_atime_ns, before.st_mtime_ns))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'] == (
+      f"key 'k1': label differ from its unchanged source {tmp_path / 'imgs' / 'a1.png'} "
+      'converted again')
+  labels.write_text(labels.read_text() + '\n')  # changed since the run again
+  night = _joined(tmp_path, 'night', '--previous_dataset', str(out))
+  reuse = json.loads((night / 'dataset_info.json').read_text())['reuse']
+  assert (reuse['reused'], reuse['encoded']['changed_label'], reuse['num_encoded']) == (5, 1, 1)
+  (k1,) = [line for line in _lines(night) if line['key'] == 'k1']  # one split: train
+  assert k1['label'] == {'id': 1, 'text': 'dog'}
+  capsys.readouterr()
+  code, report = _validate(night, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['num_warnings'], report['num_recomputed']) == (
+      EXIT_OK, 0, 0, 6)

@@ -104,17 +104,23 @@ def test_file_access_never_renames_over_a_fifo_made_while_it_writes(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ['r.json']
 
 
-@pytest.mark.parametrize('at', ['r.json', 'r.json.tmp'])
-def test_file_access_writes_over_no_device(tmp_path, at):
-  """A device at the target or at its temp name: refused before any byte is
-  written (a copy of /dev/null's node: written to, it would swallow them)."""
-  node = tmp_path / at
+def test_file_access_writes_over_no_device(tmp_path):
+  """A device at the target: refused before any byte is written (a copy of
+  /dev/null's node: written to, it would swallow them). One at r.json.tmp,
+  the temp name every writer shared before, is no one's temp now: left as
+  it is, never written to."""
+  node = tmp_path / 'r.json'
   os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
   with pytest.raises(file_kinds.NotReplaced) as error:
     filesystem.FileAccess().write_text(str(tmp_path / 'r.json'), '{}')
   assert str(error.value) == _not_replaced_line(node, 'character device')
-  assert [p.name for p in tmp_path.iterdir()] == [at]
+  assert [p.name for p in tmp_path.iterdir()] == ['r.json']
   assert stat.S_ISCHR(os.stat(node).st_mode)
+  os.rename(node, tmp_path / 'r.json.tmp')
+  filesystem.FileAccess().write_text(str(tmp_path / 'r.json'), '{}')
+  assert (tmp_path / 'r.json').read_text() == '{}'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['r.json', 'r.json.tmp']
+  assert stat.S_ISCHR(os.stat(tmp_path / 'r.json.tmp').st_mode)
 
 
 def _fifo_at_report_then_check(report: str, records: list, expected) -> list:
@@ -136,4 +142,20 @@ def test_validate_leaves_a_fifo_made_at_the_report_while_it_runs(converted, tmp_
   assert err.startswith(f'error: --report {report} cannot be written: '
                         f'{_not_replaced_line(report)}'), err
   assert stat.S_ISFIFO(os.stat(report).st_mode)
-  assert not (tmp_path / 'r.json.tmp').exists()
+  assert [p.name for p in tmp_path.iterdir() if p.name.startswith('r.json')] == [
+      'r.json']  # no temp left
+
+
+def test_validate_writes_its_report_under_a_temp_name_of_its_own(converted):
+  """Another validate of the dataset writing its report at the same time
+  (its temp file there): this run neither truncates, renames nor deletes
+  it, and publishes its own whole report (was: both wrote
+  validation_report.json.tmp, the one name of every run)."""
+  other = converted / 'validation_report.json.tmp'
+  other.write_bytes(b'{"another run": "half written')
+  before = sorted(p.name for p in converted.iterdir())
+  code, report = run_validate(converted)
+  assert (code, report['valid'], report['num_examples']) == (0, True, 9)
+  assert other.read_bytes() == b'{"another run": "half written'
+  assert sorted(p.name for p in converted.iterdir()) == sorted(
+      [*before, 'validation_report.json'])

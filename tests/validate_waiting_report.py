@@ -14,8 +14,8 @@ from transforms import filesystem
 from transforms import validation_report
 
 
-def write_then_wait(path: str, text: str) -> None:
-  filesystem.write_text(path, text)
+def write_then_wait(path: str, text: str, temp=None) -> None:
+  filesystem.write_text(path, text, temp)
   wait_on_fifo()
 
 

@@ -178,31 +178,37 @@ class FileAccess:
     return self._s3().client.client
 
   @contextlib.contextmanager
-  def replacing(self, path: str):
+  def replacing(self, path: str, temp: Optional[str] = None):
     """A binary handle whose bytes replace `path` once the block ends: written
-    under a temp name, then renamed over it.
-
-    The rename replaces an existing file by itself (os.rename locally, at
-    once; a copy over it on S3 and GCS), so `path` is never missing in
-    between. An exists + delete before it cost two more S3 calls per file.
-    A local `path` or temp name that is not a regular file raises
-    file_kinds.NotReplaced, `path` asked again just before the rename: a
-    rename over /dev/full replaces the device node, creating a FIFO waits.
+    under a temp name no other writer picks (paths.temp_name, or `temp`), then
+    renamed over it, so two writers at once each publish a whole file. The
+    rename replaces an existing file by itself (os.replace locally, at once; a
+    copy over it on S3 and GCS), so `path` is never missing in between: an
+    exists + delete before it cost two more S3 calls per file. A local `path`
+    that is no regular file raises file_kinds.NotReplaced, asked again just
+    before the rename: a rename over /dev/full replaces the device node, and
+    a FIFO made there since is left as it is. Raising leaves no temp file.
     """
-    temp = path + '.tmp'
+    temp = temp or paths.temp_name(path)
     local = not paths.is_remote(path)
-    for target in (path, temp) if local else ():
-      file_kinds.require_regular(target, file_kinds.NotReplaced, refused='not replaced')
-    with self.create(temp) as handle:
-      yield handle
-    if local and file_kinds.not_regular(path):  # made since (a FIFO): left as it is
-      os.remove(temp)
+    if local:
       file_kinds.require_regular(path, file_kinds.NotReplaced, refused='not replaced')
-    self.rename([temp], [path])
+    try:
+      with self.create(temp) as handle:
+        yield handle
+      if local:
+        file_kinds.require_regular(path, file_kinds.NotReplaced, refused='not replaced')
+        os.replace(temp, path)
+      else:
+        self.rename([temp], [path])
+    except BaseException:
+      with contextlib.suppress(*read_errors()):  # none made: the error raised tells
+        self.delete([temp])
+      raise
 
-  def write_text(self, path: str, text: str) -> None:
-    """Writes `text` to `path`, via a temp name + rename."""
-    with self.replacing(path) as handle:
+  def write_text(self, path: str, text: str, temp: Optional[str] = None) -> None:
+    """Writes `text` to `path`, via a temp name (`temp`: this one) + rename."""
+    with self.replacing(path, temp) as handle:
       handle.write(text.encode('utf-8'))
 
   def read_text(self, path: str) -> str:
@@ -320,9 +326,9 @@ def basename(path: str) -> str:
   return path.rstrip('/').rsplit('/', 1)[-1]
 
 
-def write_text(path: str, text: str) -> None:
+def write_text(path: str, text: str, temp: Optional[str] = None) -> None:
   """Writes `text` to `path` on any Beam filesystem (one call: FileAccess for more)."""
-  FileAccess().write_text(path, text)
+  FileAccess().write_text(path, text, temp)
 
 
 def read_errors() -> tuple:
@@ -340,13 +346,6 @@ def read_errors() -> tuple:
   return tuple(errors)
 
 
-def nearest_existing(path: str) -> str:
-  """`path` if it exists (as anything), else its closest ancestor that does."""
-  while not os.path.lexists(path) and os.path.dirname(path) != path:
-    path = os.path.dirname(path)
-  return path
-
-
 def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optional[str]:
   """Why nothing can be written in the local `folder` (made first if
   missing), in a few words naming the path at fault; None when nothing is
@@ -360,7 +359,7 @@ def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optiona
   I/O error), which the caller raises on.
   """
   folder = os.path.abspath(folder)
-  existing = nearest_existing(folder)
+  existing = paths.nearest_existing(folder)
   if not os.path.isdir(existing):
     return (f'{existing} exists and is not a folder' if existing == folder else
             f'{existing} is on the way and is not a folder')

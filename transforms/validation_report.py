@@ -18,8 +18,9 @@ class WriteReportFn(beam.DoFn):
 
   def __init__(self, info: dict, report_path: str, listing_problems: list,
                expected_count, max_problems: int, listing_warnings: list = (),
-               more: Optional[dict] = None):
+               more: Optional[dict] = None, temp: Optional[str] = None):
     self._info = info
+    self._temp = temp  # the name it is written under (None: one of its own)
     self._report_path = report_path
     self._listing_problems = listing_problems
     self._listing_warnings = list(listing_warnings)
@@ -36,7 +37,7 @@ class WriteReportFn(beam.DoFn):
                           self._max_problems, warning_counts, list(first_warnings),
                           self._listing_warnings)
     report.update(self._more)
-    filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n')
+    filesystem.write_text(self._report_path, json.dumps(report, indent=2) + '\n', self._temp)
     yield report
 
 

@@ -43,7 +43,7 @@ def _write_refused(folder: str) -> Optional[str]:
   """What only trying tells of writing in the local `folder` (/proc and /sys
   take no new file; a missing folder is made by the writer: its nearest
   existing ancestor is tried with a folder). Other errors are raised."""
-  existing = filesystem.nearest_existing(folder)
+  existing = paths.nearest_existing(folder)
   try:
     if existing == folder:
       handle, made = tempfile.mkstemp(prefix='.img2tfrecord-try-', dir=folder)

@@ -31,16 +31,16 @@ from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import shard_suffix
 
-# Files convert writes besides shards (and their temp names while writing).
-OUR_FILES = tuple(name + suffix
-                  for name in (DATASET_INFO, LABEL_MAP, LABEL_MAP_PBTXT, VALIDATION_REPORT,
-                               REJECTED_FILE)
-                  for suffix in ('', '.tmp'))
+# Files convert writes besides shards (and the temp name an earlier version
+# wrote each under).
+_SIDE_FILES = (DATASET_INFO, LABEL_MAP, LABEL_MAP_PBTXT, VALIDATION_REPORT, REJECTED_FILE)
+OUR_FILES = tuple(name + suffix for name in _SIDE_FILES for suffix in ('', '.tmp'))
 
 
 def our_patterns(split_names: tuple) -> tuple:
   """Names a finished or killed run with these splits may have left."""
   patterns = ['beam-temp-*']  # Beam's own temp folders, never a user's
+  patterns += [f'{name}.*.tmp' for name in _SIDE_FILES]  # a killed write's (paths.temp_name)
   for split in split_names:
     patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
                  for compression in COMPRESSIONS]

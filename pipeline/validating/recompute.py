@@ -124,8 +124,12 @@ def _rows(config, keys: set, files) -> tuple:
     role = configs.MANIFEST_ROLES[index]
     counts[role] = 0
     for name in configs.manifest_paths(manifest_config):
+      # Each file of a pattern as convert read it (transforms/sources.py):
+      # its relative image paths resolve against its own folder (was: the
+      # pattern's, 'parts/*', every source 'gone', nothing compared).
+      one_file = dataclasses.replace(manifest_config, path=name, files=())
       try:
-        found_rows = _read_rows(name, manifest_config, keys, files)
+        found_rows = _read_rows(name, one_file, keys, files)
       except (OSError, EOFError, zlib.error) as error:  # unreadable, or cut short since the run
         raise UsageError(f'--recompute: the manifest {name} cannot be read: {error}')
       counts[role] += found_rows[0]

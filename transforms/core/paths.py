@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 import urllib.parse
+import uuid
 
 # What an image path may be besides a local path (docs/manifests.md, "Where
 # files may be"): Beam's filesystems for gs:// and s3://, and http(s)://,
@@ -20,6 +21,21 @@ SUPPORTED = 'local paths, file:///, gs://, s3://, http(s)://'
 def is_remote(path: str) -> bool:
   """A URL (gs://bucket/..., s3://..., http://...), not a local path."""
   return '://' in path
+
+
+def temp_name(path: str) -> str:
+  """A temp name beside `path` no other writer of it picks (PATH.<12 hex>.tmp),
+  to write under and rename over `path`: two validate runs of one dataset
+  shared validation_report.json.tmp, the second truncating it while the first
+  wrote it, and published the first's tail after its own bytes."""
+  return f'{path}.{uuid.uuid4().hex[:12]}.tmp'
+
+
+def nearest_existing(path: str) -> str:
+  """`path` if it exists (as anything), else its closest ancestor that does."""
+  while not os.path.lexists(path) and os.path.dirname(path) != path:
+    path = os.path.dirname(path)
+  return path
 
 
 def has_glob(path: str) -> bool:
