@@ -206,12 +206,12 @@ def read_info(out) -> dict:
   return json.loads((pathlib.Path(out) / 'dataset_info.json').read_text())
 
 
-def read_examples(out) -> list:
-  """Every record of every listed shard, parsed, in listing order."""
+def read_examples(out, split=None) -> list:
+  """Every record of every listed shard (of `split`: its shards), parsed, in listing order."""
   info = read_info(out)
   examples = []
-  for split in info['splits'].values():
-    for shard in split['shards']:
+  for name, details in info['splits'].items():
+    for shard in details['shards'] if split in (None, name) else ():
       opener = __import__('gzip').open if shard.endswith('.gz') else open
       with opener(os.path.join(out, shard), 'rb') as stream:
         examples += [parse_example(data) for _, data in read_records(stream)]

@@ -319,7 +319,9 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
     ('int_image', 'column image is int64, not a path or URL (string), image bytes'),
     ('no_label', 'has no column label (its columns: image)'),
     ('not_parquet', 'is not a readable Parquet file'),
-    ('split_and_path', 'gives each row its split (the path of'),
+    ('split_and_path', 'gives each row its split (the paths of '),
+    ('two_splits_in_a_name', 'train_test.parquet names the splits test and train (datasets '
+     'reads such a file into both)'),
     ('unknown_split', "names the split 'dev' in its path, not one of train, validation, test"),
     ('label_map', "line 2 is 'cat' in --label_map, 'ant' in the file"),
     ('other_columns', 'has the columns image: binary, label: string, unlike '),
@@ -349,8 +351,12 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
   elif case == 'not_parquet':
     path.write_text('image,label\na.png,cat\n')
   elif case == 'split_and_path':
-    path = write_hf(tmp_path / 'train-00000-of-00001.parquet', [{'bytes': png(1)}], [0])
+    write_hf(tmp_path / 'train-00000-of-00001.parquet', [{'bytes': png(1)}], [0])
+    write_hf(tmp_path / 'test.parquet', [{'bytes': png(2)}], [0])
+    path = tmp_path / '*.parquet'
     flags = ['--split', 'train=0.5,test=0.5']
+  elif case == 'two_splits_in_a_name':
+    path = write_hf(tmp_path / 'train_test.parquet', [{'bytes': png(1)}], [0])
   elif case == 'unknown_split':
     path = write_hf(tmp_path / 'dev-00000-of-00001.parquet', [{'bytes': png(1)}], [0])
   elif case == 'label_map':
@@ -423,6 +429,45 @@ def test_a_label_map_that_agrees_is_used_and_a_split_column_wins(tmp_path):
 ])
 def test_hub_paths_name_their_split(path, split):
   assert parquet.hub_split(path) == split
+
+
+@pytest.mark.parametrize('names, splits', [
+    (['train.parquet', 'test.parquet'], ['train', 'test']),
+    (['train_0.parquet', 'my_train.parquet', 'training.parquet'], ['train'] * 3),
+    (['valid1.parquet', 'validation.parquet', 'dev.parquet', 'val-2.parquet'],
+     ['validation'] * 4),
+    (['evaluation.parquet', 'foo/eval-x.parquet', 'testing.parquet'], ['test'] * 3),
+    # a folder's keyword wins over a file's, for every file (as datasets' patterns)
+    (['val_exp/train.parquet', 'train/a.parquet', 'x.parquet'], ['validation', 'train', None]),
+    # no keyword between non-words: datasets reads them as train, as a row of no split is
+    (['mytrain.parquet', 'data.parquet', 'Train.parquet', 'contest.parquet'], [None] * 4),
+])
+def test_split_keywords_in_paths_read_as_datasets_reads_a_folder(names, splits):
+  assert list(parquet.keyword_splits(names)) == splits
+
+
+def test_a_folder_of_train_and_test_files_gives_two_splits(tmp_path):
+  # datasets' load_dataset reads such a folder as two splits; read as one
+  # (every row in train), the test rows were trained on without a word.
+  folder = tmp_path / 'data'
+  folder.mkdir()
+  write_hf(folder / 'train.parquet', [{'bytes': png(i)} for i in range(3)], [0, 1, 0])
+  write_hf(folder / 'test.parquet', [{'bytes': png(i + 3)} for i in range(2)], [1, 1])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(folder / '*.parquet'), '--output_dir', str(out),
+                       *FLAGS]) == EXIT_OK
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 3, 'test': 2}
+  by_split = {split: sorted(e['image/key'][1][0] for e in read_examples(out, split))
+              for split in info['splits']}
+  assert by_split == {'train': [b'train.parquet:0', b'train.parquet:1', b'train.parquet:2'],
+                      'test': [b'test.parquet:0', b'test.parquet:1']}
+  # one file naming one split alone: --split fractions split its rows
+  out = tmp_path / 'fractions'
+  assert convert.main(['--manifest', str(folder / 'train.parquet'), '--output_dir', str(out),
+                       '--split', 'train=0.5,validation=0.5', *FLAGS]) == EXIT_OK
+  counts = {s: d['num_examples'] for s, d in read_info(out)['splits'].items()}
+  assert sum(counts.values()) == 3 and set(counts) <= {'train', 'validation'}
 
 
 def _layout_config(path: pathlib.Path) -> manifest.ManifestConfig:

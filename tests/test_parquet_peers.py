@@ -70,3 +70,44 @@ def test_a_datasets_parquet_converts_with_only_manifest_and_output_dir(tmp_path)
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected']) == (5, 0)
   assert list(info['splits']) == ['train']
+
+
+SPLITS_OF = """
+import json, os, sys
+from datasets.data_files import DataFilesDict, get_data_patterns
+root = sys.argv[1]
+files = DataFilesDict.from_patterns(get_data_patterns(root), base_path=root)
+print(json.dumps({os.path.relpath(f, root): str(split) for split, fs in files.items() for f in fs}))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('names, pattern', [
+    (['train.parquet', 'test.parquet', 'validation.parquet'], '*.parquet'),
+    (['my_train-1.parquet', 'dev.parquet', 'evaluation.parquet'], '*.parquet'),
+    (['train/a.parquet', 'val_2024/b.parquet', 'testing/c.parquet'], '*/*.parquet'),
+])
+def test_a_folder_s_files_go_to_the_splits_datasets_reads_them_into(tmp_path, names, pattern):
+  # load_dataset reads train.parquet and test.parquet of a folder as two
+  # splits; convert had read every row into train, the test rows with them.
+  if not PYTHON.exists():
+    pytest.fail('.peers/datasets is missing: run `make .peers/datasets/.installed`')
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  root = tmp_path / 'root'
+  for i, name in enumerate(names):
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({'image': [_png(i)], 'label': ['cat']}), root / name)
+  done = subprocess.run([str(PYTHON), '-c', SPLITS_OF, str(root)], capture_output=True,
+                        text=True, timeout=300,
+                        env=dict(os.environ, HF_DATASETS_CACHE=str(tmp_path / 'hf'),
+                                 HF_HOME=str(tmp_path / 'hf'), HF_DATASETS_OFFLINE='1'))
+  assert done.returncode == 0, done.stderr[-3000:]
+  theirs = __import__('json').loads(done.stdout)
+  assert sorted(theirs) == sorted(names)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(root / pattern), '--output_dir', str(out),
+                       '--height', '8', '--width', '8', '--progress', 'off']) == EXIT_OK
+  ours = {example['image/key'][1][0].decode().rsplit(':', 1)[0]: split
+          for split in read_info(out)['splits'] for example in read_examples(out, split)}
+  assert ours == theirs
