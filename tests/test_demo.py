@@ -165,7 +165,7 @@ def test_every_example_runs_as_pasted(demo_dir, monkeypatch):
 def test_demo_sources_converts_and_validates_each_source(tmp_path, monkeypatch, capsys):
   from pipeline import demo_sources
   monkeypatch.chdir(tmp_path)
-  assert demo_sources.main() == 0
+  assert demo_sources.main([]) == 0
   out = capsys.readouterr().out
   assert out.count('OK: 12 examples') == 3, out
   assert 'OK: 12 examples (train 9, test 3)' in out  # the Parquet splits from the Hub names

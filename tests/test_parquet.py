@@ -39,6 +39,7 @@ from transforms.core import paths as paths_module
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.core.splits import SplitConfig
+from transforms.core.splits import keyword_splits as split_keywords
 from transforms.sources import ReadManifest
 from transforms.workers import source_refs
 
@@ -443,7 +444,7 @@ def test_hub_paths_name_their_split(path, split):
     (['mytrain.parquet', 'data.parquet', 'Train.parquet', 'contest.parquet'], [None] * 4),
 ])
 def test_split_keywords_in_paths_read_as_datasets_reads_a_folder(names, splits):
-  assert list(parquet.keyword_splits(names)) == splits
+  assert list(split_keywords(names)) == splits
 
 
 def test_a_folder_of_train_and_test_files_gives_two_splits(tmp_path):

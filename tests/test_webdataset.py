@@ -163,6 +163,35 @@ def test_tars_of_one_name_in_sibling_folders_keep_their_samples_apart(tmp_path):
                               'val/000.tar/0000', 'val/000.tar/0001']
   assert examples['val/000.tar/0001']['image/filename'][1] == [b'val/000.tar/0001.png']
   assert examples['val/000.tar/0001']['image/class/label'][1] == [1]  # seed 4 % 3
+  # each folder's split, as datasets reads them (every row had gone to train)
+  assert {split: sorted(e['image/key'][1][0].decode() for e in read_examples(out, split))
+          for split in read_info(out)['splits']} == {
+      'train': ['train/000.tar/0000', 'train/000.tar/0001'],
+      'validation': ['val/000.tar/0000', 'val/000.tar/0001']}
+
+
+def test_tars_named_by_split_keywords_give_those_splits_a_json_split_winning(tmp_path):
+  write_tar(tmp_path / 'train-000.tar', [('a.png', png(1)), ('a.cls', b'0'),
+                                         ('b.png', png(2)), ('b.cls', b'1'),
+                                         ('b.json', b'{"split": "test"}')])
+  write_tar(tmp_path / 'test-000.tar', [('c.png', png(3)), ('c.cls', b'2')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / '*.tar'), '--output_dir', str(out),
+                       '--split_column', 'split', *FLAGS]) == EXIT_OK
+  assert {split: sorted(e['image/key'][1][0].decode() for e in read_examples(out, split))
+          for split in read_info(out)['splits']} == {
+      'train': ['train-000.tar/a'], 'test': ['test-000.tar/c', 'train-000.tar/b']}
+
+
+def test_split_fractions_over_tars_naming_two_splits_exit_2(tmp_path, capsys):
+  for name in ('train-000.tar', 'test-000.tar'):
+    write_tar(tmp_path / name, [('a.png', png(1)), ('a.cls', b'0')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / '*.tar'), '--output_dir', str(out),
+                       '--split', 'train=0.5,test=0.5', *FLAGS]) == EXIT_USAGE
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and 'gives each row its split (the paths of ' in err[0], err
+  assert 'test-000.tar (test)' in err[0] and not out.exists()
 
 
 def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):

@@ -5,12 +5,15 @@ check every file a flag names passes before the launcher reads it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import os
+from typing import Optional
 
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import file_kinds
 from transforms.core import paths
+from transforms.core import splits
 
 
 def manifest_files(path: str) -> tuple:
@@ -48,3 +51,34 @@ def require_file(named: str, path: str) -> None:
 def is_pattern(path: str) -> bool:
   """Glob characters, and not the name of a local file that has them."""
   return paths.has_glob(path) and (paths.is_remote(path) or not os.path.isfile(path))
+
+
+def path_splits(files: tuple, names: tuple, path: str, split: splits.SplitConfig,
+                split_column: Optional[str] = None,
+                layout_split: Callable[[str], Optional[str]] = lambda file: None) -> tuple:
+  """Each of a manifest's `files` ((path, size)) split from its path, None
+  where it names none: `layout_split`'s (the Hub's Parquet layouts), else a
+  split keyword in its name below the pattern's folder (`names`,
+  paths.short_names), as `datasets` reads a folder (splits.keyword_splits).
+
+  --split fractions split the rows of paths naming one split alone (then
+  all None); with the split column `split_column`, or paths naming two or
+  more splits, they are a UsageError; so is a split not in --split_names.
+  """
+  try:
+    keywords = splits.keyword_splits(names)
+  except ValueError as error:
+    raise UsageError(f'manifest {path}: {error} (datasets reads such a file into both): '
+                     f'rename it, or give each row its split in a column')
+  found = [layout_split(file) or keyword for (file, _), keyword in zip(files, keywords)]
+  if split.fractions and (split_column or len(set(filter(None, found))) > 1):
+    where = f'column {split_column}' if split_column else 'the paths of ' + ', '.join(
+        f'{file} ({named})' for (file, _), named in zip(files, found) if named)[:300]
+    raise UsageError(f'manifest {path} gives each row its split ({where}): drop --split')
+  if split.fractions:
+    return (None,) * len(files)
+  for (file, _), named in zip(files, found):
+    if named is not None and named not in split.names:
+      raise UsageError(f'manifest {file} names the split {named!r} in its path, not one of '
+                       f'{", ".join(split.names)} (set --split_names)')
+  return tuple(found)

@@ -270,7 +270,7 @@ def may_have_split_column(manifests: tuple) -> bool:
     from pipeline.configuration.preflight_parquet import has_split
     return has_split(manifests[0])
   if manifests and manifests[0].fmt == manifest.WEBDATASET:  # a .json field, if named
-    return 'split' in dict(manifests[0].columns)
+    return 'split' in dict(manifests[0].columns) or any(manifests[0].layout.splits)
   return bool(manifests) and (manifests[0].fmt == 'jsonl' or
                               manifests[0].column('split') in manifests[0].header)
 

@@ -9,6 +9,7 @@ import concurrent.futures
 import dataclasses
 from typing import Optional
 
+from pipeline.configuration.manifest_files import path_splits
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import manifest
@@ -79,18 +80,6 @@ def _name_at(names: tuple, index: int) -> str:
   return repr(names[index]) if index < len(names) else 'no name'
 
 
-def _path_splits(files: tuple, short: tuple, path: str) -> list:
-  """Each file's split from its path (None: none): one of the Hub's layouts
-  (parquet.hub_split), else a split keyword as `datasets` reads a folder
-  (parquet.keyword_splits, on its name below the pattern's folder)."""
-  try:
-    keywords = parquet.keyword_splits(short)
-  except ValueError as error:
-    raise UsageError(f'manifest {path}: {error} (datasets reads such a file into both): '
-                     f'rename it, or give each row its split in a column')
-  return [parquet.hub_split(file) or keyword for (file, _), keyword in zip(files, keywords)]
-
-
 def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig,
                    extras: tuple, columns: dict, multi_label: bool,
                    label_normalize: frozenset) -> manifest.ManifestConfig:
@@ -139,20 +128,10 @@ def parquet_config(path: str, files: tuple, role: str, split: splits.SplitConfig
       raise UsageError(f'manifest {path}: column {feature.name} is {problem}')
   names = _class_names(files, footers, label, path)
   short = paths.short_names([file for file, _ in files], path)
-  file_splits = _path_splits(files, short, path)
-  has_split_column = config.column('split') in schema.names
-  named = sorted(set(filter(None, file_splits)))
-  if split.fractions and (has_split_column or len(named) > 1):
-    where = (f'column {config.column("split")}' if has_split_column else
-             'the paths of ' + ', '.join(f'{file} ({found})' for (file, _), found in zip(
-                 files, file_splits) if found)[:300])
-    raise UsageError(f'manifest {path} gives each row its split ({where}): drop --split')
-  if split.fractions:  # paths naming one split alone: the fractions split its rows
-    file_splits = [None] * len(files)
-  for (file, _), found in zip(files, file_splits):
-    if found is not None and found not in split.names:
-      raise UsageError(f'manifest {file} names the split {found!r} in its path, not one of '
-                       f'{", ".join(split.names)} (set --split_names)')
+  file_splits = path_splits(
+      files, short, path, split,
+      config.column('split') if config.column('split') in schema.names else None,
+      parquet.hub_split)
   parquet_files, position = [], 0
   for (file, size), (_, groups), found, name in zip(files, footers, file_splits, short):
     parquet_files.append(parquet.ParquetFile(file, size, groups, found, position, name))

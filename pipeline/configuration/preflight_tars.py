@@ -9,6 +9,7 @@ import dataclasses
 from typing import Optional
 
 from pipeline.configuration.manifest_files import manifest_files
+from pipeline.configuration.manifest_files import path_splits
 from pipeline.errors import UsageError
 from transforms.core import manifest
 from transforms.core import paths
@@ -42,8 +43,9 @@ def tar_config(path: str, role: str, split: splits.SplitConfig, extras: tuple,
     raise UsageError(f"manifest {path} is WebDataset tars: a sample's image is its member "
                      f'whose extension is in --image_extensions; drop --image_column')
   files = files or tar_files(path)
-  layout = webdataset.TarLayout(files=files, extensions=None,
-                                names=paths.short_names([tar for tar, _ in files], path))
+  names = paths.short_names([tar for tar, _ in files], path)
+  layout = webdataset.TarLayout(files=files, extensions=None, names=names,
+                                splits=path_splits(files, names, path, split))
   return manifest.ManifestConfig(
       path=path, fmt=manifest.WEBDATASET, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(columns.items())), label_normalize=label_normalize, files=files,

@@ -60,42 +60,6 @@ def hub_split(path: str) -> Optional[str]:
   return None
 
 
-# Hugging Face datasets' split keywords (datasets.data_files.SPLIT_KEYWORDS)
-# and the characters around a keyword in a name (its NON_WORDS_CHARS), for
-# files in none of the Hub's layouts: `load_dataset` reads a folder's
-# train.parquet and test.parquet as two splits; read as one, every test row
-# would be trained on.
-_SPLIT_KEYWORDS = {'train': ('train', 'training'),
-                   'validation': ('validation', 'valid', 'dev', 'val'),
-                   'test': ('test', 'testing', 'eval', 'evaluation')}
-_AROUND = '[-._ 0-9]'
-# A folder named by a keyword, alone or among words (`train/`, `2024_val/`);
-# a file whose name holds one before a non-word (`train.parquet`, `my_test-1.parquet`).
-_IN_FOLDER = {split: re.compile(rf'(?:^|.*{_AROUND})(?:{"|".join(words)})(?:{_AROUND}.*)?$')
-              for split, words in _SPLIT_KEYWORDS.items()}
-_IN_FILE = {split: re.compile(rf'(?:^|.*{_AROUND})(?:{"|".join(words)}){_AROUND}.*$')
-            for split, words in _SPLIT_KEYWORDS.items()}
-
-
-def keyword_splits(names) -> tuple:
-  """The split each file's name (its path below the manifest pattern's folder,
-  paths.short_names) gives as `datasets` reads a folder: a folder named by a
-  split keyword if any file's folders have one, else a keyword in the file's
-  name; None: no keyword. ValueError naming a file whose name gives two."""
-  names = [name.replace('\\', '/') for name in names]
-  by_folder = [_matched(_IN_FOLDER, name.split('/')[:-1]) for name in names]
-  found = by_folder if any(by_folder) else [
-      _matched(_IN_FILE, name.split('/')[-1:]) for name in names]
-  for name, splits in zip(names, found):
-    if len(splits) > 1:
-      raise ValueError(f'{name} names the splits {" and ".join(sorted(splits))}')
-  return tuple(next(iter(splits), None) for splits in found)
-
-
-def _matched(patterns: dict, parts: list) -> set:
-  return {split for split, pattern in patterns.items() for part in parts if pattern.match(part)}
-
-
 class ParquetFile(NamedTuple):
   """One file of a Parquet manifest, as its footer describes it."""
   path: str

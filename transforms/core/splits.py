@@ -80,3 +80,40 @@ class HashSplit:
   def describe(self) -> str:
     return (f'--split {",".join(f"{name}={fraction:g}" for name, fraction in self.fractions)} '
             f'--seed {self.seed}' + (' --split_by content' if self.by == 'content' else ''))
+
+
+# Hugging Face datasets' split keywords (datasets.data_files.SPLIT_KEYWORDS)
+# and the characters around a keyword in a name (its NON_WORDS_CHARS), for
+# the files of a manifest pattern (Parquet files in none of the Hub's layouts,
+# WebDataset tars): `load_dataset` reads a folder's train.parquet and
+# test.parquet (train-000.tar and test-000.tar) as two splits; read as one,
+# every test row would be trained on.
+_SPLIT_KEYWORDS = {'train': ('train', 'training'),
+                   'validation': ('validation', 'valid', 'dev', 'val'),
+                   'test': ('test', 'testing', 'eval', 'evaluation')}
+_AROUND = '[-._ 0-9]'
+# A folder named by a keyword, alone or among words (`train/`, `2024_val/`);
+# a file whose name holds one before a non-word (`train.parquet`, `my_test-1.parquet`).
+_IN_FOLDER = {split: re.compile(rf'(?:^|.*{_AROUND})(?:{"|".join(words)})(?:{_AROUND}.*)?$')
+              for split, words in _SPLIT_KEYWORDS.items()}
+_IN_FILE = {split: re.compile(rf'(?:^|.*{_AROUND})(?:{"|".join(words)}){_AROUND}.*$')
+            for split, words in _SPLIT_KEYWORDS.items()}
+
+
+def keyword_splits(names) -> tuple:
+  """The split each file's name (its path below the manifest pattern's folder,
+  paths.short_names) gives as `datasets` reads a folder: a folder named by a
+  split keyword if any file's folders have one, else a keyword in the file's
+  name; None: no keyword. ValueError naming a file whose name gives two."""
+  names = [name.replace('\\', '/') for name in names]
+  by_folder = [_matched(_IN_FOLDER, name.split('/')[:-1]) for name in names]
+  found = by_folder if any(by_folder) else [
+      _matched(_IN_FILE, name.split('/')[-1:]) for name in names]
+  for name, named in zip(names, found):
+    if len(named) > 1:
+      raise ValueError(f'{name} names the splits {" and ".join(sorted(named))}')
+  return tuple(next(iter(named), None) for named in found)
+
+
+def _matched(patterns: dict, parts: list) -> set:
+  return {split for split, pattern in patterns.items() for part in parts if pattern.match(part)}

@@ -141,6 +141,8 @@ class TarLayout:
   # each tar's name in keys (paths.short_names): `000.tar`, or `train/000.tar`
   # and `val/000.tar` when tars of one name lie in sibling folders
   names: tuple = ()
+  # each tar's split from its path (splits.keyword_splits), None: none
+  splits: tuple = ()
 
 
 def label_source(config: manifest.ManifestConfig) -> str:
@@ -269,7 +271,8 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   return manifest.ManifestRow(
       fields, tar, number, image=f'{tar_name}/{image.name}', path=tar, key=row_key,
       label=normalize_label(label, config.label_normalize),
-      split=config.split.assign(row_key, split_value),
+      split=config.split.assign(row_key, split_value or (
+          layout.splits[tar_index] if layout.splits else None)),
       extras=extras, position=(tar_index << 32) + number + 1,
       ref=TarMember(tar, image.offset, image.size, image.name, number))
 
