@@ -288,6 +288,26 @@ def test_unicode_and_comma_file_names(tmp_path):
   assert (pixels(example, 2, 2) == (10, 20, 30)).all()
 
 
+def test_an_output_folder_named_with_glob_characters_is_written_and_replaced(tmp_path):
+  # Beam's local delete takes a path as a glob: 'runs [v2]' named nothing,
+  # so the run failed (exit 1) on its own temp folder, shards left behind.
+  from pipeline import validate
+  write_image(tmp_path / 'imgs' / 'a[1].png', (10, 20, 30))
+  (tmp_path / 'm.csv').write_text('image,label\nimgs/a[1].png,x\n')
+  out = tmp_path / 'runs [v2]' / 'out*'
+  flags = ['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+           '--height', '2', '--width', '2']
+  assert convert.main(flags) == EXIT_OK
+  assert convert.main(flags + ['--overwrite']) == EXIT_OK
+  assert sorted(p.name for p in out.iterdir()) == [
+      'dataset_info.json', 'label_map.txt', 'rejected.jsonl', 'train-00000-of-00001.tfrecord',
+      'train.sources.jsonl.gz']
+  (example,) = read_examples(out)
+  assert feature(example, 'image/filename').decode() == 'imgs/a[1].png'
+  assert (pixels(example, 2, 2) == (10, 20, 30)).all()
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
 @pytest.mark.parametrize('mode,size', [('pad', (300, 300)), ('crop', (300, 300)),
                                        ('none', None)])
 def test_resize_modes_record_their_sizes(sample, mode, size):

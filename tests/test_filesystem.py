@@ -159,3 +159,23 @@ def test_local_paths_every_operation_and_no_s3_client(tmp_path):
   files.delete([f'{folder}/c.txt'])
   assert sorted(os.listdir(folder)) == ['b.txt.gz']
   assert made == []
+
+
+def test_local_paths_with_glob_characters_are_taken_as_written(tmp_path):
+  files = filesystem.FileAccess()
+  folder = tmp_path / 'runs [v2]' / 'out*'
+  (folder / 'beam-temp-x').mkdir(parents=True)
+  (folder / 'beam-temp-x' / '0.tfrecord').write_bytes(b'12345')
+  (folder / 'a?.txt').write_bytes(b'abc')
+  (tmp_path / 'runs v').mkdir()  # what '[v2]' as a pattern would name
+  (tmp_path / 'runs v' / 'decoy.txt').write_bytes(b'no')
+  assert sorted(files.list(f'{folder}/')) == [
+      (f'{folder}/a?.txt', 3), (f'{folder}/beam-temp-x/0.tfrecord', 5)]
+  assert files.list(f'{folder}/a') == [(f'{folder}/a?.txt', 3)]
+  assert files.sizes([f'{folder}/a?.txt', f'{folder}/ab.txt']) == {f'{folder}/a?.txt': 3}
+  files.delete([f'{folder}/beam-temp-x'])
+  files.delete([f'{folder}/a?.txt'])
+  assert list(folder.iterdir()) == []
+  assert (tmp_path / 'runs v' / 'decoy.txt').read_bytes() == b'no'
+  with pytest.raises(filesystem.BeamIOError):
+    files.delete([f'{folder}/gone.txt'])

@@ -41,6 +41,7 @@ from transforms.batches import BatchedFn
 from transforms.batches import Unbatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import REJECTED
+from transforms.core import local_files
 from transforms.core import manifest
 from transforms.core.example_proto import parse_example
 from transforms.core.image import prepare_pillow
@@ -463,7 +464,7 @@ def tree(tmp_path):
 def test_the_listing_names_every_entry_it_cannot_use(tree, monkeypatch):
   locked_scandir(monkeypatch, tree / 'locked')
   listed = {relative: problem and (problem.stage, problem.code)
-            for relative, problem in filesystem.walk_local_files(str(tree))}
+            for relative, problem in local_files.walk_local_files(str(tree))}
   assert listed == {
       'green/0.png': None, 'green/1.png': None, 'green/notes.txt': None,
       'green/up/': ('read', 'unreadable'),  # a loop: one entry, not followed
@@ -473,7 +474,7 @@ def test_the_listing_names_every_entry_it_cannot_use(tree, monkeypatch):
       'red/0.png': None, 'red/1.png': None, 'red/a.jpg': None, 'red/b.jpg': None,
       'red/dangling.png': None,  # files: reading them says what they are
   }
-  problems = dict(filesystem.walk_local_files(str(tree)))
+  problems = dict(local_files.walk_local_files(str(tree)))
   assert problems['locked/'].reason == (f'cannot list folder {tree}/locked: Permission '
                                         f'denied; its files are not converted')
   assert problems['green/up/'].reason == (f'{tree}/green/up leads to {tree}, a folder it is '
@@ -484,7 +485,7 @@ def test_an_unreadable_root_is_one_entry(tmp_path, monkeypatch):
   write_image(tmp_path / 'red' / 'a.png')
   locked_scandir(monkeypatch, tmp_path)
   assert [(relative, problem.code) for relative, problem
-          in filesystem.walk_local_files(str(tmp_path))] == [('./', 'unreadable')]
+          in local_files.walk_local_files(str(tmp_path))] == [('./', 'unreadable')]
 
 
 def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:

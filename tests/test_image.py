@@ -925,9 +925,24 @@ def test_corrupted_jpeg_header_is_rejected():
   sof = data.index(b'\xff\xc0')
   data[sof + 5:sof + 9] = b'\x00\x00\x00\x00'  # height and width 0
   error = decode_error(bytes(data))
-  # Pillow's JPEG plugin refuses the header, so no plugin identifies the file.
-  assert error.code == 'not_an_image'
-  assert "starts with b'\\xff\\xd8" in error.reason
+  # Pillow's JPEG plugin refuses the header: a JPEG still, a damaged one.
+  assert (error.code, error.reason) == (
+      'corrupt', f'JPEG image header is damaged or cut short ({len(data)} B): '
+      'SyntaxError: not identified by this driver')
+
+
+@pytest.mark.parametrize('formats', [ImageSpec().formats, None], ids=['default', 'all'])
+def test_a_tiff_cut_before_its_directory_is_corrupt_not_a_non_image(formats):
+  # libtiff writes the image file directory last: cut anywhere before it, no
+  # plugin opens the file, which had made it 'not_an_image'.
+  data = io.BytesIO()
+  noise(50, 40).save(data, 'TIFF', compression='tiff_lzw')
+  data = data.getvalue()
+  assert int.from_bytes(data[4:8], 'little') > len(data) // 2  # the directory's offset
+  error = decode_error(data[:len(data) // 2], ImageSpec(formats=formats))
+  assert (error.code, error.reason) == (
+      'corrupt', f'TIFF image header is damaged or cut short ({len(data) // 2 / 1024:.0f} KB): '
+      'SyntaxError: Missing dimensions')
 
 
 @pytest.fixture

@@ -218,6 +218,19 @@ def test_shard_size_mb_in_a_config_file_is_refused_with_tfrecordio(sample, capsy
   assert not sample.out.exists()
 
 
+def test_tfrecordio_into_a_folder_named_with_glob_characters_exits_2_unwritten(
+    sample, capsys, tmp_path):
+  # Beam's sink took the path as a pattern: exit 1 once every shard was written.
+  out = tmp_path / 'runs [v2]'
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(out),
+                       '--sink', 'tfrecordio'])
+  assert code == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == (
+      f"error: --output_dir {out} has a glob character (*, ?, [), which Beam's "
+      'WriteToTFRecord takes as a pattern: use --sink ordered, or a folder without them')
+  assert not out.exists()
+
+
 def test_the_recorded_options_of_a_tfrecordio_run_are_its_config_file(runs, tmp_path):
   options = read_info(runs['tfrecordio'])['options']
   (tmp_path / 'again.json').write_text(json.dumps(options))

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from collections.abc import Iterator
 import contextlib
 import errno
 import gzip
 import importlib
 import os
-import stat
 import sys
 import threading
 from typing import Optional
@@ -21,11 +19,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import RuntimeValueProvider
 
 from transforms.core import file_kinds
+from transforms.core import local_files
 from transforms.core import paths
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
-from transforms.core.rejects import STAGE_READ
-from transforms.core.rejects import RowError
 from transforms.core.spec import DATASET_INFO
 
 # Filesystems a command line run may have left out of Beam's import
@@ -122,21 +119,25 @@ class FileAccess:
 
   def delete(self, paths: list) -> None:
     """Deletes files, and folders given with a trailing '/' (BeamIOError if
-    any fails)."""
-    if not paths or not _is_s3(paths[0]):
-      load_filesystem(paths[0] if paths else '')
-      FileSystems.delete(paths)
-      return
-    failed = {path: error for path, error in self._s3().delete_paths(paths).items() if error}
+    any fails). Local paths are taken as written, never as globs (local_files)."""
+    if paths and _is_s3(paths[0]):
+      failed = {path: error for path, error in self._s3().delete_paths(paths).items() if error}
+    elif paths and _is_remote(paths[0]):
+      load_filesystem(paths[0])
+      return FileSystems.delete(paths)
+    else:
+      failed = local_files.delete(paths)
     if failed:
       raise BeamIOError('Delete operation failed', failed)
 
   def list(self, prefix: str) -> list:
     """(path, size in bytes) of every file whose path starts with `prefix`
-    (a folder's with a trailing '/'), in any order."""
+    (a folder's with a trailing '/'), in any order (local: no glob either)."""
     if _is_s3(prefix):
       return [(path, size) for path, (size, _) in
               self._s3().list_files(prefix, with_metadata=True)]
+    if not paths.is_remote(prefix):
+      return local_files.list_prefix(prefix)
     load_filesystem(prefix)
     pattern = prefix + '**' if prefix.endswith('/') else prefix + '*'
     return [(m.path, m.size_in_bytes) for r in FileSystems.match([pattern])
@@ -147,6 +148,8 @@ class FileAccess:
     folder on S3)."""
     if not paths:
       return {}
+    if not _is_remote(paths[0]):
+      return local_files.sizes(paths)
     if not _is_s3(paths[0]):
       load_filesystem(paths[0])
       return {m.path: m.size_in_bytes for r in FileSystems.match(paths)
@@ -250,72 +253,8 @@ def _is_s3(path: str) -> bool:
   return path.startswith('s3://')
 
 
-def walk_local_files(directory: str) -> Iterator[tuple]:
-  """(path relative to `directory`, None) of every file below a local folder,
-  and (folder path relative to it + '/', RowError) for every folder that
-  cannot be listed, in no particular order. Nothing is left out silently,
-  unlike Beam's listing (os.walk skips what it cannot list, and Beam what it
-  cannot stat).
-
-  - A folder that cannot be listed (no permission, an I/O error): one
-    read/unreadable entry, its path as key (the root: './').
-  - A symlink to a folder is followed, unless it leads back to a folder it
-    is in (a loop): one read/unreadable entry for the link.
-  - Any other entry is a file, whatever it is: a dangling symlink, a loop of
-    file symlinks, a FIFO. Reading it says what is wrong with it
-    (read/missing_file, read/unreadable, read/not_a_file).
-  - Names starting with '.' are neither listed nor entered: hidden files are
-    never rows.
-  """
-  root = directory.rstrip('/') or '/'
-  try:
-    top = os.stat(root)
-  except OSError as error:
-    yield './', _unlistable(root, error)
-    return
-  # (folder, its path relative to root, (device, inode) of it and the folders above it)
-  pending = [(root, '', ((top.st_dev, top.st_ino),))]
-  while pending:
-    folder, relative, above = pending.pop()
-    try:
-      with os.scandir(folder) as listing:
-        entries = list(listing)
-    except OSError as error:
-      yield relative or './', _unlistable(folder, error)
-      continue
-    for entry in entries:
-      if entry.name.startswith('.'):
-        continue
-      path = relative + entry.name
-      if entry.is_dir(follow_symlinks=False):
-        try:
-          info = entry.stat(follow_symlinks=False)
-        except OSError as error:
-          yield path + '/', _unlistable(entry.path, error)
-          continue
-      elif entry.is_symlink():
-        try:
-          info = os.stat(entry.path)
-        except OSError:
-          yield path, None  # dangling, or a loop of file links: reading it says which
-          continue
-        if not stat.S_ISDIR(info.st_mode):
-          yield path, None
-          continue
-      else:
-        yield path, None
-        continue
-      if (info.st_dev, info.st_ino) in above:  # a link (or a bind mount) back up the tree
-        yield path + '/', RowError(
-            STAGE_READ, 'unreadable', f'{entry.path} leads to '
-            f'{os.path.realpath(entry.path)}, a folder it is in (a loop): not followed')
-        continue
-      pending.append((entry.path, path + '/', above + ((info.st_dev, info.st_ino),)))
-
-
-def _unlistable(folder: str, error: OSError) -> RowError:
-  return RowError(STAGE_READ, 'unreadable', f'cannot list folder {folder}: '
-                  f'{error.strerror or error}; its files are not converted')
+def _is_remote(path: str) -> bool:  # (a method's `paths` argument hides the module)
+  return paths.is_remote(path)
 
 
 def join(directory: str, name: str) -> str:

@@ -31,6 +31,7 @@ from transforms.core import shuffle
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import FolderClasses
+from transforms.core.local_files import walk_local_files
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
@@ -38,7 +39,6 @@ from transforms.core.tally import SHOWN_SKIPPED_FILES
 from transforms.core.tally import lines_key
 from transforms.core.tally import skipped_key
 from transforms.filesystem import FileAccess
-from transforms.filesystem import walk_local_files
 from transforms.label_maps import LabelMapHere
 from transforms.manifest_ranges import LINES
 from transforms.manifest_ranges import READS
@@ -266,7 +266,7 @@ def list_files(directory: str) -> list:
 def list_tree(directory: str) -> list:
   """(relative path, None) of every file below DIR, and (relative folder
   path/, RowError) of what cannot be listed there (local folders: see
-  filesystem.walk_local_files; object stores have no such entries), sorted."""
+  local_files.walk_local_files; object stores have no such entries), sorted."""
   if not paths.is_remote(directory):
     return sorted(walk_local_files(directory), key=lambda entry: entry[0])
   return [(relative, None) for relative in list_files(directory)]

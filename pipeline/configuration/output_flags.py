@@ -4,6 +4,7 @@ files, the error budget, the output size), checked alike for every kind of input
 from __future__ import annotations
 
 from pipeline.errors import UsageError
+from transforms.core import paths
 from transforms.core.spec import SINK_TFRECORDIO
 
 # A flag another's value makes meaningless is refused, not ignored: a user
@@ -41,6 +42,12 @@ def output_options(parsed) -> dict:
     if args.write_index:
       raise UsageError("--write_index needs --sink ordered: Beam's WriteToTFRecord "
                        'writes no index files')
+    if paths.has_glob(args.output_dir or ''):
+      # Beam's sink matches its temp files by a pattern made of the path: the
+      # job failed (exit 1) once every shard was written, renaming them.
+      raise UsageError(f'--output_dir {args.output_dir} has a glob character (*, ?, [), '
+                       "which Beam's WriteToTFRecord takes as a pattern: use --sink "
+                       'ordered, or a folder without them')
     # Recorded as not set: the recorded options, read back as a --config
     # file, must not give it.
     options = {**options, 'shard_size_mb': None}

@@ -22,7 +22,7 @@ from typing import Optional
 from pipeline.engines import runners
 from transforms.core import image_dir
 from transforms.core import paths
-from transforms.filesystem import walk_local_files
+from transforms.core.local_files import walk_local_files
 from transforms.workers.progress_file import TOTAL_FILE
 
 

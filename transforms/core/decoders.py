@@ -9,7 +9,7 @@ holds it: a scalar's one value, a list's list (StoredValues).
 
 numpy is imported where it is used: spec.py imports this module, and image
 worker processes, which import spec.py, started ~0.1 s later with numpy
-(see image._scale_to_8bit).
+(see bit_depth._scale_to_8bit).
 """
 
 from __future__ import annotations

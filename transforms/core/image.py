@@ -11,6 +11,7 @@ from PIL import Image
 from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
+from transforms.core import bit_depth
 from transforms.core import png_keys
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import STAGE_DECODE
@@ -140,10 +141,13 @@ def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Im
     raise _decode_error('too_many_pixels', f'decompression bomb: {_bomb_pixels(error)} '
                         f'exceeds --max_pixels {max_pixels}; not decoded')
   except UnidentifiedImageError:
-    found = identify_format(data) if formats is not None else None
-    if found is not None and found not in formats:
+    found = identify_format(data)
+    if found is not None and formats is not None and found not in formats:
       raise _decode_error('format_not_allowed', f'{found} image: format not in --formats '
                           f'({", ".join(formats)})')
+    if found is not None:  # its signature, and a header its plugin refuses
+      raise _decode_error('corrupt', f'{found} image header is damaged or cut short '
+                          f'({_size_text(len(data))}): {_refusal(found, data)}')
     raise _decode_error(
         'not_an_image', f'not an image Pillow can read '
         f'({_size_text(len(data))}, starts with {data[:8]!r})')
@@ -160,6 +164,17 @@ def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Im
   if width == 0 or height == 0:
     raise _decode_error('corrupt', f'image has no pixels ({width}x{height})')
   return image
+
+
+def _refusal(name: str, data: bytes) -> str:
+  """Why format `name`'s plugin refuses these bytes (Image.open says only
+  that no plugin took them: a TIFF cut before its IFD, which libtiff writes
+  last, had been 'not an image')."""
+  try:
+    Image.OPEN[name][0](io.BytesIO(data), '')
+  except Exception as error:  # (any plugin error: what it says is the reason)
+    return f'{type(error).__name__}: {error}'
+  return 'Pillow cannot open it'
 
 
 def orientation(image: Image.Image) -> int:
@@ -186,29 +201,6 @@ def load_pixels(image: Image.Image, num_bytes: int,
   return image
 
 
-def _scale_to_8bit(image: Image.Image) -> Image.Image:
-  """16-bit and 32-bit grey to 8 bits by range (Pillow's convert would clip).
-
-  I;16 uses the full 16-bit range (v / 257); I holding 0..65535 likewise;
-  F holding 0..1 by 255; anything else by its finite pixels' min..max: NaN (a
-  depth map's "no data") and -inf become 0, +inf 255 (a NaN had made all 0).
-  """
-  # Imported here, for the rare 16/32-bit image: at the top it added ~0.1 s
-  # to the start of every image worker process (measured on 2 cores).
-  import numpy as np
-  pixels = np.asarray(image).astype(np.float64)
-  finite = np.isfinite(pixels)  # no copy of the pixels (1 B/px): see docs/sizing.md
-  low, high = pixels.min(where=finite, initial=np.inf), pixels.max(where=finite, initial=-np.inf)
-  if image.mode.startswith('I;16') or (image.mode == 'I' and low >= 0 and high <= 65535):
-    scaled = pixels / 257.0
-  elif image.mode == 'F' and low >= 0.0 and high <= 1.0:
-    scaled = pixels * 255.0
-  else:
-    scaled = (pixels - low) * (255.0 / (high - low)) if high > low else pixels - low
-  np.nan_to_num(scaled, copy=False, nan=0.0, posinf=255.0, neginf=0.0)
-  return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), 'L')
-
-
 def _has_alpha(image: Image.Image) -> bool:
   return image.mode in _ALPHA_MODES or (
       image.mode in ('P', 'L', 'RGB', '1') and 'transparency' in image.info)
@@ -221,13 +213,7 @@ def to_mode(image: Image.Image, channels: int,
   Transparent pixels are composited over `background`.
   """
   if image.mode in _HIGH_BIT_DEPTH_MODES:
-    grey = _scale_to_8bit(image)
-    transparent = image.info.get('transparency')  # a 16-bit PNG's tRNS level
-    if isinstance(transparent, int):
-      import numpy as np  # see _scale_to_8bit
-      opaque = (np.asarray(image) != transparent).astype(np.uint8) * 255
-      grey = Image.merge('LA', (grey, Image.fromarray(opaque, 'L')))
-    image = grey
+    image = bit_depth.to_8bit(image)
   if _has_alpha(image):
     rgba = image.convert('RGBA')
     canvas = Image.new('RGBA', rgba.size, tuple(background) + (255,))

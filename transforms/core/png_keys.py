@@ -38,7 +38,7 @@ def keyed(image: Image.Image, data: bytes) -> Image.Image:
     return image
   stored.tile = [stored.tile[0]._replace(args=_LOW_BYTES)]
   stored.load()  # decoded once already: the same bytes decode again
-  import numpy as np  # here, as image._scale_to_8bit: rare images only
+  import numpy as np  # here, as bit_depth._scale_to_8bit: rare images only
   samples = np.asarray(image, np.uint16) << 8 | np.asarray(stored, np.uint16)
   opaque = (samples != np.array(key, np.uint16)).any(axis=-1)
   alpha = Image.fromarray(opaque.astype(np.uint8) * 255, 'L')
