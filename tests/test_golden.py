@@ -76,7 +76,7 @@ GOLDEN = {
         'label_map.txt':
             'f641fdcd8af73b2f6334ab63c13d2eb857cd16f2aa4ea0ba20ba0eb9627918b5',
         'rejected.jsonl':
-            '1ced51c164bde8f980301e71ee42538cd31e00f33ed3726b27bbe65954b1facc',
+            'ccaa2fe6a98b3d22633d2593281da33b760f9033646b13f309adea0157dce2a1',
         'train-00000-of-00002.tfrecord':
             '7bda0c0835f97eaa1542305a840bf955264bb64667be3e61ecbf54eab3809031',
         'train-00000-of-00002.tfrecord.index':
@@ -93,7 +93,7 @@ GOLDEN = {
         # rows are written by source and line (they came in the order the split's
         # steps delivered them).
         'rejected.jsonl':
-            '1ced51c164bde8f980301e71ee42538cd31e00f33ed3726b27bbe65954b1facc',
+            'ccaa2fe6a98b3d22633d2593281da33b760f9033646b13f309adea0157dce2a1',
         'test-00000-of-00002.tfrecord':
             '8c6b72f79ced2deabfcd1248733c961bf60952e4fbce50fe19d38dc9ccf35b47',
         'test-00000-of-00002.tfrecord.index':
@@ -123,7 +123,7 @@ GOLDEN = {
         'label_map.txt':
             'f641fdcd8af73b2f6334ab63c13d2eb857cd16f2aa4ea0ba20ba0eb9627918b5',
         'rejected.jsonl':
-            '1ced51c164bde8f980301e71ee42538cd31e00f33ed3726b27bbe65954b1facc',
+            'ccaa2fe6a98b3d22633d2593281da33b760f9033646b13f309adea0157dce2a1',
         'train-00000-of-00002.tfrecord':
             '8159e19d72d1e094ebca7f3b43634df28567c6fd94980429ced2db87e885eb00',
         'train-00000-of-00002.tfrecord.index':
