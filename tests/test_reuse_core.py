@@ -94,6 +94,9 @@ def _previous(**changes) -> reuse.PreviousRecord:
     (dict(digest='other-extras'), reuse.CHANGED_OPTIONS),
     (dict(fingerprint='local:2'), reuse.CHANGED_SOURCE),
     (dict(fingerprint=''), reuse.CHANGED_SOURCE),
+    # no fingerprint now (a file gone, a lookup stalled) and none on the line
+    # (an edited sidecar): two unknowns prove nothing unchanged
+    (dict(previous=_previous(fingerprint=''), fingerprint=''), reuse.CHANGED_SOURCE),
     (dict(split='test'), reuse.CHANGED_SPLIT),
     (dict(label=(2, 'cat')), reuse.CHANGED_LABEL),
     (dict(label=(1, 'Cat')), reuse.CHANGED_LABEL),
