@@ -153,7 +153,10 @@ def test_a_sidecar_line_is_the_text_of_its_columns_as_json(key, label_id, label_
 
 @pytest.mark.parametrize('change', [
     {'key': ['k']}, {'key': None}, {'offset': '40'}, {'length': -1}, {'shard': True},
-    {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None}])
+    {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None},
+    # a bool is no count, though Python's int takes it: shard 1 was refused
+    # only for being past the one shard listed, shard 0 was read as a shard
+    {'shard': False}, {'offset': True}, {'data_crc': False}])
 def test_a_sidecar_line_of_other_types_is_no_record(change):
   data = json.loads(reuse.sidecar_line('k', 0, 3, 40, 20, 99, 'f', 'ab', 'a.png', 1, 'a',
                                        'o-e'))
