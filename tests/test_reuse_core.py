@@ -339,6 +339,10 @@ def test_a_copy_is_refused_unless_its_crc_and_key_are_the_sidecars():
 @pytest.mark.parametrize('said, holds', [
     (dict(), None),
     (dict(label_id=2), 'holds the image/class/label 1; the sidecar says 2'),
+    # a falsy label is a label all the same: id 0, no text, no labels at all
+    (dict(label_id=0), 'holds the image/class/label 1; the sidecar says 0'),
+    (dict(label_text=''), "holds the image/class/text b'cat'; the sidecar says ''"),
+    (dict(label_id=[], label_text=[]), 'holds the image/class/label 1; the sidecar says []'),
     (dict(label_text='dog'), "holds the image/class/text b'cat'; the sidecar says 'dog'"),
     (dict(label_id=[1, 3], label_text=['cat', 'x']), 'holds the image/class/label 1'),
     (dict(label_id=None, label_text=None), None),  # a sidecar without a label: not compared
