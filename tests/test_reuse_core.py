@@ -474,6 +474,36 @@ def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
   assert fallen == [(FALLBACK, 'k0', reuse.FALLBACK)]
 
 
+def test_a_gzip_shard_cut_short_mid_read_copies_each_record_before_the_cut_once(tmp_path):
+  """A previous gzip shard whose compressed bytes end early (gzip's EOFError
+  after some records were read): on the by-shard copy path the records
+  before the cut are copied and the others encoded (FALLBACK), each row once.
+  A row answered before the error and again after it is written twice."""
+  from transforms.core.example import BuiltExample
+  from transforms.core.manifest import ManifestRow
+  from transforms.core.shuffle import Ordering
+  from transforms.reuse import FALLBACK
+  from transforms.reuse import CopyShardFn
+  from transforms.reuse import Reusable
+  rng = random.Random(3)  # incompressible: the cut falls inside record 2
+  records = [_example(f'k{i}', rng.randbytes(4096)) for i in range(6)]
+  path = _shard_file(tmp_path, records, compressed=True)
+  with open(path, 'rb') as f:
+    whole = f.read()
+  with open(path, 'wb') as f:
+    f.write(whole[:len(whole) * 2 // 5])
+  reusables = [Reusable(ManifestRow({}, 'm', i, image=f'k{i}.png', key=f'k{i}', label='cat',
+                                    previous=_in(path, records, i, True)[0]), 1, 'cat', 'd')
+               for i in range(6)]
+  fn = CopyShardFn('metadata', Ordering(), KEY)
+  fn.setup()
+  out = list(fn.process((path, reusables)))
+  assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
+      ('k0', records[0]), ('k1', records[1])]
+  assert [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)] == [
+      (FALLBACK, f'k{i}', reuse.FALLBACK) for i in range(2, 6)]
+
+
 def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
   import threading
   import time
