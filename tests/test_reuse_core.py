@@ -56,6 +56,24 @@ def test_the_option_digest_follows_the_image_libraries_versions(monkeypatch, lib
   assert fingerprints.options_digest(ImageSpec(), ExampleSpec()) != base
 
 
+def test_the_option_digest_follows_the_pixels_version(monkeypatch):
+  """PIXELS_VERSION is raised when the same options give other pixels: the
+  first night after it encodes every row again (changed_options)."""
+  base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
+  monkeypatch.setattr(fingerprints, 'PIXELS_VERSION', fingerprints.PIXELS_VERSION + 1)
+  assert fingerprints.options_digest(ImageSpec(), ExampleSpec()) != base
+
+
+def test_a_part_of_a_file_of_unknown_fingerprint_has_none():
+  """A Parquet cell's fingerprint is its file's and its place; a file whose
+  lookup failed (''), on both nights, must not give two equal ones ('#3'):
+  its cell would be copied though nothing shows the file unchanged."""
+  assert fingerprints.part_fingerprint('s3:etag=e:size=9', 'row 3') == 's3:etag=e:size=9#row 3'
+  assert fingerprints.part_fingerprint('local:1', 'row 3', 'local:2') == 'local:1#row 3#local:2'
+  assert fingerprints.part_fingerprint('', 'row 3') == ''
+  assert fingerprints.part_fingerprint('', 'row 3', 'local:2') == ''
+
+
 def test_the_option_digest_follows_options_that_change_bytes_and_the_extras():
   base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
   assert base == fingerprints.options_digest(ImageSpec(), ExampleSpec())
