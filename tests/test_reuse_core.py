@@ -462,6 +462,16 @@ def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
   assert picked[0][1].kind == copies.NOT_THE_RECORD and picked[1][1] == records[1]
 
 
+def test_picking_ordinals_stops_after_the_last_one_wanted():
+  """A gzip shard is streamed (inflated) from its start: no byte past the
+  last record wanted is read."""
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(4)]
+  stream = io.BytesIO(b''.join(frame(r) for r in records))
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (0, 1)}
+  assert list(copies.pick_ordinals(stream, wanted, KEY)) == [(0, records[0]), (1, records[1])]
+  assert stream.tell() == len(frame(records[0])) + len(frame(records[1]))
+
+
 @pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
 @pytest.mark.parametrize('first', ['repointed', 'owner'])
 def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
