@@ -386,15 +386,28 @@ def test_tfrecordio_can_neither_be_nor_use_a_previous_dataset(nights, tmp_path, 
       'writes other bytes on every run, so its records cannot be reused\n')
 
 
-def test_content_detection_reuses_a_dataset_made_with_metadata(nights, tmp_path):
+@pytest.mark.parametrize('by_shard', [False, True], ids=['inline', 'by_shard'])
+def test_content_detection_reuses_a_dataset_made_with_metadata(nights, tmp_path, monkeypatch,
+                                                               by_shard):
   """Every sidecar records each source's SHA-256: --change_detection content
-  compares against it, whatever the previous run's mode was."""
+  compares against it, whatever the previous run's mode was. The copies'
+  sidecar lines take this run's fingerprints (sha256:...), as a full content
+  run's: the by-shard copy path carried the previous run's local:... ones."""
   runs, sources = nights, nights.sources
   runs['manifest']
-  out = tmp_path / 'content'
+  if by_shard:
+    monkeypatch.setattr(convert.runners, 'single_local_worker', lambda options: False)
+  out, full = tmp_path / 'content', tmp_path / 'full'
   assert _convert(sources['manifest'], out, VARIANTS['manifest'], '--change_detection',
                   'content', '--previous_dataset', str(runs['manifest'][2])) == EXIT_OK
   assert read_info(out)['reuse']['reused'] == 16
+  assert _convert(sources['manifest'], full, VARIANTS['manifest'], '--change_detection',
+                  'content') == EXIT_OK
+  names = sorted(p.name for p in full.iterdir())
+  assert names == sorted(p.name for p in out.iterdir()) and 'train.sources.jsonl.gz' in names
+  for name in names:
+    if name != 'dataset_info.json':
+      assert (out / name).read_bytes() == (full / name).read_bytes(), name
   for name in ('train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord'):
     assert (out / name).read_bytes() == (runs['manifest'][1] / name).read_bytes()
 

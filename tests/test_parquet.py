@@ -525,6 +525,26 @@ def test_a_nightly_run_reuses_every_unchanged_row(tmp_path):
   assert read_info(night2)['reuse']['reused'] == 4
 
 
+def test_a_nightly_run_encodes_a_row_whose_fallback_file_changed(tmp_path):
+  """A row whose image cell is empty is read from its path (the fallback): the
+  Parquet file unchanged, a rewritten fallback file is a changed source, and
+  the night writes a full run's bytes (its row's fingerprint holds the
+  fallback's: without it, the old image's record was copied)."""
+  (tmp_path / 'x.png').write_bytes(png(9))
+  path = write_hf(tmp_path / 'train.parquet', [{'bytes': png(0), 'path': '0.png'},
+                                               {'bytes': None, 'path': 'x.png'}], [0, 1])
+  night1 = tmp_path / 'night1'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(night1), *FLAGS]) == EXIT_OK
+  (tmp_path / 'x.png').write_bytes(png(8))
+  full, night2 = tmp_path / 'full', tmp_path / 'night2'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(full), *FLAGS]) == EXIT_OK
+  assert convert.main(['--manifest', str(path), '--output_dir', str(night2),
+                       '--previous_dataset', str(night1), *FLAGS]) == EXIT_OK
+  assert digests(night2) == digests(full) != digests(night1)
+  reuse = read_info(night2)['reuse']
+  assert (reuse['reused'], reuse['encoded']['changed_source']) == (1, 1)
+
+
 def test_no_row_at_all_is_a_usage_error(tmp_path):
   path = write_hf(tmp_path / 'train.parquet', [], [])
   with pytest.raises(UsageError, match='has no rows'):

@@ -56,6 +56,24 @@ def test_the_option_digest_follows_the_image_libraries_versions(monkeypatch, lib
   assert fingerprints.options_digest(ImageSpec(), ExampleSpec()) != base
 
 
+def test_the_option_digest_follows_the_pixels_version(monkeypatch):
+  """PIXELS_VERSION is raised when the same options give other pixels: the
+  first night after it encodes every row again (changed_options)."""
+  base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
+  monkeypatch.setattr(fingerprints, 'PIXELS_VERSION', fingerprints.PIXELS_VERSION + 1)
+  assert fingerprints.options_digest(ImageSpec(), ExampleSpec()) != base
+
+
+def test_a_part_of_a_file_of_unknown_fingerprint_has_none():
+  """A Parquet cell's fingerprint is its file's and its place; a file whose
+  lookup failed (''), on both nights, must not give two equal ones ('#3'):
+  its cell would be copied though nothing shows the file unchanged."""
+  assert fingerprints.part_fingerprint('s3:etag=e:size=9', 'row 3') == 's3:etag=e:size=9#row 3'
+  assert fingerprints.part_fingerprint('local:1', 'row 3', 'local:2') == 'local:1#row 3#local:2'
+  assert fingerprints.part_fingerprint('', 'row 3') == ''
+  assert fingerprints.part_fingerprint('', 'row 3', 'local:2') == ''
+
+
 def test_the_option_digest_follows_options_that_change_bytes_and_the_extras():
   base = fingerprints.options_digest(ImageSpec(), ExampleSpec())
   assert base == fingerprints.options_digest(ImageSpec(), ExampleSpec())
@@ -94,6 +112,9 @@ def _previous(**changes) -> reuse.PreviousRecord:
     (dict(digest='other-extras'), reuse.CHANGED_OPTIONS),
     (dict(fingerprint='local:2'), reuse.CHANGED_SOURCE),
     (dict(fingerprint=''), reuse.CHANGED_SOURCE),
+    # no fingerprint now (a file gone, a lookup stalled) and none on the line
+    # (an edited sidecar): two unknowns prove nothing unchanged
+    (dict(previous=_previous(fingerprint=''), fingerprint=''), reuse.CHANGED_SOURCE),
     (dict(split='test'), reuse.CHANGED_SPLIT),
     (dict(label=(2, 'cat')), reuse.CHANGED_LABEL),
     (dict(label=(1, 'Cat')), reuse.CHANGED_LABEL),
@@ -150,7 +171,10 @@ def test_a_sidecar_line_is_the_text_of_its_columns_as_json(key, label_id, label_
 
 @pytest.mark.parametrize('change', [
     {'key': ['k']}, {'key': None}, {'offset': '40'}, {'length': -1}, {'shard': True},
-    {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None}])
+    {'ordinal': 1.5}, {'data_crc': 'x'}, {'image': 3}, {'label': []}, {'fingerprint': None},
+    # a bool is no count, though Python's int takes it: shard 1 was refused
+    # only for being past the one shard listed, shard 0 was read as a shard
+    {'shard': False}, {'offset': True}, {'data_crc': False}])
 def test_a_sidecar_line_of_other_types_is_no_record(change):
   data = json.loads(reuse.sidecar_line('k', 0, 3, 40, 20, 99, 'f', 'ab', 'a.png', 1, 'a',
                                        'o-e'))
@@ -333,6 +357,10 @@ def test_a_copy_is_refused_unless_its_crc_and_key_are_the_sidecars():
 @pytest.mark.parametrize('said, holds', [
     (dict(), None),
     (dict(label_id=2), 'holds the image/class/label 1; the sidecar says 2'),
+    # a falsy label is a label all the same: id 0, no text, no labels at all
+    (dict(label_id=0), 'holds the image/class/label 1; the sidecar says 0'),
+    (dict(label_text=''), "holds the image/class/text b'cat'; the sidecar says ''"),
+    (dict(label_id=[], label_text=[]), 'holds the image/class/label 1; the sidecar says []'),
     (dict(label_text='dog'), "holds the image/class/text b'cat'; the sidecar says 'dog'"),
     (dict(label_id=[1, 3], label_text=['cat', 'x']), 'holds the image/class/label 1'),
     (dict(label_id=None, label_text=None), None),  # a sidecar without a label: not compared
@@ -434,6 +462,16 @@ def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
   assert picked[0][1].kind == copies.NOT_THE_RECORD and picked[1][1] == records[1]
 
 
+def test_picking_ordinals_stops_after_the_last_one_wanted():
+  """A gzip shard is streamed (inflated) from its start: no byte past the
+  last record wanted is read."""
+  records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(4)]
+  stream = io.BytesIO(b''.join(frame(r) for r in records))
+  wanted = {i: [_at(records, i, f'k{i}')] for i in (0, 1)}
+  assert list(copies.pick_ordinals(stream, wanted, KEY)) == [(0, records[0]), (1, records[1])]
+  assert stream.tell() == len(frame(records[0])) + len(frame(records[1]))
+
+
 @pytest.mark.parametrize('compressed', [False, True], ids=['plain', 'gzip'])
 @pytest.mark.parametrize('first', ['repointed', 'owner'])
 def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
@@ -462,6 +500,36 @@ def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
   fallen = [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)]
   assert copied == [('k1', records[1])]
   assert fallen == [(FALLBACK, 'k0', reuse.FALLBACK)]
+
+
+def test_a_gzip_shard_cut_short_mid_read_copies_each_record_before_the_cut_once(tmp_path):
+  """A previous gzip shard whose compressed bytes end early (gzip's EOFError
+  after some records were read): on the by-shard copy path the records
+  before the cut are copied and the others encoded (FALLBACK), each row once.
+  A row answered before the error and again after it is written twice."""
+  from transforms.core.example import BuiltExample
+  from transforms.core.manifest import ManifestRow
+  from transforms.core.shuffle import Ordering
+  from transforms.reuse import FALLBACK
+  from transforms.reuse import CopyShardFn
+  from transforms.reuse import Reusable
+  rng = random.Random(3)  # incompressible: the cut falls inside record 2
+  records = [_example(f'k{i}', rng.randbytes(4096)) for i in range(6)]
+  path = _shard_file(tmp_path, records, compressed=True)
+  with open(path, 'rb') as f:
+    whole = f.read()
+  with open(path, 'wb') as f:
+    f.write(whole[:len(whole) * 2 // 5])
+  reusables = [Reusable(ManifestRow({}, 'm', i, image=f'k{i}.png', key=f'k{i}', label='cat',
+                                    previous=_in(path, records, i, True)[0]), 1, 'cat', 'd')
+               for i in range(6)]
+  fn = CopyShardFn('metadata', Ordering(), KEY)
+  fn.setup()
+  out = list(fn.process((path, reusables)))
+  assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
+      ('k0', records[0]), ('k1', records[1])]
+  assert [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)] == [
+      (FALLBACK, f'k{i}', reuse.FALLBACK) for i in range(2, 6)]
 
 
 def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):

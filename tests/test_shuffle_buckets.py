@@ -51,6 +51,7 @@ from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
 from transforms.reuse import JoinPrevious
 from transforms.reuse import Reusable
+from transforms.reuse import _AttachFn
 from transforms.sidecars import Sidecar
 from transforms.sidecars import read_sidecar
 from transforms.sources import ResolveKeyFn
@@ -402,6 +403,30 @@ def test_join_previous_in_buckets_gives_the_per_key_join(tmp_path):
     assert_that(out[ROWS], equal_to([]), label='NoRows')
     assert_that(out[TALLIES], equal_to([((core_reuse.TALLY, core_reuse.DROPPED), 1)] * 9),
                 label='AllDropped')
+
+
+def test_the_in_order_join_counts_each_previous_record_once_over_bundles(tmp_path):
+  """A single local worker's join (_AttachFn), driven bundle by bundle,
+  counts the rows that found a record in each bundle and the previous
+  records once: the keys dropped are the records less the rows that found
+  one (2), however many bundles it sees."""
+  examples = _examples(9, ('train',))
+  sidecar = _previous_dataset(tmp_path, examples)
+  rows = _rows_of(examples, 3)  # 7 of the 9 records found, 3 new keys
+  attach = _AttachFn('metadata', None, (sidecar,))
+  attach.setup()
+  sums, attached = collections.Counter(), []
+  for bundle in (rows[:4], rows[4:8], rows[8:]):
+    attach.start_bundle()
+    for row in bundle:
+      attached += attach.process(row)
+    for tagged in attach.finish_bundle():
+      (_, name), count = tagged.value.value
+      sums[name] += count
+  assert [row.key for row in attached] == [row.key for row in rows]
+  assert sum(row.previous is not None for row in attached) == 7
+  assert (sums[core_reuse.MATCHED], sums[core_reuse.PREVIOUS]) == (7, 9)
+  assert core_reuse.section(sums, 'p', 'r')['dropped'] == 2
 
 
 def test_copy_records_by_shard_through_buckets_copies_every_record(tmp_path):
