@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -104,6 +105,14 @@ def test_histogram_names_are_shortened_and_inside_the_picture():
   for tick in ticks:
     extent = tick.get_window_extent()
     assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0, tick
+
+
+def test_an_emoji_in_a_class_name_raises_no_warning():
+  """matplotlib's font has no emoji: 4 lines of UserWarning on inspect's stderr."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    png = report.figure_png(report.histogram_figure({'train': {0: 2}}, ['🐱 cat 🐶']))
+  assert png.startswith(b'\x89PNG') and [str(w.message) for w in caught] == []
 
 
 def test_captions_in_cyrillic_are_drawn_letter_by_letter():

@@ -7,12 +7,14 @@ the records and hands over the sampled images and the counts.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import html
 import io
 import json
 from typing import Optional
 from typing import Union
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -141,8 +143,18 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   axes.set_title(HISTOGRAM_TITLE.replace('Examples', unit.capitalize()) + shown)
   if splits:
     axes.legend()
-  figure.tight_layout()
+  with _missing_glyphs_as_boxes():
+    figure.tight_layout()
   return figure
+
+
+@contextlib.contextmanager
+def _missing_glyphs_as_boxes():
+  """matplotlib's UserWarning for each glyph its font lacks (an emoji in a class
+  name: 4 lines on stderr per emoji, one drawing) is left out: the box drawn says it."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', r'Glyph \d+ .* missing from font', UserWarning)
+    yield
 
 
 def png_bytes(image: Image.Image) -> bytes:
@@ -153,7 +165,8 @@ def png_bytes(image: Image.Image) -> bytes:
 
 def figure_png(figure, metadata: Optional[dict] = None) -> bytes:
   buffer = io.BytesIO()
-  figure.savefig(buffer, format='png', metadata=metadata)
+  with _missing_glyphs_as_boxes():
+    figure.savefig(buffer, format='png', metadata=metadata)
   return buffer.getvalue()
 
 
