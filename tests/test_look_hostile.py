@@ -25,7 +25,16 @@ from pipeline.looking import look_detection
 from pipeline.looking import report
 
 LABELS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>', 'a &amp; b',
-          'abc\u202eevil.exe', 'zero\u200bwidth', 'L' * 300)
+          'abc\u202eevil.exe', 'zero\u200bwidth', 'L' * 300, *[f'c{i}' for i in range(6)])
+# Marks <body data-wrapped="N">: how many cells of numbers take more than one line.
+COUNT_WRAPPED = """<script>window.addEventListener('load', function () {
+  var cells = document.querySelectorAll('td[data-col="id"], td[data-col$="examples"]');
+  var range = document.createRange();
+  document.body.dataset.wrapped = Array.prototype.filter.call(cells, function (cell) {
+    range.selectNodeContents(cell);
+    return range.getClientRects().length > 1;
+  }).length;
+});</script>"""
 
 
 def run_inspect(argv) -> tuple:
@@ -37,7 +46,8 @@ def run_inspect(argv) -> tuple:
 
 @pytest.fixture(scope='module')
 def hostile(tmp_path_factory):
-  """12 images whose labels and keys hold HTML, U+202E, U+200B, 300 characters."""
+  """12 images, one per class, whose labels and keys hold HTML, U+202E, U+200B, 300
+  characters."""
   root = tmp_path_factory.mktemp('hostile')
   lines = []
   for i in range(12):
@@ -70,7 +80,7 @@ def test_data_on_the_page_is_escaped_and_invisible_characters_are_written_out(ho
   # the terminal: a U+202E turned the counts after it around
   assert '\u202e' not in printed and '\u200b' not in printed
   row = next(line for line in printed.splitlines() if 'evil.exe' in line)
-  assert row.split()[1:] == ['abc<U+202E>evil.exe', '2', '2']
+  assert row.split()[1:] == ['abc<U+202E>evil.exe', '1', '1']
   # samples.csv keeps the data as it is
   with open(look_dir / 'samples.csv', newline='', encoding='utf-8') as handle:
     texts = {row['class_text'] for row in csv.DictReader(handle)}
@@ -81,18 +91,23 @@ def test_data_on_the_page_is_escaped_and_invisible_characters_are_written_out(ho
 @pytest.mark.integration  # a real client (Chromium)
 @pytest.mark.skipif(shutil.which('chromium') is None, reason='needs Debian chromium')
 def test_a_300_character_label_does_not_widen_the_page(hostile, tmp_path):
-  """It pushed the count columns out of a 1200-pixel window (2,700 pixels wide)."""
+  """It pushed the count columns out of a 1200-pixel window (2,700 pixels wide);
+  the numbers stay on one line (ids 10 and 11 among them)."""
   _, look_dir, _ = hostile
+  page = tmp_path / 'report.html'
+  page.write_text((look_dir / 'report.html').read_text(encoding='utf-8').replace(
+      '</body>', COUNT_WRAPPED + '</body>'), encoding='utf-8')
   done = subprocess.run(
       ['chromium', '--headless', '--no-sandbox', '--disable-gpu',
        f'--user-data-dir={tmp_path / "profile"}', '--virtual-time-budget=5000',
-       '--window-size=1200,2000', '--dump-dom', (look_dir / 'report.html').as_uri()],
+       '--window-size=1200,2000', '--dump-dom', page.as_uri()],
       capture_output=True, text=True, timeout=120)
   assert done.returncode == 0, done.stderr[-2000:]
   body = re.search(r'<body([^>]*)>', done.stdout).group(1)
   assert 'data-images-broken="0"' in body
   width = int(re.search(r'data-page-width="(\d+)"', body).group(1))
   assert 0 < width <= 1200
+  assert 'data-wrapped="0"' in body
 
 
 def test_histogram_names_are_shortened_and_inside_the_picture():

@@ -196,7 +196,11 @@ _STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; font-size: 0.9em; }
-td { overflow-wrap: anywhere; }  /* a 300-character class name pushed the counts off the page */
+/* a 300-character class name pushed the counts off the page: the data's text wraps
+   anywhere, numbers never (every cell wrapping anywhere squeezed an id 10 to '1 0') */
+td[data-col="class"], td[data-col="class_text"], td[data-col="key"], td[data-col="file"],
+td[data-col="label"], td[data-col="feature"], td[data-col="value"] { overflow-wrap: anywhere; }
+td[data-col="label"] { min-width: 6ch; } td[data-col="key"], td[data-col="file"] { min-width: 14ch; }
 td[data-col$="examples"], td[data-col="count"], td[data-col="bytes"] { text-align: right; }
 pre { background: #f4f4f4; padding: 0.5em; white-space: pre-wrap; overflow-wrap: anywhere;
       font-size: 0.8em; }
