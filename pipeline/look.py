@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+import contextlib
 import csv
 import glob
 import json
@@ -27,6 +28,7 @@ from pipeline.configuration.locations import check_location
 from pipeline.errors import EXIT_OK
 from pipeline.errors import UsageError
 from pipeline.looking import foreign_records
+from pipeline.looking import lettering
 from pipeline.looking import report
 from pipeline.looking.look_sample import Reservoir
 from pipeline.looking.look_sample import decode_samples
@@ -174,18 +176,18 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
                                 for n, h in enumerate(headers)))
   for row in shown:
     lines.append('  ' + '  '.join(f'{v:>14,d}' if n > 1 else f'{v:>4d}' if n == 0
-                                  else f'{report._shorten(str(v), 20):20s}'
+                                  else f'{lettering.shorten(str(v)):20s}'
                                   for n, v in enumerate(row)))
   lines.append(f'Image: {shape} {image["encoding"]}, resize '
                f'{image.get("resize_mode")} ({image.get("resize_filter")})')
   lines.append('Features:')
   lines += [f'  {name:20s} {spec["dtype"]:8s} {json.dumps(spec["shape"])}'
             for name, spec in info['feature_spec'].items()]
-  split = next(iter(counts), None)
-  if split is not None and info['splits'][split]['shards']:
-    # The first shard holding a record: with --sink tfrecordio --num_shards N,
-    # Beam's round robin may leave any shard empty, the first one too.
-    shards = info['splits'][split]['shards']
+  # The first shard holding a record: with --sink tfrecordio --num_shards N,
+  # Beam's round robin may leave any shard empty, the first one too; a split of
+  # no shard may come first (no first record was printed then).
+  shards = [shard for split in counts for shard in info['splits'][split]['shards']]
+  if shards:
     first, record = shards[0], NO_RECORD
     for shard in shards:
       record = first_record_lines(dataset.join(input_dir, shard))
@@ -209,6 +211,21 @@ def prepare_export_dir(export_dir: str) -> None:
   for path in glob.glob(os.path.join(export_dir, '*_Label_*.jpg')):
     if os.path.basename(path).split('_', 1)[0].isdigit():
       os.remove(path)
+
+
+@contextlib.contextmanager
+def writing(export_dir: str):
+  """A file of the export that cannot be written (a folder root may not write
+  in, a folder in the file's place) is bad input, one line and exit 2 as a
+  folder that cannot be made; it ended in a traceback."""
+  try:
+    yield
+  except OSError as error:
+    name = os.path.abspath(str(error.filename or ''))
+    if not error.filename or os.path.dirname(name) != os.path.abspath(export_dir):
+      raise
+    raise UsageError(f'--export_dir {export_dir}: cannot write {os.path.basename(name)}: '
+                     f'{error.strerror or error}') from error
 
 
 def export(export_dir: str, samples: list) -> list:
@@ -361,7 +378,8 @@ def _print_lines(lines: list) -> None:
 
 def run(argv: list) -> int:
   args = parse_args(argv)
-  _print_lines(inspect_files(args, _print_lines) if args.files else inspect_dataset(args))
+  with writing(args.export_dir) if args.export_dir else contextlib.nullcontext():
+    _print_lines(inspect_files(args, _print_lines) if args.files else inspect_dataset(args))
   return EXIT_OK
 
 

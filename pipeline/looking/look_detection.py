@@ -8,7 +8,8 @@ from typing import Optional
 import numpy as np
 from PIL import Image
 from PIL import ImageDraw
-from PIL import ImageFont
+
+from pipeline.looking import lettering
 
 # One colour per class id (cycled), bright on photos.
 PALETTE = ((255, 64, 64), (64, 200, 255), (255, 220, 0), (120, 255, 90), (255, 120, 255),
@@ -35,13 +36,18 @@ def draw_objects(image: Image.Image, objects: tuple, font_size: int = 12) -> Ima
       pixels[shown] = pixels[shown] * (1 - MASK_ALPHA) + np.array(colour(label)) * MASK_ALPHA
     picture = Image.fromarray(pixels.round().astype(np.uint8), 'RGB')
   draw = ImageDraw.Draw(picture)
-  font = ImageFont.load_default(size=font_size)
+  font = lettering.font(font_size)
   line = max(1, round(min(width, height) / 160))
   for (ymin, xmin, ymax, xmax), label, text in zip(boxes, labels, texts):
-    box = (xmin * width, ymin * height, xmax * width - 1, ymax * height - 1)
+    text = lettering.shorten(text)  # a 300-character name ran across the whole picture
+    left, top = xmin * width, ymin * height
+    # a box under 1 pixel wide or high at this size (COCO's 1-pixel boxes on a
+    # thumbnail): its right below its left made Pillow raise ValueError
+    box = (left, top, max(left, xmax * width - 1), max(top, ymax * height - 1))
     draw.rectangle(box, outline=colour(label), width=line)
     left, top, right, bottom = draw.textbbox((box[0], box[1]), text, font=font)
-    place = (box[0], max(0, box[1] - (bottom - top) - 2))
+    # kept inside the picture: a box at the right edge had its name cut off there
+    place = (max(0, min(box[0], width - (right - left) - 2)), max(0, box[1] - (bottom - top) - 2))
     left, top, right, bottom = draw.textbbox(place, text, font=font)
     draw.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=colour(label))
     draw.text(place, text, fill=(0, 0, 0), font=font)

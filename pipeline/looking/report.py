@@ -7,23 +7,30 @@ the records and hands over the sampled images and the counts.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import html
 import io
 import json
 from typing import Optional
 from typing import Union
+import warnings
 
 import numpy as np
 from PIL import Image
 from PIL import ImageDraw
-from PIL import ImageFont
+
+from pipeline.looking.lettering import font
+from pipeline.looking.lettering import shorten
+from transforms.core.labels import shown
 
 THUMBNAIL = 128  # the longer side of a contact-sheet thumbnail, in pixels
 SHEET_COLUMNS = 8
 CAPTION_LINES = 2
 LINE_HEIGHT = 14
 MAX_HISTOGRAM_CLASSES = 40  # more classes: the most frequent ones are drawn
+NAME_BYTES = 255  # the longest file name ext4, XFS, btrfs, APFS and NTFS take
+MORE = '+more'  # ends an exported file's name whose ids were cut to fit NAME_BYTES
 HISTOGRAM_TITLE = 'Examples per class'
 
 
@@ -41,8 +48,17 @@ class Sample:
   objects: Optional[tuple] = None
 
   def file_name(self, i: int) -> str:
-    """The tutorial's name: `{i}_Label_{label}.jpg` (label: the integer id)."""
-    return f'{i}_Label_{"none" if self.label is None else self.label}.jpg'
+    """The tutorial's name: `{i}_Label_{label}.jpg` (label: the integer id).
+
+    A detection image of a hundred objects (two-digit ids: 300 characters)
+    joins more ids than a file name holds (OSError 'File name too long' ended
+    the export): the ids that fit are kept, then MORE; samples.csv has them all."""
+    label = 'none' if self.label is None else str(self.label)
+    name = f'{i}_Label_{label}.jpg'
+    if len(name) <= NAME_BYTES:  # ASCII: digits, '+', 'none'
+      return name
+    room = NAME_BYTES - len(f'{i}_Label_{MORE}.jpg')
+    return f'{i}_Label_{label[:room + 1].rsplit("+", 1)[0]}{MORE}.jpg'
 
 
 def to_pil(image: np.ndarray) -> Image.Image:
@@ -59,12 +75,6 @@ def picture(sample: Sample, font_size: int = 12) -> Image.Image:
   return draw_objects(image, sample.objects, font_size)
 
 
-def _shorten(text: str, limit: int = 20, keep_end: bool = False) -> str:
-  if len(text) <= limit:
-    return text
-  return '…' + text[1 - limit:] if keep_end else text[:limit - 1] + '…'
-
-
 def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
   """A grid of thumbnails, each with its class text and key underneath."""
   columns = max(1, min(columns, len(samples)))
@@ -72,7 +82,7 @@ def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
   cell_w, cell_h = THUMBNAIL + 8, THUMBNAIL + 8 + CAPTION_LINES * LINE_HEIGHT
   sheet = Image.new('RGB', (columns * cell_w, rows * cell_h), (255, 255, 255))
   draw = ImageDraw.Draw(sheet)
-  font = ImageFont.load_default(size=11)
+  caption_font = font(10)
   for n, sample in enumerate(samples):
     x, y = (n % columns) * cell_w + 4, (n // columns) * cell_h + 4
     thumb = to_pil(sample.image).convert('RGB')
@@ -84,10 +94,10 @@ def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
       thumb = thumb.resize((thumb.width * scale, thumb.height * scale), Image.Resampling.NEAREST)
     sheet.paste(thumb, (x + (THUMBNAIL - thumb.width) // 2, y + (THUMBNAIL - thumb.height) // 2))
     label = '' if sample.label is None else f'{sample.label} '
-    draw.text((x, y + THUMBNAIL + 2), _shorten(f'{label}{sample.class_text}'),
-              fill=(0, 0, 0), font=font)
-    draw.text((x, y + THUMBNAIL + 2 + LINE_HEIGHT), _shorten(sample.key, keep_end=True),
-              fill=(90, 90, 90), font=font)
+    draw.text((x, y + THUMBNAIL + 2), shorten(f'{label}{sample.class_text}'),
+              fill=(0, 0, 0), font=caption_font)
+    draw.text((x, y + THUMBNAIL + 2 + LINE_HEIGHT), shorten(sample.key, keep_end=True),
+              fill=(90, 90, 90), font=caption_font)
   return sheet
 
 
@@ -123,7 +133,9 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
     heights = [class_counts[split].get(label, 0) for label in labels]
     bars = axes.bar(positions + (n - (len(splits) - 1) / 2) * width, heights, width, label=split)
     axes.bar_label(bars, fontsize=7)
-  axes.set_xticks(positions, [names[l] if 0 <= l < len(names) else str(l) for l in labels],
+  # shortened: one 300-character name pushed every bar out of the picture
+  axes.set_xticks(positions, [shorten(names[l]) if 0 <= l < len(names) else str(l)
+                              for l in labels],
                   rotation=45 if len(labels) > 8 else 0, ha='right' if len(labels) > 8 else 'center')
   axes.set_ylabel(unit)
   shown = '' if len(labels) == len([n for n in names if n]) else (
@@ -131,8 +143,18 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   axes.set_title(HISTOGRAM_TITLE.replace('Examples', unit.capitalize()) + shown)
   if splits:
     axes.legend()
-  figure.tight_layout()
+  with _missing_glyphs_as_boxes():
+    figure.tight_layout()
   return figure
+
+
+@contextlib.contextmanager
+def _missing_glyphs_as_boxes():
+  """matplotlib's UserWarning for each glyph its font lacks (an emoji in a class
+  name: 4 lines on stderr per emoji, one drawing) is left out: the box drawn says it."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', r'Glyph \d+ .* missing from font', UserWarning)
+    yield
 
 
 def png_bytes(image: Image.Image) -> bytes:
@@ -143,7 +165,8 @@ def png_bytes(image: Image.Image) -> bytes:
 
 def figure_png(figure, metadata: Optional[dict] = None) -> bytes:
   buffer = io.BytesIO()
-  figure.savefig(buffer, format='png', metadata=metadata)
+  with _missing_glyphs_as_boxes():
+    figure.savefig(buffer, format='png', metadata=metadata)
   return buffer.getvalue()
 
 
@@ -152,7 +175,9 @@ def _data_uri(png: bytes) -> str:
 
 
 def _esc(value) -> str:
-  return html.escape(str(value))
+  """Escaped, invisible characters written <U+XXXX>: a U+202E showed 'abc<U+202E>evil.exe'
+  as 'abcexe.live'."""
+  return html.escape(shown(str(value)))
 
 
 def _table(headers: list, rows: list, table_id: str, row_keys: Optional[list] = None) -> str:
@@ -171,13 +196,20 @@ _STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; font-size: 0.9em; }
+/* a 300-character class name pushed the counts off the page: the data's text wraps
+   anywhere, numbers never (every cell wrapping anywhere squeezed an id 10 to '1 0') */
+td[data-col="class"], td[data-col="class_text"], td[data-col="key"], td[data-col="file"],
+td[data-col="label"], td[data-col="feature"], td[data-col="value"] { overflow-wrap: anywhere; }
+td[data-col="label"] { min-width: 6ch; } td[data-col="key"], td[data-col="file"] { min-width: 14ch; }
 td[data-col$="examples"], td[data-col="count"], td[data-col="bytes"] { text-align: right; }
-pre { background: #f4f4f4; padding: 0.5em; white-space: pre-wrap; font-size: 0.8em; }
+pre { background: #f4f4f4; padding: 0.5em; white-space: pre-wrap; overflow-wrap: anywhere;
+      font-size: 0.8em; }
 img { max-width: 100%; border: 1px solid #ddd; }
 .bad { color: #b00; } .good { color: #070; }
 """
 
-# Marks the page once everything loaded: data-images-loaded / -broken on
+# Marks the page once everything loaded: data-images-loaded / -broken and
+# data-page-width (wider than the window: something scrolls sideways) on
 # <body>, and a visible line for an image that did not load.
 _SCRIPT = """
 window.addEventListener('load', function () {
@@ -185,6 +217,7 @@ window.addEventListener('load', function () {
   var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
   document.body.dataset.imagesLoaded = images.length - broken.length;
   document.body.dataset.imagesBroken = broken.length;
+  document.body.dataset.pageWidth = document.documentElement.scrollWidth;
   broken.forEach(function (i) {
     var note = document.createElement('p');
     note.className = 'bad';

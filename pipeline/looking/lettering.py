@@ -1,0 +1,31 @@
+"""The text inspect draws and prints of the data: class names and keys
+shortened, invisible characters written out, and the font they are drawn in."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from PIL import ImageFont
+
+from transforms.core.labels import shown
+
+NAME_CHARS = 20  # a class name or key drawn or listed: its first 19 characters and '…'
+
+
+@functools.cache
+def font(size: int) -> ImageFont.FreeTypeFont:
+  """DejaVu Sans, which matplotlib ships: Pillow's own font (Aileron) drew every
+  Cyrillic, Greek, Hebrew and Arabic letter as the same empty box."""
+  import matplotlib
+  return ImageFont.truetype(
+      os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf'), size)
+
+
+def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:
+  """The text in `limit` characters at most, invisible ones written <U+XXXX>
+  (a U+202E turned the rest of a line around: in the terminal, the counts after it)."""
+  text = shown(text)
+  if len(text) <= limit:
+    return text
+  return '…' + text[1 - limit:] if keep_end else text[:limit - 1] + '…'

@@ -1,0 +1,226 @@
+"""inspect on hostile data: labels and keys holding HTML, bidi and zero-width
+characters, 300-character and Cyrillic names; a detection image of 150
+objects and 1-pixel boxes; an export folder that cannot be written; a split
+of no shard."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import look
+from pipeline.looking import look_detection
+from pipeline.looking import report
+
+LABELS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>', 'a &amp; b',
+          'abc\u202eevil.exe', 'zero\u200bwidth', 'L' * 300, *[f'c{i}' for i in range(6)])
+# Marks <body data-wrapped="N">: how many cells of numbers take more than one line.
+COUNT_WRAPPED = """<script>window.addEventListener('load', function () {
+  var cells = document.querySelectorAll('td[data-col="id"], td[data-col$="examples"]');
+  var range = document.createRange();
+  document.body.dataset.wrapped = Array.prototype.filter.call(cells, function (cell) {
+    range.selectNodeContents(cell);
+    return range.getClientRects().length > 1;
+  }).length;
+});</script>"""
+
+
+def run_inspect(argv) -> tuple:
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    code = look.main(argv)
+  return code, stdout.getvalue()
+
+
+@pytest.fixture(scope='module')
+def hostile(tmp_path_factory):
+  """12 images, one per class, whose labels and keys hold HTML, U+202E, U+200B, 300
+  characters."""
+  root = tmp_path_factory.mktemp('hostile')
+  lines = []
+  for i in range(12):
+    pixels = np.full((12, 16, 3), (20 * i, 100, 200), np.uint8)
+    Image.fromarray(pixels).save(root / f'{i}.png')
+    lines.append(json.dumps({'image': f'{i}.png', 'label': LABELS[i % len(LABELS)],
+                             'key': f'<b>k{i}</b>\u202e'}))
+  (root / 'm.jsonl').write_text('\n'.join(lines) + '\n', encoding='utf-8')
+  out = root / 'out'
+  assert convert.main(['--manifest', str(root / 'm.jsonl'), '--output_dir', str(out),
+                       '--height', '12', '--width', '16', '--progress', 'off']) == 0
+  code, printed = run_inspect(['--input_dir', str(out), '--export_dir', str(root / 'look')])
+  assert code == 0
+  return out, root / 'look', printed
+
+
+def test_data_on_the_page_is_escaped_and_invisible_characters_are_written_out(hostile):
+  _, look_dir, printed = hostile
+  page = (look_dir / 'report.html').read_text(encoding='utf-8')
+  assert page.count('<script') == 1  # the page's own
+  assert len(re.findall('<img', page)) == 2  # the histogram and train's sheet, nothing else
+  assert '&lt;script&gt;alert(1)&lt;/script&gt;' in page
+  assert '&quot;&gt;&lt;img src=x onerror=alert(1)&gt;' in page
+  assert 'a &amp;amp; b' in page
+  # U+202E showed 'abc<U+202E>evil.exe' as 'abcexe.live'; U+200B was not seen
+  assert '\u202e' not in page and '\u200b' not in page
+  assert 'abc&lt;U+202E&gt;evil.exe' in page and 'zero&lt;U+200B&gt;width' in page
+  assert '&lt;b&gt;k0&lt;/b&gt;&lt;U+202E&gt;' in page
+  assert 'http://' not in page and 'https://' not in page
+  # the terminal: a U+202E turned the counts after it around
+  assert '\u202e' not in printed and '\u200b' not in printed
+  row = next(line for line in printed.splitlines() if 'evil.exe' in line)
+  assert row.split()[1:] == ['abc<U+202E>evil.exe', '1', '1']
+  # samples.csv keeps the data as it is
+  with open(look_dir / 'samples.csv', newline='', encoding='utf-8') as handle:
+    texts = {row['class_text'] for row in csv.DictReader(handle)}
+  assert set(LABELS) <= texts
+
+
+@pytest.mark.slow
+@pytest.mark.integration  # a real client (Chromium)
+@pytest.mark.skipif(shutil.which('chromium') is None, reason='needs Debian chromium')
+def test_a_300_character_label_does_not_widen_the_page(hostile, tmp_path):
+  """It pushed the count columns out of a 1200-pixel window (2,700 pixels wide);
+  the numbers stay on one line (ids 10 and 11 among them)."""
+  _, look_dir, _ = hostile
+  page = tmp_path / 'report.html'
+  page.write_text((look_dir / 'report.html').read_text(encoding='utf-8').replace(
+      '</body>', COUNT_WRAPPED + '</body>'), encoding='utf-8')
+  done = subprocess.run(
+      ['chromium', '--headless', '--no-sandbox', '--disable-gpu',
+       f'--user-data-dir={tmp_path / "profile"}', '--virtual-time-budget=5000',
+       '--window-size=1200,2000', '--dump-dom', page.as_uri()],
+      capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  body = re.search(r'<body([^>]*)>', done.stdout).group(1)
+  assert 'data-images-broken="0"' in body
+  width = int(re.search(r'data-page-width="(\d+)"', body).group(1))
+  assert 0 < width <= 1200
+  assert 'data-wrapped="0"' in body
+
+
+def test_histogram_names_are_shortened_and_inside_the_picture():
+  """A 300-character name pushed every bar out of the figure."""
+  figure = report.histogram_figure({'train': {0: 3, 1: 1}}, ['L' * 300, 'cat\u202e'])
+  figure.canvas.draw()
+  ticks = figure.axes[0].get_xticklabels()
+  assert [t.get_text() for t in ticks] == ['L' * 19 + '…', 'cat<U+202E>']
+  box = figure.bbox
+  for tick in ticks:
+    extent = tick.get_window_extent()
+    assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0, tick
+
+
+def test_an_emoji_in_a_class_name_raises_no_warning():
+  """matplotlib's font has no emoji: 4 lines of UserWarning on inspect's stderr."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    png = report.figure_png(report.histogram_figure({'train': {0: 2}}, ['🐱 cat 🐶']))
+  assert png.startswith(b'\x89PNG') and [str(w.message) for w in caught] == []
+
+
+def test_captions_in_cyrillic_are_drawn_letter_by_letter():
+  """Pillow's own font drew every Cyrillic letter as the same empty box: 'кот'
+  and 'пёс' were one caption."""
+  image = np.full((32, 32, 3), 128, np.uint8)
+  sheet = np.asarray(report.contact_sheet([
+      report.Sample('train', 's', n, 'k', None, text, image) for n, text in
+      enumerate(['кот', 'пёс'])]), np.int32)
+  cell_w = report.THUMBNAIL + 8
+  caption = slice(4 + report.THUMBNAIL + 2, 4 + report.THUMBNAIL + 2 + report.LINE_HEIGHT)
+  first, second = sheet[caption, 4:4 + 60], sheet[caption, cell_w + 4:cell_w + 4 + 60]
+  assert (first < 128).any() and (second < 128).any()
+  assert (first != second).any()
+
+
+def _label_pixels(picture: Image.Image, rows: slice, columns: slice, label: int) -> int:
+  pixels = np.asarray(picture)[rows, columns]
+  return int((pixels == look_detection.colour(label)).all(axis=-1).sum())
+
+
+def test_box_names_stay_inside_the_picture_and_are_shortened():
+  black = Image.new('RGB', (300, 100))
+  # a box at the right edge: its name was cut off by the edge, now it is moved left
+  drawn = look_detection.draw_objects(
+      black, (np.array([[0.5, 0.9, 1.0, 1.0]]), [3], ['person'], None))
+  assert _label_pixels(drawn, slice(30, 50), slice(0, 269), 3) > 20  # the box starts at 270
+  # a 300-character name ran across the whole picture
+  drawn = look_detection.draw_objects(
+      black, (np.array([[0.5, 0.0, 1.0, 0.1]]), [2], ['C' * 300], None))
+  assert _label_pixels(drawn, slice(30, 50), slice(0, 100), 2) > 200
+  assert _label_pixels(drawn, slice(30, 50), slice(200, 300), 2) == 0
+
+
+def test_a_box_under_a_pixel_wide_is_drawn():
+  """A 1-pixel COCO box on a thumbnail: Pillow raised 'x1 must be greater than or equal to x0'."""
+  drawn = look_detection.draw_objects(
+      Image.new('RGB', (64, 64)), (np.array([[0.5, 0.5, 0.505, 0.505]]), [1], ['dot'], None))
+  assert tuple(np.asarray(drawn)[32, 32]) == look_detection.colour(1)
+
+
+def test_an_image_of_150_objects_is_exported_under_a_file_name_that_fits(tmp_path):
+  """'3_Label_1+2+3+4+...' of 150 ids: OSError 'File name too long' ended the export."""
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (300, 300), (90, 120, 90)).save(tmp_path / 'images' / 'many.png')
+  Image.new('RGB', (200, 100), (40, 40, 40)).save(tmp_path / 'images' / 'dot.png')
+  annotations = [{'id': k + 1, 'image_id': 1, 'category_id': 1 + k % 4, 'area': 300,
+                  'bbox': [(k % 15) * 20, (k // 15) * 30, 15, 20], 'iscrowd': 0}
+                 for k in range(150)]
+  annotations.append({'id': 200, 'image_id': 2, 'category_id': 4, 'bbox': [100, 50, 1, 1],
+                      'area': 1, 'iscrowd': 0})
+  (tmp_path / 'instances.json').write_text(json.dumps({
+      'images': [{'id': 1, 'file_name': 'many.png', 'width': 300, 'height': 300},
+                 {'id': 2, 'file_name': 'dot.png', 'width': 200, 'height': 100}],
+      'annotations': annotations,
+      'categories': [{'id': i, 'name': f'c{i}'} for i in range(1, 5)]}))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'instances.json'),
+                       '--annotation_format', 'coco', '--image_dir', str(tmp_path / 'images'),
+                       '--output_dir', str(out), '--progress', 'off']) == 0
+  code, _ = run_inspect(['--input_dir', str(out), '--export_dir', str(tmp_path / 'look')])
+  assert code == 0
+  with open(tmp_path / 'look' / 'samples.csv', newline='') as handle:
+    rows = {row['key']: row for row in csv.DictReader(handle)}
+  ids = '+'.join(str(1 + k % 4) for k in range(150))
+  assert rows['many.png']['label'] == ids
+  name = rows['many.png']['file']
+  assert len(name) <= 255 and name.endswith('+more.jpg') and (tmp_path / 'look' / name).exists()
+  kept = name.split('_Label_', 1)[1][:-len('+more.jpg')]
+  assert ids.startswith(kept + '+') and len(kept) > 200
+  assert rows['dot.png']['file'].endswith('_Label_4.jpg')
+
+
+def test_an_export_file_that_cannot_be_written_is_one_line_and_exit_2(hostile, tmp_path, capsys):
+  out, _, _ = hostile
+  (tmp_path / 'look' / 'samples.csv').mkdir(parents=True)  # a folder in the file's place
+  assert look.main(['--input_dir', str(out), '--export_dir', str(tmp_path / 'look')]) == 2
+  err = capsys.readouterr().err
+  assert err == (f'error: --export_dir {tmp_path / "look"}: cannot write samples.csv: '
+                 'Is a directory\n')
+
+
+def test_the_first_record_comes_from_the_first_split_holding_one(hostile, tmp_path):
+  """A split of no shard listed first: no first record was printed."""
+  out, _, _ = hostile
+  copy = tmp_path / 'copy'
+  shutil.copytree(out, copy)
+  info = json.loads((copy / 'dataset_info.json').read_text())
+  info['splits'] = {'test': {'num_examples': 0, 'num_bytes': 0, 'shards': []},
+                    **info['splits']}
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  code, printed = run_inspect(['--input_dir', str(copy)])
+  assert code == 0
+  assert f'First record of {info["splits"]["train"]["shards"][0]}:' in printed
+  assert 'image/class/label    int64_list' in printed
+  assert os.listdir(copy) == os.listdir(out)
