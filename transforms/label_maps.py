@@ -65,15 +65,42 @@ def label_map_of(rows, classes=()) -> LabelMap:
   return names.extract_output(first)
 
 
+class _LabelPlacesFn(_LabelNamesFn):
+  """_LabelNamesFn's accumulator as its output: where each name is first written."""
+
+  def extract_output(self, first):
+    return first
+
+
+def _with_folder_classes(_, places: list, classes: list) -> LabelMap:
+  """The LabelMap of the rows' first places (none or one) and the FolderClasses."""
+  names = _LabelNamesFn()
+  first = names.merge_accumulators(places)
+  for folders in classes:
+    first = names.add_input(first, folders)
+  return names.extract_output(first)
+
+
 @beam.ptransform_fn
 def LabelMapFromRows(rows, classes=None):
   """Batches of rows -> a single LabelMap of their sorted distinct label names; none when
   there is no row: read it with label_map_side_input. (Beam's default value
   would add four steps and a stage to every convert.) classes: --image_dir's
-  FolderClasses (one), each a class whether or not a row has it."""
-  if classes is not None:
-    rows = (rows, classes) | 'AndFolderClasses' >> beam.Flatten()
-  return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()
+  FolderClasses (one), each a class whether or not a row has it: then one map,
+  made in a step of its own from the rows' places and the classes as side inputs.
+
+  Not a Flatten of the classes into the rows' combine: the job servers of
+  Flink and Spark (Beam 2.62's Java fuser) refuse a Flatten of a step's tagged
+  output (the listing's classes) and a PCollection it fuses with that step
+  (the rows), which a step reading the map also reads: "PCollectionNodes
+  [...classes] were consumed but never produced", every --image_dir run exit 1.
+  """
+  if classes is None:
+    return rows | 'LabelNames' >> beam.CombineGlobally(_LabelNamesFn()).without_defaults()
+  places = rows | 'LabelPlaces' >> beam.CombineGlobally(_LabelPlacesFn()).without_defaults()
+  return (rows.pipeline | 'Once' >> beam.Impulse()
+          | 'AndFolderClasses' >> beam.Map(_with_folder_classes, beam.pvalue.AsList(places),
+                                           beam.pvalue.AsList(classes)))
 
 
 class LabelMapHere:
