@@ -17,6 +17,7 @@ from transforms.core import yolo
 from transforms.core.detect import DetectionOptions
 from transforms.core.detection_info import DetectionConfig
 from transforms.core.image_dir import DEFAULT_IMAGE_EXTENSIONS
+from transforms.core.image_dir import wanted_file
 from transforms.core.tally import SHOWN_SKIPPED_FILES
 
 # Ultralytics' splits: images/<split>/ beside labels/<split>/.
@@ -27,6 +28,15 @@ def _files_in(files: filesystem.FileAccess, folder: str, extensions: tuple) -> l
   """Paths of the files directly in `folder` with one of `extensions`, sorted."""
   return [path for path, _ in files.match(filesystem.join(folder, '*'))
           if path.rsplit('.', 1)[-1].lower() in extensions]
+
+
+def _files_below(files: filesystem.FileAccess, folder: str, extensions: tuple) -> list:
+  """Paths relative to `folder` of the files at any depth below it with one of
+  `extensions`, sorted; hidden files and folders left out (macOS copies
+  leave a `._a.jpg` beside each image, which is no image)."""
+  prefix = folder.rstrip('/') + '/'
+  return sorted(path[len(prefix):] for path, _ in files.list(prefix)
+                if path.startswith(prefix) and wanted_file(path[len(prefix):], extensions))
 
 
 def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> DetectionConfig:
@@ -125,30 +135,34 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
-  found = [s for s in YOLO_SPLITS if _files_in(files, filesystem.join(images_root, s),
-                                               DEFAULT_IMAGE_EXTENSIONS)]
+  found = [s for s in YOLO_SPLITS if _files_below(files, filesystem.join(images_root, s),
+                                                  DEFAULT_IMAGE_EXTENSIONS)]
   listed = []
   for split in found or ['']:
     folder = filesystem.join(images_root, split) if split else images_root
-    for image in _files_in(files, folder, DEFAULT_IMAGE_EXTENSIONS):
-      name = posixpath.basename(image)
-      stem = name.rsplit('.', 1)[0]
+    for relative in _files_below(files, folder, DEFAULT_IMAGE_EXTENSIONS):
+      # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
-                              f'{stem}.txt')
-      listed.append((f'{split}/{name}' if split else name,
+                              f'{relative.rsplit(".", 1)[0]}.txt')
+      listed.append((f'{split}/{relative}' if split else relative,
                      label if files.exists(label) else '', split, len(listed) + 1, ()))
   if not listed and not args.allow_empty:
     raise UsageError(f'--annotations {args.annotations}: no image in {images_root}')
-  # a label file without its image (labels/ and labels/<split>/): a row,
-  # rejected as it is read (after the images: their ordinals stay). Not a
-  # classes.txt no image claims: LabelImg writes the class names there.
+  # a label file without its image (anywhere below labels/): a row, rejected
+  # as it is read (after the images: their ordinals stay). Not a classes.txt
+  # no image claims: LabelImg writes the class names there.
   used = {path for _, path, _, _, _ in listed} | {names_file}
-  for split in ('', *YOLO_SPLITS):
-    folder = filesystem.join(images_root, split) if split else images_root
-    for label in _files_in(files, filesystem.join(labels_root, split) if split
-                           else labels_root, ('txt',)):
-      if label not in used and posixpath.basename(label) != 'classes.txt':
-        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, folder)))
+  orphans = []
+  for relative in _files_below(files, labels_root, ('txt',)):
+    label = filesystem.join(labels_root, relative)
+    if label in used or posixpath.basename(label) == 'classes.txt':
+      continue
+    folder = posixpath.dirname(relative)
+    split = folder.split('/')[0] if folder.split('/')[0] in YOLO_SPLITS else ''
+    orphans.append(((('', *YOLO_SPLITS).index(split), label), split,
+                    filesystem.join(images_root, folder) if folder else images_root))
+  for (_, label), split, folder in sorted(orphans):
+    listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, folder)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed))
 
