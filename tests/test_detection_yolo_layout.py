@@ -11,6 +11,7 @@ import pytest
 
 from pipeline import convert
 from pipeline.errors import EXIT_OVER_BUDGET
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -62,3 +63,19 @@ def test_images_in_nested_folders_are_rows_with_their_labels(tmp_path):
   assert np.allclose(feature(nested, 'image/object/bbox/xmin'), [0, 0.7])
   assert np.allclose(feature(nested, 'image/object/bbox/ymax'), [1, 0.3])
   assert feature(examples[b'train/a.jpg'], 'image/object/bbox/xmin') == 0.375
+
+
+@pytest.mark.parametrize('text', ['', '\n \r\n', '\ufeff'])
+def test_an_empty_classes_txt_exits_2(tmp_path, capsys, text):
+  # before: exit 0, every box an unknown_category line, a dataset of no object
+  (tmp_path / 'images').mkdir()
+  (tmp_path / 'labels').mkdir()
+  Image.new('RGB', (64, 48)).save(tmp_path / 'images' / 'a.jpg')
+  (tmp_path / 'labels' / 'a.txt').write_text('0 0.5 0.5 0.2 0.2\n')
+  (tmp_path / 'classes.txt').write_text(text, encoding='utf-8')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path), '--annotation_format', 'yolo',
+                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: {tmp_path}/classes.txt names no class '
+                                     f'(it is empty)\n')
+  assert not out.exists()

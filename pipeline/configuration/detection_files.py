@@ -115,7 +115,7 @@ def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
     text = yolo.decode_text(_read_capped(files, path, given), path)
     if path.endswith(('.yaml', '.yml')):
       return yolo.names_from_yaml(text, path)
-    return yolo.names_from_text(text)
+    return yolo.names_from_text(text, path)
   except yolo.YoloFormatError as error:
     raise UsageError(str(error))
 
