@@ -30,13 +30,16 @@ def _files_in(files: filesystem.FileAccess, folder: str, extensions: tuple) -> l
           if path.rsplit('.', 1)[-1].lower() in extensions]
 
 
-def _files_below(files: filesystem.FileAccess, folder: str, extensions: tuple) -> list:
-  """Paths relative to `folder` of the files at any depth below it with one of
-  `extensions`, sorted; hidden files and folders left out (macOS copies
-  leave a `._a.jpg` beside each image, which is no image)."""
+def _files_below(files: filesystem.FileAccess, folder: str, extensions: tuple,
+                 nested: bool = True) -> list:
+  """Paths relative to `folder` of the files below it (nested: at any depth;
+  else directly in it) with one of `extensions`, sorted; hidden files and
+  folders left out (a macOS copy leaves a `._a.jpg` beside each image, which
+  is no image)."""
   prefix = folder.rstrip('/') + '/'
-  return sorted(path[len(prefix):] for path, _ in files.list(prefix)
-                if path.startswith(prefix) and wanted_file(path[len(prefix):], extensions))
+  found = [path[len(prefix):] for path, _ in files.list(prefix) if path.startswith(prefix)]
+  return sorted(relative for relative in found if wanted_file(relative, extensions)
+                and (nested or '/' not in relative))
 
 
 def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> DetectionConfig:
@@ -140,29 +143,29 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   listed = []
   for split in found or ['']:
     folder = filesystem.join(images_root, split) if split else images_root
-    for relative in _files_below(files, folder, DEFAULT_IMAGE_EXTENSIONS):
-      # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt
+    for relative in _files_below(files, folder, DEFAULT_IMAGE_EXTENSIONS, nested=bool(split)):
+      # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt.
+      # Not below a split-less images/: images/training/ could be a split data.yaml
+      # names, and would be merged into train without a word.
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
                               f'{relative.rsplit(".", 1)[0]}.txt')
       listed.append((f'{split}/{relative}' if split else relative,
                      label if files.exists(label) else '', split, len(listed) + 1, ()))
   if not listed and not args.allow_empty:
     raise UsageError(f'--annotations {args.annotations}: no image in {images_root}')
-  # a label file without its image (anywhere below labels/): a row, rejected
-  # as it is read (after the images: their ordinals stay). Not a classes.txt
-  # no image claims: LabelImg writes the class names there.
+  # a label file without its image (in labels/, or at any depth below
+  # labels/<split>/): a row, rejected as it is read (after the images: their
+  # ordinals stay). Not a classes.txt no image claims: LabelImg writes the
+  # class names there.
   used = {path for _, path, _, _, _ in listed} | {names_file}
-  orphans = []
-  for relative in _files_below(files, labels_root, ('txt',)):
-    label = filesystem.join(labels_root, relative)
-    if label in used or posixpath.basename(label) == 'classes.txt':
-      continue
-    folder = posixpath.dirname(relative)
-    split = folder.split('/')[0] if folder.split('/')[0] in YOLO_SPLITS else ''
-    orphans.append(((('', *YOLO_SPLITS).index(split), label), split,
-                    filesystem.join(images_root, folder) if folder else images_root))
-  for (_, label), split, folder in sorted(orphans):
-    listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, folder)))
+  for split in ('', *YOLO_SPLITS):
+    folder = filesystem.join(labels_root, split) if split else labels_root
+    for relative in _files_below(files, folder, ('txt',), nested=bool(split)):
+      label = filesystem.join(folder, relative)
+      if label not in used and posixpath.basename(label) != 'classes.txt':
+        images = filesystem.join(images_root, split) if split else images_root
+        images = filesystem.join(images, posixpath.dirname(relative)).rstrip('/')
+        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, images)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed))
 
