@@ -37,8 +37,9 @@ def _files_below(files: filesystem.FileAccess, folder: str, extensions: tuple,
   folders left out (a macOS copy leaves a `._a.jpg` beside each image, which
   is no image)."""
   prefix = folder.rstrip('/') + '/'
-  found = [path[len(prefix):] for path, _ in files.list(prefix) if path.startswith(prefix)]
-  return sorted(relative for relative in found if wanted_file(relative, extensions)
+  found = files.list(prefix) if nested else files.match(prefix + '*')
+  relatives = [path[len(prefix):] for path, _ in found if path.startswith(prefix)]
+  return sorted(relative for relative in relatives if wanted_file(relative, extensions)
                 and (nested or '/' not in relative))
 
 
@@ -138,15 +139,16 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
-  found = [s for s in YOLO_SPLITS if _files_below(files, filesystem.join(images_root, s),
-                                                  DEFAULT_IMAGE_EXTENSIONS)]
+  # each folder listed once (a listing is a request per 1,000 files on S3)
+  found = {s: images for s in YOLO_SPLITS if (images := _files_below(
+      files, filesystem.join(images_root, s), DEFAULT_IMAGE_EXTENSIONS))}
   listed = []
-  for split in found or ['']:
-    folder = filesystem.join(images_root, split) if split else images_root
-    for relative in _files_below(files, folder, DEFAULT_IMAGE_EXTENSIONS, nested=bool(split)):
-      # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt.
-      # Not below a split-less images/: images/training/ could be a split data.yaml
-      # names, and would be merged into train without a word.
+  # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt.
+  # Not below a split-less images/: images/training/ could be a split data.yaml
+  # names, and would be merged into train without a word.
+  for split, images in found.items() or [('', _files_below(
+      files, images_root, DEFAULT_IMAGE_EXTENSIONS, nested=False))]:
+    for relative in images:
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
                               f'{relative.rsplit(".", 1)[0]}.txt')
       listed.append((f'{split}/{relative}' if split else relative,
