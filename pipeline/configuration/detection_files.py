@@ -17,6 +17,7 @@ from transforms.core import yolo
 from transforms.core.detect import DetectionOptions
 from transforms.core.detection_info import DetectionConfig
 from transforms.core.image_dir import DEFAULT_IMAGE_EXTENSIONS
+from transforms.core.image_dir import wanted_file
 from transforms.core.tally import SHOWN_SKIPPED_FILES
 
 # Ultralytics' splits: images/<split>/ beside labels/<split>/.
@@ -27,6 +28,19 @@ def _files_in(files: filesystem.FileAccess, folder: str, extensions: tuple) -> l
   """Paths of the files directly in `folder` with one of `extensions`, sorted."""
   return [path for path, _ in files.match(filesystem.join(folder, '*'))
           if path.rsplit('.', 1)[-1].lower() in extensions]
+
+
+def _files_below(files: filesystem.FileAccess, folder: str, extensions: tuple,
+                 nested: bool = True) -> list:
+  """Paths relative to `folder` of the files below it (nested: at any depth;
+  else directly in it) with one of `extensions`, sorted; hidden files and
+  folders left out (a macOS copy leaves a `._a.jpg` beside each image, which
+  is no image)."""
+  prefix = folder.rstrip('/') + '/'
+  found = files.list(prefix) if nested else files.match(prefix + '*')
+  relatives = [path[len(prefix):] for path, _ in found if path.startswith(prefix)]
+  return sorted(relative for relative in relatives if wanted_file(relative, extensions)
+                and (nested or '/' not in relative))
 
 
 def _voc(args, options: DetectionOptions, files: filesystem.FileAccess) -> DetectionConfig:
@@ -105,7 +119,7 @@ def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
     text = yolo.decode_text(_read_capped(files, path, given), path)
     if path.endswith(('.yaml', '.yml')):
       return yolo.names_from_yaml(text, path)
-    return yolo.names_from_text(text)
+    return yolo.names_from_text(text, path)
   except yolo.YoloFormatError as error:
     raise UsageError(str(error))
 
@@ -125,30 +139,35 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
-  found = [s for s in YOLO_SPLITS if _files_in(files, filesystem.join(images_root, s),
-                                               DEFAULT_IMAGE_EXTENSIONS)]
+  # each folder listed once (a listing is a request per 1,000 files on S3)
+  found = {s: images for s in YOLO_SPLITS if (images := _files_below(
+      files, filesystem.join(images_root, s), DEFAULT_IMAGE_EXTENSIONS))}
   listed = []
-  for split in found or ['']:
-    folder = filesystem.join(images_root, split) if split else images_root
-    for image in _files_in(files, folder, DEFAULT_IMAGE_EXTENSIONS):
-      name = posixpath.basename(image)
-      stem = name.rsplit('.', 1)[0]
+  # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt.
+  # Not below a split-less images/: images/training/ could be a split data.yaml
+  # names, and would be merged into train without a word.
+  for split, images in found.items() or [('', _files_below(
+      files, images_root, DEFAULT_IMAGE_EXTENSIONS, nested=False))]:
+    for relative in images:
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
-                              f'{stem}.txt')
-      listed.append((f'{split}/{name}' if split else name,
+                              f'{relative.rsplit(".", 1)[0]}.txt')
+      listed.append((f'{split}/{relative}' if split else relative,
                      label if files.exists(label) else '', split, len(listed) + 1, ()))
   if not listed and not args.allow_empty:
     raise UsageError(f'--annotations {args.annotations}: no image in {images_root}')
-  # a label file without its image (labels/ and labels/<split>/): a row,
-  # rejected as it is read (after the images: their ordinals stay). Not a
-  # classes.txt no image claims: LabelImg writes the class names there.
+  # a label file without its image (in labels/, or at any depth below
+  # labels/<split>/): a row, rejected as it is read (after the images: their
+  # ordinals stay). Not a classes.txt no image claims: LabelImg writes the
+  # class names there.
   used = {path for _, path, _, _, _ in listed} | {names_file}
   for split in ('', *YOLO_SPLITS):
-    folder = filesystem.join(images_root, split) if split else images_root
-    for label in _files_in(files, filesystem.join(labels_root, split) if split
-                           else labels_root, ('txt',)):
+    folder = filesystem.join(labels_root, split) if split else labels_root
+    for relative in _files_below(files, folder, ('txt',), nested=bool(split)):
+      label = filesystem.join(folder, relative)
       if label not in used and posixpath.basename(label) != 'classes.txt':
-        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, folder)))
+        images = filesystem.join(images_root, split) if split else images_root
+        images = filesystem.join(images, posixpath.dirname(relative)).rstrip('/')
+        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, images)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed))
 

@@ -41,11 +41,15 @@ def _yaml_kind(value) -> str:
                    type(value).__name__)
 
 
-def names_from_text(text: str) -> dict:
-  """classes.txt: line i (from 0) names class i."""
+def names_from_text(text: str, path: str) -> dict:
+  """classes.txt: line i (from 0) names class i. YoloFormatError when it names
+  none: every box would be an unknown_category line and the run would exit 0
+  with no object (an empty data.yaml `names` exits 2 too)."""
   lines = [line.strip() for line in text.splitlines()]
   while lines and not lines[-1]:
     lines.pop()
+  if not lines:
+    raise YoloFormatError(f'{path} names no class (it is empty)')
   return {i + 1: name for i, name in enumerate(lines)}
 
 

@@ -1,0 +1,81 @@
+"""--annotation_format yolo: where the images and label files are found.
+Ultralytics lists images/<split>/ at any depth and labels images/<split>/a/b.jpg
+with labels/<split>/a/b.txt; before, only the files directly in images/<split>/
+were rows, and an image one folder deeper vanished without a word."""
+
+import pathlib
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline.errors import EXIT_OVER_BUDGET
+from pipeline.errors import EXIT_USAGE
+from tests.conftest import feature
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+
+pytestmark = pytest.mark.xdist_group('detection')
+
+
+def _dataset(root: pathlib.Path) -> pathlib.Path:
+  """images/train/a.jpg, images/train/cam1/day/b.png (nested), images/val/c.jpg,
+  a macOS `._a.jpg` beside a.jpg and in a hidden folder, and a nested label
+  file without its image."""
+  for folder in ('images/train/cam1/day', 'images/train/.thumbs', 'images/val',
+                 'labels/train/cam1/day', 'labels/train/cam2', 'labels/val'):
+    (root / folder).mkdir(parents=True)
+  (root / 'data.yaml').write_text('names: [cat, dog]\n')
+  Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'images/train/a.jpg')
+  Image.new('RGB', (80, 40), (20, 40, 200)).save(root / 'images/train/cam1/day/b.png')
+  Image.new('RGB', (32, 32), (200, 40, 20)).save(root / 'images/val/c.jpg')
+  (root / 'images/train/._a.jpg').write_bytes(b'\x00\x05\x16\x07 AppleDouble')
+  Image.new('RGB', (8, 8)).save(root / 'images/train/.thumbs/a.jpg')
+  (root / 'labels/train/a.txt').write_text('0 0.5 0.5 0.25 0.5\n')
+  (root / 'labels/train/cam1/day/b.txt').write_text('1 0.25 0.5 0.5 1\n0 0.75 0.25 0.1 0.1\n')
+  (root / 'labels/val/c.txt').write_text('1 0.5 0.5 0.5 0.5\n')
+  (root / 'labels/train/cam2/lost.txt').write_text('0 0.5 0.5 0.1 0.1\n')
+  return root
+
+
+def test_images_in_nested_folders_are_rows_with_their_labels(tmp_path):
+  root = _dataset(tmp_path / 'yolo')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--resize_mode', 'none', '--encoding', 'png', '--shuffle', 'off',
+                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_OVER_BUDGET
+  info = read_info(out)
+  assert {s: d['num_examples'] for s, d in info['splits'].items()} == {'train': 2, 'val': 1}
+  assert info['rejected_by_reason'] == {'annotation/missing_image': 1}
+  (lost,) = rejected_lines(out)
+  label = f'{root}/labels/train/cam2/lost.txt'
+  assert (lost['code'], lost['row']['split'], lost['reason']) == (
+      'missing_image', 'train', f'label file {label} has no image: no lost.* image in '
+      f'{root}/images/train/cam2')
+  examples = {feature(e, 'image/filename'): e for e in read_examples(out, 'train')}
+  assert sorted(examples) == [b'train/a.jpg', b'train/cam1/day/b.png']
+  nested = examples[b'train/cam1/day/b.png']
+  assert (feature(nested, 'image/width'), feature(nested, 'image/height')) == (80, 40)
+  assert feature(nested, 'image/object/class/label') == [2, 1]
+  assert feature(nested, 'image/object/class/text') == [b'dog', b'cat']
+  assert np.allclose(feature(nested, 'image/object/bbox/xmin'), [0, 0.7])
+  assert np.allclose(feature(nested, 'image/object/bbox/ymax'), [1, 0.3])
+  assert feature(examples[b'train/a.jpg'], 'image/object/bbox/xmin') == 0.375
+
+
+@pytest.mark.parametrize('text', ['', '\n \r\n', '\ufeff'])
+def test_an_empty_classes_txt_exits_2(tmp_path, capsys, text):
+  # before: exit 0, every box an unknown_category line, a dataset of no object
+  (tmp_path / 'images').mkdir()
+  (tmp_path / 'labels').mkdir()
+  Image.new('RGB', (64, 48)).save(tmp_path / 'images' / 'a.jpg')
+  (tmp_path / 'labels' / 'a.txt').write_text('0 0.5 0.5 0.2 0.2\n')
+  (tmp_path / 'classes.txt').write_text(text, encoding='utf-8')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path), '--annotation_format', 'yolo',
+                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: {tmp_path}/classes.txt names no class '
+                                     f'(it is empty)\n')
+  assert not out.exists()
