@@ -79,3 +79,30 @@ def test_an_empty_classes_txt_exits_2(tmp_path, capsys, text):
   assert capsys.readouterr().err == (f'error: {tmp_path}/classes.txt names no class '
                                      f'(it is empty)\n')
   assert not out.exists()
+
+
+@pytest.mark.parametrize('flags, box', [
+    ((), [0, 0, 0.5, 0.5]),  # Ultralytics' frame: the photo turned upright
+    (('--annotation_orientation', 'stored'), [0.5, 0, 1, 0.5]),
+])
+def test_yolo_boxes_are_on_the_upright_photo_unless_told_stored(tmp_path, flags, box):
+  # A phone photo stored 64x32 with EXIF orientation 6 (upright 32x64), its box
+  # drawn on the upright photo, as Ultralytics reads and trains on it. The
+  # default had been `stored`: the box came out turned, without a word.
+  for folder in ('images', 'labels'):
+    (tmp_path / folder).mkdir()
+  exif = Image.Exif()
+  exif[0x0112] = 6
+  Image.new('RGB', (64, 32), (90, 120, 60)).save(tmp_path / 'images' / 'a.jpg', exif=exif)
+  (tmp_path / 'labels' / 'a.txt').write_text('0 0.25 0.25 0.5 0.5\n')
+  (tmp_path / 'classes.txt').write_text('cat\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path), '--annotation_format', 'yolo',
+                       '--resize_mode', 'none', '--progress', 'off', '--output_dir', str(out),
+                       *flags]) == 0
+  (example,) = read_examples(out)
+  assert (feature(example, 'image/width'), feature(example, 'image/height')) == (32, 64)
+  assert np.allclose([feature(example, f'image/object/bbox/{side}')
+                      for side in ('xmin', 'ymin', 'xmax', 'ymax')], box)
+  orientation = read_info(out)['detection']['annotation_orientation']
+  assert orientation == ('stored' if flags else 'exif')

@@ -13,6 +13,7 @@ from pipeline.configuration.output_flags import output_options
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects
+from transforms.core import boxes
 from transforms.core import coco
 from transforms.core import paths
 from transforms.core import splits
@@ -101,7 +102,9 @@ def convert_config(parsed) -> opts.ConvertConfig:
       max_pixels=args.max_pixels, formats=opts.parse_formats(args.formats),
       max_image_bytes=args.max_image_bytes)
   options = DetectionOptions(args.include_masks, args.min_box_visibility,
-                             args.annotation_orientation, args.skip_empty, args.on_bad_box,
+                             args.annotation_orientation or boxes.default_orientation(
+                                 args.annotation_format),
+                             args.skip_empty, args.on_bad_box,
                              args.on_size_mismatch, args.max_pixels)
   split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
   split = splits.SplitConfig(

@@ -15,7 +15,6 @@ from transforms.core.annotations import ON_BAD_BOX
 from transforms.core.annotations import ON_SIZE_MISMATCH
 from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
-from transforms.core.boxes import STORED
 from transforms.core.shuffle import SHUFFLE_MODES
 from transforms.core.spec import CHANGE_DETECTIONS
 from transforms.core.spec import COMPRESSIONS
@@ -131,8 +130,9 @@ def _add_detection_args(parser) -> None:
                      help='with --resize_mode crop, a box keeping less of its area is '
                      'dropped (counted)')
   found.add_argument('--annotation_orientation', choices=ANNOTATION_ORIENTATIONS,
-                     default=STORED, help='which pixels boxes refer to when the recorded '
-                     'image size cannot tell: stored, or exif (the EXIF-rotated image)')
+                     help='which pixels boxes refer to when the recorded image size '
+                     'cannot tell: stored, or exif (the EXIF-rotated image); default exif for '
+                     'yolo (as Ultralytics trains), stored for coco and voc')
   found.add_argument('--on_bad_box', choices=ON_BAD_BOX, default=ON_BAD_BOX[0],
                      help='drop: a bad annotation drops itself (counted); reject_row: its '
                      'whole image')

@@ -29,6 +29,16 @@ STORED = 'stored'
 EXIF = 'exif'
 ANNOTATION_ORIENTATIONS = (STORED, EXIF)
 DEFAULT_MIN_BOX_VISIBILITY = 0.3
+
+
+def default_orientation(annotation_format: str) -> str:
+  """--annotation_orientation when not given: EXIF for YOLO, which records no
+  size and whose Ultralytics trainer reads each photo turned upright (boxes
+  on the stored pixels of a phone photo came out turned, without a word);
+  STORED for COCO and VOC, whose releases draw on the stored pixels."""
+  return EXIF if annotation_format == 'yolo' else STORED
+
+
 # Pillow's ImageOps.exif_transpose: orientation -> Image.transpose method.
 _TRANSPOSE_METHODS = {
     2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
