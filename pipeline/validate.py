@@ -49,6 +49,7 @@ from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import recompute as recompute_core
 from transforms.core import side_files
+from transforms.core import splits
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import INDEX_SUFFIX
@@ -86,6 +87,8 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
                for name in sorted(present - listed_names)
                if fnmatch.fnmatchcase(name, SHARD_PATTERN)
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
+  problems += [validation.Problem(dataset_checks.WRONG_SPLIT, name, -1, detail)
+               for name, detail in splits.listed_split_problems(info)]
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 

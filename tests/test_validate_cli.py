@@ -206,6 +206,30 @@ def test_extra_shard_not_listed(converted):
   assert_finding(converted, 'extra_shard', 'train-00007-of-00009.tfrecord')
 
 
+def test_a_split_renamed_in_dataset_info_is_a_wrong_split_finding(converted):
+  """The train split renamed 'holdout' in dataset_info.json, its shards,
+  sidecar and counts kept: every record, count and sidecar line still held,
+  and validate said OK (exit 0), while a reader asking for 'holdout' got
+  train's shards. Each file listed under a split its name does not say is a
+  wrong_split problem; the records are still read and counted."""
+  info = read_info(converted)
+  shards = info['splits']['train']['shards']
+  info['splits'] = {('holdout' if split == 'train' else split): declared
+                    for split, declared in info['splits'].items()}
+  (converted / 'dataset_info.json').write_text(json.dumps(info))
+  code, report = run_validate(converted)
+  assert code == EXIT_FAILED
+  assert report['problems_by_kind'] == {'wrong_split': len(shards) + 1}
+  assert [(p['file'], p['detail']) for p in report['problems']] == [
+      (shard, "listed under split 'holdout' in dataset_info.json, but its name says split "
+       "'train' (convert names each shard holdout-NNNNN-of-NNNNN.tfrecord)")
+      for shard in shards] + [
+      ('train.sources.jsonl.gz', "the sidecar of split 'holdout' in dataset_info.json, "
+       'but convert names it holdout.sources.jsonl.gz')]
+  assert report['splits']['holdout']['num_examples'] == info['splits']['holdout'][
+      'num_examples'] > 0
+
+
 def test_missing_dataset_info(converted):
   (converted / 'dataset_info.json').unlink()
   assert_finding(converted, 'missing_dataset_info')
@@ -403,10 +427,11 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   # test split took train's entry, sidecar included, whose lines 1 and 2 name
   # records 0 and 1 of the test shard (records 2 and 3: 2) and line 3 one it
   # lacks (1). Each split's num_bytes is train's before (2: count_mismatch).
+  # The test split lists train.sources.jsonl.gz as its sidecar (1: wrong_split).
   assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1,
                                           'missing_feature': 2, 'class_count_mismatch': 3,
                                           'row_accounting': 1, 'sidecar_mismatch': 4,
-                                          'count_mismatch': 2}
+                                          'count_mismatch': 2, 'wrong_split': 1}
   assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems']
           if p['file'] == shard.name][:3] == [
       (0, 'missing_feature', "feature 'image/channels' is missing"),

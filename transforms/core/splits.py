@@ -10,6 +10,8 @@ from typing import Optional
 
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
+from transforms.core.spec import SHARD_SUFFIX
+from transforms.core.spec import SOURCES_SUFFIX
 
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
 DEFAULT_SPLIT = 'train'
@@ -117,3 +119,28 @@ def keyword_splits(names) -> tuple:
 
 def _matched(patterns: dict, parts: list) -> set:
   return {split for split, pattern in patterns.items() for part in parts if pattern.match(part)}
+
+
+_SHARD_NAME = re.compile(r'(.*)-[0-9]{5}-of-[0-9]{5}' + re.escape(SHARD_SUFFIX) + r'(\.gz)?')
+
+
+def listed_split_problems(info: dict) -> list:
+  """[(file, detail)] of each shard and sidecar dataset_info.json lists under a
+  split its name does not say. Convert names them SPLIT-00000-of-00003.tfrecord
+  and SPLIT.sources.jsonl.gz, and a reader asking for a split gets the files
+  listed under it: a split renamed in dataset_info.json, or two splits' lists
+  swapped with their counts, passed every other check (exit 0)."""
+  problems = []
+  for split, declared in info['splits'].items():
+    for shard in declared['shards']:
+      named = _SHARD_NAME.fullmatch(shard)
+      if named is None or named.group(1) != split:
+        says = f'split {named.group(1)!r}' if named else 'no split'
+        problems.append((shard, f'listed under split {split!r} in dataset_info.json, but '
+                         f'its name says {says} (convert names each shard '
+                         f'{split}-NNNNN-of-NNNNN{SHARD_SUFFIX})'))
+    sources = declared.get('sources')
+    if sources is not None and sources != split + SOURCES_SUFFIX:
+      problems.append((sources, f'the sidecar of split {split!r} in dataset_info.json, but '
+                       f'convert names it {split + SOURCES_SUFFIX}'))
+  return problems
