@@ -121,7 +121,7 @@ def _matched(patterns: dict, parts: list) -> set:
   return {split for split, pattern in patterns.items() for part in parts if pattern.match(part)}
 
 
-_SHARD_NAME = re.compile(r'(.*)-[0-9]{5}-of-[0-9]{5}' + re.escape(SHARD_SUFFIX) + r'(\.gz)?')
+_SHARD_NAME = re.compile(r'(.*)-[0-9]{5,}-of-[0-9]{5,}' + re.escape(SHARD_SUFFIX) + r'(\.gz)?')
 
 
 def listed_split_problems(info: dict) -> list:
