@@ -558,3 +558,31 @@ def test_options_meaningless_beside_others_are_refused_given_not_recorded(sample
   assert capsys.readouterr().err.strip() == (
       'error: --jpeg_quality 60 has no effect with --encoding png: it is the quality of '
       '--encoding jpeg')
+
+
+@pytest.mark.parametrize('fmt, header', [('csv', 'image,label'), ('txt', None)])
+def test_a_csv_pattern_whose_file_names_say_two_splits_exits_2(tmp_path, capsys, fmt, header):
+  # train.csv and test.csv as one pattern: a CSV takes no split from its file
+  # name (datasets would), so every row went to train, the test rows with them.
+  from PIL import Image
+  Image.new('RGB', (8, 8)).save(tmp_path / 'a.png')
+  sep = ',' if fmt == 'csv' else ' '
+  for name in ('train', 'test'):
+    (tmp_path / f'{name}.{fmt}').write_text(
+        (f'{header}\n' if header else '') + f'a.png{sep}cat\n')
+  out = tmp_path / 'out'
+  pattern = str(tmp_path / f'*.{fmt}')
+  assert convert.main(['--manifest', pattern, '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1 and err.startswith(
+      f'error: manifest {pattern}: its files name splits ({tmp_path}/test.{fmt} (test), '
+      f'{tmp_path}/train.{fmt} (train)), which a {fmt} manifest does not take'), err
+  assert not out.exists()
+  if header:  # a split column gives each row its split: no question
+    for name in ('train', 'test'):
+      Image.new('RGB', (8, 8)).save(tmp_path / f'{name}.png')
+      (tmp_path / f'{name}.csv').write_text(f'image,label,split\n{name}.png,cat,{name}\n')
+    assert convert.main(['--manifest', pattern, '--output_dir', str(out), '--progress',
+                         'off', '--height', '8', '--width', '8']) == 0
+    assert set(read_info(out)['splits']) == {'train', 'test'}

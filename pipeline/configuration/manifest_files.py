@@ -82,3 +82,24 @@ def path_splits(files: tuple, names: tuple, path: str, split: splits.SplitConfig
       raise UsageError(f'manifest {file} names the split {named!r} in its path, not one of '
                        f'{", ".join(split.names)} (set --split_names)')
   return tuple(found)
+
+
+def refuse_path_splits(files: tuple, path: str, fmt: str, split: splits.SplitConfig,
+                       split_column: Optional[str]) -> None:
+  """A CSV, TSV or txt pattern takes no split from its files' names: when the
+  names say two or more splits (train.csv and test.csv, as `datasets` would
+  read them) and neither a split column (`split_column`: none in the header)
+  nor --split fractions give the rows theirs, every row would go to train,
+  the test rows with them: a UsageError instead."""
+  if len(files) < 2 or split.fractions or split_column:
+    return
+  named = splits.keyword_splits(paths.short_names([file for file, _ in files], path))
+  found = sorted(set(filter(None, named)))
+  if len(found) > 1:
+    shown = ', '.join(f'{file} ({split_name})' for (file, _), split_name in zip(files, named)
+                      if split_name)[:300]
+    raise UsageError(
+        f'manifest {path}: its files name splits ({shown}), which a {fmt} manifest does '
+        f'not take from file names: every row would go to train. Give each row its split '
+        f'in a split column, or convert each file on its own (--split test=1 puts all of '
+        f"a file's rows in test)")

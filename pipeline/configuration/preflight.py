@@ -14,6 +14,7 @@ from typing import Optional
 
 from pipeline.configuration.manifest_files import is_pattern
 from pipeline.configuration.manifest_files import manifest_files
+from pipeline.configuration.manifest_files import refuse_path_splits
 from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
@@ -145,6 +146,9 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
       raise UsageError(f'manifest {other} has the columns {", ".join(found) or "none"}, '
                        f'unlike {filled[0]} ({", ".join(header)}): the files of '
                        f'--manifest {path} need the same header line')
+  if fmt != 'jsonl' and role != manifest.ROLE_LABELS:  # a JSON line may name its split
+    refuse_path_splits(files, path, fmt, split, manifest.has_header(fmt) and (
+        named.get('split', 'split') in header))
   config = manifest.ManifestConfig(
       path=path, fmt=fmt, header=header, role=role, split=split, extra_features=extras,
       columns=tuple(sorted(named.items())), multi_label=multi_label,
