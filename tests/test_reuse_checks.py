@@ -574,6 +574,31 @@ def test_an_output_dir_named_latest_is_refused_before_anything_is_written(night1
   assert not out.exists()
 
 
+@pytest.mark.parametrize('name', ['night 1 ', 'night 1\t', 'night\n1', 'night\r'],
+                         ids=['space', 'tab', 'newline', 'carriage_return'])
+def test_an_output_dir_its_pointer_could_not_name_is_refused_before_anything_is_written(
+    night1, tmp_path, capsys, name):
+  """The pointer is read back stripped, as one line: a night written to
+  'night 1 ' left a pointer to 'night 1', and the next night failed (exit 2:
+  does not exist) or, with --previous_dataset_missing full, converted
+  everything again, every night."""
+  root, _, full = night1
+  out = tmp_path / name
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(full),
+              '--previous_dataset_missing', 'full') == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --output_dir {str(out)!r} ends in a space or holds a line break: the latest '
+      f'pointer a run with --previous_dataset writes beside it could not name it (a pointer '
+      f'is one line, its surrounding spaces ignored): name the folder otherwise\n')
+  assert sorted(p.name for p in tmp_path.iterdir()) == []
+  # the same folder, named without the space, is a night as any other
+  out = tmp_path / 'night 1'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(full)) == EXIT_OK
+  assert read_info(out)['reuse']['reused'] == 8
+  _same_shards(out, full)
+  assert (tmp_path / 'latest').read_text() == f'{out}\n'
+
+
 def test_a_folder_named_latest_beside_the_output_is_refused_before_anything_is_written(
     night1, tmp_path, capsys):
   """--previous_dataset may be a folder named latest; beside --output_dir, it

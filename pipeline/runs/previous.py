@@ -104,6 +104,15 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
   if os.path.basename(output_dir.rstrip('/')) == LATEST:
     raise UsageError(f'--output_dir {output_dir} is named {LATEST}, the pointer a run with '
                      f'--previous_dataset writes beside its folder: name the folder otherwise')
+  written = pointer_text(output_dir)
+  if written != written.strip() or any(c in written for c in '\n\r\x00'):
+    # follow() strips a pointer's surrounding spaces: a folder 'night 1 '
+    # was read back as 'night 1', and every later night failed (exit 2) or,
+    # with --previous_dataset_missing full, converted everything again.
+    raise UsageError(f'--output_dir {output_dir!r} ends in a space or holds a line break: '
+                     f'the {LATEST} pointer a run with --previous_dataset writes beside it '
+                     f'could not name it (a pointer is one line, its surrounding spaces '
+                     f'ignored): name the folder otherwise')
   pointer = latest_path(output_dir)
   if not paths.is_remote(pointer) and os.path.isdir(pointer) and not os.path.islink(pointer):
     # os.replace cannot put the pointer over a folder: the run wrote the
@@ -187,6 +196,11 @@ def latest_path(output_dir: str) -> str:
   return os.path.join(os.path.dirname(os.path.abspath(output_dir)), LATEST)
 
 
+def pointer_text(output_dir: str) -> str:
+  """The path the `latest` pointer of a run writing to output_dir holds."""
+  return output_dir.rstrip('/') if paths.is_remote(output_dir) else os.path.abspath(output_dir)
+
+
 def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None) -> str:
   """Writes, last, OUT/../latest holding OUT's path (a local one absolute), so
   a reader finds the old pointer or the new one, whoever else writes it at
@@ -195,12 +209,11 @@ def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None)
   it, which two runs could interleave)."""
   files = files or filesystem.FileAccess()
   pointer = latest_path(output_dir)
+  target = pointer_text(output_dir)
   if paths.is_remote(output_dir):
-    target = output_dir.rstrip('/')
     with files.create(pointer) as handle:
       handle.write((target + '\n').encode('utf-8'))
     return pointer
-  target = os.path.abspath(output_dir)
   descriptor, temp = tempfile.mkstemp(prefix=f'.{LATEST}.', dir=os.path.dirname(pointer))
   try:
     with os.fdopen(descriptor, 'w', encoding='utf-8') as handle:
