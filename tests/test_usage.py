@@ -579,6 +579,13 @@ def test_a_csv_pattern_whose_file_names_say_two_splits_exits_2(tmp_path, capsys,
       f'error: manifest {pattern}: its files name splits ({tmp_path}/test.{fmt} (test), '
       f'{tmp_path}/train.{fmt} (train)), which a {fmt} manifest does not take'), err
   assert not out.exists()
+  # a name saying two splits says none a CSV would miss: converted, not a traceback
+  (tmp_path / f'test.{fmt}').rename(tmp_path / f'train_test.{fmt}')
+  assert convert.main(['--manifest', pattern, '--output_dir', str(out), '--progress', 'off',
+                       '--height', '8', '--width', '8']) == 3  # a.png twice: one duplicate key
+  assert read_info(out)['num_examples'] == 1
+  shutil.rmtree(out)
+  (tmp_path / f'train_test.{fmt}').rename(tmp_path / f'test.{fmt}')
   if header:  # a split column gives each row its split: no question
     for name in ('train', 'test'):
       Image.new('RGB', (8, 8)).save(tmp_path / f'{name}.png')

@@ -93,7 +93,10 @@ def refuse_path_splits(files: tuple, path: str, fmt: str, split: splits.SplitCon
   the test rows with them: a UsageError instead."""
   if len(files) < 2 or split.fractions or split_column:
     return
-  named = splits.keyword_splits(paths.short_names([file for file, _ in files], path))
+  try:
+    named = splits.keyword_splits(paths.short_names([file for file, _ in files], path))
+  except ValueError:  # a name saying two splits (train_test.csv): no split by name to miss
+    return
   found = sorted(set(filter(None, named)))
   if len(found) > 1:
     shown = ', '.join(f'{file} ({split_name})' for (file, _), split_name in zip(files, named)
