@@ -106,3 +106,31 @@ def test_yolo_boxes_are_on_the_upright_photo_unless_told_stored(tmp_path, flags,
                       for side in ('xmin', 'ymin', 'xmax', 'ymax')], box)
   orientation = read_info(out)['detection']['annotation_orientation']
   assert orientation == ('stored' if flags else 'exif')
+
+
+@pytest.mark.parametrize('images, unread', [
+    # Roboflow's name for the validation split: every image of it was lost, exit 0
+    (['train/a.jpg', 'valid/b.jpg', 'valid/c.jpg'],
+     'images/valid/ holds 2 image(s) below it, which would not be read; only images/train, '
+     'images/val and images/test are read, as its splits: move them into one'),
+    (['train/a.jpg', 'stray.jpg'],
+     'images holds 1 image(s) directly in it, beside its split folders, which would not be '
+     'read; only images/train, images/val and images/test are read, as its splits: move '
+     'them into one'),
+    (['a.jpg', 'training/b.jpg', 'training/day/c.jpg'],
+     'images/training/ holds 2 image(s) below it, which would not be read; images/ has no '
+     'train, val or test folder, so only the files directly in it are read: rename the '
+     'folder train, val or test if it is a split, or move it out of images/'),
+])
+def test_an_image_outside_the_folders_read_exits_2_naming_it(tmp_path, capsys, images, unread):
+  # before: exit 0, those images neither examples nor rejected rows
+  for relative in images:
+    (tmp_path / 'images' / relative).parent.mkdir(parents=True, exist_ok=True)
+    Image.new('RGB', (16, 16)).save(tmp_path / 'images' / relative)
+  (tmp_path / 'labels').mkdir()
+  (tmp_path / 'data.yaml').write_text('names: [cat]\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path), '--annotation_format', 'yolo',
+                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_USAGE
+  assert capsys.readouterr().err == f'error: --annotations {tmp_path}: {tmp_path}/{unread}\n'
+  assert not out.exists()

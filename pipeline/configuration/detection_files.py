@@ -139,15 +139,14 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
-  # each folder listed once (a listing is a request per 1,000 files on S3)
-  found = {s: images for s in YOLO_SPLITS if (images := _files_below(
-      files, filesystem.join(images_root, s), DEFAULT_IMAGE_EXTENSIONS))}
+  # images/ listed once, at every depth (a listing is a request per 1,000 files on S3)
+  below = _files_below(files, images_root, DEFAULT_IMAGE_EXTENSIONS)
+  found = {s: images for s in YOLO_SPLITS if (images := [
+      relative[len(s) + 1:] for relative in below if relative.startswith(s + '/')])}
+  _refuse_unread_images(args.annotations, images_root, below, bool(found))
   listed = []
   # Ultralytics' own: images/<split>/a/b.jpg is labelled by labels/<split>/a/b.txt.
-  # Not below a split-less images/: images/training/ could be a split data.yaml
-  # names, and would be merged into train without a word.
-  for split, images in found.items() or [('', _files_below(
-      files, images_root, DEFAULT_IMAGE_EXTENSIONS, nested=False))]:
+  for split, images in found.items() or [('', below)]:
     for relative in images:
       label = filesystem.join(filesystem.join(labels_root, split) if split else labels_root,
                               f'{relative.rsplit(".", 1)[0]}.txt')
@@ -170,6 +169,30 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
         listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, images)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed))
+
+
+def _refuse_unread_images(given: str, images_root: str, below: list, splits: bool) -> None:
+  """UsageError if an image below images/ (`below`: relative paths) is in no
+  place the run reads: with split folders, anywhere outside them (Roboflow's
+  images/valid/ beside images/train/ lost every validation image without a
+  word); without, in a folder below images/ (images/training/ could be a
+  split under another name, and would be merged into train without a word)."""
+  unread = [relative for relative in below
+            if (relative.split('/', 1)[0] not in YOLO_SPLITS if splits else '/' in relative)]
+  if not unread:
+    return
+  first = unread[0].split('/', 1)[0]
+  where = f'{images_root}/{first}' if '/' in unread[0] else images_root
+  count = sum(1 for relative in unread if relative.split('/', 1)[0] == first) if (
+      '/' in unread[0]) else sum(1 for relative in unread if '/' not in relative)
+  held = f'{where}/ holds {count} image(s) below it' if '/' in unread[0] else (
+      f'{where} holds {count} image(s) directly in it, beside its split folders')
+  rule = ('only images/train, images/val and images/test are read, as its splits: '
+          'move them into one' if splits else
+          'images/ has no train, val or test folder, so only the files directly in '
+          'it are read: rename the folder train, val or test if it is a split, or move '
+          'it out of images/')
+  raise UsageError(f'--annotations {given}: {held}, which would not be read; {rule}')
 
 
 def file_config(args, options: DetectionOptions) -> DetectionConfig:
