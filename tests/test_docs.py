@@ -5,8 +5,8 @@ Python snippet of README.md and docs/*.md runs as pasted after `make demo`.
 A fence's tag after the language says where a snippet runs: ```sh norun for
 what cannot run here (gcloud, Dataflow, cluster daemons, Airflow), ```sh
 integration for Flink and Spark (make test-integration, which fetches their
-job servers first). The README's snippets run in make test; docs/'s, many
-more Beam runs, in make test-integration.
+job servers first). Every page's snippets run in make test-integration, the
+README's too (Beam in subprocesses: ~55 s that make test leaves out).
 """
 
 from __future__ import annotations
