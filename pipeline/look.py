@@ -44,7 +44,10 @@ from transforms.core.example_proto import parse_example
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import VALIDATION_REPORT
 
-TOP_CLASSES = 20  # more classes than this: the terminal lists the most frequent
+# More classes than this: the terminal lists the half most and the half least
+# frequent (a class of 0 or 1 example is what a look is for; the 20 most
+# frequent alone never showed it).
+TOP_CLASSES = 20
 FIRST_RECORDS = 3  # records of a foreign file whose features are described
 REJECTED_SHOWN = 3  # first rejected lines per stage/code on the page
 SAMPLES_CSV = 'samples.csv'
@@ -167,14 +170,18 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
                  f'{declared["num_bytes"]:>14,d} bytes {len(declared["shards"]):>5d} shard(s)')
   headers, rows = class_table(counts, info['label_map'],
                               'objects' if info['schema'] == 'detection' else 'examples')
-  shown = rows
+  shown, half = rows, TOP_CLASSES // 2
   if len(rows) > TOP_CLASSES:
-    shown = sorted(rows, key=lambda r: -r[-1])[:TOP_CLASSES]
-  lines.append(f'Classes ({len(rows)}' + (f', the {TOP_CLASSES} most frequent' if
-                                          shown is not rows else '') + '):')
+    ranked = sorted(rows, key=lambda r: -r[-1])
+    shown = ranked[:half] + [None] + ranked[-half:]
+  lines.append(f'Classes ({len(rows)}' + (f'; the {half} most and the {half} least frequent'
+                                          if shown is not rows else '') + '):')
   lines.append('  ' + '  '.join(f'{h:>14s}' if n > 1 else f'{h:>4s}' if n == 0 else f'{h:20s}'
                                 for n, h in enumerate(headers)))
   for row in shown:
+    if row is None:
+      lines.append(f'  {"":>4s}  ... {len(rows) - 2 * half} more')
+      continue
     lines.append('  ' + '  '.join(f'{v:>14,d}' if n > 1 else f'{v:>4d}' if n == 0
                                   else f'{lettering.shorten(str(v)):20s}'
                                   for n, v in enumerate(row)))

@@ -470,3 +470,22 @@ def test_multi_label_records_are_counted_per_label_and_named_by_their_ids(tmp_pa
   for i, row in enumerate(samples_csv(tmp_path / 'x')):
     assert row['file'] == f'{i}_Label_{row["label"]}.jpg'
     assert (tmp_path / 'x' / row['file']).exists()
+
+
+def test_with_many_classes_the_terminal_lists_the_rarest_too():
+  # before: the 20 most frequent alone; a class of 0 or 1 example never showed
+  names = [f'c{i:02d}' for i in range(25)]
+  counts = {'train': {i: 100 - i for i in range(24)}}  # c24: no example
+  counts['train'][23] = 1
+  info = {'schema': 'classification', 'num_examples': sum(counts['train'].values()),
+          'splits': {'train': {'num_examples': 10, 'num_bytes': 1, 'shards': []}},
+          'label_map': names, 'feature_spec': {},
+          'image': {'height': 8, 'width': 8, 'channels': 3, 'encoding': 'raw',
+                    'resize_mode': 'stretch', 'resize_filter': 'bilinear'}}
+  lines = look.summary_lines('out', info, counts)
+  start = lines.index('Classes (25; the 10 most and the 10 least frequent):')
+  listed = [line.split()[:2] + line.split()[-1:] for line in lines[start + 2:start + 23]]
+  assert listed[:10] == [[str(i), f'c{i:02d}', str(100 - i)] for i in range(10)]
+  assert lines[start + 12].strip() == '... 5 more'
+  assert listed[11:] == ([[str(i), f'c{i:02d}', str(100 - i)] for i in range(15, 22)]
+                         + [['22', 'c22', '78'], ['23', 'c23', '1'], ['24', 'c24', '0']])
