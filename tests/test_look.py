@@ -260,6 +260,11 @@ def test_report_page_tables_match_dataset_info(dataset, exported):
   page.feed(text)
   check_page(page, dataset, export_dir)
   assert 'valid: 30 examples read, 0 problems' in text
+  # the verdict and the rejected rows first, before the tables
+  first = text.index('<p id="verdict" class="good">Valid: 30 examples read, 0 problems; '
+                     f'{sum(read_info(dataset)["rejected_by_reason"].values())} rejected '
+                     'row(s) (details below).</p>')
+  assert first < text.index('<h2>Splits</h2>')
   assert 'read/missing_file: first 1' in text and 'images/missing.png' in text
   assert 'http://' not in text and 'https://' not in text  # self-contained
 

@@ -228,6 +228,20 @@ window.addEventListener('load', function () {
 """
 
 
+def _verdict(validation: Optional[dict], rejected: int) -> str:
+  """The page's first line: is the dataset proven, and how many rows did not
+  make it (at the bottom alone, a reader of the page saw neither first)."""
+  rows = f'{rejected} rejected row(s)'
+  if validation is None:
+    return (f'<p id="verdict">Not validated yet (run <code>img2tfrecord validate</code>); '
+            f'{rows}.</p>')
+  good = bool(validation.get('valid'))
+  return (f'<p id="verdict" class="{"good" if good else "bad"}">'
+          f'{"Valid" if good else "PROBLEMS FOUND"}: {validation.get("num_examples")} '
+          f'examples read, {validation.get("num_problems")} problems; {rows} '
+          f'(details below).</p>')
+
+
 def report_html(*, title: str, splits: list, class_rows: list, class_headers: list,
                 image_spec: dict, feature_spec: dict, histogram_png: bytes,
                 sheets: dict, samples_rows: list, rejected: list, rejected_lines: dict,
@@ -243,6 +257,7 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
            f'<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>',
            f'<h1>{_esc(title)}</h1>']
   parts += [f'<p>{_esc(note)}</p>' for note in notes]
+  parts.append(_verdict(validation, sum(count for _, _, count in rejected)))
   parts.append('<h2>Splits</h2>')
   parts.append(_table(['split', 'examples', 'bytes', 'shards'], splits, 'splits',
                       [s[0] for s in splits]))
