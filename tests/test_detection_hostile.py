@@ -151,6 +151,26 @@ def test_images_null_exits_2(demo, tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('where, said', [
+    (('images', 1, 'file_name'), 'element 2 of "images" (the value of "file_name")'),
+    (('categories', 0, 'name'), 'element 1 of "categories" (the value of "name")')])
+def test_a_lone_surrogate_escape_exits_2_with_one_line(demo, tmp_path, capsys, where, said):
+  """A \\ude00 without the \\ud83d before it (the second half of an emoji
+  whose string was cut at the front) is valid JSON syntax but no character:
+  yajl's UTF-8 decoding of it raised UnicodeDecodeError out of the
+  launcher's check, a traceback and exit 1, nothing to say where."""
+  document = json.loads((demo / 'instances.json').read_text())
+  section, position, key = where
+  document[section][position][key] = 'cut \ude00 here'  # json.dumps escapes it: \ude00
+  path = _coco(tmp_path, document)
+  assert '\\ude00' in path.read_text()
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == (
+      f'error: {path}: a string in {said} holds a lone UTF-16 surrogate (an escape '
+      '\\ud800..\\udfff without its pair, half of a character): no character, fix the text')
+  assert not (tmp_path / 'out').exists()
+
+
 # --- COCO: annotations and image records (rejected lines, the rest converted) ---
 
 COCO_BAD = [  # (annotation, code, reason)

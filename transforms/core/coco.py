@@ -76,12 +76,14 @@ def scan(stream, path: str) -> CocoSummary:
   import ijson
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
+  last = ((), None, None)  # the event before a failure: where it was
   stream = _Unmarked(stream)
   if stream.utf16:
     raise CocoFormatError(f'{path} is UTF-16 text (it starts with its byte-order mark), not '
                           'UTF-8 as JSON is: save it as UTF-8')
   try:
     for prefix, event, value in _parse(ijson.basic_parse(stream, use_float=True), path):
+      last = (prefix, event, value)
       if prefix in _ITEMS and event not in ('start_map', 'map_key', 'end_map'):
         section = _ITEMS[prefix]
         raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '
@@ -104,6 +106,13 @@ def scan(stream, path: str) -> CocoSummary:
             builder = None
   except ijson.JSONError as error:
     raise CocoFormatError(f'{path} is not valid JSON: {_one_line(error)}')
+  except UnicodeDecodeError:
+    # yajl2_c decodes each string's \u escapes as UTF-8: one of \ud800..\udfff
+    # without its pair (half an emoji, as a JavaScript string cut short is
+    # written) raised UnicodeDecodeError, a traceback and exit 1
+    raise CocoFormatError(f'{path}: a string {_near(counts, *last)} holds a lone UTF-16 '
+                          'surrogate (an escape \\ud800..\\udfff without its pair, half '
+                          'of a character): no character, fix the text') from None
   for name in SECTIONS:
     if kinds.get(name) != 'start_array':
       found = 'missing' if name not in kinds else _kind(kinds[name])
@@ -135,6 +144,15 @@ def _parse(events, path: str) -> Iterator[tuple]:
     else:
       prefix = tuple(parts[:3])
     yield prefix, event, value
+
+
+def _near(counts: dict, prefix: tuple, event: Optional[str], value) -> str:
+  """Where the value after this event is: 'in element 3 of "images" (the
+  value of "file_name")'."""
+  section = prefix[0] if prefix and prefix[0] in SECTIONS else None
+  where = f'in element {counts[section]} of "{section}"' if section and (
+      counts[section]) else 'in the document'
+  return where + (f' (the value of "{value[:40]}")' if event == 'map_key' else '')
 
 
 def _kind(event: str) -> str:
