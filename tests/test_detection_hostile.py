@@ -151,6 +151,29 @@ def test_images_null_exits_2(demo, tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('old, new, said', [
+    ('"file_name": "coffee.jpg"', '"file_name": "coffee.jpg", "file_name": "chelsea.jpg"',
+     'element 2 of "images" names "file_name"'),
+    ('"category_id": 1,', '"category_id": 1, "category_id": 3,',
+     'element 1 of "annotations" names "category_id"'),
+    ('{"images": [', '{"annotations": [], "images": [', 'the document names "annotations"'),
+    ('{"images": [', '{"info": {"year": 2017, "year": 2024}, "images": [',
+     '"info" names "year"')])
+def test_a_member_named_twice_exits_2_with_one_line(demo, tmp_path, capsys, old, new, said):
+  """json.load keeps the last value of a name given twice in an object; ijson
+  kept the last inside an element (coffee.jpg's record read chelsea.jpg, no
+  word) and both of a section named twice (the annotations of both arrays,
+  where the Model Garden's script reads the last). Refused, as a JSONL
+  manifest's line naming a member twice is (transforms/core/json_objects.py)."""
+  text = (demo / 'instances.json').read_text()
+  assert text.count(old) == 1
+  path = tmp_path / 'instances.json'
+  path.write_text(text.replace(old, new))
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: {said} twice (which value is meant?)'
+  assert not (tmp_path / 'out').exists()
+
+
 @pytest.mark.parametrize('where, said', [
     (('images', 1, 'file_name'), 'element 2 of "images" (the value of "file_name")'),
     (('categories', 0, 'name'), 'element 1 of "categories" (the value of "name")')])

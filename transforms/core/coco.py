@@ -77,6 +77,7 @@ def scan(stream, path: str) -> CocoSummary:
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
   last = ((), None, None)  # the event before a failure: where it was
+  members = []  # the names of each open object's members, innermost last
   stream = _Unmarked(stream)
   if stream.utf16:
     raise CocoFormatError(f'{path} is UTF-16 text (it starts with its byte-order mark), not '
@@ -84,6 +85,15 @@ def scan(stream, path: str) -> CocoSummary:
   try:
     for prefix, event, value in _parse(ijson.basic_parse(stream, use_float=True), path):
       last = (prefix, event, value)
+      if event == 'map_key':
+        if value in members[-1]:  # json.load keeps the last, ijson the last or both
+          raise CocoFormatError(f'{path}: {_element(counts, prefix)} names "{value[:40]}" '
+                                'twice (which value is meant?)')
+        members[-1].add(value)
+      elif event == 'start_map':
+        members.append(set())
+      elif event == 'end_map':
+        members.pop()
       if prefix in _ITEMS and event not in ('start_map', 'map_key', 'end_map'):
         section = _ITEMS[prefix]
         raise CocoFormatError(f'{path}: element {counts[section] + 1} of "{section}" is '
@@ -146,13 +156,21 @@ def _parse(events, path: str) -> Iterator[tuple]:
     yield prefix, event, value
 
 
+def _element(counts: dict, prefix: tuple) -> str:
+  """The part of the document an event at `prefix` is in: 'element 3 of
+  "images"', '"info"' or 'the document'."""
+  if not prefix:
+    return 'the document'
+  if prefix[0] in SECTIONS and len(prefix) > 1 and counts[prefix[0]]:
+    return f'element {counts[prefix[0]]} of "{prefix[0]}"'
+  return f'"{prefix[0][:40]}"'
+
+
 def _near(counts: dict, prefix: tuple, event: Optional[str], value) -> str:
   """Where the value after this event is: 'in element 3 of "images" (the
   value of "file_name")'."""
-  section = prefix[0] if prefix and prefix[0] in SECTIONS else None
-  where = f'in element {counts[section]} of "{section}"' if section and (
-      counts[section]) else 'in the document'
-  return where + (f' (the value of "{value[:40]}")' if event == 'map_key' else '')
+  return f'in {_element(counts, prefix)}' + (
+      f' (the value of "{value[:40]}")' if event == 'map_key' else '')
 
 
 def _kind(event: str) -> str:
