@@ -151,6 +151,31 @@ def test_images_null_exits_2(demo, tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('name', ['cut \ud83d', '\ud83d\u00e9'])
+def test_a_lone_high_surrogate_exits_2_and_a_pair_is_read(demo, tmp_path, capsys, name):
+  """A \\ud83d without its low half (an emoji cut short) was read by ijson's
+  yajl as '?' (the class 'cut ?'), or paired with the \\u escape after it
+  ('\\ud83d\\u00e9', two characters to Python's json, read as one emoji),
+  without a word. A pair, and an escaped backslash before "ud83d", are read
+  as Python's json reads them."""
+  document = json.loads((demo / 'instances.json').read_text())
+  document['categories'][1]['name'] = name
+  path = _coco(tmp_path, document)  # json.dumps escapes it: "cut \ud83d", "\ud83d\u00e9"
+  text = path.read_text()
+  at = text.index('\\ud83d')
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == (
+      f'error: {path}: at byte {at}, {text[at:at + 12]} escapes a high surrogate without the '
+      'low one after it (half of a character, an emoji cut short): no character, fix the text')
+  assert not (tmp_path / 'out').exists()
+  document['categories'][1]['name'] = 'cut \U0001F600 \\ud83d'  # a pair, then text
+  path = _coco(tmp_path, document)
+  assert '\\ud83d\\ude00 \\\\ud83d' in path.read_text()
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out', '--allow_empty') == EXIT_OK
+  assert (tmp_path / 'out' / 'label_map.txt').read_text(encoding='utf-8').splitlines()[1] == (
+      '2\tcut \U0001F600 \\ud83d')
+
+
 @pytest.mark.parametrize('old, new, said', [
     ('"file_name": "coffee.jpg"', '"file_name": "coffee.jpg", "file_name": "chelsea.jpg"',
      'element 2 of "images" names "file_name"'),

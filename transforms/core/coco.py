@@ -12,6 +12,7 @@ import math
 from typing import Optional
 
 from transforms.core import annotations as objects
+from transforms.core import json_escapes
 from transforms.core import masks
 from transforms.core import paths
 from transforms.core.extra_values import FLOAT32_MAX
@@ -84,7 +85,7 @@ def scan(stream, path: str) -> CocoSummary:
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
   prefix, event, value = (), None, None  # after a failure: the event before it
-  stream = _Unmarked(stream)
+  stream = _Unmarked(json_escapes.SurrogateCheck(stream))
   if stream.utf16:
     raise CocoFormatError(f'{path} is UTF-16 text (it starts with its byte-order mark), not '
                           'UTF-8 as JSON is: save it as UTF-8')
@@ -116,6 +117,10 @@ def scan(stream, path: str) -> CocoSummary:
     prefix, name = twice.args
     raise CocoFormatError(f'{path}: {_element(counts, prefix)} names "{name[:40]}" twice '
                           '(which value is meant?)') from None
+  except json_escapes.LoneSurrogate as lone:  # yajl reads it as '?', or pairs it with any \u
+    raise CocoFormatError(f'{path}: at byte {lone.offset}, {lone.shown} escapes a high '
+                          'surrogate without the low one after it (half of a character, an '
+                          'emoji cut short): no character, fix the text') from None
   except UnicodeDecodeError:
     # yajl2_c decodes each string's \u escapes as UTF-8: one of \ud800..\udfff
     # without its pair (half an emoji, as a JavaScript string cut short is
