@@ -151,6 +151,74 @@ def test_images_null_exits_2(demo, tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('name', ['cut \ud83d', '\ud83d\u00e9'])
+def test_a_lone_high_surrogate_exits_2_and_a_pair_is_read(demo, tmp_path, capsys, name):
+  """A \\ud83d without its low half (an emoji cut short) was read by ijson's
+  yajl as '?' (the class 'cut ?'), or paired with the \\u escape after it
+  ('\\ud83d\\u00e9', two characters to Python's json, read as one emoji),
+  without a word. A pair, and an escaped backslash before "ud83d", are read
+  as Python's json reads them."""
+  document = json.loads((demo / 'instances.json').read_text())
+  document['categories'][1]['name'] = name
+  path = _coco(tmp_path, document)  # json.dumps escapes it: "cut \ud83d", "\ud83d\u00e9"
+  text = path.read_text()
+  at = text.index('\\ud83d')
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == (
+      f'error: {path}: at byte {at}, {text[at:at + 12]} escapes a high surrogate without the '
+      'low one after it (half of a character, an emoji cut short): no character, fix the text')
+  assert not (tmp_path / 'out').exists()
+  document['categories'][1]['name'] = 'cut \U0001F600 \\ud83d'  # a pair, then text
+  path = _coco(tmp_path, document)
+  assert '\\ud83d\\ude00 \\\\ud83d' in path.read_text()
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out', '--allow_empty') == EXIT_OK
+  assert (tmp_path / 'out' / 'label_map.txt').read_text(encoding='utf-8').splitlines()[1] == (
+      '2\tcut \U0001F600 \\ud83d')
+
+
+@pytest.mark.parametrize('old, new, said', [
+    ('"file_name": "coffee.jpg"', '"file_name": "coffee.jpg", "file_name": "chelsea.jpg"',
+     'element 2 of "images" names "file_name"'),
+    ('"category_id": 1,', '"category_id": 1, "category_id": 3,',
+     'element 1 of "annotations" names "category_id"'),
+    ('{"images": [', '{"annotations": [], "images": [', 'the document names "annotations"'),
+    ('{"images": [', '{"info": {"year": 2017, "year": 2024}, "images": [',
+     '"info" names "year"')])
+def test_a_member_named_twice_exits_2_with_one_line(demo, tmp_path, capsys, old, new, said):
+  """json.load keeps the last value of a name given twice in an object; ijson
+  kept the last inside an element (coffee.jpg's record read chelsea.jpg, no
+  word) and both of a section named twice (the annotations of both arrays,
+  where the Model Garden's script reads the last). Refused, as a JSONL
+  manifest's line naming a member twice is (transforms/core/json_objects.py)."""
+  text = (demo / 'instances.json').read_text()
+  assert text.count(old) == 1
+  path = tmp_path / 'instances.json'
+  path.write_text(text.replace(old, new))
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == f'error: {path}: {said} twice (which value is meant?)'
+  assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('where, said', [
+    (('images', 1, 'file_name'), 'element 2 of "images" (the value of "file_name")'),
+    (('categories', 0, 'name'), 'element 1 of "categories" (the value of "name")')])
+def test_a_lone_surrogate_escape_exits_2_with_one_line(demo, tmp_path, capsys, where, said):
+  """A \\ude00 without the \\ud83d before it (the second half of an emoji
+  whose string was cut at the front) is valid JSON syntax but no character:
+  yajl's UTF-8 decoding of it raised UnicodeDecodeError out of the
+  launcher's check, a traceback and exit 1, nothing to say where."""
+  document = json.loads((demo / 'instances.json').read_text())
+  section, position, key = where
+  document[section][position][key] = 'cut \ude00 here'  # json.dumps escapes it: \ude00
+  path = _coco(tmp_path, document)
+  assert '\\ude00' in path.read_text()
+  assert _convert_coco(path, demo / 'images', tmp_path / 'out') == EXIT_USAGE
+  assert _one_line(capsys) == (
+      f'error: {path}: a string in {said} holds a lone UTF-16 surrogate (an escape '
+      '\\ud800..\\udfff without its pair, half of a character): no character, fix the text')
+  assert not (tmp_path / 'out').exists()
+
+
 # --- COCO: annotations and image records (rejected lines, the rest converted) ---
 
 COCO_BAD = [  # (annotation, code, reason)

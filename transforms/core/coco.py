@@ -12,6 +12,7 @@ import math
 from typing import Optional
 
 from transforms.core import annotations as objects
+from transforms.core import json_escapes
 from transforms.core import masks
 from transforms.core import paths
 from transforms.core.extra_values import FLOAT32_MAX
@@ -28,10 +29,17 @@ _CATEGORY = ('categories', None)
 # input took gigabytes on the launcher (ijson's prefixes), failed pickling
 # (RecursionError) or crashed the interpreter.
 MAX_DEPTH = 32
+# Names of each object's first members kept to find one given twice; COCO's
+# objects have a handful, and a hostile one's millions stay off the heap.
+MAX_MEMBERS_CHECKED = 1000
 
 
 class CocoFormatError(ValueError):
   """The file as a whole is not a usable COCO document (a usage error)."""
+
+
+class _NamedTwice(Exception):
+  """(prefix, name): an object of the document names a member twice."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +84,8 @@ def scan(stream, path: str) -> CocoSummary:
   import ijson
   counts = {name: 0 for name in SECTIONS}
   kinds, categories, builder = {}, [], None
-  stream = _Unmarked(stream)
+  prefix, event, value = (), None, None  # after a failure: the event before it
+  stream = _Unmarked(json_escapes.SurrogateCheck(stream))
   if stream.utf16:
     raise CocoFormatError(f'{path} is UTF-16 text (it starts with its byte-order mark), not '
                           'UTF-8 as JSON is: save it as UTF-8')
@@ -104,6 +113,21 @@ def scan(stream, path: str) -> CocoSummary:
             builder = None
   except ijson.JSONError as error:
     raise CocoFormatError(f'{path} is not valid JSON: {_one_line(error)}')
+  except _NamedTwice as twice:  # json.load keeps the last, ijson the last or both
+    prefix, name = twice.args
+    raise CocoFormatError(f'{path}: {_element(counts, prefix)} names "{name[:40]}" twice '
+                          '(which value is meant?)') from None
+  except json_escapes.LoneSurrogate as lone:  # yajl reads it as '?', or pairs it with any \u
+    raise CocoFormatError(f'{path}: at byte {lone.offset}, {lone.shown} escapes a high '
+                          'surrogate without the low one after it (half of a character, an '
+                          'emoji cut short): no character, fix the text') from None
+  except UnicodeDecodeError:
+    # yajl2_c decodes each string's \u escapes as UTF-8: one of \ud800..\udfff
+    # without its pair (half an emoji, as a JavaScript string cut short is
+    # written) raised UnicodeDecodeError, a traceback and exit 1
+    raise CocoFormatError(f'{path}: a string {_near(counts, prefix, event, value)} holds a lone UTF-16 '
+                          'surrogate (an escape \\ud800..\\udfff without its pair, half '
+                          'of a character): no character, fix the text') from None
   for name in SECTIONS:
     if kinds.get(name) != 'start_array':
       found = 'missing' if name not in kinds else _kind(kinds[name])
@@ -117,24 +141,49 @@ def _parse(events, path: str) -> Iterator[tuple]:
   (('images', None, 'file_name'): None for an array's element). Never a
   string of the whole path: ijson.parse builds one per event, and a buffer's
   at once (30,000 levels in a 60 KB file took 2.3 GB; a 500 KB key over
-  120,000 empty arrays, 95 s)."""
-  parts = []
+  120,000 empty arrays, 95 s). _NamedTwice (prefix, name) when an object
+  names a member twice."""
+  parts, members = [], []  # members: each open object's names (its first ones)
   for event, value in events:
     if event == 'map_key':
       prefix = tuple(parts[:-1][:3])
       parts[-1] = value
+      if value in members[-1]:
+        raise _NamedTwice(prefix, value)
+      if len(members[-1]) < MAX_MEMBERS_CHECKED:
+        members[-1].add(value)
     elif event in ('start_map', 'start_array'):
       prefix = tuple(parts[:3])
       if len(parts) == MAX_DEPTH:
         shown = '.'.join('item' if part is None else part[:40] for part in parts[:3])
         raise CocoFormatError(f'{path}: nested deeper than {MAX_DEPTH} levels (in {shown})')
       parts.append('' if event == 'start_map' else None)
+      if event == 'start_map':
+        members.append(set())
     elif event in ('end_map', 'end_array'):
-      parts.pop()
+      if parts.pop() is not None:  # an object's
+        members.pop()
       prefix = tuple(parts[:3])
     else:
       prefix = tuple(parts[:3])
     yield prefix, event, value
+
+
+def _element(counts: dict, prefix: tuple) -> str:
+  """The part of the document an event at `prefix` is in: 'element 3 of
+  "images"', '"info"' or 'the document'."""
+  if not prefix:
+    return 'the document'
+  if prefix[0] in SECTIONS and len(prefix) > 1 and counts[prefix[0]]:
+    return f'element {counts[prefix[0]]} of "{prefix[0]}"'
+  return f'"{prefix[0][:40]}"'
+
+
+def _near(counts: dict, prefix: tuple, event: Optional[str], value) -> str:
+  """Where the value after this event is: 'in element 3 of "images" (the
+  value of "file_name")'."""
+  return f'in {_element(counts, prefix)}' + (
+      f' (the value of "{value[:40]}")' if event == 'map_key' else '')
 
 
 def _kind(event: str) -> str:
