@@ -39,7 +39,8 @@ from transforms.encode import LoadImageFn
 
 
 def _image_key(image_id):
-  """A GroupByKey key for an image id as the file gives it."""
+  """A GroupByKey key for an image id as the file gives it (6.0 is 6: coco.whole_id)."""
+  image_id = coco.whole_id(image_id)
   return image_id if isinstance(image_id, (int, str)) and not isinstance(image_id, bool) \
       else repr(image_id)
 

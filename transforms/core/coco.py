@@ -197,9 +197,22 @@ def _one_line(error: Exception) -> str:
   return ' '.join(str(said).split())
 
 
+def whole_id(value):
+  """An id as pycocotools and the Model Garden match it: a whole-number float
+  (6.0: pandas writes an integer column holding a NaN so) is that integer, as
+  the Python dicts they index by hold 6.0 and 6 as one key; any other value
+  as given (refused where an integer is needed). Refused, an annotation's
+  `image_id: 6.0` lost all of the image's objects with exit 0."""
+  if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+    return int(value)
+  return value
+
+
 def _categories(found: list, path: str) -> dict:
   names = {}
   for category in found:
+    if isinstance(category, dict):
+      category = {**category, 'id': whole_id(category.get('id'))}
     if not isinstance(category, dict) or not isinstance(category.get('id'), int) or (
         isinstance(category.get('id'), bool)) or not isinstance(category.get('name'), str):
       raise CocoFormatError(f'{path}: a category is not {{"id": integer, "name": string}}: '
@@ -258,7 +271,7 @@ def coco_object(ann: dict, source: CocoSource, line: int) -> objects.ObjectAnnot
     raise objects.AnnotationError(objects.BAD_ANNOTATION,
                                   f'bbox {_shown(bbox)} is not [x, y, width, height]')
   x, y, w, h = (float(v) for v in bbox)
-  category = ann['category_id']
+  category = whole_id(ann['category_id'])
   crowd = ann.get('iscrowd', 0)
   if not (_is_number(crowd) or isinstance(crowd, bool)) or crowd not in (0, 1):
     raise objects.AnnotationError(objects.BAD_ANNOTATION,
@@ -306,6 +319,7 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
   -> (ManifestRow or None, [Rejection]). Annotations without an image are
   rejected (missing_image); bad ones are rejected, and with
   --on_bad_box reject_row take their image's row with them."""
+  image_id = whole_id(image_id)
   rejected = []
   if not images:
     for line, ann in anns:
