@@ -89,6 +89,8 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
   problems += [validation.Problem(dataset_checks.WRONG_SPLIT, name, -1, detail)
                for name, detail in splits.listed_split_problems(info)]
+  problems += [validation.Problem(splits.WRONG_SHARD_NUMBER, name, -1, detail)
+               for name, detail in splits.shard_number_problems(info)]
   return [(split, shard) for split, shard in listed if shard in present], problems
 
 

@@ -149,6 +149,10 @@ JUST_OUT = [
      'dataset_info.json: num_manifest_rows -1 is not a count'),
     (lambda info: info['image'].update(background=[0, 0]),
      'dataset_info.json: image.background [0, 0] is not an [R, G, B] colour'),
+    # another record order would switch the wrong_record_order check off
+    (lambda info: info['sink'].update(record_order='Shuffled'),
+     "dataset_info.json: sink.record_order 'Shuffled' is not one of 'shuffled', 'manifest', "
+     "'arrival'"),
 ]
 
 

@@ -16,11 +16,14 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import noise_png
+from tests.conftest import read_info
+from tests.test_validate_cli import records_of
 from tests.test_validate_cli import resync_sidecars
 from transforms.core import fingerprints
 from transforms.core import recompute
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
+from transforms.core.shuffle import Ordering
 from transforms.core.splits import hash_split
 from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import read_records
@@ -117,12 +120,15 @@ def _swap_first_two(out: pathlib.Path) -> list:
 def test_two_swapped_records_are_a_mismatch_each(fresh):
   out = fresh / 'out'
   keys = _swap_first_two(out)
-  # every CRC is valid, but the sidecar's lines name the other record
+  # every CRC is valid, but the sidecar's lines name the other record, and
+  # the shard's records are out of write order
   code, report = _validate(out)
-  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'sidecar_mismatch': 2})
+  assert (code, report['problems_by_kind']) == (
+      EXIT_FAILED, {'sidecar_mismatch': 2, 'wrong_record_order': 1})
   code, report = _validate(out, '--recompute', '1.0')
   assert (code, report['problems_by_kind']) == (
-      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 2, 'sidecar_mismatch': 2})
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 2, 'sidecar_mismatch': 2,
+                    'wrong_record_order': 1})
   details = sorted(p['detail'] for p in report['problems']
                    if p['kind'] == recompute.RECOMPUTE_MISMATCH)
   for key, detail in zip(sorted(keys), details):
@@ -473,10 +479,15 @@ def test_rows_the_run_rejected_are_counted_and_a_content_split_recomputed(tmp_pa
       EXIT_OK, 0, 0, 10)
 
 
+def _key_of(data: bytes) -> str:
+  return parse_example(data)['image/key'][1][0].decode()
+
+
 def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_path, capsys):
   """Splits from a manifest column: no hash says where a record belongs, so
   only the row read again does. A record moved from train to test, with
-  every count and both sidecars made to match, passes plain validate;
+  every count and both sidecars made to match and the record in its place
+  in the test shard's write order, passes plain validate;
   --recompute finds it."""
   from tests.test_validate_cli import resync_sidecars
   from tests.test_validate_trust import _move_first_train_record_to_test
@@ -497,6 +508,14 @@ def test_a_record_in_another_split_than_its_rows_split_column_is_a_mismatch(tmp_
   (line,) = [line for line in train if line['key'] == key]
   train = [{**other, 'ordinal': other['ordinal'] - 1} for other in train if other is not line]
   test.append({**line, 'shard': 0, 'ordinal': position})
+  # and the test shard's records in their write order (wrong_record_order otherwise)
+  shard = out / read_info(out)['splits']['test']['shards'][0]
+  order = Ordering(seed=0)
+  records = sorted(records_of(shard), key=lambda data: order.key(_key_of(data), 0))
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  ordinals = {_key_of(data): number for number, data in enumerate(records)}
+  test = sorted(({**one, 'ordinal': ordinals[one['key']]} for one in test),
+                key=lambda one: one['ordinal'])
   for name, kept in (('train', train), ('test', test)):
     (out / f'{name}.sources.jsonl.gz').write_bytes(gzip.compress(
         b''.join(json.dumps(one).encode() + b'\n' for one in kept), mtime=0))

@@ -389,8 +389,9 @@ def test_duplicate_keys(converted):
   shard.write_bytes(b''.join(frame(r) for r in records + records[:1]))
   write_info(converted, declare_records(read_info(converted), 'train', records[:1]))
   report = assert_finding(converted, 'duplicate_key', shard.name)
-  # the sidecar has no line for the record added
-  assert report['problems_by_kind'] == {'duplicate_key': 1, 'sidecar_mismatch': 1}
+  # the sidecar has no line for the record added, appended out of write order
+  assert report['problems_by_kind'] == {'duplicate_key': 1, 'sidecar_mismatch': 1,
+                                        'wrong_record_order': 1}
 
 
 @pytest.mark.slow  # Beam worker processes
@@ -428,10 +429,13 @@ def test_one_local_worker_reports_as_distributed_grouping_does(converted):
   # records 0 and 1 of the test shard (records 2 and 3: 2) and line 3 one it
   # lacks (1). Each split's num_bytes is train's before (2: count_mismatch).
   # The test split lists train.sources.jsonl.gz as its sidecar (1: wrong_split).
+  # Train's record 1 repeated after its last is out of write order (1; record
+  # 0's key is unread); the test shard's records 2 and 3 keep theirs.
   assert gathered['problems_by_kind'] == {'duplicate_key': 3, 'wrong_type': 1,
                                           'missing_feature': 2, 'class_count_mismatch': 3,
                                           'row_accounting': 1, 'sidecar_mismatch': 4,
-                                          'count_mismatch': 2, 'wrong_split': 1}
+                                          'count_mismatch': 2, 'wrong_split': 1,
+                                          'wrong_record_order': 1}
   assert [(p['record'], p['kind'], p['detail']) for p in gathered['problems']
           if p['file'] == shard.name][:3] == [
       (0, 'missing_feature', "feature 'image/channels' is missing"),

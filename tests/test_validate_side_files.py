@@ -297,7 +297,9 @@ def test_a_record_moved_to_the_other_shard(out):
   for shard in (first, second):  # as a careful tamperer would: indexes rewritten
     (out / (shard.name + '.index')).write_text(
         ''.join(f'{offset} {length}\n' for offset, length, _ in places(shard)))
-  found = problems(out)
+  # appended to the second shard past its place in write order
+  order, *found = problems(out)
+  assert order[:3] == ('wrong_record_order', second.name, len(records_of(second)) - 1)
   assert {kind for kind, *_ in found} == {'sidecar_mismatch'}
   assert (f'record {len(records_of(second)) - 1} of {second.name} has no line'
           in [detail for *_, detail in found])

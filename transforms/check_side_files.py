@@ -29,6 +29,9 @@ class SideFiles:
   version: Optional[int] = None  # sources_format_version
   # shards with an index on disk that sink.index_files does not declare
   indexed: frozenset = frozenset()
+  # sink.record_order 'shuffled': each shard's records in the order of this
+  # --seed's hash of their keys (side_files.order_problems); None: unchecked
+  order_seed: Optional[int] = None
 
   @classmethod
   def from_info(cls, input_dir: str, info: dict) -> SideFiles:
@@ -37,26 +40,29 @@ class SideFiles:
                 if side_files.sidecar_name(info, split) is not None}
     declared = side_files.declares_index_files(info)
     return cls(input_dir, info['schema'], declared, sidecars, info.get('sources_format_version'),
-               frozenset() if declared else undeclared_indexes(input_dir, info))
+               frozenset() if declared else undeclared_indexes(input_dir, info),
+               side_files.shuffled_seed(info))
 
   @property
   def needed(self) -> bool:
     """Whether the records' places are to be gathered at all."""
-    return self.index_files or bool(self.indexed) or bool(self.sidecars)
+    return (self.index_files or bool(self.indexed) or bool(self.sidecars)
+            or self.order_seed is not None)
 
   def problems(self, split: str, places) -> list:
     """[Problem] of `split`'s index files and sidecar against its records'
-    places (every record of the split read, in any order)."""
+    places (every record of the split read, in any order), and of each
+    shard's record order (order_seed)."""
     places = sorted(places)
     files = filesystem.FileAccess()
-    problems = []
-    if self.index_files or self.indexed:
-      by_shard = {}
-      for place in places:
-        by_shard.setdefault(place.shard, []).append(place)
-      for shard, shard_places in sorted(by_shard.items()):
-        if self.index_files or shard in self.indexed:
-          problems += self._index(files, shard + INDEX_SUFFIX, shard_places)
+    problems, by_shard = [], {}
+    for place in places:
+      by_shard.setdefault(place.shard, []).append(place)
+    for shard, shard_places in sorted(by_shard.items()):
+      if self.index_files or shard in self.indexed:
+        problems += self._index(files, shard + INDEX_SUFFIX, shard_places)
+      if self.order_seed is not None:
+        problems += side_files.order_problems(shard, shard_places, self.order_seed)
     if split in self.sidecars:
       problems += self._sidecar(files, split, places)
     return problems

@@ -267,8 +267,11 @@ INFO_SHAPE = _Object({
     'num_label_manifest_rows_rejected': _optional(_COUNT),
     'label_manifest_rejected_by_reason': _optional(_REASONS),
     'rejected_annotations_by_reason': _optional(_REASONS),  # --schema detection
+    # record_order 'shuffled': validate checks each shard's order (wrong_record_order)
     'sink': _optional(_Object({'deterministic': _optional(_BOOLEAN),
-                               'index_files': _optional(_BOOLEAN)})),
+                               'index_files': _optional(_BOOLEAN),
+                               'record_order': _optional(_OneOf(
+                                   ('shuffled', 'manifest', 'arrival')))})),
     'sources_format_version': _optional(_POSITIVE),
     # validate --recompute counts the rows of a manifest still at these versions
     'manifest_versions': _optional(_Object({

@@ -14,6 +14,7 @@ from typing import Optional
 import zlib
 
 from transforms.core import reuse
+from transforms.core.shuffle import Ordering
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.tfrecord import starts_with_a_record
@@ -24,6 +25,7 @@ from transforms.core.validation import sidecar_features
 INDEX_MISMATCH = 'index_mismatch'
 SIDECAR_MISMATCH = 'sidecar_mismatch'
 COMPRESSION_MISMATCH = 'compression_mismatch'
+WRONG_RECORD_ORDER = 'wrong_record_order'
 GZIP_MAGIC = b'\x1f\x8b'
 # The bytes of a shard's start that tell gzip from a plain record header.
 HEAD_BYTES = 12
@@ -62,6 +64,40 @@ def index_problems(index_name: str, text: bytes, places: list) -> list:
     return [Problem(INDEX_MISMATCH, index_name, len(places),
                     f'{len(lines)} lines, for {len(places)} record(s) read from the shard: '
                     f'line {len(places) + 1} is {lines[len(places)]!r}')]
+  return []
+
+
+def shuffled_seed(info: dict) -> Optional[int]:
+  """The --seed of the write order when dataset_info.json's sink.record_order
+  says 'shuffled' (the ordered writer's --shuffle on); None: no order to check
+  (--shuffle off, --sink tfrecordio's arrival order, a dataset before it)."""
+  sink, config = info.get('sink'), info.get('config')
+  if not isinstance(sink, dict) or sink.get('record_order') != 'shuffled':
+    return None
+  return (config.get('seed') if isinstance(config, dict) else None) or 0
+
+
+def order_problems(shard: str, places: list, seed: int) -> list:
+  """A shard's records read (RecordPlace, in record order) against the order
+  sink.record_order 'shuffled' promises: by the salted hash of each key
+  (core/shuffle.Ordering, ties by key), however the writer cut the shards.
+  Records in manifest order, or by another seed, passed every other check,
+  and a reader that does not shuffle read them so (an --image_dir by
+  class). One problem a shard, at its first record out of order; records
+  without a key (their features did not check, an empty_key, --schema seed)
+  are skipped."""
+  ordering, before = Ordering(shuffle=True, seed=seed), None
+  for place in places:
+    if not place.key:
+      continue
+    here = (ordering.key(place.key, 0), place.key)
+    if before is not None and here < before[0]:
+      return [Problem(WRONG_RECORD_ORDER, shard, place.record, (
+          f'record {place.record} (key {place.key!r}) comes after record {before[1].record} '
+          f'(key {before[1].key!r}), which the write order puts after it: '
+          f"dataset_info.json's sink.record_order says 'shuffled' (each shard's records "
+          f'by a salted hash of their key, --seed {seed})'))]
+    before = (here, place)
   return []
 
 

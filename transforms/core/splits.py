@@ -121,7 +121,9 @@ def _matched(patterns: dict, parts: list) -> set:
   return {split for split, pattern in patterns.items() for part in parts if pattern.match(part)}
 
 
-_SHARD_NAME = re.compile(r'(.*)-[0-9]{5,}-of-[0-9]{5,}' + re.escape(SHARD_SUFFIX) + r'(\.gz)?')
+_SHARD_NAME = re.compile(r'(.*)-([0-9]{5,})-of-([0-9]{5,})' + re.escape(SHARD_SUFFIX)
+                         + r'(\.gz)?')
+WRONG_SHARD_NUMBER = 'wrong_shard_number'
 
 
 def listed_split_problems(info: dict) -> list:
@@ -143,4 +145,23 @@ def listed_split_problems(info: dict) -> list:
     if sources is not None and sources != split + SOURCES_SUFFIX:
       problems.append((sources, f'the sidecar of split {split!r} in dataset_info.json, but '
                        f'convert names it {split + SOURCES_SUFFIX}'))
+  return problems
+
+
+def shard_number_problems(info: dict) -> list:
+  """[(file, detail)] of each shard listed under a split whose numbers are
+  not one of the N that convert names a split's N shards (SPLIT-00000-of-0000N
+  to SPLIT-(N-1)-of-0000N). Readers that go by the names (-of-N: how many
+  shards to expect) would look for shards that are not there, or miss some;
+  every other check passed them. Names of no split's form are wrong_split's."""
+  problems = []
+  for split, declared in info['splits'].items():
+    count = len(declared['shards'])
+    for shard in declared['shards']:
+      named = _SHARD_NAME.fullmatch(shard)
+      if named and (int(named.group(3)) != count or int(named.group(2)) >= count):
+        problems.append((shard, f'its name says shard {int(named.group(2))} of '
+                         f'{int(named.group(3))}, but dataset_info.json lists {count} '
+                         f'shard(s) under split {split!r} (convert names them '
+                         f'{split}-00000-of-{count:05d} to {split}-{count - 1:05d}-of-{count:05d})'))
   return problems

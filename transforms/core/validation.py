@@ -60,7 +60,7 @@ class RecordSummary:
     return (('duplicate_key', 'key', self.key),) * (self.key is not None) + self.unique
 
   def place(self) -> RecordPlace:
-    return RecordPlace(self.shard, self.record, *self.framing, self.label, self.sides)
+    return RecordPlace(self.shard, self.record, *self.framing, self.label, self.sides, self.key)
 
 
 class RecordPlace(NamedTuple):
@@ -73,6 +73,7 @@ class RecordPlace(NamedTuple):
   data_crc: int
   label: object  # an int; a multi-label or detection record's: a tuple
   sides: tuple  # sidecar_features()' values in order (None: its features did not check)
+  key: Optional[str] = None  # the record's key (RecordSummary.key): its place in write order
 
 
 # The sidecar's fields that repeat a feature of each --schema's records
