@@ -6,6 +6,7 @@ folders and --label_map."""
 
 import pathlib
 import shutil
+import unicodedata
 
 import pytest
 
@@ -82,6 +83,45 @@ def test_the_ids_are_those_of_keras_index_directory(tmp_path):
   assert {key: label for key, (label, _) in _ids(out).items()} == keras
 
 
+# Names Keras sorts as listed: a leading space first, and an NFD 'café' (as
+# macOS' HFS+ wrote names: e + U+0301) before 'caff', while its NFC label
+# sorts after it (é is U+00E9). The map had the labels sorted: 'café' and
+# 'caff' swapped ids against Keras', and 'zebra' went last.
+LISTED_TREE = ((' zebra', ('0.png',)), ('apple', ('0.png',)),
+               (unicodedata.normalize('NFD', 'café'), ('0.png', '1.png')), ('caff', ('0.png',)))
+
+
+@pytest.mark.parametrize('workers', ['1', '2'])
+def test_class_ids_follow_the_folder_names_as_listed_as_keras_sorts_them(tmp_path, workers):
+  source = _tree(tmp_path / 'tree', LISTED_TREE)
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), *SIZE,
+                       '--direct_num_workers', workers]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == 'zebra\napple\ncafé\ncaff\n'
+  nfd = unicodedata.normalize('NFD', 'café')
+  assert _ids(out) == {' zebra/0.png': (0, 'zebra'), 'apple/0.png': (1, 'apple'),
+                       f'{nfd}/0.png': (2, 'café'), f'{nfd}/1.png': (2, 'café'),
+                       'caff/0.png': (3, 'caff')}
+  assert read_info(out)['splits']['train']['examples_per_class'] == {
+      'zebra': 1, 'apple': 1, 'café': 2, 'caff': 1}
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+@pytest.mark.slow  # imports TensorFlow's Keras
+def test_folder_names_sorted_as_listed_get_the_ids_of_keras_index_directory(tmp_path):
+  dataset_utils = pytest.importorskip('keras.src.utils.dataset_utils')
+  source = _tree(tmp_path / 'tree', LISTED_TREE)
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), *SIZE]) == EXIT_OK
+  paths, labels, names = dataset_utils.index_directory(
+      str(source), 'inferred', ('.png',), shuffle=False, verbose=False)
+  # the same classes in the same order: Keras' names as listed, ours as labels
+  assert [unicodedata.normalize('NFC', name.strip()) for name in names] == (
+      (out / 'label_map.txt').read_text().split('\n')[:-1])
+  keras = {str(pathlib.Path(p).relative_to(source)): int(i) for p, i in zip(paths, labels)}
+  assert {key: label for key, (label, _) in _ids(out).items()} == keras
+
+
 def test_split_folders_share_one_map_of_every_class_folder(tmp_path):
   source = _tree(tmp_path / 'tree', (('train/a', ('0.png',)), ('train/b', ()),
                                      ('train/c', ('0.png',)), ('test/a', ('0.png',)),
@@ -141,12 +181,14 @@ def test_a_night_whose_class_folder_empties_writes_the_full_runs_bytes(tmp_path)
 
 def test_folder_labels_are_the_rows_labels():
   folders = ['b/', 'a', '.git/', 'train/x/', ' spaced /', 'bad\udcff/']
-  assert image_dir.folder_labels(folders, image_dir.LAYOUT_LABEL) == ['a', 'b', 'spaced']
+  # in Keras' order: sorted as listed (' spaced ' first), then stripped
+  assert image_dir.folder_labels(folders, image_dir.LAYOUT_LABEL) == ['spaced', 'a', 'b']
   assert image_dir.folder_labels(folders, image_dir.LAYOUT_SPLIT_LABEL) == ['x']
   assert image_dir.folders_of_files(['a/1.png', 'b/', 'top.png', 'c/d/2.png'],
                                     image_dir.LAYOUT_LABEL) == {'a', 'b', 'c'}
-  assert FolderClasses.of(['Dog', 'cafe\u0301'], frozenset({'nfc', 'lower'})).names == (
-      'caf\u00e9', 'dog')
+  # normalized, in the order given ('Dog' sorts before 'cafe' as listed), once each
+  assert FolderClasses.of(['Dog', 'cafe\u0301', 'dog'], frozenset({'nfc', 'lower'})).names == (
+      'dog', 'caf\u00e9')
 
 
 def test_an_object_stores_class_folders_are_those_its_object_names_hold(monkeypatch):

@@ -60,9 +60,18 @@ def label_map_of(rows, classes=()) -> LabelMap:
   FolderClasses, in one call."""
   names = _LabelNamesFn()
   first = names.add_input(names.create_accumulator(), rows)
+  return _in_folder_order(names, first, classes)
+
+
+def _in_folder_order(names: _LabelNamesFn, first: dict, classes) -> LabelMap:
+  """The map of `first` (a _LabelNamesFn accumulator) and the FolderClasses,
+  its names in the folders' order: the ids Keras gives them."""
   for folders in classes:
     first = names.add_input(first, folders)
-  return names.extract_output(first)
+  made = names.extract_output(first)
+  for folders in classes:
+    made = folders.order(made)
+  return made
 
 
 class _LabelPlacesFn(_LabelNamesFn):
@@ -75,10 +84,7 @@ class _LabelPlacesFn(_LabelNamesFn):
 def _with_folder_classes(_, places: list, classes: list) -> LabelMap:
   """The LabelMap of the rows' first places (none or one) and the FolderClasses."""
   names = _LabelNamesFn()
-  first = names.merge_accumulators(places)
-  for folders in classes:
-    first = names.add_input(first, folders)
-  return names.extract_output(first)
+  return _in_folder_order(names, names.merge_accumulators(places), classes)
 
 
 @beam.ptransform_fn

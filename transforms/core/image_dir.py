@@ -64,17 +64,19 @@ def class_depth(layout: str) -> int:
 
 def folder_labels(folders, layout: str) -> list:
   """Class folders (paths relative to --image_dir, at class_depth, no trailing
-  '/') -> their labels as rows of their files would have them, unnormalized
-  and sorted; hidden folders and names that are not UTF-8 (their files are
-  rejected rows, bad_encoding) are none."""
-  labels = set()
+  '/') -> their labels as rows of their files would have them, unnormalized,
+  in the order Keras' image_dataset_from_directory gives them ids: sorted by
+  the names as listed (' zebra' before 'apple', an NFD 'café' before
+  'caff'), not by the stripped labels; hidden folders and names that are
+  not UTF-8 (their files are rejected rows, bad_encoding) are none."""
+  listed = set()
   for folder in folders:
     parts = folder.strip('/').split('/')
     if len(parts) != class_depth(layout) or not wanted_file(folder, None):
       continue
     if utf8_name(parts[-1])[1] is None and parts[-1].strip():
-      labels.add(parts[-1].strip())
-  return sorted(labels)
+      listed.add(parts[-1])
+  return list(dict.fromkeys(name.strip() for name in sorted(listed)))
 
 
 def folders_of_files(relatives, layout: str) -> set:

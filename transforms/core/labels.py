@@ -56,6 +56,11 @@ class LabelMap:
     object.__setattr__(self, '_values', {int(n): i for i, n in enumerate(self.names)}
                        if numeric else {})
 
+  @property
+  def numeric(self) -> bool:
+    """Every name an integer: labels are matched by value, ids are values."""
+    return bool(self._values)
+
   @classmethod
   def from_labels(cls, labels: Iterable[str]) -> LabelMap:
     """Sorted distinct names; when every label is an integer, the id is its
@@ -151,12 +156,26 @@ class FolderClasses:
   the rows, with or without a row of its own (an empty folder, or one whose
   files are all skipped or rejected): Keras' image_dataset_from_directory
   gives every subfolder an id, so a folder left out would shift the ids of
-  the classes after it. `names`: the folders' labels, normalized as rows'."""
+  the classes after it. `names`: the folders' labels, normalized as rows',
+  in the order Keras gives them ids: `labels` sorted as listed, before
+  normalizing (an NFD 'café', as macOS wrote it, sorts before 'caff'; its
+  NFC name after it)."""
   names: tuple = ()
 
   @classmethod
   def of(cls, labels: Iterable[str], modes: frozenset) -> FolderClasses:
-    return cls(tuple(sorted({normalize_label(label, modes) for label in labels})))
+    """labels: the folders' names as listed, in Keras' order (image_dir.folder_labels)."""
+    return cls(tuple(dict.fromkeys(normalize_label(label, modes) for label in labels)))
+
+  def order(self, label_map: LabelMap) -> LabelMap:
+    """A map made from the rows and these folders, its names in the folders'
+    order (a name of no folder, if ever, after them, sorted); a map of
+    integers keeps its ids, their values (as Keras' do not: see docs)."""
+    if label_map.fixed or label_map.numeric:
+      return label_map
+    rank = {name: place for place, name in enumerate(self.names)}
+    return LabelMap(tuple(sorted(label_map.names,
+                                 key=lambda name: (rank.get(name, len(rank)), name))))
 
 
 # --label_normalize: which differences between label spellings are merged.
