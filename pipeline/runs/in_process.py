@@ -22,6 +22,13 @@ line's alone). A run in process changes, and this puts back:
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
 folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
+
+Runs in process go one at a time (calls from several threads: the next waits
+for the one running to end). All of the above is one per process, TMPDIR
+and tempfile's folder too: two runs at once each saved what the other had
+set, and the one ending last put the other's back (its removed temp folder
+left as tempfile's and TMPDIR for good), while the other's temp folder was
+pulled from under it (FileNotFoundError) or nested in the first's.
 """
 
 from __future__ import annotations
@@ -47,9 +54,20 @@ def _defined_in(value, modules: set) -> bool:
   return getattr(cls, '__module__', None) in modules
 
 
+# Held by the run in process going on (re-entrant: a run's own thread may
+# nest these blocks).
+_ONE_RUN_AT_A_TIME = threading.RLock()
+
+
 @contextlib.contextmanager
 def restored_process_state() -> Iterator[None]:
-  """Runs the with block, then puts back what the module docstring lists."""
+  """Runs the with block, then puts back what the module docstring lists; a
+  block of another thread waits for it to end (the module docstring)."""
+  with _ONE_RUN_AT_A_TIME:
+    yield from _restored()
+
+
+def _restored() -> Iterator[None]:
   modules = set(sys.modules)
   root = logging.getLogger()
   level, handlers = root.level, list(root.handlers)
