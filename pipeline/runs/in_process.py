@@ -18,7 +18,8 @@ line's alone). A run in process changes, and this puts back:
 - Beam's filesystem options (the parse hands them the run's Beam options,
   credentials included, for reads on the launcher);
 - the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
-  (StopOnExitJobServer) installs its own SIGINT handler and never removes it.
+  (StopOnExitJobServer) installs its own SIGINT handler and never removes it;
+- the limit of open files, which a local run of many shards raises (open_files.py).
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
 folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
@@ -45,6 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.beam_runtime.beam_signatures import method_signatures_remembered
 from pipeline.beam_runtime.not_interactive import outside_interactive_beam
+from pipeline.runs import open_files
 
 
 def _defined_in(value, modules: set) -> bool:
@@ -81,10 +83,12 @@ def _restored() -> Iterator[None]:
   main_thread = threading.current_thread() is threading.main_thread()
   handlers_before = {number: signal.getsignal(number)
                      for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+  files_limit = open_files.limit()
   try:
     with method_signatures_remembered(), outside_interactive_beam():
       yield
   finally:
+    open_files.set_limit(files_limit)
     for number, handler in handlers_before.items():
       if handler is not None and signal.getsignal(number) is not handler:
         signal.signal(number, handler)
