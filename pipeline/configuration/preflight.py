@@ -206,7 +206,20 @@ def _check_columns(named: str, needed: list, found: tuple) -> None:
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
-                     f'(its columns: {", ".join(found) or "none"})')
+                     f'(its columns: {_shown(found) or "none"})')
+
+
+# What a message quotes of a header: a binary or one-column file's first line
+# (up to 1 MiB) was quoted whole, a 100 KB line on stderr.
+_SHOWN_COLUMNS, _SHOWN_CHARACTERS = 20, 60
+
+
+def _shown(columns: tuple) -> str:
+  """The first columns' names, each cut to a readable length."""
+  names = [c if len(c) <= _SHOWN_CHARACTERS else f'{c[:_SHOWN_CHARACTERS]}... '
+           f'({len(c)} characters)' for c in columns[:_SHOWN_COLUMNS]]
+  more = f', ... ({len(columns)} in all)' if len(columns) > _SHOWN_COLUMNS else ''
+  return ', '.join(names) + more
 
 
 # The most bytes a --label_map file may hold. The launcher holds the map as
