@@ -51,12 +51,17 @@ def read_manifest_header(path: str, fmt: str,
   if isinstance(first, line_caps.LongLine):
     raise UsageError(f'manifest {path} has an unusable header line: it is {first.length} '
                      f'bytes, over {line_caps.MAX_LINE_BYTES}')
-  problem = line_caps.encoding_problem(first) or line_caps.lone_cr_problem(first)
+  problem = line_caps.encoding_problem(first)
+  try:
+    text = '' if problem else first.decode('utf-8')
+  except UnicodeDecodeError as error:  # a binary file: no line break of it to mend
+    problem = f'it is not UTF-8 text ({error})'
+  problem = problem or line_caps.lone_cr_problem(first)
   if problem:
     raise UsageError(f'manifest {path} has an unusable header line: {problem}')
   try:
-    return manifest.parse_header(first.decode('utf-8'), fmt)
-  except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
+    return manifest.parse_header(text, fmt)
+  except (csv.Error, manifest.ManifestFormatError) as error:
     raise UsageError(f'manifest {path} has an unusable header line: {error}')
 
 
