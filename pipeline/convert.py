@@ -35,6 +35,7 @@ from pipeline.configuration import configs
 from pipeline.engines import flink_jobs
 from pipeline.engines import runners
 from pipeline.runs import exits
+from pipeline.runs import open_files
 from pipeline.runs import progress
 from pipeline.runs.output_dir import PublishedFirst
 from pipeline.runs.output_dir import prepare_output_dir
@@ -333,6 +334,7 @@ def convert(config: configs.ConvertConfig, pipeline_options,
   pipeline_options = runners.prepare(pipeline_options)
   # Before anything is locked, created or written: can the runner take the job?
   runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
+  open_files.room_for_shards(config, runners.single_local_worker(pipeline_options))
   if runners.is_dry_run(pipeline_options):  # only builds the job: writes nothing, locks nothing
     _convert(config, pipeline_options, RunGuard(), progress_display)
     return None
@@ -343,12 +345,10 @@ def convert(config: configs.ConvertConfig, pipeline_options,
                        make_room=functools.partial(
                            prepare_output_dir, config.output_dir, True, files=files)) as lock:
     prepare_output_dir(config.output_dir, config.overwrite, lock.me.splits, files)
-    # A run that does not finish (an error, a signal) cancels its job
-    # (RunGuard), then takes back what it wrote, before the lock goes: nothing
-    # is published, and a rerun needs no --overwrite.
-    # The job checks that the lock is still this run's before it publishes.
-    published_first = PublishedFirst(config.output_dir, lock.me.run_id, config.allow_empty,
-                                     files)
+    # A run that does not finish (an error, a signal) cancels its job (RunGuard),
+    # then takes back what it wrote, before the lock goes: nothing is published,
+    # and a rerun needs no --overwrite. The job checks the lock before it publishes.
+    published_first = PublishedFirst(config.output_dir, lock.me.run_id, config.allow_empty, files)
     try:
       with removed_on_failure(config.output_dir, lock.me.splits, files,
                               complete=published_first), RunGuard() as guard:

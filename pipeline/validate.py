@@ -56,13 +56,13 @@ from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
-from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SHARD_NUMBERS_GLOBS
 from transforms.core.spec import SHARD_SUFFIX
 from transforms.validation_report import WriteReportFn
 from transforms.validation_report import build_report
 from transforms.workers.pooled_step import pool_size
 
-SHARD_PATTERN = f'*{SHARD_NUMBERS_GLOB}{SHARD_SUFFIX}*'
+SHARD_PATTERNS = tuple(f'*{numbers}{SHARD_SUFFIX}*' for numbers in SHARD_NUMBERS_GLOBS)
 
 
 def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
@@ -85,7 +85,7 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
   problems += [validation.Problem('extra_shard', name, -1,
                                   'a shard file on disk that dataset_info.json does not list')
                for name in sorted(present - listed_names)
-               if fnmatch.fnmatchcase(name, SHARD_PATTERN)
+               if any(fnmatch.fnmatchcase(name, p) for p in SHARD_PATTERNS)
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
   problems += [validation.Problem(dataset_checks.WRONG_SPLIT, name, -1, detail)
                for name, detail in splits.listed_split_problems(info)]

@@ -660,3 +660,50 @@ def test_beam_worker_processes_warnings_are_not_printed(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
   assert json.loads(done.stdout.strip().splitlines()[-1]) == [4, True, 0]
   assert done.stderr == ''
+
+
+def test_runs_from_two_threads_go_one_at_a_time_each_in_its_own_temp_folder(sample, monkeypatch):
+  """api.convert from two threads at once, on different output folders: TMPDIR
+  and tempfile's folder are one per process. Run B started while run A ran
+  saved A's temp folder as the one to put back and made its own inside it; A's
+  end put the caller's back under B (B's temp files in the caller's folder)
+  and removed B's folder with A's; B's end left A's removed folder as TMPDIR
+  and tempfile's for good. A's convert waits (a while at most) for B's to
+  start: B starts only once A has ended."""
+  import tempfile
+  import threading
+  before = os.environ.get('TMPDIR'), tempfile.tempdir
+  started = {name: threading.Event() for name in 'AB'}
+  seen = {}
+
+  def fake_convert(config, pipeline_options, display):
+    name = pathlib.Path(config.output_dir).name
+    own = os.environ['TMPDIR']
+    seen[name] = [(own, tempfile.gettempdir(), os.path.isdir(own))]
+    started[name].set()
+    if name == 'A':
+      started['B'].wait(timeout=5)  # B overlaps A, unless B waits for A to end
+    seen[name].append((os.environ['TMPDIR'], tempfile.gettempdir(), os.path.isdir(own)))
+  monkeypatch.setattr(convert_command, 'convert', fake_convert)
+  errors = []
+
+  def run(name):
+    try:
+      api.convert(manifest=str(sample.manifest), output_dir=str(sample.root / name),
+                  progress=False)
+    except Exception as error:  # reported by the assert below
+      errors.append(repr(error))
+  threads = {name: threading.Thread(target=run, args=(name,)) for name in 'AB'}
+  threads['A'].start()
+  assert started['A'].wait(timeout=60)
+  threads['B'].start()
+  for thread in threads.values():
+    thread.join(timeout=120)
+  assert errors == []
+  for name in 'AB':  # each run in its own folder, beside the caller's, the whole run
+    own = seen[name][0][0]
+    assert seen[name] == [(own, own, True)] * 2, name
+    assert os.path.dirname(own) == before[0], name
+    assert not os.path.exists(own), name
+  assert seen['A'][0][0] != seen['B'][0][0]
+  assert (os.environ.get('TMPDIR'), tempfile.tempdir) == before

@@ -431,11 +431,16 @@ def test_an_unparseable_header_stays_a_usage_error(tmp_path, capsys):
     ('m.csv', 'utf-8', 'image,label\ra.png,cat\rb.png,dog\r', 'has an unusable header line: '
      "its lines end with a lone \\r (classic Mac OS line breaks): only \\n or \\r\\n end a "
      "line; convert them (tr '\\r' '\\n')"),
+    # A binary file whose bytes before the first \n hold a \r (one in 256
+    # bytes is one): it was told to convert its Mac OS line ends.
+    ('m.csv', None, b'\xd0\xcf\x11\xe0\r\x00\n', 'has an unusable header line: it is not '
+     "UTF-8 text ('utf-8' codec can't decode byte 0xd0 in position 0: invalid continuation "
+     "byte)"),
 ])
 def test_a_manifest_not_in_utf8_lines_is_one_line_naming_why(tmp_path, capsys, name, encoding,
                                                               text, reason):
   path = tmp_path / name
-  path.write_bytes(text.encode(encoding))
+  path.write_bytes(text.encode(encoding) if encoding else text)
   out = tmp_path / 'out'
   assert convert.main(['--manifest', str(path), '--output_dir', str(out)]) == EXIT_USAGE
   assert one_error_line(capsys) == f'error: manifest {path} {reason}'

@@ -352,3 +352,22 @@ def test_a_jsonl_image_manifest_of_a_join_refuses_a_number_too():
   assert (error.value.stage, error.value.code, error.value.reason) == (
       'manifest', 'bad_value', "column 'image' must be a string (a path or URL), not 7")
   assert manifest.row_from_fields({'key': 7, 'image': 'a.png'}, config, 1).key == '7'
+
+
+def test_a_header_without_the_columns_is_quoted_cut_short(tmp_path, capsys):
+  """A one-column file whose first line is 100,000 characters (a binary file,
+  a manifest of one long field) was quoted whole: a 100 KB error line.
+  Its columns are named up to 20 of them, each up to 60 characters."""
+  wide = tmp_path / 'wide.csv'
+  wide.write_text('D' * 100_000 + '\n0.png,a\n')
+  many = tmp_path / 'many.csv'
+  many.write_text(','.join(f'c{i}' for i in range(25)) + '\n' + ','.join('x' * 25) + '\n')
+  for path in (wide, many):
+    assert convert.main(['--manifest', str(path), '--output_dir', str(tmp_path / 'out'),
+                         *FLAGS]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: manifest {wide} has no column(s) image, label (its columns: {"D" * 60}... '
+      '(100000 characters))',
+      f'error: manifest {many} has no column(s) image, label (its columns: '
+      f'{", ".join(f"c{i}" for i in range(20))}, ... (25 in all))']
+  assert not (tmp_path / 'out').exists()

@@ -13,6 +13,7 @@ import pytest
 from pipeline import convert
 from pipeline import validate
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import feature
 from tests.conftest import noise_png
 from tests.conftest import read_examples
@@ -202,3 +203,24 @@ def test_an_object_stores_class_folders_are_those_its_object_names_hold(monkeypa
       FolderClasses(('a', 'b', 'c'))]
   assert [out for out in listed if not hasattr(out, 'tag')] == [
       (1, 'a/0.png', None), (2, 'top.png', None)]
+
+
+@pytest.mark.parametrize('inside', ['out', 'a/out', '.'])
+def test_an_output_dir_in_the_image_dir_is_a_usage_error(tmp_path, capsys, inside):
+  """The folder convert made there was listed as one more class, of no
+  example (label_map.txt 'a b out', num_classes 3, exit 0), and the next run
+  read the dataset's files as images. Exit 2, one line, nothing written."""
+  source = _tree(tmp_path / 'tree', (('a', ('0.png',)), ('b', ('0.png',))))
+  out = source / inside
+  before = sorted(str(p.relative_to(source)) for p in source.rglob('*'))
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), '--overwrite',
+                       *SIZE]) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --output_dir {out} is in --image_dir {source}, whose folders are read as '
+      "classes and files as images (the dataset's own too): give an --output_dir outside "
+      'it\n')
+  assert sorted(str(p.relative_to(source)) for p in source.rglob('*')) == before
+  # beside it, the two classes
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(tmp_path / 'out'),
+                       *SIZE]) == EXIT_OK
+  assert (tmp_path / 'out' / 'label_map.txt').read_text() == 'a\nb\n'

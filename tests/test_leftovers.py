@@ -392,3 +392,20 @@ def test_overwrite_removes_an_export_linking_to_the_replaced_shards(data, tmp_pa
   assert not (out / 'tfds').exists()
   assert sorted(p.name for p in (out / 'copies').iterdir()) == ['features.json', shard]
   assert (out / 'elsewhere' / shard).is_symlink()
+
+
+def test_a_failed_run_of_100000_shards_or_more_removes_them_too(tmp_path):
+  """From 100,000 shards on, shard numbers have 6 digits: a failed or
+  interrupted run (and --overwrite, after a killed one) left every such shard
+  behind, matched by 5-digit patterns only. Other files stay."""
+  from pipeline.runs.output_dir import removed_on_failure
+  names = ['train-00000-of-100000.tfrecord', 'train-99999-of-100000.tfrecord.gz',
+           'train-100000-of-100001.tfrecord', 'train-100000-of-100001.tfrecord.index',
+           'test-00001-of-100000.tfrecord', 'notes-00000-of-100000.tfrecord', 'mine.txt']
+  for name in names:
+    (tmp_path / name).write_bytes(b'x')
+  with pytest.raises(RuntimeError, match='the job failed'):
+    with removed_on_failure(str(tmp_path), ('train', 'test')):
+      raise RuntimeError('the job failed')
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      'mine.txt', 'notes-00000-of-100000.tfrecord']

@@ -933,3 +933,33 @@ def test_rejected_lines_come_out_by_source_then_line(run_lines, tmp_path, monkey
   assert lines == list(sorted_lines(reversed(made), run_lines=run_lines))
   assert list(sorted_lines([])) == []
   assert list(tmp_path.iterdir()) == []  # the runs on disk are gone
+
+
+def test_a_child_whose_pipes_are_numbered_from_1024_up_keeps_its_time_limit():
+  """A child started while the process holds over 1,024 files open (a local
+  run's --num_shards 1100 writes every shard at once) gets pipes numbered from
+  1024 up, which select() refuses (ValueError): each call under a time limit
+  failed as WorkerDied, and its rows were rejected as decode/unexpected_error."""
+  import os
+  import resource
+
+  from tests.process_helpers import sleep_each
+  from transforms.workers.process_pool import ProcessPool
+  soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+  if hard != resource.RLIM_INFINITY and hard < 1200:
+    pytest.skip(f'this process may open {hard} files at most')
+  resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+  held = []
+  try:
+    while not held or held[-1] < 1030:
+      held.append(os.open(os.devnull, os.O_RDONLY))
+    pool = ProcessPool(1, timeout_s=30)
+    try:
+      assert pool.submit(sleep_each, [0.01, 0.02]).result() == [0.01, 0.02]
+      assert pool.submit(os.getpid).result() != os.getpid()
+    finally:
+      pool.shutdown()
+  finally:
+    for number in held:
+      os.close(number)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
 from transforms import filesystem
-from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SHARD_NUMBERS_GLOBS
 
 
 def _written_shards(_, prefix: str, suffix: str, reported: list, num_examples: int) -> list:
@@ -17,10 +17,10 @@ def _written_shards(_, prefix: str, suffix: str, reported: list, num_examples: i
   split without examples gets no shard, as with the ordered sink: Beam's sink
   writes one empty shard for it, deleted here."""
   files = filesystem.FileAccess()
-  pattern = filesystem.basename(prefix) + SHARD_NUMBERS_GLOB + suffix
+  patterns = [filesystem.basename(prefix) + numbers + suffix for numbers in SHARD_NUMBERS_GLOBS]
   shards = sorted(set(reported) | {
       path for path, _ in files.list(prefix)
-      if fnmatch.fnmatchcase(filesystem.basename(path), pattern)})
+      if any(fnmatch.fnmatchcase(filesystem.basename(path), p) for p in patterns)})
   if not num_examples and shards:
     files.delete(shards)
     return []

@@ -155,6 +155,7 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
       raise UsageError(f'{image_dir_flags[0]} goes with --manifest, not --image_dir')
     if not paths.is_remote(args.image_dir) and not os.path.isdir(args.image_dir):
       raise UsageError(f'--image_dir {args.image_dir} is not a folder')
+    _output_outside(args.output_dir, args.image_dir)
     if args.image_dir_layout == image_dir.LAYOUT_SPLIT_LABEL:
       if split.fractions:
         raise UsageError('--image_dir_layout split/label takes the split from the '
@@ -197,3 +198,16 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
       job_endpoint_connect_timeout=args.job_endpoint_connect_timeout,
       previous=previous or None, change_detection=args.change_detection,
       http=http_config(args))
+
+
+def _output_outside(output_dir: str, folder: str) -> None:
+  """UsageError for an --output_dir in --image_dir (or --image_dir itself):
+  the folder the run creates there was listed as a class of no example (a
+  class id of the label map, and num_classes one too many), and the next run
+  lists the dataset's files among the images."""
+  def whole(path: str) -> str:
+    return (path.rstrip('/') if paths.is_remote(path) else os.path.realpath(path)) + '/'
+  if whole(output_dir).startswith(whole(folder)):
+    raise UsageError(f'--output_dir {output_dir} is in --image_dir {folder}, whose folders '
+                     "are read as classes and files as images (the dataset's own too): "
+                     'give an --output_dir outside it')

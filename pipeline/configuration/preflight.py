@@ -51,12 +51,17 @@ def read_manifest_header(path: str, fmt: str,
   if isinstance(first, line_caps.LongLine):
     raise UsageError(f'manifest {path} has an unusable header line: it is {first.length} '
                      f'bytes, over {line_caps.MAX_LINE_BYTES}')
-  problem = line_caps.encoding_problem(first) or line_caps.lone_cr_problem(first)
+  problem = line_caps.encoding_problem(first)
+  try:
+    text = '' if problem else first.decode('utf-8')
+  except UnicodeDecodeError as error:  # a binary file: no line break of it to mend
+    problem = f'it is not UTF-8 text ({error})'
+  problem = problem or line_caps.lone_cr_problem(first)
   if problem:
     raise UsageError(f'manifest {path} has an unusable header line: {problem}')
   try:
-    return manifest.parse_header(first.decode('utf-8'), fmt)
-  except (UnicodeDecodeError, csv.Error, manifest.ManifestFormatError) as error:
+    return manifest.parse_header(text, fmt)
+  except (csv.Error, manifest.ManifestFormatError) as error:
     raise UsageError(f'manifest {path} has an unusable header line: {error}')
 
 
@@ -206,7 +211,20 @@ def _check_columns(named: str, needed: list, found: tuple) -> None:
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
-                     f'(its columns: {", ".join(found) or "none"})')
+                     f'(its columns: {_shown(found) or "none"})')
+
+
+# What a message quotes of a header: a binary or one-column file's first line
+# (up to 1 MiB) was quoted whole, a 100 KB line on stderr.
+_SHOWN_COLUMNS, _SHOWN_CHARACTERS = 20, 60
+
+
+def _shown(columns: tuple) -> str:
+  """The first columns' names, each cut to a readable length."""
+  names = [c if len(c) <= _SHOWN_CHARACTERS else f'{c[:_SHOWN_CHARACTERS]}... '
+           f'({len(c)} characters)' for c in columns[:_SHOWN_COLUMNS]]
+  more = f', ... ({len(columns)} in all)' if len(columns) > _SHOWN_COLUMNS else ''
+  return ', '.join(names) + more
 
 
 # The most bytes a --label_map file may hold. The launcher holds the map as

@@ -18,10 +18,18 @@ line's alone). A run in process changes, and this puts back:
 - Beam's filesystem options (the parse hands them the run's Beam options,
   credentials included, for reads on the launcher);
 - the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
-  (StopOnExitJobServer) installs its own SIGINT handler and never removes it.
+  (StopOnExitJobServer) installs its own SIGINT handler and never removes it;
+- the limit of open files, which a local run of many shards raises (open_files.py).
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
 folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
+
+Runs in process go one at a time (calls from several threads: the next waits
+for the one running to end). All of the above is one per process, TMPDIR
+and tempfile's folder too: two runs at once each saved what the other had
+set, and the one ending last put the other's back (its removed temp folder
+left as tempfile's and TMPDIR for good), while the other's temp folder was
+pulled from under it (FileNotFoundError) or nested in the first's.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.beam_runtime.beam_signatures import method_signatures_remembered
 from pipeline.beam_runtime.not_interactive import outside_interactive_beam
+from pipeline.runs import open_files
 
 
 def _defined_in(value, modules: set) -> bool:
@@ -47,9 +56,20 @@ def _defined_in(value, modules: set) -> bool:
   return getattr(cls, '__module__', None) in modules
 
 
+# Held by the run in process going on (re-entrant: a run's own thread may
+# nest these blocks).
+_ONE_RUN_AT_A_TIME = threading.RLock()
+
+
 @contextlib.contextmanager
 def restored_process_state() -> Iterator[None]:
-  """Runs the with block, then puts back what the module docstring lists."""
+  """Runs the with block, then puts back what the module docstring lists; a
+  block of another thread waits for it to end (the module docstring)."""
+  with _ONE_RUN_AT_A_TIME:
+    yield from _restored()
+
+
+def _restored() -> Iterator[None]:
   modules = set(sys.modules)
   root = logging.getLogger()
   level, handlers = root.level, list(root.handlers)
@@ -63,10 +83,12 @@ def restored_process_state() -> Iterator[None]:
   main_thread = threading.current_thread() is threading.main_thread()
   handlers_before = {number: signal.getsignal(number)
                      for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+  files_limit = open_files.limit()
   try:
     with method_signatures_remembered(), outside_interactive_beam():
       yield
   finally:
+    open_files.set_limit(files_limit)
     for number, handler in handlers_before.items():
       if handler is not None and signal.getsignal(number) is not handler:
         signal.signal(number, handler)

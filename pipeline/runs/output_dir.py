@@ -25,7 +25,7 @@ from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
-from transforms.core.spec import SHARD_NUMBERS_GLOB
+from transforms.core.spec import SHARD_NUMBERS_GLOBS
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.spec import VALIDATION_REPORT
@@ -42,9 +42,10 @@ def our_patterns(split_names: tuple) -> tuple:
   patterns = ['beam-temp-*']  # Beam's own temp folders, never a user's
   patterns += [f'{name}.*.tmp' for name in _SIDE_FILES]  # a killed write's (paths.temp_name)
   for split in split_names:
-    patterns += [f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix(compression)}'
-                 for compression in COMPRESSIONS]
-    patterns.append(f'{split}{SHARD_NUMBERS_GLOB}{shard_suffix("none")}{INDEX_SUFFIX}')
+    for numbers in SHARD_NUMBERS_GLOBS:
+      patterns += [f'{split}{numbers}{shard_suffix(compression)}'
+                   for compression in COMPRESSIONS]
+      patterns.append(f'{split}{numbers}{shard_suffix("none")}{INDEX_SUFFIX}')
     patterns.append(f'{split}{SOURCES_SUFFIX}')
   return tuple(patterns)
 

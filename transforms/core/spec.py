@@ -24,11 +24,11 @@ REJECTED_FILE = 'rejected.jsonl'
 VALIDATION_REPORT = 'validation_report.json'
 TFDS_FEATURES_FILE = 'features.json'  # TFDS's write_metadata's, in an export: its mark
 SHARD_SUFFIX = '.tfrecord'
-# --write_index: `<shard>.index` beside each uncompressed shard, one `offset length`
-# line per record (the tfrecord package's and NVIDIA DALI's index format).
-INDEX_SUFFIX = '.index'
-# fnmatch pattern of a shard's numbers (write_shards.shard_path: -00001-of-00004)
+INDEX_SUFFIX = '.index'  # --write_index: `<shard>.index`, `offset length` lines (tfrecord, DALI)
+# fnmatch patterns of shard numbers (shard_path: -00001-of-00004; 6 digits from 100,000 on)
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
+SHARD_NUMBERS_GLOBS = (SHARD_NUMBERS_GLOB, SHARD_NUMBERS_GLOB + '[0-9]',
+                       SHARD_NUMBERS_GLOB.replace('-of', '[0-9]-of') + '[0-9]')
 # The ordered writer's sidecar per split, SPLIT.sources.jsonl.gz: one line per
 # record in write order (where it sits, its source's fingerprint, its label,
 # its option digest), what a later --previous_dataset run reuses records by.

@@ -230,14 +230,21 @@ class _Child:
 
   def _answers_within(self, timeout_s: float) -> bool:
     """Whether the reply starts before timeout_s pass without a tick: each
-    row of a call gets the limit, from the previous row's end."""
-    watched = [self._process.stdout] + ([self._ticks] if self._ticks is not None else [])
+    row of a call gets the limit, from the previous row's end. poll: select
+    takes no file number from 1024 up (ValueError), which a child started while
+    a local run writes --num_shards 1100 shards at once gets (its rows were
+    rejected as decode/unexpected_error)."""
+    poller = select.poll()
+    reply = self._process.stdout.fileno()
+    poller.register(reply, select.POLLIN)
+    if self._ticks is not None:
+      poller.register(self._ticks.fileno(), select.POLLIN)
     while True:
-      ready = select.select(watched, [], [], timeout_s)[0]
-      if not ready or self._process.stdout in ready:
+      ready = [number for number, _ in poller.poll(timeout_s * 1000)]
+      if not ready or reply in ready:
         return bool(ready)
       if not self._ticks.read(4096):  # the child is gone: its reply stream tells
-        watched.pop()
+        poller.unregister(self._ticks.fileno())
 
   @property
   def alive(self) -> bool:
