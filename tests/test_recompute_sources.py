@@ -28,6 +28,7 @@ from tests.test_validate_cli import rewrite_first_record
 from tests.test_webdataset import write_tar
 from transforms.core import recompute
 from transforms.core.example_proto import parse_example
+from transforms.core.shuffle import Ordering
 
 pytestmark = pytest.mark.xdist_group('recompute')
 
@@ -155,3 +156,63 @@ def test_a_source_file_rewritten_since_the_run_is_a_warning(tmp_path, kind, caps
 def _sidecar_keys(out: pathlib.Path) -> list:
   return [json.loads(line)['key'] for path in out.glob('*.sources.jsonl.gz')
           for line in gzip.open(path)]
+
+
+def _rename_first_record(out: pathlib.Path, new: str) -> pathlib.Path:
+  """train's first record given the key `new`, in it and its sidecar line,
+  every CRC, offset and index entry made to match: -> its shard."""
+  shard = out / rewrite_first_record(
+      out, lambda features: features.__setitem__('image/key', ('bytes', [new.encode()])))
+  _reindex(shard)
+  entry = json.loads((out / 'dataset_info.json').read_text())['splits']['train']
+  sidecar = out / entry['sources']
+  lines = [json.loads(line) for line in gzip.open(sidecar)]
+  for line in lines:
+    if (line['shard'], line['ordinal']) == (entry['shards'].index(shard.name), 0):
+      line['key'] = new
+  sidecar.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                             for line in lines), mtime=0))
+  return shard
+
+
+@pytest.mark.parametrize('kind', sorted(BUILDERS))
+def test_a_key_no_row_gives_in_files_unchanged_since_is_a_mismatch(tmp_path, kind):
+  """The files are at the versions the run recorded, every row counted: a
+  record under a key none of their rows gives was not written by the run."""
+  out = BUILDERS[kind](tmp_path)
+  # a key that keeps the shard in its write order (record_order), as a
+  # careful tamperer would pick it
+  second = parse_example(records_of(first_shard(out))[1])['image/key'][1][0].decode()
+  new = next(key for key in (f'train-00000-of-00002.parquet:{n}' if kind == 'parquet'
+                             else f'train-000.tar/{n:04d}' for n in range(90, 200))
+             if Ordering().key(key, 0) < Ordering().key(second, 0))
+  _rename_first_record(out, new)
+  code, report = _validate(out)
+  assert (code, report['num_problems']) == (EXIT_OK, 0), report['problems']
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['problems_by_kind'], report['num_warnings']) == (
+      EXIT_FAILED, {recompute.RECOMPUTE_MISMATCH: 1}, 0)
+  assert report['problems'][0]['detail'] == (
+      f"key '{new}': no row of the run's manifest gives it, and the manifest is unchanged "
+      'since the run: the run wrote no such record')
+
+
+def test_a_null_image_cell_reads_its_path_and_a_rewritten_path_is_a_warning(tmp_path):
+  """An Image struct whose bytes are null is read from its path (convert's
+  fallback); its record's fingerprint holds that file's: the Parquet file
+  unchanged, a rewritten image file is a changed source, not a mismatch."""
+  (tmp_path / 'x.png').write_bytes(png(9))
+  path = write_hf(tmp_path / 'train.parquet', [{'bytes': png(0), 'path': '0.png'},
+                                               {'bytes': None, 'path': 'x.png'}], [0, 1])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_recomputed'], report['num_warnings']) == (EXIT_OK, 2, 0)
+  (tmp_path / 'x.png').write_bytes(png(8))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert (code, report['num_problems'], report['warnings_by_kind']) == (
+      EXIT_OK, 0, {recompute.SOURCE_CHANGED: 1})
+  assert report['warnings'][0]['detail'] == (
+      f"key 'train.parquet:1': its source {path} row 1 changed since the run (or is gone): "
+      f'not compared')
+  assert (report['num_recomputed'], report['num_recompute_skipped']) == (1, 1)
