@@ -1,6 +1,7 @@
 """validate's work on the launcher: --recompute, a sample of the records
 converted again from their sources with the options dataset_info.json
-records, and compared byte for byte (recompute.py).
+records, and compared byte for byte (recompute.py; the rows of Parquet files
+and WebDataset tars found again: recompute_sources.py).
 
 May import: pipeline.configuration, pipeline.runs, pipeline.engines,
 pipeline.reading, pipeline.beam_runtime, pipeline.errors, transforms.

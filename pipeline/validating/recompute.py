@@ -18,6 +18,7 @@ from pipeline.configuration import configs
 from pipeline.configuration import output_flags
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import UsageError
+from pipeline.validating import recompute_sources
 from transforms import filesystem
 from transforms.core import copies
 from transforms.core import fingerprints
@@ -47,10 +48,6 @@ _NOT_FOR_RECORDS = ('previous_dataset', 'previous_dataset_missing', 'overwrite',
                     'label_map', 'config')
 
 
-# Manifests whose rows are not lines (their images are cells or members).
-_NOT_BY_LINE = (manifest.PARQUET, manifest.WEBDATASET)
-
-
 def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   """The run's ConvertConfig, from the options dataset_info.json records
   (--manifest: where its manifest lives now); UsageError if they do not load."""
@@ -67,11 +64,6 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
     # Runs before --height/--width were refused with it recorded the sizes
     # they did not use (output_flags.output_options): not given, as now.
     options = {**options, 'height': None, 'width': None}
-  fmt = options.get('manifest_format') or (
-      options.get('manifest') and manifest.manifest_format_or_none(options['manifest']))
-  if fmt in _NOT_BY_LINE:
-    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
-                     f'rows --recompute cannot read again yet')
   argv = []
   for key, value in sorted(options.items()):
     action = flags.get(f'--{key}')
@@ -83,14 +75,10 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
     raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
                      + ('' if manifest_path else " (--manifest: where the run's manifest "
                         'lives now)'))
-  # A pattern such as 'data/*' names no format: its files told convert. Read
-  # as lines, every sampled record was "no row of the run's input gives it
-  # now" (recompute_source_changed), exit 0.
-  fmt = next((m.fmt for m in config.manifests if m.fmt in _NOT_BY_LINE), None)
-  if fmt:
-    raise UsageError(f'--recompute: {info_path} was converted from a {fmt} manifest, whose '
-                     f'rows --recompute cannot read again yet')
-  return config
+  # Parquet rows and WebDataset samples: recompute_sources.py.
+  return dataclasses.replace(config, manifests=tuple(
+      recompute_sources.with_label_names(m, options, info['label_map'])
+      for m in config.manifests))
 
 
 def _sampled(input_dir: str, info: dict, amount, files) -> list:
@@ -123,6 +111,10 @@ def _rows(config, keys: set, files) -> tuple:
   for index, manifest_config in enumerate(config.manifests):
     role = configs.MANIFEST_ROLES[index]
     counts[role] = 0
+    if manifest_config.fmt in recompute_sources.NOT_BY_LINE:
+      # a file unreadable now: its rows rejected, as convert rejects them
+      counts[role], found[index] = recompute_sources.rows(manifest_config, keys)
+      continue
     for name in configs.manifest_paths(manifest_config):
       # Each file of a pattern as convert read it (transforms/sources.py):
       # its relative image paths resolve against its own folder (was: the
@@ -278,10 +270,9 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
   sha256 = None if isinstance(result, Exception) else result[1]
   if record.fingerprint.startswith('sha256:'):
     now = fingerprints.content_fingerprint(sha256) if sha256 else ''
-  else:
-    now = fingerprints.fingerprint_all([row.path], lambda path: http.metadata(path) if (
-        http_fetch.is_http(path)) else fingerprints.beam_metadata(path), None)[0]
-  shown = shown_url(row.path)
+  else:  # a file's, or (row.ref) its file's and the place of its bytes in it
+    now = recompute_sources.fingerprint_now(row, http)
+  shown = shown_url(recompute_sources.shown_source(row))
   if now != record.fingerprint:
     return recompute.SOURCE_CHANGED, (
         f'its source {shown} changed since the run (or is gone): not compared')
