@@ -1,4 +1,4 @@
-"""Shuffles by bucket (transforms/batches.py): rows cross each convert shuffle
+"""Shuffles by bucket (transforms/buckets.py): rows cross each convert shuffle
 in lists per (bundle, bucket), and every per-key step still sees one real key
 at a time. Each transform is compared with what its per-row shuffle gave (the
 per-key function over each key's rows), with keys forced to collide (2
@@ -24,19 +24,19 @@ from apache_beam.transforms.window import GlobalWindow
 import pytest
 
 from tests.conftest import local_pipeline
-from transforms.batches import OBJECT_BYTES
-from transforms.batches import ROW_BYTES
-from transforms.batches import BufferByBucketFn
-from transforms.batches import ExactKeyFn
-from transforms.batches import PerKeyFn
 from transforms.batches import Unbatch
-from transforms.batches import bucket_of
-from transforms.batches import buffer_by_key
 from transforms.batches import chunks
-from transforms.batches import row_bytes
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.buckets import OBJECT_BYTES
+from transforms.buckets import ROW_BYTES
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import ExactKeyFn
+from transforms.buckets import PerKeyFn
+from transforms.buckets import bucket_of
+from transforms.buckets import buffer_by_key
+from transforms.buckets import row_bytes
 from transforms.core import copies
 from transforms.core import duplicates
 from transforms.core import manifest
@@ -99,7 +99,7 @@ def test_buckets_are_stable_across_processes_and_spread():
   """crc32, not hash(): the same bucket under another PYTHONHASHSEED."""
   assert [bucket_of(key, 1024) for key in ('cats/1.png', 'k0', '')] == [868, 63, 0]
   assert bucket_of('\udcff', 8) == 7  # a lone surrogate (an undecodable name) has one too
-  code = "from transforms.batches import bucket_of; print(bucket_of('cats/1.png', 1024))"
+  code = "from transforms.buckets import bucket_of; print(bucket_of('cats/1.png', 1024))"
   # one other process, under a seed this one does not have (pytest's is random or unset)
   seed = '1' if os.environ.get('PYTHONHASHSEED') != '1' else '2'
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,

@@ -14,22 +14,22 @@ import zlib
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchAndSpread
 from transforms.batches import BatchedFn
 from transforms.batches import BatchesOut
-from transforms.batches import BufferByBucketFn
-from transforms.batches import ExactKeyFn
-from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
-from transforms.batches import buffer_by_key
 from transforms.batches import in_batches
-from transforms.batches import row_bytes
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import TallyPerBundle
 from transforms.beam_util import in_global_window
+from transforms.buckets import KEY_BUCKETS
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import ExactKeyFn
+from transforms.buckets import PerKeyFn
+from transforms.buckets import buffer_by_key
+from transforms.buckets import row_bytes
 from transforms.core import copies
 from transforms.core import file_kinds
 from transforms.core import fingerprints
@@ -195,7 +195,7 @@ def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitC
   split: with --split_by content, the split drawn from a reused SHA-256.
   in_order (a single local worker): the previous records are a dict in the
   step and rows keep their order; else joined by key (CoGroupByKey), rows and
-  records in lists per bucket of keys (`buckets`, batches.py)."""
+  records in lists per bucket of keys (`buckets`, buckets.py)."""
   if in_order:
     attached = rows | 'Attach' >> beam.ParDo(
         BatchedFn(_AttachFn(mode, split, sidecars))).with_outputs(TALLIES, main=ROWS)
@@ -339,7 +339,7 @@ def CopyRecords(reusables, mode: str, ordering: Ordering, check: copies.CopyChec
   """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
   rows to encode, TALLIES: counts}: every shard read in its own call, so a
   distributed runner reads the shards in parallel. The Reusables cross the
-  shuffle in lists per shard and bundle (batches.py)."""
+  shuffle in lists per shard and bundle (buckets.py)."""
   return (reusables
           # (previous shard path, [Reusable, ...]) per bundle
           | 'ByShard' >> beam.ParDo(BufferByBucketFn(lambda pair: [pair], _reusable_bytes))
