@@ -76,10 +76,10 @@ from transforms.encode import LoadImageFn
 from transforms.label_maps import LabelMapFromRows
 from transforms.label_maps import LabelMapHere
 from transforms.label_maps import label_map_side_input
-from transforms.reuse import FingerprintFn
-from transforms.reuse import JoinPrevious
 from transforms.reuse import decide_and_copy
 from transforms.reuse import tally_reuse
+from transforms.reuse_join import FingerprintFn
+from transforms.reuse_join import JoinPrevious
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys

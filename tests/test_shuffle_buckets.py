@@ -49,9 +49,9 @@ from transforms.dedupe import DedupeContent
 from transforms.reuse import FALLBACK
 from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
-from transforms.reuse import JoinPrevious
 from transforms.reuse import Reusable
-from transforms.reuse import _AttachFn
+from transforms.reuse_join import JoinPrevious
+from transforms.reuse_join import _AttachFn
 from transforms.sidecars import Sidecar
 from transforms.sidecars import read_sidecar
 from transforms.sources import ResolveKeyFn
