@@ -33,8 +33,8 @@ from transforms.core.reuse import Known
 from transforms.core.spec import ImageSpec
 from transforms.label_maps import label_map_side_input
 from transforms.pooled_source import PooledSourceFn
+from transforms.workers.child_process import WorkerTimedOut
 from transforms.workers.pooled_step import PoolSize
-from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.source_image import hash_in_worker
 from transforms.workers.source_image import hash_sources
 
