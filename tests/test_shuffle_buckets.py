@@ -40,6 +40,7 @@ from transforms.buckets import row_bytes
 from transforms.core import copies
 from transforms.core import duplicates
 from transforms.core import manifest
+from transforms.core import manifest_keys
 from transforms.core import reuse as core_reuse
 from transforms.core.example import BuiltExample
 from transforms.core.labels import LabelMap
@@ -225,7 +226,7 @@ def _resolved_per_key(images: list, labels: list, joined: bool) -> tuple:
     by_key[row.key][1].append(row)
   rows, rejections = [], []
   for key, (key_images, key_labels) in by_key.items():
-    row, rejected = manifest.resolve_key(key, key_images, key_labels, joined)
+    row, rejected = manifest_keys.resolve_key(key, key_images, key_labels, joined)
     rows += [row] if row else []
     rejections += rejected
   return rows, rejections

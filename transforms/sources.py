@@ -26,6 +26,7 @@ from transforms.buckets import buffer_by_key
 from transforms.core import image_dir
 from transforms.core import line_caps
 from transforms.core import manifest
+from transforms.core import manifest_keys
 from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
@@ -145,7 +146,7 @@ class ResolveKeyFn(beam.DoFn):
 
   def process(self, grouped):
     key, sides = grouped
-    row, rejections = manifest.resolve_key(
+    row, rejections = manifest_keys.resolve_key(
         key, list(sides['images']), list(sides.get('labels', ())), self._joined)
     for rejection in rejections:
       yield beam.pvalue.TaggedOutput(REJECTED, rejection)
@@ -189,7 +190,7 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
       sides = {'images': [], 'labels': []}
       for side, row in group:
         sides[side].append(row)
-      row, rejections = manifest.resolve_key(key, sides['images'], sides['labels'],
+      row, rejections = manifest_keys.resolve_key(key, sides['images'], sides['labels'],
                                              self._joined)
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
