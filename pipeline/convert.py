@@ -12,7 +12,6 @@ shows 130 or 143).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import sys
@@ -32,6 +31,10 @@ from pipeline import errors
 from pipeline.beam_runtime import local_runner
 from pipeline.configuration import config as opts
 from pipeline.configuration import configs
+from pipeline.configuration.convert_plan import fingerprints_fetched
+from pipeline.configuration.convert_plan import info_settings
+from pipeline.configuration.convert_plan import label_map_made_here
+from pipeline.configuration.convert_plan import previous_used
 from pipeline.engines import flink_jobs
 from pipeline.engines import runners
 from pipeline.runs import exits
@@ -224,7 +227,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          _info_settings(config, p.options), lock, config.detection),
+                          info_settings(config, p.options), lock, config.detection),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -232,28 +235,6 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
               side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
               **({} if skipped is None else {'skipped_files': side.AsSingleton(
                   skipped, default_value=[])})))
-
-
-def label_map_made_here(config: configs.ConvertConfig, in_order: bool, inline: bool) -> bool:
-  """Whether the in-order resolve step makes the label map for the steps
-  fused after it (label_maps.LabelMapHere): a map from the rows, every row
-  kept until the map's combine (no --dedupe content), and no shuffle between
-  (remote sidecars are joined through one: a side input there costs no stage)."""
-  return (in_order and config.label_map is None and config.detection is None
-          and config.dedupe != 'content' and (inline or not previous_used(config)))
-
-
-def fingerprints_fetched(config: configs.ConvertConfig) -> bool:
-  """Whether an http(s) image's fingerprint comes from the GET that fetches
-  it (no HEAD first: nothing is decided before the image step). 4,000
-  URLs from 127.0.0.1: 20.3 s with a HEAD each, 14.3 s with the GET's."""
-  return (config.sink != SINK_TFRECORDIO and config.change_detection == fingerprints.METADATA
-          and not previous_used(config) and config.detection is None)
-
-
-def previous_used(config: configs.ConvertConfig) -> bool:
-  """Whether this run reuses a previous dataset's records."""
-  return config.previous is not None and config.previous.dataset is not None
 
 
 def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
@@ -271,15 +252,6 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
       config.previous.sidecars, config.change_detection,
       config.split if config.split_by == 'content' else None, in_order)
   return joined[ROWS], [joined[TALLIES]]
-
-
-def _info_settings(config: configs.ConvertConfig, options):
-  settings = config.info_settings(runners.engine_record(options))
-  if config.previous is None:
-    return settings
-  return dataclasses.replace(settings, reuse={
-      'previous_dataset': config.previous.dataset or config.previous.given,
-      'previous_run_id': config.previous.run_id, 'missing': not previous_used(config)})
 
 
 def run(argv=None) -> int:
