@@ -40,6 +40,7 @@ from pipeline.engines import runners
 from pipeline.runs import exits
 from pipeline.runs import open_files
 from pipeline.runs import progress
+from pipeline.runs.output_dir import NothingPublished
 from pipeline.runs.output_dir import PublishedFirst
 from pipeline.runs.output_dir import prepare_output_dir
 from pipeline.runs.output_dir import removed_on_failure
@@ -68,7 +69,6 @@ from transforms.core import fingerprints
 from transforms.core import tally
 from transforms.core.copies import copy_check
 from transforms.core.paths import is_remote
-from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
@@ -277,18 +277,6 @@ def run(argv=None) -> int:
     print(over_budget_line(info), file=sys.stderr)
     return errors.EXIT_OVER_BUDGET
   return errors.EXIT_OK
-
-
-class NothingPublished(errors.UsageError):
-  """No example at all (every row rejected) and no --allow_empty: an empty
-  dataset is no success. What was written but rejected.jsonl is taken back."""
-
-  def __init__(self, info: dict, output_dir: str):
-    rejected = filesystem.join(output_dir, REJECTED_FILE)
-    super().__init__(f'all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
-                     f'nothing was published' if info['num_manifest_rows'] else
-                     'the input had no rows when the job read it; nothing was published')
-    self.info = info
 
 
 def convert(config: configs.ConvertConfig, pipeline_options,
