@@ -25,7 +25,6 @@ from collections.abc import Mapping
 import contextlib
 import dataclasses
 import json
-import logging
 import math
 import os
 import sys
@@ -42,6 +41,7 @@ from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
 from pipeline.configuration.preflight import Rows
 from pipeline.runs import in_process
+from pipeline.runs import in_process_errors
 from pipeline.runs import progress as progress_display
 from pipeline.runs import run_temp
 from transforms import filesystem
@@ -172,7 +172,7 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       config = dataclasses.replace(config, progress='on' if notebook or sys.stderr.isatty()
                                    else 'off')
     display = progress_display.BarDisplay if notebook and _has_tqdm() else None
-    with _usage_errors(rows_path), _interruptible(), _worker_errors_only():
+    with _usage_errors(rows_path), in_process_errors.interruptible(), in_process_errors.worker_errors_only():
       info = convert_command.convert(config, pipeline_options, display)
     result = ConvertResult(config.output_dir, info or {},
                            read_rejected(config.output_dir) if info else [])
@@ -189,7 +189,7 @@ def validate(**keywords) -> ValidationReport:
     with _usage_errors():
       config, pipeline_options = opts.parse_validate(
           argv, switched_off=config_file.switched_off(keywords))
-      with _interruptible(), _worker_errors_only():
+      with in_process_errors.interruptible(), in_process_errors.worker_errors_only():
         report = validate_command.validate(config, pipeline_options)
   return ValidationReport(report or {}, config.report_path, config.strict)
 
@@ -230,86 +230,6 @@ def _has_tqdm() -> bool:
   except ImportError:
     return False
   return True
-
-
-def _interrupted(error: BaseException) -> bool:
-  """Whether `error` is what a KeyboardInterrupt became: Beam raises a step's
-  interruption as a RuntimeError raised while handling it."""
-  seen = set()
-  while error is not None and id(error) not in seen:
-    if isinstance(error, KeyboardInterrupt):
-      return True
-    seen.add(id(error))
-    error = error.__cause__ or error.__context__
-  return False
-
-
-class _HeldStepErrors(logging.Filter):
-  """Beam logs what a step raises as an ERROR, traceback and all, before
-  raising it wrapped: the caller gets that exception, with the same traceback
-  (a full disk printed 14 lines on stderr above it). Held during the run:
-  dropped when the run raises, logged after a run that ends well (a runner
-  that retried the bundle); a KeyboardInterrupt's never (the caller gets it)."""
-
-  def __init__(self):
-    super().__init__()
-    self.held = []
-
-  def filter(self, record):
-    if not record.exc_info:
-      return True
-    if not isinstance(record.exc_info[1], KeyboardInterrupt):
-      self.held.append(record)
-    return False
-
-
-# The logger of Beam's DoFnRunner, which logs what a step raises.
-_STEP_LOGGER = 'apache_beam.runners.common'
-
-
-@contextlib.contextmanager
-def _interruptible():
-  """Ctrl-C (SIGINT's KeyboardInterrupt) raised as KeyboardInterrupt, however
-  Beam wrapped it; what a step raised not logged by Beam on the way
-  (_HeldStepErrors); the run's clean-up (the with blocks around it) runs first."""
-  held = _HeldStepErrors()
-  logger = logging.getLogger(_STEP_LOGGER)
-  logger.addFilter(held)
-  try:
-    yield
-  except Exception as error:
-    if _interrupted(error):
-      raise KeyboardInterrupt(str(error)) from error
-    raise
-  finally:
-    logger.removeFilter(held)
-  for record in held.held:  # reached when the run ended well only
-    logger.handle(record)
-
-
-class _ErrorsOnly(logging.Filter):
-  """Beam's local job service relays its worker processes' logs at their own
-  level (direct_running_mode='multi_processing'): 2 WARNINGs per worker and
-  run ('No semi_persistent_directory found', 'Discarding unparseable args').
-  The command line shows Beam's ERRORs only (exits.configure_logging): so does this."""
-
-  def filter(self, record):
-    return record.levelno >= logging.ERROR
-
-
-# The logger of Beam's local job service, which relays its workers' logs.
-_WORKER_LOGS_LOGGER = 'apache_beam.runners.portability.local_job_service'
-
-
-@contextlib.contextmanager
-def _worker_errors_only():
-  """Beam's relayed worker logs below ERROR not shown during the run (_ErrorsOnly)."""
-  quiet = _ErrorsOnly()
-  logging.getLogger(_WORKER_LOGS_LOGGER).addFilter(quiet)
-  try:
-    yield
-  finally:
-    logging.getLogger(_WORKER_LOGS_LOGGER).removeFilter(quiet)
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ shows 130 or 143).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import sys
@@ -32,11 +31,16 @@ from pipeline import errors
 from pipeline.beam_runtime import local_runner
 from pipeline.configuration import config as opts
 from pipeline.configuration import configs
+from pipeline.configuration.convert_plan import fingerprints_fetched
+from pipeline.configuration.convert_plan import info_settings
+from pipeline.configuration.convert_plan import label_map_made_here
+from pipeline.configuration.convert_plan import previous_used
 from pipeline.engines import flink_jobs
 from pipeline.engines import runners
 from pipeline.runs import exits
 from pipeline.runs import open_files
 from pipeline.runs import progress
+from pipeline.runs.output_dir import NothingPublished
 from pipeline.runs.output_dir import PublishedFirst
 from pipeline.runs.output_dir import prepare_output_dir
 from pipeline.runs.output_dir import removed_on_failure
@@ -65,7 +69,6 @@ from transforms.core import fingerprints
 from transforms.core import tally
 from transforms.core.copies import copy_check
 from transforms.core.paths import is_remote
-from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
@@ -76,10 +79,10 @@ from transforms.encode import LoadImageFn
 from transforms.label_maps import LabelMapFromRows
 from transforms.label_maps import LabelMapHere
 from transforms.label_maps import label_map_side_input
-from transforms.reuse import FingerprintFn
-from transforms.reuse import JoinPrevious
 from transforms.reuse import decide_and_copy
 from transforms.reuse import tally_reuse
+from transforms.reuse_join import FingerprintFn
+from transforms.reuse_join import JoinPrevious
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
@@ -224,7 +227,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
           | 'Once' >> beam.Impulse()
           | 'WriteDatasetInfo' >> beam.ParDo(
               WriteInfoFn(config.output_dir, split_names, len(config.manifests) > 1,
-                          _info_settings(config, p.options), lock, config.detection),
+                          info_settings(config, p.options), lock, config.detection),
               side.AsList(shard_paths | 'AllShards' >> beam.Flatten()),
               side.AsDict(counts),
               label_map_side_input(label_map),
@@ -232,28 +235,6 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
               side.AsSingleton(content_duplicates, default_value=duplicates.empty_report()),
               **({} if skipped is None else {'skipped_files': side.AsSingleton(
                   skipped, default_value=[])})))
-
-
-def label_map_made_here(config: configs.ConvertConfig, in_order: bool, inline: bool) -> bool:
-  """Whether the in-order resolve step makes the label map for the steps
-  fused after it (label_maps.LabelMapHere): a map from the rows, every row
-  kept until the map's combine (no --dedupe content), and no shuffle between
-  (remote sidecars are joined through one: a side input there costs no stage)."""
-  return (in_order and config.label_map is None and config.detection is None
-          and config.dedupe != 'content' and (inline or not previous_used(config)))
-
-
-def fingerprints_fetched(config: configs.ConvertConfig) -> bool:
-  """Whether an http(s) image's fingerprint comes from the GET that fetches
-  it (no HEAD first: nothing is decided before the image step). 4,000
-  URLs from 127.0.0.1: 20.3 s with a HEAD each, 14.3 s with the GET's."""
-  return (config.sink != SINK_TFRECORDIO and config.change_detection == fingerprints.METADATA
-          and not previous_used(config) and config.detection is None)
-
-
-def previous_used(config: configs.ConvertConfig) -> bool:
-  """Whether this run reuses a previous dataset's records."""
-  return config.previous is not None and config.previous.dataset is not None
 
 
 def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
@@ -271,15 +252,6 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
       config.previous.sidecars, config.change_detection,
       config.split if config.split_by == 'content' else None, in_order)
   return joined[ROWS], [joined[TALLIES]]
-
-
-def _info_settings(config: configs.ConvertConfig, options):
-  settings = config.info_settings(runners.engine_record(options))
-  if config.previous is None:
-    return settings
-  return dataclasses.replace(settings, reuse={
-      'previous_dataset': config.previous.dataset or config.previous.given,
-      'previous_run_id': config.previous.run_id, 'missing': not previous_used(config)})
 
 
 def run(argv=None) -> int:
@@ -305,18 +277,6 @@ def run(argv=None) -> int:
     print(over_budget_line(info), file=sys.stderr)
     return errors.EXIT_OVER_BUDGET
   return errors.EXIT_OK
-
-
-class NothingPublished(errors.UsageError):
-  """No example at all (every row rejected) and no --allow_empty: an empty
-  dataset is no success. What was written but rejected.jsonl is taken back."""
-
-  def __init__(self, info: dict, output_dir: str):
-    rejected = filesystem.join(output_dir, REJECTED_FILE)
-    super().__init__(f'all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
-                     f'nothing was published' if info['num_manifest_rows'] else
-                     'the input had no rows when the job read it; nothing was published')
-    self.info = info
 
 
 def convert(config: configs.ConvertConfig, pipeline_options,

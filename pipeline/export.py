@@ -98,7 +98,7 @@ def tfds_class_names(label_map: list) -> list:
 
 def tfds_features(info: dict, tfds, tf):
   """The FeaturesDict matching our records: a TFDS feature per feature of the
-  table (spec.py) by its field and kind, and a Tensor per extra feature.
+  table (feature_tables.py) by its field and kind, and a Tensor per extra feature.
   Feature names with '/' become nested dicts (`image/class/label` ->
   ex['image']['class']['label']); a feature named below another
   (`image/key/sha256`) is left out, as TFDS cannot have `image/key` both a

@@ -5,7 +5,7 @@ none in the test itself."""
 import os
 import time
 
-from transforms.workers.process_pool import PARENT_PID_ENV
+from transforms.workers.child_process import PARENT_PID_ENV
 
 if os.environ.get(PARENT_PID_ENV):
   time.sleep(3)

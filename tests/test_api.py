@@ -21,6 +21,7 @@ from pipeline import convert as convert_command
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
 from pipeline.errors import EXIT_USAGE
+from pipeline.runs import in_process_errors
 from pipeline.runs import progress
 from tests.conftest import COLOURS
 from tests.conftest import feature
@@ -517,16 +518,16 @@ def test_what_a_step_raises_is_not_logged_by_beam_during_a_run(caplog):
       step_logger.exception(RuntimeError(f'{type(raised).__name__} [while running x]'))
 
   with pytest.raises(KeyboardInterrupt):
-    with api._interruptible():
+    with in_process_errors.interruptible():
       log(KeyboardInterrupt())
       log(ValueError('a bug'))
       raise RuntimeError('KeyboardInterrupt [while running x]') from KeyboardInterrupt()
   with pytest.raises(RuntimeError):
-    with api._interruptible():
+    with in_process_errors.interruptible():
       log(OSError(28, 'No space left on device'))
       raise RuntimeError('OSError [while running x]')
   assert caplog.records == []
-  with api._interruptible():
+  with in_process_errors.interruptible():
     log(ValueError('retried'))
     log(KeyboardInterrupt())
     step_logger.error('no exception')  # not held: no exception with it

@@ -174,9 +174,9 @@ def test_a_buckets_list_crosses_its_shuffle_as_one_pickle():
   import pickle
   from unittest import mock
 
-  from transforms.batches import BufferByBucketFn
   from transforms.batches import RowBatchCoder
-  from transforms.batches import row_bytes
+  from transforms.buckets import BufferByBucketFn
+  from transforms.buckets import row_bytes
   from transforms.core.manifest import ManifestRow
   fn = BufferByBucketFn(lambda row: [(0, row)], row_bytes)
   # the coder Beam takes for the step's output, and so for its GroupByKey

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from transforms.core import class_counts
 from transforms.core import dataset_checks
 from transforms.core import validation
 from transforms.core.dataset_checks import RejectedLines
@@ -163,7 +164,7 @@ def test_label_map_text_missing_unended_or_edited():
 
 
 def test_class_counts_are_compared_only_where_every_label_was_read():
-  check = dataset_checks.class_count_problems
+  check = class_counts.class_count_problems
   good = {('train', 0): 2, ('train', 1): 1}
   assert check(INFO, {'train': 3}, good) == []
   swapped = {('train', 0): 1, ('train', 1): 2}
@@ -194,7 +195,7 @@ OBJECTS = {('train', 1): 2, ('train', 3): 1, ('val', 3): 1}
 
 
 def test_object_counts_of_the_splits_and_the_detection_section():
-  check = dataset_checks.object_count_problems
+  check = class_counts.object_count_problems
   counts = {'train': 2, 'val': 1}
   assert check(DETECTION, counts, OBJECTS) == []
   wrong = {**DETECTION, 'detection': {'num_objects': 99,
@@ -222,7 +223,7 @@ def test_object_counts_are_compared_only_where_every_label_was_read():
   # a record whose objects could not be read (a feature missing: label None)
   # or whose label names no class (0, a gap, past the map) is a problem of
   # its own: its split, and so the dataset's totals, are not compared
-  check = dataset_checks.object_count_problems
+  check = class_counts.object_count_problems
   counts = {'train': 2, 'val': 1}
   for label in (None, 0, 2, 4, -1):
     unread = {('train', 1): 1, ('train', label): 1, ('val', 3): 1}

@@ -1,4 +1,4 @@
-"""The feature table in transforms/core/spec.py drives the Example builder,
+"""The feature table in transforms/core/feature_tables.py drives the Example builder,
 dataset_info.json's feature_spec and validate's record checks: they agree."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from transforms.core.example import build_example
 from transforms.core.example import example_features
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
+from transforms.core.feature_tables import FEATURE_TABLES
+from transforms.core.feature_tables import SCHEMAS
 from transforms.core.image import EncodedImage
 from transforms.core.manifest import ManifestRow
 from transforms.core.spec import FEATURE_DTYPES
-from transforms.core.spec import FEATURE_TABLES
-from transforms.core.spec import SCHEMAS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ExtraFeature
 from transforms.core.spec import ImageSpec
@@ -305,9 +305,9 @@ def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
 
   from pipeline import export
   from transforms.core import decoders
+  from transforms.core.feature_tables import Feature
+  from transforms.core.feature_tables import FeatureTable
   from transforms.core.records import ExampleDecoder
-  from transforms.core.spec import Feature
-  from transforms.core.spec import FeatureTable
   table = FEATURE_TABLES['default']
   added = Feature('image/source', 'bytes', attrgetter('labelled.row.path'), field='source',
                   decode=decoders.text)

@@ -860,7 +860,7 @@ def test_image_worker_processes_start_with_sigint_blocked():
   still importing printed its KeyboardInterrupt traceback above the run's
   one line. The pool's spawner thread blocks SIGINT, and its children start
   so, until process_worker's main() ignores it."""
-  from transforms.workers.process_pool import _SPAWNER
+  from transforms.workers.child_process import _SPAWNER
   child = _SPAWNER.popen([sys.executable, '-c', 'print(open("/proc/self/status").read())'],
                          stdout=subprocess.PIPE, text=True)
   status, _ = child.communicate(timeout=60)

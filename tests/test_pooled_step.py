@@ -10,10 +10,10 @@ import pytest
 
 from tests.process_helpers import pids
 from tests.process_helpers import times_ten_or_crash
+from transforms.workers.child_process import WorkerDied
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
 from transforms.workers.pooled_step import pool_size
-from transforms.workers.process_pool import WorkerDied
 
 
 def _times_ten(items):
@@ -208,7 +208,7 @@ def test_an_item_that_overruns_its_time_limit_alone_is_not_run_again():
   that overruns alone gets WorkerTimedOut at once, never a second run (only
   a worker that died, not one stopped for time, earns its row a rerun)."""
   from tests.process_helpers import sleep_each
-  from transforms.workers.process_pool import WorkerTimedOut
+  from transforms.workers.child_process import WorkerTimedOut
   calls = Calls(sleep_each)
   with started(PoolSize(processes=1, timeout_s=2), calls, process_batch=3) as step:
     _, done = add_all(step, [0.01, 600, 0.02])

@@ -992,7 +992,7 @@ def test_the_default_schema_copy_check_holds_the_lines_path_and_sha256():
   """Every field of a line the run writes again or decides by (the next
   night's sidecar repeats its path and SHA-256) is compared with the record;
   --schema seed's records hold the label alone."""
-  from transforms.core.spec import FEATURE_TABLES
+  from transforms.core.feature_tables import FEATURE_TABLES
   assert copies.copy_check(FEATURE_TABLES['default']) == copies.CopyCheck(
       'image/key', 'image/class/label', 'image/class/text', 'image/filename', 'image/key/sha256')
   assert copies.copy_check(FEATURE_TABLES['seed']) == copies.CopyCheck(None, 'label')

@@ -1,4 +1,4 @@
-"""Shuffles by bucket (transforms/batches.py): rows cross each convert shuffle
+"""Shuffles by bucket (transforms/buckets.py): rows cross each convert shuffle
 in lists per (bundle, bucket), and every per-key step still sees one real key
 at a time. Each transform is compared with what its per-row shuffle gave (the
 per-key function over each key's rows), with keys forced to collide (2
@@ -24,22 +24,23 @@ from apache_beam.transforms.window import GlobalWindow
 import pytest
 
 from tests.conftest import local_pipeline
-from transforms.batches import OBJECT_BYTES
-from transforms.batches import ROW_BYTES
-from transforms.batches import BufferByBucketFn
-from transforms.batches import ExactKeyFn
-from transforms.batches import PerKeyFn
 from transforms.batches import Unbatch
-from transforms.batches import bucket_of
-from transforms.batches import buffer_by_key
 from transforms.batches import chunks
-from transforms.batches import row_bytes
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.buckets import OBJECT_BYTES
+from transforms.buckets import ROW_BYTES
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import ExactKeyFn
+from transforms.buckets import PerKeyFn
+from transforms.buckets import bucket_of
+from transforms.buckets import buffer_by_key
+from transforms.buckets import row_bytes
 from transforms.core import copies
 from transforms.core import duplicates
 from transforms.core import manifest
+from transforms.core import manifest_keys
 from transforms.core import reuse as core_reuse
 from transforms.core.example import BuiltExample
 from transforms.core.labels import LabelMap
@@ -49,9 +50,9 @@ from transforms.dedupe import DedupeContent
 from transforms.reuse import FALLBACK
 from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
-from transforms.reuse import JoinPrevious
 from transforms.reuse import Reusable
-from transforms.reuse import _AttachFn
+from transforms.reuse_join import JoinPrevious
+from transforms.reuse_join import _AttachFn
 from transforms.sidecars import Sidecar
 from transforms.sidecars import read_sidecar
 from transforms.sources import ResolveKeyFn
@@ -99,7 +100,7 @@ def test_buckets_are_stable_across_processes_and_spread():
   """crc32, not hash(): the same bucket under another PYTHONHASHSEED."""
   assert [bucket_of(key, 1024) for key in ('cats/1.png', 'k0', '')] == [868, 63, 0]
   assert bucket_of('\udcff', 8) == 7  # a lone surrogate (an undecodable name) has one too
-  code = "from transforms.batches import bucket_of; print(bucket_of('cats/1.png', 1024))"
+  code = "from transforms.buckets import bucket_of; print(bucket_of('cats/1.png', 1024))"
   # one other process, under a seed this one does not have (pytest's is random or unset)
   seed = '1' if os.environ.get('PYTHONHASHSEED') != '1' else '2'
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
@@ -225,7 +226,7 @@ def _resolved_per_key(images: list, labels: list, joined: bool) -> tuple:
     by_key[row.key][1].append(row)
   rows, rejections = [], []
   for key, (key_images, key_labels) in by_key.items():
-    row, rejected = manifest.resolve_key(key, key_images, key_labels, joined)
+    row, rejected = manifest_keys.resolve_key(key, key_images, key_labels, joined)
     rows += [row] if row else []
     rejections += rejected
   return rows, rejections

@@ -143,11 +143,11 @@ def test_the_label_map_is_made_in_the_resolve_step_only_where_one_stage_follows(
     in_order, inline, previous, label_map, dedupe, made_here):
   from types import SimpleNamespace
 
-  from pipeline import convert
+  from pipeline.configuration import convert_plan
   config = SimpleNamespace(
       label_map=label_map, detection=None, dedupe=dedupe,
       previous=SimpleNamespace(dataset='prev') if previous else None)
-  assert convert.label_map_made_here(config, in_order, inline) is made_here
+  assert convert_plan.label_map_made_here(config, in_order, inline) is made_here
 
 
 def test_encode_rows_examples_and_rejections(tmp_path):

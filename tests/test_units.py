@@ -418,8 +418,8 @@ def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
   import os
 
   from transforms.core.rejects import RowError
+  from transforms.workers.child_process import WorkerDied
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerDied
   pool = ProcessPool(1)
   try:
     child_pid = pool.submit(os.getpid).result()
@@ -437,7 +437,7 @@ def test_process_pool_runs_calls_in_children_and_survives_a_dead_one():
 
 
 def _crash_on(items, crash):
-  from transforms.workers.process_pool import WorkerDied
+  from transforms.workers.child_process import WorkerDied
   if crash in items:
     raise WorkerDied('image worker process ended (exit code -11)')
   return [item * 10 for item in items]
@@ -445,8 +445,8 @@ def _crash_on(items, crash):
 
 def test_a_worker_crash_fails_only_the_item_that_caused_it():
   """A batch whose worker died is rerun item by item: only the culprit fails."""
+  from transforms.workers.child_process import WorkerDied
   from transforms.workers.ordered_pool import OrderedPool
-  from transforms.workers.process_pool import WorkerDied
   pool = OrderedPool(1)
   items = [1, 2, 3, 4]
   batch = pool.call_alone(_crash_on, items, 3)
@@ -485,8 +485,8 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
   import os
   import time
 
+  from transforms.workers.child_process import WorkerTimedOut
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerTimedOut
   pool = ProcessPool(1, timeout_s=1)
   try:
     stuck_pid = pool.submit(os.getpid).result()
@@ -512,8 +512,8 @@ def test_the_time_limit_is_each_row_s_not_the_whole_batch_s():
   import os
 
   from tests.process_helpers import sleep_each
+  from transforms.workers.child_process import WorkerTimedOut
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerTimedOut
   pool = ProcessPool(1, timeout_s=2)
   try:
     pid = pool.submit(os.getpid).result()
@@ -554,8 +554,8 @@ def test_a_call_s_time_limit_covers_its_prepare():
   import threading
   import time
 
+  from transforms.workers.child_process import WorkerTimedOut
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerTimedOut
   released = threading.Event()
 
   def prepare(args):  # (seconds to read, what the child gets)
@@ -588,8 +588,8 @@ def test_a_prepare_s_time_limit_is_each_source_s():
   import time
 
   from transforms.workers import progress_ticks
+  from transforms.workers.child_process import WorkerTimedOut
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerTimedOut
 
   def prepare(args):  # (seconds to read each, what the child gets)
     for each in args[0]:
@@ -622,11 +622,12 @@ def test_process_pool_replies_survive_stdout_noise_from_the_child():
 def test_a_worker_that_cannot_start_fails_the_call_not_a_row():
   import os
 
+  from transforms.workers import child_process
   from transforms.workers import process_pool
   pool = process_pool.ProcessPool(1, worker_module='transforms.no_such_module')
   try:
     error = pool.submit(os.getpid).exception()
-    assert isinstance(error, process_pool.WorkerFailedToStart)
+    assert isinstance(error, child_process.WorkerFailedToStart)
   finally:
     pool.shutdown()
 
@@ -637,11 +638,12 @@ def test_a_worker_killed_while_starting_says_so():
   above'."""
   import os
 
+  from transforms.workers import child_process
   from transforms.workers import process_pool
   pool = process_pool.ProcessPool(1, worker_module='tests.killed_at_start_worker')
   try:
     error = pool.submit(os.getpid).exception()
-    assert isinstance(error, process_pool.WorkerFailedToStart)
+    assert isinstance(error, child_process.WorkerFailedToStart)
     assert str(error) == 'an image worker process was killed by SIGKILL while starting'
   finally:
     pool.shutdown()
@@ -656,8 +658,8 @@ def test_a_worker_killed_while_starting_says_so():
 def test_dead_children_release_their_pipes():
   import os
 
+  from transforms.workers.child_process import WorkerDied
   from transforms.workers.process_pool import ProcessPool
-  from transforms.workers.process_pool import WorkerDied
   pool = ProcessPool(1)
   try:
     for _ in range(3):
@@ -691,7 +693,7 @@ def test_a_child_started_while_its_pool_shuts_down_is_stopped(monkeypatch):
     def kill(self):
       self.killed = True
 
-  monkeypatch.setattr(process_pool, '_Child', SlowChild)
+  monkeypatch.setattr(process_pool, 'Child', SlowChild)
   pool = process_pool.ProcessPool(1)
   call = pool.submit(os.getpid)
   assert starting.wait(10)
@@ -773,10 +775,11 @@ def test_a_worker_outlives_the_thread_that_started_it():
   process's end ends a child."""
   import threading
 
+  from transforms.workers import child_process
   from transforms.workers import process_pool
   started = []
   thread = threading.Thread(
-      target=lambda: started.append(process_pool._Child(process_pool.WORKER_MODULE)))
+      target=lambda: started.append(child_process.Child(process_pool.WORKER_MODULE)))
   thread.start()
   thread.join()
   [child] = started

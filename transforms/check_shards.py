@@ -26,10 +26,10 @@ from transforms.core.side_files import COMPRESSION_MISMATCH
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import plan_spans
 from transforms.core.tfrecord import read_framed
+from transforms.workers.child_process import WorkerDied
 from transforms.workers.ordered_pool import OrderedPool
 from transforms.workers.pooled_step import PooledStep
 from transforms.workers.pooled_step import PoolSize
-from transforms.workers.process_pool import WorkerDied
 from transforms.workers.shard_span import check_span
 from transforms.workers.shard_span import read_failure
 

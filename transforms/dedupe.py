@@ -9,14 +9,14 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.typehints import Any
 
-from transforms.batches import KEY_BUCKETS
 from transforms.batches import BatchAndSpread
 from transforms.batches import BatchesOut
-from transforms.batches import PerKeyFn
-from transforms.batches import buffer_by_key
 from transforms.batches import chunks
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
+from transforms.buckets import KEY_BUCKETS
+from transforms.buckets import PerKeyFn
+from transforms.buckets import buffer_by_key
 from transforms.core import duplicates
 from transforms.core import shuffle
 from transforms.core import splits
@@ -33,8 +33,8 @@ from transforms.core.reuse import Known
 from transforms.core.spec import ImageSpec
 from transforms.label_maps import label_map_side_input
 from transforms.pooled_source import PooledSourceFn
+from transforms.workers.child_process import WorkerTimedOut
 from transforms.workers.pooled_step import PoolSize
-from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.source_image import hash_in_worker
 from transforms.workers.source_image import hash_sources
 
@@ -81,7 +81,7 @@ def ContentDuplicates(examples, buckets: int = KEY_BUCKETS):
   there is no example: read it as AsSingleton(..., default_value=
   duplicates.empty_report()). Beam's default value would add four steps and a
   stage. The copies cross the shuffle in lists per bucket of contents
-  (`buckets`, batches.py), each content reported on its own."""
+  (`buckets`, buckets.py), each content reported on its own."""
   return (examples
           # (bucket, [(sha256, (line, key, split)), ...]) per bundle
           | 'ContentCopies' >> beam.ParDo(buffer_by_key(_copies, buckets))
@@ -232,7 +232,7 @@ class DedupeContent(beam.PTransform):
   singleton PCollection of LabelMap). in_order: every row in one group, the
   kept ones leave in write order (a single local worker); else grouped per
   content: through the shuffle in lists per bucket of contents (`buckets`,
-  batches.py), kept content by content.
+  buckets.py), kept content by content.
   """
 
   def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map,

@@ -45,8 +45,8 @@ from transforms.read_sources import start_fetches
 from transforms.read_sources import start_fingerprinted_fetch
 from transforms.read_sources import too_far_ahead
 from transforms.workers import http_fetch
+from transforms.workers.child_process import WorkerTimedOut
 from transforms.workers.pooled_step import PoolSize
-from transforms.workers.process_pool import WorkerTimedOut
 from transforms.workers.progress_file import ProgressFile
 from transforms.workers.source_image import convert_in_worker
 from transforms.workers.source_image import convert_sources

@@ -8,7 +8,7 @@ import array
 
 import apache_beam as beam
 
-from transforms.batches import ROW_BYTES
+from transforms.buckets import ROW_BYTES
 from transforms.core import shuffle
 
 

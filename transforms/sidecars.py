@@ -13,12 +13,12 @@ import zlib
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.batches import KEY_BUCKETS
-from transforms.batches import BufferByBucketFn
-from transforms.batches import bucket_of
-from transforms.batches import row_bytes
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
+from transforms.buckets import KEY_BUCKETS
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import bucket_of
+from transforms.buckets import row_bytes
 from transforms.core import reuse
 
 

@@ -9,13 +9,10 @@ from typing import Optional
 
 import apache_beam as beam
 
-from transforms.batches import KEY_BUCKETS
 from transforms.batches import Batch
 from transforms.batches import BatchAndSpread
 from transforms.batches import BatchesOut
-from transforms.batches import PerKeyFn
 from transforms.batches import RowBatch
-from transforms.batches import buffer_by_key
 from transforms.batches import chunks
 from transforms.beam_util import CLASSES
 from transforms.beam_util import METRICS_NAMESPACE
@@ -23,9 +20,13 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
+from transforms.buckets import KEY_BUCKETS
+from transforms.buckets import PerKeyFn
+from transforms.buckets import buffer_by_key
 from transforms.core import image_dir
 from transforms.core import line_caps
 from transforms.core import manifest
+from transforms.core import manifest_keys
 from transforms.core import paths
 from transforms.core import shuffle
 from transforms.core import splits
@@ -145,7 +146,7 @@ class ResolveKeyFn(beam.DoFn):
 
   def process(self, grouped):
     key, sides = grouped
-    row, rejections = manifest.resolve_key(
+    row, rejections = manifest_keys.resolve_key(
         key, list(sides['images']), list(sides.get('labels', ())), self._joined)
     for rejection in rejections:
       yield beam.pvalue.TaggedOutput(REJECTED, rejection)
@@ -189,7 +190,7 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
       sides = {'images': [], 'labels': []}
       for side, row in group:
         sides[side].append(row)
-      row, rejections = manifest.resolve_key(key, sides['images'], sides['labels'],
+      row, rejections = manifest_keys.resolve_key(key, sides['images'], sides['labels'],
                                              self._joined)
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
@@ -209,7 +210,7 @@ class ResolveKeys(beam.PTransform):
   in_order: one group of every row, which comes out sorted in the write order
   of `ordering` (for a single local worker, which then writes records in
   the order they arrive); else grouped per key, in no particular order:
-  through the shuffle in lists per bucket of keys (`buckets`, batches.py),
+  through the shuffle in lists per bucket of keys (`buckets`, buckets.py),
   resolved key by key. label_map_here (in_order only): made from the kept
   rows (and `classes`, --image_dir's FolderClasses, grouped with them) before
   any leaves (label_maps.LabelMapHere).

@@ -9,7 +9,7 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.core import dataset_checks
+from transforms.core import class_counts
 from transforms.core import validation
 
 
@@ -59,8 +59,8 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
     per_split.setdefault(split, {})[shard] = count
   counts = {split: sum(shards.values()) for split, shards in per_split.items()}
   fixed = (listing_problems + validation.count_problems(info, counts, expected_count)
-           + dataset_checks.class_count_problems(info, counts, label_counts)
-           + dataset_checks.object_count_problems(info, counts, label_counts))
+           + class_counts.class_count_problems(info, counts, label_counts)
+           + class_counts.object_count_problems(info, counts, label_counts))
   for problem in fixed:
     problem_counts[problem.kind] = problem_counts.get(problem.kind, 0) + 1
   shown = sorted(fixed + first_problems, key=validation.Problem.sort_key)[:max_problems]

@@ -9,10 +9,10 @@ import dataclasses
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.batches import BufferByBucketFn
-from transforms.batches import ExactKeyFn
 from transforms.beam_util import AnyOutput
 from transforms.beam_util import in_global_window
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import ExactKeyFn
 from transforms.core import shuffle
 from transforms.core.paths import is_remote
 from transforms.core.spec import INDEX_SUFFIX
@@ -278,7 +278,7 @@ class WriteShards(beam.PTransform):
   rows were sorted before decoding): written as the images come; no image goes
   through a shuffle and memory stays flat. Otherwise (distributed runners):
   the same shards, through the runner's shuffle (the records in lists per
-  shard and bundle, batches.py), each sorted by order; with a local prefix,
+  shard and bundle, buckets.py), each sorted by order; with a local prefix,
   the records' bytes wait in files meanwhile and only their places are
   shuffled (transforms/spill.py). Either way the shards are the same on every
   run and every runner.

@@ -11,8 +11,8 @@ import zlib
 import apache_beam as beam
 
 from transforms import filesystem
-from transforms.batches import BufferByBucketFn
-from transforms.batches import ExactKeyFn
+from transforms.buckets import BufferByBucketFn
+from transforms.buckets import ExactKeyFn
 from transforms.core.example import BuiltExample
 from transforms.core.reuse import sidecar_line
 
@@ -91,7 +91,7 @@ def WriteSidecar(lines, path: str):
   distributed runner -> its sidecar at `path` (out: the path; none for a
   split without records). The lines (~250 bytes a record) meet in one worker,
   which sorts them into write order; they cross the shuffle in lists, a few
-  a bundle (batches.py)."""
+  a bundle (buckets.py)."""
   return (lines
           # (None, [(order, line), ...]) per bundle
           | 'One' >> beam.ParDo(BufferByBucketFn(_in_one, _line_bytes))

@@ -15,6 +15,7 @@ from transforms.core.annotations import ON_BAD_BOX
 from transforms.core.annotations import ON_SIZE_MISMATCH
 from transforms.core.boxes import ANNOTATION_ORIENTATIONS
 from transforms.core.boxes import DEFAULT_MIN_BOX_VISIBILITY
+from transforms.core.feature_tables import SCHEMAS
 from transforms.core.shuffle import SHUFFLE_MODES
 from transforms.core.spec import CHANGE_DETECTIONS
 from transforms.core.spec import COMPRESSIONS
@@ -22,7 +23,6 @@ from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ENCODINGS
 from transforms.core.spec import RESIZE_FILTERS
 from transforms.core.spec import RESIZE_MODES
-from transforms.core.spec import SCHEMAS
 from transforms.core.spec import SINKS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec

@@ -1,6 +1,6 @@
 """Preparing the output folder: refuse a non-empty folder or clear our own
 files (after the run lock, pipeline/runs/run_lock.py, is taken); and taking back
-what a run wrote when it fails or publishes nothing."""
+what a run wrote when it fails or publishes nothing (NothingPublished)."""
 
 from __future__ import annotations
 
@@ -173,6 +173,18 @@ def unpublish(output_dir: str, split_names: tuple,
   """Takes back a dataset this run wrote, rejected.jsonl aside (the evidence
   of why nothing was published)."""
   _clear(output_dir, split_names, files or filesystem.FileAccess(), keep=(REJECTED_FILE,))
+
+
+class NothingPublished(UsageError):
+  """No example at all (every row rejected) and no --allow_empty: an empty
+  dataset is no success. What was written but rejected.jsonl is taken back."""
+
+  def __init__(self, info: dict, output_dir: str):
+    rejected = filesystem.join(output_dir, REJECTED_FILE)
+    super().__init__(f'all {info["num_manifest_rows"]} rows were rejected (see {rejected}); '
+                     f'nothing was published' if info['num_manifest_rows'] else
+                     'the input had no rows when the job read it; nothing was published')
+    self.info = info
 
 
 class PublishedFirst:

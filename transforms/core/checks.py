@@ -1,5 +1,5 @@
 """Checks of one stored feature value: plain functions the feature table in
-spec.py names. Each returns a list of (problem kind, detail)."""
+feature_tables.py names. Each returns a list of (problem kind, detail)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ SHA256_FEATURE = 'image/key/sha256'
 
 
 def copy_check(table) -> CopyCheck:
-  """A schema's CopyCheck from its feature table (spec.FeatureTable)."""
+  """A schema's CopyCheck from its feature table (feature_tables.FeatureTable)."""
   names = {feature.name for feature in table.features} - {table.key}
   return CopyCheck(table.key, table.label, table.text,
                    IMAGE_FEATURE if IMAGE_FEATURE in names else None,

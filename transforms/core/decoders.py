@@ -1,5 +1,5 @@
 """How a reader turns one stored feature into a Python or numpy value: plain
-functions the feature table in spec.py names (as it names checks.py's), for
+functions the feature table in feature_tables.py names (as it names checks.py's), for
 read.examples and inspect. No TensorFlow: read.load decodes with TensorFlow's
 ops, from the same table.
 
@@ -7,8 +7,9 @@ A decoder takes (its value, the record's values, Reading) and returns the
 value of its field in the reader's example. A value is as the feature's shape
 holds it: a scalar's one value, a list's list (StoredValues).
 
-numpy is imported where it is used: spec.py imports this module, and image
-worker processes, which import spec.py, started ~0.1 s later with numpy
+numpy is imported where it is used: spec.py and feature_tables.py import
+this module, and image worker processes, which import spec.py, started ~0.1 s
+later with numpy
 (see bit_depth._scale_to_8bit).
 """
 

@@ -1,6 +1,6 @@
 """validate's checks of a detection record's objects, and the readers'
 decoders of them: plain functions the detection rows of the feature table
-(spec.py) name. Checks return [(problem kind, detail)]."""
+(feature_tables.py) name. Checks return [(problem kind, detail)]."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def check_areas(areas: list, *_) -> list:
 
 def check_flags(name: str, values: list, *_) -> list:
   """Each object's flag (`name`: is_crowd, difficult, truncated) is 0 or 1,
-  the only values convert writes (spec.py binds `name` with a partial)."""
+  the only values convert writes (feature_tables.py binds `name` with a partial)."""
   for i, value in enumerate(values):
     if value not in (0, 1):
       return [('bad_object_flag', f'object {i} has {name} {value}, not 0 or 1')]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from collections.abc import Iterable
 import dataclasses
 
-from transforms.core.manifest import line_of
+from transforms.core.manifest_keys import line_of
 from transforms.core.rejects import STAGE_DUPLICATE
 
 

@@ -312,7 +312,7 @@ def problem(info: dict) -> Optional[str]:
 
 def _table_problem(info: dict) -> Optional[str]:
   """What feature_spec and image say against the schema's own table
-  (spec.feature_table), which the checks and readers go by: a feature of it
+  (feature_tables.feature_table), which the checks and readers go by: a feature of it
   left out, or declared with another dtype or shape; a schema whose records
   hold no size of their own (seed) without the size of all of them."""
   schema, declared = info['schema'], info['feature_spec']

@@ -30,7 +30,7 @@ def example_spec(info: dict) -> ExampleSpec:
 class ExampleDecoder:
   """Serialized Examples of one converted dataset -> {image, label, key,
   class_text, extras...}: each field decoded by its feature's decoder in the
-  table (spec.py). image: uint8 H x W x C (the stored bytes if not decode);
+  table (feature_tables.py). image: uint8 H x W x C (the stored bytes if not decode);
   label an int; key and class_text str (key '' for --schema seed, which has
   none; class_text the label map's name); extra features numpy arrays of their
   declared shape (bytes ones of dtype object). With --multi_label, label is an

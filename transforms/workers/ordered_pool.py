@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import functools
 from typing import Optional
 
+from transforms.workers.child_process import WorkerDied
+from transforms.workers.child_process import WorkerTimedOut
 from transforms.workers.process_pool import ProcessPool
-from transforms.workers.process_pool import WorkerDied
-from transforms.workers.process_pool import WorkerTimedOut
 
 
 class OrderedPool:

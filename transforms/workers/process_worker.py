@@ -19,11 +19,11 @@ import types
 from typing import BinaryIO
 
 from transforms.workers import progress_ticks
-from transforms.workers.process_pool import OK
-from transforms.workers.process_pool import PARENT_PID_ENV
-from transforms.workers.process_pool import RAISED
-from transforms.workers.process_pool import READY
-from transforms.workers.process_pool import picklable_error
+from transforms.workers.child_process import OK
+from transforms.workers.child_process import PARENT_PID_ENV
+from transforms.workers.child_process import RAISED
+from transforms.workers.child_process import READY
+from transforms.workers.child_process import picklable_error
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _WATCH_INTERVAL_S = 0.25

@@ -26,7 +26,7 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.workers import progress_ticks
 from transforms.workers.checked_read import read_checked
-from transforms.workers.process_pool import picklable_error
+from transforms.workers.child_process import picklable_error
 from transforms.workers.source_refs import is_ref
 from transforms.workers.source_refs import read_ref
 
