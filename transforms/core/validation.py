@@ -13,10 +13,10 @@ from transforms.core import decoders
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import parse_example_plain
 from transforms.core.feature_checks import check_features
+from transforms.core.feature_tables import declares_label_lists
+from transforms.core.feature_tables import feature_table
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import ImageSpec
-from transforms.core.spec import declares_label_lists
-from transforms.core.spec import feature_table
 from transforms.core.splits import HashSplit
 
 
