@@ -4,6 +4,7 @@ the converted images' objects moved with their pixels into Examples."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Optional
 
@@ -19,9 +20,11 @@ from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import counter
+from transforms.core import annotation_versions
 from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import detection_info
+from transforms.core import fingerprints
 from transforms.core.detect import DetectionOptions
 from transforms.core.detect import detect
 from transforms.core.example import BuiltExample
@@ -79,12 +82,23 @@ class _CocoImageFn(beam.DoFn):
       return
     if images:  # each image record is a row (a repeated id: a rejected one)
       yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), len(images)))
-    row, rejected = coco.image_row(images[0][1].get('id') if images else image_id,
-                                   images, anns, self._source)
+    row, rejected = coco_row(images[0][1].get('id') if images else image_id, images, anns,
+                             self._source)
     for rejection in rejected:
       yield beam.pvalue.TaggedOutput(REJECTED, rejection)
     if row is not None:
       yield row
+
+
+def coco_row(image_id, images: list, anns: list, source: coco.CocoSource) -> tuple:
+  """coco.image_row, its row fingerprinted with the records it was made of
+  (the sidecar's `fingerprint`: validate --recompute tells by it whether they
+  changed since the run)."""
+  row, rejected = coco.image_row(image_id, images, anns, source)
+  if row is not None:
+    row = dataclasses.replace(row, annotation=dataclasses.replace(
+        row.annotation, fingerprint=annotation_versions.coco_fingerprint(images, anns)))
+  return row, rejected
 
 
 class ReadCoco(beam.PTransform):
@@ -136,6 +150,9 @@ class _DetectFn(beam.DoFn):
     self._example = example
     self._options = options
     self._ordering = ordering
+    # the pixels' and the Example's version (validate --recompute: a record
+    # another version encoded is not compared)
+    self._digest = fingerprints.options_digest(image, example)
 
   def setup(self):
     self._dropped = counter('boxes_dropped_by_crop')
@@ -164,7 +181,8 @@ class _DetectFn(beam.DoFn):
       self._dropped.inc(found.dropped)
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.DROPPED_BY_CROP, found.dropped))
     yield BuiltExample(row.split, self._ordering.key(row.key, row.place), found.labels,
-                       row.key, row.line, loaded.sha256, data)
+                       row.key, row.line, loaded.sha256, data, row.annotation.fingerprint,
+                       option_digest=self._digest)
 
 
 class DetectRows(beam.PTransform):
@@ -191,17 +209,22 @@ class DetectRows(beam.PTransform):
     return {EXAMPLES: built[EXAMPLES], REJECTED: rejected, TALLIES: built[TALLIES]}
 
 
+def file_source(detection, split):
+  """The FileSource of --annotation_format voc|yolo (detection: pipeline's DetectionConfig)."""
+  from transforms.detection_files import FileSource
+  named = [(i, name) for i, name in enumerate(detection.names) if name]
+  options = detection.options
+  return FileSource(detection.annotation_format, detection.image_dir, split,
+                    tuple((name, i) for i, name in named)
+                    if detection.annotation_format == 'voc' else tuple(i for i, _ in named),
+                    detection.mask_dir, options.include_masks, options.on_bad_box,
+                    options.skip_empty)
+
+
 def read_annotations(p, detection, split) -> Optional[dict]:
   """The reader of --annotation_format (detection: pipeline's DetectionConfig)."""
   if detection.annotation_format == 'coco':
     return p | 'ReadCoco' >> ReadCoco(detection.coco_source(split))
-  from transforms.detection_files import FileSource
   from transforms.detection_files import ReadAnnotationFiles
-  named = [(i, name) for i, name in enumerate(detection.names) if name]
-  options = detection.options
-  source = FileSource(detection.annotation_format, detection.image_dir, split,
-                      tuple((name, i) for i, name in named)
-                      if detection.annotation_format == 'voc' else tuple(i for i, _ in named),
-                      detection.mask_dir, options.include_masks, options.on_bad_box,
-                      options.skip_empty)
-  return p | 'ReadAnnotationFiles' >> ReadAnnotationFiles(source, detection.files)
+  return p | 'ReadAnnotationFiles' >> ReadAnnotationFiles(file_source(detection, split),
+                                                          detection.files)

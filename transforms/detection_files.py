@@ -12,6 +12,7 @@ from transforms.batches import Batch
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.core import annotation_versions
 from transforms.core import annotations as objects
 from transforms.core import detection_info
 from transforms.core import paths
@@ -48,6 +49,7 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
   without its image, a listed VOC id without its XML): the row is rejected,
   nothing read."""
   image, path, split, ordinal, problem = listed
+  mask_bytes = None
   fields = {'image': image, 'annotations': path, 'split': split}
   if problem:
     return None, [ManifestRow(fields, path, ordinal, image=image, key=image).reject(
@@ -68,13 +70,17 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
                            + '.png') if source.mask_dir and source.include_masks else None
     if mask and not filesystem.FileAccess().exists(mask):
       mask = None
+    if mask:  # fingerprinted with the row (validate --recompute)
+      mask_bytes = filesystem.FileAccess().read_at_most(mask, MAX_ANNOTATION_FILE_BYTES)
     annotation, rejected = voc.image_annotation(parsed, ordinal, dict(source.ids), path, mask)
   else:
     annotation, rejected = yolo.parse_labels(yolo.decode_text(data, path), ordinal, path)
   known = {label for _, label in source.ids} if source.annotation_format == 'voc' else set(
       source.ids)
   kept, bad = objects.checked_objects(annotation, known, source.include_masks, image)
-  row = dataclasses.replace(row, annotation=dataclasses.replace(annotation, objects=kept))
+  row = dataclasses.replace(row, annotation=dataclasses.replace(
+      annotation, objects=kept, fingerprint=annotation_versions.file_fingerprint(
+          source.annotation_format, image, split, ordinal, data, mask_bytes)))
   return reject_row_if_bad(row, rejected + bad, source.on_bad_box)
 
 

@@ -54,8 +54,6 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   options = info.get('options')
   if not isinstance(options, dict) or not options:
     raise UsageError(f'--recompute: {info_path} records no options to convert with')
-  if info['schema'] == 'detection':
-    raise UsageError('--recompute: a --schema detection dataset cannot be recomputed')
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
@@ -208,6 +206,9 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   info_path = filesystem.join(input_dir, DATASET_INFO)
   config = recorded_config(info, info_path, manifest_path)
   sampled = _sampled(input_dir, info, amount, files)
+  if config.detection is not None:  # objects from annotation files, not manifest rows
+    from pipeline.validating import recompute_detection
+    return recompute_detection.findings(input_dir, info, config, sampled, files)
   rows, counts = _rows(config, {key for _, key, _ in sampled}, files) if (
       config.manifests) else ({}, {})
   label_map = LabelMap(tuple(info['label_map']), fixed=True)

@@ -76,6 +76,8 @@ class ImageAnnotation:
   recorded_size: Optional[tuple]  # (width, height) the annotation records, if any
   objects: tuple  # ObjectAnnotation
   normalized: bool = False  # boxes and polygons are fractions of the frame's size
+  # what it was read from (core/annotation_versions): the record's sidecar fingerprint
+  fingerprint: str = ''
 
 
 class AnnotationError(ValueError):
