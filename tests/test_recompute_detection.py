@@ -131,6 +131,14 @@ def _swap_x_and_y(features: dict) -> None:
   features['image/object/bbox/xmin'], features['image/object/bbox/ymin'] = ymin, xmin
 
 
+def _no_letterbox_offset(features: dict) -> None:
+  """A converter that scaled the boxes but left out the pad's offset (16x16
+  into 12x8: 8x8 pixels 2 columns in, 2/12 of the width)."""
+  for name in ('image/object/bbox/xmin', 'image/object/bbox/xmax'):
+    kind, values = features[name]
+    features[name] = (kind, [v - 2 / 12 for v in values])
+
+
 def _unscaled_area(features: dict) -> None:
   """A converter that did not scale the recorded area by the resize."""
   kind, values = features['image/object/area']
@@ -157,6 +165,7 @@ def _other_source_id(features: dict) -> None:
 @pytest.mark.parametrize('fmt', sorted(FORMATS))
 @pytest.mark.parametrize('damage, feature', [
     (_swap_x_and_y, 'feature image/object/bbox/xmin, feature image/object/bbox/ymin'),
+    (_no_letterbox_offset, 'feature image/object/bbox/xmax, feature image/object/bbox/xmin'),
     (_unscaled_area, 'feature image/object/area'),
     (_flipped_mask, 'feature image/object/mask'),
     (_other_source_id, 'feature image/source_id')])

@@ -16,6 +16,8 @@ import functools
 import os
 from typing import Optional
 
+import ijson
+
 from pipeline.errors import UsageError
 from transforms import detection as detection_steps
 from transforms import filesystem
@@ -83,7 +85,8 @@ def _coco_reads(detection, split, keys: set, files) -> dict:
   ids, images, anns = set(), {}, {}
   with files.open(detection.annotations) as stream:
     for _, image in coco.items(stream, 'images'):
-      if isinstance(image, dict) and image.get('file_name') in keys:
+      if isinstance(image, dict) and isinstance(image.get('file_name'), str) and (
+          image['file_name'] in keys):
         ids.add(image_key(image.get('id')))
   with files.open(detection.annotations) as stream:
     for line, image in coco.items(stream, 'images'):
@@ -105,7 +108,7 @@ def _coco_reads(detection, split, keys: set, files) -> dict:
       why = _why(rejected)
     for _, image in found:
       name = image.get('file_name')
-      if name in keys and name not in reads:
+      if isinstance(name, str) and name in keys and name not in reads:
         reads[name] = _Read(row if row is not None and row.key == name else None,
                             why or 'another image record of its id is kept', fingerprint)
   return reads
@@ -158,7 +161,7 @@ def findings(input_dir: str, info: dict, config, sampled: list, files) -> tuple:
   try:
     reads = (_coco_reads if detection.annotation_format == 'coco' else _file_reads)(
         detection, config.split, keys, files)
-  except (OSError, ValueError) as error:  # gone or cut short since the run (ijson's errors)
+  except (OSError, ValueError, ijson.JSONError) as error:  # gone or cut short since the run
     raise UsageError(f'--recompute: the annotations {detection.annotations} cannot be read '
                      f'again: {error}')
   prepare_pillow(config.image.max_pixels)
