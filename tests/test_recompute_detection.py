@@ -8,6 +8,7 @@ changed since the run is a warning, not compared."""
 import gzip
 import io
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -22,6 +23,7 @@ from pipeline.errors import EXIT_USAGE
 from tests.conftest import noise_png
 from tests.test_validate_cli import rewrite_first_record
 from transforms.core import annotation_versions
+from transforms.core import fingerprints
 from transforms.core import recompute
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
@@ -236,3 +238,36 @@ def test_a_dataset_without_annotation_fingerprints_is_refused(tmp_path, capsys):
   err = capsys.readouterr().err
   assert err.startswith(f'error: --recompute: the sidecars of {out} record no fingerprint of '
                         'the annotations of 2 sampled record(s)') and len(err.splitlines()) == 1
+
+
+def test_a_key_no_image_record_gives_is_a_mismatch_while_the_coco_file_is_unchanged(tmp_path):
+  """A record renamed (its filename and its sidecar line's key): no image
+  record gives it. The COCO file at the size and time the run recorded
+  (detection.annotations_version): the run wrote no such record, a problem;
+  changed since (an image taken out), a warning."""
+  out = _convert(tmp_path, 'coco')
+  assert json.loads((out / 'dataset_info.json').read_text())['detection'][
+      'annotations_version'] == fingerprints.file_version(str(tmp_path / 'instances.json'))
+  key = _first_key(out)
+
+  def rename(features):
+    features['image/filename'] = (features['image/filename'][0], [b'zz.png'])
+  shard = rewrite_first_record(out, rename)
+  sidecar = out / 'train.sources.jsonl.gz'
+  lines = [json.loads(line) for line in gzip.open(sidecar)]
+  for line in lines:
+    if line['key'] == key:
+      line['key'] = 'zz.png'
+  sidecar.write_bytes(gzip.compress(b''.join(json.dumps(line).encode() + b'\n'
+                                             for line in lines), mtime=0))
+  code, report = _validate(out, '--recompute', '1.0')
+  assert code == EXIT_FAILED and report['problems_by_kind'][recompute.RECOMPUTE_MISMATCH] == 1
+  problem = next(p for p in report['problems'] if p['kind'] == recompute.RECOMPUTE_MISMATCH)
+  assert (problem['file'], problem['record'], problem['detail']) == (
+      shard, 0, f"key 'zz.png': no image record of the run's annotations "
+      f"{tmp_path / 'instances.json'} gives it, and the file is unchanged since the run: the "
+      f'run wrote no such record')
+  os.utime(tmp_path / 'instances.json', ns=(1, 1))  # changed since, as far as anyone can tell
+  code, report = _validate(out, '--recompute', '1.0')
+  assert recompute.RECOMPUTE_MISMATCH not in report['problems_by_kind']
+  assert report['warnings_by_kind'] == {recompute.SOURCE_CHANGED: 1}

@@ -15,6 +15,7 @@ from transforms import filesystem
 from transforms.core import annotations as objects
 from transforms.core import boxes
 from transforms.core import coco
+from transforms.core import fingerprints
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.detect import DetectionOptions
@@ -67,6 +68,7 @@ def _coco(args, options: DetectionOptions) -> DetectionConfig:
   if not files.exists(args.annotations):
     raise UsageError(f'--annotations {args.annotations}: no such file')
   require_file('--annotations', args.annotations)  # a FIFO or device: never opened
+  version = fingerprints.file_version(args.annotations)  # before it is read
   try:
     with files.open(args.annotations) as stream:
       summary = coco.scan(stream, args.annotations)
@@ -82,7 +84,8 @@ def _coco(args, options: DetectionOptions) -> DetectionConfig:
   except objects.LabelMapError as error:
     raise UsageError(str(error))
   return DetectionConfig('coco', args.annotations, args.image_dir.rstrip('/'), names,
-                         options, shift, tuple(sorted(labels.items())))
+                         options, shift, tuple(sorted(labels.items())),
+                         annotations_version=version)
 
 
 def convert_config(parsed) -> opts.ConvertConfig:

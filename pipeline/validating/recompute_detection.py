@@ -63,7 +63,9 @@ def _recorded(config, info: dict):
   shift = (info.get('detection') or {}).get('category_shift', detection.category_shift)
   labels = tuple((i - shift, i) for i, name in enumerate(names) if name) if (
       detection.annotation_format == 'coco') else detection.category_labels
-  return dataclasses.replace(detection, names=names, category_labels=labels)
+  return dataclasses.replace(detection, names=names, category_labels=labels,
+                             annotations_version=(info.get('detection') or {}).get(
+                                 'annotations_version') or '')
 
 
 def _require_fingerprints(input_dir: str, sampled: list) -> None:
@@ -183,6 +185,13 @@ def findings(input_dir: str, info: dict, config, sampled: list, files) -> tuple:
   return problems, warnings, len(sampled) - skipped, skipped
 
 
+def _as_read(detection) -> bool:
+  """Whether the COCO file is at the version the run recorded (its size and
+  modification time: dataset_info.json's detection.annotations_version)."""
+  recorded = detection.annotations_version
+  return bool(recorded) and fingerprints.file_version(detection.annotations) == recorded
+
+
 def _one(key: str, split: str, record, read: Optional[_Read], config, detection,
          digest: str, reader, files, http) -> Optional[tuple]:
   """(kind, what) of one record against its sources converted again, or None."""
@@ -192,6 +201,10 @@ def _one(key: str, split: str, record, read: Optional[_Read], config, detection,
         f'its record was encoded under options digest {recorded}; this version of '
         f'img2tfrecord, Pillow and its codecs gives {digest} for the same options: not '
         f'compared')
+  if read is None and _as_read(detection):
+    return recompute.RECOMPUTE_MISMATCH, (
+        f"no image record of the run's annotations {detection.annotations} gives it, and "
+        f'the file is unchanged since the run: the run wrote no such record')
   if read is None:
     return recompute.SOURCE_CHANGED, (
         f"no image record of the run's annotations {detection.annotations} gives it now")

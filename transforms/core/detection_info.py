@@ -39,6 +39,9 @@ class DetectionConfig:
   # tools leave them out), and the first tally.SHOWN_SKIPPED_FILES names
   num_unlisted: int = 0
   unlisted: tuple = ()
+  # COCO: the file's fingerprints.file_version before it was read ('' remote):
+  # validate --recompute tells by it that the file is the one the run read
+  annotations_version: str = ''
 
   def coco_source(self, split: SplitConfig) -> coco.CocoSource:
     return coco.CocoSource(self.annotations, self.image_dir, split,
@@ -100,6 +103,8 @@ def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
                            if config.options.on_bad_box == 'drop'}},
       'num_skipped_empty': sums.get(SKIPPED_EMPTY, 0),
   }
+  if config.annotations_version:
+    info['detection']['annotations_version'] = config.annotations_version
   if config.annotation_format == 'voc':
     info['detection']['num_skipped_unlisted'] = config.num_unlisted
     info['detection']['skipped_unlisted'] = list(config.unlisted)
