@@ -41,7 +41,7 @@ from transforms.core.tally import lines_key
 from transforms.encode import LoadImageFn
 
 
-def _image_key(image_id):
+def image_key(image_id):
   """A GroupByKey key for an image id as the file gives it (6.0 is 6: coco.whole_id)."""
   image_id = coco.whole_id(image_id)
   return image_id if isinstance(image_id, (int, str)) and not isinstance(image_id, bool) \
@@ -59,11 +59,11 @@ class _StreamCocoFn(beam.DoFn):
     files = filesystem.FileAccess()
     with files.open(self._path) as stream:
       for line, image in coco.items(stream, 'images'):
-        yield _image_key(image.get('id') if isinstance(image, dict) else None), (
+        yield image_key(image.get('id') if isinstance(image, dict) else None), (
             'images', (line, image))
     with files.open(self._path) as stream:
       for line, ann in coco.items(stream, 'annotations'):
-        yield _image_key(ann.get('image_id') if isinstance(ann, dict) else None), (
+        yield image_key(ann.get('image_id') if isinstance(ann, dict) else None), (
             'annotations', (line, ann))
 
 
@@ -118,7 +118,7 @@ class ReadCoco(beam.PTransform):
             TALLIES: read[TALLIES]}
 
 
-def _read_png(path: str, max_pixels: int):
+def read_png(path: str, max_pixels: int):
   """A VOC SegmentationObject PNG (any Beam filesystem), its palette indices
   kept; RowError (the image's row) when it does not decode or has more than
   max_pixels pixels (checked before its pixels are decoded)."""
@@ -165,7 +165,7 @@ class _DetectFn(beam.DoFn):
     row = loaded.labelled.row
     try:
       found = detect(loaded, self._names, self._image, self._options,
-                     functools.partial(_read_png, max_pixels=self._image.max_pixels))
+                     functools.partial(read_png, max_pixels=self._image.max_pixels))
       data = build_example(found, self._example)
     except RowError as error:  # (size_mismatch, --on_bad_box reject_row, a VOC mask PNG
       # too large or that does not decode)

@@ -90,7 +90,7 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
 MAX_ANNOTATION_FILE_BYTES = 16 << 20
 
 
-def _read_capped(files: filesystem.FileAccess, path: str) -> bytes:
+def read_capped(files: filesystem.FileAccess, path: str) -> bytes:
   """The file's bytes; OSError (the row's unreadable_annotations) past the cap."""
   data = files.read_at_most(path, MAX_ANNOTATION_FILE_BYTES)
   if len(data) > MAX_ANNOTATION_FILE_BYTES:
@@ -111,7 +111,7 @@ class _FileRowFn(beam.DoFn):
     data = b''
     try:
       if path and not problem:  # a YOLO image without a label file has no objects
-        data = _read_capped(self._files, path)
+        data = read_capped(self._files, path)
       row, rejected = file_row(listed, data, self._source)
     except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8
       row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)

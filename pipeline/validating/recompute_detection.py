@@ -38,8 +38,8 @@ from transforms.core.redact import shown_url
 from transforms.core.rejects import RowError
 from transforms.core.validation import Problem
 from transforms.detection_files import MAX_ANNOTATION_FILE_BYTES
-from transforms.detection_files import _read_capped
 from transforms.detection_files import file_row
+from transforms.detection_files import read_capped
 from transforms.read_sources import read_bytes
 from transforms.workers import http_fetch
 from transforms.workers.source_image import convert_sources
@@ -83,7 +83,7 @@ def _coco_reads(detection, split, keys: set, files) -> dict:
   (the sampled images' ids; every image record of those ids, as convert
   groups them; their annotations): never loaded whole."""
   source = detection.coco_source(split)
-  image_key = detection_steps._image_key
+  image_key = detection_steps.image_key
   ids, images, anns = set(), {}, {}
   with files.open(detection.annotations) as stream:
     for _, image in coco.items(stream, 'images'):
@@ -130,7 +130,7 @@ def _file_reads(detection, split, keys: set, files: filesystem.FileAccess) -> di
     if image not in keys or image in reads:
       continue
     try:
-      data = _read_capped(files, path) if path and not problem else b''
+      data = read_capped(files, path) if path and not problem else b''
       row, rejected = file_row(listed, data, source)
     except (OSError, yolo.YoloFormatError) as error:
       reads[image] = _Read(None, f'cannot read {path}: {error}', '')
@@ -227,7 +227,7 @@ def _one(key: str, split: str, record, read: Optional[_Read], config, detection,
     row = dataclasses.replace(row, split=splits.hash_split(
         sha256, config.split.fractions, config.split.seed))
   loaded = LoadedImage(LabelledRow(row, 0, ''), result[0], sha256, result[2])
-  read_png = functools.partial(detection_steps._read_png, max_pixels=config.image.max_pixels)
+  read_png = functools.partial(detection_steps.read_png, max_pixels=config.image.max_pixels)
   try:
     expected = build_example(detect(loaded, detection.names, config.image, detection.options,
                                     read_png), config.example)
