@@ -30,7 +30,6 @@ from transforms.core import splits
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.example import built_example
-from transforms.core.example_proto import parse_example
 from transforms.core.image import prepare_pillow
 from transforms.core.image_dir import image_dir_fields
 from transforms.core.labels import LabelMap
@@ -239,13 +238,10 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
         continue
       found = _one(row, split, record, config, label_map, digest, reader, files, http,
                    bool(unchanged) and not as_read)
-      if found is not None:
-        (warnings if found[0] in recompute.SKIPPED else problems).append(
-            Problem(found[0], *where, f'key {key!r}: {found[1]}'))
+      recompute.add_finding(found, where, key, problems, warnings)
   finally:
     reader.close()
-  skipped = sum(1 for warning in warnings if warning.kind in recompute.SKIPPED)
-  return problems, warnings, len(sampled) - skipped, skipped
+  return recompute.findings(problems, warnings, len(sampled))
 
 
 def _one(row, split: str, record, config, label_map: LabelMap, digest: str, reader,
@@ -295,13 +291,7 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
     found, _ = reader.data(record)
   except copies.COPY_ERRORS as error:
     return recompute.RECOMPUTE_MISMATCH, f'its record cannot be read: {error}'
-  # Bytes that differ with every feature the same (a field Example does not
-  # have appended, a feature map written in another order): readers see the
-  # same values, but the run did not write these bytes (was: no finding).
-  differ = [] if found == expected else recompute.differences(
-      parse_example(expected), _parsed(found)) or ['the bytes (every feature the same)']
-  if row.split != split:
-    differ.append(f'split ({split}, its row gives {row.split})')
+  differ = recompute.record_differences(found, expected, split, row.split, 'its row gives')
   if not differ:
     return None
   if row_changed and 'image bytes' not in differ:
@@ -312,10 +302,3 @@ def _one(row, split: str, record, config, label_map: LabelMap, digest: str, read
 
 
 _ROW_CHANGED = "; the run's manifest changed since the run: not compared"
-
-
-def _parsed(data: bytes) -> dict:
-  try:
-    return parse_example(data)
-  except Exception:  # DecodeError: the record is no Example; every feature differs
-    return {}

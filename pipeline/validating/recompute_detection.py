@@ -32,11 +32,9 @@ from transforms.core.detect import detect
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.example import build_example
-from transforms.core.example_proto import parse_example
 from transforms.core.image import prepare_pillow
 from transforms.core.redact import shown_url
 from transforms.core.rejects import RowError
-from transforms.core.validation import Problem
 from transforms.detection_files import MAX_ANNOTATION_FILE_BYTES
 from transforms.detection_files import file_row
 from transforms.detection_files import read_capped
@@ -175,14 +173,11 @@ def findings(input_dir: str, info: dict, config, sampled: list, files) -> tuple:
     for split, key, record in sampled:
       found = _one(key, split, record, reads.get(key), config, detection, digest, reader,
                    files, http)
-      if found is not None:
-        where = (os.path.basename(record.shard_path), record.ordinal)
-        (warnings if found[0] in recompute.SKIPPED else problems).append(
-            Problem(found[0], *where, f'key {key!r}: {found[1]}'))
+      recompute.add_finding(found, (os.path.basename(record.shard_path), record.ordinal),
+                            key, problems, warnings)
   finally:
     reader.close()
-  skipped = sum(1 for warning in warnings if warning.kind in recompute.SKIPPED)
-  return problems, warnings, len(sampled) - skipped, skipped
+  return recompute.findings(problems, warnings, len(sampled))
 
 
 def _as_read(detection) -> bool:
@@ -239,19 +234,10 @@ def _one(key: str, split: str, record, read: Optional[_Read], config, detection,
     found, _ = reader.data(record)
   except copies.COPY_ERRORS as error:
     return recompute.RECOMPUTE_MISMATCH, f'its record cannot be read: {error}'
-  differ = [] if found == expected else recompute.differences(
-      parse_example(expected), _parsed(found)) or ['the bytes (every feature the same)']
-  if row.split != split:
-    differ.append(f'split ({split}, its annotations give {row.split})')
+  differ = recompute.record_differences(found, expected, split, row.split,
+                                       'its annotations give')
   if not differ:
     return None
   return recompute.RECOMPUTE_MISMATCH, (
       f'{", ".join(differ)} differ from its unchanged image {shown} and annotations '
       f'converted again')
-
-
-def _parsed(data: bytes) -> dict:
-  try:
-    return parse_example(data)
-  except Exception:  # DecodeError: the record is no Example; every feature differs
-    return {}

@@ -7,6 +7,11 @@ from __future__ import annotations
 import hashlib
 import math
 
+from google.protobuf.message import DecodeError
+
+from transforms.core.example_proto import parse_example
+from transforms.core.validation import Problem
+
 RECOMPUTE_MISMATCH = 'recompute_mismatch'  # a problem: same source, other bytes
 # a problem: a manifest unchanged since the run holds other rows than counted
 ROW_COUNT = 'recompute_row_count'
@@ -51,3 +56,40 @@ def differences(expected: dict, found: dict) -> list:
       if what not in named:
         named.append(what)
   return named
+
+
+def record_differences(found: bytes, expected: bytes, split: str, converted_split: str,
+                       giver: str) -> list:
+  """What differs between a record as read (`found`, in `split`) and its
+  source converted again (`expected`, in `converted_split`): differences(),
+  'the bytes (every feature the same)' when only the bytes do (a field
+  Example does not have appended, a feature map in another order: readers
+  see the same values, but the run did not write these bytes), and the split
+  (giver: what gave it, 'its row gives')."""
+  differ = [] if found == expected else differences(
+      parse_example(expected), _parsed(found)) or ['the bytes (every feature the same)']
+  if converted_split != split:
+    differ.append(f'split ({split}, {giver} {converted_split})')
+  return differ
+
+
+def _parsed(data: bytes) -> dict:
+  """The record's features; none (every feature differs) when it is no Example."""
+  try:
+    return parse_example(data)
+  except DecodeError:
+    return {}
+
+
+def add_finding(found, where: tuple, key: str, problems: list, warnings: list) -> None:
+  """A sampled record's finding ((kind, what), or None: the same bytes) to
+  the warnings (SKIPPED: not compared) or the problems; where: (shard, record)."""
+  if found is not None:
+    (warnings if found[0] in SKIPPED else problems).append(
+        Problem(found[0], *where, f'key {key!r}: {found[1]}'))
+
+
+def findings(problems: list, warnings: list, sampled: int) -> tuple:
+  """(problems, warnings, records compared, records skipped) of `sampled` records."""
+  skipped = sum(1 for warning in warnings if warning.kind in SKIPPED)
+  return problems, warnings, sampled - skipped, skipped
