@@ -19,6 +19,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.test_parquet import NAMES
 from tests.test_parquet import png
 from tests.test_parquet import write_hf
@@ -216,3 +217,28 @@ def test_a_null_image_cell_reads_its_path_and_a_rewritten_path_is_a_warning(tmp_
       f"key 'train.parquet:1': its source {path} row 1 changed since the run (or is gone): "
       f'not compared')
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (1, 1)
+
+
+def test_a_moved_image_dir_dataset_is_not_told_to_pass_manifest(tmp_path, capsys):
+  """An --image_dir run has no manifest: the error of a moved folder named
+  --manifest as the way out, and --manifest then failed on 'give either
+  --manifest or --image_dir, not both'."""
+  folder = tmp_path / 'folder'
+  for number, label in enumerate(('cat', 'cat', 'dog')):
+    (folder / label).mkdir(parents=True, exist_ok=True)
+    (folder / label / f'{number}.png').write_bytes(png(number))
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(folder), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  folder.rename(tmp_path / 'moved')
+  capsys.readouterr()
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert '--manifest' not in error
+  assert f'an --image_dir run has no manifest: its folder ({folder})' in error
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0',
+                        '--manifest', str(tmp_path / 'moved')]) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert f'--recompute: --manifest does not apply to {out}' in error
+  assert 'not both' not in error

@@ -55,6 +55,9 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   if not isinstance(options, dict) or not options:
     raise UsageError(f'--recompute: {info_path} records no options to convert with')
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
+  read_in_place = _read_in_place(options)
+  if manifest_path and read_in_place:
+    raise UsageError(f'--recompute: --manifest does not apply to {info_path}: {read_in_place}')
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
   options = output_flags.without_pointless(options)
@@ -70,13 +73,26 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   try:
     config = opts.parse_convert(argv)[0]
   except UsageError as error:
-    raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
-                     + ('' if manifest_path else " (--manifest: where the run's manifest "
-                        'lives now)'))
+    hint = (f' ({read_in_place})' if read_in_place else '' if manifest_path
+            else " (--manifest: where the run's manifest lives now)")
+    raise UsageError(f'--recompute: the options {info_path} records do not load: {error}{hint}')
   # Parquet rows and WebDataset samples: recompute_sources.py.
   return dataclasses.replace(config, manifests=tuple(
       recompute_sources.with_label_names(m, options, info['label_map'])
       for m in config.manifests))
+
+
+def _read_in_place(options: dict) -> str:
+  """Why --manifest cannot say where a run's sources live now ('' when it
+  can): a --schema detection run's annotations and an --image_dir run's
+  folder are read again where the run read them."""
+  if options.get('annotations'):
+    return ('a --schema detection run has no manifest: its annotations '
+            f"({options['annotations']}) and images are read again where the run read them")
+  if options.get('image_dir') and not options.get('manifest'):
+    return (f"an --image_dir run has no manifest: its folder ({options['image_dir']}) "
+            'is read again where the run read it')
+  return ''
 
 
 def _sampled(input_dir: str, info: dict, amount, files) -> list:
