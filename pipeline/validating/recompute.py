@@ -201,6 +201,23 @@ def _recount(config, info: dict, counts: dict, unchanged: dict) -> list:
   return problems
 
 
+def _names_a_file_gone(source: manifest.ManifestConfig, key: str) -> bool:
+  """Whether `key` is a Parquet row's or WebDataset sample's own key
+  ('{file name}:{row}', '{tar name}/{sample}') naming a file the manifest
+  no longer matches: the file was renamed since the run (the versions,
+  size and time, stay), so no row gives the key, and the run may well
+  have written it."""
+  if source.fmt not in (manifest.PARQUET, manifest.WEBDATASET) or 'key' in dict(
+      source.columns):
+    return False
+  names = {os.path.basename(path) for path in configs.manifest_paths(source)}
+  if source.fmt == manifest.PARQUET:
+    name, colon, row = key.rpartition(':')
+    return bool(colon) and row.isdigit() and name not in names
+  name, slash, _ = key.partition('/')
+  return bool(slash) and name not in names
+
+
 def _image_dir_row(config, image: str):
   """The row --image_dir made of the file at `image` (relative to it)."""
   source = manifest.ManifestConfig(
@@ -243,7 +260,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
       where = (os.path.basename(record.shard_path), record.ordinal)
       row = rows.get(key) if config.manifests else (
           _image_dir_row(config, record.image) if record.image else None)
-      if row is None and as_read:
+      if row is None and as_read and not _names_a_file_gone(config.manifests[0], key):
         problems.append(Problem(recompute.RECOMPUTE_MISMATCH, *where,
                                 f"key {key!r}: no row of the run's manifest gives it, and the "
                                 f'manifest is unchanged since the run: the run wrote no such '
