@@ -271,3 +271,26 @@ def test_a_key_no_image_record_gives_is_a_mismatch_while_the_coco_file_is_unchan
   code, report = _validate(out, '--recompute', '1.0')
   assert recompute.RECOMPUTE_MISMATCH not in report['problems_by_kind']
   assert report['warnings_by_kind'] == {recompute.SOURCE_CHANGED: 1}
+
+
+@pytest.mark.parametrize('fmt', sorted(FORMATS))
+def test_a_moved_detection_dataset_is_not_told_to_pass_manifest(tmp_path, fmt, capsys):
+  """--manifest does not apply to a --schema detection run (it has none):
+  the error of a moved dataset named --manifest as the way out, and --manifest
+  then failed on '--manifest does not go with --annotations'."""
+  out = _convert(tmp_path, fmt)
+  moved = tmp_path / 'moved'
+  moved.mkdir()
+  for name in os.listdir(tmp_path):
+    if name not in ('out', 'moved'):
+      os.rename(tmp_path / name, moved / name)
+  capsys.readouterr()
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert '--manifest' not in error
+  assert 'a --schema detection run has no manifest: its annotations' in error
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0',
+                        '--manifest', str(moved)]) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert f'--recompute: --manifest does not apply to {out}' in error
+  assert 'does not go with --annotations' not in error

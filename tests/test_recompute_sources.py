@@ -19,6 +19,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.test_parquet import NAMES
 from tests.test_parquet import png
 from tests.test_parquet import write_hf
@@ -216,3 +217,49 @@ def test_a_null_image_cell_reads_its_path_and_a_rewritten_path_is_a_warning(tmp_
       f"key 'train.parquet:1': its source {path} row 1 changed since the run (or is gone): "
       f'not compared')
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (1, 1)
+
+
+def test_a_moved_image_dir_dataset_is_not_told_to_pass_manifest(tmp_path, capsys):
+  """An --image_dir run has no manifest: the error of a moved folder named
+  --manifest as the way out, and --manifest then failed on 'give either
+  --manifest or --image_dir, not both'."""
+  folder = tmp_path / 'folder'
+  for number, label in enumerate(('cat', 'cat', 'dog')):
+    (folder / label).mkdir(parents=True, exist_ok=True)
+    (folder / label / f'{number}.png').write_bytes(png(number))
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(folder), '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  folder.rename(tmp_path / 'moved')
+  capsys.readouterr()
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert '--manifest' not in error
+  assert f'an --image_dir run has no manifest: its folder ({folder})' in error
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0',
+                        '--manifest', str(tmp_path / 'moved')]) == EXIT_USAGE
+  error = capsys.readouterr().err
+  assert f'--recompute: --manifest does not apply to {out}' in error
+  assert 'not both' not in error
+
+
+@pytest.mark.parametrize('kind', sorted(BUILDERS))
+def test_a_source_file_renamed_since_the_run_is_a_warning_not_a_mismatch(tmp_path, kind):
+  """A key names its Parquet file or tar; the file renamed (mv: its size and
+  time kept, so the manifest's versions read as unchanged) gives other keys:
+  each of its records was a recompute_mismatch 'the run wrote no such
+  record' (exit 1 on a good dataset)."""
+  out = BUILDERS[kind](tmp_path)
+  source = _source_of(out, _first_key(out))
+  held = sum(1 for line in _sidecar_keys(out) if _source_of(out, line) == source)
+  # a name the same files' order keeps, matched by the (moved) corpus's pattern
+  os.rename(source, source.with_name(source.name.replace('.', 'b.', 1)))
+  code, report = _validate(out, '--recompute', '1.0', '--manifest', str(
+      tmp_path / 'data' / '*.parquet' if kind == 'parquet' else tmp_path / 'shards' / '*.tar*'))
+  assert (code, report['valid'], report['num_problems']) == (EXIT_OK, True, 0), report
+  assert [w['kind'] for w in report['warnings']] == [recompute.SOURCE_CHANGED] * held
+  assert all("no row of the run's input gives it now" in w['detail']
+             for w in report['warnings'])
+  assert report['num_recompute_skipped'] == held > 0
+  assert report['num_recomputed'] + held == (10 if kind == 'parquet' else 9)

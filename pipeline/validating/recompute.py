@@ -54,6 +54,9 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   if not isinstance(options, dict) or not options:
     raise UsageError(f'--recompute: {info_path} records no options to convert with')
   flags = command_line._flags_of(command_line.own_parser(ConvertOptions))
+  read_in_place = _read_in_place(options)
+  if manifest_path and read_in_place:
+    raise UsageError(f'--recompute: --manifest does not apply to {info_path}: {read_in_place}')
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
   options = output_flags.without_pointless(options)
@@ -69,13 +72,26 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   try:
     config = opts.parse_convert(argv)[0]
   except UsageError as error:
-    raise UsageError(f'--recompute: the options {info_path} records do not load: {error}'
-                     + ('' if manifest_path else " (--manifest: where the run's manifest "
-                        'lives now)'))
+    hint = (f' ({read_in_place})' if read_in_place else '' if manifest_path
+            else " (--manifest: where the run's manifest lives now)")
+    raise UsageError(f'--recompute: the options {info_path} records do not load: {error}{hint}')
   # Parquet rows and WebDataset samples: recompute_sources.py.
   return dataclasses.replace(config, manifests=tuple(
       recompute_sources.with_label_names(m, options, info['label_map'])
       for m in config.manifests))
+
+
+def _read_in_place(options: dict) -> str:
+  """Why --manifest cannot say where a run's sources live now ('' when it
+  can): a --schema detection run's annotations and an --image_dir run's
+  folder are read again where the run read them."""
+  if options.get('annotations'):
+    return ('a --schema detection run has no manifest: its annotations '
+            f"({options['annotations']}) and images are read again where the run read them")
+  if options.get('image_dir') and not options.get('manifest'):
+    return (f"an --image_dir run has no manifest: its folder ({options['image_dir']}) "
+            'is read again where the run read it')
+  return ''
 
 
 def _sampled(input_dir: str, info: dict, amount, files) -> list:
@@ -184,6 +200,23 @@ def _recount(config, info: dict, counts: dict, unchanged: dict) -> list:
   return problems
 
 
+def _names_a_file_gone(source: manifest.ManifestConfig, key: str) -> bool:
+  """Whether `key` is a Parquet row's or WebDataset sample's own key
+  ('{file name}:{row}', '{tar name}/{sample}') naming a file the manifest
+  no longer matches: the file was renamed since the run (the versions,
+  size and time, stay), so no row gives the key, and the run may well
+  have written it."""
+  if source.fmt not in (manifest.PARQUET, manifest.WEBDATASET) or 'key' in dict(
+      source.columns):
+    return False
+  names = {os.path.basename(path) for path in configs.manifest_paths(source)}
+  if source.fmt == manifest.PARQUET:
+    name, colon, row = key.rpartition(':')
+    return bool(colon) and row.isdigit() and name not in names
+  name, slash, _ = key.partition('/')
+  return bool(slash) and name not in names
+
+
 def _image_dir_row(config, image: str):
   """The row --image_dir made of the file at `image` (relative to it)."""
   source = manifest.ManifestConfig(
@@ -226,7 +259,7 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
       where = (os.path.basename(record.shard_path), record.ordinal)
       row = rows.get(key) if config.manifests else (
           _image_dir_row(config, record.image) if record.image else None)
-      if row is None and as_read:
+      if row is None and as_read and not _names_a_file_gone(config.manifests[0], key):
         problems.append(Problem(recompute.RECOMPUTE_MISMATCH, *where,
                                 f"key {key!r}: no row of the run's manifest gives it, and the "
                                 f'manifest is unchanged since the run: the run wrote no such '
