@@ -306,6 +306,24 @@ def test_a_signal_to_the_launcher_alone_while_its_sdk_workers_start(signum, corp
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
+def test_an_sdk_worker_starting_after_the_signal_is_stopped_too():
+  """keep_stopping() goes on stopping SDK workers for a while: one Beam starts a
+  moment after the first signal was held for ever by a single stop() (the
+  SIGTERM case of the test above hung its run, 1 CI run of 4)."""
+  done = sdk_workers.keep_stopping(seconds=WAIT_S, every=0.05)
+  sleeper = f'{sys.executable} -c "import time; time.sleep(120)"'
+  late = subprocess.Popen(['/bin/sh', '-c', f'{sleeper}; : {sdk_workers.SDK_WORKER_MODULE}'])
+  other = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])
+  try:
+    assert late.wait(timeout=WAIT_S) == -signal.SIGTERM
+    assert other.poll() is None  # not an SDK worker: left alone
+  finally:
+    done.set()
+    for process in (late, other):
+      process.kill()
+      process.wait()
+
+
 def test_stopping_sdk_workers_ends_them_and_what_they_started_only():
   """sdk_workers.stop() sends SIGTERM to each child whose command line names
   Beam's SDK worker module and to the processes under it (the Python under

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 
 # What each SDK worker process's command line holds (FnApiRunner's command
 # string for multi_processing: tests/test_beam_runtime.py checks it).
@@ -86,3 +88,28 @@ def stop(parent: int | None = None) -> list:
     except ProcessLookupError:  # ended already (the group's own signal, say)
       continue
   return pids
+
+
+# After the first signal, how long and how often SDK workers that start late
+# are stopped too (keep_stopping). Beam's worker-starting thread may still be
+# starting one when the signal comes: stopped once, a worker started a moment
+# later was held for ever (the integration test's SIGTERM case hung, 1 run of 4).
+KEEP_STOPPING_S = 60.0
+STOP_EVERY_S = 0.1
+
+
+def keep_stopping(seconds: float = KEEP_STOPPING_S, every: float = STOP_EVERY_S,
+                  parent: int | None = None) -> threading.Event:
+  """stop() now, then every `every` seconds for `seconds` on a daemon thread,
+  so a worker that starts after the signal is stopped too; -> an Event that
+  ends it sooner (set)."""
+  done = threading.Event()
+  stop(parent)
+
+  def again():
+    deadline = time.monotonic() + seconds
+    while not done.wait(every) and time.monotonic() < deadline:
+      stop(parent)
+
+  threading.Thread(target=again, name='stop-sdk-workers', daemon=True).start()
+  return done

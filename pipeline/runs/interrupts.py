@@ -188,8 +188,9 @@ class Handlers:
       sys.stderr = MainThreadOnly(sys.stderr)
       # A local multi_processing run waits for its SDK worker processes as
       # it unwinds, and one still starting is never told to end: without
-      # this, SIGTERM to this process alone hung the run (sdk_workers.py).
-      sdk_workers.stop()
+      # this, SIGTERM to this process alone hung the run (sdk_workers.py);
+      # one starting after the signal is stopped too (keep_stopping).
+      sdk_workers.keep_stopping()
       raise Interrupted(signum)
 
   def published(self, line: str) -> None:
