@@ -14,13 +14,18 @@ from pipeline import look
 from pipeline import read
 from pipeline import validate
 from pipeline.configuration import config as opts
+from pipeline.configuration.convert_plan import info_settings
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.reading import dataset
 from tests.conftest import copy_dataset
 from tests.conftest import make_sample
 from tests.conftest import read_info
+from transforms import write_metadata
+from transforms.core import duplicates
+from transforms.core import tally
 from transforms.core.dataset_info import sink_info
+from transforms.core.labels import LabelMap
 from transforms.core.spec import SHARD_NUMBERS_GLOB
 from transforms.core.tfrecord import read_records
 from transforms.write_tfrecordio import _written_shards
@@ -246,3 +251,25 @@ def test_the_recorded_options_of_a_tfrecordio_run_are_its_config_file(runs, tmp_
   config, _ = opts.parse_convert(['--config', str(tmp_path / 'again.json')])
   assert (config.sink, config.num_shards, config.compression) == ('tfrecordio', 3, 'none')
   assert config.split.fractions == (('train', 0.5), ('validation', 0.5))
+
+
+def test_dataset_info_lists_100000_shards_or_more_in_their_numbers_order(sample, tmp_path):
+  """From shard 100,000 on, names have 6 digits: text order listed
+  -100000- between -10000- and -10001- (a reader going by the list read
+  the split out of its write order)."""
+  out = tmp_path / 'out'
+  out.mkdir()
+  config, options = opts.parse_convert(
+      ['--manifest', str(sample.manifest), '--output_dir', str(out), '--runner', 'DirectRunner'])
+  numbers = [9999, 10000, 10001, 99999, 100000, 100001]
+  names = [f'train-{n:05d}-of-100002.tfrecord' for n in numbers]
+  for name in names:
+    (out / name).write_bytes(b'')
+  shard_paths = [('train', str(out / name)) for name in sorted(names)]
+  sums = {tally.lines_key(False): 6, tally.example_key('train', 0): 6}
+  write = write_metadata.WriteInfoFn(str(out), ('train',), False, info_settings(config, options))
+  list(write.process(None, shard_paths, sums, LabelMap(('cat',)), [],
+                     duplicates.empty_report()))
+  listed = read_info(out)['splits']['train']['shards']
+  assert listed == names
+  assert [int(name.split('-')[1]) for name in listed] == numbers

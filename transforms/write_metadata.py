@@ -21,6 +21,7 @@ from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SOURCES_SUFFIX
+from transforms.core.spec import in_shard_order
 
 
 class _WriteRejectedFn(AnyOutput, beam.DoFn):
@@ -117,9 +118,9 @@ class WriteInfoFn(AnyOutput, beam.DoFn):
     balance = labels.class_balance(counts.class_counts, names)
     splits = {}
     for split in self._split_names:
-      paths = sorted(p for s, p in shard_paths if s == split)
+      paths = [p for s, p in shard_paths if s == split]
       sidecars = [p for p in paths if p.endswith(SOURCES_SUFFIX)]
-      paths = [p for p in paths if not p.endswith(SOURCES_SUFFIX)]
+      paths = in_shard_order(p for p in paths if not p.endswith(SOURCES_SUFFIX))
       count = counts.examples.get(split, 0)
       if not count:
         continue

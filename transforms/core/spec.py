@@ -31,6 +31,14 @@ INDEX_SUFFIX = '.index'  # --write_index: `<shard>.index`, `offset length` lines
 SHARD_NUMBERS_GLOB = '-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]'
 SHARD_NUMBERS_GLOBS = (SHARD_NUMBERS_GLOB, SHARD_NUMBERS_GLOB + '[0-9]',
                        SHARD_NUMBERS_GLOB.replace('-of', '[0-9]-of') + '[0-9]')
+
+
+def in_shard_order(names) -> list:
+  """One split's shard names or paths in the order of their numbers. They
+  differ only in the number, which has 6 digits from 100,000 on: text order
+  put -100000- between -10000- and -10001-, and dataset_info.json listed a
+  split of over 100,000 shards so."""
+  return sorted(names, key=lambda name: (len(name), name))
 # The ordered writer's sidecar per split, SPLIT.sources.jsonl.gz: one line per
 # record in write order (where it sits, its source's fingerprint, its label,
 # its option digest), what a later --previous_dataset run reuses records by.
