@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from PIL import Image
 
+_PHOTOMETRIC = 262  # the TIFF tag PhotometricInterpretation
+
 
 def to_8bit(image: Image.Image) -> Image.Image:
   """A 16/32-bit grey image (I;16*, I, F) as 8-bit L, or LA when a 16-bit
-  PNG's tRNS level makes some pixels transparent."""
-  grey = _scale_to_8bit(image)
+  PNG's tRNS level makes some pixels transparent; a MinIsWhite TIFF's
+  levels inverted (0 is white)."""
+  grey = _scale_to_8bit(image, _min_is_white(image))
   transparent = image.info.get('transparency')  # a 16-bit PNG's tRNS level
   if isinstance(transparent, int):
     import numpy as np  # see _scale_to_8bit
@@ -17,7 +20,17 @@ def to_8bit(image: Image.Image) -> Image.Image:
   return grey
 
 
-def _scale_to_8bit(image: Image.Image) -> Image.Image:
+def _min_is_white(image: Image.Image) -> bool:
+  """A TIFF stored MinIsWhite (PhotometricInterpretation 0: 0 is white).
+  Pillow inverts such samples of 1 to 8 bits as it reads them, not 16-bit or
+  float ones (I;16, F): a scan saved at 16 bits came out as its negative.
+  (Pillow applies a TIFF's orientation itself, in load(): the image here is
+  still the TIFF the plugin read, with its tags.)"""
+  tags = getattr(image, 'tag_v2', None)
+  return tags is not None and tags.get(_PHOTOMETRIC) == 0
+
+
+def _scale_to_8bit(image: Image.Image, inverted: bool = False) -> Image.Image:
   """16-bit and 32-bit grey to 8 bits by range (Pillow's convert would clip).
 
   I;16 uses the full 16-bit range (v / 257); I holding 0..65535 likewise;
@@ -36,5 +49,7 @@ def _scale_to_8bit(image: Image.Image) -> Image.Image:
     scaled = pixels * 255.0
   else:
     scaled = (pixels - low) * (255.0 / (high - low)) if high > low else pixels - low
+  if inverted:  # before rounding: 255 - round(x) is not round(255 - x) at .5
+    scaled = 255.0 - scaled
   np.nan_to_num(scaled, copy=False, nan=0.0, posinf=255.0, neginf=0.0)
   return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), 'L')
