@@ -49,6 +49,21 @@ def tiff(samples: np.ndarray, photometric: int, bits: int, sample_format: int = 
   return (b'II*\0' + struct.pack('<IH', 8, len(entries)) + packed + b'\0' * 4 + tail + data)
 
 
+def tiff_12_bit(levels: np.ndarray) -> bytes:
+  """A MinIsBlack TIFF of 12-bit samples (levels: 0..4095, an even number a
+  row), packed two to three bytes, most significant bit first."""
+  data = tiff(levels.astype(np.uint16), 1, 16)
+  packed = b''.join(bytes([a >> 4, (a & 15) << 4 | b >> 8, b & 255])
+                    for a, b in levels.reshape(-1, 2).tolist())
+  head = bytearray(data[:-levels.size * 2])
+  for index in range(struct.unpack_from('<H', head, 8)[0]):
+    tag = struct.unpack_from('<H', head, 10 + 12 * index)[0]
+    if tag in (258, 279):  # BitsPerSample, StripByteCounts
+      struct.pack_into('<I' if tag == 279 else '<H', head, 18 + 12 * index,
+                       len(packed) if tag == 279 else 12)
+  return bytes(head) + packed
+
+
 def grey(data: bytes, spec: ImageSpec = NATIVE_GREY) -> np.ndarray:
   encoded = process_image(data, spec)
   return np.frombuffer(encoded.data, np.uint8).reshape(encoded.height, encoded.width)
@@ -98,3 +113,12 @@ def test_a_valid_tiff_pillow_has_no_mode_for_is_unsupported_not_damaged(
   assert (error.value.stage, error.value.code) == ('decode', 'unsupported')
   assert error.value.reason == ('an image variant Pillow cannot read: TIFF samples Pillow '
                                 'has no mode for (SyntaxError: unknown pixel mode)')
+
+
+def test_12_bit_tiff_is_scaled_by_its_own_range():
+  # Pillow reads 12-bit samples as I;16 holding 0..4095: scaled by 257 as
+  # 16-bit ones, a 12-bit scan came out near black (4095 -> 16 of 255).
+  levels = np.array([[0, 1000, 2048, 4095]])
+  np.testing.assert_array_equal(grey(tiff_12_bit(levels)),
+                                np.rint(levels * 255 / 4095).astype(np.uint8))
+  assert grey(tiff_12_bit(levels)).tolist() == [[0, 62, 128, 255]]
