@@ -160,7 +160,9 @@ def codec_versions() -> dict:
 # 6: a JPEG with an MPF preview (Pillow's MPO) is decoded at a reduced scale too.
 # 7: a 16-bit RGB PNG's tRNS colour key is matched on 16 bits (it matched no pixel).
 # 8: so is a 2- or 4-bit grey PNG's, widened to 8 bits as its pixels are.
-PIXELS_VERSION = 8
+# 9: a 16-bit or float MinIsWhite TIFF is inverted (0 is white); a 12-bit
+# TIFF is scaled by 255/4095 (was by 1/257, near black).
+PIXELS_VERSION = 9
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:

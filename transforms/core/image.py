@@ -27,6 +27,9 @@ _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 # What Image.open reads to pick a format: every plugin's signature check sees
 # this much of the file (check_signature looks at no more, before reading it all).
 HEADER_BYTES = 16
+# What Pillow's TIFF plugin says of a header it read whole whose samples
+# (16-bit grey + alpha, 32-bit float RGB, ...) it has no mode for.
+_NO_MODE = 'unknown pixel mode'
 # JPEG decoding at a reduced DCT scale keeps at least this many source pixels
 # per output pixel (the same gap Pillow's thumbnail() uses).
 _DRAFT_GAP = 2
@@ -146,8 +149,12 @@ def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Im
       raise _decode_error('format_not_allowed', f'{found} image: format not in --formats '
                           f'({", ".join(formats)})')
     if found is not None:  # its signature, and a header its plugin refuses
+      refusal = _refusal(found, data)
+      if _NO_MODE in refusal:  # a whole header whose sample layout Pillow has no mode for
+        raise _decode_error('unsupported', f'an image variant Pillow cannot read: {found} '
+                            f'samples Pillow has no mode for ({refusal})')
       raise _decode_error('corrupt', f'{found} image header is damaged or cut short '
-                          f'({_size_text(len(data))}): {_refusal(found, data)}')
+                          f'({_size_text(len(data))}): {refusal}')
     raise _decode_error(
         'not_an_image', f'not an image Pillow can read '
         f'({_size_text(len(data))}, starts with {data[:8]!r})')
