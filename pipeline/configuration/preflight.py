@@ -361,8 +361,10 @@ def _has_data_line(path: str, fmt: str) -> bool:
   # A CSV/TSV's first line was checked as its header. A UTF-16 .txt or
   # .jsonl had every line rejected (bad_encoding, and a NUL byte left as a
   # row of its own by each b'\\n'): exit 2, "all 3 rows were rejected".
+  # A first .txt/JSONL line of lone-CR rows is them all, as one row or bad_json.
   problem = (found and found[0] == 1 and not isinstance(found[1], line_caps.LongLine)
-             and line_caps.encoding_problem(found[1]))
+             and (line_caps.encoding_problem(found[1])
+                  or line_caps.first_row_cr_problem(found[1], fmt)))
   if problem:
     raise UsageError(f'manifest {path} cannot be read: {problem}')
   return found is not None

@@ -1,0 +1,39 @@
+"""Manifests as Windows, Excel, macOS and pandas write them: what convert
+makes of their line ends, encodings, headers and labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import convert
+from pipeline.errors import EXIT_USAGE
+from tests.test_command_line import one_error_line
+
+LONE_CR = ("its lines end with a lone \\r (classic Mac OS line breaks): only \\n or \\r\\n end "
+           "a line; convert them (tr '\\r' '\\n')")
+
+
+@pytest.mark.parametrize('name, text', [
+    # A .txt list: one row whose path was 'a.png cat\rb.png', labelled 'dog'.
+    ('m.txt', b'a.png cat\rb.png dog\r'),
+    # JSONL: one bad_json line ("Extra data") holding every row, as one row.
+    ('m.jsonl', b'{"image": "a.png", "label": "cat"}\r{"image": "b.png", "label": "dog"}\r'),
+    ('m.jsonl', b'\xef\xbb\xbf{"image": "a.png", "label": "cat"}\r{"image": "b.png"}\r'),
+])
+def test_txt_and_jsonl_rows_ending_with_a_lone_cr_exit_2_as_csv_does(tmp_path, capsys, name,
+                                                                     text):
+  path = tmp_path / name
+  path.write_bytes(text)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out)]) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: manifest {path} cannot be read: {LONE_CR}'
+  assert not out.exists()
+
+
+def test_a_jsonl_line_holding_a_cr_between_its_tokens_is_no_lone_cr_line():
+  from transforms.core import line_caps
+  assert line_caps.first_row_cr_problem(b'{"image":\r"a.png", "label": "cat"}', 'jsonl') is None
+  assert line_caps.first_row_cr_problem(b'{"image": "a.png", "label": "cat"}\r', 'jsonl') is None
+  assert line_caps.first_row_cr_problem(b'{"image": "a.png"}\r \r', 'jsonl') is None
+  assert line_caps.first_row_cr_problem(b'a.png cat\r\n', 'txt') is None
+  assert line_caps.first_row_cr_problem(b'a.png cat\rb.png dog', 'txt') == LONE_CR
