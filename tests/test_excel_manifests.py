@@ -37,3 +37,29 @@ def test_a_jsonl_line_holding_a_cr_between_its_tokens_is_no_lone_cr_line():
   assert line_caps.first_row_cr_problem(b'{"image": "a.png"}\r \r', 'jsonl') is None
   assert line_caps.first_row_cr_problem(b'a.png cat\r\n', 'txt') is None
   assert line_caps.first_row_cr_problem(b'a.png cat\rb.png dog', 'txt') == LONE_CR
+
+
+@pytest.mark.parametrize('data, reason', [
+    # One name 'cat\rdog': every row was rejected as label/unknown_label
+    # ("label 'cat' is not in the label map (1 classes)").
+    (b'cat\rdog\r', f': {LONE_CR}'),
+    # It said "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte".
+    ('cat\r\ndog\r\n'.encode('utf-16'), ' is not UTF-8 text: it is UTF-16 text (it starts '
+     'with the byte order mark FF FE): save it as UTF-8'),
+])
+def test_a_label_map_of_mac_line_ends_or_utf16_exits_2_saying_so(tmp_path, capsys, data,
+                                                                  reason):
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text('image,label\na.png,cat\nb.png,dog\n')
+  label_map = tmp_path / 'labels.txt'
+  label_map.write_bytes(data)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--label_map', str(label_map),
+                       '--output_dir', str(out)]) == EXIT_USAGE
+  assert one_error_line(capsys) == f'error: --label_map {label_map}{reason}'
+  assert not out.exists()
+
+
+def test_a_label_map_of_windows_line_ends_and_a_bom_reads_as_its_names():
+  from transforms.core.labels import LabelMap
+  assert LabelMap.from_text('\ufeffcat\r\ndog\r\n').names == ('cat', 'dog')

@@ -259,7 +259,7 @@ def read_flag_text(flag: str, path: str, max_bytes: int) -> str:
   try:
     return data.decode('utf-8')
   except UnicodeDecodeError as error:
-    raise UsageError(f'{flag} {path} is not UTF-8 text: {error}')
+    raise UsageError(f'{flag} {path} is not UTF-8 text: {line_caps.encoding_problem(data) or error}')
 
 
 def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:

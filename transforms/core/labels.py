@@ -86,6 +86,9 @@ class LabelMap:
       raise ValueError('the label map is empty')
     if any(not name for name in names):
       raise ValueError('the label map has a blank line inside it')
+    if any('\r' in name for name in names):  # 'cat\rdog' was one class, matching no label
+      raise ValueError("its lines end with a lone \\r (classic Mac OS line breaks): only "
+                       "\\n or \\r\\n end a line; convert them (tr '\\r' '\\n')")
     # in a map of integers, '1' and '01' are the same class
     numeric = all(_is_int(n) for n in names)
     same = collections.Counter(int(n) if numeric else n for n in names)
