@@ -63,3 +63,29 @@ def test_a_label_map_of_mac_line_ends_or_utf16_exits_2_saying_so(tmp_path, capsy
 def test_a_label_map_of_windows_line_ends_and_a_bom_reads_as_its_names():
   from transforms.core.labels import LabelMap
   assert LabelMap.from_text('\ufeffcat\r\ndog\r\n').names == ('cat', 'dog')
+
+
+def test_integer_labels_pandas_wrote_as_floats_are_warned(tmp_path, capsys):
+  """pandas writes an integer column holding a gap (NaN) as floats: labels
+  0.0..10.0 made ids by sorted text, '10.0' id 2 and '2.0' id 3, silently."""
+  import pandas as pd
+
+  from pipeline.errors import EXIT_OK
+  from pipeline.read import examples
+  from pipeline.reading.dataset import read_info
+  from tests.conftest import write_image
+  for i in range(11):
+    write_image(tmp_path / f'{i}.png', (20 * i, 0, 0), size=(3, 2))
+  frame = pd.DataFrame({'image': [f'{i}.png' for i in range(11)] + ['gap.png'],
+                        'label': [float(i) for i in range(11)] + [None]})
+  frame.iloc[:11].to_csv(tmp_path / 'm.csv', index=False)  # the gap's row dropped: floats stay
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', '--progress', 'off']) == EXIT_OK
+  info = read_info(str(out))
+  assert info['label_map'][:4] == ['0.0', '1.0', '10.0', '2.0']
+  assert {e['key']: e['label'] for e in examples(str(out), 'train')}['10.png'] == 2
+  assert info['label_warnings']['num_labels_not_integers'] == 11
+  assert info['label_warnings']['labels_not_integers'][:3] == ['0.0', '1.0', '10.0']
+  assert ("Warning: 11 label(s) are not non-negative integers, so the class ids follow the "
+          "labels sorted as text, not the integers' values") in capsys.readouterr().out
