@@ -89,3 +89,50 @@ def test_integer_labels_pandas_wrote_as_floats_are_warned(tmp_path, capsys):
   assert info['label_warnings']['labels_not_integers'][:3] == ['0.0', '1.0', '10.0']
   assert ("Warning: 11 label(s) are not non-negative integers, so the class ids follow the "
           "labels sorted as text, not the integers' values") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('name, text, hint', [
+    # European Excel's CSV: one column 'image;label'. It said only "(its columns: image;label)".
+    ('m.csv', 'image;label\r\na.png;cat\r\n', ": its fields are separated by ';' (Excel's CSV in "
+     "a European locale), which a CSV does not split at: save it with commas between its "
+     "fields (a .csv) or tabs (a .tsv)"),
+    ('m.csv', 'image\tlabel\na.png\tcat\n', ': its fields are separated by tabs, which a CSV '
+     'does not split at: name it .tsv or give --manifest_format tsv'),
+    ('m.tsv', 'image,label\na.png,cat\n', ': its fields are separated by commas, which a TSV '
+     'does not split at: name it .csv or give --manifest_format csv'),
+    # Excel's separator line before the header. It said "(its columns: sep=;)".
+    ('m.csv', 'sep=;\r\nimage;label\r\na.png;cat\r\n', ": its first line 'sep=;' is Excel's "
+     "separator line, no header: delete it (and if its fields are separated by ';', separate "
+     "them with ',')"),
+    ('m.csv', 'sep=,\r\nimage,label\r\na.png,cat\r\n', ": its first line 'sep=,' is Excel's "
+     "separator line, no header: delete it"),
+    ('m.tsv', 'sep=\t\r\nimage\tlabel\r\na.png\tcat\r\n', ": its first line 'sep=\\t' is "
+     "Excel's separator line, no header: delete it"),
+])
+def test_a_header_of_excels_separators_says_how_to_fix_it(tmp_path, capsys, name, text, hint):
+  path = tmp_path / name
+  path.write_bytes(text.encode())
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out)]) == EXIT_USAGE
+  error = one_error_line(capsys)
+  assert error.startswith(f'error: manifest {path} has no column(s) image, label (its columns: ')
+  assert error.endswith(hint)
+  assert not out.exists()
+
+
+def test_a_header_of_trailing_empty_columns_says_to_delete_them(tmp_path, capsys):
+  path = tmp_path / 'm.csv'
+  path.write_bytes(b'image,label,,\r\na.png,cat,,\r\n,,,\r\n')
+  assert convert.main(['--manifest', str(path), '--output_dir', str(tmp_path / 'o')]) == 2
+  assert one_error_line(capsys) == (
+      f"error: manifest {path} has an unusable header line: header repeats column(s) ['']: 2 "
+      f"columns have no name (empty cells at the end of the header, as Excel writes for "
+      f"columns that were formatted once): delete them")
+
+
+def test_a_header_hint_is_only_for_csv_and_tsv_headers_of_one_column():
+  from transforms.core.manifest import header_hint
+  assert header_hint(('image;label', 'x'), 'csv') == ''
+  assert header_hint(('image;label',), 'jsonl') == ''
+  assert header_hint(('image',), 'csv') == ''
+  assert header_hint((), 'csv') == ''

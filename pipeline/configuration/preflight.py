@@ -166,7 +166,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     if rows.count:  # no row at all: require_input's to say
       _check_columns(ROWS, needed, rows.columns)
   elif manifest.has_header(fmt):
-    _check_columns(f'manifest {path}', needed, header)
+    _check_columns(f'manifest {path}', needed, header, fmt)
   elif fmt == 'jsonl' and named:
     found = _jsonl_columns(filled[0])
     if found is not None:
@@ -203,7 +203,7 @@ def _files_format(path: str, files: tuple) -> str:
   return next(iter(formats))
 
 
-def _check_columns(named: str, needed: list, found: tuple) -> None:
+def _check_columns(named: str, needed: list, found: tuple, fmt: str = '') -> None:
   """named: the manifest as the message names it (`manifest PATH`, `rows=`)."""
   missing = [c for c in needed if c not in found]
   if missing and not found:
@@ -211,7 +211,7 @@ def _check_columns(named: str, needed: list, found: tuple) -> None:
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
-                     f'(its columns: {_shown(found) or "none"})')
+                     f'(its columns: {_shown(found) or "none"}){manifest.header_hint(found, fmt)}')
 
 
 # What a message quotes of a header: a binary or one-column file's first line

@@ -80,8 +80,35 @@ def parse_header(line: str, fmt: str) -> tuple[str, ...]:
   columns = tuple(column.strip() for column in columns)
   duplicated = sorted({c for c in columns if columns.count(c) > 1})
   if duplicated:
-    raise ManifestFormatError(f'header repeats column(s) {duplicated}')
+    raise ManifestFormatError(f'header repeats column(s) {duplicated}' + (
+        f': {columns.count("")} columns have no name (empty cells at the end of the '
+        f'header, as Excel writes for columns that were formatted once): delete them'
+        if '' in duplicated else ''))
   return columns
+
+
+def header_hint(columns: tuple, fmt: str) -> str:
+  """Why a header lacking needed columns may have them after all: Excel's
+  'sep=;' line before it, or fields separated by what the format does not
+  split at ('' when neither)."""
+  first = columns[0] if columns and fmt in ('csv', 'tsv') else ''
+  if first.lower().startswith('sep=') and len(columns) <= 2:
+    split_at = ',' if fmt == 'csv' else '\t'
+    separator = first[4:] or split_at  # 'sep=,' is the columns 'sep=' and ''
+    return (f": its first line {'sep=' + separator!r} is Excel's separator line, no "
+            f'header: delete it' + ('' if separator == split_at else
+                                    f' (and if its fields are separated by {separator!r}, '
+                                    f'separate them with {split_at!r})'))
+  if len(columns) != 1 or not first:
+    return ''
+  for separator, name in ((';', "';' (Excel's CSV in a European locale)"), ('\t', 'tabs'),
+                          (',', 'commas')):
+    if separator in first and separator != (',' if fmt == 'csv' else '\t'):
+      fix = ('name it .tsv or give --manifest_format tsv' if separator == '\t' else
+             'name it .csv or give --manifest_format csv' if separator == ',' else
+             'save it with commas between its fields (a .csv) or tabs (a .tsv)')
+      return f': its fields are separated by {name}, which a {fmt.upper()} does not split at: {fix}'
+  return ''
 
 
 @dataclasses.dataclass(frozen=True)
