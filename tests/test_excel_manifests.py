@@ -136,3 +136,40 @@ def test_a_header_hint_is_only_for_csv_and_tsv_headers_of_one_column():
   assert header_hint(('image;label',), 'jsonl') == ''
   assert header_hint(('image',), 'csv') == ''
   assert header_hint((), 'csv') == ''
+
+
+def _rejected(out) -> list:
+  import json
+  return [json.loads(line) for line in (out / 'rejected.jsonl').read_text().splitlines()]
+
+
+def test_a_missing_file_whose_look_alike_exists_says_what_differs(tmp_path):
+  """A manifest written on macOS (NFD names) against NFC files, and Windows
+  paths: 'file not found: .../café.jpg' named a file the folder seemed to
+  hold; '...img\\cat\\1.jpg' did not say that '\\' is no separator here."""
+  import unicodedata
+
+  from pipeline.errors import EXIT_OK
+  from pipeline.read import examples
+  from tests.conftest import write_image
+  nfc = unicodedata.normalize('NFC', 'café.png')
+  write_image(tmp_path / 'img' / nfc, (200, 0, 0), size=(3, 2))
+  write_image(tmp_path / 'img' / 'cat' / '1.png', (0, 200, 0), size=(3, 2))
+  nfd = unicodedata.normalize('NFD', nfc)
+  manifest = tmp_path / 'm.csv'
+  manifest.write_bytes(f'image,label\r\nimg/{nfc},a\r\nimg/{nfd},a\r\nimg\\cat\\1.png,b\r\n'
+                       f'img/none.png,b\r\n'.encode())
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--height', '2',
+                       '--width', '2', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  assert [e['key'] for e in examples(str(out), 'train')] == [f'img/{nfc}']
+  reasons = {r['line']: (r['code'], r['reason']) for r in _rejected(out)}
+  base = str(tmp_path)
+  assert reasons == {
+      3: ('missing_file', f'file not found: {base}/img/{nfd} (a file of this name written in '
+          f'Unicode NFC exists, {f"{base}/img/{nfc}"!a}; the manifest writes it '
+          f'{f"{base}/img/{nfd}"!a}: names must match byte for byte)'),
+      4: ('missing_file', f"file not found: {base}/img\\cat\\1.png (with '/' for each '\\' it "
+          f"names the file {base}/img/cat/1.png: write the manifest's paths with '/')"),
+      5: ('missing_file', f'file not found: {base}/img/none.png'),
+  }
