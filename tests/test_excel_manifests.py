@@ -173,3 +173,26 @@ def test_a_missing_file_whose_look_alike_exists_says_what_differs(tmp_path):
           f"names the file {base}/img/cat/1.png: write the manifest's paths with '/')"),
       5: ('missing_file', f'file not found: {base}/img/none.png'),
   }
+
+
+def test_a_windows_1252_line_is_rejected_saying_what_its_byte_is_and_to_save_as_utf8(tmp_path):
+  """Excel's plain 'CSV' writes Windows-1252: 'café' is 0xE9. The line is
+  rejected on its own, as any line not UTF-8; its reason said only "'utf-8'
+  codec can't decode byte 0xe9 in position 10: unexpected end of data"."""
+  from pipeline.errors import EXIT_OK
+  from pipeline.read import examples
+  from tests.conftest import write_image
+  write_image(tmp_path / 'a.png', (200, 0, 0), size=(3, 2))
+  write_image(tmp_path / 'b.png', (0, 200, 0), size=(3, 2))
+  manifest = tmp_path / 'm.csv'
+  manifest.write_bytes('image,label\r\na.png,café\r\nb.png,dog\r\n'.encode('cp1252')
+                       + b'c.png,\x81\r\n')  # 0x81: no Windows-1252 character
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--height', '2',
+                       '--width', '2', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  assert [(e['key'], e['class_text']) for e in examples(str(out), 'train')] == [('b.png', 'dog')]
+  assert [(r['line'], r['code'], r['reason']) for r in _rejected(out)] == [
+      (2, 'bad_encoding', "line is not UTF-8: 'utf-8' codec can't decode byte 0xe9 in position "
+       "9: unexpected end of data (0xE9 is 'é' in Windows-1252): save the manifest as UTF-8"),
+      (4, 'bad_encoding', "line is not UTF-8: 'utf-8' codec can't decode byte 0x81 in position "
+       "6: invalid start byte: save the manifest as UTF-8")]

@@ -364,10 +364,21 @@ def line_fields(raw, line: int, config: ManifestConfig) -> dict:
   try:
     text = raw.decode('utf-8')
   except UnicodeDecodeError as error:
-    raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}')
+    raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}'
+                   f'{_cp1252_hint(raw[error.start:error.start + 1])}: save the manifest as '
+                   f'UTF-8')
   if line == 1:
     text = text.lstrip('\ufeff')  # a byte order mark before the first row
   return split_fields(text.rstrip('\r\n'), config)
+
+
+def _cp1252_hint(byte: bytes) -> str:
+  """What a byte that is not UTF-8 is in Windows-1252 (what Excel's plain
+  'CSV' and Notepad's 'ANSI' write: 'é' is 0xE9), or ''."""
+  try:
+    return f' (0x{byte.hex().upper()} is {byte.decode("cp1252")!r} in Windows-1252)'
+  except UnicodeDecodeError:  # 0x81, 0x8D, ...: no Windows-1252 character
+    return ''
 
 
 def has_header(fmt: str) -> bool:
