@@ -196,3 +196,25 @@ def test_a_windows_1252_line_is_rejected_saying_what_its_byte_is_and_to_save_as_
        "9: unexpected end of data (0xE9 is 'é' in Windows-1252): save the manifest as UTF-8"),
       (4, 'bad_encoding', "line is not UTF-8: 'utf-8' codec can't decode byte 0x81 in position "
        "6: invalid start byte: save the manifest as UTF-8")]
+
+
+@pytest.mark.parametrize('name, flags', [('DATA.CSV.GZ', ()), ('data.csv.GZ', ()),
+                                         ('DATA.GZ', ('--manifest_format', 'csv'))])
+def test_a_gzipped_manifest_named_in_capitals_is_read_decompressed(tmp_path, name, flags):
+  """`.CSV` was read as CSV but `.CSV.GZ` exited 2 ("cannot tell the format");
+  with the --manifest_format it advised, its gzip bytes were read as text
+  ("it is not UTF-8 text ... byte 0x8b")."""
+  import gzip
+
+  from pipeline.errors import EXIT_OK
+  from pipeline.read import examples
+  from tests.conftest import write_image
+  write_image(tmp_path / 'a.png', (200, 0, 0), size=(3, 2))
+  write_image(tmp_path / 'b.png', (0, 200, 0), size=(3, 2))
+  (tmp_path / name).write_bytes(gzip.compress(b'image,label\r\na.png,cat\r\nb.png,dog\r\n'))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / name), '--output_dir', str(out),
+                       '--height', '2', '--width', '2', '--progress', 'off', *flags]) == EXIT_OK
+  found = sorted((e['key'], e['class_text'], tuple(e['image'][0, 0])) for e in
+                 examples(str(out), 'train'))
+  assert found == [('a.png', 'cat', (200, 0, 0)), ('b.png', 'dog', (0, 200, 0))]

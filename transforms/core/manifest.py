@@ -54,7 +54,7 @@ class ManifestFormatError(ValueError):
 def manifest_format(path: str) -> str:
   if path.lower().endswith(TAR_SUFFIXES):
     return WEBDATASET
-  name = path[:-3] if path.endswith('.gz') else path
+  name = path[:-3] if paths.is_gzip_name(path) else path
   extension = name.rsplit('.', 1)[-1].lower() if '.' in name else ''
   if extension not in FORMATS or (extension == PARQUET and name != path):
     raise ManifestFormatError(
