@@ -108,6 +108,9 @@ def test_integer_labels_pandas_wrote_as_floats_are_warned(tmp_path, capsys):
      "separator line, no header: delete it"),
     ('m.tsv', 'sep=\t\r\nimage\tlabel\r\na.png\tcat\r\n', ": its first line 'sep=\\t' is "
      "Excel's separator line, no header: delete it"),
+    # pandas' to_csv(sep='\t', quoting=csv.QUOTE_ALL)
+    ('m.tsv', '"image"\t"label"\n"a.png"\t"cat"\n', ': its header cells are in quotes, and '
+     'TSV cells are taken literally, quotes and all: write it without quotes, or as a CSV'),
 ])
 def test_a_header_of_excels_separators_says_how_to_fix_it(tmp_path, capsys, name, text, hint):
   path = tmp_path / name

@@ -99,6 +99,9 @@ def header_hint(columns: tuple, fmt: str) -> str:
             f'header: delete it' + ('' if separator == split_at else
                                     f' (and if its fields are separated by {separator!r}, '
                                     f'separate them with {split_at!r})'))
+  if fmt == 'tsv' and any(len(c) > 1 and c[0] == c[-1] == '"' for c in columns):
+    return (': its header cells are in quotes, and TSV cells are taken literally, quotes '
+            'and all: write it without quotes, or as a CSV')
   if len(columns) != 1 or not first:
     return ''
   for separator, name in ((';', "';' (Excel's CSV in a European locale)"), ('\t', 'tabs'),
