@@ -108,6 +108,10 @@ def test_integer_labels_pandas_wrote_as_floats_are_warned(tmp_path, capsys):
      "separator line, no header: delete it"),
     ('m.tsv', 'sep=\t\r\nimage\tlabel\r\na.png\tcat\r\n', ": its first line 'sep=\\t' is "
      "Excel's separator line, no header: delete it"),
+    # Windows PowerShell 5.1's Export-Csv, without -NoTypeInformation
+    ('m.csv', '#TYPE System.Management.Automation.PSCustomObject\r\n"image","label"\r\n'
+     '"a.png","cat"\r\n', ": its first line is the '#TYPE' line of Windows PowerShell's "
+     "Export-Csv, no header: delete it (Export-Csv -NoTypeInformation leaves it out)"),
     # pandas' to_csv(sep='\t', quoting=csv.QUOTE_ALL)
     ('m.tsv', '"image"\t"label"\n"a.png"\t"cat"\n', ': its header cells are in quotes, and '
      'TSV cells are taken literally, quotes and all: write it without quotes, or as a CSV'),

@@ -88,9 +88,9 @@ def parse_header(line: str, fmt: str) -> tuple[str, ...]:
 
 
 def header_hint(columns: tuple, fmt: str) -> str:
-  """Why a header lacking needed columns may have them after all: Excel's
-  'sep=;' line before it, or fields separated by what the format does not
-  split at ('' when neither)."""
+  """Why a header lacking needed columns may have them after all: a line
+  before it (Excel's 'sep=;', PowerShell's '#TYPE'), quoted TSV cells, or
+  fields separated by what the format does not split at ('' when none)."""
   first = columns[0] if columns and fmt in ('csv', 'tsv') else ''
   if first.lower().startswith('sep=') and len(columns) <= 2:
     split_at = ',' if fmt == 'csv' else '\t'
@@ -99,6 +99,9 @@ def header_hint(columns: tuple, fmt: str) -> str:
             f'header: delete it' + ('' if separator == split_at else
                                     f' (and if its fields are separated by {separator!r}, '
                                     f'separate them with {split_at!r})'))
+  if first.startswith('#TYPE '):
+    return (": its first line is the '#TYPE' line of Windows PowerShell's Export-Csv, no "
+            'header: delete it (Export-Csv -NoTypeInformation leaves it out)')
   if fmt == 'tsv' and any(len(c) > 1 and c[0] == c[-1] == '"' for c in columns):
     return (': its header cells are in quotes, and TSV cells are taken literally, quotes '
             'and all: write it without quotes, or as a CSV')
