@@ -355,7 +355,7 @@ def test_a_bug_while_reading_the_label_map_is_a_crash(sample, capsys, monkeypatc
 @pytest.mark.parametrize('content,message', [
     (b'red\n\nblue\n', 'blank line'),
     (b'red\nred\n', 'repeats'),
-    (b'\xff\xfe\x00bad', "codec can't decode"),
+    (b'red\n\xc3(bad', "codec can't decode"),  # not UTF-8 (UTF-16: test_excel_manifests)
     (None, 'does not exist or is not a file'),
 ])
 def test_label_map_input_problems_stay_usage_errors(sample, capsys, content, message):

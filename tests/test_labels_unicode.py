@@ -145,6 +145,11 @@ def test_normalize_label():
     (['0', '1', '2'], []),  # all integers: ids are their values, nothing to say
     (['cat', 'dog', '1'], []),  # mostly names: sorted text is what one expects
     (['7', 'x'], []),  # one integer is no pattern
+    # pandas' integer column with a gap, written as floats: '10.0' sorts before '2.0'
+    (['0.0', '1.0', '10.0', '2.0'], ['0.0', '1.0', '10.0', '2.0']),
+    (['0', '1.0', '2', 'n/a'], ['1.0', 'n/a']),  # a whole decimal counts as an integer
+    (['1.5', '2.5', '3'], []),  # fractions are no integers
+    (['1.0'], []),  # one is no pattern
 ])
 def test_mostly_integer_labels_name_the_labels_that_are_not(names, not_integers):
   assert labels.labels_not_integers(names) == not_integers

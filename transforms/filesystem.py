@@ -235,7 +235,7 @@ class FileAccess:
     Beam's decompressor, raises EOFError on a truncated file instead of
     ending early."""
     with self.open(path) as raw:
-      if path.endswith('.gz'):
+      if paths.is_gzip_name(path):
         with gzip.GzipFile(fileobj=raw) as stream:
           yield stream
       else:

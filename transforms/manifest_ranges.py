@@ -26,6 +26,7 @@ from apache_beam.transforms.core import RestrictionProvider
 from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import AnyOutput
 from transforms.core import line_ranges
+from transforms.core import paths
 from transforms.core.line_ranges import LineNumbers
 from transforms.core.line_ranges import Read
 from transforms.filesystem import FileAccess
@@ -47,7 +48,7 @@ class ManifestFile(NamedTuple):
   @property
   def whole(self) -> bool:
     """Read whole by one worker: a compressed stream."""
-    return self.path.endswith('.gz')
+    return paths.is_gzip_name(self.path)
 
 
 def manifest_files(config) -> list:

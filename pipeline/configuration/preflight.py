@@ -166,7 +166,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     if rows.count:  # no row at all: require_input's to say
       _check_columns(ROWS, needed, rows.columns)
   elif manifest.has_header(fmt):
-    _check_columns(f'manifest {path}', needed, header)
+    _check_columns(f'manifest {path}', needed, header, fmt)
   elif fmt == 'jsonl' and named:
     found = _jsonl_columns(filled[0])
     if found is not None:
@@ -203,7 +203,7 @@ def _files_format(path: str, files: tuple) -> str:
   return next(iter(formats))
 
 
-def _check_columns(named: str, needed: list, found: tuple) -> None:
+def _check_columns(named: str, needed: list, found: tuple, fmt: str = '') -> None:
   """named: the manifest as the message names it (`manifest PATH`, `rows=`)."""
   missing = [c for c in needed if c not in found]
   if missing and not found:
@@ -211,7 +211,7 @@ def _check_columns(named: str, needed: list, found: tuple) -> None:
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
-                     f'(its columns: {_shown(found) or "none"})')
+                     f'(its columns: {_shown(found) or "none"}){manifest.header_hint(found, fmt)}')
 
 
 # What a message quotes of a header: a binary or one-column file's first line
@@ -259,7 +259,7 @@ def read_flag_text(flag: str, path: str, max_bytes: int) -> str:
   try:
     return data.decode('utf-8')
   except UnicodeDecodeError as error:
-    raise UsageError(f'{flag} {path} is not UTF-8 text: {error}')
+    raise UsageError(f'{flag} {path} is not UTF-8 text: {line_caps.encoding_problem(data) or error}')
 
 
 def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
@@ -361,8 +361,10 @@ def _has_data_line(path: str, fmt: str) -> bool:
   # A CSV/TSV's first line was checked as its header. A UTF-16 .txt or
   # .jsonl had every line rejected (bad_encoding, and a NUL byte left as a
   # row of its own by each b'\\n'): exit 2, "all 3 rows were rejected".
+  # A first .txt/JSONL line of lone-CR rows is them all, as one row or bad_json.
   problem = (found and found[0] == 1 and not isinstance(found[1], line_caps.LongLine)
-             and line_caps.encoding_problem(found[1]))
+             and (line_caps.encoding_problem(found[1])
+                  or line_caps.first_row_cr_problem(found[1], fmt)))
   if problem:
     raise UsageError(f'manifest {path} cannot be read: {problem}')
   return found is not None

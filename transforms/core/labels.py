@@ -86,6 +86,9 @@ class LabelMap:
       raise ValueError('the label map is empty')
     if any(not name for name in names):
       raise ValueError('the label map has a blank line inside it')
+    if any('\r' in name for name in names):  # 'cat\rdog' was one class, matching no label
+      raise ValueError("its lines end with a lone \\r (classic Mac OS line breaks): only "
+                       "\\n or \\r\\n end a line; convert them (tr '\\r' '\\n')")
     # in a map of integers, '1' and '01' are the same class
     numeric = all(_is_int(n) for n in names)
     same = collections.Counter(int(n) if numeric else n for n in names)
@@ -292,10 +295,20 @@ def labels_not_integers(label_names: list) -> list:
   when at least two of its names, and at least half, are non-negative
   integers: a stray '-1', '+3' or 'n/a' among '0'..'9' makes every id that of
   the names sorted as text ('10' before '2'; '1' and '01' two classes), not
-  the integers' values. [] when every name, or most, are not such integers."""
+  the integers' values. [] when every name, or most, are not such integers.
+  A whole decimal ('1.0', '10.00': what pandas writes for an integer column
+  holding a gap) counts as an integer there, and is listed: '0.0'..'10.0'
+  gave '10.0' id 2, silently."""
   others = [name for name in label_names if not _is_int(name)]
-  integers = len(label_names) - len(others)
-  return others if others and integers >= max(2, len(others)) else []
+  unlike = sum(1 for name in others if not _is_whole_decimal(name))
+  like = len(label_names) - unlike
+  return others if others and like >= max(2, unlike) else []
+
+
+def _is_whole_decimal(text: str) -> bool:
+  """'1.0', '10.00': a non-negative integer written as a decimal."""
+  whole, dot, zeros = text.partition('.')
+  return bool(dot) and _is_int(whole) and bool(zeros) and not zeros.strip('0')
 
 
 def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,

@@ -4,6 +4,7 @@ holds more), and how much of a rejected line rejected.jsonl shows."""
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 from typing import Optional
 
@@ -152,3 +153,24 @@ def lone_cr_problem(first: bytes) -> Optional[str]:
     return ("its lines end with a lone \\r (classic Mac OS line breaks): only \\n or "
             "\\r\\n end a line; convert them (tr '\\r' '\\n')")
   return None
+
+
+def first_row_cr_problem(first: bytes, fmt: str) -> Optional[str]:
+  """lone_cr_problem for a .txt or JSONL manifest's first line (it has no
+  header): rows that end with a lone CR are one line, which was read as one
+  row (a .txt's path `a.jpg cat\\rb.jpg`, labelled with the last label) or one
+  bad_json line holding them all. A JSONL line may hold a CR as whitespace
+  between its tokens: only one whose part before its first CR is a whole
+  JSON object, with more after it, is refused."""
+  body = first.rstrip(b'\r\n')
+  if fmt not in ('txt', 'jsonl') or b'\r' not in body:
+    return None
+  if fmt == 'jsonl':
+    before, after = body.split(b'\r', 1)
+    try:
+      whole = isinstance(json.loads(before.decode('utf-8-sig')), dict)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+      whole = False
+    if not whole or not after.strip():
+      return None
+  return lone_cr_problem(first)

@@ -23,6 +23,12 @@ def is_remote(path: str) -> bool:
   return '://' in path
 
 
+def is_gzip_name(path: str) -> bool:
+  """A gzip file by its name: `.gz` in any case (`DATA.CSV.GZ`, as Windows
+  tools name files; Beam's own detection ignores case too)."""
+  return path[-3:].lower() == '.gz'
+
+
 def temp_name(path: str) -> str:
   """A temp name beside `path` no other writer of it picks (PATH.<12 hex>.tmp),
   to write under and rename over `path`: two validate runs of one dataset

@@ -9,6 +9,7 @@ import os
 import stat
 from typing import BinaryIO
 from typing import Optional
+import unicodedata
 
 from transforms.core import paths
 from transforms.core.example import LabelledRow
@@ -59,6 +60,24 @@ def _dangling(path: str) -> str:
     return ''
 
 
+def _look_alike(path: str) -> str:
+  """What a missing file's message adds when a file of a name that looks the
+  same exists (a stat each, no listing): the name in the other Unicode form
+  (macOS wrote NFD names, most tools write NFC: both print alike), or the
+  path with '/' for a Windows path's '\\'."""
+  if '\\' in path and os.path.isfile(path.replace('\\', '/')):
+    return (f" (with '/' for each '\\' it names the file {path.replace(chr(92), '/')}: "
+            f"write the manifest's paths with '/')")
+  if not path.isascii():
+    for form in ('NFC', 'NFD'):
+      other = unicodedata.normalize(form, path)
+      if other != path and os.path.isfile(other):
+        return (f' (a file of this name written in Unicode {form} exists, '
+                f'{other!a}; the manifest writes it {path!a}: names must match '
+                f'byte for byte)')
+  return ''
+
+
 def _os_reason(error: OSError) -> str:
   """An OSError's words without the path its str() repeats: a 300-byte name
   read `cannot read <path>: [Errno 36] File name too long: '<path>'`, the
@@ -74,7 +93,8 @@ def read_local_file(path: str, spec: ImageSpec = DEFAULT_SPEC) -> bytes:
   try:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
   except FileNotFoundError:
-    raise RowError(STAGE_READ, 'missing_file', f'file not found: {path}{_dangling(path)}')
+    raise RowError(STAGE_READ, 'missing_file',
+                   f'file not found: {path}{_dangling(path) or _look_alike(path)}')
   except PermissionError as error:
     raise RowError(STAGE_READ, 'unreadable', f'permission denied: {error}')
   except OSError as error:
