@@ -22,8 +22,8 @@ from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
 from pipeline.configuration import config_file
 from pipeline.configuration import configs
+from pipeline.configuration import flag_files
 from pipeline.configuration import flags
-from pipeline.configuration import preflight
 from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
@@ -384,7 +384,7 @@ def test_a_flag_file_that_is_not_a_regular_file_is_refused_unread(sample, tmp_pa
   assert not unblocked
 
 
-@pytest.mark.parametrize('flag,limit', [('--label_map', preflight.MAX_LABEL_MAP_BYTES),
+@pytest.mark.parametrize('flag,limit', [('--label_map', flag_files.MAX_LABEL_MAP_BYTES),
                                         ('--config', config_file.MAX_CONFIG_BYTES)])
 def test_a_flag_file_over_its_size_cap_is_refused_after_reading_the_cap(
     sample, tmp_path, capsys, monkeypatch, flag, limit):

@@ -8,6 +8,7 @@ import pytest
 from pipeline import convert
 from pipeline.errors import EXIT_USAGE
 from tests.test_command_line import one_error_line
+from transforms.core import manifest_hints
 
 LONE_CR = ("its lines end with a lone \\r (classic Mac OS line breaks): only \\n or \\r\\n end "
            "a line; convert them (tr '\\r' '\\n')")
@@ -31,12 +32,11 @@ def test_txt_and_jsonl_rows_ending_with_a_lone_cr_exit_2_as_csv_does(tmp_path, c
 
 
 def test_a_jsonl_line_holding_a_cr_between_its_tokens_is_no_lone_cr_line():
-  from transforms.core import line_caps
-  assert line_caps.first_row_cr_problem(b'{"image":\r"a.png", "label": "cat"}', 'jsonl') is None
-  assert line_caps.first_row_cr_problem(b'{"image": "a.png", "label": "cat"}\r', 'jsonl') is None
-  assert line_caps.first_row_cr_problem(b'{"image": "a.png"}\r \r', 'jsonl') is None
-  assert line_caps.first_row_cr_problem(b'a.png cat\r\n', 'txt') is None
-  assert line_caps.first_row_cr_problem(b'a.png cat\rb.png dog', 'txt') == LONE_CR
+  assert manifest_hints.first_row_cr_problem(b'{"image":\r"a.png", "label": "cat"}', 'jsonl') is None
+  assert manifest_hints.first_row_cr_problem(b'{"image": "a.png", "label": "cat"}\r', 'jsonl') is None
+  assert manifest_hints.first_row_cr_problem(b'{"image": "a.png"}\r \r', 'jsonl') is None
+  assert manifest_hints.first_row_cr_problem(b'a.png cat\r\n', 'txt') is None
+  assert manifest_hints.first_row_cr_problem(b'a.png cat\rb.png dog', 'txt') == LONE_CR
 
 
 @pytest.mark.parametrize('data, reason', [
@@ -138,11 +138,10 @@ def test_a_header_of_trailing_empty_columns_says_to_delete_them(tmp_path, capsys
 
 
 def test_a_header_hint_is_only_for_csv_and_tsv_headers_of_one_column():
-  from transforms.core.manifest import header_hint
-  assert header_hint(('image;label', 'x'), 'csv') == ''
-  assert header_hint(('image;label',), 'jsonl') == ''
-  assert header_hint(('image',), 'csv') == ''
-  assert header_hint((), 'csv') == ''
+  assert manifest_hints.header_hint(('image;label', 'x'), 'csv') == ''
+  assert manifest_hints.header_hint(('image;label',), 'jsonl') == ''
+  assert manifest_hints.header_hint(('image',), 'csv') == ''
+  assert manifest_hints.header_hint((), 'csv') == ''
 
 
 def _rejected(out) -> list:

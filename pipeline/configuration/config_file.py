@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pipeline.configuration.preflight import read_flag_text
+from pipeline.configuration.flag_files import read_flag_text
 from pipeline.errors import UsageError
 from transforms.core import plain_yaml
 

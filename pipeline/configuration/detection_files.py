@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import posixpath
 
+from pipeline.configuration.flag_files import MAX_LABEL_MAP_BYTES
+from pipeline.configuration.flag_files import read_capped
 from pipeline.configuration.manifest_files import require_file
-from pipeline.configuration.preflight import MAX_LABEL_MAP_BYTES
-from pipeline.configuration.preflight import read_capped
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import annotations as objects

@@ -12,20 +12,19 @@ import json
 import os
 from typing import Optional
 
+from pipeline.configuration import flag_files
 from pipeline.configuration.manifest_files import is_pattern
 from pipeline.configuration.manifest_files import manifest_files
 from pipeline.configuration.manifest_files import refuse_path_splits
-from pipeline.configuration.manifest_files import require_file
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import image_dir
 from transforms.core import line_caps
 from transforms.core import manifest
+from transforms.core import manifest_hints
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
-from transforms.core.labels import LabelMap
-from transforms.core.labels import normalized_map
 
 
 def _first_line(path: str, skip_blank: bool = False,
@@ -51,12 +50,12 @@ def read_manifest_header(path: str, fmt: str,
   if isinstance(first, line_caps.LongLine):
     raise UsageError(f'manifest {path} has an unusable header line: it is {first.length} '
                      f'bytes, over {line_caps.MAX_LINE_BYTES}')
-  problem = line_caps.encoding_problem(first)
+  problem = manifest_hints.encoding_problem(first)
   try:
     text = '' if problem else first.decode('utf-8')
   except UnicodeDecodeError as error:  # a binary file: no line break of it to mend
     problem = f'it is not UTF-8 text ({error})'
-  problem = problem or line_caps.lone_cr_problem(first)
+  problem = problem or manifest_hints.lone_cr_problem(first)
   if problem:
     raise UsageError(f'manifest {path} has an unusable header line: {problem}')
   try:
@@ -211,7 +210,7 @@ def _check_columns(named: str, needed: list, found: tuple, fmt: str = '') -> Non
                      f'line is blank): it needs the column(s) {", ".join(needed)}')
   if missing:
     raise UsageError(f'{named} has no column(s) {", ".join(missing)} '
-                     f'(its columns: {_shown(found) or "none"}){manifest.header_hint(found, fmt)}')
+                     f'(its columns: {_shown(found) or "none"}){manifest_hints.header_hint(found, fmt)}')
 
 
 # What a message quotes of a header: a binary or one-column file's first line
@@ -227,57 +226,12 @@ def _shown(columns: tuple) -> str:
   return ', '.join(names) + more
 
 
-# The most bytes a --label_map file may hold. The launcher holds the map as
-# Python strings and dicts (measured: 1M short names, 16 MiB of text, cost
-# 118 MiB) and every worker gets a copy; the largest real maps (ImageNet-21k's
-# 21,841 classes) are under 1 MiB. Without a cap a huge file (or a .gz bomb)
-# was read whole and died in a MemoryError traceback.
-MAX_LABEL_MAP_BYTES = 16 << 20
-
-
-def read_capped(named: str, path: str, max_bytes: int, needs: str,
-                files: Optional[filesystem.FileAccess] = None) -> bytes:
-  """The bytes of a small file a user hands over, read at most max_bytes + 1
-  (a .gz: once decompressed), never whole; a UsageError starting `named` if
-  it cannot be read or holds more (`more than {needs} needs`)."""
-  try:
-    data = (files or filesystem.FileAccess()).read_at_most(path, max_bytes)
-  except filesystem.read_errors() as error:
-    raise UsageError(f'{named} cannot be read: {type(error).__name__}: {error}')
-  if len(data) > max_bytes:
-    raise UsageError(f'{named} holds more than {max_bytes} bytes, more than {needs} needs')
-  return data
-
-
-def read_flag_text(flag: str, path: str, max_bytes: int) -> str:
-  """The UTF-8 text of the file `flag` names (--label_map, --config); a
-  UsageError naming the flag if it is not a regular file (require_file: no
-  device or FIFO is opened), cannot be read, or holds more than `max_bytes`
-  bytes (a .gz: once decompressed; at most max_bytes + 1 are read)."""
-  require_file(flag, path)
-  data = read_capped(f'{flag} {path}', path, max_bytes, f'any {flag} file')
-  try:
-    return data.decode('utf-8')
-  except UnicodeDecodeError as error:
-    raise UsageError(f'{flag} {path} is not UTF-8 text: {line_caps.encoding_problem(data) or error}')
-
-
-def read_label_map(path: Optional[str], modes: frozenset) -> Optional[LabelMap]:
-  if not path:
-    return None
-  text = read_flag_text('--label_map', path, MAX_LABEL_MAP_BYTES)
-  try:
-    return normalized_map(LabelMap.from_text(text), modes)
-  except ValueError as error:  # empty, blank or repeated lines
-    raise UsageError(f'--label_map {path}: {error}')
-
-
 def source_label_map(manifests: tuple, path: Optional[str], modes: frozenset,
                      extensions: Optional[tuple]) -> tuple:
   """(manifests, label map): --label_map read; a Parquet manifest's ClassLabel
   names instead or checked against it; WebDataset tars told the image
   extensions and the names their .cls ids stand for."""
-  given = read_label_map(path, modes)
+  given = flag_files.read_label_map(path, modes)
   if manifests and manifests[0].fmt == manifest.PARQUET:
     from pipeline.configuration import preflight_parquet
     given = preflight_parquet.label_map(manifests[0], given, path, modes)
@@ -363,8 +317,8 @@ def _has_data_line(path: str, fmt: str) -> bool:
   # row of its own by each b'\\n'): exit 2, "all 3 rows were rejected".
   # A first .txt/JSONL line of lone-CR rows is them all, as one row or bad_json.
   problem = (found and found[0] == 1 and not isinstance(found[1], line_caps.LongLine)
-             and (line_caps.encoding_problem(found[1])
-                  or line_caps.first_row_cr_problem(found[1], fmt)))
+             and (manifest_hints.encoding_problem(found[1])
+                  or manifest_hints.first_row_cr_problem(found[1], fmt)))
   if problem:
     raise UsageError(f'manifest {path} cannot be read: {problem}')
   return found is not None

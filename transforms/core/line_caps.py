@@ -4,9 +4,7 @@ holds more), and how much of a rejected line rejected.jsonl shows."""
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
-from typing import Optional
 
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
@@ -126,51 +124,3 @@ def _shown_text(text: str) -> str:
   if len(text) <= MAX_SHOWN_LINE:
     return text
   return text[:MAX_SHOWN_LINE] + f'... ({len(text)} characters)'
-
-
-# Byte order marks of text that is not UTF-8 (UTF-32's first: FF FE 00 00
-# starts with UTF-16's). Excel's "Unicode Text" export is UTF-16 LE.
-_FOREIGN_BOMS = ((b'\xff\xfe\x00\x00', 'UTF-32'), (b'\x00\x00\xfe\xff', 'UTF-32'),
-                 (b'\xff\xfe', 'UTF-16'), (b'\xfe\xff', 'UTF-16'))
-
-
-def encoding_problem(first: bytes) -> Optional[str]:
-  """Why a manifest whose first line (as read_line reads it) is `first`
-  cannot be read as UTF-8 lines, or None: text in UTF-16 or UTF-32 (its
-  byte order mark), whose every line would be `manifest/bad_encoding`."""
-  for bom, name in _FOREIGN_BOMS:
-    if first.startswith(bom):
-      return (f'it is {name} text (it starts with the byte order mark '
-              f'{bom.hex(" ").upper()}): save it as UTF-8')
-  return None
-
-
-def lone_cr_problem(first: bytes) -> Optional[str]:
-  """Why a header line holding a b'\\r' before its end is unusable: lines
-  that end with a lone CR (classic Mac OS) are one line here, since only
-  b'\\n' ends a line (a quoted CSV field cannot hold a line break either)."""
-  if b'\r' in first.rstrip(b'\r\n'):
-    return ("its lines end with a lone \\r (classic Mac OS line breaks): only \\n or "
-            "\\r\\n end a line; convert them (tr '\\r' '\\n')")
-  return None
-
-
-def first_row_cr_problem(first: bytes, fmt: str) -> Optional[str]:
-  """lone_cr_problem for a .txt or JSONL manifest's first line (it has no
-  header): rows that end with a lone CR are one line, which was read as one
-  row (a .txt's path `a.jpg cat\\rb.jpg`, labelled with the last label) or one
-  bad_json line holding them all. A JSONL line may hold a CR as whitespace
-  between its tokens: only one whose part before its first CR is a whole
-  JSON object, with more after it, is refused."""
-  body = first.rstrip(b'\r\n')
-  if fmt not in ('txt', 'jsonl') or b'\r' not in body:
-    return None
-  if fmt == 'jsonl':
-    before, after = body.split(b'\r', 1)
-    try:
-      whole = isinstance(json.loads(before.decode('utf-8-sig')), dict)
-    except ValueError:  # JSONDecodeError, UnicodeDecodeError
-      whole = False
-    if not whole or not after.strip():
-      return None
-  return lone_cr_problem(first)

@@ -13,6 +13,7 @@ from typing import Optional
 
 from transforms.core import json_objects
 from transforms.core import line_caps
+from transforms.core import manifest_hints
 from transforms.core import paths
 from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import is_null
@@ -85,36 +86,6 @@ def parse_header(line: str, fmt: str) -> tuple[str, ...]:
         f'header, as Excel writes for columns that were formatted once): delete them'
         if '' in duplicated else ''))
   return columns
-
-
-def header_hint(columns: tuple, fmt: str) -> str:
-  """Why a header lacking needed columns may have them after all: a line
-  before it (Excel's 'sep=;', PowerShell's '#TYPE'), quoted TSV cells, or
-  fields separated by what the format does not split at ('' when none)."""
-  first = columns[0] if columns and fmt in ('csv', 'tsv') else ''
-  if first.lower().startswith('sep=') and len(columns) <= 2:
-    split_at = ',' if fmt == 'csv' else '\t'
-    separator = first[4:] or split_at  # 'sep=,' is the columns 'sep=' and ''
-    return (f": its first line {'sep=' + separator!r} is Excel's separator line, no "
-            f'header: delete it' + ('' if separator == split_at else
-                                    f' (and if its fields are separated by {separator!r}, '
-                                    f'separate them with {split_at!r})'))
-  if first.startswith('#TYPE '):
-    return (": its first line is the '#TYPE' line of Windows PowerShell's Export-Csv, no "
-            'header: delete it (Export-Csv -NoTypeInformation leaves it out)')
-  if fmt == 'tsv' and any(len(c) > 1 and c[0] == c[-1] == '"' for c in columns):
-    return (': its header cells are in quotes, and TSV cells are taken literally, quotes '
-            'and all: write it without quotes, or as a CSV')
-  if len(columns) != 1 or not first:
-    return ''
-  for separator, name in ((';', "';' (Excel's CSV in a European locale)"), ('\t', 'tabs'),
-                          (',', 'commas')):
-    if separator in first and separator != (',' if fmt == 'csv' else '\t'):
-      fix = ('name it .tsv or give --manifest_format tsv' if separator == '\t' else
-             'name it .csv or give --manifest_format csv' if separator == ',' else
-             'save it with commas between its fields (a .csv) or tabs (a .tsv)')
-      return f': its fields are separated by {name}, which a {fmt.upper()} does not split at: {fix}'
-  return ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,20 +342,11 @@ def line_fields(raw, line: int, config: ManifestConfig) -> dict:
     text = raw.decode('utf-8')
   except UnicodeDecodeError as error:
     raise RowError(STAGE_MANIFEST, 'bad_encoding', f'line is not UTF-8: {error}'
-                   f'{_cp1252_hint(raw[error.start:error.start + 1])}: save the manifest as '
+                   f'{manifest_hints.cp1252_hint(raw[error.start:error.start + 1])}: save the manifest as '
                    f'UTF-8')
   if line == 1:
     text = text.lstrip('\ufeff')  # a byte order mark before the first row
   return split_fields(text.rstrip('\r\n'), config)
-
-
-def _cp1252_hint(byte: bytes) -> str:
-  """What a byte that is not UTF-8 is in Windows-1252 (what Excel's plain
-  'CSV' and Notepad's 'ANSI' write: 'é' is 0xE9), or ''."""
-  try:
-    return f' (0x{byte.hex().upper()} is {byte.decode("cp1252")!r} in Windows-1252)'
-  except UnicodeDecodeError:  # 0x81, 0x8D, ...: no Windows-1252 character
-    return ''
 
 
 def has_header(fmt: str) -> bool:
