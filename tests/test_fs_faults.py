@@ -1,5 +1,6 @@
 """A filesystem that misbehaves: inspect's export on a full disk (a real
-2 MiB tmpfs: needs root, skipped otherwise)."""
+2 MiB tmpfs: needs root, skipped otherwise), and paths whose bytes are not
+UTF-8 (a name Linux allows and Python gives as lone surrogates)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tests.conftest import write_manifest
 from tests.test_leftovers import disk  # noqa: F401  (a fixture: a 2 MiB tmpfs)
 from tests.test_leftovers import fill
 from tests.test_leftovers import names
+
+NOT_UTF8 = os.fsdecode(b'out\xff')  # 'out\udcff'
 
 
 @pytest.fixture(scope='module')
@@ -55,3 +58,46 @@ def test_an_export_on_a_full_disk_is_one_line_exit_2_and_no_cut_off_file(
   assert sorted(p for p in names(disk / 'look') if not p.endswith('.jpg')) == [
       'contact_sheet.png', 'label_histogram.png', 'report.html', 'samples.csv']
   assert len([p for p in names(disk / 'look') if p.endswith('.jpg')]) == 4
+
+
+def _refuses_non_utf8(tmp_path: pathlib.Path, capsys, code: int, flag: str, shown: str):
+  assert code == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --{flag} {shown} is not UTF-8 text: the dataset records its options and paths '
+      'as UTF-8; rename it (or run from a folder whose path is UTF-8)\n')
+
+
+def test_an_output_dir_that_is_not_utf8_is_refused_before_anything_is_written(
+        data, tmp_path, capsys):
+  out = tmp_path / NOT_UTF8
+  try:
+    out.mkdir()
+    out.rmdir()
+  except (OSError, UnicodeEncodeError):
+    pytest.skip('this filesystem takes no name that is not UTF-8')
+  capsys.readouterr()
+  # it converted every row, then failed: exit 1, 60 lines of traceback (its
+  # dataset_info.json, rejected.jsonl and Beam's job graph hold UTF-8 only)
+  code = converted(data, out)
+  _refuses_non_utf8(tmp_path, capsys, code, 'output_dir', f'{tmp_path}/out\\xff')
+  assert not out.exists()
+
+
+def test_an_image_dir_or_a_working_folder_that_is_not_utf8_is_refused(
+        data, tmp_path, capsys, monkeypatch):
+  folder = tmp_path / NOT_UTF8
+  try:
+    (folder / 'red').mkdir(parents=True)
+  except (OSError, UnicodeEncodeError):
+    pytest.skip('this filesystem takes no name that is not UTF-8')
+  write_image(folder / 'red' / 'a.png', COLOURS['red'])
+  capsys.readouterr()
+  code = convert.main(['--image_dir', str(folder), '--output_dir', str(tmp_path / 'out'),
+                       '--progress', 'off'])
+  _refuses_non_utf8(tmp_path, capsys, code, 'image_dir', f'{tmp_path}/out\\xff')
+  assert not (tmp_path / 'out').exists()
+  # a relative --output_dir in such a folder: its absolute path is recorded
+  monkeypatch.chdir(folder)
+  code = converted(data, pathlib.Path('night1'))
+  _refuses_non_utf8(tmp_path, capsys, code, 'output_dir', f'{tmp_path}/out\\xff/night1')
+  assert sorted(os.listdir(folder)) == ['red']
