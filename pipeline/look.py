@@ -223,7 +223,8 @@ def export(export_dir: str, samples: list) -> list:
   writer = csv.writer(text)
   writer.writerow(SAMPLE_COLUMNS)
   writer.writerows(rows)
-  write_file(export_dir, SAMPLES_CSV, text.getvalue().encode('utf-8'))
+  # --files' file names as the filesystem gives them, UTF-8 or not
+  write_file(export_dir, SAMPLES_CSV, text.getvalue().encode('utf-8', 'surrogateescape'))
   return rows
 
 
@@ -267,7 +268,10 @@ def inspect_dataset(args) -> list:
   skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
   prepare_export_dir(args.export_dir)
   rows = export(args.export_dir, [s for split in samples.values() for s in split])
-  title = f'img2tfrecord dataset {args.input_dir}'
+  # a folder named in bytes that are not UTF-8 (Python's lone surrogates),
+  # shown with U+FFFD: the page and the PNG's title are UTF-8 (a traceback)
+  shown = args.input_dir.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
+  title = f'img2tfrecord dataset {shown}'
   unit = 'objects' if info['schema'] == 'detection' else 'examples'
   sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'],
                                      unit)

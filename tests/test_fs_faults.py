@@ -101,3 +101,37 @@ def test_an_image_dir_or_a_working_folder_that_is_not_utf8_is_refused(
   code = converted(data, pathlib.Path('night1'))
   _refuses_non_utf8(tmp_path, capsys, code, 'output_dir', f'{tmp_path}/out\\xff/night1')
   assert sorted(os.listdir(folder)) == ['red']
+
+
+def test_inspect_exports_a_dataset_in_a_folder_named_in_bytes_that_are_not_utf8(data, tmp_path):
+  """A dataset folder of such a name: the page's and the histogram's title
+  (UTF-8 only) failed, a UnicodeEncodeError out of look.main after the images."""
+  folder = tmp_path / NOT_UTF8
+  try:
+    folder.mkdir()
+  except (OSError, UnicodeEncodeError):
+    pytest.skip('this filesystem takes no name that is not UTF-8')
+  assert converted(data, tmp_path / 'out') == EXIT_OK
+  os.rename(tmp_path / 'out', folder / 'ds')
+  assert look.main(['--input_dir', str(folder / 'ds'), '--export_dir', str(tmp_path / 'look')]
+                   ) == EXIT_OK
+  page = (tmp_path / 'look' / 'report.html').read_text(encoding='utf-8')
+  assert f'img2tfrecord dataset {tmp_path}/out\ufffd/ds' in page
+
+
+def test_inspect_files_named_in_bytes_that_are_not_utf8_are_in_samples_csv(data, tmp_path):
+  """Their names in samples.csv as the filesystem gives them: the CSV's
+  write failed, a UnicodeEncodeError out of look.main after the images."""
+  folder = tmp_path / 'files'
+  folder.mkdir()
+  try:
+    (folder / NOT_UTF8).mkdir()
+  except (OSError, UnicodeEncodeError):
+    pytest.skip('this filesystem takes no name that is not UTF-8')
+  assert converted(data, tmp_path / 'out') == EXIT_OK
+  os.rename(tmp_path / 'out' / 'train-00000-of-00001.tfrecord',
+            folder / os.fsdecode(b'a\xfd.tfrecord'))
+  assert look.main(['--files', str(folder / '*.tfrecord'), '--height', '8', '--width', '8',
+                    '--export_dir', str(tmp_path / 'files')]) == EXIT_OK
+  rows = (tmp_path / 'files' / 'samples.csv').read_bytes().splitlines()
+  assert len(rows) == 5 and all(b',a\xfd.tfrecord,' in row for row in rows[1:])
