@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -135,3 +136,47 @@ def test_inspect_files_named_in_bytes_that_are_not_utf8_are_in_samples_csv(data,
                     '--export_dir', str(tmp_path / 'files')]) == EXIT_OK
   rows = (tmp_path / 'files' / 'samples.csv').read_bytes().splitlines()
   assert len(rows) == 5 and all(b',a\xfd.tfrecord,' in row for row in rows[1:])
+
+
+@pytest.fixture
+def nights(tmp_path):
+  """nights/ that this user may not write in, nights/n1/ that it may: by its
+  mode, or as root (whom modes do not stop) a read-only tmpfs holding a
+  writable one (skipped when it cannot be mounted); unmounted afterwards."""
+  folder = tmp_path / 'nights'
+  (folder / 'n1').mkdir(parents=True)
+  folder.chmod(0o555)
+  if not os.access(folder, os.W_OK):
+    yield folder
+    folder.chmod(0o755)
+    return
+  folder.chmod(0o755)
+  mounted = []
+  try:
+    for command in (['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(folder)],
+                    ['mkdir', str(folder / 'n1')],
+                    ['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', str(folder / 'n1')],
+                    ['mount', '-o', 'remount,ro', str(folder)]):
+      if subprocess.run(command, capture_output=True).returncode:
+        pytest.skip(f'cannot {" ".join(command[:2])}: needs root')
+      if command[0] == 'mount' and 'remount,ro' not in command:
+        mounted.append(command[-1])
+    yield folder
+  finally:
+    for path in reversed(mounted):
+      subprocess.run(['umount', path], check=True)
+
+
+def test_a_nightly_run_whose_pointer_folder_cannot_be_written_is_refused_first(
+        data, nights, capsys):
+  capsys.readouterr()
+  # it wrote and published the whole dataset, then failed writing latest:
+  # exit 1, a traceback, the pointer left naming the night before
+  code = converted(data, nights / 'n1', '--previous_dataset', str(nights / 'latest'),
+                   '--previous_dataset_missing', 'full')
+  assert code == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --output_dir {nights / "n1"}: {nights}, where a run with --previous_dataset '
+      'writes its latest pointer, cannot be written by this user: make it writable, or write '
+      "the run's folder elsewhere\n")
+  assert os.listdir(nights / 'n1') == [] and sorted(os.listdir(nights)) == ['n1']
