@@ -12,6 +12,7 @@ import pytest
 
 from pipeline import convert
 from pipeline import look
+from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import COLOURS
@@ -20,6 +21,7 @@ from tests.conftest import write_manifest
 from tests.test_leftovers import disk  # noqa: F401  (a fixture: a 2 MiB tmpfs)
 from tests.test_leftovers import fill
 from tests.test_leftovers import names
+from transforms import write_metadata
 
 NOT_UTF8 = os.fsdecode(b'out\xff')  # 'out\udcff'
 
@@ -180,3 +182,26 @@ def test_a_nightly_run_whose_pointer_folder_cannot_be_written_is_refused_first(
       'writes its latest pointer, cannot be written by this user: make it writable, or write '
       "the run's folder elsewhere\n")
   assert os.listdir(nights / 'n1') == [] and sorted(os.listdir(nights)) == ['n1']
+
+
+def test_a_run_whose_output_dir_is_emptied_while_it_runs_fails_in_one_line(
+        data, tmp_path, capsys, monkeypatch):
+  """OUT deleted or emptied by hand mid-run takes the run's lock: the job
+  refuses to publish (RunNotCurrent), as it must, and says so in one line;
+  two tracebacks followed it (Beam's log of the step, the launcher's)."""
+  out = tmp_path / 'out'
+  held = write_metadata.check_lock_held
+
+  def emptied_first(files, output_dir, lock):
+    for name in os.listdir(output_dir):  # the lock among them, as `rm -rf OUT/*` does
+      if not os.path.isdir(os.path.join(output_dir, name)):
+        os.remove(os.path.join(output_dir, name))
+    return held(files, output_dir, lock)
+
+  monkeypatch.setattr(write_metadata, 'check_lock_held', emptied_first)
+  capsys.readouterr()
+  assert converted(data, out) == EXIT_FAILED
+  lines = capsys.readouterr().err.splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: the job failed: RunNotCurrent: run ')
+  assert '(.convert.lock.000000 is gone)' in lines[0]
+  assert os.listdir(out) == []
