@@ -18,6 +18,7 @@ from collections.abc import Callable
 import contextlib
 import csv
 import glob
+import io
 import json
 import os
 import random
@@ -30,6 +31,10 @@ from pipeline.errors import UsageError
 from pipeline.looking import foreign_records
 from pipeline.looking import lettering
 from pipeline.looking import report
+from pipeline.looking.export_files import image_bytes
+from pipeline.looking.export_files import prepare_export_dir
+from pipeline.looking.export_files import write_file
+from pipeline.looking.export_files import writing
 from pipeline.looking.look_sample import Reservoir
 from pipeline.looking.look_sample import decode_samples
 from pipeline.looking.look_sample import records_of
@@ -206,47 +211,20 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   return lines
 
 
-def prepare_export_dir(export_dir: str) -> None:
-  """Creates export_dir; clears the images of a previous export (their
-  number may differ), nothing else. A folder that cannot be made (a file on
-  its path, no permission) is a usage error, not a crash's traceback."""
-  try:
-    os.makedirs(export_dir, exist_ok=True)
-  except OSError as error:
-    raise UsageError(f'--export_dir {export_dir} cannot be created: '
-                     f'{error.strerror or error}') from error
-  for path in glob.glob(os.path.join(export_dir, '*_Label_*.jpg')):
-    if os.path.basename(path).split('_', 1)[0].isdigit():
-      os.remove(path)
-
-
-@contextlib.contextmanager
-def writing(export_dir: str):
-  """A file of the export that cannot be written (a folder root may not write
-  in, a folder in the file's place) is bad input, one line and exit 2 as a
-  folder that cannot be made; it ended in a traceback."""
-  try:
-    yield
-  except OSError as error:
-    name = os.path.abspath(str(error.filename or ''))
-    if not error.filename or os.path.dirname(name) != os.path.abspath(export_dir):
-      raise
-    raise UsageError(f'--export_dir {export_dir}: cannot write {os.path.basename(name)}: '
-                     f'{error.strerror or error}') from error
-
-
 def export(export_dir: str, samples: list) -> list:
   """Writes `{i}_Label_{label}.jpg` per sample and samples.csv; -> the csv rows."""
   rows = []
   for i, sample in enumerate(samples):
     name = sample.file_name(i)
-    report.picture(sample).save(os.path.join(export_dir, name), 'JPEG', quality=95)
+    write_file(export_dir, name, image_bytes(report.picture(sample), 'JPEG', quality=95))
     rows.append([name, sample.split, sample.shard, sample.record, sample.key,
                  '' if sample.label is None else sample.label, sample.class_text])
-  with open(os.path.join(export_dir, SAMPLES_CSV), 'w', newline='', encoding='utf-8') as handle:
-    writer = csv.writer(handle)
-    writer.writerow(SAMPLE_COLUMNS)
-    writer.writerows(rows)
+  text = io.StringIO(newline='')
+  writer = csv.writer(text)
+  writer.writerow(SAMPLE_COLUMNS)
+  writer.writerows(rows)
+  # --files' file names as the filesystem gives them, UTF-8 or not
+  write_file(export_dir, SAMPLES_CSV, text.getvalue().encode('utf-8', 'surrogateescape'))
   return rows
 
 
@@ -254,11 +232,10 @@ def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: 
                    names: list, unit: str = 'examples') -> tuple:
   """contact_sheet.png (every sample), label_histogram.png -> (sheets per split, histogram)."""
   every = [s for samples in samples_by_split.values() for s in samples]
-  report.contact_sheet(every).save(os.path.join(export_dir, CONTACT_SHEET))
+  write_file(export_dir, CONTACT_SHEET, report.png_bytes(report.contact_sheet(every)))
   histogram = report.figure_png(report.histogram_figure(counts, names, unit),
                                 {'Title': f'{report.HISTOGRAM_TITLE}: {title}'})
-  with open(os.path.join(export_dir, HISTOGRAM), 'wb') as handle:
-    handle.write(histogram)
+  write_file(export_dir, HISTOGRAM, histogram)
   sheets = {split: report.png_bytes(report.contact_sheet(samples))
             for split, samples in samples_by_split.items() if samples}
   return sheets, histogram
@@ -291,7 +268,10 @@ def inspect_dataset(args) -> list:
   skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
   prepare_export_dir(args.export_dir)
   rows = export(args.export_dir, [s for split in samples.values() for s in split])
-  title = f'img2tfrecord dataset {args.input_dir}'
+  # a folder named in bytes that are not UTF-8 (Python's lone surrogates),
+  # shown with U+FFFD: the page and the PNG's title are UTF-8 (a traceback)
+  shown = args.input_dir.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
+  title = f'img2tfrecord dataset {shown}'
   unit = 'objects' if info['schema'] == 'detection' else 'examples'
   sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'],
                                      unit)
@@ -307,8 +287,7 @@ def inspect_dataset(args) -> list:
       skipped=skipped, notes=[f'{info.get("num_examples")} examples, '
                               f'{info.get("num_rejected", 0)} rejected rows of '
                               f'{info.get("num_manifest_rows")} manifest rows.'])
-  with open(os.path.join(args.export_dir, REPORT), 'w', encoding='utf-8') as handle:
-    handle.write(page)
+  write_file(args.export_dir, REPORT, page.encode('utf-8'))
   return lines + [f'Skipped {line}' for line in skipped] + [
       f'Exported {len(rows)} images, {SAMPLES_CSV}, {CONTACT_SHEET}, {HISTOGRAM} to '
       f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
@@ -373,7 +352,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
                                  f'{os.path.basename(path)}#{index}', label, text, image))
   prepare_export_dir(args.export_dir)
   rows = export(args.export_dir, samples)
-  report.contact_sheet(samples).save(os.path.join(args.export_dir, CONTACT_SHEET))
+  write_file(args.export_dir, CONTACT_SHEET, report.png_bytes(report.contact_sheet(samples)))
   return [f'Skipped {line}' for line in skipped] + [
       f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to {args.export_dir}']
 

@@ -51,7 +51,35 @@ def parse_convert(argv: list, description: str = '', rows: Optional[Rows] = None
   --manifest holds api.convert's rows= (preflight.Rows); switched_off:
   command_line.parse's."""
   parsed = command_line.parse(argv, ConvertOptions, description, switched_off)
+  require_utf8(parsed.effective, ConvertOptions.LOCATIONS)
   return convert_config(parsed, rows), parsed.pipeline_options
+
+
+def require_utf8(effective: dict, locations: tuple) -> None:
+  """UsageError for an option whose value is not UTF-8 text: a path of bytes
+  UTF-8 cannot decode (`mkdir $'out\\xff'`; Python gives them as lone
+  surrogates), or a relative location in such a folder. dataset_info.json,
+  rejected.jsonl, the `latest` pointer and Beam's job graph hold the
+  options and paths as UTF-8, which cannot hold them: the run did all its
+  work, then failed (exit 1, a traceback) and published nothing."""
+  for name, value in effective.items():
+    texts = value if isinstance(value, list) else [value]
+    if name in locations and isinstance(value, str) and not paths.is_remote(value):
+      texts = [value, os.path.abspath(value)]
+    for text in texts:
+      if isinstance(text, str) and not _is_utf8(text):
+        shown = text.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+        raise UsageError(f'--{name} {shown} is not UTF-8 text: the dataset records its '
+                         'options and paths as UTF-8; rename it (or run from a folder '
+                         'whose path is UTF-8)')
+
+
+def _is_utf8(text: str) -> bool:
+  try:
+    text.encode('utf-8')
+  except UnicodeEncodeError:
+    return False
+  return True
 
 
 def parse_validate(argv: list, description: str = '', switched_off=()) -> tuple:

@@ -87,13 +87,22 @@ def full_disk(error: BaseException | None) -> bool:
 _INPUT_FAILURES = (line_ranges.ManifestChangedError, line_ranges.ManifestCutShortError)
 
 
+# The run's lock gone while its job ran (OUT deleted or emptied meanwhile,
+# another run took it over): the job refuses to publish, as it must, and its
+# one line says why (transforms/write_metadata.py's RunNotCurrent, known by
+# its name: this module imports no Beam). Its two tracebacks (Beam's log, the
+# launcher's) said nothing more.
+_STATE_FAILURES = ('RunNotCurrent',)
+
+
 def input_failure(error: BaseException | None) -> bool:
-  """Whether `error` is, or was raised from, an unreadable manifest (a
-  runner that reports the job's failure as text: its text names the type)."""
+  """Whether `error` is, or was raised from, an unreadable manifest or a
+  run that lost its lock (a runner that reports the job's failure as text:
+  its text names the type)."""
   seen = 0
+  names = [kind.__name__ for kind in _INPUT_FAILURES] + list(_STATE_FAILURES)
   while error is not None and seen < 20:
-    if isinstance(error, _INPUT_FAILURES) or any(
-        f'{kind.__name__}: ' in str(error) for kind in _INPUT_FAILURES):
+    if type(error).__name__ in names or any(f'{name}: ' in str(error) for name in names):
       return True
     error, seen = error.__cause__ or (
         None if error.__suppress_context__ else error.__context__), seen + 1
@@ -134,7 +143,7 @@ def engine_failure(error: BaseException | None) -> str:
 
 
 def _no_repeated_failures(record: logging.LogRecord) -> bool:
-  if record.exc_info and full_disk(record.exc_info[1]):
+  if record.exc_info and (full_disk(record.exc_info[1]) or input_failure(record.exc_info[1])):
     return False
   try:
     message = record.getMessage()
@@ -143,7 +152,7 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   # the engine's failure, logged whole by Beam's job service client (30 lines
   # of Spark's stack): the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
-      text in message for text in _ENGINE_FAILURES)
+      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:

@@ -120,6 +120,15 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
     raise UsageError(f'--output_dir {output_dir}: {pointer}, where a run with '
                      f'--previous_dataset writes its pointer, is a folder: rename it, or '
                      "write the run's folder elsewhere")
+  if not paths.is_remote(pointer) and not os.access(_made_in(os.path.dirname(pointer)),
+                                                     os.W_OK | os.X_OK):
+    # OUT writable in a folder that is not (or on a read-only mount): the
+    # run wrote and published the whole dataset, then failed on the pointer
+    # (exit 1, a traceback), the next night reading the night before.
+    raise UsageError(f'--output_dir {output_dir}: {os.path.dirname(pointer)}, where a run '
+                     f'with --previous_dataset writes its {LATEST} pointer, cannot be '
+                     "written by this user: make it writable, or write the run's folder "
+                     'elsewhere')
   if sink == SINK_TFRECORDIO:
     raise UsageError("--previous_dataset needs --sink ordered: Beam's WriteToTFRecord "
                      'writes other bytes on every run, so its records cannot be reused')
@@ -194,6 +203,13 @@ def latest_path(output_dir: str) -> str:
   if paths.is_remote(output_dir):
     return output_dir.rstrip('/').rsplit('/', 1)[0] + '/' + LATEST
   return os.path.join(os.path.dirname(os.path.abspath(output_dir)), LATEST)
+
+
+def _made_in(folder: str) -> str:
+  """folder, or its nearest existing ancestor (the run makes the rest)."""
+  while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+    folder = os.path.dirname(folder)
+  return folder
 
 
 def pointer_text(output_dir: str) -> str:
