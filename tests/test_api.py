@@ -281,6 +281,10 @@ def test_write_rows_values_and_refusals(tmp_path):
       ([{'image': 'a'}, ['b', 'c']], 'rows: row 2 is a list, not a dict of column values'),
       ('a.png,cat', 'rows takes a DataFrame or an iterable of dicts, not a str'),
       ({'image': ['a.png']}, 'rows takes a DataFrame or an iterable of dicts, not a dict'),
+      # not iterable: the same refusal, not Python's "'PosixPath' object is not iterable"
+      (pathlib.Path('manifest.csv'), 'rows takes a DataFrame or an iterable of dicts, not a '
+                                     f'{type(pathlib.Path()).__name__}'),
+      (5, 'rows takes a DataFrame or an iterable of dicts, not a int'),
       ([{'image': object()}], 'rows: row 1 cannot be written as a manifest row: a object is '
                               'not a manifest value'),
       ([{'w': [float('inf')]}], 'rows: row 1 cannot be written as a manifest row: Out of range '
