@@ -263,11 +263,15 @@ def _records(rows):
     columns = [str(column) for column in rows.columns]
     for values in rows.itertuples(index=False, name=None):
       yield dict(zip(columns, values))
-  elif isinstance(rows, (str, bytes, Mapping)):
-    raise UsageError(f'rows takes a DataFrame or an iterable of dicts, not a '
-                     f'{type(rows).__name__}')
   else:
-    yield from rows
+    try:  # a path (a str, a pathlib.Path) or a number: no rows
+      items = None if isinstance(rows, (str, bytes, Mapping)) else iter(rows)
+    except TypeError:
+      items = None
+    if items is None:
+      raise UsageError(f'rows takes a DataFrame or an iterable of dicts, not a '
+                       f'{type(rows).__name__}')
+    yield from items
 
 
 def _missing(value) -> bool:

@@ -203,6 +203,22 @@ def test_rows_give_the_dataset_the_same_rows_in_a_manifest_give(sample, monkeypa
     assert tuple(pixels(example)[0, 0]) == COLOURS[sample.labels[name]]
 
 
+def test_recompute_of_a_rows_dataset_asks_for_a_manifest_of_its_rows(sample, monkeypatch):
+  """rows= were in a temp file, gone with the run: --recompute says to give a
+  manifest of them, not "cannot tell the format of manifest '<rows>'"; given
+  one, it converts the records again and finds them sound."""
+  monkeypatch.chdir(sample.root)
+  api.convert(output_dir='api', rows=_rows(sample))
+  with pytest.raises(api.UsageError) as refused:
+    api.validate(input_dir='api', recompute=3)
+  assert str(refused.value) == (
+      '--recompute: api/dataset_info.json was converted from rows= (pipeline.api), which no '
+      'file holds: give --manifest (manifest=), a manifest of those rows')
+  report = api.validate(input_dir='api', recompute=3, manifest=str(sample.manifest))
+  assert (report.ok, report.counts, report.problems) == (True, {'train': 9}, [])
+  assert report.report['num_recomputed'] == 3
+
+
 def test_a_dataframe_with_rejected_rows_and_the_error_budget(sample, monkeypatch):
   pandas = pytest.importorskip('pandas')
   monkeypatch.chdir(sample.root)
@@ -281,6 +297,10 @@ def test_write_rows_values_and_refusals(tmp_path):
       ([{'image': 'a'}, ['b', 'c']], 'rows: row 2 is a list, not a dict of column values'),
       ('a.png,cat', 'rows takes a DataFrame or an iterable of dicts, not a str'),
       ({'image': ['a.png']}, 'rows takes a DataFrame or an iterable of dicts, not a dict'),
+      # not iterable: the same refusal, not Python's "'PosixPath' object is not iterable"
+      (pathlib.Path('manifest.csv'), 'rows takes a DataFrame or an iterable of dicts, not a '
+                                     f'{type(pathlib.Path()).__name__}'),
+      (5, 'rows takes a DataFrame or an iterable of dicts, not a int'),
       ([{'image': object()}], 'rows: row 1 cannot be written as a manifest row: a object is '
                               'not a manifest value'),
       ([{'w': [float('inf')]}], 'rows: row 1 cannot be written as a manifest row: Out of range '

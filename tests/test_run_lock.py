@@ -343,3 +343,34 @@ def test_killed_run_is_incomplete_and_a_rerun_with_overwrite_recovers(
   assert convert.main(convert_flags(data, out, '--overwrite')) == EXIT_OK
   assert_same_dataset(out, reference)  # nothing of the dead run, no lock
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+def test_a_lock_whose_release_was_cut_short_is_no_live_run_of_this_process(tmp_path,
+                                                                           monkeypatch):
+  """pipeline.api in a notebook: a second Ctrl-C during the clean-up cut the
+  lock's release short, its file left. This process, alive, is no longer
+  running that run: the next call into the folder finds the lock stale, as a
+  killed run's (taken over with --overwrite), not "being written" for good."""
+  out = tmp_path / 'out'
+  first = RunLock.acquire(str(out), False, None)
+
+  def second_ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(first._beats, 'join', second_ctrl_c)
+  with pytest.raises(KeyboardInterrupt):
+    first.release()
+  assert lock_files(out) == ['.convert.lock.000000']  # left, as the interrupt left it
+  with pytest.raises(UsageError) as refused:
+    RunLock.acquire(str(out), False, None)
+  assert str(refused.value) == (
+      f'--output_dir {out} holds the lock of a run that is no longer running '
+      f'({first.me.describe()}: it was a run of this process {os.getpid()} that is over, its '
+      f'clean-up cut short); pass --overwrite to take it over and replace what that run left')
+  with RunLock.acquire(str(out), True, None) as again:
+    assert again.generation == 1
+    assert lock_files(out) == ['.convert.lock.000001']
+    # while it runs, that lock is live to this process as to any other
+    with pytest.raises(UsageError, match='is being written by run ' + again.me.run_id):
+      RunLock.acquire(str(out), True, None)
+  assert lock_files(out) == []

@@ -39,6 +39,15 @@ HEARTBEAT_SECONDS = 60.0
 STALE_AFTER_SECONDS = 600.0
 
 
+# The run ids of the locks this process holds (made by acquire, not yet
+# released). A lock naming this very process but none of these is the lock of
+# one of its runs that is over, whose release was cut short: pipeline.api's
+# caller pressed Ctrl-C again during the clean-up (a notebook's interrupt,
+# twice). The process being alive, that lock was held for good: every later
+# run into that folder was refused as "being written", --overwrite too.
+_HELD_HERE: set = set()
+
+
 def lock_name(generation: int) -> str:
   return f'{LOCK_PREFIX}{generation:06d}'
 
@@ -143,6 +152,9 @@ def stale_reason(holder: Optional[RunInfo], now: float, host: str, namespace: st
       return f'its process {holder.pid} on this host is gone'
     if start and holder.pid_start and start != holder.pid_start:
       return f'its process id {holder.pid} now belongs to another process'
+    if holder.pid == os.getpid() and holder.run_id not in _HELD_HERE:
+      return (f'it was a run of this process {holder.pid} that is over, '
+              f'its clean-up cut short')
     return None
   silent = now - _unix(holder.heartbeat)
   if silent > STALE_AFTER_SECONDS:
@@ -199,8 +211,15 @@ class RunLock:
               f'to take it over and replace what that run left')
       left = holder.splits if holder else ()
       me = RunInfo.this_process(time.time(), tuple(dict.fromkeys((*splits, *left))))
-      if not cls._create(store, output_dir, lock_name(top + 1), me,
-                         make_room if overwrite else None):
+      _HELD_HERE.add(me.run_id)  # before its file exists: never stale to this process
+      created = False
+      try:
+        created = cls._create(store, output_dir, lock_name(top + 1), me,
+                              make_room if overwrite else None)
+      finally:
+        if not created:
+          _HELD_HERE.discard(me.run_id)
+      if not created:
         text = store.read(lock_name(top + 1))
         holder = RunInfo.from_text(text) if text else None
         raise UsageError(cls._busy(output_dir, holder))
@@ -265,6 +284,7 @@ class RunLock:
               f'{type(error).__name__}: {error}', file=sys.stderr)
 
   def release(self) -> None:
+    _HELD_HERE.discard(self.me.run_id)  # first: a lock left by a release cut short is stale
     self._stop.set()
     if self._beats.is_alive():
       self._beats.join()

@@ -47,6 +47,11 @@ _NOT_FOR_RECORDS = ('previous_dataset', 'previous_dataset_missing', 'overwrite',
                     'label_map', 'config')
 
 
+# The manifest dataset_info.json records for a pipeline.api run given rows=
+# (api.ROWS_SOURCE): the rows were in a temp file, gone with the run.
+_ROWS_MANIFEST = '<rows>'
+
+
 def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   """The run's ConvertConfig, from the options dataset_info.json records
   (--manifest: where its manifest lives now); UsageError if they do not load."""
@@ -57,6 +62,10 @@ def recorded_config(info: dict, info_path: str, manifest_path: Optional[str]):
   read_in_place = _read_in_place(options)
   if manifest_path and read_in_place:
     raise UsageError(f'--recompute: --manifest does not apply to {info_path}: {read_in_place}')
+  if options.get('manifest') == _ROWS_MANIFEST and not manifest_path:
+    raise UsageError(f'--recompute: {info_path} was converted from rows= (pipeline.api), '
+                     f'which no file holds: give --manifest (manifest=), a manifest of '
+                     f'those rows')
   if manifest_path:
     options = {**options, 'manifest': manifest_path}
   options = output_flags.without_pointless(options)
