@@ -20,6 +20,7 @@ from tests.conftest import read_info
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import masked_crc
+from transforms.core.tfrecord import read_records
 
 # One worker builds the datasets fixture (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('read')
@@ -204,6 +205,49 @@ def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(dataset
   assert (error.value.kind, error.value.detail) == (
       'missing_shard', f'{shard} is a FIFO (named pipe), not a regular file: not read')
   assert not unblocked
+
+
+def _cut_at_a_record_end(out: pathlib.Path, keep: int) -> None:
+  """The first shard cut right after its record `keep` - 1: a whole shard of fewer records."""
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  with open(shard, 'rb') as stream:
+    sizes = [len(data) + 16 for _, data in read_records(stream)]  # length, CRC, data, CRC
+  assert len(sizes) > keep
+  with open(shard, 'r+b') as stream:
+    stream.truncate(sum(sizes[:keep]))
+
+
+def test_examples_of_a_shard_cut_at_a_record_end_raise_a_shard_error_at_the_end(
+    datasets, tmp_path):
+  """Every record read is whole: only the count tells (it gave 6 of 12 quietly)."""
+  out = pathlib.Path(shutil.copytree(datasets['seed'], tmp_path / 'out'))
+  total = read_info(out)['splits']['train']['num_examples']
+  _cut_at_a_record_end(out, 6)
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert len(got) == 6 and error.value.kind == 'count_mismatch'
+  assert str(error.value) == (
+      f"split 'train' of {out} holds 6 record(s); its dataset_info.json says {total}: a "
+      'shard was cut short or replaced (validate names it)')
+
+
+@pytest.mark.slow  # TensorFlow in a subprocess
+def test_load_of_a_shard_cut_at_a_record_end_raises_at_the_end(datasets, tmp_path):
+  out = pathlib.Path(shutil.copytree(datasets['seed'], tmp_path / 'out'))
+  total = read_info(out)['splits']['train']['num_examples']
+  _cut_at_a_record_end(out, 6)
+  script = ('import sys, json\nimport tensorflow as tf\nfrom pipeline import read\n'
+            'ds = read.load(sys.argv[1])\nn = 0\ntry:\n  for _ in ds: n += 1\n'
+            'except tf.errors.FailedPreconditionError as e: print(json.dumps([len(ds), n, '
+            'e.message]))\n')
+  done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.stdout.strip(), done.stderr[-3000:]
+  length, read_before, message = json.loads(done.stdout.strip().splitlines()[-1])
+  assert (length, read_before) == (total, 6)
+  assert f'expected to contain {total} elements but contained only 6' in message
 
 
 def test_examples_import_neither_tensorflow_nor_beam(datasets):

@@ -90,13 +90,24 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
   TensorFlow (the project's own TFRecord reader, both CRCs checked, and Example
   parser): `key` and `class_text` are str (class_text a list of str with
   --multi_label), where read.load gives bytes. Raises ShardError on a damaged
-  shard, RecordError on a record that does not match dataset_info.json."""
+  shard, or at the end when the split holds another number of records than
+  dataset_info.json says (count_mismatch), RecordError on a record that does
+  not match dataset_info.json."""
   info = info or read_info(input_dir)
   to_example = records.ExampleDecoder(info, decode)
+  read = 0
   for path in shard_paths(input_dir, info, split):
     with open_binary(path) as stream:
       for _, data in read_records(stream):
+        read += 1
         yield to_example(data)
+  expected = info['splits'][split].get('num_examples')  # None: a caller's info= without it
+  if expected is not None and read != expected:
+    # A shard cut at a record's end (a copy or a sync stopped short) reads
+    # as a whole shard of fewer records: the count is the only sign of it.
+    raise ShardError(read, 'count_mismatch', f'split {split!r} of {input_dir} holds {read} '
+                     f'record(s); its dataset_info.json says {expected}: a shard was cut '
+                     'short or replaced (validate names it)')
 
 
 def _parse_spec(info: dict, tf):
@@ -219,7 +230,9 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   read.examples gives str) and every extra feature. Shards are read in
   parallel (interleaved, one record of each in turn; each shard in its own
   order), records parsed in vectorised batches. shuffle_files: a new shard
-  order every epoch.
+  order every epoch. len() is the split's count in dataset_info.json; an
+  iteration that ends with another (a shard cut short) raises
+  tf.errors.FailedPreconditionError.
 
   multi_hot: `label` becomes a float32 vector of one slot per class (the
   lines of label_map.txt), 1 at the record's ids: fixed-length, so labels of
@@ -267,6 +280,12 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
                   num_parallel_calls=tf.data.AUTOTUNE)
              .unbatch()
              .map(to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+  count = info['splits'][split].get('num_examples')  # None: a caller's info= without it
+  if count is not None:
+    # As read.examples: a shard cut at a record's end ends the split quietly
+    # in tf.data; an iteration that ends with another count raises
+    # FailedPreconditionError, and len() is the split's count.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
   if batch_size is None:
     return dataset
   # One batching for both schemas: zero-padding images of different sizes
