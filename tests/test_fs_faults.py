@@ -205,3 +205,24 @@ def test_a_run_whose_output_dir_is_emptied_while_it_runs_fails_in_one_line(
   assert len(lines) == 1 and lines[0].startswith('error: the job failed: RunNotCurrent: run ')
   assert '(.convert.lock.000000 is gone)' in lines[0]
   assert os.listdir(out) == []
+
+
+def test_a_previous_dataset_that_is_the_output_dir_by_a_bind_mount_is_refused(
+        data, tmp_path, capsys):
+  """realpath does not join a bind mount's two paths: the run replaced the
+  shards it was reading (a sidecar then seemed damaged)."""
+  night1, other = tmp_path / 'night1', tmp_path / 'other'
+  assert converted(data, night1) == EXIT_OK
+  other.mkdir()
+  if subprocess.run(['mount', '--bind', str(night1), str(other)], capture_output=True).returncode:
+    pytest.skip('cannot mount --bind: needs root')
+  try:
+    before = sorted(os.listdir(night1))
+    capsys.readouterr()
+    assert converted(data, other, '--overwrite', '--previous_dataset', str(night1)) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        f'error: --previous_dataset {night1} is --output_dir: a run cannot read the shards it '
+        'replaces (write each run to its own folder)\n')
+    assert sorted(os.listdir(night1)) == before
+  finally:
+    subprocess.run(['umount', str(other)], check=True)

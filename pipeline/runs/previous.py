@@ -42,6 +42,17 @@ def _norm(path: str) -> str:
   return path.rstrip('/') if paths.is_remote(path) else os.path.realpath(path)
 
 
+def _same_local_folder(path: str, other: str) -> bool:
+  """One local folder by two paths realpath does not join (a bind mount):
+  the run replaced the shards it read from, and warned of a damaged sidecar."""
+  if paths.is_remote(path) or paths.is_remote(other):
+    return False
+  try:
+    return os.path.samefile(path, other)
+  except OSError:  # --output_dir not made yet: no folder to be
+    return False
+
+
 def _is_file(path: str, files: filesystem.FileAccess) -> bool:
   if not paths.is_remote(path):
     return os.path.isfile(path)
@@ -143,7 +154,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
                      f'--previous_dataset_missing full converts everything then)')
   if _is_file(path, files):
     raise UsageError(f'--previous_dataset {named} is a file, not a dataset folder')
-  if _norm(path) == _norm(output_dir):
+  if _norm(path) == _norm(output_dir) or _same_local_folder(path, output_dir):
     raise UsageError(f'--previous_dataset {named} is --output_dir: a run cannot read the '
                      f'shards it replaces (write each run to its own folder)')
   info_path = filesystem.join(path, DATASET_INFO)
