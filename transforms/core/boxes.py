@@ -13,12 +13,12 @@ from typing import Optional
 
 from PIL import Image
 
-from transforms.core.image import TRANSPOSED_ORIENTATIONS
 from transforms.core.image import centre_crop_box
 from transforms.core.image import letterbox
-from transforms.core.image import orient_box
-from transforms.core.image import oriented_size
 from transforms.core.image import resize
+from transforms.core.orientations import TRANSPOSED
+from transforms.core.orientations import orient_box
+from transforms.core.orientations import oriented_size
 from transforms.core.spec import ImageSpec
 
 Box = tuple  # (xmin, ymin, xmax, ymax), floats
@@ -54,7 +54,7 @@ def annotation_frame(recorded: Optional[tuple], stored: tuple, orientation: int,
   the size the annotation records (recorded: (width, height) or None) when
   only one of the stored and the rotated size matches it; else `default`
   (--annotation_orientation)."""
-  if recorded is None or orientation not in TRANSPOSED_ORIENTATIONS:
+  if recorded is None or orientation not in TRANSPOSED:
     return default
   rotated = oriented_size(stored, orientation)
   recorded = tuple(recorded)

@@ -12,6 +12,7 @@ from PIL import ImageOps
 from PIL import UnidentifiedImageError
 
 from transforms.core import bit_depth
+from transforms.core import orientations
 from transforms.core import png_keys
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import STAGE_DECODE
@@ -20,8 +21,6 @@ from transforms.core.spec import ImageSpec
 
 FILTERS = {name: getattr(Image.Resampling, name.upper())
            for name in ('bilinear', 'bicubic', 'lanczos', 'nearest')}
-_EXIF_ORIENTATION = 0x0112
-TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # the orientations that swap width and height
 _HIGH_BIT_DEPTH_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I', 'F')
 _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 # What Image.open reads to pick a format: every plugin's signature check sees
@@ -184,13 +183,6 @@ def _refusal(name: str, data: bytes) -> str:
   return 'Pillow cannot open it'
 
 
-def orientation(image: Image.Image) -> int:
-  try:
-    return int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
-  except Exception:  # a malformed EXIF block is ignored, as browsers do
-    return 1
-
-
 def load_pixels(image: Image.Image, num_bytes: int,
                 draft_size: tuple[int, int] | None = None) -> Image.Image:
   """Decodes the pixels (first frame), at a reduced JPEG scale if allowed."""
@@ -270,29 +262,6 @@ def _within(box: tuple, source_size: tuple, frame: tuple) -> tuple:
           frame[0] + box[2] * scale_x, frame[1] + box[3] * scale_y)
 
 
-def oriented_size(stored: tuple, orientation: int) -> tuple:
-  """(width, height) of the image once its EXIF orientation is applied."""
-  return stored[::-1] if orientation in TRANSPOSED_ORIENTATIONS else tuple(stored)
-
-
-def orient_box(box: tuple, stored: tuple, orientation: int) -> tuple:
-  """A box on the stored pixels (stored: their (width, height)) -> the same
-  box on the EXIF-oriented image, as ImageOps.exif_transpose turns the pixels."""
-  x0, y0, x1, y1 = box
-  w, h = stored
-  corners = {
-      1: (x0, y0, x1, y1),
-      2: (w - x1, y0, w - x0, y1),
-      3: (w - x1, h - y1, w - x0, h - y0),
-      4: (x0, h - y1, x1, h - y0),
-      5: (y0, x0, y1, x1),
-      6: (h - y1, x0, h - y0, x1),
-      7: (h - y1, w - x1, h - y0, w - x0),
-      8: (y0, w - x1, y1, w - x0),
-  }
-  return corners.get(orientation, corners[1])
-
-
 def letterbox(src: tuple[int, int], dst: tuple[int, int]) -> tuple:
   """--resize_mode pad: (the resized source's size, where it is pasted)."""
   src_w, src_h = src
@@ -351,7 +320,7 @@ def _orientation(image: Image.Image, num_bytes: int) -> int:
   """
   if image.format not in ('JPEG', 'MPO'):
     load_pixels(image, num_bytes)
-  return orientation(image)
+  return orientations.orientation(image)
 
 
 def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec, turn: int) -> tuple:
@@ -359,9 +328,9 @@ def _oriented_pixels(image: Image.Image, num_bytes: int, spec: ImageSpec, turn: 
   source spans in them). A reduced-scale JPEG decode by 1/s gives
   ceil(size / s) pixels, of which the source spans size / s."""
   stored = image.size
-  image = load_pixels(image, num_bytes, _draft_size(spec, turn in TRANSPOSED_ORIENTATIONS))
+  image = load_pixels(image, num_bytes, _draft_size(spec, turn in orientations.TRANSPOSED))
   scale = (getattr(image, 'decoderconfig', None) or (1,))[0] or 1
-  frame = orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
+  frame = orientations.orient_box((0, 0, stored[0] / scale, stored[1] / scale), image.size, turn)
   if turn != 1:
     image = ImageOps.exif_transpose(image)
   return to_mode(image, spec.channels, spec.background), frame
@@ -381,13 +350,17 @@ def process_image(data: bytes, spec: ImageSpec) -> EncodedImage:
   Raises RowError (stage decode) for anything that is not a usable image.
   """
   image = open_image(data, spec.max_pixels, spec.formats)
-  stored = image.size  # from the header: a draft decode below shrinks image.size
-  turn = _orientation(image, len(data))
+  turned_at_open = orientations.turned_at_open(image)
+  if turned_at_open is None:
+    stored = image.size  # from the header: a draft decode below shrinks image.size
+    turn = pixel_turn = _orientation(image, len(data))
+  else:  # Pillow turns these pixels itself as it loads them
+    (stored, turn), pixel_turn = turned_at_open, 1
   if _can_pass_through(image, spec, turn):
     # Verify the whole entropy-coded stream at 1/8 scale, keep the bytes.
     load_pixels(image, len(data), (1, 1))
     width, height = stored
     return _framed(EncodedImage(data, height, width, spec.channels, 'jpeg'), stored, turn)
-  pixels, frame = _oriented_pixels(png_keys.keyed(image, data), len(data), spec, turn)
-  return _framed(encode(resize(pixels, spec, oriented_size(stored, turn), frame), spec),
+  pixels, frame = _oriented_pixels(png_keys.keyed(image, data), len(data), spec, pixel_turn)
+  return _framed(encode(resize(pixels, spec, orientations.oriented_size(stored, turn), frame), spec),
                  stored, turn)
