@@ -13,9 +13,11 @@ import json
 
 import pytest
 
+from pipeline import export
 from pipeline import look
 from pipeline import read
 from pipeline import validate
+from pipeline.errors import EXIT_USAGE
 from pipeline.reading.dataset import open_binary
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
@@ -153,6 +155,13 @@ JUST_OUT = [
     (lambda info: info['sink'].update(record_order='Shuffled'),
      "dataset_info.json: sink.record_order 'Shuffled' is not one of 'shuffled', 'manifest', "
      "'arrival'"),
+    # export writes each shard and sidecar under its own name in --output_dir
+    (lambda info: info['splits']['train']['shards'].append('../x.tfrecord'),
+     "dataset_info.json: splits.train.shards[1] '../x.tfrecord' is not a shard name (a file "
+     "name in the dataset's folder)"),
+    (lambda info: info['splits']['train'].update(sources='/tmp/train.sources.jsonl.gz'),
+     "dataset_info.json: splits.train.sources '/tmp/train.sources.jsonl.gz' is not a sidecar "
+     "name (a file name in the dataset's folder)"),
 ]
 
 
@@ -164,3 +173,23 @@ def test_values_just_out_of_their_shape_are_refused(converted_sample, change, de
   with pytest.raises(InfoError) as raised:
     parse_info(json.dumps(info), 'dataset_info.json')
   assert str(raised.value) == detail
+
+
+def test_export_of_a_dataset_naming_a_shard_outside_its_folder_writes_nothing(
+    converted_sample, tmp_path, capsys):
+  """A downloaded dataset whose dataset_info.json lists '../victim/x.tfrecord':
+  export linked it to --output_dir/../victim/x.tfrecord, outside its output
+  folder, then failed (exit 1, a FileNotFoundError) and left the link there."""
+  data = copy_dataset(converted_sample(*VARIANTS['hash_split'])[1], tmp_path / 'data')
+  info = read_info(data)
+  shard = info['splits']['train']['shards'][0]
+  (tmp_path / 'victim').mkdir()
+  (data / shard).rename(tmp_path / 'victim' / shard)
+  info['splits']['train']['shards'][0] = f'../victim/{shard}'
+  (data / 'dataset_info.json').write_text(json.dumps(info))
+  (tmp_path / 'export' / 'victim').mkdir(parents=True)
+  assert export.main(['--format', 'tfds', '--input_dir', str(data), '--output_dir',
+                      str(tmp_path / 'export' / 'tfds')]) == EXIT_USAGE
+  assert f"splits.train.shards[0] '../victim/{shard}' is not a shard name" in (
+      capsys.readouterr().err)
+  assert sorted(p.name for p in (tmp_path / 'export').rglob('*')) == ['victim']
