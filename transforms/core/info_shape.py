@@ -80,7 +80,7 @@ def _file_name(what: str) -> _Scalar:
   export links and copies each to the same name in its --output_dir, so a
   '../x' or '/x' (a downloaded dataset's dataset_info.json says what it
   likes) would write outside it."""
-  return _Scalar(f'{what} (a file name in the dataset\'s folder)', lambda v: (
+  return _Scalar(f"{what} (a file name in the dataset's folder)", lambda v: (
       isinstance(v, str) and v not in ('', '.', '..') and not any(c in v for c in '/\\\0')))
 
 
