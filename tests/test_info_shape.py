@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from pipeline import convert
 from pipeline import export
 from pipeline import look
 from pipeline import read
@@ -193,3 +194,32 @@ def test_export_of_a_dataset_naming_a_shard_outside_its_folder_writes_nothing(
   assert f"splits.train.shards[0] '../victim/{shard}' is not a shard name" in (
       capsys.readouterr().err)
   assert sorted(p.name for p in (tmp_path / 'export').rglob('*')) == ['victim']
+
+
+def test_a_dataset_info_json_over_the_cap_is_refused_unread(converted_sample, tmp_path,
+                                                            monkeypatch, capsys):
+  """A 20 GB dataset_info.json (sparse: no disk) was read whole: validate and
+  inspect were killed by the kernel at 23 GB, with no message. Each reader
+  reads one byte past the cap (here 1 MiB, of a 1 GiB file) and refuses it."""
+  from pipeline.reading import dataset
+  from pipeline.runs import previous
+  from transforms.core import dataset_info
+  for module in (dataset_info, dataset, filesystem, previous):
+    monkeypatch.setattr(module, 'MAX_INFO_BYTES', 1 << 20)
+  sample, out = converted_sample(*VARIANTS['hash_split'])
+  data = copy_dataset(out, tmp_path / 'data')
+  with open(data / 'dataset_info.json', 'r+b') as handle:
+    handle.truncate(1 << 30)
+  detail = f"{data / 'dataset_info.json'} is over 1048576 bytes, more than any"
+  with pytest.raises(InfoError, match='is over 1048576 bytes'):
+    dataset.read_info(str(data))
+  with pytest.raises(InfoError, match='is over 1048576 bytes'):
+    filesystem.read_info(str(data))
+  assert validate.main(['--input_dir', str(data)]) == 1
+  assert detail in capsys.readouterr().out
+  assert look.main(['--input_dir', str(data)]) == EXIT_USAGE
+  assert detail in capsys.readouterr().err
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(tmp_path / 'next'), '--previous_dataset', str(data),
+                       *VARIANTS['hash_split']]) == EXIT_USAGE
+  assert f'--previous_dataset: {detail}' in capsys.readouterr().err
