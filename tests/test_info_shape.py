@@ -223,3 +223,22 @@ def test_a_dataset_info_json_over_the_cap_is_refused_unread(converted_sample, tm
                        str(tmp_path / 'next'), '--previous_dataset', str(data),
                        *VARIANTS['hash_split']]) == EXIT_USAGE
   assert f'--previous_dataset: {detail}' in capsys.readouterr().err
+
+
+def test_validate_never_holds_a_huge_rejected_line_or_label_map_whole(
+    converted_sample, tmp_path, monkeypatch, capsys):
+  """A rejected.jsonl of one 2 GB line and a 2 GB label_map.txt (sparse: no
+  disk) were read whole: validate's MemoryError, a traceback. The line is
+  read a MiB at a time and is one unreadable line; the label map is read to
+  one byte past the cap (here 1 MiB, of 8 MiB) and cannot be read."""
+  monkeypatch.setattr(dataset_checks, 'MAX_INFO_BYTES', 1 << 20)
+  data = copy_dataset(converted_sample(*VARIANTS['hash_split'])[1], tmp_path / 'data')
+  for name in ('rejected.jsonl', 'label_map.txt'):
+    with open(data / name, 'r+b') as handle:
+      handle.truncate(8 << 20)
+  assert validate.main(['--input_dir', str(data)]) == 1
+  report = json.loads((data / 'validation_report.json').read_text())
+  details = {p['detail'] for p in report['problems']}
+  assert 'line 1 is not a JSON object with a stage and a code (a line of 8388608 bytes, ' \
+         'over 1048576: not read)' in details
+  assert 'cannot be read: ValueError: over 1048576 bytes: not read' in details
