@@ -41,6 +41,7 @@ from pipeline.looking.look_sample import records_of
 from pipeline.looking.look_sample import scan_split
 from pipeline.reading import dataset
 from pipeline.runs import exits
+from transforms.core import dataset_checks
 from transforms.core import decoders
 from transforms.core import paths
 from transforms.core import records
@@ -117,12 +118,13 @@ def rejected_summary(input_dir: str, info: dict) -> tuple:
   first = {}
   path = os.path.join(input_dir, REJECTED_FILE)
   if counts and os.path.exists(path):
-    with open(path, encoding='utf-8') as handle:
-      for line in handle:
-        try:
-          rejection = json.loads(line)
-        except json.JSONDecodeError:
-          continue  # a cut-off last line: the counts above still hold
+    with open(path, 'rb') as handle:  # lines over 1 MiB never held whole
+      for raw in dataset_checks.capped_lines(handle):
+        try:  # a cut-off last line, one not UTF-8, too long, no object: skipped
+          rejection, line = json.loads(raw), raw.decode('utf-8')
+          rejection.get('stage')
+        except (ValueError, TypeError, AttributeError):
+          continue  # the counts above still hold
         lines = first.setdefault((rejection.get('stage'), rejection.get('code')), [])
         if len(lines) < REJECTED_SHOWN:
           lines.append(line.rstrip('\n'))

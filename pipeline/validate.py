@@ -126,7 +126,7 @@ def file_problems(input_dir: str, info: dict, files) -> list:
   try:
     if files.exists(rejected_path):
       with files.open(rejected_path) as stream:
-        rejected = dataset_checks.count_rejected(stream, info)
+        rejected = dataset_checks.count_rejected(dataset_checks.capped_lines(stream), info)
     else:  # an object store gets none when nothing was rejected
       rejected = dataset_checks.RejectedLines(missing=True)
   except filesystem.read_errors() as error:
@@ -142,8 +142,8 @@ def file_problems(input_dir: str, info: dict, files) -> list:
   for name, check in checks:
     path = filesystem.join(input_dir, name)
     try:
-      text = files.read_text(path) if files.exists(path) else None
-    except (UnicodeDecodeError, *filesystem.read_errors()) as error:
+      text = dataset_checks.side_text(files, path) if files.exists(path) else None
+    except (UnicodeDecodeError, ValueError, *filesystem.read_errors()) as error:
       problems.append(validation.Problem(dataset_checks.LABEL_MAP_MISMATCH, name, -1,
                                          f'cannot be read: {type(error).__name__}: {error}'))
       continue

@@ -481,6 +481,22 @@ def test_the_listing_names_every_entry_it_cannot_use(tree, monkeypatch):
                                           f'in (a loop): not followed')
 
 
+def test_a_link_to_a_folder_holding_the_image_dir_is_a_loop_not_followed(tmp_path):
+  """A link to DIR's parent (or to /: a downloaded tree's `x -> /`) leads back
+  to a folder it is in: it was followed, as only the folders below DIR were
+  checked, and the walk listed the whole file system (/sys's links without
+  end: a run still listing after 300 s) before it came back to DIR."""
+  root = tmp_path / 'data'
+  write_image(root / 'cat' / '0.png', size=(5, 4))
+  write_image(tmp_path / 'stray' / '1.png', size=(5, 4))
+  os.symlink(tmp_path, root / 'cat' / 'up')
+  listed = {relative: problem and problem.reason
+            for relative, problem in local_files.walk_local_files(str(root))}
+  assert listed == {
+      'cat/0.png': None,
+      'cat/up/': f'{root}/cat/up leads to {tmp_path}, a folder it is in (a loop): not followed'}
+
+
 def test_an_unreadable_root_is_one_entry(tmp_path, monkeypatch):
   write_image(tmp_path / 'red' / 'a.png')
   locked_scandir(monkeypatch, tmp_path)

@@ -13,9 +13,12 @@ import json
 
 import pytest
 
+from pipeline import convert
+from pipeline import export
 from pipeline import look
 from pipeline import read
 from pipeline import validate
+from pipeline.errors import EXIT_USAGE
 from pipeline.reading.dataset import open_binary
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
@@ -153,6 +156,13 @@ JUST_OUT = [
     (lambda info: info['sink'].update(record_order='Shuffled'),
      "dataset_info.json: sink.record_order 'Shuffled' is not one of 'shuffled', 'manifest', "
      "'arrival'"),
+    # export writes each shard and sidecar under its own name in --output_dir
+    (lambda info: info['splits']['train']['shards'].append('../x.tfrecord'),
+     "dataset_info.json: splits.train.shards[1] '../x.tfrecord' is not a shard name (a file "
+     "name in the dataset's folder)"),
+    (lambda info: info['splits']['train'].update(sources='/tmp/train.sources.jsonl.gz'),
+     "dataset_info.json: splits.train.sources '/tmp/train.sources.jsonl.gz' is not a sidecar "
+     "name (a file name in the dataset's folder)"),
 ]
 
 
@@ -164,3 +174,71 @@ def test_values_just_out_of_their_shape_are_refused(converted_sample, change, de
   with pytest.raises(InfoError) as raised:
     parse_info(json.dumps(info), 'dataset_info.json')
   assert str(raised.value) == detail
+
+
+def test_export_of_a_dataset_naming_a_shard_outside_its_folder_writes_nothing(
+    converted_sample, tmp_path, capsys):
+  """A downloaded dataset whose dataset_info.json lists '../victim/x.tfrecord':
+  export linked it to --output_dir/../victim/x.tfrecord, outside its output
+  folder, then failed (exit 1, a FileNotFoundError) and left the link there."""
+  data = copy_dataset(converted_sample(*VARIANTS['hash_split'])[1], tmp_path / 'data')
+  info = read_info(data)
+  shard = info['splits']['train']['shards'][0]
+  (tmp_path / 'victim').mkdir()
+  (data / shard).rename(tmp_path / 'victim' / shard)
+  info['splits']['train']['shards'][0] = f'../victim/{shard}'
+  (data / 'dataset_info.json').write_text(json.dumps(info))
+  (tmp_path / 'export' / 'victim').mkdir(parents=True)
+  assert export.main(['--format', 'tfds', '--input_dir', str(data), '--output_dir',
+                      str(tmp_path / 'export' / 'tfds')]) == EXIT_USAGE
+  assert f"splits.train.shards[0] '../victim/{shard}' is not a shard name" in (
+      capsys.readouterr().err)
+  assert sorted(p.name for p in (tmp_path / 'export').rglob('*')) == ['victim']
+
+
+def test_a_dataset_info_json_over_the_cap_is_refused_unread(converted_sample, tmp_path,
+                                                            monkeypatch, capsys):
+  """A 20 GB dataset_info.json (sparse: no disk) was read whole: validate and
+  inspect were killed by the kernel at 23 GB, with no message. Each reader
+  reads one byte past the cap (here 1 MiB, of a 1 GiB file) and refuses it."""
+  from pipeline.reading import dataset
+  from pipeline.runs import previous
+  from transforms.core import dataset_info
+  for module in (dataset_info, dataset, filesystem, previous):
+    monkeypatch.setattr(module, 'MAX_INFO_BYTES', 1 << 20)
+  sample, out = converted_sample(*VARIANTS['hash_split'])
+  data = copy_dataset(out, tmp_path / 'data')
+  with open(data / 'dataset_info.json', 'r+b') as handle:
+    handle.truncate(1 << 30)
+  detail = f"{data / 'dataset_info.json'} is over 1048576 bytes, more than any"
+  with pytest.raises(InfoError, match='is over 1048576 bytes'):
+    dataset.read_info(str(data))
+  with pytest.raises(InfoError, match='is over 1048576 bytes'):
+    filesystem.read_info(str(data))
+  assert validate.main(['--input_dir', str(data)]) == 1
+  assert detail in capsys.readouterr().out
+  assert look.main(['--input_dir', str(data)]) == EXIT_USAGE
+  assert detail in capsys.readouterr().err
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(tmp_path / 'next'), '--previous_dataset', str(data),
+                       *VARIANTS['hash_split']]) == EXIT_USAGE
+  assert f'--previous_dataset: {detail}' in capsys.readouterr().err
+
+
+def test_validate_never_holds_a_huge_rejected_line_or_label_map_whole(
+    converted_sample, tmp_path, monkeypatch, capsys):
+  """A rejected.jsonl of one 2 GB line and a 2 GB label_map.txt (sparse: no
+  disk) were read whole: validate's MemoryError, a traceback. The line is
+  read a MiB at a time and is one unreadable line; the label map is read to
+  one byte past the cap (here 1 MiB, of 8 MiB) and cannot be read."""
+  monkeypatch.setattr(dataset_checks, 'MAX_INFO_BYTES', 1 << 20)
+  data = copy_dataset(converted_sample(*VARIANTS['hash_split'])[1], tmp_path / 'data')
+  for name in ('rejected.jsonl', 'label_map.txt'):
+    with open(data / name, 'r+b') as handle:
+      handle.truncate(8 << 20)
+  assert validate.main(['--input_dir', str(data)]) == 1
+  report = json.loads((data / 'validation_report.json').read_text())
+  details = {p['detail'] for p in report['problems']}
+  assert 'line 1 is not a JSON object with a stage and a code (a line of 8388608 bytes, ' \
+         'over 1048576: not read)' in details
+  assert 'cannot be read: ValueError: over 1048576 bytes: not read' in details

@@ -224,3 +224,18 @@ def test_the_first_record_comes_from_the_first_split_holding_one(hostile, tmp_pa
   assert f'First record of {info["splits"]["train"]["shards"][0]}:' in printed
   assert 'image/class/label    int64_list' in printed
   assert os.listdir(copy) == os.listdir(out)
+
+
+def test_the_rejected_lines_shown_skip_lines_not_utf8_not_objects_or_too_long(tmp_path):
+  """inspect --export_dir read rejected.jsonl as text, whole lines: a byte
+  that is not UTF-8 was a UnicodeDecodeError, a line `5` an AttributeError,
+  and a 2 GB line (sparse) a MemoryError, each a traceback. Now such lines are
+  skipped (a longer one read a MiB at a time), as a cut-off last line was."""
+  good = [json.dumps({'stage': 'read', 'code': 'missing_file', 'line': n}) for n in (1, 5)]
+  (tmp_path / 'rejected.jsonl').write_bytes(b'\n'.join([
+      good[0].encode(), b'\xff\xfe{"stage": "read"}', b'5', b'"x' + b'x' * (3 << 20) + b'"',
+      good[1].encode(), b'{"stage": "read", "co']))
+  counts, first = look.rejected_summary(str(tmp_path), {
+      'rejected_by_reason': {'read/missing_file': 2}})
+  assert counts == [('read', 'missing_file', 2)]
+  assert first == {('read', 'missing_file'): good}

@@ -21,6 +21,7 @@ from apache_beam.options.value_provider import RuntimeValueProvider
 from transforms.core import file_kinds
 from transforms.core import local_files
 from transforms.core import paths
+from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
@@ -328,7 +329,8 @@ def read_info(output_dir: str, files: Optional[FileAccess] = None) -> dict:
   """dataset_info.json of the dataset in `output_dir`; InfoError if unusable."""
   path = join(output_dir, DATASET_INFO)
   try:
-    text = (files or FileAccess()).read_bytes(path)  # parse_info tells bytes not UTF-8
+    # parse_info tells bytes not UTF-8, and refuses MAX_INFO_BYTES + 1
+    text = (files or FileAccess()).read_at_most(path, MAX_INFO_BYTES)
   except file_kinds.NotRegularFile as error:  # its message names what it is
     raise InfoError(str(error))
   except Exception as error:  # missing file: FileNotFoundError or BeamIOError

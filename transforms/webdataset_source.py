@@ -35,6 +35,58 @@ from transforms.core.tally import lines_key
 from transforms.filesystem import FileAccess
 
 _TAR_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+# A pax header or GNU long name is read whole by tarfile, at whatever size its
+# header claims (a 1 MB .tar.gz claiming 1 GiB took 2.1 GB): at most this.
+MAX_EXTENDED_HEADER = 1 << 20
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+             tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+_ENDS = (tarfile.EOFHeaderError, tarfile.EmptyHeaderError)  # a tar's own end
+
+
+class TarHeaderRefused(tarfile.TarError):
+  """A header tarfile would read without bound or fail on with no TarError
+  (a GNU sparse member's map: IndexError, ValueError): the tar is read up to it."""
+
+
+def _header_reader() -> type:
+  """A TarInfo class for one tar: it refuses extended headers over
+  MAX_EXTENDED_HEADER and sparse members (never written by webdataset; their
+  bytes are not one run the image step could read by offset), and records
+  the HeaderError the tar's last header read ended with (`ended`): tarfile
+  ends quietly at a damaged header, which a .tar.gz cannot be checked for
+  afterwards as a .tar is (the bytes after it)."""
+
+  class Info(tarfile.TarInfo):
+    ended = None
+
+    @classmethod
+    def frombuf(cls, buf, encoding, errors):
+      try:
+        return super().frombuf(buf, encoding, errors)
+      except tarfile.HeaderError as error:
+        Info.ended = error
+        raise
+
+    def _proc_member(self, tar):
+      if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
+        raise TarHeaderRefused(f'the header at byte {self.offset} announces a {self.size}-byte '
+                               f'extended header (pax or GNU long name), over '
+                               f'{MAX_EXTENDED_HEADER}')
+      if self.type == tarfile.GNUTYPE_SPARSE:
+        self._sparse_member()
+      try:
+        return super()._proc_member(tar)
+      except (ValueError, IndexError) as error:  # tarfile's parsing of a sparse map
+        raise TarHeaderRefused(f'the header at byte {self.offset} cannot be read '
+                               f'({type(error).__name__}: {error})') from None
+
+    def _sparse_member(self, *_):
+      raise TarHeaderRefused(f'the member at byte {self.offset} is a GNU sparse file, whose '
+                             f'bytes are not stored as one run')
+
+    _proc_gnusparse_00 = _proc_gnusparse_01 = _proc_gnusparse_10 = _sparse_member
+
+  return Info
 
 
 def tar_members(stream, path: str, size: int):
@@ -42,12 +94,17 @@ def tar_members(stream, path: str, size: int):
   metadata members with their data), in tar order. A member cut short has
   its `error`; ReadError when the file is no tar at all."""
   gzipped = webdataset.is_gzipped(path)
-  tar = tarfile.open(fileobj=stream, mode='r|gz' if gzipped else 'r:')
+  headers = _header_reader()
+  tar = tarfile.open(fileobj=stream, mode='r|gz' if gzipped else 'r:', tarinfo=headers)
   last = None
   try:
     while True:
       try:
         info = tar.next()
+      except TarHeaderRefused as error:
+        if last is not None:
+          yield last
+        raise TarCutError(f'{path}: {error}: the members after it are not read') from None
       except _TAR_ERRORS as error:
         if last is None:
           raise tarfile.ReadError(f'{type(error).__name__}: {error}')
@@ -69,6 +126,9 @@ def tar_members(stream, path: str, size: int):
       last = _member(tar, info, gzipped, size) if info.isreg() else None
     if last is not None:
       yield last
+    if gzipped and not isinstance(headers.ended, _ENDS):
+      raise TarCutError(f'{path}: the header at byte {tar.offset} of its tar cannot be read '
+                        f'({headers.ended}): the members after it are lost')
     if not gzipped:
       # tarfile ends quietly at a header cut short: what follows the last
       # member must be the end-of-archive zeros, or members were lost.

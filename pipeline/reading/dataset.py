@@ -29,6 +29,7 @@ from typing import Optional
 from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import records
+from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
@@ -69,7 +70,7 @@ def read_info(input_dir: str) -> dict:
   file_kinds.require_regular(path, InfoError)  # a FIFO: open() would wait for a writer
   try:
     with open(path, 'rb') as handle:  # parse_info tells bytes not UTF-8
-      text = handle.read()
+      text = handle.read(MAX_INFO_BYTES + 1)  # parse_info refuses more
   except OSError as error:
     raise InfoError(f'{path} is missing or unreadable ({type(error).__name__}): '
                     f'the dataset is incomplete or was never written')

@@ -18,6 +18,7 @@ from pipeline.runs import interrupts
 from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
 from transforms.core import paths
+from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.spec import COMPRESSIONS
 from transforms.core.spec import DATASET_INFO
@@ -81,7 +82,10 @@ def run_traces(folder: str, files: Optional[filesystem.FileAccess] = None) -> li
 
 def _previous_shards(output_dir: str, files: filesystem.FileAccess) -> set:
   try:
-    info = json.loads(files.read_text(filesystem.join(output_dir, DATASET_INFO)))
+    data = files.read_at_most(filesystem.join(output_dir, DATASET_INFO), MAX_INFO_BYTES)
+    if len(data) > MAX_INFO_BYTES:  # no dataset_info.json convert writes: patterns only
+      return set()
+    info = json.loads(data)
     return {name for split in info.get('splits', {}).values()
             for s in split.get('shards', []) for name in (s, s + INDEX_SUFFIX)} | {
                 split['sources'] for split in info.get('splits', {}).values()

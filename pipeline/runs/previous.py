@@ -17,6 +17,7 @@ from transforms import filesystem
 from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import redact
+from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
 from transforms.core.spec import DATASET_INFO
@@ -163,7 +164,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
                      f'dataset (half-written, or not written by convert)')
   file_kinds.require_file(f'--previous_dataset {named}:', info_path, UsageError)  # a FIFO: never opened
   try:
-    info = parse_info(files.read_bytes(info_path), info_path)
+    info = parse_info(files.read_at_most(info_path, MAX_INFO_BYTES), info_path)
   except InfoError as error:
     raise UsageError(f'--previous_dataset: {error}')
   if info['schema'] != schema:

@@ -24,8 +24,10 @@ import math
 from typing import Optional
 
 from transforms.core import detection_checks
+from transforms.core import line_caps
 from transforms.core import rejected_rows
 from transforms.core.annotations import label_map_pbtxt
+from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
@@ -74,10 +76,35 @@ def count_rejected(lines: Iterable[bytes], info: dict,
   return counted
 
 
+def side_text(files, path: str) -> str:
+  """The text of a label map beside the shards (`files`: a FileAccess);
+  ValueError past MAX_INFO_BYTES, which its names, also in dataset_info.json,
+  never take: a 2 GB one (sparse) was read whole, validate's MemoryError."""
+  data = files.read_at_most(path, MAX_INFO_BYTES)
+  if len(data) > MAX_INFO_BYTES:
+    raise ValueError(f'over {MAX_INFO_BYTES} bytes: not read')
+  return data.decode('utf-8')
+
+
+def capped_lines(stream):
+  """The lines of a binary stream, each with at most line_caps.MAX_LINE_BYTES
+  in memory (a longer one: a LongLine): a rejected.jsonl of one 2 GB line
+  (sparse: no disk) was read whole, validate's MemoryError."""
+  while True:
+    line = line_caps.read_line(stream)
+    if not line:
+      return
+    yield line
+
+
 def _counted_rows(lines: Iterable[bytes], config: dict, counted: RejectedLines):
   """Counts each line into `counted` as it goes, and yields (source, line,
   number in the file) of each line that counts as a row and names one."""
   for number, line in enumerate(lines, 1):
+    if isinstance(line, line_caps.LongLine):  # never held whole
+      counted.unreadable.append((number, f'a line of {line.length} bytes, over '
+                                         f'{line_caps.MAX_LINE_BYTES}: not read'))
+      continue
     if not line.strip():
       continue
     try:

@@ -75,6 +75,15 @@ def _is_number(value) -> bool:
   return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
 
 
+def _file_name(what: str) -> _Scalar:
+  """A file directly in the dataset's folder, as convert names its files:
+  export links and copies each to the same name in its --output_dir, so a
+  '../x' or '/x' (a downloaded dataset's dataset_info.json says what it
+  likes) would write outside it."""
+  return _Scalar(f"{what} (a file name in the dataset's folder)", lambda v: (
+      isinstance(v, str) and v not in ('', '.', '..') and not any(c in v for c in '/\\\0')))
+
+
 def _whole(what: str, low: int = 0, high: float = math.inf) -> _Scalar:
   return _Scalar(what, lambda v: _is_int(v) and low <= v <= high)
 
@@ -250,9 +259,9 @@ INFO_SHAPE = _Object({
     'splits': _required(_MapOf(_Object({
         'num_examples': _required(_COUNT),
         'num_bytes': _required(_COUNT),
-        'shards': _required(_ListOf(_text('a shard name'), 'a list of shards'),
+        'shards': _required(_ListOf(_file_name('a shard name'), 'a list of shards'),
                             missing='list of shards'),
-        'sources': _optional(_text('a sidecar name')),
+        'sources': _optional(_file_name('a sidecar name')),
         'examples_per_class': _optional(_COUNTS),
         'objects_per_class': _optional(_COUNTS),  # --schema detection
         'num_objects': _optional(_COUNT),

@@ -94,8 +94,11 @@ def walk_local_files(directory: str) -> Iterator[tuple]:
   except OSError as error:
     yield './', _unlistable(root, error)
     return
-  # (folder, its path relative to root, (device, inode) of it and the folders above it)
-  pending = [(root, '', ((top.st_dev, top.st_ino),))]
+  # (folder, its path relative to root, (device, inode) of it and the folders
+  # above it, those above `directory` on disk included: a link to / or to
+  # `directory`'s parent leads back to a folder it is in, and following it
+  # walked the whole file system, /sys's web of links too)
+  pending = [(root, '', ((top.st_dev, top.st_ino), *_folders_above(root)))]
   while pending:
     folder, relative, above = pending.pop()
     try:
@@ -132,6 +135,21 @@ def walk_local_files(directory: str) -> Iterator[tuple]:
             f'{os.path.realpath(entry.path)}, a folder it is in (a loop): not followed')
         continue
       pending.append((entry.path, path + '/', above + ((info.st_dev, info.st_ino),)))
+
+
+def _folders_above(root: str) -> tuple:
+  """(device, inode) of every folder that holds `root`, up to /, along the
+  path as written and along its real path (`root` may be a link)."""
+  found = []
+  for path in {os.path.abspath(root), os.path.realpath(root)}:
+    while os.path.dirname(path) != path:
+      path = os.path.dirname(path)
+      try:
+        info = os.stat(path)
+      except OSError:  # a folder above that cannot be looked at: no link leads to it
+        continue
+      found.append((info.st_dev, info.st_ino))
+  return tuple(found)
 
 
 def _unlistable(folder: str, error: OSError) -> RowError:
