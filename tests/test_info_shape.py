@@ -20,6 +20,7 @@ from pipeline import read
 from pipeline import validate
 from pipeline.errors import EXIT_USAGE
 from pipeline.reading.dataset import open_binary
+from pipeline.validating import folder_checks
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
 from tests.test_validate_cli import RAW_16
@@ -81,10 +82,10 @@ def _validate_and_read(out, info: dict) -> None:
   """What validate does with `info` (its Beam steps' checks, one record after
   another here), read.examples of every split and inspect's summary."""
   files = filesystem.FileAccess()
-  shards, problems = validate.shard_listing(str(out), info, files)
-  problems += validate.file_problems(str(out), info, files)
+  shards, problems = folder_checks.shard_listing(str(out), info, files)
+  problems += folder_checks.file_problems(str(out), info, files)
   problems += dataset_checks.byte_count_problems(
-      info, validate.split_bytes(str(out), info, shards, files))
+      info, folder_checks.split_bytes(str(out), info, shards, files))
   expected = validation.Expected.from_info(info)
   expected.split_rule.describe()
   shard_counts, label_counts = {}, {}
