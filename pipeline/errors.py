@@ -1,5 +1,6 @@
 """The bottom of pipeline/: the exit codes, the one UsageError and the
-argument parser that raises it. Every module of pipeline/ may import this one;
+argument parser that raises it, and PointerNotWritten (a published nightly
+run's one failure after it). Every module of pipeline/ may import this one;
 it imports nothing of the project.
 
 Exit codes of every command (docs/convert.md, docs/validate.md):
@@ -34,6 +35,13 @@ def command_prog(command: str) -> str:
 
 class UsageError(Exception):
   """Bad flags or unusable input: exit 2 with one line, before any work."""
+
+
+class PointerNotWritten(Exception):
+  """A nightly run's dataset is complete and published; only its `latest`
+  pointer could not be written (a disk filled, a permission changed as the
+  run ended): exit 1 with this one line, not "the job failed" and a
+  traceback (runs/previous.write_latest)."""
 
 
 class UsageParser(argparse.ArgumentParser):

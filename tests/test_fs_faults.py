@@ -15,6 +15,7 @@ from pipeline import look
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
+from pipeline.runs import previous
 from tests.conftest import COLOURS
 from tests.conftest import write_image
 from tests.conftest import write_manifest
@@ -226,3 +227,24 @@ def test_a_previous_dataset_that_is_the_output_dir_by_a_bind_mount_is_refused(
     assert sorted(os.listdir(night1)) == before
   finally:
     subprocess.run(['umount', str(other)], check=True)
+
+
+def test_a_pointer_that_cannot_be_written_at_the_end_says_the_dataset_is_complete(
+        data, tmp_path, capsys, monkeypatch):
+  """A disk filled or a permission changed as the run ended: the dataset was
+  published, and the line said "the job failed" with a traceback."""
+  def refused(pointer, target, files):
+    raise PermissionError(13, 'Permission denied', pointer)
+
+  monkeypatch.setattr(previous, '_write_pointer', refused)
+  out, latest = tmp_path / 'n1', tmp_path / 'latest'
+  capsys.readouterr()
+  assert converted(data, out, '--previous_dataset', str(latest),
+                   '--previous_dataset_missing', 'full') == EXIT_FAILED
+  err = capsys.readouterr().err.splitlines()
+  assert err[-1] == (
+      f'error: the dataset in {out} is complete, but its pointer {latest} could not be '
+      f"written (PermissionError: [Errno 13] Permission denied: '{latest}'), so a run with "
+      f'--previous_dataset {latest} does not read this one: write {out} into it')
+  assert not any('Traceback' in line for line in err)
+  assert (out / 'dataset_info.json').exists() and not latest.exists()

@@ -20,6 +20,7 @@ from pipeline.beam_runtime.not_interactive import outside_interactive_beam
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_STDOUT_CLOSED
 from pipeline.errors import EXIT_USAGE
+from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
 from pipeline.runs import run_temp
@@ -178,6 +179,9 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
     if isinstance(error, UsageError):
       print(f'error: {error}', file=sys.stderr)
       return EXIT_USAGE
+    if isinstance(error, PointerNotWritten):
+      print(f'error: {error}', file=sys.stderr)
+      return EXIT_FAILED
     if isinstance(error, KeyboardInterrupt):
       print('interrupted', file=sys.stderr)
       return EXIT_FAILED

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import Optional
 
+from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
 from transforms import filesystem
 from transforms.core import file_kinds
@@ -234,11 +235,21 @@ def write_latest(output_dir: str, files: Optional[filesystem.FileAccess] = None)
   a reader finds the old pointer or the new one, whoever else writes it at
   the same time: locally under a temp name of this run's own and os.replace;
   on an object store in one write of the object (no temp object copied over
-  it, which two runs could interleave)."""
+  it, which two runs could interleave). PointerNotWritten if it cannot be."""
   files = files or filesystem.FileAccess()
   pointer = latest_path(output_dir)
   target = pointer_text(output_dir)
-  if paths.is_remote(output_dir):
+  try:
+    return _write_pointer(pointer, target, files)
+  except filesystem.read_errors() as error:
+    raise PointerNotWritten(
+        f'the dataset in {output_dir} is complete, but its pointer {pointer} could not be '
+        f'written ({type(error).__name__}: {error}), so a run with --previous_dataset '
+        f'{pointer} does not read this one: write {target} into it') from error
+
+
+def _write_pointer(pointer: str, target: str, files: filesystem.FileAccess) -> str:
+  if paths.is_remote(pointer):
     with files.create(pointer) as handle:
       handle.write((target + '\n').encode('utf-8'))
     return pointer
