@@ -331,14 +331,23 @@ def test_a_gzip_manifest_is_read_again_decompressed(fresh, capsys):
 
 def _rename_a_record(out: pathlib.Path) -> tuple:
   """The key of train's first record replaced by one of its length that
-  hashes to train too, in its record and its sidecar line, as a careful
-  tamperer would leave it (every CRC, count and split right): -> (old, new)."""
+  hashes to train too, and to its place in write order (so to its shard and
+  its place there, as --num_shards deals them), in its record and its
+  sidecar line, as a careful tamperer would leave it (every CRC, count,
+  split and place right): -> (old, new)."""
   info = json.loads((out / 'dataset_info.json').read_text())
   lines = _lines(out)
   line = lines[0]
   old = line['key']
-  new = next(f'{letter}{old[1:]}' for letter in 'zyxwvu'
-             if hash_split(f'{letter}{old[1:]}', (('train', 0.5), ('test', 0.5)), 0) == 'train')
+  order = Ordering(seed=0)
+  others = [other['key'] for other in lines[1:]]
+
+  def rank(key):
+    return sum((order.key(other, 0), other) < (order.key(key, 0), key) for other in others)
+
+  new = next(f'{letter}{old[1:]}' for letter in 'zyxwvutsrqponmlkjihgfedcb'
+             if hash_split(f'{letter}{old[1:]}', (('train', 0.5), ('test', 0.5)), 0) == 'train'
+             and rank(f'{letter}{old[1:]}') == rank(old))
   shard = out / info['splits']['train']['shards'][line['shard']]
   with open(shard, 'rb') as stream:
     records = [data for _, data in read_records(stream)]

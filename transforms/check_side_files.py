@@ -32,6 +32,12 @@ class SideFiles:
   # sink.record_order 'shuffled': each shard's records in the order of this
   # --seed's hash of their keys (side_files.order_problems); None: unchecked
   order_seed: Optional[int] = None
+  # with order_seed: --num_shards N (side_files.placement_problems), and
+  # split -> (its listed shards, its num_examples); 0: shards cut by size,
+  # placement unchecked. Checked last, for a split read whole (no damaged
+  # shard) whose index, order and sidecar checks found nothing
+  num_shards: int = 0
+  shard_lists: dict = dataclasses.field(default_factory=dict)
 
   @classmethod
   def from_info(cls, input_dir: str, info: dict) -> SideFiles:
@@ -41,7 +47,9 @@ class SideFiles:
     declared = side_files.declares_index_files(info)
     return cls(input_dir, info['schema'], declared, sidecars, info.get('sources_format_version'),
                frozenset() if declared else undeclared_indexes(input_dir, info),
-               side_files.shuffled_seed(info))
+               side_files.shuffled_seed(info), side_files.fixed_num_shards(info),
+               {split: (list(entry['shards']), entry['num_examples'])
+                for split, entry in info['splits'].items()})
 
   @property
   def needed(self) -> bool:
@@ -65,6 +73,11 @@ class SideFiles:
         problems += side_files.order_problems(shard, shard_places, self.order_seed)
     if split in self.sidecars:
       problems += self._sidecar(files, split, places)
+    shards, count = self.shard_lists.get(split, ([], None))
+    if self.order_seed is not None and not problems and len(places) == count:
+      # read whole, every side file agreeing: were its records dealt to the right shards?
+      problems += side_files.placement_problems(split, shards, places, self.order_seed,
+                                                self.num_shards)
     return problems
 
   def _index(self, files, name: str, places: list) -> list:

@@ -101,6 +101,40 @@ def order_problems(shard: str, places: list, seed: int) -> list:
   return []
 
 
+def fixed_num_shards(info: dict) -> int:
+  """config.num_shards when it forces N shards a split (--num_shards N); 0:
+  shards rolled over by size, or the runner's."""
+  config = info.get('config')
+  number = config.get('num_shards') if isinstance(config, dict) else None
+  return number if isinstance(number, int) and not isinstance(number, bool) and number > 0 else 0
+
+
+def placement_problems(split: str, shards: list, places: list, seed: int,
+                       num_shards: int) -> list:
+  """A split's records read (RecordPlace) against the shards --num_shards N
+  deals them to: in write order (the salted hash of each key), round robin,
+  the record of rank r in shard r % N as its record r // N (shuffle.shard_of).
+  Each shard's own order holding, a record swapped with one of another shard,
+  or dropped with every count and side file made to match, is out of place.
+  One problem a split, at the first record out of place; a split holding a
+  record without a key, or listing other than N shards, is not checked."""
+  number = {shard: index for index, shard in enumerate(shards)}
+  if (not num_shards or len(shards) != num_shards
+      or any(not place.key or place.shard not in number for place in places)):
+    return []
+  ordering = Ordering(shuffle=True, seed=seed)
+  ranked = sorted(places, key=lambda place: (ordering.key(place.key, 0), place.key))
+  for rank, place in enumerate(ranked):
+    shard, record = shards[rank % num_shards], rank // num_shards
+    if (place.shard, place.record) != (shard, record):
+      return [Problem(WRONG_RECORD_ORDER, place.shard, place.record, (
+          f'record {place.record} (key {place.key!r}) is record {rank} of split {split!r} '
+          f'in write order, which --num_shards {num_shards} deals to {shard} as its record '
+          f"{record}: dataset_info.json's sink.record_order says 'shuffled' (a split's "
+          f'records dealt round robin to its shards by a salted hash of their key, --seed {seed})'))]
+  return []
+
+
 def missing_index(index_name: str) -> Problem:
   return Problem(INDEX_MISMATCH, index_name, -1,
                  "missing: dataset_info.json's sink.index_files says each shard has one")
