@@ -621,6 +621,27 @@ def _stderr_ending_by(signum: int, script: str) -> str:
   assert done.returncode == -signum, done.stderr
   return done.stderr
 
+def test_ctrl_c_in_a_command_without_handlers_is_one_line_not_a_traceback(tmp_path):
+  """inspect and export install no handlers of their own: a Ctrl-C was
+  Python's KeyboardInterrupt traceback. It is one line and the end by
+  SIGINT, after what the KeyboardInterrupt unwound (export's half-written
+  folder removed) has run."""
+  cleaned = tmp_path / 'cleaned-up'
+  script = f"""
+import os, signal, time
+from pipeline.runs import exits
+def main():
+  try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+  finally:
+    open({str(cleaned)!r}, 'w').close()
+exits.exit_with(main)
+"""
+  assert _stderr_ending_by(signal.SIGINT, script) == 'interrupted\n'
+  assert cleaned.exists()
+
+
 def test_after_the_signal_only_the_main_thread_writes_to_stderr():
   """Beam's SDK harness threads (a Flink or Spark run's LOOPBACK workers, in
   the launcher) print each broken call's traceback straight to sys.stderr as

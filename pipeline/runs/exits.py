@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import select
+import signal
 import sys
 import traceback
 from typing import Optional
@@ -285,6 +286,11 @@ def exit_with(main, fast: bool = False):
         code = main()
       except SystemExit as done:  # --help
         code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
+      except KeyboardInterrupt:
+        # Ctrl-C in a command without the run's own handlers (inspect,
+        # export), its clean-up done as the KeyboardInterrupt unwound: one
+        # line and the end by SIGINT (130), not Python's traceback.
+        interrupts.die(signal.SIGINT, 'interrupted')
       if out is not None:
         out.flush()
     except BrokenPipeError:
