@@ -67,11 +67,21 @@ def did_you_mean(name: str, *candidates: list) -> str:
   return ''
 
 
+def one_dash_hint(name: str, *candidates: list) -> str:
+  """'; did you mean --X?' for `-manifest`, a long flag given one dash (as
+  some tools spell them) when `--manifest` or a name close to it is a flag;
+  else ''. argparse reported it as unrecognized, with no hint."""
+  if name.startswith('--') or not name.startswith('-') or len(name) < 3:
+    return ''
+  return did_you_mean('-' + name, *candidates)
+
+
 def unknown_flag(parser, argv: list) -> Optional[str]:
   """The usage error of the first --flag in argv that `parser` (an argparse
-  parser without abbreviations) does not know, with a did-you-mean; None if it
-  knows them all. Checked before parsing: argparse would first report a
-  required flag as missing when its misspelling is right there."""
+  parser without abbreviations) does not know, with a did-you-mean, or of a
+  long flag given one dash (-input_dir); None if it knows them all. Checked
+  before parsing: argparse would first report a required flag as missing
+  when its misspelling is right there."""
   known = [flag for flag in parser._option_string_actions if flag.startswith('--')]
   for arg in argv:
     if arg == '--':
@@ -79,4 +89,6 @@ def unknown_flag(parser, argv: list) -> Optional[str]:
     name = arg.split('=', 1)[0]
     if arg.startswith('--') and name not in known:
       return f'unrecognized argument {arg!r}{did_you_mean(name, known)}'
+    if name not in parser._option_string_actions and one_dash_hint(name, known):
+      return f'unrecognized argument {arg!r}{one_dash_hint(name, known)}'
   return None

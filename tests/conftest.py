@@ -165,6 +165,31 @@ def sample(tmp_path) -> Sample:
   return make_sample(tmp_path)
 
 
+def _process_state(pid: int) -> str:
+  with open(f'/proc/{pid}/stat', encoding='ascii', errors='replace') as stat:
+    return stat.read().rsplit(')', 1)[1].split()[0]
+
+
+@pytest.fixture
+def zombie_pid():
+  """The pid of a process that has ended but that no parent has collected
+  yet (a zombie, state Z): what a run killed by `timeout -s KILL`, or in a
+  container whose first process collects none, leaves behind. Collected at
+  the end of the test."""
+  import subprocess
+  import sys
+  import time
+  child = subprocess.Popen([sys.executable, '-c', 'pass'])
+  try:
+    deadline = time.monotonic() + 60
+    while _process_state(child.pid) != 'Z':  # ended, not collected: Popen.poll would collect it
+      assert time.monotonic() < deadline, 'the child never ended'
+      time.sleep(0.01)
+    yield child.pid
+  finally:
+    child.wait()
+
+
 def _fingerprint(folder: pathlib.Path) -> dict:
   return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob('*'))
           if p.is_file()}

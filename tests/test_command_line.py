@@ -116,6 +116,17 @@ def test_beam_flags_reach_the_pipeline_options_with_local_defaults(tmp_path):
     ('validate', '--expected_cont', "unrecognized argument '--expected_cont'; did you mean "
      '--expected_count?'),
     ('validate', '--image_dir', "unrecognized argument '--image_dir'"),
+    # a long flag given one dash, as some tools spell them: argparse gave no hint
+    ('convert', '-num_shards', "unrecognized argument '-num_shards'; did you mean --num_shards?"),
+    # argparse took these for -h with an argument: `argument -h/--help: ignored
+    # explicit argument 'eight'`
+    ('convert', '-height', "unrecognized argument '-height'; did you mean --height?"),
+    ('convert', '-heigth', "unrecognized argument '-heigth'; did you mean --height?"),
+    ('convert', '-direct_num_workers', "unrecognized argument '-direct_num_workers'; did you "
+     'mean --direct_num_workers?'),
+    ('convert', '-q', "unrecognized argument '-q'"),
+    ('validate', '-expected_count', "unrecognized argument '-expected_count'; did you mean "
+     '--expected_count?'),
 ])
 def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, command, flag,
                                                          message):
@@ -144,6 +155,13 @@ def test_unknown_flags_are_usage_errors_with_a_suggestion(sample, capsys, comman
      "unrecognized argument '--overwrit'; did you mean --overwrite?"),
     (['export', '--format=tfds', '--input_dir=x', '--ouput_dir=y'],
      "unrecognized argument '--ouput_dir=y'; did you mean --output_dir?"),
+    # one dash: export said `--input_dir is required`, inspect gave no hint
+    (['inspect', '-input_dir', 'x'], "unrecognized argument '-input_dir'; did you mean "
+     '--input_dir?'),
+    (['export', '--format', 'tfds', '-input_dir', 'x'],
+     "unrecognized argument '-input_dir'; did you mean --input_dir?"),
+    (['export', '-format=tfds', '--input_dir', 'x'],
+     "unrecognized argument '-format=tfds'; did you mean --format?"),
     (['conver', '--manifest', 'm.csv'], "unknown command 'conver'; did you mean convert?"),
     (['valdate'], "unknown command 'valdate'; did you mean validate?"),
     (['inspekt'], "unknown command 'inspekt'; did you mean inspect?"),

@@ -306,6 +306,58 @@ def test_a_signal_to_the_launcher_alone_while_its_sdk_workers_start(signum, corp
   assert_nothing_left(out, temp, corpus, tmp_path, capsys)
 
 
+@pytest.mark.integration  # a long system test: make test stays within 6 minutes
+@pytest.mark.slow
+def test_ctrl_c_while_its_sdk_workers_start_prints_the_one_line(corpus, temp, tmp_path,
+                                                                 capsys):
+  """A terminal's Ctrl-C (SIGINT to the whole process group) while the SDK
+  worker processes of `--direct_num_workers 2` still start (importing Beam):
+  each worker printed its KeyboardInterrupt traceback under the run's line.
+  They ignore SIGINT now; the run stops them with SIGTERM, quietly."""
+  site, marker = tmp_path / 'site', tmp_path / 'sdk-worker-started'
+  site.mkdir()
+  (site / 'sitecustomize.py').write_text(
+      _HOLD_SDK_WORKERS.format(module=sdk_workers.SDK_WORKER_MODULE))
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['many_rows'], '--output_dir', out, *SMALL,
+               '--direct_num_workers', '2'],
+              temp, env={'PYTHONPATH': f'{site}{os.pathsep}{ROOT}', 'HOLD_MARKER': str(marker)})
+  wait_for(marker.exists, run, 'an SDK worker process starting')
+  workers = sdk_workers.sdk_worker_processes(run.pid)
+  assert workers
+  code, _, err = signal_and_finish(run, signal.SIGINT)
+  assert_interrupted(code, err, signal.SIGINT, CONVERT_LINE)
+  deadline = time.monotonic() + WAIT_S  # an orphan's end is its new parent's to collect
+  while any(map(_alive, workers)) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert not [pid for pid in workers if _alive(pid)]
+  assert_nothing_left(out, temp, corpus, tmp_path, capsys)
+
+
+_SHOW_SIGINT = (f'{sys.executable} -c "import signal; '
+                f'print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"').encode()
+
+
+def _worker_sigint() -> str:
+  return subprocess.run(['/bin/sh', '-c', sdk_workers.worker_command(_SHOW_SIGINT)],
+                        capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_sdk_workers_ignore_sigint_only_under_the_command_lines_handlers():
+  """Under the command line's handlers an SDK worker's command line starts
+  it with SIGINT ignored (a Ctrl-C to the process group: the launcher stops
+  it with SIGTERM); from Python, without them, Python's own SIGINT."""
+  assert _worker_sigint() == 'False'
+  handlers = interrupts.Handlers('line', 'again').install()
+  try:
+    assert _worker_sigint() == 'True'
+    command = sdk_workers.worker_command(b'python -m ' + sdk_workers.SDK_WORKER_MODULE.encode())
+    assert sdk_workers.SDK_WORKER_MODULE.encode() in command  # still found by stop()
+  finally:
+    handlers.finish()
+  assert _worker_sigint() == 'False'
+
+
 def test_an_sdk_worker_starting_after_the_signal_is_stopped_too():
   """keep_stopping() goes on stopping SDK workers for a while: one Beam starts a
   moment after the first signal was held for ever by a single stop() (the
@@ -568,6 +620,27 @@ def _stderr_ending_by(signum: int, script: str) -> str:
   done = _run_script(script)
   assert done.returncode == -signum, done.stderr
   return done.stderr
+
+def test_ctrl_c_in_a_command_without_handlers_is_one_line_not_a_traceback(tmp_path):
+  """inspect and export install no handlers of their own: a Ctrl-C was
+  Python's KeyboardInterrupt traceback. It is one line and the end by
+  SIGINT, after what the KeyboardInterrupt unwound (export's half-written
+  folder removed) has run."""
+  cleaned = tmp_path / 'cleaned-up'
+  script = f"""
+import os, signal, time
+from pipeline.runs import exits
+def main():
+  try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+  finally:
+    open({str(cleaned)!r}, 'w').close()
+exits.exit_with(main)
+"""
+  assert _stderr_ending_by(signal.SIGINT, script) == 'interrupted\n'
+  assert cleaned.exists()
+
 
 def test_after_the_signal_only_the_main_thread_writes_to_stderr():
   """Beam's SDK harness threads (a Flink or Spark run's LOOPBACK workers, in

@@ -366,6 +366,26 @@ def test_a_run_removes_the_temp_folders_of_this_hosts_killed_runs(tmp_path, monk
   assert run_temp.killed_run_owner(names['older shape'], host) is None
 
 
+def test_the_temp_folder_of_a_killed_run_not_yet_collected_is_removed(tmp_path, monkeypatch,
+                                                                      zombie_pid):
+  """A run killed by `timeout -s KILL` (which kills itself too) stays a
+  zombie no one collects in some containers: its temp folder was kept, as a
+  live run's, for as long as the zombie stayed."""
+  import socket
+  import tempfile
+
+  from pipeline.runs import run_temp
+  host = socket.gethostname()
+  killed = tmp_path / f'img2tfrecord-run-{host}-{zombie_pid}-ab12cd34'
+  killed.mkdir()
+  (killed / 'beam-temp-x').write_bytes(b'left behind')
+  monkeypatch.setenv('TMPDIR', str(tmp_path))
+  monkeypatch.setattr(tempfile, 'tempdir', None)
+  with run_temp.private_temp_dir() as mine:
+    assert os.listdir(tmp_path) == [os.path.basename(mine)]
+  assert os.listdir(tmp_path) == []
+
+
 def test_overwrite_removes_an_export_linking_to_the_replaced_shards(data, tmp_path, capsys):
   """export --format tfds's default folder, OUT/tfds, links to OUT's shards:
   after --overwrite TFDS would read the new records under the export's old

@@ -129,6 +129,27 @@ def test_over_budget_with_stdout_closed_exits_3(tmp_path, monkeypatch, capsys):
   assert err.strip().endswith('exit code 3.'), err
 
 
+def test_over_budget_with_stderr_s_reader_gone_exits_3(tmp_path):
+  """`convert ... 2>&1 >log | head -1` once head has gone: the over-budget
+  line finds no reader on stderr. The run's code stands (3, its dataset
+  published); it was exit 1, as if the job had failed."""
+  sample = make_sample(tmp_path / 'sample')
+  with open(sample.manifest, 'a') as handle:
+    handle.write('images/missing.png,red\n')
+  read, write = os.pipe()
+  os.close(read)
+  try:
+    done = subprocess.run([PY, '-m', 'pipeline.convert', '--manifest', str(sample.manifest),
+                           '--output_dir', str(sample.out)], stdout=subprocess.PIPE,
+                          stderr=write, text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  finally:
+    os.close(write)
+  assert done.returncode == errors.EXIT_OVER_BUDGET, done.stdout
+  assert 'rejected read/missing_file: 1' in done.stdout
+  assert len(read_examples(sample.out)) == 9
+
+
 def test_exit_with_and_stdout_none(monkeypatch):
   monkeypatch.setattr(sys, 'stdout', None)
   with pytest.raises(SystemExit) as done:

@@ -151,6 +151,31 @@ def test_a_stale_lock_needs_overwrite_and_is_taken_over(tmp_path):
   assert lock_files(out) == []
 
 
+def test_the_lock_of_a_killed_run_not_yet_collected_is_stale(tmp_path, zombie_pid):
+  """A run killed by `timeout -s KILL` (which kills itself too, so nobody
+  collects the run's process) or in a container whose first process
+  collects none stays a zombie: its /proc entry remains. Its lock was taken
+  for a live run's: `is being written by run ...; wait for it`, even with
+  --overwrite, for as long as the zombie stayed (for ever in such a
+  container)."""
+  out = tmp_path / 'out'
+  out.mkdir()
+  with open(f'/proc/{zombie_pid}/stat', encoding='ascii') as stat:
+    start = stat.read().rsplit(')', 1)[1].split()[19]
+  stale = dict(json.loads(RunInfo.this_process(NOW).to_text()), pid=zombie_pid,
+               pid_start=start, run_id='deadbeef0001')
+  (out / '.convert.lock.000000').write_text(json.dumps(stale))
+  assert run_lock.process_start(zombie_pid) is None
+  with pytest.raises(UsageError) as refused:
+    RunLock.acquire(str(out), False, None)
+  assert f'its process {zombie_pid} on this host is gone' in str(refused.value)
+  assert '--overwrite' in str(refused.value)
+  lock = RunLock.acquire(str(out), True, None)
+  assert lock.generation == 1 and lock_files(out) == ['.convert.lock.000001']
+  lock.release()
+  assert lock_files(out) == []
+
+
 def test_of_many_acquiring_at_once_exactly_one_wins(tmp_path):
   out, start = tmp_path / 'out', threading.Barrier(8)
   won, refused = [], []

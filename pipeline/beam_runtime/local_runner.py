@@ -14,6 +14,7 @@ from apache_beam.runners.runner import PipelineResult
 from apache_beam.runners.runner import PipelineRunner
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.beam_runtime import sdk_workers
 
 # The local runners that name the DirectRunner; FnApiRunner, the other one, Beam makes itself.
 _DIRECT_RUNNERS = tuple(r for r in LOCAL_RUNNERS if r != 'FnApiRunner')
@@ -133,7 +134,8 @@ def _dead_workers_fail_bundles() -> Callable[[], None]:
   def start_worker(self) -> None:
     from apache_beam.runners.portability import local_job_service
     self.worker = local_job_service.SubprocessSdkWorker(
-        self._worker_command_line, self.control_address, self.provision_info, self.worker_id)
+        sdk_workers.worker_command(self._worker_command_line), self.control_address,
+        self.provision_info, self.worker_id)
     self.img2tfrecord_stopping = threading.Event()
     self.worker_thread = threading.Thread(name='run_worker', target=_run_worker,
                                           args=(self, self.img2tfrecord_stopping))

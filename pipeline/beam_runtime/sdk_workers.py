@@ -90,6 +90,33 @@ def stop(parent: int | None = None) -> list:
   return pids
 
 
+# Whether the command line's SIGINT/SIGTERM handlers are installed
+# (pipeline/runs/interrupts.py): they stop the SDK workers themselves.
+_stopped_by_the_launcher = False
+
+
+def stopped_by_the_launcher(on: bool) -> None:
+  """The command line's handlers are installed (on) or restored (off)."""
+  global _stopped_by_the_launcher
+  _stopped_by_the_launcher = on
+
+
+def worker_command(command: bytes) -> bytes:
+  """Beam's SDK worker command line (a `sh -c` string), with SIGINT ignored
+  in the worker while the command line's handlers are installed: a
+  terminal's Ctrl-C reaches every process of its group, and an SDK worker
+  still importing Beam (its first seconds) or running a bundle printed its
+  KeyboardInterrupt traceback under the run's one line (`--direct_num_workers
+  2`, Ctrl-C 1-2 s in: 4 runs of 8). The launcher's first signal stops its
+  workers with SIGTERM (keep_stopping), which ends them without a word.
+  From Python (no handlers), the worker keeps Python's SIGINT: nothing else
+  would stop one that had not connected yet. `exec`: the worker is the
+  process `sh` was, its command line still naming SDK_WORKER_MODULE."""
+  if not _stopped_by_the_launcher:
+    return command
+  return b"trap '' INT; exec " + command
+
+
 # After the first signal, how long and how often SDK workers that start late
 # are stopped too (keep_stopping). Beam's worker-starting thread may still be
 # starting one when the signal comes: stopped once, a worker started a moment

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import re
 import sys
@@ -169,12 +170,19 @@ def _flags_of(parser) -> dict:
 
 
 def _given(parser, argv: list, own_flags: list) -> dict:
-  """Parses argv: {dest: value} of the flags it holds; UsageError otherwise."""
+  """Parses argv: {dest: value} of the flags it holds; UsageError otherwise.
+  A long flag given one dash (-height) is reported before parsing: argparse
+  read it as -h with an argument (`argument -h/--help: ignored explicit
+  argument 'eight'`)."""
+  flags = (own_flags, list(_flags_of(parser)))
+  for arg in itertools.takewhile(lambda a: a != '--', argv):
+    name = arg.split('=', 1)[0]
+    if name not in parser._option_string_actions and errors.one_dash_hint(name, *flags):
+      raise UsageError(f'unrecognized argument {arg!r}{errors.one_dash_hint(name, *flags)}')
   namespace, unknown = parser.parse_known_args(argv, argparse.Namespace())
   if unknown:
     name = unknown[0].split('=', 1)[0]
-    hint = errors.did_you_mean(name, own_flags, list(_flags_of(parser))) if name.startswith(
-        '--') else ''
+    hint = errors.did_you_mean(name, *flags) if name.startswith('--') else ''
     raise UsageError(f'unrecognized argument {unknown[0]!r}{hint}')
   return vars(namespace)
 

@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import select
+import signal
 import sys
 import traceback
 from typing import Optional
@@ -219,10 +220,16 @@ class _KeepsGoing:
   raised. A summary or a warning that cannot be printed is not the job's
   failure: `convert ... > log` on a full disk exited 1, "the job failed", its
   dataset written; `> log 2>&1` exited 1 for any line on stderr (an
-  over-budget run's, exit 3, too)."""
+  over-budget run's, exit 3, too).
 
-  def __init__(self, stream):
+  A closed pipe is raised on stdout (exit 141, exit_with), and on stderr only
+  when stdout is that pipe too (`|& head -1`); stderr's own reader gone
+  (`2>&1 >log | head -1`) is remembered: an over-budget run whose line found
+  no reader exited 1, "the job failed", its dataset published."""
+
+  def __init__(self, stream, is_stdout: bool = True):
     self.stream = stream
+    self.is_stdout = is_stdout
     self.error = None  # the first write error met
 
   def write(self, text: str) -> int:
@@ -237,8 +244,10 @@ class _KeepsGoing:
       return  # what is left to write goes nowhere
     try:
       call(*args)
-    except BrokenPipeError:
-      raise  # its reader has gone: exit 141 (exit_with)
+    except BrokenPipeError as error:
+      if self.is_stdout or stdout_closed():
+        raise  # its reader has gone: exit 141 (exit_with)
+      self.error = error
     except OSError as error:
       self.error = error
 
@@ -252,7 +261,7 @@ def _keeping_going(name: str) -> Optional[_KeepsGoing]:
   stream = getattr(sys, name)
   if stream is None:
     return None
-  guard = _KeepsGoing(stream)
+  guard = _KeepsGoing(stream, is_stdout=name == 'stdout')
   setattr(sys, name, guard)
   return guard
 
@@ -281,6 +290,11 @@ def exit_with(main, fast: bool = False):
         code = main()
       except SystemExit as done:  # --help
         code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
+      except KeyboardInterrupt:
+        # Ctrl-C in a command without the run's own handlers (inspect,
+        # export), its clean-up done as the KeyboardInterrupt unwound: one
+        # line and the end by SIGINT (130), not Python's traceback.
+        interrupts.die(signal.SIGINT, 'interrupted')
       if out is not None:
         out.flush()
     except BrokenPipeError:

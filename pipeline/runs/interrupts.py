@@ -132,10 +132,12 @@ class Handlers:
         continue
       self._previous[signum] = previous
       signal.signal(signum, self._handle)
+    sdk_workers.stopped_by_the_launcher(signal.SIGINT in self._previous)
     return self
 
   def restore(self) -> None:
     global _installed
+    sdk_workers.stopped_by_the_launcher(False)
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
     self._previous = {}

@@ -68,10 +68,14 @@ def _unix(text: str) -> float:
 
 def process_start(pid: int) -> Optional[str]:
   """When process `pid` started (Linux: clock ticks after boot), '' when this
-  system cannot tell, None when there is no such process."""
+  system cannot tell, None when there is no such process or it has ended: a
+  zombie (state Z or X) is an ended process no parent has collected yet (a
+  run killed by `timeout -s KILL`, which kills itself with it; a container
+  whose first process collects none), and its lock was held for good."""
   try:
     with open(f'/proc/{pid}/stat', encoding='ascii', errors='replace') as stat:
-      return stat.read().rsplit(')', 1)[1].split()[19]
+      fields = stat.read().rsplit(')', 1)[1].split()
+    return None if fields[0] in ('Z', 'X') else fields[19]
   except FileNotFoundError:
     return None
   except (OSError, IndexError):

@@ -81,6 +81,13 @@ def killed_run_owner(name: str, host: str) -> Optional[int]:
 
 
 def _alive(pid: int) -> bool:
+  """Whether process `pid` runs. A zombie (state Z or X: ended, not yet
+  collected by its parent, as after `timeout -s KILL` or in a container whose
+  first process collects none) does not: its temp folder was kept for ever."""
+  with contextlib.suppress(OSError, IndexError):
+    with open(f'/proc/{pid}/stat', encoding='ascii', errors='replace') as stat:
+      if stat.read().rsplit(')', 1)[1].split()[0] in ('Z', 'X'):
+        return False
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
