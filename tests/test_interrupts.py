@@ -271,6 +271,23 @@ def sdk_worker_pids(group: int) -> list:
   return pids
 
 
+def _held_sdk_workers(corpus, temp, tmp_path, *flags) -> tuple:
+  """(run, its output folder, its SDK worker processes) of a `--direct_num_workers
+  2` convert whose SDK workers are held as they start (_HOLD_SDK_WORKERS)."""
+  site, marker = tmp_path / 'site', tmp_path / 'sdk-worker-started'
+  site.mkdir()
+  (site / 'sitecustomize.py').write_text(
+      _HOLD_SDK_WORKERS.format(module=sdk_workers.SDK_WORKER_MODULE))
+  out = tmp_path / 'out'
+  run = start(['--manifest', corpus['many_rows'], '--output_dir', out, *SMALL,
+               '--direct_num_workers', '2', *flags],
+              temp, env={'PYTHONPATH': f'{site}{os.pathsep}{ROOT}', 'HOLD_MARKER': str(marker)})
+  wait_for(marker.exists, run, 'an SDK worker process starting')
+  workers = sdk_workers.sdk_worker_processes(run.pid)
+  assert workers  # Beam's sh -c and the Python under it
+  return run, out, workers
+
+
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', SIGNALS)
@@ -281,17 +298,8 @@ def test_a_signal_to_the_launcher_alone_while_its_sdk_workers_start(signum, corp
   multi_processing run still start: the run stops them, cleans up and ends
   by the signal. It waited for them for ever: Beam closes a worker's control
   connection before the worker opens it, and the worker is never told to end."""
-  site, marker = tmp_path / 'site', tmp_path / 'sdk-worker-started'
-  site.mkdir()
-  (site / 'sitecustomize.py').write_text(
-      _HOLD_SDK_WORKERS.format(module=sdk_workers.SDK_WORKER_MODULE))
-  out = tmp_path / 'out'
-  run = start(['--manifest', corpus['many_rows'], '--output_dir', out, *SMALL,
-               '--direct_num_workers', '2', '--direct_running_mode', 'multi_processing'],
-              temp, env={'PYTHONPATH': f'{site}{os.pathsep}{ROOT}', 'HOLD_MARKER': str(marker)})
-  wait_for(marker.exists, run, 'an SDK worker process starting')
-  workers = sdk_workers.sdk_worker_processes(run.pid)
-  assert workers  # Beam's sh -c and the Python under it
+  run, out, workers = _held_sdk_workers(corpus, temp, tmp_path,
+                                        '--direct_running_mode', 'multi_processing')
   os.kill(run.pid, signum)
   try:
     code, err = run.wait(timeout=WAIT_S), run.stderr.read()
@@ -314,17 +322,7 @@ def test_ctrl_c_while_its_sdk_workers_start_prints_the_one_line(corpus, temp, tm
   worker processes of `--direct_num_workers 2` still start (importing Beam):
   each worker printed its KeyboardInterrupt traceback under the run's line.
   They ignore SIGINT now; the run stops them with SIGTERM, quietly."""
-  site, marker = tmp_path / 'site', tmp_path / 'sdk-worker-started'
-  site.mkdir()
-  (site / 'sitecustomize.py').write_text(
-      _HOLD_SDK_WORKERS.format(module=sdk_workers.SDK_WORKER_MODULE))
-  out = tmp_path / 'out'
-  run = start(['--manifest', corpus['many_rows'], '--output_dir', out, *SMALL,
-               '--direct_num_workers', '2'],
-              temp, env={'PYTHONPATH': f'{site}{os.pathsep}{ROOT}', 'HOLD_MARKER': str(marker)})
-  wait_for(marker.exists, run, 'an SDK worker process starting')
-  workers = sdk_workers.sdk_worker_processes(run.pid)
-  assert workers
+  run, out, workers = _held_sdk_workers(corpus, temp, tmp_path)
   code, _, err = signal_and_finish(run, signal.SIGINT)
   assert_interrupted(code, err, signal.SIGINT, CONVERT_LINE)
   deadline = time.monotonic() + WAIT_S  # an orphan's end is its new parent's to collect
