@@ -89,6 +89,7 @@ def unknown_flag(parser, argv: list) -> Optional[str]:
     name = arg.split('=', 1)[0]
     if arg.startswith('--') and name not in known:
       return f'unrecognized argument {arg!r}{did_you_mean(name, known)}'
-    if name not in parser._option_string_actions and one_dash_hint(name, known):
-      return f'unrecognized argument {arg!r}{one_dash_hint(name, known)}'
+    hint = '' if name in parser._option_string_actions else one_dash_hint(name, known)
+    if hint:
+      return f'unrecognized argument {arg!r}{hint}'
   return None
