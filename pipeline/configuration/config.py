@@ -67,19 +67,11 @@ def require_utf8(effective: dict, locations: tuple) -> None:
     if name in locations and isinstance(value, str) and not paths.is_remote(value):
       texts = [value, os.path.abspath(value)]
     for text in texts:
-      if isinstance(text, str) and not _is_utf8(text):
-        shown = text.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+      shown = paths.not_utf8_shown(text) if isinstance(text, str) else None
+      if shown is not None:
         raise UsageError(f'--{name} {shown} is not UTF-8 text: the dataset records its '
                          'options and paths as UTF-8; rename it (or run from a folder '
                          'whose path is UTF-8)')
-
-
-def _is_utf8(text: str) -> bool:
-  try:
-    text.encode('utf-8')
-  except UnicodeEncodeError:
-    return False
-  return True
 
 
 def parse_validate(argv: list, description: str = '', switched_off=()) -> tuple:

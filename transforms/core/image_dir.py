@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from transforms.core import paths
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
 
@@ -48,10 +49,8 @@ def utf8_name(relative: str) -> tuple:
   with its bad bytes as \\xNN, the RowError that rejects its row). Beam's
   coders and the manifest's text carry UTF-8 only: such a name would fail
   the whole job, not its one row."""
-  try:
-    relative.encode('utf-8')
-  except UnicodeEncodeError:
-    shown = relative.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+  shown = paths.not_utf8_shown(relative)
+  if shown is not None:
     return shown, RowError(STAGE_MANIFEST, 'bad_encoding', f'file name is not UTF-8: {shown}')
   return relative, None
 

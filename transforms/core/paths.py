@@ -162,3 +162,15 @@ def local_file(path: str) -> str:
   rest = path.split('://', 1)[1]
   return urllib.parse.unquote(rest[rest.index('/'):] if '/' in rest else '/',
                               errors='surrogateescape')
+
+
+def not_utf8_shown(text: str) -> Optional[str]:
+  """None for text that is UTF-8; for a name that is not (Python's surrogate
+  escapes of a file system's bytes), the name with its bad bytes as \\xNN,
+  as a message shows it. Beam's coders, the manifest's text and
+  dataset_info.json carry UTF-8 only."""
+  try:
+    text.encode('utf-8')
+  except UnicodeEncodeError:
+    return text.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace')
+  return None
