@@ -74,6 +74,7 @@ from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
 from transforms.dedupe import HashSourceFn
+from transforms.dedupe import size_fits
 from transforms.encode import EncodeRows
 from transforms.encode import LoadImageFn
 from transforms.label_maps import LabelMapFromRows
@@ -87,6 +88,8 @@ from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
 from transforms.workers.pooled_step import pool_size
+from transforms.workers.source_image import hash_sized_in_worker
+from transforms.workers.source_image import hash_sized_sources
 from transforms.write_metadata import WriteInfoFn
 from transforms.write_metadata import WriteRejected
 from transforms.write_shards import WriteShards
@@ -149,9 +152,12 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   content = 'content' in (config.dedupe, config.split_by)
   if content or (previous_used(config) and config.change_detection == 'content'):
     # Rows whose SHA-256 a previous record proves are not read (HashSourceFn).
+    # --schema detection: with each file's header size, which copy to keep
+    sized = {} if config.detection is None else dict(
+        hash_on_thread=hash_sized_sources, hash_in_process=hash_sized_in_worker)
     rows = rows | 'HashSources' >> beam.ParDo(BatchedFn(HashSourceFn(
         config.image, pool, config.split if config.split_by == 'content' else None,
-        http=config.http, check=copy_check(config.example.table()))))
+        http=config.http, check=copy_check(config.example.table()), **sized)))
   if config.detection is None:
     tallies.append(rows | 'TallyLabels' >> beam.ParDo(TallyPerBundle(in_batches(
         lambda row: [(key, 1) for key in tally.label_keys(row)]))))
@@ -163,7 +169,10 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   else:
     label_map = rows | 'LabelMap' >> LabelMapFromRows(classes)
   if config.dedupe == 'content':
-    deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map)
+    usable = {} if config.detection is None else dict(
+        usable=size_fits(config.detection.options.on_size_mismatch))
+    deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map,
+                                                      **usable)
     rows = deduped[ROWS]
     rejected.append(deduped[REJECTED])
   digest = fingerprints.options_digest(config.image, config.example)

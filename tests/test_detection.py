@@ -18,6 +18,7 @@ from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import check_record
 from tests.conftest import noise_png
+from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
 from transforms.core import annotations
@@ -791,3 +792,41 @@ def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
   small = next(e for e in read.examples(str(scaled)) if e['key'] == 'small.jpg')
   assert np.allclose(small['boxes'], [[5 / 48, 10 / 64, 25 / 48, 30 / 64]])
   assert read_info(scaled)['detection']['on_size_mismatch'] == 'scale'
+
+
+@pytest.mark.parametrize('workers', ['1', '2'])  # 2: grouped per content
+def test_dedupe_content_keeps_the_copy_whose_recorded_size_fits(tmp_path, workers):
+  # Three records of one file (the same bytes): the first by position records
+  # another size. --dedupe content kept that first copy, which the image step
+  # then rejected (size_mismatch): the other two were rejected as its
+  # duplicates ("kept that line"), and the image was in no record at all.
+  images = tmp_path / 'images'
+  images.mkdir()
+  data = noise_png(7, (40, 30))
+  for name in ('a.png', 'b.png', 'c.png'):
+    (images / name).write_bytes(data)
+  document = {
+      'images': [{'id': 1, 'file_name': 'a.png', 'width': 80, 'height': 60},
+                 {'id': 2, 'file_name': 'b.png', 'width': 40, 'height': 30},
+                 {'id': 3, 'file_name': 'c.png', 'width': 40, 'height': 30}],
+      'annotations': [{'id': n, 'image_id': n, 'category_id': 1, 'bbox': [4, 3, 8, 6],
+                       'area': 48} for n in (1, 2, 3)],
+      'categories': [{'id': 1, 'name': 'thing'}]}
+  annotations = tmp_path / 'instances.json'
+  annotations.write_text(json.dumps(document))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(annotations), '--annotation_format', 'coco',
+                       '--image_dir', str(images), '--output_dir', str(out),
+                       '--dedupe', 'content', '--resize_mode', 'none', '--encoding', 'png',
+                       '--max_error_rate', '1', '--progress', 'off',
+                       '--direct_num_workers', workers]) == EXIT_OK
+  (example,) = read_examples(out)
+  assert example['image/filename'][1] == [b'b.png']
+  assert example['image/source_id'][1] == [b'2']
+  assert example['image/object/bbox/xmin'][1] == [pytest.approx(0.1)]
+  assert example['image/object/bbox/xmax'][1] == [pytest.approx(0.3)]
+  lines = rejected_lines(out)
+  assert sorted((line['code'], line['row']['file_name']) for line in lines) == [
+      ('duplicate_content', 'a.png'), ('duplicate_content', 'c.png')]
+  assert all("key 'b.png': kept that line" in line['reason'] for line in lines)
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK

@@ -4,6 +4,8 @@ and, on request, hashing sources before decoding (--dedupe content,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+import functools
 from typing import Optional
 
 import apache_beam as beam
@@ -169,10 +171,13 @@ class HashSourceFn(PooledSourceFn):
     return True
 
   def outcome(self, row, result):
+    size = None
+    if isinstance(result, tuple):  # (hash_sized_sources: --schema detection)
+      result, size = result
     if isinstance(result, str):
       split = (splits.hash_split(result, self._split.fractions, self._split.seed)
                if self._split else row.split)
-      return replaced(row, content_sha256=result, split=split)
+      return replaced(row, content_sha256=result, split=split, content_size=size)
     if isinstance(result, WorkerTimedOut):  # alone in its call: this file is the slow one
       error = RowError(STAGE_DECODE, 'timeout', f'reading and hashing the file (content) took '
                        f'longer than --image_timeout_s {self._timeout_s:g}: stopped')
@@ -188,14 +193,32 @@ def _content_key(row) -> str:
   return row.content_sha256 or f'unread\x00{row.source}\x00{row.line}'
 
 
+def label_resolves(row, label_map) -> bool:
+  """A copy DedupeContent may keep: its label resolves in the label map."""
+  return label_map.resolves(row.label)
+
+
+def size_fits(on_size_mismatch: str) -> Callable:
+  """--schema detection's copy DedupeContent may keep: its annotation's
+  recorded size is its file's (duplicates.fits_recorded_size)."""
+  return functools.partial(_size_fits, on_size_mismatch=on_size_mismatch)
+
+
+def _size_fits(row, label_map, on_size_mismatch: str) -> bool:
+  return duplicates.fits_recorded_size(row, on_size_mismatch)
+
+
 class _DedupeGroupFn(beam.DoFn):
-  """(content, rows) -> the first row by line whose label resolves in the
-  label map (side input); the others under REJECTED."""
+  """(content, rows) -> the first row by line that is `usable` (row, label
+  map (side input)); the others under REJECTED."""
+
+  def __init__(self, usable: Callable = label_resolves):
+    self._usable = usable
 
   def process(self, grouped, label_map):
     _, rows = grouped
     kept, rejections = duplicates.keep_first_copy(
-        list(rows), lambda row: label_map.resolves(row.label))
+        list(rows), lambda row: self._usable(row, label_map))
     for rejection in rejections:
       yield beam.pvalue.TaggedOutput(REJECTED, rejection)
     yield kept
@@ -205,8 +228,9 @@ class _DedupeAllFn(BatchesOut, beam.DoFn):
   """(None, every batch of rows) -> the kept rows in write order, in batches;
   the others under REJECTED."""
 
-  def __init__(self, ordering: shuffle.Ordering):
+  def __init__(self, ordering: shuffle.Ordering, usable: Callable = label_resolves):
     self._ordering = ordering
+    self._usable = usable
 
   def process(self, grouped, label_map):
     _, batches = grouped
@@ -217,7 +241,7 @@ class _DedupeAllFn(BatchesOut, beam.DoFn):
     kept = []
     for group in by_content.values():
       first, rejections = duplicates.keep_first_copy(
-          group, lambda row: label_map.resolves(row.label))
+          group, lambda row: self._usable(row, label_map))
       for rejection in rejections:
         yield beam.pvalue.TaggedOutput(REJECTED, rejection)
       kept.append(first)
@@ -228,18 +252,20 @@ class DedupeContent(beam.PTransform):
   """Batches of hashed rows -> {ROWS: batches of one row per content,
   REJECTED: the other copies}.
 
-  The row kept is the first by line whose label resolves in `label_map` (a
-  singleton PCollection of LabelMap). in_order: every row in one group, the
+  The row kept is the first by line that is `usable` (row, label map): by
+  default whose label resolves in `label_map` (a singleton PCollection of
+  LabelMap); --schema detection: size_fits. in_order: every row in one group, the
   kept ones leave in write order (a single local worker); else grouped per
   content: through the shuffle in lists per bucket of contents (`buckets`,
   buckets.py), kept content by content.
   """
 
   def __init__(self, ordering: shuffle.Ordering, in_order: bool, label_map,
-               buckets: int = KEY_BUCKETS):
+               buckets: int = KEY_BUCKETS, usable: Callable = label_resolves):
     super().__init__()
     self._ordering, self._in_order, self._label_map = ordering, in_order, label_map
     self._buckets = buckets
+    self._usable = usable
 
   def expand(self, rows):
     label_map = label_map_side_input(self._label_map)
@@ -247,7 +273,7 @@ class DedupeContent(beam.PTransform):
       kept = (rows
               | 'All' >> beam.Map(lambda r: (None, r))
               | 'GroupAll' >> beam.GroupByKey()
-              | 'KeepFirst' >> beam.ParDo(_DedupeAllFn(self._ordering), label_map)
+              | 'KeepFirst' >> beam.ParDo(_DedupeAllFn(self._ordering, self._usable), label_map)
               .with_outputs(REJECTED, main=ROWS))
     else:
       by_content = buffer_by_key(
@@ -256,7 +282,7 @@ class DedupeContent(beam.PTransform):
               # (bucket, [(content, row), ...]) per bundle
               | 'ByContent' >> beam.ParDo(by_content)
               | 'GroupByContent' >> beam.GroupByKey()
-              | 'KeepFirst' >> beam.ParDo(PerKeyFn(_DedupeGroupFn()), label_map)
+              | 'KeepFirst' >> beam.ParDo(PerKeyFn(_DedupeGroupFn(self._usable)), label_map)
               .with_outputs(REJECTED, main=ROWS))
       return {ROWS: kept[ROWS] | 'BatchRows' >> BatchAndSpread(), REJECTED: kept[REJECTED]}
     return {ROWS: kept[ROWS], REJECTED: kept[REJECTED]}

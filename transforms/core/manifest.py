@@ -150,6 +150,8 @@ class ManifestRow:
   extras: tuple = ()  # ((name, kind, values), ...)
   label_padded: bool = False  # the label cell had surrounding spaces (stripped)
   content_sha256: str = ''  # hex SHA-256 of the source file, when hashed before decoding
+  # its (width, height) as its header gives it, when hashed for --schema detection
+  content_size: Optional[tuple] = None
   # What stopped that hashing: the row is rejected with it when its image
   # would be loaded, without reading the file again.
   read_error: Optional[RowError] = None

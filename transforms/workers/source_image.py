@@ -17,6 +17,7 @@ from transforms.core.example import LoadedExample
 from transforms.core.example import LoadedImage
 from transforms.core.example import build_example
 from transforms.core.file_kinds import kind_of
+from transforms.core.image import open_image
 from transforms.core.image import prepare_pillow
 from transforms.core.image import process_image
 from transforms.core.image import refuse_empty
@@ -202,6 +203,32 @@ def hash_in_worker(sources: list, spec: ImageSpec) -> list:
   prepare_pillow(spec.max_pixels)  # the signature checks need every plugin registered
   return [picklable_error(result) if isinstance(result, Exception) else result
           for result in hash_sources(sources, spec)]
+
+
+def _hash_and_size(data: bytes, spec: ImageSpec) -> tuple:
+  """(the SHA-256 of an image's bytes, its (width, height) as its header gives
+  it, or None when the header does not open: the row is rejected with the
+  reason when it is decoded)."""
+  sha256 = _content_hash(data)
+  try:
+    return sha256, tuple(open_image(data, spec.max_pixels, spec.formats).size)
+  except RowError:  # (decode/...: told when the image is loaded, as any row's)
+    return sha256, None
+
+
+def hash_sized_sources(sources: list, spec: ImageSpec, read=read_local_source) -> list:
+  """hash_sources, each result with the image's header size: (SHA-256 hex,
+  (width, height) or None). --schema detection's --dedupe content keeps a
+  copy whose annotation's recorded size is the file's (duplicates.
+  fits_recorded_size), not one rejected later as size_mismatch."""
+  return _each_source(sources, spec, read, lambda data: _hash_and_size(data, spec))
+
+
+def hash_sized_in_worker(sources: list, spec: ImageSpec) -> list:
+  """hash_sized_sources in an image worker process, the errors made picklable."""
+  prepare_pillow(spec.max_pixels)
+  return [picklable_error(result) if isinstance(result, Exception) else result
+          for result in hash_sized_sources(sources, spec)]
 
 
 def result_bytes(result) -> int:
