@@ -74,7 +74,7 @@ from transforms.core.spec import shard_suffix
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
 from transforms.dedupe import HashSourceFn
-from transforms.dedupe import size_fits
+from transforms.dedupe import copy_fits
 from transforms.encode import EncodeRows
 from transforms.encode import LoadImageFn
 from transforms.label_maps import LabelMapFromRows
@@ -170,7 +170,8 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
     label_map = rows | 'LabelMap' >> LabelMapFromRows(classes)
   if config.dedupe == 'content':
     usable = {} if config.detection is None else dict(
-        usable=size_fits(config.detection.options.on_size_mismatch))
+        usable=copy_fits(config.detection.options.on_size_mismatch,
+                         config.detection.options.on_bad_box))
     deduped = rows | 'DedupeContent' >> DedupeContent(config.ordering, in_order, label_map,
                                                       **usable)
     rows = deduped[ROWS]

@@ -830,3 +830,30 @@ def test_dedupe_content_keeps_the_copy_whose_recorded_size_fits(tmp_path, worker
       ('duplicate_content', 'a.png'), ('duplicate_content', 'c.png')]
   assert all("key 'b.png': kept that line" in line['reason'] for line in lines)
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+def test_dedupe_content_keeps_the_copy_whose_boxes_fit_with_reject_row(tmp_path):
+  # Two YOLO images of the same bytes: the first's label file holds a box
+  # outside the image. With --on_bad_box reject_row --dedupe content that
+  # first copy was kept, then rejected whole (bad_box), and the second had
+  # been rejected as its duplicate: nothing was published (exit 2).
+  (tmp_path / 'images').mkdir()
+  (tmp_path / 'labels').mkdir()
+  data = noise_png(3, (80, 40))
+  for name in ('a', 'b'):
+    (tmp_path / 'images' / f'{name}.png').write_bytes(data)
+  (tmp_path / 'labels' / 'a.txt').write_text('0 0.5 0.5 0.25 0.5\n0 1.5 0.5 0.2 0.2\n')
+  (tmp_path / 'labels' / 'b.txt').write_text('0 0.5 0.5 0.25 0.5\n')
+  (tmp_path / 'classes.txt').write_text('thing\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path), '--annotation_format', 'yolo',
+                       '--output_dir', str(out), '--dedupe', 'content', '--on_bad_box',
+                       'reject_row', '--resize_mode', 'none', '--encoding', 'png',
+                       '--max_error_rate', '1', '--progress', 'off']) == EXIT_OK
+  (example,) = read_examples(out)
+  assert example['image/filename'][1] == [b'b.png']
+  assert [example['image/object/bbox/' + k][1][0] for k in ('xmin', 'ymin', 'xmax', 'ymax')
+          ] == [pytest.approx(v) for v in (0.375, 0.25, 0.625, 0.75)]
+  (line,) = rejected_lines(out)
+  assert line['code'] == 'duplicate_content' and line['row']['image'] == 'a.png'
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK

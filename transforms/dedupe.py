@@ -19,6 +19,7 @@ from transforms.beam_util import ROWS
 from transforms.buckets import KEY_BUCKETS
 from transforms.buckets import PerKeyFn
 from transforms.buckets import buffer_by_key
+from transforms.core import annotations
 from transforms.core import duplicates
 from transforms.core import shuffle
 from transforms.core import splits
@@ -198,14 +199,15 @@ def label_resolves(row, label_map) -> bool:
   return label_map.resolves(row.label)
 
 
-def size_fits(on_size_mismatch: str) -> Callable:
-  """--schema detection's copy DedupeContent may keep: its annotation's
-  recorded size is its file's (duplicates.fits_recorded_size)."""
-  return functools.partial(_size_fits, on_size_mismatch=on_size_mismatch)
+def copy_fits(on_size_mismatch: str, on_bad_box: str) -> Callable:
+  """--schema detection's copy DedupeContent may keep: its annotation fits
+  its file's header size (annotations.copy_fits)."""
+  return functools.partial(_copy_fits, on_size_mismatch=on_size_mismatch,
+                           on_bad_box=on_bad_box)
 
 
-def _size_fits(row, label_map, on_size_mismatch: str) -> bool:
-  return duplicates.fits_recorded_size(row, on_size_mismatch)
+def _copy_fits(row, label_map, on_size_mismatch: str, on_bad_box: str) -> bool:
+  return annotations.copy_fits(row.annotation, row.content_size, on_size_mismatch, on_bad_box)
 
 
 class _DedupeGroupFn(beam.DoFn):
@@ -254,7 +256,7 @@ class DedupeContent(beam.PTransform):
 
   The row kept is the first by line that is `usable` (row, label map): by
   default whose label resolves in `label_map` (a singleton PCollection of
-  LabelMap); --schema detection: size_fits. in_order: every row in one group, the
+  LabelMap); --schema detection: copy_fits. in_order: every row in one group, the
   kept ones leave in write order (a single local worker); else grouped per
   content: through the shuffle in lists per bucket of contents (`buckets`,
   buckets.py), kept content by content.

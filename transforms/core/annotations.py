@@ -157,6 +157,35 @@ def leaves_image(box: tuple, size: tuple) -> bool:
       y1 > height + EDGE_TOLERANCE)
 
 
+def copy_fits(annotation, size, on_size_mismatch: str, on_bad_box: str) -> bool:
+  """Whether a --schema detection row (its ImageAnnotation) fits its file of
+  `size` ((width, height) as its header gives it, or None: unknown), as far
+  as that tells, either way round (an EXIF orientation, not read, may turn
+  it): --dedupe content keeps the first copy that does, not one the image
+  step then rejects (annotation/size_mismatch; with --on_bad_box
+  reject_row, annotation/bad_box for a box outside the decoded image) with
+  every copy rejected as its duplicate. Boxes checked against a recorded
+  size were rejected as the annotations were read."""
+  if annotation is None or size is None:
+    return True
+  frames = (tuple(size), tuple(size)[::-1])
+  recorded = annotation.recorded_size
+  if recorded is not None and not annotation.normalized:
+    return on_size_mismatch == 'scale' or tuple(recorded) in frames
+  return on_bad_box != 'reject_row' or any(
+      _boxes_fit(annotation.objects, frame, annotation.normalized) for frame in frames)
+
+
+def _boxes_fit(found, frame: tuple, normalized: bool) -> bool:
+  """No box leaves the (width, height) frame, as transforms.core.detect checks it."""
+  sx, sy = frame if normalized else (1.0, 1.0)
+  for obj in found:
+    box = (obj.box[0] * sx, obj.box[1] * sy, obj.box[2] * sx, obj.box[3] * sy)
+    if leaves_image(box, frame) or box_area(clip_box(box, frame)) <= 0:
+      return False
+  return True
+
+
 def box_area(box: tuple) -> float:
   return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 

@@ -102,28 +102,14 @@ def _pair_order(pair: dict) -> tuple:
   return (not pair['across'], pair['duplicate']['line'], pair['duplicate']['key'])
 
 
-def fits_recorded_size(row, on_size_mismatch: str = 'reject') -> bool:
-  """Whether a --schema detection row's file is the size its annotation
-  records, as far as its header (row.content_size, taken as it was hashed)
-  tells: either way round (an EXIF orientation, not read there, may turn
-  it). True without a recorded or a header size, for YOLO's fractions and
-  with --on_size_mismatch scale: the image step rejects no such row as
-  annotation/size_mismatch."""
-  annotation, size = getattr(row, 'annotation', None), getattr(row, 'content_size', None)
-  recorded = getattr(annotation, 'recorded_size', None)
-  if on_size_mismatch == 'scale' or recorded is None or size is None or annotation.normalized:
-    return True
-  return tuple(recorded) in (tuple(size), tuple(size)[::-1])
-
-
 def keep_first_copy(rows: list, usable: Callable = lambda row: True) -> tuple:
   """Rows with identical bytes -> (the first by manifest line that is
-  `usable`, i.e. whose label resolves (--schema detection: whose recorded
-  size fits, fits_recorded_size); the first of all if none is, [Rejection
+  `usable`, i.e. whose label resolves (--schema detection: whose file fits
+  its annotation, annotations.copy_fits); the first of all if none is, [Rejection
   of every other as duplicate/duplicate_content]). A copy with a usable
   label is not lost to an earlier one rejected at the label stage, nor a
-  detection copy to an earlier one rejected as size_mismatch (all of them
-  were rejected, the image in no record)."""
+  detection copy to an earlier one rejected as size_mismatch or bad_box
+  (all of them were rejected, the image in no record)."""
   rows = sorted(rows, key=lambda r: (r.source, r.line))
   kept = next((row for row in rows if usable(row)), rows[0])
   return kept, [row.reject(STAGE_DUPLICATE, 'duplicate_content',

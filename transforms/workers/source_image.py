@@ -220,7 +220,7 @@ def hash_sized_sources(sources: list, spec: ImageSpec, read=read_local_source) -
   """hash_sources, each result with the image's header size: (SHA-256 hex,
   (width, height) or None). --schema detection's --dedupe content keeps a
   copy whose annotation's recorded size is the file's (duplicates.
-  fits_recorded_size), not one rejected later as size_mismatch."""
+  annotations.copy_fits), not one rejected later as size_mismatch."""
   return _each_source(sources, spec, read, lambda data: _hash_and_size(data, spec))
 
 
