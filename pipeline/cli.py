@@ -5,6 +5,7 @@ defers Beam's cloud imports (beam_runtime/startup.py)."""
 
 from __future__ import annotations
 
+from importlib import metadata
 import sys
 
 from pipeline.beam_runtime import startup
@@ -20,7 +21,8 @@ USAGE = (f'usage: {PROGRAM} {{{",".join(COMMANDS)}}} [options]\n'
          '  convert   images + manifest -> sharded TFRecords (see convert --help)\n'
          '  validate  read a converted dataset back and check it (see validate --help)\n'
          '  inspect   look at a dataset: counts, samples, a report page (see inspect --help)\n'
-         '  export    --format tfds: make it loadable by other readers (see export --help)')
+         '  export    --format tfds: make it loadable by other readers (see export --help)\n'
+         f'{PROGRAM} --version prints the installed version')
 
 
 def main(argv=None) -> int:
@@ -31,6 +33,9 @@ def main(argv=None) -> int:
     return EXIT_USAGE
   if argv[0] in ('-h', '--help'):
     print(USAGE)
+    return EXIT_OK
+  if argv[0] in ('-V', '--version'):
+    print(f'{PROGRAM} {installed_version()}')
     return EXIT_OK
   command, rest = argv[0], argv[1:]
   if command == 'convert':
@@ -50,6 +55,15 @@ def main(argv=None) -> int:
   hint = did_you_mean(command, COMMANDS) or f'; give one of {", ".join(COMMANDS)}'
   print(f'error: unknown command {command!r}{hint}', file=sys.stderr)
   return EXIT_USAGE
+
+
+def installed_version() -> str:
+  """The version pip installed (setup.py's), or 'unknown (not installed)'
+  when the code runs from a checkout nobody installed."""
+  try:
+    return metadata.version(PROGRAM)
+  except metadata.PackageNotFoundError:
+    return 'unknown (not installed)'
 
 
 _LINES = {'convert': interrupts.CONVERT_LINES, 'validate': interrupts.VALIDATE_LINES}

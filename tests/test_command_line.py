@@ -222,6 +222,16 @@ def test_console_script_help_lists_the_commands_on_stdout_exit_0(capsys):
   assert captured.err == ''
 
 
+@pytest.mark.parametrize('flag', ['--version', '-V'])
+def test_console_script_version_prints_setup_pys_version_on_stdout_exit_0(capsys, flag):
+  setup_py = (pathlib.Path(__file__).parent.parent / 'setup.py').read_text()
+  version = re.search(r"version='([^']+)'", setup_py).group(1)
+  assert cli.main([flag]) == 0
+  captured = capsys.readouterr()
+  assert captured.out == f'img2tfrecord {version}\n'
+  assert captured.err == ''
+
+
 def test_python_m_convert_help_names_the_console_scripts_command():
   done = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--help'],
                         capture_output=True, text=True)
