@@ -254,6 +254,29 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
   assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
 
 
+@pytest.mark.parametrize('dictionary', [False, True])
+def test_string_labels_with_surrounding_spaces_are_warned_as_a_csv_s(tmp_path, dictionary):
+  """' dog ' is stripped to dog, as in a CSV, and listed in label_warnings
+  (the summary's Warning line), as a CSV of the same rows lists it."""
+  for seed in range(3):
+    (tmp_path / f'{seed}.png').write_bytes(png(seed))
+  labels = pa.array(['cat', ' dog ', 'dog'])
+  path = tmp_path / 'm.parquet'
+  pq.write_table(pa.table({'image': ['0.png', '1.png', '2.png'],
+                           'label': labels.dictionary_encode() if dictionary else labels}), path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/text'][1][0])
+                for e in read_examples(out)) == [
+      (b'0.png', b'cat'), (b'1.png', b'dog'), (b'2.png', b'dog')]
+  csv = tmp_path / 'm.csv'
+  csv.write_text('image,label\n0.png,cat\n1.png, dog \n2.png,dog\n')
+  same = tmp_path / 'csv'
+  assert convert.main(['--manifest', str(csv), '--output_dir', str(same), *FLAGS]) == EXIT_OK
+  assert read_info(same)['label_warnings']['surrounding_spaces'] == {'dog': 1}
+  assert read_info(out)['label_warnings'] == read_info(same)['label_warnings']
+
+
 def test_class_label_names_with_spaces_keep_their_ids(tmp_path):
   """As datasets' int2str gives them: id 1 is ' dog' (stored as 'dog', as
   label_map.txt cannot hold the spaces), not a row rejected as unknown_label."""

@@ -214,6 +214,29 @@ def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):
   assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
 
 
+def test_txt_and_json_labels_with_surrounding_spaces_are_warned_as_a_csv_s(tmp_path):
+  """A label cell's surrounding spaces are stripped in every format and listed
+  in label_warnings; a .txt's one line ending is no padding."""
+  txt = write_tar(tmp_path / 'a.tar', [
+      ('1.png', png(1)), ('1.txt', b'cat\n'), ('2.png', png(2)), ('2.txt', b' dog\r\n'),
+      ('3.png', png(3)), ('3.txt', b'dog')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(txt), '--output_dir', str(out), '--label_column',
+                       'txt', *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/text'][1][0])
+                for e in read_examples(out)) == [
+      (b'a.tar/1', b'cat'), (b'a.tar/2', b'dog'), (b'a.tar/3', b'dog')]
+  assert read_info(out)['label_warnings']['surrounding_spaces'] == {'dog': 1}
+  meta = write_tar(tmp_path / 'b.tar', [
+      ('1.png', png(4)), ('1.json', json.dumps({'kind': 'owl '}).encode()),
+      ('2.png', png(5)), ('2.json', json.dumps({'kind': 'bat'}).encode())])
+  out = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(meta), '--output_dir', str(out), '--label_column',
+                       'kind', *FLAGS]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
+  assert read_info(out)['label_warnings']['surrounding_spaces'] == {'owl': 1}
+
+
 def test_a_json_member_naming_a_field_twice_rejects_its_sample(tmp_path):
   """A sample's .json with two `kind` fields: no value of the two wins
   (json.loads kept the last, a bat, without a word)."""
