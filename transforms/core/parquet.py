@@ -278,7 +278,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     # Not the Image's path: datasets keeps only its file name (push_to_hub),
     # so cat/1.jpg and dog/1.jpg are both '1.jpg'; file and row are unique.
     key = stated_key or f'{file.name}:{row}'
-    shown = hf_path or key
+    shown = shown_url(hf_path) if hf_path else key  # no URL's credentials in image/filename
     fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
         config, layout)) if hf_path else ''
     ref = ParquetCell(file.path, row_group, index, bytes_column(config, layout), row, fallback)
