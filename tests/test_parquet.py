@@ -566,6 +566,20 @@ def test_threads_wanting_one_row_group_read_its_column_once(tmp_path):
   assert opened == [str(path)]
 
 
+def test_a_file_rewritten_in_place_is_read_anew_by_a_process_that_read_it(tmp_path):
+  # A process outlives a run (a notebook calling api.convert each night): its
+  # cached column of the old file gave the next run the old images.
+  path = tmp_path / 'f.parquet'
+  source_refs.clear_cache()
+  write_hf(path, [{'bytes': png(i)} for i in range(3)], [0, 1, 2], row_group_size=3)
+  cell = parquet.ParquetCell(str(path), 0, 1, 'image.bytes', 1)
+  assert source_refs.read_ref(cell, ImageSpec()) == png(1)
+  write_hf(path, [{'bytes': png(i, size=(20, 11))} for i in range(3)], [0, 1, 2],
+           row_group_size=3)
+  assert source_refs.read_ref(cell, ImageSpec()) == png(1, size=(20, 11))
+  source_refs.clear_cache()
+
+
 def test_a_nightly_run_reuses_every_unchanged_row(tmp_path):
   path = write_hf(tmp_path / 'train.parquet', [{'bytes': png(i), 'path': f'{i}.png'}
                                                for i in range(4)], [0, 1, 2, 0])

@@ -436,6 +436,26 @@ def test_the_image_step_reads_members_by_offset_in_any_order(tmp_path):
     source_refs.clear_cache()
 
 
+def test_a_tar_gz_rewritten_in_place_is_read_anew_by_a_thread_that_read_it(tmp_path):
+  # A process outlives a run (a notebook calling api.convert each night): the
+  # thread's .tar.gz stream, still open on the old file, gave the next run the
+  # old members' bytes at the new offsets.
+  path = tmp_path / 'a.tar.gz'
+
+  def refs(members):
+    write_tar(path, members)
+    with tarfile.open(path, 'r:gz') as tar:
+      return [webdataset.TarMember(str(path), info.offset_data, info.size, info.name, i)
+              for i, info in enumerate(tar.getmembers())]
+
+  source_refs.clear_cache()
+  first = refs([(f'{i}.png', png(i)) for i in range(3)])
+  assert source_refs.read_ref(first[0], ImageSpec()) == png(0)
+  second = refs([(f'{i}.jpg', jpeg(i)) for i in range(3)])  # rewritten in place
+  assert [source_refs.read_ref(ref, ImageSpec()) for ref in second[1:]] == [jpeg(1), jpeg(2)]
+  source_refs.clear_cache()
+
+
 def test_an_image_column_is_a_usage_error(tmp_path, capsys):
   path = write_tar(tmp_path / 'a.tar', [('0.png', png(0))])
   assert convert.main(['--manifest', str(path), '--output_dir', str(tmp_path / 'out'),

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 import io
+import os
 import threading
 from typing import BinaryIO
 from typing import Optional
@@ -54,6 +55,22 @@ def _open_local(path: str) -> BinaryIO:
   return open(path, 'rb')
 
 
+def _version(path: str) -> tuple:
+  """What tells a local file rewritten in place since it was read (size,
+  modification and change times, inode); () for a remote one. A cached
+  column or an open .tar.gz stream serves only the version it was read
+  from: a process (a notebook calling api.convert each night) outlives a
+  run, and a file rewritten between two runs gave the second the first's
+  images."""
+  if '://' in path:
+    return ()
+  try:
+    found = os.stat(path)
+  except OSError:  # gone: the read says so
+    return ()
+  return found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino
+
+
 def _cached(key: tuple):
   """The cached column of `key` (marked as used last), or None; under _COLUMNS_LOCK."""
   found = _COLUMNS.get(key)
@@ -65,7 +82,7 @@ def _cached(key: tuple):
 def _column(cell: ParquetCell, opener: Opener):
   """The row group's column of `cell` (a pyarrow Array), cached for every
   thread of the process: read by one thread while the others wait."""
-  key = (cell.file, cell.row_group, cell.column)
+  key = (cell.file, _version(cell.file), cell.row_group, cell.column)
   with _COLUMNS_LOCK:
     found = _cached(key)
     if found is not None:
@@ -139,6 +156,7 @@ class _GzipPlace:
   def __init__(self, file: str, opener: Opener):
     import gzip
     self.file = file
+    self.version = _version(file)
     self._raw = opener(file)
     self.stream = gzip.GzipFile(fileobj=self._raw)
     self.offset = 0
@@ -154,7 +172,8 @@ def _read_member_data(member: TarMember, opener: Opener) -> bytes:
       stream.seek(member.offset)
       return stream.read(member.size)
   place = getattr(_LOCAL, 'gzip', None)
-  if place is not None and (place.file != member.file or place.offset > member.offset):
+  if place is not None and (place.file != member.file or place.offset > member.offset
+                            or place.version != _version(member.file)):
     place.close()
     place = _LOCAL.gzip = None
   if place is None:
