@@ -321,6 +321,39 @@ def test_tokens_and_credentials_in_urls_never_show(server, tmp_path, capsys):
   assert (line['code'], SECRET in json.dumps(line)) == ('missing_file', False)
 
 
+def test_an_hf_image_struct_url_shows_no_secret_and_its_rejected_line_its_cause(server,
+                                                                              tmp_path):
+  # The Image's path was image/filename as written (user:password and the
+  # signature in the shards); a reason ending in a secret query value lost
+  # its cause when rejected.jsonl redacted it again ('...?token=<redacted>').
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  with_user = server.base.replace('http://', f'http://me:{SECRET}@')
+  images = [{'bytes': None, 'path': f'{with_user}/ok/a1.png?X-Amz-Signature={SECRET}'},
+            {'bytes': None, 'path': f'{server.base}/missing/b.png?token={SECRET}'}]
+  image_type = pa.struct([('bytes', pa.binary()), ('path', pa.string())])
+  path = tmp_path / 'hf.parquet'
+  pq.write_table(pa.table({'image': pa.array(images, image_type), 'label': ['x', 'y']}), path)
+  csv = _manifest(tmp_path / 'urls.csv', [(f'{server.base}/forbidden/c.png?sig={SECRET}', 'x'),
+                                          (f'{server.base}/ok/d3.png', 'y')])
+  out, out_csv = tmp_path / 'out', tmp_path / 'out_csv'
+  for manifest, folder in ((path, out), (csv, out_csv)):
+    assert convert.main(['--manifest', str(manifest), '--output_dir', str(folder),
+                         '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+    for shard in folder.glob('*.tfrecord'):
+      assert SECRET.encode() not in shard.read_bytes()
+  [example] = read_examples(out)
+  assert example['image/key'][1] == [b'hf.parquet:0']
+  assert example['image/filename'][1] == [with_user.replace(f'me:{SECRET}', '<redacted>').encode()
+                                          + b'/ok/a1.png?X-Amz-Signature=<redacted>']
+  [line] = rejected_lines(out)
+  assert (line['code'], line['reason']) == (
+      'missing_file', f'{server.base}/missing/b.png?token=<redacted>: HTTP 404')
+  [line] = rejected_lines(out_csv)
+  assert (line['code'], line['reason']) == (
+      'http_error', f'{server.base}/forbidden/c.png?sig=<redacted>: HTTP 403')
+
+
 def _fingerprints(out: pathlib.Path) -> dict:
   lines = [json.loads(line) for line in gzip.open(out / 'train.sources.jsonl.gz')]
   return {line['image'].rsplit('/', 1)[-1]: line['fingerprint'] for line in lines}

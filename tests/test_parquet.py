@@ -6,11 +6,13 @@ same images as files (the same shards, byte for byte)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import decimal
 import io
 import json
 import pathlib
+import threading
 
 from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
@@ -252,6 +254,29 @@ def test_binary_and_path_columns_with_other_names(tmp_path):
   [example] = read_examples(out)
   assert example['image/key'][1] == [b'img/p.png']  # relative to the file's folder
   assert example['image/class/label'][1] == [4]  # integers without ClassLabel: the id
+
+
+@pytest.mark.parametrize('dictionary', [False, True])
+def test_string_labels_with_surrounding_spaces_are_warned_as_a_csv_s(tmp_path, dictionary):
+  """' dog ' is stripped to dog, as in a CSV, and listed in label_warnings
+  (the summary's Warning line), as a CSV of the same rows lists it."""
+  for seed in range(3):
+    (tmp_path / f'{seed}.png').write_bytes(png(seed))
+  labels = pa.array(['cat', ' dog ', 'dog'])
+  path = tmp_path / 'm.parquet'
+  pq.write_table(pa.table({'image': ['0.png', '1.png', '2.png'],
+                           'label': labels.dictionary_encode() if dictionary else labels}), path)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/text'][1][0])
+                for e in read_examples(out)) == [
+      (b'0.png', b'cat'), (b'1.png', b'dog'), (b'2.png', b'dog')]
+  csv = tmp_path / 'm.csv'
+  csv.write_text('image,label\n0.png,cat\n1.png, dog \n2.png,dog\n')
+  same = tmp_path / 'csv'
+  assert convert.main(['--manifest', str(csv), '--output_dir', str(same), *FLAGS]) == EXIT_OK
+  assert read_info(same)['label_warnings']['surrounding_spaces'] == {'dog': 1}
+  assert read_info(out)['label_warnings'] == read_info(same)['label_warnings']
 
 
 def test_class_label_names_with_spaces_keep_their_ids(tmp_path):
@@ -511,6 +536,47 @@ def test_the_image_step_reads_a_cell_and_checks_it_as_a_file(tmp_path):
   with pytest.raises(RowError) as found:
     source_refs.read_ref(cell._replace(index=2, row=2), ImageSpec(formats=('PNG',)))
   assert found.value.code == 'format_not_allowed'
+  source_refs.clear_cache()
+
+
+def test_threads_wanting_one_row_group_read_its_column_once(tmp_path):
+  # A pandas or pyarrow file of images is often one row group far larger than
+  # the 64 MiB cache: each image thread read and held a copy of the whole
+  # column (a 372 MiB row group: 2.1 GB with --image_threads 1, 4.5 GB with 4).
+  path = write_hf(tmp_path / 'f.parquet', [{'bytes': png(i)} for i in range(8)], [0] * 8,
+                  row_group_size=8)
+  opened = []
+
+  def opener(name):
+    opened.append(name)
+    return open(name, 'rb')
+
+  together = threading.Barrier(4)
+
+  def read(i):
+    together.wait()  # four threads, each with no column yet, want one at once
+    return source_refs.read_ref(parquet.ParquetCell(str(path), 0, i, 'image.bytes', i),
+                                ImageSpec(), opener)
+
+  source_refs.clear_cache()
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    got = list(pool.map(read, range(8)))
+  source_refs.clear_cache()
+  assert got == [png(i) for i in range(8)]
+  assert opened == [str(path)]
+
+
+def test_a_file_rewritten_in_place_is_read_anew_by_a_process_that_read_it(tmp_path):
+  # A process outlives a run (a notebook calling api.convert each night): its
+  # cached column of the old file gave the next run the old images.
+  path = tmp_path / 'f.parquet'
+  source_refs.clear_cache()
+  write_hf(path, [{'bytes': png(i)} for i in range(3)], [0, 1, 2], row_group_size=3)
+  cell = parquet.ParquetCell(str(path), 0, 1, 'image.bytes', 1)
+  assert source_refs.read_ref(cell, ImageSpec()) == png(1)
+  write_hf(path, [{'bytes': png(i, size=(20, 11))} for i in range(3)], [0, 1, 2],
+           row_group_size=3)
+  assert source_refs.read_ref(cell, ImageSpec()) == png(1, size=(20, 11))
   source_refs.clear_cache()
 
 

@@ -70,6 +70,19 @@ def test_credentials_in_a_value_are_replaced_where_they_stand(text, expected):
   assert redact.redact_text(text) == expected
 
 
+@pytest.mark.parametrize('text', [
+    'http://h/a.png?token=HUSH', 'http://u:HUSH@h/a.png?id=1&sig=HUSH&page=2',
+    'https://h/x?X-Amz-Signature=HUSH', 'AccountKey=HUSH;x=1'])
+def test_redacting_again_keeps_what_follows_a_hidden_value(text):
+  # A rejected line's reason is a shown URL and its cause ('...?token=<redacted>:
+  # HTTP 404'), redacted again as it is written: the cause was cut off with it.
+  shown = redact.redact_text(text)
+  assert 'HUSH' not in shown
+  assert redact.redact_text(shown) == shown
+  assert redact.redact_text(f'{shown}: HTTP 404 not retried') == f'{shown}: HTTP 404 not retried'
+  assert redact.shown_url(f'{shown}: timed out') == f'{shown}: timed out'
+
+
 def test_values_of_every_json_shape():
   assert redact.redact_value({'a': 'http://u:HUSH@h', 'password': 'HUSH', 'token': None,
                               'n': 3, 'list': [1, 'token=HUSH', {'pwd': 'HUSH'}]}) == {

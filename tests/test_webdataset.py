@@ -214,6 +214,29 @@ def test_a_tar_gz_with_txt_labels_and_one_with_json_labels(tmp_path):
   assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
 
 
+def test_txt_and_json_labels_with_surrounding_spaces_are_warned_as_a_csv_s(tmp_path):
+  """A label cell's surrounding spaces are stripped in every format and listed
+  in label_warnings; a .txt's one line ending is no padding."""
+  txt = write_tar(tmp_path / 'a.tar', [
+      ('1.png', png(1)), ('1.txt', b'cat\n'), ('2.png', png(2)), ('2.txt', b' dog\r\n'),
+      ('3.png', png(3)), ('3.txt', b'dog')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(txt), '--output_dir', str(out), '--label_column',
+                       'txt', *FLAGS]) == EXIT_OK
+  assert sorted((e['image/key'][1][0], e['image/class/text'][1][0])
+                for e in read_examples(out)) == [
+      (b'a.tar/1', b'cat'), (b'a.tar/2', b'dog'), (b'a.tar/3', b'dog')]
+  assert read_info(out)['label_warnings']['surrounding_spaces'] == {'dog': 1}
+  meta = write_tar(tmp_path / 'b.tar', [
+      ('1.png', png(4)), ('1.json', json.dumps({'kind': 'owl '}).encode()),
+      ('2.png', png(5)), ('2.json', json.dumps({'kind': 'bat'}).encode())])
+  out = tmp_path / 'out2'
+  assert convert.main(['--manifest', str(meta), '--output_dir', str(out), '--label_column',
+                       'kind', *FLAGS]) == EXIT_OK
+  assert (out / 'label_map.txt').read_text() == 'bat\nowl\n'
+  assert read_info(out)['label_warnings']['surrounding_spaces'] == {'owl': 1}
+
+
 def test_a_json_member_naming_a_field_twice_rejects_its_sample(tmp_path):
   """A sample's .json with two `kind` fields: no value of the two wins
   (json.loads kept the last, a bat, without a word)."""
@@ -411,6 +434,26 @@ def test_the_image_step_reads_members_by_offset_in_any_order(tmp_path):
       source_refs.read_ref(refs[0], ImageSpec(max_image_bytes=10))
     assert (error.value.code, 'member 0.png' in error.value.reason) == ('too_large', True)
     source_refs.clear_cache()
+
+
+def test_a_tar_gz_rewritten_in_place_is_read_anew_by_a_thread_that_read_it(tmp_path):
+  # A process outlives a run (a notebook calling api.convert each night): the
+  # thread's .tar.gz stream, still open on the old file, gave the next run the
+  # old members' bytes at the new offsets.
+  path = tmp_path / 'a.tar.gz'
+
+  def refs(members):
+    write_tar(path, members)
+    with tarfile.open(path, 'r:gz') as tar:
+      return [webdataset.TarMember(str(path), info.offset_data, info.size, info.name, i)
+              for i, info in enumerate(tar.getmembers())]
+
+  source_refs.clear_cache()
+  first = refs([(f'{i}.png', png(i)) for i in range(3)])
+  assert source_refs.read_ref(first[0], ImageSpec()) == png(0)
+  second = refs([(f'{i}.jpg', jpeg(i)) for i in range(3)])  # rewritten in place
+  assert [source_refs.read_ref(ref, ImageSpec()) for ref in second[1:]] == [jpeg(1), jpeg(2)]
+  source_refs.clear_cache()
 
 
 def test_an_image_column_is_a_usage_error(tmp_path, capsys):

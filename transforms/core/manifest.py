@@ -312,7 +312,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
                      f'column {config.column(column)!r} is empty')
   label = _normalized(_labels(fields, config), config.label_normalize)
   # multi_label: each label is stripped where the cell is split, as intended
-  padded = not config.multi_label and _is_padded(fields.get(config.column('label')))
+  padded = not config.multi_label and is_padded(fields.get(config.column('label')))
   if config.role == ROLE_LABELS:
     return ManifestRow(fields, config.source, line, key=text_of(fields, config.column('key')),
                        label=label, label_padded=padded, position=position)
@@ -332,7 +332,9 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
       position=position)
 
 
-def _is_padded(value) -> bool:
+def is_padded(value) -> bool:
+  """Whether a label cell had surrounding spaces (stripped, and warned about:
+  ManifestRow.label_padded), in every format."""
   return isinstance(value, str) and value.strip() != value and bool(value.strip())
 
 

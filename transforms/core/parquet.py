@@ -263,8 +263,8 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
   hf_path = cells.get(image_path_column(config, layout)) if layout.image_kind == IMAGE_STRUCT \
       else None
   stated_key = manifest.text_of(cells, config.column('key'))
-  label = normalize_label(_label(cells.get(config.column('label')), layout,
-                                 config.column('label')), config.label_normalize)
+  cell = cells.get(config.column('label'))
+  label = normalize_label(_label(cell, layout, config.column('label')), config.label_normalize)
   ref = None
   if layout.image_kind == IMAGE_PATH:
     shown = manifest.text_of(cells, image)
@@ -278,7 +278,7 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
     # Not the Image's path: datasets keeps only its file name (push_to_hub),
     # so cat/1.jpg and dog/1.jpg are both '1.jpg'; file and row are unique.
     key = stated_key or f'{file.name}:{row}'
-    shown = hf_path or key
+    shown = shown_url(hf_path) if hf_path else key  # no URL's credentials in image/filename
     fallback = manifest.image_path(hf_path, config.base_dir, image_path_column(
         config, layout)) if hf_path else ''
     ref = ParquetCell(file.path, row_group, index, bytes_column(config, layout), row, fallback)
@@ -290,4 +290,5 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
   split = config.split.assign(key, stated_split or file.split)
   return manifest.ManifestRow(
       cells, file.path, row, image=shown, path=path, key=key, label=label, split=split,
-      extras=extras, position=file.first_position + row + 1, ref=ref)
+      extras=extras, position=file.first_position + row + 1, ref=ref,
+      label_padded=manifest.is_padded(cell))

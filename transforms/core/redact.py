@@ -82,6 +82,8 @@ def redact_text(text: str) -> str:
   for match in _PAIR.finditer(text):
     if match.start() < last or not secret_name(match.group(1)):
       continue  # inside a value already hidden, or not a secret
+    if text.startswith(REDACTED, match.end()):
+      continue  # hidden already (a message built from a shown URL): what follows stays
     end = _VALUE_END.search(text, match.end())
     stop = end.start() if end else len(text)
     if stop > match.end():

@@ -255,8 +255,12 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   if source in LABEL_MEMBERS:
     label = _text(by_suffix[source]) if source in by_suffix else None
     line_caps.check_lengths((label,), f'member {key}.{source}')
+    # A .txt's one line ending is no padding; spaces around its text are.
+    padded = source == 'txt' and label is not None and manifest.is_padded(
+        _one_line(by_suffix[source].data.decode('utf-8')))
   else:
     label = manifest.text_of(meta, source)
+    padded = manifest.is_padded(meta.get(source))
   if source == 'cls' and label is not None:
     label = _class_id(label, by_suffix['cls'].name, layout)
   stated_key = manifest.text_of(meta, config.column('key')) if 'key' in dict(
@@ -274,7 +278,12 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
       split=config.split.assign(row_key, split_value or (
           layout.splits[tar_index] if layout.splits else None)),
       extras=extras, position=(tar_index << 32) + number + 1,
-      ref=TarMember(tar, image.offset, image.size, image.name, number))
+      ref=TarMember(tar, image.offset, image.size, image.name, number), label_padded=padded)
+
+
+def _one_line(text: str) -> str:
+  """A .txt member's text without the one line ending that ends it."""
+  return text[:-2] if text.endswith('\r\n') else text[:-1] if text.endswith('\n') else text
 
 
 def _class_id(text: str, name: str, layout: TarLayout) -> str:

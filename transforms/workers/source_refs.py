@@ -9,10 +9,14 @@ come in tar order (--shuffle off reads each .tar.gz once); a member before
 that place opens the stream again.
 
 A Parquet cell is read with its row group's column (Parquet has no smaller
-unit pyarrow reads): the column is kept in a small per-thread cache, so the
-rows of one row group that come one after another (--shuffle off, or rows
-sorted by file) read it once. In a shuffled order most rows read their row
-group again: the cost of keeping bytes out of the pipeline's grouping steps.
+unit pyarrow reads): the column is kept in a small cache that the threads of
+a process share, so the rows of one row group that come one after another
+(--shuffle off, or rows sorted by file) read it once, and threads that want
+one column at once wait for one read of it rather than each reading (and
+holding) a copy: a row group's column can be far larger than the cache (a
+pandas or pyarrow file of images is often one row group). In a shuffled
+order most rows read their row group again: the cost of keeping bytes out of
+the pipeline's grouping steps.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 import io
+import os
 import threading
 from typing import BinaryIO
 from typing import Optional
@@ -34,9 +39,14 @@ from transforms.core.webdataset import is_gzipped
 from transforms.workers.checked_read import read_checked
 from transforms.workers.checked_read import too_large
 
-# Bytes of row-group columns a thread keeps (at least the last one read).
+# Bytes of row-group columns a process keeps (at least the last one read).
 CACHE_BYTES = 64 << 20
 _LOCAL = threading.local()
+# The process's cached columns: (file, row group, column) -> pyarrow Array;
+# _READING: a lock per column being read, which the threads wanting it wait on.
+_COLUMNS: OrderedDict = OrderedDict()
+_READING: dict = {}
+_COLUMNS_LOCK = threading.Lock()
 
 Opener = Callable[[str], BinaryIO]
 
@@ -45,21 +55,60 @@ def _open_local(path: str) -> BinaryIO:
   return open(path, 'rb')
 
 
-def _cache() -> OrderedDict:
-  cache = getattr(_LOCAL, 'columns', None)
-  if cache is None:
-    cache = _LOCAL.columns = OrderedDict()
-  return cache
+def _version(path: str) -> tuple:
+  """What tells a local file rewritten in place since it was read (size,
+  modification and change times, inode); () for a remote one. A cached
+  column or an open .tar.gz stream serves only the version it was read
+  from: a process (a notebook calling api.convert each night) outlives a
+  run, and a file rewritten between two runs gave the second the first's
+  images."""
+  if '://' in path:
+    return ()
+  try:
+    found = os.stat(path)
+  except OSError:  # gone: the read says so
+    return ()
+  return found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino
+
+
+def _cached(key: tuple):
+  """The cached column of `key` (marked as used last), or None; under _COLUMNS_LOCK."""
+  found = _COLUMNS.get(key)
+  if found is not None:
+    _COLUMNS.move_to_end(key)
+  return found
 
 
 def _column(cell: ParquetCell, opener: Opener):
-  """The row group's column of `cell` (a pyarrow Array), cached."""
-  cache = _cache()
-  key = (cell.file, cell.row_group, cell.column)
-  found = cache.get(key)
-  if found is not None:
-    cache.move_to_end(key)
-    return found
+  """The row group's column of `cell` (a pyarrow Array), cached for every
+  thread of the process: read by one thread while the others wait."""
+  key = (cell.file, _version(cell.file), cell.row_group, cell.column)
+  with _COLUMNS_LOCK:
+    found = _cached(key)
+    if found is not None:
+      return found
+    reading = _READING.setdefault(key, threading.Lock())
+  with reading:
+    with _COLUMNS_LOCK:
+      found = _cached(key)
+    if found is not None:
+      return found
+    try:
+      column = _read_column(cell, opener)
+      with _COLUMNS_LOCK:
+        _COLUMNS[key] = column
+        held = sum(array.nbytes for array in _COLUMNS.values())
+        while len(_COLUMNS) > 1 and held > CACHE_BYTES:
+          _, dropped = _COLUMNS.popitem(last=False)
+          held -= dropped.nbytes
+    finally:  # cached, or failed: a thread still waiting then reads it itself
+      with _COLUMNS_LOCK:
+        if _READING.get(key) is reading:
+          del _READING[key]
+    return column
+
+
+def _read_column(cell: ParquetCell, opener: Opener):
   import pyarrow.parquet as pq
   try:
     with opener(cell.file) as stream:
@@ -69,19 +118,14 @@ def _column(cell: ParquetCell, opener: Opener):
   except Exception as error:  # OSError, ArrowInvalid (a damaged page), a store's own
     raise RowError(STAGE_READ, 'unreadable', f'cannot read {cell.where()} (row group '
                    f'{cell.row_group}): {type(error).__name__}: {error}')
-  column = table.flatten().column(0).combine_chunks()
-  cache[key] = column
-  held = sum(array.nbytes for array in cache.values())
-  while len(cache) > 1 and held > CACHE_BYTES:
-    _, dropped = cache.popitem(last=False)
-    held -= dropped.nbytes
-  return column
+  return table.flatten().column(0).combine_chunks()
 
 
 def clear_cache() -> None:
-  """Lets this thread's cached columns and open .tar.gz stream go (tests; a
-  file rewritten in place)."""
-  _cache().clear()
+  """Lets the process's cached columns and this thread's open .tar.gz stream
+  go (tests; a file rewritten in place)."""
+  with _COLUMNS_LOCK:
+    _COLUMNS.clear()
   place = getattr(_LOCAL, 'gzip', None)
   if place is not None:
     place.close()
@@ -112,6 +156,7 @@ class _GzipPlace:
   def __init__(self, file: str, opener: Opener):
     import gzip
     self.file = file
+    self.version = _version(file)
     self._raw = opener(file)
     self.stream = gzip.GzipFile(fileobj=self._raw)
     self.offset = 0
@@ -127,7 +172,8 @@ def _read_member_data(member: TarMember, opener: Opener) -> bytes:
       stream.seek(member.offset)
       return stream.read(member.size)
   place = getattr(_LOCAL, 'gzip', None)
-  if place is not None and (place.file != member.file or place.offset > member.offset):
+  if place is not None and (place.file != member.file or place.offset > member.offset
+                            or place.version != _version(member.file)):
     place.close()
     place = _LOCAL.gzip = None
   if place is None:
