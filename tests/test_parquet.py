@@ -621,3 +621,16 @@ def test_a_parquet_run_lets_pyarrow_load():
   assert startup.names_parquet(['--manifest', 'data/train-*.parquet'])
   assert startup.names_parquet(['--manifest_format', 'parquet'])
   assert not startup.names_parquet(['--manifest', 'data.csv'])
+
+
+def test_a_run_in_the_callers_process_keeps_no_row_group_column_after_it(tmp_path):
+  # The column cache is the process's: image threads in the caller's process
+  # (a notebook's api.convert) filled it, and a row group's column (GBs for a
+  # pandas file of images) stayed after the run until the next one.
+  path = write_hf(tmp_path / 'f.parquet', [{'bytes': png(i)} for i in range(4)], [0, 1, 0, 1],
+                  row_group_size=4)
+  source_refs.clear_cache()
+  assert convert.main(['--manifest', str(path), '--output_dir', str(tmp_path / 'out'), *FLAGS,
+                       '--image_threads', '2']) == EXIT_OK
+  assert read_info(tmp_path / 'out')['splits']['train']['num_examples'] == 4
+  assert not source_refs._COLUMNS

@@ -10,6 +10,7 @@ import math
 import os
 from typing import Optional
 
+from transforms.workers import source_refs
 from transforms.workers.ordered_pool import OrderedPool
 from transforms.workers.shared_pool import SharedProcesses
 
@@ -247,6 +248,7 @@ class PooledStep:
     if self._pool is not None:
       self._pool.shutdown()
       self._pool = None
+      source_refs.release_columns()  # the run's threads read them: not kept past it
     if self._shared is not None:
       self._shared.close()
       self._shared = None

@@ -121,6 +121,14 @@ def _read_column(cell: ParquetCell, opener: Opener):
   return table.flatten().column(0).combine_chunks()
 
 
+def release_columns() -> None:
+  """Lets the process's cached columns go: a step's pool calls it as it
+  closes, so a process that outlives the run (a notebook calling api.convert)
+  does not keep a row group's column (up to GBs) until its next run."""
+  with _COLUMNS_LOCK:
+    _COLUMNS.clear()
+
+
 def clear_cache() -> None:
   """Lets the process's cached columns and this thread's open .tar.gz stream
   go (tests; a file rewritten in place)."""
