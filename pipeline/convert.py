@@ -102,6 +102,7 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
   in_order: the rows come out in their write order (a single local worker).
   progress_dir: where the manifest's reader leaves the progress line's total;
   label_map_here: made by the step that resolves the rows (in_order only)."""
+  parse = None
   if config.detection is not None:
     source = detection.read_annotations(p, config.detection, config.split)
   elif config.image_dir:
@@ -109,7 +110,11 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
         config.image_dir, config.split, config.image_dir_layout, config.image_extensions,
         config.label_normalize)
   else:
-    source = p | 'ReadManifest' >> ReadManifest(config.manifests[0], progress_dir=progress_dir)
+    # In order, a manifest's lines are parsed where the rows meet (fewer bytes
+    # pickled: ReadManifest's deferred).
+    reader = ReadManifest(config.manifests[0], progress_dir=progress_dir, deferred=in_order)
+    source = p | 'ReadManifest' >> reader
+    parse = reader.parser
   label_rows = None
   tallies = [source[TALLIES]]
   if len(config.manifests) > 1:
@@ -118,7 +123,7 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
     tallies.append(labels[TALLIES])
   resolved = source[ROWS] | 'ResolveKeys' >> ResolveKeys(
       label_rows, config.ordering, in_order, label_map_here=label_map_here,
-      classes=source.get(CLASSES))
+      classes=source.get(CLASSES), parse=parse)
   rejected = [source[REJECTED], resolved[REJECTED]]
   if label_rows is not None:
     rejected.append(labels[REJECTED])

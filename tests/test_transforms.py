@@ -64,6 +64,32 @@ def test_read_manifest_rows_rejections_and_count(tmp_path):
     assert_that(read[TALLIES], equal_to([(lines_key(False), 4)]), label='Tallies')
 
 
+@pytest.mark.parametrize('deferred', [False, True])
+def test_lines_parsed_where_the_rows_meet_give_the_rows_and_rejections_of_lines_parsed_as_read(
+    tmp_path, deferred):
+  """ReadManifest deferred (a single local worker): the lines cross ResolveKeys'
+  grouping unparsed, and its parser makes the same rows and rejected
+  lines as parsing them as they are read."""
+  path = tmp_path / 'm.csv'
+  path.write_text('image,label\nz.png,cat\n\nb.png,dog,extra\n"c.png,cat\na.png,dog\n'
+                  'z.png,ant\n,cat\nm.png,cat\n')
+  with direct_pipeline() as p:
+    reader = ReadManifest(csv_config(path), range_bytes=16, deferred=deferred)
+    read = p | reader
+    assert (reader.parser is not None) == deferred
+    resolved = read['rows'] | ResolveKeys(in_order=True, parse=reader.parser)
+    assert_that(resolved['rows'] | Unbatch() | beam.Map(lambda r: (r.line, r.key, r.label)),
+                equal_to([(6, 'a.png', 'dog'), (9, 'm.png', 'cat'), (2, 'z.png', 'cat')]),
+                label='Rows')
+    rejected = (read[REJECTED], resolved[REJECTED]) | beam.Flatten()
+    assert_that(rejected | beam.Map(lambda r: (r.line, r.stage, r.code, r.row)),
+                equal_to([(4, 'manifest', 'wrong_field_count', 'b.png,dog,extra'),
+                          (5, 'manifest', 'bad_quoting', '"c.png,cat'),
+                          (7, 'duplicate', 'duplicate_key', {'image': 'z.png', 'label': 'ant'}),
+                          (8, 'manifest', 'empty_image', {'image': '', 'label': 'cat'})]),
+                label='Rejected')
+
+
 def test_resolve_keys_keeps_first_row_and_joins_labels(tmp_path):
   images = [manifest.ManifestRow({'key': k, 'image': i}, 'img.csv', n, image=i, path=i, key=k)
             for n, (k, i) in enumerate([('a', '1.png'), ('b', '2.png'), ('a', '3.png'),

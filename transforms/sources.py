@@ -24,7 +24,6 @@ from transforms.buckets import KEY_BUCKETS
 from transforms.buckets import PerKeyFn
 from transforms.buckets import buffer_by_key
 from transforms.core import image_dir
-from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import manifest_keys
 from transforms.core import paths
@@ -33,7 +32,7 @@ from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
 from transforms.core.labels import FolderClasses
 from transforms.core.local_files import walk_local_files
-from transforms.core.rejects import STAGE_MANIFEST
+from transforms.core.manifest_lines import LineParser
 from transforms.core.rejects import Rejection
 from transforms.core.rejects import RowError
 from transforms.core.tally import SHOWN_SKIPPED_FILES
@@ -52,40 +51,29 @@ from transforms.webdataset_source import ReadTars
 
 class ParseLineFn(BatchesOut, NumberLinesFn):
   """Numbered lines -> batches of ManifestRows (a chunk's rows, one list),
-  or a Rejection under REJECTED.
+  or a Rejection under REJECTED (core/manifest_lines.parse_line).
 
   configs: the ManifestConfig of each file. progress_dir: where a local
   run's progress line finds the number of rows (pipeline/runs/progress.py).
+  deferred: each chunk's lines leave unparsed, (file, line, position, raw)
+  in one batch, for ResolveKeys in order to parse where the rows meet.
   """
 
-  def __init__(self, configs: tuple, progress_dir: Optional[str] = None):
+  def __init__(self, configs: tuple, progress_dir: Optional[str] = None,
+               deferred: bool = False):
     super().__init__(progress_dir)
-    self._configs = configs
+    self._parse = LineParser(configs)
+    self._deferred = deferred
     self._rows = beam.metrics.Metrics.counter(
         METRICS_NAMESPACE,
         'label_manifest_rows' if configs[0].role == manifest.ROLE_LABELS else 'manifest_rows')
 
   def numbered(self, file: int, line: int, position: int, raw: bytes):
-    config = self._configs[file]
-    fields = None
-    try:
-      fields = manifest.line_fields(raw, line, config)
-      row = manifest.row_from_fields(fields, config, line, position)
-    except RowError as error:
-      yield self._reject(config, self._shown(raw, fields), line, error.stage, error.code,
-                         error.reason)
+    if self._deferred:
+      yield file, line, position, raw
       return
-    except Exception as error:
-      # A line nobody foresaw is that line's problem, never the job's.
-      yield self._reject(config, self._shown(raw, fields), line, STAGE_MANIFEST,
-                         'unexpected_error', f'{type(error).__name__}: {error}')
-      return
-    yield row
-
-  @staticmethod
-  def _shown(raw: bytes, fields):
-    """rejected.jsonl's `row`: the parsed fields once the line parsed, else the line."""
-    return line_caps.shown_line(raw) if fields is None else fields
+    parsed = self._parse(file, line, position, raw)
+    yield beam.pvalue.TaggedOutput(REJECTED, parsed) if isinstance(parsed, Rejection) else parsed
 
   def process(self, tagged, reads):
     """A chunk of lines -> its rows as one batch, each rejected line alone."""
@@ -99,11 +87,6 @@ class ParseLineFn(BatchesOut, NumberLinesFn):
     if rows:
       yield rows
 
-  def _reject(self, config, shown, line: int, stage: str, code: str, reason: str):
-    return beam.pvalue.TaggedOutput(REJECTED, Rejection(
-        shown, stage, code, reason, config.source, line,
-        counts_as_row=config.role != manifest.ROLE_LABELS))
-
 
 class ReadManifest(beam.PTransform):
   """Reads one manifest (one file, or the files of a pattern) in the
@@ -113,14 +96,22 @@ class ReadManifest(beam.PTransform):
   Each file's rows carry its own path (`source`, and the folder relative
   image paths resolve against). range_bytes: force the range size (tests).
   progress_dir: where a local run's progress line finds the number of rows.
+  deferred (a single local worker, for ResolveKeys in order): a line-based
+  manifest's ROWS are batches of its lines unparsed, parsed by `parser`
+  where the rows meet: batches of raw lines cross that step's grouping for
+  less than their rows would (RowBatchCoder: pickling ManifestRows).
   """
 
   def __init__(self, config: manifest.ManifestConfig, range_bytes: Optional[int] = None,
-               progress_dir: Optional[str] = None):
+               progress_dir: Optional[str] = None, deferred: bool = False):
     super().__init__()
     self._config = config
     self._range_bytes = range_bytes
     self._progress_dir = progress_dir
+    self._deferred = deferred
+    # With deferred, a line-based manifest's ROWS are its lines unparsed
+    # (ParseLineFn), and this is what parses them (for ResolveKeys); else None.
+    self.parser = None
 
   def expand(self, pbegin):
     if self._config.fmt == manifest.PARQUET:  # by row group (transforms/parquet_source.py)
@@ -130,9 +121,11 @@ class ReadManifest(beam.PTransform):
     files = manifest_files(self._config)
     configs = tuple(dataclasses.replace(self._config, path=file.path, files=())
                     for file in files)
+    if self._deferred:
+      self.parser = LineParser(configs)
     read = pbegin | 'Read' >> ReadManifestLines(
         files, manifest.has_header(self._config.fmt), self._range_bytes,
-        ParseLineFn(configs, self._progress_dir), (REJECTED,))
+        ParseLineFn(configs, self._progress_dir, self._deferred), (REJECTED,))
     key = lines_key(self._config.role == manifest.ROLE_LABELS)
     tallies = read[READS] | 'TallyLines' >> beam.Map(lambda read: (key, read.data_lines))
     return {ROWS: read[LINES], REJECTED: read[REJECTED], TALLIES: tallies}
@@ -164,10 +157,12 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
   """
 
   def __init__(self, joined: bool, ordering: shuffle.Ordering,
-               label_map_here: Optional[LabelMapHere] = None):
+               label_map_here: Optional[LabelMapHere] = None,
+               parse: Optional[LineParser] = None):
     self._joined = joined
     self._ordering = ordering
     self._label_map_here = label_map_here
+    self._parse = parse
 
   def process(self, grouped):
     _, batches = grouped
@@ -175,6 +170,13 @@ class _ResolveAllFn(BatchesOut, beam.DoFn):
     for side, rows in batches:
       if side == CLASSES:
         classes.append(rows)  # one FolderClasses, not rows
+      elif side == 'images' and self._parse is not None:  # lines (ReadManifest deferred)
+        for line in rows:
+          parsed = self._parse(*line)
+          if isinstance(parsed, Rejection):
+            yield beam.pvalue.TaggedOutput(REJECTED, parsed)
+          else:
+            tagged.append((side, parsed))
       else:
         tagged += [(side, row) for row in rows]
     del batches
@@ -213,14 +215,17 @@ class ResolveKeys(beam.PTransform):
   through the shuffle in lists per bucket of keys (`buckets`, buckets.py),
   resolved key by key. label_map_here (in_order only): made from the kept
   rows (and `classes`, --image_dir's FolderClasses, grouped with them) before
-  any leaves (label_maps.LabelMapHere).
+  any leaves (label_maps.LabelMapHere). parse (in_order only): the image rows
+  are a manifest's lines unparsed (ReadManifest deferred), parsed so here.
   """
 
   def __init__(self, label_rows=None, ordering: shuffle.Ordering = shuffle.DEFAULT_ORDERING,
                in_order: bool = False, buckets: int = KEY_BUCKETS,
-               label_map_here: Optional[LabelMapHere] = None, classes=None):
+               label_map_here: Optional[LabelMapHere] = None, classes=None,
+               parse: Optional[LineParser] = None):
     super().__init__()
     self._classes = classes
+    self._parse = parse
     self._label_rows = label_rows
     self._ordering = ordering
     self._in_order = in_order
@@ -240,7 +245,7 @@ class ResolveKeys(beam.PTransform):
       grouped = (tagged | 'AllRows' >> beam.Flatten()
                  | 'GroupAll' >> beam.GroupByKey())
       resolved = grouped | 'ResolveInOrder' >> beam.ParDo(
-          _ResolveAllFn(joined, self._ordering, self._label_map_here)).with_outputs(
+          _ResolveAllFn(joined, self._ordering, self._label_map_here, self._parse)).with_outputs(
               REJECTED, main=ROWS)
       return {ROWS: resolved[ROWS], REJECTED: resolved[REJECTED]}
     # batches of rows -> (bucket, [(key, row), ...]) per bundle -> (bucket, {'images': lists,
