@@ -3,14 +3,17 @@ in order, a failed one raised in the thread that handed it over; and a shard
 written through it (shard_file.ShardFile)."""
 
 import errno
+import gzip
 import io
 import threading
 
 import pytest
 
+from transforms import filesystem
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
 from transforms.workers.write_behind import WriteBehind
+from transforms.write_sources import SidecarFile
 
 
 class _Failing(io.BytesIO):
@@ -140,3 +143,18 @@ def test_a_shard_whose_write_fails_behind_raises_at_the_next_write_and_is_abando
   assert handle.calls == 3  # the writes after the failed one were dropped
   assert not (tmp_path / 'full.tfrecord.index').exists()  # no index of a partial shard
   behind.close()
+
+
+def test_a_sidecar_written_behind_holds_the_bytes_of_one_written_in_place(tmp_path):
+  lines = [b'{"key": "%d", "shard": 0}\n' % i for i in range(1000)]
+  behind = WriteBehind()
+  files = filesystem.FileAccess()
+  for name, through in (('behind.jsonl.gz', behind), ('in_place.jsonl.gz', None)):
+    sidecar = SidecarFile(str(tmp_path / name), files, through)
+    for line in lines:
+      sidecar.add(line)
+    sidecar.close()
+  behind.close()
+  assert gzip.decompress((tmp_path / 'behind.jsonl.gz').read_bytes()) == b''.join(lines)
+  assert (tmp_path / 'behind.jsonl.gz').read_bytes() == (
+      tmp_path / 'in_place.jsonl.gz').read_bytes()

@@ -59,8 +59,9 @@ class _ShardTarget:
   write_index: bool = False
   sources: str | None = None  # the split's sidecar (write_sources.py); None: none
 
-  def sidecar(self, files: filesystem.FileAccess, path: str | None = None) -> SidecarFile | None:
-    return SidecarFile(path or self.sources, files) if self.sources else None
+  def sidecar(self, files: filesystem.FileAccess, path: str | None = None,
+              behind: WriteBehind | None = None) -> SidecarFile | None:
+    return SidecarFile(path or self.sources, files, behind) if self.sources else None
 
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
@@ -145,7 +146,7 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     if not self._shards:
       self._shards = [self._target.create(self._path(i), self._files, self._open_at_once,
                                           self._behind) for i in range(self._num_shards)]
-      self._sidecar = self._target.sidecar(self._files)
+      self._sidecar = self._target.sidecar(self._files, behind=self._behind)
     shard = shuffle.shard_of(self._count, self._num_shards)
     span = self._shards[shard].write_record(example.data, example.framed)
     if self._sidecar:
@@ -206,7 +207,7 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
         self._file.close()
       else:
         self._sidecar = self._target.sidecar(
-            self._files, self._temp_path(0, suffix=SOURCES_SUFFIX))
+            self._files, self._temp_path(0, suffix=SOURCES_SUFFIX), self._behind)
       self._file = self._target.create(self._temp_path(shard), self._files, behind=self._behind)
       self._count, self._ordinal = self._count + 1, 0
     span = self._file.write_record(example.data, example.framed)
