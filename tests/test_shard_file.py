@@ -101,6 +101,8 @@ def test_round_robin_writers_of_every_split_gather_within_the_shared_bytes(tmp_p
   for order in range(64 * 12):  # 12 records a shard, 37 KB, in both splits
     for writer in writers:
       writer.process([_Example(order, record)])
+  for writer in writers:  # the writes handed to its thread are done (write_behind.py)
+    writer._behind.drain()
   on_disk = sum(path.stat().st_size for path in tmp_path.glob('*.tfrecord'))
   # each shard wrote its first 3 records together (9,264 >= 8,192), then 3 more...
   assert len(list(tmp_path.glob('*.tfrecord'))) == 128

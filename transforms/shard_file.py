@@ -8,6 +8,7 @@ import contextlib
 from transforms import filesystem
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.tfrecord import frame
+from transforms.workers.write_behind import WriteBehind
 
 
 @contextlib.contextmanager
@@ -36,12 +37,14 @@ class ShardFile:
   tfrecord package's and DALI's index tools), from the offsets seen while
   writing, so no second pass over the shard. Records reach the file
   gather_bytes at a time (GATHER_BYTES; less for a writer with many shards
-  open), and all of them by close()."""
+  open), and all of them by close(); with `behind`, those writes are done on
+  its thread (the writer's shards share one)."""
 
   def __init__(self, path: str, compression: str, write_index: bool = False,
                files: filesystem.FileAccess | None = None,
-               gather_bytes: int = GATHER_BYTES):
+               gather_bytes: int = GATHER_BYTES, behind: WriteBehind | None = None):
     self._path = path
+    self._behind = behind
     self._files = files or filesystem.FileAccess()
     self._handle = self._files.create(path, gzip_compressed=compression == 'gzip')
     self._lines = [] if write_index else None
@@ -66,22 +69,30 @@ class ShardFile:
   def _write_gathered(self) -> None:
     gathered = self._gathered
     self._gathered, self._gathered_bytes = [], 0
-    self._handle.write(gathered[0] if len(gathered) == 1 else b''.join(gathered))
+    data = gathered[0] if len(gathered) == 1 else b''.join(gathered)
+    if self._behind is None:
+      self._handle.write(data)
+    else:
+      self._behind.write(self._handle, data)
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;
     close() then does nothing (no index of a partial shard)."""
     self._abandoned = True
     self._gathered, self._gathered_bytes = [], 0
+    if self._behind is not None:
+      self._behind.drop()  # its thread no longer writes to the handle
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 
   def close(self) -> None:
     if self._abandoned:
       return
-    if self._gathered:
-      with abandoned_on_error([self]):
+    with abandoned_on_error([self]):
+      if self._gathered:
         self._write_gathered()
+      if self._behind is not None:
+        self._behind.drain()
     self._handle.close()
     if self._lines is not None:
       with self._files.create(self._path + INDEX_SUFFIX) as index:

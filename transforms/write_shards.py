@@ -29,6 +29,7 @@ from transforms.spill import SpilledReader
 from transforms.spill import SpillRecordsFn
 from transforms.spill import remove_spilled
 from transforms.spill import spill_folder
+from transforms.workers.write_behind import WriteBehind
 from transforms.write_sources import SidecarFile
 from transforms.write_sources import WriteSidecar
 from transforms.write_sources import line_of
@@ -58,18 +59,20 @@ class _ShardTarget:
   write_index: bool = False
   sources: str | None = None  # the split's sidecar (write_sources.py); None: none
 
-  def sidecar(self, files: filesystem.FileAccess, path: str | None = None) -> SidecarFile | None:
-    return SidecarFile(path or self.sources, files) if self.sources else None
+  def sidecar(self, files: filesystem.FileAccess, path: str | None = None,
+              behind: WriteBehind | None = None) -> SidecarFile | None:
+    return SidecarFile(path or self.sources, files, behind) if self.sources else None
 
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
 
   def create(self, path: str, files: filesystem.FileAccess | None = None,
-             open_at_once: int = 1) -> ShardFile:
+             open_at_once: int = 1, behind: WriteBehind | None = None) -> ShardFile:
     """open_at_once: how many shards the run's writers keep open together,
-    which share GATHERED_AT_ONCE bytes of gathered records."""
+    which share GATHERED_AT_ONCE bytes of gathered records. behind: the thread
+    its gathered records are written on (None: the caller's)."""
     return ShardFile(path, self.compression, self.write_index, files,
-                     min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1)))
+                     min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1)), behind)
 
 
 class _InOrderWriterFn(AnyOutput, beam.DoFn):
@@ -86,6 +89,9 @@ class _InOrderWriterFn(AnyOutput, beam.DoFn):
 
   def start_bundle(self):
     self._last = None
+    # Local shards are written on a thread of their own while this one goes
+    # on (write_behind.py); an object store's handle uploads on its own.
+    self._behind = None if is_remote(self._target.prefix) else WriteBehind()
 
   def process(self, batch):
     try:
@@ -95,7 +101,12 @@ class _InOrderWriterFn(AnyOutput, beam.DoFn):
       # Once a batch, not a record (two context managers a record cost 2.5 us).
       for handle in self.open_files():
         handle.abandon()
+      self._end_behind()
       raise
+
+  def _end_behind(self) -> None:
+    if self._behind is not None:
+      self._behind.close()
 
   def write(self, example) -> None:
     raise NotImplementedError
@@ -133,9 +144,9 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
   def write(self, example) -> None:
     self._check(example)
     if not self._shards:
-      self._shards = [self._target.create(self._path(i), self._files, self._open_at_once)
-                      for i in range(self._num_shards)]
-      self._sidecar = self._target.sidecar(self._files)
+      self._shards = [self._target.create(self._path(i), self._files, self._open_at_once,
+                                          self._behind) for i in range(self._num_shards)]
+      self._sidecar = self._target.sidecar(self._files, behind=self._behind)
     shard = shuffle.shard_of(self._count, self._num_shards)
     span = self._shards[shard].write_record(example.data, example.framed)
     if self._sidecar:
@@ -146,9 +157,12 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
     return self._shards + [self._sidecar] if self._sidecar else self._shards
 
   def finish_bundle(self):
-    with abandoned_on_error([self._sidecar] if self._sidecar else []):
-      for handle in self._shards:
-        handle.close()
+    try:
+      with abandoned_on_error([self._sidecar] if self._sidecar else []):
+        for handle in self._shards:
+          handle.close()
+    finally:
+      self._end_behind()
     if self._shards:
       self._written = True
       for i in range(self._num_shards):
@@ -193,8 +207,8 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
         self._file.close()
       else:
         self._sidecar = self._target.sidecar(
-            self._files, self._temp_path(0, suffix=SOURCES_SUFFIX))
-      self._file = self._target.create(self._temp_path(shard), self._files)
+            self._files, self._temp_path(0, suffix=SOURCES_SUFFIX), self._behind)
+      self._file = self._target.create(self._temp_path(shard), self._files, behind=self._behind)
       self._count, self._ordinal = self._count + 1, 0
     span = self._file.write_record(example.data, example.framed)
     if self._sidecar:
@@ -207,8 +221,11 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
   def finish_bundle(self):
     if not self._file:
       return
-    with abandoned_on_error([self._sidecar] if self._sidecar else []):
-      self._file.close()
+    try:
+      with abandoned_on_error([self._sidecar] if self._sidecar else []):
+        self._file.close()
+    finally:
+      self._end_behind()
     self._file, self._written = None, True
     if self._sidecar:
       self._sidecar.close()

@@ -15,6 +15,7 @@ from transforms.buckets import BufferByBucketFn
 from transforms.buckets import ExactKeyFn
 from transforms.core.example import BuiltExample
 from transforms.core.reuse import sidecar_line
+from transforms.workers.write_behind import WriteBehind
 
 
 def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> bytes:
@@ -35,7 +36,9 @@ SIDECAR_LEVEL = 1
 
 class SidecarFile:
   """A split's sidecar written line by line (gzip at SIDECAR_LEVEL, no
-  timestamp or name in its header), as the shard writers write their records."""
+  timestamp or name in its header), as the shard writers write their records;
+  with `behind`, lines are compressed and written on its thread (zlib lets
+  the GIL go while it deflates)."""
 
   # Lines are compressed this many at a time: the same bytes as one by one
   # (a deflate stream is the same however its input is cut), at 2.3 against
@@ -43,10 +46,11 @@ class SidecarFile:
   # between lines, 7.9 us a line one by one (20,000 16x16 PNGs).
   LINES_AT_ONCE = 64
 
-  def __init__(self, path: str, files: filesystem.FileAccess):
+  def __init__(self, path: str, files: filesystem.FileAccess,
+               behind: WriteBehind | None = None):
     self.path = path
-    self._handle = files.create(path)
-    self._compressor = zlib.compressobj(SIDECAR_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    self._behind = behind
+    self._deflating = _Deflating(files.create(path))
     self._lines = []
 
   def add(self, line: bytes) -> None:
@@ -55,20 +59,43 @@ class SidecarFile:
       self._compress()
 
   def _compress(self) -> None:
-    compressed = self._compressor.compress(b''.join(self._lines))
-    self._lines = []
-    if compressed:
-      self._handle.write(compressed)
+    lines, self._lines = b''.join(self._lines), []
+    if self._behind is None:
+      self._deflating.write(lines)
+    else:
+      self._behind.write(self._deflating, lines)
 
   def abandon(self) -> None:
     """Closes the file after a failed write (see shard_file.abandoned_on_error)."""
+    if self._behind is not None:
+      self._behind.drop()  # its thread no longer writes to the file
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
-      self._handle.close()
+      self._deflating.handle.close()
 
   def close(self) -> None:
-    self._compress()
-    self._handle.write(self._compressor.flush())
-    self._handle.close()
+    if self._lines:
+      self._compress()
+    if self._behind is not None:
+      self._behind.drain()
+    self._deflating.close()
+
+
+class _Deflating:
+  """A gzip stream's handle and its compressor: the bytes given to write()
+  reach the file deflated."""
+
+  def __init__(self, handle):
+    self.handle = handle
+    self._compressor = zlib.compressobj(SIDECAR_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+
+  def write(self, data: bytes) -> None:
+    compressed = self._compressor.compress(data)
+    if compressed:
+      self.handle.write(compressed)
+
+  def close(self) -> None:
+    self.handle.write(self._compressor.flush())
+    self.handle.close()
 
 
 class _WriteSortedFn(beam.DoFn):
