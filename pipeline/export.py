@@ -168,6 +168,16 @@ def count_records(path: str, source: str) -> int:
       raise UsageError(f'shard {source} cannot be exported: {error.detail}')
 
 
+def check_count(input_dir: str, split: str, found: int, declared) -> None:
+  """UsageError when a split's shards hold another number of records than
+  dataset_info.json says: a shard cut at a record's end reads as a whole
+  shard of fewer records, and TFDS would serve that count as the split's."""
+  if declared is not None and found != declared:
+    raise UsageError(f'split {split!r} of {input_dir} holds {found} record(s); its '
+                     f'{DATASET_INFO} says {declared}: a shard was cut short or replaced '
+                     f'(validate names it)')
+
+
 def check_shards_present(input_dir: str, info: dict) -> None:
   """UsageError naming the first shard dataset_info.json lists that is not in
   a local input_dir (a symlink to it would dangle). Remote shards are found
@@ -288,6 +298,7 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
       how = _link_or_copy(source, target)
       done[how] = done.get(how, 0) + 1
       lengths.append(count_records(target, source))
+    check_count(input_dir, split, sum(lengths), declared.get('num_examples'))
     num_bytes = sum(os.path.getsize(os.path.join(output_dir, os.path.basename(s)))
                     for s in (t[:-3] if t.endswith('.gz') else t for t in declared['shards']))
     split_infos.append(tfds.core.SplitInfo(

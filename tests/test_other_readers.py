@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -290,6 +291,30 @@ def test_export_bad_shards_are_one_line_and_exit_2(source, tmp_path, capsys):
   assert capsys.readouterr().err == (f'error: shard {shard} cannot be exported: file ends '
                                      f'inside a header at byte {len(data)}\n')
   assert not (out / 'tfds').exists()  # no half export left to block the next
+  # cut inside its last record's data: seeking past the end counted it whole (exit 0)
+  shard.write_bytes(data[:-7])
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  last = _record_lengths(data)[-1] - 16
+  assert capsys.readouterr().err == (
+      f'error: shard {shard} cannot be exported: file ends inside record '
+      f'{len(_record_lengths(data)) - 1} ({last - 3} of its {last} data bytes)\n')
+  assert not (out / 'tfds').exists()
+  # cut at a record's end, or dataset_info.json's count edited: TFDS served the
+  # records there as the whole split (exit 0), where read.load raises
+  declared = read_info(out)['splits']['train']['num_examples']
+  shard.write_bytes(data[:-_record_lengths(data)[-1]])
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr().err == (
+      f"error: split 'train' of {out} holds {declared - 1} record(s); its dataset_info.json "
+      f"says {declared}: a shard was cut short or replaced (validate names it)\n")
+  assert not (out / 'tfds').exists()
+  shard.write_bytes(data)
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 0
+
+
+def _record_lengths(data: bytes) -> list:
+  """The framed length of each record of a shard's bytes."""
+  return [length for _, length in record_spans(io.BytesIO(data))]
 
 
 def _export(*args) -> subprocess.CompletedProcess:
