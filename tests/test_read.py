@@ -207,6 +207,74 @@ def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(dataset
   assert not unblocked
 
 
+def test_examples_of_a_missing_or_damaged_gzip_shard_raise_a_shard_error(datasets, tmp_path):
+  """The docstring's ShardError on a damaged shard: a missing shard was a
+  FileNotFoundError, a gzip shard cut short an EOFError and one whose gzip
+  CRC fails a BadGzipFile, past `except ShardError`."""
+  out = pathlib.Path(shutil.copytree(datasets['png_gzip'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  data = shard.read_bytes()
+  whole = sum(1 for _ in read.examples(str(out)))
+  shard.unlink()
+  with pytest.raises(ShardError) as error:
+    next(read.examples(str(out)))
+  assert (error.value.kind, error.value.index, str(error.value)) == (
+      'missing_shard', 0, f'{shard} is listed in dataset_info.json but missing')
+  shard.write_bytes(data[:-40])  # the gzip stream cut inside its last records
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert error.value.kind == 'truncated_shard' and error.value.index == len(got) < whole
+  assert str(error.value).startswith(f'{shard}: compressed file ends early, inside record '
+                                     f'{len(got)} ({len(got)} read whole): ')
+  damaged = bytearray(data)
+  damaged[-8] ^= 1  # the gzip trailer's CRC32 of the uncompressed bytes
+  shard.write_bytes(bytes(damaged))
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert error.value.kind == 'corrupt_shard' and len(got) == whole  # every record was whole
+  assert str(error.value) == (f'{shard}: cannot read the file from record {whole} ({whole} '
+                              f'read whole): BadGzipFile: {error.value.__cause__}')
+
+
+def test_examples_of_records_of_another_size_than_dataset_info_raise_a_record_error(
+    datasets, tmp_path):
+  """dataset_info.json's image height edited (or records from another run):
+  read.load refuses them (its static shape), read.examples gave the records'
+  own 12x16 images quietly, where the model was built for dataset_info.json's."""
+  from transforms.core.decoders import RecordError
+  for variant in ('raw', 'jpeg'):
+    out = pathlib.Path(shutil.copytree(datasets[variant], tmp_path / variant))
+    info = read_info(out)
+    info['image']['height'] = HEIGHT + 1
+    (out / 'dataset_info.json').write_text(json.dumps(info))
+    for decode in (True, False):
+      with pytest.raises(RecordError) as error:
+        next(read.examples(str(out), decode=decode))
+      assert str(error.value) == (f'image is {HEIGHT}x{WIDTH}x3, dataset_info.json says '
+                                  f'{HEIGHT + 1}x{WIDTH}x3')
+
+
+def test_examples_of_an_encoded_image_of_another_size_than_its_record_raise(tmp_path):
+  """A PNG whose record declares another size: read.examples gave the PNG's."""
+  import io
+
+  from transforms.core import decoders
+  png = io.BytesIO()
+  Image.fromarray(pattern(0)).save(png, 'PNG')
+  reading = decoders.Reading('png', None, None, 3, ('ant',),
+                             ('image/height', 'image/width', 'image/channels'))
+  record = {'image/height': HEIGHT + 2, 'image/width': WIDTH, 'image/channels': 3}
+  with pytest.raises(decoders.RecordError) as error:
+    decoders.image(png.getvalue(), record, reading)
+  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, its record says {HEIGHT + 2}x{WIDTH}'
+  record['image/height'] = HEIGHT
+  assert (decoders.image(png.getvalue(), record, reading) == pattern(0)).all()
+
+
 def _cut_at_a_record_end(out: pathlib.Path, keep: int) -> None:
   """The first shard cut right after its record `keep` - 1: a whole shard of fewer records."""
   shard = out / read_info(out)['splits']['train']['shards'][0]

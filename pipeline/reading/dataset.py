@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import contextlib
 import gzip
 from typing import Optional
+import zlib
 
 from transforms.core import file_kinds
 from transforms.core import paths
@@ -98,10 +99,9 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
   to_example = records.ExampleDecoder(info, decode)
   read = 0
   for path in shard_paths(input_dir, info, split):
-    with open_binary(path) as stream:
-      for _, data in read_records(stream):
-        read += 1
-        yield to_example(data)
+    for data in _shard_records(path):
+      read += 1
+      yield to_example(data)
   expected = info['splits'][split].get('num_examples')  # None: a caller's info= without it
   if expected is not None and read != expected:
     # A shard cut at a record's end (a copy or a sync stopped short) reads
@@ -109,6 +109,27 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
     raise ShardError(read, 'count_mismatch', f'split {split!r} of {input_dir} holds {read} '
                      f'record(s); its dataset_info.json says {expected}: a shard was cut '
                      'short or replaced (validate names it)')
+
+
+def _shard_records(path: str) -> Iterator[bytes]:
+  """The data of each record of one shard, both CRCs checked. Every way the
+  shard fails to read is a ShardError of the kind validate reports: a missing
+  file and a damaged gzip stream were a FileNotFoundError, an EOFError or a
+  BadGzipFile, past a caller catching ShardError."""
+  read = 0  # records read whole: the index of the first one not read
+  try:
+    with open_binary(path) as stream:
+      for _, data in read_records(stream):
+        read += 1
+        yield data
+  except FileNotFoundError:
+    raise ShardError(0, 'missing_shard', f'{path} is listed in {DATASET_INFO} but missing') from None
+  except EOFError as error:  # a .gz cut short
+    raise ShardError(read, 'truncated_shard', f'{path}: compressed file ends early, inside '
+                     f'record {read} ({read} read whole): {error}') from error
+  except (zlib.error, OSError) as error:  # BadGzipFile, bad deflate data, unreadable
+    raise ShardError(read, 'corrupt_shard', f'{path}: cannot read the file from record {read} '
+                     f'({read} read whole): {type(error).__name__}: {error}') from error
 
 
 def _parse_spec(info: dict, tf):

@@ -101,11 +101,20 @@ def image(data: bytes, record: dict, reading: Reading):
   record lacking a size feature is no example, decoded or not."""
   if reading.size:
     height, width, channels = (record[name] for name in reading.size)
+    fixed = (reading.height, reading.width, reading.channels)
+    if reading.height is not None and (height, width, channels) != fixed:
+      # read.load refuses such a record (its static shape is dataset_info.json's)
+      raise RecordError(f'image is {height}x{width}x{channels}, dataset_info.json says '
+                        f'{fixed[0]}x{fixed[1]}x{fixed[2]}')
   else:
     height, width, channels = reading.height, reading.width, reading.channels
   if not reading.decode:
     return data
-  return decode_image(data, reading.encoding, height, width, channels)
+  pixels = decode_image(data, reading.encoding, height, width, channels)
+  if pixels.shape[:2] != (height, width):  # a JPEG or PNG of another size than its record says
+    raise RecordError(f'{reading.encoding} image is {pixels.shape[0]}x{pixels.shape[1]}, its '
+                      f'record says {height}x{width}')
+  return pixels
 
 
 def label(value: int, *_) -> int:
