@@ -65,6 +65,9 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 def check_exportable(info: dict) -> None:
   """UsageError for a dataset TFDS cannot describe, before TensorFlow loads."""
+  if not info['splits']:  # TFDS's write_metadata: "ValueError: Could not find data files", exit 1
+    raise UsageError(f'{DATASET_INFO} lists no split (no row became an example: an '
+                     f'--allow_empty dataset): TFDS cannot describe a dataset without one')
   tfds_class_names(info['label_map'])
   image = info['image']
   if image['encoding'] == 'raw' and None in (image['height'], image['width']):

@@ -246,6 +246,22 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert 'per-record size' in capsys.readouterr().err
 
 
+def test_export_of_a_dataset_without_splits_is_exit_2(tmp_path, capsys):
+  """An --allow_empty dataset: TFDS's write_metadata found no data files
+  (exit 1, `export failed: ValueError: Could not find data files in OUT/tfds`)."""
+  (tmp_path / 'empty.csv').write_text('image,label\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'empty.csv'), '--output_dir', str(out),
+                       '--allow_empty']) == 0
+  capsys.readouterr()
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr() == ('', 'error: dataset_info.json lists no split (no row became '
+                                     'an example: an --allow_empty dataset): TFDS cannot '
+                                     'describe a dataset without one\n')
+  assert sorted(p.name for p in out.iterdir()) == ['dataset_info.json', 'label_map.txt',
+                                                  'rejected.jsonl']
+
+
 def test_ids_without_a_class_get_names_no_class_has():
   assert export.tfds_class_names(['', 'person', '', 'train']) == [
       'unused_0', 'person', 'unused_2', 'train']
