@@ -270,9 +270,17 @@ def test_examples_of_an_encoded_image_of_another_size_than_its_record_raise(tmp_
   record = {'image/height': HEIGHT + 2, 'image/width': WIDTH, 'image/channels': 3}
   with pytest.raises(decoders.RecordError) as error:
     decoders.image(png.getvalue(), record, reading)
-  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, its record says {HEIGHT + 2}x{WIDTH}'
+  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, expected {HEIGHT + 2}x{WIDTH}'
   record['image/height'] = HEIGHT
   assert (decoders.image(png.getvalue(), record, reading) == pattern(0)).all()
+  # a --schema detection --resize_mode none record: no size features, none in
+  # dataset_info.json either: each image its own size
+  own_size = decoders.Reading('png', None, None, 3, ('ant',), None)
+  assert (decoders.image(png.getvalue(), {}, own_size) == pattern(0)).all()
+  fixed = decoders.Reading('png', HEIGHT, WIDTH + 1, 3, ('ant',), None)
+  with pytest.raises(decoders.RecordError) as error:
+    decoders.image(png.getvalue(), {}, fixed)
+  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, expected {HEIGHT}x{WIDTH + 1}'
 
 
 def _cut_at_a_record_end(out: pathlib.Path, keep: int) -> None:

@@ -111,9 +111,10 @@ def image(data: bytes, record: dict, reading: Reading):
   if not reading.decode:
     return data
   pixels = decode_image(data, reading.encoding, height, width, channels)
-  if pixels.shape[:2] != (height, width):  # a JPEG or PNG of another size than its record says
-    raise RecordError(f'{reading.encoding} image is {pixels.shape[0]}x{pixels.shape[1]}, its '
-                      f'record says {height}x{width}')
+  if height is not None and pixels.shape[:2] != (height, width):
+    # a JPEG or PNG of another size than its record (or dataset_info.json) says
+    raise RecordError(f'{reading.encoding} image is {pixels.shape[0]}x{pixels.shape[1]}, '
+                      f'expected {height}x{width}')
   return pixels
 
 
