@@ -65,9 +65,6 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 def check_exportable(info: dict) -> None:
   """UsageError for a dataset TFDS cannot describe, before TensorFlow loads."""
-  if not info['splits']:  # TFDS's write_metadata: "ValueError: Could not find data files", exit 1
-    raise UsageError(f'{DATASET_INFO} lists no split (no row became an example: an '
-                     f'--allow_empty dataset): TFDS cannot describe a dataset without one')
   tfds_class_names(info['label_map'])
   image = info['image']
   if image['encoding'] == 'raw' and None in (image['height'], image['width']):
@@ -266,6 +263,9 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
     raise UsageError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   # Every check before TensorFlow is imported: a usage error is one line, at once.
+  if not info['splits']:  # TFDS's write_metadata: "ValueError: Could not find data files", exit 1
+    raise UsageError(f'{DATASET_INFO} lists no split (no row became an example: an '
+                     f'--allow_empty dataset): TFDS cannot describe a dataset without one')
   check_exportable(info)
   check_shards_present(input_dir, info)
   check_output_dir(output_dir, overwrite)
