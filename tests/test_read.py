@@ -16,9 +16,11 @@ import pytest
 
 from pipeline import convert
 from pipeline import read
+from pipeline import validate
 from tests.conftest import read_info
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records
 
@@ -324,6 +326,53 @@ def test_load_of_a_shard_cut_at_a_record_end_raises_at_the_end(datasets, tmp_pat
   length, read_before, message = json.loads(done.stdout.strip().splitlines()[-1])
   assert (length, read_before) == (total, 6)
   assert f'expected to contain {total} elements but contained only 6' in message
+
+
+def _relabelled(out: pathlib.Path, label_feature: str, label: int) -> int:
+  """The first shard's record 1 given the label id `label`, framed with good
+  CRCs (as a tool rewriting labels would); -> the records before it."""
+  from transforms.core.example_proto import parse_example
+  from transforms.core.example_proto import serialize_example
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  features = {name: (kind.split('_')[0], values)
+              for name, (kind, values) in parse_example(records[1]).items()}
+  features[label_feature] = ('int64', [label])
+  records[1] = serialize_example(features)
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  return 1
+
+
+@pytest.mark.slow  # TensorFlow in a subprocess
+@pytest.mark.parametrize('variant,label_feature', [('raw', 'image/class/label'),
+                                                   ('seed', 'label')])
+def test_a_label_outside_the_label_map_is_refused_by_both_readers(datasets, tmp_path,
+                                                                  variant, label_feature):
+  """A record's id outside dataset_info.json's label_map: read.examples gave
+  it with class_text '' and read.load (default schema) gave it to training
+  quietly, where validate reports label_out_of_range."""
+  from transforms.core.decoders import RecordError
+  out = pathlib.Path(shutil.copytree(datasets[variant], tmp_path / 'out'))
+  before = _relabelled(out, label_feature, len(CLASSES))
+  got = []
+  with pytest.raises(RecordError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert len(got) == before
+  assert str(error.value) == (f'label {len(CLASSES)} is outside 0..{len(CLASSES) - 1}, the '
+                              "ids of dataset_info.json's label_map")
+  script = ('import sys, json\nimport tensorflow as tf\nfrom pipeline import read\n'
+            'try:\n  print(json.dumps(sorted(int(e["label"]) for e in read.load(sys.argv[1]))))\n'
+            'except tf.errors.InvalidArgumentError as e: print(json.dumps(e.message))\n')
+  done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.stdout.strip(), done.stderr[-3000:]
+  message = json.loads(done.stdout.strip().splitlines()[-1])
+  assert isinstance(message, str), message  # the labels read, 3 among them
+  assert (f'a label is outside 0..{len(CLASSES) - 1}, the ids of the label_map in '
+          'dataset_info.json') in message
+  assert validate.main(['--input_dir', str(out)]) == 1
 
 
 def test_examples_import_neither_tensorflow_nor_beam(datasets):

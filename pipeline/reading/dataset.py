@@ -148,6 +148,19 @@ def _parse_spec(info: dict, tf):
   return {name: parse(f) for name, f in info['feature_spec'].items()}
 
 
+def _known_label(label, num_classes: int, tf):
+  """`label` (an id, or a list of them), checked to be ids of the label map:
+  InvalidArgumentError for one outside it, which went into training quietly
+  (read.examples raises RecordError, validate label_out_of_range)."""
+  check = tf.debugging.assert_equal(
+      tf.reduce_all((label >= 0) & (label < num_classes)), True,
+      # no quote in it: TensorFlow's message would show it as \'
+      message=f'a label is outside 0..{num_classes - 1}, the ids of the label_map in '
+              f'dataset_info.json')
+  with tf.control_dependencies([check]):
+    return tf.identity(label)
+
+
 def _multi_hot(label, num_classes: int, tf):
   """Label ids (one, or a list of any length) -> float32 [num_classes]: 1 at
   each id, 0 elsewhere (a list without ids: all 0)."""
@@ -185,7 +198,8 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
   num_classes = len(info['label_map'])  # the lines of label_map.txt
 
   def to_example(features):
-    encoded, label = features[table.by_field('image')], features[table.label]
+    encoded, label = features[table.by_field('image')], _known_label(
+        features[table.label], num_classes, tf)
     shape = tf.stack([features[name] for name in table.size]) if table.size else fixed
     key = features[table.key] if table.key else tf.constant('')
     # the stored class name; a schema without one: the label map's

@@ -118,14 +118,23 @@ def image(data: bytes, record: dict, reading: Reading):
   return pixels
 
 
-def label(value: int, *_) -> int:
-  return int(value)
+def _known(value: int, reading: Reading) -> int:
+  """A label id of the label map; RecordError for one outside it (read.load
+  raises too; the record's class text was '' and training got the id)."""
+  if not 0 <= value < len(reading.label_map):
+    raise RecordError(f'label {value} is outside 0..{len(reading.label_map) - 1}, the ids '
+                      f"of dataset_info.json's label_map")
+  return value
 
 
-def labels(values: list, *_):
+def label(value: int, _record, reading: Reading) -> int:
+  return _known(int(value), reading)
+
+
+def labels(values: list, _record, reading: Reading):
   """--multi_label: the ids, an int64 array."""
   import numpy as np
-  return np.array(values, np.int64)
+  return np.array([_known(int(value), reading) for value in values], np.int64)
 
 
 def text(value: bytes, *_) -> str:
