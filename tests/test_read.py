@@ -375,6 +375,23 @@ def test_a_label_outside_the_label_map_is_refused_by_both_readers(datasets, tmp_
   assert validate.main(['--input_dir', str(out)]) == 1
 
 
+def test_examples_and_load_take_a_pathlib_path(datasets):
+  """api.convert takes output_dir as a pathlib.Path; read.examples and
+  read.load raised `TypeError: argument of type 'PosixPath' is not iterable`."""
+  out = datasets['png_gzip']
+  assert isinstance(out, pathlib.Path)
+  assert [e['key'] for e in read.examples(out)] == [e['key'] for e in read.examples(str(out))]
+  assert len([e['key'] for e in read.examples(out)]) == 12
+  with pytest.raises(InfoError, match="no split 'test'"):
+    next(read.examples(out, 'test'))
+  script = ('import pathlib, sys\nfrom pipeline import read\n'
+            'ds = read.load(pathlib.Path(sys.argv[1]))\n'
+            'print(len(ds), sum(1 for _ in ds))\n')
+  done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.stdout.split() == ['12', '12'], done.stderr[-3000:]
+
+
 def test_examples_import_neither_tensorflow_nor_beam(datasets):
   script = ('import sys, json\nfrom pipeline import read\n'
             'n = sum(1 for _ in read.examples(sys.argv[1]))\n'

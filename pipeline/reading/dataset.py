@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 import contextlib
 import gzip
+import os
 from typing import Optional
 import zlib
 
@@ -95,6 +96,7 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
   shard, or at the end when the split holds another number of records than
   dataset_info.json says (count_mismatch), RecordError on a record that does
   not match dataset_info.json."""
+  input_dir = os.fspath(input_dir)  # a pathlib.Path too, as api.convert takes it
   info = info or read_info(input_dir)
   to_example = records.ExampleDecoder(info, decode)
   read = 0
@@ -288,6 +290,7 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   (pipeline/reading/read_detection.py); multi_hot and resize_to are refused
   (ValueError). schema: ValueError when the dataset's differs."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
+  input_dir = os.fspath(input_dir)  # a pathlib.Path too, as api.convert takes it
   info = info or read_info(input_dir)
   if schema is not None and schema != info['schema']:
     raise ValueError(f'schema={schema!r}: {input_dir} was written with --schema '
