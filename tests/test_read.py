@@ -392,6 +392,41 @@ def test_examples_and_load_take_a_pathlib_path(datasets):
   assert done.stdout.split() == ['12', '12'], done.stderr[-3000:]
 
 
+@pytest.mark.slow  # TensorFlow in a subprocess
+def test_load_refuses_tuples_that_do_not_fit_the_declared_length(source, tmp_path):
+  """A [null, N] extra whose records hold no whole number of N-tuples (its
+  feature_spec edited from [null, 2] to [null, 3]): RaggedFeature's
+  UniformRowLength cut the parse batch's values into 3-tuples across records
+  (records with none, records with [[0.5, 8.0, 8.5]]: another record's
+  values) without a word, where read.examples raises."""
+  from transforms.core.decoders import RecordError
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), '--extra_features',
+                       'weight:float[][2]']) == 0
+  script = ('import sys, json\nimport tensorflow as tf\nfrom pipeline import read\n'
+            'try:\n  print(json.dumps(sorted(e["weight"].numpy().tolist() '
+            'for e in read.load(sys.argv[1]))))\n'
+            'except tf.errors.InvalidArgumentError as e: print(json.dumps(e.message))\n')
+
+  def loaded():
+    done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+  assert loaded() == sorted([[i, i + 0.5]] for i in range(12))
+  info = read_info(out)
+  info['feature_spec']['weight']['shape'] = [None, 3]
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  with pytest.raises(RecordError, match=r'weight has 2 values, its shape is \[None, 3\]'):
+    next(read.examples(str(out)))
+  message = loaded()
+  assert isinstance(message, str), message
+  assert ('weight holds values that are no whole number of 3-tuples, the shape in '
+          'dataset_info.json') in message
+
+
 def test_examples_import_neither_tensorflow_nor_beam(datasets):
   script = ('import sys, json\nfrom pipeline import read\n'
             'n = sum(1 for _ in read.examples(sys.argv[1]))\n'

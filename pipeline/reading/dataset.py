@@ -136,18 +136,30 @@ def _shard_records(path: str) -> Iterator[bytes]:
 
 def _parse_spec(info: dict, tf):
   """Each feature_spec shape as docs/reading.md ("Plain tf.data: reading each
-  shape") reads it: [] and [N] fixed, [null] a ragged list, [null, N] a ragged
-  [k, N] tensor."""
+  shape") reads it: [] and [N] fixed, [null] a ragged list; [null, N] a
+  ragged list too, made [k, N] by _tuples: RaggedFeature's UniformRowLength,
+  on records that hold no whole number of N-tuples, cut a parse batch's
+  values into N-tuples across records, without a word."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
 
   def parse(f):
     dtype, shape = dtypes[f['dtype']], f['shape']
     if None not in shape:
       return tf.io.FixedLenFeature(shape, dtype)
-    if len(shape) == 1:
-      return tf.io.RaggedFeature(dtype)
-    return tf.io.RaggedFeature(dtype, partitions=[tf.io.RaggedFeature.UniformRowLength(shape[1])])
+    return tf.io.RaggedFeature(dtype)
   return {name: parse(f) for name, f in info['feature_spec'].items()}
+
+
+def _tuples(values, name: str, size: int, tf):
+  """A [null, N] feature's flat values -> [k, N]; InvalidArgumentError when
+  they are no whole number of N-tuples (a feature_spec that is not the
+  records': read.examples raises RecordError, validate reports it)."""
+  check = tf.debugging.assert_equal(
+      tf.math.floormod(tf.size(values), size), 0,
+      message=f'{name} holds values that are no whole number of {size}-tuples, the shape '
+              f'in dataset_info.json')
+  with tf.control_dependencies([check]):
+    return tf.reshape(values, [-1, size])
 
 
 def _known_label(label, num_classes: int, tf):
@@ -222,7 +234,8 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
     if multi_hot:
       label = _multi_hot(label, num_classes, tf)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
-    example.update({f.name: features[f.name] for f in spec.extra_features})
+    example.update({f.name: _tuples(features[f.name], f.name, f.shape[1], tf)
+                    if len(f.shape) == 2 else features[f.name] for f in spec.extra_features})
     return example
 
   return to_example
