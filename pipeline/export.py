@@ -42,6 +42,8 @@ from transforms.core.tfrecord import record_spans
 
 FORMATS = ('tfds',)
 TFDS_DIR = 'tfds'
+# The split name TFDS reads as every split together (tfds.Split.ALL).
+TFDS_ALL = 'all'
 # Our shard names, in TFDS's template language: the shards keep their names.
 TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 
@@ -266,6 +268,10 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
   if not info['splits']:  # TFDS's write_metadata: "ValueError: Could not find data files", exit 1
     raise UsageError(f'{DATASET_INFO} lists no split (no row became an example: an '
                      f'--allow_empty dataset): TFDS cannot describe a dataset without one')
+  if TFDS_ALL in info['splits']:
+    raise UsageError(f'split {TFDS_ALL!r} cannot be exported: TFDS reads split={TFDS_ALL!r} as '
+                     f'the union of every split (on a split of that name it fails with a '
+                     f'RecursionError); convert again with another name in --split_names')
   check_exportable(info)
   check_shards_present(input_dir, info)
   check_output_dir(output_dir, overwrite)

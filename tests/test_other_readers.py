@@ -246,6 +246,30 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert 'per-record size' in capsys.readouterr().err
 
 
+def test_export_of_a_split_named_all_is_exit_2(tmp_path, capsys):
+  """--split_names takes `all`, a name TFDS reserves for every split
+  together: the export exited 0 and TFDS's as_dataset(split='all') raised
+  RecursionError (its other splits read)."""
+  (tmp_path / 'images').mkdir()
+  rows = ['image,label,split']
+  for i, split in enumerate(['train', 'all', 'all', 'train']):
+    Image.fromarray(pattern(i)).save(tmp_path / 'images' / f'{i}.png')
+    rows.append(f'images/{i}.png,{CLASSES[i % 2]},{split}')
+  (tmp_path / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'manifest.csv'), '--output_dir', str(out),
+                       '--split_names', 'train,all', '--height', str(HEIGHT), '--width',
+                       str(WIDTH)]) == 0
+  assert sorted(read_info(out)['splits']) == ['all', 'train']
+  capsys.readouterr()
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr() == ('', "error: split 'all' cannot be exported: TFDS reads "
+                                     "split='all' as the union of every split (on a split of "
+                                     'that name it fails with a RecursionError); convert '
+                                     'again with another name in --split_names\n')
+  assert not (out / 'tfds').exists()
+
+
 def test_export_of_a_dataset_without_splits_is_exit_2(tmp_path, capsys):
   """An --allow_empty dataset: TFDS's write_metadata found no data files
   (exit 1, `export failed: ValueError: Could not find data files in OUT/tfds`)."""
