@@ -298,7 +298,7 @@ def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, m
   monkeypatch.setattr(_Rest, 'version', '2.2.0')
   address = web_server(flink=True)
   jar = machine / 'job-server.jar'
-  jar.write_bytes(b'')
+  zipfile.ZipFile(jar, 'w').close()  # an empty jar: the job server never starts
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
                      '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000',
@@ -374,6 +374,40 @@ def test_a_java_launcher_out_of_the_engines_range(machine, sample, capsys):
       'for Spark 3.5: give the java of a Java 11-17, or leave the flag out to use JAVA_HOME '
       'or java on PATH')
   assert not out.exists()
+
+
+@pytest.mark.parametrize('runner, kind, why', [
+    ('FlinkRunner', 'missing', 'is not there'),
+    ('SparkRunner', 'text', 'is no jar (not a zip archive)'),
+    ('FlinkRunner', 'folder', 'is a folder')])
+def test_a_job_server_jar_that_is_no_jar(machine, sample, capsys, runner, kind, why):
+  """A --flink_job_server_jar not there failed the run after OUT was created:
+  exit 1 and a traceback ending in Beam's `ValueError: Unable to parse jar
+  URL`; a --spark_job_server_jar that is no jar, exit 1, three `Failed to
+  start job service` lines and a traceback (`Service failed to start up with
+  error 1`)."""
+  engine = runner[:-len('Runner')].lower()
+  jar = machine / 'job-server.jar'
+  if kind == 'text':
+    jar.write_text('not a jar\n')
+  elif kind == 'folder':
+    jar.mkdir()
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', runner,
+                     f'--{engine}_job_server_jar', str(jar)) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f"error: --{engine}_job_server_jar {jar} {why}: give Beam's {runner} job server jar, "
+      'or leave the flag out to use the one `python -m pipeline.engines fetch` assembles')
+  assert not out.exists()
+
+
+def test_a_job_server_jar_that_is_a_jar_or_a_url_is_taken(tmp_path):
+  jar = tmp_path / 'job-server.jar'
+  with zipfile.ZipFile(jar, 'w') as archive:
+    archive.writestr('META-INF/MANIFEST.MF', 'Manifest-Version: 1.0\n')
+  assert job_server_checks.check_job_server_jar(FLINK, str(jar)) is None
+  assert job_server_checks.check_job_server_jar(
+      SPARK, 'https://repo.maven.apache.org/maven2/x/job-server.jar') is None
 
 
 @pytest.mark.parametrize('flag', ['--job_port', '--artifact_port', '--expansion_port'])
