@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import queue
 import shlex
 import shutil
 import socket
@@ -19,8 +20,10 @@ import threading
 import types
 import zipfile
 
+from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.runner import PipelineState
+from apache_beam.runners.worker import sdk_worker
 import grpc
 import pytest
 
@@ -711,6 +714,38 @@ class _Stream(grpc.RpcError):
 
   def code(self):
     return self._code
+
+
+def test_a_failed_instruction_s_traceback_is_logged_not_printed(capsys, monkeypatch):
+  """With LOOPBACK the SDK harness runs in the launcher, and printed each
+  failed instruction's traceback to stderr besides logging it: a Flink job
+  failing on a full disk wrote 134 lines above the run's one line, which the
+  command line's log filter was there to leave out."""
+  monkeypatch.setattr(engine_runners, '_quieted', [])
+  monkeypatch.setattr(threading, 'excepthook', threading.excepthook)
+  monkeypatch.setattr(sdk_worker, 'print', print, raising=False)
+  engine_runners._quiet_hang_ups()
+
+  def full_disk():
+    raise OSError(28, 'No space left on device')
+
+  logged = []
+  handler = logging.Handler(logging.ERROR)
+  handler.emit = logged.append
+  logger = logging.getLogger(sdk_worker.__name__)
+  logger.addHandler(handler)
+  harness = types.SimpleNamespace(_responses=queue.Queue())
+  try:
+    sdk_worker.SdkHarness._execute(
+        harness, full_disk, beam_fn_api_pb2.InstructionRequest(instruction_id='7'))
+  finally:
+    logger.removeHandler(handler)
+  assert capsys.readouterr().err == ''
+  assert [r.getMessage().splitlines()[0] for r in logged] == [
+      'Error processing instruction 7. Original traceback is']
+  assert 'OSError: [Errno 28] No space left on device' in logged[0].getMessage()
+  response = harness._responses.get_nowait()
+  assert response.instruction_id == '7' and 'No space left on device' in response.error
 
 
 def test_a_hung_up_stream_is_quiet():

@@ -1,7 +1,7 @@
 """Beam's FlinkRunner and SparkRunner, with the job server a run starts
 stopped when its job ends (a job still running when the launcher is
 interrupted is cancelled first), and without the harness's tracebacks when the
-runner hangs up on it.
+runner hangs up on it, or printed to stderr besides the log.
 
 engines.prepare names these classes as the runner (Beam makes a runner from
 its dotted name; the name the job server sees is none: the portable runner
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -24,6 +25,7 @@ from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.portability import spark_runner
 from apache_beam.runners.runner import PipelineState
+from apache_beam.runners.worker import sdk_worker
 import grpc
 
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
@@ -149,6 +151,19 @@ def _quiet_hang_ups() -> None:
   for name in _HARNESS_LOGGERS:
     logging.getLogger(name).addFilter(_NoHangUps())
   threading.excepthook = without_hang_ups(threading.excepthook)
+  sdk_worker.print = _logged_instead
+
+
+def _logged_instead(*args, file=None, **kwargs) -> None:
+  """The harness's print: it prints a failed instruction's traceback to
+  stderr, then logs the same text at ERROR (`Error processing instruction
+  ...`). With LOOPBACK the harness runs in the launcher: a job failing on a
+  full disk printed 134 lines of it above the run's one line, which the
+  command line's log filter (runs/exits.py) leaves out of the log. The log
+  keeps it; the print goes, on stderr only."""
+  if file is sys.stderr:
+    return
+  print(*args, file=file, **kwargs)
 
 
 def without_hang_ups(excepthook):
