@@ -26,6 +26,7 @@ from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.portability import spark_runner
 from apache_beam.runners.runner import PipelineState
 from apache_beam.runners.worker import sdk_worker
+from apache_beam.utils.sentinel import Sentinel
 import grpc
 
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
@@ -81,16 +82,44 @@ def _cancel_then_stop(result, servers: list) -> Callable[[], None]:
   """The job's last clean-up: a job not seen ending (its wait was
   interrupted: SIGINT, SIGTERM, KeyboardInterrupt) is cancelled through its
   job server first; then the job servers stop, and the result says so
-  (job_server_stopped: RunGuard has nothing left to ask)."""
+  (job_server_stopped: RunGuard has nothing left to ask). A job that ended
+  by itself first has its LOOPBACK harnesses stopped."""
   def clean_up():
     try:
       if not PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):
         _cancel(result)
+      else:  # an interrupted run does not wait for its harness's steps
+        _stop_loopback_harnesses()
     finally:
       result.job_server_stopped = True
       for server in servers:
         server.stop()
   return clean_up
+
+
+# How long a LOOPBACK harness is given to tear its steps down once told to stop.
+HARNESS_STOP_WAIT_S = 30.0
+
+
+def _stop_loopback_harnesses(wait_s: float = HARNESS_STOP_WAIT_S) -> None:
+  """Stops the SDK harnesses that LOOPBACK runs in this process's threads
+  while their job server still answers, as Beam's worker pool does when a
+  runner stops its environment (StopWorker: the harness's request stream
+  ends, it shuts its bundle processors down, tearing down the steps: their
+  image processes end). Flink stops its environments as its job ends; Spark
+  caches them (--environment_cache_millis) and never did before its job server
+  was stopped: the harness's stream broke, no step was torn down, and an
+  api.convert(runner='SparkRunner') returned with its image processes still
+  running (until Beam's idle clean-up, 1-2 minutes later)."""
+  harnesses = [(thread, getattr(thread, '_target', None)) for thread in threading.enumerate()
+               if thread.name.startswith('run_worker_')]
+  harnesses = [(thread, getattr(run, '__self__', None)) for thread, run in harnesses]
+  harnesses = [(t, h) for t, h in harnesses if isinstance(h, sdk_worker.SdkHarness)]
+  for _, harness in harnesses:
+    harness._responses.put(Sentinel.sentinel)
+  deadline = time.monotonic() + wait_s
+  for thread, _ in harnesses:
+    thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _cancel(result, wait_s: float = CANCEL_WAIT_S) -> None:
