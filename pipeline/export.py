@@ -42,6 +42,8 @@ from transforms.core.tfrecord import record_spans
 
 FORMATS = ('tfds',)
 TFDS_DIR = 'tfds'
+# The split name TFDS reads as every split together (tfds.Split.ALL).
+TFDS_ALL = 'all'
 # Our shard names, in TFDS's template language: the shards keep their names.
 TFDS_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 
@@ -168,6 +170,16 @@ def count_records(path: str, source: str) -> int:
       raise UsageError(f'shard {source} cannot be exported: {error.detail}')
 
 
+def check_count(input_dir: str, split: str, found: int, declared) -> None:
+  """UsageError when a split's shards hold another number of records than
+  dataset_info.json says: a shard cut at a record's end reads as a whole
+  shard of fewer records, and TFDS would serve that count as the split's."""
+  if declared is not None and found != declared:
+    raise UsageError(f'split {split!r} of {input_dir} holds {found} record(s); its '
+                     f'{DATASET_INFO} says {declared}: a shard was cut short or replaced '
+                     f'(validate names it)')
+
+
 def check_shards_present(input_dir: str, info: dict) -> None:
   """UsageError naming the first shard dataset_info.json lists that is not in
   a local input_dir (a symlink to it would dangle). Remote shards are found
@@ -253,6 +265,13 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
     raise UsageError('--output_dir must be a local folder (TFDS metadata is written '
                       'with local files here)')
   # Every check before TensorFlow is imported: a usage error is one line, at once.
+  if not info['splits']:  # TFDS's write_metadata: "ValueError: Could not find data files", exit 1
+    raise UsageError(f'{DATASET_INFO} lists no split (no row became an example: an '
+                     f'--allow_empty dataset): TFDS cannot describe a dataset without one')
+  if TFDS_ALL in info['splits']:
+    raise UsageError(f'split {TFDS_ALL!r} cannot be exported: TFDS reads split={TFDS_ALL!r} as '
+                     f'the union of every split (on a split of that name it fails with a '
+                     f'RecursionError); convert again with another name in --split_names')
   check_exportable(info)
   check_shards_present(input_dir, info)
   check_output_dir(output_dir, overwrite)
@@ -288,6 +307,7 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
       how = _link_or_copy(source, target)
       done[how] = done.get(how, 0) + 1
       lengths.append(count_records(target, source))
+    check_count(input_dir, split, sum(lengths), declared.get('num_examples'))
     num_bytes = sum(os.path.getsize(os.path.join(output_dir, os.path.basename(s)))
                     for s in (t[:-3] if t.endswith('.gz') else t for t in declared['shards']))
     split_infos.append(tfds.core.SplitInfo(

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import queue
 import shlex
 import shutil
 import socket
@@ -19,8 +20,10 @@ import threading
 import types
 import zipfile
 
+from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.runner import PipelineState
+from apache_beam.runners.worker import sdk_worker
 import grpc
 import pytest
 
@@ -298,7 +301,7 @@ def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, m
   monkeypatch.setattr(_Rest, 'version', '2.2.0')
   address = web_server(flink=True)
   jar = machine / 'job-server.jar'
-  jar.write_bytes(b'')
+  zipfile.ZipFile(jar, 'w').close()  # an empty jar: the job server never starts
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
                      '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000',
@@ -374,6 +377,40 @@ def test_a_java_launcher_out_of_the_engines_range(machine, sample, capsys):
       'for Spark 3.5: give the java of a Java 11-17, or leave the flag out to use JAVA_HOME '
       'or java on PATH')
   assert not out.exists()
+
+
+@pytest.mark.parametrize('runner, kind, why', [
+    ('FlinkRunner', 'missing', 'is not there'),
+    ('SparkRunner', 'text', 'is no jar (not a zip archive)'),
+    ('FlinkRunner', 'folder', 'is a folder')])
+def test_a_job_server_jar_that_is_no_jar(machine, sample, capsys, runner, kind, why):
+  """A --flink_job_server_jar not there failed the run after OUT was created:
+  exit 1 and a traceback ending in Beam's `ValueError: Unable to parse jar
+  URL`; a --spark_job_server_jar that is no jar, exit 1, three `Failed to
+  start job service` lines and a traceback (`Service failed to start up with
+  error 1`)."""
+  engine = runner[:-len('Runner')].lower()
+  jar = machine / 'job-server.jar'
+  if kind == 'text':
+    jar.write_text('not a jar\n')
+  elif kind == 'folder':
+    jar.mkdir()
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', runner,
+                     f'--{engine}_job_server_jar', str(jar)) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f"error: --{engine}_job_server_jar {jar} {why}: give Beam's {runner} job server jar, "
+      'or leave the flag out to use the one `python -m pipeline.engines fetch` assembles')
+  assert not out.exists()
+
+
+def test_a_job_server_jar_that_is_a_jar_or_a_url_is_taken(tmp_path):
+  jar = tmp_path / 'job-server.jar'
+  with zipfile.ZipFile(jar, 'w') as archive:
+    archive.writestr('META-INF/MANIFEST.MF', 'Manifest-Version: 1.0\n')
+  assert job_server_checks.check_job_server_jar(FLINK, str(jar)) is None
+  assert job_server_checks.check_job_server_jar(
+      SPARK, 'https://repo.maven.apache.org/maven2/x/job-server.jar') is None
 
 
 @pytest.mark.parametrize('flag', ['--job_port', '--artifact_port', '--expansion_port'])
@@ -677,6 +714,38 @@ class _Stream(grpc.RpcError):
 
   def code(self):
     return self._code
+
+
+def test_a_failed_instruction_s_traceback_is_logged_not_printed(capsys, monkeypatch):
+  """With LOOPBACK the SDK harness runs in the launcher, and printed each
+  failed instruction's traceback to stderr besides logging it: a Flink job
+  failing on a full disk wrote 134 lines above the run's one line, which the
+  command line's log filter was there to leave out."""
+  monkeypatch.setattr(engine_runners, '_quieted', [])
+  monkeypatch.setattr(threading, 'excepthook', threading.excepthook)
+  monkeypatch.setattr(sdk_worker, 'print', print, raising=False)
+  engine_runners._quiet_hang_ups()
+
+  def full_disk():
+    raise OSError(28, 'No space left on device')
+
+  logged = []
+  handler = logging.Handler(logging.ERROR)
+  handler.emit = logged.append
+  logger = logging.getLogger(sdk_worker.__name__)
+  logger.addHandler(handler)
+  harness = types.SimpleNamespace(_responses=queue.Queue())
+  try:
+    sdk_worker.SdkHarness._execute(
+        harness, full_disk, beam_fn_api_pb2.InstructionRequest(instruction_id='7'))
+  finally:
+    logger.removeHandler(handler)
+  assert capsys.readouterr().err == ''
+  assert [r.getMessage().splitlines()[0] for r in logged] == [
+      'Error processing instruction 7. Original traceback is']
+  assert 'OSError: [Errno 28] No space left on device' in logged[0].getMessage()
+  response = harness._responses.get_nowait()
+  assert response.instruction_id == '7' and 'No space left on device' in response.error
 
 
 def test_a_hung_up_stream_is_quiet():

@@ -319,3 +319,35 @@ def test_a_spark_master_the_job_servers_spark_cannot_use_is_one_line(images, tmp
       'only: give one of those, or a --spark_job_server_jar built with that cluster '
       'manager)'), describe(result)
   assert not (out / 'dataset_info.json').exists()
+
+
+_API_RUN = """
+import os, sys
+from pipeline import api
+result = api.convert(manifest=sys.argv[1], output_dir=sys.argv[2], height=16, width=16,
+                     max_error_rate=0.5, progress='off', runner='SparkRunner')
+children = []
+for pid in filter(str.isdigit, os.listdir('/proc')):
+  try:
+    with open(f'/proc/{pid}/stat') as stat:
+      if int(stat.read().rpartition(')')[2].split()[1]) != os.getpid():
+        continue
+    with open(f'/proc/{pid}/cmdline', 'rb') as cmdline:
+      children.append(cmdline.read().replace(b'\\0', b' ').decode())
+  except (OSError, ValueError):
+    continue
+print(result.num_examples, result.num_rejected, sorted(children))
+"""
+
+
+def test_a_spark_run_from_python_leaves_no_image_process_running(images, tmp_path):
+  """Spark caches its worker environment (--environment_cache_millis) and
+  never stopped it before its job server was: the LOOPBACK harness in the
+  caller's process was never torn down, and api.convert(runner='SparkRunner')
+  returned with its two image processes still running (for 1-2 minutes,
+  until Beam's idle clean-up)."""
+  result = subprocess.run([sys.executable, '-c', _API_RUN, str(images), str(tmp_path / 'out')],
+                          cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, check=False)
+  assert result.returncode == 0, describe(result)
+  assert result.stdout.splitlines()[-1] == '6 1 []', describe(result)

@@ -59,6 +59,7 @@ class Server:
     self.auth: list = []
     self.elsewhere = ''  # the base URL /away/ redirects to
     self.redirect_to = ''  # where /elsewhere/ redirects
+    self.opted_out: set = set()  # paths answered with X-Robots-Tag: noai (HEAD and GET)
     server = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -75,6 +76,8 @@ class Server:
         if path.startswith('/private/') and self.headers.get('Authorization') != PRIVATE:
           return self._send(401, b'')
         extra = {'ETag': '"v1"'} if path.startswith(('/etag/', '/private/')) else {}
+        if path in server.opted_out:
+          extra['X-Robots-Tag'] = 'noai'
         return self._send(200, b'', **extra)
 
       def do_GET(self, head=False):
@@ -92,6 +95,8 @@ class Server:
           return self._send(200, png(seed), head=head, ETag='"v1"')
         if path.startswith('/ok/') or path.startswith('/etag/') or path.startswith('/bare/'):
           extra = {'ETag': f'"v{seed}"'} if path.startswith('/etag/') else {}
+          if path in server.opted_out:
+            extra['X-Robots-Tag'] = 'noai'
           return self._send(200, png(seed), head=head, **extra)
         if path.startswith('/slow/'):
           time.sleep(1.5)
@@ -395,6 +400,38 @@ def test_a_nightly_run_asks_a_url_with_a_password_with_its_password(server, tmp_
   assert read_info(night2)['reuse']['reused'] == 1
   assert (server.heads, server.seen) == ({'/private/a1.png': 1}, {'/private/a1.png': 1})
   assert digests(night2) == digests(night1)
+
+
+def test_a_nightly_run_copies_no_record_of_an_image_now_opted_out(server, tmp_path):
+  # A nightly run's HEAD (its ETag unchanged) did not look at X-Robots-Tag:
+  # the record of an image whose site opted out since the night before, or
+  # that a night with --http_ignore_robots_tag read, was copied, where a full
+  # run rejects it (robots_opt_out): not its bytes, and against the opt-out.
+  # both "v1", as the HEAD answers
+  manifest = _manifest(tmp_path / 'urls.csv', [(server.base + '/etag/a1.png', 'a'),
+                                               (server.base + '/etag/b1.png', 'b')])
+  flags = (*FLAGS, '--max_error_rate', '1')
+
+  def night(name, *more):
+    out = tmp_path / name
+    assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), *flags,
+                         *more]) == EXIT_OK
+    return out
+
+  night1 = night('n1')
+  server.opted_out.add('/etag/b1.png')  # the site opts out
+  full = night('full')
+  assert [line['code'] for line in rejected_lines(full)] == ['robots_opt_out']
+  night2 = night('n2', '--previous_dataset', str(night1))
+  assert (read_info(night2)['reuse']['reused'], read_info(night2)['num_examples']) == (1, 1)
+  assert [line['code'] for line in rejected_lines(night2)] == ['robots_opt_out']
+  assert digests(night2) == digests(full)
+  # read by a night told to ignore the opt-out; the next night is not
+  ignored = night('ignored', '--http_ignore_robots_tag')
+  assert read_info(ignored)['num_examples'] == 2
+  night3 = night('n3', '--previous_dataset', str(ignored))
+  assert [line['code'] for line in rejected_lines(night3)] == ['robots_opt_out']
+  assert digests(night3) == digests(full)
 
 
 def test_recompute_compares_urls_by_their_etag_and_shows_no_secret(server, tmp_path, capsys):

@@ -28,6 +28,7 @@ from pipeline.looking import report
 from tests.conftest import read_info
 from transforms.core.example_proto import serialize_example
 from transforms.core.tfrecord import frame
+from transforms.core.tfrecord import read_records
 
 # One worker builds the dataset and exported fixtures (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('inspect')
@@ -352,6 +353,33 @@ def test_damaged_records_are_reported_and_skipped(dataset, tmp_path):
   assert len(rows) == info['splits']['train']['num_examples'] - 1
   assert 1 not in {int(r['record']) for r in rows}
   assert 'data CRC mismatch at record 1' in (tmp_path / 'e' / 'report.html').read_text()
+
+
+def test_a_shard_cut_at_a_record_end_is_reported(dataset, tmp_path):
+  """Every record read is whole: inspect showed the split's count from
+  dataset_info.json beside class counts of a third of it, and said nothing."""
+  copy = tmp_path / 'copy'
+  shutil.copytree(dataset, copy)
+  info = read_info(copy)
+  shard = copy / info['splits']['train']['shards'][0]
+  with open(shard, 'rb') as stream:
+    sizes = [len(data) + 16 for _, data in read_records(stream)]
+  shard.write_bytes(shard.read_bytes()[:sum(sizes[:5])])
+  declared = info['splits']['train']['num_examples']
+  code, printed = run_inspect(['--input_dir', str(copy), '--export_dir', str(tmp_path / 'e'),
+                               '--num', '100'])
+  assert code == 0
+  line = (f'{5} record(s) read, dataset_info.json says {declared}: a shard was cut short or '
+          f'replaced (validate names it)')
+  assert [s for s in printed.splitlines() if s.startswith('Skipped')] == [f'Skipped train: {line}']
+  assert line in (tmp_path / 'e' / 'report.html').read_text()
+  assert len(samples_csv(tmp_path / 'e')) == 5 + info['splits']['test']['num_examples']
+  # damage inspect names already is not reported twice
+  shard.write_bytes(shard.read_bytes()[:-3])
+  code, printed = run_inspect(['--input_dir', str(copy), '--num', '100'])
+  assert [s for s in printed.splitlines() if s.startswith('Skipped')] == [
+      f'Skipped train: {shard.name} record 4: file ends inside the data CRC of record 4 (its '
+      f"{sizes[4] - 16} data bytes are all there, 1 of the CRC's 4)"]
 
 
 def _write_foreign(path, examples, compress=False):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -245,6 +246,46 @@ def test_export_bad_input_is_exit_2(source, tmp_path, capsys):
   assert 'per-record size' in capsys.readouterr().err
 
 
+def test_export_of_a_split_named_all_is_exit_2(tmp_path, capsys):
+  """--split_names takes `all`, a name TFDS reserves for every split
+  together: the export exited 0 and TFDS's as_dataset(split='all') raised
+  RecursionError (its other splits read)."""
+  (tmp_path / 'images').mkdir()
+  rows = ['image,label,split']
+  for i, split in enumerate(['train', 'all', 'all', 'train']):
+    Image.fromarray(pattern(i)).save(tmp_path / 'images' / f'{i}.png')
+    rows.append(f'images/{i}.png,{CLASSES[i % 2]},{split}')
+  (tmp_path / 'manifest.csv').write_text('\n'.join(rows) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'manifest.csv'), '--output_dir', str(out),
+                       '--split_names', 'train,all', '--height', str(HEIGHT), '--width',
+                       str(WIDTH)]) == 0
+  assert sorted(read_info(out)['splits']) == ['all', 'train']
+  capsys.readouterr()
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr() == ('', "error: split 'all' cannot be exported: TFDS reads "
+                                     "split='all' as the union of every split (on a split of "
+                                     'that name it fails with a RecursionError); convert '
+                                     'again with another name in --split_names\n')
+  assert not (out / 'tfds').exists()
+
+
+def test_export_of_a_dataset_without_splits_is_exit_2(tmp_path, capsys):
+  """An --allow_empty dataset: TFDS's write_metadata found no data files
+  (exit 1, `export failed: ValueError: Could not find data files in OUT/tfds`)."""
+  (tmp_path / 'empty.csv').write_text('image,label\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'empty.csv'), '--output_dir', str(out),
+                       '--allow_empty']) == 0
+  capsys.readouterr()
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr() == ('', 'error: dataset_info.json lists no split (no row became '
+                                     'an example: an --allow_empty dataset): TFDS cannot '
+                                     'describe a dataset without one\n')
+  assert sorted(p.name for p in out.iterdir()) == ['dataset_info.json', 'label_map.txt',
+                                                  'rejected.jsonl']
+
+
 def test_ids_without_a_class_get_names_no_class_has():
   assert export.tfds_class_names(['', 'person', '', 'train']) == [
       'unused_0', 'person', 'unused_2', 'train']
@@ -290,6 +331,30 @@ def test_export_bad_shards_are_one_line_and_exit_2(source, tmp_path, capsys):
   assert capsys.readouterr().err == (f'error: shard {shard} cannot be exported: file ends '
                                      f'inside a header at byte {len(data)}\n')
   assert not (out / 'tfds').exists()  # no half export left to block the next
+  # cut inside its last record's data: seeking past the end counted it whole (exit 0)
+  shard.write_bytes(data[:-7])
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  last = _record_lengths(data)[-1] - 16
+  assert capsys.readouterr().err == (
+      f'error: shard {shard} cannot be exported: file ends inside record '
+      f'{len(_record_lengths(data)) - 1} ({last - 3} of its {last} data bytes)\n')
+  assert not (out / 'tfds').exists()
+  # cut at a record's end, or dataset_info.json's count edited: TFDS served the
+  # records there as the whole split (exit 0), where read.load raises
+  declared = read_info(out)['splits']['train']['num_examples']
+  shard.write_bytes(data[:-_record_lengths(data)[-1]])
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 2
+  assert capsys.readouterr().err == (
+      f"error: split 'train' of {out} holds {declared - 1} record(s); its dataset_info.json "
+      f"says {declared}: a shard was cut short or replaced (validate names it)\n")
+  assert not (out / 'tfds').exists()
+  shard.write_bytes(data)
+  assert export.main(['--format', 'tfds', '--input_dir', str(out)]) == 0
+
+
+def _record_lengths(data: bytes) -> list:
+  """The framed length of each record of a shard's bytes."""
+  return [length for _, length in record_spans(io.BytesIO(data))]
 
 
 def _export(*args) -> subprocess.CompletedProcess:

@@ -16,9 +16,11 @@ import pytest
 
 from pipeline import convert
 from pipeline import read
+from pipeline import validate
 from tests.conftest import read_info
 from transforms.core.dataset_info import InfoError
 from transforms.core.tfrecord import ShardError
+from transforms.core.tfrecord import frame
 from transforms.core.tfrecord import masked_crc
 from transforms.core.tfrecord import read_records
 
@@ -207,6 +209,82 @@ def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(dataset
   assert not unblocked
 
 
+def test_examples_of_a_missing_or_damaged_gzip_shard_raise_a_shard_error(datasets, tmp_path):
+  """The docstring's ShardError on a damaged shard: a missing shard was a
+  FileNotFoundError, a gzip shard cut short an EOFError and one whose gzip
+  CRC fails a BadGzipFile, past `except ShardError`."""
+  out = pathlib.Path(shutil.copytree(datasets['png_gzip'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  data = shard.read_bytes()
+  whole = sum(1 for _ in read.examples(str(out)))
+  shard.unlink()
+  with pytest.raises(ShardError) as error:
+    next(read.examples(str(out)))
+  assert (error.value.kind, error.value.index, str(error.value)) == (
+      'missing_shard', 0, f'{shard} is listed in dataset_info.json but missing')
+  shard.write_bytes(data[:-40])  # the gzip stream cut inside its last records
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert error.value.kind == 'truncated_shard' and error.value.index == len(got) < whole
+  assert str(error.value).startswith(f'{shard}: compressed file ends early, inside record '
+                                     f'{len(got)} ({len(got)} read whole): ')
+  damaged = bytearray(data)
+  damaged[-8] ^= 1  # the gzip trailer's CRC32 of the uncompressed bytes
+  shard.write_bytes(bytes(damaged))
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert error.value.kind == 'corrupt_shard' and len(got) == whole  # every record was whole
+  assert str(error.value) == (f'{shard}: cannot read the file from record {whole} ({whole} '
+                              f'read whole): BadGzipFile: {error.value.__cause__}')
+
+
+def test_examples_of_records_of_another_size_than_dataset_info_raise_a_record_error(
+    datasets, tmp_path):
+  """dataset_info.json's image height edited (or records from another run):
+  read.load refuses them (its static shape), read.examples gave the records'
+  own 12x16 images quietly, where the model was built for dataset_info.json's."""
+  from transforms.core.decoders import RecordError
+  for variant in ('raw', 'jpeg'):
+    out = pathlib.Path(shutil.copytree(datasets[variant], tmp_path / variant))
+    info = read_info(out)
+    info['image']['height'] = HEIGHT + 1
+    (out / 'dataset_info.json').write_text(json.dumps(info))
+    for decode in (True, False):
+      with pytest.raises(RecordError) as error:
+        next(read.examples(str(out), decode=decode))
+      assert str(error.value) == (f'image is {HEIGHT}x{WIDTH}x3, dataset_info.json says '
+                                  f'{HEIGHT + 1}x{WIDTH}x3')
+
+
+def test_examples_of_an_encoded_image_of_another_size_than_its_record_raise(tmp_path):
+  """A PNG whose record declares another size: read.examples gave the PNG's."""
+  import io
+
+  from transforms.core import decoders
+  png = io.BytesIO()
+  Image.fromarray(pattern(0)).save(png, 'PNG')
+  reading = decoders.Reading('png', None, None, 3, ('ant',),
+                             ('image/height', 'image/width', 'image/channels'))
+  record = {'image/height': HEIGHT + 2, 'image/width': WIDTH, 'image/channels': 3}
+  with pytest.raises(decoders.RecordError) as error:
+    decoders.image(png.getvalue(), record, reading)
+  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, expected {HEIGHT + 2}x{WIDTH}'
+  record['image/height'] = HEIGHT
+  assert (decoders.image(png.getvalue(), record, reading) == pattern(0)).all()
+  # a --schema detection --resize_mode none record: no size features, none in
+  # dataset_info.json either: each image its own size
+  own_size = decoders.Reading('png', None, None, 3, ('ant',), None)
+  assert (decoders.image(png.getvalue(), {}, own_size) == pattern(0)).all()
+  fixed = decoders.Reading('png', HEIGHT, WIDTH + 1, 3, ('ant',), None)
+  with pytest.raises(decoders.RecordError) as error:
+    decoders.image(png.getvalue(), {}, fixed)
+  assert str(error.value) == f'png image is {HEIGHT}x{WIDTH}, expected {HEIGHT}x{WIDTH + 1}'
+
+
 def _cut_at_a_record_end(out: pathlib.Path, keep: int) -> None:
   """The first shard cut right after its record `keep` - 1: a whole shard of fewer records."""
   shard = out / read_info(out)['splits']['train']['shards'][0]
@@ -248,6 +326,105 @@ def test_load_of_a_shard_cut_at_a_record_end_raises_at_the_end(datasets, tmp_pat
   length, read_before, message = json.loads(done.stdout.strip().splitlines()[-1])
   assert (length, read_before) == (total, 6)
   assert f'expected to contain {total} elements but contained only 6' in message
+
+
+def _relabelled(out: pathlib.Path, label_feature: str, label: int) -> int:
+  """The first shard's record 1 given the label id `label`, framed with good
+  CRCs (as a tool rewriting labels would); -> the records before it."""
+  from transforms.core.example_proto import parse_example
+  from transforms.core.example_proto import serialize_example
+  shard = out / read_info(out)['splits']['train']['shards'][0]
+  with open(shard, 'rb') as stream:
+    records = [data for _, data in read_records(stream)]
+  features = {name: (kind.split('_')[0], values)
+              for name, (kind, values) in parse_example(records[1]).items()}
+  features[label_feature] = ('int64', [label])
+  records[1] = serialize_example(features)
+  shard.write_bytes(b''.join(frame(data) for data in records))
+  return 1
+
+
+@pytest.mark.slow  # TensorFlow in a subprocess
+@pytest.mark.parametrize('variant,label_feature', [('raw', 'image/class/label'),
+                                                   ('seed', 'label')])
+def test_a_label_outside_the_label_map_is_refused_by_both_readers(datasets, tmp_path,
+                                                                  variant, label_feature):
+  """A record's id outside dataset_info.json's label_map: read.examples gave
+  it with class_text '' and read.load (default schema) gave it to training
+  quietly, where validate reports label_out_of_range."""
+  from transforms.core.decoders import RecordError
+  out = pathlib.Path(shutil.copytree(datasets[variant], tmp_path / 'out'))
+  before = _relabelled(out, label_feature, len(CLASSES))
+  got = []
+  with pytest.raises(RecordError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  assert len(got) == before
+  assert str(error.value) == (f'label {len(CLASSES)} is outside 0..{len(CLASSES) - 1}, the '
+                              "ids of dataset_info.json's label_map")
+  script = ('import sys, json\nimport tensorflow as tf\nfrom pipeline import read\n'
+            'try:\n  print(json.dumps(sorted(int(e["label"]) for e in read.load(sys.argv[1]))))\n'
+            'except tf.errors.InvalidArgumentError as e: print(json.dumps(e.message))\n')
+  done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.stdout.strip(), done.stderr[-3000:]
+  message = json.loads(done.stdout.strip().splitlines()[-1])
+  assert isinstance(message, str), message  # the labels read, 3 among them
+  assert (f'a label is outside 0..{len(CLASSES) - 1}, the ids of the label_map in '
+          'dataset_info.json') in message
+  assert validate.main(['--input_dir', str(out)]) == 1
+
+
+def test_examples_and_load_take_a_pathlib_path(datasets):
+  """api.convert takes output_dir as a pathlib.Path; read.examples and
+  read.load raised `TypeError: argument of type 'PosixPath' is not iterable`."""
+  out = datasets['png_gzip']
+  assert isinstance(out, pathlib.Path)
+  assert [e['key'] for e in read.examples(out)] == [e['key'] for e in read.examples(str(out))]
+  assert len([e['key'] for e in read.examples(out)]) == 12
+  with pytest.raises(InfoError, match="no split 'test'"):
+    next(read.examples(out, 'test'))
+  script = ('import pathlib, sys\nfrom pipeline import read\n'
+            'ds = read.load(pathlib.Path(sys.argv[1]))\n'
+            'print(len(ds), sum(1 for _ in ds))\n')
+  done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert done.stdout.split() == ['12', '12'], done.stderr[-3000:]
+
+
+@pytest.mark.slow  # TensorFlow in a subprocess
+def test_load_refuses_tuples_that_do_not_fit_the_declared_length(source, tmp_path):
+  """A [null, N] extra whose records hold no whole number of N-tuples (its
+  feature_spec edited from [null, 2] to [null, 3]): RaggedFeature's
+  UniformRowLength cut the parse batch's values into 3-tuples across records
+  (records with none, records with [[0.5, 8.0, 8.5]]: another record's
+  values) without a word, where read.examples raises."""
+  from transforms.core.decoders import RecordError
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(source / 'manifest.csv'), '--output_dir', str(out),
+                       '--height', str(HEIGHT), '--width', str(WIDTH), '--extra_features',
+                       'weight:float[][2]']) == 0
+  script = ('import sys, json\nimport tensorflow as tf\nfrom pipeline import read\n'
+            'try:\n  print(json.dumps(sorted(e["weight"].numpy().tolist() '
+            'for e in read.load(sys.argv[1]))))\n'
+            'except tf.errors.InvalidArgumentError as e: print(json.dumps(e.message))\n')
+
+  def loaded():
+    done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+  assert loaded() == sorted([[i, i + 0.5]] for i in range(12))
+  info = read_info(out)
+  info['feature_spec']['weight']['shape'] = [None, 3]
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  with pytest.raises(RecordError, match=r'weight has 2 values, its shape is \[None, 3\]'):
+    next(read.examples(str(out)))
+  message = loaded()
+  assert isinstance(message, str), message
+  assert ('weight holds values that are no whole number of 3-tuples, the shape in '
+          'dataset_info.json') in message
 
 
 def test_examples_import_neither_tensorflow_nor_beam(datasets):

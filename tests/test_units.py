@@ -249,8 +249,38 @@ def test_record_spans_of_a_stream_that_cannot_seek_skip_in_chunks():
   from transforms.core.tfrecord import record_spans
   stream = _ReadSizes(frame(b'one') + _huge_length_header(1 << 40) + b'\0' * 64,
                       seekable=False)
-  assert list(record_spans(stream)) == [(0, 19), (19, (1 << 40) + 16)]
+  spans = record_spans(stream)
+  assert next(spans) == (0, 19)
+  with pytest.raises(ShardError) as error:  # 64 of its 2^40 bytes: cut off
+    next(spans)
+  assert (error.value.kind, error.value.index) == ('truncated_shard', 1)
+  assert error.value.detail == f'file ends inside record 1 (64 of its {1 << 40} data bytes)'
   assert max(stream.sizes) <= READ_CHUNK
+
+
+@pytest.mark.parametrize('seekable', [True, False])
+def test_record_spans_refuse_a_shard_cut_inside_a_record(seekable):
+  """export counts a shard's records with record_spans: seeking past the end
+  of a file does not fail, so a shard cut inside its last record counted it
+  as whole (export exit 0, then TFDS's DataLossError mid-epoch)."""
+  from transforms.core.tfrecord import record_spans
+  whole = frame(b'one') + frame(b'two!')
+  assert list(record_spans(_ReadSizes(whole, seekable=seekable))) == [(0, 19), (19, 20)]
+  for cut, detail in [(len(whole) - 1, "file ends inside the data CRC of record 1 (its 4 "
+                       "data bytes are all there, 3 of the CRC's 4)"),
+                      (19 + 12 + 2, 'file ends inside record 1 (2 of its 4 data bytes)'),
+                      (19 + 5, 'file ends inside a header at byte 19')]:
+    spans = record_spans(_ReadSizes(whole[:cut], seekable=seekable))
+    assert next(spans) == (0, 19)
+    with pytest.raises(ShardError) as error:
+      next(spans)
+    assert (error.value.kind, error.value.index, error.value.detail) == (
+        'truncated_shard', 1, detail)
+  damaged = bytearray(whole)
+  damaged[19] ^= 1  # record 1's length: its CRC fails
+  with pytest.raises(ShardError) as error:
+    list(record_spans(_ReadSizes(bytes(damaged), seekable=seekable)))
+  assert (error.value.kind, error.value.index) == ('corrupt_shard', 1)
 
 
 def test_a_record_longer_than_a_chunk_is_read_whole():

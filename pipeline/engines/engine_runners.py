@@ -1,7 +1,7 @@
 """Beam's FlinkRunner and SparkRunner, with the job server a run starts
 stopped when its job ends (a job still running when the launcher is
 interrupted is cancelled first), and without the harness's tracebacks when the
-runner hangs up on it.
+runner hangs up on it, or printed to stderr besides the log.
 
 engines.prepare names these classes as the runner (Beam makes a runner from
 its dotted name; the name the job server sees is none: the portable runner
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -24,6 +25,8 @@ from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability import flink_runner
 from apache_beam.runners.portability import spark_runner
 from apache_beam.runners.runner import PipelineState
+from apache_beam.runners.worker import sdk_worker
+from apache_beam.utils.sentinel import Sentinel
 import grpc
 
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
@@ -79,16 +82,44 @@ def _cancel_then_stop(result, servers: list) -> Callable[[], None]:
   """The job's last clean-up: a job not seen ending (its wait was
   interrupted: SIGINT, SIGTERM, KeyboardInterrupt) is cancelled through its
   job server first; then the job servers stop, and the result says so
-  (job_server_stopped: RunGuard has nothing left to ask)."""
+  (job_server_stopped: RunGuard has nothing left to ask). A job that ended
+  by itself first has its LOOPBACK harnesses stopped."""
   def clean_up():
     try:
       if not PipelineState.is_terminal(getattr(result, '_state', None) or PipelineState.UNKNOWN):
         _cancel(result)
+      else:  # an interrupted run does not wait for its harness's steps
+        _stop_loopback_harnesses()
     finally:
       result.job_server_stopped = True
       for server in servers:
         server.stop()
   return clean_up
+
+
+# How long a LOOPBACK harness is given to tear its steps down once told to stop.
+HARNESS_STOP_WAIT_S = 30.0
+
+
+def _stop_loopback_harnesses(wait_s: float = HARNESS_STOP_WAIT_S) -> None:
+  """Stops the SDK harnesses that LOOPBACK runs in this process's threads
+  while their job server still answers, as Beam's worker pool does when a
+  runner stops its environment (StopWorker: the harness's request stream
+  ends, it shuts its bundle processors down, tearing down the steps: their
+  image processes end). Flink stops its environments as its job ends; Spark
+  caches them (--environment_cache_millis) and never did before its job server
+  was stopped: the harness's stream broke, no step was torn down, and an
+  api.convert(runner='SparkRunner') returned with its image processes still
+  running (until Beam's idle clean-up, 1-2 minutes later)."""
+  harnesses = [(thread, getattr(thread, '_target', None)) for thread in threading.enumerate()
+               if thread.name.startswith('run_worker_')]
+  harnesses = [(thread, getattr(run, '__self__', None)) for thread, run in harnesses]
+  harnesses = [(t, h) for t, h in harnesses if isinstance(h, sdk_worker.SdkHarness)]
+  for _, harness in harnesses:
+    harness._responses.put(Sentinel.sentinel)
+  deadline = time.monotonic() + wait_s
+  for thread, _ in harnesses:
+    thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _cancel(result, wait_s: float = CANCEL_WAIT_S) -> None:
@@ -149,6 +180,19 @@ def _quiet_hang_ups() -> None:
   for name in _HARNESS_LOGGERS:
     logging.getLogger(name).addFilter(_NoHangUps())
   threading.excepthook = without_hang_ups(threading.excepthook)
+  sdk_worker.print = _logged_instead
+
+
+def _logged_instead(*args, file=None, **kwargs) -> None:
+  """The harness's print: it prints a failed instruction's traceback to
+  stderr, then logs the same text at ERROR (`Error processing instruction
+  ...`). With LOOPBACK the harness runs in the launcher: a job failing on a
+  full disk printed 134 lines of it above the run's one line, which the
+  command line's log filter (runs/exits.py) leaves out of the log. The log
+  keeps it; the print goes, on stderr only."""
+  if file is sys.stderr:
+    return
+  print(*args, file=file, **kwargs)
 
 
 def without_hang_ups(excepthook):

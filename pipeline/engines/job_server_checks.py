@@ -7,7 +7,11 @@ or a port in use then failed the run after 3-14 s with exit 1 and 20-80
 lines of tracebacks (`RuntimeError: Service failed to start up with error
 127`, `... error 0`, `UnsupportedOperationException: getSubject is not
 supported`); a --parallelism of 0 failed the job 6 s in, exit 1 and 21
-lines (`IllegalArgumentException: Parallelism must be at least one`)."""
+lines (`IllegalArgumentException: Parallelism must be at least one`); a
+--flink_job_server_jar or --spark_job_server_jar that is not there, or is no
+jar, failed the run with exit 1 and a traceback of 40-120 lines (Beam's
+`ValueError: Unable to parse jar URL`, `Service failed to start up with
+error 1`), after OUT was created."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import errno
 import os
 import shutil
 import socket
+import urllib.parse
+import zipfile
 
 from pipeline.engines import job_servers
 from pipeline.errors import UsageError
@@ -40,6 +46,30 @@ def check_java_launcher(engine: job_servers.Engine, launcher: str) -> None:
     raise UsageError(f'{flag} is Java {version}; {engine.runner} needs Java {low}-{high} for '
                      f'{engine.java_for}: give the java of a Java {low}-{high}, or leave the '
                      'flag out to use JAVA_HOME or java on PATH')
+
+
+def check_job_server_jar(engine: job_servers.Engine, jar: str) -> None:
+  """UsageError unless --<engine>_job_server_jar, when it is a path on this
+  machine, names a jar (a zip archive) that can be read. A URL (http://,
+  https://: Beam downloads it) is left to Beam."""
+  if urllib.parse.urlparse(jar).scheme:
+    return
+  flag = f'--{engine.name}_job_server_jar {redact_text(jar)}'
+  if not os.path.exists(jar):
+    why = 'is not there'
+  elif os.path.isdir(jar):
+    why = 'is a folder'
+  else:
+    try:
+      is_jar = zipfile.is_zipfile(jar)
+    except OSError as error:
+      is_jar, why = False, f'cannot be read ({error.strerror or error})'
+    else:
+      why = 'is no jar (not a zip archive)'
+    if is_jar:
+      return
+  raise UsageError(f"{flag} {why}: give Beam's {engine.runner} job server jar, or leave the "
+                   'flag out to use the one `python -m pipeline.engines fetch` assembles')
 
 
 def check_ports(given: dict) -> None:

@@ -292,6 +292,8 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
     job_server_checks.check_java_launcher(engine, given['job_server_java_launcher'])
   if not uber_jar:
     job_server_checks.check_ports(given)
+  if given.get(f'{engine.name}_job_server_jar'):
+    job_server_checks.check_job_server_jar(engine, given[f'{engine.name}_job_server_jar'])
   _, embedded, addresses = master_of(runner, given)
   masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()

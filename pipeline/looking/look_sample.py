@@ -92,13 +92,16 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
   scan = Scan()
   reservoir = Reservoir(sample_size, random.Random(f'{seed}:{split}'))
   to_example = records.ExampleDecoder(info, decode=False)
+  read, unfit = 0, 0  # records read whole, examples or not; those no example
   for path in dataset.shard_paths(input_dir, info, split):
     shard = os.path.basename(path)
     for index, data in records_of(path, scan.skipped):
+      read += 1
       try:
         example = to_example(data)
       except RecordError as error:
         scan.skipped.append(f'{shard} record {index}: {error}')
+        unfit += 1
         continue
       labels = _label_ids(example['label'])
       for label in labels:
@@ -108,6 +111,12 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
         # --multi_label records are sampled under their first label
         group = (labels[0] if labels else None) if per_class else None
         reservoir.offer(group, (shard, index, data))
+  declared = info['splits'][split].get('num_examples')
+  if declared is not None and read != declared and len(scan.skipped) == unfit:
+    # No damage found, yet another count: a shard cut at a record's end reads
+    # as a whole shard of fewer records (read.examples raises count_mismatch).
+    scan.skipped.append(f'{read} record(s) read, dataset_info.json says {declared}: a '
+                        f'shard was cut short or replaced (validate names it)')
   scan.candidates = sorted(reservoir.items(), key=lambda c: (
       info['splits'][split]['shards'].index(c[0]), c[1]))
   return scan

@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 import contextlib
 import gzip
+import os
 from typing import Optional
+import zlib
 
 from transforms.core import file_kinds
 from transforms.core import paths
@@ -94,14 +96,14 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
   shard, or at the end when the split holds another number of records than
   dataset_info.json says (count_mismatch), RecordError on a record that does
   not match dataset_info.json."""
+  input_dir = os.fspath(input_dir)  # a pathlib.Path too, as api.convert takes it
   info = info or read_info(input_dir)
   to_example = records.ExampleDecoder(info, decode)
   read = 0
   for path in shard_paths(input_dir, info, split):
-    with open_binary(path) as stream:
-      for _, data in read_records(stream):
-        read += 1
-        yield to_example(data)
+    for data in _shard_records(path):
+      read += 1
+      yield to_example(data)
   expected = info['splits'][split].get('num_examples')  # None: a caller's info= without it
   if expected is not None and read != expected:
     # A shard cut at a record's end (a copy or a sync stopped short) reads
@@ -111,20 +113,66 @@ def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
                      'short or replaced (validate names it)')
 
 
+def _shard_records(path: str) -> Iterator[bytes]:
+  """The data of each record of one shard, both CRCs checked. Every way the
+  shard fails to read is a ShardError of the kind validate reports: a missing
+  file and a damaged gzip stream were a FileNotFoundError, an EOFError or a
+  BadGzipFile, past a caller catching ShardError."""
+  read = 0  # records read whole: the index of the first one not read
+  try:
+    with open_binary(path) as stream:
+      for _, data in read_records(stream):
+        read += 1
+        yield data
+  except FileNotFoundError:
+    raise ShardError(0, 'missing_shard', f'{path} is listed in {DATASET_INFO} but missing') from None
+  except EOFError as error:  # a .gz cut short
+    raise ShardError(read, 'truncated_shard', f'{path}: compressed file ends early, inside '
+                     f'record {read} ({read} read whole): {error}') from error
+  except (zlib.error, OSError) as error:  # BadGzipFile, bad deflate data, unreadable
+    raise ShardError(read, 'corrupt_shard', f'{path}: cannot read the file from record {read} '
+                     f'({read} read whole): {type(error).__name__}: {error}') from error
+
+
 def _parse_spec(info: dict, tf):
   """Each feature_spec shape as docs/reading.md ("Plain tf.data: reading each
-  shape") reads it: [] and [N] fixed, [null] a ragged list, [null, N] a ragged
-  [k, N] tensor."""
+  shape") reads it: [] and [N] fixed, [null] a ragged list; [null, N] a
+  ragged list too, made [k, N] by _tuples: RaggedFeature's UniformRowLength,
+  on records that hold no whole number of N-tuples, cut a parse batch's
+  values into N-tuples across records, without a word."""
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
 
   def parse(f):
     dtype, shape = dtypes[f['dtype']], f['shape']
     if None not in shape:
       return tf.io.FixedLenFeature(shape, dtype)
-    if len(shape) == 1:
-      return tf.io.RaggedFeature(dtype)
-    return tf.io.RaggedFeature(dtype, partitions=[tf.io.RaggedFeature.UniformRowLength(shape[1])])
+    return tf.io.RaggedFeature(dtype)
   return {name: parse(f) for name, f in info['feature_spec'].items()}
+
+
+def _tuples(values, name: str, size: int, tf):
+  """A [null, N] feature's flat values -> [k, N]; InvalidArgumentError when
+  they are no whole number of N-tuples (a feature_spec that is not the
+  records': read.examples raises RecordError, validate reports it)."""
+  check = tf.debugging.assert_equal(
+      tf.math.floormod(tf.size(values), size), 0,
+      message=f'{name} holds values that are no whole number of {size}-tuples, the shape '
+              f'in dataset_info.json')
+  with tf.control_dependencies([check]):
+    return tf.reshape(values, [-1, size])
+
+
+def _known_label(label, num_classes: int, tf):
+  """`label` (an id, or a list of them), checked to be ids of the label map:
+  InvalidArgumentError for one outside it, which went into training quietly
+  (read.examples raises RecordError, validate label_out_of_range)."""
+  check = tf.debugging.assert_equal(
+      tf.reduce_all((label >= 0) & (label < num_classes)), True,
+      # no quote in it: TensorFlow's message would show it as \'
+      message=f'a label is outside 0..{num_classes - 1}, the ids of the label_map in '
+              f'dataset_info.json')
+  with tf.control_dependencies([check]):
+    return tf.identity(label)
 
 
 def _multi_hot(label, num_classes: int, tf):
@@ -164,7 +212,8 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
   num_classes = len(info['label_map'])  # the lines of label_map.txt
 
   def to_example(features):
-    encoded, label = features[table.by_field('image')], features[table.label]
+    encoded, label = features[table.by_field('image')], _known_label(
+        features[table.label], num_classes, tf)
     shape = tf.stack([features[name] for name in table.size]) if table.size else fixed
     key = features[table.key] if table.key else tf.constant('')
     # the stored class name; a schema without one: the label map's
@@ -185,7 +234,8 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
     if multi_hot:
       label = _multi_hot(label, num_classes, tf)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
-    example.update({f.name: features[f.name] for f in spec.extra_features})
+    example.update({f.name: _tuples(features[f.name], f.name, f.shape[1], tf)
+                    if len(f.shape) == 2 else features[f.name] for f in spec.extra_features})
     return example
 
   return to_example
@@ -253,6 +303,7 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   (pipeline/reading/read_detection.py); multi_hot and resize_to are refused
   (ValueError). schema: ValueError when the dataset's differs."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
+  input_dir = os.fspath(input_dir)  # a pathlib.Path too, as api.convert takes it
   info = info or read_info(input_dir)
   if schema is not None and schema != info['schema']:
     raise ValueError(f'schema={schema!r}: {input_dir} was written with --schema '

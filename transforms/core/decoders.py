@@ -101,21 +101,40 @@ def image(data: bytes, record: dict, reading: Reading):
   record lacking a size feature is no example, decoded or not."""
   if reading.size:
     height, width, channels = (record[name] for name in reading.size)
+    fixed = (reading.height, reading.width, reading.channels)
+    if reading.height is not None and (height, width, channels) != fixed:
+      # read.load refuses such a record (its static shape is dataset_info.json's)
+      raise RecordError(f'image is {height}x{width}x{channels}, dataset_info.json says '
+                        f'{fixed[0]}x{fixed[1]}x{fixed[2]}')
   else:
     height, width, channels = reading.height, reading.width, reading.channels
   if not reading.decode:
     return data
-  return decode_image(data, reading.encoding, height, width, channels)
+  pixels = decode_image(data, reading.encoding, height, width, channels)
+  if height is not None and pixels.shape[:2] != (height, width):
+    # a JPEG or PNG of another size than its record (or dataset_info.json) says
+    raise RecordError(f'{reading.encoding} image is {pixels.shape[0]}x{pixels.shape[1]}, '
+                      f'expected {height}x{width}')
+  return pixels
 
 
-def label(value: int, *_) -> int:
-  return int(value)
+def _known(value: int, reading: Reading) -> int:
+  """A label id of the label map; RecordError for one outside it (read.load
+  raises too; the record's class text was '' and training got the id)."""
+  if not 0 <= value < len(reading.label_map):
+    raise RecordError(f'label {value} is outside 0..{len(reading.label_map) - 1}, the ids '
+                      f"of dataset_info.json's label_map")
+  return value
 
 
-def labels(values: list, *_):
+def label(value: int, _record, reading: Reading) -> int:
+  return _known(int(value), reading)
+
+
+def labels(values: list, _record, reading: Reading):
   """--multi_label: the ids, an int64 array."""
   import numpy as np
-  return np.array(values, np.int64)
+  return np.array([_known(int(value), reading) for value in values], np.int64)
 
 
 def text(value: bytes, *_) -> str:

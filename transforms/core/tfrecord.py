@@ -193,23 +193,39 @@ def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
 
 def record_spans(stream: BinaryIO) -> Iterator[tuple[int, int]]:
   """(offset, length incl. header and footer) of each record, reading only the
-  12-byte headers and seeking past the data (no CRC check: use read_records for
-  that). On a non-seekable stream the data is read and dropped."""
-  offset = 0
+  12-byte headers and seeking past the data (no data CRC check: use
+  read_records for that). On a non-seekable stream the data is read and
+  dropped. ShardError when a header's length CRC fails or the file ends inside
+  a record: seeking past the end of a file does not fail, and a shard cut
+  inside its last record counted that record as whole."""
+  end = None
+  if stream.seekable():
+    here = stream.tell()
+    end = stream.seek(0, io.SEEK_END) - here  # the bytes from here on
+    stream.seek(here)
+  index, offset = 0, 0
   while True:
     header = stream.read(_HEADER.size)
     if not header:
       return
     if len(header) < _HEADER.size:
-      raise ShardError(0, 'truncated_shard', f'file ends inside a header at byte {offset}')
-    length = _HEADER.unpack(header)[0] + _HEADER.size + _FOOTER.size
+      raise ShardError(index, 'truncated_shard', f'file ends inside a header at byte {offset}')
+    data_length = _data_length(header)
+    if data_length is None:
+      raise ShardError(index, 'corrupt_shard', f'length CRC mismatch at record {index}')
+    length = data_length + _HEADER.size + _FOOTER.size
     skip = length - _HEADER.size
-    if stream.seekable():
+    if end is not None:
+      got = min(skip, max(0, end - offset - _HEADER.size))
       stream.seek(skip, 1)
     else:
-      _skip_data(stream, skip)
+      got = _skip_data(stream, skip)
+    if got < skip:
+      raise ShardError(index, 'truncated_shard', cut_inside(
+          index, min(got, data_length), data_length, max(0, got - data_length)))
     yield offset, length
     offset += length
+    index += 1
 
 
 def plan_spans(stream: BinaryIO, span_bytes: int) -> list[tuple[int, int, Optional[int]]]:

@@ -349,6 +349,13 @@ class HttpClient:
     meta = change_metadata(response.status, response.headers)
     if meta is None:
       raise LookupError(f'{shown_url(url)}: HTTP {response.status}, no ETag or Last-Modified')
+    # An opt-out the GET would reject the row for (the site's, since the
+    # previous night, or one that night's --http_ignore_robots_tag read):
+    # counted as changed, so the GET rejects it as a full run does; its
+    # record was copied, against the opt-out and not a full run's bytes.
+    if not self._config.ignore_robots_tag and robots_opt_out(
+        response.headers.getlist('X-Robots-Tag'), self._config.user_agent_token):
+      raise LookupError(f'{shown_url(url)}: X-Robots-Tag opts out')
     return meta
 
 
