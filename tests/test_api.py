@@ -377,6 +377,20 @@ def test_progress_keyword_and_the_notebook_bar(sample, monkeypatch, given, in_no
     assert all(0 <= done <= 9 for done in display.updates), display.updates
 
 
+@pytest.mark.parametrize('given', [None, 'auto'])
+def test_convert_in_a_process_without_stderr(sample, monkeypatch, given):
+  """sys.stderr is None in a process started with it closed (a daemon,
+  pythonw): progress 'auto' asked it isatty() and convert raised
+  AttributeError, which such a process shows nowhere."""
+  monkeypatch.setattr(progress, 'in_notebook', lambda: False)
+  monkeypatch.setattr(sys, 'stderr', None)
+  result = api.convert(output_dir=str(sample.out), manifest=str(sample.manifest),
+                       progress=given)
+  monkeypatch.undo()
+  assert (result.num_examples, result.num_rejected) == (9, 0)
+  assert read_info(sample.out)['num_examples'] == 9
+
+
 def test_the_bar_counts_rows_done():
   bar = progress.BarDisplay(5)
   bar.update(3)

@@ -114,6 +114,14 @@ def test_sdk_workers_hook():
   _require('sdk_workers', 'join()' in stop,
            'SubprocessSdkWorkerHandler.stop_worker no longer waits for its worker: '
            'sdk_workers.stop may be needless now')
+  # worker_command's parent-death signal fires when the thread that started
+  # the worker ends: it must be the thread that waits for it.
+  from apache_beam.runners.portability import local_job_service
+  run = inspect.getsource(local_job_service.SubprocessSdkWorker.run)
+  _require('sdk_workers', 'subprocess.Popen(self._worker_command_line, shell=True' in run
+           and 'p.wait()' in run,
+           'SubprocessSdkWorker.run no longer starts its worker (a shell command) and '
+           'waits for it on one thread: its parent-death signal may end it early')
 
 
 def test_fast_exit_hook():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.conftest import write_manifest
 from tests.test_leftovers import disk  # noqa: F401  (a fixture: a 2 MiB tmpfs)
 from tests.test_leftovers import fill
 from tests.test_leftovers import names
+from tests.test_usage import _without_permission_bypass
 from transforms import write_metadata
 
 NOT_UTF8 = os.fsdecode(b'out\xff')  # 'out\udcff'
@@ -248,3 +250,41 @@ def test_a_pointer_that_cannot_be_written_at_the_end_says_the_dataset_is_complet
       f'--previous_dataset {latest} does not read this one: write {out} into it')
   assert not any('Traceback' in line for line in err)
   assert (out / 'dataset_info.json').exists() and not latest.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('locked,missing', [('latest', 'error'), ('dataset_info.json', 'error'),
+                                            ('n1', 'error'), ('held', 'full')])
+def test_a_previous_dataset_this_user_cannot_read_is_one_line_exit_2(
+        data, tmp_path, locked, missing):
+  """A night run by another user (or under umask 077): its pointer or
+  dataset_info.json unreadable was a traceback and exit 1; its folder
+  unreadable was "has no dataset_info.json: ... half-written", and in a
+  folder it cannot enter "does not exist" (with --previous_dataset_missing
+  full, a full run, exit 0)."""
+  night1, latest, night2 = tmp_path / 'held' / 'n1', tmp_path / 'latest', tmp_path / 'n2'
+  assert converted(data, night1) == EXIT_OK
+  latest.write_text(f'{night1}\n')
+  target = {'latest': latest, 'dataset_info.json': night1 / 'dataset_info.json',
+            'n1': night1, 'held': night1.parent}[locked]
+  os.chmod(target, 0o000)
+  try:
+    done = subprocess.run(
+        [*_without_permission_bypass(), sys.executable, '-m', 'pipeline.convert', '--manifest',
+         str(data / 'manifest.csv'), '--output_dir', str(night2), '--height', '8', '--width',
+         '8', '--previous_dataset', str(latest), '--previous_dataset_missing', missing],
+        cwd=pathlib.Path(__file__).resolve().parents[1], capture_output=True, text=True,
+        timeout=300)
+  finally:
+    os.chmod(target, 0o700 if target.is_dir() else 0o644)
+  named = f'{latest} (-> {night1})'
+  denied = "PermissionError: [Errno 13] Permission denied: '{}'"
+  assert (done.returncode, done.stdout, done.stderr) == (EXIT_USAGE, '', {
+      'latest': f'error: --previous_dataset {latest} cannot be read: {denied.format(latest)}\n',
+      'dataset_info.json': f'error: --previous_dataset {named}: {night1}/dataset_info.json '
+                           f'cannot be read: {denied.format(night1 / "dataset_info.json")}\n',
+      'n1': f'error: --previous_dataset {named} cannot be read by this user: '
+            f'{denied.format(night1 / "dataset_info.json")}\n',
+      'held': f'error: --previous_dataset {named} cannot be read by this user: '
+              f'{denied.format(night1)}\n'}[locked])
+  assert not night2.exists() and latest.read_text() == f'{night1}\n'

@@ -28,6 +28,7 @@ import gzip
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -354,6 +355,44 @@ def test_sdk_workers_ignore_sigint_only_under_the_command_lines_handlers():
   finally:
     handlers.finish()
   assert _worker_sigint() == 'False'
+
+
+_LAUNCHER = """
+import subprocess, sys, threading
+from pipeline.beam_runtime import sdk_workers
+def start():  # as Beam's SubprocessSdkWorker.run: start, then wait, on one thread
+  worker = subprocess.Popen(sdk_workers.worker_command(sys.argv[1].encode()), shell=True)
+  print(worker.pid, flush=True)
+  worker.wait()
+threading.Thread(target=start).start()
+"""
+
+
+@pytest.mark.skipif(not shutil.which('setpriv'), reason='no setpriv (util-linux)')
+def test_an_sdk_worker_ends_with_a_launcher_killed_outright(tmp_path):
+  """A launcher killed with SIGKILL (the OOM killer, a scheduler's last
+  resort) runs no clean-up: its multi_processing SDK workers, waiting on
+  their control stream, ran on for ever, one set per killed night."""
+  worker_line = f'{sys.executable} -c "import time; time.sleep(300)" {sdk_workers.SDK_WORKER_MODULE}'
+  launcher = subprocess.Popen([sys.executable, '-c', _LAUNCHER, worker_line],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              start_new_session=True)  # its group: whatever is left, at the end
+  worker = int(launcher.stdout.readline())
+  try:
+    deadline = time.monotonic() + WAIT_S  # found by stop() once sh has exec'd
+    while worker not in sdk_workers.sdk_worker_processes(launcher.pid):
+      assert time.monotonic() < deadline
+      time.sleep(0.05)
+    launcher.kill()
+    launcher.wait()
+    deadline = time.monotonic() + WAIT_S
+    while _alive(worker) and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert not _alive(worker)
+  finally:
+    launcher.stdout.close()
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(launcher.pid, signal.SIGKILL)
 
 
 def test_an_sdk_worker_starting_after_the_signal_is_stopped_too():

@@ -256,6 +256,29 @@ def test_a_convert_started_with_stdin_and_stdout_closed_converts_as_it_would(tmp
   assert len(read_examples(tmp_path / 'closed')) == 3
 
 
+@pytest.mark.parametrize('closed', ['2>&-', '<&- >&- 2>&-'])
+def test_a_convert_started_with_stderr_closed_converts_as_it_would(tmp_path, closed):
+  """`cmd 2>&-` (a crontab line discarding errors): Python's sys.stderr is
+  None, and the run crashed on sys.stderr.isatty() before anything was
+  written (exit 1, "the job failed: AttributeError" on stdout; every
+  descriptor closed: exit 1 and not a word). Now it converts as with its
+  stdio open, the closed descriptors on /dev/null."""
+  sample = make_sample(tmp_path / 'sample')
+  done = subprocess.run(['bash', '-c', f'exec "$@" {closed}', 'bash', PY, '-m',
+                         'pipeline.convert', '--manifest', str(sample.manifest), '--output_dir',
+                         str(tmp_path / 'closed')],
+                        stdout=subprocess.PIPE, text=True, cwd=ROOT, timeout=300,
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert done.returncode == errors.EXIT_OK
+  assert done.stdout.startswith('Converted 9 of 9 rows') if closed == '2>&-' else (
+      done.stdout == '')
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out)]) == errors.EXIT_OK
+  shard = 'train-00000-of-00001.tfrecord'
+  assert (tmp_path / 'closed' / shard).read_bytes() == (sample.out / shard).read_bytes()
+  assert len(read_examples(tmp_path / 'closed')) == 9
+
+
 def test_the_tick_pipe_is_above_stdio_when_stdin_and_stdout_are_closed():
   code = ('import os; os.close(0); os.close(1); '
           'from transforms.workers import progress_ticks; '

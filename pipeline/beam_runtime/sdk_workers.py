@@ -20,6 +20,8 @@ Imports nothing of Beam: the command line's signal handlers use it.
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import threading
 import time
@@ -111,9 +113,20 @@ def worker_command(command: bytes) -> bytes:
   workers with SIGTERM (keep_stopping), which ends them without a word.
   From Python (no handlers), the worker keeps Python's SIGINT: nothing else
   would stop one that had not connected yet. `exec`: the worker is the
-  process `sh` was, its command line still naming SDK_WORKER_MODULE."""
+  process `sh` was, its command line still naming SDK_WORKER_MODULE.
+
+  Where util-linux's setpriv exists (Linux), the worker also gets SIGKILL as
+  its parent-death signal: a launcher killed outright (SIGKILL: the OOM
+  killer, a scheduler's last resort, `kill -9`) runs no clean-up, and its
+  workers, blocked on their control stream, ran on for ever (each Beam's
+  memory, a nightly job's leak per killed night). The signal fires when the
+  thread that started the worker ends: Beam's SubprocessSdkWorker.run starts
+  it and waits for it on one thread (test_beam_runtime checks its source)."""
+  setpriv = shutil.which('setpriv')
+  if setpriv:
+    command = shlex.quote(setpriv).encode() + b' --pdeathsig KILL -- ' + command
   if not _stopped_by_the_launcher:
-    return command
+    return b'exec ' + command if setpriv else command
   return b"trap '' INT; exec " + command
 
 

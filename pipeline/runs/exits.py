@@ -276,13 +276,42 @@ def _given_back(name: str, guard: Optional[_KeepsGoing]) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), guard.stream.fileno())
 
 
+def _is_open(fd: int) -> bool:
+  try:
+    os.fstat(fd)
+  except OSError:  # EBADF: started closed
+    return False
+  return True
+
+
+def _closed_standard_streams_on_devnull() -> None:
+  """Descriptors 0-2 a command was started without (`2>&-` in a crontab, a
+  daemon that closes them) opened on /dev/null, and sys.stdout or sys.stderr
+  made a stream on it where Python gave None. Without: a convert with stderr
+  closed crashed on sys.stderr.isatty() (exit 1, "the job failed:
+  AttributeError", and with stdout closed too not a word), and the files a
+  run opens took those descriptors, a worker process inheriting one of them
+  as its stderr."""
+  for fd, name in ((0, 'stdin'), (1, 'stdout'), (2, 'stderr')):
+    if _is_open(fd):
+      continue
+    null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+    if null != fd:
+      os.dup2(null, fd)
+      os.close(null)
+    if getattr(sys, name) is None:
+      setattr(sys, name, open(fd, 'r' if fd == 0 else 'w', encoding='utf-8', closefd=False))
+
+
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
   (EXIT_STDOUT_CLOSED) and no traceback, as `yes | head -1`. stdout or
   stderr that cannot be written otherwise (a full disk): main()'s code, and
   a line on stderr if it can take one. fast: leave without the
-  interpreter's teardown (beam_runtime/fast_exit.py)."""
+  interpreter's teardown (beam_runtime/fast_exit.py). Started with one of
+  them closed: as if it were /dev/null."""
+  _closed_standard_streams_on_devnull()
   out, err = _keeping_going('stdout'), _keeping_going('stderr')
   try:
     try:

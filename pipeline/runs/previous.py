@@ -86,7 +86,11 @@ def follow(given: str, files: filesystem.FileAccess,
     raise UsageError(f'--previous_dataset {given} is a {kind}, not a pointer file')
   if not _is_file(given, files):
     return given
-  data = files.read_at_most(given, MAX_POINTER_BYTES)  # a pointer: one line, a few hundred bytes
+  try:
+    data = files.read_at_most(given, MAX_POINTER_BYTES)  # a pointer: one line, a few hundred bytes
+  except filesystem.read_errors() as error:  # another user's 0600 pointer: was a traceback, exit 1
+    raise UsageError(f'--previous_dataset {given} cannot be read: {type(error).__name__}: '
+                     f'{error}') from error
   try:
     # utf-8-sig: a pointer saved by an editor that starts files with a BOM
     # named a folder whose name began with U+FEFF ("does not exist")
@@ -147,6 +151,7 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
                      'writes other bytes on every run, so its records cannot be reused')
   path = follow(given, files, location_problem)
   named = given if path == given else f'{given} (-> {path})'
+  _require_reachable(path, named)
   if _is_missing(path, files):
     if missing == 'full':
       print(f'Warning: --previous_dataset {named} does not exist: converting everything '
@@ -168,6 +173,9 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
     info = parse_info(files.read_at_most(info_path, MAX_INFO_BYTES), info_path)
   except InfoError as error:
     raise UsageError(f'--previous_dataset: {error}')
+  except filesystem.read_errors() as error:  # another user's 0600 file: was a traceback, exit 1
+    raise UsageError(f'--previous_dataset {named}: {info_path} cannot be read: '
+                     f'{type(error).__name__}: {error}') from error
   if info['schema'] != schema:
     raise UsageError(f'--previous_dataset {named} holds a --schema {info["schema"]} '
                      f'dataset; this run writes --schema {schema}')
@@ -175,6 +183,24 @@ def check(given: str, missing: str, output_dir: str, schema: str, sink: str,
     raise UsageError(f'--previous_dataset {named} was written by --sink tfrecordio: '
                      f'its records cannot be reused')
   return Previous(given, path, info.get('run_id'), _sidecars(path, info, named, files))
+
+
+def _require_reachable(path: str, named: str) -> None:
+  """UsageError when this user cannot reach a local folder or its files
+  (another user's 0700 folder, or one inside it; a night run under umask 077
+  by someone else): they seemed absent, and the run said the folder did not
+  exist (with --previous_dataset_missing full, converted everything) or was
+  half-written."""
+  if paths.is_remote(path):
+    return
+  for place in (path, os.path.join(path, DATASET_INFO)):
+    try:
+      os.stat(place)
+    except OSError as error:
+      if not isinstance(error, PermissionError):
+        return  # missing, not a folder: the checks below say so
+      raise UsageError(f'--previous_dataset {named} cannot be read by this user: '
+                       f'{type(error).__name__}: {error}') from error
 
 
 def _sidecars(path: str, info: dict, named: str, files: filesystem.FileAccess) -> tuple:

@@ -139,7 +139,8 @@ class Reporter:
               display=None):
     """The total is the --image_dir's image files, or the manifest's data
     lines once the pipeline has read them."""
-    wanted = mode == 'on' or (mode == 'auto' and sys.stderr.isatty())
+    # sys.stderr is None in a process started with it closed (`2>&-`)
+    wanted = mode == 'on' or (mode == 'auto' and sys.stderr is not None and sys.stderr.isatty())
     if not wanted or not runners.is_local(options):
       return cls(None, None)
     total = count_image_files(image_dir, extensions) if image_dir else None
