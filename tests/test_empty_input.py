@@ -123,7 +123,7 @@ def test_an_unlistable_folder_is_left_to_the_run(tmp_path, monkeypatch):
   says what it finds). Faked: as root, chmod 000 does not stop a listing."""
   (tmp_path / 'photos').mkdir()
 
-  def walk(top, onerror):
+  def walk(top, onerror, followlinks=False):
     onerror(PermissionError(13, 'Permission denied', f'{top}/locked'))
     yield top, [], ['notes.txt']
 

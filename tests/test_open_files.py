@@ -19,6 +19,7 @@ from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import open_files
 from tests.conftest import read_info
+from tests.conftest import write_image
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='rlimits')
@@ -101,3 +102,67 @@ def test_a_run_in_process_puts_the_limit_back(sample):
                         text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-3000:]
   assert json.loads(done.stdout.splitlines()[-1]) == [9, shards, True]
+
+
+# ------------------------------------------ a nightly run over many previous shards
+
+
+def _many_rows(tmp_path: pathlib.Path, count: int) -> pathlib.Path:
+  """A manifest of `count` 4x4 PNGs, each its own colour."""
+  lines = ['image,label']
+  for i in range(count):
+    write_image(tmp_path / 'img' / f'{i}.png', colour=(i % 256, i // 256, 7), size=(4, 4))
+    lines.append(f'img/{i}.png,c{i % 3}')
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text('\n'.join(lines) + '\n')
+  return manifest
+
+
+def _nightly(manifest, out, previous, limits: tuple) -> subprocess.CompletedProcess:
+  def limited():
+    resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+  return subprocess.run(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest), '--output_dir',
+       str(out), '--height', '4', '--width', '4', '--progress', 'off', '--previous_dataset',
+       str(previous)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+      preexec_fn=limited)
+
+
+def test_a_nightly_run_over_more_previous_shards_than_the_soft_limit_raises_it(tmp_path):
+  """Its reader keeps each previous shard it copies from open: 1.5x the soft
+  limit of them failed with 'Too many open files' (exit 1, a traceback, the
+  partial output and temp folder left behind). Every record is copied."""
+  soft = 256
+  shards = soft + soft // 2
+  _hard_at_least(shards + OTHERS)
+  manifest = _many_rows(tmp_path, shards)
+  done = subprocess.run(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest), '--output_dir',
+       str(tmp_path / 'night1'), '--height', '4', '--width', '4', '--progress', 'off',
+       '--num_shards', str(shards)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == EXIT_OK, done.stderr[-3000:]
+  done = _nightly(manifest, tmp_path / 'night2', tmp_path / 'night1',
+                  (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+  assert done.returncode == EXIT_OK, done.stderr[-3000:]
+  assert done.stderr == ''
+  assert f'Reuse: {shards} record(s) copied' in done.stdout
+  info = read_info(tmp_path / 'night2')
+  assert (info['num_examples'], info['num_rejected']) == (shards, 0)
+
+
+def test_previous_shards_over_the_hard_limit_are_a_usage_error(tmp_path):
+  hard = OTHERS + 100
+  _hard_at_least(hard)
+  manifest = _many_rows(tmp_path, 150)
+  done = subprocess.run(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest), '--output_dir',
+       str(tmp_path / 'night1'), '--height', '4', '--width', '4', '--progress', 'off',
+       '--num_shards', '150'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == EXIT_OK, done.stderr[-3000:]
+  done = _nightly(manifest, tmp_path / 'night2', tmp_path / 'night1', (hard, hard))
+  assert done.returncode == EXIT_USAGE
+  assert done.stderr == (
+      f'error: --previous_dataset {tmp_path / "night1"}: a local run reusing its records '
+      f'keeps its shards open at once (150 files), and this process may open {hard} files '
+      f'(ulimit -Hn): raise the limit\n')
+  assert not (tmp_path / 'night2').exists()

@@ -338,6 +338,12 @@ def _skipped_if_no_image(directory: str, extensions: Optional[tuple]) -> Optiona
   return None if unreadable else sorted(skipped)
 
 
+def _loops_back(target: str, real_folder: str, seen: set) -> bool:
+  """Whether a folder (its real path) was listed already, or holds the
+  folder being listed (a link up: a parent of it, or /)."""
+  return target in seen or real_folder.startswith(target.rstrip(os.sep) + os.sep)
+
+
 def _walk(directory: str, unreadable: list):
   """Relative paths of the files below `directory`, lazily where the
   filesystem allows (local: os.walk, as Beam's listing; hidden folders are
@@ -347,8 +353,17 @@ def _walk(directory: str, unreadable: list):
     yield from (path[len(prefix):] for path, _ in filesystem.FileAccess().list(prefix)
                 if path.startswith(prefix))
     return
-  for folder, folders, names in os.walk(directory, onerror=unreadable.append):
-    folders[:] = [name for name in folders if not name.startswith('.')]
+  # Symlinked folders are followed, as the pipeline's listing follows them
+  # (docs/manifests.md): a DIR whose class folders were all links exited 2,
+  # "has no image files". A link back to a folder seen or above (a loop, DIR's
+  # parents, /) is not entered, which the pipeline does not list either.
+  seen = set()
+  for folder, folders, names in os.walk(directory, onerror=unreadable.append,
+                                        followlinks=True):
+    real = os.path.realpath(folder)
+    seen.add(real)
+    folders[:] = [name for name in folders if not name.startswith('.')
+                  and not _loops_back(os.path.realpath(os.path.join(folder, name)), real, seen)]
     below = os.path.relpath(folder, directory)
     for name in names:
       yield name if below == '.' else f'{below}/{name}'.replace(os.sep, '/')

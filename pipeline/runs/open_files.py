@@ -8,7 +8,9 @@ from its first record to its last, the writers of every split side by side
 Before anything is locked or written, the run raises its own limit (the soft
 one, up to the hard one any process may raise it to) as far as it needs; a
 hard limit too low for it is a usage error naming the largest --num_shards
-that fits. pipeline.api puts the limit back after its run (in_process.py).
+that fits. A nightly run's reader of the previous shards keeps each open
+likewise (previous_files_open_at_once): room is made for them too.
+pipeline.api puts the limit back after its run (in_process.py).
 """
 
 from __future__ import annotations
@@ -46,18 +48,43 @@ def shards_open_at_once(config, single_local_worker: bool) -> int:
   return config.num_shards * len(config.split.split_names())
 
 
+def previous_files_open_at_once(config, single_local_worker: bool) -> int:
+  """How many files reading a local previous dataset's records holds open
+  together on a single local worker: its reader of copies (and, with
+  --dedupe content, the dedupe step's) keeps each shard it reads open until
+  the run's one bundle ends (core/copies.ShardReader), a gzip shard as its
+  stream and its inflated copy. A nightly run over 2,000 previous shards
+  failed at ulimit -n 1,024 (exit 1, `OSError: [Errno 24] Too many open
+  files`, a traceback, its partial output and temp folder left behind)."""
+  previous = config.previous
+  if not single_local_worker or previous is None or previous.dataset is None:
+    return 0
+  if any(is_remote(sidecar.path) for sidecar in previous.sidecars):
+    return 0  # read through a shuffle, a shard at a time
+  readers = 2 if config.dedupe == 'content' else 1
+  return readers * sum(len(sidecar.shard_paths) * (2 if sidecar.compressed else 1)
+                       for sidecar in previous.sidecars)
+
+
 def room_for_shards(config, single_local_worker: bool) -> None:
   """Raises this process's soft limit of open files to what the run's
-  shards need (shards_open_at_once) beside its other files; UsageError when
-  the hard limit is too low."""
+  shards need (shards_open_at_once, previous_files_open_at_once) beside its
+  other files; UsageError when the hard limit is too low."""
   shards = shards_open_at_once(config, single_local_worker)
-  if not shards or resource is None:
+  previous = previous_files_open_at_once(config, single_local_worker)
+  if not (shards or previous) or resource is None:
     return
   others = OTHER_FILES + FILES_PER_CORE * (os.cpu_count() or 1)
   soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-  wanted = shards + others
+  wanted = shards + previous + others
   if soft == resource.RLIM_INFINITY or soft >= wanted:
     return
+  if hard != resource.RLIM_INFINITY and hard < wanted and previous:
+    raise UsageError(
+        f'--previous_dataset {config.previous.given}: a local run reusing its records keeps '
+        f'its shards open at once ({previous} files'
+        + (f', beside {shards} shards written' if shards else '')
+        + f'), and this process may open {hard} files (ulimit -Hn): raise the limit')
   if hard != resource.RLIM_INFINITY and hard < wanted:
     splits = len(config.split.split_names())
     each = f' ({config.num_shards} for each of {splits} splits)' if splits > 1 else ''

@@ -263,26 +263,29 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   # gone from a changed manifest.
   as_read = bool(unchanged) and all(unchanged.values())
   problems, warnings = _recount(config, info, counts, unchanged), []
+  found_at = [([], [])] * len(sampled)  # each record's (problems, warnings), by index
   try:
-    for split, key, record in sampled:
+    for index, (split, key, record) in recompute.in_shard_order(sampled, reader):
+      found_at[index] = mine = ([], [])
       where = (os.path.basename(record.shard_path), record.ordinal)
       row = rows.get(key) if config.manifests else (
           _image_dir_row(config, record.image) if record.image else None)
       if row is None and as_read and not _names_a_file_gone(config.manifests[0], key):
-        problems.append(Problem(recompute.RECOMPUTE_MISMATCH, *where,
-                                f"key {key!r}: no row of the run's manifest gives it, and the "
-                                f'manifest is unchanged since the run: the run wrote no such '
-                                f'record'))
+        mine[0].append(Problem(recompute.RECOMPUTE_MISMATCH, *where,
+                               f"key {key!r}: no row of the run's manifest gives it, and the "
+                               f'manifest is unchanged since the run: the run wrote no such '
+                               f'record'))
         continue
       if row is None:
-        warnings.append(Problem(recompute.SOURCE_CHANGED, *where,
-                                f"key {key!r}: no row of the run's input gives it now"))
+        mine[1].append(Problem(recompute.SOURCE_CHANGED, *where,
+                               f"key {key!r}: no row of the run's input gives it now"))
         continue
       found = _one(row, split, record, config, label_map, digest, reader, files, http,
                    bool(unchanged) and not as_read)
-      recompute.add_finding(found, where, key, problems, warnings)
+      recompute.add_finding(found, where, key, *mine)
   finally:
     reader.close()
+  recompute.in_sample_order(found_at, problems, warnings)
   return recompute.findings(problems, warnings, len(sampled))
 
 

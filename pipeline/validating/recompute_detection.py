@@ -169,14 +169,17 @@ def findings(input_dir: str, info: dict, config, sampled: list, files) -> tuple:
   http = http_fetch.client(config.http)
   reader = copies.ShardReader()
   problems, warnings = [], []
+  found_at = [([], [])] * len(sampled)  # each record's (problems, warnings), by index
   try:
-    for split, key, record in sampled:
+    for index, (split, key, record) in recompute.in_shard_order(sampled, reader):
+      found_at[index] = mine = ([], [])
       found = _one(key, split, record, reads.get(key), config, detection, digest, reader,
                    files, http)
       recompute.add_finding(found, (os.path.basename(record.shard_path), record.ordinal),
-                            key, problems, warnings)
+                            key, *mine)
   finally:
     reader.close()
+  recompute.in_sample_order(found_at, problems, warnings)
   return recompute.findings(problems, warnings, len(sampled))
 
 
