@@ -259,6 +259,14 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _argv0(pid: int) -> bytes:
+  """The program `pid` runs now, as its command line names it (b'' if gone)."""
+  try:
+    return pathlib.Path(f'/proc/{pid}/cmdline').read_bytes().split(b'\0')[0]
+  except OSError:
+    return b''
+
+
 def sdk_worker_pids(group: int) -> list:
   """Beam's SDK worker processes (`python -m ...sdk_worker_main`, not the
   `sh -c` around each) in process group `group`."""
@@ -381,6 +389,12 @@ def test_an_sdk_worker_ends_with_a_launcher_killed_outright(tmp_path):
   try:
     deadline = time.monotonic() + WAIT_S  # found by stop() once sh has exec'd
     while worker not in sdk_workers.sdk_worker_processes(launcher.pid):
+      assert time.monotonic() < deadline
+      time.sleep(0.05)
+    # ... and once setpriv has set the parent-death signal and exec'd Python:
+    # killed while still setpriv (it matches too), the launcher was gone
+    # before the signal was set, and the worker lived (a clean clone's make test).
+    while _argv0(worker) != sys.executable.encode():
       assert time.monotonic() < deadline
       time.sleep(0.05)
     launcher.kill()
