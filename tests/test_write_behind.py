@@ -12,6 +12,7 @@ import pytest
 from transforms import filesystem
 from transforms.core.tfrecord import frame
 from transforms.shard_file import ShardFile
+from transforms.workers.write_behind import IN_PLACE
 from transforms.workers.write_behind import WriteBehind
 from transforms.write_sources import SidecarFile
 
@@ -111,7 +112,7 @@ def test_close_ends_the_thread_after_the_writes_handed_over():
 def test_a_shard_written_behind_holds_the_bytes_of_one_written_in_place(tmp_path):
   records = [bytes([i]) * (100 + 37 * i) for i in range(200)]
   behind = WriteBehind()
-  for name, through in (('behind.tfrecord', behind), ('in_place.tfrecord', None)):
+  for name, through in (('behind.tfrecord', behind), ('in_place.tfrecord', IN_PLACE)):
     shard = ShardFile(str(tmp_path / name), 'none', write_index=True, gather_bytes=4096,
                       behind=through)
     spans = [shard.write_record(record) for record in records]
@@ -149,7 +150,7 @@ def test_a_sidecar_written_behind_holds_the_bytes_of_one_written_in_place(tmp_pa
   lines = [b'{"key": "%d", "shard": 0}\n' % i for i in range(1000)]
   behind = WriteBehind()
   files = filesystem.FileAccess()
-  for name, through in (('behind.jsonl.gz', behind), ('in_place.jsonl.gz', None)):
+  for name, through in (('behind.jsonl.gz', behind), ('in_place.jsonl.gz', IN_PLACE)):
     sidecar = SidecarFile(str(tmp_path / name), files, through)
     for line in lines:
       sidecar.add(line)

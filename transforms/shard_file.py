@@ -8,7 +8,9 @@ import contextlib
 from transforms import filesystem
 from transforms.core.spec import INDEX_SUFFIX
 from transforms.core.tfrecord import frame
+from transforms.workers.write_behind import IN_PLACE
 from transforms.workers.write_behind import WriteBehind
+from transforms.workers.write_behind import WriteInPlace
 
 
 @contextlib.contextmanager
@@ -42,7 +44,7 @@ class ShardFile:
 
   def __init__(self, path: str, compression: str, write_index: bool = False,
                files: filesystem.FileAccess | None = None,
-               gather_bytes: int = GATHER_BYTES, behind: WriteBehind | None = None):
+               gather_bytes: int = GATHER_BYTES, behind: WriteBehind | WriteInPlace = IN_PLACE):
     self._path = path
     self._behind = behind
     self._files = files or filesystem.FileAccess()
@@ -70,18 +72,14 @@ class ShardFile:
     gathered = self._gathered
     self._gathered, self._gathered_bytes = [], 0
     data = gathered[0] if len(gathered) == 1 else b''.join(gathered)
-    if self._behind is None:
-      self._handle.write(data)
-    else:
-      self._behind.write(self._handle, data)
+    self._behind.write(self._handle, data)
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;
     close() then does nothing (no index of a partial shard)."""
     self._abandoned = True
     self._gathered, self._gathered_bytes = [], 0
-    if self._behind is not None:
-      self._behind.drop()  # its thread no longer writes to the handle
+    self._behind.drop()  # its thread no longer writes to the handle
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._handle.close()
 
@@ -91,8 +89,7 @@ class ShardFile:
     with abandoned_on_error([self]):
       if self._gathered:
         self._write_gathered()
-      if self._behind is not None:
-        self._behind.drain()
+      self._behind.drain()
     self._handle.close()
     if self._lines is not None:
       with self._files.create(self._path + INDEX_SUFFIX) as index:

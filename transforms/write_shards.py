@@ -29,7 +29,9 @@ from transforms.spill import SpilledReader
 from transforms.spill import SpillRecordsFn
 from transforms.spill import remove_spilled
 from transforms.spill import spill_folder
+from transforms.workers.write_behind import IN_PLACE
 from transforms.workers.write_behind import WriteBehind
+from transforms.workers.write_behind import WriteInPlace
 from transforms.write_sources import SidecarFile
 from transforms.write_sources import WriteSidecar
 from transforms.write_sources import line_of
@@ -60,17 +62,17 @@ class _ShardTarget:
   sources: str | None = None  # the split's sidecar (write_sources.py); None: none
 
   def sidecar(self, files: filesystem.FileAccess, path: str | None = None,
-              behind: WriteBehind | None = None) -> SidecarFile | None:
+              behind: WriteBehind | WriteInPlace = IN_PLACE) -> SidecarFile | None:
     return SidecarFile(path or self.sources, files, behind) if self.sources else None
 
   def path(self, index: int, num_shards: int) -> str:
     return shard_path(self.prefix, index, num_shards, self.suffix)
 
   def create(self, path: str, files: filesystem.FileAccess | None = None,
-             open_at_once: int = 1, behind: WriteBehind | None = None) -> ShardFile:
+             open_at_once: int = 1, behind: WriteBehind | WriteInPlace = IN_PLACE) -> ShardFile:
     """open_at_once: how many shards the run's writers keep open together,
     which share GATHERED_AT_ONCE bytes of gathered records. behind: the thread
-    its gathered records are written on (None: the caller's)."""
+    its gathered records are written on (IN_PLACE: the caller's)."""
     return ShardFile(path, self.compression, self.write_index, files,
                      min(GATHER_BYTES, GATHERED_AT_ONCE // max(open_at_once, 1)), behind)
 
@@ -91,7 +93,7 @@ class _InOrderWriterFn(AnyOutput, beam.DoFn):
     self._last = None
     # Local shards are written on a thread of their own while this one goes
     # on (write_behind.py); an object store's handle uploads on its own.
-    self._behind = None if is_remote(self._target.prefix) else WriteBehind()
+    self._behind = IN_PLACE if is_remote(self._target.prefix) else WriteBehind()
 
   def process(self, batch):
     try:
@@ -105,8 +107,7 @@ class _InOrderWriterFn(AnyOutput, beam.DoFn):
       raise
 
   def _end_behind(self) -> None:
-    if self._behind is not None:
-      self._behind.close()
+    self._behind.close()
 
   def write(self, example) -> None:
     raise NotImplementedError

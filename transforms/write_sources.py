@@ -15,7 +15,9 @@ from transforms.buckets import BufferByBucketFn
 from transforms.buckets import ExactKeyFn
 from transforms.core.example import BuiltExample
 from transforms.core.reuse import sidecar_line
+from transforms.workers.write_behind import IN_PLACE
 from transforms.workers.write_behind import WriteBehind
+from transforms.workers.write_behind import WriteInPlace
 
 
 def line_of(example: BuiltExample, shard: int, ordinal: int, span: tuple) -> bytes:
@@ -47,7 +49,7 @@ class SidecarFile:
   LINES_AT_ONCE = 64
 
   def __init__(self, path: str, files: filesystem.FileAccess,
-               behind: WriteBehind | None = None):
+               behind: WriteBehind | WriteInPlace = IN_PLACE):
     self.path = path
     self._behind = behind
     self._deflating = _Deflating(files.create(path))
@@ -60,23 +62,18 @@ class SidecarFile:
 
   def _compress(self) -> None:
     lines, self._lines = b''.join(self._lines), []
-    if self._behind is None:
-      self._deflating.write(lines)
-    else:
-      self._behind.write(self._deflating, lines)
+    self._behind.write(self._deflating, lines)
 
   def abandon(self) -> None:
     """Closes the file after a failed write (see shard_file.abandoned_on_error)."""
-    if self._behind is not None:
-      self._behind.drop()  # its thread no longer writes to the file
+    self._behind.drop()  # its thread no longer writes to the file
     with contextlib.suppress(OSError):  # flushing the rest fails as the write did
       self._deflating.handle.close()
 
   def close(self) -> None:
     if self._lines:
       self._compress()
-    if self._behind is not None:
-      self._behind.drain()
+    self._behind.drain()
     self._deflating.close()
 
 

@@ -96,3 +96,24 @@ class WriteBehind:
         self._error = error
       finally:
         self._queue.task_done()
+
+
+class WriteInPlace:
+  """WriteBehind's calls, each write done at once on the caller's thread: what
+  a writer without a thread of its own (remote outputs, the distributed
+  writers) is given, so no caller tells the two apart."""
+
+  def write(self, handle: BinaryIO, data: bytes) -> None:
+    handle.write(data)
+
+  def drain(self) -> None:
+    pass  # every write is done when write() returns
+
+  def drop(self) -> None:
+    pass  # nothing waits
+
+  def close(self) -> None:
+    pass  # no thread
+
+
+IN_PLACE = WriteInPlace()
