@@ -713,6 +713,56 @@ def test_the_seed_tutorial_s_resize_is_its_filter_given_as_resize_filter(encode)
   assert process_image(data, ImageSpec(height=31, width=29)).data != tutorial.tobytes()
 
 
+def _seed_and_tutorial(data: bytes, width: int, height: int) -> tuple:
+  """(convert's --schema seed --resize_filter bicubic bytes, the tutorial's)."""
+  spec = ImageSpec(height=height, width=width, resize_filter='bicubic')
+  return (process_image(data, spec).data,
+          Image.open(io.BytesIO(data)).resize((width, height), Image.BICUBIC).tobytes())
+
+
+def test_the_seed_tutorial_s_bytes_up_to_a_jpeg_four_times_the_output_each_way():
+  """docs/output.md (--schema seed): a JPEG is decoded at a reduced scale, so
+  differs from the tutorial's bytes, only from 4x the output size each way
+  (the reduced decode keeps 2x); 'at least twice the output size' had said
+  a 2x-4x JPEG differed: it gives the tutorial's bytes."""
+  width, height = 30, 20
+  for size in ((119, 80), (120, 79), (60, 40), (100, 70)):  # below 4x one way or both
+    seed, tutorial = _seed_and_tutorial(jpeg(noise(*size)), width, height)
+    assert seed == tutorial, size
+  seed, tutorial = _seed_and_tutorial(jpeg(noise(120, 80)), width, height)
+  assert len(seed) == len(tutorial) == width * height * 3
+  assert seed != tutorial  # 4x both ways: decoded at 1/2 scale (60x40)
+  half = Image.open(io.BytesIO(jpeg(noise(120, 80))))
+  half.draft('RGB', (60, 40))
+  assert half.size == (60, 40)
+  assert seed == half.resize((width, height), Image.BICUBIC).tobytes()
+
+
+def test_seed_bytes_of_rgb_files_the_tutorial_reads_otherwise():
+  """docs/output.md (--schema seed): two RGB files whose seed bytes are not
+  the tutorial's: an EXIF-oriented JPEG (convert turns it upright, the
+  tutorial does not) and an RGB PNG with a transparent colour (tRNS: its
+  pixels composited over --background)."""
+  source = rgb_gradient(37, 53)
+  data = jpeg(source, orientation=6)
+  seed, tutorial = _seed_and_tutorial(data, 29, 31)
+  assert Image.open(io.BytesIO(data)).mode == 'RGB'
+  assert seed != tutorial
+  upright = Image.open(io.BytesIO(data)).transpose(Image.Transpose.ROTATE_270)
+  assert upright.size == (53, 37)
+  assert seed == upright.resize((29, 31), Image.BICUBIC).tobytes()
+
+  keyed = np.asarray(source).copy()
+  keyed[:8, :8] = (10, 20, 30)
+  data = png(Image.fromarray(keyed), transparency=(10, 20, 30))
+  seed, tutorial = _seed_and_tutorial(data, 37, 53)  # no resize: the pixels as stored
+  assert Image.open(io.BytesIO(data)).mode == 'RGB'
+  assert tutorial == keyed.tobytes()
+  expected = keyed.copy()
+  expected[:8, :8] = (255, 255, 255)  # the default --background
+  assert seed == expected.tobytes()
+
+
 # --------------------------------------------------------------------------
 # Encodings
 # --------------------------------------------------------------------------
