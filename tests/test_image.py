@@ -388,6 +388,30 @@ def test_a_16bit_rgb_png_colour_key_is_matched_on_16_bits():
   assert row[4:].tolist() == [[78, 117, 195]] * 2
 
 
+def _png_16bit_rgb(samples: np.ndarray) -> bytes:
+  h, w, _ = samples.shape
+  rows = b''.join(b'\x00' + row.astype('>u2').tobytes() for row in samples)
+  return (b'\x89PNG\r\n\x1a\n' +
+          _png_chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 16, 2, 0, 0, 0)) +
+          _png_chunk(b'IDAT', zlib.compress(rows)) + _png_chunk(b'IEND', b''))
+
+
+def test_16bit_colour_is_the_high_byte_in_a_png_and_scaled_by_maxval_in_a_ppm():
+  """docs/convert.md "Modes": a 16-bit RGB PNG keeps each sample's high byte
+  (v >> 8, as tf.io.decode_png); a colour PPM above 8 bits is scaled by its
+  maxval as Pillow reads it, round(v * 255 / maxval): the same samples give
+  other pixels (the page listed PPM among the high-byte formats)."""
+  samples = np.array([[[511, 767, 128], [1000, 1000, 1000], [65535, 257, 256]]], np.uint16)
+  assert raw_array(process_image(_png_16bit_rgb(samples), NATIVE))[0].tolist() == [
+      [1, 2, 0], [3, 3, 3], [255, 1, 1]]
+  ppm = b'P6 3 1 65535\n' + samples.astype('>u2').tobytes()
+  assert raw_array(process_image(ppm, NATIVE))[0].tolist() == [
+      [2, 3, 0], [4, 4, 4], [255, 1, 1]]
+  ten_bit = b'P6 3 1 1023\n' + np.minimum(samples, 1023).astype('>u2').tobytes()
+  assert raw_array(process_image(ten_bit, NATIVE))[0].tolist() == [
+      [127, 191, 32], [249, 249, 249], [255, 64, 64]]
+
+
 @pytest.mark.parametrize('bits, levels', [(2, [0, 1, 2, 3]), (4, [0, 5, 10, 15])])
 def test_a_2_or_4_bit_grey_png_colour_key_is_matched(bits, levels):
   """Pillow widens 2- and 4-bit grey to 8 bits (x85, x17) but keeps the tRNS
