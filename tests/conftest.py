@@ -231,6 +231,15 @@ def read_info(out) -> dict:
   return json.loads((pathlib.Path(out) / 'dataset_info.json').read_text())
 
 
+def recount_imbalance(split: dict) -> dict:
+  """A split entry of dataset_info.json with its imbalance_ratio made to
+  match its (edited) examples_per_class, as convert computes it: what a
+  careful tamperer does, since validate compares the two."""
+  present = [n for n in split['examples_per_class'].values() if n]
+  split['imbalance_ratio'] = max(present) / min(present) if present else None
+  return split
+
+
 def read_examples(out, split=None) -> list:
   """Every record of every listed shard (of `split`: its shards), parsed, in listing order."""
   info = read_info(out)

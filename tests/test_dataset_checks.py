@@ -185,6 +185,38 @@ def test_class_counts_are_compared_only_where_every_label_was_read():
       "examples_per_class of split 'train' names 'wolf', which is not in the label map"]
 
 
+def test_imbalance_ratio_is_compared_with_the_class_counts():
+  check = class_counts.class_count_problems
+  good = {('train', 0): 2, ('train', 1): 1}
+
+  def info(**split):
+    return dict(INFO, splits={'train': dict(INFO['splits']['train'], **split)})
+
+  assert check(info(imbalance_ratio=2.0), {'train': 3}, good) == []
+  assert check(info(imbalance_ratio=2), {'train': 3}, good) == []
+  assert [p.detail for p in check(info(imbalance_ratio=1.0), {'train': 3}, good)] == [
+      "split 'train' has imbalance_ratio 1.0; its classes give 2 / 1 = 2 (largest / "
+      'smallest non-empty class)']
+  assert [p.kind for p in check(info(imbalance_ratio='2'), {'train': 3}, good)] == [
+      'class_count_mismatch']
+  assert [p.kind for p in check(info(imbalance_ratio=None), {'train': 3}, good)] == [
+      'class_count_mismatch']
+  # an empty class does not count; a split of no class record has null
+  three = dict(INFO, label_map=['cat', 'dog', 'eel'], splits={'train': {
+      'num_examples': 3, 'examples_per_class': {'cat': 2, 'dog': 1, 'eel': 0},
+      'imbalance_ratio': 2.0}})
+  assert check(three, {'train': 3}, good) == []
+  empty = info(num_examples=0, examples_per_class={'cat': 0, 'dog': 0}, imbalance_ratio=None)
+  assert check(empty, {'train': 0}, {}) == []
+  assert [p.detail for p in check(dict(empty, splits={'train': dict(
+      empty['splits']['train'], imbalance_ratio=1.0)}), {'train': 0}, {})] == [
+      "split 'train' has imbalance_ratio 1.0; its classes give null (no class has a record)"]
+  # not compared where examples_per_class is already wrong, nor where absent
+  swapped = {('train', 0): 1, ('train', 1): 2}
+  assert len(check(info(imbalance_ratio=1.0), {'train': 3}, swapped)) == 2
+  assert check(INFO, {'train': 3}, good) == []
+
+
 DETECTION = {'schema': 'detection', 'label_map': ['', 'person', '', 'train'],
              'splits': {'train': {'num_examples': 2, 'num_objects': 3,
                                   'objects_per_class': {'person': 2, 'train': 1}},

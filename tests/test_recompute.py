@@ -17,6 +17,7 @@ from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import noise_png
 from tests.conftest import read_info
+from tests.conftest import recount_imbalance
 from tests.test_validate_cli import records_of
 from tests.test_validate_cli import resync_sidecars
 from transforms.core import fingerprints
@@ -275,6 +276,7 @@ def _drop_last_train_record(out: pathlib.Path) -> str:
       json.dumps(line).encode() + b'\n' for line in lines if line is not last), mtime=0))
   train = info['splits']['train']
   train['examples_per_class'][last['label']['text']] -= 1
+  recount_imbalance(train)
   train['num_examples'] -= 1
   train['num_bytes'] -= last['length']
   info['num_examples'] -= 1

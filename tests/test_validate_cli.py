@@ -24,6 +24,7 @@ from pipeline.errors import EXIT_USAGE
 from tests.conftest import copy_dataset
 from tests.conftest import noise_png
 from tests.conftest import read_info
+from tests.conftest import recount_imbalance
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms.core.example_proto import parse_example
 from transforms.core.example_proto import serialize_example
@@ -111,6 +112,7 @@ def declare_records(info: dict, split: str, records: list, rows: bool = True) ->
   for data in records:
     text = parse_example(data)['image/class/text'][1][0].decode()
     entry['examples_per_class'][text] += 1
+  recount_imbalance(entry)
   entry['num_examples'] += len(records)
   entry['num_bytes'] += sum(len(frame(data)) for data in records)
   info['num_examples'] += len(records)

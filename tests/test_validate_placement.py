@@ -15,6 +15,7 @@ import pytest
 from pipeline.errors import EXIT_FAILED
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
+from tests.conftest import recount_imbalance
 from tests.test_validate_cli import RAW_16
 from tests.test_validate_cli import run_validate
 from transforms.core.example_proto import parse_example
@@ -68,7 +69,7 @@ def _rewrite(out, shards, records) -> None:
   for line in kept:
     counts[line['label']['text']] = counts.get(line['label']['text'], 0) + 1
   split['examples_per_class'] = counts
-  split['imbalance_ratio'] = round(max(counts.values()) / min(counts.values()), 2)
+  recount_imbalance(split)
   (out / 'dataset_info.json').write_text(json.dumps(info))
 
 

@@ -14,6 +14,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from tests.conftest import copy_dataset
 from tests.conftest import read_info
+from tests.conftest import recount_imbalance
 from tests.conftest import write_image
 from tests.conftest import write_manifest
 from tests.test_validate_cli import RAW_16
@@ -154,6 +155,20 @@ def test_examples_per_class_edited(converted_sample, tmp_path):
        'its examples_per_class says 4')]
 
 
+def test_imbalance_ratio_edited(converted_sample, tmp_path):
+  """examples_per_class held, so its imbalance_ratio was taken on trust."""
+  out = copy_dataset(converted_sample(*REJECTING)[1], tmp_path)
+  info = read_info(out)
+  split = info['splits']['train']
+  assert split['examples_per_class'] == {'blue': 1, 'green': 2, 'red': 2}
+  assert split['imbalance_ratio'] == 2.0
+  split['imbalance_ratio'] = 1.0
+  write_info(out, info)
+  assert findings(out) == [
+      ('class_count_mismatch', 'train', -1, "split 'train' has imbalance_ratio 1.0; its "
+       'classes give 2 / 1 = 2 (largest / smallest non-empty class)')]
+
+
 def test_label_map_txt_edited(converted_sample, tmp_path):
   out = copy_dataset(converted_sample(*RAW_16)[1], tmp_path)
   path = out / 'label_map.txt'
@@ -194,6 +209,7 @@ def _move_first_train_record_to_test(out):
   text = parse_example(moved)['image/class/text'][1][0].decode()
   info['splits']['train']['num_examples'] -= 1
   info['splits']['train']['examples_per_class'][text] -= 1
+  recount_imbalance(info['splits']['train'])
   info['splits']['train']['num_bytes'] -= len(frame(moved))
   info['num_examples'] -= 1
   write_info(out, info)

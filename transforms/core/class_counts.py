@@ -1,10 +1,12 @@
 """validate's checks of dataset_info.json's per-class counts against the
-labels the records hold: each split's examples_per_class (--schema
-detection: objects_per_class and num_objects, the split's and the detection
-section's, against its records' objects). Plain functions; the rest of
-dataset_info.json's accounting is in dataset_checks.py."""
+labels the records hold: each split's examples_per_class and imbalance_ratio
+(--schema detection: objects_per_class and num_objects, the split's and the
+detection section's, against its records' objects). Plain functions; the
+rest of dataset_info.json's accounting is in dataset_checks.py."""
 
 from __future__ import annotations
+
+import math
 
 from transforms.core.annotations import objects_per_name
 from transforms.core.validation import Problem
@@ -29,7 +31,8 @@ def _counted_splits(info: dict, counts: dict, label_counts: dict, field: str):
 
 
 def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
-  """Each split's examples_per_class against the labels its records hold.
+  """Each split's examples_per_class against the labels its records hold,
+  and, where they agree, its imbalance_ratio against them.
   counts: {split: records read}; label_counts: {(split, label id or None):
   records} (a multi-label record counts for each of its labels). Splits
   compared: _counted_splits'."""
@@ -37,6 +40,7 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
   problems = []
   for split, per_class, found in _counted_splits(info, counts, label_counts,
                                                  'examples_per_class'):
+    before = len(problems)
     for label, name in enumerate(names):
       records = found.get(label, 0)
       if name not in per_class:
@@ -52,7 +56,26 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
                          f'examples_per_class of split {split!r} names {name!r}, which is '
                          f'not in the label map')
                  for name in sorted(set(per_class) - set(names))]
+    entry = info['splits'][split]
+    if len(problems) == before and 'imbalance_ratio' in entry:
+      problems += _imbalance_problem(split, entry['imbalance_ratio'], per_class)
   return problems
+
+
+def _imbalance_problem(split: str, declared, per_class: dict) -> list:
+  """The split's imbalance_ratio against its examples_per_class (found equal
+  to its records): largest / smallest non-empty class, null for none."""
+  present = [n for n in per_class.values() if n]
+  ratio = max(present) / min(present) if present else None
+  if ratio is None and declared is None:
+    return []
+  if (ratio is not None and isinstance(declared, (int, float))
+      and not isinstance(declared, bool) and math.isclose(declared, ratio, rel_tol=1e-9)):
+    return []
+  given = (f'{max(present)} / {min(present)} = {ratio:g} (largest / smallest non-empty '
+           'class)' if present else 'null (no class has a record)')
+  return [Problem(CLASS_COUNT_MISMATCH, split, -1,
+                  f'split {split!r} has imbalance_ratio {declared!r}; its classes give {given}')]
 
 
 def _object_count_problems(where: str, field: str, declared: dict, found: dict) -> list:
