@@ -110,6 +110,7 @@ def test_examples_give_the_source_pixels_and_labels(datasets, variant):
       assert example['image'].dtype == np.uint8
       np.testing.assert_array_equal(example['image'], pattern(i))
       assert example['label'] == i % 3
+      assert type(example['label']) is int  # docs/reading.md "Types"
       assert example['class_text'] == CLASSES[i % 3]
       if variant == 'png_gzip':
         np.testing.assert_array_equal(example['weight'], np.float32([i, i + 0.5]))
