@@ -352,3 +352,24 @@ def test_the_log_leaves_out_what_the_run_s_one_line_says(message, kept):
   Spark's stack); a full disk is logged with its traceback by Beam's step."""
   record = logging.LogRecord('apache_beam', logging.ERROR, __file__, 1, '%s', (message,), None)
   assert exits._no_repeated_failures(record) is kept
+
+
+def test_text_stdout_cannot_encode_is_escaped_and_the_exit_code_stands(tmp_path):
+  """A label or path stdout's encoding cannot hold (PYTHONIOENCODING=ascii,
+  a Latin-1 locale and a Chinese class name): the summary prints it escaped,
+  as stderr does. Each command exited 1 with a traceback (convert, validate:
+  "the job failed: UnicodeEncodeError") after a complete dataset."""
+  out = tmp_path / 'out é'
+  (tmp_path / 'a.png').write_bytes(noise_png(0))
+  manifest = write_manifest(tmp_path / 'm.csv', [('a.png', 'café')])
+  env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING='ascii')
+  printed = {}
+  for command in (['pipeline.convert', '--manifest', str(manifest), '--output_dir'],
+                  ['pipeline.validate', '--input_dir'], ['pipeline.look', '--input_dir']):
+    done = subprocess.run([PY, '-m', *command, str(out)], capture_output=True, text=True,
+                          encoding='ascii', errors='strict', cwd=ROOT, timeout=300, env=env)
+    assert (done.returncode, done.stderr) == (errors.EXIT_OK, ''), command
+    assert 'out \\xe9' in done.stdout, command
+    printed[command[0]] = done.stdout
+  assert 'per class: caf\\xe9 1' in printed['pipeline.convert']
+  assert len(read_examples(out)) == 1

@@ -225,7 +225,8 @@ class _KeepsGoing:
   A closed pipe is raised on stdout (exit 141, exit_with), and on stderr only
   when stdout is that pipe too (`|& head -1`); stderr's own reader gone
   (`2>&1 >log | head -1`) is remembered: an over-budget run whose line found
-  no reader exited 1, "the job failed", its dataset published."""
+  no reader exited 1, "the job failed", its dataset published. A label its
+  encoding cannot hold (PYTHONIOENCODING=ascii) is escaped, as on stderr."""
 
   def __init__(self, stream, is_stdout: bool = True):
     self.stream = stream
@@ -233,7 +234,12 @@ class _KeepsGoing:
     self.error = None  # the first write error met
 
   def write(self, text: str) -> int:
-    self._guarded(self.stream.write, text)
+    try:
+      self._guarded(self.stream.write, text)
+    except UnicodeEncodeError:  # a label or path its encoding cannot hold: as stderr does
+      encoding = getattr(self.stream, 'encoding', None) or 'ascii'
+      self._guarded(self.stream.write,
+                    text.encode(encoding, 'backslashreplace').decode(encoding))
     return len(text)
 
   def flush(self) -> None:
