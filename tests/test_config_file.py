@@ -200,6 +200,27 @@ def test_config_file_errors_are_one_line_usage_errors(sample, tmp_path, capsys, 
   assert not sample.out.exists()
 
 
+def test_a_user_agent_no_http_header_can_carry_is_a_usage_error(sample, tmp_path, capsys):
+  """A folded YAML value (`http_user_agent: >`) ends with a line break, which
+  http.client refuses in every request: each http(s) row was rejected as
+  read/unexpected_error, OUT made and the run ended 2 or 3. Now exit 2 at once."""
+  path = write(tmp_path / 'c.yaml', f'manifest: {sample.manifest}\noutput_dir: {sample.out}\n'
+               'http_user_agent: >\n  my agent\n')
+  assert convert.main(['--config', path]) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      "error: --http_user_agent 'my agent\\n' holds '\\n', which no HTTP header can carry "
+      '(Latin-1 text on one line; a YAML > or | value ends with a line break: use >- or '
+      'one line)\n')
+  assert not sample.out.exists()
+  line = ['--manifest', str(sample.manifest), '--output_dir', str(sample.out)]
+  for agent, bad in (('bot \u20ac', "'\u20ac'"), ('bot\r\nX-A: 1', "'\\r'")):
+    with pytest.raises(UsageError, match=re.escape(f'holds {bad}, which no HTTP header')):
+      opts.parse_convert([*line, '--http_user_agent', agent])
+  for agent in ('bot \u00fc/1.0', 'bot\t1', ''):  # Latin-1 and a tab go out as they are
+    config, _ = opts.parse_convert([*line, '--http_user_agent', agent])
+    assert config.http.user_agent == agent
+
+
 def billion_laughs(levels: int = 9) -> str:
   """The classic alias bomb: each level 9 aliases of the one before, the
   last one a mapping value (which is passed on as JSON): 9**9 strings."""

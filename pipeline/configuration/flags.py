@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipeline.errors import UsageError
 from transforms.core import image_dir
 from transforms.core import labels
 from transforms.core import manifest
@@ -372,7 +373,15 @@ class ValidateOptions:
 
 
 def http_config(args) -> HttpConfig:
-  """The --http_* flags as the image step's HttpConfig."""
+  """The --http_* flags as the image step's HttpConfig; UsageError for a
+  User-Agent no request can carry (http.client refused it on every request:
+  each http(s) row rejected as read/unexpected_error, the run exit 2 or 3)."""
+  agent = args.http_user_agent
+  bad = next((c for c in agent if c in '\r\n' or ord(c) > 0xFF), None)
+  if bad is not None:
+    raise UsageError(f'--http_user_agent {agent!r} holds {bad!r}, which no HTTP header can '
+                     'carry (Latin-1 text on one line; a YAML > or | value ends with a '
+                     'line break: use >- or one line)')
   return HttpConfig(timeout_s=args.http_timeout_s, retries=args.http_retries,
                     max_per_host=args.http_max_per_host, user_agent=args.http_user_agent,
                     user_agent_token=args.http_user_agent_token,
