@@ -15,6 +15,7 @@ from pipeline import validate
 from pipeline.configuration.locations import location_problem
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
+from tests.conftest import read_info
 
 
 @pytest.mark.parametrize('path, problem', [
@@ -119,6 +120,31 @@ def test_a_tilde_no_shell_expanded_is_refused_before_writing(sample, tmp_path, m
   with pytest.raises(api.UsageError, match=r'^--output_dir ~/x starts with ~'):
     api.convert(manifest=str(sample.manifest), output_dir='~/x')
   assert list(work.iterdir()) == [] and not (tmp_path / 'home').exists()
+
+def test_a_relative_location_once_the_current_folder_is_removed_is_one_line(
+    sample, tmp_path, monkeypatch, capsys):
+  """A shell left in a folder that was removed: a relative path names nothing.
+  convert exited 1, `the job failed: FileNotFoundError` and a traceback (a
+  relative --config too); pipeline.api raised the FileNotFoundError."""
+  gone = tmp_path / 'gone'
+  gone.mkdir()
+  monkeypatch.chdir(gone)
+  gone.rmdir()
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', 'out']) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      'error: --output_dir out is relative and the current folder no longer exists (it was '
+      'removed): give an absolute path, or run from a folder that exists\n')
+  assert convert.main(['--config', 'c.yaml']) == EXIT_USAGE
+  _one_usage_line(capsys, '--config')
+  assert look.main(['--input_dir', 'out']) == EXIT_USAGE
+  _one_usage_line(capsys, '--input_dir')
+  with pytest.raises(api.UsageError, match=r'^--manifest m\.csv is relative and the current'):
+    api.convert(manifest='m.csv', output_dir=str(sample.out))
+  assert not sample.out.exists()
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir',
+                       str(sample.out)]) == EXIT_OK  # absolute paths need no current folder
+  assert read_info(sample.out)['num_examples'] == 9
+
 
 def test_a_tilde_a_shell_would_not_expand_is_a_name():
   assert location_problem('~no_such_user_here/x') is None  # the shell keeps it too

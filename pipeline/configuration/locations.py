@@ -23,10 +23,18 @@ def _schemes() -> str:
   return ', '.join(f'{scheme}://' for scheme in known)
 
 
+def _current_folder_removed() -> bool:
+  try:
+    os.getcwd()
+  except FileNotFoundError:
+    return True
+  return False
+
+
 def location_problem(path: str) -> Optional[str]:
   """Why `path` names no place a run can read or write (a URL scheme Beam
   has no filesystem for, a file:// URL, a bucket left out, a ~ no shell
-  expanded), or None."""
+  expanded, a relative path once the current folder is removed), or None."""
   if not paths.is_remote(path):
     # `--output_dir=~/x`, a quoted '~/x' or a config file's ~/x: no shell
     # expands it, and it was made a folder named `~` (exit 0). Refused, not
@@ -36,6 +44,10 @@ def location_problem(path: str) -> Optional[str]:
     if home != path:
       return (f'starts with {path.split("/", 1)[0]}, which no shell expanded (the '
               f'--flag=~/... form, quotes, a --config file): give the path ({home}) instead')
+    if not os.path.isabs(path) and _current_folder_removed():
+      # a shell left in a removed folder: was FileNotFoundError, exit 1, a traceback
+      return ('is relative and the current folder no longer exists (it was removed): '
+              'give an absolute path, or run from a folder that exists')
     return None
   scheme, rest = path.split('://', 1)
   if scheme.lower() == paths.FILE_SCHEME:
