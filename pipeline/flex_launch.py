@@ -3,7 +3,8 @@
 Dataflow's launcher passes every template parameter as --name=value; convert's
 switches (--overwrite) take no value, so `--overwrite=true` becomes
 `--overwrite` and `--overwrite=false` is dropped. Everything else goes to
-convert unchanged, Beam's options included.
+convert unchanged, Beam's options included. It runs as `convert` does:
+its private temp folder, SIGINT and SIGTERM cleaning up before the end.
 """
 
 import os
@@ -17,6 +18,7 @@ from pipeline import convert
 from pipeline import errors
 from pipeline import flex_template
 from pipeline.runs import exits
+from pipeline.runs import interrupts
 
 
 def convert_argv(argv: list) -> list:
@@ -42,5 +44,14 @@ def run(argv: list) -> int:
   return convert.run(convert_argv(argv))
 
 
+def main(argv=None) -> int:
+  """convert's command line around run: its private temp folder, and SIGINT
+  and SIGTERM (a cancelled launch) cleaning up as convert's do. Without them
+  a SIGTERM left OUT's lock, its beam-temp folder and the temp files."""
+  return exits.run_command(run, sys.argv[1:] if argv is None else argv,
+                           *interrupts.CONVERT_LINES)
+
+
 if __name__ == '__main__':
-  exits.exit_with(lambda: exits.main_with_exit_codes(run), fast=True)
+  interrupts.before_run(interrupts.CONVERT_LINES[0])
+  exits.exit_with(main, fast=True)

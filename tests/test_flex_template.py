@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -19,6 +22,8 @@ from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
+from pipeline.runs import interrupts
+from tests.conftest import noise_png
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest
@@ -225,3 +230,32 @@ def test_the_entry_point_runs_convert_as_the_launcher_calls_it(tmp_path):
   assert done.returncode == EXIT_OK, done.stderr
   info = read_info(out)
   assert info['num_examples'] == 2 and info['label_map'] == ['blue', 'red']
+
+
+@pytest.mark.slow
+@pytest.mark.integration  # the launcher's own command in a subprocess, signalled mid-run
+def test_the_entry_point_stopped_by_sigterm_cleans_up_as_convert_does(tmp_path):
+  """A cancelled launch (SIGTERM to the launcher): the run stops as `convert`
+  does, ending by the signal with its one line, nothing left in OUT or the temp
+  folder. flex_launch.py ran convert without its handlers and temp folder:
+  OUT kept the run's lock and beam-temp folder, TMPDIR Beam's temp files."""
+  (tmp_path / 'a.png').write_bytes(noise_png(1, (600, 600)))  # ~0.1 s a row to encode
+  manifest = write_manifest(tmp_path / 'm.csv', [('a.png', 'ab'[n % 2], f'k{n}')
+                                                 for n in range(400)],
+                            header=('image', 'label', 'key'))
+  out, temp = tmp_path / 'out', tmp_path / 'tmp'
+  temp.mkdir()
+  launcher = subprocess.Popen(
+      [sys.executable, str(ROOT / 'pipeline' / 'flex_launch.py'), f'--manifest={manifest}',
+       f'--output_dir={out}', '--encoding=png', '--image_processes=1', '--progress=off'],
+      cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(ROOT)))
+  deadline = time.monotonic() + 120
+  while not (out.is_dir() and any(p.name.startswith('.convert.lock') for p in out.iterdir())):
+    assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate()
+    time.sleep(0.05)
+  launcher.send_signal(signal.SIGTERM)
+  _, err = launcher.communicate(timeout=180)
+  assert launcher.returncode == -signal.SIGTERM, err
+  assert err.strip().splitlines()[-1:] == [interrupts.CONVERT_LINES[0]], err
+  assert sorted(p.name for p in out.iterdir()) == [] and list(temp.iterdir()) == []
