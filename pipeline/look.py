@@ -22,7 +22,6 @@ import io
 import json
 import os
 import random
-from typing import Optional
 
 from pipeline import errors
 from pipeline.configuration.locations import check_location
@@ -101,11 +100,21 @@ def parse_args(argv: list) -> argparse.Namespace:
   return args
 
 
-def _optional_json(path: str) -> Optional[dict]:
+def validation_report(input_dir: str) -> tuple:
+  """(validation_report.json's object or None, why it cannot be shown or None).
+  One cut short or edited by hand (not UTF-8 JSON, no object) was a traceback,
+  and report.html unwritten."""
+  path = os.path.join(input_dir, VALIDATION_REPORT)
   if not os.path.exists(path):
-    return None
-  with open(path, encoding='utf-8') as handle:
-    return json.load(handle)
+    return None, None
+  try:
+    with open(path, 'rb') as handle:
+      validation = json.loads(handle.read())
+  except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError too
+    return None, f'{VALIDATION_REPORT} cannot be read: {error}'
+  if not isinstance(validation, dict):
+    return None, f'{VALIDATION_REPORT} holds no JSON object'
+  return validation, None
 
 
 def rejected_summary(input_dir: str, info: dict) -> tuple:
@@ -279,18 +288,20 @@ def inspect_dataset(args) -> list:
                                      unit)
   headers, class_rows = class_table(counts, info['label_map'], unit)
   rejected, rejected_lines = rejected_summary(args.input_dir, info)
+  validation, validation_problem = validation_report(args.input_dir)
   split_rows = [[s, d['num_examples'], d['num_bytes'], len(d['shards'])]
                 for s, d in info['splits'].items() if s in splits]
   page = report.report_html(
       title=title, splits=split_rows, class_rows=class_rows, class_headers=headers,
       image_spec=info['image'], feature_spec=info['feature_spec'], histogram_png=histogram,
       sheets=sheets, samples_rows=rows, rejected=rejected, rejected_lines=rejected_lines,
-      validation=_optional_json(os.path.join(args.input_dir, VALIDATION_REPORT)),
-      skipped=skipped, notes=[f'{info.get("num_examples")} examples, '
-                              f'{info.get("num_rejected", 0)} rejected rows of '
-                              f'{info.get("num_manifest_rows")} manifest rows.'])
+      validation=validation, validation_problem=validation_problem, skipped=skipped,
+      notes=[f'{info.get("num_examples")} examples, {info.get("num_rejected", 0)} rejected '
+             f'rows of {info.get("num_manifest_rows")} manifest rows.'])
   write_file(args.export_dir, REPORT, page.encode('utf-8'))
-  return lines + [f'Skipped {line}' for line in skipped] + [
+  unshown = [f'Not shown: {validation_problem} (run img2tfrecord validate again)'
+             ] if validation_problem else []
+  return lines + [f'Skipped {line}' for line in skipped] + unshown + [
       f'Exported {len(rows)} images, {SAMPLES_CSV}, {CONTACT_SHEET}, {HISTOGRAM} to '
       f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
 

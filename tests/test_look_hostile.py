@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import html
 import io
 import json
 import os
@@ -239,3 +240,53 @@ def test_the_rejected_lines_shown_skip_lines_not_utf8_not_objects_or_too_long(tm
       'rejected_by_reason': {'read/missing_file': 2}})
   assert counts == [('read', 'missing_file', 2)]
   assert first == {('read', 'missing_file'): good}
+
+
+def _page_of(out, tmp_path, report_bytes: bytes) -> tuple:
+  """inspect --export_dir of a copy of `out` whose validation_report.json holds report_bytes."""
+  copy = tmp_path / 'copy'
+  shutil.copytree(out, copy)
+  (copy / 'validation_report.json').write_bytes(report_bytes)
+  code, printed = run_inspect(['--input_dir', str(copy), '--export_dir', str(tmp_path / 'look')])
+  return code, printed, (tmp_path / 'look' / 'report.html').read_text(encoding='utf-8')
+
+
+def test_a_validation_report_holding_html_is_escaped_on_the_page(hostile, tmp_path):
+  """Its num_examples and num_problems went onto the page unescaped: a
+  validation_report.json shipped with a dataset ran its <script> when the
+  page was opened (headless Chromium hung on the alert)."""
+  out, _, _ = hostile
+  code, _, page = _page_of(out, tmp_path, json.dumps({
+      'valid': False, 'num_examples': '<script>alert(1)</script>',
+      'num_problems': '<img src=x onerror=alert(2)>',
+      'problems_by_kind': {'<b>kind</b>': 1}, 'problems': [{'detail': '</pre><i>'}]}).encode())
+  assert code == 0
+  assert page.count('<script') == 1  # the page's own
+  assert len(re.findall('<img', page)) == 2  # the histogram and train's sheet
+  assert '<b>' not in page and '<i>' not in page
+  verdict = re.search(r'<p id="verdict"[^>]*>(.*?)</p>', page).group(1)
+  assert verdict == ('PROBLEMS FOUND: &lt;script&gt;alert(1)&lt;/script&gt; examples read, '
+                     '&lt;img src=x onerror=alert(2)&gt; problems; 0 rejected row(s) '
+                     '(details below).')
+  assert '<td data-col="kind">&lt;b&gt;kind&lt;/b&gt;</td><td data-col="count">1</td>' in page
+
+
+@pytest.mark.parametrize('content, why', [
+    (b'{"valid": tr', 'cannot be read: Expecting value: line 1 column 11 (char 10)'),
+    (b'\xff{"valid": true}', "cannot be read: 'utf-8' codec can't decode byte 0xff in "
+                             'position 0: invalid start byte'),
+    (b'[1, 2]', 'holds no JSON object'),
+])
+def test_an_unreadable_validation_report_is_said_on_the_page_not_a_traceback(
+    hostile, tmp_path, content, why):
+  """A validation_report.json cut short (or not UTF-8, or no object) ended
+  inspect --export_dir in a traceback, exit 1, with no report.html."""
+  out, _, _ = hostile
+  code, printed, page = _page_of(out, tmp_path, content)
+  assert code == 0
+  assert f'Not shown: validation_report.json {why} (run img2tfrecord validate again)' in (
+      printed.splitlines())
+  assert re.search(r'<p id="verdict"[^>]*>(.*?)</p>', page).group(1) == (
+      f'validation_report.json {html.escape(why)}; 0 rejected row(s).')
+  assert f'<p id="validation" class="bad">validation_report.json {html.escape(why)}.</p>' in page
+  assert len(list((tmp_path / 'look').glob('*_Label_*.jpg'))) == 12

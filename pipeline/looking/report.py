@@ -228,36 +228,63 @@ window.addEventListener('load', function () {
 """
 
 
-def _verdict(validation: Optional[dict], rejected: int) -> str:
+def _verdict(validation: Optional[dict], rejected: int, problem: Optional[str] = None) -> str:
   """The page's first line: is the dataset proven, and how many rows did not
   make it (at the bottom alone, a reader of the page saw neither first)."""
   rows = f'{rejected} rejected row(s)'
+  if problem:
+    return f'<p id="verdict" class="bad">{_esc(problem)}; {rows}.</p>'
   if validation is None:
     return (f'<p id="verdict">Not validated yet (run <code>img2tfrecord validate</code>); '
             f'{rows}.</p>')
   good = bool(validation.get('valid'))
   return (f'<p id="verdict" class="{"good" if good else "bad"}">'
-          f'{"Valid" if good else "PROBLEMS FOUND"}: {validation.get("num_examples")} '
-          f'examples read, {validation.get("num_problems")} problems; {rows} '
+          f'{"Valid" if good else "PROBLEMS FOUND"}: {_esc(validation.get("num_examples"))} '
+          f'examples read, {_esc(validation.get("num_problems"))} problems; {rows} '
           f'(details below).</p>')
+
+
+def _validation(validation: Optional[dict], problem: Optional[str]) -> list:
+  """The Validation section: validation_report.json's verdict, problems by kind
+  and the first 10. Its values are escaped as the dataset's are: a report
+  whose num_examples held a <script> ran it when the page was opened."""
+  if problem:
+    return [f'<p id="validation" class="bad">{_esc(problem)}.</p>']
+  if validation is None:
+    return ['<p id="validation">Not validated yet (no validation_report.json): run '
+            '<code>img2tfrecord validate</code>.</p>']
+  good = bool(validation.get('valid'))
+  parts = [f'<p id="validation" class="{"good" if good else "bad"}">'
+           f'{"valid" if good else "PROBLEMS FOUND"}: {_esc(validation.get("num_examples"))} '
+           f'examples read, {_esc(validation.get("num_problems"))} problems.</p>']
+  problems = validation.get('problems_by_kind')
+  if problems and isinstance(problems, dict):
+    parts.append(_table(['kind', 'count'], list(problems.items()), 'problems', list(problems)))
+    listed = validation.get('problems')
+    first = [json.dumps(p) for p in (listed if isinstance(listed, list) else [])[:10]]
+    parts.append(f'<pre>{_esc(chr(10).join(first))}</pre>')
+  return parts
 
 
 def report_html(*, title: str, splits: list, class_rows: list, class_headers: list,
                 image_spec: dict, feature_spec: dict, histogram_png: bytes,
                 sheets: dict, samples_rows: list, rejected: list, rejected_lines: dict,
-                validation: Optional[dict], skipped: list, notes: list) -> str:
+                validation: Optional[dict], skipped: list, notes: list,
+                validation_problem: Optional[str] = None) -> str:
   """The self-contained report page (images embedded as data: URIs).
 
   splits: [(name, examples, bytes, shards)]; class_rows: [[id, name, per split..., total]];
   sheets: {split: contact sheet PNG}; rejected: [(stage, code, count)];
   rejected_lines: {(stage, code): [first lines]}; validation: validation_report.json
-  or None; skipped: [str] damaged records inspect skipped.
+  or None; skipped: [str] damaged records inspect skipped; validation_problem:
+  why validation_report.json cannot be shown (not JSON, no object), or None.
   """
   parts = [f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{_esc(title)}</title>'
            f'<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>',
            f'<h1>{_esc(title)}</h1>']
   parts += [f'<p>{_esc(note)}</p>' for note in notes]
-  parts.append(_verdict(validation, sum(count for _, _, count in rejected)))
+  parts.append(_verdict(validation, sum(count for _, _, count in rejected),
+                        validation_problem))
   parts.append('<h2>Splits</h2>')
   parts.append(_table(['split', 'examples', 'bytes', 'shards'], splits, 'splits',
                       [s[0] for s in splits]))
@@ -287,20 +314,7 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
   else:
     parts.append('<p id="rejected">None: every manifest row is an example.</p>')
   parts.append('<h2>Validation</h2>')
-  if validation is None:
-    parts.append('<p id="validation">Not validated yet (no validation_report.json): run '
-                 '<code>img2tfrecord validate</code>.</p>')
-  else:
-    verdict = 'valid' if validation.get('valid') else 'PROBLEMS FOUND'
-    parts.append(f'<p id="validation" class="{"good" if validation.get("valid") else "bad"}">'
-                 f'{verdict}: {validation.get("num_examples")} examples read, '
-                 f'{validation.get("num_problems")} problems.</p>')
-    problems = validation.get('problems_by_kind', {})
-    if problems:
-      parts.append(_table(['kind', 'count'], list(problems.items()), 'problems',
-                          list(problems)))
-      first = [json.dumps(p) for p in validation.get('problems', [])[:10]]
-      parts.append(f'<pre>{_esc(chr(10).join(first))}</pre>')
+  parts += _validation(validation, validation_problem)
   if skipped:
     parts.append('<h2>Damaged records skipped by inspect</h2>')
     parts.append(f'<pre id="skipped">{_esc(chr(10).join(skipped))}</pre>')
