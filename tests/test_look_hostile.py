@@ -290,3 +290,34 @@ def test_an_unreadable_validation_report_is_said_on_the_page_not_a_traceback(
       f'validation_report.json {html.escape(why)}; 0 rejected row(s).')
   assert f'<p id="validation" class="bad">validation_report.json {html.escape(why)}.</p>' in page
   assert len(list((tmp_path / 'look').glob('*_Label_*.jpg'))) == 12
+
+
+def test_a_folder_or_fifo_in_a_shards_place_is_skipped_not_a_traceback(hostile, tmp_path):
+  """dataset.open_binary refuses them with a ShardError, which inspect did not
+  catch: a traceback and exit 1 (a missing shard was already a Skipped line)."""
+  out, _, _ = hostile
+  copy = tmp_path / 'copy'
+  shutil.copytree(out, copy)
+  shard = json.loads((copy / 'dataset_info.json').read_text())['splits']['train']['shards'][0]
+  (copy / shard).unlink()
+  (copy / shard).mkdir()
+  code, printed = run_inspect(['--input_dir', str(copy), '--export_dir', str(tmp_path / 'look')])
+  assert code == 0
+  assert (f'Skipped train: {shard}: {copy / shard} is a folder, not a regular file: not read'
+          in printed.splitlines())
+  assert '  (no readable record)' in printed.splitlines()
+  with open(tmp_path / 'look' / 'samples.csv', newline='') as handle:
+    assert list(csv.DictReader(handle)) == []
+  assert 'is a folder, not a regular file' in (tmp_path / 'look' / 'report.html').read_text()
+  # --files matching a FIFO beside a readable file: the FIFO said, the file listed
+  foreign = tmp_path / 'foreign'
+  foreign.mkdir()
+  os.mkfifo(foreign / 'b.tfrecord')
+  shutil.copy(next(p for p in out.glob('*.tfrecord')), foreign / 'a.tfrecord')
+  code, printed = run_inspect(['--files', str(foreign / '*.tfrecord')])
+  assert code == 0
+  lines = printed.splitlines()
+  assert lines[0] == f'{foreign / "a.tfrecord"}:' and lines[1] == '  record 0:'
+  assert f'{foreign / "b.tfrecord"}:' in lines
+  assert lines[-1] == (f'Skipped b.tfrecord: {foreign / "b.tfrecord"} is a FIFO (named pipe), '
+                       'not a regular file: not read')

@@ -78,6 +78,8 @@ def records_of(path: str, skipped: list, by_content: bool = False):
           yield index, data
   except (EOFError, OSError) as error:  # a cut-off .gz, an unreadable file
     skipped.append(f'{shard}: {type(error).__name__}: {error}')
+  except ShardError as error:  # a folder or FIFO in a shard's place: it was a traceback
+    skipped.append(f'{shard}: {error.detail}')
 
 
 def _label_ids(label) -> list:
