@@ -42,6 +42,7 @@ from pipeline.reading import dataset
 from pipeline.runs import exits
 from transforms.core import dataset_checks
 from transforms.core import decoders
+from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -107,7 +108,8 @@ def validation_report(input_dir: str) -> tuple:
   path = os.path.join(input_dir, VALIDATION_REPORT)
   if not os.path.exists(path):
     return None, None
-  try:
+  try:  # a FIFO waited for a writer for ever: refused unopened, as a folder
+    file_kinds.require_regular(path, file_kinds.NotRegularFile)
     with open(path, 'rb') as handle:
       validation = json.loads(handle.read())
   except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError too
@@ -117,26 +119,31 @@ def validation_report(input_dir: str) -> tuple:
   return validation, None
 
 
-def rejected_summary(input_dir: str, info: dict) -> tuple:
+def rejected_summary(input_dir: str, info: dict, unread: list) -> tuple:
   """([(stage, code, count)] from dataset_info.json, {(stage, code): first lines}
-  streamed from rejected.jsonl)."""
+  streamed from rejected.jsonl). A rejected.jsonl that cannot be read (a
+  folder: a traceback; a FIFO: a wait for ever) is said in `unread`."""
   counts = [(*reason.split('/', 1), count)
             for reason, count in info.get('rejected_by_reason', {}).items()]
   counts += [(*reason.split('/', 1), count)
              for reason, count in info.get('label_manifest_rejected_by_reason', {}).items()]
   first = {}
   path = os.path.join(input_dir, REJECTED_FILE)
-  if counts and os.path.exists(path):
-    with open(path, 'rb') as handle:  # lines over 1 MiB never held whole
-      for raw in dataset_checks.capped_lines(handle):
-        try:  # a cut-off last line, one not UTF-8, too long, no object: skipped
-          rejection, line = json.loads(raw), raw.decode('utf-8')
-          rejection.get('stage')
-        except (ValueError, TypeError, AttributeError):
-          continue  # the counts above still hold
-        lines = first.setdefault((rejection.get('stage'), rejection.get('code')), [])
-        if len(lines) < REJECTED_SHOWN:
-          lines.append(line.rstrip('\n'))
+  try:
+    if counts and os.path.exists(path):
+      file_kinds.require_regular(path, file_kinds.NotRegularFile)
+      with open(path, 'rb') as handle:  # lines over 1 MiB never held whole
+        for raw in dataset_checks.capped_lines(handle):
+          try:  # a cut-off last line, one not UTF-8, too long, no object: skipped
+            rejection, line = json.loads(raw), raw.decode('utf-8')
+            rejection.get('stage')
+          except (ValueError, TypeError, AttributeError):
+            continue  # the counts above still hold
+          lines = first.setdefault((rejection.get('stage'), rejection.get('code')), [])
+          if len(lines) < REJECTED_SHOWN:
+            lines.append(line.rstrip('\n'))
+  except OSError as error:  # the counts above still hold
+    unread.append(f'{REJECTED_FILE}: {error.strerror or error}')
   return counts, first
 
 
@@ -287,7 +294,7 @@ def inspect_dataset(args) -> list:
   sheets, histogram = write_pictures(args.export_dir, title, samples, counts, info['label_map'],
                                      unit)
   headers, class_rows = class_table(counts, info['label_map'], unit)
-  rejected, rejected_lines = rejected_summary(args.input_dir, info)
+  rejected, rejected_lines = rejected_summary(args.input_dir, info, skipped)
   validation, validation_problem = validation_report(args.input_dir)
   split_rows = [[s, d['num_examples'], d['num_bytes'], len(d['shards'])]
                 for s, d in info['splits'].items() if s in splits]

@@ -24,6 +24,7 @@ from pipeline import convert
 from pipeline import look
 from pipeline.looking import look_detection
 from pipeline.looking import report
+from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 
 LABELS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>', 'a &amp; b',
           'abc\u202eevil.exe', 'zero\u200bwidth', 'L' * 300, *[f'c{i}' for i in range(6)])
@@ -237,7 +238,7 @@ def test_the_rejected_lines_shown_skip_lines_not_utf8_not_objects_or_too_long(tm
       good[0].encode(), b'\xff\xfe{"stage": "read"}', b'5', b'"x' + b'x' * (3 << 20) + b'"',
       good[1].encode(), b'{"stage": "read", "co']))
   counts, first = look.rejected_summary(str(tmp_path), {
-      'rejected_by_reason': {'read/missing_file': 2}})
+      'rejected_by_reason': {'read/missing_file': 2}}, [])
   assert counts == [('read', 'missing_file', 2)]
   assert first == {('read', 'missing_file'): good}
 
@@ -321,3 +322,34 @@ def test_a_folder_or_fifo_in_a_shards_place_is_skipped_not_a_traceback(hostile, 
   assert f'{foreign / "b.tfrecord"}:' in lines
   assert lines[-1] == (f'Skipped b.tfrecord: {foreign / "b.tfrecord"} is a FIFO (named pipe), '
                        'not a regular file: not read')
+
+
+@pytest.mark.parametrize('name', ['rejected.jsonl', 'validation_report.json'])
+def test_a_side_file_that_is_a_fifo_or_folder_is_said_unopened(hostile, tmp_path, name):
+  """inspect --export_dir opened rejected.jsonl and validation_report.json
+  as they were: a FIFO waited for a writer for ever, a folder was a
+  traceback (rejected.jsonl). Both are now refused unopened and said."""
+  out, _, _ = hostile
+  for kind in ('FIFO (named pipe)', 'folder'):
+    copy = tmp_path / kind[:4] / 'copy'
+    shutil.copytree(out, copy)
+    info = json.loads((copy / 'dataset_info.json').read_text())
+    info['rejected_by_reason'] = {'read/missing_file': 2}  # rejected.jsonl is read then
+    (copy / 'dataset_info.json').write_text(json.dumps(info))
+    (copy / name).unlink(missing_ok=True)
+    look_dir = tmp_path / kind[:4] / 'look'
+    with (fifo_writer_that_unblocks_readers(copy / name) if kind == 'FIFO (named pipe)'
+          else contextlib.nullcontext([])) as unblocked:
+      if kind == 'folder':
+        (copy / name).mkdir()
+      code, printed = run_inspect(['--input_dir', str(copy), '--export_dir', str(look_dir)])
+    assert not unblocked  # never opened
+    assert code == 0
+    said = f'{copy / name} is a {kind}, not a regular file: not read'
+    line = (f'Skipped rejected.jsonl: {said}' if name == 'rejected.jsonl' else
+            f'Not shown: validation_report.json cannot be read: {said} '
+            '(run img2tfrecord validate again)')
+    assert line in printed.splitlines()
+    page = (look_dir / 'report.html').read_text(encoding='utf-8')
+    assert html.escape(said) in page
+    assert '<td data-col="code">missing_file</td><td data-col="count">2</td>' in page
