@@ -353,3 +353,44 @@ def test_a_side_file_that_is_a_fifo_or_folder_is_said_unopened(hostile, tmp_path
     page = (look_dir / 'report.html').read_text(encoding='utf-8')
     assert html.escape(said) in page
     assert '<td data-col="code">missing_file</td><td data-col="count">2</td>' in page
+
+
+def test_control_characters_of_coco_class_names_are_written_out(tmp_path):
+  """convert keeps a COCO category name holding ESC, BEL or a backspace (it
+  refuses line breaks and tabs); inspect printed them raw: 'b<BEL>x<BS>y'
+  showed as 'by' and an ESC sequence coloured the rest of the table."""
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 30), (90, 120, 90)).save(tmp_path / 'images' / 'a.png')
+  (tmp_path / 'instances.json').write_text(json.dumps({
+      'images': [{'id': 1, 'file_name': 'a.png', 'width': 40, 'height': 30}],
+      'annotations': [{'id': n, 'image_id': 1, 'category_id': n, 'bbox': [0, 0, 10, 10],
+                       'area': 100, 'iscrowd': 0} for n in (1, 2)],
+      'categories': [{'id': 1, 'name': 'b\x07x\x08y'}, {'id': 2, 'name': 'r\x1b[31mR'}]}))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'instances.json'),
+                       '--annotation_format', 'coco', '--image_dir', str(tmp_path / 'images'),
+                       '--output_dir', str(out), '--progress', 'off']) == 0
+  assert json.loads((out / 'dataset_info.json').read_text())['label_map'][1:] == [
+      'b\x07x\x08y', 'r\x1b[31mR']
+  code, printed = run_inspect(['--input_dir', str(out), '--export_dir', str(tmp_path / 'look')])
+  assert code == 0
+  assert not re.search('[\x00-\x09\x0b-\x1f\x7f]', printed)
+  rows = [line.split() for line in printed.splitlines() if line.startswith('     ')]
+  assert rows[:2] == [['1', 'b<U+0007>x<U+0008>y', '1', '1'],
+                      ['2', 'r<U+001B>[31mR', '1', '1']]
+  page = (tmp_path / 'look' / 'report.html').read_text(encoding='utf-8')
+  assert not re.search('[\x00-\x08\x0b-\x1f\x7f]', page)
+  assert '<td data-col="class">b&lt;U+0007&gt;x&lt;U+0008&gt;y</td>' in page
+  assert ('<td data-col="class_text">b&lt;U+0007&gt;x&lt;U+0008&gt;y, '
+          'r&lt;U+001B&gt;[31mR</td>') in page
+  with open(tmp_path / 'look' / 'samples.csv', newline='', encoding='utf-8') as handle:
+    assert [row['class_text'] for row in csv.DictReader(handle)] == [
+        'b\x07x\x08y, r\x1b[31mR']  # kept as it is, as every label is there
+
+
+def test_the_skipped_lines_on_the_page_keep_their_line_breaks():
+  page = report.report_html(
+      title='t', splits=[], class_rows=[], class_headers=['id'], image_spec={},
+      feature_spec={}, histogram_png=b'', sheets={}, samples_rows=[], rejected=[],
+      rejected_lines={}, validation=None, skipped=['a: one', 'b: <two>'], notes=[])
+  assert '<pre id="skipped">a: one\nb: &lt;two&gt;</pre>' in page

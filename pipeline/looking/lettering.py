@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import unicodedata
 
 from PIL import ImageFont
 
@@ -22,10 +23,19 @@ def font(size: int) -> ImageFont.FreeTypeFont:
       os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf'), size)
 
 
+def written_out(text: str) -> str:
+  """The text with invisible and bidi characters (Cf) and control characters
+  (Cc) written <U+XXXX>. A COCO category name holding ESC, BEL or a backspace
+  is converted as it is: printed raw, 'bell<BEL>x<BS>y' showed as 'belly' and
+  an ESC sequence coloured the rest of the table."""
+  return ''.join(f'<U+{ord(c):04X}>' if unicodedata.category(c) == 'Cc' else c
+                 for c in shown(text))
+
+
 def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:
   """The text in `limit` characters at most, invisible ones written <U+XXXX>
   (a U+202E turned the rest of a line around: in the terminal, the counts after it)."""
-  text = shown(text)
+  text = written_out(text)
   if len(text) <= limit:
     return text
   return '…' + text[1 - limit:] if keep_end else text[:limit - 1] + '…'

@@ -22,7 +22,7 @@ from PIL import ImageDraw
 
 from pipeline.looking.lettering import font
 from pipeline.looking.lettering import shorten
-from transforms.core.labels import shown
+from pipeline.looking.lettering import written_out
 
 THUMBNAIL = 128  # the longer side of a contact-sheet thumbnail, in pixels
 SHEET_COLUMNS = 8
@@ -175,9 +175,14 @@ def _data_uri(png: bytes) -> str:
 
 
 def _esc(value) -> str:
-  """Escaped, invisible characters written <U+XXXX>: a U+202E showed 'abc<U+202E>evil.exe'
-  as 'abcexe.live'."""
-  return html.escape(shown(str(value)))
+  """Escaped, invisible and control characters written <U+XXXX>: a U+202E showed
+  'abc<U+202E>evil.exe' as 'abcexe.live'."""
+  return html.escape(written_out(str(value)))
+
+
+def _lines(lines: list) -> str:
+  """Lines for a <pre>, each escaped: the line breaks between them kept."""
+  return '\n'.join(_esc(line) for line in lines)
 
 
 def _table(headers: list, rows: list, table_id: str, row_keys: Optional[list] = None) -> str:
@@ -262,7 +267,7 @@ def _validation(validation: Optional[dict], problem: Optional[str]) -> list:
     parts.append(_table(['kind', 'count'], list(problems.items()), 'problems', list(problems)))
     listed = validation.get('problems')
     first = [json.dumps(p) for p in (listed if isinstance(listed, list) else [])[:10]]
-    parts.append(f'<pre>{_esc(chr(10).join(first))}</pre>')
+    parts.append(f'<pre>{_lines(first)}</pre>')
   return parts
 
 
@@ -310,13 +315,13 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
                         [f'{s}/{c}' for s, c, _ in rejected]))
     for (stage, code), lines in rejected_lines.items():
       parts.append(f'<h4>{_esc(stage)}/{_esc(code)}: first {len(lines)}</h4>'
-                   f'<pre>{_esc(chr(10).join(lines))}</pre>')
+                   f'<pre>{_lines(lines)}</pre>')
   else:
     parts.append('<p id="rejected">None: every manifest row is an example.</p>')
   parts.append('<h2>Validation</h2>')
   parts += _validation(validation, validation_problem)
   if skipped:
     parts.append('<h2>Damaged records skipped by inspect</h2>')
-    parts.append(f'<pre id="skipped">{_esc(chr(10).join(skipped))}</pre>')
+    parts.append(f'<pre id="skipped">{_lines(skipped)}</pre>')
   parts.append('</body></html>\n')
   return '\n'.join(parts)
