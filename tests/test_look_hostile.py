@@ -394,3 +394,27 @@ def test_the_skipped_lines_on_the_page_keep_their_line_breaks():
       feature_spec={}, histogram_png=b'', sheets={}, samples_rows=[], rejected=[],
       rejected_lines={}, validation=None, skipped=['a: one', 'b: <two>'], notes=[])
   assert '<pre id="skipped">a: one\nb: &lt;two&gt;</pre>' in page
+
+
+def test_a_gzip_shard_of_damaged_deflate_data_is_skipped_not_a_traceback(hostile, tmp_path):
+  """gzip raises zlib.error (no OSError) on deflate data that does not
+  decode: inspect ended in that traceback, exit 1, as --files did."""
+  out, _, _ = hostile
+  gz = tmp_path / 'gz'
+  assert convert.main(['--manifest', str(out.parent / 'm.jsonl'), '--output_dir', str(gz),
+                       '--height', '12', '--width', '16', '--compression', 'gzip',
+                       '--progress', 'off']) == 0
+  shard = json.loads((gz / 'dataset_info.json').read_text())['splits']['train']['shards'][0]
+  data = bytearray((gz / shard).read_bytes())
+  data[10] = 0xff  # the first deflate block's type: 3, which does not exist
+  (gz / shard).write_bytes(bytes(data))
+  why = 'damaged gzip data: Error -3 while decompressing data: invalid block type'
+  code, printed = run_inspect(['--input_dir', str(gz), '--export_dir', str(tmp_path / 'look')])
+  assert code == 0
+  assert f'Skipped train: {shard}: {why}' in printed.splitlines()
+  assert f'{shard}: {why}' in (tmp_path / 'look' / 'report.html').read_text(encoding='utf-8')
+  (tmp_path / 'foreign.tfrecord').write_bytes(bytes(data))  # no .gz: told by content
+  code, printed = run_inspect(['--files', str(tmp_path / 'foreign.tfrecord')])
+  assert code == 0
+  assert printed.splitlines() == [f'{tmp_path / "foreign.tfrecord"}:',
+                                  f'Skipped foreign.tfrecord: {why}']

@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import os
 import random
+import zlib
 
 from pipeline.looking import report
 from pipeline.looking.look_detection import sample_objects
@@ -76,8 +77,9 @@ def records_of(path: str, skipped: list, by_content: bool = False):
           skipped.append(f'{shard} record {index}: {data.detail}')
         else:
           yield index, data
-  except (EOFError, OSError) as error:  # a cut-off .gz, an unreadable file
-    skipped.append(f'{shard}: {type(error).__name__}: {error}')
+  except (EOFError, OSError, zlib.error) as error:  # a cut-off .gz, bad deflate data, unreadable
+    kind = 'damaged gzip data' if isinstance(error, zlib.error) else type(error).__name__
+    skipped.append(f'{shard}: {kind}: {error}')
   except ShardError as error:  # a folder or FIFO in a shard's place: it was a traceback
     skipped.append(f'{shard}: {error.detail}')
 
