@@ -418,3 +418,38 @@ def test_a_gzip_shard_of_damaged_deflate_data_is_skipped_not_a_traceback(hostile
   assert code == 0
   assert printed.splitlines() == [f'{tmp_path / "foreign.tfrecord"}:',
                                   f'Skipped foreign.tfrecord: {why}']
+
+
+def test_foreign_16_bit_and_transparent_pngs_are_exported_as_convert_sees_them(tmp_path):
+  """--files decoded PNGs with Pillow's plain convert: a 16-bit grey PNG was
+  clipped at 255 (a gradient up to 65535 came out almost all white; with
+  --channels 1 its values wrapped around), transparent pixels showed the
+  colour under them. Now: scaled to 8 bits, composited over white, as convert."""
+  from transforms.core.example_proto import serialize_example
+  from transforms.core.tfrecord import frame
+
+  def png(picture):
+    buffer = io.BytesIO()
+    picture.save(buffer, 'PNG')
+    return buffer.getvalue()
+
+  levels = np.tile(np.arange(0, 256, 16, dtype=np.uint16) * 257, (4, 1))  # 0..65535
+  deep = Image.fromarray(levels)
+  assert deep.mode == 'I;16'
+  clear = np.zeros((4, 16, 4), np.uint8)
+  clear[:, :8] = (10, 200, 30, 255)  # the right half transparent black
+  with open(tmp_path / 'f.tfrecord', 'wb') as handle:
+    for label, data in enumerate([png(deep), png(Image.fromarray(clear, 'RGBA'))]):
+      handle.write(frame(serialize_example({'image/encoded': ('bytes', [data]),
+                                            'image/class/label': ('int64', [label])})))
+  for channels in ('3', '1'):
+    look_dir = tmp_path / f'look{channels}'
+    code, _ = run_inspect(['--files', str(tmp_path / 'f.tfrecord'), '--channels', channels,
+                           '--export_dir', str(look_dir)])
+    assert code == 0
+    grey = np.asarray(Image.open(look_dir / '0_Label_0.jpg').convert('L'), int)
+    assert np.abs(grey[2] - np.arange(0, 256, 16)).max() <= 3  # was 0, 255, 255, ...
+    rgb = np.asarray(Image.open(look_dir / '1_Label_1.jpg').convert('RGB'), int)
+    assert (rgb[:, 12:] >= 250).all()  # white, not black
+    if channels == '3':
+      assert np.abs(rgb[:, :6] - (10, 200, 30)).max() <= 6

@@ -4,10 +4,15 @@ guessed from their features."""
 
 from __future__ import annotations
 
+import io
 from typing import Optional
+
+import numpy as np
+from PIL import Image
 
 from pipeline.errors import UsageError
 from transforms.core import decoders
+from transforms.core import image as images
 from transforms.core import records
 
 
@@ -39,6 +44,21 @@ def listed_size_problem(features: dict, args, where: str) -> Optional[str]:
   return raw_size_problem(image_name, data, args, where)
 
 
+def pixels(data: bytes, encoding: str, channels: int) -> np.ndarray:
+  """JPEG or PNG bytes as uint8 H x W x channels, in convert's way
+  (image.to_mode): decoders.decode_image's plain Pillow convert clipped a
+  16-bit PNG at 255 (a picture almost all white; with --channels 1 its
+  values wrapped around) and showed transparent pixels' hidden colour."""
+  try:
+    picture = Image.open(io.BytesIO(data))
+    picture.load()
+  except Exception as error:  # any decoder failure: this record is skipped, as decode_image's
+    raise decoders.RecordError(f'{encoding} image does not decode: {type(error).__name__}: '
+                               f'{error}')
+  picture = images.to_mode(picture, channels)
+  return np.asarray(picture, np.uint8).reshape(picture.height, picture.width, channels)
+
+
 def foreign_image(features: dict, args, where: str) -> tuple:
   """(pixels, label or None, class text) of a record of a foreign file."""
   image_name = records.guess_feature(features, args.image_feature, records.IMAGE_FEATURES)
@@ -52,7 +72,8 @@ def foreign_image(features: dict, args, where: str) -> tuple:
     problem = raw_size_problem(image_name, data, args, where)
     if problem:
       raise UsageError(problem)
-  image = decoders.decode_image(data, encoding or 'raw', args.height, args.width, args.channels)
+  image = (pixels(data, encoding, args.channels) if encoding else
+           decoders.decode_image(data, 'raw', args.height, args.width, args.channels))
   label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
   label = None
   if label_name is not None and features[label_name][0] == 'int64_list':
