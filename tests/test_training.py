@@ -571,6 +571,20 @@ def test_summary_lists_every_class_up_to_20_then_the_extremes():
       'imbalance 25.0x']
 
 
+
+def test_summary_writes_out_control_and_bidi_characters_of_class_names():
+  # printed raw, ESC recoloured the terminal and U+202E turned the line around
+  split = {'examples_per_class': {'bell\x07x\x08y': 2, 'rtl\u202eexe.txt': 1,
+                                  '\x1b[31mred': 1}, 'imbalance_ratio': 2.0}
+  assert summary._class_lines(split) == [
+      '    per class: bell<U+0007>x<U+0008>y 2, <U+001B>[31mred 1, rtl<U+202E>exe.txt 1; '
+      'imbalance 2.0x']
+  info = {'label_warnings': {'num_case_variant_groups': 1,
+                             'case_variants': [['Cat\x1b', 'cat\x1b']]}}
+  assert summary.warning_lines(info)[0].startswith(
+      'Warning: 1 group(s) of labels differ only in case, kept apart: '
+      'Cat<U+001B>/cat<U+001B> (')
+
 def test_content_duplicate_units():
   from transforms.core import duplicates
   Copy = duplicates.Copy

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import functools
 import os
-import unicodedata
 
 from PIL import ImageFont
 
-from transforms.core.labels import shown
+from transforms.core.labels import written_out
 
 NAME_CHARS = 20  # a class name or key drawn or listed: its first 19 characters and '…'
 
@@ -21,15 +20,6 @@ def font(size: int) -> ImageFont.FreeTypeFont:
   import matplotlib
   return ImageFont.truetype(
       os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf'), size)
-
-
-def written_out(text: str) -> str:
-  """The text with invisible and bidi characters (Cf) and control characters
-  (Cc) written <U+XXXX>. A COCO category name holding ESC, BEL or a backspace
-  is converted as it is: printed raw, 'bell<BEL>x<BS>y' showed as 'belly' and
-  an ESC sequence coloured the rest of the table."""
-  return ''.join(f'<U+{ord(c):04X}>' if unicodedata.category(c) == 'Cc' else c
-                 for c in shown(text))
 
 
 def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:

@@ -22,7 +22,7 @@ from PIL import ImageDraw
 
 from pipeline.looking.lettering import font
 from pipeline.looking.lettering import shorten
-from pipeline.looking.lettering import written_out
+from transforms.core.labels import written_out
 
 THUMBNAIL = 128  # the longer side of a contact-sheet thumbnail, in pixels
 SHEET_COLUMNS = 8

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from transforms.core import reuse
+from transforms.core.labels import written_out
 
 
 def summary(info: dict, seconds: float) -> str:
@@ -77,7 +78,8 @@ def _class_lines(split: dict) -> list:
     return []
   ratio = split.get('imbalance_ratio')
   ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-  shown = lambda items: ', '.join(f'{name} {n}' for name, n in items)  # noqa: E731
+  # a name holding ESC or U+202E printed raw recoloured or turned the line around
+  shown = lambda items: ', '.join(f'{written_out(name)} {n}' for name, n in items)  # noqa: E731
   if len(ranked) <= SUMMARY_CLASSES:
     text = f'per class: {shown(ranked)}'
   else:
@@ -91,7 +93,7 @@ def warning_lines(info: dict) -> list:
   lines = []
   labels = info.get('label_warnings') or {}
   if labels.get('num_case_variant_groups'):
-    groups = ['/'.join(group) for group in labels['case_variants'][:3]]
+    groups = ['/'.join(map(written_out, group)) for group in labels['case_variants'][:3]]
     lines.append(f'Warning: {labels["num_case_variant_groups"]} group(s) of labels differ '
                  f'only in case, kept apart: {"; ".join(groups)} '
                  f'(--label_normalize lower merges them)')

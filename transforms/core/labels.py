@@ -263,6 +263,16 @@ def shown(label: str) -> str:
   return ''.join(f'<U+{ord(c):04X}>' if _invisible(c) else c for c in label)
 
 
+def written_out(text: str) -> str:
+  """The text with invisible and bidi characters (Cf) and control characters
+  (Cc) written <U+XXXX>, for a terminal or a picture. A COCO category name
+  holding ESC, BEL or a backspace is converted as it is: printed raw,
+  'bell<BEL>x<BS>y' showed as 'belly' and an ESC sequence coloured the rest
+  of the table."""
+  return ''.join(f'<U+{ord(c):04X}>' if unicodedata.category(c) == 'Cc' else c
+                 for c in shown(text))
+
+
 def invisible_characters(label_rows: dict) -> list:
   """{label: rows} -> [{'label', 'shown', 'rows', 'looks_like': the other
   labels that are the same text once invisible characters are taken out}]
