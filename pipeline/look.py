@@ -40,6 +40,7 @@ from pipeline.looking.look_sample import records_of
 from pipeline.looking.look_sample import scan_split
 from pipeline.reading import dataset
 from pipeline.runs import exits
+from pipeline.runs.summary import over_budget_line
 from transforms.core import dataset_checks
 from transforms.core import decoders
 from transforms.core import file_kinds
@@ -304,7 +305,8 @@ def inspect_dataset(args) -> list:
       sheets=sheets, samples_rows=rows, rejected=rejected, rejected_lines=rejected_lines,
       validation=validation, validation_problem=validation_problem, skipped=skipped,
       notes=[f'{info.get("num_examples")} examples, {info.get("num_rejected", 0)} rejected '
-             f'rows of {info.get("num_manifest_rows")} manifest rows.'])
+             f'rows of {info.get("num_manifest_rows")} manifest rows.',
+             *filter(None, [info.get('over_budget') and over_budget_line(info)])])
   write_file(args.export_dir, REPORT, page.encode('utf-8'))
   unshown = [f'Not shown: {validation_problem} (run img2tfrecord validate again)'
              ] if validation_problem else []

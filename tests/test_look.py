@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 
@@ -372,7 +373,14 @@ def test_a_shard_cut_at_a_record_end_is_reported(dataset, tmp_path):
   line = (f'{5} record(s) read, dataset_info.json says {declared}: a shard was cut short or '
           f'replaced (validate names it)')
   assert [s for s in printed.splitlines() if s.startswith('Skipped')] == [f'Skipped train: {line}']
-  assert line in (tmp_path / 'e' / 'report.html').read_text()
+  page = (tmp_path / 'e' / 'report.html').read_text()
+  assert line in page
+  # the first line no longer says Valid above counts short of dataset_info.json's
+  assert re.search(r'<p id="verdict"[^>]*>.*?</p>', page).group(0) == (
+      '<p id="verdict" class="bad">Damaged since validate found it valid; '
+      f'{sum(info["rejected_by_reason"].values())} rejected row(s); 1 damaged shard(s), '
+      'record(s) or file(s) skipped by inspect, so the counts below are of what it read '
+      '(see the end of the page).</p>')
   assert len(samples_csv(tmp_path / 'e')) == 5 + info['splits']['test']['num_examples']
   # damage inspect names already is not reported twice
   shard.write_bytes(shard.read_bytes()[:-3])
@@ -380,6 +388,20 @@ def test_a_shard_cut_at_a_record_end_is_reported(dataset, tmp_path):
   assert [s for s in printed.splitlines() if s.startswith('Skipped')] == [
       f'Skipped train: {shard.name} record 4: file ends inside the data CRC of record 4 (its '
       f"{sizes[4] - 16} data bytes are all there, 1 of the CRC's 4)"]
+
+
+def test_a_dataset_over_its_error_budget_says_so_at_the_top_of_the_page(dataset, tmp_path):
+  copy = tmp_path / 'copy'
+  shutil.copytree(dataset, copy)
+  info = read_info(copy)
+  info.update(over_budget=True, max_error_rate=0.01)  # convert exited 3
+  (copy / 'dataset_info.json').write_text(json.dumps(info))
+  code, _ = run_inspect(['--input_dir', str(copy), '--export_dir', str(tmp_path / 'e')])
+  assert code == 0
+  page = (tmp_path / 'e' / 'report.html').read_text()
+  line = (f'<p>Error rate {info["error_rate"]:.2%} is above --max_error_rate 1.00%: exit code '
+          '3.</p>')
+  assert line in page and page.index(line) < page.index('<p id="verdict"')
 
 
 def _write_foreign(path, examples, compress=False):

@@ -233,10 +233,20 @@ window.addEventListener('load', function () {
 """
 
 
-def _verdict(validation: Optional[dict], rejected: int, problem: Optional[str] = None) -> str:
+def _verdict(validation: Optional[dict], rejected: int, problem: Optional[str] = None,
+             skipped: int = 0) -> str:
   """The page's first line: is the dataset proven, and how many rows did not
-  make it (at the bottom alone, a reader of the page saw neither first)."""
+  make it (at the bottom alone, a reader of the page saw neither first), and
+  how much inspect skipped as damaged: a shard cut since validate ran showed
+  'Valid' above class counts short of dataset_info.json's."""
   rows = f'{rejected} rejected row(s)'
+  if skipped:
+    rows += (f'; {skipped} damaged shard(s), record(s) or file(s) skipped by inspect, so '
+             f'the counts below are of what it read (see the end of the page)')
+    if not problem and validation is None:
+      problem = 'Damaged (not validated yet)'
+    elif not problem and validation.get('valid'):
+      problem = 'Damaged since validate found it valid'
   if problem:
     return f'<p id="verdict" class="bad">{_esc(problem)}; {rows}.</p>'
   if validation is None:
@@ -289,7 +299,7 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
            f'<h1>{_esc(title)}</h1>']
   parts += [f'<p>{_esc(note)}</p>' for note in notes]
   parts.append(_verdict(validation, sum(count for _, _, count in rejected),
-                        validation_problem))
+                        validation_problem, len(skipped)))
   parts.append('<h2>Splits</h2>')
   parts.append(_table(['split', 'examples', 'bytes', 'shards'], splits, 'splits',
                       [s[0] for s in splits]))
