@@ -28,6 +28,7 @@ from transforms.core.redact import shown_url
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
+from transforms.workers import http_deadline
 
 
 def _version() -> str:
@@ -218,8 +219,7 @@ class HttpClient:
     if self._pool_made is None:
       with self._lock:
         if self._pool_made is None:
-          import urllib3
-          self._pool_made = urllib3.PoolManager(
+          self._pool_made = http_deadline.pool_manager(
               num_pools=64, maxsize=self._config.max_per_host, block=False, retries=False)
     return self._pool_made
 
@@ -265,11 +265,14 @@ class HttpClient:
     return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit('@', 1)[1])), headers
 
   def _try(self, url: str, shown: str, spec: ImageSpec) -> tuple:
-    import urllib3
-
     from transforms.workers.checked_read import read_checked
+    deadline = time.monotonic() + self._config.timeout_s
+    with http_deadline.within(deadline):  # its status line and headers too, not each read
+      return self._redirected(url, shown, spec, deadline, read_checked)
+
+  def _redirected(self, url: str, shown: str, spec: ImageSpec, deadline: float, read_checked):
+    import urllib3
     timeout = self._config.timeout_s
-    deadline = time.monotonic() + timeout
     current, headers = self._request_of(url)
     for _ in range(MAX_REDIRECTS + 1):
       try:
@@ -340,7 +343,7 @@ class HttpClient:
     # it answered 401, so such a URL counted as changed every night.
     # (urllib3 drops Authorization on a redirect to another host.)
     target, headers = self._request_of(url)
-    with self._host_slot(url):
+    with self._host_slot(url), http_deadline.within(time.monotonic() + timeout):
       response = self._pool.request(
           'HEAD', target, headers=headers,
           timeout=urllib3.Timeout(connect=timeout, read=timeout),

@@ -1,0 +1,141 @@
+"""Images over HTTP from servers that misbehave on purpose, each a server
+the test starts on 127.0.0.1 (and nowhere else): an answer dripped a header
+line at a time, each line well within the read timeout, whose whole answer
+takes longer than --http_timeout_s."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import threading
+import time
+
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline.demo_sources import LocalServer
+from pipeline.errors import EXIT_OK
+from tests.conftest import read_examples
+from tests.conftest import rejected_lines
+from transforms.core import fingerprints
+from transforms.core.rejects import RowError
+from transforms.core.spec import ImageSpec
+from transforms.workers import http_fetch
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'), pytest.mark.integration]
+DRIPPED_LINES = 40  # a header line each DRIP_S: 4 s to answer, 4 times --http_timeout_s 1
+DRIP_S = 0.1
+
+
+def png(seed: int) -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (6, 5), (40 * seed, 120, 30)).save(buffer, 'PNG')
+  return buffer.getvalue()
+
+
+class Server:
+  """/drip/...: the status line, then DRIPPED_LINES header lines a DRIP_S
+  apart, then a whole PNG with an ETag; /ok/...: that PNG at once."""
+
+  def __init__(self):
+    self.seen: list = []
+    self.dripped: list = []  # of each /drip/ answer: the header lines written before its end
+    self.drips_ended = threading.Semaphore(0)
+    server = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      protocol_version = 'HTTP/1.1'
+
+      def log_message(self, *args):
+        del args
+
+      def do_HEAD(self):
+        self.do_GET()
+
+      def do_GET(self):
+        server.seen.append((self.command, self.path))
+        body = png(2)
+        self.wfile.write(b'HTTP/1.1 200 OK\r\n')
+        if self.path.startswith('/drip/') and not self._dripped():
+          return
+        self.wfile.write(b'ETag: "v1"\r\nContent-Length: %d\r\n\r\n' % len(body))
+        if self.command == 'GET':
+          self.wfile.write(body)
+
+      def _dripped(self) -> bool:
+        """The header lines, a DRIP_S apart; False when the client left first."""
+        written = 0
+        try:
+          for i in range(DRIPPED_LINES):
+            self.wfile.write(b'X-Drip-%d: 1\r\n' % i)
+            self.wfile.flush()
+            written += 1
+            time.sleep(DRIP_S)
+          return True
+        except OSError:  # the client gave up: nothing more to drip
+          self.close_connection = True
+          return False
+        finally:
+          server.dripped.append(written)
+          server.drips_ended.release()
+
+    self._server = LocalServer(('127.0.0.1', 0), Handler)
+    self.base = f'http://127.0.0.1:{self._server.server_address[1]}'
+    self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *_):
+    self._server.shutdown()
+    self._server.server_close()
+
+
+@pytest.fixture
+def server():
+  with Server() as running:
+    yield running
+
+
+def test_an_answer_dripped_a_header_at_a_time_is_a_timeout(server):
+  # Each header line came within the read timeout: the fetch waited the
+  # whole drip (a header a second: 100 s a try under --http_timeout_s 3),
+  # and only then said timeout ("the body took longer").
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
+  url = server.base + '/drip/a.png'
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert server.drips_ended.acquire(timeout=60)
+  assert server.dripped[0] < DRIPPED_LINES  # given up after about 10 lines, not after 40
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'timeout', f'{url}: no answer within --http_timeout_s 1, not retried: '
+      'ReadTimeoutError')
+  assert client.fetch(server.base + '/ok/b.png', ImageSpec()) == png(2)  # the pool still serves
+  # a nightly run's HEAD too: no ETag from it, the image counts as changed
+  assert fingerprints.remote_fingerprint(url, client.metadata) == ''
+  assert server.drips_ended.acquire(timeout=60)
+  assert server.dripped[1] < DRIPPED_LINES
+  assert [command for command, _ in server.seen] == ['GET', 'GET', 'HEAD']
+  assert fingerprints.remote_fingerprint(server.base + '/ok/b.png',
+                                         client.metadata) == 'http:etag="v1"'
+
+
+def test_a_dripped_answer_is_one_rejected_timeout_line(server, tmp_path):
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text(f'image,label\n{server.base}/drip/a.png,a\n{server.base}/ok/b.png,b\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--height', '8',
+                       '--width', '8', '--progress', 'off', '--http_timeout_s', '1',
+                       '--http_retries', '0', '--max_error_rate', '1']) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['line'], line['stage'], line['code'], line['reason']) == (
+      2, 'read', 'timeout', f'{server.base}/drip/a.png: no answer within --http_timeout_s 1, '
+      'not retried: ReadTimeoutError')
+  assert server.drips_ended.acquire(timeout=60)
+  assert server.dripped[0] < DRIPPED_LINES
+  [example] = read_examples(out)
+  assert example['image/key'][1] == [f'{server.base}/ok/b.png'.encode()]
+  pixels = Image.frombytes('RGB', (8, 8), example['image/encoded'][1][0])
+  assert pixels.getpixel((4, 4)) == (80, 120, 30)  # png(2)'s colour
