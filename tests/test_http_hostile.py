@@ -1,7 +1,8 @@
 """Images over HTTP from servers that misbehave on purpose, each a server
 the test starts on 127.0.0.1 (and nowhere else): an answer dripped a header
 line at a time, each line well within the read timeout, whose whole answer
-takes longer than --http_timeout_s."""
+takes longer than --http_timeout_s; a body of no stated length (chunked, or
+ended by the connection's close) longer than --max_image_bytes."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from transforms.workers import http_fetch
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'), pytest.mark.integration]
 DRIPPED_LINES = 40  # a header line each DRIP_S: 4 s to answer, 4 times --http_timeout_s 1
 DRIP_S = 0.1
+LONG_BYTES = 1 << 20
 
 
 def png(seed: int) -> bytes:
@@ -59,9 +61,24 @@ class Server:
         self.wfile.write(b'HTTP/1.1 200 OK\r\n')
         if self.path.startswith('/drip/') and not self._dripped():
           return
+        if self.path.startswith('/long/'):
+          return self._long(self.path.endswith('chunked'))
         self.wfile.write(b'ETag: "v1"\r\nContent-Length: %d\r\n\r\n' % len(body))
         if self.command == 'GET':
           self.wfile.write(body)
+
+      def _long(self, chunked: bool) -> None:
+        """LONG_BYTES of a PNG's signature then zeros, no Content-Length:
+        chunked, or to the connection's close."""
+        self.wfile.write(b'Transfer-Encoding: chunked\r\n\r\n' if chunked
+                         else b'Connection: close\r\n\r\n')
+        self.close_connection = True
+        block = (png(1)[:8] + bytes(LONG_BYTES))[:LONG_BYTES]
+        try:
+          self.wfile.write(b'%x\r\n%s\r\n0\r\n\r\n' % (len(block), block) if chunked
+                           else block)
+        except OSError:  # the client stopped reading, as it should
+          pass
 
       def _dripped(self) -> bool:
         """The header lines, a DRIP_S apart; False when the client left first."""
@@ -139,3 +156,17 @@ def test_a_dripped_answer_is_one_rejected_timeout_line(server, tmp_path):
   assert example['image/key'][1] == [f'{server.base}/ok/b.png'.encode()]
   pixels = Image.frombytes('RGB', (8, 8), example['image/encoded'][1][0])
   assert pixels.getpixel((4, 4)) == (80, 120, 30)  # png(2)'s colour
+
+
+@pytest.mark.parametrize('name', ['b.chunked', 'c.closed'])
+def test_a_body_of_no_stated_length_past_max_image_bytes_says_no_size(server, name):
+  # Read to --max_image_bytes + 1 and abandoned, it "is 1001 bytes": its
+  # size was none of that (a 2 GB body was said to be 268435457 bytes).
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=0))
+  url = f'{server.base}/long/{name}'
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec(max_image_bytes=1000))
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'too_large', f'{url} has more bytes than --max_image_bytes 1000: not read further')
+  data = client.fetch(url, ImageSpec(max_image_bytes=LONG_BYTES))  # as long as allowed
+  assert (len(data), data[:8], set(data[8:])) == (LONG_BYTES, png(1)[:8], {0})

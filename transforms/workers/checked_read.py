@@ -17,10 +17,13 @@ from transforms.core.spec import ImageSpec
 _CHUNK_BYTES = 1 << 20
 
 
-def too_large(path: str, num_bytes: int, max_bytes: int, grew: bool = False) -> RowError:
-  what = 'grew past' if grew else f'is {num_bytes} bytes, more than'
+def too_large(path: str, num_bytes: Optional[int], max_bytes: int,
+              grew: bool = False) -> RowError:
+  """num_bytes None: a size nobody reported, found past max_bytes as read."""
+  what = ('grew past' if grew else 'has more bytes than' if num_bytes is None
+          else f'is {num_bytes} bytes, more than')
   return RowError(STAGE_READ, 'too_large', f'{path} {what} --max_image_bytes {max_bytes}: '
-                  'not read' + (' further' if grew else ''))
+                  'not read' + (' further' if grew or num_bytes is None else ''))
 
 
 def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSpec) -> bytes:
@@ -54,6 +57,6 @@ def read_checked(stream: BinaryIO, path: str, size: Optional[int], spec: ImageSp
       break
     parts.append(chunk)
     total += len(chunk)
-  if total > max_bytes:
-    raise too_large(path, total, max_bytes, grew=size is not None)
+  if total > max_bytes:  # read to max_bytes + 1: that is no size (a 2 GB body's was said)
+    raise too_large(path, None, max_bytes, grew=size is not None)
   return b''.join(parts)
