@@ -1,7 +1,8 @@
 """Images over HTTP from servers that misbehave on purpose, each a server
 the test starts on 127.0.0.1 (and nowhere else): an answer dripped a header
-line at a time, each line well within the read timeout, whose whole answer
-takes longer than --http_timeout_s; a body of no stated length (chunked, or
+line at a time, or after 100 Continue answers one at a time, each line well
+within the read timeout, whose whole answer takes longer than
+--http_timeout_s; a body of no stated length (chunked, or
 ended by the connection's close) longer than --max_image_bytes."""
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class Server:
       def do_GET(self):
         server.seen.append((self.command, self.path))
         body = png(2)
+        if self.path.startswith('/continue/') and not self._dripped(b'HTTP/1.1 100 Continue\r\n\r\n'):
+          return
         self.wfile.write(b'HTTP/1.1 200 OK\r\n')
-        if self.path.startswith('/drip/') and not self._dripped():
+        if self.path.startswith('/drip/') and not self._dripped(b'X-Drip: 1\r\n'):
           return
         if self.path.startswith('/long/'):
           return self._long(self.path.endswith('chunked'))
@@ -80,12 +83,12 @@ class Server:
         except OSError:  # the client stopped reading, as it should
           pass
 
-      def _dripped(self) -> bool:
-        """The header lines, a DRIP_S apart; False when the client left first."""
+      def _dripped(self, line: bytes) -> bool:
+        """DRIPPED_LINES lines, a DRIP_S apart; False when the client left first."""
         written = 0
         try:
-          for i in range(DRIPPED_LINES):
-            self.wfile.write(b'X-Drip-%d: 1\r\n' % i)
+          for _ in range(DRIPPED_LINES):
+            self.wfile.write(line)
             self.wfile.flush()
             written += 1
             time.sleep(DRIP_S)
@@ -114,6 +117,21 @@ class Server:
 def server():
   with Server() as running:
     yield running
+
+
+def test_interim_100_continue_answers_without_end_are_a_timeout(server):
+  # http.client skips each 100 Continue for the next status line: a server
+  # sending them on held the fetch for as long (forever under
+  # --http_timeout_s 1, one every 10 ms), each within the read timeout.
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=0))
+  url = server.base + '/continue/a.png'
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert server.drips_ended.acquire(timeout=60)
+  assert server.dripped[0] < DRIPPED_LINES
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'timeout', f'{url}: no answer within --http_timeout_s 1, not retried: '
+      'ReadTimeoutError')
 
 
 def test_an_answer_dripped_a_header_at_a_time_is_a_timeout(server):
