@@ -7,6 +7,8 @@ ended by the connection's close) longer than --max_image_bytes."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import http.server
 import io
 import threading
@@ -43,6 +45,7 @@ class Server:
 
   def __init__(self):
     self.seen: list = []
+    self.auth: list = []
     self.dripped: list = []  # of each /drip/ answer: the header lines written before its end
     self.drips_ended = threading.Semaphore(0)
     server = self
@@ -58,6 +61,7 @@ class Server:
 
       def do_GET(self):
         server.seen.append((self.command, self.path))
+        server.auth.append(self.headers.get('Authorization'))
         body = png(2)
         if self.path.startswith('/continue/') and not self._dripped(b'HTTP/1.1 100 Continue\r\n\r\n'):
           return
@@ -188,3 +192,30 @@ def test_a_body_of_no_stated_length_past_max_image_bytes_says_no_size(server, na
       'read', 'too_large', f'{url} has more bytes than --max_image_bytes 1000: not read further')
   data = client.fetch(url, ImageSpec(max_image_bytes=LONG_BYTES))  # as long as allowed
   assert (len(data), data[:8], set(data[8:])) == (LONG_BYTES, png(1)[:8], {0})
+
+
+def test_a_password_with_a_space_or_a_slash_never_shows(server, tmp_path, capsys):
+  # 'me:HUSH 4U@' is sent as basic authentication, and its key and
+  # image/filename (shards, sidecar) showed it whole; 'me:HUSH/4U@' is no URL
+  # that parses, and its rejected line showed it.
+  spaced = server.base.replace('://', '://me:HUSH 4U@') + '/ok/a.png'
+  slashed = server.base.replace('://', '://me:HUSH/4U@') + '/ok/b.png'
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text(f'image,label\n{spaced},a\n{slashed},b\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--height', '8',
+                       '--width', '8', '--progress', 'off', '--max_error_rate', '1']) == EXIT_OK
+  assert server.auth == ['Basic ' + base64.b64encode(b'me:HUSH 4U').decode()]
+  [example] = read_examples(out)
+  shown = server.base.replace('://', '://<redacted>@')
+  assert (example['image/key'][1], example['image/filename'][1]) == (
+      [f'{shown}/ok/a.png'.encode()], [f'{shown}/ok/a.png'.encode()])
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['row']['image']) == (
+      'manifest', 'bad_value', f'{shown}/ok/b.png')
+  for path in out.iterdir():
+    data = path.read_bytes()
+    data = gzip.decompress(data) if path.name.endswith('.gz') else data
+    assert b'HUSH' not in data, path.name
+  captured = capsys.readouterr()
+  assert 'HUSH' not in captured.out + captured.err

@@ -83,6 +83,27 @@ def test_redacting_again_keeps_what_follows_a_hidden_value(text):
   assert redact.shown_url(f'{shown}: timed out') == f'{shown}: timed out'
 
 
+@pytest.mark.parametrize('url, shown', [
+    # what the request sends as basic authentication: the authority's part to
+    # its last '@', spaces too ('...me:HU SH@h' showed its password)
+    ('http://me:HU SH@h:1/a.png', f'http://{R}@h:1/a.png'),
+    ('http://me@HUSH@h/a.png', f'http://{R}@h/a.png'),
+    # a password holding '/', '?' or '#' unescaped: no URL that parses (its
+    # port 'HU' is no number), and its row showed the password
+    ('http://me:HU/SH@h:1/a.png', f'http://{R}@h:1/a.png'),
+    ('http://me:HU?SH@h/a.png', f'http://{R}@h/a.png'),
+    ('http://me:HU#S@H@h/a.png', f'http://{R}@h/a.png'),
+    # an '@' in a path is no user part
+    ('https://h/@user/a.png', 'https://h/@user/a.png'),
+    ('http://h:80/@user/a.png', 'http://h:80/@user/a.png'),
+    ('http://[::1]:80/@x.png', 'http://[::1]:80/@x.png'),
+    ('http://h:abc/x.png', 'http://h:abc/x.png'),
+    (f'http://{R}@h/a.png: HTTP 404', f'http://{R}@h/a.png: HTTP 404'),
+])
+def test_the_user_part_of_a_url_is_what_the_request_sends(url, shown):
+  assert redact.shown_url(url) == shown
+
+
 def test_values_of_every_json_shape():
   assert redact.redact_value({'a': 'http://u:HUSH@h', 'password': 'HUSH', 'token': None,
                               'n': 3, 'list': [1, 'token=HUSH', {'pwd': 'HUSH'}]}) == {

@@ -92,11 +92,41 @@ def redact_text(text: str) -> str:
   return ''.join(out) + text[last:]
 
 
+# A text that starts as a URL: its scheme, and its authority (to the first
+# '/', '?' or '#', as urllib.parse.urlsplit takes it).
+_URL_AUTHORITY = re.compile(r'([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)')
+
+
+def _url_user_end(text: str) -> int:
+  """Where the user part of the URL `text` starts with ends (the index of
+  its '@'), or -1. The user part is the authority's up to its last '@', as
+  the request takes it: a space in the password too (_USERINFO, for any
+  text, stops at one). An authority whose port is no number, with an '@'
+  after it, is a user:password holding '/', '?' or '#' unescaped: such a
+  URL fails to parse, and its row showed the password."""
+  found = _URL_AUTHORITY.match(text)
+  if found is None:
+    return -1
+  authority = found.group(2)
+  if '@' in authority:
+    return found.start(2) + authority.rindex('@')
+  port = authority.rpartition(':')[2]
+  if ':' in authority and not authority.startswith('[') and not port.isdigit():
+    return text.find('@', found.end(2))
+  return -1
+
+
 def shown_url(text: str) -> str:
   """A path as a row may show it: a URL's user part and the query values
   that are credentials (a signed URL's X-Amz-Signature, sig, token, key,
   ...) redacted (redact_text); any other text as it is."""
-  return redact_text(text) if '://' in text else text
+  if '://' not in text:
+    return text
+  end = _url_user_end(text)
+  if end >= 0:
+    start = text.index('://') + 3
+    text = f'{text[:start]}{REDACTED}{text[end:]}'
+  return redact_text(text)
 
 
 def shown_value(value):
