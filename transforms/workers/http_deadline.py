@@ -50,7 +50,10 @@ class _DeadlineIO(socket.SocketIO):
     if left <= 0:
       raise TimeoutError('the answer took longer than its deadline')
     self._sock.settimeout(left if self._timeout is None else min(self._timeout, left))
-    return super().readinto(b)
+    try:
+      return super().readinto(b)
+    finally:  # the connection's next request sends with its own timeout
+      self._sock.settimeout(self._timeout)
 
 
 class _Socket:
