@@ -65,6 +65,10 @@ class Server:
         body = png(2)
         if self.path.startswith('/continue/') and not self._dripped(b'HTTP/1.1 100 Continue\r\n\r\n'):
           return
+        if self.path.startswith('/unavailable/'):  # always, come back in a second
+          self.wfile.write(b'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n'
+                           b'Content-Length: 0\r\n\r\n')
+          return None
         self.wfile.write(b'HTTP/1.1 200 OK\r\n')
         if self.path.startswith('/drip/') and not self._dripped(b'X-Drip: 1\r\n'):
           return
@@ -219,3 +223,25 @@ def test_a_password_with_a_space_or_a_slash_never_shows(server, tmp_path, capsys
     assert b'HUSH' not in data, path.name
   captured = capsys.readouterr()
   assert 'HUSH' not in captured.out + captured.err
+
+
+def test_a_fetch_longer_than_image_timeout_s_ends_by_its_own_limits(server, tmp_path):
+  # An image worker process's call waited for its fetches within
+  # --image_timeout_s: a 503 whose Retry-After and --http_retries outlast it
+  # (under the defaults, any stall: 4 tries of 30 s against 60 s) was
+  # decode/timeout, and its batch was redone row by row, each URL fetched
+  # again (the good one too).
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text(f'image,label\n{server.base}/unavailable/a.png,a\n'
+                      f'{server.base}/ok/b.png,b\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--height', '8',
+                       '--width', '8', '--progress', 'off', '--image_processes', '1',
+                       '--image_timeout_s', '1', '--http_retries', '2',
+                       '--max_error_rate', '1']) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['reason']) == (
+      'read', 'http_error', f'{server.base}/unavailable/a.png: HTTP 503 after 2 retries')
+  [example] = read_examples(out)
+  assert example['image/key'][1] == [f'{server.base}/ok/b.png'.encode()]
+  assert sorted(path for _, path in server.seen) == ['/ok/b.png'] + ['/unavailable/a.png'] * 3

@@ -96,13 +96,30 @@ def _read_one(source, reader: filesystem.FileAccess, spec: ImageSpec,
   """read_remote_sources of one source; a remote one read shows progress
   (progress_ticks: the pool's time limit is then each source's)."""
   if isinstance(source, concurrent.futures.Future):
-    read = _fetched(source)
+    read = _fetch_awaited(source)
   elif _is_remote_source(source):
     read = _bytes_or_error(source, reader, spec, http)
   else:
     return source
   progress_ticks.row_done()
   return read
+
+
+FETCH_POLL_S = 0.02  # how often a wait on a fetch tells the call's timer it is not stuck
+
+
+def _fetch_awaited(future: concurrent.futures.Future):
+  """A fetch's result for an image worker process's call, its wait not
+  timed by --image_timeout_s (the Preparer's limit): a fetch has limits of
+  its own, each try's --http_timeout_s and --http_retries, and its failure a
+  code of its own (read/timeout, read/http_error). Timed, a URL stalling under
+  the defaults (4 tries of 30 s against 60 s) was decode/timeout ("reading,
+  decoding, resizing and encoding took longer"), a 429 whose Retry-After was
+  waited too, and its batch was redone row by row, each URL fetched again:
+  6 GETs of a stalling URL, 5 of one answering 429, 2 of a good one."""
+  while not concurrent.futures.wait([future], timeout=FETCH_POLL_S).done:
+    progress_ticks.row_done()  # in the parent: the Preparer's hook, no row counted
+  return future.result()
 
 
 # http(s) images are fetched on these threads, started as soon as their batch
