@@ -366,6 +366,33 @@ def test_jsonl_rows_without_a_split_when_train_is_not_a_split_name(sample):
   assert info['rejected_by_reason'] == {'manifest/unknown_split': 5}
 
 
+def test_a_jsonl_null_or_nan_split_is_an_empty_cell_not_train(sample):
+  """`"split": null` (pandas' gap, api.convert's None) and `NaN` are empty
+  cells, rejected as a CSV's empty split cell and a JSONL "" are: they went to
+  train, every row whose split was missing trained on. A row without the
+  member at all has no split column: train, as before."""
+  cells = [('test',), (None,), (float('nan'),), ('',), (), ('validation',), (None,),
+           ('train',), ()]
+  rows = [{'image': image, 'label': name, **({'split': cell[0]} if cell else {})}
+          for (image, name), cell in zip(sample.labels.items(), cells)]
+  sample.manifest = sample.root / 'm.jsonl'
+  sample.manifest.write_text(''.join(json.dumps(r) + '\n' for r in rows))  # NaN as NaN
+  assert run_convert(sample, '--max_error_rate', '1') == EXIT_OK
+  images = list(sample.labels)
+  splits = {}
+  for name in ('train', 'validation', 'test'):
+    for example in read_examples(sample.out, name):
+      splits[feature(example, 'image/key').decode()] = name
+  assert splits == {images[0]: 'test', images[4]: 'train', images[5]: 'validation',
+                    images[7]: 'train', images[8]: 'train'}
+  rejected = {line['row']['image']: (line['code'], line['reason'])
+              for line in rejected_lines(sample.out)}
+  empty = ('unknown_split', 'the split cell is empty; give one of train, validation, test')
+  assert rejected == {images[i]: empty for i in (1, 2, 3, 6)}
+  info = read_info(sample.out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (9, 5, 4)
+
+
 def test_shard_size_caps_each_shard(sample):
   assert run_convert(sample, '--shard_size_mb', '1') == EXIT_OK  # 9 x 270 KB raw
   info = read_info(sample.out)

@@ -323,13 +323,22 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name, ABSENT), f.kind, f.name,
                                               config.fmt, f.shape))
                  for f in config.extra_features)
-  split = config.split.assign(key, text_of(fields, config.column('split')))
+  split = config.split.assign(key, _split_cell(fields, config.column('split')))
   # One constructor call, not a row then dataclasses.replace (which walks every
   # field again): a few us less a row, on a parse of ~20-40 us.
   return ManifestRow(
       fields, config.source, line, image=image, path=path,
       key=key, label=label, split=split, extras=extras, label_padded=padded,
       position=position)
+
+
+def _split_cell(fields: dict, column: str) -> Optional[str]:
+  """The split cell as text; None only when the row has no such column (a
+  JSONL object without the member: the default split). A JSONL `null` or
+  `NaN` (pandas' gap, api.convert's None) is an empty cell, '', rejected as a
+  CSV's empty cell is: it went to train, a test row trained on."""
+  text = text_of(fields, column)
+  return '' if text is None and column in fields else text
 
 
 def is_padded(value) -> bool:
