@@ -3,8 +3,14 @@ makes of their line ends, encodings, headers and labels."""
 
 from __future__ import annotations
 
+import io
+import json
+import shlex
+
+from PIL import Image
 import pytest
 
+from pipeline import api
 from pipeline import convert
 from pipeline.errors import EXIT_USAGE
 from tests.test_command_line import one_error_line
@@ -224,3 +230,47 @@ def test_a_gzipped_manifest_named_in_capitals_is_read_decompressed(tmp_path, nam
   found = sorted((e['key'], e['class_text'], tuple(e['image'][0, 0])) for e in
                  examples(str(out), 'train'))
   assert found == [('a.png', 'cat', (200, 0, 0)), ('b.png', 'dog', (0, 200, 0))]
+
+
+@pytest.mark.parametrize('name,text,column,twin', [
+    ('m.csv', 'image,label,Split\na.png,cat,test\n', 'split', 'Split'),
+    ('m.tsv', 'image\tlabel\tSplit\na.png\tcat\ttest\n', 'split', 'Split'),
+    ('m.csv', 'image,label,KEY\na.png,cat,k1\n', 'key', 'KEY'),
+    ('m.jsonl', '{"image": "a.png", "label": "cat", "SPLIT": "test"}\n', 'split', 'SPLIT'),
+])
+def test_an_optional_column_named_in_other_case_is_refused_not_ignored(tmp_path, capsys, name,
+                                                                       text, column, twin):
+  # unread, every row went to train (test rows trained on) with exit 0
+  path = tmp_path / name
+  path.write_text(text)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out)]) == EXIT_USAGE
+  error = one_error_line(capsys)
+  assert error.startswith(f'error: manifest {path} has a column {twin!r}, not {column!r}, so it '
+                          f'would not be read (')
+  assert error.endswith(f'rename it {column}, or pass --{column}_column {shlex.quote(twin)}')
+  assert not out.exists()
+
+
+def test_an_optional_column_in_other_case_is_read_when_named_by_its_flag(tmp_path):
+  (tmp_path / 'a.png').write_bytes(_png())
+  path = tmp_path / 'm.csv'
+  path.write_text('image,label,Split\na.png,cat,test\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), '--split_column',
+                       'Split', '--progress', 'off']) == 0
+  info = json.loads((out / 'dataset_info.json').read_text())
+  assert {split: entry['num_examples'] for split, entry in info['splits'].items()} == {'test': 1}
+
+
+def test_api_rows_with_a_split_column_in_other_case_are_refused(tmp_path):
+  with pytest.raises(api.UsageError, match=r"rows= has a column 'Split', not 'split'"):
+    api.convert(rows=[{'image': str(tmp_path / 'a.png'), 'label': 'cat', 'Split': 'test'}],
+                output_dir=str(tmp_path / 'out'))
+  assert not (tmp_path / 'out').exists()
+
+
+def _png() -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (8, 8), (200, 10, 10)).save(buffer, format='PNG')
+  return buffer.getvalue()

@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import json
 import os
+import shlex
 from typing import Optional
 
 from pipeline.configuration import flag_files
@@ -164,13 +165,35 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   if rows is not None:
     if rows.count:  # no row at all: require_input's to say
       _check_columns(ROWS, needed, rows.columns)
+      _check_optional_columns(ROWS, config, role, named, rows.columns)
   elif manifest.has_header(fmt):
     _check_columns(f'manifest {path}', needed, header, fmt)
-  elif fmt == 'jsonl' and named:
+    _check_optional_columns(f'manifest {path}', config, role, named, header)
+  elif fmt == 'jsonl':
     found = _jsonl_columns(filled[0])
-    if found is not None:
+    if found is not None and named:
       _check_columns(f'manifest {path}', list(named.values()), found)
+    if found is not None:
+      _check_optional_columns(f'manifest {path}', config, role, named, found)
   return config
+
+
+def _check_optional_columns(named: str, config: manifest.ManifestConfig, role: str,
+                            given: dict, found) -> None:
+  """An optional column (key, split) the file names in another case than
+  the column it is read from ('Split'): unread, every row went to train,
+  test rows trained on, with exit 0."""
+  for column in ('split', 'key'):
+    name = config.column(column)
+    if column in given or column not in _ROLE_COLUMNS[role] or name in found:
+      continue
+    twin = next((c for c in found if str(c).casefold() == name.casefold()), None)
+    if twin is not None:
+      unread = ("every row would be in --split's splits (train by default)"
+                if column == 'split' else "each row's key would be its image")
+      raise UsageError(f'{named} has a column {twin!r}, not {name!r}, so it would not be '
+                       f'read ({unread}): rename it {name}, or pass --{column}_column '
+                       f'{shlex.quote(str(twin))}')
 
 
 # A pattern's headers are read this many at a time: a remote open is a round
