@@ -102,6 +102,21 @@ def test_empty_image_dir(tmp_path, capsys):
   assert not (tmp_path / 'out').exists()
 
 
+def test_skipped_names_with_control_characters_keep_the_error_one_line(tmp_path, capsys):
+  """A skipped file whose name holds a line break or an ESC sequence was
+  printed raw: the one-line error was two lines, the ESC coloured the terminal."""
+  dogs = tmp_path / 'photos' / 'dogs'
+  dogs.mkdir(parents=True)
+  (dogs / 'two\nlines.txt').write_text('')
+  (dogs / 'red\x1b[31m.txt').write_text('')
+  code, _, err = run(convert.main, ['--image_dir', tmp_path / 'photos', '--output_dir',
+                                    tmp_path / 'out'], capsys)
+  assert code == EXIT_USAGE
+  assert err == (f'error: --image_dir {tmp_path / "photos"} has no image files (2 files '
+                 f'skipped by extension: dogs/red<U+001B>[31m.txt, '
+                 f'dogs/two<U+000A>lines.txt)\n')
+
+
 def test_image_dir_listing_stops_at_the_first_image(tmp_path, monkeypatch):
   for i in range(20):
     write_image(tmp_path / 'photos' / f'class{i}' / f'{i}.png')

@@ -504,6 +504,27 @@ def test_an_unreadable_root_is_one_entry(tmp_path, monkeypatch):
           in local_files.walk_local_files(str(tmp_path))] == [('./', 'unreadable')]
 
 
+@pytest.mark.parametrize('layout', ['label', 'split/label'])
+def test_convert_of_an_image_dir_it_cannot_list_rejects_it_in_either_layout(
+    tmp_path, monkeypatch, capsys, layout):
+  """DIR itself unlistable (chmod 000, another user's folder): with layout
+  label it was one rejected row './' and exit 2 (every row rejected); with
+  split/label the check of its split folders listed it first and raised a
+  PermissionError traceback (exit 1)."""
+  root = tmp_path / 'data'
+  write_image(root / 'train' / 'red' / 'a.png')
+  locked_scandir(monkeypatch, root)
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(root), '--image_dir_layout', layout,
+                       '--output_dir', str(out), '--height', '4', '--width', '4',
+                       '--progress', 'off']) == EXIT_USAGE
+  assert 'Traceback' not in capsys.readouterr().err
+  assert [(r['row']['image'], r['stage'], r['code'], r['reason']) for r in rejected_lines(out)] == [
+      ('./', 'read', 'unreadable',
+       f'cannot list folder {root}: Permission denied; its files are not converted')]
+  assert sorted(path.name for path in out.iterdir()) == ['rejected.jsonl']
+
+
 def _check_tree_run(out: pathlib.Path, tree: pathlib.Path) -> None:
   rejected = {(r['row']['image'], r['stage'], r['code'], r['line'])
               for r in rejected_lines(out)}

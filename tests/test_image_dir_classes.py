@@ -69,6 +69,26 @@ def test_every_class_folder_has_its_keras_id_empty_or_not(tmp_path, capsys, work
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
 
 
+def test_the_summary_writes_out_control_characters_of_names(tmp_path, capsys):
+  """Skipped file names and class folder names were printed raw in the
+  summary: a name's line break split its line, an ESC sequence coloured the
+  terminal, a U+202E turned the rest of the per-class line around."""
+  source = tmp_path / 'tree'
+  for folder in ('cat', 'rlo\u202ex'):
+    (source / folder).mkdir(parents=True)
+    (source / folder / '0.png').write_bytes(noise_png(len(folder)))
+  (source / 'cat' / 'two\nlines.txt').write_text('')
+  (source / 'cat' / 'red\x1b[31m.txt').write_text('')
+  out = tmp_path / 'out'
+  assert convert.main(['--image_dir', str(source), '--output_dir', str(out), *SIZE]) == EXIT_OK
+  assert read_info(out)['skipped_files'] == ['cat/red\x1b[31m.txt', 'cat/two\nlines.txt']
+  printed = capsys.readouterr().out.splitlines()
+  assert '    per class: cat 1, rlo<U+202E>x 1; imbalance 1.0x' in printed
+  assert ('  skipped 2 file(s) that are not images by name (--image_extensions): '
+          'cat/red<U+001B>[31m.txt, cat/two<U+000A>lines.txt') in printed
+  assert not any('\x1b' in line or '\u202e' in line for line in printed)
+
+
 @pytest.mark.slow  # imports TensorFlow's Keras
 def test_the_ids_are_those_of_keras_index_directory(tmp_path):
   dataset_utils = pytest.importorskip('keras.src.utils.dataset_utils')

@@ -26,6 +26,7 @@ from transforms.core import manifest_hints
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.labels import written_out
 
 
 def _first_line(path: str, skip_blank: bool = False,
@@ -281,7 +282,11 @@ def image_dir_splits(directory: str, names: tuple) -> None:
     from transforms.sources import list_files
     folders = {r.split('/')[0] for r in list_files(directory) if '/' in r}
   else:
-    folders = {e.name for e in os.scandir(directory) if e.is_dir()}
+    try:
+      with os.scandir(directory) as listing:
+        folders = {e.name for e in listing if e.is_dir()}
+    except OSError:  # the run's listing rejects it, as with layout label: a row './'
+      return
   unknown = sorted(f for f in folders if not f.startswith('.') and f not in names)
   if unknown:
     raise UsageError(f'--image_dir {directory}: folder {unknown[0]!r} is not a split name '
@@ -320,7 +325,7 @@ def require_input(manifests: tuple, directory: Optional[str],
     return
   skipped = _skipped_if_no_image(directory, extensions)
   if skipped is not None:
-    shown = ', '.join(skipped[:SHOWN_SKIPPED]) + (', ...' if len(skipped) > SHOWN_SKIPPED
+    shown = ', '.join(map(written_out, skipped[:SHOWN_SKIPPED])) + (', ...' if len(skipped) > SHOWN_SKIPPED
                                                  else '')
     raise UsageError(f'--image_dir {directory} has no image files' + (
         f' ({len(skipped)} file{"s" if len(skipped) != 1 else ""} skipped by extension: '

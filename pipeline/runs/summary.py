@@ -25,7 +25,7 @@ def summary(info: dict, seconds: float) -> str:
   if info.get('num_skipped_files'):
     shown = info['skipped_files']
     lines.append(f'  skipped {info["num_skipped_files"]} file(s) that are not images by '
-                 f'name (--image_extensions): {", ".join(shown)}'
+                 f'name (--image_extensions): {", ".join(map(written_out, shown))}'
                  + (', ...' if info['num_skipped_files'] > len(shown) else ''))
   for reason, count in info.get('rejected_annotations_by_reason', {}).items():
     lines.append(f'  annotation rejected {reason}: {count} (not an image row)')
