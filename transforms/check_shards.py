@@ -10,11 +10,11 @@ import apache_beam as beam
 from transforms import filesystem
 from transforms.beam_util import FIRST_PROBLEMS
 from transforms.beam_util import FIRST_WARNINGS
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import PROBLEMS
 from transforms.beam_util import SUMMARIES
 from transforms.beam_util import TALLY_SUMS
 from transforms.beam_util import WARNINGS
+from transforms.beam_util import counter
 from transforms.beam_util import in_global_window
 from transforms.check_side_files import SideFiles
 from transforms.check_side_files import compression_problem
@@ -73,7 +73,7 @@ class ReadShardFn(beam.DoFn):
     self._span_processes = span_processes
     self._spans = None
     self._ended = set()
-    self._records = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'records_validated')
+    self._records = counter('records_validated')
 
   def setup(self):
     self._files = filesystem.FileAccess()

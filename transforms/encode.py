@@ -15,8 +15,8 @@ from transforms.batches import RowBatch
 from transforms.beam_util import EXAMPLES
 from transforms.beam_util import LABELLED
 from transforms.beam_util import LOADED
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
+from transforms.beam_util import counter
 from transforms.beam_util import in_global_window
 from transforms.core.copies import COPY_ERRORS
 from transforms.core.copies import NO_CHECK
@@ -126,8 +126,8 @@ class LoadImageFn(PooledSourceFn):
     self._example_spec = example_spec
     self._copy_check = copy_check(example_spec.table()) if example_spec else NO_CHECK
     self._fingerprint_fetches = fingerprint_fetches
-    self._images = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'images_loaded')
-    self._bytes = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'source_bytes')
+    self._images = counter('images_loaded')
+    self._bytes = counter('source_bytes')
 
   def setup(self):
     self._progress = ProgressFile(self._progress_dir)

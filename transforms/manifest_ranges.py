@@ -23,8 +23,8 @@ from apache_beam.io.restriction_trackers import OffsetRange
 from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
 from apache_beam.transforms.core import RestrictionProvider
 
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import AnyOutput
+from transforms.beam_util import counter
 from transforms.core import line_ranges
 from transforms.core import paths
 from transforms.core.line_ranges import LineNumbers
@@ -105,7 +105,7 @@ class ReadRangeFn(AnyOutput, beam.DoFn):
 
   def __init__(self, has_header: bool):
     self._has_header = has_header
-    self._ranges = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'manifest_ranges_read')
+    self._ranges = counter('manifest_ranges_read')
 
   def setup(self):
     self._files = FileAccess()

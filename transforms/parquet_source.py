@@ -18,10 +18,10 @@ from typing import Optional
 import apache_beam as beam
 
 from transforms.batches import Batch
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
 from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import parquet
@@ -52,7 +52,7 @@ class ReadRowGroupFn(beam.DoFn):
   def __init__(self, config: manifest.ManifestConfig, progress_dir: Optional[str] = None):
     self._config = config
     self._progress_dir = progress_dir
-    self._rows = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'manifest_rows')
+    self._rows = counter('manifest_rows')
 
   def setup(self):
     self._files = FileAccess()

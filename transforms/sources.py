@@ -15,11 +15,11 @@ from transforms.batches import BatchesOut
 from transforms.batches import RowBatch
 from transforms.batches import chunks
 from transforms.beam_util import CLASSES
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import SKIPPED
 from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
 from transforms.buckets import KEY_BUCKETS
 from transforms.buckets import PerKeyFn
 from transforms.buckets import buffer_by_key
@@ -64,8 +64,7 @@ class ParseLineFn(BatchesOut, NumberLinesFn):
     super().__init__(progress_dir)
     self._parse = LineParser(configs)
     self._deferred = deferred
-    self._rows = beam.metrics.Metrics.counter(
-        METRICS_NAMESPACE,
+    self._rows = counter(
         'label_manifest_rows' if configs[0].role == manifest.ROLE_LABELS else 'manifest_rows')
 
   def numbered(self, file: int, line: int, position: int, raw: bytes):

@@ -21,10 +21,10 @@ import zlib
 import apache_beam as beam
 
 from transforms.batches import Batch
-from transforms.beam_util import METRICS_NAMESPACE
 from transforms.beam_util import REJECTED
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
+from transforms.beam_util import counter
 from transforms.core import manifest
 from transforms.core import webdataset
 from transforms.core.rejects import STAGE_MANIFEST
@@ -162,7 +162,7 @@ class ReadTarFn(beam.DoFn):
 
   def __init__(self, config: manifest.ManifestConfig):
     self._config = config
-    self._rows = beam.metrics.Metrics.counter(METRICS_NAMESPACE, 'manifest_rows')
+    self._rows = counter('manifest_rows')
 
   def setup(self):
     self._files = FileAccess()
