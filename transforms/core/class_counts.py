@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from transforms.core.annotations import objects_per_name
+from transforms.core.labels import imbalance_ratio
 from transforms.core.validation import Problem
 
 CLASS_COUNT_MISMATCH = 'class_count_mismatch'
@@ -65,13 +66,13 @@ def class_count_problems(info: dict, counts: dict, label_counts: dict) -> list:
 def _imbalance_problem(split: str, declared, per_class: dict) -> list:
   """The split's imbalance_ratio against its examples_per_class (found equal
   to its records): largest / smallest non-empty class, null for none."""
-  present = [n for n in per_class.values() if n]
-  ratio = max(present) / min(present) if present else None
+  ratio = imbalance_ratio(per_class.values())
   if ratio is None and declared is None:
     return []
   if (ratio is not None and isinstance(declared, (int, float))
       and not isinstance(declared, bool) and math.isclose(declared, ratio, rel_tol=1e-9)):
     return []
+  present = [n for n in per_class.values() if n]
   given = (f'{max(present)} / {min(present)} = {ratio:g} (largest / smallest non-empty '
            'class)' if present else 'null (no class has a record)')
   return [Problem(CLASS_COUNT_MISMATCH, split, -1,

@@ -362,15 +362,22 @@ def label_warnings(label_rows: dict, padded_labels: dict, modes: frozenset,
   }
 
 
+def imbalance_ratio(examples: Iterable[int]) -> Optional[float]:
+  """dataset_info.json's imbalance_ratio of a split's per-class counts: its
+  largest / smallest non-empty class; None when no class has an example.
+  convert writes it (class_balance) and validate recounts it (class_counts)."""
+  present = [n for n in examples if n]
+  return max(present) / min(present) if present else None
+
+
 def class_balance(class_counts: dict, label_names: list) -> dict:
   """{split: {label id: examples}} -> {split: {'examples_per_class': {name: n}
   for every class, 'imbalance_ratio': largest / smallest non-empty class}}."""
   balance = {}
   for split, per_class in sorted(class_counts.items()):
     counts = {name: per_class.get(i, 0) for i, name in enumerate(label_names)}
-    present = [n for n in counts.values() if n]
     balance[split] = {
         'examples_per_class': counts,
-        'imbalance_ratio': max(present) / min(present) if present else None,
+        'imbalance_ratio': imbalance_ratio(counts.values()),
     }
   return balance
