@@ -807,16 +807,6 @@ def test_a_gzip_shard_larger_than_an_inflated_chunk_is_read_chunk_by_chunk(tmp_p
   reader.close()
 
 
-def test_the_key_feature_is_found_without_parsing_the_rest():
-  from transforms.core.example_proto import bytes_feature
-  data = _example('images/a.png', b'x' * 300)
-  assert bytes_feature(data, 'image/key') == b'images/a.png'
-  assert bytes_feature(data, 'image/class/label') is None  # an int64 feature
-  assert bytes_feature(data, 'image/ke') is None and bytes_feature(data, 'nope') is None
-  assert bytes_feature(data[:-3], 'image/key') is None  # cut short: not plain
-  assert bytes_feature(b'', 'image/key') is None
-
-
 def test_a_sidecar_is_plain_gzip_at_the_fastest_level(tmp_path):
   import gzip
 

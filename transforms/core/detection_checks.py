@@ -133,11 +133,6 @@ def check_masks(masks: list, record, expected) -> list:
   return []
 
 
-def floats(values: list, *_):
-  import numpy as np
-  return np.array(values, np.float32)
-
-
 def int64s(values: list, *_):
   import numpy as np
   return np.array(values, np.int64)

@@ -361,31 +361,3 @@ def plain_features(data: bytes, names: dict) -> Optional[dict]:
   except (_NotPlain, IndexError, struct.error):
     return None
 
-
-def bytes_feature(data: bytes, name: str):
-  """The single value of bytes feature `name` of a serialized Example in the
-  plain layout, found by walking the map's entries (no other value is
-  parsed: each entry's name is compared where it lies, a copy of every reused
-  record is checked so); None if it has no such feature of one value, or is
-  not plain."""
-  wanted = name.encode('utf-8')
-  size = len(wanted)
-  try:
-    if not data:
-      return None
-    pos, end = _delimited(data, 0, len(data), _LEN1)  # Example.features
-    if end != len(data):
-      return None
-    while pos < end:  # Features.feature: map entries, each key then value
-      if data[pos] != _LEN1:
-        return None
-      length, entry = _varint(data, pos + 1)
-      pos = entry + length
-      if data[entry] == _LEN1 and data[entry + 1] == size and (
-          data[entry + 2:entry + 2 + size] == wanted):
-        value_start, value_stop = _delimited(data, entry + 2 + size, pos, 0x12)
-        kind, values = _feature(data, value_start, value_stop, False)
-        return values[0] if kind == 'bytes_list' and len(values) == 1 else None
-    return None
-  except (_NotPlain, IndexError, struct.error):
-    return None
