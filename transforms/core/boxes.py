@@ -17,7 +17,6 @@ from transforms.core.image import centre_crop_box
 from transforms.core.image import letterbox
 from transforms.core.image import resize
 from transforms.core.orientations import TRANSPOSED
-from transforms.core.orientations import orient_box
 from transforms.core.orientations import oriented_size
 from transforms.core.spec import ImageSpec
 
@@ -123,16 +122,6 @@ def place_box(box: Box, where: Placement) -> tuple:
   full = (moved[2] - moved[0]) * (moved[3] - moved[1])
   kept = (clipped[2] - clipped[0]) * (clipped[3] - clipped[1])
   return clipped, (kept / full if full > 0 else 0.0)
-
-
-def transform_box(box: Box, stored: tuple, orientation: int, frame: str,
-                  spec: ImageSpec) -> tuple:
-  """A box in the annotation's frame (STORED or EXIF pixels) -> (the box on
-  the output image, the fraction of its area kept), as process_image moves
-  the pixels of an image stored at `stored` (width, height)."""
-  if frame == STORED:
-    box = orient_box(box, stored, orientation)
-  return place_box(box, placement(oriented_size(stored, orientation), spec))
 
 
 def transform_mask(mask: Image.Image, orientation: int, frame: str,

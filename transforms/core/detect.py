@@ -20,6 +20,7 @@ from transforms.core.coco import reject_row_if_bad
 from transforms.core.example import LabelledRow
 from transforms.core.example import LoadedImage
 from transforms.core.image import EncodedImage
+from transforms.core.orientations import orient_box
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import RowError
 from transforms.core.spec import DEFAULT_MAX_PIXELS
@@ -160,7 +161,7 @@ def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
       rejected.append(objects.reject_object(obj, objects.BOX_OUTSIDE_IMAGE,
                                             objects.outside_image(obj, box, size, row.image)))
       continue
-    oriented = boxes.orient_box(clipped, image.source_size, image.orientation) \
+    oriented = orient_box(clipped, image.source_size, image.orientation) \
         if frame == boxes.STORED else clipped
     placed, kept = boxes.place_box(oriented, where)
     if spec.resize_mode == 'crop' and (kept < options.min_box_visibility or kept <= 0):
