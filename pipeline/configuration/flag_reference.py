@@ -77,7 +77,7 @@ def page_with_reference(text: str, options_cls) -> str:
   return text[:start] + '\n\n' + reference(options_cls) + '\n' + text[end:]
 
 
-def main(argv=None) -> int:
+def main() -> int:
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   for page, options_cls in PAGES.items():
     path = os.path.join(root, page)

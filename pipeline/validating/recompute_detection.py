@@ -173,8 +173,8 @@ def findings(input_dir: str, info: dict, config, sampled: list, files) -> tuple:
   try:
     for index, (split, key, record) in recompute.in_shard_order(sampled, reader):
       found_at[index] = mine = ([], [])
-      found = _one(key, split, record, reads.get(key), config, detection, digest, reader,
-                   files, http)
+      found = _one(split, record, reads.get(key), config, detection, digest, reader, files,
+                   http)
       recompute.add_finding(found, (os.path.basename(record.shard_path), record.ordinal),
                             key, *mine)
   finally:
@@ -190,8 +190,8 @@ def _as_read(detection) -> bool:
   return bool(recorded) and fingerprints.file_version(detection.annotations) == recorded
 
 
-def _one(key: str, split: str, record, read: Optional[_Read], config, detection,
-         digest: str, reader, files, http) -> Optional[tuple]:
+def _one(split: str, record, read: Optional[_Read], config, detection, digest: str,
+         reader, files, http) -> Optional[tuple]:
   """(kind, what) of one record against its sources converted again, or None."""
   recorded = record.option_digest.partition('-')[0]
   if recorded and recorded != digest:
