@@ -1,5 +1,6 @@
 """The text inspect draws and prints of the data: class names and keys
-shortened, invisible characters written out, and the font they are drawn in."""
+shortened, invisible and control characters written out, and the font they
+are drawn in."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def font(size: int) -> ImageFont.FreeTypeFont:
 
 
 def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:
-  """The text in `limit` characters at most, invisible ones written <U+XXXX>
-  (a U+202E turned the rest of a line around: in the terminal, the counts after it)."""
+  """The text in `limit` characters at most, invisible and control ones
+  written <U+XXXX> (written_out: a U+202E turned the rest of a line around;
+  in the terminal, the counts after it)."""
   text = written_out(text)
   if len(text) <= limit:
     return text
