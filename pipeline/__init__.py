@@ -9,7 +9,8 @@ module may import and which imports nothing of the project.
 
 The rooms, each a package whose docstring says what it holds and what it may
 import (tests/test_layout.py holds them to it), from the top down:
-configuration/, runs/, engines/, looking/, reading/, beam_runtime/.
+validating/, configuration/, runs/, engines/, looking/, reading/,
+beam_runtime/.
 Logging is configured only by the entry points (runs/exits.py
 configure_logging): importing a module configures nothing.
 """

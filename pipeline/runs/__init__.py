@@ -3,8 +3,10 @@ temp folder (run_temp.py), SIGINT and SIGTERM (interrupts.py), one run per
 output folder (run_lock.py, lock_stores.py), the folder prepared and removed
 on failure (output_dir.py), a job that does not finish cancelled
 (run_guard.py), --previous_dataset and the latest pointer (previous.py), the
-progress line and the summary (progress.py, summary.py), and what a run in a
-caller's process puts back (in_process.py).
+progress line and the summary (progress.py, summary.py), room for the shards
+a local run keeps open (open_files.py), and what a run in a caller's process
+puts back (in_process.py) and what Beam raises and logs during it
+(in_process_errors.py).
 
 May import: pipeline.engines, pipeline.beam_runtime, pipeline.errors,
 transforms.
