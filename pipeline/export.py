@@ -188,8 +188,8 @@ def check_shards_present(input_dir: str, info: dict) -> None:
     return
   for declared in info['splits'].values():
     for shard in declared['shards']:
-      if not os.path.isfile(dataset.join(input_dir, shard)):
-        raise UsageError(f'shard {dataset.join(input_dir, shard)} listed in '
+      if not os.path.isfile(paths.join(input_dir, shard)):
+        raise UsageError(f'shard {paths.join(input_dir, shard)} listed in '
                          f'{DATASET_INFO} is missing')
 
 
@@ -303,7 +303,7 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
     lengths = []
     for shard in declared['shards']:
       target = os.path.join(output_dir, shard[:-3] if shard.endswith('.gz') else shard)
-      source = dataset.join(input_dir, shard)
+      source = paths.join(input_dir, shard)
       how = _link_or_copy(source, target)
       done[how] = done.get(how, 0) + 1
       lengths.append(count_records(target, source))

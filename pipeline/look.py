@@ -221,7 +221,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   if shards:
     first, record = shards[0], NO_RECORD
     for shard in shards:
-      record = first_record_lines(dataset.join(input_dir, shard))
+      record = first_record_lines(paths.join(input_dir, shard))
       if record is not NO_RECORD:
         first = shard
         break

@@ -42,10 +42,6 @@ from transforms.core.tfrecord import read_records
 PARSE_BATCH = 64
 
 
-def join(directory: str, name: str) -> str:
-  return paths.join(directory, name)
-
-
 @contextlib.contextmanager
 def open_binary(path: str):
   """A readable binary stream of `path`; `.gz` decompressed. Local files with
@@ -65,7 +61,7 @@ def open_binary(path: str):
 
 def read_info(input_dir: str) -> dict:
   """dataset_info.json of `input_dir`; InfoError if it is missing or unusable."""
-  path = join(input_dir, DATASET_INFO)
+  path = paths.join(input_dir, DATASET_INFO)
   if paths.is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
     return filesystem.read_info(input_dir)
@@ -82,9 +78,9 @@ def read_info(input_dir: str) -> dict:
 def shard_paths(input_dir: str, info: dict, split: str) -> list:
   """The split's shards as dataset_info.json lists them; InfoError for an unknown split."""
   if split not in info['splits']:
-    raise InfoError(f'no split {split!r} in {join(input_dir, DATASET_INFO)}; it has '
+    raise InfoError(f'no split {split!r} in {paths.join(input_dir, DATASET_INFO)}; it has '
                     f'{", ".join(info["splits"]) or "none"}')
-  return [join(input_dir, shard) for shard in info['splits'][split]['shards']]
+  return [paths.join(input_dir, shard) for shard in info['splits'][split]['shards']]
 
 
 def examples(input_dir: str, split: str = 'train', *, decode: bool = True,
