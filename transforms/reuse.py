@@ -16,6 +16,7 @@ from transforms import filesystem
 from transforms.batches import Batch
 from transforms.batches import BatchedFn
 from transforms.batches import in_batches
+from transforms.beam_util import EXAMPLES
 from transforms.beam_util import ROWS
 from transforms.beam_util import TALLIES
 from transforms.beam_util import TallyPerBundle
@@ -190,7 +191,7 @@ def CopyRecords(reusables, mode: str, ordering: Ordering, check: copies.CopyChec
           | 'ByShard' >> beam.ParDo(BufferByBucketFn(lambda pair: [pair], _reusable_bytes))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'CopyShard' >> beam.ParDo(ExactKeyFn(CopyShardFn(
-              mode, ordering, check))).with_outputs(FALLBACK, TALLIES, main='examples'))
+              mode, ordering, check))).with_outputs(FALLBACK, TALLIES, main=EXAMPLES))
 
 
 def _reusable_bytes(reusable: Reusable) -> int:
@@ -219,7 +220,7 @@ def decide_and_copy(rows, label_map, mode: str, options_digest: str,
   copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, check)
   to_encode = ((decided[ROWS], copied[FALLBACK] | 'BatchFallbacks' >> Batch())
                | 'RowsToEncode' >> beam.Flatten())
-  return Decided(to_encode, copied['examples'] | 'BatchCopies' >> Batch(),
+  return Decided(to_encode, copied[EXAMPLES] | 'BatchCopies' >> Batch(),
                  [decided[TALLIES], copied[TALLIES]])
 
 
