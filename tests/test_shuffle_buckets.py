@@ -47,7 +47,7 @@ from transforms.core.labels import LabelMap
 from transforms.core.shuffle import Ordering
 from transforms.dedupe import ContentDuplicates
 from transforms.dedupe import DedupeContent
-from transforms.reuse import FALLBACK
+from transforms.reuse import FALLBACK_ROWS
 from transforms.reuse import CopyRecords
 from transforms.reuse import CopyShardFn
 from transforms.reuse import Reusable
@@ -488,7 +488,7 @@ def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_p
                                                                            monkeypatch):
   """A previous shard whose reads fail part-way (EIO, a disk going bad under
   the run): the record read before the failure is a copy, every other row of
-  the shard goes out under FALLBACK to be encoded, and no row goes out both
+  the shard goes out under FALLBACK_ROWS to be encoded, and no row goes out both
   ways (that would write two records of one row)."""
   examples = _examples(9, ('train',))
   previous = dict(read_sidecar(_previous_dataset(tmp_path, examples)))
@@ -505,7 +505,7 @@ def test_a_shard_failing_mid_read_copies_each_row_or_encodes_it_never_both(tmp_p
       (first, next(e.data for e in examples if e.key == first), core_reuse.REUSED)]
   assert sorted(o.value.key for o in fallen) == sorted(
       r.row.key for r in group if r.row.key != first)
-  assert all((o.tag, o.value.reuse, o.value.previous) == (FALLBACK, core_reuse.FALLBACK, None)
+  assert all((o.tag, o.value.reuse, o.value.previous) == (FALLBACK_ROWS, core_reuse.FALLBACK, None)
              for o in fallen)
 
 
@@ -513,7 +513,7 @@ def test_two_rows_naming_one_record_each_end_once_when_the_shard_fails_between_t
     tmp_path, monkeypatch):
   """Two rows whose lines name one record (an edited sidecar): the shard's
   read fails after the first row's copy, and the second row still goes out
-  under FALLBACK (answered rows were told apart by ordinal: it was lost)."""
+  under FALLBACK_ROWS (answered rows were told apart by ordinal: it was lost)."""
   examples = _examples(9, ('train',))
   previous = dict(read_sidecar(_previous_dataset(tmp_path, examples)))
   row = dataclasses.replace(_rows_of(examples, 0)[0], previous=previous['k2'])
@@ -524,4 +524,4 @@ def test_two_rows_naming_one_record_each_end_once_when_the_shard_fails_between_t
   assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
       ('k2', examples[2].data)]
   assert [(o.tag, o.value.key) for o in out if not isinstance(o, BuiltExample)] == [
-      (FALLBACK, 'k2-twin')]
+      (FALLBACK_ROWS, 'k2-twin')]

@@ -38,7 +38,7 @@ from transforms.core.tfrecord import ShardError
 from transforms.label_maps import label_map_side_input
 
 REUSE = 'reuse'  # (previous shard path, Reusable)
-FALLBACK = 'fallback'  # ManifestRow whose record failed its CRC: encoded instead
+FALLBACK_ROWS = 'fallback'  # the tag of ManifestRows whose record failed its CRC: encoded instead
 
 
 class Reusable(NamedTuple):
@@ -112,7 +112,7 @@ class CopyShardFn(beam.DoFn):
   copied from the shard (by offset in a plain shard, by ordinal streaming a
   gzip one) with both CRCs checked, its data CRC the sidecar's, its key and
   label the row's and the sidecar's (copies.checked_copy); a record that
-  fails is not copied: its row goes out under FALLBACK to be encoded from its
+  fails is not copied: its row goes out under FALLBACK_ROWS to be encoded from its
   source."""
 
   def __init__(self, mode: str, ordering: Ordering, check: copies.CopyCheck):
@@ -128,7 +128,7 @@ class CopyShardFn(beam.DoFn):
     reusables = sorted(reusables, key=lambda r: r.row.previous.ordinal)
     for reusable, data in self._read(path, reusables):
       if isinstance(data, ShardError):  # encoded, counted by its example
-        yield beam.pvalue.TaggedOutput(FALLBACK, dataclasses.replace(
+        yield beam.pvalue.TaggedOutput(FALLBACK_ROWS, dataclasses.replace(
             reusable.row, previous=None, reuse=reuse.FALLBACK))
         continue
       yield self._example(reusable, data)
@@ -182,7 +182,7 @@ class CopyShardFn(beam.DoFn):
 
 @beam.ptransform_fn
 def CopyRecords(reusables, mode: str, ordering: Ordering, check: copies.CopyCheck):
-  """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK:
+  """(previous shard path, Reusable) -> {'examples': BuiltExample, FALLBACK_ROWS:
   rows to encode, TALLIES: counts}: every shard read in its own call, so a
   distributed runner reads the shards in parallel. The Reusables cross the
   shuffle in lists per shard and bundle (buckets.py)."""
@@ -191,7 +191,7 @@ def CopyRecords(reusables, mode: str, ordering: Ordering, check: copies.CopyChec
           | 'ByShard' >> beam.ParDo(BufferByBucketFn(lambda pair: [pair], _reusable_bytes))
           | 'GroupByShard' >> beam.GroupByKey()
           | 'CopyShard' >> beam.ParDo(ExactKeyFn(CopyShardFn(
-              mode, ordering, check))).with_outputs(FALLBACK, TALLIES, main=EXAMPLES))
+              mode, ordering, check))).with_outputs(FALLBACK_ROWS, TALLIES, main=EXAMPLES))
 
 
 def _reusable_bytes(reusable: Reusable) -> int:
@@ -218,7 +218,7 @@ def decide_and_copy(rows, label_map, mode: str, options_digest: str,
   if inline:
     return Decided(decided[ROWS], None, [decided[TALLIES]])
   copied = decided[REUSE] | 'CopyRecords' >> CopyRecords(mode, ordering, check)
-  to_encode = ((decided[ROWS], copied[FALLBACK] | 'BatchFallbacks' >> Batch())
+  to_encode = ((decided[ROWS], copied[FALLBACK_ROWS] | 'BatchFallbacks' >> Batch())
                | 'RowsToEncode' >> beam.Flatten())
   return Decided(to_encode, copied[EXAMPLES] | 'BatchCopies' >> Batch(),
                  [decided[TALLIES], copied[TALLIES]])
