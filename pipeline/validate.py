@@ -35,6 +35,7 @@ from pipeline.engines import runners
 from pipeline.runs import exits
 from pipeline.runs.output_dir import run_traces
 from pipeline.runs.run_guard import RunGuard
+from pipeline.runs.run_lock import live_holder
 from pipeline.validating import recompute
 from pipeline.validating.folder_checks import file_problems
 from pipeline.validating.folder_checks import shard_listing
@@ -211,6 +212,10 @@ def validate(config: configs.ValidateConfig, pipeline_options,
   # Before anything is read or written: can the runner take the job?
   runners.check_before_submit(pipeline_options, config.job_endpoint_connect_timeout)
   files = filesystem.FileAccess()  # this thread's reads of the dataset (one S3 client)
+  writer = live_holder(config.input_dir, pipeline_options, files)
+  if writer is not None:  # a dataset not published yet, or being replaced: no verdict
+    raise errors.UsageError(f'--input_dir {config.input_dir} is being written by '
+                            f'{writer.describe()}; validate it once that run has ended')
   try:
     info = filesystem.read_info(config.input_dir, files)
   except InfoError as error:
@@ -261,11 +266,34 @@ def validate(config: configs.ValidateConfig, pipeline_options,
     except file_kinds.NotReplaced as error:  # a FIFO made there once the job started
       raise errors.UsageError(f'--report {config.report_path} cannot be written: '
                               f'{error}') from error
+    # A convert into the folder since dataset_info.json was read: the report
+    # (deleted by the guard) judged the records of one dataset by another's.
+    _still_the_dataset_read(config.input_dir, info, pipeline_options, files)
     if guard.job_done and not runners.is_dry_run(pipeline_options):
       interrupts.published(interrupts.VALIDATE_REPORTED_LINE)
   if runners.is_dry_run(pipeline_options):
     return None
   return json.loads(files.read_text(config.report_path))
+
+
+def _still_the_dataset_read(input_dir: str, info: dict, pipeline_options,
+                            files: filesystem.FileAccess) -> None:
+  """UsageError unless input_dir still holds the dataset_info.json `info`
+  was read from, with no convert writing there: a convert --overwrite that
+  started while validate read left its report (INVALID for a valid dataset,
+  or a verdict on a dataset no longer there) in the new dataset."""
+  writer = live_holder(input_dir, pipeline_options, files)
+  try:
+    now = filesystem.read_info(input_dir, files)
+  except InfoError:
+    now = None
+  why = (f'{writer.describe()} is writing there' if writer is not None else
+         'its dataset_info.json is gone' if now is None else
+         'its dataset_info.json was rewritten' if now != info else None)
+  if why:
+    raise errors.UsageError(f'--input_dir {input_dir} changed while validate read it ({why}); '
+                            f'nothing was reported: validate it again'
+                            + (' once that run has ended' if writer is not None else ''))
 
 
 def _delete_if_present(targets: list, files: filesystem.FileAccess) -> None:

@@ -167,6 +167,24 @@ def stale_reason(holder: Optional[RunInfo], now: float, host: str, namespace: st
   return None
 
 
+def live_holder(folder: str, options=None,
+                files: Optional[filesystem.FileAccess] = None) -> Optional[RunInfo]:
+  """The run writing `folder` now (its lock's holder, not stale), or None:
+  what validate asks before and after it reads a dataset, since a convert
+  running there is replacing it (a fresh one has not published it yet)."""
+  store = lock_store(folder, options, files)
+  try:
+    generations = sorted(g for g in map(lock_generation, store.names()) if g is not None)
+  except UsageError:  # not a folder, or not listable: the read that follows says so
+    return None
+  text = store.read(lock_name(generations[-1])) if generations else None
+  holder = RunInfo.from_text(text) if text else None
+  if holder is None or stale_reason(holder, time.time(), socket.gethostname(),
+                                    pid_namespace()) is not None:
+    return None
+  return holder
+
+
 class RunLock:
   """`with RunLock.acquire(OUT, overwrite, options):` -- the one run writing OUT.
 
