@@ -266,6 +266,11 @@ def validate(config: configs.ValidateConfig, pipeline_options,
     except file_kinds.NotReplaced as error:  # a FIFO made there once the job started
       raise errors.UsageError(f'--report {config.report_path} cannot be written: '
                               f'{error}') from error
+    except Exception:
+      # That convert's --overwrite deleted the report's temp file before
+      # its rename: "the job failed: FileNotFoundError" said nothing of why.
+      _still_the_dataset_read(config.input_dir, info, pipeline_options, files)
+      raise
     # A convert into the folder since dataset_info.json was read: the report
     # (deleted by the guard) judged the records of one dataset by another's.
     _still_the_dataset_read(config.input_dir, info, pipeline_options, files)

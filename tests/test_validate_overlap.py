@@ -4,6 +4,7 @@ and leaves no report there (pipeline/validate.py, run_lock.live_holder)."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import time
 
@@ -21,6 +22,7 @@ from tests.test_run_lock import data  # noqa: F401  (the module's images, a fixt
 from tests.test_run_lock import finish
 from tests.test_run_lock import in_process
 from tests.test_run_lock import start
+from transforms import filesystem
 
 
 def wait_for_file(folder: pathlib.Path, name: str) -> None:
@@ -84,14 +86,42 @@ def test_a_dataset_replaced_while_validate_reads_it_gets_no_report(
     return listing(input_dir, info, files)
 
   monkeypatch.setattr(validate, 'shard_listing', replaced_after_the_read)
+  assert_replaced(out, capsys)
+  monkeypatch.setattr(validate, 'shard_listing', listing)
+  code, said = in_process(validate.main, ['--input_dir', str(out)], capsys)
+  assert code == EXIT_OK, said
+  assert 'OK: 3 examples' in said
+
+
+def assert_replaced(out: pathlib.Path, capsys) -> None:
   code, said = in_process(validate.main, ['--input_dir', str(out)], capsys)
   assert code == EXIT_USAGE, said
   assert said.strip().splitlines()[-1] == (
       f'error: --input_dir {out} changed while validate read it (its dataset_info.json was '
       f'rewritten); nothing was reported: validate it again')
-  assert not (out / 'validation_report.json').exists()
   assert not [p.name for p in out.iterdir() if p.name.startswith('validation_report')]
-  monkeypatch.setattr(validate, 'shard_listing', listing)
-  code, said = in_process(validate.main, ['--input_dir', str(out)], capsys)
-  assert code == EXIT_OK, said
-  assert 'OK: 3 examples' in said
+
+
+def test_a_convert_clearing_the_report_being_written_is_said_so(
+    data, tmp_path, capsys, monkeypatch):  # noqa: F811
+  """convert --overwrite's clear deletes validate's temp report (its
+  validation_report.json.*.tmp) just before validate renames it into place:
+  that was 'error: the job failed: RuntimeError: FileNotFoundError: ...',
+  exit 1, saying nothing of the convert."""
+  out = tmp_path / 'out'
+  assert convert.main(convert_flags(data, out)) == EXIT_OK
+  real = os.replace
+  cleared = []
+
+  def convert_clears_first(source, target):
+    if 'validation_report.json.' in str(source) and not cleared:
+      cleared.append(source)
+      flags = convert_flags(data, out, '--overwrite', '--height', '12')
+      assert convert.main(flags) == EXIT_OK  # its clear deletes `source`
+    return real(source, target)
+
+  monkeypatch.setattr(filesystem.os, 'replace', convert_clears_first)
+  assert_replaced(out, capsys)
+  assert len(cleared) == 1
+  monkeypatch.setattr(filesystem.os, 'replace', real)
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
