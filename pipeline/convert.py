@@ -87,7 +87,11 @@ from transforms.reuse_join import JoinPrevious
 from transforms.sources import ReadImageDir
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
+from transforms.workers import source_image
+from transforms.workers import spare_children
+from transforms.workers.pooled_step import PoolSize
 from transforms.workers.pooled_step import pool_size
+from transforms.workers.process_pool import WORKER_MODULE
 from transforms.workers.source_image import hash_sized_in_worker
 from transforms.workers.source_image import hash_sized_sources
 from transforms.write_metadata import WriteInfoFn
@@ -130,6 +134,16 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
   return resolved[ROWS], rejected, tallies, source.get(SKIPPED), source.get(CLASSES)
 
 
+def image_pool(config: configs.ConvertConfig, options) -> PoolSize:
+  """The image step's pool. Elsewhere than on a single local worker it is
+  sized in each worker, from its cores and the SDK harnesses sharing them
+  (pooled_step.in_worker)."""
+  in_order = runners.single_local_worker(options)
+  return pool_size(config.image_threads, config.image_processes, config.image.encoding,
+                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
+                   harnesses=None if in_order else runners.harnesses_per_machine(options))
+
+
 def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
   """Adds the whole conversion to pipeline `p`; returns the info PCollection.
 
@@ -147,11 +161,7 @@ def build(p, config: configs.ConvertConfig, progress_dir=None, lock=None):
       is_remote(sidecar.path) for sidecar in config.previous.sidecars)
   here = LabelMapHere() if label_map_made_here(config, in_order, inline) else None
   rows, rejected, tallies, skipped, classes = _read_rows(p, config, in_order, progress_dir, here)
-  # Elsewhere the image pool is sized in each worker, from its cores and the
-  # SDK harnesses sharing them (pooled_step.in_worker).
-  pool = pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
-                   harnesses=None if in_order else runners.harnesses_per_machine(p.options))
+  pool = image_pool(config, p.options)
   rows, join_tallies = _previous_rows(rows, config, inline)
   tallies += join_tallies
   content = 'content' in (config.dedupe, config.split_by)
@@ -360,8 +370,17 @@ def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,
       flink_jobs.cancelled_if_abandoned(pipeline_options):
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
-    build(p, config, reporter.directory, lock)
-    guard.run(p)
+    pool = image_pool(config, pipeline_options)
+    if runners.single_local_worker(pipeline_options) and pool.processes:
+      # They start while Beam builds and starts the job and reads the
+      # manifest, not when the first image to convert arrives (spare_children).
+      spare_children.start(pool.processes, WORKER_MODULE, pool.timeout_s or None,
+                           (source_image.__name__,))
+    try:
+      build(p, config, reporter.directory, lock)
+      guard.run(p)
+    finally:
+      spare_children.discard()
 
 
 def main(argv=None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
+import importlib
 import os
 import pickle
 import queue
@@ -44,6 +45,12 @@ def _signal_name(number: int) -> str:
     return signal.Signals(number).name
   except ValueError:  # a real-time signal has no name
     return f'signal {number}'
+
+
+def import_module(name: str) -> None:
+  """Imports module `name` in a child (a new child is warmed so: ProcessPool,
+  spare_children)."""
+  importlib.import_module(name)
 
 
 class WorkerDied(RuntimeError):

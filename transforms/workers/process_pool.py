@@ -34,21 +34,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import ThreadPoolExecutor
-import importlib
 import threading
 import time
 from typing import Optional
 
+from transforms.workers import spare_children
 from transforms.workers.child_process import Child
 from transforms.workers.child_process import WorkerTimedOut
+from transforms.workers.child_process import import_module
 from transforms.workers.preparer import Preparer
 
 WORKER_MODULE = 'transforms.workers.process_worker'
-
-
-def import_module(name: str) -> None:
-  """Imports module `name` in a child (ProcessPool warms a new child so)."""
-  importlib.import_module(name)
 
 
 class PoolShutDown(RuntimeError):
@@ -146,7 +142,9 @@ class ProcessPool:
     self._local.child = None
     if self._shut_down:
       raise PoolShutDown('the image worker pool is shut down')
-    child = Child(self._worker_module, self._timeout_s)
+    # one the run started ahead (spare_children), else a new one
+    child = (spare_children.take(self._worker_module, self._timeout_s)
+             or Child(self._worker_module, self._timeout_s))
     with self._lock:
       shut_down = self._shut_down
       if not shut_down:

@@ -1,0 +1,129 @@
+"""spare_children (transforms/workers/spare_children.py): image worker
+processes a run starts before its pool asks for them; the pool takes them,
+and those no pool took are killed at the run's end."""
+
+import os
+
+import pytest
+
+from pipeline import convert
+from tests.conftest import read_info
+from transforms.workers import child_process
+from transforms.workers import spare_children
+from transforms.workers.process_pool import WORKER_MODULE
+from transforms.workers.process_pool import ProcessPool
+
+MODULE = 'transforms.workers.source_image'
+
+
+@pytest.fixture(autouse=True)
+def no_spares_left():
+  yield
+  spare_children.discard()
+  assert spare_children._SPARES == []
+
+
+def _children_of_this_process() -> set:
+  """The pids of this process's living image worker children."""
+  found = set()
+  for pid in os.listdir('/proc'):
+    if not pid.isdigit():
+      continue
+    try:
+      with open(f'/proc/{pid}/stat') as stat:
+        fields = stat.read().rsplit(')', 1)[1].split()
+      with open(f'/proc/{pid}/cmdline', 'rb') as cmdline:
+        command = cmdline.read()
+    except OSError:
+      continue  # ended meanwhile
+    if int(fields[1]) == os.getpid() and fields[0] != 'Z' and WORKER_MODULE.encode() in command:
+      found.add(int(pid))
+  return found
+
+
+def test_a_pool_takes_the_children_started_for_it_with_their_modules_imported():
+  spare_children.start(2, WORKER_MODULE, None, (MODULE,))
+  first = spare_children.take(WORKER_MODULE, None)
+  second = spare_children.take(WORKER_MODULE, None)
+  try:
+    assert first is not second and first.alive and second.alive
+    assert first.imported == second.imported == {MODULE}
+    assert spare_children.take(WORKER_MODULE, None) is None  # two were started
+  finally:
+    first.kill()
+    second.kill()
+
+
+def test_a_child_is_taken_only_by_a_pool_of_its_module_and_time_limit():
+  spare_children.start(1, WORKER_MODULE, 60.0, (MODULE,))
+  assert spare_children.take(WORKER_MODULE, None) is None  # its calls tick: another child
+  assert spare_children.take('tests.killed_at_start_worker', 60.0) is None
+  child = spare_children.take(WORKER_MODULE, 60.0)
+  try:
+    assert child.alive
+  finally:
+    child.kill()
+
+
+def test_the_pool_runs_its_calls_in_the_child_started_ahead():
+  spare_children.start(1, WORKER_MODULE, None, (MODULE,))
+  started = set(_children_of_this_process())
+  assert len(started) == 1
+  pool = ProcessPool(1)
+  try:
+    assert pool.submit(os.getpid).result() in started  # no second child
+    assert spare_children._SPARES == []
+  finally:
+    pool.shutdown()
+  assert _children_of_this_process() == set()
+
+
+def test_children_no_pool_took_are_killed_by_discard():
+  spare_children.start(2, WORKER_MODULE, None, (MODULE,))
+  futures = [future for _, _, future in spare_children._SPARES]
+  children = [future.result(timeout=60) for future in futures]
+  assert _children_of_this_process() == {child._process.pid for child in children}
+  spare_children.discard()
+  assert _children_of_this_process() == set()
+  assert not any(child.alive for child in children)
+
+
+def test_a_child_that_failed_to_start_leaves_the_pool_to_start_its_own_and_say_why():
+  spare_children.start(1, 'transforms.no_such_module', None, ())
+  assert spare_children.take('transforms.no_such_module', None) is None
+  spare_children.start(1, 'transforms.no_such_module', None, ())
+  pool = ProcessPool(1, worker_module='transforms.no_such_module')
+  try:
+    error = pool.submit(os.getpid).exception()
+    assert isinstance(error, child_process.WorkerFailedToStart)
+  finally:
+    pool.shutdown()
+
+
+def test_a_local_run_converts_in_its_spare_children_and_leaves_none(tmp_path):
+  from PIL import Image
+  (tmp_path / 'img').mkdir()
+  lines = ['image,label']
+  for i in range(6):
+    Image.new('RGB', (20 + i, 16), (40 * i, 0, 0)).save(tmp_path / 'img' / f'{i}.png')
+    lines.append(f'img/{i}.png,{"ab"[i % 2]}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n')
+  taken = []
+  real_take = spare_children.take
+
+  def counted(*args):
+    child = real_take(*args)
+    taken.append(child is not None)
+    return child
+  spare_children.take = counted
+  try:
+    code = convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir',
+                         str(tmp_path / 'out'), '--encoding', 'jpeg', '--image_processes', '2',
+                         '--progress', 'off'])
+  finally:
+    spare_children.take = real_take
+  assert code == 0
+  assert read_info(tmp_path / 'out')['num_examples'] == 6
+  assert taken and all(taken)  # the pool started none of its own
+  assert _children_of_this_process() == set()
+  assert spare_children._SPARES == []
