@@ -15,19 +15,18 @@ import json
 import pathlib
 import socket
 import struct
-import threading
 import time
 
 from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline.demo_sources import LocalServer
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
+from tests.local_http import RunningServer
 from tests.test_manifest_ranges import digests
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
@@ -46,7 +45,7 @@ def png(seed: int) -> bytes:
   return buffer.getvalue()
 
 
-class Server:
+class Server(RunningServer):
   """A threaded HTTP server on 127.0.0.1. `failing`: the flaky paths fail
   their first request (429, 500, a reset mid-body); off, every path but the
   broken ones answers at once."""
@@ -155,17 +154,7 @@ class Server:
         if not head:
           self.wfile.write(body)
 
-    self._server = LocalServer(('127.0.0.1', 0), Handler)
-    self.base = f'http://127.0.0.1:{self._server.server_address[1]}'
-    self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *_):
-    self._server.shutdown()
-    self._server.server_close()
+    super().__init__(Handler)
 
 
 @pytest.fixture

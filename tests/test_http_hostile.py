@@ -18,10 +18,10 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
-from pipeline.demo_sources import LocalServer
 from pipeline.errors import EXIT_OK
 from tests.conftest import read_examples
 from tests.conftest import rejected_lines
+from tests.local_http import RunningServer
 from transforms.core import fingerprints
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
@@ -39,7 +39,7 @@ def png(seed: int) -> bytes:
   return buffer.getvalue()
 
 
-class Server:
+class Server(RunningServer):
   """/drip/...: the status line, then DRIPPED_LINES header lines a DRIP_S
   apart, then a whole PNG with an ETag; /ok/...: that PNG at once."""
 
@@ -108,17 +108,7 @@ class Server:
           server.dripped.append(written)
           server.drips_ended.release()
 
-    self._server = LocalServer(('127.0.0.1', 0), Handler)
-    self.base = f'http://127.0.0.1:{self._server.server_address[1]}'
-    self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *_):
-    self._server.shutdown()
-    self._server.server_close()
+    super().__init__(Handler)
 
 
 @pytest.fixture
