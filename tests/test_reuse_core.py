@@ -478,12 +478,12 @@ def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
     tmp_path, compressed, first):
   """k0's line re-pointed at k1's record (an edited or damaged sidecar): on
   the by-shard copy path k1's row is copied and k0's encoded instead
-  (FALLBACK), whichever comes first. A gzip shard's records were picked by
+  (FALLBACK_ROWS), whichever comes first. A gzip shard's records were picked by
   ordinal through a dict: one of the two rows was neither, lost."""
   from transforms.core.example import BuiltExample
   from transforms.core.manifest import ManifestRow
   from transforms.core.shuffle import Ordering
-  from transforms.reuse import FALLBACK
+  from transforms.reuse import FALLBACK_ROWS
   from transforms.reuse import CopyShardFn
   from transforms.reuse import Reusable
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(3)]
@@ -499,18 +499,18 @@ def test_two_sidecar_lines_naming_one_record_each_end_as_a_copy_or_a_fallback(
   copied = [(o.key, o.data) for o in out if isinstance(o, BuiltExample)]
   fallen = [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)]
   assert copied == [('k1', records[1])]
-  assert fallen == [(FALLBACK, 'k0', reuse.FALLBACK)]
+  assert fallen == [(FALLBACK_ROWS, 'k0', reuse.FALLBACK)]
 
 
 def test_a_gzip_shard_cut_short_mid_read_copies_each_record_before_the_cut_once(tmp_path):
   """A previous gzip shard whose compressed bytes end early (gzip's EOFError
   after some records were read): on the by-shard copy path the records
-  before the cut are copied and the others encoded (FALLBACK), each row once.
+  before the cut are copied and the others encoded (FALLBACK_ROWS), each row once.
   A row answered before the error and again after it is written twice."""
   from transforms.core.example import BuiltExample
   from transforms.core.manifest import ManifestRow
   from transforms.core.shuffle import Ordering
-  from transforms.reuse import FALLBACK
+  from transforms.reuse import FALLBACK_ROWS
   from transforms.reuse import CopyShardFn
   from transforms.reuse import Reusable
   rng = random.Random(3)  # incompressible: the cut falls inside record 2
@@ -529,7 +529,7 @@ def test_a_gzip_shard_cut_short_mid_read_copies_each_record_before_the_cut_once(
   assert [(o.key, o.data) for o in out if isinstance(o, BuiltExample)] == [
       ('k0', records[0]), ('k1', records[1])]
   assert [(o.tag, o.value.key, o.value.reuse) for o in out if not isinstance(o, BuiltExample)] == [
-      (FALLBACK, f'k{i}', reuse.FALLBACK) for i in range(2, 6)]
+      (FALLBACK_ROWS, f'k{i}', reuse.FALLBACK) for i in range(2, 6)]
 
 
 def test_a_stalled_lookup_gives_no_fingerprint_within_the_timeout(tmp_path):
