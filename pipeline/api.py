@@ -261,6 +261,10 @@ def _records(rows):
   not imported), or the iterable's items as they are."""
   if hasattr(rows, 'itertuples') and hasattr(rows, 'columns'):
     columns = [str(column) for column in rows.columns]
+    repeated = sorted({column for column in columns if columns.count(column) > 1})
+    if repeated:  # dict(zip()) would keep the last silently: a CSV header is refused
+      raise UsageError(f"rows= repeats column(s) {repeated}: no copy's value would win; "
+                       f'drop or rename the copies')
     for values in rows.itertuples(index=False, name=None):
       yield dict(zip(columns, values))
   else:
@@ -304,6 +308,10 @@ def write_rows(rows, path: str) -> tuple:
         raise UsageError(f'rows: row {count} is a {type(row).__name__}, not a dict of '
                          f'column values')
       fields = {str(k): None if _missing(v) else v for k, v in row.items()}
+      if len(fields) < len(row):  # 1 and '1': one column, whose value would be the last's
+        named = sorted(k for k in fields if sum(str(n) == k for n in row) > 1)
+        raise UsageError(f'rows: row {count} names column {named[0]!r} twice '
+                         f'({", ".join(repr(n) for n in row if str(n) == named[0])})')
       columns.update(dict.fromkeys(fields))
       try:
         text = json.dumps(fields, ensure_ascii=False, allow_nan=False, default=_json_value)

@@ -311,6 +311,30 @@ def test_write_rows_values_and_refusals(tmp_path):
     assert str(caught.value).startswith(message), caught.value
 
 
+def test_a_dataframe_repeating_a_column_is_refused_not_read_as_its_last_copy(sample, monkeypatch):
+  """A DataFrame with two 'label' columns (a merge, a concat) converted every
+  row with the second copy's label and no word: a CSV header repeating a
+  column exits 2, a JSONL row naming a member twice is rejected. Refused
+  before anything is written, as is a dict naming one column twice (1, '1')."""
+  pandas = pytest.importorskip('pandas')
+  monkeypatch.chdir(sample.root)
+  rows = _rows(sample)
+  frame = pandas.DataFrame([[r['image'], r['label'], 'other'] for r in rows],
+                           columns=['image', 'label', 'label'])
+  with pytest.raises(api.UsageError) as caught:
+    api.convert(output_dir='out', rows=frame, height=4, width=4)
+  assert str(caught.value) == ("rows= repeats column(s) ['label']: no copy's value would win; "
+                               "drop or rename the copies")
+  assert not (sample.root / 'out').exists()
+  with pytest.raises(api.UsageError) as caught:
+    api.write_rows([rows[0], {'image': rows[1]['image'], 1: 'a', '1': 'b'}],
+                   str(sample.root / 'rows.jsonl'))
+  assert str(caught.value) == "rows: row 2 names column '1' twice (1, '1')"
+  # a DataFrame whose columns are unique converts all its rows
+  result = api.convert(output_dir='out', rows=frame.iloc[:, :2], height=4, width=4)
+  assert (result.num_examples, result.num_rejected) == (9, 0)
+
+
 # --- runs --------------------------------------------------------------------------
 
 
