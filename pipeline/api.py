@@ -297,6 +297,16 @@ def _json_value(value):
   raise TypeError(f'a {type(value).__name__} is not a manifest value')
 
 
+def _unwritable(fields: dict) -> str:
+  """The first column of a row json.dumps refused whose value it refuses."""
+  for name, value in fields.items():
+    try:
+      json.dumps(value, allow_nan=False, default=_json_value)
+    except (TypeError, ValueError):
+      return name
+  return ''
+
+
 def write_rows(rows, path: str) -> tuple:
   """rows= -> a JSONL manifest at `path`, in one pass; -> (the number of rows,
   the columns any row has, in the order first seen). A missing value (None,
@@ -316,7 +326,8 @@ def write_rows(rows, path: str) -> tuple:
       try:
         text = json.dumps(fields, ensure_ascii=False, allow_nan=False, default=_json_value)
       except (TypeError, ValueError) as error:
-        raise UsageError(f'rows: row {count} cannot be written as a manifest row: {error}')
+        raise UsageError(f'rows: row {count} cannot be written as a manifest row: {error} '
+                         f'(column {_unwritable(fields)!r})') from None
       handle.write(text + '\n')
   return count, tuple(columns)
 

@@ -335,6 +335,27 @@ def test_a_dataframe_repeating_a_column_is_refused_not_read_as_its_last_copy(sam
   assert (result.num_examples, result.num_rejected) == (9, 0)
 
 
+def test_a_value_that_cannot_be_written_names_its_column(tmp_path):
+  """A DataFrame's timestamp or bytes column stops the run: the message names
+  the column to drop or convert, not only the value's type."""
+  import datetime
+  path = str(tmp_path / 'rows.jsonl')
+  for row, message in [
+      ({'image': 'a.png', 'label': 'x', 'taken': datetime.datetime(2024, 1, 2)},
+       "rows: row 2 cannot be written as a manifest row: a datetime is not a manifest value "
+       "(column 'taken')"),
+      ({'image': b'\x89PNG', 'label': 'x'},
+       "rows: row 2 cannot be written as a manifest row: a bytes is not a manifest value "
+       "(column 'image')"),
+      ({'image': 'a.png', 'label': 'x', 'w': np.array([1.0, np.inf])},
+       "rows: row 2 cannot be written as a manifest row: Out of range float values are not "
+       "JSON compliant (column 'w')"),
+  ]:
+    with pytest.raises(api.UsageError) as caught:
+      api.write_rows([{'image': 'b.png', 'label': 'y'}, row], path)
+    assert str(caught.value) == message
+
+
 # --- runs --------------------------------------------------------------------------
 
 
