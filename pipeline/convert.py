@@ -371,12 +371,14 @@ def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,
     p = beam.Pipeline(
         runner=local_runner.for_options(pipeline_options), options=pipeline_options)
     pool = image_pool(config, pipeline_options)
-    if runners.single_local_worker(pipeline_options) and pool.processes:
-      # They start while Beam builds and starts the job and reads the
-      # manifest, not when the first image to convert arrives (spare_children).
-      spare_children.start(pool.processes, WORKER_MODULE, pool.timeout_s or None,
-                           (source_image.__name__,))
     try:
+      # Within the try: a signal while they start (api: a notebook's Ctrl-C)
+      # left them running, idle, for as long as the process lived.
+      if runners.single_local_worker(pipeline_options) and pool.processes:
+        # They start while Beam builds and starts the job and reads the
+        # manifest, not when the first image to convert arrives (spare_children).
+        spare_children.start(pool.processes, WORKER_MODULE, pool.timeout_s or None,
+                             (source_image.__name__,))
       build(p, config, reporter.directory, lock)
       guard.run(p)
     finally:

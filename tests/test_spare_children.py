@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pipeline import api
 from pipeline import convert
 from tests.conftest import read_info
 from transforms.workers import child_process
@@ -127,3 +128,36 @@ def test_a_local_run_converts_in_its_spare_children_and_leaves_none(tmp_path):
   assert taken and all(taken)  # the pool started none of its own
   assert _children_of_this_process() == set()
   assert spare_children._SPARES == []
+
+
+def _manifest(tmp_path, rows: int):
+  from PIL import Image
+  (tmp_path / 'img').mkdir()
+  lines = ['image,label']
+  for i in range(rows):
+    Image.new('RGB', (20 + i, 16), (40 * i, 0, 0)).save(tmp_path / 'img' / f'{i}.png')
+    lines.append(f'img/{i}.png,{"ab"[i % 2]}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n')
+  return tmp_path / 'm.csv'
+
+
+def test_a_signal_while_the_spares_start_leaves_none_running(tmp_path, monkeypatch):
+  # A Ctrl-C (api: a notebook's KeyboardInterrupt) landing in start(), once
+  # its children were on their way: the run's discard() must still kill them.
+  started = []
+  real_start = spare_children.start
+
+  def interrupted(*args):
+    real_start(*args)
+    started.extend(future for _, _, future in spare_children._SPARES)
+    raise KeyboardInterrupt
+  monkeypatch.setattr(spare_children, 'start', interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    api.convert(manifest=str(_manifest(tmp_path, 2)), output_dir=str(tmp_path / 'out'),
+                encoding='jpeg', image_processes=2, progress='off')
+  assert len(started) == 2
+  children = [future.result(timeout=60) for future in started]
+  assert [child.alive for child in children] == [False, False]
+  assert _children_of_this_process() == set()
+  assert spare_children._SPARES == []
+
