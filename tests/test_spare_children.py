@@ -161,3 +161,14 @@ def test_a_signal_while_the_spares_start_leaves_none_running(tmp_path, monkeypat
   assert _children_of_this_process() == set()
   assert spare_children._SPARES == []
 
+
+def test_a_spare_whose_import_raised_does_not_keep_discard_from_the_others():
+  # The first spare's import fails in the child (ModuleNotFoundError, not a
+  # failed start): discard() raised it and never killed the second.
+  spare_children.start(1, WORKER_MODULE, None, ('tests.no_such_module',))
+  spare_children.start(1, WORKER_MODULE, None, (MODULE,))
+  futures = [future for _, _, future in spare_children._SPARES]
+  spare_children.discard()
+  assert isinstance(futures[0].exception(timeout=60), ModuleNotFoundError)
+  assert not futures[1].result(timeout=60).alive
+  assert _children_of_this_process() == set()

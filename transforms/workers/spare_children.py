@@ -78,15 +78,22 @@ def take(worker_module: str, timeout_s: Optional[float]) -> Optional[Child]:
 
 
 def discard() -> None:
-  """Kills the children no pool took (and those still starting, once started)."""
+  """Kills the children no pool took, those still starting once started;
+  returns when none is left. Each is killed by its future's callback: a
+  discard interrupted while it waits (a second Ctrl-C in a notebook) left
+  the rest running, idle, as long as the process lived; an error other than
+  a failed start, raised by the wait, replaced the run's own."""
   with _LOCK:
     spares = [future for _, _, future in _SPARES]
     _SPARES.clear()
   for future in spares:
-    if future.cancel():
-      continue
-    try:
-      child = future.result()
-    except (WorkerFailedToStart, WorkerDied, OSError):
-      continue  # nothing left running
-    child.kill()
+    if not future.cancel():  # started (or starting): killed once it has
+      future.add_done_callback(_kill_started)
+  for future in spares:
+    _kill_started(future)  # its start waited for: none is left on return
+
+
+def _kill_started(future: Future) -> None:
+  """Kills the child of `future` (waiting for its start), if it started."""
+  if not future.cancelled() and future.exception() is None:
+    future.result().kill()
