@@ -68,6 +68,7 @@ def test_a_child_is_taken_only_by_a_pool_of_its_module_and_time_limit():
 
 def test_the_pool_runs_its_calls_in_the_child_started_ahead():
   spare_children.start(1, WORKER_MODULE, None, (MODULE,))
+  spare_children._SPARES[0][2].result(timeout=60)  # started on its own thread: wait for it
   started = set(_children_of_this_process())
   assert len(started) == 1
   pool = ProcessPool(1)
@@ -172,3 +173,11 @@ def test_a_spare_whose_import_raised_does_not_keep_discard_from_the_others():
   assert isinstance(futures[0].exception(timeout=60), ModuleNotFoundError)
   assert not futures[1].result(timeout=60).alive
   assert _children_of_this_process() == set()
+
+
+def test_no_more_than_at_most_are_started_ahead_whatever_the_pool():
+  spare_children.start(12, WORKER_MODULE, None, (MODULE,))
+  futures = [future for _, _, future in spare_children._SPARES]
+  assert len(futures) == spare_children.AT_MOST == 2
+  children = [future.result(timeout=60) for future in futures]
+  assert _children_of_this_process() == {child._process.pid for child in children}
