@@ -16,6 +16,7 @@ import pytest
 from pipeline import convert
 from pipeline import errors
 from pipeline.runs import exits
+from pipeline.runs import std_streams
 from tests.conftest import make_sample
 from tests.conftest import noise_png
 from tests.conftest import read_examples
@@ -97,9 +98,9 @@ def test_stdout_closed_tells_a_pipe_without_reader(monkeypatch):
   read, write = os.pipe()
   with open(write, 'w') as stream:
     monkeypatch.setattr(sys, 'stdout', stream)
-    assert not exits.stdout_closed()
+    assert not std_streams.stdout_closed()
     os.close(read)
-    assert exits.stdout_closed()
+    assert std_streams.stdout_closed()
     monkeypatch.undo()
 
 
@@ -205,6 +206,7 @@ def test_a_write_error_on_stdout_is_remembered_and_a_closed_pipe_still_raised(mo
   assert 'its exit code (3) stands' in capsys.readouterr().err
   monkeypatch.setattr(sys, 'stdout', Failing(BrokenPipeError(32, 'Broken pipe')))
   monkeypatch.setattr(exits, 'stdout_closed', lambda: True)
+  monkeypatch.setattr(std_streams, 'stdout_closed', lambda: True)
   with pytest.raises(SystemExit) as done:
     exits.exit_with(lambda: print('a summary') or errors.EXIT_OK)
   assert done.value.code == errors.EXIT_STDOUT_CLOSED
