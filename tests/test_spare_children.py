@@ -181,3 +181,31 @@ def test_no_more_than_at_most_are_started_ahead_whatever_the_pool():
   assert len(futures) == spare_children.AT_MOST == 2
   children = [future.result(timeout=60) for future in futures]
   assert _children_of_this_process() == {child._process.pid for child in children}
+
+
+def test_a_child_is_killed_by_one_thread_at_a_time(monkeypatch):
+  # discard() and its future's callback may both kill a child at once: two
+  # closing its pipes together could close a descriptor reused meanwhile
+  import threading
+  import time
+  spare_children.start(1, WORKER_MODULE, None, (MODULE,))
+  future = spare_children._SPARES[0][2]
+  child = future.result(timeout=60)
+  inside, most = [0], [0]
+  real_kill = child.kill
+
+  def watched_kill():
+    inside[0] += 1
+    most[0] = max(most[0], inside[0])
+    time.sleep(0.05)  # a kill that takes a while: another would overlap it
+    real_kill()
+    inside[0] -= 1
+  monkeypatch.setattr(child, 'kill', watched_kill)
+  killers = [threading.Thread(target=spare_children._kill_started, args=(future,))
+             for _ in range(2)]
+  for killer in killers:
+    killer.start()
+  for killer in killers:
+    killer.join(timeout=60)
+  assert most[0] == 1 and not child.alive
+  spare_children._SPARES.clear()

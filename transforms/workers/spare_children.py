@@ -28,6 +28,7 @@ from transforms.workers.child_process import import_module
 AT_MOST = 2
 
 _LOCK = threading.Lock()
+_KILLING = threading.Lock()  # _kill_started's: one kill at a time
 # (worker module, time limit, Future of its Child), in the order started
 _SPARES: list = []
 
@@ -101,6 +102,10 @@ def discard() -> None:
 
 
 def _kill_started(future: Future) -> None:
-  """Kills the child of `future` (waiting for its start), if it started."""
+  """Kills the child of `future` (waiting for its start), if it started. Its
+  callback and discard() may both come here at once (a future wakes its
+  waiters before it runs its callbacks): one kill at a time, as two closing
+  its pipes together could close a descriptor another thread had reused."""
   if not future.cancelled() and future.exception() is None:
-    future.result().kill()
+    with _KILLING:
+      future.result().kill()
