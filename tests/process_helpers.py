@@ -59,8 +59,11 @@ def pids(items: list) -> list:
 def block_opening(fifo: str, marker: str) -> bytes:
   """Leaves `marker`, then opens the FIFO `fifo` for reading: blocked until a
   writer opens it (an image path that is a FIFO)."""
-  with open(marker, 'w', encoding='utf-8') as started:
+  # Written whole then renamed: a parent polling for the marker never reads it
+  # empty (it did once, in CI: int('') and the child left running).
+  with open(marker + '.part', 'w', encoding='utf-8') as started:
     started.write(str(os.getpid()))
+  os.replace(marker + '.part', marker)
   with open(fifo, 'rb') as stream:
     return stream.read()
 

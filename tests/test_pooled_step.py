@@ -268,13 +268,15 @@ def test_close_with_a_call_still_running_kills_its_child_at_once(tmp_path):
   os.mkfifo(fifo)
   step = PooledStep(PoolSize(processes=1, timeout_s=60), 1)
   step.start(lambda items: (block_opening, str(fifo), str(marker)))
-  step.add('x')
-  deadline = time.monotonic() + 60
-  while not marker.exists() and time.monotonic() < deadline:
-    time.sleep(0.01)
-  child = int(marker.read_text())
-  started = time.monotonic()
-  step.close()
+  try:
+    step.add('x')
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+      time.sleep(0.01)
+    child = int(marker.read_text())
+    started = time.monotonic()
+  finally:
+    step.close()  # once: a failed wait must not leave the child to later tests
   assert time.monotonic() - started < 10
   with pytest.raises(ProcessLookupError):
     os.kill(child, 0)

@@ -17,15 +17,23 @@ from transforms.workers.process_pool import ProcessPool
 MODULE = 'transforms.workers.source_image'
 
 
+# Image worker children this pytest process had before the test: another
+# file's test (run earlier in the same xdist worker) may leave one a moment.
+_BEFORE: set = set()
+
+
 @pytest.fixture(autouse=True)
 def no_spares_left():
+  _BEFORE.clear()
+  _BEFORE.update(_children_of_this_process(since_start=False))
   yield
   spare_children.discard()
   assert spare_children._SPARES == []
 
 
-def _children_of_this_process() -> set:
-  """The pids of this process's living image worker children."""
+def _children_of_this_process(since_start: bool = True) -> set:
+  """The pids of this process's living image worker children (those started
+  during the test, unless `since_start` is False)."""
   found = set()
   for pid in os.listdir('/proc'):
     if not pid.isdigit():
@@ -39,7 +47,7 @@ def _children_of_this_process() -> set:
       continue  # ended meanwhile
     if int(fields[1]) == os.getpid() and fields[0] != 'Z' and WORKER_MODULE.encode() in command:
       found.add(int(pid))
-  return found
+  return found - _BEFORE if since_start else found
 
 
 def test_a_pool_takes_the_children_started_for_it_with_their_modules_imported():
