@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Optional
 
+from transforms.core.labels import MAX_INTEGER_LABEL
 from transforms.core.pickling import cheap_pickle
 from transforms.core.rejects import Rejection
 
@@ -243,7 +244,9 @@ def checked_objects(annotation: ImageAnnotation, known_labels, include_masks: bo
 
 # --- the label map of a detection dataset: ids with gaps, 0 the background ---
 
-MAX_CLASS_ID = 100_000  # dataset_info.json's label_map holds one name per id up to the largest
+# dataset_info.json's label_map holds one name per id up to the largest: the
+# same bound as a classification run's integer labels
+MAX_CLASS_ID = MAX_INTEGER_LABEL
 
 
 class LabelMapError(ValueError):
