@@ -3,6 +3,7 @@ coffee, chelsea with hand-made boxes, pipeline/demo_detection.py) converted
 with bad annotations mixed in; the annotations' own checks, RLE and polygons
 against pycocotools, validate's object checks, read.examples."""
 
+import io
 import json
 import pathlib
 import shutil
@@ -469,6 +470,15 @@ def _mask(width: int = 4, height: int = 2, value: int = 1) -> bytes:
   return masks.encode_mask(Image.new('L', (width, height), value))
 
 
+def _mask_as(kind: str, value: int = 1) -> bytes:
+  """A 4x2 grayscale mask of `value` saved as `kind` (BMP, TIFF, JPEG): 0/1
+  at the right size, which Pillow opens but tf.io.decode_png refuses."""
+  from PIL import Image
+  buffer = io.BytesIO()
+  Image.new('L', (4, 2), value).save(buffer, kind)
+  return buffer.getvalue()
+
+
 @pytest.mark.parametrize('changes, kind', [
     ({}, None),
     ({'xmin': (0.1, 0.2)}, 'object_count_mismatch'),
@@ -497,6 +507,10 @@ def _mask(width: int = 4, height: int = 2, value: int = 1) -> bytes:
     ({'masks': (masks.encode_mask(__import__('PIL.Image').Image.new('RGB', (4, 2),
                                                                     (1, 1, 1))),)},
      'wrong_mask_mode'),
+    # not a PNG: the Model Garden's decoder and read.load fail on it (InvalidArgumentError)
+    ({'masks': (_mask_as('BMP'),)}, 'wrong_mask_format'),
+    ({'masks': (_mask_as('TIFF'),)}, 'wrong_mask_format'),
+    ({'masks': (_mask_as('JPEG', value=0),)}, 'wrong_mask_format'),
 ])
 def test_validate_finds_each_kind_of_damaged_object(changes, kind):
   spec = ExampleSpec('detection', masks=True)

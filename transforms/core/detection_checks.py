@@ -110,7 +110,8 @@ def check_object_texts(texts: list, record, expected) -> list:
 def check_masks(masks: list, record, expected) -> list:
   """One PNG per box, each a grayscale PNG (mode L: a reader decoding one
   channel makes a colour mask's 0/1 into 0) at the record's size with values
-  0/1."""
+  0/1. A PNG: the readers decode masks with tf.io.decode_png, which fails
+  on a BMP, GIF or TIFF (Pillow opens any)."""
   # (the boxes counted by their labels: lists of unequal length are check_boxes')
   boxes = len(record['image/object/class/label'])
   if len(masks) != boxes:
@@ -120,9 +121,13 @@ def check_masks(masks: list, record, expected) -> list:
     try:
       with Image.open(io.BytesIO(data)) as mask:
         mask.load()
+        kind = mask.format
         found, mode, extrema = mask.size, mask.mode, mask.convert('L').getextrema()
     except Exception as error:  # any decoder failure is a finding, not a crash
       return [('undecodable_mask', f'mask {i} does not decode: {error}')]
+    if kind != 'PNG':
+      return [('wrong_mask_format', f'mask {i} is a {kind}, not a PNG (the readers decode '
+               'masks as PNG)')]
     if mode != 'L':
       return [('wrong_mask_mode', f'mask {i} is a PNG of mode {mode}, not grayscale (L)')]
     if found != size:
