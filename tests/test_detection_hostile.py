@@ -364,6 +364,24 @@ def test_rle_is_checked_before_it_is_decoded():
   assert masks.decode_rle({'size': [2, 2], 'counts': [1, 2, 1]}).tolist() == [[0, 1], [1, 0]]
 
 
+def test_a_compressed_rle_with_a_character_that_is_not_ascii_is_a_bad_mask():
+  """'1\u00e9' (mojibake in a counts string) was read as '1?', runs [1, 15]:
+  a 4x4 mask of 15 ones written without a word (pycocotools refuses it:
+  "Invalid RLE mask representation")."""
+  assert masks.decode_rle({'size': [4, 4], 'counts': '1?'}).sum() == 15
+  with pytest.raises(ValueError, match="holds '\u00e9' at 1"):
+    masks.decode_rle({'size': [4, 4], 'counts': '1\u00e9'})
+  source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1},
+                           include_masks=True)
+  ann = {'bbox': [0, 0, 4, 4], 'category_id': 1,
+         'segmentation': {'size': [4, 4], 'counts': '1\u00e9'}}
+  row, rejected = coco.image_row(1, [(1, {'id': 1, 'file_name': 'a.jpg', 'width': 4,
+                                          'height': 4})], [(1, ann)], source)
+  assert [(r.code, r.reason) for r in rejected] == [
+      ('bad_mask', "the RLE counts string holds '\u00e9' at 1")]
+  assert not row.annotation.objects
+
+
 def test_a_bad_rle_without_masks_is_not_decoded():
   """Without --include_masks the segmentation is not used, nor checked."""
   source = coco.CocoSource('a.json', 'images', SplitConfig(names=('train',)), {1: 1},

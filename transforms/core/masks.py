@@ -21,7 +21,10 @@ def rle_counts(counts) -> list:
     return counts
   if not isinstance(counts, (str, bytes)):
     raise ValueError(f'RLE counts are {type(counts).__name__}, not a list or a string')
-  data = counts.encode('ascii', 'replace') if isinstance(counts, str) else counts
+  if isinstance(counts, str) and not counts.isascii():  # ('replace' made it '?', a valid run)
+    at = next(i for i, c in enumerate(counts) if not c.isascii())
+    raise ValueError(f'the RLE counts string holds {counts[at]!r} at {at}')
+  data = counts.encode('ascii') if isinstance(counts, str) else counts
   runs, p = [], 0
   while p < len(data):
     value, shift, more = 0, 0, True
