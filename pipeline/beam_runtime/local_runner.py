@@ -14,6 +14,7 @@ from apache_beam.runners.runner import PipelineResult
 from apache_beam.runners.runner import PipelineRunner
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.beam_runtime import runner_class_name
 from pipeline.beam_runtime import sdk_workers
 
 # The local runners that name the DirectRunner; FnApiRunner, the other one, Beam makes itself.
@@ -196,5 +197,5 @@ def run(pipeline) -> PipelineResult:
 def for_options(options: PipelineOptions) -> Optional[PipelineRunner]:
   """The runner beam.Pipeline gets: a LocalRunner where the options name the
   DirectRunner (they keep saying so), else None (Beam makes the named one)."""
-  runner = str(options.view_as(StandardOptions).runner or '')
-  return LocalRunner() if runner.rsplit('.', maxsplit=1)[-1] in _DIRECT_RUNNERS else None
+  runner = runner_class_name(options.view_as(StandardOptions).runner)
+  return LocalRunner() if runner in _DIRECT_RUNNERS else None

@@ -8,6 +8,7 @@ import logging
 import sys
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
+from pipeline.beam_runtime import runner_class_name
 from transforms.core import paths
 
 # Imported by `import apache_beam` for features a local run without gs:// or
@@ -42,7 +43,7 @@ def needs_cloud(argv: list) -> bool:
       runner = argv[i + 1]
     elif arg.startswith('--runner='):
       runner = arg.split('=', 1)[1]
-    if runner is not None and runner.split('.')[-1] not in _LOCAL_RUNNERS:
+    if runner is not None and runner_class_name(runner) not in _LOCAL_RUNNERS:
       return True
   return False
 

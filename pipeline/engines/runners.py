@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import WorkerOptions
 
 from pipeline.beam_runtime import LOCAL_RUNNERS
 from pipeline.beam_runtime import local_runner
+from pipeline.beam_runtime import runner_class_name
 from pipeline.engines import job_endpoint
 from pipeline.engines import job_server_checks
 from pipeline.engines import job_servers
@@ -133,7 +134,7 @@ def is_local(options: PipelineOptions) -> bool:
 
 
 def is_local_runner(runner) -> bool:
-  return str(runner or '').split('.')[-1] in LOCAL_RUNNERS
+  return runner_class_name(runner) in LOCAL_RUNNERS
 
 
 def is_dry_run(options: PipelineOptions) -> bool:
@@ -141,9 +142,8 @@ def is_dry_run(options: PipelineOptions) -> bool:
 
   Every other runner ignores the flag and runs the job in full.
   """
-  runner = options.view_as(StandardOptions).runner or ''
-  return bool(options.view_as(TestOptions).dry_run) and (
-      runner.split('.')[-1] == 'DataflowRunner')
+  runner = runner_class_name(options.view_as(StandardOptions).runner)
+  return bool(options.view_as(TestOptions).dry_run) and runner == 'DataflowRunner'
 
 
 def dry_run_note(options: PipelineOptions, nothing: str) -> str:
@@ -172,11 +172,9 @@ _VIEWS = {'flink_master': FlinkRunnerOptions, 'flink_version': FlinkRunnerOption
 
 
 def runner_name(runner) -> str:
-  """--runner's class name; Beam's short names for Flink and Spark (flink,
-  sparkrunner, ...: any case) as their class names."""
-  name = str(runner or '').split('.')[-1]
-  short = name.lower().removesuffix('runner')
-  return {'flink': 'FlinkRunner', 'spark': 'SparkRunner'}.get(short, name)
+  """--runner's class name; Beam's short names (flink, sparkrunner, portable,
+  ...: any case) as their class names."""
+  return runner_class_name(runner)
 
 
 def master_of(runner: str, given: dict) -> tuple:
