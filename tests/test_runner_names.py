@@ -6,6 +6,8 @@ made)."""
 
 from __future__ import annotations
 
+import json
+
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import prism_runner
 import pytest
@@ -93,3 +95,28 @@ def test_runners_that_would_download_or_have_nowhere_to_submit(sample, flags, wo
   assert err.startswith(f'error: {words}') and len(err.splitlines()) == 1, err
   assert not sample.out.exists()
   assert prism_started == []
+
+
+@pytest.mark.parametrize('flags', [
+    ['--runner', 'PortableRunner', '--job_endpoint', 'embed'],
+    ['--runner', 'portable', '--job_endpoint', 'embed', '--environment_type', 'docker'],
+])
+def test_an_embedded_job_service_with_docker_workers_and_no_docker(sample, flags, capsys,
+                                                                   monkeypatch):
+  """Was Beam's `docker run` failing the job after OUT was made: exit 1 and
+  a 150-line traceback."""
+  monkeypatch.setenv('PATH', '/nonexistent')  # no docker command: no daemon answers
+  assert convert.main(_argv(sample, *flags)) == EXIT_USAGE
+  err = capsys.readouterr().err
+  assert err.startswith("error: --job_endpoint embed runs the Python workers in Beam's default "
+                        'environment, DOCKER, and no docker daemon answers here') and (
+                            len(err.splitlines()) == 1), err
+  assert not sample.out.exists()
+
+
+def test_an_embedded_job_service_with_loopback_workers_converts(sample):
+  assert convert.main(_argv(sample, '--runner', 'PortableRunner', '--job_endpoint', 'embed',
+                            '--environment_type', 'LOOPBACK')) == EXIT_OK
+  info = json.loads((sample.out / 'dataset_info.json').read_text())
+  assert info['num_examples'] == 9 and info['engine'] == {
+      'runner': 'PortableRunner', 'job_endpoint': 'embed', 'environment_type': 'LOOPBACK'}

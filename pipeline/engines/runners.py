@@ -61,11 +61,27 @@ def check_options_hold(options: PipelineOptions, _timeout_s: float = 0) -> None:
                                  f'{runner_name(given)}: {reasons}'))
 
 
+def check_embedded_workers(options: PipelineOptions, _timeout_s: float = 0) -> None:
+  """UsageError for --job_endpoint embed (Beam's job server in this process)
+  whose workers would run in Beam's default environment, DOCKER, with no
+  docker daemon answering: Beam's `docker run` failed the job after OUT was
+  locked (exit 1, a 150-line traceback)."""
+  portable = options.view_as(PortableOptions)
+  if (portable.job_endpoint != job_endpoint.EMBEDDED
+      or runner_name(options.view_as(StandardOptions).runner) not in job_endpoint.PORTABLE_RUNNERS
+      or (portable.environment_type or 'DOCKER').upper() != 'DOCKER' or docker_answers()):
+    return
+  raise UsageError("--job_endpoint embed runs the Python workers in Beam's default "
+                   'environment, DOCKER, and no docker daemon answers here: add '
+                   '--environment_type LOOPBACK (the workers run in this process), or start '
+                   'docker')
+
+
 # What convert and validate check before anything is locked, created or
 # written (check_before_submit): each takes (PipelineOptions, the
 # --job_endpoint_connect_timeout in seconds) and raises UsageError (exit 2,
 # one line) when the runner cannot take the job.
-PRE_SUBMIT_CHECKS = (check_options_hold, job_endpoint.check_answers)
+PRE_SUBMIT_CHECKS = (check_options_hold, job_endpoint.check_answers, check_embedded_workers)
 
 
 def check_before_submit(options: PipelineOptions, connect_timeout_s: float) -> None:
