@@ -205,6 +205,8 @@ def test_installed_console_script(sample):
      '--encoding png'),
     (['--num_shards', '2', '--shard_size_mb', '8'], '--shard_size_mb 8 has no effect with '
      '--num_shards 2: with --num_shards N each split has N shards, whatever their size'),
+    (['--label_separator', '|'], "--label_separator '|' has no effect without --multi_label"),
+    (['--label_separator', ';'], "--label_separator ';' has no effect without --multi_label"),
 ])
 def test_more_bad_flag_combinations(sample, capsys, flags, message):
   code = convert.main(['--manifest', str(sample.manifest), '--output_dir',
@@ -212,6 +214,43 @@ def test_more_bad_flag_combinations(sample, capsys, flags, message):
   err = capsys.readouterr().err.strip()
   assert code == EXIT_USAGE and len(err.splitlines()) == 1 and message in err, err
   assert not sample.out.exists()
+
+
+def test_a_label_separator_without_multi_label_is_refused_not_ignored(tmp_path, capsys):
+  """--label_separator '|' without --multi_label was ignored: the cell 'red|blue'
+  became the one class 'red|blue', exit 0. Refused (exit 2, nothing written);
+  with --multi_label the cell is two labels; a run's recorded options, which
+  hold label_separator ';' and multi_label false, still load as a --config."""
+  from tests.conftest import read_examples
+  from tests.conftest import write_image
+  for name in ('a', 'b'):
+    write_image(tmp_path / f'{name}.png')
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text('image,label\na.png,red|blue\nb.png,blue\n')
+  out = tmp_path / 'out'
+  argv = ['--manifest', str(manifest), '--height', '4', '--width', '4', '--progress', 'off']
+  assert convert.main([*argv, '--output_dir', str(out), '--label_separator', '|']) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      "error: --label_separator '|' has no effect without --multi_label: it splits a label "
+      'cell into several labels with --multi_label (give it too, or drop --label_separator)\n')
+  assert not out.exists()
+  with pytest.raises(api.UsageError, match='has no effect without --multi_label'):
+    api.convert(manifest=str(manifest), output_dir=str(out), label_separator='|')
+  assert not out.exists()
+  assert convert.main([*argv, '--output_dir', str(out), '--label_separator', '|',
+                       '--multi_label']) == 0
+  assert sorted((e['image/filename'][1][0], tuple(e['image/class/label'][1]),
+                 tuple(e['image/class/text'][1])) for e in read_examples(out)) == [
+      (b'a.png', (1, 0), (b'red', b'blue')), (b'b.png', (0,), (b'blue',))]
+  single = tmp_path / 'single'
+  assert convert.main([*argv, '--output_dir', str(single)]) == 0
+  options = read_info(single)['options']
+  assert (options['label_separator'], options['multi_label']) == (';', False)
+  config = tmp_path / 'recorded.json'
+  config.write_text(json.dumps({**options, 'output_dir': str(tmp_path / 'again')}))
+  assert convert.main(['--config', str(config)]) == 0
+  assert (tmp_path / 'again' / 'label_map.txt').read_text() == 'blue\nred|blue\n'
+  assert validate.main(['--input_dir', str(single), '--recompute', '2']) == 0
 
 
 def test_validate_a_missing_folder_is_a_usage_error(tmp_path, capsys):

@@ -190,7 +190,7 @@ class ConvertOptions:
     source.add_argument('--multi_label', action='store_true',
                         help='a label cell or JSON list holds several labels')
     source.add_argument('--label_separator', default=manifest.DEFAULT_LABEL_SEPARATOR,
-                        help='separates the labels of a cell with --multi_label')
+                        help='separates the labels of a cell with --multi_label (refused without it)')
     _add_detection_args(parser)
     out = parser.add_argument_group('output')
     out.add_argument('--output_dir', help='folder for shards and dataset_info.json')

@@ -3,8 +3,11 @@ files, the error budget, the output size), checked alike for every kind of input
 
 from __future__ import annotations
 
+import shlex
+
 from pipeline.errors import UsageError
 from transforms.core import paths
+from transforms.core.manifest import DEFAULT_LABEL_SEPARATOR
 from transforms.core.spec import SINK_TFRECORDIO
 
 # A flag another's value makes meaningless is refused, not ignored: a user
@@ -15,7 +18,15 @@ _POINTLESS = (
      'it is the quality of --encoding jpeg'),
     ('shard_size_mb', 'num_shards', lambda shards: (shards or 0) > 0,
      'with --num_shards N each split has N shards, whatever their size'),
+    # ignored, a cell 'cat|dog' was the one class 'cat|dog', exit 0
+    ('label_separator', 'multi_label', lambda multi_label: not multi_label,
+     'it splits a label cell into several labels with --multi_label (give it too, or '
+     'drop --label_separator)'),
 )
+
+
+# The defaults of the flags _POINTLESS pairs with a switch.
+_DEFAULTS = {'label_separator': DEFAULT_LABEL_SEPARATOR}
 
 
 def without_pointless(options: dict) -> dict:
@@ -53,11 +64,15 @@ def output_options(parsed) -> dict:
     options = {**options, 'shard_size_mb': None}
   for flag, needs, pointless, why in _POINTLESS:
     # A --config file that gives both may be an options block a run recorded
-    # (it holds every option): taken.
-    if (pointless(getattr(args, needs)) and flag in parsed.given
-            and not {flag, needs} <= parsed.from_config):
-      raise UsageError(f'--{flag} {getattr(args, flag)} has no effect with --{needs} '
-                       f'{getattr(args, needs)}: {why}')
+    # (it holds every option): taken. Its switch that is off (multi_label:
+    # false) gives nothing, so the flag it gives at its default is taken too.
+    recorded = flag in parsed.from_config and (
+        needs in parsed.from_config or getattr(args, flag) == _DEFAULTS.get(flag))
+    if pointless(getattr(args, needs)) and flag in parsed.given and not recorded:
+      value = getattr(args, needs)  # a switch is off: 'without --multi_label'
+      other = f'without --{needs}' if value is False else f'with --{needs} {value}'
+      raise UsageError(f'--{flag} {shlex.quote(str(getattr(args, flag)))} has no effect '
+                       f'{other}: {why}')
   if args.write_index and args.compression == 'gzip':
     raise UsageError('--write_index needs uncompressed shards: offsets in a gzip stream '
                      'cannot be used for random access (drop --compression gzip)')
