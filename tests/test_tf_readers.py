@@ -124,3 +124,46 @@ def test_tf_data_reads_every_variant(read_back, variant):
     assert all(abs(a[1] - b[1]) <= 3 for a, b in zip(rows, expected))
   else:
     assert rows == expected
+
+
+DOC_MULTI_HOT = """
+import json, re, sys
+import tensorflow as tf
+page, out = sys.argv[1:]
+recipe = re.search(r'for a multi-hot target use\\s*`([^`]+)`', open(page).read()).group(1)
+info = json.load(open(out + '/dataset_info.json'))
+spec = {'image/key': tf.io.FixedLenFeature([], tf.string),
+        'image/class/label': tf.io.VarLenFeature(tf.int64)}
+files = [out + '/' + shard for shard in info['splits']['train']['shards']]
+found = {}
+for size in (1, 3):
+  for batch in tf.data.TFRecordDataset(files).batch(size).map(
+      lambda records: tf.io.parse_example(records, spec)):
+    labels = batch['image/class/label']
+    hot = eval(recipe, {'tf': tf, 'info': info, 'labels': labels})
+    for key, row in zip(batch['image/key'].numpy(), hot.numpy()):
+      found.setdefault(key.decode(), []).append(row.astype(int).tolist())
+print(json.dumps(found))
+"""
+
+
+def test_the_documented_multi_hot_recipe_on_batches(tmp_path):
+  """docs/reading.md's multi-hot expression, on a batch of parse_example
+  labels as its own recipe reads them: every record's classes and no other.
+  axis=0 took the maximum across the batch ([k, classes], not [batch,
+  classes]), and to_dense's padding 0 marked class 0 in each shorter list."""
+  sample = make_sample(tmp_path)
+  labels = {'images/red_0.png': 'green;red', 'images/green_1.png': 'green',
+            'images/blue_2.png': 'red', 'images/red_3.png': 'blue;green;red'}
+  sample.manifest.write_text('image,label\n' + ''.join(
+      f'{image},{label}\n' for image, label in labels.items()))
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--height', '4', '--width', '4', '--multi_label']) == 0
+  done = subprocess.run([sys.executable, '-c', DOC_MULTI_HOT,
+                         str(pathlib.Path(__file__).parents[1] / 'docs' / 'reading.md'),
+                         str(sample.out)], capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  found = json.loads(done.stdout.strip().splitlines()[-1])
+  classes = ['blue', 'green', 'red']  # label_map.txt: sorted
+  assert found == {image: [[int(c in label.split(';')) for c in classes]] * 2
+                   for image, label in labels.items()}
