@@ -449,6 +449,29 @@ def test_crop_drops_boxes_that_keep_too_little():
   assert found.area == (40 * 50,)
 
 
+@pytest.mark.parametrize('size, out, box, visibility, xmin, area', [
+    # a 44x22 image cropped to 50x50 keeps columns 11..33: this box is the
+    # whole window (its object filled the output) yet kept 0.9999999999999997
+    # of its area, and --min_box_visibility 1 dropped it
+    ((44, 22), 50, (11, 0, 33, 22), 1.0, 0.0, 50 * 50),
+    # a 19x5 image cropped to 8x8 keeps columns 7..12: 3 of this box's 10
+    # columns stay, exactly 0.3 of it, yet it kept 0.29999999999999993
+    ((19, 5), 8, (9, 0, 19, 5), 0.3, 0.4, 4.8 * 8),
+])
+def test_crop_keeps_a_box_keeping_exactly_the_min_visibility(size, out, box, visibility,
+                                                            xmin, area):
+  import dataclasses
+  spec = ImageSpec(height=out, width=out, resize_mode='crop')
+  loaded = _loaded([annotations.ObjectAnnotation(1, box)], size=size)
+  loaded = dataclasses.replace(loaded, image=dataclasses.replace(loaded.image, height=out,
+                                                                 width=out))
+  found = detect(loaded, ('', 'a'), spec, DetectionOptions(min_box_visibility=visibility))
+  assert (found.labels, found.dropped) == ((1,), 0)
+  assert np.allclose((found.xmin[0], found.ymin[0], found.xmax[0], found.ymax[0]),
+                     (xmin, 0, 1, 1))
+  assert np.isclose(found.area[0], area)
+
+
 def _record(**changes) -> DetectedImage:
   import io
 

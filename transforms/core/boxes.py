@@ -28,6 +28,11 @@ STORED = 'stored'
 EXIF = 'exif'
 ANNOTATION_ORIENTATIONS = (STORED, EXIF)
 DEFAULT_MIN_BOX_VISIBILITY = 0.3
+# place_box's kept fraction is a ratio of areas moved through the crop's
+# float scale: a box keeping exactly --min_box_visibility of its area came out
+# a few ulps below it and was dropped (a box wholly inside the crop window,
+# its edges on the window's, kept 0.9999999999999997 < 1).
+_VISIBILITY_SLACK = 1e-9
 
 
 def default_orientation(annotation_format: str) -> str:
@@ -122,6 +127,13 @@ def place_box(box: Box, where: Placement) -> tuple:
   full = (moved[2] - moved[0]) * (moved[3] - moved[1])
   kept = (clipped[2] - clipped[0]) * (clipped[3] - clipped[1])
   return clipped, (kept / full if full > 0 else 0.0)
+
+
+def crop_drops(kept: float, min_visibility: float) -> bool:
+  """True if --resize_mode crop drops a box that keeps `kept` (place_box's
+  fraction) of its area: less than --min_box_visibility (up to float
+  rounding), or nothing at all."""
+  return kept <= 0 or kept < min_visibility - _VISIBILITY_SLACK
 
 
 def transform_mask(mask: Image.Image, orientation: int, frame: str,

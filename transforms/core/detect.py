@@ -164,7 +164,7 @@ def detect(loaded: LoadedImage, names: tuple, spec: ImageSpec,
     oriented = orient_box(clipped, image.source_size, image.orientation) \
         if frame == boxes.STORED else clipped
     placed, kept = boxes.place_box(oriented, where)
-    if spec.resize_mode == 'crop' and (kept < options.min_box_visibility or kept <= 0):
+    if spec.resize_mode == 'crop' and boxes.crop_drops(kept, options.min_box_visibility):
       dropped += 1
       continue
     ymin, xmin, ymax, xmax = boxes.normalized(placed, out)
