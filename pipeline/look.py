@@ -17,7 +17,6 @@ import argparse
 from collections.abc import Callable
 import contextlib
 import csv
-import glob
 import io
 import json
 import os
@@ -319,7 +318,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   """--files: each file's features from its first records, given to show()
   before anything that may fail (a size that does not match the records
   listed, an export's record); -> the export's lines ([] without one)."""
-  paths = sorted(glob.glob(args.files))
+  paths = foreign_records.matching_files(args.files)
   if not paths:
     raise UsageError(f'--files {args.files!r} matches no file')
   lines = []

@@ -52,9 +52,15 @@ def load_filesystem(path: str) -> None:
 
 def _beam_s3io():
   """Beam's S3IO, made with the options Beam gives its own filesystems
-  (FileSystems.get_filesystem: the pipeline's, or the worker's runtime ones)."""
+  (FileSystems.get_filesystem: the pipeline's, or the worker's runtime ones).
+  A command that takes no Beam options (inspect, export, read.examples in a
+  notebook) has neither: empty ones leave boto3 its own configuration (the
+  AWS_* variables, ~/.aws). Beam's S3IO refused None with a ValueError, which
+  inspect and export reported as a dataset "incomplete or never written"."""
   from apache_beam.io.aws import s3io
-  options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+  from apache_beam.options.pipeline_options import PipelineOptions
+  options = (FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+             or PipelineOptions([]))
   return s3io.S3IO(options=options)
 
 

@@ -4,6 +4,7 @@ guessed from their features."""
 
 from __future__ import annotations
 
+import glob
 import io
 from typing import Optional
 
@@ -13,7 +14,25 @@ from PIL import Image
 from pipeline.errors import UsageError
 from transforms.core import decoders
 from transforms.core import image as images
+from transforms.core import paths
 from transforms.core import records
+
+
+def matching_files(pattern: str) -> list:
+  """The files `pattern` matches, sorted: a gs:// or s3:// pattern through
+  Beam's filesystems (Python's glob matched no URL: "matches no file")."""
+  if not paths.is_remote(pattern):
+    return sorted(glob.glob(pattern))
+  from apache_beam.io.filesystems import FileSystems
+  from apache_beam.options.pipeline_options import PipelineOptions
+
+  from transforms import filesystem  # imports Beam: only for gs://, s3://
+  if FileSystems._pipeline_options is None:  # inspect takes no Beam options: the
+    FileSystems.set_options(PipelineOptions([]))  # client's own (AWS_*, ~/.aws)
+  try:
+    return [path for path, _ in filesystem.FileAccess().match(pattern)]
+  except filesystem.read_errors() as error:  # BeamIOError: no bucket, no credentials
+    raise UsageError(f'--files {pattern!r} cannot be listed: {error}')
 
 
 def raw_size_problem(image_name: str, data: bytes, args, where: str) -> Optional[str]:
