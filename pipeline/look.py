@@ -35,6 +35,7 @@ from pipeline.looking.export_files import write_file
 from pipeline.looking.export_files import writing
 from pipeline.looking.look_sample import Reservoir
 from pipeline.looking.look_sample import decode_samples
+from pipeline.looking.look_sample import present
 from pipeline.looking.look_sample import records_of
 from pipeline.looking.look_sample import scan_split
 from pipeline.reading import dataset
@@ -106,11 +107,11 @@ def validation_report(input_dir: str) -> tuple:
   One cut short or edited by hand (not UTF-8 JSON, no object) was a traceback,
   and report.html unwritten."""
   path = os.path.join(input_dir, VALIDATION_REPORT)
-  if not os.path.exists(path):
+  if not present(path):
     return None, None
   try:  # a FIFO waited for a writer for ever: refused unopened, as a folder
     file_kinds.require_regular(path, file_kinds.NotRegularFile)
-    with open(path, 'rb') as handle:
+    with dataset.open_binary(path) as handle:
       validation = json.loads(handle.read())
   except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError too
     return None, f'{VALIDATION_REPORT} cannot be read: {error}'
@@ -130,9 +131,9 @@ def rejected_summary(input_dir: str, info: dict, unread: list) -> tuple:
   first = {}
   path = os.path.join(input_dir, REJECTED_FILE)
   try:
-    if counts and os.path.exists(path):
+    if counts and present(path):
       file_kinds.require_regular(path, file_kinds.NotRegularFile)
-      with open(path, 'rb') as handle:  # lines over 1 MiB never held whole
+      with dataset.open_binary(path) as handle:  # lines over 1 MiB never held whole
         for raw in dataset_checks.capped_lines(handle):
           try:  # a cut-off last line, one not UTF-8, too long, no object: skipped
             rejection, line = json.loads(raw), raw.decode('utf-8')

@@ -119,3 +119,25 @@ def test_export_tfds_of_an_s3_dataset_copies_its_shards(server, uploaded, tmp_pa
   assert shards
   for shard in shards:
     assert (target / shard).read_bytes() == (out / shard).read_bytes()
+
+
+def test_inspect_report_of_an_s3_dataset_shows_its_validation(server, uploaded, tmp_path):
+  """validation_report.json beside the shards on s3:// was looked for with
+  os.path.exists: the page said 'Not validated yet' of a validated dataset."""
+  from pipeline import validate
+  from tests.conftest import copy_dataset
+  _, out = uploaded
+  local = copy_dataset(out, tmp_path)
+  assert validate.main(['--input_dir', str(local)]) == 0
+  server.client().put_object(Bucket=BUCKET, Key=f'{PREFIX}-validated/validation_report.json',
+                             Body=(local / 'validation_report.json').read_bytes())
+  for path in sorted(out.iterdir()):
+    server.client().put_object(Bucket=BUCKET, Key=f'{PREFIX}-validated/{path.name}',
+                               Body=path.read_bytes())
+  export_dir = tmp_path / 'look'
+  done = _run(server, 'pipeline.look', '--input_dir', f's3://{BUCKET}/{PREFIX}-validated',
+              '--export_dir', str(export_dir))
+  assert done.returncode == 0, done.stderr[-3000:]
+  page = (export_dir / 'report.html').read_text()
+  assert 'Not validated yet' not in page
+  assert '<p id="validation" class="good">valid: 9 examples read, 0 problems.</p>' in page

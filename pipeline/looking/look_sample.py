@@ -64,6 +64,15 @@ def _gzipped_by_content(path: str) -> bool:
     return side_files.gzip_by_content(handle.read(side_files.HEAD_BYTES))
 
 
+def present(path: str) -> bool:
+  """Whether the file is there: local, or an object on gs:// or s3:// (where
+  os.path.exists said no: an s3 dataset's report said "Not validated yet")."""
+  if not paths.is_remote(path):
+    return os.path.exists(path)
+  from transforms import filesystem  # imports Beam: only for gs://, s3://
+  return filesystem.FileAccess().exists(path)
+
+
 def records_of(path: str, skipped: list, by_content: bool = False):
   """(index, data) of every readable record of `path`; damage goes to skipped.
   by_content (--files: TFRecords convert did not write): gzip told by content."""
