@@ -430,17 +430,17 @@ def test_split_by_content_needs_split(copies, tmp_path, capsys):
 def _report_of_every_pair(sha256: str, copies: list) -> dict:
   """The content report as it was first built, the reference: a pair for
   every copy, each compared with every earlier copy, then the first pairs kept."""
-  import dataclasses
-
   from transforms.core import duplicates
-  copies = sorted(copies)
+  copies = sorted(copies, key=lambda c: (c.place, c.line, c.key, c.split))
   report = duplicates.empty_report()
   pairs = []
   for i, copy in enumerate(copies[1:], 1):
     same_split = [c for c in copies[:i] if c.split == copy.split]
     first = same_split[0] if same_split else copies[0]
-    pairs.append({'sha256': sha256, 'first': dataclasses.asdict(first),
-                  'duplicate': dataclasses.asdict(copy), 'across': not same_split})
+    pairs.append({'sha256': sha256,
+                  'first': {'line': first.line, 'key': first.key, 'split': first.split},
+                  'duplicate': {'line': copy.line, 'key': copy.key, 'split': copy.split},
+                  'across': not same_split})
     report['num_across_splits' if not same_split else 'num_within_split'] += 1
   report['num_contents'] = int(bool(pairs))
   report['pairs'] = sorted(pairs, key=lambda p: (

@@ -70,11 +70,11 @@ class _ContentReportFn(beam.DoFn):
 
 
 def _copies(batch) -> list:
-  """(sha256, (line, key, split)) of each example: every row crosses the
+  """(sha256, (line, key, split, place)) of each example: every row crosses the
   shuffle so, a plain tuple, made a Copy only where a content repeats
   (pickling 12,000 of them: 0.4 against 2.8 us a row as Copy dataclasses,
   0.3 against 1.9 to unpickle; timeit)."""
-  return [(e.sha256, (e.line, e.key, e.split)) for e in batch]
+  return [(e.sha256, (e.line, e.key, e.split, e.place)) for e in batch]
 
 
 @beam.ptransform_fn
@@ -86,7 +86,7 @@ def ContentDuplicates(examples, buckets: int = KEY_BUCKETS):
   stage. The copies cross the shuffle in lists per bucket of contents
   (`buckets`, buckets.py), each content reported on its own."""
   return (examples
-          # (bucket, [(sha256, (line, key, split)), ...]) per bundle
+          # (bucket, [(sha256, (line, key, split, place)), ...]) per bundle
           | 'ContentCopies' >> beam.ParDo(buffer_by_key(_copies, buckets))
           | 'GroupByContent' >> beam.GroupByKey()
           # a report per content, contents in order within a bucket

@@ -182,7 +182,7 @@ class _DetectFn(beam.DoFn):
       yield beam.pvalue.TaggedOutput(TALLIES, (detection_info.DROPPED_BY_CROP, found.dropped))
     yield BuiltExample(row.split, self._ordering.key(row.key, row.place), found.labels,
                        row.key, row.line, loaded.sha256, data, row.annotation.fingerprint,
-                       option_digest=self._digest)
+                       option_digest=self._digest, place=row.place)
 
 
 class DetectRows(beam.PTransform):

@@ -177,7 +177,8 @@ class CopyShardFn(beam.DoFn):
     return BuiltExample(row.split, self._ordering.key(row.key, row.place), reusable.label_id,
                         row.key, row.line, row.previous.source_sha256, data,
                         fingerprint_of(row, self._mode) or row.previous.fingerprint,
-                        reusable.label_text, reusable.option_digest, reuse.REUSED, row.image)
+                        reusable.label_text, reusable.option_digest, reuse.REUSED, row.image,
+                        place=row.place)
 
 
 @beam.ptransform_fn

@@ -16,12 +16,17 @@ from transforms.core.manifest_keys import line_of
 from transforms.core.rejects import STAGE_DUPLICATE
 
 
-# One row (or record) of a group of identical bytes.
-@dataclasses.dataclass(frozen=True, order=True)
+# One row (or record) of a group of identical bytes. place: its place in
+# manifest order (ManifestRow.place: across the files of a manifest pattern,
+# files in path order), which orders copies before their line does: a line
+# number counts within its file, so b.csv's line 2 is after a.csv's line 5
+# (the copy --dedupe content keeps, keep_first_copy); 0: by line alone.
+@dataclasses.dataclass(frozen=True)
 class Copy:
   line: int
   key: str
   split: str
+  place: int = 0
 
 
 # Pairs listed in dataset_info.json (counts are always whole).
@@ -66,13 +71,16 @@ def content_report(sha256: str, copies: Iterable[Copy]) -> dict:
 
 
 def _copy_order(copy: Copy) -> tuple:
-  # Copy's own order, without building two tuples per comparison.
-  return (copy.line, copy.key, copy.split)
+  return (copy.place, copy.line, copy.key, copy.split)
+
+
+def _shown(copy: Copy) -> dict:
+  return {'line': copy.line, 'key': copy.key, 'split': copy.split}
 
 
 def _pair(sha256: str, first: Copy, duplicate: Copy, across: bool) -> dict:
-  return {'sha256': sha256, 'first': dataclasses.asdict(first),
-          'duplicate': dataclasses.asdict(duplicate), 'across': across}
+  return {'sha256': sha256, 'first': _shown(first), 'duplicate': _shown(duplicate),
+          'across': across}
 
 
 def empty_report() -> dict:

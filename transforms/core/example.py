@@ -92,6 +92,9 @@ class BuiltExample(NamedTuple):
   image: str = ''  # the row's image path as written (the sidecar's `image`)
   framed: bytes = b''  # a LoadedCopy's framed record, written as it is (b'': framed anew)
   spilled: tuple = ()  # transforms/spill.Spilled: its framed bytes wait in a file (data b'')
+  # The row's place in manifest order (ManifestRow.place): which of two copies
+  # of one image came first (duplicates.Copy), across a pattern's files too.
+  place: int = 0
 
 
 def held_bytes(value: LoadedImage | LoadedExample | LoadedCopy | BuiltExample) -> int:
@@ -117,4 +120,4 @@ def built_example(loaded: LoadedImage | LoadedExample | LoadedCopy, spec: Exampl
                       row.fingerprint or content_fingerprint(loaded.sha256),
                       labelled.label_text, record_digest(options_digest, row.extras),
                       'reused' if copied else (loaded.reuse or row.reuse), row.image,
-                      loaded.framed if copied else b'')
+                      loaded.framed if copied else b'', place=row.place)
