@@ -194,7 +194,35 @@ def test_examples_of_a_shard_declaring_a_huge_record_raise_a_shard_error(dataset
   with pytest.raises(ShardError) as error:
     list(read.examples(str(out)))
   assert (error.value.kind, error.value.detail) == (
-      'truncated_shard', f'file ends inside record 12 (0 of its {1 << 40} data bytes)')
+      'truncated_shard', f'{shard}: file ends inside record 12 (0 of its {1 << 40} data bytes)')
+
+
+def test_examples_of_a_damaged_shard_name_it_in_the_shard_error(datasets, tmp_path):
+  """A damaged frame in one of a split's shards: the ShardError's one line
+  names the shard, as a missing or cut-off gzip one's does (it was `data CRC
+  mismatch at record 1` alone: which of the shards, the message did not say)."""
+  out = pathlib.Path(shutil.copytree(datasets['raw'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][1]
+  with open(shard, 'rb') as stream:
+    sizes = [len(data) + 16 for _, data in read_records(stream)]
+  data = shard.read_bytes()
+  damaged = bytearray(data)
+  damaged[sizes[0] + 12 + 5] ^= 1  # a byte of record 1's data
+  shard.write_bytes(bytes(damaged))
+  got = []
+  with pytest.raises(ShardError) as error:
+    for example in read.examples(str(out)):
+      got.append(example)
+  first_shard = read_info(out)['splits']['train']['num_examples'] - len(sizes)
+  assert len(got) == first_shard + 1  # the first shard whole, then record 0 of this one
+  assert (error.value.kind, error.value.index, str(error.value)) == (
+      'corrupt_shard', 1, f'{shard}: data CRC mismatch at record 1')
+  shard.write_bytes(data[:sizes[0] + 100])  # cut inside record 1
+  with pytest.raises(ShardError) as error:
+    list(read.examples(str(out)))
+  assert (error.value.kind, error.value.index, str(error.value)) == (
+      'truncated_shard', 1,
+      f'{shard}: file ends inside record 1 (88 of its {sizes[1] - 16} data bytes)')
 
 
 def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(datasets, tmp_path):

@@ -117,7 +117,7 @@ def _shard_records(path: str) -> Iterator[bytes]:
   read = 0  # records read whole: the index of the first one not read
   try:
     with open_binary(path) as stream:
-      for _, data in read_records(stream):
+      for data in _named_records(stream, path):
         read += 1
         yield data
   except FileNotFoundError:
@@ -128,6 +128,17 @@ def _shard_records(path: str) -> Iterator[bytes]:
   except (zlib.error, OSError) as error:  # BadGzipFile, bad deflate data, unreadable
     raise ShardError(read, 'corrupt_shard', f'{path}: cannot read the file from record {read} '
                      f'({read} read whole): {type(error).__name__}: {error}') from error
+
+
+def _named_records(stream, path: str) -> Iterator[bytes]:
+  """read_records' data; its ShardError (a damaged frame) with a message that
+  names the shard, as the other kinds' do: it was `data CRC mismatch at
+  record 5` alone, no file named among a split's shards."""
+  try:
+    for _, data in read_records(stream):
+      yield data
+  except ShardError as error:
+    raise ShardError(error.index, error.kind, f'{path}: {error.detail}') from error
 
 
 def _parse_spec(info: dict, tf):
