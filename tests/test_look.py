@@ -390,6 +390,26 @@ def test_a_shard_cut_at_a_record_end_is_reported(dataset, tmp_path):
       f"{sizes[4] - 16} data bytes are all there, 1 of the CRC's 4)"]
 
 
+def test_a_shard_ending_inside_a_record_header_is_reported_as_cut_not_damaged(dataset,
+                                                                              tmp_path):
+  """Bytes past a shard's last record, fewer than a header (a byte appended,
+  or a file cut inside a header): validate says `file ends inside the header`,
+  inspect said `damaged length; the rest of the file cannot be read` of a
+  length that is not there."""
+  copy = tmp_path / 'copy'
+  shutil.copytree(dataset, copy)
+  info = read_info(copy)
+  shard = copy / info['splits']['train']['shards'][0]
+  with open(shard, 'rb') as stream:
+    count = sum(1 for _ in read_records(stream))
+  shard.write_bytes(shard.read_bytes() + b'G')
+  code, printed = run_inspect(['--input_dir', str(copy), '--num', '100'])
+  assert code == 0
+  assert [s for s in printed.splitlines() if s.startswith('Skipped')] == [
+      f'Skipped train: {shard.name} record {count}: file ends inside the header of record '
+      f'{count}']
+
+
 def test_a_dataset_over_its_error_budget_says_so_at_the_top_of_the_page(dataset, tmp_path):
   copy = tmp_path / 'copy'
   shutil.copytree(dataset, copy)

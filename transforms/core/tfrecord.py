@@ -173,7 +173,11 @@ def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
     header = stream.read(_HEADER.size)
     if not header:
       return
-    length = _data_length(header) if len(header) == _HEADER.size else None
+    if len(header) < _HEADER.size:  # not a damaged length: a file cut (or 1-11 bytes appended)
+      yield index, ShardError(index, 'truncated_shard',
+                              f'file ends inside the header of record {index}')
+      return
+    length = _data_length(header)
     if length is None:
       yield index, ShardError(index, 'corrupt_shard', f'record {index}: damaged length; '
                               f'the rest of the file cannot be read')
