@@ -212,6 +212,22 @@ def test_extra_shard_not_listed(converted, name):
   assert_finding(converted, 'extra_shard', name)
 
 
+# Not numbered as convert numbers shards, but what docs/reading.md's glob
+# train-*.tfrecord reads with the split: a second download, an old shard, a
+# 4-digit number. validate said OK (exit 0) while tf.data read 9 records more.
+@pytest.mark.parametrize('name', ['train-00000-of-00001 (1).tfrecord', 'train-old.tfrecord',
+                                  'train-0000-of-00001.tfrecord'])
+def test_an_unlisted_file_the_split_glob_matches_is_an_extra_shard(converted, name):
+  shutil.copy(first_shard(converted), converted / name)
+  (converted / 'notes-train.tfrecord').write_bytes(b'')  # no split's glob matches it
+  code, report = run_validate(converted)
+  assert (code, report['problems_by_kind']) == (EXIT_FAILED, {'extra_shard': 1})
+  assert [(p['file'], p['detail']) for p in report['problems']] == [
+      (name, "not a shard name convert writes, but the glob 'train-*.tfrecord' "
+       "(docs/reading.md) matches it, and dataset_info.json does not list it: a reader "
+       "globbing the split's shards reads it too")]
+
+
 def test_a_split_renamed_in_dataset_info_is_a_wrong_split_finding(converted):
   """The train split renamed 'holdout' in dataset_info.json, its shards,
   sidecar and counts kept: every record, count and sidecar line still held,

@@ -22,6 +22,7 @@ from transforms.core.spec import LABEL_MAP_PBTXT
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import SHARD_NUMBERS_GLOBS
 from transforms.core.spec import SHARD_SUFFIX
+from transforms.core.spec import shard_suffix
 
 SHARD_PATTERNS = tuple(f'*{numbers}{SHARD_SUFFIX}*' for numbers in SHARD_NUMBERS_GLOBS)
 
@@ -48,11 +49,34 @@ def shard_listing(input_dir: str, info: dict, files=None) -> tuple:
                for name in sorted(present - listed_names)
                if any(fnmatch.fnmatchcase(name, p) for p in SHARD_PATTERNS)
                and not name.endswith(INDEX_SUFFIX)]  # --write_index files
+  problems += [validation.Problem('extra_shard', name, -1, detail)
+               for name, detail in _globbed_strays(info, sorted(present - listed_names))]
   problems += [validation.Problem(dataset_checks.WRONG_SPLIT, name, -1, detail)
                for name, detail in splits.listed_split_problems(info)]
   problems += [validation.Problem(splits.WRONG_SHARD_NUMBER, name, -1, detail)
                for name, detail in splits.shard_number_problems(info)]
   return [(split, shard) for split, shard in listed if shard in present], problems
+
+
+def _globbed_strays(info: dict, unlisted: list) -> list:
+  """(name, detail) of each unlisted file that is no numbered shard but that
+  a split's glob, `SPLIT-*.tfrecord` (`.gz` with gzip) as docs/reading.md
+  gives it, matches: `train-00000-of-00004 (1).tfrecord`, a second download;
+  `train-old.tfrecord`. tf.data reads its records with the split's, and
+  validate said OK."""
+  suffix = shard_suffix(info.get('compression'))
+  strays = []
+  for name in unlisted:
+    if any(fnmatch.fnmatchcase(name, p) for p in SHARD_PATTERNS):
+      continue  # a numbered shard: reported above
+    for split in info['splits']:
+      if name.startswith(f'{split}-') and name.endswith(suffix):
+        strays.append((name, f"not a shard name convert writes, but the glob "
+                             f"'{split}-*{suffix}' (docs/reading.md) matches it, and "
+                             f"dataset_info.json does not list it: a reader globbing the "
+                             f"split's shards reads it too"))
+        break
+  return strays
 
 
 def split_bytes(input_dir: str, info: dict, shards: list, files) -> dict:
