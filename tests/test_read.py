@@ -238,6 +238,29 @@ def test_examples_of_a_shard_that_is_a_fifo_raise_a_shard_error_unopened(dataset
   assert not unblocked
 
 
+def test_load_of_a_shard_that_is_a_fifo_raises_a_shard_error_unopened(datasets, tmp_path):
+  """read.load handed a FIFO in a shard's place to tf.data, whose reader
+  waited for a writer for ever (read.examples and validate refuse it): the
+  same ShardError now, before TensorFlow is imported or the FIFO opened. In
+  a subprocess: TensorFlow stays out of the test process."""
+  from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
+  out = pathlib.Path(shutil.copytree(datasets['raw'], tmp_path / 'out'))
+  shard = out / read_info(out)['splits']['train']['shards'][1]
+  shard.unlink()
+  script = ('import json, sys\nfrom pipeline import read\n'
+            'from transforms.core.tfrecord import ShardError\ntry:\n'
+            '  print(json.dumps(["read", sum(1 for _ in read.load(sys.argv[1]))]))\n'
+            'except ShardError as e:\n'
+            '  print(json.dumps([e.kind, str(e), "tensorflow" in sys.modules]))\n')
+  with fifo_writer_that_unblocks_readers(shard) as unblocked:
+    done = subprocess.run([sys.executable, '-c', script, str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+  assert done.stdout.strip(), done.stderr[-3000:]
+  assert json.loads(done.stdout.strip().splitlines()[-1]) == [
+      'missing_shard', f'{shard} is a FIFO (named pipe), not a regular file: not read', False]
+  assert not unblocked
+
+
 def test_examples_of_a_missing_or_damaged_gzip_shard_raise_a_shard_error(datasets, tmp_path):
   """The docstring's ShardError on a damaged shard: a missing shard was a
   FileNotFoundError, a gzip shard cut short an EOFError and one whose gzip

@@ -308,7 +308,9 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   pads the object lists to the batch's longest: images and masks of their own
   size stay ragged, each box normalised to its own image
   (pipeline/reading/read_detection.py); multi_hot and resize_to are refused
-  (ValueError). schema: ValueError when the dataset's differs."""
+  (ValueError). schema: ValueError when the dataset's differs. A listed
+  shard that is no regular file (a FIFO, a device, a folder): ShardError
+  (missing_shard), as read.examples raises, before any record is read."""
   resize_to = _checked_load_options(decode, resize_to, batch_size)
   input_dir = os.fspath(input_dir)  # a pathlib.Path too, as api.convert takes it
   info = info or read_info(input_dir)
@@ -318,8 +320,11 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   detection = info['schema'] == 'detection'
   if detection:
     _refuse_classification_options(input_dir, multi_hot, resize_to)
-  import tensorflow as tf
   files = shard_paths(input_dir, info, split)
+  for path in files:  # as read.examples: tf.data waited on a FIFO for ever
+    if not paths.is_remote(path):
+      file_kinds.require_regular(path, ShardError, 0, 'missing_shard')
+  import tensorflow as tf
   compression = 'GZIP' if info['compression'] == 'gzip' else ''
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shuffle_files:
