@@ -113,9 +113,11 @@ class _FileRowFn(beam.DoFn):
       if path and not problem:  # a YOLO image without a label file has no objects
         data = read_capped(self._files, path)
       row, rejected = file_row(listed, data, self._source)
-    except (OSError, yolo.YoloFormatError) as error:  # gone since listed; not UTF-8
+    except (OSError, yolo.YoloFormatError, voc.VocFormatError) as error:
+      # gone since listed; not UTF-8; an XML that no longer parses (cut short
+      # by an editor saving it since the launcher parsed it: it failed the job)
       row = ManifestRow({'image': image, 'annotations': path}, path, ordinal, image=image)
-      reason = str(error) if isinstance(error, yolo.YoloFormatError) else (
+      reason = str(error) if isinstance(error, ValueError) else (
           f'cannot read {path}: {error.strerror or error}')  # str(): the path again
       yield beam.pvalue.TaggedOutput(REJECTED, row.reject(
           STAGE_READ, 'unreadable_annotations', reason))

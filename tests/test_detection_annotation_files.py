@@ -1,0 +1,73 @@
+"""Annotation files as real tools and people leave them (VOC XML, YOLO
+label files): what happens when one changes between the launcher's look
+and the worker's read, and other per-file mishaps."""
+
+import pathlib
+
+from PIL import Image
+import pytest
+
+from pipeline import convert
+from pipeline import validate
+from pipeline.configuration import detection_files as launcher_files
+from pipeline.errors import EXIT_OK
+from tests.conftest import feature
+from tests.conftest import read_examples
+from tests.conftest import read_info
+from tests.conftest import rejected_lines
+
+pytestmark = pytest.mark.xdist_group('detection')
+
+
+def _voc_xml(name: str, box=(11, 21, 50, 60)) -> str:
+  xmin, ymin, xmax, ymax = box
+  return (f'<annotation><filename>{name}.jpg</filename><size><width>100</width>'
+          f'<height>80</height></size><object><name>dog</name><difficult>0</difficult>'
+          f'<bndbox><xmin>{xmin}</xmin><ymin>{ymin}</ymin><xmax>{xmax}</xmax>'
+          f'<ymax>{ymax}</ymax></bndbox></object></annotation>')
+
+
+def _voc(root: pathlib.Path) -> pathlib.Path:
+  (root / 'Annotations').mkdir(parents=True)
+  (root / 'JPEGImages').mkdir()
+  for name in ('a', 'b'):
+    Image.new('RGB', (100, 80), (90, 120, 60)).save(root / 'JPEGImages' / f'{name}.jpg')
+    (root / 'Annotations' / f'{name}.xml').write_text(_voc_xml(name))
+  return root
+
+
+def test_a_voc_xml_cut_short_after_the_launcher_read_it_is_a_rejected_row(
+    tmp_path, monkeypatch, capsys):
+  """An annotator's tool saving b.xml while the run starts: the launcher
+  parsed it whole, the worker reads it cut short. It failed the job with a
+  traceback (VocFormatError out of the DoFn, exit 1, nothing written); it is
+  now b's row, rejected as read/unreadable_annotations naming the file, as a
+  VOC or YOLO file gone since it was listed is."""
+  root = _voc(tmp_path / 'VOC')
+  xml = root / 'Annotations' / 'b.xml'
+  listed = launcher_files.file_config
+
+  def then_cut_short(args, options):
+    config = listed(args, options)
+    xml.write_text(_voc_xml('b')[:-20])  # the editor's save, half done
+    return config
+
+  monkeypatch.setattr(launcher_files, 'file_config', then_cut_short)
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'voc',
+                       '--image_dir', str(root / 'JPEGImages'), '--height', '80',
+                       '--width', '100', '--resize_mode', 'stretch', '--max_error_rate', '0.5',
+                       '--output_dir', str(out), '--progress', 'off']) == EXIT_OK
+  assert '  rejected read/unreadable_annotations: 1\n' in capsys.readouterr().out
+  info = read_info(out)
+  assert (info['num_manifest_rows'], info['num_examples'], info['num_rejected']) == (2, 1, 1)
+  (line,) = rejected_lines(out)
+  assert (line['stage'], line['code'], line['row']) == (
+      'read', 'unreadable_annotations', {'image': 'b.jpg', 'annotations': str(xml)})
+  assert line['reason'].startswith(f'{xml} is not valid XML: ')
+  (example,) = read_examples(out)  # a's record, as it was
+  assert feature(example, 'image/filename') == b'a.jpg'
+  assert feature(example, 'image/object/class/text') == b'dog'
+  assert [feature(example, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax')
+          ] == pytest.approx([0.1, 0.25, 0.5, 0.75])
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
