@@ -11,6 +11,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.configuration import detection_files as launcher_files
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -71,3 +72,52 @@ def test_a_voc_xml_cut_short_after_the_launcher_read_it_is_a_rejected_row(
   assert [feature(example, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax')
           ] == pytest.approx([0.1, 0.25, 0.5, 0.75])
   assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+
+
+@pytest.mark.parametrize('shape, keypoints', [
+    ('[3, 2]', '0.45 0.45 0.5 0.5 0.55 0.55'),  # x, y: 10 numbers, as a 5-point polygon
+    ('[2, 3]', '0.45 0.45 2 0.55 0.55 1'),  # x, y, visibility: 10 numbers too
+])
+def test_a_yolo_pose_dataset_gives_the_boxes_its_rows_start_with(tmp_path, shape, keypoints):
+  """Ultralytics' pose rows are `class cx cy w h` and kpt_shape's keypoint
+  values (tiger-pose: kpt_shape [12, 2]). With an even count of numbers a
+  row was read as a polygon: its box was the bounds of (cx, cy), (w, h) and
+  the keypoints, (0.2, 0.25)-(0.55, 0.55) here for (0.4, 0.375)-(0.6,
+  0.625), written with exit 0 and passed by validate. A row of another
+  length than kpt_shape gives is a bad_annotation line."""
+  root = tmp_path / 'pose'
+  (root / 'images' / 'train').mkdir(parents=True)
+  (root / 'labels' / 'train').mkdir(parents=True)
+  (root / 'data.yaml').write_text(f'path: ../datasets/pose\ntrain: images/train\n'
+                                  f'kpt_shape: {shape}\nnames:\n  0: tiger\n')
+  Image.new('RGB', (100, 80), (90, 120, 60)).save(root / 'images' / 'train' / 'a.jpg')
+  (root / 'labels' / 'train' / 'a.txt').write_text(
+      f'0 0.5 0.5 0.2 0.25 {keypoints}\n0 0.5 0.5 0.2 0.25 0.45 0.45\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--height', '80', '--width', '100', '--resize_mode', 'stretch',
+                       '--output_dir', str(out), '--progress', 'off']) == EXIT_OK
+  (example,) = read_examples(out)
+  assert feature(example, 'image/object/class/label') == 1
+  assert [feature(example, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax')
+          ] == pytest.approx([0.4, 0.375, 0.6, 0.625])
+  assert feature(example, 'image/object/area') == pytest.approx(400)
+  (line,) = rejected_lines(out)
+  assert (line['code'], line['line'], line['counts_as_row']) == ('bad_annotation', 2, False)
+  assert line['reason'] == ('line is not "class cx cy w h" and the 6 keypoint values '
+                            'kpt_shape gives (7 fields)')
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+
+
+@pytest.mark.parametrize('shape', ['[3]', '[3, 4]', '[0, 2]', 'three', '[true, 2]'])
+def test_a_kpt_shape_that_is_no_pair_exits_2(tmp_path, capsys, shape):
+  root = tmp_path / 'pose'
+  (root / 'images').mkdir(parents=True)
+  (root / 'data.yaml').write_text(f'kpt_shape: {shape}\nnames: [tiger]\n')
+  Image.new('RGB', (100, 80)).save(root / 'images' / 'a.jpg')
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--output_dir', str(tmp_path / 'out'), '--progress', 'off']) == EXIT_USAGE
+  (said,) = capsys.readouterr().err.splitlines()
+  assert said.endswith('"kpt_shape" must be [number of keypoints, 2 or 3], not '
+                       f'{shape.replace("true", "True")}')
+  assert not (tmp_path / 'out').exists()

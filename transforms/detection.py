@@ -218,7 +218,7 @@ def file_source(detection, split):
                     tuple((name, i) for i, name in named)
                     if detection.annotation_format == 'voc' else tuple(i for i, _ in named),
                     detection.mask_dir, options.include_masks, options.on_bad_box,
-                    options.skip_empty)
+                    options.skip_empty, detection.keypoint_values)
 
 
 def read_annotations(p, detection, split) -> Optional[dict]:

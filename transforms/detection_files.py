@@ -40,6 +40,7 @@ class FileSource:
   include_masks: bool = False
   on_bad_box: str = 'drop'
   skip_empty: bool = False
+  keypoint_values: int = 0  # YOLO pose: keypoint values after each row's box
 
 
 def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
@@ -74,7 +75,8 @@ def file_row(listed: tuple, data: bytes, source: FileSource) -> tuple:
       mask_bytes = filesystem.FileAccess().read_at_most(mask, MAX_ANNOTATION_FILE_BYTES)
     annotation, rejected = voc.image_annotation(parsed, ordinal, dict(source.ids), path, mask)
   else:
-    annotation, rejected = yolo.parse_labels(yolo.decode_text(data, path), ordinal, path)
+    annotation, rejected = yolo.parse_labels(yolo.decode_text(data, path), ordinal, path,
+                                             source.keypoint_values)
   known = {label for _, label in source.ids} if source.annotation_format == 'voc' else set(
       source.ids)
   kept, bad = objects.checked_objects(annotation, known, source.include_masks, image)

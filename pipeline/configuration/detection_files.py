@@ -113,13 +113,14 @@ def _read_capped(files: filesystem.FileAccess, path: str, given: str) -> bytes:
                      'any annotation file', files)
 
 
-def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> dict:
+def _yolo_names(path: str, files: filesystem.FileAccess, given: str) -> tuple:
+  """-> (label id -> name, keypoint values per row: 0 unless data.yaml has kpt_shape)."""
   _require_file(given, path)
   try:
     text = yolo.decode_text(_read_capped(files, path, given), path)
     if path.endswith(('.yaml', '.yml')):
-      return yolo.names_from_yaml(text, path)
-    return yolo.names_from_text(text, path)
+      return yolo.names_from_yaml(text, path), yolo.keypoint_values(text, path)
+    return yolo.names_from_text(text, path), 0
   except yolo.YoloFormatError as error:
     raise UsageError(str(error))
 
@@ -136,7 +137,8 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   if names_file is None or not files.exists(names_file):
     raise UsageError(f'--annotations {args.annotations}: no data.yaml or classes.txt '
                      f'names the classes')
-  names = _label_names(_yolo_names(names_file, files, args.annotations), names_file)
+  names, keypoints = _yolo_names(names_file, files, args.annotations)
+  names = _label_names(names, names_file)
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
   # images/ listed once, at every depth (a listing is a request per 1,000 files on S3)
@@ -168,7 +170,7 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
         images = filesystem.join(images, posixpath.dirname(relative)).rstrip('/')
         listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, images)))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
-                         files=tuple(listed))
+                         files=tuple(listed), keypoint_values=keypoints)
 
 
 def _refuse_unread_images(given: str, images_root: str, below: list, splits: bool) -> None:

@@ -42,6 +42,8 @@ class DetectionConfig:
   # COCO: the file's fingerprints.file_version before it was read ('' remote):
   # validate --recompute tells by it that the file is the one the run read
   annotations_version: str = ''
+  # YOLO pose (data.yaml's kpt_shape): keypoint values after each row's box
+  keypoint_values: int = 0
 
   def coco_source(self, split: SplitConfig) -> coco.CocoSource:
     return coco.CocoSource(self.annotations, self.image_dir, split,

@@ -35,6 +35,28 @@ def names_from_yaml(text: str, path: str) -> dict:
   return {index + 1: name.strip() for index, name in sorted(names.items())}
 
 
+def keypoint_values(text: str, path: str) -> int:
+  """How many keypoint values follow `class cx cy w h` on each row of a pose
+  dataset (data.yaml's `kpt_shape: [points, 2 or 3]`: points times 2 or 3);
+  0 without `kpt_shape`. Its rows' extra numbers read as polygon points made
+  a box from the keypoints and the box's own width and height as corners,
+  without a word. YoloFormatError when `kpt_shape` is not such a pair."""
+  from transforms.core import plain_yaml
+  try:
+    data = plain_yaml.load(text, path)
+  except plain_yaml.PlainYamlError as error:
+    raise YoloFormatError(str(error)) from None
+  shape = data.get('kpt_shape') if isinstance(data, dict) else None
+  if shape is None:
+    return 0
+  if not (isinstance(shape, list) and len(shape) == 2 and all(
+      isinstance(n, int) and not isinstance(n, bool) for n in shape) and shape[0] > 0
+          and shape[1] in (2, 3)):
+    raise YoloFormatError(f'{path}: "kpt_shape" must be [number of keypoints, 2 or 3], '
+                          f'not {str(shape)[:60]}')
+  return shape[0] * shape[1]
+
+
 def _yaml_kind(value) -> str:
   kinds = {list: 'a list', dict: 'a mapping', type(None): 'null', bool: 'a boolean'}
   return kinds.get(type(value), 'a number' if isinstance(value, (int, float)) else
@@ -64,9 +86,11 @@ def decode_text(data: bytes, path: str) -> str:
                           f'offset {error.start}') from None
 
 
-def parse_labels(text: str, ordinal: int, source: str) -> tuple:
+def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tuple:
   """A label file -> (ImageAnnotation with normalised boxes, [rejection of
-  a line that is no YOLO row])."""
+  a line that is no YOLO row]). keypoints: a pose dataset's keypoint values
+  per row (keypoint_values): its rows are `class cx cy w h` and exactly
+  that many more numbers, the keypoints (not written)."""
   parsed, rejected = [], []
   for line, raw in enumerate(text.splitlines(), 1):
     fields = raw.split()
@@ -85,8 +109,11 @@ def parse_labels(text: str, ordinal: int, source: str) -> tuple:
     values, bad = _numbers(fields[1:])
     if bad is not None:
       reject(objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number')
-    elif len(values) == 4:
-      cx, cy, w, h = values
+    elif keypoints and len(values) != 4 + keypoints:
+      reject(objects.BAD_ANNOTATION, f'line is not "class cx cy w h" and the {keypoints} '
+             f'keypoint values kpt_shape gives ({len(fields)} fields)')
+    elif len(values) == 4 or keypoints:
+      cx, cy, w, h = values[:4]
       parsed.append(objects.ObjectAnnotation(
           label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
           source=source, line=line, category=f'class {fields[0]}'))
