@@ -5,7 +5,8 @@ it imports nothing of the project.
 
 Exit codes of every command (docs/convert.md, docs/validate.md):
 0 OK, 1 failed (convert: crashed; validate: the dataset has problems),
-2 usage or input error, 3 over the error budget, 130/143 ended by SIGINT or
+2 usage or input error, 3 over the error budget, 4 an object store (S3)
+stopped answering while the run used it (transforms/s3_client.py), 130/143 ended by SIGINT or
 SIGTERM, 141 stdout closed before the output was all written (a reader such
 as `| head -1` gone: 128 + SIGPIPE, as `yes | head -1`), with no traceback.
 """
@@ -21,6 +22,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # convert: crashed; validate: the dataset has problems
 EXIT_USAGE = 2
 EXIT_OVER_BUDGET = 3
+EXIT_STORE_NOT_ANSWERING = 4  # an s3:// store gave no answer within the bounded waits
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s yes
 
 PROGRAM = 'img2tfrecord'  # the console script (setup.py's entry point)

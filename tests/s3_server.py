@@ -207,3 +207,98 @@ class StallingProxy:
   def __exit__(self, *exc) -> bool:
     self.stop()
     return False
+
+
+class CuttingProxy:
+  """A TCP proxy in front of a server (a MotoServer) that stops answering
+  once a request holding `trigger` (bytes, e.g. b'/images/') passes through
+  it: mode 'refuse' closes its port and every connection (a server that was
+  stopped), mode 'hang' keeps every connection open and never sends another
+  byte, taking new ones the same way (a store that accepts and never
+  answers). `with CuttingProxy(server.endpoint, b'/images/') as proxy:`;
+  proxy.endpoint replaces the server's in --s3_endpoint_url; proxy.cut is
+  set once it stopped answering. Runs on threads of the test process."""
+
+  def __init__(self, target: str, trigger: bytes, mode: str = 'refuse'):
+    import threading
+    import urllib.parse
+    parts = urllib.parse.urlsplit(target)
+    self._target = (parts.hostname, parts.port)
+    self._trigger, self._mode = trigger, mode
+    self.cut = threading.Event()
+    self._sockets: list = []
+    self._listener = None
+    self.port: Optional[int] = None
+
+  @property
+  def endpoint(self) -> str:
+    return f'http://{HOST}:{self.port}'
+
+  def start(self) -> CuttingProxy:
+    import socket
+    import threading
+    self._listener = socket.create_server((HOST, 0))
+    self.port = self._listener.getsockname()[1]
+    threading.Thread(target=self._accept, daemon=True).start()
+    return self
+
+  def _accept(self) -> None:
+    import socket
+    import threading
+    while True:
+      try:
+        client, _ = self._listener.accept()
+      except OSError:
+        return  # closed
+      self._sockets.append(client)
+      if self.cut.is_set():
+        continue  # 'hang': taken, never answered
+      upstream = socket.create_connection(self._target)
+      self._sockets.append(upstream)
+      threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+      threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+  def _pump(self, source, destination, watch: bool) -> None:
+    while True:
+      try:
+        data = source.recv(65536)
+      except OSError:
+        return
+      if not data:
+        return
+      if watch and self._trigger in data and not self.cut.is_set():
+        self._stop_answering()
+      if self.cut.is_set():
+        if self._mode == 'refuse':
+          return
+        continue  # 'hang': read and dropped, nothing sent on
+      try:
+        destination.sendall(data)
+      except OSError:
+        return
+
+  def _stop_answering(self) -> None:
+    self.cut.set()
+    if self._mode == 'refuse':
+      self._close_all()
+
+  def _close_all(self) -> None:
+    import socket
+    for sock in [self._listener, *self._sockets]:  # the listener's shutdown ends its accept()
+      if sock is None:
+        continue
+      try:
+        sock.shutdown(socket.SHUT_RDWR)
+      except OSError:
+        pass  # not connected any more
+      sock.close()
+
+  def stop(self) -> None:
+    self._close_all()
+
+  def __enter__(self) -> CuttingProxy:
+    return self.start()
+
+  def __exit__(self, *exc) -> bool:
+    self.stop()
+    return False

@@ -56,12 +56,16 @@ def _beam_s3io():
   A command that takes no Beam options (inspect, export, read.examples in a
   notebook) has neither: empty ones leave boto3 its own configuration (the
   AWS_* variables, ~/.aws). Beam's S3IO refused None with a ValueError, which
-  inspect and export reported as a dataset "incomplete or never written"."""
+  inspect and export reported as a dataset "incomplete or never written".
+  Its client waits a bounded time for a store that stops answering
+  (transforms/s3_client.py)."""
   from apache_beam.io.aws import s3io
   from apache_beam.options.pipeline_options import PipelineOptions
+
+  from transforms.s3_client import BoundedClient
   options = (FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
              or PipelineOptions([]))
-  return s3io.S3IO(options=options)
+  return s3io.S3IO(client=BoundedClient(options))
 
 
 class FileAccess:

@@ -18,6 +18,7 @@ from pipeline.beam_runtime import fast_exit
 from pipeline.beam_runtime.not_interactive import outside_interactive_beam
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_STDOUT_CLOSED
+from pipeline.errors import EXIT_STORE_NOT_ANSWERING
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
@@ -146,8 +147,32 @@ def engine_failure(error: BaseException | None) -> str:
   return ''
 
 
+# An object store that stopped answering (transforms/s3_client.py's
+# StoreNotAnswering, known by its name: this module imports no Beam): the
+# store's state, not a bug; one line and exit 4, without the tracebacks of
+# Beam's log and of every thread that was waiting on the store.
+_STORE_NOT_ANSWERING = 'StoreNotAnswering'
+
+
+def store_not_answering(error: BaseException | None) -> str:
+  """The line of the StoreNotAnswering that `error` is or was raised from
+  (or whose text it holds: Beam re-raises a step's error as a RuntimeError
+  naming it); '' when it is none."""
+  seen = 0
+  while error is not None and seen < 20:
+    if type(error).__name__ == _STORE_NOT_ANSWERING:
+      return str(error)
+    text = str(error)
+    if f'{_STORE_NOT_ANSWERING}: ' in text:
+      return text.split(f'{_STORE_NOT_ANSWERING}: ', 1)[1].splitlines()[0].rstrip(" ')\"]")
+    error, seen = error.__cause__ or (
+        None if error.__suppress_context__ else error.__context__), seen + 1
+  return ''
+
+
 def _no_repeated_failures(record: logging.LogRecord) -> bool:
-  if record.exc_info and (full_disk(record.exc_info[1]) or input_failure(record.exc_info[1])):
+  if record.exc_info and (full_disk(record.exc_info[1]) or input_failure(record.exc_info[1])
+                          or store_not_answering(record.exc_info[1])):
     return False
   try:
     message = record.getMessage()
@@ -156,7 +181,7 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   # the engine's failure, logged whole by Beam's job service client (30 lines
   # of Spark's stack): the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
-      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES))
+      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, _STORE_NOT_ANSWERING))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
@@ -190,6 +215,10 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
       return EXIT_FAILED
     if not isinstance(error, Exception):
       raise  # SystemExit (--help), ...
+    store = store_not_answering(error)
+    if store:
+      print(f'error: the job failed: {store}', file=sys.stderr)
+      return EXIT_STORE_NOT_ANSWERING
     meaning = engine_failure(error)
     print(f'error: the job failed: {failure_reason(error)}'
           + (f' ({meaning})' if meaning else ''), file=sys.stderr)

@@ -240,6 +240,11 @@ def removed_on_failure(output_dir: str, split_names: tuple,
     try:
       _clear(output_dir, split_names, files or filesystem.FileAccess())
     except Exception as error:  # the failure being raised is the one to report
-      print(f'note: could not remove the partial output in {output_dir}: '
-            f'{type(error).__name__}: {error}', file=sys.stderr)
+      if type(error).__name__ == 'StoreNotAnswering':  # transforms/s3_client.py: not waited on
+        print(f'note: {output_dir} was left as it is: its store stopped answering before '
+              f'the run could remove what it wrote there (partial shards, temp objects, its '
+              f'lock); rerun with --overwrite once it answers', file=sys.stderr)
+      else:
+        print(f'note: could not remove the partial output in {output_dir}: '
+              f'{type(error).__name__}: {error}', file=sys.stderr)
     raise

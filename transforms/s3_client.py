@@ -1,0 +1,137 @@
+"""The S3 client of every s3:// call FileAccess makes (transforms/filesystem.py):
+Beam's boto3 client with bounded waits for a store that stops answering.
+
+Beam's client asks boto3 for its defaults (60 s to connect, 60 s per read,
+5 tries), and Beam's S3IO retries what is left (a failure with no HTTP
+status) 7 more times with waits growing to 320 s, logging a traceback each
+time: a store that stopped answering 9 s into a run kept it going for over
+12 minutes, its clean-up (and a SIGTERM's) waiting the same. Here:
+
+- each request: CONNECT_TIMEOUT_S to connect, READ_TIMEOUT_S per read of its
+  answer, ATTEMPTS tries in all (botocore's standard retry mode: 5xx,
+  throttling and no answer retried with a backoff of at most 20 s);
+- a request that got no answer after those tries (refused, reset, timed
+  out) raises StoreNotAnswering, which Beam's retries let through (a
+  PermanentException): an HTTP error (403, 404, 5xx) is still Beam's S3ClientError;
+- from then on, every request of this process to that endpoint raises
+  StoreNotAnswering at once: the run's clean-up does not wait on the store
+  request after request (what it could not remove, it says).
+
+So a store that stops answering ends the run within about ATTEMPTS *
+(CONNECT_TIMEOUT_S or READ_TIMEOUT_S) + 40 s of backoff (seconds when its
+connections are refused), whatever it was doing then.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from apache_beam.io.aws.clients.s3 import boto3_client
+from apache_beam.options import pipeline_options
+from apache_beam.utils.retry import PermanentException
+
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 20
+ATTEMPTS = 3
+
+# endpoint -> the line of its first request that got no answer
+_NOT_ANSWERING: dict = {}
+_LOCK = threading.Lock()
+
+
+class StoreNotAnswering(PermanentException):
+  """An S3 endpoint gave no answer to a request after ATTEMPTS tries (or did
+  not to an earlier one of this process): one line, no retry."""
+
+
+def _options(options) -> dict:
+  """Beam's S3 options, from PipelineOptions or a dict (a worker's runtime
+  options), as Beam's client reads them."""
+  if isinstance(options, pipeline_options.PipelineOptions):
+    return options.view_as(pipeline_options.S3Options).get_all_options()
+  return dict(options or {})
+
+
+def _no_answer(error: Optional[BaseException]) -> Optional[BaseException]:
+  """The botocore error of a request that got no answer (connection refused,
+  reset or closed, a timeout) that `error` is or was raised from, else None."""
+  from botocore.exceptions import ConnectionError as NoConnection
+  from botocore.exceptions import HTTPClientError
+  seen = 0
+  while error is not None and seen < 10:
+    if isinstance(error, (NoConnection, HTTPClientError)):
+      return error
+    error, seen = error.__cause__ or error.__context__, seen + 1
+  return None
+
+
+class BoundedClient(boto3_client.Client):
+  """Beam's boto3 client with bounded waits (see the module's docstring)."""
+
+  def __init__(self, options):  # pylint: disable=super-init-not-called
+    # Beam's __init__, with a botocore Config (it passes none).
+    assert boto3_client.boto3 is not None, 'Missing boto3 requirement'
+    from botocore.config import Config
+    given = _options(options)
+    session = boto3_client.boto3.session.Session()
+    self.client = session.client(
+        service_name='s3',
+        region_name=given.get('s3_region_name'),
+        api_version=given.get('s3_api_version'),
+        use_ssl=not given.get('s3_disable_ssl', False),
+        verify=given.get('s3_verify'),
+        endpoint_url=given.get('s3_endpoint_url'),
+        aws_access_key_id=given.get('s3_access_key_id'),
+        aws_secret_access_key=given.get('s3_secret_access_key'),
+        aws_session_token=given.get('s3_session_token'),
+        config=Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                      retries={'total_max_attempts': ATTEMPTS, 'mode': 'standard'}))
+    self._download_request = None
+    self._download_stream = None
+    self._download_pos = 0
+
+  @property
+  def endpoint(self) -> str:
+    return self.client.meta.endpoint_url
+
+  def refuse_if_not_answering(self) -> None:
+    """StoreNotAnswering at once if this client's endpoint gave no answer before."""
+    with _LOCK:
+      first = _NOT_ANSWERING.get(self.endpoint)
+    if first is not None:
+      raise StoreNotAnswering(first)
+
+  def not_answering(self, cause: BaseException) -> StoreNotAnswering:
+    """Records that the endpoint gave no answer (cause: botocore's error)."""
+    line = (f'the S3 endpoint {self.endpoint} stopped answering: {type(cause).__name__}: '
+            f'{str(cause).splitlines()[0] if str(cause) else ""} (after {ATTEMPTS} tries of '
+            f'{CONNECT_TIMEOUT_S} s to connect and {READ_TIMEOUT_S} s per read)')
+    with _LOCK:
+      line = _NOT_ANSWERING.setdefault(self.endpoint, line)
+    return StoreNotAnswering(line)
+
+
+def _bounded(name: str):
+  beam_call = getattr(boto3_client.Client, name)
+
+  def call(self, *args, **kwargs):
+    self.refuse_if_not_answering()
+    try:
+      return beam_call(self, *args, **kwargs)
+    except Exception as error:
+      cause = _no_answer(error)
+      if cause is None:
+        raise
+      raise self.not_answering(cause) from None
+
+  call.__name__ = call.__qualname__ = name
+  call.__doc__ = beam_call.__doc__
+  return call
+
+
+for _name in ('get_object_metadata', 'get_stream', 'get_range', 'list',
+              'create_multipart_upload', 'upload_part', 'complete_multipart_upload',
+              'delete', 'delete_batch', 'copy'):
+  setattr(BoundedClient, _name, _bounded(_name))
+
