@@ -229,6 +229,31 @@ def test_the_holder_beats_its_own_lock(tmp_path, monkeypatch):
   assert lock_files(out) == []
 
 
+def test_a_missed_beat_is_one_warning_line(tmp_path, monkeypatch, capsys):
+  """A store's error whose message runs over lines (Beam's S3 errors carry
+  botocore's, a traceback's text too) is the warning's first line only."""
+  monkeypatch.setattr(run_lock, 'HEARTBEAT_SECONDS', 0.05)
+  out = tmp_path / 'out'
+  missed = threading.Event()
+
+  class Unanswered(Exception):
+    pass
+
+  with RunLock.acquire(str(out), False, None) as lock:
+    def replace(name, text):
+      missed.set()
+      raise Unanswered('Could not connect to the endpoint URL: "http://127.0.0.1:9/b/out"\n'
+                       'Traceback (most recent call last):\n  File "x.py", line 1\n')
+    monkeypatch.setattr(lock._store, 'replace', replace)
+    assert missed.wait(10)
+    time.sleep(0.2)  # a few more missed beats
+  warnings = capsys.readouterr().err.splitlines()
+  assert len(warnings) >= 2, warnings
+  assert set(warnings) == {f'warning: run lock heartbeat on {out} failed: Unanswered: Could not '
+                           'connect to the endpoint URL: "http://127.0.0.1:9/b/out"'}
+  assert lock_files(out) == []
+
+
 def test_output_dir_that_is_a_file_is_a_usage_error(tmp_path):
   (tmp_path / 'file').write_text('x')
   with pytest.raises(UsageError, match='exists and is not a folder'):

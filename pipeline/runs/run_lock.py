@@ -302,8 +302,10 @@ class RunLock:
       except Exception as error:
         # A missed beat must not fail the run: the next one may get through,
         # and only STALE_AFTER_SECONDS of silence lets another host take over.
+        # One line: a store's error may carry a multi-line message.
+        lines = str(error).strip().splitlines()
         print(f'warning: run lock heartbeat on {self._output_dir} failed: '
-              f'{type(error).__name__}: {error}', file=sys.stderr)
+              f'{type(error).__name__}: {lines[0] if lines else ""}', file=sys.stderr)
 
   def release(self) -> None:
     _HELD_HERE.discard(self.me.run_id)  # first: a lock left by a release cut short is stale
