@@ -179,3 +179,58 @@ def test_local_paths_with_glob_characters_are_taken_as_written(tmp_path):
   assert (tmp_path / 'runs v' / 'decoy.txt').read_bytes() == b'no'
   with pytest.raises(filesystem.BeamIOError):
     files.delete([f'{folder}/gone.txt'])
+
+
+# ------------------------------------------- an S3 store that does not answer
+
+
+def _refusing_client():
+  """transforms/s3_client.py's client for a port nobody listens on (refused
+  at once), and the list its requests are counted in."""
+  from tests.conftest import free_port
+  from transforms.s3_client import BoundedClient
+  client = BoundedClient({'s3_endpoint_url': f'http://127.0.0.1:{free_port()}',
+                          's3_access_key_id': 'testing', 's3_secret_access_key': 'testing',
+                          's3_region_name': 'us-east-1'})
+  sent = []
+  client.client.meta.events.register('before-send.s3', lambda **kw: sent.append(kw) and None)
+  return client, sent
+
+
+def test_a_store_that_does_not_answer_is_tried_3_times_not_retried_by_beam():
+  pytest.importorskip('boto3')
+  from apache_beam.io.aws import s3io
+
+  from transforms import s3_client
+  client, sent = _refusing_client()
+  with pytest.raises(s3_client.StoreNotAnswering) as raised:
+    s3io.S3IO(client=client).exists('s3://bucket/key')
+  assert len(sent) == s3_client.ATTEMPTS == 3  # Beam's S3IO took it as final
+  assert str(raised.value).startswith(
+      f'the S3 endpoint {client.endpoint} stopped answering: EndpointConnectionError: ')
+  assert str(raised.value).endswith('(after 3 tries of 10 s to connect and 20 s per read)')
+  # The next request to that endpoint is not sent: it fails at once, with the same line
+  with pytest.raises(s3_client.StoreNotAnswering) as again:
+    s3io.S3IO(client=client).delete_paths(['s3://bucket/key'])
+  assert len(sent) == 3
+  assert str(again.value) == str(raised.value)
+
+
+def test_a_store_that_did_not_answer_is_asked_again_later(monkeypatch):
+  pytest.importorskip('boto3')
+  from transforms import s3_client
+  client, sent = _refusing_client()
+  monkeypatch.setattr(s3_client, 'NOT_ANSWERING_FOR_S', 0.0)
+  for _ in range(2):
+    with pytest.raises(s3_client.StoreNotAnswering):
+      client.get_object_metadata(type('Get', (), {'bucket': 'b', 'object': 'k'})())
+  assert len(sent) == 6
+
+
+def test_the_exit_line_of_a_store_not_answering_as_beam_reports_it():
+  from pipeline.runs.exits import store_not_answering
+  line = 'the S3 endpoint http://h:1 stopped answering: X: y (after 3 tries of 10 s ...)'
+  wrapped = RuntimeError(f"Traceback (most recent call last):\n  File 'a.py'\n"
+                         f"transforms.s3_client.StoreNotAnswering: {line} [while running 'Read']")
+  assert store_not_answering(wrapped) == line
+  assert store_not_answering(RuntimeError('EndpointConnectionError: y')) == ''

@@ -13,9 +13,11 @@ time: a store that stopped answering 9 s into a run kept it going for over
 - a request that got no answer after those tries (refused, reset, timed
   out) raises StoreNotAnswering, which Beam's retries let through (a
   PermanentException): an HTTP error (403, 404, 5xx) is still Beam's S3ClientError;
-- from then on, every request of this process to that endpoint raises
-  StoreNotAnswering at once: the run's clean-up does not wait on the store
-  request after request (what it could not remove, it says).
+- for NOT_ANSWERING_FOR_S from then on, every request of this process to
+  that endpoint raises StoreNotAnswering at once: the run's clean-up does
+  not wait on the store request after request (what it could not remove,
+  it says). Not for good: a distributed runner's worker process lives on,
+  and its retry of the bundle, later, asks the store again.
 
 So a store that stops answering ends the run within about ATTEMPTS *
 (CONNECT_TIMEOUT_S or READ_TIMEOUT_S) + 40 s of backoff (seconds when its
@@ -25,6 +27,7 @@ connections are refused), whatever it was doing then.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Optional
 
 from apache_beam.io.aws.clients.s3 import boto3_client
@@ -34,8 +37,9 @@ from apache_beam.utils.retry import PermanentException
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
 ATTEMPTS = 3
+NOT_ANSWERING_FOR_S = 60.0
 
-# endpoint -> the line of its first request that got no answer
+# endpoint -> (time.monotonic() when a request got no answer, its line)
 _NOT_ANSWERING: dict = {}
 _LOCK = threading.Lock()
 
@@ -98,9 +102,9 @@ class BoundedClient(boto3_client.Client):
   def refuse_if_not_answering(self) -> None:
     """StoreNotAnswering at once if this client's endpoint gave no answer before."""
     with _LOCK:
-      first = _NOT_ANSWERING.get(self.endpoint)
-    if first is not None:
-      raise StoreNotAnswering(first)
+      since, line = _NOT_ANSWERING.get(self.endpoint, (None, None))
+    if since is not None and time.monotonic() - since < NOT_ANSWERING_FOR_S:
+      raise StoreNotAnswering(line)
 
   def not_answering(self, cause: BaseException) -> StoreNotAnswering:
     """Records that the endpoint gave no answer (cause: botocore's error)."""
@@ -108,7 +112,7 @@ class BoundedClient(boto3_client.Client):
             f'{str(cause).splitlines()[0] if str(cause) else ""} (after {ATTEMPTS} tries of '
             f'{CONNECT_TIMEOUT_S} s to connect and {READ_TIMEOUT_S} s per read)')
     with _LOCK:
-      line = _NOT_ANSWERING.setdefault(self.endpoint, line)
+      _NOT_ANSWERING[self.endpoint] = (time.monotonic(), line)
     return StoreNotAnswering(line)
 
 

@@ -164,7 +164,8 @@ def store_not_answering(error: BaseException | None) -> str:
       return str(error)
     text = str(error)
     if f'{_STORE_NOT_ANSWERING}: ' in text:
-      return text.split(f'{_STORE_NOT_ANSWERING}: ', 1)[1].splitlines()[0].rstrip(" ')\"]")
+      line = text.split(f'{_STORE_NOT_ANSWERING}: ', 1)[1].splitlines()[0]
+      return line.split(' [while running', 1)[0].strip()  # Beam's note of the step
     error, seen = error.__cause__ or (
         None if error.__suppress_context__ else error.__context__), seen + 1
   return ''
