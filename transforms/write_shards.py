@@ -162,6 +162,8 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
       with abandoned_on_error([self._sidecar] if self._sidecar else []):
         for handle in self._shards:
           handle.close()
+      if self._sidecar:  # before the thread ends: its last lines would start another
+        self._sidecar.close()
     finally:
       self._end_behind()
     if self._shards:
@@ -169,7 +171,6 @@ class _WriteRoundRobinFn(_InOrderWriterFn):
       for i in range(self._num_shards):
         yield in_global_window(self._path(i))
     if self._sidecar:
-      self._sidecar.close()
       yield in_global_window(self._sidecar.path)
     self._shards, self._sidecar = [], None
 
@@ -225,11 +226,11 @@ class _WriteSizeCappedFn(_InOrderWriterFn):
     try:
       with abandoned_on_error([self._sidecar] if self._sidecar else []):
         self._file.close()
+      if self._sidecar:  # before the thread ends: its last lines would start another
+        self._sidecar.close()
     finally:
       self._end_behind()
     self._file, self._written = None, True
-    if self._sidecar:
-      self._sidecar.close()
     for i in range(self._count):
       final = self._target.path(i, self._count)
       temps, finals = [self._temp_path(i)], [final]

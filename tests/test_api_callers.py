@@ -1,0 +1,30 @@
+"""pipeline.api called from where programs embedding it call it: a worker
+thread, a process forked while another thread runs a convert, a process whose
+sys.stderr a notebook or an IDE replaced or closed. What each call leaves
+behind (threads, a held lock) and what it raises."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import pytest
+
+from pipeline import api
+from tests.conftest import read_info
+from transforms import write_shards
+from transforms.workers.write_behind import WriteBehind
+
+
+@pytest.mark.parametrize('shards', [{}, {'num_shards': 2}], ids=['size_capped', 'round_robin'])
+def test_no_write_behind_thread_is_left_running_after_a_convert(sample, monkeypatch, shards):
+  """The shard writers end their write-behind thread at the end of a bundle,
+  then closed the split's sidecar, whose last lines started another thread
+  that idled on after the call (IDLE_S, 2 s; here made long so it cannot end
+  by itself before the check)."""
+  monkeypatch.setattr(write_shards, 'WriteBehind', functools.partial(WriteBehind, idle_s=600))
+  result = api.convert(manifest=str(sample.manifest), output_dir=str(sample.out), progress=False,
+                       **shards)
+  assert result.num_examples == 9
+  assert sum(split['num_examples'] for split in read_info(sample.out)['splits'].values()) == 9
+  assert [t.name for t in threading.enumerate() if t.name == 'write-behind'] == []
