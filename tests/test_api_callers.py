@@ -6,6 +6,7 @@ behind (threads, a held lock) and what it raises."""
 from __future__ import annotations
 
 import functools
+import io
 import threading
 
 import pytest
@@ -28,3 +29,19 @@ def test_no_write_behind_thread_is_left_running_after_a_convert(sample, monkeypa
   assert result.num_examples == 9
   assert sum(split['num_examples'] for split in read_info(sample.out)['splits'].values()) == 9
   assert [t.name for t in threading.enumerate() if t.name == 'write-behind'] == []
+
+
+@pytest.mark.parametrize('given', [None, 'auto', True, 'on', False])
+def test_a_convert_with_sys_stderr_closed_writes_its_dataset_and_returns(sample, monkeypatch,
+                                                                          given):
+  """A caller that closed sys.stderr (or the StringIO it put there, as IDEs
+  and notebook kernels swap streams): the default progress='auto' raised
+  ValueError (isatty of a closed file) before anything was done, and
+  progress=True raised it once the dataset was written (clearing the line)."""
+  closed = io.StringIO()
+  closed.close()
+  monkeypatch.setattr('sys.stderr', closed)
+  result = api.convert(manifest=str(sample.manifest), output_dir=str(sample.out), progress=given)
+  assert (result.num_examples, result.num_rejected) == (9, 0)
+  assert read_info(sample.out)['splits']['train']['num_examples'] == 9
+  assert api.validate(input_dir=str(sample.out), expected_count=9).counts == {'train': 9}
