@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import functools
 import io
+import multiprocessing
+import os
+import queue
 import threading
 
 import pytest
 
 from pipeline import api
+from pipeline import convert as convert_command
 from tests.conftest import read_info
 from transforms import write_shards
 from transforms.workers.write_behind import WriteBehind
@@ -45,3 +49,53 @@ def test_a_convert_with_sys_stderr_closed_writes_its_dataset_and_returns(sample,
   assert (result.num_examples, result.num_rejected) == (9, 0)
   assert read_info(sample.out)['splits']['train']['num_examples'] == 9
   assert api.validate(input_dir=str(sample.out), expected_count=9).counts == {'train': 9}
+
+
+def _convert_in_child(manifest: str, output_dir: str, replies) -> None:
+  try:
+    replies.put(api.convert(manifest=manifest, output_dir=output_dir,
+                            progress=False).num_examples)
+  except BaseException as error:  # reported by the parent's assert
+    replies.put(repr(error))
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='the fork start method')
+def test_a_child_forked_while_a_thread_runs_a_convert_can_convert(sample, monkeypatch):
+  """multiprocessing's fork (Linux's default) while another thread of the
+  process runs api.convert: the child inherited the one-run-at-a-time lock
+  held by a thread it does not have, and its own api.convert waited for
+  ever."""
+  parent = os.getpid()
+  running, finish = threading.Event(), threading.Event()
+  real = convert_command.convert
+
+  def held_convert(*args):
+    if os.getpid() == parent:  # the parent's run stays under way until told
+      running.set()
+      assert finish.wait(timeout=300)
+    return real(*args)
+  monkeypatch.setattr(convert_command, 'convert', held_convert)
+  outcome = []
+  thread = threading.Thread(target=lambda: outcome.append(api.convert(
+      manifest=str(sample.manifest), output_dir=str(sample.root / 'parent'),
+      progress=False).num_examples))
+  thread.start()
+  try:
+    assert running.wait(timeout=120)
+    context = multiprocessing.get_context('fork')
+    replies = context.Queue()
+    child = context.Process(target=_convert_in_child,
+                            args=(str(sample.manifest), str(sample.root / 'child'), replies))
+    child.start()
+    try:
+      reply = replies.get(timeout=120)
+    except queue.Empty:
+      reply = 'the child waited for the lock'
+    finally:
+      child.kill()
+      child.join()
+  finally:
+    finish.set()
+    thread.join(timeout=120)
+  assert (reply, outcome) == (9, [9])
+  assert read_info(sample.root / 'child')['num_examples'] == 9

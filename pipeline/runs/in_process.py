@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -59,6 +60,19 @@ def _defined_in(value, modules: set) -> bool:
 # Held by the run in process going on (re-entrant: a run's own thread may
 # nest these blocks).
 _ONE_RUN_AT_A_TIME = threading.RLock()
+
+
+def _no_run_in_this_child() -> None:
+  """A child forked while a thread ran a convert (multiprocessing's fork, the
+  default start method on Linux) has no such thread: the lock it inherited,
+  held by that thread, was never released, and the child's first call waited
+  for ever. The child starts with a free one."""
+  global _ONE_RUN_AT_A_TIME
+  _ONE_RUN_AT_A_TIME = threading.RLock()
+
+
+if hasattr(os, 'register_at_fork'):  # not on Windows
+  os.register_at_fork(after_in_child=_no_run_in_this_child)
 
 
 @contextlib.contextmanager
