@@ -10,6 +10,7 @@ import io
 import multiprocessing
 import os
 import queue
+import tempfile
 import threading
 
 import pytest
@@ -51,20 +52,21 @@ def test_a_convert_with_sys_stderr_closed_writes_its_dataset_and_returns(sample,
   assert api.validate(input_dir=str(sample.out), expected_count=9).counts == {'train': 9}
 
 
-def _convert_in_child(manifest: str, output_dir: str, replies) -> None:
+def _convert_in_child(manifest: str, output_dir: str, replies, go) -> None:
+  """A forked child's api.convert once `go` is set -> (examples or the error,
+  TMPDIR, tempfile's folder) on `replies`."""
+  go.wait(timeout=120)
   try:
-    replies.put(api.convert(manifest=manifest, output_dir=output_dir,
-                            progress=False).num_examples)
+    outcome = api.convert(manifest=manifest, output_dir=output_dir, progress=False).num_examples
   except BaseException as error:  # reported by the parent's assert
-    replies.put(repr(error))
+    outcome = repr(error)
+  replies.put((outcome, os.environ.get('TMPDIR'), tempfile.gettempdir()))
 
 
-@pytest.mark.skipif(not hasattr(os, 'fork'), reason='the fork start method')
-def test_a_child_forked_while_a_thread_runs_a_convert_can_convert(sample, monkeypatch):
-  """multiprocessing's fork (Linux's default) while another thread of the
-  process runs api.convert: the child inherited the one-run-at-a-time lock
-  held by a thread it does not have, and its own api.convert waited for
-  ever."""
+def _fork_during_a_run(sample, monkeypatch, parent_ends_first: bool) -> tuple:
+  """Forks a child while a thread of this process runs api.convert (held
+  under way until told); the child converts the sample once told. -> (its
+  reply, the thread's examples)."""
   parent = os.getpid()
   running, finish = threading.Event(), threading.Event()
   real = convert_command.convert
@@ -83,19 +85,46 @@ def test_a_child_forked_while_a_thread_runs_a_convert_can_convert(sample, monkey
   try:
     assert running.wait(timeout=120)
     context = multiprocessing.get_context('fork')
-    replies = context.Queue()
+    replies, go = context.Queue(), context.Event()
     child = context.Process(target=_convert_in_child,
-                            args=(str(sample.manifest), str(sample.root / 'child'), replies))
+                            args=(str(sample.manifest), str(sample.root / 'child'), replies, go))
     child.start()
     try:
+      if parent_ends_first:
+        finish.set()
+        thread.join(timeout=120)
+      go.set()
       reply = replies.get(timeout=120)
     except queue.Empty:
-      reply = 'the child waited for the lock'
+      reply = ('the child waited for the lock',)
     finally:
       child.kill()
       child.join()
   finally:
     finish.set()
     thread.join(timeout=120)
-  assert (reply, outcome) == (9, [9])
+  return reply, outcome
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='the fork start method')
+def test_a_child_forked_while_a_thread_runs_a_convert_can_convert(sample, monkeypatch):
+  """multiprocessing's fork (Linux's default) while another thread of the
+  process runs api.convert: the child inherited the one-run-at-a-time lock
+  held by a thread it does not have, and its own api.convert waited for
+  ever."""
+  reply, outcome = _fork_during_a_run(sample, monkeypatch, parent_ends_first=False)
+  assert (reply[0], outcome) == (9, [9])
   assert read_info(sample.root / 'child')['num_examples'] == 9
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='the fork start method')
+def test_a_child_forked_during_a_run_has_the_caller_s_temp_folder(sample, monkeypatch):
+  """The child forked while another thread ran a convert kept that run's
+  private folder as TMPDIR and tempfile's folder; the run removed it when it
+  ended, and the child's api.convert then raised FileNotFoundError (as would
+  any temp file it made). It has the caller's folder back."""
+  before = os.environ.get('TMPDIR'), tempfile.gettempdir()
+  reply, outcome = _fork_during_a_run(sample, monkeypatch, parent_ends_first=True)
+  assert (reply, outcome) == ((9, *before), [9])
+  assert read_info(sample.root / 'child')['num_examples'] == 9
+  assert (os.environ.get('TMPDIR'), tempfile.gettempdir()) == before

@@ -8,9 +8,38 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 from typing import Optional
 
 _PREFIX = 'img2tfrecord-run-'
+
+# While a run's folder is in use: (the thread running it, tempfile.tempdir
+# and TMPDIR as they were before it), the outermost run first.
+_RUNS: list = []
+
+
+def _forked_by_another_thread() -> None:
+  """A child forked by a thread of the caller's while another thread ran a
+  run (multiprocessing's fork, Linux's default) has no such thread: it kept
+  that run's folder as tempfile's and TMPDIR, a folder the run removed when
+  it ended, so the child's every temp file failed later (api.convert:
+  FileNotFoundError listing it). It gets the caller's back. A fork of the
+  run's own thread belongs to the run: its folder stays."""
+  if _RUNS and _RUNS[0][0] != threading.get_ident():
+    _put_back(*_RUNS[0][1:])
+  _RUNS.clear()
+
+
+if hasattr(os, 'register_at_fork'):  # not on Windows
+  os.register_at_fork(after_in_child=_forked_by_another_thread)
+
+
+def _put_back(previous_tempdir: Optional[str], previous_env: Optional[str]) -> None:
+  tempfile.tempdir = previous_tempdir
+  if previous_env is None:
+    os.environ.pop('TMPDIR', None)
+  else:
+    os.environ['TMPDIR'] = previous_env
 
 
 @contextlib.contextmanager
@@ -32,14 +61,12 @@ def private_temp_dir():
   directory = tempfile.mkdtemp(prefix=f'{_PREFIX}{host}-{os.getpid()}-')
   tempfile.tempdir = directory
   os.environ['TMPDIR'] = directory
+  _RUNS.append((threading.get_ident(), previous_tempdir, previous_env))
   try:
     yield directory
   finally:
-    tempfile.tempdir = previous_tempdir
-    if previous_env is None:
-      os.environ.pop('TMPDIR', None)
-    else:
-      os.environ['TMPDIR'] = previous_env
+    _RUNS.pop()
+    _put_back(previous_tempdir, previous_env)
     try:
       shutil.rmtree(directory)
     except OSError as error:  # e.g. a child still writing: say so, the run stands
