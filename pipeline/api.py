@@ -27,6 +27,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from typing import Optional
 
 from pipeline import convert as convert_command
@@ -168,7 +169,7 @@ def convert(*, rows=None, progress=None, **keywords) -> ConvertResult:
       config = _from_rows(config)
     notebook = progress_display.in_notebook()
     if config.progress == 'auto':  # the command line's auto, and notebooks
-      terminal = progress_display.stderr_is_terminal()
+      terminal = sys.stderr is not None and sys.stderr.isatty()  # None: started closed
       config = dataclasses.replace(config, progress='on' if notebook or terminal else 'off')
     display = progress_display.BarDisplay if notebook and _has_tqdm() else None
     with _usage_errors(rows_path), in_process_errors.interruptible(), in_process_errors.worker_errors_only():

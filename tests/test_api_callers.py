@@ -10,6 +10,7 @@ import io
 import multiprocessing
 import os
 import queue
+import sys
 import tempfile
 import threading
 
@@ -128,3 +129,18 @@ def test_a_child_forked_during_a_run_has_the_caller_s_temp_folder(sample, monkey
   assert (reply, outcome) == ((9, *before), [9])
   assert read_info(sample.root / 'child')['num_examples'] == 9
   assert (os.environ.get('TMPDIR'), tempfile.gettempdir()) == before
+
+
+def test_a_note_of_a_run_with_sys_stderr_closed_does_not_fail_it(sample, monkeypatch):
+  """--previous_dataset_missing full prints a warning on stderr when the
+  previous dataset is missing: with the caller's sys.stderr closed, print
+  raised ValueError and the convert failed before it ran. The caller's closed
+  stream is sys.stderr again afterwards."""
+  closed = io.StringIO()
+  closed.close()
+  monkeypatch.setattr('sys.stderr', closed)
+  result = api.convert(manifest=str(sample.manifest), output_dir=str(sample.out), progress=False,
+                       previous_dataset=str(sample.root / 'none'),
+                       previous_dataset_missing='full')
+  assert (result.num_examples, read_info(sample.out)['num_examples']) == (9, 9)
+  assert sys.stderr is closed

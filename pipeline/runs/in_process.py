@@ -19,7 +19,8 @@ line's alone). A run in process changes, and this puts back:
   credentials included, for reads on the launcher);
 - the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
   (StopOnExitJobServer) installs its own SIGINT handler and never removes it;
-- the limit of open files, which a local run of many shards raises (open_files.py).
+- the limit of open files, which a local run of many shards raises (open_files.py);
+- sys.stderr, when the caller's is closed: the run's notes go nowhere (_Nowhere).
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
 folder puts tempfile's folder and TMPDIR back itself (run_temp.py).
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -83,8 +85,24 @@ def restored_process_state() -> Iterator[None]:
     yield from _restored()
 
 
+class _Nowhere(io.TextIOBase):
+  """sys.stderr during a run whose caller closed theirs (or the StringIO it
+  put there): the run's notes (e.g. --previous_dataset_missing full's
+  warning) raised ValueError from print and failed the call; they go nowhere."""
+
+  def write(self, text: str) -> int:
+    return len(text)
+
+
+def _closed(stream) -> bool:
+  return stream is not None and bool(getattr(stream, 'closed', False))
+
+
 def _restored() -> Iterator[None]:
   modules = set(sys.modules)
+  stderr = sys.stderr
+  if _closed(stderr):
+    sys.stderr = _Nowhere()
   root = logging.getLogger()
   level, handlers = root.level, list(root.handlers)
   disabled = logging.root.manager.disable
@@ -119,3 +137,5 @@ def _restored() -> Iterator[None]:
     logging.disable(disabled)
     root.setLevel(level)
     root.handlers[:] = handlers
+    if _closed(stderr) and isinstance(sys.stderr, _Nowhere):
+      sys.stderr = stderr

@@ -66,48 +66,24 @@ def format_line(done: int, total: Optional[int], seconds: float) -> str:
   return text
 
 
-def stderr_is_terminal() -> bool:
-  """Whether sys.stderr is a terminal: not when it is None (a process started
-  with it closed, `2>&-`) nor closed (a caller of pipeline.api that closed it,
-  or its StringIO: isatty() raised ValueError, and convert with it)."""
-  try:
-    return sys.stderr is not None and sys.stderr.isatty()
-  except (ValueError, OSError):
-    return False
-
-
 class LineDisplay:
-  """The command line's progress: one line on stderr, rewritten in place. A
-  closed stderr (a caller of pipeline.api closed it, or the StringIO it put
-  there) shows no more of it: progress that cannot be shown is not the run's
-  failure (api.convert raised ValueError, its dataset written). Its other
-  write errors are the command line's std_streams' to judge (a closed pipe
-  is exit 141)."""
+  """The command line's progress: one line on stderr, rewritten in place."""
 
   def __init__(self, total: Optional[int]):
     self._total = total
     self._started = time.time()
-    self._failed = False
 
   def set_total(self, total: int) -> None:
     self._total = total
 
   def update(self, done: int) -> None:
     line = format_line(done, self._total, time.time() - self._started)
-    self._write('\r' + line + '   ')
+    sys.stderr.write('\r' + line + '   ')
+    sys.stderr.flush()
 
   def close(self, done: Optional[int]) -> None:
     del done  # the line goes: the summary follows
-    self._write('\r' + ' ' * 70 + '\r')
-
-  def _write(self, text: str) -> None:
-    if self._failed:
-      return
-    try:
-      sys.stderr.write(text)
-      sys.stderr.flush()
-    except ValueError:  # I/O operation on closed file
-      self._failed = True
+    sys.stderr.write('\r' + ' ' * 70 + '\r')
 
 
 def in_notebook() -> bool:
@@ -163,7 +139,8 @@ class Reporter:
               display=None):
     """The total is the --image_dir's image files, or the manifest's data
     lines once the pipeline has read them."""
-    wanted = mode == 'on' or (mode == 'auto' and stderr_is_terminal())
+    # sys.stderr is None in a process started with it closed (`2>&-`)
+    wanted = mode == 'on' or (mode == 'auto' and sys.stderr is not None and sys.stderr.isatty())
     if not wanted or not runners.is_local(options):
       return cls(None, None)
     total = count_image_files(image_dir, extensions) if image_dir else None
