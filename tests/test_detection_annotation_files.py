@@ -2,6 +2,7 @@
 label files): what happens when one changes between the launcher's look
 and the worker's read, and other per-file mishaps."""
 
+import json
 import pathlib
 
 from PIL import Image
@@ -121,3 +122,34 @@ def test_a_kpt_shape_that_is_no_pair_exits_2(tmp_path, capsys, shape):
   assert said.endswith('"kpt_shape" must be [number of keypoints, 2 or 3], not '
                        f'{shape.replace("true", "True")}')
   assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('before, after', [('kpt_shape: [3, 2]\n', ''),
+                                           ('', 'kpt_shape: [3, 2]\n')])
+def test_recompute_reads_the_rows_as_the_run_did_whatever_data_yaml_says_now(
+    tmp_path, before, after):
+  """validate --recompute listed the YOLO files again with data.yaml's
+  kpt_shape as it is now: one added or removed since the run read each row
+  another way (a pose row's box against a polygon's bounds), and every
+  record was a recompute_mismatch, 'differ from its unchanged image ...
+  and annotations', INVALID, exit 1, for records that were right. The run
+  records its keypoint values, as it records its label map."""
+  root = tmp_path / 'pose'
+  (root / 'images').mkdir(parents=True)
+  (root / 'labels').mkdir()
+  (root / 'data.yaml').write_text(f'{before}names:\n  0: tiger\n')
+  Image.new('RGB', (100, 80), (90, 120, 60)).save(root / 'images' / 'a.jpg')
+  (root / 'labels' / 'a.txt').write_text('0 0.5 0.5 0.2 0.25 0.45 0.45 0.5 0.5 0.55 0.55\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--height', '80', '--width', '100', '--output_dir', str(out),
+                       '--progress', 'off']) == EXIT_OK
+  (example,) = read_examples(out)
+  box = [feature(example, f'image/object/bbox/{k}') for k in ('xmin', 'ymin', 'xmax', 'ymax')]
+  # a pose row's box is its first four numbers; a polygon's, the bounds of all
+  assert box == pytest.approx([0.4, 0.375, 0.6, 0.625] if before else [0.2, 0.25, 0.55, 0.55])
+  assert read_info(out)['detection']['keypoint_values'] == (6 if before else 0)
+  (root / 'data.yaml').write_text(f'{after}names:\n  0: tiger\n')
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert (report['valid'], report['num_problems'], report['num_recomputed']) == (True, 0, 1)

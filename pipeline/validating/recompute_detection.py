@@ -53,17 +53,21 @@ class _Read:
 
 
 def _recorded(config, info: dict):
-  """The run's DetectionConfig with the label map dataset_info.json records
-  (COCO: its category ids, by the recorded category_shift): the classes
-  the records were labelled by, whatever the categories say now."""
+  """The run's DetectionConfig with what dataset_info.json records: the label
+  map (COCO: its category ids, by the recorded category_shift), the classes
+  the records were labelled by whatever the categories say now; and YOLO's
+  keypoint values per row, what data.yaml's kpt_shape gave the run (a
+  dataset that records none: data.yaml's now)."""
   detection = config.detection
+  recorded = info.get('detection') or {}
   names = tuple(info['label_map'])
-  shift = (info.get('detection') or {}).get('category_shift', detection.category_shift)
+  shift = recorded.get('category_shift', detection.category_shift)
   labels = tuple((i - shift, i) for i, name in enumerate(names) if name) if (
       detection.annotation_format == 'coco') else detection.category_labels
-  return dataclasses.replace(detection, names=names, category_labels=labels,
-                             annotations_version=(info.get('detection') or {}).get(
-                                 'annotations_version') or '')
+  return dataclasses.replace(
+      detection, names=names, category_labels=labels,
+      annotations_version=recorded.get('annotations_version') or '',
+      keypoint_values=recorded.get('keypoint_values', detection.keypoint_values))
 
 
 def _require_fingerprints(input_dir: str, sampled: list) -> None:

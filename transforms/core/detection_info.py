@@ -59,12 +59,15 @@ class DetectionConfig:
 
   def to_json(self) -> dict:
     options = self.options
-    return {'annotation_format': self.annotation_format, 'annotations': self.annotations,
+    data = {'annotation_format': self.annotation_format, 'annotations': self.annotations,
             'image_dir': self.image_dir, 'include_masks': options.include_masks,
             'min_box_visibility': options.min_box_visibility,
             'annotation_orientation': options.annotation_orientation,
             'on_bad_box': options.on_bad_box, 'skip_empty': options.skip_empty,
             'on_size_mismatch': options.on_size_mismatch}
+    if self.annotation_format == 'yolo':  # validate --recompute reads the rows as this run did
+      data['keypoint_values'] = self.keypoint_values
+    return data
 
 
 def _per_class(per_id: dict, names: tuple) -> dict:

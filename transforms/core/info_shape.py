@@ -305,6 +305,7 @@ INFO_SHAPE = _Object({
         'num_rejected_annotations': _optional(_COUNT),
         'dropped_boxes': _optional(_COUNTS),
         'on_bad_box': _optional(_OneOf(('drop', 'reject_row'))),
+        'keypoint_values': _optional(_COUNT),  # YOLO pose: validate --recompute's
     })),
 })
 
