@@ -1060,3 +1060,13 @@ def test_image_exactly_at_max_pixels_is_accepted():
   data = png(blocks(LAYOUT, 16))  # 48x32 = 1536 pixels
   image = decode_pixels(data, dataclasses.replace(NATIVE, max_pixels=1536))
   assert image.size == (48, 32)
+
+
+def test_an_encoding_with_no_encoder_is_refused_not_written_as_png():
+  # spec.ENCODINGS is the list flags and dataset_info.json take: an encoding
+  # added there alone must not reach the records as PNG bytes under its name.
+  from transforms.core.image import encode
+  image = Image.new('RGB', (4, 3), (200, 10, 10))
+  assert encode(image, ImageSpec(encoding='png')).data[:8] == b'\x89PNG\r\n\x1a\n'
+  with pytest.raises(ValueError, match="no encoder for the encoding 'webp'"):
+    encode(image, ImageSpec(encoding='webp'))

@@ -232,8 +232,10 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
     elif encoding == 'jpeg':
       # INTEGER_ACCURATE: the DCT Pillow (convert, validate, read.examples) uses.
       image = tf.io.decode_jpeg(encoded, channels=channels, dct_method='INTEGER_ACCURATE')
-    else:
+    elif encoding == 'png':
       image = tf.io.decode_png(encoded, channels=channels)
+    else:
+      raise ValueError(f'no decoder for the encoding {encoding!r}')
     if decode:  # what is fixed (--resize_mode none: the channels) in the static shape
       image = tf.ensure_shape(image, fixed)
     if resize_to:

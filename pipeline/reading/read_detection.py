@@ -28,8 +28,10 @@ def decoder(info: dict, decode: bool, tf, image_shape: list):
     if encoding == 'jpeg':
       # INTEGER_ACCURATE: the DCT Pillow (convert, validate, read.examples) uses.
       image = tf.io.decode_jpeg(encoded, channels=channels, dct_method='INTEGER_ACCURATE')
-    else:
+    elif encoding == 'png':
       image = tf.io.decode_png(encoded, channels=channels)
+    else:
+      raise ValueError(f'no decoder for the encoding {encoding!r}')
     # Pinned in the static shape, as the classification decoder does: read.load's
     # ragged_batch keeps a fixed size dense and makes images of their own size ragged.
     return tf.ensure_shape(image, image_shape)

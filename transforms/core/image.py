@@ -290,8 +290,10 @@ def encode(image: Image.Image, spec: ImageSpec) -> EncodedImage:
     # profile (a grey PNG got an RGB one), a JPEG its comment (a JPEG's COM, a GIF's).
     if spec.encoding == 'jpeg':
       image.save(buffer, 'JPEG', quality=spec.jpeg_quality, comment=b'')
-    else:
+    elif spec.encoding == 'png':
       image.save(buffer, 'PNG', icc_profile=None)
+    else:  # an encoding added to spec.ENCODINGS alone would have been written as PNG
+      raise ValueError(f'no encoder for the encoding {spec.encoding!r}')
     data = buffer.getvalue()
   width, height = image.size
   return EncodedImage(data, height, width, spec.channels, spec.encoding)
