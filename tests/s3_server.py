@@ -6,6 +6,8 @@ and threads stay out of the test process and it is stopped by its own pid.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+import contextlib
 import os
 import subprocess
 import sys
@@ -123,6 +125,21 @@ class MotoServer:
   def __exit__(self, *exc) -> bool:
     self.stop()
     return False
+
+
+@contextlib.contextmanager
+def running_moto() -> Iterator[MotoServer]:
+  """A moto server on 127.0.0.1 for a test module's fixture, stopped after;
+  the test skipped when none can start here."""
+  import pytest
+  try:
+    moto = MotoServer().start()
+  except ServerUnavailable as error:
+    pytest.skip(f'cannot start a local moto S3 server: {error}')
+  try:
+    yield moto
+  finally:
+    moto.stop()
 
 
 class StallingProxy:

@@ -21,8 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
-from tests.s3_server import MotoServer
-from tests.s3_server import ServerUnavailable
+from tests.s3_server import running_moto
 from transforms import filesystem
 from transforms.core.example_proto import parse_example
 from transforms.core.tfrecord import read_records
@@ -45,14 +44,8 @@ RUN_TIMEOUT = 120
 
 @pytest.fixture(scope='module')
 def server():
-  try:
-    moto = MotoServer().start()
-  except ServerUnavailable as error:
-    pytest.skip(f'cannot start a local moto S3 server: {error}')
-  try:
+  with running_moto() as moto:
     yield moto
-  finally:
-    moto.stop()
 
 
 def _image_bytes(name: str, colour: tuple) -> bytes:

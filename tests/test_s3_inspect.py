@@ -22,8 +22,7 @@ from tests.conftest import read_info
 from tests.s3_server import ACCESS_KEY
 from tests.s3_server import REGION
 from tests.s3_server import SECRET_KEY
-from tests.s3_server import MotoServer
-from tests.s3_server import ServerUnavailable
+from tests.s3_server import running_moto
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3_inspect'),
               pytest.mark.integration]
@@ -35,14 +34,8 @@ PREFIX = 'sets/day 1'  # a space in the key, as object stores allow
 
 @pytest.fixture(scope='module')
 def server():
-  try:
-    moto = MotoServer().start()
-  except ServerUnavailable as error:
-    pytest.skip(f'cannot start a local moto S3 server: {error}')
-  try:
+  with running_moto() as moto:
     yield moto
-  finally:
-    moto.stop()
 
 
 @pytest.fixture(scope='module')

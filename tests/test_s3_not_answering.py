@@ -23,8 +23,7 @@ import pytest
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_STORE_NOT_ANSWERING
 from tests.s3_server import CuttingProxy
-from tests.s3_server import MotoServer
-from tests.s3_server import ServerUnavailable
+from tests.s3_server import running_moto
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3'), pytest.mark.integration]
 
@@ -38,11 +37,7 @@ LIMIT_S = 180
 
 @pytest.fixture(scope='module')
 def server():
-  try:
-    moto = MotoServer().start()
-  except ServerUnavailable as error:
-    pytest.skip(f'cannot start a local moto S3 server: {error}')
-  try:
+  with running_moto() as moto:
     from PIL import Image
     client = moto.client()
     client.create_bucket(Bucket=BUCKET)
@@ -53,8 +48,6 @@ def server():
     manifest = 'image,label\n' + ''.join(f'images/{i}.png,{"ab"[i % 2]}\n' for i in range(IMAGES))
     client.put_object(Bucket=BUCKET, Key='data/manifest.csv', Body=manifest.encode())
     yield moto
-  finally:
-    moto.stop()
 
 
 def _env(temp: str) -> dict:
