@@ -127,6 +127,23 @@ class MotoServer:
     return False
 
 
+def isolated_env(temp: Optional[str] = None) -> dict:
+  """The environment of a run that only its --s3_* options configure for S3:
+  no profile, config file, credentials or proxy of this machine's; TMPDIR
+  `temp` when given."""
+  env = dict(os.environ, AWS_EC2_METADATA_DISABLED='true', AWS_CONFIG_FILE=os.devnull,
+             AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+  if temp is not None:
+    env['TMPDIR'] = str(temp)
+  for name in ('AWS_PROFILE', 'AWS_DEFAULT_PROFILE', 'AWS_ACCESS_KEY_ID',
+               'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_ENDPOINT_URL',
+               'AWS_ENDPOINT_URL_S3', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy',
+               'https_proxy'):
+    env.pop(name, None)
+  env['NO_PROXY'] = env['no_proxy'] = '127.0.0.1,localhost'
+  return env
+
+
 @contextlib.contextmanager
 def running_moto() -> Iterator[MotoServer]:
   """A moto server on 127.0.0.1 for a test module's fixture, stopped after;

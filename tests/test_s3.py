@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
+from tests.s3_server import isolated_env
 from tests.s3_server import running_moto
 from transforms import filesystem
 from transforms.core.example_proto import parse_example
@@ -71,15 +72,7 @@ def s3(server):
 
 def _env() -> dict:
   """Only the --s3_* options configure S3: no profile, config file or proxy."""
-  env = dict(os.environ, AWS_EC2_METADATA_DISABLED='true', AWS_CONFIG_FILE=os.devnull,
-             AWS_SHARED_CREDENTIALS_FILE=os.devnull)
-  for name in ('AWS_PROFILE', 'AWS_DEFAULT_PROFILE', 'AWS_ACCESS_KEY_ID',
-               'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_ENDPOINT_URL',
-               'AWS_ENDPOINT_URL_S3', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy',
-               'https_proxy'):
-    env.pop(name, None)
-  env['NO_PROXY'] = env['no_proxy'] = '127.0.0.1,localhost'
-  return env
+  return isolated_env()
 
 
 def _start(server, module: str, *args: str, temp: str | None = None) -> subprocess.Popen:

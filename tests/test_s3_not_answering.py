@@ -23,6 +23,7 @@ import pytest
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_STORE_NOT_ANSWERING
 from tests.s3_server import CuttingProxy
+from tests.s3_server import isolated_env
 from tests.s3_server import running_moto
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('s3'), pytest.mark.integration]
@@ -52,15 +53,7 @@ def server():
 
 def _env(temp: str) -> dict:
   """Only the --s3_* options configure S3; the run's TMPDIR is `temp`."""
-  env = dict(os.environ, AWS_EC2_METADATA_DISABLED='true', AWS_CONFIG_FILE=os.devnull,
-             AWS_SHARED_CREDENTIALS_FILE=os.devnull, TMPDIR=temp)
-  for name in ('AWS_PROFILE', 'AWS_DEFAULT_PROFILE', 'AWS_ACCESS_KEY_ID',
-               'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_ENDPOINT_URL',
-               'AWS_ENDPOINT_URL_S3', 'HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy',
-               'https_proxy'):
-    env.pop(name, None)
-  env['NO_PROXY'] = env['no_proxy'] = '127.0.0.1,localhost'
-  return env
+  return isolated_env(temp)
 
 
 def _convert(server, endpoint: str, out: str, temp, *extra: str) -> subprocess.Popen:
