@@ -2,6 +2,7 @@
 install no more than the workers run: no TensorFlow."""
 
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -10,6 +11,11 @@ import sys
 import tarfile
 
 import pytest
+
+from tests.conftest import feature
+from tests.conftest import pixels
+from tests.conftest import read_examples
+from tests.conftest import write_image
 
 # One worker builds the sdist (make test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group('packaging')
@@ -136,3 +142,44 @@ def test_worker_dockerfile_pins_this_projects_beam_and_python():
   runs = [args for op, args in steps if op == 'RUN']
   assert any('pip install --no-cache-dir .' in run for run in runs), runs
   assert not [op for op, _ in steps if op in ('ENTRYPOINT', 'CMD')]  # Beam's boot stays
+
+
+_USER_SCRIPT = ('import sys; from pipeline import cli; sys.argv[0] = "img2tfrecord"; '
+                'cli.console_main()')
+
+
+@pytest.mark.slow
+def test_worker_processes_import_the_package_not_a_transforms_folder_in_the_cwd(tmp_path):
+  """A user's project folder has its own `transforms/` and `pipeline/`
+  packages (common names in ML code) and runs the console script there.
+  Beam starts each --direct_running_mode multi_processing SDK worker as
+  `python -m ...` in the current folder, first on its path: the workers
+  imported the user's `transforms`, and every bundle failed
+  (ModuleNotFoundError: transforms.manifest_ranges, exit 1). The console
+  script itself, started elsewhere, imports the package."""
+  # Each fails to import, whatever else is installed (an editable install's
+  # finder found img2tfrecord's submodules under the user's package).
+  for package in ('transforms', 'pipeline'):
+    (tmp_path / package).mkdir()
+    (tmp_path / package / '__init__.py').write_text(
+        f'raise ImportError("the user\'s own {package} package was imported")\n')
+  for i in range(4):
+    write_image(tmp_path / 'images' / f'{i}.png', (60 * i, 0, 0), size=(6, 5))
+  (tmp_path / 'm.csv').write_text('image,label\n' + ''.join(
+      f'images/{i}.png,{"ab"[i % 2]}\n' for i in range(4)))
+  # -P: as the console script, whose sys.path[0] is its bin folder, not the cwd.
+  done = subprocess.run(
+      [sys.executable, '-P', '-c', _USER_SCRIPT, 'convert', '--manifest', 'm.csv',
+       '--output_dir', 'out', '--direct_num_workers', '2',
+       '--direct_running_mode', 'multi_processing', '--progress', 'off'],
+      cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+      text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  examples = read_examples(tmp_path / 'out')
+  assert sorted((feature(e, 'image/filename'), feature(e, 'image/class/text'))
+                for e in examples) == [
+      (b'images/0.png', b'a'), (b'images/1.png', b'b'), (b'images/2.png', b'a'),
+      (b'images/3.png', b'b')]
+  for example in examples:
+    i = int(feature(example, 'image/filename')[len(b'images/'):-len(b'.png')])
+    assert {tuple(p) for p in pixels(example).reshape(-1, 3)} == {(60 * i, 0, 0)}

@@ -23,6 +23,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import threading
 import time
 
@@ -126,8 +127,22 @@ def worker_command(command: bytes) -> bytes:
   if setpriv:
     command = shlex.quote(setpriv).encode() + b' --pdeathsig KILL -- ' + command
   if not _stopped_by_the_launcher:
-    return b'exec ' + command if setpriv else command
-  return b"trap '' INT; exec " + command
+    return same_imports() + (b'exec ' + command if setpriv else command)
+  return same_imports() + b"trap '' INT; exec " + command
+
+
+def same_imports() -> bytes:
+  """The shell words making an SDK worker import `pipeline` and `transforms`
+  (and everything else) from where this process did: Beam starts it as
+  `python -m ...` in the current folder, which Python puts first on its path,
+  so a user's own `transforms/` or `transforms.py` there (a common name in
+  ML projects) was imported instead of the installed package's, and every
+  bundle failed (ModuleNotFoundError: transforms.manifest_ranges, exit 1).
+  PYTHONSAFEPATH (Python 3.11+, as -P) leaves the current folder out, and
+  PYTHONPATH is this process's own path (transforms/workers/child_process.py
+  does the same for its children)."""
+  path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+  return b'export PYTHONSAFEPATH=1 PYTHONPATH=' + os.fsencode(shlex.quote(path)) + b'; '
 
 
 # After the first signal, how long and how often SDK workers that start late
