@@ -61,8 +61,14 @@ def _box_rle(x: int, y: int, w: int, h: int, width: int, height: int) -> dict:
 
 
 def make_sample(directory: str = DATA_DIR) -> str:
-  """Writes the images and instances.json (-> its path)."""
-  import skimage.data
+  """Writes the images and instances.json (-> its path). Its photos come from
+  scikit-image, a test requirement, not a runtime one: without it, a
+  UsageError (exit 2, one line saying what to install), nothing written."""
+  try:
+    import skimage.data
+  except ImportError as error:
+    raise errors.UsageError(f'the detection demo takes its photos from scikit-image '
+                            f'({error}): pip install scikit-image==0.26.0') from error
   os.makedirs(os.path.join(directory, 'images'), exist_ok=True)
   images, annotations = [], []
   for number, (name, objects) in enumerate(OBJECTS.items(), 1):

@@ -7,6 +7,7 @@ import json
 import pathlib
 import re
 import shlex
+import sys
 
 import pytest
 
@@ -171,3 +172,25 @@ def test_demo_sources_converts_and_validates_each_source(tmp_path, monkeypatch, 
   assert 'OK: 12 examples (train 9, test 3)' in out  # the Parquet splits from the Hub names
   assert (tmp_path / 'demo_output_sources' / 'parquet' / 'label_map.txt').read_text() == (
       'circle\nsquare\ntriangle\n')
+
+
+def test_demo_detection_without_scikit_image_is_one_line_and_exit_2(tmp_path, monkeypatch,
+                                                                     capsys):
+  """Its photos come from scikit-image, a test requirement: a user who
+  pip-installed the package (runtime requirements only) got a
+  ModuleNotFoundError traceback and exit 1 from `python -m
+  pipeline.demo_detection`. Now one line naming what to install, exit 2,
+  nothing written."""
+  from pipeline import demo_detection
+  from pipeline.errors import EXIT_USAGE
+  from pipeline.runs import exits
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setitem(sys.modules, 'skimage', None)
+  monkeypatch.setitem(sys.modules, 'skimage.data', None)
+  assert exits.main_with_usage_errors(demo_detection.main, []) == EXIT_USAGE
+  out, err = capsys.readouterr()
+  assert out == ''
+  assert err.count('\n') == 1
+  assert err.startswith('error: the detection demo takes its photos from scikit-image')
+  assert err.endswith('pip install scikit-image==0.26.0\n')
+  assert list(tmp_path.iterdir()) == []
