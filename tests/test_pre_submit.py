@@ -227,3 +227,47 @@ def test_options_beam_refuses_are_one_line_before_anything_is_written(sample, tm
   assert validate.main(['--input_dir', str(dataset), *flags]) == EXIT_USAGE
   assert capsys.readouterr().err == f'error: the Beam options do not hold for {reasons}\n'
   assert os.listdir(dataset) == ['dataset_info.json']  # no report
+
+
+_DATAFLOW = ['--runner=DataflowRunner', '--project=img2tfrecord-test', '--region=us-central1',
+             '--temp_location=gs://img2tfrecord-test/tmp']
+
+
+@pytest.mark.parametrize('setup_file, message', [
+    ('nosuch/setup.py', 'nosuch/setup.py: no such file (the setup.py the workers install)'),
+    ('requirements.txt', 'requirements.txt: Beam builds the package from a file named '
+     'setup.py or pyproject.toml'),
+])
+def test_a_setup_file_beam_cannot_stage_is_one_line_before_anything_is_written(
+    sample, tmp_path, capsys, monkeypatch, setup_file, message):
+  """Beam's stager raised a RuntimeError as the job was submitted, after OUT
+  was locked and made: a traceback and exit 1. Now one line and exit 2, for
+  convert and validate; the local runner, which stages nothing, ignores it."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / 'requirements.txt').write_text('Pillow\n')
+  out = tmp_path / 'out'
+  argv = ['--manifest', str(sample.manifest), '--output_dir', str(out),
+          f'--setup_file={setup_file}']
+  assert convert.main([*argv, *_DATAFLOW]) == EXIT_USAGE
+  assert capsys.readouterr().err == f'error: --setup_file {tmp_path}/{message}\n'
+  assert not out.exists()
+  dataset = tmp_path / 'dataset'
+  dataset.mkdir()
+  (dataset / 'dataset_info.json').write_text('{}')
+  assert validate.main(['--input_dir', str(dataset), f'--setup_file={setup_file}',
+                        *_DATAFLOW]) == EXIT_USAGE
+  assert capsys.readouterr().err == f'error: --setup_file {tmp_path}/{message}\n'
+  assert os.listdir(dataset) == ['dataset_info.json']
+  runners.check_setup_file(_options(f'--setup_file={setup_file}'))  # DirectRunner
+
+
+def test_a_setup_file_named_without_its_folder_is_made_absolute(tmp_path, monkeypatch):
+  """Beam's stager changes into the setup file's folder: `--setup_file
+  setup.py` named the folder '', and the job failed as it was submitted
+  (FileNotFoundError: '', a traceback and exit 1, OUT locked)."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / 'setup.py').write_text('')
+  options = runners.local_defaults({'runner': 'DataflowRunner', 'setup_file': 'setup.py'})
+  assert options['setup_file'] == str(tmp_path / 'setup.py')
+  runners.check_setup_file(_options(*_DATAFLOW, f'--setup_file={options["setup_file"]}'))
+  assert 'setup_file' not in runners.local_defaults({'runner': 'DataflowRunner'})

@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions
 from apache_beam.options.pipeline_options import JobServerOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import PortableOptions
+from apache_beam.options.pipeline_options import SetupOptions
 from apache_beam.options.pipeline_options import SparkRunnerOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
@@ -77,11 +78,26 @@ def check_embedded_workers(options: PipelineOptions, _timeout_s: float = 0) -> N
                    'docker')
 
 
+def check_setup_file(options: PipelineOptions, _timeout_s: float = 0) -> None:
+  """UsageError for a --setup_file Beam's stager cannot build the package
+  from (every runner but the local one stages it): no such file, or one not
+  named setup.py or pyproject.toml. Beam raised a RuntimeError as the job
+  was submitted, after OUT was locked: a traceback and exit 1."""
+  path = options.view_as(SetupOptions).setup_file
+  if path is None or is_local_runner(options.view_as(StandardOptions).runner or LOCAL_RUNNER):
+    return
+  if not os.path.isfile(path):
+    raise UsageError(f'--setup_file {path}: no such file (the setup.py the workers install)')
+  if os.path.basename(path) not in ('setup.py', 'pyproject.toml'):
+    raise UsageError(f'--setup_file {path}: Beam builds the package from a file named '
+                     f'setup.py or pyproject.toml')
+
+
 # What convert and validate check before anything is locked, created or
 # written (check_before_submit): each takes (PipelineOptions, the
 # --job_endpoint_connect_timeout in seconds) and raises UsageError (exit 2,
 # one line) when the runner cannot take the job.
-PRE_SUBMIT_CHECKS = (check_options_hold, job_endpoint.check_answers, check_embedded_workers)
+PRE_SUBMIT_CHECKS = (check_setup_file, check_options_hold, job_endpoint.check_answers, check_embedded_workers)
 
 
 def check_before_submit(options: PipelineOptions, connect_timeout_s: float) -> None:
@@ -106,6 +122,8 @@ def local_defaults(given: dict) -> dict:
     options.setdefault('direct_running_mode', 'multi_processing'
                        if 'direct_num_workers' in given else LOCAL_RUNNING_MODE)
   options.setdefault('default_sdk_harness_log_level', 'WARNING')
+  if options.get('setup_file'):  # Beam's stager enters its folder: '' for `setup.py`
+    options['setup_file'] = os.path.abspath(options['setup_file'])
   return options
 
 
