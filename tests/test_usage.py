@@ -343,7 +343,8 @@ def test_exit_codes_and_the_usage_parser_are_defined_once_in_errors():
         if any(b.endswith('ArgumentParser') for b in bases) and 'errors.UsageParser' not in bases:
           found.append(f'{path.name}: class {node.name}')
   assert found == ['errors.py: EXIT_OK', 'errors.py: EXIT_FAILED', 'errors.py: EXIT_USAGE',
-                   'errors.py: EXIT_OVER_BUDGET', 'errors.py: EXIT_STDOUT_CLOSED',
+                   'errors.py: EXIT_OVER_BUDGET', 'errors.py: EXIT_STORE_NOT_ANSWERING',
+                   'errors.py: EXIT_STDOUT_CLOSED',
                    'errors.py: class UsageParser']
 
 

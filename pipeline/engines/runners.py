@@ -122,7 +122,9 @@ def local_defaults(given: dict) -> dict:
     options.setdefault('direct_running_mode', 'multi_processing'
                        if 'direct_num_workers' in given else LOCAL_RUNNING_MODE)
   options.setdefault('default_sdk_harness_log_level', 'WARNING')
-  if options.get('setup_file'):  # Beam's stager enters its folder: '' for `setup.py`
+  # Beam's stager enters its folder: '' for `setup.py`. A URL is left as given
+  # (abspath made 'https://u:p@h' a path 'https:/u:p@h' its redaction missed).
+  if options.get('setup_file') and '://' not in options['setup_file']:
     options['setup_file'] = os.path.abspath(options['setup_file'])
   return options
 
