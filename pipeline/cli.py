@@ -15,6 +15,7 @@ from pipeline.errors import PROGRAM
 from pipeline.errors import did_you_mean
 from pipeline.runs import exits
 from pipeline.runs import interrupts
+from pipeline.runs import utf8_mode
 
 COMMANDS = ('convert', 'validate', 'inspect', 'export')
 USAGE = (f'usage: {PROGRAM} {{{",".join(COMMANDS)}}} [options]\n'
@@ -71,6 +72,7 @@ _LINES = {'convert': interrupts.CONVERT_LINES, 'validate': interrupts.VALIDATE_L
 
 def console_main() -> None:
   """The console script's entry point: main() and a fast exit."""
+  utf8_mode.in_utf8_mode()  # first: it may start the command again
   command = sys.argv[1] if len(sys.argv) > 1 else ''
   if command in _LINES:  # a signal during the imports: see interrupts.before_run
     interrupts.before_run(_LINES[command][0])

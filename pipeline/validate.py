@@ -19,8 +19,10 @@ from typing import Optional
 
 from pipeline.beam_runtime import startup
 from pipeline.runs import interrupts
+from pipeline.runs import utf8_mode
 
 if __name__ == '__main__':
+  utf8_mode.in_utf8_mode()  # first: it may start the command again
   interrupts.before_run(interrupts.VALIDATE_LINES[0])
   startup.begin(sys.argv[1:])
 

@@ -24,6 +24,7 @@ from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
 from pipeline.runs import run_temp
+from pipeline.runs import utf8_mode
 from pipeline.runs.std_streams import closed_standard_streams_on_devnull
 from pipeline.runs.std_streams import given_back
 from pipeline.runs.std_streams import keeping_going
@@ -253,7 +254,9 @@ def exit_with(main, fast: bool = False):
   stderr that cannot be written otherwise (a full disk): main()'s code, and
   a line on stderr if it can take one. fast: leave without the
   interpreter's teardown (beam_runtime/fast_exit.py). Started with one of
-  them closed: as if it were /dev/null."""
+  them closed: as if it were /dev/null. Under a locale that is not UTF-8, the
+  command starts again in UTF-8 mode first (utf8_mode.py)."""
+  utf8_mode.in_utf8_mode()
   closed_standard_streams_on_devnull()
   out, err = keeping_going('stdout'), keeping_going('stderr')
   try:
