@@ -169,6 +169,20 @@ def test_a_nul_in_an_image_path_is_bad_value_at_parse_time(fmt, line):
       'manifest', 'bad_value', "column 'image' holds a NUL byte: no file name can")
 
 
+def test_a_carriage_return_in_an_unquoted_csv_field_says_to_quote_it():
+  """csv's own message asked 'do you need to open the file in
+  universal-newline mode?', which a manifest's author cannot act on; quoted,
+  the same name is read."""
+  config = manifest.ManifestConfig(path='m.csv', fmt='csv', header=('image', 'label'))
+  with pytest.raises(RowError) as error:
+    manifest.line_fields(b'dog/cr\rx.jpg,dog', 2, config)
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'manifest', 'bad_quoting', 'CSV line does not parse: a carriage return (\\r) in a '
+      'field that is not quoted: quote the field ("...") or remove the \\r')
+  assert manifest.line_fields(b'"dog/cr\rx.jpg",dog', 2, config) == {
+      'image': 'dog/cr\rx.jpg', 'label': 'dog'}
+
+
 @pytest.mark.parametrize('fmt', ['csv', 'jsonl', 'parquet'])
 def test_a_nul_in_an_image_path_rejects_its_row_not_the_job(tmp_path, fmt):
   _images(tmp_path)

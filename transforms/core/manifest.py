@@ -224,6 +224,12 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
                        '(a field cannot hold a line break: each line is one row)')
       if str(error).startswith('field larger than field limit'):
         raise line_caps.field_too_long('CSV line')
+      if str(error).startswith('new-line character seen in unquoted field'):
+        # csv's own words go on 'do you need to open the file in
+        # universal-newline mode?': advice about Python's open(), not the file.
+        raise RowError(STAGE_MANIFEST, 'bad_quoting',
+                       'CSV line does not parse: a carriage return (\\r) in a field that is '
+                       'not quoted: quote the field ("...") or remove the \\r')
       raise RowError(STAGE_MANIFEST, 'bad_quoting', f'CSV line does not parse: {error}')
     line_caps.check_lengths(values, 'CSV line')  # csv's limit is global: anyone may raise it
   else:
