@@ -221,10 +221,14 @@ def prepare(output_dir: str, overwrite: bool) -> None:
 # What TensorFlow and TFDS print on stderr while starting, whatever
 # TF_CPP_MIN_LOG_LEVEL says: absl's lines from before its logging is set up
 # (INFO, e.g. oneDNN's notice), their continuation, and TFDS's own deprecation
-# notice about its code. Any other line is shown.
+# notice about its code, and matplotlib's two lines when it cannot write its
+# config folder (HOME read-only: it uses a temporary one, removed at exit;
+# lettering.quiet_matplotlib). Any other line is shown.
 _CHATTER = re.compile(r'(WARNING: All log messages before absl::InitializeLog\(\) is called '
                       r'are written to STDERR|I\d{4} [\d:.]+ +\d+ \S+:\d+\] '
                       r'.*|To enable the following instructions: .*|'
+                      r'mkdir -p failed for path .*matplotlib.*|'
+                      r'Matplotlib created a temporary cache directory at .*|'
                       r'WARNING:absl:`FeatureConnector\.dtype` is deprecated\..*)')
 
 

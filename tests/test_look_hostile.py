@@ -11,9 +11,11 @@ import html
 import io
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -110,6 +112,24 @@ def test_a_300_character_label_does_not_widen_the_page(hostile, tmp_path):
   width = int(re.search(r'data-page-width="(\d+)"', body).group(1))
   assert 0 < width <= 1200
   assert 'data-wrapped="0"' in body
+
+
+def test_inspect_with_a_home_it_cannot_write_prints_no_matplotlib_warnings(hostile, tmp_path):
+  """HOME read-only or not a folder (a CI runner, a container user): matplotlib
+  warned 'mkdir -p failed for path .../.config/matplotlib' and 'Matplotlib
+  created a temporary cache directory ...' on stderr of a run that went well,
+  then removed that folder at exit."""
+  out, _, _ = hostile
+  home = tmp_path / 'home'
+  home.write_bytes(b'')  # a file: no folder can be made in it, even by root
+  env = {k: v for k, v in os.environ.items()
+         if k not in ('MPLCONFIGDIR', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME')}
+  env.update(HOME=str(home), PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+  done = subprocess.run([sys.executable, '-m', 'pipeline.look', '--input_dir', str(out),
+                         '--export_dir', str(tmp_path / 'look')],
+                        capture_output=True, text=True, env=env, timeout=300)
+  assert (done.returncode, done.stderr) == (0, '')
+  assert (tmp_path / 'look' / 'label_histogram.png').is_file()
 
 
 def test_histogram_names_are_shortened_and_inside_the_picture():

@@ -5,6 +5,7 @@ are drawn in."""
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 from PIL import ImageFont
@@ -18,9 +19,25 @@ NAME_CHARS = 20  # a class name or key drawn or listed: its first 19 characters 
 def font(size: int) -> ImageFont.FreeTypeFont:
   """DejaVu Sans, which matplotlib ships: Pillow's own font (Aileron) drew every
   Cyrillic, Greek, Hebrew and Arabic letter as the same empty box."""
-  import matplotlib
   return ImageFont.truetype(
-      os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf'), size)
+      os.path.join(quiet_matplotlib().get_data_path(), 'fonts', 'ttf', 'DejaVuSans.ttf'), size)
+
+
+def quiet_matplotlib():
+  """matplotlib, imported without its warnings about a config folder it
+  cannot write (HOME read-only or not the user's: a CI runner, a container
+  user without a home): 'mkdir -p failed for path ...' and 'Matplotlib
+  created a temporary cache directory ...', two lines on a run that went
+  well. It works as well in that temporary folder, which it removes at exit."""
+  logger = logging.getLogger('matplotlib')
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    import matplotlib
+    import matplotlib.font_manager  # its cache folder: the same warning
+  finally:
+    logger.setLevel(level)
+  return matplotlib
 
 
 def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:

@@ -21,6 +21,7 @@ from PIL import Image
 from PIL import ImageDraw
 
 from pipeline.looking.lettering import font
+from pipeline.looking.lettering import quiet_matplotlib
 from pipeline.looking.lettering import shorten
 from transforms.core.labels import written_out
 
@@ -120,7 +121,7 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   class_counts: {split: {label id: count}}. Bars are in split order, each
   split's bars in label order (the test reads them back from the figure).
   """
-  import matplotlib
+  matplotlib = quiet_matplotlib()
   matplotlib.use('Agg')
   from matplotlib.figure import Figure
   labels = histogram_classes(class_counts, names)
