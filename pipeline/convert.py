@@ -6,8 +6,8 @@
 Exit codes: 0 done, 1 crashed, 2 usage error or no example at all (nothing
 published but rejected.jsonl; --allow_empty publishes an empty dataset), 3
 more rejected rows than --max_error_rate allows (everything is still written);
-interrupted by SIGINT or SIGTERM, it cleans up and ends by the signal (a shell
-shows 130 or 143).
+interrupted by SIGINT, SIGTERM or SIGHUP, it cleans up and ends by the signal (a
+shell shows 130, 143 or 129).
 """
 
 from __future__ import annotations
@@ -388,7 +388,7 @@ def _convert(config: configs.ConvertConfig, pipeline_options, guard: RunGuard,
 
 
 def main(argv=None) -> int:
-  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  """The command line: run(argv) with exit codes; SIGINT, SIGTERM and SIGHUP clean up
   and end the process by the signal (exits.run_command)."""
   return exits.run_command(run, argv, *interrupts.CONVERT_LINES)
 

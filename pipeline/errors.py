@@ -6,8 +6,8 @@ it imports nothing of the project.
 Exit codes of every command (docs/convert.md, docs/validate.md):
 0 OK, 1 failed (convert: crashed; validate: the dataset has problems),
 2 usage or input error, 3 over the error budget, 4 an object store (S3)
-stopped answering while the run used it (transforms/s3_client.py), 130/143 ended by SIGINT or
-SIGTERM, 141 stdout closed before the output was all written (a reader such
+stopped answering while the run used it (transforms/s3_client.py), 130/143/129 ended by SIGINT,
+SIGTERM or SIGHUP, 141 stdout closed before the output was all written (a reader such
 as `| head -1` gone: 128 + SIGPIPE, as `yes | head -1`), with no traceback.
 """
 

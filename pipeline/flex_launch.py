@@ -4,7 +4,7 @@ Dataflow's launcher passes every template parameter as --name=value; convert's
 switches (--overwrite) take no value, so `--overwrite=true` becomes
 `--overwrite` and `--overwrite=false` is dropped. Everything else goes to
 convert unchanged, Beam's options included. It runs as `convert` does:
-its private temp folder, SIGINT and SIGTERM cleaning up before the end.
+its private temp folder, SIGINT, SIGTERM and SIGHUP cleaning up before the end.
 """
 
 import os

@@ -328,7 +328,7 @@ def _write_report_if_possible(path: str, report: dict) -> None:
 
 
 def main(argv=None, check_records=validation.check_records) -> int:
-  """The command line: run(argv) with exit codes; SIGINT and SIGTERM clean up
+  """The command line: run(argv) with exit codes; SIGINT, SIGTERM and SIGHUP clean up
   and end the process by the signal (exits.run_command)."""
   return exits.run_command(functools.partial(run, check_records=check_records), argv,
                          *interrupts.VALIDATE_LINES)

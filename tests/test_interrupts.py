@@ -484,7 +484,7 @@ def test_a_killed_sdk_worker_fails_the_run(corpus, temp, tmp_path):
 
 @pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow
-@pytest.mark.parametrize('signum', SIGNALS)
+@pytest.mark.parametrize('signum', [*SIGNALS, pytest.param(signal.SIGHUP, id='SIGHUP')])
 def test_interrupted_while_renaming_shards_into_place(signum, corpus, temp, tmp_path,
                                                       capsys):
   out, marker = tmp_path / 'out', tmp_path / 'renaming'
@@ -1010,3 +1010,65 @@ def test_image_worker_processes_start_with_sigint_blocked():
                      if line.startswith('SigBlk:')).split()[1], 16)
   assert blocked & (1 << (signal.SIGINT - 1))
   assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # not this thread
+
+
+_SIGHUP_BEFORE_PUBLISHING = """
+import os, signal, sys
+from pipeline import convert
+from pipeline.runs import exits, interrupts
+from transforms import write_metadata
+
+if {ignored!r}:
+  signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts the run
+process = write_metadata.WriteInfoFn.process
+def hang_up_then_process(self, *args, **kwargs):
+  # the shards and the lock are in OUT, dataset_info.json not yet: the
+  # terminal the run was started from goes away
+  os.kill(os.getpid(), signal.SIGHUP)
+  yield from process(self, *args, **kwargs)
+write_metadata.WriteInfoFn.process = hang_up_then_process
+sys.exit(exits.run_command(convert.run, {argv!r}, *interrupts.CONVERT_LINES))
+"""
+
+
+@pytest.mark.parametrize('ignored', [False, True], ids=['plain', 'nohup'])
+def test_sighup_cleans_up_as_sigterm_does_and_nohup_keeps_the_run_going(ignored, tmp_path):
+  """A closed terminal or ssh session sends SIGHUP. Its default action ended
+  the run where it stood, as SIGKILL does: no line, its shards, lock and temp
+  folder left, and the rerun refused without --overwrite. Now it is one of
+  the run's signals: the run cleans up, says so and ends by SIGHUP (a shell
+  shows 129). Started under nohup (SIGHUP ignored), the run goes on and
+  publishes its dataset."""
+  sample = make_sample(tmp_path / 'sample')
+  out, temp = tmp_path / 'out', tmp_path / 'temp'
+  temp.mkdir()
+  argv = ['--manifest', str(sample.manifest), '--output_dir', str(out), *SMALL,
+          '--progress', 'off']
+  done = subprocess.run([sys.executable, '-c', _SIGHUP_BEFORE_PUBLISHING.format(
+      ignored=ignored, argv=argv)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+      env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(temp)))
+  assert os.listdir(temp) == []  # no img2tfrecord-run-*
+  if ignored:
+    assert (done.returncode, done.stderr) == (EXIT_OK, '')
+    assert read_info(out)['num_examples'] == 9
+    return
+  assert (done.returncode, done.stderr) == (-signal.SIGHUP, CONVERT_LINE + '\n')
+  assert os.listdir(out) == []  # no lock, shard, label map or dataset_info.json
+  assert convert.main(argv) == EXIT_OK  # the rerun needs no --overwrite
+  assert read_info(out)['num_examples'] == 9
+
+
+def test_sighup_is_one_of_the_run_s_signals_unless_ignored_at_start():
+  assert signal.SIGHUP in interrupts.SIGNALS
+  previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup
+  try:
+    handlers = interrupts.Handlers('line', 'again').install()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    handlers.finish()
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    handlers = interrupts.Handlers('line', 'again').install()
+    assert signal.getsignal(signal.SIGHUP) == handlers._handle
+    handlers.finish()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+  finally:
+    signal.signal(signal.SIGHUP, previous)

@@ -4,7 +4,7 @@ run is interrupted.
 With --direct_running_mode multi_processing, Beam's FnApiRunner starts each
 SDK worker as `/bin/sh -c '<python> -m apache_beam.runners.worker.sdk_worker_main'`
 and, when the run leaves its stages (an Interrupted raised by the first
-SIGINT or SIGTERM), waits in close_all for every worker process to end. A
+SIGINT, SIGTERM or SIGHUP), waits in close_all for every worker process to end. A
 worker that had not yet connected its control stream is never told to end:
 its connection is closed before it opens, and the run waited for it for ever
 (SIGTERM to the launcher alone in a worker's first seconds, importing Beam:
@@ -93,7 +93,7 @@ def stop(parent: int | None = None) -> list:
   return pids
 
 
-# Whether the command line's SIGINT/SIGTERM handlers are installed
+# Whether the command line's SIGINT/SIGTERM/SIGHUP handlers are installed
 # (pipeline/runs/interrupts.py): they stop the SDK workers themselves.
 _stopped_by_the_launcher = False
 

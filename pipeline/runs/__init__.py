@@ -1,6 +1,6 @@
 """A run's life: a command's run and its exit code (exits.py) and its
 standard streams (std_streams.py), its private temp folder (run_temp.py),
-SIGINT and SIGTERM (interrupts.py), one run per output folder (run_lock.py,
+SIGINT, SIGTERM and SIGHUP (interrupts.py), one run per output folder (run_lock.py,
 lock_stores.py), the folder prepared and removed on failure (output_dir.py),
 a job that does not finish cancelled
 (run_guard.py), --previous_dataset and the latest pointer (previous.py), the

@@ -1,5 +1,6 @@
-"""SIGINT and SIGTERM on the command line (convert and validate): the run
-unwinds, cleans up after itself, says so in one line and ends by the signal.
+"""SIGINT, SIGTERM and SIGHUP on the command line (convert and validate): the
+run unwinds, cleans up after itself, says so in one line and ends by the
+signal.
 
 Only the command line installs these handlers (pipeline/runs/exits.py run_command):
 a function called from Python (convert.run, validate.run, anything built on
@@ -20,7 +21,12 @@ from typing import Optional
 
 from pipeline.beam_runtime import sdk_workers
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP: the terminal or ssh session the run was started from went away.
+# Its default action ended the process where it stood, as SIGKILL does: the
+# shards written so far, the run's lock and its temp folder stayed, and the
+# rerun needed --overwrite. A run started under nohup (SIGHUP ignored) keeps
+# running, as Handlers.install leaves an ignored signal ignored.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # A repeat of the first signal within this many seconds is the same
 # interruption: GNU timeout signals the process and then its process group,
 # the process included (`timeout -s INT 3 convert ...`: 2 runs of 7 said
@@ -48,14 +54,14 @@ _published_line: Optional[str] = None
 
 
 class Interrupted(BaseException):
-  """Raised in the main thread by the first SIGINT or SIGTERM while a run is
+  """Raised in the main thread by the first signal of SIGNALS while a run is
   under way. A BaseException, as KeyboardInterrupt, so that `except
   Exception` clauses let it through to the context managers that clean up."""
 
 
 def die(signum: int, line: Optional[str] = None) -> None:
   """Ends this process by `signum` with its default action (the shell then
-  reports 128 + signum: 130 for SIGINT, 143 for SIGTERM), after writing
+  reports 128 + signum: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP), after writing
   `line` to stderr. Skips the interpreter's teardown: worker processes end
   with this one (transforms/workers/process_worker.py die_with_parent)."""
   for stream in (sys.stdout, sys.stderr):
@@ -89,7 +95,7 @@ def before_run(line: str) -> None:
 
 
 class Handlers:
-  """The SIGINT/SIGTERM handlers of one command line run.
+  """The SIGINT/SIGTERM/SIGHUP handlers of one command line run.
 
   Until running() is entered, and again once it is left (the run returned
   and only the temp folder is left to remove), a signal is remembered and
