@@ -427,6 +427,35 @@ def test_file_access_does_every_operation_with_one_client_per_thread(server, s3)
     FileSystems.set_options(None)
 
 
+def test_an_s3_pattern_matches_without_beam_options_and_sets_none(server, s3, monkeypatch):
+  """inspect --files and FileAccess.match take filesystem.beam_options(),
+  the one place empty Beam options come from (boto3's own configuration: the
+  AWS_* variables here). FileAccess.match raised without options set, and
+  foreign_records.matching_files set empty ones globally for the rest of
+  the process (a notebook's later read.examples, an api.convert)."""
+  from pipeline.looking.foreign_records import matching_files
+  from tests.s3_server import ACCESS_KEY
+  from tests.s3_server import REGION
+  from tests.s3_server import SECRET_KEY
+  for name, value in dict(AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+                          AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_DEFAULT_REGION=REGION).items():
+    monkeypatch.setenv(name, value)
+  for name in ('a', 'b', 'c'):
+    s3.put_object(Bucket=BUCKET, Key=f'matched/{name}.bin', Body=name.encode())
+  s3.put_object(Bucket=BUCKET, Key='matched/d.txt', Body=b'd')
+  assert FileSystems._pipeline_options is None
+  try:
+    assert filesystem.FileAccess().match(f's3://{BUCKET}/matched/*.bin') == [
+        (f's3://{BUCKET}/matched/{name}.bin', 1) for name in ('a', 'b', 'c')]
+    assert matching_files(f's3://{BUCKET}/matched/[bd].*') == [
+        f's3://{BUCKET}/matched/b.bin', f's3://{BUCKET}/matched/d.txt']
+    assert FileSystems._pipeline_options is None
+  finally:
+    FileSystems.set_options(None)
+    for name in ('a.bin', 'b.bin', 'c.bin', 'd.txt'):
+      s3.delete_object(Bucket=BUCKET, Key=f'matched/{name}')
+
+
 def test_an_s3_image_above_max_image_bytes_is_refused_without_a_byte_downloaded(
     server, s3, monkeypatch):
   """The object's size comes from its metadata (the HEAD Beam's reader makes

@@ -50,22 +50,35 @@ def load_filesystem(path: str) -> None:
       importlib.reload(client)
 
 
-def _beam_s3io():
-  """Beam's S3IO, made with the options Beam gives its own filesystems
-  (FileSystems.get_filesystem: the pipeline's, or the worker's runtime ones).
-  A command that takes no Beam options (inspect, export, read.examples in a
-  notebook) has neither: empty ones leave boto3 its own configuration (the
-  AWS_* variables, ~/.aws). Beam's S3IO refused None with a ValueError, which
+def beam_options():
+  """The options Beam gives its own filesystems (FileSystems.get_filesystem:
+  the pipeline's, or the worker's runtime ones); empty ones when there are
+  neither: a command that takes no Beam options (inspect, export,
+  read.examples in a notebook) leaves boto3 its own configuration (the AWS_*
+  variables, ~/.aws). Beam's S3IO refused None with a ValueError, which
   inspect and export reported as a dataset "incomplete or never written".
-  Its client waits a bounded time for a store that stops answering
-  (transforms/s3_client.py)."""
-  from apache_beam.io.aws import s3io
+  The one place that supplies them: not set globally (FileSystems.set_options),
+  which outlived the command in a notebook's process."""
   from apache_beam.options.pipeline_options import PipelineOptions
+  return (FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+          or PipelineOptions([]))
+
+
+def _beam_s3io():
+  """Beam's S3IO, made with beam_options(). Its client waits a bounded time
+  for a store that stops answering (transforms/s3_client.py)."""
+  from apache_beam.io.aws import s3io
 
   from transforms.s3_client import BoundedClient
-  options = (FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
-             or PipelineOptions([]))
-  return s3io.S3IO(client=BoundedClient(options))
+  return s3io.S3IO(client=BoundedClient(beam_options()))
+
+
+def _beam_filesystem(path: str):
+  """Beam's filesystem of `path`'s scheme, made with beam_options() (Beam's
+  own lookup makes S3's with None when no pipeline set any: every call
+  failed)."""
+  load_filesystem(path)
+  return type(FileSystems.get_filesystem(path))(pipeline_options=beam_options())
 
 
 class FileAccess:
@@ -182,8 +195,10 @@ class FileAccess:
   def match(self, pattern: str) -> list:
     """(path, size in bytes) of every file a glob (*, ?, [...]) matches, sorted
     by path (none: an empty list)."""
-    load_filesystem(pattern)
-    return sorted((m.path, m.size_in_bytes) for r in FileSystems.match([pattern])
+    if not paths.is_remote(pattern):
+      return sorted((m.path, m.size_in_bytes) for r in FileSystems.match([pattern])
+                    for m in r.metadata_list)
+    return sorted((m.path, m.size_in_bytes) for r in _beam_filesystem(pattern).match([pattern])
                   for m in r.metadata_list)
 
   def s3_client(self):

@@ -23,13 +23,8 @@ def matching_files(pattern: str) -> list:
   Beam's filesystems (Python's glob matched no URL: "matches no file")."""
   if not paths.is_remote(pattern):
     return sorted(glob.glob(pattern))
-  from apache_beam.io.filesystems import FileSystems
-  from apache_beam.options.pipeline_options import PipelineOptions
-
   from transforms import filesystem  # imports Beam: only for gs://, s3://
-  if FileSystems._pipeline_options is None:  # inspect takes no Beam options: the
-    FileSystems.set_options(PipelineOptions([]))  # client's own (AWS_*, ~/.aws)
-  try:
+  try:  # inspect takes no Beam options: filesystem.beam_options() gives empty ones
     return [path for path, _ in filesystem.FileAccess().match(pattern)]
   except filesystem.read_errors() as error:  # BeamIOError: no bucket, no credentials
     raise UsageError(f'--files {pattern!r} cannot be listed: {error}')
