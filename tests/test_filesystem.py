@@ -234,3 +234,41 @@ def test_the_exit_line_of_a_store_not_answering_as_beam_reports_it():
                          f"transforms.s3_client.StoreNotAnswering: {line} [while running 'Read']")
   assert store_not_answering(wrapped) == line
   assert store_not_answering(RuntimeError('EndpointConnectionError: y')) == ''
+
+
+def test_a_store_not_answering_is_known_by_its_type_not_its_name(capsys):
+  """exits.py and output_dir.py matched the class's name 'StoreNotAnswering':
+  a subclass of it was a crash (exit 1, a traceback; its clean-up note 'could
+  not remove'), and any other library's class of that name was exit 4. Both
+  now ask transforms/core/not_answering.py, which imports no Beam."""
+  pytest.importorskip('boto3')
+  from pipeline.runs.exits import store_not_answering
+  from pipeline.runs.output_dir import removed_on_failure
+  from transforms import s3_client
+  from transforms.core import not_answering
+  assert s3_client.StoreNotAnswering.__name__ == not_answering.NAME  # Beam's text names it
+  assert issubclass(s3_client.StoreNotAnswering, not_answering.NotAnswering)
+
+  class Unreachable(s3_client.StoreNotAnswering):
+    pass
+
+  class StoreNotAnswering(Exception):  # another library's
+    pass
+
+  line = 'the S3 endpoint http://h:1 stopped answering: X: y'
+  assert store_not_answering(Unreachable(line)) == line
+  assert store_not_answering(StoreNotAnswering('down for a while')) == ''
+  try:
+    raise RuntimeError('the job failed') from Unreachable(line)
+  except RuntimeError as error:
+    assert store_not_answering(error) == line
+
+  class Files:
+    def list(self, prefix):
+      raise Unreachable(line)
+
+  with pytest.raises(RuntimeError, match='the job failed'):
+    with removed_on_failure('s3://bucket/out', ('train',), files=Files()):
+      raise RuntimeError('the job failed')
+  assert capsys.readouterr().err.startswith(
+      'note: s3://bucket/out was left as it is: its store stopped answering')

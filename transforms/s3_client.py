@@ -34,6 +34,8 @@ from apache_beam.io.aws.clients.s3 import boto3_client
 from apache_beam.options import pipeline_options
 from apache_beam.utils.retry import PermanentException
 
+from transforms.core.not_answering import NotAnswering
+
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
 ATTEMPTS = 3
@@ -44,7 +46,7 @@ _NOT_ANSWERING: dict = {}
 _LOCK = threading.Lock()
 
 
-class StoreNotAnswering(PermanentException):
+class StoreNotAnswering(PermanentException, NotAnswering):
   """An S3 endpoint gave no answer to a request after ATTEMPTS tries (or did
   not to an earlier one of this process): one line, no retry."""
 

@@ -30,6 +30,7 @@ from pipeline.runs.std_streams import given_back
 from pipeline.runs.std_streams import keeping_going
 from pipeline.runs.std_streams import stdout_closed
 from transforms.core import line_ranges
+from transforms.core import not_answering
 
 
 def main_with_usage_errors(run, argv=None) -> int:
@@ -148,28 +149,12 @@ def engine_failure(error: BaseException | None) -> str:
   return ''
 
 
-# An object store that stopped answering (transforms/s3_client.py's
-# StoreNotAnswering, known by its name: this module imports no Beam): the
-# store's state, not a bug; one line and exit 4, without the tracebacks of
-# Beam's log and of every thread that was waiting on the store.
-_STORE_NOT_ANSWERING = 'StoreNotAnswering'
-
-
 def store_not_answering(error: BaseException | None) -> str:
-  """The line of the StoreNotAnswering that `error` is or was raised from
-  (or whose text it holds: Beam re-raises a step's error as a RuntimeError
-  naming it); '' when it is none."""
-  seen = 0
-  while error is not None and seen < 20:
-    if type(error).__name__ == _STORE_NOT_ANSWERING:
-      return str(error)
-    text = str(error)
-    if f'{_STORE_NOT_ANSWERING}: ' in text:
-      line = text.split(f'{_STORE_NOT_ANSWERING}: ', 1)[1].splitlines()[0]
-      return line.split(' [while running', 1)[0].strip()  # Beam's note of the step
-    error, seen = error.__cause__ or (
-        None if error.__suppress_context__ else error.__context__), seen + 1
-  return ''
+  """The line of an object store that stopped answering that `error` is or
+  was raised from, '' when it is none (transforms/core/not_answering.py): the
+  store's state, not a bug; one line and exit 4, without the tracebacks of
+  Beam's log and of every thread that was waiting on the store."""
+  return not_answering.line_of(error)
 
 
 def _no_repeated_failures(record: logging.LogRecord) -> bool:
@@ -183,7 +168,7 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   # the engine's failure, logged whole by Beam's job service client (30 lines
   # of Spark's stack): the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
-      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, _STORE_NOT_ANSWERING))
+      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:

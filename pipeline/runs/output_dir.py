@@ -17,6 +17,7 @@ from pipeline.errors import UsageError
 from pipeline.runs import interrupts
 from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
+from transforms.core import not_answering
 from transforms.core import paths
 from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
@@ -240,7 +241,7 @@ def removed_on_failure(output_dir: str, split_names: tuple,
     try:
       _clear(output_dir, split_names, files or filesystem.FileAccess())
     except Exception as error:  # the failure being raised is the one to report
-      if type(error).__name__ == 'StoreNotAnswering':  # transforms/s3_client.py: not waited on
+      if not_answering.line_of(error):  # transforms/s3_client.py: not waited on
         print(f'note: {output_dir} was left as it is: its store stopped answering before '
               f'the run could remove what it wrote there (partial shards, temp objects, its '
               f'lock); rerun with --overwrite once it answers', file=sys.stderr)
