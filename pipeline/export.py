@@ -328,9 +328,21 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
           f'tfds.builder_from_directory({output_dir!r}).as_dataset(split=...)']
 
 
+def tfds_output_dir(input_dir: str, output_dir) -> str:
+  """--output_dir, or its default INPUT_DIR/tfds; UsageError when that is not
+  local. An --input_dir on gs:// or s3:// has no local default: without
+  --output_dir, its s3://.../tfds was refused as "--output_dir must be a
+  local folder", a flag never given."""
+  if output_dir is None and paths.is_remote(input_dir):
+    raise UsageError(f'--input_dir {input_dir} is not local, so its default --output_dir '
+                     f'(INPUT_DIR/{TFDS_DIR}) cannot be written: give --output_dir, a local '
+                     f'folder (the shards are copied there)')
+  return output_dir if output_dir is not None else os.path.join(input_dir, TFDS_DIR)
+
+
 def run(argv: list) -> int:
   args = parse_args(argv)
-  output_dir = args.output_dir or os.path.join(args.input_dir, TFDS_DIR)
+  output_dir = tfds_output_dir(args.input_dir, args.output_dir)
   print('\n'.join(export_tfds(args.input_dir, output_dir, args.overwrite)))
   return errors.EXIT_OK
 

@@ -298,6 +298,23 @@ def test_ids_without_a_class_get_names_no_class_has():
   assert str(error.value) == "class name 'a' is given to ids 1, 3: a TFDS ClassLabel needs unique names"
 
 
+def test_export_of_a_remote_dataset_without_output_dir_names_the_flag_to_give(
+    monkeypatch, capsys):
+  """Its default, s3://.../tfds, was refused as "--output_dir must be a local
+  folder" though no --output_dir was given; now one line saying to give one,
+  before the bucket is asked anything (an endpoint that refuses: fails fast)."""
+  monkeypatch.setenv('AWS_ENDPOINT_URL', 'http://127.0.0.1:9')
+  monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')
+  for name, value in (('AWS_ACCESS_KEY_ID', 'k'), ('AWS_SECRET_ACCESS_KEY', 's'),
+                      ('AWS_DEFAULT_REGION', 'us-east-1')):
+    monkeypatch.setenv(name, value)
+  assert export.main(['--format', 'tfds', '--input_dir', 's3://bucket/ds']) == 2
+  assert capsys.readouterr() == ('', (
+      'error: --input_dir s3://bucket/ds is not local, so its default --output_dir '
+      '(INPUT_DIR/tfds) cannot be written: give --output_dir, a local folder (the shards '
+      'are copied there)\n'))
+
+
 def test_a_failure_of_export_is_one_line_and_exit_1(monkeypatch, tmp_path, capsys):
   def broken(*_):
     raise RuntimeError('the disk went away\nsecond line')
