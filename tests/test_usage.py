@@ -89,6 +89,18 @@ def test_missing_or_unreadable_manifest(tmp_path, monkeypatch, capsys, argv, mes
   assert not (tmp_path / 'o').exists()
 
 
+@pytest.mark.parametrize('flag', ['--previous_dataset', '--label_map', '--image_dir'])
+def test_an_empty_path_flag_is_one_line_and_exit_2(sample, capsys, flag):
+  """`--previous_dataset "$PREV"` with PREV unset was no flag at all: a full
+  run, exit 0, and no `latest` written, every night; an empty --label_map
+  made the label map from the rows. Every flag naming a path refuses it."""
+  code = convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       flag, ''])
+  assert (code, capsys.readouterr().err) == (EXIT_USAGE, (
+      f'error: {flag} is empty (a variable left unset?): give a path, or leave the flag out\n'))
+  assert not sample.out.exists()
+
+
 def test_non_empty_output_is_refused_and_untouched(sample, capsys):
   sample.out.mkdir()
   (sample.out / 'notes.txt').write_text('mine')

@@ -66,7 +66,13 @@ def location_problem(path: str) -> Optional[str]:
 
 def check_location(flag: str, path: Optional[str]) -> None:
   """UsageError naming `flag` when `path` is given and location_problem finds
-  something wrong with it."""
+  something wrong with it. An empty one is refused too: `--previous_dataset
+  "$PREV"` with PREV unset was taken as no flag, so every night converted
+  everything and wrote no `latest`, exit 0; an empty --label_map made the
+  label map from the rows."""
+  if path is not None and not path.strip():
+    raise UsageError(f'{flag} is empty (a variable left unset?): give a path, or leave the '
+                     f'flag out')
   problem = path and location_problem(path)
   if problem:
     raise UsageError(f'{flag} {redact.shown_url(path)} {problem}')
