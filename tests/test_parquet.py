@@ -634,3 +634,18 @@ def test_a_run_in_the_callers_process_keeps_no_row_group_column_after_it(tmp_pat
                        '--image_threads', '2']) == EXIT_OK
   assert read_info(tmp_path / 'out')['splits']['train']['num_examples'] == 4
   assert not source_refs._COLUMNS
+
+
+def test_a_null_split_cell_is_rejected_where_no_path_names_a_split(tmp_path):
+  """docs/manifests.md: an empty split cell (null too) is a rejected row
+  manifest/unknown_split, never train; a path's split stands in for it. A
+  null cell of a file whose path names no split went to train."""
+  path = write_hf(tmp_path / 'mine.parquet',
+                  [{'bytes': png(1), 'path': 'a.png'}, {'bytes': png(2), 'path': 'b.png'}],
+                  [0, 2], split=['test', None])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS,
+                       '--max_error_rate', '1']) == EXIT_OK
+  assert {s: d['num_examples'] for s, d in read_info(out)['splits'].items()} == {'test': 1}
+  assert [(r['stage'], r['code'], r['line']) for r in rejected_lines(out)] == [
+      ('manifest', 'unknown_split', 1)]

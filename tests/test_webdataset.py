@@ -508,3 +508,23 @@ def test_a_member_name_not_utf8_rejects_its_sample_every_night(tmp_path):
   reuse = read_info(night2)['reuse']
   assert (reuse['reused'], reuse['num_encoded'], reuse['rejected']) == (2, 0, 0)
   assert (night1 / 'rejected.jsonl').read_bytes() == (night2 / 'rejected.jsonl').read_bytes()
+
+
+def test_a_null_json_split_is_rejected_where_no_path_names_a_split(tmp_path):
+  """A `.json` split member of null is an empty cell (docs/manifests.md:
+  rejected manifest/unknown_split, never train), as a JSONL null; it went to
+  train. No member: the tar's split, else train. A tar naming a split gives
+  its split to a null member."""
+  write_tar(tmp_path / 'shards-000.tar', [('a.png', png(1)), ('a.cls', b'0'),
+                                          ('b.png', png(2)), ('b.cls', b'1'),
+                                          ('b.json', b'{"split": null}')])
+  write_tar(tmp_path / 'test-000.tar', [('c.png', png(3)), ('c.cls', b'2'),
+                                        ('c.json', b'{"split": null}')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / '*.tar'), '--output_dir', str(out),
+                       '--split_column', 'split', '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  assert {split: sorted(e['image/key'][1][0].decode() for e in read_examples(out, split))
+          for split in read_info(out)['splits']} == {
+      'train': ['shards-000.tar/a'], 'test': ['test-000.tar/c']}
+  assert [(r['code'], r['source'].rsplit('/', 1)[-1]) for r in rejected_lines(out)] == [
+      ('unknown_split', 'shards-000.tar')]

@@ -329,7 +329,7 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
   extras = tuple((f.name, f.kind, parse_extra(fields.get(f.name, ABSENT), f.kind, f.name,
                                               config.fmt, f.shape))
                  for f in config.extra_features)
-  split = config.split.assign(key, _split_cell(fields, config.column('split')))
+  split = config.split.assign(key, split_cell(fields, config.column('split')))
   # One constructor call, not a row then dataclasses.replace (which walks every
   # field again): a few us less a row, on a parse of ~20-40 us.
   return ManifestRow(
@@ -338,11 +338,13 @@ def row_from_fields(fields: dict, config: ManifestConfig, line: int,
       position=position)
 
 
-def _split_cell(fields: dict, column: str) -> Optional[str]:
+def split_cell(fields: dict, column: str) -> Optional[str]:
   """The split cell as text; None only when the row has no such column (a
   JSONL object without the member: the default split). A JSONL `null` or
   `NaN` (pandas' gap, api.convert's None) is an empty cell, '', rejected as a
-  CSV's empty cell is: it went to train, a test row trained on."""
+  CSV's empty cell is: it went to train, a test row trained on. Parquet and
+  WebDataset rows too (a null cell, a `.json` split member of null), where a
+  split their path names stands in for it."""
   text = text_of(fields, column)
   return '' if text is None and column in fields else text
 

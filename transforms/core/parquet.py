@@ -286,8 +286,9 @@ def row_from_cells(cells: dict, config: manifest.ManifestConfig, layout: Parquet
   extras = tuple((f.name, f.kind, parse_extra(cells.get(f.name, ABSENT), f.kind, f.name, 'jsonl',
                                               f.shape))
                  for f in config.extra_features)
-  stated_split = manifest.text_of(cells, config.column('split'))
-  split = config.split.assign(key, stated_split or file.split)
+  # A null cell ('') takes the path's split, else is rejected: it went to train.
+  stated_split = manifest.split_cell(cells, config.column('split'))
+  split = config.split.assign(key, stated_split or file.split or stated_split)
   return manifest.ManifestRow(
       cells, file.path, row, image=shown, path=path, key=key, label=label, split=split,
       extras=extras, position=file.first_position + row + 1, ref=ref,

@@ -269,14 +269,15 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
   extras = tuple((f.name, f.kind, parse_extra(meta.get(f.name, ABSENT), f.kind, f.name, 'jsonl',
                                               f.shape))
                  for f in config.extra_features)
-  split_value = manifest.text_of(meta, config.column('split')) if 'split' in dict(
+  split_value = manifest.split_cell(meta, config.column('split')) if 'split' in dict(
       config.columns) else None
   fields = {'sample': key, 'image': image.name, 'label': label}
   return manifest.ManifestRow(
       fields, tar, number, image=f'{tar_name}/{image.name}', path=tar, key=row_key,
       label=normalize_label(label, config.label_normalize),
+      # a null split member ('') takes the tar's split, else is rejected (it went to train)
       split=config.split.assign(row_key, split_value or (
-          layout.splits[tar_index] if layout.splits else None)),
+          layout.splits[tar_index] if layout.splits else None) or split_value),
       extras=extras, position=(tar_index << 32) + number + 1,
       ref=TarMember(tar, image.offset, image.size, image.name, number), label_padded=padded)
 
