@@ -48,6 +48,7 @@ from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.example_proto import parse_example
+from transforms.core.pointers import pointer_given
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import VALIDATION_REPORT
 
@@ -263,7 +264,7 @@ def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: 
 def inspect_dataset(args) -> list:
   """--input_dir: the summary lines; with --export_dir, every file as well."""
   if not os.path.isdir(args.input_dir) and not paths.is_remote(args.input_dir):
-    raise UsageError(f'--input_dir {args.input_dir} is not a folder')
+    raise UsageError('--input_dir ' + (pointer_given(args.input_dir) or f'{args.input_dir} is not a folder'))
   try:
     info = dataset.read_info(args.input_dir)
   except InfoError as error:

@@ -577,3 +577,29 @@ print(json.dumps([label.names, rows]))
   assert rows == expected == {'0.png': [[], []], '1.png': [[1], ['person']],
                               '2.png': [[1, 7], ['person', 'train']],
                               '3.png': [[1, 7, 90], ['person', 'train', 'unused_2']]}
+
+
+def test_a_latest_pointer_given_to_a_reader_names_the_folder_to_give(tmp_path, capsys):
+  """Only --previous_dataset follows a `latest` pointer (docs/incremental.md).
+  validate and inspect said '--input_dir OUT/latest is not a folder', export
+  and read.load 'OUT/latest/dataset_info.json is missing or unreadable
+  (NotADirectoryError)': now each says it is the pointer, and which folder."""
+  from pipeline import look
+  (tmp_path / 'night1').mkdir()
+  pointer = tmp_path / 'latest'
+  pointer.write_text('night1\n')  # relative: to the pointer's folder
+  said = (f'{pointer} is a `latest` pointer file (convert --previous_dataset writes it), not '
+          f'a dataset folder: give the folder it names, {tmp_path / "night1"}')
+  assert validate.main(['--input_dir', str(pointer)]) == 2
+  assert capsys.readouterr().err == f'error: --input_dir {said}\n'
+  assert look.main(['--input_dir', str(pointer)]) == 2
+  assert capsys.readouterr().err == f'error: --input_dir {said}\n'
+  assert export.main(['--format', 'tfds', '--input_dir', str(pointer),
+                      '--output_dir', str(tmp_path / 'tfds')]) == 2
+  assert capsys.readouterr().err == f'error: {said}\n'
+  with pytest.raises(Exception, match='give the folder it names') as raised:
+    read.load(str(pointer))
+  assert str(raised.value) == said
+  pointer.write_text('')
+  assert validate.main(['--input_dir', str(pointer)]) == 2
+  assert capsys.readouterr().err.endswith('not a dataset folder: give the dataset folder itself\n')

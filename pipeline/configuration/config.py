@@ -39,6 +39,7 @@ from transforms.core import manifest
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.labels import parse_normalize
+from transforms.core.pointers import pointer_given
 from transforms.core.shuffle import Ordering
 from transforms.core.spec import VALIDATION_REPORT
 from transforms.core.spec import ExampleSpec
@@ -87,7 +88,7 @@ def validate_config(args) -> ValidateConfig:
   exclusive_pool_sizes(args.check_threads, args.check_processes, 'check')
   input_dir = args.input_dir.rstrip('/') or '/'
   if not paths.is_remote(input_dir) and not os.path.isdir(input_dir):
-    raise UsageError(f'--input_dir {input_dir} is not a folder')
+    raise UsageError('--input_dir ' + (pointer_given(input_dir) or f'{input_dir} is not a folder'))
   if args.manifest and args.recompute is None:
     raise UsageError("--manifest goes with --recompute (where the run's manifest lives now)")
   report_path = args.report or filesystem.join(input_dir, VALIDATION_REPORT)

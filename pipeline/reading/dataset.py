@@ -34,6 +34,7 @@ from transforms.core import records
 from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
+from transforms.core.pointers import pointer_given
 from transforms.core.spec import DATASET_INFO
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records
@@ -65,6 +66,9 @@ def read_info(input_dir: str) -> dict:
   if paths.is_remote(path):
     from transforms import filesystem  # imports Beam: only for gs://, s3://
     return filesystem.read_info(input_dir)
+  pointer = pointer_given(input_dir)  # export and read.load: was "dataset_info.json is missing"
+  if pointer:
+    raise InfoError(pointer)
   file_kinds.require_regular(path, InfoError)  # a FIFO: open() would wait for a writer
   try:
     with open(path, 'rb') as handle:  # parse_info tells bytes not UTF-8

@@ -21,13 +21,14 @@ from transforms.core import redact
 from transforms.core.dataset_info import MAX_INFO_BYTES
 from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import parse_info
+from transforms.core.pointers import LATEST
+from transforms.core.pointers import MAX_POINTER_BYTES
+from transforms.core.pointers import pointer_target
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import READABLE_SOURCES_FORMAT_VERSIONS
 from transforms.core.spec import SINK_TFRECORDIO
 from transforms.core.spec import SOURCES_SUFFIX
 from transforms.sidecars import Sidecar
-
-LATEST = 'latest'  # the pointer file a successful run leaves beside its folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +68,6 @@ def _is_missing(path: str, files: filesystem.FileAccess) -> bool:
   return not files.exists(path) and not files.list(path.rstrip('/') + '/')
 
 
-MAX_POINTER_BYTES = 64 << 10  # a `latest` pointer longer than this is no pointer
-
-
 def follow(given: str, files: filesystem.FileAccess,
            location_problem: Callable[[str], Optional[str]] = lambda path: None) -> str:
   """A `latest` pointer file -> the folder it names (a relative name is
@@ -91,15 +89,10 @@ def follow(given: str, files: filesystem.FileAccess,
   except filesystem.read_errors() as error:  # another user's 0600 pointer: was a traceback, exit 1
     raise UsageError(f'--previous_dataset {given} cannot be read: {type(error).__name__}: '
                      f'{error}') from error
-  try:
-    # utf-8-sig: a pointer saved by an editor that starts files with a BOM
-    # named a folder whose name began with U+FEFF ("does not exist")
-    target = data.decode('utf-8-sig').strip()
-  except UnicodeDecodeError:
-    target = None
+  target = pointer_target(data)
   if target == '':
     raise UsageError(f'--previous_dataset {given} is an empty pointer file')
-  if target is None or len(data) > MAX_POINTER_BYTES or any(c in target for c in '\n\r\x00'):
+  if target is None:
     raise UsageError(f'--previous_dataset {given} is no pointer file (one line of UTF-8 text '
                      f'naming a dataset folder, as a run with --previous_dataset writes)')
   problem = location_problem(target)
