@@ -97,7 +97,8 @@ def test_dedupe_content_rejects_each_empty_file_as_empty(tmp_path, pool):
   assert {k: v[:2] for k, v in rejected.items()} == {
       'empty0.jpg': ('decode', 'empty_file'), 'empty1.jpg': ('decode', 'empty_file'),
       'empty2.jpg': ('decode', 'empty_file'), 'red_copy.png': ('duplicate', 'duplicate_content')}
-  assert "as line 3, key 'red.png': kept that line" in rejected['red_copy.png'][2]
+  assert ("as line 3, key 'red.png', labelled 'a' where this line says 'b' (conflicting "
+          "labels): kept that line") in rejected['red_copy.png'][2]
   examples = {feature(e, 'image/key').decode(): e for e in read_examples(out)}
   assert sorted(examples) == ['blue.png', 'red.png']
   assert (pixels(examples['red.png'], 4, 4) == np.array([255, 0, 0], np.uint8)).all()

@@ -391,9 +391,13 @@ def test_dedupe_content_keeps_the_first_copy_whose_label_resolves(tmp_path, dire
   info = read_info(out)
   rejected = sorted((r['line'], r['code'], r['reason'].split('...) as ')[-1])
                     for r in rejected_lines(out))
-  assert rejected == [(2, 'duplicate_content', "line 3, key 'copy_a.png': kept that line"),
+  assert rejected == [(2, 'duplicate_content', "line 3, key 'copy_a.png', labelled 'ant' "
+                                               "where this line says '' (conflicting labels): "
+                                               "kept that line"),
                       (4, 'duplicate_content', "line 3, key 'copy_a.png': kept that line"),
-                      (7, 'duplicate_content', "line 6, key 'c.png': kept that line")]
+                      (7, 'duplicate_content', "line 6, key 'c.png', labelled 'bee' where this "
+                                               "line says 'cat' (conflicting labels): kept "
+                                               "that line")]
   [records] = shard_records(out)
   assert sorted(keys(records)) == ['b.png', 'c.png', 'copy_a.png']
   assert info['label_map'] == ['ant', 'bee', 'cat']
@@ -606,6 +610,15 @@ def test_content_duplicate_units():
   kept, rejected = duplicates.keep_first_copy(rows, lambda r: label_map.resolves(r.label))
   assert kept.line == 7 and sorted(r.line for r in rejected) == [3, 5, 9]
   assert {r.code for r in rejected} == {'duplicate_content'}
+  # one image under two labels: the rejection says so (it named only the kept line)
+  assert {r.line: r.reason.split(': ', 1)[0].split("key 'k7'", 1)[1] for r in rejected} == {
+      3: ", labelled 'bee' where this line says '' (conflicting labels)",
+      5: ", labelled 'bee' where this line says 'wasp' (conflicting labels)",
+      9: ", labelled 'bee' where this line says ('ant',) (conflicting labels)"}
+  same = [ManifestRow({}, 'm', line, key=f'k{line}', label='bee', content_sha256='ab' * 32)
+          for line in (1, 2)]
+  assert duplicates.keep_first_copy(same)[1][0].reason == (
+      "same bytes (SHA-256 abababababab...) as line 1, key 'k1': kept that line")
   kept, _ = duplicates.keep_first_copy(rows[1:3], lambda r: label_map.resolves(r.label))
   assert kept.line == 3  # none resolves: the first by line
   assert duplicates.keep_first_copy(rows)[0].line == 3

@@ -122,5 +122,16 @@ def keep_first_copy(rows: list, usable: Callable = lambda row: True) -> tuple:
   kept = next((row for row in rows if usable(row)), rows[0])
   return kept, [row.reject(STAGE_DUPLICATE, 'duplicate_content',
                            f'same bytes (SHA-256 {row.content_sha256[:12]}...) as '
-                           f'{line_of(kept, row)}, key {kept.key!r}: kept that line')
+                           f'{line_of(kept, row)}, key {kept.key!r}{_label_conflict(kept, row)}: '
+                           f'kept that line')
                 for row in rows if row is not kept]
+
+
+def _label_conflict(kept, row) -> str:
+  """', labelled ... where this line says ...' when one image carries two
+  labels (label noise a user preparing training data wants to see: the
+  rejection named only the kept line); '' when the labels agree."""
+  if kept.label == row.label:
+    return ''
+  return f', labelled {kept.label!r} where this line says {row.label!r} (conflicting labels)'
+
