@@ -556,6 +556,11 @@ def test_an_annotation_file_or_class_list_too_large_is_read_no_further(demo, tmp
         f'{c}: &{c} [' + ', '.join([f'*{chr(ord(c) - 1)}'] * 9) + ']\n' for c in 'bcdefghi')
       + 'names: *i\n').encode(),
      ': line 1: YAML anchors and aliases (&name, *name) are not accepted; write the value out'),
+    # half an emoji: no UTF-8 file can hold it (dataset_info.json failed the job, exit 1)
+    (b'names:\n  - red\n  - "bird \\ud83d"\n',
+     ': line 3: a string holds a lone UTF-16 surrogate (\\ud83d), half a character: escape '
+     'the whole character (\\U0001F426, or a surrogate pair \\ud83d\\udc26) or write it as '
+     'UTF-8'),
 ])
 def test_yolo_data_yaml_that_is_refused(demo, tmp_path, capsys, text, message):
   root = _yolo_tree(tmp_path / 'set', demo)
@@ -563,6 +568,21 @@ def test_yolo_data_yaml_that_is_refused(demo, tmp_path, capsys, text, message):
   assert _convert_yolo(root / 'data.yaml', tmp_path / 'out') == EXIT_USAGE
   assert _one_line(capsys) == f'error: {root}/data.yaml{message}'
   assert not (tmp_path / 'out').exists()
+
+
+def test_a_data_yaml_written_by_json_dump_names_its_emoji_class(demo, tmp_path):
+  """json.dump escapes a character outside the BMP as a surrogate pair, which
+  YAML 1.2 reads as JSON does: the class is named by the character. PyYAML
+  kept the two halves, and the run failed at its end writing
+  dataset_info.json (UnicodeEncodeError: surrogates not allowed, exit 1)."""
+  root = _yolo_tree(tmp_path / 'set', demo)
+  (root / 'data.yaml').write_text(json.dumps({'names': ['red', 'bird \U0001F426']}))
+  assert '\\ud83d\\udc26' in (root / 'data.yaml').read_text()
+  (root / 'labels' / 'astronaut.txt').write_text('1 0.5 0.5 0.2 0.2\n')
+  out = tmp_path / 'out'
+  assert _convert_yolo(root / 'data.yaml', out) == EXIT_OK
+  assert read_info(out)['label_map'] == ['', 'red', 'bird \U0001F426']
+  assert (out / 'label_map.txt').read_text(encoding='utf-8') == '1\tred\n2\tbird \U0001F426\n'
 
 
 def test_a_yolo_or_voc_image_path_outside_is_rejected_unread():

@@ -10,6 +10,13 @@ the YAML is composed, so such a file is refused at its first anchor, before
 anything expands. Booleans are YAML 1.2's: only true and false (YAML 1.1 also
 reads yes/no/on/off as booleans: `progress: off` means the word, as on the
 command line, and a class named `no` stays a name).
+
+A double-quoted string may escape a character outside the BMP as two \\u
+escapes, a UTF-16 surrogate pair, as JSON does (a data.yaml written by
+json.dump, which YAML 1.2 reads as YAML): PyYAML keeps the two halves as two
+characters, which no UTF-8 file can hold (a YOLO class named so failed the
+job at its end, writing dataset_info.json: a traceback, exit 1). A pair is
+read as its character; a half without its other half is refused.
 """
 
 from __future__ import annotations
@@ -61,6 +68,10 @@ def load(text: str, where: str):
                                  f'{seen.start_mark.line + 1} and {key.start_mark.line + 1})')
       return node
 
+    def construct_scalar(self, node):
+      value = super().construct_scalar(node)
+      return _paired(value, node, where) if isinstance(value, str) else value
+
   bool_tag = 'tag:yaml.org,2002:bool'
   Loader.yaml_implicit_resolvers = {
       first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
@@ -77,3 +88,22 @@ def load(text: str, where: str):
     if context and started is not None and (mark is None or started.line != mark.line):
       problem += f' ({context} started at line {started.line + 1})'
     raise PlainYamlError(f'{where} does not parse: {at}{problem}') from None
+
+
+_SURROGATE = re.compile('[\ud800-\udfff]')
+_LONE = re.compile('[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]')
+
+
+def _paired(value: str, node, where: str) -> str:
+  """A scalar's text with each UTF-16 surrogate pair (two \\u escapes) read
+  as the one character it is; PlainYamlError for a half without its other."""
+  if not _SURROGATE.search(value):
+    return value
+  try:
+    return value.encode('utf-16-le', 'surrogatepass').decode('utf-16-le')
+  except UnicodeDecodeError:
+    lone = _LONE.search(value).group()
+    raise PlainYamlError(
+        f'{where}: line {node.start_mark.line + 1}: a string holds a lone UTF-16 surrogate '
+        f'(\\u{ord(lone):04x}), half a character: escape the whole character '
+        '(\\U0001F426, or a surrogate pair \\ud83d\\udc26) or write it as UTF-8') from None
