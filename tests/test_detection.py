@@ -759,6 +759,18 @@ def test_yolo_boxes_have_the_same_one_pixel_tolerance_as_coco_and_voc():
   assert error.value.code == 'bad_box'
 
 
+def test_a_yolo_box_exactly_one_pixel_past_the_edge_is_clipped_as_in_coco():
+  # COCO bbox [8, 22, 23, 37] on a 30x59 image ends at x 31, 1 px past the
+  # right edge: clipped and kept. The same box as YOLO fractions comes back
+  # as 31.000000000000004 px, and was box_outside_image (found converting one
+  # dataset as COCO and as YOLO: with --on_bad_box reject_row, the image's row)
+  row = '0 0.65 0.6864406779661016 0.7666666666666667 0.6271186440677966\n'
+  found = _found_yolo(row, (30, 59), on_bad_box='reject_row')
+  assert found.rejected == ()
+  assert found.xmin == (pytest.approx(8 / 30, abs=1e-12),) and found.xmax == (1.0,)
+  assert found.ymax == (1.0,) and found.area == (pytest.approx(22 * 37),)
+
+
 def test_area_is_the_recorded_area_moved_with_the_box():
   # recorded 64x48; clipped by the reader to the image, it keeps 3/4 of its area
   kept, _ = annotations.checked_objects(annotations.ImageAnnotation(7, (64, 48), (

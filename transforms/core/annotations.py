@@ -28,6 +28,12 @@ SIZE_MISMATCH = 'size_mismatch'
 # format's: YOLO's fractions are checked in pixels once the image's size is
 # known (transforms.core.detect), not as fractions of a 1x1 image.
 EDGE_TOLERANCE = 1.0
+# A YOLO box ending exactly EDGE_TOLERANCE past the edge comes out a few ulps
+# beyond it once its fractions are multiplied back to pixels ((0.65 +
+# 0.7666666666666667 / 2) * 30 is 31.000000000000004 on a 30-px image): it
+# was box_outside_image (with --on_bad_box reject_row, its image's row) where
+# the same box in COCO or VOC pixels was clipped and kept.
+_EDGE_SLACK = 1e-6
 
 # Codes of rejected annotations (rejected.jsonl, counts_as_row false).
 BOX_OUTSIDE_IMAGE = 'box_outside_image'
@@ -154,8 +160,8 @@ def leaves_image(box: tuple, size: tuple) -> bool:
   image's size is known: transforms.core.detect)."""
   x0, y0, x1, y1 = box
   width, height = size
-  return x0 < -EDGE_TOLERANCE or y0 < -EDGE_TOLERANCE or x1 > width + EDGE_TOLERANCE or (
-      y1 > height + EDGE_TOLERANCE)
+  limit = EDGE_TOLERANCE + _EDGE_SLACK
+  return x0 < -limit or y0 < -limit or x1 > width + limit or y1 > height + limit
 
 
 def copy_fits(annotation, size, on_size_mismatch: str, on_bad_box: str) -> bool:
