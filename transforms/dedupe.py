@@ -70,17 +70,20 @@ class _ContentReportFn(beam.DoFn):
 
 
 def _copies(batch) -> list:
-  """(sha256, (line, key, split, place)) of each example: every row crosses the
-  shuffle so, a plain tuple, made a Copy only where a content repeats
-  (pickling 12,000 of them: 0.4 against 2.8 us a row as Copy dataclasses,
-  0.3 against 1.9 to unpickle; timeit)."""
-  return [(e.sha256, (e.line, e.key, e.split, e.place)) for e in batch]
+  """(sha256, (line, key, split, place, label text)) of each example: every
+  row crosses the shuffle so, a plain tuple, made a Copy only where a content
+  repeats (pickling 12,000 of them: 0.4 against 2.8 us a row as Copy
+  dataclasses, 0.3 against 1.9 to unpickle; timeit). The label text (a
+  class name already held by the example) tells copies under conflicting
+  labels apart."""
+  return [(e.sha256, (e.line, e.key, e.split, e.place, e.label_text)) for e in batch]
 
 
 @beam.ptransform_fn
 def ContentDuplicates(examples, buckets: int = KEY_BUCKETS):
   """Batches of BuiltExamples -> one report of the rows whose source bytes repeat an
-  earlier row's under another key (within a split, across splits); none when
+  earlier row's under another key (within a split, across splits; under
+  another label than the first copy's); none when
   there is no example: read it as AsSingleton(..., default_value=
   duplicates.empty_report()). Beam's default value would add four steps and a
   stage. The copies cross the shuffle in lists per bucket of contents

@@ -130,8 +130,9 @@ def warning_lines(info: dict) -> list:
     lines.append(f'Warning: {copies["num_within_split"] + copies["num_across_splits"]} '
                  f'image(s) repeat the bytes of another row under another key: '
                  f'{copies["num_within_split"]} within a split, '
-                 f'{copies["num_across_splits"]} across splits (see content_duplicates in '
-                 f'dataset_info.json; --dedupe content, --split_by content)')
+                 f'{copies["num_across_splits"]} across splits{_conflicts(copies)} (see '
+                 f'content_duplicates in dataset_info.json; --dedupe content, --split_by '
+                 f'content)')
   cut_short = (info.get('reuse') or {}).get('sidecars_cut_short')
   if cut_short:  # else a damaged previous dataset passes for that many new images
     lines.append(f'Warning: {cut_short} sidecar(s) of the previous dataset are damaged: '
@@ -139,3 +140,29 @@ def warning_lines(info: dict) -> list:
                  f'past it encoded as new (see reuse.sidecars_cut_short in '
                  f'dataset_info.json)')
   return lines
+
+
+# Copies under conflicting labels the warning line names (dataset_info.json lists more).
+SUMMARY_CONFLICTS = 3
+
+
+def _conflicts(copies: dict) -> str:
+  """'; N of them labelled otherwise than their first copy (...)' when one
+  image carries two labels (label noise); '' else, or for a dataset_info.json
+  written before convert counted them."""
+  count = copies.get('num_conflicting_labels')
+  if not count:
+    return ''
+  shown = '; '.join(f'{_copy(c["duplicate"])} where {_copy(c["first"])}'
+                    for c in copies['conflicting_labels'][:SUMMARY_CONFLICTS])
+  more = ', ...' if count > SUMMARY_CONFLICTS else ''
+  return (f'; {count} of them labelled otherwise than their first copy (conflicting '
+          f'labels: {shown}{more})')
+
+
+def _copy(copy: dict) -> str:
+  # a key or class name holding ESC or U+202E printed raw recoloured the line
+  label = copy['label']
+  said = ('{' + ', '.join(repr(written_out(one)) for one in label) + '}'
+          if isinstance(label, list) else repr(written_out(label)))
+  return f'line {copy["line"]}, key {written_out(copy["key"])!r} says {said}'
