@@ -67,7 +67,8 @@ def installed_version() -> str:
     return 'unknown (not installed)'
 
 
-_LINES = {'convert': interrupts.CONVERT_LINES, 'validate': interrupts.VALIDATE_LINES}
+_LINES = {'convert': interrupts.CONVERT_LINES, 'validate': interrupts.VALIDATE_LINES,
+          'inspect': interrupts.INSPECT_LINES, 'export': interrupts.EXPORT_LINES}
 
 
 def console_main() -> None:

@@ -11,8 +11,12 @@ validate are untouched. Then:
 
   tfds.builder_from_directory('OUT/tfds').as_dataset(split='train')
 
+The export is built in `.NAME.partial-export-XXXXXXXX` beside --output_dir and
+renamed into place once complete: an export that fails, is interrupted or
+killed leaves no half --output_dir (the next export removes such a folder).
 Needs tensorflow-datasets (4.9.x) where it runs. Exit codes: 0 done, 1 failed
-(one line naming the error, no traceback), 2 bad input.
+(one line naming the error, no traceback), 2 bad input; interrupted by
+SIGINT, SIGTERM or SIGHUP, one line and the end by the signal (130, 143, 129).
 """
 
 from __future__ import annotations
@@ -27,11 +31,19 @@ import sys
 import tempfile
 import zlib
 
+from pipeline.runs import interrupts
+from pipeline.runs import utf8_mode
+
+if __name__ == '__main__':
+  utf8_mode.in_utf8_mode()  # first: it may start the command again
+  interrupts.before_run(interrupts.EXPORT_LINES[0])
+
 from pipeline import errors
 from pipeline.configuration.locations import check_location
 from pipeline.errors import UsageError
 from pipeline.reading import dataset
 from pipeline.runs import exits
+from pipeline.runs import staged_dir
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
@@ -207,12 +219,16 @@ def check_output_dir(output_dir: str, overwrite: bool) -> None:
                         f'({TFDS_FEATURES_FILE} is missing): not replacing it')
 
 
-def prepare(output_dir: str, overwrite: bool) -> None:
-  check_output_dir(output_dir, overwrite)
-  if os.path.exists(output_dir) and os.listdir(output_dir):
-    shutil.rmtree(output_dir)
+def staging_beside(output_dir: str) -> staged_dir.Staging:
+  """The folder the export is built in, beside --output_dir (the folder a
+  symlink --output_dir leads to), after removing what killed exports left
+  there (a note each)."""
+  target = os.path.realpath(output_dir) if os.path.islink(output_dir) else output_dir
+  target = os.path.abspath(target)
+  for path in staged_dir.remove_leftovers(target):
+    print(f'note: removed {path}, left by an export that did not finish', file=sys.stderr)
   try:
-    os.makedirs(output_dir, exist_ok=True)
+    return staged_dir.Staging.beside(target)
   except OSError as error:  # a file on its path, no permission: bad input, not a failure
     raise UsageError(f'--output_dir {output_dir} cannot be created: '
                      f'{error.strerror or error}') from error
@@ -291,17 +307,21 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     raise UsageError(f'--format tfds needs tensorflow-datasets ({error}): '
                       f'pip install tensorflow-datasets==4.9.10')
   features = tfds_features(info, tfds, tf)
-  prepare(output_dir, overwrite)
-  try:
-    return _write_tfds_folder(info, input_dir, output_dir, features, tfds)
-  except BaseException:
-    # Half an export is none: a rerun finds an empty --output_dir, not a
-    # folder --overwrite refuses to replace (its features.json never written).
-    shutil.rmtree(output_dir, ignore_errors=True)
-    raise
+  # Built beside --output_dir and renamed into place once complete: a run
+  # killed while writing (SIGKILL too) left a folder of shard links without
+  # features.json, which the rerun refused with --overwrite as without.
+  with staging_beside(output_dir) as staging:
+    done = _write_tfds_folder(info, input_dir, staging.path, features, tfds)
+    interrupts.raise_if_interrupted()  # a signal swallowed in TensorFlow's code: not complete
+    check_output_dir(output_dir, overwrite)  # written meanwhile by another export?
+    staging.put_in_place(interrupts.EXPORT_PLACED_LINE)
+  shards = ', '.join(f'{n} {how}' for how, n in sorted(done.items()))
+  return [f'TFDS metadata in {output_dir} (shards: {shards}); load it with '
+          f'tfds.builder_from_directory({output_dir!r}).as_dataset(split=...)']
 
 
-def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tfds) -> list:
+def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tfds) -> dict:
+  """Writes the export into output_dir; -> {'linked'/'copied'/'decompressed': shards}."""
   split_infos, done = [], {}
   for split, declared in info['splits'].items():
     lengths = []
@@ -323,9 +343,7 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
       data_dir=output_dir, features=features, split_infos=split_infos,
       filename_template=TFDS_TEMPLATE, check_data=True,
       description=f'img2tfrecord dataset {input_dir} (schema {info["schema"]})')
-  shards = ', '.join(f'{n} {how}' for how, n in sorted(done.items()))
-  return [f'TFDS metadata in {output_dir} (shards: {shards}); load it with '
-          f'tfds.builder_from_directory({output_dir!r}).as_dataset(split=...)']
+  return done
 
 
 def tfds_output_dir(input_dir: str, output_dir) -> str:
@@ -348,7 +366,13 @@ def run(argv: list) -> int:
 
 
 def main(argv=None) -> int:
-  return exits.main_with_one_line_errors(run, argv, 'export')
+  """The command line: run(argv) with one-line errors, and SIGINT, SIGTERM and
+  SIGHUP handled (exits.handling_signals): interrupted, the folder being built
+  is removed, a previous export is left as it was, and the process ends by the
+  signal after one line."""
+  return exits.handling_signals(
+      lambda handlers: exits.main_with_one_line_errors(run, argv, 'export', handlers),
+      interrupts.EXPORT_LINES)
 
 
 if __name__ == '__main__':

@@ -8,7 +8,8 @@ images, samples.csv, contact_sheet.png, label_histogram.png and report.html.
 
 Records are streamed once (class counts and a reproducible random sample in the
 same pass); only the sampled records are kept. Exit codes: 0 done (damaged
-records are reported and skipped), 2 bad input.
+records are reported and skipped), 2 bad input; interrupted by SIGINT, SIGTERM
+or SIGHUP, the line `interrupted` and the end by the signal (130, 143, 129).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 import contextlib
-import csv
-import io
 import json
 import os
 import random
@@ -29,9 +28,10 @@ from pipeline.errors import UsageError
 from pipeline.looking import foreign_records
 from pipeline.looking import lettering
 from pipeline.looking import report
-from pipeline.looking.export_files import image_bytes
+from pipeline.looking.export_files import SAMPLES_CSV
 from pipeline.looking.export_files import prepare_export_dir
 from pipeline.looking.export_files import write_file
+from pipeline.looking.export_files import write_samples
 from pipeline.looking.export_files import writing
 from pipeline.looking.look_sample import Reservoir
 from pipeline.looking.look_sample import decode_samples
@@ -40,6 +40,7 @@ from pipeline.looking.look_sample import records_of
 from pipeline.looking.look_sample import scan_split
 from pipeline.reading import dataset
 from pipeline.runs import exits
+from pipeline.runs import interrupts
 from pipeline.runs.summary import over_budget_line
 from transforms.core import dataset_checks
 from transforms.core import decoders
@@ -58,11 +59,9 @@ from transforms.core.spec import VALIDATION_REPORT
 TOP_CLASSES = 20
 FIRST_RECORDS = 3  # records of a foreign file whose features are described
 REJECTED_SHOWN = 3  # first rejected lines per stage/code on the page
-SAMPLES_CSV = 'samples.csv'
 CONTACT_SHEET = 'contact_sheet.png'
 HISTOGRAM = 'label_histogram.png'
 REPORT = 'report.html'
-SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_text')
 
 
 def parse_args(argv: list) -> argparse.Namespace:
@@ -231,23 +230,6 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   return lines
 
 
-def export(export_dir: str, samples: list) -> list:
-  """Writes `{i}_Label_{label}.jpg` per sample and samples.csv; -> the csv rows."""
-  rows = []
-  for i, sample in enumerate(samples):
-    name = sample.file_name(i)
-    write_file(export_dir, name, image_bytes(report.picture(sample), 'JPEG', quality=95))
-    rows.append([name, sample.split, sample.shard, sample.record, sample.key,
-                 '' if sample.label is None else sample.label, sample.class_text])
-  text = io.StringIO(newline='')
-  writer = csv.writer(text)
-  writer.writerow(SAMPLE_COLUMNS)
-  writer.writerows(rows)
-  # --files' file names as the filesystem gives them, UTF-8 or not
-  write_file(export_dir, SAMPLES_CSV, text.getvalue().encode('utf-8', 'surrogateescape'))
-  return rows
-
-
 def write_pictures(export_dir: str, title: str, samples_by_split: dict, counts: dict,
                    names: list, unit: str = 'examples') -> tuple:
   """contact_sheet.png (every sample), label_histogram.png -> (sheets per split, histogram)."""
@@ -287,7 +269,7 @@ def inspect_dataset(args) -> list:
   samples = {split: decode_samples(split, scan, info) for split, scan in scans.items()}
   skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
   prepare_export_dir(args.export_dir)
-  rows = export(args.export_dir, [s for split in samples.values() for s in split])
+  rows = write_samples(args.export_dir, [s for split in samples.values() for s in split])
   # a folder named in bytes that are not UTF-8 (Python's lone surrogates),
   # shown with U+FFFD: the page and the PNG's title are UTF-8 (a traceback)
   shown = args.input_dir.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
@@ -374,7 +356,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
                                  key[0].decode('utf-8', 'replace') if key and key[0] else
                                  f'{os.path.basename(path)}#{index}', label, text, image))
   prepare_export_dir(args.export_dir)
-  rows = export(args.export_dir, samples)
+  rows = write_samples(args.export_dir, samples)
   write_file(args.export_dir, CONTACT_SHEET, report.png_bytes(report.contact_sheet(samples)))
   return [f'Skipped {line}' for line in skipped] + [
       f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to {args.export_dir}']
@@ -392,9 +374,11 @@ def run(argv: list) -> int:
   return EXIT_OK
 
 
-def main(argv=None) -> int:
-  return exits.main_with_usage_errors(run, argv)
+def main(argv=None) -> int:  # SIGINT, SIGTERM, SIGHUP: one line, the end by the signal
+  return exits.handling_signals(lambda handlers: exits.main_with_usage_errors(
+      run, argv, handlers), interrupts.INSPECT_LINES)
 
 
 if __name__ == '__main__':
+  interrupts.before_run(interrupts.INSPECT_LINES[0])
   exits.exit_with(main)

@@ -1,11 +1,13 @@
 """inspect --export_dir's folder and files: made, cleared of a previous
-export's images, and each file written whole or not at all. A file that
+export's images, the sample images and samples.csv, and each file written
+whole or not at all. A file that
 cannot be written (no permission, a folder in its place, a full disk) is one
 line and exit 2, naming it."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import glob
 import io
 import os
@@ -13,6 +15,10 @@ import os
 from PIL import Image
 
 from pipeline.errors import UsageError
+from pipeline.looking import report
+
+SAMPLES_CSV = 'samples.csv'
+SAMPLE_COLUMNS = ('file', 'split', 'shard', 'record', 'key', 'label', 'class_text')
 
 
 def prepare_export_dir(export_dir: str) -> None:
@@ -63,14 +69,35 @@ def write_file(export_dir: str, name: str, data: bytes) -> None:
   full disk or quota: raised by a write or by the close that flushes, naming
   no file) removes what was written and is one line naming the file, exit
   2: it was a traceback, and a cut-off image left in the folder. An open
-  that fails names its file: writing() words it."""
+  that fails names its file: writing() words it. A signal (the command
+  line's Interrupted, KeyboardInterrupt) between the open and the close
+  removes the file too: it left an empty or cut-off image."""
   path = os.path.join(export_dir, name)
   try:
     with open(path, 'wb') as handle:
       handle.write(data)
-  except OSError as error:
-    if error.filename:
+  except BaseException as error:
+    if isinstance(error, OSError) and error.filename:
       raise
     with contextlib.suppress(FileNotFoundError):  # removed meanwhile: nothing left to remove
       os.remove(path)
-    raise _cannot_write(export_dir, name, error) from error
+    if isinstance(error, OSError):
+      raise _cannot_write(export_dir, name, error) from error
+    raise
+
+
+def write_samples(export_dir: str, samples: list) -> list:
+  """Writes `{i}_Label_{label}.jpg` per sample and samples.csv; -> the csv rows."""
+  rows = []
+  for i, sample in enumerate(samples):
+    name = sample.file_name(i)
+    write_file(export_dir, name, image_bytes(report.picture(sample), 'JPEG', quality=95))
+    rows.append([name, sample.split, sample.shard, sample.record, sample.key,
+                 '' if sample.label is None else sample.label, sample.class_text])
+  text = io.StringIO(newline='')
+  writer = csv.writer(text)
+  writer.writerow(SAMPLE_COLUMNS)
+  writer.writerows(rows)
+  # --files' file names as the filesystem gives them, UTF-8 or not
+  write_file(export_dir, SAMPLES_CSV, text.getvalue().encode('utf-8', 'surrogateescape'))
+  return rows

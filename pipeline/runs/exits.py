@@ -33,24 +33,33 @@ from transforms.core import line_ranges
 from transforms.core import not_answering
 
 
-def main_with_usage_errors(run, argv=None) -> int:
+def main_with_usage_errors(run, argv=None, handlers=None) -> int:
   """Runs `run(argv)` for a command that needs neither Beam nor logging set up
-  (inspect, export): a UsageError is one line on stderr and exit 2."""
+  (inspect, export): a UsageError is one line on stderr and exit 2.
+
+  handlers (interrupts.Handlers, see handling_signals): a signal interrupts
+  the run; whatever it unwound into, its exit status is left to
+  handlers.finish(), with no line of its own."""
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
-    return run(argv)
-  except UsageError as error:
+    with handlers.running() if handlers else contextlib.nullcontext():
+      return run(argv)
+  except BaseException as error:
+    if handlers is not None and handlers.interrupted:
+      return 128 + handlers.signum
+    if not isinstance(error, UsageError):
+      raise
     print(f'error: {error}', file=sys.stderr)
     return EXIT_USAGE
 
 
-def main_with_one_line_errors(run, argv, command: str) -> int:
+def main_with_one_line_errors(run, argv, command: str, handlers=None) -> int:
   """main_with_usage_errors, and any other failure of `run` (an Exception)
   one line, `error: COMMAND failed: Type: message` (failure_reason), and exit
   1 without a traceback: for a command without a pipeline that promises a
   line per outcome (export). stdout closed by its reader is left to exit_with."""
   try:
-    return main_with_usage_errors(run, argv)
+    return main_with_usage_errors(run, argv, handlers)
   except Exception as error:
     if isinstance(error, BrokenPipeError) and stdout_closed():
       raise
@@ -232,6 +241,21 @@ def run_command(run, argv, interrupted_line: str, again_line: str) -> int:
   return code
 
 
+def handling_signals(main, lines: tuple) -> int:
+  """export's and inspect's command line: main(handlers) (main_with_usage_errors
+  or main_with_one_line_errors given them) with SIGINT, SIGTERM and SIGHUP
+  handled as convert's (interrupts.Handlers): the run unwinds through its
+  clean-up, prints lines[0] and the process ends by the signal (exit status
+  130, 143 or 129); a second signal during the clean-up, lines[1]. SIGTERM
+  and SIGHUP ended them where they stood, silently. No temp folder, no
+  logging set up, no Beam: neither runs a job."""
+  handlers = interrupts.Handlers(*lines).install()
+  try:
+    return main(handlers)
+  finally:
+    handlers.finish()
+
+
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
@@ -251,8 +275,8 @@ def exit_with(main, fast: bool = False):
       except SystemExit as done:  # --help
         code = EXIT_FAILED if isinstance(done.code, str) else done.code or 0
       except KeyboardInterrupt:
-        # Ctrl-C in a command without the run's own handlers (inspect,
-        # export), its clean-up done as the KeyboardInterrupt unwound: one
+        # Ctrl-C in a command without the run's own handlers (the demos,
+        # flex_template), its clean-up done as the KeyboardInterrupt unwound: one
         # line and the end by SIGINT (130), not Python's traceback.
         interrupts.die(signal.SIGINT, 'interrupted')
       if out is not None:

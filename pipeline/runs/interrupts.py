@@ -1,8 +1,9 @@
-"""SIGINT, SIGTERM and SIGHUP on the command line (convert and validate): the
-run unwinds, cleans up after itself, says so in one line and ends by the
-signal.
+"""SIGINT, SIGTERM and SIGHUP on the command line (convert, validate, export
+and inspect): the run unwinds, cleans up after itself, says so in one line
+and ends by the signal.
 
-Only the command line installs these handlers (pipeline/runs/exits.py run_command):
+Only the command line installs these handlers (pipeline/runs/exits.py
+run_command, and handling_signals for export and inspect):
 a function called from Python (convert.run, validate.run, anything built on
 them) installs none; its clean-up is in context managers that also run on
 KeyboardInterrupt and errors (pipeline/runs/run_guard.py, RunLock, run_temp).
@@ -41,10 +42,20 @@ CONVERT_LINES = ('interrupted: nothing was published; rerun to convert again',
 VALIDATE_LINES = ('interrupted: nothing was checked; rerun to validate again',
                   'interrupted again: clean-up was cut short; nothing was checked; '
                   'rerun to validate again')
-# A signal after convert published its dataset, or validate wrote its
-# report: the run finishes first.
+# export builds its folder beside --output_dir and renames it into place
+# when complete (staged_dir.py): interrupted, a previous export is as it was.
+EXPORT_LINES = ('interrupted: nothing was exported (a previous export is as it was); '
+                'rerun to export again',
+                'interrupted again: clean-up was cut short; nothing was exported; '
+                'rerun to export again')
+# inspect: an --export_dir keeps the files written before the signal (each
+# file whole or not at all: looking/export_files.py).
+INSPECT_LINES = ('interrupted', 'interrupted again: clean-up was cut short')
+# A signal after convert published its dataset, validate wrote its report
+# or export put its folder in place: the run finishes first.
 CONVERT_PUBLISHED_LINE = 'interrupted after the dataset was published: it is complete'
 VALIDATE_REPORTED_LINE = 'interrupted after the report was written: the check is complete'
+EXPORT_PLACED_LINE = 'interrupted after the export was put in place: it is complete'
 
 # The command line's Handlers while installed (run_command), else None.
 _installed: Optional[Handlers] = None
@@ -120,6 +131,7 @@ class Handlers:
     self._previous = {}
     self._late_line: Optional[str] = None  # for a signal after published()
     self._first_at = 0.0  # time.monotonic() of the first signal
+    self.held: Optional[list] = None  # the signals that came inside held()
 
   def install(self) -> Handlers:
     global _installed, _published_line
@@ -171,6 +183,9 @@ class Handlers:
 
   def _handle(self, signum, frame) -> None:
     del frame
+    if self.held is not None:
+      self.held.append(signum)
+      return
     if self._late_line is not None:
       # The output is complete: the run finishes its last steps (`latest`,
       # the summary), however many signals come, then finish() says so.
@@ -277,6 +292,26 @@ def published_before_signal(line: str) -> None:
   signal with `line`. Nothing without the command line's handlers."""
   if _installed is not None and _installed.interrupted:
     _installed.published_before_signal(line)
+
+
+@contextlib.contextmanager
+def held():
+  """For steps that must be done together (export's renames into place, and
+  published()): a signal that comes meanwhile is handled after them.
+  Blocking the signals would not do: a mask is the thread's own, and another
+  thread (TensorFlow has dozens) takes the signal for Python's handler.
+  Nothing without the command line's handlers."""
+  handlers = _installed
+  if handlers is None:
+    yield
+    return
+  handlers.held = []
+  try:
+    yield
+  finally:
+    came, handlers.held = handlers.held, None
+    for signum in came:
+      handlers._handle(signum, None)
 
 
 def _quiet_thread_exception(args) -> None:
