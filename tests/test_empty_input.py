@@ -15,6 +15,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.configuration import command_line
 from pipeline.configuration import preflight
+from pipeline.configuration import preflight_input
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
@@ -121,15 +122,15 @@ def test_image_dir_listing_stops_at_the_first_image(tmp_path, monkeypatch):
   for i in range(20):
     write_image(tmp_path / 'photos' / f'class{i}' / f'{i}.png')
   walked = []
-  walk = preflight._walk
+  walk = preflight_input._walk
 
   def counted(*args):
     for relative in walk(*args):
       walked.append(relative)
       yield relative
 
-  monkeypatch.setattr(preflight, '_walk', counted)
-  preflight.require_input((), str(tmp_path / 'photos'), ('png',))
+  monkeypatch.setattr(preflight_input, '_walk', counted)
+  preflight_input.require_input((), str(tmp_path / 'photos'), ('png',))
   assert len(walked) == 1
 
 
@@ -142,8 +143,8 @@ def test_an_unlistable_folder_is_left_to_the_run(tmp_path, monkeypatch):
     onerror(PermissionError(13, 'Permission denied', f'{top}/locked'))
     yield top, [], ['notes.txt']
 
-  monkeypatch.setattr(preflight.os, 'walk', walk)
-  assert preflight._skipped_if_no_image(str(tmp_path / 'photos'), ('png',)) is None
+  monkeypatch.setattr(preflight_input.os, 'walk', walk)
+  assert preflight_input._skipped_if_no_image(str(tmp_path / 'photos'), ('png',)) is None
 
 
 @pytest.mark.parametrize('name,text,what', [
@@ -186,14 +187,14 @@ def test_manifest_check_reads_only_to_the_first_data_line(tmp_path):
   (tmp_path / 'm.csv.gz').write_bytes(data[:len(data) // 2])
   config = preflight.manifest_config(str(tmp_path / 'm.csv.gz'), 'combined',
                                      preflight.splits.SplitConfig(), ())
-  preflight.require_input((config,), None, None)  # no EOFError: stopped at line 2
+  preflight_input.require_input((config,), None, None)  # no EOFError: stopped at line 2
   blanks = b''.join(b' ' * (i * 7919 % 13) + b'\n' for i in range(200000))
   data = gzip.compress(b'image,label\n' + blanks)
   (tmp_path / 'h.csv.gz').write_bytes(data[:len(data) // 2])
   config = preflight.manifest_config(str(tmp_path / 'h.csv.gz'), 'combined',
                                      preflight.splits.SplitConfig(), ())
   with pytest.raises(UsageError) as error:  # no data line before the cut: say so
-    preflight.require_input((config,), None, None)
+    preflight_input.require_input((config,), None, None)
   assert str(error.value).startswith(f'cannot read manifest {tmp_path / "h.csv.gz"}: EOFError')
 
 

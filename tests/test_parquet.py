@@ -24,6 +24,7 @@ import pytest
 from pipeline import convert
 from pipeline.beam_runtime import startup
 from pipeline.configuration import preflight
+from pipeline.configuration import preflight_input
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
@@ -614,7 +615,7 @@ def test_a_nightly_run_encodes_a_row_whose_fallback_file_changed(tmp_path):
 def test_no_row_at_all_is_a_usage_error(tmp_path):
   path = write_hf(tmp_path / 'train.parquet', [], [])
   with pytest.raises(UsageError, match='has no rows'):
-    preflight.require_input((_layout_config(path),), None, None)
+    preflight_input.require_input((_layout_config(path),), None, None)
 
 
 def test_a_parquet_run_lets_pyarrow_load():

@@ -1,6 +1,6 @@
 """The checked, typed configs of convert and validate, assembled from the
 parsed flags (pipeline/configuration/flags.py) by pure cross-field checks; the reads on the
-launcher they need are in pipeline/configuration/preflight.py."""
+launcher they need are in pipeline/configuration/preflight.py and preflight_input.py."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from pipeline.configuration.preflight import Rows
 from pipeline.configuration.preflight import image_dir_splits
 from pipeline.configuration.preflight import manifest_config
 from pipeline.configuration.preflight import may_have_split_column
-from pipeline.configuration.preflight import require_input
 from pipeline.configuration.preflight import source_label_map
+from pipeline.configuration.preflight_input import require_input
 from pipeline.configuration.report_path import check_report_path
 from pipeline.errors import UsageError
 from pipeline.runs.previous import check as check_previous
