@@ -833,37 +833,39 @@ def test_a_worker_whose_parent_is_already_gone_exits_at_once():
 
 
 def test_validate_tallies_split_back_into_shard_label_and_kind_counts():
+  from transforms.core import record_facts
   from transforms.core import validation
   summaries = [validation.RecordSummary('train', 's0', 0, 1, 'a'),
                validation.RecordSummary('train', 's0', 1, None, None),
                validation.RecordSummary('test', 's1', 0, 1, 'b')]
   sums = {}
   for summary in summaries:
-    for key, one in validation.summary_tallies(summary):
+    for key, one in record_facts.summary_tallies(summary):
       sums[key] = sums.get(key, 0) + one
-  key, one = validation.problem_tally(validation.Problem('corrupt_shard', 's0', 2, 'x'))
+  key, one = record_facts.problem_tally(validation.Problem('corrupt_shard', 's0', 2, 'x'))
   sums[key] = one
-  key, one = validation.warning_tally(
+  key, one = record_facts.warning_tally(
       validation.Problem('cross_split_duplicate', 's1', 0, 'x'))
   sums[key] = one
-  assert validation.split_tallies(sums) == (
+  assert record_facts.split_tallies(sums) == (
       {('train', 's0'): 2, ('test', 's1'): 1}, {('train', 1): 1, ('train', None): 1,
                                                 ('test', 1): 1}, {'corrupt_shard': 1},
       {'cross_split_duplicate': 1})
 
 
 def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
+  from transforms.core import record_facts
   from transforms.core import validation
   summaries = [validation.RecordSummary('train', 's0', 0, 1, 'a', 'sha-x'),
                validation.RecordSummary('train', 's0', 1, (0, 2), 'b', 'sha-y'),
                validation.RecordSummary('train', 's1', 0, 1, 'a', None),
                validation.RecordSummary('test', 's2', 0, 0, 'c', 'sha-x'),
                validation.RecordSummary('test', 's2', 1, None, None, None)]
-  whole, first, second = (validation.RecordFacts() for _ in range(3))
+  whole, first, second = (record_facts.RecordFacts() for _ in range(3))
   for i, summary in enumerate(summaries):
     whole.add(summary)
     (first if i % 2 else second).add(summary)
-  merged = validation.RecordFacts().merge(second).merge(first)
+  merged = record_facts.RecordFacts().merge(second).merge(first)
   assert merged.tallies == whole.tallies == {
       ('shard', ('train', 's0')): 2, ('shard', ('train', 's1')): 1,
       ('shard', ('test', 's2')): 2, ('label', ('train', 1)): 2, ('label', ('train', 0)): 1,
@@ -880,9 +882,10 @@ def test_record_facts_merged_from_parts_equal_the_facts_of_the_whole():
 def test_record_facts_find_a_repeated_unique_value_as_a_repeated_key():
   """detection's image/source_id (FeatureTable.unique): its own problem kind,
   beside the key's; other records' keys differ."""
+  from transforms.core import record_facts
   from transforms.core import validation
   source = ('duplicate_source_id', 'image/source_id')
-  facts = validation.RecordFacts()
+  facts = record_facts.RecordFacts()
   for record, (key, source_id) in enumerate([('a.jpg', '7'), ('b.jpg', '8'), ('c.jpg', '7'),
                                              ('a.jpg', '9')]):
     facts.add(validation.RecordSummary('train', 's0', record, 1, key, None,
@@ -894,9 +897,10 @@ def test_record_facts_find_a_repeated_unique_value_as_a_repeated_key():
 
 
 def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
+  from transforms.core import record_facts
   from transforms.core import validation
   problems = [validation.Problem('wrong_size', f's{i % 3}', i, f'd{i}') for i in range(50)]
-  whole, first, second = (validation.RecordFacts(max_problems=4) for _ in range(3))
+  whole, first, second = (record_facts.RecordFacts(max_problems=4) for _ in range(3))
   for i, problem in enumerate(reversed(problems)):
     whole.add_problem(problem)
     (first if i % 2 else second).add_problem(problem)
@@ -910,7 +914,7 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
   whole.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
   second.add(validation.RecordSummary('train', 's9', 0, 1, 'a', 'sha-x'))
   first.add(validation.RecordSummary('test', 's9', 1, 1, 'a', 'sha-x'))
-  merged = validation.RecordFacts(max_problems=4).merge(first).merge(second)
+  merged = record_facts.RecordFacts(max_problems=4).merge(first).merge(second)
   expected_first = sorted(problems, key=validation.Problem.sort_key)[:4]
   assert [p.record for p in expected_first] == [0, 3, 6, 9]  # file s0 first, by record
   for facts in (whole, merged):
@@ -920,15 +924,16 @@ def test_record_facts_count_every_problem_and_keep_the_first_in_flat_memory():
     # the copy in test comes first (splits by name): the train one is warned about
     [warning] = facts.cross_split_warnings()
     assert (warning.kind, warning.file, warning.record) == ('cross_split_duplicate', 's9', 0)
-    assert validation.split_tallies(sums) == (
+    assert record_facts.split_tallies(sums) == (
         {('train', 's9'): 1, ('test', 's9'): 1}, {('train', 1): 1, ('test', 1): 1},
         {'wrong_size': 50, 'duplicate_key': 1},
         {'cross_split_duplicate': 1, 'undeclared_feature': 20})
 
 
 def test_report_inputs_put_duplicate_keys_among_the_first_problems():
+  from transforms.core import record_facts
   from transforms.core import validation
-  facts = validation.RecordFacts(max_problems=2)
+  facts = record_facts.RecordFacts(max_problems=2)
   facts.add_problem(validation.Problem('wrong_size', 'b', 0, 'x'))
   facts.add_problem(validation.Problem('wrong_size', 'b', 1, 'y'))
   facts.add(validation.RecordSummary('train', 'a', 0, 1, 'k'))

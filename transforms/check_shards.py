@@ -20,6 +20,7 @@ from transforms.check_side_files import SideFiles
 from transforms.check_side_files import compression_problem
 from transforms.core import dataset_checks
 from transforms.core import paths
+from transforms.core import record_facts
 from transforms.core import validation
 from transforms.core.image import prepare_pillow
 from transforms.core.side_files import COMPRESSION_MISMATCH
@@ -117,7 +118,7 @@ class ReadShardFn(beam.DoFn):
 
   def start_bundle(self):
     self._ended = set()  # shards whose reading ended in damage
-    self._facts = validation.RecordFacts(self._max_problems) if self._gather else None
+    self._facts = record_facts.RecordFacts(self._max_problems) if self._gather else None
 
   def finish_bundle(self):
     if self._spans is not None:
@@ -230,7 +231,7 @@ class _MergeFactsFn(beam.CombineFn):
     self._max_problems = max_problems
 
   def create_accumulator(self):
-    return validation.RecordFacts(self._max_problems)
+    return record_facts.RecordFacts(self._max_problems)
 
   def add_input(self, facts, more):
     return facts.merge(more)
@@ -299,7 +300,7 @@ class CheckShards(beam.PTransform):
                       lambda s: [(name, (s.shard, s.record)) for name in s.names()])
                   | 'GroupByKey' >> beam.GroupByKey()
                   | 'Duplicates' >> beam.FlatMapTuple(
-                      lambda name, places: validation.duplicate_key_problems(
+                      lambda name, places: record_facts.duplicate_key_problems(
                           name, list(places))))
     copies = (summaries
               | 'ContentPlaces' >> beam.FlatMap(
@@ -307,7 +308,7 @@ class CheckShards(beam.PTransform):
                   if s.sha256 else [])
               | 'GroupByContent' >> beam.GroupByKey()
               | 'CrossSplitCopies' >> beam.FlatMapTuple(
-                  lambda sha, places: validation.cross_split_copies(sha, list(places))))
+                  lambda sha, places: record_facts.cross_split_copies(sha, list(places))))
     found = [read[PROBLEMS], duplicates]
     if self._side is not None:  # a split's records' places meet its side files
       found.append(summaries
@@ -317,9 +318,9 @@ class CheckShards(beam.PTransform):
                    | 'SideFiles' >> beam.FlatMapTuple(self._side.problems))
     problems = found | 'AllProblems' >> beam.Flatten()
     warnings = (read[WARNINGS], copies) | 'AllWarnings' >> beam.Flatten()
-    tallies = (summaries | 'TallySummaries' >> beam.FlatMap(validation.summary_tallies),
-               problems | 'TallyProblems' >> beam.Map(validation.problem_tally),
-               warnings | 'TallyWarnings' >> beam.Map(validation.warning_tally))
+    tallies = (summaries | 'TallySummaries' >> beam.FlatMap(record_facts.summary_tallies),
+               problems | 'TallyProblems' >> beam.Map(record_facts.problem_tally),
+               warnings | 'TallyWarnings' >> beam.Map(record_facts.warning_tally))
     # Without Beam's default value (four more steps and a stage each): an empty
     # input gives no list, and the report's side inputs supply [].
     return {
@@ -331,7 +332,7 @@ class CheckShards(beam.PTransform):
             self._max_problems, key=validation.Problem.sort_key, has_defaults=False)}
 
 
-  def _report_inputs(self, facts: validation.RecordFacts) -> tuple:
+  def _report_inputs(self, facts: record_facts.RecordFacts) -> tuple:
     if self._side is not None:
       facts = self._side.into_facts(facts)
     return facts.report_inputs()

@@ -12,8 +12,8 @@ from typing import Optional
 from transforms import filesystem
 from transforms.core import reuse
 from transforms.core import side_files
+from transforms.core.record_facts import RecordFacts
 from transforms.core.spec import INDEX_SUFFIX
-from transforms.core.validation import RecordFacts
 
 # More than any `offset length` line of an index (two 20-digit numbers).
 INDEX_LINE_BYTES = 64

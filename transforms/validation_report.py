@@ -10,6 +10,7 @@ import apache_beam as beam
 
 from transforms import filesystem
 from transforms.core import class_counts
+from transforms.core import record_facts
 from transforms.core import validation
 
 
@@ -29,7 +30,7 @@ class WriteReportFn(beam.DoFn):
     self._max_problems = max_problems
 
   def process(self, _, tally_sums, first_problems, first_warnings):
-    shard_counts, label_counts, problem_counts, warning_counts = validation.split_tallies(
+    shard_counts, label_counts, problem_counts, warning_counts = record_facts.split_tallies(
         tally_sums)
     report = build_report(self._info, shard_counts, label_counts,
                           problem_counts, list(first_problems),
