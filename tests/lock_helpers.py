@@ -15,6 +15,7 @@ import sys
 import time
 
 from pipeline import convert
+from pipeline.runs import locked_run
 from pipeline.runs import output_dir
 from transforms import filesystem
 from transforms import write_metadata
@@ -35,7 +36,7 @@ def _wait_for(path: pathlib.Path) -> None:
 
 
 def _hold(folder: pathlib.Path):
-  prepare = convert.prepare_output_dir
+  prepare = locked_run.prepare_output_dir
 
   def holding(*args, **kwargs):
     (folder / f'holding-{os.getpid()}').write_text('')
@@ -61,9 +62,9 @@ def main(argv: list) -> int:
   split = argv.index('--')
   point, options, flags = argv[0], argv[1:split], argv[split + 1:]
   if point.startswith('hold:'):
-    convert.prepare_output_dir = _hold(pathlib.Path(point[len('hold:'):]))
+    locked_run.prepare_output_dir = _hold(pathlib.Path(point[len('hold:'):]))
   elif point == 'locked':  # the lock is held, nothing else is touched yet
-    convert.prepare_output_dir = _die
+    locked_run.prepare_output_dir = _die
   elif point == 'clearing':  # --overwrite removed dataset_info.json, then died
     output_dir._delete = _after_first(output_dir._delete)
   elif point == 'shards':  # every shard is written, dataset_info.json is not

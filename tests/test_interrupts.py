@@ -47,6 +47,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import interrupts
+from pipeline.runs import locked_run
 from tests.conftest import make_sample
 from tests.conftest import read_info
 
@@ -630,13 +631,13 @@ def test_only_the_command_line_installs_signal_handlers(sample, tmp_path, monkey
   back."""
   before = _handlers_now()
   during = []
-  prepare = convert.prepare_output_dir
+  prepare = locked_run.prepare_output_dir
 
   def recording(*args, **kwargs):
     during.append(_handlers_now())
     return prepare(*args, **kwargs)
 
-  monkeypatch.setattr(convert, 'prepare_output_dir', recording)
+  monkeypatch.setattr(locked_run, 'prepare_output_dir', recording)
   flags = ['--manifest', str(sample.manifest), *SMALL]
   assert convert.run(flags + ['--output_dir', str(tmp_path / 'api')]) == EXIT_OK
   assert during.pop() == before

@@ -2,6 +2,7 @@
 standard streams (std_streams.py), its private temp folder (run_temp.py),
 SIGINT, SIGTERM and SIGHUP (interrupts.py), one run per output folder (run_lock.py,
 lock_stores.py), the folder prepared and removed on failure (output_dir.py),
+convert's run around its job: locked, published or taken back (locked_run.py),
 a job that does not finish cancelled
 (run_guard.py), --previous_dataset and the latest pointer (previous.py), the
 progress line and the summary (progress.py, summary.py), room for the shards
