@@ -33,7 +33,7 @@ def check_image(data: bytes, encoding: str, height: int, width: int,
              f'Pillow can read ({len(data)} bytes, starts with {data[:8]!r})')]
   except Exception as error:  # any decoder failure is a finding, not a crash
     return [('undecodable_image', f'{encoding} image does not decode: {error}')]
-  problems = _png_damage(data) if image.format == 'PNG' else []
+  problems = png_damage(data) if image.format == 'PNG' else []
   if image.format != encoding.upper():
     problems.append(('wrong_image_format', f'image is {image.format}, expected {encoding}'))
   if image.size != (width, height):
@@ -42,19 +42,48 @@ def check_image(data: bytes, encoding: str, height: int, width: int,
   if len(image.getbands()) != channels:
     problems.append(('wrong_channels', f'image has {len(image.getbands())} channels, '
                      f'expected {channels}'))
+  else:
+    problems += _pixel_mode(data, image, channels)
   return problems
+
+
+# The one pixel layout convert stores (image.to_mode): 8-bit grey or RGB.
+_MODES = {1: 'L', 3: 'RGB'}
+_LAYOUTS = {1: 'grey', 3: 'RGB'}
+# A PNG's IHDR: bit depth and colour type at these bytes (after the
+# signature, the chunk's length and type, width and height).
+_PNG_DEPTH, _PNG_COLOUR = 24, 25
+_PNG_COLOURS = {0: 'grey', 2: 'RGB', 3: 'palette', 4: 'grey + alpha', 6: 'RGBA'}
+
+
+def _pixel_mode(data: bytes, image, channels: int) -> list:
+  """The right number of channels, but not convert's 8-bit grey or RGB
+  pixels: a palette PNG, a 1-bit or 16-bit one. The readers disagree on
+  such pixels (read.examples gave a palette's indices and a 1-bit image's
+  0/1, read.load's tf.io.decode_png their grey levels and 0/255), and a
+  16-bit RGB PNG (which Pillow reads as 8-bit RGB) decodes to uint16 in
+  readers that keep the depth."""
+  if image.mode != _MODES.get(channels, image.mode):
+    return [('wrong_pixel_mode', f'image is a {image.format} of pixel mode {image.mode}, '
+             f'not the 8-bit {_LAYOUTS[channels]} ({_MODES[channels]}) convert writes')]
+  if image.format == 'PNG' and data[12:16] == b'IHDR' and data[_PNG_DEPTH] != 8:
+    colour = _PNG_COLOURS.get(data[_PNG_COLOUR], f'colour type {data[_PNG_COLOUR]}')
+    return [('wrong_pixel_mode', f'image is a {data[_PNG_DEPTH]}-bit {colour} PNG, not '
+             f'the 8-bit one convert writes')]
+  return []
 
 
 # The IEND chunk, a PNG's last 12 bytes: length 0, type, its CRC.
 PNG_END = b'\x00\x00\x00\x00IEND\xaeB`\x82'
 
 
-def _png_damage(data: bytes) -> list:
+def png_damage(data: bytes) -> list:
   """What Pillow's decoding lets pass in a PNG and TensorFlow's decode_png
   (libpng) refuses: the end cut off (Pillow stops once it has every row,
   before the IDAT's CRC and the IEND chunk) and a chunk whose CRC is wrong
   (checked by verify() alone). Bytes after IEND libpng ignores, as here (a
-  dataset another tool wrote may hold some)."""
+  dataset another tool wrote may hold some). Masks are PNGs too
+  (detection_checks.check_masks)."""
   if PNG_END not in data:
     return [('undecodable_image', 'png image has no IEND chunk: cut short')]
   try:
