@@ -605,8 +605,29 @@ def _rgb_mask(features):
       Image.fromarray(mask).convert('RGB'))] + features['image/object/mask'][1][1:])
 
 
+def _first_mask(change):
+  """A change of the record's first mask PNG (its bytes -> other bytes)."""
+  def changed(features):
+    first, *others = features['image/object/mask'][1]
+    features['image/object/mask'] = ('bytes', [change(first), *others])
+  return changed
+
+
+def _mask_crc_wrong(data: bytes) -> bytes:
+  """The mask's IDAT chunk with its CRC off by one bit."""
+  data = bytearray(data)
+  start = data.index(b'IDAT')
+  end = start + 4 + int.from_bytes(data[start - 4:start], 'big')
+  data[end] ^= 1
+  return bytes(data)
+
+
 @pytest.mark.parametrize('change, kind', [
     (lambda f: f.update({'image/source_id': ('bytes', [b''])}), 'empty_source_id'),
+    # Pillow decodes both; tf.io.decode_png (read.load, the Model Garden's
+    # decoder) fails on them, and so the whole record
+    (_first_mask(lambda data: data[:-12]), 'undecodable_mask'),  # no IEND: cut short
+    (_first_mask(_mask_crc_wrong), 'undecodable_mask'),
     (lambda f: f.update({'image/object/area': (
         'float', [float('nan')] + f['image/object/area'][1][1:])}), 'bad_area'),
     (lambda f: f.update({'image/object/area': (

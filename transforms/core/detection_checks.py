@@ -9,6 +9,8 @@ import math
 
 from PIL import Image
 
+from transforms.core import checks
+
 BOX_FEATURES = ('image/object/bbox/ymin', 'image/object/bbox/xmin',
                 'image/object/bbox/ymax', 'image/object/bbox/xmax')
 PER_OBJECT = BOX_FEATURES + ('image/object/class/label', 'image/object/class/text',
@@ -128,6 +130,11 @@ def check_masks(masks: list, record, expected) -> list:
     if kind != 'PNG':
       return [('wrong_mask_format', f'mask {i} is a {kind}, not a PNG (the readers decode '
                'masks as PNG)')]
+    # cut short or a chunk's CRC wrong: Pillow decodes it, tf.io.decode_png
+    # (read.load, the Model Garden's decoder) fails the whole record
+    damage = checks.png_damage(data)
+    if damage:
+      return [('undecodable_mask', f'mask {i}: {damage[0][1]}')]
     if mode != 'L':
       return [('wrong_mask_mode', f'mask {i} is a PNG of mode {mode}, not grayscale (L)')]
     if found != size:
