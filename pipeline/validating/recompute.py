@@ -18,6 +18,7 @@ from pipeline.configuration import configs
 from pipeline.configuration import output_flags
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.errors import UsageError
+from pipeline.validating import recompute_order
 from pipeline.validating import recompute_sources
 from transforms import filesystem
 from transforms.core import copies
@@ -263,6 +264,8 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
   # gone from a changed manifest.
   as_read = bool(unchanged) and all(unchanged.values())
   problems, warnings = _recount(config, info, counts, unchanged), []
+  if recompute_order.checks_order(info, config, as_read):
+    problems += recompute_order.order_problems(info, sampled, rows)
   found_at = [([], [])] * len(sampled)  # each record's (problems, warnings), by index
   try:
     for index, (split, key, record) in recompute.in_shard_order(sampled, reader):
