@@ -226,7 +226,7 @@ def staging_beside(output_dir: str) -> staged_dir.Staging:
   target = os.path.realpath(output_dir) if os.path.islink(output_dir) else output_dir
   target = os.path.abspath(target)
   for path in staged_dir.remove_leftovers(target):
-    print(f'note: removed {path}, left by an export that did not finish', file=sys.stderr)
+    print(staged_dir.REMOVED_NOTE.format(path=path), file=sys.stderr)
   try:
     return staged_dir.Staging.beside(target)
   except OSError as error:  # a file on its path, no permission: bad input, not a failure

@@ -191,10 +191,15 @@ def test_leftovers_of_a_live_build_or_of_another_folder_stay(tmp_path):
   others = ['.tfds.partial-export-0123abc', '.other.partial-export-0123abcd', 'tfds.x']
   for folder in [dead, replaced, *(tmp_path / name for name in others)]:
     (folder / 'shard').mkdir(parents=True)
+  # No build makes a symlink: rmtree refused it ("Cannot call rmtree on a
+  # symbolic link"), and the export failed.
+  others.append('.tfds.partial-export-fedcba98')
+  (tmp_path / others[-1]).symlink_to(tmp_path / 'tfds.x')
   with staged_dir.Staging.beside(target) as live:
     assert staged_dir.remove_leftovers(target) == [str(dead), str(replaced)]
     assert sorted(os.listdir(tmp_path)) == sorted([*others, os.path.basename(live.path)])
   assert sorted(os.listdir(tmp_path)) == sorted(others)  # never placed: removed
+  assert (tmp_path / 'tfds.x' / 'shard').is_dir()
 
 
 def test_a_build_that_fails_leaves_the_target_as_it_was(tmp_path):

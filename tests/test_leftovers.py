@@ -22,6 +22,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.runs import lock_stores
+from pipeline.runs import staged_dir
 from pipeline.runs.run_lock import RunInfo
 from pipeline.runs.run_lock import RunLock
 from tests.conftest import COLOURS
@@ -412,6 +413,54 @@ def test_overwrite_removes_an_export_linking_to_the_replaced_shards(data, tmp_pa
   assert not (out / 'tfds').exists()
   assert sorted(p.name for p in (out / 'copies').iterdir()) == ['features.json', shard]
   assert (out / 'elsewhere' / shard).is_symlink()
+
+
+def test_overwrite_removes_what_a_killed_export_left_but_not_a_live_ones(data, tmp_path,
+                                                                         capsys):
+  """An export killed while writing OUT/tfds (kill -9 too) leaves
+  OUT/.tfds.partial-export-XXXXXXXX (pipeline/runs/staged_dir.py), with no
+  features.json: every --overwrite left it there. It goes now, with export's
+  note, and so does a replaced-export folder; one a live export holds (its
+  flock) stays, as does a symlink of such a name (no build makes one)."""
+  out = tmp_path / 'out'
+  small = ['--height', '8', '--width', '8', '--progress', 'off']
+  assert convert.main(['--manifest', str(data / 'small.csv'), '--output_dir', str(out),
+                       *small]) == EXIT_OK
+  shard = json.loads((out / 'dataset_info.json').read_text())['splits']['train']['shards'][0]
+  dead, replaced = out / '.tfds.partial-export-0123abcd', out / '.mine.replaced-export-89abcdef'
+  for folder in (dead, replaced):
+    folder.mkdir()
+    (folder / shard).symlink_to(f'../{shard}')
+  (tmp_path / 'elsewhere').mkdir()
+  (out / '.link.partial-export-01234567').symlink_to(tmp_path / 'elsewhere')
+  with staged_dir.Staging.beside(str(out / 'tfds')) as live:
+    (pathlib.Path(live.path) / shard).symlink_to(f'../{shard}')
+    capsys.readouterr()
+    assert convert.main(['--manifest', str(data / 'manifest.csv'), '--output_dir', str(out),
+                         '--overwrite', *small]) == EXIT_OK
+    assert capsys.readouterr().err.splitlines() == [
+        f'note: removed {path}, left by an export that did not finish' for path in (
+            replaced, dead)]  # sorted
+    assert sorted(os.listdir(out)) == sorted(
+        ['.link.partial-export-01234567', os.path.basename(live.path), *CLEAN])
+    assert (pathlib.Path(live.path) / shard).is_symlink()
+  assert (tmp_path / 'elsewhere').is_dir()
+
+
+def test_a_folder_holding_only_a_killed_exports_folder_needs_overwrite(data, tmp_path, capsys):
+  """Like any entry, the folder a killed export left makes OUT not empty;
+  --overwrite, which said it replaced OUT, now removes it too."""
+  out = tmp_path / 'out'
+  (out / '.tfds.partial-export-0123abcd').mkdir(parents=True)
+  code, _, err = run(convert.main, small_run(data, out), capsys)
+  assert code == EXIT_USAGE
+  assert f"error: --output_dir {out} is not empty (1 entries, e.g. " \
+         f"'.tfds.partial-export-0123abcd')" in err
+  code, _, err = run(convert.main, small_run(data, out, '--overwrite'), capsys)
+  assert (code, err.splitlines()) == (EXIT_OK, [
+      f"note: removed {out / '.tfds.partial-export-0123abcd'}, left by an export that did "
+      f"not finish"])
+  assert sorted(os.listdir(out)) == CLEAN
 
 
 def test_a_failed_run_of_100000_shards_or_more_removes_them_too(tmp_path):

@@ -15,6 +15,7 @@ from typing import Optional
 
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
+from pipeline.runs import staged_dir
 from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
 from transforms.core import not_answering
@@ -133,7 +134,9 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
 
   Only the previous dataset's files (as its dataset_info.json lists them) and
   what a killed run left go: shards of `split_names` (this run's, and those a
-  taken-over lock names), Beam's temp folders. Other files are left alone. A
+  taken-over lock names), Beam's temp folders; an export linking to its
+  shards (linked_exports), and the folders killed exports left (staged_dir:
+  like any entry, one makes output_dir not empty). Other files are left alone. A
   folder holding only what a run that published nothing leaves (rejected.jsonl
   when every row was rejected, and validate's report on it) holds no dataset:
   it is replaced without --overwrite.
@@ -150,6 +153,12 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
       shutil.rmtree(os.path.join(output_dir, name))
       print(f'note: removed {os.path.join(output_dir, name)}, an export whose shards are '
             f"links to the replaced dataset's; export again", file=sys.stderr)
+    if not paths.is_remote(output_dir):  # export writes local folders only
+      # What an export into OUT/NAME killed while writing left, no export
+      # with features.json (above): it stayed through every --overwrite. One
+      # an export is still writing (its flock) is left to it.
+      for path in staged_dir.remove_unheld(staged_dir.leftovers_in(output_dir)):
+        print(staged_dir.REMOVED_NOTE.format(path=path), file=sys.stderr)
   if not paths.is_remote(output_dir):
     os.makedirs(output_dir, exist_ok=True)
 

@@ -3,7 +3,8 @@
 SIGKILL, leaves no half target (a folder holding some shard links and no
 metadata, which the rerun refused with or without --overwrite), only the
 folder it was building, `.NAME.partial-export-XXXXXXXX` beside the target,
-which the next build removes.
+which the next build removes (and so does convert --overwrite of the folder
+it is in: pipeline/runs/output_dir.py).
 
 The staging folder is in the target's parent: relative symlinks made in it
 stay right after the rename, and the rename is atomic. Its process holds an
@@ -32,16 +33,31 @@ def _sibling(target: str, kind: str) -> str:
   return os.path.join(parent, f'.{name}.{kind}-{secrets.token_hex(4)}')
 
 
+# A staging or replaced folder of target NAME: `.NAME.partial-export-1a2b3c4d`.
+# DOTALL: a NAME may hold a line break.
+_LEFTOVER = re.compile(rf'\.(?P<name>.+)\.(?:{PARTIAL}|{REPLACED})-[0-9a-f]{{8}}', re.DOTALL)
+# What remove_unheld's caller says of each folder it removed.
+REMOVED_NOTE = 'note: removed {path}, left by an export that did not finish'
+
+
+def leftovers_in(folder: str) -> list:
+  """The paths of the staging and replaced folders in `folder`, of any target
+  (any build's, finished or not), sorted. A symlink or a file of such a name
+  is no build's (Staging makes a folder) and is left out."""
+  try:
+    names = os.listdir(folder)
+  except OSError:  # no folder yet (nothing left there), or not listable: the build says so
+    return []
+  found = [os.path.join(folder, n) for n in sorted(names) if _LEFTOVER.fullmatch(n)]
+  return [path for path in found if os.path.isdir(path) and not os.path.islink(path)]
+
+
 def leftovers(target: str) -> list:
   """The paths of the staging and replaced folders beside `target` (any
   build's, finished or not), sorted."""
   parent, name = os.path.split(target)
-  pattern = re.compile(rf'\.{re.escape(name)}\.(?:{PARTIAL}|{REPLACED})-[0-9a-f]{{8}}')
-  try:
-    names = os.listdir(parent)
-  except OSError:  # no parent yet (nothing left there), or not listable: the build says so
-    return []
-  return [os.path.join(parent, n) for n in sorted(names) if pattern.fullmatch(n)]
+  return [path for path in leftovers_in(parent)
+          if _LEFTOVER.fullmatch(os.path.basename(path))['name'] == name]
 
 
 def _lock(path: str) -> Optional[int]:
@@ -62,8 +78,14 @@ def _lock(path: str) -> Optional[int]:
 def remove_leftovers(target: str) -> list:
   """Removes what killed builds of `target` left beside it (leftovers() that
   no live process holds); -> their paths."""
+  return remove_unheld(leftovers(target))
+
+
+def remove_unheld(found: list) -> list:
+  """Removes the folders of `found` (leftovers(), leftovers_in()) that no live
+  process holds: a build under way holds its folder's flock. -> their paths."""
   removed = []
-  for path in leftovers(target):
+  for path in found:
     descriptor = _lock(path)
     if descriptor is None:
       continue
