@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from transforms.core import class_counts
 from transforms.core import dataset_checks
-from transforms.core import validation
 from transforms.core.dataset_checks import RejectedLines
 from transforms.core.splits import HashSplit
 from transforms.core.splits import hash_split
@@ -93,11 +92,11 @@ def test_counts_above_what_the_records_hold():
   # a record added to a split (or the total raised) is as wrong as one taken out
   info = dict(INFO, num_examples=4, splits={'train': {'num_examples': 3},
                                             'test': {'num_examples': 1}})
-  assert validation.count_problems(info, {'train': 3, 'test': 1}, 4) == []
-  assert details(validation.count_problems(info, {'train': 4, 'test': 1}, None)) == [
+  assert dataset_checks.count_problems(info, {'train': 3, 'test': 1}, 4) == []
+  assert details(dataset_checks.count_problems(info, {'train': 4, 'test': 1}, None)) == [
       ('count_mismatch', 'train', "split 'train' has 4 examples, dataset_info.json says 3")]
-  assert details(validation.count_problems(dict(info, num_examples=5),
-                                           {'train': 3, 'test': 1}, None)) == [
+  assert details(dataset_checks.count_problems(dict(info, num_examples=5),
+                                               {'train': 3, 'test': 1}, None)) == [
       ('count_mismatch', '', 'dataset_info.json num_examples 5 is not the sum of its splits '
        '(4)')]
 

@@ -371,6 +371,6 @@ def test_validate_calls_an_empty_dataset_a_problem_unless_asked_for(tmp_path, ca
     ({'splits': {'train': {'num_examples': 3}}, 'num_examples': 3}, None, ['count_mismatch']),
 ])
 def test_empty_dataset_problem(info, expected_count, kinds):
-  from transforms.core import validation
-  problems = validation.count_problems(info, {}, expected_count)
+  from transforms.core import dataset_checks
+  problems = dataset_checks.count_problems(info, {}, expected_count)
   assert [p.kind for p in problems] == kinds

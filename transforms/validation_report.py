@@ -10,6 +10,7 @@ import apache_beam as beam
 
 from transforms import filesystem
 from transforms.core import class_counts
+from transforms.core import dataset_checks
 from transforms.core import record_facts
 from transforms.core import validation
 
@@ -59,7 +60,7 @@ def build_report(info, shard_counts, label_counts, problem_counts, first_problem
   for (split, shard), count in sorted(shard_counts.items()):
     per_split.setdefault(split, {})[shard] = count
   counts = {split: sum(shards.values()) for split, shards in per_split.items()}
-  fixed = (listing_problems + validation.count_problems(info, counts, expected_count)
+  fixed = (listing_problems + dataset_checks.count_problems(info, counts, expected_count)
            + class_counts.class_count_problems(info, counts, label_counts)
            + class_counts.object_count_problems(info, counts, label_counts))
   for problem in fixed:

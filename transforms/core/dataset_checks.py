@@ -4,6 +4,8 @@ beside the shards and against what the records hold: plain functions.
 - the rows: num_manifest_rows = examples + the rejected.jsonl lines that are
   manifest rows (label-manifest lines are not), by reason as well, and no
   two of those lines of one row (rejected_rows);
+- the examples read against each split's num_examples, the total against
+  their sum and --expected_count, and an empty dataset (count_problems);
 - the numbers that follow from others: num_classes from the label map,
   error_rate and over_budget from the rows, each num_..._rejected from its
   reasons; each split's num_bytes against its shards' sizes;
@@ -240,6 +242,35 @@ def declared_number_problems(info: dict) -> list:
           + [Problem(ROW_ACCOUNTING, '', -1, f"dataset_info.json's {what}")
              for what in detection_checks.dropped_boxes_problems(
                  info.get('detection') or {}, info.get('rejected_annotations_by_reason'))])
+
+
+def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> list:
+  """Per-split and total count mismatches. counts: {split: examples read}."""
+  problems = []
+  for split, declared in info['splits'].items():
+    found = counts.get(split, 0)
+    if found != declared['num_examples']:
+      problems.append(Problem(COUNT_MISMATCH, split, -1,
+                              f'split {split!r} has {found} examples, dataset_info.json '
+                              f'says {declared["num_examples"]}'))
+  total = sum(counts.values())
+  declared_total = sum(s['num_examples'] for s in info['splits'].values())
+  if info.get('num_examples', declared_total) != declared_total:
+    problems.append(Problem(COUNT_MISMATCH, '', -1,
+                            f'dataset_info.json num_examples {info["num_examples"]} is '
+                            f'not the sum of its splits ({declared_total})'))
+  if expected_count is not None and total != expected_count:
+    problems.append(Problem(COUNT_MISMATCH, '', -1,
+                            f'{total} examples in total, --expected_count is {expected_count}'))
+  # An empty dataset is a problem unless someone said it may be empty: convert
+  # --allow_empty (recorded in its options) or --expected_count 0 here. (One
+  # that declares examples but has none readable has other problems.)
+  if (not total and not info.get('num_examples', declared_total) and expected_count is None
+      and (info.get('options') or {}).get('allow_empty') is not True):
+    problems.append(Problem('empty_dataset', '', -1,
+                            'the dataset has no examples (convert writes one only with '
+                            '--allow_empty; --expected_count 0 accepts it)'))
+  return problems
 
 
 def byte_count_problems(info: dict, split_bytes: dict) -> list:

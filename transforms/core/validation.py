@@ -1,5 +1,6 @@
-"""Checks of one record and of the totals, against dataset_info.json: plain functions.
-What validate gathers of the checked records for its report: record_facts.py."""
+"""Checks of one record against dataset_info.json: plain functions. The
+totals' checks are dataset_checks.py's (count_problems); what validate
+gathers of the checked records for its report: record_facts.py."""
 
 from __future__ import annotations
 
@@ -226,32 +227,3 @@ def unexpected_check_error(error: Exception) -> tuple:
   """The check_records result for a record whose check failed unexpectedly."""
   return None, None, [('unexpected_error', f'checking the record failed: '
                                            f'{type(error).__name__}: {error}')], None, (), None
-
-
-def count_problems(info: dict, counts: dict, expected_count: Optional[int]) -> list:
-  """Per-split and total count mismatches. counts: {split: examples read}."""
-  problems = []
-  for split, declared in info['splits'].items():
-    found = counts.get(split, 0)
-    if found != declared['num_examples']:
-      problems.append(Problem('count_mismatch', split, -1,
-                              f'split {split!r} has {found} examples, dataset_info.json '
-                              f'says {declared["num_examples"]}'))
-  total = sum(counts.values())
-  declared_total = sum(s['num_examples'] for s in info['splits'].values())
-  if info.get('num_examples', declared_total) != declared_total:
-    problems.append(Problem('count_mismatch', '', -1,
-                            f'dataset_info.json num_examples {info["num_examples"]} is '
-                            f'not the sum of its splits ({declared_total})'))
-  if expected_count is not None and total != expected_count:
-    problems.append(Problem('count_mismatch', '', -1,
-                            f'{total} examples in total, --expected_count is {expected_count}'))
-  # An empty dataset is a problem unless someone said it may be empty: convert
-  # --allow_empty (recorded in its options) or --expected_count 0 here. (One
-  # that declares examples but has none readable has other problems.)
-  if (not total and not info.get('num_examples', declared_total) and expected_count is None
-      and (info.get('options') or {}).get('allow_empty') is not True):
-    problems.append(Problem('empty_dataset', '', -1,
-                            'the dataset has no examples (convert writes one only with '
-                            '--allow_empty; --expected_count 0 accepts it)'))
-  return problems
