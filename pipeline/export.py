@@ -47,6 +47,7 @@ from pipeline.runs import staged_dir
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
+from transforms.core.pointers import pointer_given
 from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.tfrecord import ShardError
@@ -74,6 +75,12 @@ def parse_args(argv: list) -> argparse.Namespace:
     raise UsageError(unknown)
   args = parser.parse_args(argv)
   check_location('--input_dir', args.input_dir)
+  # An empty --output_dir ("$DIR" unset) was the current folder: the export
+  # replaced its whole content, without --overwrite, exit 0.
+  check_location('--output_dir', args.output_dir)
+  pointer = pointer_given(args.input_dir)  # named by its flag, as validate and inspect do
+  if pointer:
+    raise UsageError(f'--input_dir {pointer}')
   return args
 
 

@@ -88,12 +88,13 @@ def parse_args(argv: list) -> argparse.Namespace:
   if unknown:
     raise UsageError(unknown)
   args = parser.parse_args(argv)
+  check_location('--input_dir', args.input_dir)  # first: '' is "empty", not "give --input_dir"
+  check_location('--export_dir', args.export_dir)  # '' was taken as no --export_dir, exit 0
   if bool(args.input_dir) == bool(args.files):
     raise UsageError('give --input_dir (a folder written by convert) or --files PATTERN '
                        '(TFRecord files without dataset_info.json)')
   if args.num < 0 or args.per_class < 0:
     raise UsageError('--num and --per_class must not be negative')
-  check_location('--input_dir', args.input_dir)
   if args.export_dir and paths.is_remote(args.export_dir):  # not a local folder 'gs:'
     raise UsageError(f'--export_dir {args.export_dir} must be a local folder (the pictures '
                      'and report.html are written with local files)')

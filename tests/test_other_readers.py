@@ -596,10 +596,30 @@ def test_a_latest_pointer_given_to_a_reader_names_the_folder_to_give(tmp_path, c
   assert capsys.readouterr().err == f'error: --input_dir {said}\n'
   assert export.main(['--format', 'tfds', '--input_dir', str(pointer),
                       '--output_dir', str(tmp_path / 'tfds')]) == 2
-  assert capsys.readouterr().err == f'error: {said}\n'
+  assert capsys.readouterr().err == f'error: --input_dir {said}\n'  # was without its flag
   with pytest.raises(Exception, match='give the folder it names') as raised:
     read.load(str(pointer))
   assert str(raised.value) == said
   pointer.write_text('')
   assert validate.main(['--input_dir', str(pointer)]) == 2
   assert capsys.readouterr().err.endswith('not a dataset folder: give the dataset folder itself\n')
+
+
+def test_an_empty_output_folder_flag_of_export_or_inspect_is_refused(tmp_path, monkeypatch,
+                                                                      capsys):
+  """`export --output_dir "$DIR"` with DIR unset exported into the current
+  folder, replacing everything in it (no --overwrite asked), exit 0; inspect's
+  `--export_dir ""` was no flag (exit 0, nothing written). Both now exit 2 as
+  every flag naming a path does (docs/convert.md), and the folder is as it was."""
+  from pipeline import look
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / 'mine.txt').write_text('mine')
+  empty = 'is empty (a variable left unset?): give a path, or leave the flag out'
+  assert export.main(['--format', 'tfds', '--input_dir', str(tmp_path / 'out'),
+                      '--output_dir', '']) == 2
+  assert capsys.readouterr().err == f'error: --output_dir {empty}\n'
+  assert look.main(['--input_dir', str(tmp_path / 'out'), '--export_dir', '']) == 2
+  assert capsys.readouterr().err == f'error: --export_dir {empty}\n'
+  assert look.main(['--input_dir', '']) == 2
+  assert capsys.readouterr().err == f'error: --input_dir {empty}\n'
+  assert sorted(os.listdir(tmp_path)) == ['mine.txt']
