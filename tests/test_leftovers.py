@@ -447,6 +447,35 @@ def test_overwrite_removes_what_a_killed_export_left_but_not_a_live_ones(data, t
   assert (tmp_path / 'elsewhere').is_dir()
 
 
+def test_a_staging_folder_past_its_metadata_is_staged_dirs_not_a_linked_export(data, tmp_path,
+                                                                               capsys):
+  """An export killed (kill -9) once its metadata is written leaves its
+  staging folder with features.json and the shard links (measured: 3 of 3
+  kills as the folder appeared). linked_exports took it for an export and
+  removed it with "an export whose shards are links to the replaced
+  dataset's; export again", not export's note, and without the flock check:
+  a live export's folder at that point was removed under it. Now both are
+  staged_dir's: the dead one goes with export's note, the live one stays."""
+  out = tmp_path / 'out'
+  small = ['--height', '8', '--width', '8', '--progress', 'off']
+  assert convert.main(['--manifest', str(data / 'small.csv'), '--output_dir', str(out),
+                       *small]) == EXIT_OK
+  shard = json.loads((out / 'dataset_info.json').read_text())['splits']['train']['shards'][0]
+  dead = out / '.tfds.partial-export-0123abcd'
+  dead.mkdir()
+  with staged_dir.Staging.beside(str(out / 'tfds')) as live:
+    for folder in (dead, pathlib.Path(live.path)):
+      (folder / 'features.json').write_text('{}')
+      (folder / shard).symlink_to(f'../{shard}')
+    capsys.readouterr()
+    assert convert.main(['--manifest', str(data / 'manifest.csv'), '--output_dir', str(out),
+                         '--overwrite', *small]) == EXIT_OK
+    assert capsys.readouterr().err.splitlines() == [
+        f'note: removed {dead}, left by an export that did not finish']
+    assert sorted(os.listdir(out)) == sorted([os.path.basename(live.path), *CLEAN])
+    assert (pathlib.Path(live.path) / 'features.json').is_file()
+
+
 def test_a_folder_holding_only_a_killed_exports_folder_needs_overwrite(data, tmp_path, capsys):
   """Like any entry, the folder a killed export left makes OUT not empty;
   --overwrite, which said it replaced OUT, now removes it too."""

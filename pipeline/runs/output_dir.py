@@ -154,9 +154,9 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
       print(f'note: removed {os.path.join(output_dir, name)}, an export whose shards are '
             f"links to the replaced dataset's; export again", file=sys.stderr)
     if not paths.is_remote(output_dir):  # export writes local folders only
-      # What an export into OUT/NAME killed while writing left, no export
-      # with features.json (above): it stayed through every --overwrite. One
-      # an export is still writing (its flock) is left to it.
+      # What an export into OUT/NAME killed while writing left (not one of
+      # linked_exports, even with its features.json): it stayed through every
+      # --overwrite. One an export is still writing (its flock) is left to it.
       for path in staged_dir.remove_unheld(staged_dir.leftovers_in(output_dir)):
         print(staged_dir.REMOVED_NOTE.format(path=path), file=sys.stderr)
   if not paths.is_remote(output_dir):
@@ -168,12 +168,17 @@ def linked_exports(output_dir: str) -> list:
   TFDS_FEATURES_FILE) whose shards are symlinks to files of output_dir (export's
   default, OUT/tfds/). Replaced, the dataset's new shards would be read
   under the export's old metadata: its class names and record counts (a
-  relabelled rerun gave the new ids TFDS's old names, silently)."""
+  relabelled rerun gave the new ids TFDS's old names, silently). An
+  export's staging folder is not one: it holds features.json and links once
+  its metadata is written (what a kill -9 then leaves), and it is
+  staged_dir's to remove, with its note, and only if no live export holds it."""
   root = os.path.realpath(output_dir)
+  staged = {os.path.basename(path) for path in staged_dir.leftovers_in(output_dir)}
   found = []
   for name in sorted(os.listdir(output_dir)):
     folder = os.path.join(output_dir, name)
-    if os.path.islink(folder) or not os.path.isfile(os.path.join(folder, TFDS_FEATURES_FILE)):
+    if (name in staged or os.path.islink(folder)
+        or not os.path.isfile(os.path.join(folder, TFDS_FEATURES_FILE))):
       continue
     with os.scandir(folder) as entries:
       if any(entry.is_symlink() and os.path.dirname(os.path.realpath(entry.path)) == root
