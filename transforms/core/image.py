@@ -246,7 +246,9 @@ def resize(image: Image.Image, spec: ImageSpec, source_size: tuple | None = None
   if spec.resize_mode == 'crop':
     return image.resize(size, resample, box=_within(
         centre_crop_box(source_size, size), source_size, frame))
-  # pad: keep the aspect ratio, letterbox with zeros (as tf.image.resize_with_pad)
+  # pad: keep the aspect ratio, letterbox with zeros (as tf.image.resize_with_pad,
+  # but the resized size is rounded where TF floors it: up to 1 px apart; boxes
+  # follow these pixels, boxes.placement)
   inner, offset = letterbox(source_size, size)
   canvas = Image.new(image.mode, size, 0)
   canvas.paste(image.resize(inner, resample, box=frame), offset)
