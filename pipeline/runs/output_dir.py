@@ -18,6 +18,7 @@ from pipeline.runs import interrupts
 from pipeline.runs import staged_dir
 from pipeline.runs.lock_stores import LOCK_PREFIX
 from transforms import filesystem
+from transforms.core import info_shape
 from transforms.core import not_answering
 from transforms.core import paths
 from transforms.core.dataset_info import MAX_INFO_BYTES
@@ -123,6 +124,35 @@ def _clear(output_dir: str, split_names: tuple, files: filesystem.FileAccess,
     _delete(output_dir, name, files)
 
 
+def _info_of_ours(output_dir: str, files: filesystem.FileAccess) -> bool:
+  """Whether output_dir's dataset_info.json is a JSON object holding every
+  field convert's always has (info_shape.REQUIRED): another tool's (TFDS's,
+  a user's own) is not ours to remove."""
+  try:
+    data = files.read_at_most(filesystem.join(output_dir, DATASET_INFO), MAX_INFO_BYTES)
+    info = json.loads(data)
+  except Exception:  # unreadable, not JSON: nothing shows convert wrote it
+    return False
+  return isinstance(info, dict) and all(name in info for name in info_shape.REQUIRED)
+
+
+def not_ours(output_dir: str, entries: list,
+             files: Optional[filesystem.FileAccess] = None) -> list:
+  """The names in output_dir that --overwrite would remove though nothing
+  there shows a run of ours wrote them: our side files' names (label_map.txt,
+  dataset_info.json, ...), which a user's own folder holds as well (a label
+  map beside the images, another tool's dataset), with neither a
+  dataset_info.json of ours nor a shard, sidecar, temp file or Beam temp
+  folder beside them. [] when there is no such name, or such proof."""
+  side = [name for name in entries if name in _SIDE_FILES]
+  if not side or any(ours(name, set(), ('*',)) and name not in _SIDE_FILES
+                     for name in entries):
+    return []
+  if DATASET_INFO in side and _info_of_ours(output_dir, files or filesystem.FileAccess()):
+    return []
+  return side
+
+
 def _no_dataset(entries: list) -> bool:
   return DATASET_INFO not in entries and all(n in (REJECTED_FILE, VALIDATION_REPORT)
                                              for n in entries)
@@ -146,6 +176,13 @@ def prepare_output_dir(output_dir: str, overwrite: bool, split_names: tuple = ()
   if entries and not overwrite and not _no_dataset(entries):
     raise UsageError(f'--output_dir {output_dir} is not empty ({len(entries)} entries, '
                      f'e.g. {entries[0]!r}); pass --overwrite to replace a previous dataset')
+  foreign = [] if _no_dataset(entries) else not_ours(output_dir, entries, files)
+  if foreign:
+    # --overwrite into a folder of the user's own (the manifest's, a label
+    # map's) deleted their label_map.txt, dataset_info.json or rejected.jsonl.
+    raise UsageError(f'--output_dir {output_dir} holds {", ".join(foreign)} but no dataset '
+                     f'convert wrote (no {DATASET_INFO} of its own, no shard): --overwrite '
+                     f'replaces only a previous dataset; give a new or empty --output_dir')
   if entries:
     exports = [] if paths.is_remote(output_dir) else linked_exports(output_dir)
     _clear(output_dir, split_names, files)
