@@ -43,18 +43,19 @@ from pipeline.configuration.locations import check_location
 from pipeline.errors import UsageError
 from pipeline.reading import dataset
 from pipeline.runs import exits
-from pipeline.runs import staged_dir
+from pipeline.runs.export_target import DESCRIPTION_PREFIX
+from pipeline.runs.export_target import TFDS_DIR
+from pipeline.runs.export_target import check_output_dir
+from pipeline.runs.export_target import staging_beside
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.pointers import pointer_given
 from transforms.core.spec import DATASET_INFO
-from transforms.core.spec import TFDS_FEATURES_FILE
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import record_spans
 
 FORMATS = ('tfds',)
-TFDS_DIR = 'tfds'
 # The split name TFDS reads as every split together (tfds.Split.ALL).
 TFDS_ALL = 'all'
 # Our shard names, in TFDS's template language: the shards keep their names.
@@ -212,35 +213,6 @@ def check_shards_present(input_dir: str, info: dict) -> None:
                          f'{DATASET_INFO} is missing')
 
 
-def check_output_dir(output_dir: str, overwrite: bool) -> None:
-  """UsageError unless output_dir is empty, or holds a previous export and
-  --overwrite is given. Changes nothing."""
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    raise UsageError(f'--output_dir {output_dir} is a file, not a folder')
-  if os.path.exists(output_dir) and os.listdir(output_dir):
-    if not overwrite:
-      raise UsageError(f'--output_dir {output_dir} is not empty; pass --overwrite to '
-                        f'replace a previous export')
-    if not os.path.exists(os.path.join(output_dir, TFDS_FEATURES_FILE)):
-      raise UsageError(f'--output_dir {output_dir} holds no previous TFDS export '
-                        f'({TFDS_FEATURES_FILE} is missing): not replacing it')
-
-
-def staging_beside(output_dir: str) -> staged_dir.Staging:
-  """The folder the export is built in, beside --output_dir (the folder a
-  symlink --output_dir leads to), after removing what killed exports left
-  there (a note each)."""
-  target = os.path.realpath(output_dir) if os.path.islink(output_dir) else output_dir
-  target = os.path.abspath(target)
-  for path in staged_dir.remove_leftovers(target):
-    print(staged_dir.REMOVED_NOTE.format(path=path), file=sys.stderr)
-  try:
-    return staged_dir.Staging.beside(target)
-  except OSError as error:  # a file on its path, no permission: bad input, not a failure
-    raise UsageError(f'--output_dir {output_dir} cannot be created: '
-                     f'{error.strerror or error}') from error
-
-
 # What TensorFlow and TFDS print on stderr while starting, whatever
 # TF_CPP_MIN_LOG_LEVEL says: absl's lines from before its logging is set up
 # (INFO, e.g. oneDNN's notice), their continuation, and TFDS's own deprecation
@@ -301,7 +273,7 @@ def export_tfds(input_dir: str, output_dir: str, overwrite: bool) -> list:
                      f'RecursionError); convert again with another name in --split_names')
   check_exportable(info)
   check_shards_present(input_dir, info)
-  check_output_dir(output_dir, overwrite)
+  check_output_dir(output_dir, overwrite, input_dir)
   with quiet_tensorflow():
     return _write_tfds(info, input_dir, output_dir, overwrite)
 
@@ -320,7 +292,7 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
   with staging_beside(output_dir) as staging:
     done = _write_tfds_folder(info, input_dir, staging.path, features, tfds)
     interrupts.raise_if_interrupted()  # a signal swallowed in TensorFlow's code: not complete
-    check_output_dir(output_dir, overwrite)  # written meanwhile by another export?
+    check_output_dir(output_dir, overwrite, input_dir)  # written meanwhile by another export?
     staging.put_in_place(interrupts.EXPORT_PLACED_LINE)
   shards = ', '.join(f'{n} {how}' for how, n in sorted(done.items()))
   return [f'TFDS metadata in {output_dir} (shards: {shards}); load it with '
@@ -349,7 +321,7 @@ def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tf
   tfds.folder_dataset.write_metadata(
       data_dir=output_dir, features=features, split_infos=split_infos,
       filename_template=TFDS_TEMPLATE, check_data=True,
-      description=f'img2tfrecord dataset {input_dir} (schema {info["schema"]})')
+      description=f'{DESCRIPTION_PREFIX}{input_dir} (schema {info["schema"]})')
   return done
 
 

@@ -12,6 +12,7 @@ inspect's open of an image and its write).
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -23,9 +24,11 @@ import pytest
 from pipeline import convert
 from pipeline import export
 from pipeline.errors import EXIT_OK
+from pipeline.runs import export_target
 from pipeline.runs import interrupts
 from pipeline.runs import staged_dir
 from tests.conftest import make_sample
+from transforms.core.spec import DATASET_INFO
 from transforms.core.spec import TFDS_FEATURES_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -52,6 +55,14 @@ def _run(script: str) -> subprocess.CompletedProcess:
 
 def _export_flags(out: pathlib.Path, target: pathlib.Path, *more) -> list:
   return ['--format', 'tfds', '--input_dir', str(out), '--output_dir', str(target), *more]
+
+
+def _previous_export(target: pathlib.Path) -> None:
+  """Stands for a previous export: its marks (export_target.is_our_export) and a folder."""
+  (target / 'old').mkdir(parents=True)
+  (target / TFDS_FEATURES_FILE).write_text('{}')
+  (target / DATASET_INFO).write_text(json.dumps(
+      {'description': f'{export_target.DESCRIPTION_PREFIX}OUT (schema default)'}))
 
 
 def _folder(path: pathlib.Path) -> dict:
@@ -130,12 +141,11 @@ def test_a_signalled_export_removes_its_folder_says_so_and_ends_by_the_signal(
   assert os.listdir(tmp_path) == []
   if signum != signal.SIGHUP:
     return
-  (target / 'old').mkdir(parents=True)  # stands for a previous export
-  (target / TFDS_FEATURES_FILE).write_text('{}')
+  _previous_export(target)
   done = _signalled_while_writing(signum, _export_flags(out, target, '--overwrite'))
   assert (done.returncode, done.stderr) == (-signum, EXPORT_LINE + '\n')
   assert sorted(os.listdir(tmp_path)) == ['tfds']
-  assert sorted(os.listdir(target)) == [TFDS_FEATURES_FILE, 'old']
+  assert sorted(os.listdir(target)) == [DATASET_INFO, TFDS_FEATURES_FILE, 'old']
 
 
 @pytest.mark.slow  # TensorFlow, in a subprocess
@@ -168,8 +178,7 @@ def test_a_signal_while_the_export_is_put_in_place_lets_it_finish(out, tmp_path)
   place, the signal waits: the new export is in place, said so, and the
   process still ends by the signal."""
   target = tmp_path / 'tfds'
-  (target / 'old').mkdir(parents=True)
-  (target / TFDS_FEATURES_FILE).write_text('{}')
+  _previous_export(target)
   done = _run(_SIGNAL_WHILE_PLACING.format(argv=_export_flags(out, target, '--overwrite')))
   assert done.returncode == -signal.SIGTERM, done.stderr
   assert done.stderr == interrupts.EXPORT_PLACED_LINE + '\n'

@@ -15,6 +15,7 @@ from pipeline import convert
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
+from pipeline.runs import export_target
 from pipeline.runs import output_dir
 from tests.conftest import COLOURS
 from tests.conftest import write_image
@@ -82,3 +83,40 @@ def test_overwrite_still_clears_a_previous_dataset_and_a_killed_runs_leftovers(
   (out / 'dataset_info.json').unlink()
   assert output_dir.not_ours(str(out), output_dir.list_entries(str(out))) == []
   capsys.readouterr()
+
+
+def _export_like(folder: pathlib.Path, description: str) -> None:
+  folder.mkdir(parents=True)
+  (folder / 'features.json').write_text('{}')
+  (folder / 'dataset_info.json').write_text(json.dumps({'description': description}))
+  (folder / 'SENTINEL').write_text('keep\n')
+
+
+def test_export_replaces_only_its_own_export(tmp_path):
+  """A TFDS dataset of another source (features.json and all) was replaced
+  whole by export --overwrite, its files deleted."""
+  source = tmp_path / 'out'
+  source.mkdir()
+  theirs = tmp_path / 'mnist' / '3.0.1'
+  _export_like(theirs, 'The MNIST database of handwritten digits.')
+  before = snapshot(theirs)
+  with pytest.raises(UsageError, match='holds a TFDS dataset this export did not write'):
+    export_target.check_output_dir(str(theirs), True, str(source))
+  assert snapshot(theirs) == before
+  ours = tmp_path / 'tfds'
+  _export_like(ours, f'{export_target.DESCRIPTION_PREFIX}{source} (schema default)')
+  export_target.check_output_dir(str(ours), True, str(source))  # replaceable
+
+
+@pytest.mark.parametrize('given', ['proj', 'proj/', 'link', './proj//'])
+def test_export_refuses_an_output_dir_holding_the_input(tmp_path, monkeypatch, given):
+  """--input_dir inside a previous export's folder went with it on
+  --overwrite: the dataset deleted, the new links dangling."""
+  monkeypatch.chdir(tmp_path)
+  _export_like(tmp_path / 'proj', f'{export_target.DESCRIPTION_PREFIX}x (schema default)')
+  (tmp_path / 'proj' / 'data').mkdir()
+  (tmp_path / 'link').symlink_to('proj')
+  for input_dir in ('proj/data', 'link/data/', 'proj'):
+    with pytest.raises(UsageError, match=f'^--output_dir {given} holds --input_dir'):
+      export_target.check_output_dir(given, True, input_dir)
+  export_target.check_output_dir('proj/data/tfds', True, 'proj/data')  # the default: inside
