@@ -12,6 +12,7 @@ import pathlib
 import pytest
 
 from pipeline import convert
+from pipeline import validate
 from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_USAGE
 from pipeline.errors import UsageError
@@ -120,3 +121,26 @@ def test_export_refuses_an_output_dir_holding_the_input(tmp_path, monkeypatch, g
     with pytest.raises(UsageError, match=f'^--output_dir {given} holds --input_dir'):
       export_target.check_output_dir(given, True, input_dir)
   export_target.check_output_dir('proj/data/tfds', True, 'proj/data')  # the default: inside
+
+
+def test_validate_report_never_replaces_a_file_of_the_dataset(manifest_folder, tmp_path,
+                                                              capsys):
+  """`--report OUT/dataset_info.json` replaced the dataset's own file, then
+  deleted it (exit 2, "changed while validate read it"); a shard's name lost
+  the shard (exit 1). Now one line, exit 2, the dataset as it was."""
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest_folder / 'manifest.csv'), '--output_dir',
+                       str(out), '--progress', 'off', '--height', '8', '--width', '8']) == EXIT_OK
+  before = snapshot(out)
+  for name in ('dataset_info.json', 'train-00000-of-00001.tfrecord', 'label_map.txt',
+               'train.sources.jsonl.gz', 'rejected.jsonl'):
+    capsys.readouterr()
+    assert validate.main(['--input_dir', str(out), '--report', f'{out}//{name}']) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        f"error: --report {out}//{name} is a file convert writes (a dataset's {name}): not "
+        f'replaced; give --report another name\n')
+    assert snapshot(out) == before
+  elsewhere = tmp_path / 'reports' / 'label_map.txt'  # no file there: a name like any other
+  assert validate.main(['--input_dir', str(out), '--report', str(elsewhere)]) == EXIT_OK
+  assert json.loads(elsewhere.read_text())['valid'] is True
+  assert snapshot(out) == before

@@ -10,9 +10,11 @@ import tempfile
 from typing import Optional
 
 from pipeline.errors import UsageError
+from pipeline.runs import output_dir
 from transforms import filesystem
 from transforms.core import file_kinds
 from transforms.core import paths
+from transforms.core.spec import VALIDATION_REPORT
 
 
 def check_report_path(path: str, given: bool) -> None:
@@ -23,10 +25,17 @@ def check_report_path(path: str, given: bool) -> None:
   validate's "the dataset has problems". given: --report named it, else it
   is the default in --input_dir. Leaves nothing behind (what only trying
   tells is tried with a file or folder made and removed at once)."""
-  if paths.is_remote(path):
-    return
   named = f'--report {path}' if given else (
       f"the report {path} (--report's default, in --input_dir)")
+  name = path.rstrip('/').rsplit('/', 1)[-1]
+  if (not name.startswith(VALIDATION_REPORT) and output_dir.ours(name, set(), ('*',))
+          and (paths.is_remote(path) or os.path.lexists(path))):
+    # `--report OUT/dataset_info.json` replaced the dataset's own file (then
+    # deleted it as the report "changed"); a shard's name lost the shard.
+    raise UsageError(f"{named} is a file convert writes (a dataset's {name}): not "
+                     f'replaced; give --report another name')
+  if paths.is_remote(path):
+    return
   kind = file_kinds.not_regular(path)
   if kind == 'folder':
     raise UsageError(f'{named} is a folder: --report names the report file')
