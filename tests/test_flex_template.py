@@ -221,7 +221,9 @@ def test_the_entry_point_runs_convert_as_the_launcher_calls_it(tmp_path):
   manifest = write_manifest(tmp_path / 'm.csv', [('a.png', 'red'), ('b.png', 'blue')])
   out = tmp_path / 'out'
   (out).mkdir()
-  (out / 'label_map.txt').write_text('old\n')  # a previous dataset: needs --overwrite=true
+  # a previous dataset (a shard of its own and its label map): needs --overwrite=true
+  (out / 'label_map.txt').write_text('old\n')
+  (out / 'train-00000-of-00001.tfrecord').write_bytes(b'')
   done = subprocess.run(
       [sys.executable, str(ROOT / 'pipeline' / 'flex_launch.py'), f'--manifest={manifest}',
        f'--output_dir={out}', '--overwrite=true', '--height=8', '--width=8',
