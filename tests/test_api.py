@@ -742,6 +742,7 @@ def test_beam_worker_processes_warnings_are_not_printed(tmp_path):
   assert done.stderr == ''
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_runs_from_two_threads_go_one_at_a_time_each_in_its_own_temp_folder(sample, monkeypatch):
   """api.convert from two threads at once, on different output folders: TMPDIR
   and tempfile's folder are one per process. Run B started while run A ran

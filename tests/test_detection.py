@@ -133,6 +133,7 @@ def test_validate_accepts_it_and_finds_a_wrong_count(converted, tmp_path):
       "split 'train' has 2 object(s) of class 'eye'; its objects_per_class says 3")
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_an_image_in_two_splits_is_a_warning_on_one_worker_and_spread(tmp_path):
   """A detection dataset whose copy.png holds a0.png's bytes, the two keys
   hashed to train and validation: a cross_split_duplicate warning naming
@@ -843,6 +844,7 @@ def test_sizes_and_boxes_are_checked_against_the_image_files(tmp_path):
   assert read_info(scaled)['detection']['on_size_mismatch'] == 'scale'
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('workers', ['1', '2'])  # 2: grouped per content
 def test_dedupe_content_keeps_the_copy_whose_recorded_size_fits(tmp_path, workers):
   # Three records of one file (the same bytes): the first by position records

@@ -49,6 +49,7 @@ def _ids(out: pathlib.Path) -> dict:
 
 
 # in order (one worker: the map made where rows are sorted) and distributed (a combine)
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('workers', ['1', '2'])
 def test_every_class_folder_has_its_keras_id_empty_or_not(tmp_path, capsys, workers):
   source = _tree(tmp_path / 'tree')
@@ -112,6 +113,7 @@ LISTED_TREE = ((' zebra', ('0.png',)), ('apple', ('0.png',)),
                (unicodedata.normalize('NFD', 'café'), ('0.png', '1.png')), ('caff', ('0.png',)))
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('workers', ['1', '2'])
 def test_class_ids_follow_the_folder_names_as_listed_as_keras_sorts_them(tmp_path, workers):
   source = _tree(tmp_path / 'tree', LISTED_TREE)
@@ -168,6 +170,7 @@ def test_a_label_map_given_is_the_map_whatever_the_folders(tmp_path):
   assert _ids(out) == {'a/0.png': (1, 'a'), 'c/0.png': (0, 'c')}
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_night_whose_class_folder_empties_writes_the_full_runs_bytes(tmp_path):
   source = _tree(tmp_path / 'tree', (('a', ('0.png', '1.png')), ('b', ('0.png',)),
                                      ('c', ('0.png', '1.png'))))

@@ -144,7 +144,7 @@ def _comparable(info: dict) -> dict:
   return info
 
 
-# Each variant costs three conversions: the first two stay in make test-fast.
+# Each variant costs three conversions: the first two stay in make test.
 @pytest.mark.parametrize('variant', [
     pytest.param(name, marks=[] if name in ('manifest', 'gzip') else pytest.mark.slow)
     for name in VARIANTS])

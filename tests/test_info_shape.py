@@ -111,6 +111,7 @@ def _validate_and_read(out, info: dict) -> None:
   look.summary_lines(str(out), info, counts)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('variant', sorted(VARIANTS))
 def test_every_field_of_another_shape_is_refused_or_taken(converted_sample, tmp_path, variant):
   out = copy_dataset(converted_sample(*VARIANTS[variant])[1], tmp_path)

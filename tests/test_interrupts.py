@@ -736,6 +736,7 @@ def test_main_thread_only_passes_on_the_main_threads_writes():
   assert kept.getvalue() == 'main\n'
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_signal_swallowed_on_the_way_still_stops_the_run_before_it_counts_as_done():
   """Beam swallows exceptions in places (a bare `except:` around its IPython
   import, while the pipeline is built): the run's job then ends well, but
@@ -880,6 +881,7 @@ handlers.finish()
 """
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_swallowed_signal_writes_no_report(tmp_path):
   """End to end: the job runs to its end, then validate takes back its
   report and its line is true."""
@@ -894,6 +896,7 @@ def test_a_swallowed_signal_writes_no_report(tmp_path):
   assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_swallowed_signal_after_which_the_job_published_keeps_the_dataset(tmp_path):
   """A local job runs whole inside Beam's run(): by the time the run learns
   of a signal Beam swallowed, the job has written dataset_info.json, which
@@ -972,6 +975,7 @@ sys.exit(exits.run_command(convert.run, {argv!r}, *interrupts.CONVERT_LINES))
 """
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_signal_once_dataset_info_is_written_keeps_the_dataset(tmp_path):
   """dataset_info.json is written last and its presence means the dataset is
   complete: a signal between the job writing it and the run learning its job
@@ -1032,6 +1036,7 @@ sys.exit(exits.run_command(convert.run, {argv!r}, *interrupts.CONVERT_LINES))
 """
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('ignored', [False, True], ids=['plain', 'nohup'])
 def test_sighup_cleans_up_as_sigterm_does_and_nohup_keeps_the_run_going(ignored, tmp_path):
   """A closed terminal or ssh session sends SIGHUP. Its default action ended

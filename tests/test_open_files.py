@@ -94,6 +94,7 @@ _API_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_run_in_process_puts_the_limit_back(sample):
   shards = 384
   _hard_at_least(shards + OTHERS)
@@ -128,6 +129,7 @@ def _nightly(manifest, out, previous, limits: tuple) -> subprocess.CompletedProc
       preexec_fn=limited)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_nightly_run_over_more_previous_shards_than_the_soft_limit_raises_it(tmp_path):
   """Its reader keeps each previous shard it copies from open: 1.5x the soft
   limit of them failed with 'Too many open files' (exit 1, a traceback, the

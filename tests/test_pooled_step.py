@@ -203,6 +203,7 @@ def test_an_item_whose_worker_is_killed_from_outside_while_it_runs_alone_runs_ag
   assert calls.batches == [[10, 11, 12, 13], [14, 15, 16, 17], [10], [11], [12], [13], [13]]
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_an_item_that_overruns_its_time_limit_alone_is_not_run_again():
   """The batch overruns (its child killed), each item runs alone: the one
   that overruns alone gets WorkerTimedOut at once, never a second run (only

@@ -427,6 +427,7 @@ def test_a_label_outside_the_label_map_is_refused_by_both_readers(datasets, tmp_
   assert validate.main(['--input_dir', str(out)]) == 1
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_examples_and_load_take_a_pathlib_path(datasets):
   """api.convert takes output_dir as a pathlib.Path; read.examples and
   read.load raised `TypeError: argument of type 'PosixPath' is not iterable`."""

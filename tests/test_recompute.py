@@ -628,6 +628,7 @@ def test_a_pattern_s_files_in_other_folders_resolve_their_own_images(tmp_path):
   assert (report['num_recomputed'], report['num_recompute_skipped']) == (4, 0)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_label_manifest_changed_since_the_run_is_noticed(tmp_path, capsys):
   """Two manifests, the image manifest unchanged and the label manifest
   relabelling k1 after the run: k1 is a recompute_source_changed warning

@@ -244,6 +244,7 @@ def outputs(tmp_path_factory) -> dict:
   return {kind: root / 'out' / kind for kind in KINDS}
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('kind', KINDS)
 def test_every_kind_of_source_validates_and_a_copied_line_is_found(outputs, tmp_path, kind):
   out = shutil.copytree(outputs[kind], tmp_path / kind)

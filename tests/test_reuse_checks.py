@@ -191,6 +191,7 @@ def test_a_sidecar_line_whose_sha256_or_path_is_not_its_records_is_encoded_not_c
       hashlib.sha256((root / 'imgs' / 'a0.png').read_bytes()).hexdigest())
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
                                    ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
 def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_split_by_it(
@@ -209,6 +210,7 @@ def test_a_sidecar_sha256_is_proven_by_its_record_before_rows_are_deduped_or_spl
       == (7, 0, 1)  # k0's hash is not its line's: encoded, not copied
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
                                    ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
 def test_a_seed_record_proves_no_sha256_so_files_are_hashed_and_records_not_read_for_it(
@@ -241,6 +243,7 @@ def test_a_seed_record_proves_no_sha256_so_files_are_hashed_and_records_not_read
   _same_files(out, fresh)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
                                    ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
 def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, tmp_path, flags,
@@ -260,6 +263,7 @@ def test_a_sidecar_sha256_beside_a_remote_shard_is_not_trusted_unproven(night1, 
       == (7, 0, 1)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 @pytest.mark.parametrize('flags', [('--dedupe', 'content'),
                                    ('--split_by', 'content', '--split', 'train=0.5,test=0.5')])
 def test_a_sidecar_line_naming_another_rows_record_proves_no_sha256(night1, tmp_path, path,

@@ -380,6 +380,7 @@ def _rows_of(examples: list, extra: int) -> list:
                                       label='cat', fingerprint='new') for i in range(extra)]
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_join_previous_in_buckets_gives_the_per_key_join(tmp_path):
   examples = _examples(9, ('train',))
   sidecar = _previous_dataset(tmp_path, examples)

@@ -532,6 +532,7 @@ def test_a_call_over_its_time_limit_kills_the_child_and_the_next_gets_a_new_one(
     pool.shutdown()
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_the_time_limit_is_each_row_s_not_the_whole_batch_s():
   """A call of several rows gets the limit per row, from the previous row's
   end (the child ticks after each): 5 rows of 0.6 s under a limit of 2 s
@@ -562,6 +563,7 @@ def test_the_time_limit_is_each_row_s_not_the_whole_batch_s():
     unlimited.shutdown()
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_new_child_s_imports_do_not_count_against_the_time_limit():
   """A new child imports the called function's module before the timed call:
   the first call after a start (or after a child killed at the limit) gets
@@ -609,6 +611,7 @@ def test_a_call_s_time_limit_covers_its_prepare():
     pool.shutdown()
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_a_prepare_s_time_limit_is_each_source_s():
   """A prepare reading a batch's remote files one after another gets the
   limit per file, from the last one read (read_remote_sources shows

@@ -81,6 +81,7 @@ def test_records_in_manifest_order_though_shuffled_is_said(out):
       'key, --seed 0)')
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_records_in_another_seeds_order(out):
   shard = read_info(out)['splits']['train']['shards'][1]
   _reorder(out, shard, lambda key: Ordering(seed=7).key(key, 0))

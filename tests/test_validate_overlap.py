@@ -8,6 +8,8 @@ import os
 import pathlib
 import time
 
+import pytest
+
 from pipeline import convert
 from pipeline import validate
 from pipeline.errors import EXIT_OK
@@ -32,6 +34,7 @@ def wait_for_file(folder: pathlib.Path, name: str) -> None:
     time.sleep(0.02)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_validate_while_a_convert_holds_the_folder_is_refused_and_writes_nothing(
     data, tmp_path, capsys):  # noqa: F811
   """A convert paused with the lock held (over a complete previous dataset,

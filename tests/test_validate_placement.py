@@ -78,6 +78,7 @@ def out(converted_sample, tmp_path):
   return copy_dataset(converted_sample(*SHARDED)[1], tmp_path)
 
 
+@pytest.mark.slow  # a long system test: make test stays within 6 minutes
 def test_records_swapped_between_shards(out):
   shards = read_info(out)['splits']['train']['shards']
   first, second = _records(out, shards)
