@@ -293,10 +293,37 @@ def _write_tfds(info: dict, input_dir: str, output_dir: str, overwrite: bool) ->
     done = _write_tfds_folder(info, input_dir, staging.path, features, tfds)
     interrupts.raise_if_interrupted()  # a signal swallowed in TensorFlow's code: not complete
     check_output_dir(output_dir, overwrite, input_dir)  # written meanwhile by another export?
+    _check_still_the_dataset(input_dir, info)
     staging.put_in_place(interrupts.EXPORT_PLACED_LINE)
+  try:
+    # A convert --overwrite of --input_dir that began between the check and
+    # the rename: its shards are new, this metadata the old dataset's.
+    _check_still_the_dataset(input_dir, info)
+  except UsageError:
+    shutil.rmtree(os.path.realpath(output_dir), ignore_errors=True)  # best effort: the news is the change
+    raise
   shards = ', '.join(f'{n} {how}' for how, n in sorted(done.items()))
   return [f'TFDS metadata in {output_dir} (shards: {shards}); load it with '
           f'tfds.builder_from_directory({output_dir!r}).as_dataset(split=...)']
+
+
+def _check_still_the_dataset(input_dir: str, info: dict) -> None:
+  """UsageError unless input_dir still holds the dataset_info.json `info` was
+  read from. A convert --overwrite of input_dir while the export ran left
+  an export whose metadata (split lengths, features) was the old dataset's,
+  its shard links the new dataset's records: TFDS read them by the old
+  lengths without a word. A convert removes dataset_info.json before any
+  shard and writes its own (a run id of its own) last."""
+  try:
+    now = dataset.read_info(input_dir)
+  except InfoError:
+    now = None
+  why = ('its dataset_info.json is gone' if now is None else
+         'its dataset_info.json was rewritten' if now != info else None)
+  if why:
+    raise UsageError(f'--input_dir {input_dir} changed while the export read it ({why}: a '
+                     f'convert wrote it again); nothing was exported: export it again once '
+                     f'that convert has ended')
 
 
 def _write_tfds_folder(info: dict, input_dir: str, output_dir: str, features, tfds) -> dict:
