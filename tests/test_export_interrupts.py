@@ -35,12 +35,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXPORT_LINE, EXPORT_AGAIN = interrupts.EXPORT_LINES
 SIGNALS = [pytest.param(signal.SIGINT, id='SIGINT'), pytest.param(signal.SIGTERM, id='SIGTERM'),
            pytest.param(signal.SIGHUP, id='SIGHUP')]
-# Export's signal tests each start TensorFlow in a process of its own (10-14
-# s): SIGTERM runs in make test, the other two with the integration tests
-# (make test stays within 6 minutes on 2 cores).
-EXPORT_SIGNALS = [pytest.param(signum.values[0], id=signum.id, marks=()
-                               if signum.id == 'SIGTERM' else pytest.mark.integration)
-                  for signum in SIGNALS]
 
 
 @pytest.fixture(scope='module')
@@ -99,7 +93,6 @@ def _signalled_while_writing(signum: int, argv: list, ignored: bool = False):
   return _run(_SIGNAL_WHILE_WRITING.format(signum=int(signum), argv=argv, ignored=ignored))
 
 
-@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow  # TensorFlow, in subprocesses and here
 def test_a_killed_export_leaves_no_half_folder_and_the_rerun_exports(out, tmp_path, capsys):
   """SIGKILL once the first shard was linked: the folder held that link
@@ -135,7 +128,7 @@ def test_a_killed_export_leaves_no_half_folder_and_the_rerun_exports(out, tmp_pa
 
 
 @pytest.mark.slow  # TensorFlow, in subprocesses
-@pytest.mark.parametrize('signum', EXPORT_SIGNALS)
+@pytest.mark.parametrize('signum', SIGNALS)
 def test_a_signalled_export_removes_its_folder_says_so_and_ends_by_the_signal(
         signum, out, tmp_path):
   """SIGTERM and SIGHUP ended export where it stood, silently, its half
@@ -155,7 +148,6 @@ def test_a_signalled_export_removes_its_folder_says_so_and_ends_by_the_signal(
   assert sorted(os.listdir(target)) == [DATASET_INFO, TFDS_FEATURES_FILE, 'old']
 
 
-@pytest.mark.integration  # a long system test: make test stays within 6 minutes
 @pytest.mark.slow  # TensorFlow, in a subprocess
 def test_an_export_started_under_nohup_keeps_going_on_sighup(out, tmp_path):
   target = tmp_path / 'tfds'
