@@ -50,6 +50,7 @@ from pipeline.runs.export_target import staging_beside
 from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import how_changed
 from transforms.core.pointers import pointer_given
 from transforms.core.spec import DATASET_INFO
 from transforms.core.tfrecord import ShardError
@@ -312,14 +313,12 @@ def _check_still_the_dataset(input_dir: str, info: dict) -> None:
   read from. A convert --overwrite of input_dir while the export ran left
   an export whose metadata (split lengths, features) was the old dataset's,
   its shard links the new dataset's records: TFDS read them by the old
-  lengths without a word. A convert removes dataset_info.json before any
-  shard and writes its own (a run id of its own) last."""
+  lengths without a word."""
   try:
     now = dataset.read_info(input_dir)
   except InfoError:
     now = None
-  why = ('its dataset_info.json is gone' if now is None else
-         'its dataset_info.json was rewritten' if now != info else None)
+  why = how_changed(info, now)
   if why:
     raise UsageError(f'--input_dir {input_dir} changed while the export read it ({why}: a '
                      f'convert wrote it again); nothing was exported: export it again once '

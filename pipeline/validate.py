@@ -54,6 +54,7 @@ from transforms.core import paths
 from transforms.core import recompute as recompute_core
 from transforms.core import validation
 from transforms.core.dataset_info import InfoError
+from transforms.core.dataset_info import how_changed
 from transforms.validation_report import WriteReportFn
 from transforms.validation_report import build_report
 from transforms.workers.pooled_step import pool_size
@@ -294,9 +295,7 @@ def _still_the_dataset_read(input_dir: str, info: dict, pipeline_options,
     now = filesystem.read_info(input_dir, files)
   except InfoError:
     now = None
-  why = (f'{writer.describe()} is writing there' if writer is not None else
-         'its dataset_info.json is gone' if now is None else
-         'its dataset_info.json was rewritten' if now != info else None)
+  why = f'{writer.describe()} is writing there' if writer is not None else how_changed(info, now)
   if why:
     raise errors.UsageError(f'--input_dir {input_dir} changed while validate read it ({why}); '
                             f'nothing was reported: validate it again'

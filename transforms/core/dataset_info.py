@@ -141,6 +141,18 @@ def check_every_row_ended(info: dict) -> None:
                    f'(a bug: nothing was published)')
 
 
+def how_changed(read: dict, now: Optional[dict]) -> Optional[str]:
+  """How a folder's dataset_info.json differs from the `read` one a command
+  began with (`now`: read again, None if gone), in the words its message
+  gives; None if it is the same. A convert removes it before any shard and
+  writes its own (with a run id of its own) last, so any difference means a
+  convert wrote the folder meanwhile (validate's report and export's
+  metadata then describe a dataset no longer there)."""
+  if now is None:
+    return 'its dataset_info.json is gone'
+  return 'its dataset_info.json was rewritten' if now != read else None
+
+
 def parse_info(text, path: str) -> dict:
   """The text of dataset_info.json (str, or the file's bytes) -> its dict;
   InfoError if it is unusable: not UTF-8, not JSON (also JSON nested too deeply
