@@ -890,6 +890,17 @@ def test_plain_jpeg_is_passed_through_byte_for_byte():
   assert encoded.format == 'jpeg'
 
 
+@pytest.mark.parametrize('orientation', [0, 9, 65535])
+def test_a_jpeg_whose_orientation_exif_does_not_define_is_passed_through(orientation):
+  """An orientation outside 1..8 turns nothing (exif_transpose, browsers): the
+  JPEG needs no change, so it is kept byte for byte (it was re-encoded: 9 and
+  65535 made 871 source bytes 900 at quality 95), its orientation 1."""
+  data = jpeg(blocks(LAYOUT, 16), orientation=orientation)
+  encoded = process_image(data, ImageSpec(resize_mode='none', encoding='jpeg'))
+  assert encoded.data == data
+  assert (encoded.height, encoded.width, encoded.orientation) == (32, 48, 1)
+
+
 def test_grey_jpeg_is_passed_through_for_one_channel():
   data = jpeg(Image.new('L', (16, 8), 99))
   encoded = process_image(data, ImageSpec(resize_mode='none', encoding='jpeg',

@@ -13,10 +13,15 @@ TRANSPOSED = (5, 6, 7, 8)  # the orientations that swap width and height
 
 
 def orientation(image: Image.Image) -> int:
+  """1 to 8; 1 for no tag, a malformed EXIF block or a value EXIF does not
+  define (0, 9, 65535: written by buggy software), which turns nothing in
+  exif_transpose or a browser: such a JPEG needs no change, and was
+  re-encoded by --resize_mode none --encoding jpeg rather than kept."""
   try:
-    return int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
+    turn = int(image.getexif().get(_EXIF_ORIENTATION, 1) or 1)
   except Exception:  # a malformed EXIF block is ignored, as browsers do
     return 1
+  return turn if turn in range(1, 9) else 1
 
 
 def turned_at_open(image: Image.Image) -> Optional[tuple]:
