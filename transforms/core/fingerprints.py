@@ -162,7 +162,9 @@ def codec_versions() -> dict:
 # 8: so is a 2- or 4-bit grey PNG's, widened to 8 bits as its pixels are.
 # 9: a 16-bit or float MinIsWhite TIFF is inverted (0 is white); a 12-bit
 # TIFF is scaled by 255/4095 (was by 1/257, near black).
-PIXELS_VERSION = 9
+# 10: a JPEG whose EXIF orientation is outside 1..8 is kept as it is by
+# --resize_mode none --encoding jpeg (it was re-encoded).
+PIXELS_VERSION = 10
 
 
 def options_digest(image: ImageSpec, example: ExampleSpec) -> str:
