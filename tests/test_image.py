@@ -18,9 +18,12 @@ from PIL import ImageFile
 import pytest
 
 from tests.conftest import decode_pixels
+from transforms.core.image import HEADER_BYTES
+from transforms.core.image import check_signature
 from transforms.core.image import process_image
 from transforms.core.image import to_mode
 from transforms.core.rejects import RowError
+from transforms.core.spec import DEFAULT_FORMATS
 from transforms.core.spec import ImageSpec
 
 RED = (255, 0, 0)
@@ -970,6 +973,30 @@ def test_non_image_bytes(data):
   error = decode_error(data)
   assert error.code == 'not_an_image'
   assert 'not an image' in error.reason
+
+
+@pytest.mark.parametrize('data,named', [
+    (b'\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic' + bytes(300), 'an HEIC/HEIF image'),
+    (b'\x00\x00\x00\x0cJXL \r\n\x87\n' + bytes(300), 'a JPEG XL image'),
+    (b'\xff\x0a\xfa\x7f' + bytes(300), 'a JPEG XL image'),
+    (b'%PDF-1.7\n' + bytes(300), 'a PDF document'),
+], ids=['heic', 'jxl-box', 'jxl-bare', 'pdf'])
+def test_a_format_pillow_does_not_decode_is_named(data, named):
+  """An iPhone's HEIC said only "not an image Pillow can read (..., starts
+  with b'\\x00\\x00\\x00\\x18ftyp')": the format is named, before the bytes
+  are read whole (check_signature) and after (decode)."""
+  said = f'not an image Pillow can read ({named}, which Pillow does not decode: convert it to '
+  error = decode_error(data)
+  assert error.code == 'not_an_image' and error.reason.startswith(said), error.reason
+  with pytest.raises(RowError) as caught:
+    check_signature(data[:HEADER_BYTES], DEFAULT_FORMATS, len(data))
+  assert caught.value.code == 'not_an_image' and caught.value.reason.startswith(said)
+  assert f'{len(data)} B, starts with {data[:8]!r})' in caught.value.reason
+
+
+def test_bytes_of_no_known_format_name_none():
+  error = decode_error(b'\x00\x00\x00\x18ftypqt  ' + bytes(300))  # a QuickTime movie
+  assert error.reason.startswith('not an image Pillow can read (312 B, starts with ')
 
 
 @pytest.mark.parametrize('encoder,size,entry', [

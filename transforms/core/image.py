@@ -116,8 +116,32 @@ def check_signature(prefix: bytes, formats: tuple | None, num_bytes: int) -> Non
   if found is not None and found not in formats:
     raise _decode_error('format_not_allowed', f'{found} image: format not in --formats '
                         f'({", ".join(formats)})')
-  raise _decode_error('not_an_image', f'not an image Pillow can read '
-                      f'({_size_text(num_bytes)}, starts with {prefix[:8]!r})')
+  raise _not_an_image(prefix, num_bytes)
+
+
+# Formats users meet that Pillow decodes none of, by their first bytes: named
+# in the not_an_image reason (an iPhone's HEIC said only "starts with
+# b'\x00\x00\x00\x18ftyp'"). The HEIF brands of HEVC images only: mif1
+# and msf1, also AVIF's, are Pillow's AVIF plugin's to open (or refuse).
+_HEIF_BRANDS = (b'heic', b'heix', b'hevc', b'hevx', b'heim', b'heis')
+
+
+def _not_pillows(prefix: bytes) -> str:
+  """'' or the name of the format these first bytes begin, with a comma."""
+  if prefix[4:8] == b'ftyp' and prefix[8:12] in _HEIF_BRANDS:
+    kind = 'an HEIC/HEIF image'
+  elif prefix.startswith((b'\xff\x0a', b'\x00\x00\x00\x0cJXL ')):
+    kind = 'a JPEG XL image'
+  elif prefix.startswith(b'%PDF-'):
+    kind = 'a PDF document'
+  else:
+    return ''
+  return f'{kind}, which Pillow does not decode: convert it to JPEG or PNG first; '
+
+
+def _not_an_image(data: bytes, num_bytes: int) -> RowError:
+  return _decode_error('not_an_image', f'not an image Pillow can read ({_not_pillows(data)}'
+                       f'{_size_text(num_bytes)}, starts with {data[:8]!r})')
 
 
 def _bomb_pixels(error: Exception) -> str:
@@ -154,9 +178,7 @@ def open_image(data: bytes, max_pixels: int, formats: tuple | None = None) -> Im
                             f'samples Pillow has no mode for ({refusal})')
       raise _decode_error('corrupt', f'{found} image header is damaged or cut short '
                           f'({_size_text(len(data))}): {refusal}')
-    raise _decode_error(
-        'not_an_image', f'not an image Pillow can read '
-        f'({_size_text(len(data))}, starts with {data[:8]!r})')
+    raise _not_an_image(data, len(data))
   except (OSError, SyntaxError, ValueError, EOFError) as error:
     if 'unsupported' in str(error).lower():
       # a valid variant (a BMP compression, ...) that Pillow does not decode
