@@ -509,6 +509,37 @@ def test_a_negative_number_of_local_workers_is_a_usage_error(sample, capsys):
   assert '--direct_num_workers -2 is below 0' in one_error_line(capsys)
 
 
+@pytest.mark.parametrize('flags, message', [
+    (['--runtime_type_check', '--performance_runtime_type_check'],
+     'error: --runtime_type_check and --performance_runtime_type_check cannot both be given '
+     '(Beam refuses the pair): give one of them'),
+    (['--type_check_strictness', 'ALL_REQUIRED'],
+     "error: --type_check_strictness ALL_REQUIRED: this pipeline's transforms do not all "
+     'declare an output type hint, so Beam would refuse it as it is built; leave it at '
+     'DEFAULT_TO_ANY (--runtime_type_check checks the hints they have)'),
+], ids=['both_runtime_checks', 'all_required'])
+def test_type_checks_every_run_fails_are_usage_errors(sample, capsys, tmp_path, flags, message):
+  """Beam refused these only once the pipeline was built or run: `the job
+  failed: RuntimeError` or `TypeCheckError` with a traceback (exit 1), an
+  empty OUT left; convert and validate refuse them as the flags are read."""
+  assert convert.main(convert_argv(sample, '--runner', 'DirectRunner', *flags)) == EXIT_USAGE
+  assert one_error_line(capsys) == message
+  assert not sample.out.exists()
+  dataset = tmp_path / 'dataset'
+  dataset.mkdir()
+  assert validate.main(['--input_dir', str(dataset), '--runner', 'DirectRunner', *flags]) == (
+      EXIT_USAGE)
+  assert one_error_line(capsys) == message
+  assert list(dataset.iterdir()) == []
+
+
+def test_one_type_check_option_alone_runs(sample, capsys):
+  """Each of the pair alone is a run as any other (its records the same)."""
+  assert convert.main(convert_argv(sample, '--runner', 'DirectRunner',
+                                   '--performance_runtime_type_check')) == 0
+  assert (sample.out / 'dataset_info.json').exists()
+
+
 @pytest.mark.parametrize('runner, name', [
     ('BundleBasedDirectRunner', 'BundleBasedDirectRunner'),
     ('bundlebaseddirect', 'BundleBasedDirectRunner'),

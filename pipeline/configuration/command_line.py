@@ -224,6 +224,7 @@ def parse(argv: list, options_cls, description: str, switched_off=()) -> Parsed:
   beam = runners.local_defaults({k: v for k, v in given.items() if k not in own_dests})
   runner_flags.check_runner(beam.get('runner'))
   runner_flags.check_local_workers(beam)
+  runner_flags.check_type_checks(beam)
   pipeline_options = ViewCachingOptions([], **beam)
   # The launcher reads the manifest header, lists the output folder and reads
   # dataset_info.json before any Pipeline exists (which is what normally hands

@@ -1,6 +1,7 @@
-"""--runner and --direct_num_workers checked as the flags are read, before
-anything is locked or written: the runners refused and why, names Beam does
-not know, module paths that do not import, a negative number of workers."""
+"""--runner, --direct_num_workers and Beam's type-check options checked as the
+flags are read, before anything is locked or written: the runners refused and
+why, names Beam does not know, module paths that do not import, a negative
+number of workers, type checks this pipeline cannot pass."""
 
 from __future__ import annotations
 
@@ -83,6 +84,23 @@ def check_local_workers(options: dict) -> None:
   if workers is not None and int(workers) < 0:
     raise UsageError(f'--direct_num_workers {workers} is below 0: give a number of worker '
                      'processes, or 0 for one per core')
+
+
+def check_type_checks(options: dict) -> None:
+  """UsageError for Beam's type-check options that fail every run, found by
+  Beam only once the pipeline is built or run, after OUT was made (a
+  traceback and exit 1, an empty OUT left): --runtime_type_check with
+  --performance_runtime_type_check (Pipeline.run refuses the pair), and
+  --type_check_strictness ALL_REQUIRED (its first transform without an
+  output type hint, the manifest's read, raised TypeCheckError)."""
+  if options.get('runtime_type_check') and options.get('performance_runtime_type_check'):
+    raise UsageError('--runtime_type_check and --performance_runtime_type_check cannot both be '
+                     'given (Beam refuses the pair): give one of them')
+  if options.get('type_check_strictness') == 'ALL_REQUIRED':
+    raise UsageError("--type_check_strictness ALL_REQUIRED: this pipeline's transforms do not "
+                     'all declare an output type hint, so Beam would refuse it as it is '
+                     'built; leave it at DEFAULT_TO_ANY (--runtime_type_check checks the '
+                     'hints they have)')
 
 
 def known_runner(name: str) -> bool:
