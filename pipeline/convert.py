@@ -12,7 +12,6 @@ shell shows 130, 143 or 129).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Optional
@@ -84,6 +83,7 @@ from transforms.sources import ResolveKeys
 from transforms.workers import source_image
 from transforms.workers import spare_children
 from transforms.workers.pooled_step import PoolSize
+from transforms.workers.pooled_step import available_cores
 from transforms.workers.pooled_step import pool_size
 from transforms.workers.process_pool import WORKER_MODULE
 from transforms.workers.source_image import hash_sized_in_worker
@@ -131,10 +131,12 @@ def _read_rows(p, config: configs.ConvertConfig, in_order: bool, progress_dir=No
 def image_pool(config: configs.ConvertConfig, options) -> PoolSize:
   """The image step's pool. Elsewhere than on a single local worker it is
   sized in each worker, from its cores and the SDK harnesses sharing them
-  (pooled_step.in_worker)."""
+  (pooled_step.in_worker). Cores: those this process may use, as a worker
+  counts them (os.cpu_count() counts the host's: pinned to 1 core, 2 image
+  processes on this 2-core machine; in a 2-CPU container on a 64-core host, 64)."""
   in_order = runners.single_local_worker(options)
   return pool_size(config.image_threads, config.image_processes, config.image.encoding,
-                   in_order, os.cpu_count() or 1, timeout_s=config.image_timeout_s,
+                   in_order, available_cores(), timeout_s=config.image_timeout_s,
                    harnesses=None if in_order else runners.harnesses_per_machine(options))
 
 

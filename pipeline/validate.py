@@ -57,6 +57,7 @@ from transforms.core.dataset_info import InfoError
 from transforms.core.dataset_info import how_changed
 from transforms.validation_report import WriteReportFn
 from transforms.validation_report import build_report
+from transforms.workers.pooled_step import available_cores
 from transforms.workers.pooled_step import pool_size
 
 # Below this many bytes of local uncompressed shards, starting span processes
@@ -127,7 +128,7 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
   single = runners.single_local_worker(p.options)
   pool, spans, whole_shards = check_pools(
       check_threads, check_processes, expected.image.encoding, single, input_dir, shards,
-      os.cpu_count() or 1)
+      available_cores())  # not os.cpu_count(): the host's, in a container
   checked = (p
              | 'ShardList' >> beam.Create(shards, reshuffle=False)
              | 'CheckShards' >> CheckShards(

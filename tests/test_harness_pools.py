@@ -2,7 +2,8 @@
 worker from its cores and the SDK harnesses sharing them
 (pooled_step.in_worker, runners.harnesses_per_machine), and one set of image
 processes per harness process, whichever DoFn instances run there
-(SharedProcesses)."""
+(SharedProcesses); on a single local worker, from the cores the launcher
+may use."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pickle
 from apache_beam.options.pipeline_options import PipelineOptions
 import pytest
 
+from pipeline import convert
+from pipeline import validate
+from pipeline.configuration import config as opts
 from pipeline.engines import runners
 from tests.conftest import COLOURS
 from tests.conftest import write_image
@@ -184,3 +188,38 @@ def test_available_cores_follow_the_cgroup_quota(tmp_path, monkeypatch):
   assert pooled_step.available_cores() == 8
   quota.unlink()
   assert pooled_step.available_cores() == 8
+
+
+@pytest.fixture
+def two_of_64_cores(monkeypatch):
+  """A 64-core host of which this process may use 2 (taskset, a container's
+  cpuset): os.cpu_count() says 64."""
+  monkeypatch.setattr(pooled_step, 'CGROUP_QUOTAS', ())
+  monkeypatch.setattr(os, 'cpu_count', lambda: 64)
+  monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: {0, 1}, raising=False)
+
+
+def test_a_single_local_worker_s_pool_counts_the_cores_it_may_use(sample, two_of_64_cores):
+  """The default local run sized its image pool from os.cpu_count(): pinned
+  to 1 core of this 2-core machine, a JPEG convert ran 2 image processes; 2
+  CPUs of a 64-core host, 64 (and 65 threads for raw output)."""
+  config, options = opts.parse_convert([
+      '--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+      '--runner', 'DirectRunner', '--encoding', 'jpeg'])
+  assert runners.single_local_worker(options)
+  assert convert.image_pool(config, options) == PoolSize(3, 2, 60.0)
+
+
+def test_validate_on_a_single_local_worker_counts_the_cores_it_may_use(
+    sample, two_of_64_cores, monkeypatch):
+  assert convert.main(['--manifest', str(sample.manifest), '--output_dir', str(sample.out),
+                       '--runner', 'DirectRunner']) == 0
+  cores = []
+  check_pools = validate.check_pools
+
+  def recorded(*args):
+    cores.append(args[-1])
+    return check_pools(*args)
+  monkeypatch.setattr(validate, 'check_pools', recorded)
+  assert validate.main(['--input_dir', str(sample.out), '--runner', 'DirectRunner']) == 0
+  assert cores == [2]
