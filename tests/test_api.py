@@ -447,7 +447,7 @@ def test_the_bar_counts_rows_done():
 # --- the process, as it was --------------------------------------------------------
 
 _STATE_SCRIPT = textwrap.dedent("""
-    import json, logging, os, signal, sys, tempfile, warnings
+    import json, logging, os, random, signal, sys, tempfile, warnings
     from PIL import Image
 
     data = sys.argv[1]
@@ -457,6 +457,7 @@ _STATE_SCRIPT = textwrap.dedent("""
     logging.disable(logging.DEBUG)
     Image.MAX_IMAGE_PIXELS = 1000 * 1000
     warnings.simplefilter('default')
+    random.seed(7)
 
     import apache_beam
     from apache_beam.io.filesystems import FileSystems
@@ -473,7 +474,7 @@ _STATE_SCRIPT = textwrap.dedent("""
           'warnings_filters': list(warnings.filters), 'pillow_max_pixels': Image.MAX_IMAGE_PIXELS,
           'signal_handlers': [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)],
           'temp_dir': (tempfile.gettempdir(), os.environ.get('TMPDIR')), 'cwd': os.getcwd(),
-          'excepthook': sys.excepthook}
+          'excepthook': sys.excepthook, 'random_state': random.getstate()}
 
     modules = dict(sys.modules)
     before = state()
@@ -519,10 +520,11 @@ def test_a_run_leaves_the_process_as_it_found_it(tmp_path):
   assert changed['temp_dir'] is False
   assert changed['cwd'] is False
   assert changed['excepthook'] is False
+  assert changed['random_state'] is False  # Beam's Reshuffle drew from it
   assert set(changed) == {'root_level', 'root_handlers', 'logging_disable', 'meta_path',
                           'sys_modules', 'beam_get_function_args_defaults',
                           'beam_filesystem_options', 'warnings_filters', 'pillow_max_pixels',
-                          'signal_handlers', 'temp_dir', 'cwd', 'excepthook'}
+                          'signal_handlers', 'temp_dir', 'cwd', 'excepthook', 'random_state'}
 
 
 _INTERRUPT_SCRIPT = textwrap.dedent("""

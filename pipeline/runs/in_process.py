@@ -20,6 +20,9 @@ line's alone). A run in process changes, and this puts back:
 - the SIGINT and SIGTERM handlers: Beam's job server for Flink and Spark
   (StopOnExitJobServer) installs its own SIGINT handler and never removes it;
 - the limit of open files, which a local run of many shards raises (open_files.py);
+- the state of the random module's global generator: Beam's Reshuffle draws
+  from it for each element in this process, so a caller's `random.seed(0)`
+  gave other numbers after a convert than before it (numpy's is untouched);
 - sys.stderr, when the caller's is closed: the run's notes go nowhere (_Nowhere).
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
@@ -40,6 +43,7 @@ import contextlib
 import io
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -116,10 +120,12 @@ def _restored() -> Iterator[None]:
   handlers_before = {number: signal.getsignal(number)
                      for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
   files_limit = open_files.limit()
+  random_state = random.getstate()
   try:
     with method_signatures_remembered(), outside_interactive_beam():
       yield
   finally:
+    random.setstate(random_state)
     open_files.set_limit(files_limit)
     for number, handler in handlers_before.items():
       if handler is not None and signal.getsignal(number) is not handler:
