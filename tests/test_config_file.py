@@ -283,6 +283,25 @@ def test_validate_config_errors_name_the_file_and_key(tmp_path, capsys):
   assert capsys.readouterr().err.strip() == f"error: --config {path}: unknown key 'image_dir'"
 
 
+def test_config_given_twice_is_a_usage_error_not_the_last_file_alone(sample, tmp_path, capsys):
+  """argparse kept the last --config: base.yaml's height and width were
+  ignored without a word, and the run went on at 300x300 (exit 0)."""
+  base = write(tmp_path / 'base.yaml', 'height: 8\nwidth: 8\n')
+  nightly = write(tmp_path / 'nightly.yaml', 'num_shards: 2\n')
+  message = (f'error: --config is given twice ({base}, then {nightly}): only one file is read; '
+             'merge them into one (flags on the command line override it)')
+  assert convert.main(['--config', base, f'--config={nightly}', '--manifest',
+                       str(sample.manifest), '--output_dir', str(sample.out)]) == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == message
+  assert not sample.out.exists()
+  assert validate.main(['--input_dir', str(tmp_path), '--config', base,
+                        '--config', nightly]) == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == message
+  config, _ = opts.parse_convert(['--config', base, '--manifest', str(sample.manifest),
+                                  '--output_dir', str(sample.out)])
+  assert (config.image.height, config.image.width) == (8, 8)  # once is as before
+
+
 def test_credentials_are_redacted_from_the_record(tmp_path):
   parsed = command_line.parse(['--input_dir', str(tmp_path), '--s3_access_key_id', 'AKIA',
                                '--s3_secret_access_key', 'shh', '--s3_region_name', 'eu'],

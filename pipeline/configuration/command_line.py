@@ -94,6 +94,19 @@ class _UsageParser(errors.UsageParser, _BeamArgumentParser):
   options classes declare some)."""
 
 
+class _OneConfigFile(argparse.Action):
+  """--config given once: a second one was taken and the first file ignored
+  whole (`--config base.yaml --config nightly.yaml` ran without base.yaml's
+  options, exit 0), where a user may expect them layered."""
+
+  def __call__(self, parser, namespace, value, option_string=None):
+    first = getattr(namespace, self.dest, None)
+    if first is not None:
+      raise UsageError(f'{CONFIG_FLAG} is given twice ({first}, then {value}): only one file '
+                       'is read; merge them into one (flags on the command line override it)')
+    setattr(namespace, self.dest, value)
+
+
 class _StubOptions:
   """Base for options classes read from source: collects flags, registers nothing."""
 
@@ -145,7 +158,7 @@ def own_parser(options_cls, description: str = '') -> argparse.ArgumentParser:
                         description=description,
                         epilog='Any Beam pipeline option is accepted too (--runner, '
                         '--direct_num_workers, --temp_location, ...).')
-  parser.add_argument(CONFIG_FLAG, metavar='FILE',
+  parser.add_argument(CONFIG_FLAG, metavar='FILE', action=_OneConfigFile,
                       help='YAML or JSON file of options (local, gs:// or s3://), '
                       'keyed by flag name without dashes; command-line flags win')
   options_cls._add_argparse_args(parser)
