@@ -28,10 +28,12 @@ from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_USAGE
+from pipeline.errors import UsageError
 from tests.test_hostile_sources import fifo_writer_that_unblocks_readers
 from transforms import filesystem
 from transforms.core import manifest
 from transforms.core.labels import LabelMap
+from transforms.workers.pooled_step import available_memory_mib
 
 
 def convert_argv(sample, *flags):
@@ -507,6 +509,50 @@ def test_a_negative_number_of_local_workers_is_a_usage_error(sample, capsys):
   assert validate.main(['--input_dir', str(sample.out), '--direct_num_workers', '-2']) == (
       EXIT_USAGE)
   assert '--direct_num_workers -2 is below 0' in one_error_line(capsys)
+
+
+def test_more_local_worker_processes_than_memory_holds_is_a_usage_error(sample, capsys):
+  """Beam starts every worker process at once: --direct_num_workers 100000
+  had the kernel kill the run (exit 137, nothing said) and other processes
+  of the machine. Refused as the flags are read, by convert and validate."""
+  assert convert.main(convert_argv(sample, '--direct_num_workers', '100000')) == EXIT_USAGE
+  line = one_error_line(capsys)
+  assert line.startswith('error: --direct_num_workers 100000 would start 100000 worker '
+                         'processes of at least 100 MB each, more than the ')
+  assert line.endswith(f'give at most {available_memory_mib() // 100}, or 0 for one per core')
+  assert not sample.out.exists()
+  sample.out.mkdir()
+  assert validate.main(['--input_dir', str(sample.out), '--direct_num_workers', '100000']) == (
+      EXIT_USAGE)
+  assert 'would start 100000 worker processes' in one_error_line(capsys)
+
+
+@pytest.mark.parametrize('options, refused', [
+    ({'direct_num_workers': 11, 'direct_running_mode': 'multi_processing'}, True),
+    ({'direct_num_workers': 10, 'direct_running_mode': 'multi_processing'}, False),
+    ({'direct_num_workers': 0, 'direct_running_mode': 'multi_processing'}, False),
+    ({'direct_num_workers': 100000, 'direct_running_mode': 'multi_threading'}, False),
+    ({'direct_num_workers': 100000, 'direct_running_mode': 'in_memory'}, False),
+])
+def test_local_worker_processes_are_counted_against_the_memory_given(options, refused):
+  if refused:
+    with pytest.raises(UsageError, match='more than the 1000 MB of memory available: give at '
+                                         'most 10, or 0 for one per core'):
+      runner_flags.check_local_workers(options, available_mib=1000)
+  else:
+    runner_flags.check_local_workers(options, available_mib=1000)
+
+
+def test_available_memory_is_memavailable_capped_by_the_cgroup_limit(tmp_path):
+  meminfo = tmp_path / 'meminfo'
+  meminfo.write_text('MemTotal:       24000000 kB\nMemAvailable:    2048000 kB\n')
+  unlimited, limited = tmp_path / 'unlimited', tmp_path / 'limited'
+  unlimited.write_text('max\n')
+  limited.write_text(f'{1 << 30}\n')
+  assert available_memory_mib(str(meminfo), (str(unlimited),)) == 2000
+  assert available_memory_mib(str(meminfo), (str(limited),)) == 1024
+  assert available_memory_mib(str(tmp_path / 'none'), (str(limited),)) == 1024
+  assert available_memory_mib(str(tmp_path / 'none'), (str(tmp_path / 'gone'),)) is None
 
 
 @pytest.mark.parametrize('flags, message', [

@@ -143,6 +143,37 @@ def _cgroup_quota() -> Optional[float]:
   return None
 
 
+# Where a cgroup's memory limit is (v2, then v1); 'max' or a huge number: none.
+CGROUP_MEMORY_LIMITS = ('/sys/fs/cgroup/memory.max',
+                        '/sys/fs/cgroup/memory/memory.limit_in_bytes')
+
+
+def available_memory_mib(meminfo: str = '/proc/meminfo',
+                         limits: tuple = CGROUP_MEMORY_LIMITS) -> Optional[int]:
+  """MiB of memory this machine has available (MemAvailable), capped by the
+  cgroup's limit (a container's); None where neither can be read (not Linux)."""
+  found = [mib for mib in [_first_mib(meminfo, 'MemAvailable:')] + [
+      _first_mib(path) for path in limits] if mib is not None]
+  return min(found) if found else None
+
+
+def _first_mib(path: str, prefix: str = '') -> Optional[int]:
+  """MiB in the file at `path`: a line's kB after `prefix` (/proc/meminfo),
+  or with no prefix the bytes the file holds; None if it cannot be read or
+  holds no number ('max')."""
+  try:
+    with open(path, encoding='ascii') as handle:
+      text = handle.read()
+  except OSError:
+    return None
+  if prefix:
+    line = next((line for line in text.splitlines() if line.startswith(prefix)), '')
+    kib = line[len(prefix):].split()[:1]
+    return int(kib[0]) // 1024 if kib and kib[0].isdigit() else None
+  text = text.strip()
+  return int(text) >> 20 if text.isdigit() else None
+
+
 class PooledStep:
   """Items in, (item, result) pairs out, in the order the items came in.
 
