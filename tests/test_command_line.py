@@ -24,6 +24,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration import configs
 from pipeline.configuration import flag_files
 from pipeline.configuration import flags
+from pipeline.configuration.flags import ConvertOptions
 from pipeline.engines import runner_flags
 from pipeline.engines import runners
 from pipeline.errors import EXIT_FAILED
@@ -509,6 +510,35 @@ def test_a_negative_number_of_local_workers_is_a_usage_error(sample, capsys):
   assert validate.main(['--input_dir', str(sample.out), '--direct_num_workers', '-2']) == (
       EXIT_USAGE)
   assert '--direct_num_workers -2 is below 0' in one_error_line(capsys)
+
+
+def test_an_input_given_twice_is_a_usage_error(sample, capsys, tmp_path):
+  """argparse keeps the last of a flag given twice: `--manifest a.csv
+  --manifest b.csv` converted b.csv alone, exit 0. An input flag given twice
+  is refused before anything is made, by convert and validate."""
+  other = tmp_path / 'other.csv'
+  other.write_text('image,label\n')
+  argv = convert_argv(sample) + ['--manifest', str(other)]
+  assert convert.main(argv) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      f'error: --manifest is given twice ({sample.manifest}, then {other}): only one would be '
+      "read; give it once (several manifests are read as one through a pattern, such as "
+      "'parts/*.csv')")
+  assert not sample.out.exists()
+  assert convert.main(['--image_dir', str(tmp_path), f'--image_dir={sample.out}',
+                       '--output_dir', str(tmp_path / 'o')]) == EXIT_USAGE
+  assert one_error_line(capsys) == (f'error: --image_dir is given twice ({tmp_path}, then '
+                                    f'{sample.out}): only one would be read; give it once')
+  assert validate.main(['--input_dir', 'a', '--input_dir', 'b']) == EXIT_USAGE
+  assert '--input_dir is given twice (a, then b)' in one_error_line(capsys)
+
+
+def test_an_output_given_twice_is_the_last_as_any_flag():
+  """Only inputs are refused twice: a later --output_dir overrides an earlier
+  one, as scripts appending their own flags expect of every other flag."""
+  command_line.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
+                                        '--manifest', 'm.csv', '--', '--manifest', 'x'],
+                                       ConvertOptions.INPUTS)
 
 
 def test_more_local_worker_processes_than_memory_holds_is_a_usage_error(sample, capsys):

@@ -155,6 +155,9 @@ class ConvertOptions:
   # The flags naming a file or folder (configuration/locations.py checks them).
   LOCATIONS = ('manifest', 'label_manifest', 'image_dir', 'label_map', 'annotations',
                'output_dir', 'previous_dataset')
+  # The inputs among them: given twice on the line, the first was dropped
+  # without a word (`--manifest a.csv --manifest b.csv` converted b.csv alone).
+  INPUTS = ('manifest', 'label_manifest', 'image_dir', 'label_map', 'annotations')
 
   @classmethod
   def _add_argparse_args(cls, parser):
@@ -337,6 +340,7 @@ class ValidateOptions:
 
   COMMAND = 'validate'  # its name in the console script
   LOCATIONS = ('input_dir', 'report', 'manifest')  # as ConvertOptions.LOCATIONS
+  INPUTS = ('input_dir', 'manifest')  # as ConvertOptions.INPUTS
 
   @classmethod
   def _add_argparse_args(cls, parser):
