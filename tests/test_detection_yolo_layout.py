@@ -134,3 +134,29 @@ def test_an_image_outside_the_folders_read_exits_2_naming_it(tmp_path, capsys, i
                        '--progress', 'off', '--output_dir', str(out)]) == EXIT_USAGE
   assert capsys.readouterr().err == f'error: --annotations {tmp_path}: {tmp_path}/{unread}\n'
   assert not out.exists()
+
+
+def test_a_label_file_whose_image_is_not_read_names_the_image(tmp_path):
+  """labels/train/cam1/b.txt beside images/train/cam1/b.mpo (a JPEG, named as
+  cameras and Ultralytics name a multi-picture one) and b.json: b.mpo is no
+  extension the run reads, and the rejected line said "no b.* image" of the
+  folder holding it."""
+  root = tmp_path / 'yolo'
+  for folder in ('images/train/cam1', 'labels/train/cam1'):
+    (root / folder).mkdir(parents=True)
+  (root / 'data.yaml').write_text('names: [cat]\n')
+  Image.new('RGB', (64, 48), (90, 120, 60)).save(root / 'images/train/a.jpg')
+  Image.new('RGB', (64, 48), (20, 40, 200)).save(root / 'images/train/cam1/b.mpo', 'JPEG')
+  (root / 'images/train/cam1/b.json').write_text('{}')
+  (root / 'labels/train/a.txt').write_text('0 0.5 0.5 0.25 0.5\n')
+  (root / 'labels/train/cam1/b.txt').write_text('0 0.5 0.5 0.1 0.1\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--resize_mode', 'none', '--progress', 'off',
+                       '--output_dir', str(out)]) == EXIT_OVER_BUDGET
+  (unread,) = rejected_lines(out)
+  assert (unread['code'], unread['reason']) == (
+      'missing_image', f'label file {root}/labels/train/cam1/b.txt has no image: '
+      f'{root}/images/train/cam1 holds b.json, b.mpo, but only files ending .jpg, .jpeg, .png, '
+      '.gif, .bmp, .tif, .tiff, .webp, .ppm, .pgm are read as images (rename it if it is one)')
+  assert read_info(out)['num_examples'] == 1

@@ -142,7 +142,13 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
   images_root = (args.image_dir or filesystem.join(root, 'images')).rstrip('/')
   labels_root = filesystem.join(root, 'labels')
   # images/ listed once, at every depth (a listing is a request per 1,000 files on S3)
-  below = _files_below(files, images_root, DEFAULT_IMAGE_EXTENSIONS)
+  every = _files_below(files, images_root, None)
+  below = [relative for relative in every if wanted_file(relative, DEFAULT_IMAGE_EXTENSIONS)]
+  # the other files by path without extension: a label file whose image the
+  # run does not read (b.mpo, b.jfif) names it, not "no b.* image"
+  unread = {}
+  for relative in sorted(set(every) - set(below)):
+    unread.setdefault(relative.rsplit('.', 1)[0], []).append(posixpath.basename(relative))
   found = {s: images for s in YOLO_SPLITS if (images := [
       relative[len(s) + 1:] for relative in below if relative.startswith(s + '/')])}
   _refuse_unread_images(args.annotations, images_root, below, bool(found))
@@ -168,7 +174,9 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
       if label not in used and posixpath.basename(label) != 'classes.txt':
         images = filesystem.join(images_root, split) if split else images_root
         images = filesystem.join(images, posixpath.dirname(relative)).rstrip('/')
-        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(label, images)))
+        stem = relative.rsplit('.', 1)[0]
+        listed.append(('', label, split, len(listed) + 1, yolo.missing_image(
+            label, images, unread.get(f'{split}/{stem}' if split else stem, ()))))
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed), keypoint_values=keypoints)
 

@@ -6,6 +6,7 @@ Object Detection API's background)."""
 from __future__ import annotations
 
 from transforms.core import annotations as objects
+from transforms.core.image_dir import DEFAULT_IMAGE_EXTENSIONS
 
 
 class YoloFormatError(ValueError):
@@ -129,10 +130,18 @@ def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tu
   return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected
 
 
-def missing_image(label: str, image_folder: str) -> tuple:
+def missing_image(label: str, image_folder: str, unread=()) -> tuple:
   """(MISSING_IMAGE, why) of a label file no image of `image_folder` has:
-  its rows would otherwise vanish without a word."""
+  its rows would otherwise vanish without a word. unread: the names of the
+  files of its stem there that the run does not read as images (b.mpo,
+  b.jfif): "no b.* image" was said of a folder holding b.mpo."""
   stem = label.rsplit('/', 1)[-1].rsplit('.', 1)[0]
+  if unread:
+    shown = ', '.join(unread[:3]) + (f' and {len(unread) - 3} more' if len(unread) > 3 else '')
+    return objects.MISSING_IMAGE, (
+        f'label file {label} has no image: {image_folder} holds {shown}, but only files '
+        f'ending {", ".join("." + e for e in DEFAULT_IMAGE_EXTENSIONS)} are read as '
+        f'images (rename it if it is one)')
   return objects.MISSING_IMAGE, (f'label file {label} has no image: no {stem}.* image in '
                                  f'{image_folder}')
 
