@@ -10,6 +10,7 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
+from pipeline.errors import EXIT_OK
 from pipeline.errors import EXIT_OVER_BUDGET
 from pipeline.errors import EXIT_USAGE
 from tests.conftest import feature
@@ -160,3 +161,29 @@ def test_a_label_file_whose_image_is_not_read_names_the_image(tmp_path):
       f'{root}/images/train/cam1 holds b.json, b.mpo, but only files ending .jpg, .jpeg, .png, '
       '.gif, .bmp, .tif, .tiff, .webp, .ppm, .pgm are read as images (rename it if it is one)')
   assert read_info(out)['num_examples'] == 1
+
+
+def test_no_label_file_for_any_image_exits_2_unless_allow_empty(tmp_path, capsys):
+  """Roboflow's layout (train/images, train/labels, data.yaml beside them)
+  given as --image_dir train/images: label files are read from labels/
+  beside data.yaml, which is not there, and every image was written without
+  objects, exit 0, validate OK."""
+  root = tmp_path / 'rf'
+  for folder in ('train/images', 'train/labels'):
+    (root / folder).mkdir(parents=True)
+  (root / 'data.yaml').write_text("train: ../train/images\nnc: 1\nnames: ['cat']\n")
+  for name in ('a', 'b'):
+    Image.new('RGB', (64, 48), (90, 120, 60)).save(root / f'train/images/{name}.jpg')
+    (root / f'train/labels/{name}.txt').write_text('0 0.5 0.5 0.25 0.5\n')
+  out = tmp_path / 'out'
+  flags = ['--annotations', str(root / 'data.yaml'), '--annotation_format', 'yolo',
+           '--image_dir', str(root / 'train/images'), '--progress', 'off']
+  assert convert.main([*flags, '--output_dir', str(out)]) == EXIT_USAGE
+  assert capsys.readouterr().err == (
+      f'error: --annotations {root}/data.yaml: no label file in {root}/labels for any of the '
+      f'2 image(s) in {root}/train/images: each would be written without objects (label '
+      'files are read there, whatever --image_dir says; --allow_empty converts them so)\n')
+  assert not out.exists()
+  assert convert.main([*flags, '--output_dir', str(out), '--allow_empty']) == EXIT_OK
+  info = read_info(out)
+  assert (info['num_examples'], info['detection']['num_objects']) == (2, 0)

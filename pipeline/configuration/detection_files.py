@@ -177,6 +177,13 @@ def _yolo(args, options: DetectionOptions, files: filesystem.FileAccess) -> Dete
         stem = relative.rsplit('.', 1)[0]
         listed.append(('', label, split, len(listed) + 1, yolo.missing_image(
             label, images, unread.get(f'{split}/{stem}' if split else stem, ()))))
+  if listed and not any(path for _, path, *_ in listed) and not args.allow_empty:
+    # no label file anywhere: every image written without objects, exit 0
+    # (Roboflow's train/images with --image_dir, its labels in train/labels)
+    raise UsageError(f'--annotations {args.annotations}: no label file in {labels_root} '
+                     f'for any of the {len(listed)} image(s) in {images_root}: each would be '
+                     f'written without objects (label files are read there, whatever '
+                     f'--image_dir says; --allow_empty converts them so)')
   return DetectionConfig('yolo', args.annotations, images_root, names, options,
                          files=tuple(listed), keypoint_values=keypoints)
 
