@@ -50,3 +50,22 @@ def test_whole_id(value, read):
   found = coco.whole_id(value)
   assert type(found) is type(value if read is None else read)
   assert found == read or read is None
+
+
+def test_an_image_id_given_as_a_string_is_said_to_be_one(tmp_path):
+  """`"image_id": "6"` for the image of id 6 matches no image (pycocotools and
+  the Model Garden drop the object too): its rejected line says the id is a
+  string, where it said only that '6' is not in "images"."""
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 20), (10, 200, 30)).save(tmp_path / 'images' / 'a.png')
+  (tmp_path / 'a.json').write_text(json.dumps(_document(6, '6', 3, 3)))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'a.json'), '--annotation_format',
+                       'coco', '--image_dir', str(tmp_path / 'images'), '--resize_mode', 'none',
+                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_OK
+  (line,) = [json.loads(text) for text in (out / 'rejected.jsonl').read_text().splitlines()]
+  assert (line['code'], line['reason']) == (
+      'missing_image', 'image_id \'6\' is not in "images" (a string: COCO image ids are '
+      "integers, as an image record's id must be)")
+  (example,) = read_examples(out, 'train')
+  assert list(example['image/object/bbox/xmin'][1]) == []  # the image, with no object
