@@ -327,7 +327,7 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
                                      line=line)
       # '6' for 6 (a string written where the image's integer is): pycocotools
       # and the Model Garden drop such objects too, without a word
-      hint = (' (a string: COCO image ids are integers, as an image record\'s id must be)'
+      hint = (" (a string: COCO image ids are integers, as an image record's id must be)"
               if isinstance(image_id, str) else '')
       rejected.append(objects.reject_object(
           obj, objects.MISSING_IMAGE, f'image_id {image_id!r} is not in "images"{hint}'))
