@@ -256,6 +256,11 @@ def handling_signals(main, lines: tuple) -> int:
     handlers.finish()
 
 
+OPTIMIZED_LINE = ('error: Python runs with -OO (or PYTHONOPTIMIZE=2), which strips the '
+                  'docstrings Apache Beam builds its options from: run it without -OO '
+                  '(unset PYTHONOPTIMIZE)')
+
+
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
@@ -266,6 +271,11 @@ def exit_with(main, fast: bool = False):
   them closed: as if it were /dev/null. Under a locale that is not UTF-8, the
   command starts again in UTF-8 mode first (utf8_mode.py)."""
   utf8_mode.in_utf8_mode()
+  if sys.flags.optimize >= 2:  # -OO, or PYTHONOPTIMIZE=2 (some container images set it)
+    # Docstrings are gone: Beam's options fail as they are imported, and
+    # every command's --help and parse raised AttributeError (a traceback).
+    print(OPTIMIZED_LINE, file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
   closed_standard_streams_on_devnull()
   out, err = keeping_going('stdout'), keeping_going('stderr')
   try:

@@ -1,0 +1,41 @@
+"""Under -OO (or PYTHONOPTIMIZE=2, which some container images set) the
+docstrings Beam builds its options from are gone: every command's --help
+and parse raised AttributeError with a traceback. Each command says so in
+one line instead (pipeline/runs/exits.py exit_with), exit 2, nothing made."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.errors import EXIT_USAGE
+from pipeline.runs.exits import OPTIMIZED_LINE
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize('flags, env, command', [
+    (['-OO'], {}, ['pipeline.convert', '--help']),
+    (['-OO'], {}, ['pipeline.cli', 'validate', '--input_dir', 'x']),
+    ([], {'PYTHONOPTIMIZE': '2'}, ['pipeline.convert', '--manifest', 'm.csv',
+                                   '--output_dir', 'out']),
+    ([], {'PYTHONOPTIMIZE': '2'}, ['pipeline.export', '--input_dir', 'x']),
+])
+def test_a_command_under_oo_says_so_in_one_line(tmp_path, flags, env, command):
+  done = subprocess.run([sys.executable, *flags, '-m', *command], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+  assert (done.returncode, done.stderr, done.stdout) == (EXIT_USAGE, OPTIMIZED_LINE + '\n', '')
+  assert list(tmp_path.iterdir()) == []  # no output folder, no temp left
+
+
+def test_plain_o_is_no_refusal(tmp_path):
+  """-O drops asserts only: the commands run (their --help here)."""
+  done = subprocess.run([sys.executable, '-O', '-m', 'pipeline.convert', '--help'],
+                        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert done.returncode == 0 and '--manifest' in done.stdout, done.stderr
