@@ -43,6 +43,7 @@ from tests.conftest import free_port
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest
+from transforms.workers.pooled_step import available_cores
 
 FLINK = job_servers.ENGINES['flink']
 SPARK = job_servers.ENGINES['spark']
@@ -559,7 +560,7 @@ def test_prepare_fills_the_options(machine, monkeypatch):
   assert filled['environment_type'] == 'LOOPBACK'
   assert filled['job_server_java_launcher'] == str(machine / 'jdk17' / 'bin' / 'java')
   assert runners.engine_record(options) == {
-      'runner': 'FlinkRunner', 'master': '[local]', 'parallelism': os.cpu_count(),
+      'runner': 'FlinkRunner', 'master': '[local]', 'parallelism': available_cores(),
       'environment_type': 'LOOPBACK',
       'job_server': {'jar': server, 'origin': 'assembled', 'beam_version': '2.62.0',
                      'engine_version': '1.19'}}

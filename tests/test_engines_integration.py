@@ -26,6 +26,7 @@ from tests.conftest import COLOURS
 from tests.conftest import read_info
 from tests.conftest import write_image
 from tests.conftest import write_manifest
+from transforms.workers.pooled_step import available_cores
 
 # One engine at a time: each wants both cores.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group('engines')]
@@ -91,7 +92,7 @@ def describe(result: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize('runner, master', [
-    ('FlinkRunner', '[local]'), ('SparkRunner', f'local[{os.cpu_count()}]')])
+    ('FlinkRunner', '[local]'), ('SparkRunner', f'local[{available_cores()}]')])
 def test_convert_and_validate(runner, master, images, local, tmp_path):
   out = tmp_path / 'out'
   java_temp = set(_java_temp_files())

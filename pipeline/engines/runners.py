@@ -32,6 +32,7 @@ from pipeline.engines import masters
 from pipeline.engines.masters import CONNECT_TIMEOUT_S
 from pipeline.errors import UsageError
 from transforms.core.redact import redact_text
+from transforms.workers.pooled_step import available_cores
 
 LOCAL_RUNNER = 'DirectRunner'
 # Local default: one in-process worker (no Beam data plane between threads or
@@ -224,7 +225,7 @@ def master_of(runner: str, given: dict) -> tuple:
       return text, True, []
     hosts = [re.sub(r'^https?://', '', text).split('/')[0]]
   else:
-    text = given.get('spark_master_url', f'local[{os.cpu_count() or 1}]').strip()
+    text = given.get('spark_master_url', f'local[{available_cores()}]').strip()
     if LOCAL_SPARK.match(text):
       return text, True, []
     if not text.startswith('spark://'):
@@ -331,7 +332,8 @@ def prepare(options: PipelineOptions) -> PipelineOptions:
   _, embedded, addresses = master_of(runner, given)
   masters.check_answers(engine.name, given, addresses)
   docker = not embedded and 'environment_type' not in given and docker_answers()
-  added = fill_in(runner, given, os.cpu_count() or 1, docker)
+  # the cores this process may use (affinity, a container's quota), not the host's
+  added = fill_in(runner, given, available_cores(), docker)
   cluster = masters.check_flink_rest(given, addresses[0]) if (
       engine.name == 'flink' and addresses) else None
   server = None
