@@ -300,19 +300,10 @@ def test_export_builds_its_tfds_features_from_the_table():
 def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
   """One edit in the table: convert writes the feature, dataset_info.json
   declares it, validate checks it is there, read.examples decodes it and
-  export describes it to TFDS."""
-  from operator import attrgetter
-
+  export describes it to TFDS (read.load: the test below)."""
   from pipeline import export
-  from transforms.core import decoders
-  from transforms.core.feature_tables import Feature
-  from transforms.core.feature_tables import FeatureTable
   from transforms.core.records import ExampleDecoder
-  table = FEATURE_TABLES['default']
-  added = Feature('image/source', 'bytes', attrgetter('labelled.row.path'), field='source',
-                  decode=decoders.text)
-  monkeypatch.setitem(FEATURE_TABLES, 'default', FeatureTable(
-      table.features + (added,), size=table.size, text=table.text))
+  _added_source_feature(monkeypatch)
   image = IMAGES['default']
   spec = ExampleSpec()
   data = build_example(_loaded(image), spec)
@@ -326,6 +317,40 @@ def test_a_feature_added_to_the_table_reaches_every_reader(monkeypatch):
   assert [kind for kind, _ in check_record(serialize_example(features),
                                            _expected('default', image))[2]] == [
       'missing_feature']
+
+
+def _added_source_feature(monkeypatch):
+  """The default table with one row added: image/source, the row's path,
+  read back as the field `source`."""
+  from operator import attrgetter
+
+  from transforms.core import decoders
+  from transforms.core.feature_tables import Feature
+  from transforms.core.feature_tables import FeatureTable
+  table = FEATURE_TABLES['default']
+  added = Feature('image/source', 'bytes', attrgetter('labelled.row.path'), field='source',
+                  decode=decoders.text)
+  monkeypatch.setitem(FEATURE_TABLES, 'default', FeatureTable(
+      table.features + (added,), size=table.size, text=table.text))
+
+
+@pytest.mark.slow  # imports TensorFlow (~5 s)
+def test_a_feature_added_to_the_table_reaches_read_load_as_read_examples(monkeypatch, tmp_path):
+  """read.load gave only image, label, key and class_text of the table's
+  fields: a row added to the table reached read.examples, not read.load."""
+  pytest.importorskip('tensorflow')
+  from pipeline import read
+  from transforms.core.tfrecord import frame
+  _added_source_feature(monkeypatch)
+  image = IMAGES['default']
+  shard = 'train-00000-of-00001.tfrecord'
+  (tmp_path / shard).write_bytes(frame(build_example(_loaded(image), ExampleSpec())))
+  info = {**_info(ExampleSpec(), image), 'compression': 'none',
+          'splits': {'train': {'shards': [shard], 'num_examples': 1}}}
+  (loaded,) = list(read.load(tmp_path, info=info))
+  (example,) = list(read.examples(tmp_path, info=info))
+  assert sorted(loaded) == sorted(example) == ['class_text', 'image', 'key', 'label', 'source']
+  assert loaded['source'].numpy().decode() == example['source'] == '/x/a/b.png'
 
 
 def test_the_label_list_and_size_checks_of_a_record():

@@ -247,6 +247,10 @@ def _decoder(info: dict, decode: bool, tf, multi_hot: bool = False,
     if multi_hot:
       label = _multi_hot(label, num_classes, tf)
     example = {'image': image, 'label': label, 'key': key, 'class_text': class_text}
+    # any other field the table names, as parsed (read.examples gives it too):
+    # a feature added to the table reaches both readers
+    example.update({f.field: features[f.name] for f in table.features
+                    if f.field and f.field not in example})
     example.update({f.name: _tuples(features[f.name], f.name, f.shape[1], tf)
                     if len(f.shape) == 2 else features[f.name] for f in spec.extra_features})
     return example
@@ -291,7 +295,8 @@ def load(input_dir: str, split: str = 'train', *, decode: bool = True,
   """A tf.data.Dataset of the split's records as dicts: `image` (uint8 H x W x C,
   or the stored bytes with decode=False), `label` (int64; a 1-D list of ids
   with --multi_label), `key` and `class_text` (tf.string: bytes, where
-  read.examples gives str) and every extra feature. Shards are read in
+  read.examples gives str), any other field the feature table names (as
+  parsed) and every extra feature. Shards are read in
   parallel (interleaved, one record of each in turn; each shard in its own
   order), records parsed in vectorised batches. shuffle_files: a new shard
   order every epoch. len() is the split's count in dataset_info.json; an
