@@ -47,6 +47,8 @@ def test_the_reference_lists_every_flag_with_its_default():
   assert '| `--height N` | `300` | output height in pixels (not with --resize_mode none) |' in text
   assert '| `--sink ordered\\|tfrecordio` | `ordered` |' in text
   assert '| `--overwrite` | off |' in text
+  # an empty default is shown as '' (`` showed two backticks)
+  assert "| `--http_user_agent_token HTTP_USER_AGENT_TOKEN` | `''` |" in text
   for flag in ('--manifest', '--previous_dataset', '--annotations', '--config',
                '--job_endpoint_connect_timeout'):
     assert f'| `{flag}' in text, flag

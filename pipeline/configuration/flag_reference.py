@@ -44,6 +44,8 @@ def _default(action: argparse.Action) -> str:
     return 'off'
   if action.default is None or action.default == argparse.SUPPRESS:
     return '—'
+  if action.default == '':  # `` would show as two backticks, not as empty text
+    return "`''`"
   return f'`{action.default}`'
 
 
