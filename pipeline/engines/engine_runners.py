@@ -3,7 +3,7 @@ stopped when its job ends (a job still running when the launcher is
 interrupted is cancelled first), and without the harness's tracebacks when the
 runner hangs up on it, or printed to stderr besides the log.
 
-engines.prepare names these classes as the runner (Beam makes a runner from
+runners.prepare names these classes as the runner (Beam makes a runner from
 its dotted name; the name the job server sees is none: the portable runner
 sends no runner option). Beam stops the job server it starts only at
 interpreter exit (atexit), which a command-line run skips (fast_exit), and by

@@ -33,7 +33,7 @@ class InfoSettings:
   config_file: Optional[str] = None  # the --config file they were merged from
   label_normalize: frozenset = DEFAULT_NORMALIZE  # --label_normalize modes (label warnings)
   sink: Optional[dict] = None  # sink_info(); None: not recorded
-  engine: dict = dataclasses.field(default_factory=dict)  # what ran it (engines.engine_record)
+  engine: dict = dataclasses.field(default_factory=dict)  # what ran it (runners.engine_record)
   # --previous_dataset: {'previous_dataset', 'previous_run_id', 'missing'}; None: not given
   reuse: Optional[dict] = None
   # {'rows': [file_version of each manifest file], 'labels': [... of the label

@@ -95,7 +95,9 @@ _IMAGE_FEATURES = (
 
 # One table per schema: the Example builder, feature_spec() (dataset_info.json),
 # validate's record checks and the readers (read.examples, read.load, export)
-# are all driven by it. Adding a feature is one row.
+# are all driven by it. Adding a feature is one row, but no row is optional:
+# a dataset written before it lacks the feature, and info_shape refuses that
+# dataset's dataset_info.json (docs/ARCHITECTURE.md, "Where a change goes").
 FEATURE_TABLES = {
     'default': FeatureTable(
         features=(
