@@ -43,10 +43,12 @@ METRICS_NAMESPACE = 'img2tfrecord'
 
 
 def counter(name: str):
+  """The Beam counter `name`, under METRICS_NAMESPACE."""
   return Metrics.counter(METRICS_NAMESPACE, name)
 
 
 def count_rejection(rejection: Rejection) -> Rejection:
+  """The rejection, its counter (rejected_STAGE_CODE) incremented."""
   counter(rejection.counter_name).inc()
   return rejection
 

@@ -102,6 +102,11 @@ def read_capped(files: filesystem.FileAccess, path: str) -> bytes:
 
 
 class _FileRowFn(beam.DoFn):
+  """A listed VOC or YOLO annotation file (image, path, split, ordinal,
+  problem) -> its image's row (file_row) and rejections, and a line tally (a
+  skipped empty image: its own tally); a file that cannot be read or parsed
+  now: its row rejected as read/unreadable_annotations."""
+
   def __init__(self, source: FileSource):
     self._source = source
 

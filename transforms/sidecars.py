@@ -90,6 +90,7 @@ def _trusted_bytes(files: filesystem.FileAccess, path: str) -> Optional[int]:
 
 
 def cut_short_tally(count: int = 1) -> beam.pvalue.TaggedOutput:
+  """The tally of `count` sidecars damage cut short (reuse.sidecars_cut_short)."""
   return beam.pvalue.TaggedOutput(TALLIES, ((reuse.TALLY, reuse.SIDECARS_CUT_SHORT), count))
 
 

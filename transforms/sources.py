@@ -366,6 +366,9 @@ class ReadImageDir(beam.PTransform):
 
 
 class _ImageDirRowFn(beam.DoFn):
+  """(number, path relative to --image_dir, RowError or None) -> its
+  ManifestRow, label (and split) from its folders, or its Rejection under
+  REJECTED."""
 
   def __init__(self, config: manifest.ManifestConfig, layout: str):
     self._config = config
