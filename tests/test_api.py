@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
 import re
 import signal
 import subprocess
@@ -691,6 +692,22 @@ def test_a_handler_a_runner_installs_during_the_run_is_put_back():
     signal.signal(signal.SIGINT, lambda *_: None)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
   assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_the_run_draws_random_numbers_the_caller_s_generator_never_gives_again():
+  """The random module's state is put back after a run, so numbers drawn from
+  it during the run (by Beam's Reshuffle, or by a caller's other thread,
+  which the one-run lock does not hold back) came again after it: ids
+  drawn by a thread repeated, each of them. The run draws from a generator
+  seeded afresh; the caller's own sequence goes on where it was."""
+  from pipeline.runs import in_process
+  random.seed(7)
+  expected = random.Random(7)
+  with in_process.restored_process_state():
+    during = [random.getrandbits(64) for _ in range(50)]
+  after = [random.getrandbits(64) for _ in range(50)]
+  assert after == [expected.getrandbits(64) for _ in range(50)]  # the caller's, as before
+  assert not set(during) & set(after)
 
 
 def test_a_call_leaves_tempfile_unset_and_tmpdir_honoured(tmp_path):

@@ -22,7 +22,10 @@ line's alone). A run in process changes, and this puts back:
 - the limit of open files, which a local run of many shards raises (open_files.py);
 - the state of the random module's global generator: Beam's Reshuffle draws
   from it for each element in this process, so a caller's `random.seed(0)`
-  gave other numbers after a convert than before it (numpy's is untouched);
+  gave other numbers after a convert than before it (numpy's is untouched).
+  The run draws from it seeded afresh (os.urandom): put back as it was, the
+  caller's state gave again every number drawn during the run, by the run
+  and by the caller's other threads (ids a thread drew, twice);
 - sys.stderr, when the caller's is closed: the run's notes go nowhere (_Nowhere).
 What a module imported for the first time during the run adds on import
 (warnings filters, finders) stays, as the module does. The run's private temp
@@ -121,6 +124,7 @@ def _restored() -> Iterator[None]:
                      for number in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
   files_limit = open_files.limit()
   random_state = random.getstate()
+  random.seed()  # the run's own numbers: none of them comes again once put back
   try:
     with method_signatures_remembered(), outside_interactive_beam():
       yield
