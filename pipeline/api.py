@@ -30,8 +30,14 @@ import os
 import sys
 from typing import Optional
 
-from pipeline import convert as convert_command
 from pipeline import errors
+
+if sys.flags.optimize >= 2:
+  # Beam's modules fail as they are imported (a TypeError from inside
+  # apache_beam.io.textio, with its traceback): the reason in one line instead.
+  raise ImportError(errors.OPTIMIZED_PYTHON)
+
+from pipeline import convert as convert_command
 from pipeline import validate as validate_command
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts

@@ -46,6 +46,13 @@ class PointerNotWritten(Exception):
   traceback (runs/previous.write_latest)."""
 
 
+# Said by every command (runs/exits.py exit_with) and by `import pipeline.api`
+# under -OO, whose stripped docstrings Beam builds its options from.
+OPTIMIZED_PYTHON = ('Python runs with -OO (or PYTHONOPTIMIZE=2), which strips the docstrings '
+                    'Apache Beam builds its options from: run it without -OO (unset '
+                    'PYTHONOPTIMIZE)')
+
+
 class UsageParser(argparse.ArgumentParser):
   """argparse's errors as UsageErrors: one line and exit 2, not argparse's exit."""
 

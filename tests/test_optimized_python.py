@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from pipeline.errors import EXIT_USAGE
+from pipeline.errors import OPTIMIZED_PYTHON
 from pipeline.runs.exits import OPTIMIZED_LINE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -39,3 +40,15 @@ def test_plain_o_is_no_refusal(tmp_path):
                         capture_output=True, text=True, cwd=tmp_path, timeout=120,
                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
   assert done.returncode == 0 and '--manifest' in done.stdout, done.stderr
+
+
+def test_importing_the_api_under_oo_says_why():
+  """`import pipeline.api` under -OO raised a TypeError from inside
+  apache_beam.io.textio (a docstring that is None), with no word of -OO."""
+  script = ('try:\n'
+            '  from pipeline import api\n'
+            'except ImportError as error:\n'
+            '  print(error)\n')
+  done = subprocess.run([sys.executable, '-OO', '-c', script], capture_output=True, text=True,
+                        timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+  assert (done.returncode, done.stdout, done.stderr) == (0, OPTIMIZED_PYTHON + '\n', '')

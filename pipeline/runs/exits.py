@@ -20,6 +20,7 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_STDOUT_CLOSED
 from pipeline.errors import EXIT_STORE_NOT_ANSWERING
 from pipeline.errors import EXIT_USAGE
+from pipeline.errors import OPTIMIZED_PYTHON
 from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
 from pipeline.runs import interrupts
@@ -256,9 +257,7 @@ def handling_signals(main, lines: tuple) -> int:
     handlers.finish()
 
 
-OPTIMIZED_LINE = ('error: Python runs with -OO (or PYTHONOPTIMIZE=2), which strips the '
-                  'docstrings Apache Beam builds its options from: run it without -OO '
-                  '(unset PYTHONOPTIMIZE)')
+OPTIMIZED_LINE = f'error: {OPTIMIZED_PYTHON}'
 
 
 def exit_with(main, fast: bool = False):
