@@ -75,6 +75,7 @@ def parse_args(argv: list) -> argparse.Namespace:
   unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
+  errors.check_inputs_given_once(argv, ('input_dir',))  # argparse would read the last alone
   args = parser.parse_args(argv)
   check_location('--input_dir', args.input_dir)
   # An empty --output_dir ("$DIR" unset) was the current folder: the export

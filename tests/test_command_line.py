@@ -17,6 +17,7 @@ import pytest
 
 from pipeline import cli
 from pipeline import convert
+from pipeline import errors
 from pipeline import validate
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
@@ -533,12 +534,26 @@ def test_an_input_given_twice_is_a_usage_error(sample, capsys, tmp_path):
   assert '--input_dir is given twice (a, then b)' in one_error_line(capsys)
 
 
+@pytest.mark.parametrize('command, argv', [
+    ('export', ['--format', 'tfds', '--input_dir', 'a', '--input_dir=b']),
+    ('inspect', ['--input_dir', 'a', '--input_dir', 'b']),
+    ('inspect', ['--files', 'a', '--files', 'b']),
+])
+def test_export_and_inspect_refuse_an_input_given_twice(command, argv, capsys):
+  """`img2tfrecord export --input_dir a --input_dir b` exported b alone, exit
+  0, as convert and validate did before they refused it."""
+  flag = argv[-1].split('=')[0] if '=' in argv[-1] else argv[-2]
+  assert cli.main([command, *argv]) == EXIT_USAGE
+  assert one_error_line(capsys) == (f'error: {flag} is given twice (a, then b): only one would '
+                                    'be read; give it once')
+
+
 def test_an_output_given_twice_is_the_last_as_any_flag():
   """Only inputs are refused twice: a later --output_dir overrides an earlier
   one, as scripts appending their own flags expect of every other flag."""
-  command_line.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
-                                        '--manifest', 'm.csv', '--', '--manifest', 'x'],
-                                       ConvertOptions.INPUTS)
+  errors.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
+                                  '--manifest', 'm.csv', '--', '--manifest', 'x'],
+                                 ConvertOptions.INPUTS)
 
 
 def test_more_local_worker_processes_than_memory_holds_is_a_usage_error(sample, capsys):

@@ -182,25 +182,6 @@ def _flags_of(parser) -> dict:
           if s.startswith('--')}
 
 
-def check_inputs_given_once(argv: list, inputs: tuple) -> None:
-  """UsageError for an input flag (an options class's INPUTS) given twice on
-  the line: argparse keeps the last, and the first input was left out
-  without a word. Several manifests are one pattern."""
-  seen = {}
-  tokens = list(itertools.takewhile(lambda a: a != '--', argv))
-  for index, token in enumerate(tokens):
-    name, equals, value = token.partition('=')
-    if name[2:] not in inputs or not name.startswith('--'):
-      continue
-    value = value if equals else (tokens[index + 1] if index + 1 < len(tokens) else '')
-    if name in seen:
-      several = (" (several manifests are read as one through a pattern, such as "
-                 "'parts/*.csv')" if 'manifest' in name else '')
-      raise UsageError(f'{name} is given twice ({seen[name]}, then {value}): only one would be '
-                       f'read; give it once{several}')
-    seen[name] = value
-
-
 def _given(parser, argv: list, own_flags: list) -> dict:
   """Parses argv: {dest: value} of the flags it holds; UsageError otherwise.
   A long flag given one dash (-height) is reported before parsing: argparse
@@ -234,7 +215,7 @@ def parse(argv: list, options_cls, description: str, switched_off=()) -> Parsed:
   own_dests = {a.dest for a in own._actions} - {'help', 'config'}
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
-  check_inputs_given_once(argv, getattr(options_cls, 'INPUTS', ()))
+  errors.check_inputs_given_once(argv, getattr(options_cls, 'INPUTS', ()))
   given = _given(parser, argv, own_flags)
   flags = _flags_of(parser)
   given.update({flags[f].dest: not flags[f].const for f in switched_off
