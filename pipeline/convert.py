@@ -17,10 +17,12 @@ import time
 from typing import Optional
 
 from pipeline.beam_runtime import startup
+from pipeline.errors import refuse_optimized_python
 from pipeline.runs import interrupts
 from pipeline.runs import utf8_mode
 
 if __name__ == '__main__':
+  refuse_optimized_python()  # before Beam, which fails as it is imported under -OO
   utf8_mode.in_utf8_mode()  # first: it may start the command again
   interrupts.before_run(interrupts.CONVERT_LINES[0])
   startup.begin(sys.argv[1:])

@@ -16,8 +16,12 @@ import os
 
 from PIL import Image
 
-from pipeline import convert
 from pipeline import errors
+
+if __name__ == '__main__':
+  errors.refuse_optimized_python()  # before Beam, which fails as it is imported under -OO
+
+from pipeline import convert
 from pipeline import look
 from pipeline import validate
 from pipeline.runs import exits

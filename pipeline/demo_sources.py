@@ -22,8 +22,12 @@ import shutil
 import tarfile
 import threading
 
-from pipeline import convert
 from pipeline import errors
+
+if __name__ == '__main__':
+  errors.refuse_optimized_python()  # before Beam, which fails as it is imported under -OO
+
+from pipeline import convert
 from pipeline import validate
 from pipeline.demo import CLASSES
 from pipeline.demo import draw_shape

@@ -47,11 +47,21 @@ class PointerNotWritten(Exception):
   traceback (runs/previous.write_latest)."""
 
 
-# Said by every command (runs/exits.py exit_with) and by `import pipeline.api`
-# under -OO, whose stripped docstrings Beam builds its options from.
+# Said by every command and by `import pipeline.api` under -OO, whose
+# stripped docstrings Beam builds its options from.
 OPTIMIZED_PYTHON = ('Python runs with -OO (or PYTHONOPTIMIZE=2), which strips the docstrings '
                     'Apache Beam builds its options from: run it without -OO (unset '
                     'PYTHONOPTIMIZE)')
+
+
+def refuse_optimized_python() -> None:
+  """Under -OO: OPTIMIZED_PYTHON on stderr and exit 2. Each entry point calls
+  it before it imports Beam: importing Beam's io under -OO raised a
+  TypeError with a traceback (`python -OO -m pipeline.convert` with an s3://
+  manifest or --runner FlinkRunner, the demos, the Flex Template's launch)."""
+  if sys.flags.optimize >= 2:
+    print(f'error: {OPTIMIZED_PYTHON}', file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
 
 
 class UsageParser(argparse.ArgumentParser):

@@ -14,8 +14,12 @@ import sys
 # project root goes first, so that `pipeline` imports from a checkout too.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline import convert
 from pipeline import errors
+
+if __name__ == '__main__':
+  errors.refuse_optimized_python()  # before Beam, which fails as it is imported under -OO
+
+from pipeline import convert
 from pipeline import flex_template
 from pipeline.runs import exits
 from pipeline.runs import interrupts

@@ -18,6 +18,10 @@ import os
 import re
 
 from pipeline import errors
+
+if __name__ == '__main__':
+  errors.refuse_optimized_python()  # before Beam, which fails as it is imported under -OO
+
 from pipeline.configuration import command_line
 from pipeline.configuration.flags import VALUE_REGEXES
 from pipeline.configuration.flags import ConvertOptions

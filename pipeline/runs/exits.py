@@ -20,9 +20,9 @@ from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_STDOUT_CLOSED
 from pipeline.errors import EXIT_STORE_NOT_ANSWERING
 from pipeline.errors import EXIT_USAGE
-from pipeline.errors import OPTIMIZED_PYTHON
 from pipeline.errors import PointerNotWritten
 from pipeline.errors import UsageError
+from pipeline.errors import refuse_optimized_python
 from pipeline.runs import interrupts
 from pipeline.runs import run_temp
 from pipeline.runs import utf8_mode
@@ -257,9 +257,6 @@ def handling_signals(main, lines: tuple) -> int:
     handlers.finish()
 
 
-OPTIMIZED_LINE = f'error: {OPTIMIZED_PYTHON}'
-
-
 def exit_with(main, fast: bool = False):
   """An entry point's last line: exits with main()'s code once stdout is
   flushed. stdout closed early by its reader (`... | head -1`): exit 141
@@ -270,11 +267,7 @@ def exit_with(main, fast: bool = False):
   them closed: as if it were /dev/null. Under a locale that is not UTF-8, the
   command starts again in UTF-8 mode first (utf8_mode.py)."""
   utf8_mode.in_utf8_mode()
-  if sys.flags.optimize >= 2:  # -OO, or PYTHONOPTIMIZE=2 (some container images set it)
-    # Docstrings are gone: Beam's options fail as they are imported, and
-    # every command's --help and parse raised AttributeError (a traceback).
-    print(OPTIMIZED_LINE, file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
+  refuse_optimized_python()  # -OO, or PYTHONOPTIMIZE=2 (some container images set it)
   closed_standard_streams_on_devnull()
   out, err = keeping_going('stdout'), keeping_going('stderr')
   try:
