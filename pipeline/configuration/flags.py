@@ -329,7 +329,8 @@ class ConvertOptions:
     budget.add_argument('--allow_empty', action='store_true',
                         help='publish an empty dataset when the input has no rows (exit '
                         '0) or every row is rejected (--max_error_rate decides as for any '
-                        'run: exit 3 unless it is 1); default: exit 2, nothing published')
+                        'run: exit 3 unless it is 1), or a YOLO dataset of which no image '
+                        'has a label file; default: exit 2, nothing published')
     budget.add_argument('--progress', default='auto', choices=('auto', 'on', 'off'),
                         help='live progress line on local runs (auto: when stderr is a terminal)')
     _add_runner_args(parser)
