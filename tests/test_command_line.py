@@ -583,9 +583,27 @@ def test_local_worker_processes_are_counted_against_the_memory_given(options, re
   if refused:
     with pytest.raises(UsageError, match='more than the 1000 MB of memory available: give at '
                                          'most 10, or 0 for one per core'):
-      runner_flags.check_local_workers(options, available_mib=1000)
+      runner_flags.check_local_workers(options, available_mib=1000, host_cores=2)
   else:
-    runner_flags.check_local_workers(options, available_mib=1000)
+    runner_flags.check_local_workers(options, available_mib=1000, host_cores=2)
+
+
+def test_zero_local_workers_count_the_host_s_cores_against_the_memory():
+  """0 starts one worker process per core of the host (Beam's
+  multiprocessing.cpu_count()), not of the container: 64 processes in a
+  64-core host's container given 2 GB, which the check let through (and its
+  own message advised 0)."""
+  options = {'direct_num_workers': 0, 'direct_running_mode': 'multi_processing'}
+  with pytest.raises(UsageError) as refused:
+    runner_flags.check_local_workers(options, available_mib=2000, host_cores=64)
+  assert str(refused.value) == (
+      '--direct_num_workers 0 would start 64 worker processes (one per core of the host) of '
+      'at least 100 MB each, more than the 2000 MB of memory available: give at most 20')
+  with pytest.raises(UsageError) as refused:  # 0 is not advised where it is refused
+    runner_flags.check_local_workers({**options, 'direct_num_workers': 21}, available_mib=2000,
+                                     host_cores=64)
+  assert str(refused.value).endswith('more than the 2000 MB of memory available: give at most 20')
+  runner_flags.check_local_workers(options, available_mib=2000, host_cores=20)
 
 
 def test_available_memory_is_memavailable_capped_by_the_cgroup_limit(tmp_path):

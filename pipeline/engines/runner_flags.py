@@ -7,6 +7,7 @@ pipeline cannot pass."""
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 from typing import Optional
 
 from apache_beam.options.pipeline_options import StandardOptions
@@ -84,26 +85,33 @@ def _check_runner_path(runner: str) -> None:
 WORKER_PROCESS_MIB = 100
 
 
-def check_local_workers(options: dict, available_mib: Optional[int] = None) -> None:
+def check_local_workers(options: dict, available_mib: Optional[int] = None,
+                        host_cores: Optional[int] = None) -> None:
   """UsageError for a --direct_num_workers below 0 (0 means one per core):
   Beam starts no worker for it, and its job failed with an IndexError and a
   traceback (exit 1) after OUT was locked. In processes (multi_processing),
   also for more workers than the memory available holds at
   WORKER_PROCESS_MIB each (available_mib; None: this machine's): Beam starts
   them all at once, and `--direct_num_workers 100000` had the kernel kill
-  the run (exit 137, nothing said) and other processes of the machine."""
+  the run (exit 137, nothing said) and other processes of the machine.
+  0 counts as Beam counts it: one per core of the host (host_cores; None:
+  multiprocessing.cpu_count()), not of a container's share of it."""
   workers = options.get('direct_num_workers')
   if workers is not None and int(workers) < 0:
     raise UsageError(f'--direct_num_workers {workers} is below 0: give a number of worker '
                      'processes, or 0 for one per core')
-  if not workers or options.get('direct_running_mode') != 'multi_processing':
+  if workers is None or options.get('direct_running_mode') != 'multi_processing':
     return
   available = available_memory_mib() if available_mib is None else available_mib
-  if available is not None and int(workers) * WORKER_PROCESS_MIB > available:
+  cores = multiprocessing.cpu_count() if host_cores is None else host_cores
+  started = int(workers) or cores
+  if available is not None and started * WORKER_PROCESS_MIB > available:
+    counted = '' if int(workers) else ' (one per core of the host)'
+    zero = ', or 0 for one per core' if cores * WORKER_PROCESS_MIB <= available else ''
     raise UsageError(
-        f'--direct_num_workers {workers} would start {workers} worker processes of at least '
-        f'{WORKER_PROCESS_MIB} MB each, more than the {available} MB of memory available: '
-        f'give at most {max(1, available // WORKER_PROCESS_MIB)}, or 0 for one per core')
+        f'--direct_num_workers {workers} would start {started} worker processes{counted} of at '
+        f'least {WORKER_PROCESS_MIB} MB each, more than the {available} MB of memory '
+        f'available: give at most {max(1, available // WORKER_PROCESS_MIB)}{zero}')
 
 
 def check_type_checks(options: dict) -> None:
