@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import itertools
 import sys
 from typing import Optional
 
@@ -113,23 +112,3 @@ def unknown_flag(parser, argv: list) -> Optional[str]:
     if hint:
       return f'unrecognized argument {arg!r}{hint}'
   return None
-
-
-def check_inputs_given_once(argv: list, inputs: tuple) -> None:
-  """UsageError for an input flag (an options class's INPUTS; export's and
-  inspect's --input_dir) given twice on the line: argparse keeps the last,
-  and the first input was left out without a word. Several manifests are
-  one pattern."""
-  seen = {}
-  tokens = list(itertools.takewhile(lambda a: a != '--', argv))
-  for index, token in enumerate(tokens):
-    name, equals, value = token.partition('=')
-    if name[2:] not in inputs or not name.startswith('--'):
-      continue
-    value = value if equals else (tokens[index + 1] if index + 1 < len(tokens) else '')
-    if name in seen:
-      several = (" (several manifests are read as one through a pattern, such as "
-                 "'parts/*.csv')" if 'manifest' in name else '')
-      raise UsageError(f'{name} is given twice ({seen[name]}, then {value}): only one would be '
-                       f'read; give it once{several}')
-    seen[name] = value

@@ -39,6 +39,7 @@ if __name__ == '__main__':
   interrupts.before_run(interrupts.EXPORT_LINES[0])
 
 from pipeline import errors
+from pipeline.configuration.locations import check_inputs_given_once
 from pipeline.configuration.locations import check_location
 from pipeline.errors import UsageError
 from pipeline.reading import dataset
@@ -75,7 +76,7 @@ def parse_args(argv: list) -> argparse.Namespace:
   unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
-  errors.check_inputs_given_once(argv, ('input_dir',))  # argparse would read the last alone
+  check_inputs_given_once(argv, ('input_dir',))  # argparse would read the last alone
   args = parser.parse_args(argv)
   check_location('--input_dir', args.input_dir)
   # An empty --output_dir ("$DIR" unset) was the current folder: the export

@@ -22,6 +22,7 @@ import os
 import random
 
 from pipeline import errors
+from pipeline.configuration.locations import check_inputs_given_once
 from pipeline.configuration.locations import check_location
 from pipeline.errors import EXIT_OK
 from pipeline.errors import UsageError
@@ -87,7 +88,7 @@ def parse_args(argv: list) -> argparse.Namespace:
   unknown = errors.unknown_flag(parser, argv)
   if unknown:
     raise UsageError(unknown)
-  errors.check_inputs_given_once(argv, ('input_dir', 'files'))  # argparse would read the last alone
+  check_inputs_given_once(argv, ('input_dir', 'files'))  # argparse would read the last alone
   args = parser.parse_args(argv)
   check_location('--input_dir', args.input_dir)  # first: '' is "empty", not "give --input_dir"
   check_location('--export_dir', args.export_dir)  # '' was taken as no --export_dir, exit 0

@@ -17,7 +17,6 @@ import pytest
 
 from pipeline import cli
 from pipeline import convert
-from pipeline import errors
 from pipeline import validate
 from pipeline.configuration import command_line
 from pipeline.configuration import config as opts
@@ -25,6 +24,7 @@ from pipeline.configuration import config_file
 from pipeline.configuration import configs
 from pipeline.configuration import flag_files
 from pipeline.configuration import flags
+from pipeline.configuration import locations
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.engines import runner_flags
 from pipeline.engines import runners
@@ -534,6 +534,16 @@ def test_an_input_given_twice_is_a_usage_error(sample, capsys, tmp_path):
   assert '--input_dir is given twice (a, then b)' in one_error_line(capsys)
 
 
+def test_an_input_given_twice_is_named_without_its_credentials(capsys):
+  """The values are shown as a location's usage error shows them: a URL's
+  user part (an S3 key and secret) and a signed URL's signature redacted."""
+  assert validate.main(['--input_dir', 's3://AKIA:sekrit@bucket/a',
+                        '--input_dir', 'https://h/b?X-Amz-Signature=abc']) == EXIT_USAGE
+  assert one_error_line(capsys) == (
+      'error: --input_dir is given twice (s3://<redacted>@bucket/a, then '
+      'https://h/b?X-Amz-Signature=<redacted>): only one would be read; give it once')
+
+
 @pytest.mark.parametrize('command, argv', [
     ('export', ['--format', 'tfds', '--input_dir', 'a', '--input_dir=b']),
     ('inspect', ['--input_dir', 'a', '--input_dir', 'b']),
@@ -551,9 +561,9 @@ def test_export_and_inspect_refuse_an_input_given_twice(command, argv, capsys):
 def test_an_output_given_twice_is_the_last_as_any_flag():
   """Only inputs are refused twice: a later --output_dir overrides an earlier
   one, as scripts appending their own flags expect of every other flag."""
-  errors.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
-                                  '--manifest', 'm.csv', '--', '--manifest', 'x'],
-                                 ConvertOptions.INPUTS)
+  locations.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
+                                     '--manifest', 'm.csv', '--', '--manifest', 'x'],
+                                    ConvertOptions.INPUTS)
 
 
 def test_more_local_worker_processes_than_memory_holds_is_a_usage_error(sample, capsys):

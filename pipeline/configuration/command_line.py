@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import _BeamArgumentParser
 from pipeline import errors
 from pipeline.configuration import config_file
 from pipeline.configuration.config_file import CONFIG_FLAG
+from pipeline.configuration.locations import check_inputs_given_once
 from pipeline.configuration.locations import check_location
 from pipeline.configuration.locations import check_locations
 from pipeline.configuration.locations import check_reachable
@@ -215,7 +216,7 @@ def parse(argv: list, options_cls, description: str, switched_off=()) -> Parsed:
   own_dests = {a.dest for a in own._actions} - {'help', 'config'}
   own_flags = [s for s in _flags_of(own) if s not in ('--help', CONFIG_FLAG)]
   parser = _full_parser(options_cls)
-  errors.check_inputs_given_once(argv, getattr(options_cls, 'INPUTS', ()))
+  check_inputs_given_once(argv, getattr(options_cls, 'INPUTS', ()))
   given = _given(parser, argv, own_flags)
   flags = _flags_of(parser)
   given.update({flags[f].dest: not flags[f].const for f in switched_off

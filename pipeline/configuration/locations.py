@@ -6,6 +6,7 @@ its slashes and wrote a local folder `gs:`, exit 0."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Optional
 
@@ -155,3 +156,24 @@ def check_locations(values: dict, dests: tuple) -> None:
     value = values.get(dest)
     if isinstance(value, str):
       check_location(f'--{dest}', value)
+
+
+def check_inputs_given_once(argv: list, inputs: tuple) -> None:
+  """UsageError for an input flag (an options class's INPUTS; export's and
+  inspect's --input_dir) given twice on the line: argparse keeps the last,
+  and the first input was left out without a word. Several manifests are
+  one pattern. The values are shown as check_location shows them."""
+  seen = {}
+  tokens = list(itertools.takewhile(lambda a: a != '--', argv))
+  for index, token in enumerate(tokens):
+    name, equals, value = token.partition('=')
+    if name[2:] not in inputs or not name.startswith('--'):
+      continue
+    value = value if equals else (tokens[index + 1] if index + 1 < len(tokens) else '')
+    if name in seen:
+      several = (" (several manifests are read as one through a pattern, such as "
+                 "'parts/*.csv')" if 'manifest' in name else '')
+      raise UsageError(f'{name} is given twice ({redact.shown_url(seen[name])}, then '
+                       f'{redact.shown_url(value)}): only one would be '
+                       f'read; give it once{several}')
+    seen[name] = value
