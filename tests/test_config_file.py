@@ -302,6 +302,15 @@ def test_config_given_twice_is_a_usage_error_not_the_last_file_alone(sample, tmp
   assert (config.image.height, config.image.width) == (8, 8)  # once is as before
 
 
+def test_config_given_twice_is_named_without_its_credentials(tmp_path, capsys):
+  assert validate.main(['--input_dir', str(tmp_path), '--config', 's3://AKIA:sekrit@b/a.yaml',
+                        '--config', 'https://h/b.yaml?X-Amz-Signature=abc']) == EXIT_USAGE
+  assert capsys.readouterr().err.strip() == (
+      'error: --config is given twice (s3://<redacted>@b/a.yaml, then '
+      'https://h/b.yaml?X-Amz-Signature=<redacted>): only one file is read; merge them into '
+      'one (flags on the command line override it)')
+
+
 def test_credentials_are_redacted_from_the_record(tmp_path):
   parsed = command_line.parse(['--input_dir', str(tmp_path), '--s3_access_key_id', 'AKIA',
                                '--s3_secret_access_key', 'shh', '--s3_region_name', 'eu'],

@@ -103,8 +103,9 @@ class _OneConfigFile(argparse.Action):
   def __call__(self, parser, namespace, value, option_string=None):
     first = getattr(namespace, self.dest, None)
     if first is not None:
-      raise UsageError(f'{CONFIG_FLAG} is given twice ({first}, then {value}): only one file '
-                       'is read; merge them into one (flags on the command line override it)')
+      raise UsageError(f'{CONFIG_FLAG} is given twice ({redact.shown_url(first)}, then '
+                       f'{redact.shown_url(value)}): only one file is read; merge them into '
+                       'one (flags on the command line override it)')
     setattr(namespace, self.dest, value)
 
 
