@@ -558,12 +558,14 @@ def test_export_and_inspect_refuse_an_input_given_twice(command, argv, capsys):
                                     'be read; give it once')
 
 
-def test_an_output_given_twice_is_the_last_as_any_flag():
+def test_an_output_given_twice_is_the_last_as_any_flag(sample, tmp_path):
   """Only inputs are refused twice: a later --output_dir overrides an earlier
   one, as scripts appending their own flags expect of every other flag."""
   locations.check_inputs_given_once(['--output_dir', 'a', '--output_dir', 'b',
                                      '--manifest', 'm.csv', '--', '--manifest', 'x'],
                                     ConvertOptions.INPUTS)
+  config, _ = opts.parse_convert(convert_argv(sample, '--output_dir', str(tmp_path / 'b')))
+  assert config.output_dir == str(tmp_path / 'b')
 
 
 def test_more_local_worker_processes_than_memory_holds_is_a_usage_error(sample, capsys):
