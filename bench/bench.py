@@ -48,6 +48,7 @@ from bench.common import CASES
 from bench.common import Case
 from bench.common import read_manifest
 from bench.corpus import ensure_corpus
+from bench.measure import cpu_model
 from bench.measure import run_measured
 from bench.quality import mean_pixel_error
 from bench.quality import tfrecord_images
@@ -210,15 +211,6 @@ def package_version(*names):
     except importlib.metadata.PackageNotFoundError:
       continue
   return None
-
-
-def cpu_model():
-  """The CPU's model name from /proc/cpuinfo."""
-  with open('/proc/cpuinfo') as f:
-    for line in f:
-      if line.startswith('model name'):
-        return line.split(':', 1)[1].strip()
-  return platform.processor() or 'unknown'
 
 
 def machine_info():

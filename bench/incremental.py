@@ -29,6 +29,12 @@ content (rows: the reuse section's `reused`) and of an encoded row for full.
 CHANGED is a count, not a share, so the changed rows, start-up and Beam's job
 are in both times and cancel: what is left is what one more unchanged row
 costs. Target: metadata <= 40 us a reused row.
+
+Beside it, at the larger size, the least a reused row can cost in plain
+Python (bench/reuse_floor.py: the same per-row work, no Beam, no disk),
+timed in each attempt: a reused row's cost moves with the VM's speed and
+with the machine the VM lands on (42-117 us for the same code, 2026-12-06
+and 07), and the ratio of the two does not move as much.
 """
 
 import csv
@@ -37,13 +43,16 @@ import json
 import os
 import shutil
 import sys
+import time
 from typing import Optional
 
 from bench.corpus import NUM_CLASSES
 from bench.corpus import ensure_corpus
 from bench.corpus import make_image
 from bench.corpus import relative_path
+from bench.measure import cpu_model
 from bench.measure import run_measured
+from bench.reuse_floor import plain_loop_us
 
 DEFAULT_IMAGES = 12_000
 CHANGED = {'new': 40, 'relabelled': 40, 'rewritten': 20, 'deleted': 20}
@@ -227,11 +236,16 @@ def run_sizes(workdir: str, sizes: list, timeout: float, repeat: int = 1) -> dic
   made every unchanged row of the 600 one `changed_source`, none reused.
   """
   prepared = {size: prepare(workdir, size, timeout, copy=True) for size in sizes}
+  loop = []  # the plain loop's us a row at the larger size, one each attempt
   for attempt in range(repeat):
     for root, figures, commands in prepared.values():
       time_runs(root, figures, commands, attempt, timeout)
+    loop.append(plain_loop_us(prepared[max(sizes)][0]))
   by_size = {size: conclude(root, figures) for size, (root, figures, _) in prepared.items()}
-  return {'sizes': by_size, 'marginal': marginal_costs(by_size)}
+  return {'sizes': by_size, 'marginal': marginal_costs(by_size),
+          'plain_loop': {'us_per_row': min(loop), 'all_us': loop},
+          'cpu_model': cpu_model(), 'finished': time.strftime('%Y-%m-%d %H:%M UTC',
+                                                              time.gmtime())}
 
 
 def marginal_us_per_row(small: tuple, large: tuple) -> Optional[float]:
@@ -307,8 +321,10 @@ def print_figures(figures: dict) -> None:
         f'of this corpus can be more than {floor["ceiling"]}x faster than full')
 
 
-def print_marginal(by_size: dict, marginal: dict) -> None:
-  """The marginal cost of a row between the two sizes, and each size's gains."""
+def print_marginal(by_size: dict, marginal: dict, loop: Optional[dict] = None,
+                   cpu: str = '') -> None:
+  """The marginal cost of a row between the two sizes, and each size's gains;
+  loop: the plain loop's figures (run_sizes), set beside a reused row's."""
   small, large = min(by_size), max(by_size)
   print(f'\nmarginal cost of a row, {small} -> {large} JPEGs (the same '
         f'{sum(CHANGED.values())} changed rows at both sizes: they and start-up cancel):')
@@ -328,6 +344,13 @@ def print_marginal(by_size: dict, marginal: dict) -> None:
       line += '; end to end ' + ', '.join(
           f'{by_size[size]["runs"][name].get("speedup")}x at {size}' for size in by_size)
     print(line)
+  if loop:
+    reused = marginal.get('metadata', {}).get('us_per_row')
+    print(f'  plain loop {loop["us_per_row"]:7.1f} us a row at {large} (bench/reuse_floor.py: '
+          f'the same per-row work in plain Python, no Beam, no disk; this hour, this '
+          f'machine{": " + cpu if cpu else ""})' + (
+              f'; metadata\'s reused row is {reused / loop["us_per_row"]:.2f}x it'
+              if reused and reused > 0 and loop['us_per_row'] else ''))
 
 
 def main(workdir: str, num_images, timeout: float, json_path=None, repeat: int = 1,
@@ -346,7 +369,8 @@ def main(workdir: str, num_images, timeout: float, json_path=None, repeat: int =
   if sizes:
     for size_figures in figures['sizes'].values():
       print_figures(size_figures)
-    print_marginal(figures['sizes'], figures['marginal'])
+    print_marginal(figures['sizes'], figures['marginal'], figures['plain_loop'],
+                   figures['cpu_model'])
   else:
     print_figures(figures)
   print(f'\nfigures: {json_path}')

@@ -72,6 +72,14 @@ def reuse_rows(manifest: str, previous: dict) -> tuple[int, float, bytes]:
   return reused, seconds, out.getvalue()
 
 
+def plain_loop_us(root: str) -> float:
+  """us a reused row in plain Python, on one size's folder of the incremental
+  benchmark (WORKDIR/incremental-N: its night1 and corpus/night2.csv)."""
+  previous = previous_records(os.path.join(root, 'night1'))
+  reused, seconds, _ = reuse_rows(os.path.join(root, 'corpus', 'night2.csv'), previous)
+  return round(seconds / max(reused, 1) * 1e6, 1)
+
+
 def main(argv: list) -> int:
   root = os.path.join(argv[0] if argv else DEFAULT_WORKDIR, 'incremental-12000')
   previous = previous_records(os.path.join(root, 'night1'))

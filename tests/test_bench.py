@@ -323,6 +323,25 @@ def test_the_marginal_cost_of_a_row_is_taken_between_two_sizes():
                                 'target_us': 40.0, 'target_met': False}
 
 
+def test_a_reused_row_is_set_beside_the_plain_loop_of_the_same_hour(capsys):
+  """The plain loop's figure, and a reused row as a multiple of it, are
+  printed with the marginal costs (the VM's speed moves both alike)."""
+  from bench import incremental
+  runs = {'metadata': {'speedup': 7.5}, 'full': {}, 'content': {'speedup': 5.0}}
+  marginal = {'metadata': {'us_per_row': 90.0, 'cpu_us_per_row': 88.0,
+                           'rows': [5_920, 11_920], 'comparable': True,
+                           'target_us': 40.0, 'target_met': False}}
+  incremental.print_marginal({6_000: {'runs': runs}, 12_000: {'runs': runs}}, marginal,
+                             {'us_per_row': 60.0, 'all_us': [61.0, 60.0]}, 'Some CPU')
+  out = capsys.readouterr().out
+  assert '   90.0 us a reused row (CPU 88.0 us)' in out
+  assert 'plain loop    60.0 us a row at 12000' in out
+  assert 'this machine: Some CPU' in out
+  assert "metadata's reused row is 1.50x it" in out
+  incremental.print_marginal({6_000: {'runs': runs}, 12_000: {'runs': runs}}, marginal)
+  assert 'plain loop' not in capsys.readouterr().out
+
+
 def test_a_copied_scratch_corpus_shares_no_inode_with_the_cache(tmp_path):
   """The metadata fingerprint holds the inode's ctime: two sizes' scratch
   corpora linked to one cache change each other's fingerprints."""
