@@ -8,14 +8,17 @@ offset, size), for the image step to read. What goes wrong is a rejected
 line naming the tar and the member: a sample without an image or with two,
 a member cut short, a key that comes back later in the tar; a tar cut after
 its last whole member (inside a header, or inside the padding after that
-member's data) is one line after its samples; a file that is no tar at all
-is one rejected line, and the other tars go on.
+member's data) is one line after its samples, and so is data after its
+end-of-archive block (a second tar appended to it); a file that is no tar
+at all is one rejected line, and the other tars go on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import tarfile
+from typing import Optional
 import zlib
 
 import apache_beam as beam
@@ -41,6 +44,7 @@ MAX_EXTENDED_HEADER = 1 << 20
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
              tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
 _ENDS = (tarfile.EOFHeaderError, tarfile.EmptyHeaderError)  # a tar's own end
+_PIECE = 1 << 20  # bytes read at a time after a tar's end
 
 
 class TarHeaderRefused(tarfile.TarError):
@@ -89,13 +93,29 @@ def _header_reader() -> type:
   return Info
 
 
+class _Gunzip:
+  """A .tar.gz's tar, for tarfile's stream mode: each read gives what one
+  step of gzip's reader decompresses, so a stream cut short gives every byte
+  before the cut (GzipFile.read drops those it held when the cut raises)."""
+
+  def __init__(self, stream):
+    self._gzip = gzip.GzipFile(fileobj=stream)
+
+  def read(self, size: int) -> bytes:
+    return self._gzip.read1(size)
+
+
 def tar_members(stream, path: str, size: int):
   """The regular members of an open tar (webdataset.Member each, label and
   metadata members with their data), in tar order. A member cut short has
   its `error`; ReadError when the file is no tar at all."""
   gzipped = webdataset.is_gzipped(path)
   headers = _header_reader()
-  tar = tarfile.open(fileobj=stream, mode='r|gz' if gzipped else 'r:', tarinfo=headers)
+  # A .tar.gz through gzip's own reader, as the image step reads it: it reads
+  # on over concatenated gzip members (`cat a.tar.gz b.tar.gz`), which
+  # tarfile's 'r|gz' stream ends at silently, and checks each one's CRC.
+  tar = tarfile.open(fileobj=_Gunzip(stream) if gzipped else stream,
+                     mode='r|' if gzipped else 'r:', tarinfo=headers)
   last = None
   try:
     while True:
@@ -126,18 +146,56 @@ def tar_members(stream, path: str, size: int):
       last = _member(tar, info, gzipped, size) if info.isreg() else None
     if last is not None:
       yield last
-    if gzipped and not isinstance(headers.ended, _ENDS):
-      raise TarCutError(f'{path}: the header at byte {tar.offset} of its tar cannot be read '
-                        f'({headers.ended}): the members after it are lost')
-    if not gzipped:
-      # tarfile ends quietly at a header cut short: what follows the last
-      # member must be the end-of-archive zeros, or members were lost.
-      stream.seek(tar.offset)
-      if stream.read(size - tar.offset).strip(b'\0'):
-        raise TarCutError(f'{path} is cut short inside the header after byte {tar.offset}: '
-                          f'the members after it are lost')
+    _check_end(tar, stream, path, size, gzipped, headers.ended)
   finally:
     tar.close()
+
+
+def _check_end(tar, stream, path: str, size: int, gzipped: bool, ended) -> None:
+  """TarCutError unless the tar ended where its members do: tarfile ends
+  quietly at a damaged header (a bad checksum), at one cut short, and at
+  its end-of-archive block even when more data follows it (a tar appended
+  with `cat a.tar b.tar`: tar and webdataset read the first tar alone)."""
+  if isinstance(ended, tarfile.InvalidHeaderError) or (
+      gzipped and not isinstance(ended, _ENDS)):
+    raise TarCutError(f'{path}: the header at byte {tar.offset} of its tar cannot be read '
+                      f'({ended}): the members after it are lost')
+  if gzipped:
+    at = _first_data(tar.fileobj.read, tar.offset + tarfile.BLOCKSIZE, path)
+  else:
+    stream.seek(tar.offset)
+    at = _first_data(stream.read, tar.offset, path, size - tar.offset)
+    if at is not None and not isinstance(ended, tarfile.EOFHeaderError):
+      raise TarCutError(f'{path} is cut short inside the header after byte {tar.offset}: '
+                        f'the members after it are lost')
+  if at is not None:
+    raise TarCutError(f'{path}: its tar ends with the end-of-archive block at byte '
+                      f'{tar.offset}, but data that is not zeros follows at byte {at} (a '
+                      f'second tar appended to it, as `cat a.tar b.tar` or .tar.gz files '
+                      f'concatenated make?): tar and webdataset stop at that end too; the '
+                      f'members after it, if any, are not read')
+
+
+def _first_data(read, start: int, path: str, limit: Optional[int] = None) -> Optional[int]:
+  """The offset of the first byte that is not zero from `start` on (read in
+  1 MiB pieces: what follows may be a whole second tar), or None."""
+  at = start
+  while limit is None or at < start + limit:
+    try:
+      piece = read(_PIECE if limit is None else min(_PIECE, start + limit - at))
+    except EOFError:  # a .tar.gz cut after its end-of-archive block: read whole, as a .tar
+      return None
+    except _TAR_ERRORS as error:  # a .tar.gz damaged after its members (its CRC fails)
+      raise TarCutError(f'{path} cannot be read after byte {at} of its tar, past its '
+                        f'members ({type(error).__name__}: {error}): the members after '
+                        f'it, if any, are lost') from None
+    if not piece:
+      return None
+    stripped = piece.lstrip(b'\0')
+    if stripped:
+      return at + len(piece) - len(stripped)
+    at += len(piece)
+  return None
 
 
 class TarCutError(Exception):

@@ -1,0 +1,95 @@
+"""Where a WebDataset tar ends: after its end-of-archive block, a tar may
+hold more (a second tar appended with `cat a.tar b.tar`, .tar.gz files
+concatenated, other data), which tarfile, tar and webdataset never read: one
+read/truncated line says so, in a .tar and a .tar.gz alike; a header with a
+bad checksum is named so in a .tar too; a .tar.gz whose gzip check fails
+after its members is one line; one cut inside its closing zeros is whole,
+as a .tar cut there is."""
+
+from __future__ import annotations
+
+import gzip
+import pathlib
+import struct
+
+import pytest
+
+from pipeline import convert
+from pipeline.errors import EXIT_OK
+from tests.conftest import read_examples
+from tests.conftest import rejected_lines
+from tests.test_webdataset_headers import FLAGS
+from tests.test_webdataset_headers import _after
+from tests.test_webdataset_headers import _convert
+from tests.test_webdataset_headers import _first
+from tests.test_webdataset_headers import _member
+from tests.test_webdataset_headers import _write
+
+END = b'\0' * 1024  # the end-of-archive blocks
+
+
+@pytest.mark.parametrize('name', ['a.tar', 'a.tar.gz'])
+def test_a_second_tar_appended_after_the_end_is_one_line(tmp_path, name):
+  """`cat a.tar b.tar`: a .tar said 'cut short inside the header' (it is
+  whole), a .tar.gz lost b's samples with exit 0 and no line."""
+  first = _first() + END
+  reason = _convert(_write(tmp_path / name, first + _after()), tmp_path / 'out')
+  assert (f'its tar ends with the end-of-archive block at byte {len(_first())}, but data '
+          f'that is not zeros follows at byte {len(first)}') in reason, reason
+  assert 'cut short' not in reason
+
+
+def test_concatenated_tar_gz_files_are_one_line(tmp_path):
+  """`cat a.tar.gz b.tar.gz`: two gzip members, which tarfile's own stream
+  ends at the first of, silently."""
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(gzip.compress(_first() + END) + gzip.compress(_after()))
+  reason = _convert(path, tmp_path / 'out')
+  assert f'not zeros follows at byte {len(_first()) + len(END)}' in reason, reason
+
+
+def test_a_tar_header_with_a_bad_checksum_is_named_so(tmp_path):
+  """It was 'cut short inside the header': the file is whole."""
+  header = bytearray(_member('1.png', b'x' * 600))
+  header[148:156] = b'0000000\0'
+  reason = _convert(_write(tmp_path / 'a.tar', _first() + bytes(header) + _after()),
+                    tmp_path / 'out')
+  assert reason.endswith(f'a.tar: the header at byte {len(_first())} of its tar cannot be '
+                         f'read (bad checksum): the members after it are lost'), reason
+
+
+def test_a_tar_gz_whose_gzip_check_fails_is_one_line(tmp_path):
+  """The CRC at a gzip stream's end was never checked: a .tar.gz whose bytes
+  decompress to other than were compressed converted with no word."""
+  data = bytearray(gzip.compress(_first() + END))
+  crc, = struct.unpack('<I', data[-8:-4])
+  data[-8:-4] = struct.pack('<I', crc ^ 1)
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(bytes(data))
+  reason = _convert(path, tmp_path / 'out')
+  assert 'BadGzipFile: CRC check failed' in reason, reason
+
+
+def test_a_tar_gz_cut_in_its_closing_zeros_is_whole(tmp_path):
+  """As a .tar cut there is: every member is there, no line."""
+  data = gzip.compress(_first() + END * 8)
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(data[:-12])  # the gzip trailer and the last deflate bytes
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert rejected_lines(out) == []
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar.gz/0']
+
+
+def test_the_data_after_an_end_is_read_in_pieces():
+  """What follows a tar's end may be a whole second tar: never read at once."""
+  from transforms import webdataset_source
+  reads = []
+
+  def read(size):
+    reads.append(size)
+    return b'\0' * size if len(reads) < 3 else b'\0\0x'
+  assert webdataset_source._first_data(read, 10, 'a.tar') == 10 + 2 * (1 << 20) + 2
+  assert max(reads) == 1 << 20
+  with pathlib.Path('/dev/zero').open('rb') as zeros:  # a limit: up to it alone
+    assert webdataset_source._first_data(zeros.read, 0, 'a.tar', 3 << 20) is None
