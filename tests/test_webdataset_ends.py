@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import pathlib
 import struct
+import tarfile
+import zlib
 
 import pytest
 
@@ -93,3 +95,52 @@ def test_the_data_after_an_end_is_read_in_pieces():
   assert max(reads) == 1 << 20
   with pathlib.Path('/dev/zero').open('rb') as zeros:  # a limit: up to it alone
     assert webdataset_source._first_data(zeros.read, 0, 'a.tar', 3 << 20) is None
+
+
+def _cut_gzip(data: bytes, end: int) -> bytes:
+  """`data` gzipped, the stream cut where it has given exactly `end` bytes."""
+  compressor = zlib.compressobj(wbits=31)
+  return compressor.compress(data[:end]) + compressor.flush(zlib.Z_FULL_FLUSH)
+
+
+def _folder(name: str) -> bytes:
+  info = tarfile.TarInfo(name)
+  info.type = tarfile.DIRTYPE
+  return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+def test_a_header_that_fails_after_a_folder_keeps_the_sample_before_it(tmp_path):
+  """A GNU long name whose real header is damaged (tarfile raises, not ends
+  quietly) right after a folder's entry: the whole sample 0 was lost, with
+  one `not_a_tar` line for a tar whose samples had been read."""
+  long_name = _member('L' * 150 + '.png', b'x' * 100)  # its 'L' header, name, real header
+  damaged = bytearray(long_name)
+  damaged[1024 + 148:1024 + 156] = b'0000000\0'
+  reason = _convert(_write(tmp_path / 'a.tar', _first() + _folder('sub') + bytes(damaged)
+                           + END), tmp_path / 'out')
+  assert reason.startswith(f'{tmp_path / "a.tar"}: the header at byte {len(_first()) + 512} '
+                           f'of its tar cannot be read (ReadError: '), reason
+
+
+def test_a_tar_gz_cut_inside_a_label_member_rejects_its_sample_alone(tmp_path):
+  """The .cls read in the first pass raised out of the tar: its sample (a
+  whole image, a label cut short) was lost, under one `not_a_tar` line."""
+  data = _first() + _member('1.png', b'\x89PNG' + b'x' * 96) + _member('1.cls', b'1' * 300)
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(_cut_gzip(data, len(data) - 512 + 100))  # inside 1.cls's 300 bytes
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['code'], line['line'], line['row']['members']) == (
+      'truncated', 1, ['1.png', '1.cls']), line
+  assert 'member 1.cls of' in line['reason'], line['reason']
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar.gz/0']
+
+
+def test_a_gzip_stream_cut_at_a_header_s_start_is_one_line(tmp_path):
+  """Cut where a header would start, a .tar.gz looked like a tar written
+  without its end-of-archive blocks, read as whole: gzip knows it is cut."""
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(_cut_gzip(_first() + _after(), len(_first())))
+  reason = _convert(path, tmp_path / 'out')
+  assert f'its gzip stream is cut short after byte {len(_first())}' in reason, reason

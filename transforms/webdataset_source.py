@@ -94,29 +94,35 @@ def _header_reader() -> type:
 
 
 class _Gunzip:
-  """A .tar.gz's tar, for tarfile's stream mode: each read gives what one
-  step of gzip's reader decompresses, so a stream cut short gives every byte
-  before the cut (GzipFile.read drops those it held when the cut raises)."""
+  """A .tar.gz's tar, for tarfile's stream mode, as tarfile's own 'r|gz'
+  stream reads it (each read what one step decompresses; a stream cut short
+  ends, without error, after every byte before the cut: `cut`), but read on
+  over concatenated gzip members (`cat a.tar.gz b.tar.gz`), where tarfile's
+  stream ends silently, and with each member's CRC checked."""
 
   def __init__(self, stream):
     self._gzip = gzip.GzipFile(fileobj=stream)
+    self.cut = None  # the EOFError a stream cut short ended with
 
   def read(self, size: int) -> bytes:
-    return self._gzip.read1(size)
+    if self.cut is not None:
+      return b''
+    try:
+      return self._gzip.read1(size)
+    except EOFError as error:
+      self.cut = error
+      return b''
 
 
 def tar_members(stream, path: str, size: int):
   """The regular members of an open tar (webdataset.Member each, label and
   metadata members with their data), in tar order. A member cut short has
-  its `error`; ReadError when the file is no tar at all."""
+  its `error`; ReadError when the file is no tar at all (no member read)."""
   gzipped = webdataset.is_gzipped(path)
   headers = _header_reader()
-  # A .tar.gz through gzip's own reader, as the image step reads it: it reads
-  # on over concatenated gzip members (`cat a.tar.gz b.tar.gz`), which
-  # tarfile's 'r|gz' stream ends at silently, and checks each one's CRC.
-  tar = tarfile.open(fileobj=_Gunzip(stream) if gzipped else stream,
-                     mode='r|' if gzipped else 'r:', tarinfo=headers)
-  last = None
+  source = _Gunzip(stream) if gzipped else stream
+  tar = tarfile.open(fileobj=source, mode='r|' if gzipped else 'r:', tarinfo=headers)
+  last, read_any = None, False
   try:
     while True:
       try:
@@ -126,27 +132,40 @@ def tar_members(stream, path: str, size: int):
           yield last
         raise TarCutError(f'{path}: {error}: the members after it are not read') from None
       except _TAR_ERRORS as error:
-        if last is None:
+        if not read_any:
           raise tarfile.ReadError(f'{type(error).__name__}: {error}')
         # a .tar's size; a .tar.gz's bytes read out of it (tarfile's stream
-        # counts them, and stops counting at an error: never too many)
+        # counts them: never too many)
         available = getattr(tar.fileobj, 'pos', None) if gzipped else size
-        if webdataset.ends_in_padding(last, available, tar.offset):
+        if last is not None and (last.error is not None or available is None
+                                 or last.offset + last.size > available):
+          # the member before the header that could not be read was cut short
+          yield last._replace(error=last.error or f'{type(error).__name__}: {error}')
+          return
+        if last is not None:
           yield last  # all its bytes are there: its sample is read
+        if last is not None and webdataset.ends_in_padding(last, available, tar.offset):
           raise TarCutError(f'{path} is cut short at byte {available}, inside the padding '
                             f'after member {last.name}, whose {last.size} bytes are all '
                             f'there: the members after it, if any, are lost')
-        # the member before the header that could not be read was cut short
-        yield last._replace(error=last.error or f'{type(error).__name__}: {error}')
-        return
+        # A header past whole members (or past a folder's) that cannot be read:
+        # the sample before it is whole, and was lost with this tar's line.
+        raise TarCutError(f'{path}: the header at byte {tar.offset} of its tar cannot be '
+                          f'read ({type(error).__name__}: {error}): the members after it '
+                          f'are lost') from None
       if info is None:
         break
+      read_any = True
       if last is not None:
         yield last
       last = _member(tar, info, gzipped, size) if info.isreg() else None
     if last is not None:
       yield last
     _check_end(tar, stream, path, size, gzipped, headers.ended)
+    if gzipped and source.cut is not None and not isinstance(headers.ended,
+                                                             tarfile.EOFHeaderError):
+      raise TarCutError(f'{path}: its gzip stream is cut short after byte {tar.offset} of its '
+                        f'tar ({source.cut}): the members after it, if any, are lost')
   finally:
     tar.close()
 
@@ -183,8 +202,6 @@ def _first_data(read, start: int, path: str, limit: Optional[int] = None) -> Opt
   while limit is None or at < start + limit:
     try:
       piece = read(_PIECE if limit is None else min(_PIECE, start + limit - at))
-    except EOFError:  # a .tar.gz cut after its end-of-archive block: read whole, as a .tar
-      return None
     except _TAR_ERRORS as error:  # a .tar.gz damaged after its members (its CRC fails)
       raise TarCutError(f'{path} cannot be read after byte {at} of its tar, past its '
                         f'members ({type(error).__name__}: {error}): the members after '
@@ -208,7 +225,11 @@ def _member(tar, info, gzipped: bool, size: int) -> webdataset.Member:
   if not gzipped and info.offset_data + info.size > size:
     error = f'the tar ends at byte {size}, before the {info.size} bytes of this member'
   elif webdataset.wanted_small(info.name) and info.size <= webdataset.MAX_SMALL_MEMBER:
-    data = tar.extractfile(info).read()
+    try:
+      data = tar.extractfile(info).read()
+    except _TAR_ERRORS as cut:  # a .tar.gz cut inside it: its sample's line, not the tar's
+      return webdataset.Member(info.name, info.offset_data, info.size, None,
+                               f'{type(cut).__name__}: {cut}')
     if len(data) < info.size:
       data, error = None, f'read {len(data)} of its {info.size} bytes'
   return webdataset.Member(info.name, info.offset_data, info.size, data, error)
