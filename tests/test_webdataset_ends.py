@@ -14,6 +14,7 @@ import struct
 import tarfile
 import zlib
 
+from PIL import Image
 import pytest
 
 from pipeline import convert
@@ -25,6 +26,7 @@ from tests.test_webdataset_headers import _after
 from tests.test_webdataset_headers import _convert
 from tests.test_webdataset_headers import _first
 from tests.test_webdataset_headers import _member
+from tests.test_webdataset_headers import _png
 from tests.test_webdataset_headers import _write
 
 END = b'\0' * 1024  # the end-of-archive blocks
@@ -144,3 +146,23 @@ def test_a_gzip_stream_cut_at_a_header_s_start_is_one_line(tmp_path):
   path.write_bytes(_cut_gzip(_first() + _after(), len(_first())))
   reason = _convert(path, tmp_path / 'out')
   assert f'its gzip stream is cut short after byte {len(_first())}' in reason, reason
+
+
+def test_a_tar_gz_of_many_gzip_members_is_read_whole(tmp_path):
+  """A tar gzipped in blocks, each its own gzip member (bgzip's layout; gzip
+  and tar read it whole): tarfile's stream ended at the first member, so 1
+  of its 3 samples converted, the 2nd was 'cut short', the 3rd lost."""
+  data = b''.join(_member(f'{i}.png', _png(i)) + _member(f'{i}.cls', str(i).encode())
+                  for i in range(3)) + END
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(b''.join(gzip.compress(data[i:i + 1500]) for i in range(0, len(data), 1500)))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert rejected_lines(out) == []
+  examples = {e['image/key'][1][0]: e for e in read_examples(out)}
+  assert sorted(examples) == [b'a.tar.gz/0', b'a.tar.gz/1', b'a.tar.gz/2']
+  for i in range(3):
+    example = examples[f'a.tar.gz/{i}'.encode()]
+    assert example['image/class/text'][1] == [str(i).encode()]
+    pixels = Image.frombytes('RGB', (8, 8), example['image/encoded'][1][0])
+    assert pixels.getpixel((4, 4)) == (i * 50, 90, 200)  # _png(i)'s one colour
