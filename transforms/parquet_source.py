@@ -13,6 +13,7 @@ path); image bytes stay in the file, and the row carries where they are
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional
 
 import apache_beam as beam
@@ -25,6 +26,7 @@ from transforms.beam_util import counter
 from transforms.core import line_caps
 from transforms.core import manifest
 from transforms.core import parquet
+from transforms.core.line_ranges import ManifestChangedError
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import Rejection
@@ -68,7 +70,9 @@ class ReadRowGroupFn(beam.DoFn):
     yield beam.pvalue.TaggedOutput(TALLIES, (lines_key(False), rows))
     self._rows.inc(rows)
     try:
-      cells = self._read(file.path, group, layout)
+      cells = self._read(file, group, layout)
+    except ManifestChangedError:
+      raise  # the job fails, one line naming the file, as a CSV's does
     except Exception as error:  # OSError, ArrowInvalid (a damaged page), a store's own
       for i in range(rows):
         yield self._reject({}, file, first + i, RowError(
@@ -85,15 +89,28 @@ class ReadRowGroupFn(beam.DoFn):
         yield self._reject(row_cells, file, first + i, RowError(
             STAGE_MANIFEST, 'unexpected_error', f'{type(error).__name__}: {error}'))
 
-  def _read(self, path: str, group: int, layout: parquet.ParquetLayout) -> dict:
-    """{column: [value of each row]} of the row group's light columns."""
+  def _read(self, file: parquet.ParquetFile, group: int, layout: parquet.ParquetLayout
+            ) -> dict:
+    """{column: [value of each row]} of the row group's light columns;
+    ManifestChangedError when the file is not the one the launcher listed."""
     import pyarrow.parquet as pq
     columns = list(layout.light_columns)
     hf_path = parquet.image_path_column(self._config, layout)
     if hf_path:
       columns.append(hf_path)
-    with self._open(path) as stream:
-      table = pq.ParquetFile(stream).read_row_group(group, columns=columns)
+    with self._open(file.path) as stream:
+      size = stream.seek(0, os.SEEK_END)
+      found = pq.ParquetFile(stream)
+      groups = tuple(found.metadata.row_group(i).num_rows
+                     for i in range(found.metadata.num_row_groups))
+      # Rewritten since its footer was read: its rows are not those counted
+      # and placed (a row group of fewer rows failed on an IndexError).
+      if size != file.size or groups != file.row_groups:
+        raise ManifestChangedError(
+            f'manifest {file.path}: it is {size} bytes in row groups of {list(groups)} rows, '
+            f'not the {file.size} bytes in row groups of {list(file.row_groups)} it was '
+            f'listed with: it changed while the run read it')
+      table = found.read_row_group(group, columns=columns)
     table = table.flatten()  # an HF Image's path: the column 'image.path'
     return {name: table.column(name).to_pylist() for name in table.column_names}
 
