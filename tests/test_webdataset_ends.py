@@ -166,3 +166,20 @@ def test_a_tar_gz_of_many_gzip_members_is_read_whole(tmp_path):
     assert example['image/class/text'][1] == [str(i).encode()]
     pixels = Image.frombytes('RGB', (8, 8), example['image/encoded'][1][0])
     assert pixels.getpixel((4, 4)) == (i * 50, 90, 200)  # _png(i)'s one colour
+
+
+@pytest.mark.parametrize('tail, line', [(b'garbage after the stream\n', True),
+                                        (b'\0' * 5000, False)])
+def test_what_follows_a_tar_gz_s_gzip_stream(tmp_path, tail, line):
+  """Data that is not gzip after the stream: gzip and tar say 'trailing
+  garbage' and exit 2, it went unread without a word; zeros after it are
+  padding, as gzip reads them."""
+  path = tmp_path / 'a.tar.gz'
+  path.write_bytes(gzip.compress(_first() + END) + tail)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  reasons = [rejected['reason'] for rejected in rejected_lines(out)]
+  assert reasons == ([f'{path} cannot be read after byte {len(_first()) + 512} of its tar, '
+                      f"past its members (BadGzipFile: Not a gzipped file (b'ga')): the "
+                      f'members after it, if any, are lost'] if line else [])
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [b'a.tar.gz/0']
