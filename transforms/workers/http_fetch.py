@@ -29,6 +29,7 @@ from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_deadline
+from transforms.workers import http_logs
 
 
 def _version() -> str:
@@ -219,6 +220,7 @@ class HttpClient:
     if self._pool_made is None:
       with self._lock:
         if self._pool_made is None:
+          http_logs.redact_urllib3_logs()  # before its first request logs a URL
           self._pool_made = http_deadline.pool_manager(
               num_pools=64, maxsize=self._config.max_per_host, block=False, retries=False)
     return self._pool_made

@@ -1,0 +1,130 @@
+"""Images over HTTP from a server the test starts on 127.0.0.1 (and nowhere
+else) that answers in ways HTTP allows but http.client and urllib3 read
+badly, or that leave traces: interim 1xx answers (103 Early Hints) before
+the image, an X-Robots-Tag whose first directive takes a value
+(`max-image-preview:large, noai`), a header line that does not parse
+(urllib3 logs the URL asked, signature and all), a slow answer that
+redirects to a host slow to connect."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import sys
+import time
+import urllib.parse
+
+import numpy as np
+from PIL import Image
+import pytest
+
+from tests.local_http import RunningServer
+from transforms.core.spec import ImageSpec
+from transforms.workers import http_fetch
+from transforms.workers import http_logs
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'), pytest.mark.integration]
+SECRET = 'S1GN4TURE'
+HOP_S = 1.5  # how long /slowhop/ takes to answer with its redirect
+
+
+def png(seed: int) -> bytes:
+  """A PNG of distinct pixels (6x5 + seed), so pixel checks mean something."""
+  width, height = 6 + seed, 5
+  image = Image.new('RGB', (width, height))
+  image.putdata([((x * 40 + seed) % 256, (y * 50) % 256, (x * y * 9 + seed * 30) % 256)
+                 for y in range(height) for x in range(width)])
+  buffer = io.BytesIO()
+  image.save(buffer, 'PNG')
+  return buffer.getvalue()
+
+
+class Server(RunningServer):
+  """Raw answers by path: /early/N.png (103 and 102, then the PNG), /ok/N.png,
+  /robots/N.png (X-Robots-Tag as the query's v= says), /badhdr/N.png (a
+  header line without a colon), /redirect/N.png (HEAD and GET: 302 to
+  /ok/N.png), /slowhop/N.png (HOP_S, then 302 to self.slow_target)."""
+
+  def __init__(self):
+    self.seen: list = []
+    self.slow_target = ''
+    server = self
+
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      protocol_version = 'HTTP/1.1'
+
+      def log_message(self, *args):
+        del args
+
+      def do_HEAD(self):
+        self.do_GET()
+
+      def do_GET(self):
+        server.seen.append((self.command, self.path))
+        path, _, query = self.path.partition('?')
+        kind, name = path.split('/')[1:3]
+        body = png(int(name.split('.')[0]))
+        extra = b''
+        if kind == 'early':
+          self.wfile.write(b'HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n'
+                           b'HTTP/1.1 102 Processing\r\n\r\n')
+          self.wfile.flush()
+        elif kind == 'robots':
+          extra = b'X-Robots-Tag: %s\r\n' % urllib.parse.unquote(
+              query.partition('v=')[2]).encode()
+        elif kind == 'badhdr':
+          extra = b'This line has no colon\r\nX-After: 1\r\n'
+        elif kind in ('redirect', 'slowhop'):
+          if kind == 'slowhop':
+            time.sleep(HOP_S)
+          target = server.slow_target if kind == 'slowhop' else f'/ok/{name}'
+          self.wfile.write(b'HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n'
+                           % target.encode())
+          return
+        self.wfile.write(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n' % (len(body), extra))
+        if self.command == 'GET':
+          self.wfile.write(body)
+
+    super().__init__(Handler)
+
+
+@pytest.fixture
+def server():
+  with Server() as running:
+    yield running
+
+
+def pixels(data: bytes) -> np.ndarray:
+  return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
+
+def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
+  # urllib3 logs the URL it asked when an answer's headers do not parse
+  # (WARNING, with its traceback), and a HEAD's redirects (INFO): a signed
+  # URL's signature showed in any log at those levels (a Dataflow worker's).
+  caplog.set_level(logging.INFO, logger='urllib3')
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=0))
+  signed = f'{server.base}/badhdr/5.png?X-Amz-Signature={SECRET}&id=9'
+  assert client.fetch(signed, ImageSpec()) == png(5)
+  redirected = f'{server.base}/redirect/6.png?token={SECRET}'
+  with pytest.raises(LookupError):  # a nightly run's HEAD: /ok/ gives no ETag
+    client.metadata(redirected)
+  [parsing] = [r for r in caplog.records if 'Failed to parse headers' in r.getMessage()]
+  assert parsing.exc_info is None and parsing.levelno == logging.WARNING
+  assert parsing.getMessage().startswith(
+      f'Failed to parse headers (url={server.base}/badhdr/5.png?X-Amz-Signature=<redacted>')
+  [redirect] = [r for r in caplog.records if r.getMessage().startswith('Redirecting')]
+  assert redirect.getMessage() == (f'Redirecting {server.base}/redirect/6.png?token=<redacted> '
+                                   f'-> {server.base}/ok/6.png')
+  assert SECRET not in caplog.text and 'Traceback' not in caplog.text
+  assert ('GET', f'/badhdr/5.png?X-Amz-Signature={SECRET}&id=9') in server.seen  # as written
+
+
+def test_every_urllib3_logger_a_fetch_loads_is_filtered():
+  # A filter holds for the records of its own logger only: each module's is named.
+  loaded = [name for name in list(sys.modules) if name.startswith('urllib3')]
+  loggers = {getattr(importlib.import_module(name), 'log', None) for name in loaded}
+  named = {logger.name for logger in loggers if isinstance(logger, logging.Logger)}
+  assert named and named <= set(http_logs.URLLIB3_LOGGERS), named
