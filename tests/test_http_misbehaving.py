@@ -100,6 +100,19 @@ def server():
 def pixels(data: bytes) -> np.ndarray:
   return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
 
+@pytest.mark.parametrize('values, token, found', [
+    # a first directive with a value was read as an agent's name: noai missed
+    (['max-image-preview:large, noai'], '', 'max-image-preview:large, noai'),
+    (['max-snippet: -1, NoImageAI'], 'mybot', 'max-snippet: -1, NoImageAI'),
+    (['unavailable_after: 2030-01-01, noindex'], '', 'unavailable_after: 2030-01-01, noindex'),
+    (['noai,max-snippet:0'], '', 'noai,max-snippet:0'),  # no space: no agent's name either
+    (['max-image-preview:large'], '', None),
+    (['mybot: max-image-preview:large, noai'], 'MyBot', 'mybot: max-image-preview:large, noai'),
+    (['otherbot: max-image-preview:large, noai'], 'mybot', None),
+    (['otherbot: noai'], '', None)])
+def test_robots_directives_with_values(values, token, found):
+  assert http_fetch.robots_opt_out(values, token) == found
+
 def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
   # urllib3 logs the URL it asked when an answer's headers do not parse
   # (WARNING, with its traceback), and a HEAD's redirects (INFO): a signed

@@ -45,6 +45,10 @@ DEFAULT_USER_AGENT = f'img2tfrecord/{_version()} (image dataset converter)'
 MAX_REDIRECTS = 5
 # The opt-outs img2dataset honours by default (X-Robots-Tag).
 OPT_OUTS = frozenset({'noai', 'noimageai', 'noindex', 'noimageindex'})
+# The directives written `name: value` (Google's robots meta tag reference): a
+# header value that starts with one addresses every agent, not one so named.
+VALUED_DIRECTIVES = frozenset({'max-snippet', 'max-image-preview', 'max-video-preview',
+                               'unavailable_after'})
 BACKOFF_S = 1.0  # first retry's base wait; doubled each retry, plus jitter
 MAX_WAIT_S = 60.0  # no Retry-After is waited longer than this
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -71,12 +75,19 @@ def robots_opt_out(values: list, token: str) -> Optional[str]:
 
   Each header value is a comma list of directives, optionally after an
   agent name (`somebot: noai, noindex`); such a value applies only when it
-  names `token`. A value without an agent applies to every agent."""
+  names `token`. A value without an agent applies to every agent: one
+  whose text before its first colon is no single name (`noindex,
+  unavailable_after: ...`, `noai,max-snippet:0`), or is a directive of
+  VALUED_DIRECTIVES (`max-image-preview:large, noai`: such a value was read
+  as addressed to an agent `max-image-preview`, and its noai missed)."""
   for value in values:
     agent, sep, rest = value.partition(':')
-    directives = rest if sep and ' ' not in agent.strip() and agent.strip() else value
-    if directives is rest and agent.strip().lower() != token.lower():
+    name = agent.strip()
+    addressed = (sep and name and not any(c in name for c in ' \t,')
+                 and name.lower() not in VALUED_DIRECTIVES)
+    if addressed and name.lower() != token.lower():
       continue
+    directives = rest if addressed else value
     for directive in directives.split(','):
       if directive.strip().lower() in OPT_OUTS:
         return value.strip()
