@@ -19,6 +19,10 @@ import numpy as np
 from PIL import Image
 import pytest
 
+from pipeline import convert
+from pipeline.errors import EXIT_OK
+from tests.conftest import read_examples
+from tests.conftest import rejected_lines
 from tests.local_http import RunningServer
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_fetch
@@ -100,6 +104,13 @@ def server():
 def pixels(data: bytes) -> np.ndarray:
   return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
 
+def test_interim_answers_before_the_image_are_read_past(server):
+  # http.client skips 100 Continue alone: the 103 was taken for the answer,
+  # read/http_error 'HTTP 103', though the server sent the image after it.
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=0))
+  assert client.fetch(server.base + '/early/3.png', ImageSpec()) == png(3)
+  assert client.fetch(server.base + '/ok/4.png', ImageSpec()) == png(4)  # the connection again
+
 @pytest.mark.parametrize('values, token, found', [
     # a first directive with a value was read as an agent's name: noai missed
     (['max-image-preview:large, noai'], '', 'max-image-preview:large, noai'),
@@ -112,6 +123,28 @@ def pixels(data: bytes) -> np.ndarray:
     (['otherbot: noai'], '', None)])
 def test_robots_directives_with_values(values, token, found):
   assert http_fetch.robots_opt_out(values, token) == found
+
+def test_every_row_is_one_example_or_one_rejected_line_with_its_pixels(server, tmp_path):
+  rows = [('/early/1.png', 'a'), ('/ok/2.png', 'b'),
+          ('/robots/3.png?v=max-image-preview:large%2C%20noai', 'a'),
+          ('/robots/4.png?v=max-image-preview:large', 'b')]
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text('image,label\n' + ''.join(f'{server.base}{p},{l}\n' for p, l in rows))
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(out), '--progress',
+                       'off', '--resize_mode', 'none', '--encoding', 'png', '--http_timeout_s',
+                       '5', '--http_retries', '0', '--max_error_rate', '1']) == EXIT_OK
+  examples = {e['image/key'][1][0].decode(): e['image/encoded'][1][0]
+              for e in read_examples(out)}
+  assert sorted(examples) == [server.base + p for p in ('/early/1.png', '/ok/2.png',
+                                                        '/robots/4.png?v=max-image-preview'
+                                                        ':large')]
+  for key, seed in zip(sorted(examples), (1, 2, 4)):
+    assert np.array_equal(pixels(examples[key]), pixels(png(seed))), key
+  [line] = rejected_lines(out)
+  assert (line['line'], line['stage'], line['code'], line['reason']) == (
+      4, 'read', 'robots_opt_out', f'{server.base}{rows[2][0]}: X-Robots-Tag '
+      "'max-image-preview:large, noai' (--http_ignore_robots_tag reads it anyway)")
 
 def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
   # urllib3 logs the URL it asked when an answer's headers do not parse

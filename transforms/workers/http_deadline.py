@@ -71,13 +71,26 @@ class _Socket:
 
 class DeadlineResponse(http.client.HTTPResponse):
   """A response read within the deadline of the thread that asked for it
-  (as any response when it has none)."""
+  (as any response when it has none); interim 1xx answers skipped."""
 
   def __init__(self, sock, *args, **kwargs):
     deadline: Optional[float] = getattr(_DEADLINE, 'at', None)
     if deadline is not None and isinstance(sock, socket.socket):
       sock = _Socket(sock, deadline)
     super().__init__(sock, *args, **kwargs)
+
+  def _read_status(self):
+    """The status line of the final answer. An interim one (1xx: 103 Early
+    Hints, 102 Processing), which HTTP/1.1 clients must read past (RFC 9110
+    15.2), is skipped with its headers: http.client skips 100 Continue
+    alone, and took a 103 for the answer (read/http_error 'HTTP 103' for an
+    image its server then sent). 101 Switching Protocols ends the answer,
+    as ever. Each line is read within the deadline, as the answer's."""
+    while True:
+      version, status, reason = super()._read_status()
+      if not 100 < status < 200 or status == 101:
+        return version, status, reason
+      http.client.parse_headers(self.fp)  # of the interim answer: nothing to keep
 
 
 def pool_manager(**kwargs):
