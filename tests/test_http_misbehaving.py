@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import socket
 import sys
 import time
 import urllib.parse
@@ -24,6 +25,7 @@ from pipeline.errors import EXIT_OK
 from tests.conftest import read_examples
 from tests.conftest import rejected_lines
 from tests.local_http import RunningServer
+from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_fetch
 from transforms.workers import http_logs
@@ -104,12 +106,14 @@ def server():
 def pixels(data: bytes) -> np.ndarray:
   return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
 
+
 def test_interim_answers_before_the_image_are_read_past(server):
   # http.client skips 100 Continue alone: the 103 was taken for the answer,
   # read/http_error 'HTTP 103', though the server sent the image after it.
   client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=0))
   assert client.fetch(server.base + '/early/3.png', ImageSpec()) == png(3)
   assert client.fetch(server.base + '/ok/4.png', ImageSpec()) == png(4)  # the connection again
+
 
 @pytest.mark.parametrize('values, token, found', [
     # a first directive with a value was read as an agent's name: noai missed
@@ -123,6 +127,7 @@ def test_interim_answers_before_the_image_are_read_past(server):
     (['otherbot: noai'], '', None)])
 def test_robots_directives_with_values(values, token, found):
   assert http_fetch.robots_opt_out(values, token) == found
+
 
 def test_every_row_is_one_example_or_one_rejected_line_with_its_pixels(server, tmp_path):
   rows = [('/early/1.png', 'a'), ('/ok/2.png', 'b'),
@@ -145,6 +150,7 @@ def test_every_row_is_one_example_or_one_rejected_line_with_its_pixels(server, t
   assert (line['line'], line['stage'], line['code'], line['reason']) == (
       4, 'read', 'robots_opt_out', f'{server.base}{rows[2][0]}: X-Robots-Tag '
       "'max-image-preview:large, noai' (--http_ignore_robots_tag reads it anyway)")
+
 
 def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
   # urllib3 logs the URL it asked when an answer's headers do not parse
@@ -174,3 +180,39 @@ def test_every_urllib3_logger_a_fetch_loads_is_filtered():
   loggers = {getattr(importlib.import_module(name), 'log', None) for name in loaded}
   named = {logger.name for logger in loggers if isinstance(logger, logging.Logger)}
   assert named and named <= set(http_logs.URLLIB3_LOGGERS), named
+
+
+def test_a_redirect_connects_within_the_try_s_time(server):
+  # A redirect's connection had the whole --http_timeout_s again: an answer
+  # taking HOP_S, then a host slow to accept, made a try of 2 s take 3.5 s.
+  with socket.socket() as listening:
+    listening.bind(('127.0.0.1', 0))
+    listening.listen(0)  # never accepted: once its queue is full, connections wait
+    port = listening.getsockname()[1]
+    fillers = []
+    try:
+      for _ in range(8):
+        filler = socket.socket()
+        filler.settimeout(0.3)
+        try:
+          filler.connect(('127.0.0.1', port))
+        except OSError:
+          filler.close()
+          break
+        fillers.append(filler)
+      else:
+        pytest.skip('this system queues every connection: none waits')
+      server.slow_target = f'http://127.0.0.1:{port}/7.png'
+      client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=2, retries=0))
+      url = server.base + '/slowhop/7.png'
+      started = time.monotonic()
+      with pytest.raises(RowError) as error:
+        client.fetch(url, ImageSpec())
+      took = time.monotonic() - started
+    finally:
+      for filler in fillers:
+        filler.close()
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'timeout', f'{url}: no answer within --http_timeout_s 2, not retried: '
+      'ConnectTimeoutError')
+  assert HOP_S <= took < 2.8, took

@@ -288,10 +288,14 @@ class HttpClient:
     timeout = self._config.timeout_s
     current, headers = self._request_of(url)
     for _ in range(MAX_REDIRECTS + 1):
+      # A redirect's connection within what is left of the try's time: each
+      # had the whole --http_timeout_s, so a try that followed a slow answer
+      # to a host slow to connect took up to twice it. (urllib3 takes no 0.)
+      connect = min(timeout, max(deadline - time.monotonic(), 0.001))
       try:
         response = self._pool.request(
             'GET', current, headers=headers, preload_content=False, redirect=False,
-            timeout=urllib3.Timeout(connect=timeout, read=timeout))
+            timeout=urllib3.Timeout(connect=connect, read=timeout))
       except urllib3.exceptions.LocationValueError as error:  # an HTTPError: caught first
         # urllib3 refused the URL (or a redirect's) before connecting: a host
         # 'ho\xa0st' or 'host%' was retried (3.5-7 s of waits), 'connection failed'
