@@ -16,7 +16,6 @@ their credentials redacted (core/redact.shown_url).
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import random
 import socket
 import threading
@@ -30,6 +29,9 @@ from transforms.core.rejects import RowError
 from transforms.core.spec import ImageSpec
 from transforms.workers import http_deadline
 from transforms.workers import http_logs
+from transforms.workers.http_headers import change_metadata
+from transforms.workers.http_headers import retry_after_s
+from transforms.workers.http_headers import robots_opt_out
 
 
 def _version() -> str:
@@ -43,12 +45,6 @@ def _version() -> str:
 
 DEFAULT_USER_AGENT = f'img2tfrecord/{_version()} (image dataset converter)'
 MAX_REDIRECTS = 5
-# The opt-outs img2dataset honours by default (X-Robots-Tag).
-OPT_OUTS = frozenset({'noai', 'noimageai', 'noindex', 'noimageindex'})
-# The directives written `name: value` (Google's robots meta tag reference): a
-# header value that starts with one addresses every agent, not one so named.
-VALUED_DIRECTIVES = frozenset({'max-snippet', 'max-image-preview', 'max-video-preview',
-                               'unavailable_after'})
 BACKOFF_S = 1.0  # first retry's base wait; doubled each retry, plus jitter
 MAX_WAIT_S = 60.0  # no Retry-After is waited longer than this
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -68,44 +64,6 @@ class HttpConfig:
 def is_http(path) -> bool:
   # the scheme alone lowered, not the whole path: a row each
   return isinstance(path, str) and path[:8].lower().startswith(('http://', 'https://'))
-
-
-def robots_opt_out(values: list, token: str) -> Optional[str]:
-  """The X-Robots-Tag directive that opts this image out, or None.
-
-  Each header value is a comma list of directives, optionally after an
-  agent name (`somebot: noai, noindex`); such a value applies only when it
-  names `token`. A value without an agent applies to every agent: one
-  whose text before its first colon is no single name (`noindex,
-  unavailable_after: ...`, `noai,max-snippet:0`), or is a directive of
-  VALUED_DIRECTIVES (`max-image-preview:large, noai`: such a value was read
-  as addressed to an agent `max-image-preview`, and its noai missed)."""
-  for value in values:
-    agent, sep, rest = value.partition(':')
-    name = agent.strip()
-    addressed = (sep and name and not any(c in name for c in ' \t,')
-                 and name.lower() not in VALUED_DIRECTIVES)
-    if addressed and name.lower() != token.lower():
-      continue
-    directives = rest if addressed else value
-    for directive in directives.split(','):
-      if directive.strip().lower() in OPT_OUTS:
-        return value.strip()
-  return None
-
-
-def retry_after_s(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
-  """A Retry-After header (seconds, or an HTTP date) as seconds to wait."""
-  if not value:
-    return None
-  value = value.strip()
-  if value.isdigit():
-    return float(value)
-  try:
-    when = email.utils.parsedate_to_datetime(value).timestamp()
-  except (TypeError, ValueError):
-    return None
-  return max(0.0, when - (time.time() if now is None else now))
 
 
 def backoff_s(attempt: int, base: float = BACKOFF_S) -> float:
@@ -377,13 +335,6 @@ class HttpClient:
         response.headers.getlist('X-Robots-Tag'), self._config.user_agent_token):
       raise LookupError(f'{shown_url(url)}: X-Robots-Tag opts out')
     return meta
-
-
-def change_metadata(status: int, headers) -> Optional[dict]:
-  """{'etag', 'mtime': Last-Modified} of an answer (a HEAD's, or the GET's
-  that fetched the bytes), None unless it is a 200 with either."""
-  meta = {'etag': headers.get('ETag'), 'mtime': headers.get('Last-Modified')}
-  return meta if status == 200 and any(meta.values()) else None
 
 
 _CLIENTS: dict = {}
