@@ -4,7 +4,8 @@ badly, or that leave traces: interim 1xx answers (103 Early Hints) before
 the image, an X-Robots-Tag whose first directive takes a value
 (`max-image-preview:large, noai`), a header line that does not parse
 (urllib3 logs the URL asked, signature and all), a slow answer that
-redirects to a host slow to connect."""
+redirects to a host slow to connect, a body that is not the gzip its
+Content-Encoding says, a body dripped past --http_timeout_s."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import urllib.parse
 import numpy as np
 from PIL import Image
 import pytest
+import urllib3
 
 from pipeline import convert
 from pipeline.errors import EXIT_OK
@@ -33,6 +35,7 @@ from transforms.workers import http_logs
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('http'), pytest.mark.integration]
 SECRET = 'S1GN4TURE'
 HOP_S = 1.5  # how long /slowhop/ takes to answer with its redirect
+DRIP_S = 0.1  # /dripbody/ sends a byte of its body each DRIP_S
 
 
 def png(seed: int) -> bytes:
@@ -49,7 +52,8 @@ def png(seed: int) -> bytes:
 class Server(RunningServer):
   """Raw answers by path: /early/N.png (103 and 102, then the PNG), /ok/N.png,
   /robots/N.png (X-Robots-Tag as the query's v= says), /badhdr/N.png (a
-  header line without a colon), /redirect/N.png (HEAD and GET: 302 to
+  header line without a colon), /gzlie/N.png (Content-Encoding: gzip, not
+  gzipped), /dripbody/N.png (a byte each DRIP_S), /redirect/N.png (HEAD and GET: 302 to
   /ok/N.png), /slowhop/N.png (HOP_S, then 302 to self.slow_target)."""
 
   def __init__(self):
@@ -83,6 +87,19 @@ class Server(RunningServer):
               query.partition('v=')[2]).encode()
         elif kind == 'badhdr':
           extra = b'This line has no colon\r\nX-After: 1\r\n'
+        elif kind == 'gzlie':  # says gzip, is the PNG itself
+          extra = b'Content-Encoding: gzip\r\n'
+        elif kind == 'dripbody':  # its first bytes, then a byte each DRIP_S
+          self.wfile.write(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s'
+                           % (len(body), body[:16]))
+          try:
+            for i in range(16, len(body)):
+              self.wfile.flush()
+              time.sleep(DRIP_S)
+              self.wfile.write(body[i:i + 1])
+          except OSError:  # the client gave up, as it should
+            self.close_connection = True
+          return
         elif kind in ('redirect', 'slowhop'):
           if kind == 'slowhop':
             time.sleep(HOP_S)
@@ -216,3 +233,44 @@ def test_a_redirect_connects_within_the_try_s_time(server):
       'read', 'timeout', f'{url}: no answer within --http_timeout_s 2, not retried: '
       'ConnectTimeoutError')
   assert HOP_S <= took < 2.8, took
+
+
+def test_a_body_that_does_not_decode_as_its_content_encoding_says_is_not_retried(server):
+  # Retried --http_retries times (3.5-7 s of waits), then 'the body broke
+  # off: DecodeError': it was whole, and the same on every try.
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=2))
+  url = server.base + '/gzlie/8.png'
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'http_error', f"{url}: the body does not decode as its Content-Encoding 'gzip' "
+      'says: not retried (DecodeError)')
+  assert server.seen == [('GET', '/gzlie/8.png')]
+
+
+def test_a_body_dripped_past_the_timeout_is_retried_and_says_so(server):
+  client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=1, retries=1),
+                                 sleep=lambda _: None)
+  url = server.base + '/dripbody/9.png'
+  started = time.monotonic()
+  with pytest.raises(RowError) as error:
+    client.fetch(url, ImageSpec())
+  assert time.monotonic() - started < 3.5  # two tries of 1 s
+  assert (error.value.stage, error.value.code, error.value.reason) == (
+      'read', 'timeout', f'{url}: the body took longer than --http_timeout_s 1, after 1 retry: '
+      'ReadTimeoutError')
+  assert server.seen == [('GET', '/dripbody/9.png')] * 2
+
+
+def test_a_body_whose_time_runs_out_between_two_reads_is_a_try_to_retry():
+  # The time checked between reads raised a RowError of its own, which no
+  # retry follows: the same drip was retried or not as the time ran out
+  # inside a socket's read or between two.
+  class Late:
+    def read(self, amount):
+      time.sleep(0.2)
+      return b'x' * min(amount, 10)
+
+  body = http_fetch._Deadline(Late(), time.monotonic() + 0.1, 'http://h/a.png')
+  with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+    body.read(100)

@@ -143,17 +143,23 @@ def redirect_target(current: str, location: str, shown: str) -> str:
 
 
 class _Deadline:
-  """A response body read within the try's time: reads raise timeout past it."""
+  """A response body read within the try's time: reads raise urllib3's
+  ReadTimeoutError past it, as a socket read past it does (http_deadline),
+  so the try is retried either way: a RowError of its own was not, when
+  the time ran out between two reads rather than inside one."""
 
   def __init__(self, response, deadline: float, url: str):
     self._response = response
     self._deadline = deadline
     self._url = url
 
-  def read(self, amount: int = -1) -> bytes:
+  def _check(self) -> None:
     if time.monotonic() > self._deadline:
-      raise RowError(STAGE_READ, 'timeout', f'{self._url}: the body took longer than '
-                     f'--http_timeout_s')
+      import urllib3
+      raise urllib3.exceptions.ReadTimeoutError(None, self._url, 'past the deadline')
+
+  def read(self, amount: int = -1) -> bytes:
+    self._check()
     parts, wanted = [], amount
     while wanted != 0:  # urllib3 may return less than asked: read on to `amount`
       chunk = self._response.read(min(wanted, 1 << 16) if wanted > 0 else 1 << 16)
@@ -161,9 +167,7 @@ class _Deadline:
         break
       parts.append(chunk)
       wanted = wanted - len(chunk) if wanted > 0 else wanted
-      if time.monotonic() > self._deadline:
-        raise RowError(STAGE_READ, 'timeout', f'{self._url}: the body took longer than '
-                       f'--http_timeout_s')
+      self._check()
     return b''.join(parts)
 
   def seekable(self) -> bool:
@@ -301,11 +305,18 @@ class HttpClient:
     try:
       return read_checked(_Deadline(response, deadline, shown), shown, size, spec)
     except urllib3.exceptions.TimeoutError as error:
-      raise _Retry(RowError(STAGE_READ, 'timeout', f'{shown}: the body stalled past '
-                            f'--http_timeout_s: {type(error).__name__}'))
+      raise _Retry(RowError(STAGE_READ, 'timeout', f'{shown}: the body took longer than '
+                            f'--http_timeout_s {self._config.timeout_s:g}, '
+                            f'{after_retries(self._config.retries)}: {type(error).__name__}'))
+    except urllib3.exceptions.DecodeError as error:  # an HTTPError: caught first
+      # Not the gzip (deflate, zstd) its Content-Encoding says, on every try:
+      # retried, and said 'the body broke off: DecodeError'.
+      raise RowError(STAGE_READ, 'http_error', f'{shown}: the body does not decode as its '
+                     f'Content-Encoding {response.headers.get("Content-Encoding")!r} says: '
+                     f'not retried ({type(error).__name__})')
     except urllib3.exceptions.HTTPError as error:  # reset mid-body, a short body
-      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: the body broke off: '
-                            f'{type(error).__name__}'))
+      raise _Retry(RowError(STAGE_READ, 'http_error', f'{shown}: the body broke off, '
+                            f'{after_retries(self._config.retries)}: {type(error).__name__}'))
 
 
   def metadata(self, url: str) -> dict:
