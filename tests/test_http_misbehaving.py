@@ -5,15 +5,21 @@ the image, an X-Robots-Tag whose first directive takes a value
 (`max-image-preview:large, noai`), a header line that does not parse
 (urllib3 logs the URL asked, signature and all), a slow answer that
 redirects to a host slow to connect, a body that is not the gzip its
-Content-Encoding says, a body dripped past --http_timeout_s."""
+Content-Encoding says, a body dripped past --http_timeout_s, a Ctrl-C while
+fetches stall."""
 
 from __future__ import annotations
 
 import importlib
 import io
 import logging
+import os
+import pathlib
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -51,6 +57,7 @@ def png(seed: int) -> bytes:
 
 class Server(RunningServer):
   """Raw answers by path: /early/N.png (103 and 102, then the PNG), /ok/N.png,
+  /stall/N.png (no answer until the test ends),
   /robots/N.png (X-Robots-Tag as the query's v= says), /badhdr/N.png (a
   header line without a colon), /gzlie/N.png (Content-Encoding: gzip, not
   gzipped), /dripbody/N.png (a byte each DRIP_S), /redirect/N.png (HEAD and GET: 302 to
@@ -59,6 +66,7 @@ class Server(RunningServer):
   def __init__(self):
     self.seen: list = []
     self.slow_target = ''
+    self.released = threading.Event()  # /stall/ answers nothing until it is set
     server = self
 
     import http.server
@@ -100,6 +108,10 @@ class Server(RunningServer):
           except OSError:  # the client gave up, as it should
             self.close_connection = True
           return
+        elif kind == 'stall':  # no answer until the test ends
+          server.released.wait(120)
+          self.close_connection = True
+          return
         elif kind in ('redirect', 'slowhop'):
           if kind == 'slowhop':
             time.sleep(HOP_S)
@@ -117,7 +129,10 @@ class Server(RunningServer):
 @pytest.fixture
 def server():
   with Server() as running:
-    yield running
+    try:
+      yield running
+    finally:
+      running.released.set()
 
 
 def pixels(data: bytes) -> np.ndarray:
@@ -274,3 +289,37 @@ def test_a_body_whose_time_runs_out_between_two_reads_is_a_try_to_retry():
   body = http_fetch._Deadline(Late(), time.monotonic() + 0.1, 'http://h/a.png')
   with pytest.raises(urllib3.exceptions.ReadTimeoutError):
     body.read(100)
+
+
+@pytest.mark.parametrize('pool', [('--image_processes', '1'), ('--image_threads', '2')])
+def test_ctrl_c_while_fetches_stall_ends_the_run_at_once(server, tmp_path, pool):
+  # The step's teardown waited for its pool's threads, each waiting for a
+  # fetch that waits out --http_timeout_s and its retries: a Ctrl-C during
+  # 40 stalling fetches (--http_timeout_s 30) ended the run after 205 s.
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text('image,label\n' + ''.join(f'{server.base}/stall/{i}.png,a\n'
+                                                for i in range(40)))
+  root = pathlib.Path(__file__).resolve().parent.parent
+  run = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.convert', '--manifest', str(manifest), '--output_dir',
+       str(tmp_path / 'out'), '--height', '8', '--width', '8', '--progress', 'off',
+       '--http_timeout_s', '30', *pool], cwd=root, stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+      env={**os.environ, 'TMPDIR': str(tmp_path), 'PYTHONPATH': str(root)})
+  try:
+    deadline = time.monotonic() + 60
+    while len(server.seen) < 4 and run.poll() is None and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert len(server.seen) >= 4, run.communicate()  # fetches under way
+    os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+    started = time.monotonic()
+    _, err = run.communicate(timeout=60)
+    took = time.monotonic() - started
+  finally:
+    if run.poll() is None:
+      os.killpg(run.pid, signal.SIGKILL)
+      run.communicate()
+  assert (run.returncode, err.strip().splitlines()[-1]) == (
+      -signal.SIGINT, 'interrupted: nothing was published; rerun to convert again'), err
+  assert took < 10, took
+  assert 'Traceback' not in err

@@ -179,6 +179,14 @@ class LoadImageFn(PooledSourceFn):
         self._give(entry)
     yield from self._ready()
 
+  def teardown(self):
+    # Fetches of rows never given to the pool (an interrupted or failed
+    # run): those not started yet never start, each running one ends on its
+    # own thread, waited for by nobody (PooledSourceFn.teardown).
+    for fetch in getattr(self, '_fetching', {}).values():
+      fetch.cancel()
+    super().teardown()
+
   def _fetched(self, key: int, fetch) -> None:
     """On a fetch thread: the bytes a finished fetch holds, while its row is ahead."""
     result = None if fetch.cancelled() else fetch.result()  # bytes or a RowError

@@ -5,6 +5,7 @@ processes a harness process shares."""
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Optional
 
 import apache_beam as beam
@@ -94,11 +95,17 @@ class PooledSourceFn(beam.DoFn):
     shared = _SHARED_PROCESSES.acquire(
         functools.partial(_shared_processes, size), tag=(size.processes, size.timeout_s)
     ) if size.shared else None
+    # Set by teardown: the pool's threads then wait for no fetch (read_sources._fetch_awaited).
+    self._stopping = threading.Event()
     self._step.start(self._call, prepare=functools.partial(read_remote_sources, self._reader,
-                                                               http=self._http),
+                                                               http=self._http,
+                                                               stop=self._stopping),
                      shared=shared)
 
   def teardown(self):
+    stopping = getattr(self, '_stopping', None)  # none when setup never ran
+    if stopping is not None:
+      stopping.set()
     self._step.close()
 
   def process(self, element):
@@ -125,7 +132,7 @@ class PooledSourceFn(beam.DoFn):
                             self._spec, self._http)
     if self._processes:
       return self._in_process, sources, self._spec
-    return fetched_first, self._on_thread, sources, self._spec, self._read
+    return fetched_first, self._on_thread, sources, self._spec, self._read, self._stopping
 
   def _read(self, path: str, spec: ImageSpec) -> bytes:
     return read_bytes(path, self._reader, spec, self._http)

@@ -81,22 +81,23 @@ def _is_remote_source(source) -> bool:
 
 
 def read_remote_sources(reader: filesystem.FileAccess, args: tuple,
-                        http: Optional[http_fetch.HttpClient] = None) -> tuple:
+                        http: Optional[http_fetch.HttpClient] = None,
+                        stop: Optional[threading.Event] = None) -> tuple:
   """(sources, spec, *more) -> the same for an image worker process: local
   paths as they are (the worker reads them), remote files as their bytes or
   the RowError reading them (workers have no Beam filesystems), errors
   already met as they are. Runs on the pool's threads, so remote files are
-  still read in parallel."""
+  still read in parallel. stop: set, no fetch is waited for (_fetch_awaited)."""
   sources, spec, *more = args
-  return ([_read_one(source, reader, spec, http) for source in sources], spec, *more)
+  return ([_read_one(source, reader, spec, http, stop) for source in sources], spec, *more)
 
 
 def _read_one(source, reader: filesystem.FileAccess, spec: ImageSpec,
-              http: Optional[http_fetch.HttpClient]):
+              http: Optional[http_fetch.HttpClient], stop: Optional[threading.Event] = None):
   """read_remote_sources of one source; a remote one read shows progress
   (progress_ticks: the pool's time limit is then each source's)."""
   if isinstance(source, concurrent.futures.Future):
-    read = _fetch_awaited(source)
+    read = _fetch_awaited(source, stop, progress_ticks.row_done)
   elif _is_remote_source(source):
     read = _bytes_or_error(source, reader, spec, http)
   else:
@@ -108,17 +109,27 @@ def _read_one(source, reader: filesystem.FileAccess, spec: ImageSpec,
 FETCH_POLL_S = 0.02  # how often a wait on a fetch tells the call's timer it is not stuck
 
 
-def _fetch_awaited(future: concurrent.futures.Future):
-  """A fetch's result for an image worker process's call, its wait not
-  timed by --image_timeout_s (the Preparer's limit): a fetch has limits of
-  its own, each try's --http_timeout_s and --http_retries, and its failure a
-  code of its own (read/timeout, read/http_error). Timed, a URL stalling under
-  the defaults (4 tries of 30 s against 60 s) was decode/timeout ("reading,
+def _fetch_awaited(future: concurrent.futures.Future, stop: Optional[threading.Event] = None,
+                   tick: Optional[Callable[[], None]] = None):
+  """A fetch's result for a pool's call, its wait not timed by
+  --image_timeout_s (the Preparer's limit): a fetch has limits of its own,
+  each try's --http_timeout_s and --http_retries, and its failure a code of
+  its own (read/timeout, read/http_error). Timed, a URL stalling under the
+  defaults (4 tries of 30 s against 60 s) was decode/timeout ("reading,
   decoding, resizing and encoding took longer"), a 429 whose Retry-After was
   waited too, and its batch was redone row by row, each URL fetched again:
-  6 GETs of a stalling URL, 5 of one answering 429, 2 of a good one."""
+  6 GETs of a stalling URL, 5 of one answering 429, 2 of a good one.
+
+  Once `stop` is set (the step's teardown: an interrupted or failed run), a
+  RowError at once, the fetch left to end on its own thread: the teardown
+  waits for the pool's threads, and a Ctrl-C during 40 stalling fetches
+  ended the run after 205 s. tick: called while it waits (an image worker
+  process's call: the Preparer's hook, no row counted)."""
   while not concurrent.futures.wait([future], timeout=FETCH_POLL_S).done:
-    progress_ticks.row_done()  # in the parent: the Preparer's hook, no row counted
+    if stop is not None and stop.is_set():
+      return RowError(STAGE_READ, 'http_error', 'not fetched: the run stopped first')
+    if tick is not None:
+      tick()
   return future.result()
 
 
@@ -145,8 +156,6 @@ def start_fingerprinted_fetch(url: str, spec: ImageSpec, http: http_fetch.HttpCl
   return _FETCHES.submit(_fetch_or_error, url, spec, http, fingerprinted)
 
 
-def _fetched(future: concurrent.futures.Future):
-  return future.result()
 
 
 def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient],
@@ -165,11 +174,13 @@ def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpCli
     return unexpected_error(error, STAGE_READ)
 
 
-def fetched_first(work, sources: list, spec: ImageSpec, read):
+def fetched_first(work, sources: list, spec: ImageSpec, read,
+                  stop: Optional[threading.Event] = None):
   """work(sources, spec, read) on a pool thread, once the batch's fetches
-  (start_fetches) are in: their errors are the results of their rows."""
-  return work([_fetched(source) if isinstance(source, concurrent.futures.Future) else source
-               for source in sources], spec, read)
+  (start_fetches) are in: their errors are the results of their rows (as
+  the RowError of one not waited for once `stop` is set: _fetch_awaited)."""
+  return work([_fetch_awaited(source, stop) if isinstance(source, concurrent.futures.Future)
+               else source for source in sources], spec, read)
 
 
 def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
