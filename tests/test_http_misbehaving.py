@@ -30,6 +30,7 @@ import urllib3
 
 from pipeline import convert
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_USAGE
 from tests.conftest import read_examples
 from tests.conftest import rejected_lines
 from tests.local_http import RunningServer
@@ -323,3 +324,16 @@ def test_ctrl_c_while_fetches_stall_ends_the_run_at_once(server, tmp_path, pool)
       -signal.SIGINT, 'interrupted: nothing was published; rerun to convert again'), err
   assert took < 10, took
   assert 'Traceback' not in err
+
+
+@pytest.mark.parametrize('value', ['0', '1e300'])
+def test_an_http_timeout_no_request_can_take_is_a_usage_error(tmp_path, capsys, value):
+  # urllib3 takes no timeout of 0 (ValueError) and a socket none past about
+  # 9e9 s (OverflowError): each http(s) row was read/unexpected_error.
+  manifest = tmp_path / 'urls.csv'
+  manifest.write_text('image,label\nhttp://127.0.0.1:9/a.png,a\n')
+  assert convert.main(['--manifest', str(manifest), '--output_dir', str(tmp_path / 'out'),
+                       '--http_timeout_s', value]) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: --http_timeout_s {float(value):g} must be above 0 '
+                                     'and at most 1,000,000 s\n')
+  assert not (tmp_path / 'out').exists()

@@ -27,6 +27,7 @@ from transforms.core.spec import RESIZE_MODES
 from transforms.core.spec import SINKS
 from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
+from transforms.workers.http_fetch import MAX_TIMEOUT_S
 from transforms.workers.http_fetch import HttpConfig
 
 DEFAULT_SHARD_SIZE_MB = 128
@@ -380,7 +381,12 @@ class ValidateOptions:
 def http_config(args) -> HttpConfig:
   """The --http_* flags as the image step's HttpConfig; UsageError for a
   User-Agent no request can carry (http.client refused it on every request:
-  each http(s) row rejected as read/unexpected_error, the run exit 2 or 3)."""
+  each http(s) row rejected as read/unexpected_error, the run exit 2 or 3),
+  and for a --http_timeout_s of 0 or past MAX_TIMEOUT_S, which urllib3 and
+  sockets refused so on every request (ValueError; OverflowError)."""
+  if not 0 < args.http_timeout_s <= MAX_TIMEOUT_S:
+    raise UsageError(f'--http_timeout_s {args.http_timeout_s:g} must be above 0 and at most '
+                     f'{MAX_TIMEOUT_S:,.0f} s')
   agent = args.http_user_agent
   bad = next((c for c in agent if c in '\r\n' or ord(c) > 0xFF), None)
   if bad is not None:

@@ -47,6 +47,7 @@ DEFAULT_USER_AGENT = f'img2tfrecord/{_version()} (image dataset converter)'
 MAX_REDIRECTS = 5
 BACKOFF_S = 1.0  # first retry's base wait; doubled each retry, plus jitter
 MAX_WAIT_S = 60.0  # no Retry-After is waited longer than this
+MAX_TIMEOUT_S = 1e6  # --http_timeout_s at most (a socket takes none past about 9e9 s)
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
