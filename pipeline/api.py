@@ -51,6 +51,7 @@ from pipeline.runs import in_process_errors
 from pipeline.runs import progress as progress_display
 from pipeline.runs import run_temp
 from transforms import filesystem
+from transforms.core.dataset_info import over_budget_reason
 from transforms.core.spec import REJECTED_FILE
 
 # The public names (docs/api.md); the module's other functions are its own
@@ -70,14 +71,18 @@ class UsageError(errors.UsageError, ValueError):
 
 
 class ErrorBudgetExceeded(Exception):
-  """More rows were rejected than max_error_rate allows (the command line's
-  exit 3); everything is written all the same. .result: the ConvertResult."""
+  """More rows were rejected than max_error_rate allows, or every annotation
+  of a detection set (the command line's exit 3); everything is written all
+  the same. .result: the ConvertResult."""
 
   def __init__(self, result: ConvertResult):
     info = result.info
-    super().__init__(f'{info["num_rejected"]} of {info["num_manifest_rows"]} rows rejected '
-                     f'({info["error_rate"]:.2%}), above max_error_rate '
-                     f'{info["max_error_rate"]:.2%}: see .result.rejected')
+    if info['error_rate'] > info['max_error_rate']:
+      why = (f'{info["num_rejected"]} of {info["num_manifest_rows"]} rows rejected '
+             f'({info["error_rate"]:.2%}), above max_error_rate {info["max_error_rate"]:.2%}')
+    else:
+      why = over_budget_reason(info) or 'over its error budget'
+    super().__init__(f'{why}: see .result.rejected')
     self.result = result
 
 

@@ -149,9 +149,9 @@ def build(p, input_dir: str, info: dict, shards: list, listing_problems: list,
               side.AsSingleton(checked[FIRST_WARNINGS], default_value=[])))
 
 
-OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed '
-                    '(over_budget in dataset_info.json): the records are sound, but rows '
-                    'are missing; see rejected.jsonl.')
+OVER_BUDGET_NOTE = ('Note: convert rejected more rows than its --max_error_rate allowed, '
+                    'or every annotation (over_budget in dataset_info.json): the records '
+                    'are sound, but rows or objects are missing; see rejected.jsonl.')
 
 
 def _location(problem: dict) -> str:

@@ -10,7 +10,10 @@ from PIL import Image
 import pytest
 
 from pipeline import convert
+from pipeline import validate
+from pipeline.errors import EXIT_FAILED
 from pipeline.errors import EXIT_OK
+from pipeline.errors import EXIT_OVER_BUDGET
 from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info
@@ -52,20 +55,55 @@ def test_whole_id(value, read):
   assert found == read or read is None
 
 
-def test_an_image_id_given_as_a_string_is_said_to_be_one(tmp_path):
+def test_an_image_id_given_as_a_string_is_said_to_be_one(tmp_path, capsys):
   """`"image_id": "6"` for the image of id 6 matches no image (pycocotools and
   the Model Garden drop the object too): its rejected line says the id is a
-  string, where it said only that '6' is not in "images"."""
+  string, where it said only that '6' is not in "images". Its only
+  annotation rejected, the run is over its budget (exit 3): it exited 0 with
+  an image of no object, and validate said OK."""
   (tmp_path / 'images').mkdir()
   Image.new('RGB', (40, 20), (10, 200, 30)).save(tmp_path / 'images' / 'a.png')
   (tmp_path / 'a.json').write_text(json.dumps(_document(6, '6', 3, 3)))
   out = tmp_path / 'out'
-  assert convert.main(['--annotations', str(tmp_path / 'a.json'), '--annotation_format',
-                       'coco', '--image_dir', str(tmp_path / 'images'), '--resize_mode', 'none',
-                       '--progress', 'off', '--output_dir', str(out)]) == EXIT_OK
+  flags = ['--annotations', str(tmp_path / 'a.json'), '--annotation_format', 'coco',
+           '--image_dir', str(tmp_path / 'images'), '--resize_mode', 'none', '--progress',
+           'off', '--output_dir', str(out)]
+  assert convert.main(flags) == EXIT_OVER_BUDGET
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      'Every one of the 1 annotation(s) was rejected (rejected.jsonl), so no image has an '
+      'object (--max_error_rate 1 accepts that): exit code 3.')
   (line,) = [json.loads(text) for text in (out / 'rejected.jsonl').read_text().splitlines()]
   assert (line['code'], line['reason']) == (
       'missing_image', 'image_id \'6\' is not in "images" (a string: COCO image ids are '
       "integers, as an image record's id must be)")
   (example,) = read_examples(out, 'train')
   assert list(example['image/object/bbox/xmin'][1]) == []  # the image, with no object
+  info = read_info(out)
+  assert (info['over_budget'], info['error_rate'], info['detection']['num_objects']) == (
+      True, 0.0, 0)
+  assert validate.main(['--input_dir', str(out), '--runner', 'DirectRunner']) == EXIT_OK
+  assert 'or every annotation (over_budget' in capsys.readouterr().out
+  # --max_error_rate 1 takes such a set as it is
+  assert convert.main([*flags, '--overwrite', '--max_error_rate', '1']) == EXIT_OK
+  assert read_info(out)['over_budget'] is False
+
+
+def test_a_dataset_that_kept_no_annotation_and_says_it_is_within_budget_is_invalid(tmp_path):
+  """A detection dataset written before the rule (over_budget false, every
+  annotation rejected) does not validate: its over_budget is not what its
+  counts give."""
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 20), (10, 200, 30)).save(tmp_path / 'images' / 'a.png')
+  (tmp_path / 'a.json').write_text(json.dumps(_document(6, '6', 3, 3)))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'a.json'), '--annotation_format',
+                       'coco', '--image_dir', str(tmp_path / 'images'), '--progress', 'off',
+                       '--output_dir', str(out)]) == EXIT_OVER_BUDGET
+  info = read_info(out)
+  info['over_budget'] = False
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  assert validate.main(['--input_dir', str(out), '--runner', 'DirectRunner']) == EXIT_FAILED
+  report = json.loads((out / 'validation_report.json').read_text())
+  assert [p['detail'] for p in report['problems']] == [
+      "dataset_info.json's over_budget is false, but every one of its 1 annotation(s) was "
+      'rejected (no image has an object) and its max_error_rate is 0']

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from transforms.core import reuse
+from transforms.core.dataset_info import over_budget_reason
 from transforms.core.labels import written_out
 
 
@@ -53,8 +54,7 @@ def over_budget_line(info: dict) -> Optional[str]:
   it): for stderr, where a caller that keeps only stderr (cron) finds it."""
   if not info['over_budget']:
     return None
-  return (f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
-          f'{info["max_error_rate"]:.2%}: exit code 3.')
+  return f'{over_budget_reason(info) or "Over its error budget"}: exit code 3.'
 
 
 def _classes(info: dict) -> str:

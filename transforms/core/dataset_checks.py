@@ -30,6 +30,8 @@ from transforms.core import line_caps
 from transforms.core import rejected_rows
 from transforms.core.annotations import label_map_pbtxt
 from transforms.core.dataset_info import MAX_INFO_BYTES
+from transforms.core.dataset_info import annotations_all_rejected
+from transforms.core.dataset_info import over_budget
 from transforms.core.rejects import STAGE_LABEL_MANIFEST
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
@@ -212,13 +214,19 @@ def _error_rate_problems(info: dict) -> list:
           f"dataset_info.json's error_rate is {_rate(info['error_rate'])}, but its "
           f'num_rejected / num_manifest_rows is {rejected} / {rows} = {_rate(rate)}'))
   budget = info.get('max_error_rate')
-  if 'over_budget' in info and budget is not None and rate is not None and (
-      info['over_budget'] != (rate > budget)):
+  if 'over_budget' not in info or budget is None or rate is None:
+    return problems
+  expected = over_budget({**info, 'error_rate': rate})
+  if info['over_budget'] != expected:
+    all_rejected = annotations_all_rejected(info)
+    why = (f"its error rate {_rate(rate)} is {'above' if rate > budget else 'within'} its "
+           f'max_error_rate {_rate(budget)}')
+    if all_rejected and rate <= budget:
+      why = (f'every one of its {all_rejected} annotation(s) was rejected (no image has an '
+             f'object) and its max_error_rate is {_rate(budget)}')
     problems.append(Problem(
         ROW_ACCOUNTING, '', -1,
-        f"dataset_info.json's over_budget is {str(info['over_budget']).lower()}, but its "
-        f"error rate {_rate(rate)} is {'above' if rate > budget else 'within'} its "
-        f'max_error_rate {_rate(budget)}'))
+        f"dataset_info.json's over_budget is {str(info['over_budget']).lower()}, but {why}"))
   return problems
 
 

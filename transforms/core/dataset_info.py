@@ -93,7 +93,7 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
       'rejected_by_reason': dict(sorted(rejected.items())),
       'error_rate': error_rate,
       'max_error_rate': settings.max_error_rate,
-      'over_budget': error_rate > settings.max_error_rate,
+      'over_budget': error_rate > settings.max_error_rate,  # and over_budget() once complete
       'label_warnings': label_warnings or {},
       'content_duplicates': content_duplicates or {},
       'config': config,
@@ -115,6 +115,41 @@ def build_info(settings: InfoSettings, *, label_names: list, splits: dict,
   if reuse is not None:
     info['reuse'] = reuse
   return info
+
+
+def annotations_all_rejected(info: dict) -> int:
+  """How many annotations a detection dataset read when every one of them
+  was rejected and none reached an image (0 otherwise, and for any other
+  dataset): a COCO file whose image_ids are strings, or whose every box is
+  bad, converted each image without objects, exit 0, validate OK. A box the
+  crop dropped was read and kept first: it counts as reaching its image."""
+  detection = info.get('detection') or {}
+  rejected = detection.get('num_rejected_annotations') or 0
+  kept = (detection.get('num_objects') or 0) + (
+      (detection.get('dropped_boxes') or {}).get('crop_visibility') or 0)
+  return rejected if rejected and not kept else 0
+
+
+def over_budget(info: dict) -> bool:
+  """dataset_info.json's over_budget (exit 3): rows rejected above
+  --max_error_rate, or every annotation of a detection dataset rejected (a
+  rate of 1, which only --max_error_rate 1 allows). Dropped or rejected
+  annotations are no rows, and real sets have a few (COCO's degenerate
+  boxes, which Model Garden skips too): only all of them counts."""
+  budget = info['max_error_rate']
+  return info['error_rate'] > budget or bool(annotations_all_rejected(info) and budget < 1)
+
+
+def over_budget_reason(info: dict) -> str:
+  """Why a dataset is over its budget, in a sentence ('' within it)."""
+  if info['error_rate'] > info['max_error_rate']:
+    return (f'Error rate {info["error_rate"]:.2%} is above --max_error_rate '
+            f'{info["max_error_rate"]:.2%}')
+  count = annotations_all_rejected(info)
+  if count and info['max_error_rate'] < 1:
+    return (f'Every one of the {count} annotation(s) was rejected (rejected.jsonl), so no '
+            f'image has an object (--max_error_rate 1 accepts that)')
+  return ''
 
 
 class InfoError(Exception):

@@ -10,6 +10,7 @@ import dataclasses
 from transforms.core import annotations as objects
 from transforms.core import coco
 from transforms.core import tally
+from transforms.core.dataset_info import over_budget
 from transforms.core.detect import DetectionOptions
 from transforms.core.spec import LABEL_MAP
 from transforms.core.spec import LABEL_MAP_PBTXT
@@ -108,6 +109,7 @@ def finish_info(info: dict, sums: dict, config: DetectionConfig) -> dict:
                            if config.options.on_bad_box == 'drop'}},
       'num_skipped_empty': sums.get(SKIPPED_EMPTY, 0),
   }
+  info['over_budget'] = over_budget(info)  # with its annotations counted
   if config.annotations_version:
     info['detection']['annotations_version'] = config.annotations_version
   if config.annotation_format == 'voc':
