@@ -188,8 +188,9 @@ def test_every_row_is_one_example_or_one_rejected_line_with_its_pixels(server, t
 def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
   # urllib3 logs the URL it asked when an answer's headers do not parse
   # (WARNING, with its traceback), and a HEAD's redirects (INFO): a signed
-  # URL's signature showed in any log at those levels (a Dataflow worker's).
-  caplog.set_level(logging.INFO, logger='urllib3')
+  # URL's signature showed in any log at those levels (a Dataflow worker's);
+  # at DEBUG, each answer's line shows the path and query asked.
+  caplog.set_level(logging.DEBUG, logger='urllib3')
   client = http_fetch.HttpClient(http_fetch.HttpConfig(timeout_s=5, retries=0))
   signed = f'{server.base}/badhdr/5.png?X-Amz-Signature={SECRET}&id=9'
   assert client.fetch(signed, ImageSpec()) == png(5)
@@ -203,6 +204,7 @@ def test_urllib3_logs_no_credential_and_no_traceback(server, caplog):
   [redirect] = [r for r in caplog.records if r.getMessage().startswith('Redirecting')]
   assert redirect.getMessage() == (f'Redirecting {server.base}/redirect/6.png?token=<redacted> '
                                    f'-> {server.base}/ok/6.png')
+  assert '"GET /badhdr/5.png?X-Amz-Signature=<redacted>&id=9 HTTP/1.1" 200' in caplog.text
   assert SECRET not in caplog.text and 'Traceback' not in caplog.text
   assert ('GET', f'/badhdr/5.png?X-Amz-Signature={SECRET}&id=9') in server.seen  # as written
 
