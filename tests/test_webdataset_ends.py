@@ -148,6 +148,21 @@ def test_a_gzip_stream_cut_at_a_header_s_start_is_one_line(tmp_path):
   assert f'its gzip stream is cut short after byte {len(_first())}' in reason, reason
 
 
+@pytest.mark.parametrize('name', ['a.tar', 'a.tar.gz'])
+@pytest.mark.parametrize('zeros', [1, 100, 511])
+def test_a_tar_cut_inside_its_first_end_of_archive_block_is_whole(tmp_path, name, zeros):
+  """Cut before the first end-of-archive block is whole: a .tar was read as
+  whole, a .tar.gz said 'the header at byte N of its tar cannot be read
+  (truncated header): the members after it are lost'."""
+  data = _first() + b'\0' * zeros
+  path = tmp_path / name
+  path.write_bytes(_cut_gzip(data, len(data)) if name.endswith('.gz') else data)
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(path), '--output_dir', str(out), *FLAGS]) == EXIT_OK
+  assert rejected_lines(out) == []
+  assert [e['image/key'][1][0] for e in read_examples(out)] == [f'{name}/0'.encode()]
+
+
 def test_a_tar_gz_of_many_gzip_members_is_read_whole(tmp_path):
   """A tar gzipped in blocks, each its own gzip member (bgzip's layout; gzip
   and tar read it whole): tarfile's stream ended at the first member, so 1

@@ -68,7 +68,12 @@ def _header_reader() -> type:
       try:
         return super().frombuf(buf, encoding, errors)
       except tarfile.HeaderError as error:
-        Info.ended = error
+        # A block cut short that holds only zeros is the end-of-archive block,
+        # cut: a .tar is read as whole there (_check_end), and a .tar.gz said
+        # its 'header cannot be read (truncated header)', members lost.
+        zeros = isinstance(error, tarfile.TruncatedHeaderError) and not buf.strip(b'\0')
+        Info.ended = tarfile.EOFHeaderError(f'end-of-archive block cut short ({error})'
+                                            ) if zeros else error
         raise
 
     def _proc_member(self, tar):
