@@ -183,7 +183,9 @@ class LoadImageFn(PooledSourceFn):
     # Fetches of rows never given to the pool (an interrupted or failed
     # run): those not started yet never start, each running one ends on its
     # own thread, waited for by nobody (PooledSourceFn.teardown).
-    for fetch in getattr(self, '_fetching', {}).values():
+    # A copy: on a gRPC worker, teardown may come while process() still
+    # runs on another thread, and a dict changed while iterated raises.
+    for fetch in list(getattr(self, '_fetching', {}).values()):
       fetch.cancel()
     super().teardown()
 

@@ -156,8 +156,6 @@ def start_fingerprinted_fetch(url: str, spec: ImageSpec, http: http_fetch.HttpCl
   return _FETCHES.submit(_fetch_or_error, url, spec, http, fingerprinted)
 
 
-
-
 def _fetch_or_error(url: str, spec: ImageSpec, http: Optional[http_fetch.HttpClient],
                     fingerprinted: Optional[Callable[[str], None]] = None):
   """The bytes, or the RowError that rejects the row (one nobody foresaw

@@ -207,7 +207,14 @@ def _first_data(read, start: int, path: str, limit: Optional[int] = None) -> Opt
   while limit is None or at < start + limit:
     try:
       piece = read(_PIECE if limit is None else min(_PIECE, start + limit - at))
-    except _TAR_ERRORS as error:  # a .tar.gz damaged after its members (its CRC fails)
+    except _TAR_ERRORS as error:  # a .tar.gz damaged, or not gzip after its stream
+      if _failed_check(error):
+        # The CRC covers the whole gzip member, checked at its end: the
+        # damage may lie in the bytes the samples already read came from.
+        raise TarCutError(f'{path}: its gzip check fails at byte {at} of its tar '
+                          f'({type(error).__name__}: {error}): bytes before it are damaged, '
+                          f'perhaps in the samples already read from it; the members after '
+                          f'it, if any, are lost') from None
       raise TarCutError(f'{path} cannot be read after byte {at} of its tar, past its '
                         f'members ({type(error).__name__}: {error}): the members after '
                         f'it, if any, are lost') from None
@@ -218,6 +225,13 @@ def _first_data(read, start: int, path: str, limit: Optional[int] = None) -> Opt
       return at + len(piece) - len(stripped)
     at += len(piece)
   return None
+
+
+def _failed_check(error: Exception) -> bool:
+  """Whether a gzip member's own check failed at its end (its CRC, or its
+  length), rather than bytes that are no gzip following it."""
+  return isinstance(error, gzip.BadGzipFile) and (
+      'CRC check failed' in str(error) or 'Incorrect length' in str(error))
 
 
 class TarCutError(Exception):
