@@ -107,3 +107,20 @@ def test_a_dataset_that_kept_no_annotation_and_says_it_is_within_budget_is_inval
   assert [p['detail'] for p in report['problems']] == [
       "dataset_info.json's over_budget is false, but every one of its 1 annotation(s) was "
       'rejected (no image has an object) and its max_error_rate is 0']
+
+
+def test_the_api_raises_the_budget_error_of_a_set_whose_every_annotation_was_rejected(
+    tmp_path):
+  """api.convert raises ErrorBudgetExceeded saying why, as the command line exits 3."""
+  from pipeline import api
+  (tmp_path / 'images').mkdir()
+  Image.new('RGB', (40, 20), (10, 200, 30)).save(tmp_path / 'images' / 'a.png')
+  (tmp_path / 'a.json').write_text(json.dumps(_document(6, '6', 3, 3)))
+  with pytest.raises(api.ErrorBudgetExceeded) as caught:
+    api.convert(annotations=str(tmp_path / 'a.json'), annotation_format='coco',
+                image_dir=str(tmp_path / 'images'), output_dir=str(tmp_path / 'out'),
+                progress='off', runner='DirectRunner')
+  assert str(caught.value) == (
+      'Every one of the 1 annotation(s) was rejected (rejected.jsonl), so no image has an '
+      'object (--max_error_rate 1 accepts that): see .result.rejected')
+  assert caught.value.result.info['detection']['num_objects'] == 0
