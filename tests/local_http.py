@@ -1,9 +1,22 @@
 """An HTTP server on 127.0.0.1 that tests start and stop (the network tests
 talk to no other)."""
 
+import http.server
 import threading
 
 from pipeline.demo_sources import LocalServer
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+  """A test server's handler: HTTP/1.1 (keep-alive, as image hosts answer),
+  no access log on stderr, a HEAD answered as its GET (headers and all)."""
+  protocol_version = 'HTTP/1.1'
+
+  def log_message(self, *args):
+    del args
+
+  def do_HEAD(self):
+    self.do_GET()
 
 
 class RunningServer:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import http.server
 import io
 import threading
 import time
@@ -21,6 +20,7 @@ from pipeline import convert
 from pipeline.errors import EXIT_OK
 from tests.conftest import read_examples
 from tests.conftest import rejected_lines
+from tests.local_http import QuietHandler
 from tests.local_http import RunningServer
 from transforms.core import fingerprints
 from transforms.core.rejects import RowError
@@ -50,14 +50,7 @@ class Server(RunningServer):
     self.drips_ended = threading.Semaphore(0)
     server = self
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      protocol_version = 'HTTP/1.1'
-
-      def log_message(self, *args):
-        del args
-
-      def do_HEAD(self):
-        self.do_GET()
+    class Handler(QuietHandler):
 
       def do_GET(self):
         server.seen.append((self.command, self.path))
