@@ -50,6 +50,7 @@ from transforms.core import paths
 from transforms.core import records
 from transforms.core.dataset_info import InfoError
 from transforms.core.example_proto import parse_example
+from transforms.core.labels import written_out
 from transforms.core.pointers import pointer_given
 from transforms.core.spec import REJECTED_FILE
 from transforms.core.spec import VALIDATION_REPORT
@@ -314,7 +315,9 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   skipped = []
   counts = {}
   for path in paths:
-    lines.append(f'{path}:')
+    # a foreign file's names and feature names are written out: an ESC in one
+    # reached the terminal raw (ESC [2J cleared the screen, ESC ]0; retitled it)
+    lines.append(f'{written_out(path)}:')
     for index, data in records_of(path, skipped, by_content=True):
       try:
         features = parse_example(data)
@@ -324,7 +327,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
         continue
       if index < FIRST_RECORDS:
         lines.append(f'  record {index}:')
-        lines += [f'    {name:24s} {kind:11s} {n} value(s)' +
+        lines += [f'    {written_out(name):24s} {kind:11s} {n} value(s)' +
                   (f', first {length} bytes' if length is not None else '')
                   for name, kind, n, length in records.describe_features(features)]
         size_problem = size_problem or foreign_records.listed_size_problem(
@@ -333,10 +336,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
         if index + 1 >= FIRST_RECORDS:
           break
         continue
-      label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
-      label = None
-      if label_name is not None and features[label_name][0] == 'int64_list':
-        label = features[label_name][1][0]
+      label = foreign_records.foreign_label(features, args)
       counts[label] = counts.get(label, 0) + 1
       reservoir.offer(label if args.per_class else None, (path, index, features))
   lines += [f'Skipped {line}' for line in skipped]

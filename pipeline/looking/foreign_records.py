@@ -80,6 +80,8 @@ def foreign_image(features: dict, args, where: str) -> tuple:
     raise UsageError(f'{where}: no image feature (tried '
                        f'{args.image_feature or ", ".join(records.IMAGE_FEATURES)}); '
                        f'name it with --image_feature')
+  if not features[image_name][1]:  # an empty BytesList: an IndexError traceback, exit 1
+    raise decoders.RecordError(f'{image_name!r} holds no value')
   data = features[image_name][1][0]
   encoding = decoders.sniff_encoding(data)
   if encoding is None:
@@ -88,9 +90,15 @@ def foreign_image(features: dict, args, where: str) -> tuple:
       raise UsageError(problem)
   image = (pixels(data, encoding, args.channels) if encoding else
            decoders.decode_image(data, 'raw', args.height, args.width, args.channels))
-  label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
-  label = None
-  if label_name is not None and features[label_name][0] == 'int64_list':
-    label = features[label_name][1][0]
   text = features.get('image/class/text', (None, [b'']))[1]
-  return image, label, text[0].decode('utf-8', 'replace') if text else ''
+  return image, foreign_label(features, args), text[0].decode('utf-8', 'replace') if text else ''
+
+
+def foreign_label(features: dict, args) -> Optional[int]:
+  """The record's label id (the first of several), or None: no label feature,
+  one not int64, or an empty Int64List (its [0] was an IndexError traceback)."""
+  label_name = records.guess_feature(features, args.label_feature, records.LABEL_FEATURES)
+  if label_name is None or features[label_name][0] != 'int64_list':
+    return None
+  values = features[label_name][1]
+  return values[0] if values else None
