@@ -72,3 +72,37 @@ def test_escape_sequences_in_feature_and_file_names_are_written_out(tmp_path, ca
   assert '\x1b' not in out and '\x07' not in out
   assert f'{tmp_path}/in<U+001B>[31mred/mine.tfrecord:' in out
   assert '    x<U+001B>[2J<U+001B>]0;PWN<U+0007>y int64_list  1 value(s)' in out
+
+
+def test_contact_sheet_captions_of_wide_letters_stay_in_their_cell():
+  """20 characters of 'W', or a detection image's ids '1+2+3+...', took 150
+  to 200 pixels: the caption ran into the next thumbnail's."""
+  from pipeline.looking import report
+  image = np.full((8, 8, 3), 128, np.uint8)
+  wide = report.Sample('train', 's', 0, 'M' * 40, '+'.join(['1', '2', '3'] * 10), 'W' * 40,
+                       image)
+  blank = report.Sample('train', 's', 1, '', None, '', image)
+  sheet = np.asarray(report.contact_sheet([wide, blank]).convert('L'))
+  cell_w = report.THUMBNAIL + 8
+  captions = sheet[report.THUMBNAIL + 4:]
+  assert (captions[:, :cell_w] < 128).any()  # the wide caption is drawn
+  assert (captions[:, cell_w:] == 255).all()  # and ends before the next cell
+
+
+def test_histogram_names_that_would_run_together_are_turned_and_counts_are_whole():
+  """5 names of 20 letters were drawn level and ran into each other (only more
+  than 8 classes were turned); the count axis read '0.5', '1.5' examples."""
+  from pipeline.looking import report
+  long_names = ['<script>alert(1)</script>', '"><img src=x onerror=alert(5)>', 'person',
+                'abc\u202eright', 'x' * 300]
+  figure = report.histogram_figure({'train': {i: 3 for i in range(5)}, 'test': {0: 1}},
+                                   long_names)
+  figure.canvas.draw()
+  ticks = figure.axes[0].get_xticklabels()
+  assert [t.get_rotation() for t in ticks] == [45.0] * 5
+  extents = [t.get_window_extent() for t in ticks]  # turned, still inside the picture
+  assert all(figure.bbox.x0 <= e.x0 and figure.bbox.y0 <= e.y0 for e in extents)
+  counts = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+  assert counts and all(c.lstrip('\N{MINUS SIGN}-').isdigit() for c in counts), counts
+  level = report.histogram_figure({'train': {0: 2, 1: 1, 2: 3}}, ['cat', 'dog', 'owl'])
+  assert [t.get_rotation() for t in level.axes[0].get_xticklabels()] == [0.0] * 3

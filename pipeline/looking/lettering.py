@@ -48,3 +48,14 @@ def shorten(text: str, limit: int = NAME_CHARS, keep_end: bool = False) -> str:
   if len(text) <= limit:
     return text
   return '…' + text[1 - limit:] if keep_end else text[:limit - 1] + '…'
+
+
+def fitted(text: str, typeface: ImageFont.FreeTypeFont, width: float,
+           keep_end: bool = False) -> str:
+  """shorten(text), cut further until it is drawn in `width` pixels: 20 wide
+  letters ('W', 'm', a detection image's ids '1+2+3+...') took 150 to 200
+  pixels and ran into the next thumbnail's caption."""
+  text = shorten(text, keep_end=keep_end)
+  while len(text) > 1 and typeface.getlength(text) > width:
+    text = '…' + text[2:] if keep_end else text[:-2] + '…'
+  return text

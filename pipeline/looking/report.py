@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image
 from PIL import ImageDraw
 
+from pipeline.looking.lettering import fitted
 from pipeline.looking.lettering import font
 from pipeline.looking.lettering import quiet_matplotlib
 from pipeline.looking.lettering import shorten
@@ -95,9 +96,11 @@ def contact_sheet(samples: list, columns: int = SHEET_COLUMNS) -> Image.Image:
       thumb = thumb.resize((thumb.width * scale, thumb.height * scale), Image.Resampling.NEAREST)
     sheet.paste(thumb, (x + (THUMBNAIL - thumb.width) // 2, y + (THUMBNAIL - thumb.height) // 2))
     label = '' if sample.label is None else f'{sample.label} '
-    draw.text((x, y + THUMBNAIL + 2), shorten(f'{label}{sample.class_text}'),
+    room = cell_w - 6  # the caption ends before the next cell's begins
+    draw.text((x, y + THUMBNAIL + 2), fitted(f'{label}{sample.class_text}', caption_font, room),
               fill=(0, 0, 0), font=caption_font)
-    draw.text((x, y + THUMBNAIL + 2 + LINE_HEIGHT), shorten(sample.key, keep_end=True),
+    draw.text((x, y + THUMBNAIL + 2 + LINE_HEIGHT),
+              fitted(sample.key, caption_font, room, keep_end=True),
               fill=(90, 90, 90), font=caption_font)
   return sheet
 
@@ -124,6 +127,7 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   matplotlib = quiet_matplotlib()
   matplotlib.use('Agg')
   from matplotlib.figure import Figure
+  from matplotlib.ticker import MaxNLocator
   labels = histogram_classes(class_counts, names)
   splits = list(class_counts)
   figure = Figure(figsize=(max(6.0, 0.5 * len(labels) * max(1, len(splits)) + 2), 4), dpi=100)
@@ -135,9 +139,13 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
     bars = axes.bar(positions + (n - (len(splits) - 1) / 2) * width, heights, width, label=split)
     axes.bar_label(bars, fontsize=7)
   # shortened: one 300-character name pushed every bar out of the picture
-  axes.set_xticks(positions, [shorten(names[l]) if 0 <= l < len(names) else str(l)
-                              for l in labels],
-                  rotation=45 if len(labels) > 8 else 0, ha='right' if len(labels) > 8 else 'center')
+  ticks = axes.set_xticks(positions, [shorten(names[l]) if 0 <= l < len(names) else str(l)
+                                      for l in labels])
+  if len(labels) > 8 or _overlapping(figure, ticks):  # 5 names of 20 letters ran together
+    for tick in ticks:
+      tick.label1.set_rotation(45)
+      tick.label1.set_horizontalalignment('right')
+  axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no '1.5 examples'
   axes.set_ylabel(unit)
   shown = '' if len(labels) == len([n for n in names if n]) else (
       f' ({len(labels)} most frequent)')
@@ -147,6 +155,15 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
   with _missing_glyphs_as_boxes():
     figure.tight_layout()
   return figure
+
+
+def _overlapping(figure, ticks: list) -> bool:
+  """Whether two neighbouring tick labels, drawn level, overlap."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  renderer = FigureCanvasAgg(figure).get_renderer()
+  with _missing_glyphs_as_boxes():
+    extents = [tick.label1.get_window_extent(renderer) for tick in ticks]
+  return any(left.x1 > right.x0 for left, right in zip(extents, extents[1:]))
 
 
 @contextlib.contextmanager
