@@ -1,5 +1,7 @@
-"""inspect --files on hostile TFRecords convert did not write: features that
-hold no value, feature names holding terminal escape sequences."""
+"""inspect on hostile records: --files' features that hold no value or
+feature names holding terminal escape sequences; a detection record of
+masks or boxes convert did not write; captions and histogram names of wide
+or long class names."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import io
 
 import numpy as np
 from PIL import Image
+import pytest
 
 from pipeline import look
 from transforms.core.example_proto import serialize_example
@@ -106,3 +109,62 @@ def test_histogram_names_that_would_run_together_are_turned_and_counts_are_whole
   assert counts and all(c.lstrip('\N{MINUS SIGN}-').isdigit() for c in counts), counts
   level = report.histogram_figure({'train': {0: 2, 1: 1, 2: 3}}, ['cat', 'dog', 'owl'])
   assert [t.get_rotation() for t in level.axes[0].get_xticklabels()] == [0.0] * 3
+
+
+def _tampered_detection_set(tmp_path, change: dict):
+  """A one-image COCO set converted with masks, its record rewritten with
+  `change` ({feature: (kind, values)}): a record convert did not write."""
+  import json
+
+  from pipeline import convert
+  from transforms.core.example_proto import parse_example
+  from transforms.core.tfrecord import read_records
+  Image.new('RGB', (40, 30), (90, 90, 90)).save(tmp_path / 'a.png')
+  (tmp_path / 'instances.json').write_text(json.dumps({
+      'images': [{'id': 1, 'file_name': 'a.png', 'width': 40, 'height': 30}],
+      'annotations': [{'id': 1, 'image_id': 1, 'category_id': 1, 'bbox': [0, 0, 20, 10],
+                       'area': 200, 'iscrowd': 0,
+                       'segmentation': [[0, 0, 20, 0, 20, 10, 0, 10]]}],
+      'categories': [{'id': 1, 'name': 'box'}]}))
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(tmp_path / 'instances.json'),
+                       '--annotation_format', 'coco', '--image_dir', str(tmp_path),
+                       '--include_masks', '--resize_mode', 'none', '--encoding', 'png',
+                       '--output_dir', str(out), '--progress', 'off']) == 0
+  info = json.loads((out / 'dataset_info.json').read_text())
+  shard = out / info['splits']['train']['shards'][0]
+  with open(shard, 'rb') as handle:
+    features = parse_example(next(iter(read_records(handle)))[1])
+  kinds = {'bytes_list': 'bytes', 'int64_list': 'int64', 'float_list': 'float'}
+  record = {name: (kinds[kind], values) for name, (kind, values) in features.items()}
+  record.update(change)
+  data = frame(serialize_example(record))
+  shard.write_bytes(data)
+  info['splits']['train']['num_bytes'] = len(data)
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  return out
+
+
+@pytest.mark.parametrize('change, skipped', [
+    ({'image/object/mask': ('bytes', [b'not a png'])},
+     'record 0: mask 0 does not decode: UnidentifiedImageError'),
+    ({'image/object/bbox/xmin': ('float', [0.0, 0.5])},
+     'record 0: box coordinate lists of unequal length: ymin 1, xmin 2, ymax 1, xmax 1'),
+], ids=['undecodable_mask', 'unequal_box_lists'])
+def test_a_detection_record_of_bad_masks_or_boxes_is_skipped_not_a_traceback(
+    tmp_path, capsys, change, skipped):
+  """A mask that is no image (Pillow's UnidentifiedImageError) or box lists of
+  unequal length (numpy's ValueError) ended inspect with a traceback, exit
+  1, and read.examples with the same: a RecordError now, as any record that
+  does not fit dataset_info.json."""
+  from pipeline import read
+  from transforms.core import decoders
+  out = _tampered_detection_set(tmp_path, change)
+  capsys.readouterr()
+  code = look.main(['--input_dir', str(out), '--export_dir', str(tmp_path / 'e')])
+  printed, err = capsys.readouterr()
+  assert (code, err) == (0, '')
+  assert f'Skipped train: train-00000-of-00001.tfrecord {skipped}' in printed
+  assert 'Exported 0 images' in printed
+  with pytest.raises(decoders.RecordError, match=skipped.split(': ', 1)[1]):
+    list(read.examples(str(out), 'train'))

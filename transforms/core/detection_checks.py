@@ -10,6 +10,7 @@ import math
 from PIL import Image
 
 from transforms.core import checks
+from transforms.core import decoders
 
 BOX_FEATURES = ('image/object/bbox/ymin', 'image/object/bbox/xmin',
                 'image/object/bbox/ymax', 'image/object/bbox/xmax')
@@ -151,9 +152,16 @@ def int64s(values: list, *_):
 
 
 def boxes(_, record, reading):
-  """[N, 4] float32 (ymin, xmin, ymax, xmax), as TF orders them."""
+  """[N, 4] float32 (ymin, xmin, ymax, xmax), as TF orders them. Coordinate
+  lists of unequal length (a record not written by convert) are a
+  RecordError: numpy's ValueError ended inspect with a traceback."""
   import numpy as np
-  return np.array([record[name] for name in BOX_FEATURES], np.float32).T.reshape(-1, 4)
+  coordinates = [record[name] for name in BOX_FEATURES]
+  if len({len(values) for values in coordinates}) > 1:
+    raise decoders.RecordError('box coordinate lists of unequal length: ' + ', '.join(
+        f'{name.rsplit("/", 1)[1]} {len(values)}' for name, values in zip(BOX_FEATURES,
+                                                                         coordinates)))
+  return np.array(coordinates, np.float32).T.reshape(-1, 4)
 
 
 def object_texts(values: list, *_) -> list:
@@ -169,5 +177,12 @@ def masks(values: list, record, reading):
   height, width = record['image/height'], record['image/width']
   if not values:
     return np.zeros((0, height, width), np.uint8)
-  return np.stack([np.asarray(Image.open(io.BytesIO(v)).convert('L'), np.uint8)
-                   for v in values])
+  decoded = []
+  for i, data in enumerate(values):
+    try:  # one that does not decode was Pillow's traceback in inspect and read.examples
+      decoded.append(np.asarray(Image.open(io.BytesIO(data)).convert('L'), np.uint8))
+    except Exception as error:  # any decoder failure: the record is skipped, as check_masks'
+      raise decoders.RecordError(f'mask {i} does not decode: {type(error).__name__}: {error}')
+  if len({mask.shape for mask in decoded}) > 1:  # np.stack's ValueError otherwise
+    raise decoders.RecordError(f'masks of unequal sizes: {sorted({m.shape for m in decoded})}')
+  return np.stack(decoded)
