@@ -339,7 +339,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
       label = foreign_records.foreign_label(features, args)
       counts[label] = counts.get(label, 0) + 1
       reservoir.offer(label if args.per_class else None, (path, index, features))
-  lines += [f'Skipped {line}' for line in skipped]
+  lines += [f'Skipped {written_out(line)}' for line in skipped]  # a file name's ESC, too
   show(lines)
   if size_problem:
     raise UsageError(size_problem)
@@ -361,7 +361,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   prepare_export_dir(args.export_dir)
   rows = write_samples(args.export_dir, samples)
   write_file(args.export_dir, CONTACT_SHEET, report.png_bytes(report.contact_sheet(samples)))
-  return [f'Skipped {line}' for line in skipped] + [
+  return [f'Skipped {written_out(line)}' for line in skipped] + [
       f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to {args.export_dir}']
 
 

@@ -70,9 +70,11 @@ def test_escape_sequences_in_feature_and_file_names_are_written_out(tmp_path, ca
   folder.mkdir()
   _write(folder / 'mine.tfrecord', [
       {'image/encoded': ('bytes', _png((9, 9, 9))), 'x\x1b[2J\x1b]0;PWN\x07y': ('int64', 1)}])
+  (folder / 'cut\x1b[2J.tfrecord').write_bytes(b'\x01' * 20)  # damaged: a Skipped line
   assert look.main(['--files', str(folder / '*.tfrecord')]) == 0
   out = capsys.readouterr().out
   assert '\x1b' not in out and '\x07' not in out
+  assert 'Skipped cut<U+001B>[2J.tfrecord record 0: ' in out
   assert f'{tmp_path}/in<U+001B>[31mred/mine.tfrecord:' in out
   assert '    x<U+001B>[2J<U+001B>]0;PWN<U+0007>y int64_list  1 value(s)' in out
 
