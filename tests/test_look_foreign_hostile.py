@@ -170,3 +170,30 @@ def test_a_detection_record_of_bad_masks_or_boxes_is_skipped_not_a_traceback(
   assert 'Exported 0 images' in printed
   with pytest.raises(decoders.RecordError, match=skipped.split(': ', 1)[1]):
     list(read.examples(str(out), 'train'))
+
+
+def test_per_class_samples_a_class_that_never_comes_first_in_a_multi_label_record(tmp_path):
+  """--per_class drew each --multi_label record under its first label alone:
+  'bee', never first, had no sample of its 3 records (nor had a YOLO image's
+  second object's class). Each class now has min(K, its records), each
+  record exported once."""
+  from pipeline import convert
+  lines = ['image,label']
+  for i, labels in enumerate(['ant;bee', 'ant;bee', 'ant', 'ant;bee', 'cat']):
+    Image.new('RGB', (6, 6), (40 * i, 0, 0)).save(tmp_path / f'{i}.png')
+    lines.append(f'{i}.png,{labels}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '6', '--width', '6', '--multi_label',
+                       '--progress', 'off']) == 0
+  for k in (1, 2):
+    code = look.main(['--input_dir', str(out), '--export_dir', str(tmp_path / f'k{k}'),
+                      '--per_class', str(k)])
+    assert code == 0
+    rows = _rows(tmp_path / f'k{k}')
+    assert len({r['key'] for r in rows}) == len(rows)  # none twice
+    having = {name: sum(name in r['class_text'].split(', ') for r in rows)
+              for name in ('ant', 'bee', 'cat')}
+    assert all(having[name] >= min(k, n) for name, n in
+               {'ant': 4, 'bee': 3, 'cat': 1}.items()), (k, having)

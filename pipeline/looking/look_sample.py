@@ -121,16 +121,19 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
         scan.counts[label] = scan.counts.get(label, 0) + 1
       scan.num_records += 1
       if sample_size:
-        # --multi_label records are sampled under their first label
-        group = (labels[0] if labels else None) if per_class else None
-        reservoir.offer(group, (shard, index, data))
+        # per class, a --multi_label record or a detection image is offered to
+        # each of its classes: under its first label alone, a class that never
+        # came first (a YOLO image's second object) had no sample at all
+        for group in (dict.fromkeys(labels) or [None]) if per_class else [None]:
+          reservoir.offer(group, (shard, index, data))
   declared = info['splits'][split].get('num_examples')
   if declared is not None and read != declared and len(scan.skipped) == unfit:
     # No damage found, yet another count: a shard cut at a record's end reads
     # as a whole shard of fewer records (read.examples raises count_mismatch).
     scan.skipped.append(f'{read} record(s) read, dataset_info.json says {declared}: a '
                         f'shard was cut short or replaced (validate names it)')
-  scan.candidates = sorted(reservoir.items(), key=lambda c: (
+  # a record drawn for two of its classes is exported once
+  scan.candidates = sorted({c[:2]: c for c in reservoir.items()}.values(), key=lambda c: (
       info['splits'][split]['shards'].index(c[0]), c[1]))
   return scan
 
