@@ -211,7 +211,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
       lines.append(f'  {"":>4s}  ... {len(rows) - 2 * half} more')
       continue
     lines.append('  ' + '  '.join(f'{v:>14,d}' if n > 1 else f'{v:>4d}' if n == 0
-                                  else f'{lettering.shorten(str(v)):20s}'
+                                  else lettering.in_columns(str(v))
                                   for n, v in enumerate(row)))
   lines.append(f'Image: {shape} {image["encoding"]}, resize '
                f'{image.get("resize_mode")} ({image.get("resize_filter")})')

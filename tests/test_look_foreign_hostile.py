@@ -5,6 +5,7 @@ or long class names."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 
@@ -197,3 +198,35 @@ def test_per_class_samples_a_class_that_never_comes_first_in_a_multi_label_recor
               for name in ('ant', 'bee', 'cat')}
     assert all(having[name] >= min(k, n) for name, n in
                {'ant': 4, 'bee': 3, 'cat': 1}.items()), (k, having)
+
+
+def test_class_names_fill_20_terminal_columns_whatever_their_letters():
+  """Names were padded to 20 characters: a Chinese name (2 columns a
+  character) or emoji pushed its counts right, combining accents pulled
+  them left, and the count columns no longer lined up."""
+  from pipeline.looking import lettering
+  assert lettering.in_columns('猫猫猫') == '猫猫猫' + ' ' * 14
+  assert lettering.in_columns('e\u0301e\u0301') == 'e\u0301e\u0301' + ' ' * 18
+  assert lettering.in_columns('猫' * 15) == '猫' * 9 + '… '  # 9 x 2 + 1 columns, padded
+  assert lettering.in_columns('L' * 30) == 'L' * 19 + '…'
+  assert lettering.in_columns('a\u202eb') == 'a<U+202E>b' + ' ' * 10
+
+
+def test_the_terminal_class_table_lines_up_with_wide_names(tmp_path):
+  from pipeline import convert
+  lines = ['image,label']
+  for i, label in enumerate(['猫猫猫', 'cat', '🐍🐍']):
+    Image.new('RGB', (6, 6), (60 * i, 0, 0)).save(tmp_path / f'{i}.png')
+    lines.append(f'{i}.png,{label}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n', encoding='utf-8')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '6', '--width', '6', '--progress', 'off']) == 0
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    assert look.main(['--input_dir', str(out)]) == 0
+  counts = '  ' + ' ' * 13 + '1' + '  ' + ' ' * 13 + '1'  # train, total
+  printed = stdout.getvalue()
+  for n, name in enumerate(['cat', '猫猫猫', '🐍🐍']):  # the label map is sorted
+    columns = 20 - len(name) * (1 if name == 'cat' else 2)
+    assert f'     {n}  {name}{" " * columns}{counts}\n' in printed, printed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import unicodedata
 
 from PIL import ImageFont
 
@@ -59,3 +60,24 @@ def fitted(text: str, typeface: ImageFont.FreeTypeFont, width: float,
   while len(text) > 1 and typeface.getlength(text) > width:
     text = '…' + text[2:] if keep_end else text[:-2] + '…'
   return text
+
+
+def _columns(char: str) -> int:
+  """Terminal columns of one character: 2 for East Asian wide ones and most
+  emoji, 0 for combining marks, 1 for the rest."""
+  if unicodedata.combining(char) or unicodedata.category(char) in ('Mn', 'Me'):
+    return 0
+  return 2 if unicodedata.east_asian_width(char) in ('W', 'F') else 1
+
+
+def in_columns(text: str, columns: int = NAME_CHARS) -> str:
+  """shorten(text) cut to `columns` terminal columns and padded to them: a
+  padding by characters moved the counts after a Chinese class name (2
+  columns a character) or an emoji 1 column right each, and after one with
+  combining accents left."""
+  text = shorten(text)
+  width = sum(map(_columns, text))
+  while width > columns:
+    text = text.rstrip('…')[:-1] + '…'
+    width = sum(map(_columns, text))
+  return text + ' ' * (columns - width)
