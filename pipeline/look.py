@@ -166,7 +166,7 @@ def first_record_lines(path: str) -> list:
   skipped = []
   for _, data in records_of(path, skipped):
     features = parse_example(data)
-    return [f'  {name:20s} {kind:11s} {_shown(kind, values)}'
+    return [f'  {written_out(name):20s} {kind:11s} {_shown(kind, values)}'
             for name, (kind, values) in sorted(features.items())]
   return NO_RECORD
 

@@ -230,3 +230,15 @@ def test_the_terminal_class_table_lines_up_with_wide_names(tmp_path):
   for n, name in enumerate(['cat', '猫猫猫', '🐍🐍']):  # the label map is sorted
     columns = 20 - len(name) * (1 if name == 'cat' else 2)
     assert f'     {n}  {name}{" " * columns}{counts}\n' in printed, printed
+
+
+def test_an_escape_sequence_in_a_dataset_record_s_feature_name_is_written_out(tmp_path):
+  """The first record's feature names went to the terminal raw: a dataset
+  passed on with a feature named 'x ESC [2J' cleared the screen."""
+  out = _tampered_detection_set(tmp_path, {'x\x1b[2J': ('int64', [1])})
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    assert look.main(['--input_dir', str(out)]) == 0
+  printed = stdout.getvalue()
+  assert '\x1b' not in printed
+  assert '  x<U+001B>[2J         int64_list  1\n' in printed
