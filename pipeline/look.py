@@ -39,6 +39,7 @@ from pipeline.looking.look_sample import decode_samples
 from pipeline.looking.look_sample import present
 from pipeline.looking.look_sample import records_of
 from pipeline.looking.look_sample import scan_split
+from pipeline.looking.look_sample import skipped_lines
 from pipeline.reading import dataset
 from pipeline.runs import exits
 from pipeline.runs import interrupts
@@ -216,7 +217,7 @@ def summary_lines(input_dir: str, info: dict, counts: dict) -> list:
   lines.append(f'Image: {shape} {image["encoding"]}, resize '
                f'{image.get("resize_mode")} ({image.get("resize_filter")})')
   lines.append('Features:')
-  lines += [f'  {name:20s} {spec["dtype"]:8s} {json.dumps(spec["shape"])}'
+  lines += [f'  {written_out(name):20s} {spec["dtype"]:8s} {json.dumps(spec["shape"])}'
             for name, spec in info['feature_spec'].items()]
   # The first shard holding a record: with --sink tfrecordio --num_shards N,
   # Beam's round robin may leave any shard empty, the first one too; a split of
@@ -267,11 +268,11 @@ def inspect_dataset(args) -> list:
            for split in splits}
   counts = {split: scan.counts for split, scan in scans.items()}
   lines = summary_lines(args.input_dir, info, counts)
-  skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
-  if not exporting:
-    return lines + [f'Skipped {line}' for line in skipped]
+  if not exporting:  # (names written out: a feature name's ESC sequence, say)
+    return lines + [f'Skipped {written_out(line)}' for line in skipped_lines(scans)[0]]
   samples = {split: decode_samples(split, scan, info) for split, scan in scans.items()}
-  skipped = [f'{split}: {line}' for split, scan in scans.items() for line in scan.skipped]
+  skipped, damaged = skipped_lines(scans)
+  listed = len(skipped)
   prepare_export_dir(args.export_dir)
   rows = write_samples(args.export_dir, [s for split in samples.values() for s in split])
   # a folder named in bytes that are not UTF-8 (Python's lone surrogates),
@@ -291,13 +292,14 @@ def inspect_dataset(args) -> list:
       image_spec=info['image'], feature_spec=info['feature_spec'], histogram_png=histogram,
       sheets=sheets, samples_rows=rows, rejected=rejected, rejected_lines=rejected_lines,
       validation=validation, validation_problem=validation_problem, skipped=skipped,
+      num_skipped=damaged + len(skipped) - listed,  # and an unread rejected.jsonl
       notes=[f'{info.get("num_examples")} examples, {info.get("num_rejected", 0)} rejected '
              f'rows of {info.get("num_manifest_rows")} manifest rows.',
              *filter(None, [info.get('over_budget') and over_budget_line(info)])])
   write_file(args.export_dir, REPORT, page.encode('utf-8'))
   unshown = [f'Not shown: {validation_problem} (run img2tfrecord validate again)'
              ] if validation_problem else []
-  return lines + [f'Skipped {line}' for line in skipped] + unshown + [
+  return lines + [f'Skipped {written_out(line)}' for line in skipped] + unshown + [
       f'Exported {len(rows)} images, {SAMPLES_CSV}, {CONTACT_SHEET}, {HISTOGRAM} to '
       f'{args.export_dir}; open {os.path.join(os.path.abspath(args.export_dir), REPORT)}']
 

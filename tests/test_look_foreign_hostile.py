@@ -242,3 +242,37 @@ def test_an_escape_sequence_in_a_dataset_record_s_feature_name_is_written_out(tm
   printed = stdout.getvalue()
   assert '\x1b' not in printed
   assert '  x<U+001B>[2J         int64_list  1\n' in printed
+
+
+def test_a_shard_whose_every_record_is_skipped_lists_ten_and_counts_the_rest(tmp_path):
+  """A feature every record lacks (dataset_info.json of another dataset, or
+  a shard of one) printed a Skipped line per record: one line per record on
+  the terminal and the page. The feature's name went raw to the terminal."""
+  import json
+  import re
+
+  from pipeline import convert
+  lines = ['image,label']
+  for i in range(25):
+    Image.new('RGB', (6, 6), (i, 0, 0)).save(tmp_path / f'{i}.png')
+    lines.append(f'{i}.png,{"ab"[i % 2]}')
+  (tmp_path / 'm.csv').write_text('\n'.join(lines) + '\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'm.csv'), '--output_dir', str(out),
+                       '--height', '6', '--width', '6', '--progress', 'off']) == 0
+  info = json.loads((out / 'dataset_info.json').read_text())
+  info['feature_spec']['w\x1b[2J'] = {'dtype': 'float32', 'shape': []}
+  (out / 'dataset_info.json').write_text(json.dumps(info))
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    assert look.main(['--input_dir', str(out), '--export_dir', str(tmp_path / 'e')]) == 0
+  printed = stdout.getvalue()
+  assert '\x1b' not in printed
+  assert '  w<U+001B>[2J         float32  []\n' in printed
+  skipped = [line for line in printed.splitlines() if line.startswith('Skipped')]
+  assert skipped == [f'Skipped train: {info["splits"]["train"]["shards"][0]} record {i}: '
+                     f'w<U+001B>[2J has 0 values, its shape is []' for i in range(10)] + [
+                         'Skipped train: ... and 15 more skipped']
+  page = (tmp_path / 'e' / 'report.html').read_text(encoding='utf-8')
+  assert '25 damaged shard(s), record(s) or file(s) skipped by inspect' in page
+  assert len(re.search(r'<pre id="skipped">(.*?)</pre>', page, re.S).group(1).splitlines()) == 11

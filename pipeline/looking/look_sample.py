@@ -46,6 +46,9 @@ class Reservoir:
     return [item for group in self._kept.values() for item in group]
 
 
+SKIPPED_SHOWN = 10  # skipped records and shards listed per split; the rest counted
+
+
 @dataclasses.dataclass
 class Scan:
   """What one streaming pass over a split found."""
@@ -136,6 +139,20 @@ def scan_split(input_dir: str, info: dict, split: str, sample_size: int, per_cla
   scan.candidates = sorted({c[:2]: c for c in reservoir.items()}.values(), key=lambda c: (
       info['splits'][split]['shards'].index(c[0]), c[1]))
   return scan
+
+
+def skipped_lines(scans: dict) -> tuple:
+  """(['split: why'] of the first SKIPPED_SHOWN skipped of each split, then a
+  line of how many more; how many were skipped in all). A shard of another
+  dataset (raw images of another size) printed a line per record: 30,000
+  lines on the terminal and the page for a shard of 30,000 records."""
+  lines, total = [], 0
+  for split, scan in scans.items():
+    total += len(scan.skipped)
+    lines += [f'{split}: {line}' for line in scan.skipped[:SKIPPED_SHOWN]]
+    if len(scan.skipped) > SKIPPED_SHOWN:
+      lines.append(f'{split}: ... and {len(scan.skipped) - SKIPPED_SHOWN} more skipped')
+  return lines, total
 
 
 def decode_samples(split: str, scan: Scan, info: dict) -> list:

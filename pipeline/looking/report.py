@@ -303,13 +303,15 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
                 image_spec: dict, feature_spec: dict, histogram_png: bytes,
                 sheets: dict, samples_rows: list, rejected: list, rejected_lines: dict,
                 validation: Optional[dict], skipped: list, notes: list,
-                validation_problem: Optional[str] = None) -> str:
+                validation_problem: Optional[str] = None,
+                num_skipped: Optional[int] = None) -> str:
   """The self-contained report page (images embedded as data: URIs).
 
   splits: [(name, examples, bytes, shards)]; class_rows: [[id, name, per split..., total]];
   sheets: {split: contact sheet PNG}; rejected: [(stage, code, count)];
   rejected_lines: {(stage, code): [first lines]}; validation: validation_report.json
-  or None; skipped: [str] damaged records inspect skipped; validation_problem:
+  or None; skipped: [str] damaged records inspect skipped (num_skipped of them
+  in all when only the first are listed); validation_problem:
   why validation_report.json cannot be shown (not JSON, no object), or None.
   """
   parts = [f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{_esc(title)}</title>'
@@ -317,7 +319,8 @@ def report_html(*, title: str, splits: list, class_rows: list, class_headers: li
            f'<h1>{_esc(title)}</h1>']
   parts += [f'<p>{_esc(note)}</p>' for note in notes]
   parts.append(_verdict(validation, sum(count for _, _, count in rejected),
-                        validation_problem, len(skipped)))
+                        validation_problem,
+                        len(skipped) if num_skipped is None else num_skipped))
   parts.append('<h2>Splits</h2>')
   parts.append(_table(['split', 'examples', 'bytes', 'shards'], splits, 'splits',
                       [s[0] for s in splits]))
