@@ -35,6 +35,7 @@ from pipeline.looking.export_files import write_file
 from pipeline.looking.export_files import write_samples
 from pipeline.looking.export_files import writing
 from pipeline.looking.look_sample import Reservoir
+from pipeline.looking.look_sample import capped
 from pipeline.looking.look_sample import decode_samples
 from pipeline.looking.look_sample import present
 from pipeline.looking.look_sample import records_of
@@ -341,7 +342,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
       label = foreign_records.foreign_label(features, args)
       counts[label] = counts.get(label, 0) + 1
       reservoir.offer(label if args.per_class else None, (path, index, features))
-  lines += [f'Skipped {written_out(line)}' for line in skipped]  # a file name's ESC, too
+  lines += [f'Skipped {written_out(line)}' for line in capped(skipped)]  # a file name's ESC too
   show(lines)
   if size_problem:
     raise UsageError(size_problem)
@@ -363,7 +364,7 @@ def inspect_files(args, show: Callable[[list], None]) -> list:
   prepare_export_dir(args.export_dir)
   rows = write_samples(args.export_dir, samples)
   write_file(args.export_dir, CONTACT_SHEET, report.png_bytes(report.contact_sheet(samples)))
-  return [f'Skipped {written_out(line)}' for line in skipped] + [
+  return [f'Skipped {written_out(line)}' for line in capped(skipped)] + [
       f'Exported {len(rows)} images, {SAMPLES_CSV} and {CONTACT_SHEET} to {args.export_dir}']
 
 

@@ -276,3 +276,13 @@ def test_a_shard_whose_every_record_is_skipped_lists_ten_and_counts_the_rest(tmp
   page = (tmp_path / 'e' / 'report.html').read_text(encoding='utf-8')
   assert '25 damaged shard(s), record(s) or file(s) skipped by inspect' in page
   assert len(re.search(r'<pre id="skipped">(.*?)</pre>', page, re.S).group(1).splitlines()) == 11
+
+
+def test_a_foreign_file_of_many_records_that_are_no_examples_lists_ten(tmp_path, capsys):
+  """Each record that is no tf.train.Example was its own Skipped line."""
+  files = tmp_path / 'junk.tfrecord'
+  files.write_bytes(b''.join(frame(b'\xff' * 5) for _ in range(14)))
+  assert look.main(['--files', str(files), '--export_dir', str(tmp_path / 'e')]) == 0
+  skipped = [line for line in capsys.readouterr().out.splitlines() if line.startswith('Skip')]
+  assert [line.split(': ')[0] for line in skipped] == [
+      f'Skipped junk.tfrecord record {i}' for i in range(10)] + ['Skipped ... and 4 more skipped']

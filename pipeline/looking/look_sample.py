@@ -146,13 +146,15 @@ def skipped_lines(scans: dict) -> tuple:
   line of how many more; how many were skipped in all). A shard of another
   dataset (raw images of another size) printed a line per record: 30,000
   lines on the terminal and the page for a shard of 30,000 records."""
-  lines, total = [], 0
-  for split, scan in scans.items():
-    total += len(scan.skipped)
-    lines += [f'{split}: {line}' for line in scan.skipped[:SKIPPED_SHOWN]]
-    if len(scan.skipped) > SKIPPED_SHOWN:
-      lines.append(f'{split}: ... and {len(scan.skipped) - SKIPPED_SHOWN} more skipped')
-  return lines, total
+  lines = [line for split, scan in scans.items() for line in capped(scan.skipped, f'{split}: ')]
+  return lines, sum(len(scan.skipped) for scan in scans.values())
+
+
+def capped(skipped: list, prefix: str = '') -> list:
+  """The first SKIPPED_SHOWN lines, each after prefix, then how many more."""
+  more = [f'... and {len(skipped) - SKIPPED_SHOWN} more skipped'
+          ] if len(skipped) > SKIPPED_SHOWN else []
+  return [prefix + line for line in skipped[:SKIPPED_SHOWN] + more]
 
 
 def decode_samples(split: str, scan: Scan, info: dict) -> list:
