@@ -146,6 +146,8 @@ def histogram_figure(class_counts: dict, names: list, unit: str = 'examples'):
       tick.label1.set_rotation(45)
       tick.label1.set_horizontalalignment('right')
   axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no '1.5 examples'
+  # from 0 up: a split whose every record was skipped (all counts 0) drew -0.045..0.045
+  axes.set_ylim(0, max(1.0, axes.get_ylim()[1]))
   axes.set_ylabel(unit)
   shown = '' if len(labels) == len([n for n in names if n]) else (
       f' ({len(labels)} most frequent)')
