@@ -619,6 +619,18 @@ def test_content_duplicate_units():
           for line in (1, 2)]
   assert duplicates.keep_first_copy(same)[1][0].reason == (
       "same bytes (SHA-256 abababababab...) as line 1, key 'k1': kept that line")
+  # a copy in another split than the kept one says so: that split loses the image
+  spread = [ManifestRow({}, 'm', line, key=f'k{line}', label=label, split=split,
+                        content_sha256='ab' * 32)
+            for line, label, split in ((1, 'bee', 'train'), (2, 'bee', 'test'),
+                                       (3, 'ant', 'validation'), (4, 'bee', 'train'))]
+  assert {r.line: r.reason for r in duplicates.keep_first_copy(spread)[1]} == {
+      2: "same bytes (SHA-256 abababababab...) as line 1, key 'k1', in split 'train' where "
+         "this line's is 'test' (not written to 'test'): kept that line",
+      3: "same bytes (SHA-256 abababababab...) as line 1, key 'k1', labelled 'bee' where this "
+         "line says 'ant' (conflicting labels), in split 'train' where this line's is "
+         "'validation' (not written to 'validation'): kept that line",
+      4: "same bytes (SHA-256 abababababab...) as line 1, key 'k1': kept that line"}
   kept, _ = duplicates.keep_first_copy(rows[1:3], lambda r: label_map.resolves(r.label))
   assert kept.line == 3  # none resolves: the first by line
   assert duplicates.keep_first_copy(rows)[0].line == 3
