@@ -42,6 +42,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     (['--split_names', ' , '], "--split_names ' , ' names no split"),
     (['--split', 'train=0.5,dev.1=0.5'],
      "--split: 'dev.1' is not a split name (letters, digits and _ only)"),
+    # two names one file on a case-insensitive disk (macOS, Windows): the shards
+    # train-... and Train-... were written, one over the other there
+    (['--split', 'train=0.8,Train=0.2'],
+     "--split: 'train' and 'Train' differ only in case: their shard files would be one"),
+    (['--split_names', 'train,validation,TRAIN'],
+     "--split_names: 'train' and 'TRAIN' differ only in case"),
     (['--extra_features', 'weight:double'], 'COLUMN:bytes|float|int64'),
     # a name a reader gives each record already: read.load's class_text was the
     # column's value, read.examples' the class's name (and the column lost)
@@ -61,6 +67,21 @@ def test_bad_flags_exit_2_with_one_line_and_write_nothing(sample, capsys, flags,
   assert code == EXIT_USAGE
   assert len(err.splitlines()) == 1 and err.startswith('error: ') and message in err, err
   assert not sample.out.exists()
+
+
+@pytest.mark.parametrize('names,message', [
+    ('test,Test', "--split_names: 'test' and 'Test' differ only in case"),
+    ('train,a b', "--split_names: 'a b' is not a split name"),  # was not checked
+])
+def test_detection_split_names_are_checked_as_convert_checks_them(tmp_path, capsys, names,
+                                                                  message):
+  (tmp_path / 'a.json').write_text('{}')
+  code = convert.main(['--image_dir', str(tmp_path), '--annotations', str(tmp_path / 'a.json'),
+                       '--annotation_format', 'coco', '--output_dir', str(tmp_path / 'out'),
+                       '--split_names', names])
+  err = capsys.readouterr().err.strip()
+  assert code == EXIT_USAGE and len(err.splitlines()) == 1 and message in err, err
+  assert not (tmp_path / 'out').exists()
 
 
 @pytest.mark.parametrize('manifest_text,message', [

@@ -18,6 +18,7 @@ from pipeline.configuration.configs import parse_extra_features
 from pipeline.configuration.configs import parse_formats
 from pipeline.configuration.configs import parse_name_list
 from pipeline.configuration.configs import parse_split_fractions
+from pipeline.configuration.configs import parse_split_names
 from pipeline.configuration.configs import recorded_config_file
 from pipeline.configuration.flags import ConvertOptions
 from pipeline.configuration.flags import ValidateOptions
@@ -140,11 +141,7 @@ def convert_config(parsed: command_line.Parsed, rows: Optional[Rows] = None) -> 
       raise UsageError('--schema seed stores one int64 label per record; '
                        '--multi_label needs --schema default')
   options = output_options(parsed)
-  split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
-  if not split_names:
-    raise UsageError(f'--split_names {args.split_names!r} names no split')
-  for name in split_names:
-    splits.check_split_name(name, '--split_names', UsageError)
+  split_names = parse_split_names(args.split_names)
   split = splits.SplitConfig(
       fractions=parse_split_fractions(args.split) if args.split else (),
       seed=args.seed, names=split_names)

@@ -168,9 +168,39 @@ def parse_split_fractions(text: str) -> tuple:
   names = [n for n, _ in fractions]
   if len(set(names)) != len(names):
     raise UsageError(f'--split repeats a split name: {text}')
+  _distinct_on_any_disk(names, '--split')
   if abs(sum(f for _, f in fractions) - 1.0) > 1e-6:
     raise UsageError(f'--split fractions add up to {sum(f for _, f in fractions):g}, not 1')
   return tuple(fractions)
+
+
+def parse_split_names(text: str) -> tuple:
+  """--split_names as a tuple of names, each once; UsageError naming the first
+  problem (no name, a name no shard file can be named by, two names one on a
+  case-insensitive disk)."""
+  names = tuple(dict.fromkeys(n.strip() for n in text.split(',') if n.strip()))
+  if not names:
+    raise UsageError(f'--split_names {text!r} names no split')
+  for name in names:
+    splits.check_split_name(name, '--split_names', UsageError)
+  _distinct_on_any_disk(names, '--split_names')
+  return names
+
+
+def _distinct_on_any_disk(names, flag: str) -> None:
+  """UsageError when two split names differ only in case: their shards
+  (train-00000-of-00001.tfrecord, Train-00000-of-00001.tfrecord) and sidecars
+  are one file on macOS' and Windows' default file systems, where one split
+  overwrote the other; and a split column of `Train` and `train` cells is one
+  split mistyped, which --split_names must not turn into two."""
+  seen = {}
+  for name in names:
+    other = seen.setdefault(name.casefold(), name)
+    if other != name:
+      raise UsageError(f'{flag}: {other!r} and {name!r} differ only in case: their shard '
+                       f'files would be one file on a case-insensitive file system (macOS, '
+                       f"Windows); give one name (a split column's cells must match it "
+                       f'exactly)')
 
 
 def parse_extra_features(text: Optional[str]) -> tuple:

@@ -109,7 +109,7 @@ def convert_config(parsed) -> opts.ConvertConfig:
                                  args.annotation_format),
                              args.skip_empty, args.on_bad_box,
                              args.on_size_mismatch, args.max_pixels)
-  split_names = tuple(n.strip() for n in args.split_names.split(',') if n.strip())
+  split_names = opts.parse_split_names(args.split_names)
   split = splits.SplitConfig(
       fractions=opts.parse_split_fractions(args.split) if args.split else (),
       seed=args.seed, names=split_names)
