@@ -129,6 +129,31 @@ def test_split_column_values_must_be_known():
     split.assign('k', ' ')
 
 
+def test_an_unknown_split_says_what_keeps_it_from_a_name():
+  """'tr<U+0430>in' (a Cyrillic 'a') was rejected as "split 'tr<U+0430>in' is
+  not one of train, validation, test (set --split_names)", the cell printed
+  as a name it is not."""
+  split = splits.SplitConfig()
+
+  def reason(value):
+    with pytest.raises(RowError) as error:
+      split.assign('k', value)
+    assert error.value.code == 'unknown_split'
+    return error.value.reason
+
+  assert reason('tr\u0430in') == (
+      "split 'tr\u0430in' is not one of train, validation, test: it holds U+0430 CYRILLIC SMALL "
+      "LETTER A (a split name is ASCII letters, digits and _)")
+  assert reason('train\u200b').endswith(': it holds U+200B ZERO WIDTH SPACE (a split name is '
+                                         'ASCII letters, digits and _)')
+  assert reason(' TRAIN ') == ("split 'TRAIN' is not one of train, validation, test: did you "
+                               "mean 'train'? (names are matched exactly; or set --split_names)")
+  assert [reason(v).split('did you mean ')[1][:12] for v in ('val', 'Dev', 'valid')] == [
+      "'validation'"] * 3
+  assert reason('holdout') == ("split 'holdout' is not one of train, validation, test "
+                               '(set --split_names)')
+
+
 def test_label_map_lookup_and_integers():
   names = LabelMap.from_labels(['dog', 'cat', 'dog'])
   assert names.names == ('cat', 'dog') and names.lookup('dog') == (1, 'dog')

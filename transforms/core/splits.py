@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import re
 from typing import Optional
+import unicodedata
 
 from transforms.core.rejects import STAGE_MANIFEST
 from transforms.core.rejects import RowError
@@ -42,14 +43,30 @@ class SplitConfig:
     if value not in self.names:
       raise RowError(
           STAGE_MANIFEST, 'unknown_split',
-          f'split {value!r} is not one of {", ".join(self.names)} '
-          f'(set --split_names)')
+          f'split {value!r} is not one of {", ".join(self.names)}'
+          f'{split_hint(value, self.names) or " (set --split_names)"}')
     return value
 
   def split_names(self) -> tuple:
     if self.fractions:
       return tuple(name for name, _ in self.fractions)
     return self.names
+
+
+def split_hint(value: str, names: tuple) -> str:
+  """What makes an unknown split cell no name, for its rejection: its
+  non-ASCII characters ('tr<U+0430>in', a Cyrillic 'a', printed as 'train':
+  the reason read "split 'train' is not one of train, ..."), or the allowed
+  name it is a case variant or a split keyword of ('TRAIN', 'val'). '' if none."""
+  foreign = [c for c in dict.fromkeys(value) if not c.isascii()]
+  if foreign:
+    shown = ', '.join(f'U+{ord(c):04X} {unicodedata.name(c, "")}'.rstrip() for c in foreign[:3])
+    return (f': it holds {shown}{", ..." if len(foreign) > 3 else ""} (a split name is '
+            f'ASCII letters, digits and _)')
+  near = [name for name in names if name.casefold() == value.casefold()] or [
+      name for name in names if value.lower() in _SPLIT_KEYWORDS.get(name, ())]
+  return (f': did you mean {near[0]!r}? (names are matched exactly; or set --split_names)'
+          if near else '')
 
 
 def hash_split(key: str, fractions: tuple, seed: int) -> str:
