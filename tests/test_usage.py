@@ -84,6 +84,33 @@ def test_detection_split_names_are_checked_as_convert_checks_them(tmp_path, caps
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.parametrize('name,text,flags,column', [
+    ('labels.csv', 'key,label,split\nk1,cat,test\n', [], 'split'),
+    ('labels.csv', 'key,label,Split\nk1,cat,test\n', [], 'Split'),
+    ('labels.jsonl', '{"key": "k1", "label": "cat", "split": "test"}\n', [], 'split'),
+    ('labels.tsv', 'key\tlabel\tfold\nk1\tcat\ttest\n', ['--split_column', 'fold'], 'fold'),
+])
+def test_a_split_column_of_the_label_manifest_is_refused(tmp_path, capsys, name, text, flags,
+                                                         column):
+  """key,label,split: the split column went unread and every row to train
+  (the test rows it names trained on), exit 0."""
+  # with --split_column, --manifest has that column (read) and so does the label manifest
+  (tmp_path / 'images.csv').write_text('key,image,fold\nk1,a.png,train\n' if flags else
+                                       'key,image\nk1,a.png\n')
+  (tmp_path / name).write_text(text)
+  argv = ['--manifest', str(tmp_path / 'images.csv'), '--label_manifest', str(tmp_path / name),
+          '--output_dir', str(tmp_path / 'out'), *flags]
+  assert convert.main(argv) == EXIT_USAGE
+  err = capsys.readouterr().err.strip()
+  assert err == (f'error: --label_manifest {tmp_path / name} has a column {column!r}, which is '
+                 f"not read (a row's split is its --manifest split cell or --split's hash; "
+                 f'without either, train): move the column to --manifest, or drop it')
+  assert not (tmp_path / 'out').exists()
+  # --split overrides any split column: the label manifest's too
+  config, _ = opts.parse_convert([*argv, '--split', 'train=0.5,test=0.5'])
+  assert config.split.fractions == (('train', 0.5), ('test', 0.5))
+
+
 @pytest.mark.parametrize('manifest_text,message', [
     ('path,label\na.png,x\n', 'no column(s) image'),
     ('image\na.png\n', 'no column(s) label'),

@@ -131,6 +131,7 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   files = listed or manifest_files(path)
   fmt = fmt or _files_format(path, files)
   named = {c: n for c, n in (columns or {}).items() if c in _ROLE_COLUMNS[role]}
+  split_column = (columns or {}).get('split', 'split')
   if fmt == manifest.PARQUET:  # a footer per file, not a header line
     from pipeline.configuration.preflight_parquet import parquet_config
     return parquet_config(path, files, role, split, extras, named, multi_label,
@@ -167,21 +168,24 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
       _check_optional_columns(ROWS, config, role, named, rows.columns)
   elif manifest.has_header(fmt):
     _check_columns(f'manifest {path}', needed, header, fmt)
-    _check_optional_columns(f'manifest {path}', config, role, named, header)
+    _check_optional_columns(f'manifest {path}', config, role, named, header, split_column)
   elif fmt == 'jsonl':
     found = _jsonl_columns(filled[0])
     if found is not None and named:
       _check_columns(f'manifest {path}', list(named.values()), found)
     if found is not None:
-      _check_optional_columns(f'manifest {path}', config, role, named, found)
+      _check_optional_columns(f'manifest {path}', config, role, named, found, split_column)
   return config
 
 
 def _check_optional_columns(named: str, config: manifest.ManifestConfig, role: str,
-                            given: dict, found) -> None:
+                            given: dict, found, split_column: str = 'split') -> None:
   """An optional column (key, split) the file names in another case than
   the column it is read from ('Split'): unread, every row went to train,
-  test rows trained on, with exit 0."""
+  test rows trained on, with exit 0. Also a --label_manifest's split column
+  (split_column: --split_column's name), which nothing reads."""
+  if role == manifest.ROLE_LABELS and not config.split.fractions:
+    _refuse_label_manifest_split(named, split_column, found)
   for column in ('split', 'key'):
     name = config.column(column)
     if column in given or column not in _ROLE_COLUMNS[role] or name in found:
@@ -193,6 +197,17 @@ def _check_optional_columns(named: str, config: manifest.ManifestConfig, role: s
       raise UsageError(f'{named} has a column {twin!r}, not {name!r}, so it would not be '
                        f'read ({unread}): rename it {name}, or pass --{column}_column '
                        f'{shlex.quote(str(twin))}')
+
+
+def _refuse_label_manifest_split(named: str, split_column: str, found) -> None:
+  """A label manifest of key,label,split: its split column went unread (a
+  row's split is --manifest's split cell, or --split's hash), so every row
+  was in train, the test rows it names trained on, with exit 0."""
+  twin = next((c for c in found if str(c).casefold() == split_column.casefold()), None)
+  if twin is not None:  # named: 'manifest PATH'
+    raise UsageError(f"--label_{named} has a column {twin!r}, which is not read (a row's "
+                     f"split is its --manifest split cell or --split's hash; without either, "
+                     f'train): move the column to --manifest, or drop it')
 
 
 # A pattern's headers are read this many at a time: a remote open is a round
