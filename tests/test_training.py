@@ -638,6 +638,22 @@ def test_content_duplicate_units():
                                                   ())] == [True, True, False, False, True, False]
 
 
+def test_a_duplicate_key_in_another_split_says_both_splits():
+  """a.png listed under train, then under test: rejected as 'duplicate key
+  'a.png': kept line 2', naming neither split (test lost the row)."""
+  from transforms.core import manifest_keys
+  from transforms.core.manifest import ManifestRow
+  rows = [ManifestRow({}, 'm.csv', line, image=f'{line}.png', key='a.png', label='cat',
+                      split=split)
+          for line, split in ((3, 'test'), (2, 'train'), (4, 'train'))]
+  kept, rejected = manifest_keys.resolve_key('a.png', rows, [], joined=False)
+  assert kept.line == 2
+  assert {r.line: r.reason for r in rejected} == {
+      3: "duplicate key 'a.png': kept line 2, in split 'train' where this line's is 'test' "
+         "(not written to 'test')",
+      4: "duplicate key 'a.png': kept line 2"}
+
+
 # ---------------------------------------------------------------- extra-feature shapes
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import dataclasses
 
 from transforms.core.manifest_keys import line_of
+from transforms.core.manifest_keys import split_conflict
 from transforms.core.rejects import STAGE_DUPLICATE
 
 
@@ -174,19 +175,8 @@ def keep_first_copy(rows: list, usable: Callable = lambda row: True) -> tuple:
   return kept, [row.reject(STAGE_DUPLICATE, 'duplicate_content',
                            f'same bytes (SHA-256 {row.content_sha256[:12]}...) as '
                            f'{line_of(kept, row)}, key {kept.key!r}{_label_conflict(kept, row)}'
-                           f'{_split_conflict(kept, row)}: kept that line')
+                           f'{split_conflict(kept, row)}: kept that line')
                 for row in rows if row is not kept]
-
-
-def _split_conflict(kept, row) -> str:
-  """', in split ... where this line's is ...' when the copy kept is in
-  another split: this row's split (its split column's, or its --split hash)
-  loses the image, which would otherwise have leaked across the two; the
-  rejection named neither split, and the summary counts only
-  duplicate_content. '' when both are in one split."""
-  if kept.split == row.split:
-    return ''
-  return f", in split {kept.split!r} where this line's is {row.split!r} (not written to {row.split!r})"
 
 
 def _label_conflict(kept, row) -> str:

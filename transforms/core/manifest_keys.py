@@ -19,6 +19,18 @@ def line_of(kept: ManifestRow, other: ManifestRow) -> str:
   return f'line {kept.line}' + (f' of {kept.source}' if kept.source != other.source else '')
 
 
+def split_conflict(kept: ManifestRow, row: ManifestRow) -> str:
+  """', in split ... where this line's is ...' when the row kept (for a key,
+  or a content with --dedupe content) is in another split than `row`, the
+  duplicate rejected: that split loses the row (a copy of the image would
+  otherwise have leaked across the two), and the rejection named neither
+  split, the summary only duplicate_key or duplicate_content. '' when both
+  are in one split."""
+  if kept.split == row.split:
+    return ''
+  return f", in split {kept.split!r} where this line's is {row.split!r} (not written to {row.split!r})"
+
+
 def resolve_key(key: str, image_rows: list, label_rows: list,
                 joined: bool) -> tuple[Optional[ManifestRow], list]:
   """Keeps one row per key (the first by line) and joins its label.
@@ -31,7 +43,8 @@ def resolve_key(key: str, image_rows: list, label_rows: list,
   kept = images[0] if images else None
   for duplicate in images[1:]:
     rejections.append(duplicate.reject(STAGE_DUPLICATE, 'duplicate_key',
-                                       f'duplicate key {key!r}: kept {line_of(kept, duplicate)}'))
+                                       f'duplicate key {key!r}: kept {line_of(kept, duplicate)}'
+                                       f'{split_conflict(kept, duplicate)}'))
   if not joined:
     return kept, rejections
   labels = sorted(label_rows, key=lambda r: (r.source, r.line))
