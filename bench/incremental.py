@@ -33,8 +33,9 @@ costs. Target: metadata <= 40 us a reused row.
 Beside it, at the larger size, the least a reused row can cost in plain
 Python (bench/reuse_floor.py: the same per-row work, no Beam, no disk),
 timed in each attempt: a reused row's cost moves with the VM's speed and
-with the machine the VM lands on (42-117 us for the same code, 2026-12-06
-and 07), and the ratio of the two does not move as much.
+with the host the VM lands on (42.5-92 us on an AMD EPYC, 83-154 us on an
+Intel Xeon, the same code, 2026-12-06 and 07), and the ratio of the two
+moves less.
 """
 
 import csv
