@@ -17,6 +17,7 @@ from tests.conftest import feature
 from tests.conftest import read_examples
 from tests.conftest import read_info
 from tests.conftest import rejected_lines
+from transforms.core import yolo
 
 pytestmark = pytest.mark.xdist_group('detection')
 
@@ -153,3 +154,50 @@ def test_recompute_reads_the_rows_as_the_run_did_whatever_data_yaml_says_now(
   assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK
   report = json.loads((out / 'validation_report.json').read_text())
   assert (report['valid'], report['num_problems'], report['num_recomputed']) == (True, 0, 1)
+
+
+def test_a_repeated_yolo_row_is_kept_once_as_ultralytics_keeps_it():
+  annotation, rejected = yolo.parse_labels(
+      '0 0.5 0.5 0.2 0.4\n1 0.5 0.5 0.2 0.4\n0 0.50 0.5 0.2 0.40\n'
+      '0 0.1 0.1 0.3 0.1 0.2 0.3\n0 0.1 0.1 0.3 0.1 0.2 0.3\n', 3, 'a.txt')
+  # the same box of another class is another object; "0.50" is 0.5
+  assert [(o.label, o.line) for o in annotation.objects] == [(1, 1), (2, 2), (1, 4)]
+  assert [(r.code, r.line, r.reason) for r in rejected] == [
+      ('duplicate_annotation', 3, 'line 3 repeats line 1 (the same class and coordinates): '
+                                  'the object is kept once'),
+      ('duplicate_annotation', 5, 'line 5 repeats line 4 (the same class and coordinates): '
+                                  'the object is kept once')]
+
+
+@pytest.mark.parametrize('on_bad_box', ['drop', 'reject_row'])
+def test_a_yolo_file_giving_a_box_twice_writes_it_once(tmp_path, capsys, on_bad_box):
+  """Ultralytics drops a label file's repeated rows (verify_image_label);
+  they were two objects in the record, without a word. The repeat is now an
+  annotation line of its own, and no bad box: reject_row keeps the image."""
+  root = tmp_path / 'yolo'
+  (root / 'images').mkdir(parents=True)
+  (root / 'labels').mkdir()
+  Image.new('RGB', (100, 80), (90, 120, 60)).save(root / 'images' / 'a.jpg')
+  (root / 'classes.txt').write_text('cat\ndog\n')
+  (root / 'labels' / 'a.txt').write_text('1 0.5 0.5 0.2 0.4\n1 0.5 0.5 0.2 0.4\n'
+                                         '0 0.25 0.25 0.1 0.1\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--resize_mode', 'none', '--encoding', 'png', '--progress', 'off',
+                       '--on_bad_box', on_bad_box, '--output_dir', str(out)]) == EXIT_OK
+  assert ('  annotation rejected annotation/duplicate_annotation: 1 (not an image row)\n'
+          in capsys.readouterr().out)
+  (example,) = read_examples(out)
+  assert feature(example, 'image/object/class/text') == [b'dog', b'cat']
+  assert feature(example, 'image/object/bbox/xmin') == pytest.approx([0.4, 0.2])
+  assert feature(example, 'image/object/bbox/ymax') == pytest.approx([0.7, 0.3])
+  label = f'{root}/labels/a.txt'
+  (line,) = rejected_lines(out)
+  assert (line['stage'], line['code'], line['source'], line['line'], line['reason']) == (
+      'annotation', 'duplicate_annotation', label, 2,
+      'line 2 repeats line 1 (the same class and coordinates): the object is kept once')
+  info = read_info(out)
+  assert (info['num_examples'], info['num_rejected'], info['over_budget']) == (1, 0, False)
+  assert info['rejected_annotations_by_reason'] == {'annotation/duplicate_annotation': 1}
+  assert validate.main(['--input_dir', str(out)]) == EXIT_OK
+  assert validate.main(['--input_dir', str(out), '--recompute', '1.0']) == EXIT_OK

@@ -43,6 +43,10 @@ MISSING_IMAGE = 'missing_image'  # also a row: a YOLO label file without its ima
 SHORT_POLYGON = 'short_polygon'
 BAD_ANNOTATION = 'bad_annotation'
 BAD_MASK = 'bad_mask'  # a COCO RLE or VOC PNG that does not decode, or over --max_pixels
+# A YOLO row repeating an earlier row of its file (class and coordinates):
+# the object is kept once, as Ultralytics keeps it (its label check drops
+# repeated rows); no bad box: --on_bad_box reject_row leaves its image alone.
+DUPLICATE_ANNOTATION = 'duplicate_annotation'
 # Codes of rejected rows (an image's whole record).
 BAD_IMAGE_RECORD = 'bad_image_record'
 PATH_OUTSIDE_IMAGE_DIR = 'path_outside_image_dir'  # absolute, or climbing out with ..

@@ -378,11 +378,13 @@ def image_row(image_id, images: list, anns: list, source: CocoSource) -> tuple:
 
 def reject_row_if_bad(row: ManifestRow, rejected: list, on_bad_box: str) -> tuple:
   """--on_bad_box reject_row: a row with any bad annotation is rejected
-  whole, saying why its first one was; drop: the row and the rejections."""
-  if rejected and on_bad_box == 'reject_row':
-    first = rejected[0]
+  whole, saying why its first one was; drop: the row and the rejections. A
+  repeated YOLO row is no bad annotation (its object is kept once)."""
+  bad = [one for one in rejected if one.code != objects.DUPLICATE_ANNOTATION]
+  if bad and on_bad_box == 'reject_row':
+    first = bad[0]
     return None, [row.reject(objects.STAGE_ANNOTATION, objects.BAD_BOX_ROW,
-                             f'{len(rejected)} bad annotation(s) (--on_bad_box '
+                             f'{len(bad)} bad annotation(s) (--on_bad_box '
                              f'reject_row); the first: {first.code}: {first.reason}')]
   return row, rejected
 

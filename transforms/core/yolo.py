@@ -93,6 +93,7 @@ def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tu
   per row (keypoint_values): its rows are `class cx cy w h` and exactly
   that many more numbers, the keypoints (not written)."""
   parsed, rejected = [], []
+  first_line = {}  # (class, coordinates) -> the line that gave them first
   for line, raw in enumerate(text.splitlines(), 1):
     fields = raw.split()
     if not fields:
@@ -108,7 +109,14 @@ def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tu
       continue
     label = int(fields[0]) + 1
     values, bad = _numbers(fields[1:])
-    if bad is not None:
+    if bad is None and first_line.setdefault((label, tuple(values)), line) != line:
+      # A box given twice would be two objects in the record: Ultralytics
+      # drops the repeat (verify_image_label), and so a model trained from
+      # either sees the object once.
+      reject(objects.DUPLICATE_ANNOTATION, f'line {line} repeats line '
+             f'{first_line[label, tuple(values)]} (the same class and coordinates): the '
+             f'object is kept once')
+    elif bad is not None:
       reject(objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number')
     elif keypoints and len(values) != 4 + keypoints:
       reject(objects.BAD_ANNOTATION, f'line is not "class cx cy w h" and the {keypoints} '
