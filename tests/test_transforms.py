@@ -32,9 +32,7 @@ from transforms.encode import EncodeRows
 from transforms.label_maps import LabelMapFromRows
 from transforms.label_maps import LabelMapHere
 from transforms.label_maps import label_map_side_input
-from transforms.read_sources import HeldBytes
 from transforms.read_sources import start_fingerprinted_fetch
-from transforms.read_sources import too_far_ahead
 from transforms.sources import ReadManifest
 from transforms.sources import ResolveKeys
 from transforms.workers import http_fetch
@@ -468,34 +466,6 @@ def test_tallies_are_summed_per_bundle_into_the_same_totals():
             | beam.ParDo(TallyPerBundle(lambda label: [(label, 1), ('all', 2)]))
             | beam.CombinePerKey(sum))
     assert_that(sums, equal_to([('a', 3), ('b', 1), ('c', 1), ('all', 10)]))
-
-
-@pytest.mark.parametrize('rows_ahead, bytes_held, gives', [
-    (64, 10 << 30, False),   # 64 rows ahead whatever they hold (as --max_image_bytes caps each)
-    (65, 65 << 20, True),    # past 64 rows only while 64 MiB hold the finished fetches
-    (300, 64 << 20, False),
-    (512, 1, False),
-    (513, 1, True),          # and never past 512 rows
-])
-def test_urls_are_fetched_ahead_within_rows_and_bytes(rows_ahead, bytes_held, gives):
-  assert too_far_ahead(rows_ahead, bytes_held) is gives
-
-
-def test_held_bytes_count_finished_fetches_of_rows_still_ahead():
-  held = HeldBytes()
-  held.started(1)
-  held.started(2)
-  assert held.total == 0  # fetching: nothing held yet
-  held.finished(1, 100)
-  held.finished(2, 50)
-  assert held.total == 150
-  held.given(1)
-  assert held.total == 50
-  held.started(3)
-  held.given(3)  # given to the pool before its fetch finished
-  held.finished(3, 70)  # the pool holds it now: not counted here
-  held.given(2)
-  assert held.total == 0
 
 
 class _FakeClient:

@@ -40,10 +40,11 @@ from transforms.core.spec import ExampleSpec
 from transforms.core.spec import ImageSpec
 from transforms.label_maps import label_map_side_input
 from transforms.pooled_source import PooledSourceFn
+from transforms.read_sources import FETCH_AHEAD_MAX
 from transforms.read_sources import HeldBytes
+from transforms.read_sources import room_for_fetch
 from transforms.read_sources import start_fetches
 from transforms.read_sources import start_fingerprinted_fetch
-from transforms.read_sources import too_far_ahead
 from transforms.workers import http_fetch
 from transforms.workers.child_process import WorkerTimedOut
 from transforms.workers.pooled_step import PoolSize
@@ -141,7 +142,7 @@ class LoadImageFn(PooledSourceFn):
     self._ahead = collections.deque()  # those fetching, not yet given to the pool
     self._fetching = {}  # id(row) -> the Future of its http(s) fetch
     self._fingerprints = {}  # id(row) -> the fingerprint its GET answered with
-    self._held = HeldBytes()  # by id(row), while the row is ahead
+    self._held = HeldBytes()  # by id(row), until its result is taken
     # the previous shards reused records are copied from
     self._shards = ShardReader(self._copy_check)
     self._counted = [0, 0]  # images and source bytes not yet added to the counters
@@ -163,6 +164,7 @@ class LoadImageFn(PooledSourceFn):
     if entry[1] is None:
       source = super().source_of(element.row)
       if http_fetch.is_http(source):  # fetched now, ahead of the pool
+        self._make_room()
         fetch = start_fingerprinted_fetch(
             source, self._spec, self._http,
             functools.partial(self._fingerprints.__setitem__, id(element.row))
@@ -173,7 +175,7 @@ class LoadImageFn(PooledSourceFn):
         fetch.add_done_callback(functools.partial(self._fetched, id(element.row)))
       if self._fetching or self._ahead:  # rows reach the pool in their order
         self._ahead.append(entry)
-        while too_far_ahead(len(self._ahead), self._held.total):
+        while len(self._ahead) > FETCH_AHEAD_MAX:
           self._give(self._ahead.popleft())
       else:
         self._give(entry)
@@ -199,8 +201,21 @@ class LoadImageFn(PooledSourceFn):
     while self._ahead:
       self._give(self._ahead.popleft())
 
+  def _make_room(self) -> None:
+    """Waits, before another fetch starts, until the rows not yet converted
+    hold FETCH_AHEAD_BYTES or less: the rows ahead go to the pool (in full
+    batches: giving one row and waiting for it left a process idle), then
+    its oldest calls are waited for."""
+    while not room_for_fetch(self._held):
+      if self._ahead:
+        self._give(self._ahead.popleft())
+        continue
+      done = self._step.oldest() if self._waiting else []
+      if not done:
+        break
+      self._took(done)
+
   def _give(self, entry) -> None:
-    self._held.given(id(entry[0].row))
     self._waiting.append(entry)
     self._took(self._step.add(entry[0]))
 
@@ -233,7 +248,9 @@ class LoadImageFn(PooledSourceFn):
 
   def _took(self, done: list) -> None:
     for _, result in done:  # the pool's results come in the order it was given rows
-      self._waiting.popleft()[1] = result
+      entry = self._waiting.popleft()
+      entry[1] = result
+      self._held.done(id(entry[0].row))
 
   def _ready(self):
     """The outcomes of the rows at the head of the arrival order that are done."""

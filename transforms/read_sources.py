@@ -190,47 +190,66 @@ def _bytes_or_error(path, reader: filesystem.FileAccess, spec: ImageSpec,
 
 
 # http(s) images are fetched ahead of the image pool (which takes 2 batches
-# per process): their fetches start as the rows arrive, FETCH_AHEAD rows
-# ahead, and up to FETCH_AHEAD_MAX while the finished fetches waiting hold at
-# most FETCH_AHEAD_BYTES. Measured on 3,000 JPEGs of 80 KB from a server on
-# 127.0.0.1 (2 cores): 64 rows ahead 31 s, 128 23 s, 256 17 s, 512 15 s: a
-# fetch waits on the network, not on a core.
-FETCH_AHEAD = 64
+# per process): their fetches start as the rows arrive, up to FETCH_AHEAD_MAX
+# rows ahead. Measured on 3,000 JPEGs of 80 KB from a server on 127.0.0.1
+# (2 cores): 64 rows ahead 31 s, 128 23 s, 256 17 s, 512 15 s: a fetch waits
+# on the network, not on a core.
 FETCH_AHEAD_MAX = 512
-FETCH_AHEAD_BYTES = 64 << 20
+# And no fetch starts while the rows not yet converted hold more than this
+# many fetched bytes, counting each fetch still running as the average one
+# so far (before any finished: FETCH_GUESS, so FETCH_THREADS run at first)
+# (room_for_fetch). Bounded by rows alone, 150 JPEGs of 5 MB from a server
+# on 127.0.0.1 were all held at once (the bundle's rows: 1.15 GB peak RSS,
+# 1.88 GB with 300); up to 512 rows of --max_image_bytes' 256 MiB could be.
+# Rows of 512 KB or less still go 512 ahead.
+FETCH_AHEAD_BYTES = 256 << 20
+FETCH_GUESS = FETCH_AHEAD_BYTES // FETCH_THREADS
 
 
 class HeldBytes:
-  """The bytes the finished fetches of rows still ahead of the pool hold:
-  a fetch counts from when it finishes (on its thread) until its row is
-  given to the pool (given first: it never counts)."""
+  """The bytes the fetches of rows not yet converted hold: a fetch counts
+  from when it finishes (on its thread) until its row's result is taken
+  (done); one still fetching counts as the average finished one."""
 
   def __init__(self):
-    self.total = 0
-    self._sizes = {}  # key -> the bytes of its finished fetch (0 until then)
+    self.total = 0  # the bytes of finished fetches of rows not done
+    self.fetching = 0  # fetches started, not finished, of rows not done
+    self._sizes = {}  # key -> the bytes of its finished fetch (None until then)
+    self._fetched = [0, 0]  # every finished fetch: how many, their bytes
     self._lock = threading.Lock()
 
   def started(self, key) -> None:
     with self._lock:
-      self._sizes[key] = 0
+      self._sizes[key] = None
+      self.fetching += 1
 
   def finished(self, key, size: int) -> None:
     with self._lock:
-      if key in self._sizes:
+      if key in self._sizes and self._sizes[key] is None:
         self._sizes[key] = size
         self.total += size
+        self.fetching -= 1
+        self._fetched[0] += 1
+        self._fetched[1] += size
 
-  def given(self, key) -> None:
-    # Keys are added by started(), on the thread that calls given() too: a
-    # key not there (a row never fetched ahead: a local file) takes no lock.
+  def done(self, key) -> None:
+    """The row's result is taken: its bytes are let go. A key never
+    started (a local file's row) takes no lock."""
     if key not in self._sizes:
       return
     with self._lock:
-      self.total -= self._sizes.pop(key, 0)
+      size = self._sizes.pop(key, 0)
+      if size is None:  # taken before its fetch's callback ran
+        self.fetching -= 1
+      else:
+        self.total -= size
+
+  def outstanding(self) -> int:
+    """The bytes held, and those the fetches still running will hold."""
+    count, size = self._fetched
+    return self.total + self.fetching * (size // count if count else FETCH_GUESS)
 
 
-def too_far_ahead(rows_ahead: int, bytes_held: int) -> bool:
-  """Whether the oldest row fetching ahead goes to the image pool now: rows
-  ahead of it, and the bytes of their finished fetches."""
-  return rows_ahead > FETCH_AHEAD and (rows_ahead > FETCH_AHEAD_MAX or
-                                       bytes_held > FETCH_AHEAD_BYTES)
+def room_for_fetch(held: HeldBytes) -> bool:
+  """Whether another fetch may start now (FETCH_AHEAD_BYTES)."""
+  return held.outstanding() <= FETCH_AHEAD_BYTES

@@ -1,0 +1,105 @@
+"""How far ahead of the image pool http(s) images are fetched (LoadImageFn,
+read_sources.HeldBytes): within rows and within bytes, without Beam."""
+
+import io
+import threading
+
+import numpy as np
+from PIL import Image
+
+from tests.local_http import QuietHandler
+from tests.local_http import RunningServer
+from transforms import read_sources
+from transforms.core.example import LabelledRow
+from transforms.core.manifest import ManifestRow
+from transforms.core.spec import ImageSpec
+from transforms.encode import LoadImageFn
+from transforms.read_sources import HeldBytes
+from transforms.workers.source_image import convert_sources
+
+
+def test_held_bytes_count_fetches_until_their_rows_are_done(monkeypatch):
+  monkeypatch.setattr(read_sources, 'FETCH_GUESS', 1000)
+  held = HeldBytes()
+  held.started(1)
+  held.started(2)
+  assert (held.total, held.fetching, held.outstanding()) == (0, 2, 2000)  # guessed
+  held.finished(1, 100)
+  assert (held.total, held.fetching, held.outstanding()) == (100, 1, 200)  # the average
+  held.finished(2, 50)
+  assert (held.total, held.outstanding()) == (150, 150)
+  held.done(1)
+  assert held.total == 50
+  held.started(3)
+  held.done(3)  # its result taken before its fetch's callback ran
+  held.finished(3, 70)  # let go already: not counted
+  held.done(2)
+  held.done(4)  # a row never fetched (a local file)
+  assert (held.total, held.fetching, held.outstanding()) == (0, 0, 0)
+
+
+def _noise_png(seed: int) -> bytes:
+  pixels = np.random.default_rng(seed).integers(0, 256, (120, 200, 3), dtype=np.uint8)
+  out = io.BytesIO()
+  Image.fromarray(pixels).save(out, format='PNG')
+  return out.getvalue()  # ~72 KB: noise does not compress
+
+
+def test_urls_are_fetched_ahead_only_while_their_bytes_fit(monkeypatch):
+  """Rows arrive faster than the pool converts them: every fetch started
+  as its row arrived, and with fetches faster than decoding, a bundle's
+  whole set of images was held at once (150 JPEGs of 5 MB: 1.15 GB in the
+  launcher, 1.88 GB with 300). Now no fetch starts while the rows not yet
+  converted hold FETCH_AHEAD_BYTES."""
+  monkeypatch.setattr(read_sources, 'FETCH_AHEAD_BYTES', 400_000)
+  monkeypatch.setattr(read_sources, 'FETCH_GUESS', 80_000, raising=False)
+  bodies = [_noise_png(i) for i in range(40)]
+  answered = []
+
+  class Images(QuietHandler):
+    def do_GET(self):
+      body = bodies[int(self.path.strip('/').split('.')[0])]
+      self.send_response(200)
+      self.send_header('Content-Type', 'image/png')
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+      answered.append(self.path)
+
+  gate = threading.Event()  # the pool converts nothing until the timer opens it
+  at_gate = []
+
+  def gated(*args):
+    assert gate.wait(30)
+    return convert_sources(*args)
+
+  def open_gate():
+    at_gate.append(len(answered))
+    gate.set()
+
+  with RunningServer(Images) as server:
+    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
+                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
+                                    label='red'), 0, 'red') for i in range(40)]
+    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
+                     convert_on_thread=gated)
+    fn.setup()
+    timer = threading.Timer(1.0, open_gate)
+    try:
+      fn.start_bundle()
+      timer.start()
+      out = [o for row in rows for o in fn.process(row)] + [
+          windowed.value for windowed in fn.finish_bundle()]
+    finally:
+      timer.cancel()
+      gate.set()
+      fn.teardown()
+  # 400 KB hold 5 of these 72 KB images; the pool's two threads take a
+  # call each, up to 2 calls a thread waiting (one row a call on threads)
+  (fetched,) = at_gate
+  assert 4 <= fetched <= 12, fetched
+  assert len(answered) == 40
+  assert [o.labelled.row.key for o in out] == [f'{i}.png' for i in range(40)]
+  for index in (0, 39):  # each its own image's pixels
+    expected = Image.open(io.BytesIO(bodies[index])).resize((4, 4), Image.BILINEAR)
+    assert out[index].image.data == expected.tobytes()
