@@ -53,6 +53,7 @@ from bench.corpus import make_image
 from bench.corpus import relative_path
 from bench.measure import cpu_model
 from bench.measure import run_measured
+from bench.reuse_floor import copy_floor_us
 from bench.reuse_floor import plain_loop_us
 
 DEFAULT_IMAGES = 12_000
@@ -237,14 +238,16 @@ def run_sizes(workdir: str, sizes: list, timeout: float, repeat: int = 1) -> dic
   made every unchanged row of the 600 one `changed_source`, none reused.
   """
   prepared = {size: prepare(workdir, size, timeout, copy=True) for size in sizes}
-  loop = []  # the plain loop's us a row at the larger size, one each attempt
+  loop, copy = [], []  # the plain loop's and the bytes' us a row at the larger size, each attempt
   for attempt in range(repeat):
     for root, figures, commands in prepared.values():
       time_runs(root, figures, commands, attempt, timeout)
     loop.append(plain_loop_us(prepared[max(sizes)][0]))
+    copy.append(copy_floor_us(os.path.join(prepared[max(sizes)][0], 'night1')))
   by_size = {size: conclude(root, figures) for size, (root, figures, _) in prepared.items()}
   return {'sizes': by_size, 'marginal': marginal_costs(by_size),
-          'plain_loop': {'us_per_row': min(loop), 'all_us': loop},
+          'plain_loop': {'us_per_row': min(loop), 'all_us': loop,
+                         'copy_floor_us': min(copy), 'copy_floor_all_us': copy},
           'cpu_model': cpu_model(), 'finished': time.strftime('%Y-%m-%d %H:%M UTC',
                                                               time.gmtime())}
 
@@ -352,6 +355,10 @@ def print_marginal(by_size: dict, marginal: dict, loop: Optional[dict] = None,
           f'machine{": " + cpu if cpu else ""})' + (
               f'; metadata\'s reused row is {reused / loop["us_per_row"]:.2f}x it'
               if reused and reused > 0 and loop['us_per_row'] else ''))
+    if loop.get('copy_floor_us') is not None:
+      print(f'  the bytes {loop["copy_floor_us"]:7.1f} us a record at {large} (night 1\'s '
+            f'shards read and written again as cat does, no Python per record: part of both '
+            f'figures above)')
 
 
 def main(workdir: str, num_images, timeout: float, json_path=None, repeat: int = 1,

@@ -1,5 +1,6 @@
 """The benchmark's arithmetic (its runs are not tests: no timing is asserted)."""
 
+import os
 import struct
 import sys
 
@@ -144,6 +145,9 @@ def test_the_reuse_floor_copies_every_unchanged_row_and_nothing_else(tmp_path):
   assert reused == 4
   shard = (night1 / 'train-00000-of-00001.tfrecord').read_bytes()
   assert written == b''.join(_records(shard)[i] for i in (0, 1, 3, 4))
+  listed = sorted(os.listdir(night1))
+  assert reuse_floor.copy_floor_us(str(night1)) > 0
+  assert sorted(os.listdir(night1)) == listed  # its copy of the shards is gone
 
 
 def _records(shard: bytes) -> list:
@@ -332,8 +336,11 @@ def test_a_reused_row_is_set_beside_the_plain_loop_of_the_same_hour(capsys):
                            'rows': [5_920, 11_920], 'comparable': True,
                            'target_us': 40.0, 'target_met': False}}
   incremental.print_marginal({6_000: {'runs': runs}, 12_000: {'runs': runs}}, marginal,
-                             {'us_per_row': 60.0, 'all_us': [61.0, 60.0]}, 'Some CPU')
+                             {'us_per_row': 60.0, 'all_us': [61.0, 60.0],
+                              'copy_floor_us': 21.5, 'copy_floor_all_us': [21.5, 24.0]},
+                             'Some CPU')
   out = capsys.readouterr().out
+  assert '  the bytes    21.5 us a record at 12000' in out
   assert '   90.0 us a reused row (CPU 88.0 us)' in out
   assert 'plain loop    60.0 us a row at 12000' in out
   assert 'this machine: Some CPU' in out
