@@ -159,3 +159,52 @@ def test_a_sidecar_written_behind_holds_the_bytes_of_one_written_in_place(tmp_pa
   assert gzip.decompress((tmp_path / 'behind.jsonl.gz').read_bytes()) == b''.join(lines)
   assert (tmp_path / 'behind.jsonl.gz').read_bytes() == (
       tmp_path / 'in_place.jsonl.gz').read_bytes()
+
+
+def test_a_list_of_records_reaches_a_local_file_whole_through_partial_writevs(
+    tmp_path, monkeypatch):
+  """A gathered megabyte goes to a local shard as its records, in writev
+  calls (no joined copy): a writev that writes less than it was given goes
+  on from the byte where it stopped, inside a record or between two."""
+  import os
+
+  from transforms.workers import write_behind
+  calls = []
+  real_writev = os.writev
+
+  def short_writev(fd, buffers):  # at most 7 bytes a call, as a signal may cut one
+    calls.append(len(buffers))
+    return real_writev(fd, [bytes(b''.join(bytes(b) for b in buffers)[:7])])
+
+  monkeypatch.setattr(write_behind.os, 'writev', short_writev)
+  parts = [b'first record|', b'', b'second|', b'x' * 20]
+  with filesystem.FileAccess().create(str(tmp_path / 'shard')) as handle:
+    handle.write(b'before|')  # still in the handle's buffer: it goes first
+    write_behind.write_all(handle, parts)
+    handle.write(b'|after')
+  assert (tmp_path / 'shard').read_bytes() == b'before|first record|second|' + b'x' * 20 + (
+      b'|after')
+  assert calls == [3, 3, 2, 1, 1, 1]  # 40 bytes, 7 a call; the empty part never sent
+
+
+def test_a_list_of_records_is_joined_for_a_handle_that_is_no_local_file():
+  from transforms.workers.write_behind import write_all
+  handle = _Failing(fail_at=5)  # a BytesIO: one write of the joined bytes
+  write_all(handle, [b'a', b'bc', b'd'])
+  assert (handle.getvalue(), handle.calls) == (b'abcd', 1)
+
+
+def test_a_full_disk_under_a_writev_is_raised_by_the_next_call(tmp_path, monkeypatch):
+  from transforms.workers import write_behind
+
+  def full(fd, buffers):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+
+  monkeypatch.setattr(write_behind.os, 'writev', full)
+  behind = WriteBehind()
+  with filesystem.FileAccess().create(str(tmp_path / 'shard')) as handle:
+    behind.write(handle, [b'a' * 10, b'b' * 10])
+    with pytest.raises(OSError) as raised:
+      behind.drain()
+    behind.close()
+  assert raised.value.errno == errno.ENOSPC
