@@ -332,7 +332,7 @@ def test_multi_label_jsonl_lists_and_validate_finds_a_bad_list(tmp_path):
   for name in 'ab':
     write_image(tmp_path / f'{name}.png')
   path = tmp_path / 'm.jsonl'
-  path.write_text(json.dumps({'image': 'a.png', 'label': ['x', 'y;z', 'x']}) + '\n' +
+  path.write_text(json.dumps({'image': 'a.png', 'label': ['x', 'y', 'z', 'x']}) + '\n' +
                   json.dumps({'image': 'b.png', 'label': []}) + '\n')
   out = tmp_path / 'out'
   assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
@@ -377,6 +377,28 @@ def test_multi_label_parsing_units():
                              jsonl).label == ('2', '1')
   with pytest.raises(RowError, match='string or a finite number'):
     parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
+
+
+def test_multi_label_jsonl_list_items_are_labels_whole(tmp_path):
+  """A JSON list says where each label ends: its items were split again at
+  --label_separator, so ['salt;pepper', 'oil'] became the three classes salt,
+  pepper and oil, exit 0. A JSON string is still a cell, split."""
+  for name in 'abc':
+    write_image(tmp_path / f'{name}.png')
+  path = write_manifest_lines(
+      tmp_path / 'm.jsonl', json.dumps({'image': 'a.png', 'label': ['salt;pepper', 'oil']}),
+      json.dumps({'image': 'b.png', 'label': 'salt;pepper'}),
+      json.dumps({'image': 'c.png', 'label': [' oil ', 'oil']}))
+  out = tmp_path / 'out'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out)) == EXIT_OK
+  info = accounted(out)
+  assert info['label_map'] == ['oil', 'pepper', 'salt', 'salt;pepper']
+  assert labels_by_file(out) == {'a.png': ([3, 0], [b'salt;pepper', b'oil']),
+                                 'b.png': ([2, 1], [b'salt', b'pepper']),
+                                 'c.png': (0, b'oil')}  # a list of one
+  assert info['splits']['train']['examples_per_class'] == {
+      'oil': 2, 'pepper': 1, 'salt': 1, 'salt;pepper': 1}
+  assert validate.main(['--input_dir', str(out), '--recompute', '3']) == EXIT_OK
 
 
 # 5. Only the formats you expect

@@ -269,13 +269,14 @@ def _labels(fields: dict, config: ManifestConfig):
   value = fields.get(column)
   if is_null(value):
     return ()
-  items = value if isinstance(value, list) else [value]
-  labels = []
-  for item in items:
-    text = _item_text(item, column)
-    parts = text.split(config.label_separator) if isinstance(item, str) else [text]
-    labels += [part.strip() for part in parts if part.strip()]
-  return tuple(dict.fromkeys(labels))
+  if isinstance(value, list):
+    # A JSON list already says where each label ends: an item is one label,
+    # separator and all ('salt;pepper' was split into two classes, silently).
+    labels = [_item_text(item, column) for item in value]
+  else:
+    text = _item_text(value, column)
+    labels = text.split(config.label_separator) if isinstance(value, str) else [text]
+  return tuple(dict.fromkeys(label.strip() for label in labels if label.strip()))
 
 
 def _normalized(label, modes: frozenset):
