@@ -370,13 +370,53 @@ def test_multi_label_refuses_the_seed_schema(tmp_path, capsys):
 def test_multi_label_parsing_units():
   config = manifest.ManifestConfig(path='m.csv', fmt='csv', header=('image', 'label'),
                                    multi_label=True, label_separator='|')
-  row = parse_line(b'a.png,b|a||b', 2, config)
+  row = parse_line(b'a.png,b|a|b', 2, config)
   assert row.label == ('b', 'a')
+  # an empty label beside others stays, for the label stage to reject
+  assert parse_line(b'a.png,b|a||b', 2, config).label == ('b', 'a', '')
+  assert parse_line(b'a.png,| |', 2, config).label == ()
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
   assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')
   with pytest.raises(RowError, match='string or a finite number'):
     parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
+
+
+def test_multi_label_empty_parts_reject_the_row(tmp_path):
+  """An empty label beside others was dropped without a word: 'a;;b' (a
+  label left out between a and b?) became {a, b}, exit 0. Now the row is
+  rejected (label/empty_label) saying so, in a cell, a JSON list, or a
+  --label_manifest; a cell of separators only has no label, as before."""
+  for name in 'abcdefgh':
+    write_image(tmp_path / f'{name}.png')
+  path = write_manifest_lines(
+      tmp_path / 'm.csv', 'image,label', 'a.png,x;y', 'b.png,x;;y', 'c.png,x;y;', 'd.png,;x',
+      'e.png,x; ;y', 'f.png,;;', 'g.png,x;x')
+  out = tmp_path / 'out'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
+             '--max_error_rate', '1') == EXIT_OK
+  info = accounted(out)
+  assert info['rejected_by_reason'] == {'label/empty_label': 5}
+  assert labels_by_file(out) == {'a.png': ([0, 1], [b'x', b'y']), 'g.png': (0, b'x')}
+  reasons = {r['row']['image']: r['reason'] for r in rejected_lines(out)}
+  assert reasons['b.png'] == reasons['c.png'] == reasons['e.png'] == (
+      "an empty label beside ['x', 'y']: two separators in a row, one at an end of the "
+      'cell, or "" in a JSON list (a label left out?)')
+  assert reasons['d.png'].startswith("an empty label beside ['x']")
+  assert reasons['f.png'] == 'the row has no labels'
+  # a JSON list, and a --label_manifest's cell
+  path = write_manifest_lines(tmp_path / 'm.jsonl', json.dumps({'image': 'h.png', 'label': ['x', '']}))
+  out = tmp_path / 'out_jsonl'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
+             '--max_error_rate', '1', '--allow_empty') == EXIT_OK
+  assert [r['code'] for r in rejected_lines(out)] == ['empty_label']
+  images = write_manifest_lines(tmp_path / 'i.csv', 'key,image', 'ka,a.png', 'kb,b.png')
+  labels = write_manifest_lines(tmp_path / 'l.csv', 'key,label', 'ka,x;y', 'kb,x;y;')
+  out = tmp_path / 'out_join'
+  assert run('--manifest', str(images), '--label_manifest', str(labels), '--multi_label',
+             '--output_dir', str(out), '--max_error_rate', '1') == EXIT_OK
+  assert [(r['row']['key'], r['code']) for r in rejected_lines(out)] == [('kb', 'empty_label')]
+  assert validate.main(['--input_dir', str(out), '--recompute', '1']) == EXIT_OK
 
 
 def test_multi_label_jsonl_list_items_are_labels_whole(tmp_path):

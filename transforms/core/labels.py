@@ -118,6 +118,11 @@ class LabelMap:
   def lookup_all(self, labels) -> tuple[tuple, tuple]:
     """A multi-label row's labels -> (ids, names) in the order given, each
     class once; RowError (stage label) for an empty list or any bad label."""
+    if '' in labels:  # dropped, it made 'a;;b' (b's neighbour lost?) {a, b}, unsaid
+      raise RowError(STAGE_LABEL, 'empty_label',
+                     f'an empty label beside {[label for label in labels if label]}: two '
+                     f'separators in a row, one at an end of the cell, or "" in a JSON '
+                     f'list (a label left out?)')
     ids, names = [], []
     for label in labels:
       found, name = self.lookup(label)

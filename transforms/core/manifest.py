@@ -262,7 +262,9 @@ def _item_text(value, column: str, numbers: bool = True) -> str:
 
 def _labels(fields: dict, config: ManifestConfig):
   """The label as text, or with multi_label a tuple of labels in the order
-  given, each once (a cell split at the separator, or a JSON list)."""
+  given, each once (a cell split at the separator, or a JSON list). An empty
+  one beside others ('a;;b', 'a;b;', ["a", ""]) stays as '', for the label
+  stage to reject (LabelMap.lookup_all); only empty ones: no label, ()."""
   column = config.column('label')
   if not config.multi_label:
     return text_of(fields, column)
@@ -276,7 +278,8 @@ def _labels(fields: dict, config: ManifestConfig):
   else:
     text = _item_text(value, column)
     labels = text.split(config.label_separator) if isinstance(value, str) else [text]
-  return tuple(dict.fromkeys(label.strip() for label in labels if label.strip()))
+  labels = tuple(dict.fromkeys(label.strip() for label in labels))
+  return labels if any(labels) else ()
 
 
 def _normalized(label, modes: frozenset):
