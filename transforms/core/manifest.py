@@ -19,6 +19,7 @@ from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import is_null
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.labels import NFC
 from transforms.core.labels import normalize_label
 from transforms.core.pickling import cheap_pickle
 from transforms.core.redact import shown_url
@@ -277,6 +278,10 @@ def _labels(fields: dict, config: ManifestConfig):
     labels = [_item_text(item, column) for item in value]
   else:
     text = _item_text(value, column)
+    if isinstance(value, str) and NFC in config.label_normalize:
+      # split as stored: NFC makes U+037E (Greek question mark) a ';', which
+      # split after it left 'a;b' one class holding the separator
+      text = normalize_label(text, frozenset({NFC}))
     labels = text.split(config.label_separator) if isinstance(value, str) else [text]
   labels = tuple(dict.fromkeys(label.strip() for label in labels))
   return labels if any(labels) else ()
