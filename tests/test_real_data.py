@@ -3,6 +3,7 @@ people's manifests, multi-label rows, a format allow-list, clearer messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -375,6 +376,9 @@ def test_multi_label_parsing_units():
   # an empty label beside others stays, for the label stage to reject
   assert parse_line(b'a.png,b|a||b', 2, config).label == ('b', 'a', '')
   assert parse_line(b'a.png,| |', 2, config).label == ()
+  # a run of a whitespace separator lines labels up, it loses none
+  spaced = dataclasses.replace(config, label_separator=' ')
+  assert parse_line(b'a.png,haze  primary   water', 2, spaced).label == ('haze', 'primary', 'water')
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
   assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')

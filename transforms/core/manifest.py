@@ -283,6 +283,8 @@ def _labels(fields: dict, config: ManifestConfig):
       # split after it left 'a;b' one class holding the separator
       text = normalize_label(text, frozenset({NFC}))
     labels = text.split(config.label_separator) if isinstance(value, str) else [text]
+    if config.label_separator.isspace():  # 'haze  primary': spaces line labels up, lose none
+      labels = [label for label in labels if label.strip()]
   labels = tuple(dict.fromkeys(label.strip() for label in labels))
   return labels if any(labels) else ()
 
