@@ -379,6 +379,13 @@ def test_multi_label_parsing_units():
   # a run of a whitespace separator lines labels up, it loses none
   spaced = dataclasses.replace(config, label_separator=' ')
   assert parse_line(b'a.png,haze  primary   water', 2, spaced).label == ('haze', 'primary', 'water')
+  # --label_separator ',' in a CSV: an unquoted cell is more fields, said so
+  commas = dataclasses.replace(config, label_separator=',')
+  assert parse_line(b'a.png,"cat,dog"', 2, commas).label == ('cat', 'dog')
+  with pytest.raises(RowError) as raised:
+    parse_line(b'a.png,cat,dog', 2, commas)
+  assert raised.value.reason == ('line has 3 fields, the header has 2 (a label cell holding '
+                                 '--label_separator \',\' is quoted: "cat,dog")')
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
   assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')

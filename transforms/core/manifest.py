@@ -238,7 +238,8 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
     line_caps.check_lengths(values, 'TSV line')
   if len(values) != len(config.header):
     raise RowError(STAGE_MANIFEST, 'wrong_field_count',
-                   f'line has {len(values)} fields, the header has {len(config.header)}')
+                   f'line has {len(values)} fields, the header has {len(config.header)}'
+                   f'{manifest_hints.field_count_hint(config, len(values))}')
   return dict(zip(config.header, values))
 
 
