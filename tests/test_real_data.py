@@ -415,6 +415,13 @@ def test_multi_label_empty_parts_reject_the_row(tmp_path):
       'cell, or "" in a JSON list (a label left out?)')
   assert reasons['d.png'].startswith("an empty label beside ['x']")
   assert reasons['f.png'] == 'the row has no labels'
+  # a row of thousands of labels names the first 20
+  many = tuple(f'l{i}' for i in range(5000)) + ('',)
+  with pytest.raises(RowError) as raised:
+    LabelMap.from_labels(many).resolve(many)
+  assert raised.value.reason.startswith("an empty label beside ['l0', 'l1', ")
+  assert "'l19', ... (5000 labels)]: two separators" in raised.value.reason
+  assert len(raised.value.reason) < 400
   # a JSON list, and a --label_manifest's cell
   path = write_manifest_lines(tmp_path / 'm.jsonl', json.dumps({'image': 'h.png', 'label': ['x', '']}))
   out = tmp_path / 'out_jsonl'
