@@ -260,7 +260,7 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
     label = _text(by_suffix[source])
     line_caps.check_lengths((label,), f'member {key}.{source}')
     # A .txt's one line ending is no padding; spaces around its text are.
-    padded = source == 'txt' and label is not None and manifest.is_padded(
+    padded = source == 'txt' and manifest.is_padded(
         _one_line(by_suffix[source].data.decode('utf-8')))
   else:
     label = manifest.text_of(meta, source)
