@@ -85,6 +85,23 @@ def test_lower_keeps_nfc(images, tmp_path):
   assert info['config']['label_normalize'] == ['lower', 'nfc']
 
 
+def test_a_multi_label_cell_is_split_as_stored(images, tmp_path):
+  """NFC makes U+037E (Greek question mark, a ';' look-alike) a ';'. Applied
+  after the cell was split, 'x\u037ey' was one class 'x;y', stored holding the
+  separator (a reader splitting texts at ';' finds x and y). Now the cell is
+  split as stored; --label_normalize none keeps the character, one class."""
+  rows = [('a.png', 'x\u037ey'), ('b.png', 'x;y')]
+  code, out = run(images, tmp_path, rows, '--multi_label')
+  assert code == EXIT_OK
+  assert read_info(out)['splits']['train']['examples_per_class'] == {'x': 2, 'y': 2}
+  assert class_texts(out) == ['x', 'x']  # each record's first text
+  assert validate.main(['--input_dir', str(out), '--recompute', '2']) == EXIT_OK
+  code, out = run(images, tmp_path, rows, '--multi_label', '--label_normalize', 'none',
+                  '--overwrite')
+  assert code == EXIT_OK
+  assert read_info(out)['label_map'] == ['x', 'x\u037ey', 'y']
+
+
 def test_invisible_and_bidi_characters_are_warned(images, tmp_path, capsys):
   zero_width, bidi = 'cat\u200b', '\u202edog'
   code, out = run(images, tmp_path, [('a.png', 'cat'), ('b.png', zero_width),

@@ -343,6 +343,8 @@ def test_dictionary_and_view_columns_read_as_their_values(tmp_path):
 
 @pytest.mark.parametrize('case, message', [
     ('float_label', 'column label is double, not a string or an integer'),
+    ('list_label', 'column label is list<element: int64>, not a string or an integer '
+     '(several labels a row: --multi_label reads them from a CSV, TSV, JSONL or txt manifest)'),
     ('int_image', 'column image is int64, not a path or URL (string), image bytes'),
     ('no_label', 'has no column label (its columns: image)'),
     ('not_parquet', 'is not a readable Parquet file'),
@@ -371,6 +373,8 @@ def test_an_unusable_parquet_manifest_exits_2_with_one_line(tmp_path, capsys, ca
   path = tmp_path / 'm.parquet'
   if case == 'float_label':
     pq.write_table(pa.table({'image': [png(1)], 'label': [1.5]}), path)
+  elif case == 'list_label':  # a Hugging Face Sequence(ClassLabel)
+    pq.write_table(pa.table({'image': [png(1)], 'label': [[0, 2]]}), path)
   elif case == 'int_image':
     pq.write_table(pa.table({'image': [1], 'label': [1]}), path)
   elif case == 'no_label':

@@ -3,6 +3,7 @@ people's manifests, multi-label rows, a format allow-list, clearer messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -332,7 +333,7 @@ def test_multi_label_jsonl_lists_and_validate_finds_a_bad_list(tmp_path):
   for name in 'ab':
     write_image(tmp_path / f'{name}.png')
   path = tmp_path / 'm.jsonl'
-  path.write_text(json.dumps({'image': 'a.png', 'label': ['x', 'y;z', 'x']}) + '\n' +
+  path.write_text(json.dumps({'image': 'a.png', 'label': ['x', 'y', 'z', 'x']}) + '\n' +
                   json.dumps({'image': 'b.png', 'label': []}) + '\n')
   out = tmp_path / 'out'
   assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
@@ -370,13 +371,92 @@ def test_multi_label_refuses_the_seed_schema(tmp_path, capsys):
 def test_multi_label_parsing_units():
   config = manifest.ManifestConfig(path='m.csv', fmt='csv', header=('image', 'label'),
                                    multi_label=True, label_separator='|')
-  row = parse_line(b'a.png,b|a||b', 2, config)
+  row = parse_line(b'a.png,b|a|b', 2, config)
   assert row.label == ('b', 'a')
+  # an empty label beside others stays, for the label stage to reject
+  assert parse_line(b'a.png,b|a||b', 2, config).label == ('b', 'a', '')
+  assert parse_line(b'a.png,| |', 2, config).label == ()
+  # a run of a whitespace separator lines labels up, it loses none
+  spaced = dataclasses.replace(config, label_separator=' ')
+  assert parse_line(b'a.png,haze  primary   water', 2, spaced).label == ('haze', 'primary', 'water')
+  # --label_separator ',' in a CSV: an unquoted cell is more fields, said so
+  commas = dataclasses.replace(config, label_separator=',')
+  assert parse_line(b'a.png,"cat,dog"', 2, commas).label == ('cat', 'dog')
+  with pytest.raises(RowError) as raised:
+    parse_line(b'a.png,cat,dog', 2, commas)
+  assert raised.value.reason == ('line has 3 fields, the header has 2 (a label cell holding '
+                                 '--label_separator \',\' is quoted: "cat,dog")')
   jsonl = manifest.ManifestConfig(path='m.jsonl', fmt='jsonl', multi_label=True)
   assert parse_line(b'{"image": "a", "label": [2, 1.0, "2"]}', 1,
                              jsonl).label == ('2', '1')
   with pytest.raises(RowError, match='string or a finite number'):
     parse_line(b'{"image": "a", "label": [true]}', 1, jsonl)
+
+
+def test_multi_label_empty_parts_reject_the_row(tmp_path):
+  """An empty label beside others was dropped without a word: 'a;;b' (a
+  label left out between a and b?) became {a, b}, exit 0. Now the row is
+  rejected (label/empty_label) saying so, in a cell, a JSON list, or a
+  --label_manifest; a cell of separators only has no label, as before."""
+  for name in 'abcdefgh':
+    write_image(tmp_path / f'{name}.png')
+  path = write_manifest_lines(
+      tmp_path / 'm.csv', 'image,label', 'a.png,x;y', 'b.png,x;;y', 'c.png,x;y;', 'd.png,;x',
+      'e.png,x; ;y', 'f.png,;;', 'g.png,x;x')
+  out = tmp_path / 'out'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
+             '--max_error_rate', '1') == EXIT_OK
+  info = accounted(out)
+  assert info['rejected_by_reason'] == {'label/empty_label': 5}
+  assert labels_by_file(out) == {'a.png': ([0, 1], [b'x', b'y']), 'g.png': (0, b'x')}
+  reasons = {r['row']['image']: r['reason'] for r in rejected_lines(out)}
+  assert reasons['b.png'] == reasons['c.png'] == reasons['e.png'] == (
+      "an empty label beside ['x', 'y']: two separators in a row, one at an end of the "
+      'cell, or "" in a JSON list (a label left out?)')
+  assert reasons['d.png'].startswith("an empty label beside ['x']")
+  assert reasons['f.png'] == 'the row has no labels'
+  # a row of thousands of labels names the first 20
+  many = tuple(f'l{i}' for i in range(5000)) + ('',)
+  with pytest.raises(RowError) as raised:
+    LabelMap.from_labels(many).resolve(many)
+  assert raised.value.reason.startswith("an empty label beside ['l0', 'l1', ")
+  assert "'l19', ... (5000 labels)]: two separators" in raised.value.reason
+  assert len(raised.value.reason) < 400
+  # a JSON list, and a --label_manifest's cell
+  path = write_manifest_lines(tmp_path / 'm.jsonl', json.dumps({'image': 'h.png', 'label': ['x', '']}))
+  out = tmp_path / 'out_jsonl'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out),
+             '--max_error_rate', '1', '--allow_empty') == EXIT_OK
+  assert [r['code'] for r in rejected_lines(out)] == ['empty_label']
+  images = write_manifest_lines(tmp_path / 'i.csv', 'key,image', 'ka,a.png', 'kb,b.png')
+  labels = write_manifest_lines(tmp_path / 'l.csv', 'key,label', 'ka,x;y', 'kb,x;y;')
+  out = tmp_path / 'out_join'
+  assert run('--manifest', str(images), '--label_manifest', str(labels), '--multi_label',
+             '--output_dir', str(out), '--max_error_rate', '1') == EXIT_OK
+  assert [(r['row']['key'], r['code']) for r in rejected_lines(out)] == [('kb', 'empty_label')]
+  assert validate.main(['--input_dir', str(out), '--recompute', '1']) == EXIT_OK
+
+
+def test_multi_label_jsonl_list_items_are_labels_whole(tmp_path):
+  """A JSON list says where each label ends: its items were split again at
+  --label_separator, so ['salt;pepper', 'oil'] became the three classes salt,
+  pepper and oil, exit 0. A JSON string is still a cell, split."""
+  for name in 'abc':
+    write_image(tmp_path / f'{name}.png')
+  path = write_manifest_lines(
+      tmp_path / 'm.jsonl', json.dumps({'image': 'a.png', 'label': ['salt;pepper', 'oil']}),
+      json.dumps({'image': 'b.png', 'label': 'salt;pepper'}),
+      json.dumps({'image': 'c.png', 'label': [' oil ', 'oil']}))
+  out = tmp_path / 'out'
+  assert run('--manifest', str(path), '--multi_label', '--output_dir', str(out)) == EXIT_OK
+  info = accounted(out)
+  assert info['label_map'] == ['oil', 'pepper', 'salt', 'salt;pepper']
+  assert labels_by_file(out) == {'a.png': ([3, 0], [b'salt;pepper', b'oil']),
+                                 'b.png': ([2, 1], [b'salt', b'pepper']),
+                                 'c.png': (0, b'oil')}  # a list of one
+  assert info['splits']['train']['examples_per_class'] == {
+      'oil': 2, 'pepper': 1, 'salt': 1, 'salt;pepper': 1}
+  assert validate.main(['--input_dir', str(out), '--recompute', '3']) == EXIT_OK
 
 
 # 5. Only the formats you expect

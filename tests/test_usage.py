@@ -276,6 +276,32 @@ def test_more_bad_flag_combinations(sample, capsys, flags, message):
   assert not sample.out.exists()
 
 
+@pytest.mark.parametrize('name, text, separator, role, held', [
+    ('m.tsv', 'image\tlabel\na.png\tx\ty\n', '\t', '--manifest',
+     'a TSV cell cannot hold a tab'),
+    ('m.txt', 'a.png x y\n', ' ', '--manifest',
+     'the label of a txt line ("path label") is its last field, which holds no space'),
+    ('l.tsv', 'key\tlabel\nk\tx\ty\n', '\t', '--label_manifest',
+     'a TSV cell cannot hold a tab'),
+    ('m.csv', 'image,label\na.png,x\n', '\n', '--manifest',
+     'a cell cannot hold a line break (each line is one row)')])
+def test_a_label_separator_no_cell_of_the_format_holds_exits_2(tmp_path, capsys, name, text,
+                                                               separator, role, held):
+  """--label_separator '\t' with a TSV rejected every row of several labels as
+  wrong_field_count; ' ' with a txt list read 'a.png x y' as the image 'a.png x'
+  (read/missing_file)."""
+  path = tmp_path / name
+  path.write_text(text)
+  images = ['--manifest', str(tmp_path / 'i.csv')] if role == '--label_manifest' else []
+  (tmp_path / 'i.csv').write_text('key,image\nk,a.png\n')
+  out = tmp_path / 'out'
+  assert convert.main([*images, role, str(path), '--output_dir', str(out), '--multi_label',
+                       '--label_separator', separator]) == EXIT_USAGE
+  assert capsys.readouterr().err == (f'error: --label_separator {separator!r} cannot separate '
+                                     f'the labels of manifest {path}: {held}\n')
+  assert not out.exists()
+
+
 def test_a_label_separator_without_multi_label_is_refused_not_ignored(tmp_path, capsys):
   """--label_separator '|' without --multi_label was ignored: the cell 'red|blue'
   became the one class 'red|blue', exit 0. Refused (exit 2, nothing written);

@@ -237,6 +237,27 @@ def test_txt_and_json_labels_with_surrounding_spaces_are_warned_as_a_csv_s(tmp_p
   assert read_info(out)['label_warnings']['surrounding_spaces'] == {'owl': 1}
 
 
+def test_a_sample_without_its_label_member_says_which_member_and_how_to_read_a_json_s(
+    tmp_path):
+  """Tars whose labels are in a .json member (as many writers put them) were
+  every sample 'label is empty', with the label right there: the reason now
+  names the member looked for, the sample's members and --label_column."""
+  write_tar(tmp_path / 'a.tar', [('0.png', png(0)), ('0.json', b'{"label": "cat"}'),
+                                 ('1.png', png(1)), ('1.json', b'{"label": "dog"}'),
+                                 ('1.cls', b'0')])
+  out = tmp_path / 'out'
+  assert convert.main(['--manifest', str(tmp_path / 'a.tar'), '--output_dir', str(out),
+                       '--max_error_rate', '1', *FLAGS]) == EXIT_OK
+  [line] = rejected_lines(out)
+  assert (line['stage'], line['code'], line['reason']) == (
+      'label', 'empty_label', 'sample 0 has no .cls member, the label (its members: 0.png, '
+      '0.json; a label in its .json: --label_column NAME)')
+  out = tmp_path / 'out_json'
+  assert convert.main(['--manifest', str(tmp_path / 'a.tar'), '--output_dir', str(out),
+                       '--label_column', 'label', *FLAGS]) == EXIT_OK
+  assert sorted(e['image/class/text'][1][0] for e in read_examples(out)) == [b'cat', b'dog']
+
+
 def test_a_json_member_naming_a_field_twice_rejects_its_sample(tmp_path):
   """A sample's .json with two `kind` fields: no value of the two wins
   (json.loads kept the last, a bat, without a word)."""

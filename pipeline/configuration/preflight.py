@@ -139,6 +139,8 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
   if named and fmt == 'txt':
     raise UsageError(f'manifest {path} is a txt list ("path label" per line), which has no '
                      f'column names: drop --{next(iter(named))}_column')
+  if multi_label and role != manifest.ROLE_IMAGES:
+    _check_separator(path, fmt, label_separator)
   # An empty file (a part with nothing in it) has no header and no rows.
   filled = [p for p, size in files if size] or [files[0][0]]
   headers = _headers(filled, fmt)
@@ -176,6 +178,22 @@ def manifest_config(path: str, role: str, split: splits.SplitConfig, extras: tup
     if found is not None:
       _check_optional_columns(f'manifest {path}', config, role, named, found, split_column)
   return config
+
+
+def _check_separator(path: str, fmt: str, separator: str) -> None:
+  """A --label_separator no label cell of this format can hold: every row of
+  several labels was a wrong_field_count (TSV), a missing file (txt: 'a.png
+  cat dog' is the path 'a.png cat'), or one label."""
+  if fmt == 'tsv' and '\t' in separator:
+    held = 'a TSV cell cannot hold a tab'
+  elif fmt == 'txt' and any(c.isspace() for c in separator):
+    held = 'the label of a txt line ("path label") is its last field, which holds no space'
+  elif fmt in ('csv', 'tsv', 'txt') and any(c in '\r\n' for c in separator):
+    held = 'a cell cannot hold a line break (each line is one row)'
+  else:
+    return
+  raise UsageError(f'--label_separator {separator!r} cannot separate the labels of '
+                   f'manifest {path}: {held}')
 
 
 def _check_optional_columns(named: str, config: manifest.ManifestConfig, role: str,

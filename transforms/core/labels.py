@@ -118,6 +118,13 @@ class LabelMap:
   def lookup_all(self, labels) -> tuple[tuple, tuple]:
     """A multi-label row's labels -> (ids, names) in the order given, each
     class once; RowError (stage label) for an empty list or any bad label."""
+    if '' in labels:  # dropped, it made 'a;;b' (b's neighbour lost?) {a, b}, unsaid
+      given = [label for label in labels if label]
+      shown = f'{given[:MAX_LISTED]}'[:-1] + (f', ... ({len(given)} labels)]' if len(
+          given) > MAX_LISTED else ']')  # a row may hold thousands
+      raise RowError(STAGE_LABEL, 'empty_label',
+                     f'an empty label beside {shown}: two separators in a row, one at an '
+                     f'end of the cell, or "" in a JSON list (a label left out?)')
     ids, names = [], []
     for label in labels:
       found, name = self.lookup(label)

@@ -19,6 +19,7 @@ from transforms.core.extra_values import ABSENT
 from transforms.core.extra_values import is_null
 from transforms.core.extra_values import parse_extra
 from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.labels import NFC
 from transforms.core.labels import normalize_label
 from transforms.core.pickling import cheap_pickle
 from transforms.core.redact import shown_url
@@ -237,7 +238,8 @@ def split_fields(text: str, config: ManifestConfig) -> dict:
     line_caps.check_lengths(values, 'TSV line')
   if len(values) != len(config.header):
     raise RowError(STAGE_MANIFEST, 'wrong_field_count',
-                   f'line has {len(values)} fields, the header has {len(config.header)}')
+                   f'line has {len(values)} fields, the header has {len(config.header)}'
+                   f'{manifest_hints.field_count_hint(config, len(values))}')
   return dict(zip(config.header, values))
 
 
@@ -262,20 +264,30 @@ def _item_text(value, column: str, numbers: bool = True) -> str:
 
 def _labels(fields: dict, config: ManifestConfig):
   """The label as text, or with multi_label a tuple of labels in the order
-  given, each once (a cell split at the separator, or a JSON list)."""
+  given, each once (a cell split at the separator, or a JSON list). An empty
+  one beside others ('a;;b', 'a;b;', ["a", ""]) stays as '', for the label
+  stage to reject (LabelMap.lookup_all); only empty ones: no label, ()."""
   column = config.column('label')
   if not config.multi_label:
     return text_of(fields, column)
   value = fields.get(column)
   if is_null(value):
     return ()
-  items = value if isinstance(value, list) else [value]
-  labels = []
-  for item in items:
-    text = _item_text(item, column)
-    parts = text.split(config.label_separator) if isinstance(item, str) else [text]
-    labels += [part.strip() for part in parts if part.strip()]
-  return tuple(dict.fromkeys(labels))
+  if isinstance(value, list):
+    # A JSON list already says where each label ends: an item is one label,
+    # separator and all ('salt;pepper' was split into two classes, silently).
+    labels = [_item_text(item, column) for item in value]
+  else:
+    text = _item_text(value, column)
+    if isinstance(value, str) and NFC in config.label_normalize:
+      # split as stored: NFC makes U+037E (Greek question mark) a ';', which
+      # split after it left 'a;b' one class holding the separator
+      text = normalize_label(text, frozenset({NFC}))
+    labels = text.split(config.label_separator) if isinstance(value, str) else [text]
+    if config.label_separator.isspace():  # 'haze  primary': spaces line labels up, lose none
+      labels = [label for label in labels if label.strip()]
+  labels = tuple(dict.fromkeys(label.strip() for label in labels))
+  return labels if any(labels) else ()
 
 
 def _normalized(label, modes: frozenset):

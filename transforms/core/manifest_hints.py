@@ -94,3 +94,12 @@ def cp1252_hint(byte: bytes) -> str:
     return f' (0x{byte.hex().upper()} is {byte.decode("cp1252")!r} in Windows-1252)'
   except UnicodeDecodeError:  # 0x81, 0x8D, ...: no Windows-1252 character
     return ''
+
+
+def field_count_hint(config, found: int) -> str:
+  """A CSV line of too many fields, read with --multi_label --label_separator
+  ',': its label cell was surely meant to be quoted."""
+  if config.multi_label and config.fmt == 'csv' and ',' in config.label_separator and (
+      found > len(config.header)):
+    return f' (a label cell holding --label_separator {config.label_separator!r} is quoted: "cat,dog")'
+  return ''

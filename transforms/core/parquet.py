@@ -153,6 +153,11 @@ def label_type_problem(arrow_type) -> Optional[str]:
   import pyarrow as pa
   if _is_string(value_type(arrow_type)) or pa.types.is_integer(value_type(arrow_type)):
     return None
+  if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or (
+      pa.types.is_fixed_size_list(arrow_type)):
+    # a Hugging Face Sequence(ClassLabel): name the way that does take it
+    return (f'{arrow_type}, not a string or an integer (several labels a row: '
+            f'--multi_label reads them from a CSV, TSV, JSONL or txt manifest)')
   return f'{arrow_type}, not a string or an integer'
 
 

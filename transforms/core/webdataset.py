@@ -253,10 +253,14 @@ def sample_row(key: str, group: list, number: int, tar: str, tar_index: int,
     line_caps.check_field_lengths(meta, f'member {by_suffix["json"].name}')
   source = label_source(config)
   if source in LABEL_MEMBERS:
-    label = _text(by_suffix[source]) if source in by_suffix else None
+    if source not in by_suffix:  # was 'label is empty': a .json's label went unread, unsaid
+      raise RowError(STAGE_LABEL, 'empty_label', f'sample {key} has no .{source} member, '
+                     f'the label (its members: {", ".join(m.name for m in group)}; a label '
+                     f'in its .json: --label_column NAME)')
+    label = _text(by_suffix[source])
     line_caps.check_lengths((label,), f'member {key}.{source}')
     # A .txt's one line ending is no padding; spaces around its text are.
-    padded = source == 'txt' and label is not None and manifest.is_padded(
+    padded = source == 'txt' and manifest.is_padded(
         _one_line(by_suffix[source].data.decode('utf-8')))
   else:
     label = manifest.text_of(meta, source)
