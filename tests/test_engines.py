@@ -31,6 +31,7 @@ from pipeline import convert
 from pipeline import validate
 from pipeline.engines import __main__ as fetch_command
 from pipeline.engines import engine_runners
+from pipeline.engines import jar_manifests
 from pipeline.engines import job_server_checks
 from pipeline.engines import job_server_launcher
 from pipeline.engines import job_servers
@@ -301,8 +302,8 @@ def test_flink_cluster_of_another_version(machine, sample, capsys, web_server, m
   NullPointerException, exit 1): exit 2 before anything is written."""
   monkeypatch.setattr(_Rest, 'version', '2.2.0')
   address = web_server(flink=True)
-  jar = machine / 'job-server.jar'
-  zipfile.ZipFile(jar, 'w').close()  # an empty jar: the job server never starts
+  jar = machine / 'job-server.jar'  # a jar of nothing but a manifest: it never starts
+  jar_manifests.write_thin_jar(str(jar), 'org.apache.beam.runners.flink.FlinkJobServerDriver', [])
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', 'FlinkRunner', '--flink_master', address,
                      '--environment_type', 'EXTERNAL', '--environment_config', 'localhost:50000',
@@ -383,19 +384,27 @@ def test_a_java_launcher_out_of_the_engines_range(machine, sample, capsys):
 @pytest.mark.parametrize('runner, kind, why', [
     ('FlinkRunner', 'missing', 'is not there'),
     ('SparkRunner', 'text', 'is no jar (not a zip archive)'),
-    ('FlinkRunner', 'folder', 'is a folder')])
+    ('FlinkRunner', 'folder', 'is a folder'),
+    ('FlinkRunner', 'library',
+     'is no job server: its manifest names no Main-Class for `java -jar` to run')])
 def test_a_job_server_jar_that_is_no_jar(machine, sample, capsys, runner, kind, why):
   """A --flink_job_server_jar not there failed the run after OUT was created:
   exit 1 and a traceback ending in Beam's `ValueError: Unable to parse jar
   URL`; a --spark_job_server_jar that is no jar, exit 1, three `Failed to
   start job service` lines and a traceback (`Service failed to start up with
-  error 1`)."""
+  error 1`); so did a jar Java cannot run (one of Beam's runner libraries
+  given for the job server: `no main manifest attribute`, measured 7 s)."""
   engine = runner[:-len('Runner')].lower()
   jar = machine / 'job-server.jar'
   if kind == 'text':
     jar.write_text('not a jar\n')
   elif kind == 'folder':
     jar.mkdir()
+  elif kind == 'library':
+    with zipfile.ZipFile(jar, 'w') as archive:
+      archive.writestr('META-INF/MANIFEST.MF', 'Manifest-Version: 1.0\r\n'
+                       'Automatic-Module-Name: org.apache.beam.runners.flink\r\n\r\n')
+      archive.writestr('org/apache/beam/runners/flink/FlinkRunner.class', b'')
   out = machine / 'out'
   assert run_convert(sample, out, '--runner', runner,
                      f'--{engine}_job_server_jar', str(jar)) == EXIT_USAGE
@@ -407,8 +416,11 @@ def test_a_job_server_jar_that_is_no_jar(machine, sample, capsys, runner, kind, 
 
 def test_a_job_server_jar_that_is_a_jar_or_a_url_is_taken(tmp_path):
   jar = tmp_path / 'job-server.jar'
-  with zipfile.ZipFile(jar, 'w') as archive:
-    archive.writestr('META-INF/MANIFEST.MF', 'Manifest-Version: 1.0\n')
+  with zipfile.ZipFile(jar, 'w') as archive:  # a manifest folded as the jar spec lets it be
+    archive.writestr('META-INF/MANIFEST.MF', 'Manifest-Version: 1.0\nMain-Class: org.apache.be\n'
+                     ' am.runners.flink.FlinkJobServerDriver\n\n')
+  assert jar_manifests.attributes(str(jar))['Main-Class'] == (
+      'org.apache.beam.runners.flink.FlinkJobServerDriver')
   assert job_server_checks.check_job_server_jar(FLINK, str(jar)) is None
   assert job_server_checks.check_job_server_jar(
       SPARK, 'https://repo.maven.apache.org/maven2/x/job-server.jar') is None
@@ -678,7 +690,7 @@ def test_maven_error_line():
 def test_thin_jar_manifest(tmp_path):
   class_path = [f'lib/library-number-{i:03d}-with-a-long-name-1.0.jar' for i in range(40)]
   path = tmp_path / 'job-server.jar'
-  job_servers.write_thin_jar(str(path), 'org.example.Main', class_path)
+  jar_manifests.write_thin_jar(str(path), 'org.example.Main', class_path)
   with zipfile.ZipFile(path) as jar:
     data = jar.read('META-INF/MANIFEST.MF')
   lines = data.split(b'\r\n')
@@ -687,6 +699,53 @@ def test_thin_jar_manifest(tmp_path):
   assert data.endswith(b'\r\n\r\n')
   unfolded = data.replace(b'\r\n ', b'').decode().split('\r\n')
   assert unfolded[2] == 'Class-Path: ' + ' '.join(class_path)
+
+
+def assemble_in_cache(root: pathlib.Path, engine: str, libraries: list) -> pathlib.Path:
+  """A job server of the cache as fetch assembles one: the thin jar naming
+  lib/<each of libraries>, all there; -> its folder."""
+  folder = pathlib.Path(cache_a_job_server(root, engine, '1.19')).parent
+  (folder / 'lib').mkdir()
+  for name in libraries:
+    (folder / 'lib' / name).write_bytes(b'PK\x05\x06' + bytes(18))  # an empty zip
+  jar_manifests.write_thin_jar(str(folder / 'job-server.jar'), 'org.example.Driver',
+                               [f'lib/{name}' for name in libraries])
+  return folder
+
+
+@pytest.mark.parametrize('lost', [['lib/beam-runners-flink-1.19-2.62.0.jar'],
+                                  ['lib/a.jar', 'lib/beam-runners-flink-1.19-2.62.0.jar'],
+                                  ['job-server.jar']])
+def test_a_cached_job_server_that_lost_a_part(machine, sample, capsys, lost):
+  """A cached job server whose lib/ lost a jar started a JVM that ended at
+  once (`Could not find or load main class ... FlinkJobServerDriver`): exit 1
+  after 5 s, three `Failed to start job service` lines and a traceback of 40
+  lines. One whose job-server.jar was gone had Maven fetch it again (a minute
+  or two), then failed renaming the new folder onto the old: a traceback
+  (OSError, Directory not empty). Now exit 2 at once, one line, Maven not
+  asked, nothing written; `fetch` says the same."""
+  folder = assemble_in_cache(machine / 'cache', 'flink',
+                             ['a.jar', 'beam-runners-flink-1.19-2.62.0.jar', 'z.jar'])
+  fake_mvn(machine / 'bin', 'echo "[ERROR] Maven was asked"; exit 1', 'exit 1')
+  for part in lost:
+    (folder / part).unlink()
+  more = ' (and 1 more)' if len(lost) > 1 else ''
+  line = (f"error: FlinkRunner needs Beam's Flink job server and the one in the cache is "
+          f'incomplete: {lost[0]}{more} is not there in {folder}; '
+          'delete that folder and fetch it again (`python -m pipeline.engines fetch flink`)')
+  out = machine / 'out'
+  assert run_convert(sample, out, '--runner', 'FlinkRunner') == EXIT_USAGE
+  assert one_error_line(capsys) == line
+  assert not out.exists()
+  assert fetch_command.main(['fetch', 'flink']) == EXIT_USAGE
+  assert one_error_line(capsys) == line
+  assert job_servers.cached(FLINK) is None
+
+
+def test_a_whole_cached_job_server_is_used(machine):
+  folder = assemble_in_cache(machine / 'cache', 'flink', ['a.jar', 'b.jar'])
+  assert job_servers.incomplete(str(folder)) == []
+  assert job_servers.cached(FLINK)['jar'] == str(folder / 'job-server.jar')
 
 
 # --- python -m pipeline.engines fetch -----------------------------------------------

@@ -11,7 +11,8 @@ lines (`IllegalArgumentException: Parallelism must be at least one`); a
 --flink_job_server_jar or --spark_job_server_jar that is not there, or is no
 jar, failed the run with exit 1 and a traceback of 40-120 lines (Beam's
 `ValueError: Unable to parse jar URL`, `Service failed to start up with
-error 1`), after OUT was created."""
+error 1`), after OUT was created; so did a jar that `java -jar` cannot run
+(jar_manifests.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import socket
 import urllib.parse
 import zipfile
 
+from pipeline.engines import jar_manifests
 from pipeline.engines import job_servers
 from pipeline.errors import UsageError
 from transforms.core.redact import redact_text
@@ -50,7 +52,8 @@ def check_java_launcher(engine: job_servers.Engine, launcher: str) -> None:
 
 def check_job_server_jar(engine: job_servers.Engine, jar: str) -> None:
   """UsageError unless --<engine>_job_server_jar, when it is a path on this
-  machine, names a jar (a zip archive) that can be read. A URL (http://,
+  machine, names a jar (a zip archive) that can be read, which `java -jar`
+  can run (jar_manifests.py). A URL (http://,
   https://: Beam downloads it) is left to Beam."""
   if urllib.parse.urlparse(jar).scheme:
     return
@@ -66,8 +69,12 @@ def check_job_server_jar(engine: job_servers.Engine, jar: str) -> None:
       is_jar, why = False, f'cannot be read ({error.strerror or error})'
     else:
       why = 'is no jar (not a zip archive)'
-    if is_jar:
+    # `java -jar` runs only a jar whose manifest names its Main-Class (one
+    # of Beam's runner libraries names none)
+    if is_jar and 'Main-Class' in jar_manifests.attributes(jar):
       return
+    if is_jar:
+      why = 'is no job server: its manifest names no Main-Class for `java -jar` to run'
   raise UsageError(f"{flag} {why}: give Beam's {engine.runner} job server jar, or leave the "
                    'flag out to use the one `python -m pipeline.engines fetch` assembles')
 

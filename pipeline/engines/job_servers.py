@@ -24,8 +24,8 @@ import subprocess
 import sys
 import tempfile
 from typing import Optional
-import zipfile
 
+from pipeline.engines import jar_manifests
 from pipeline.errors import UsageError
 
 CACHE_ENV = 'IMG2TFRECORD_CACHE'
@@ -196,9 +196,24 @@ def cached(engine: Engine, version: Optional[str] = None, root: Optional[str] = 
     except (OSError, ValueError):
       continue
     record['jar'] = os.path.join(root, name, record['jar'])
-    if os.path.isfile(record['jar']) and version in (None, record['engine_version']):
+    if version in (None, record['engine_version']) and not incomplete(os.path.join(root, name)):
       return record
   return None
+
+
+def incomplete(folder: str) -> list:
+  """What a cache folder with its job-server.json (complete once) lacks now:
+  its jar, or the jars of its Class-Path that are no file (lib/ cleaned, a
+  copy cut short); [] for a whole one, or one without a record (an
+  unfinished fetch, which the next replaces)."""
+  try:
+    with open(os.path.join(folder, RECORD), encoding='utf-8') as handle:
+      jar = json.load(handle)['jar']
+  except (OSError, ValueError, KeyError, TypeError):
+    return []
+  if not os.path.isfile(os.path.join(folder, jar)):
+    return [jar]
+  return jar_manifests.missing_class_path(os.path.join(folder, jar))
 
 
 # --- fetching ------------------------------------------------------------------
@@ -222,12 +237,18 @@ def fetch(engine: Engine, version: Optional[str] = None, root: Optional[str] = N
   mvn = shutil.which('mvn')
   what = f"Beam's {engine.label} job server"
   root = os.path.join(root or cache_root(), 'job-servers')
+  final = os.path.join(root, folder_name(engine, version))
+  missing = incomplete(final)
+  if missing:  # not fetched again over it: what removed part of it may be at work still
+    more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
+    raise FetchError(f'{engine.runner} needs {what} and the one in the cache is incomplete: '
+                     f'{missing[0]}{more} is not there in {final}; delete that folder and '
+                     f'fetch it again (`python -m pipeline.engines fetch {engine.name}`)')
   if not mvn:
     raise FetchError(f'{engine.runner} needs {what}: it is not in the cache ({root}) and '
                      f'there is no mvn on PATH to fetch it (apt-get install maven; then '
                      f'`python -m pipeline.engines fetch {engine.name}`), or give '
                      f'--{engine.name}_job_server_jar')
-  final = os.path.join(root, folder_name(engine, version))
   note(f'fetching {what} with Maven into {final} (once; a minute or two)')
   os.makedirs(root, exist_ok=True)
   work = tempfile.mkdtemp(prefix='.fetch-', dir=root)
@@ -283,7 +304,7 @@ def _fetch_into(work: str, engine: Engine, version: Optional[str], mvn: str,
     raise FetchError(f'could not fetch the libraries of a {engine.label} job server with '
                      f'Maven: {error}')
   libraries = sorted(n for n in os.listdir(os.path.join(work, 'lib')) if n.endswith('.jar'))
-  write_thin_jar(os.path.join(work, THIN_JAR), assembly.main_class,
+  jar_manifests.write_thin_jar(os.path.join(work, THIN_JAR), assembly.main_class,
                  [f'lib/{name}' for name in libraries])
   return {**record, 'origin': 'assembled', 'jar': THIN_JAR,
           'artifact': ':'.join(assembly.dependencies[0]),
@@ -345,23 +366,6 @@ def pom(assembly: Assembly) -> str:
              + ''.join(dependency(*d) for d in assembly.pinned)
              + '  </dependencies></dependencyManagement>\n' if assembly.pinned else '')
           + '</project>\n')
-
-
-def manifest(main_class: str, class_path: list) -> bytes:
-  """A jar manifest: lines of at most 72 bytes, continued with a space (the jar spec)."""
-  def wrap(line: str) -> bytes:
-    data = line.encode('utf-8')
-    parts = [data[:72]] + [b' ' + data[i:i + 71] for i in range(72, len(data), 71)]
-    return b'\r\n'.join(parts) + b'\r\n'
-  return (wrap('Manifest-Version: 1.0') + wrap(f'Main-Class: {main_class}')
-          + wrap('Class-Path: ' + ' '.join(class_path)) + b'\r\n')
-
-
-def write_thin_jar(path: str, main_class: str, class_path: list) -> None:
-  """A jar holding only a manifest: `java -jar` runs main_class with class_path
-  (relative to the jar's folder) on its class path."""
-  with zipfile.ZipFile(path, 'w') as jar:
-    jar.writestr('META-INF/MANIFEST.MF', manifest(main_class, class_path))
 
 
 def describe(jar: Optional[str]) -> Optional[dict]:
