@@ -303,6 +303,26 @@ def test_a_nightly_run_on_an_engine_copies_unchanged_records(runner, images, loc
     assert (out / name).read_bytes() == (full / name).read_bytes(), name
 
 
+@pytest.mark.parametrize('runner, prop, said', [
+    ('FlinkRunner', '-Xmx1m', 'Error occurred during initialization of VM; Too small maximum heap'),
+    ('SparkRunner', '-XX:+NoSuchOption', "Unrecognized VM option 'NoSuchOption'; Error: Could "
+     'not create the Java Virtual Machine.; Error: A fatal exception has occurred. Program '
+     'will exit.')])
+def test_a_job_server_java_cannot_start_is_one_line(runner, prop, said, images, tmp_path):
+  """A real JVM that ends as the job server starts: exit 1 after Beam's three
+  tries, three `Failed to start job service with (...)` lines and a traceback
+  of 50 lines ending `Service failed to start up with error 1`; now what Java
+  said, in one line, exit 2, no process left."""
+  out = tmp_path / 'out'
+  result = run_module('pipeline.convert', '--manifest', images, '--output_dir', out, *FLAGS,
+                      '--runner', runner, f'--job_server_jvm_properties={prop}')
+  assert result.returncode == 2, describe(result)
+  assert result.stderr.splitlines() == [
+      f'error: the {runner[:-len("Runner")]} job server ended as it started (Java exited with '
+      f'status 1): {said}'], describe(result)
+  assert not (out / 'dataset_info.json').exists()
+
+
 def test_a_spark_master_the_job_servers_spark_cannot_use_is_one_line(images, tmp_path):
   """`yarn` passes the launcher (Spark takes it with spark-yarn on its class
   path) and the assembled job server's Spark, which has none, refuses it:

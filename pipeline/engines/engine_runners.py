@@ -13,12 +13,14 @@ every run left its JVM, an embedded Flink or a local Spark, running.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 import logging
 import os
 import sys
 import threading
 import time
+from typing import Optional
 
 from apache_beam.options.pipeline_options import JobServerOptions
 from apache_beam.portability.api import beam_job_api_pb2
@@ -31,6 +33,7 @@ import grpc
 
 from pipeline.beam_runtime.job_server_sigint import keep_sigint_handler
 from pipeline.engines import job_server_launcher
+from pipeline.errors import UsageError
 
 # The loggers of the SDK harness's streams: with LOOPBACK the harness runs in
 # this process.
@@ -57,6 +60,11 @@ class _StopsItsJobServer:
       java.job_server_java_launcher = job_server_launcher.dying_with_launcher(
           java.job_server_java_launcher)
     server = super().default_job_server(options)
+    # Beam's hook for its job server's output (logged line by line): kept
+    # for the one line of a job server that does not start
+    jar_server = getattr(server, '_job_server', None)
+    if hasattr(jar_server, '_log_filter'):
+      jar_server._log_filter = self._output = _LastLines()
     self._job_servers.append(server)
     return server
 
@@ -65,17 +73,63 @@ class _StopsItsJobServer:
     keep_sigint_handler()
     _job_over.clear()
     self._job_servers = []
+    self._output = None
     try:
       result = super().run_portable_pipeline(pipeline, options)
-    except BaseException:
+    except BaseException as error:
       for server in self._job_servers:
         server.stop()
+      if isinstance(error, RuntimeError) and str(error).startswith(_NOT_STARTED):
+        raise JobServerDidNotStart(self._label(), str(error), self._output) from error
       raise
     # Read by the result's state observer, which starts in wait_until_finish,
     # and runs them when the job ends, or when the wait is interrupted.
     result._cleanup_callbacks = [_job_over.set, *result._cleanup_callbacks,
                                  _cancel_then_stop(result, self._job_servers)]
     return result
+
+  def _label(self) -> str:
+    return type(self).__name__[:-len('Runner')]
+
+
+# Beam's SubprocessServer, when the job server's process has ended before it
+# answered (after three tries): `Service failed to start up with error 1`.
+_NOT_STARTED = 'Service failed to start up with error'
+LAST_LINES = 3  # of the job server's output, in its one line (a JVM's error is 2-3 lines)
+
+
+class _LastLines(logging.Filter):
+  """Keeps the last lines the job server printed (Beam logs each at INFO,
+  to a logger of its own, which it sets to INFO when given this filter): a
+  JVM that did not start says why in them (`Could not find or load main
+  class`, `Too small maximum heap`), which the run's line needs. Each goes
+  on only where the logging in force takes it (not the command line's
+  ERROR level), as before Beam lowered the level."""
+
+  def __init__(self):
+    super().__init__()
+    self.lines = collections.deque(maxlen=LAST_LINES)
+
+  def filter(self, record):
+    line = record.getMessage().strip()
+    if line:
+      self.lines.append(line[:300])
+    parent = logging.getLogger(record.name).parent
+    return parent is None or parent.isEnabledFor(record.levelno)
+
+
+class JobServerDidNotStart(UsageError):
+  """The job server's JVM ended before it answered: one line with what it
+  printed last, exit 2, instead of Beam's three `Failed to start job service`
+  lines and a traceback ending `Service failed to start up with error 1`."""
+
+  def __init__(self, label: str, beams: str, output: Optional[_LastLines]):
+    status = beams[len(_NOT_STARTED):].strip()
+    # each of Beam's three tries printed the same: each line once
+    lines = list(dict.fromkeys(reversed(output.lines if output else ())))[::-1]
+    said = '; '.join(lines) or 'it printed nothing'
+    super().__init__(f'the {label} job server ended as it started (Java exited with '
+                     f'status {status}): {said}')
 
 
 def _cancel_then_stop(result, servers: list) -> Callable[[], None]:

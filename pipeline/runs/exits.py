@@ -146,6 +146,11 @@ _ENGINE_FAILURES = {
 }
 
 
+# Beam's log line at each try of a job server whose JVM ended before it
+# answered (engine_runners.JobServerDidNotStart is the run's line).
+_JOB_SERVER_NOT_STARTED = 'Failed to start job service with'
+
+
 def engine_failure(error: BaseException | None) -> str:
   """What a job's failure means when its text is one of _ENGINE_FAILURES
   (it, or what it was raised from); '' when it is none."""
@@ -176,9 +181,11 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   except (TypeError, ValueError):  # a bad format: logging itself reports it
     return True
   # the engine's failure, logged whole by Beam's job service client (30 lines
-  # of Spark's stack): the run's one line says it
+  # of Spark's stack), and a job server that did not start, logged at each of
+  # Beam's three tries with its whole command: the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
-      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME))
+      text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME,
+                                   _JOB_SERVER_NOT_STARTED))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
