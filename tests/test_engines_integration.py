@@ -323,6 +323,32 @@ def test_a_job_server_java_cannot_start_is_one_line(runner, prop, said, images, 
   assert not (out / 'dataset_info.json').exists()
 
 
+@pytest.mark.parametrize('runner', ['FlinkRunner', 'SparkRunner'])
+def test_a_manifest_cut_short_is_the_local_runs_one_line(runner, images, tmp_path):
+  """A .gz manifest cut short: the DirectRunner's one line, exit 1; on Flink
+  and Spark it was 63 lines (the harness's and the job service's logged
+  tracebacks) above `error: the job failed: RuntimeError: Pipeline BeamApp-...
+  failed in state FAILED: java.lang.RuntimeException: Error received from SDK
+  harness for instruction 3: transforms.core.line_ranges.ManifestCutShortError: ...`."""
+  import gzip
+  data = gzip.compress(images.read_bytes() * 40)
+  cut = images.parent / f'cut-{runner}.csv.gz'  # its paths are relative to it
+  cut.write_bytes(data[:len(data) * 2 // 3])
+  out = tmp_path / 'out'
+  local = subprocess.run([sys.executable, '-m', 'pipeline.convert', '--manifest', str(cut),
+                          '--output_dir', str(tmp_path / 'local'), *FLAGS], cwd=REPO,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=RUN_TIMEOUT, check=False)
+  result = run_module('pipeline.convert', '--manifest', cut, '--output_dir', out, *FLAGS,
+                      '--runner', runner)
+  cut.unlink()
+  assert (local.returncode, result.returncode) == (1, 1), describe(result)
+  (line,) = local.stderr.splitlines()
+  assert line.startswith('error: the job failed: ManifestCutShortError: manifest '), line
+  assert result.stderr.splitlines() == [line], describe(result)
+  assert not (out / 'dataset_info.json').exists()
+
+
 def test_a_spark_master_the_job_servers_spark_cannot_use_is_one_line(images, tmp_path):
   """`yarn` passes the launcher (Spark takes it with spark-yarn on its class
   path) and the assembled job server's Spark, which has none, refuses it:

@@ -333,6 +333,34 @@ def test_a_spark_master_without_its_cluster_manager_is_one_line(capsys):
       '--spark_job_server_jar built with that cluster manager)']
 
 
+def test_a_manifest_cut_short_is_the_local_runs_line_on_an_engine(capsys):
+  """Flink and Spark report a manifest that cannot be read whole inside
+  their job's failure: `error: the job failed: RuntimeError: Pipeline
+  BeamApp-... failed in state FAILED: java.lang.RuntimeException: Error
+  received from SDK harness for instruction 3: transforms.core.line_ranges.
+  ManifestCutShortError: ...` below 63 lines of two logged tracebacks; the
+  DirectRunner's line is `error: the job failed: ManifestCutShortError: ...`."""
+  cut = ('manifest /d/cut.csv.gz: its compressed stream breaks off after line 127: the lines '
+         'after it are lost (EOFError: Compressed file ended before the end-of-stream marker '
+         'was reached)')
+
+  def run(argv):
+    raise RuntimeError(
+        'Pipeline BeamApp-root-4 failed in state FAILED: java.lang.RuntimeException: Error '
+        'received from SDK harness for instruction 3: transforms.core.line_ranges.'
+        f"ManifestCutShortError: {cut} [while running 'ReadManifest/Read']\n\tat x.y(Z.java:1)")
+
+  assert exits.main_with_exit_codes(run, []) == errors.EXIT_FAILED
+  assert capsys.readouterr().err.splitlines() == [
+      f'error: the job failed: ManifestCutShortError: {cut}']
+  harness = ('Error processing instruction 3. Original traceback is\nTraceback (most recent '
+             'call last):\n  File "x.py", line 1, in f\ntransforms.core.line_ranges.'
+             f'ManifestCutShortError: {cut}\n')
+  record = logging.LogRecord('apache_beam.runners.worker.sdk_worker', logging.ERROR, __file__,
+                             1, '%s', (harness,), None)
+  assert exits._no_repeated_failures(record) is False
+
+
 def test_another_job_failure_keeps_its_traceback(capsys):
   def run(argv):
     raise RuntimeError('Pipeline BeamApp-root-2 failed in state FAILED: a bug somewhere')

@@ -10,6 +10,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import signal
 import sys
 import traceback
@@ -112,12 +113,37 @@ _INPUT_FAILURES = (line_ranges.ManifestChangedError, line_ranges.ManifestCutShor
 _STATE_FAILURES = ('RunNotCurrent',)
 
 
+def _input_failure_names() -> list:
+  return [kind.__name__ for kind in _INPUT_FAILURES] + list(_STATE_FAILURES)
+
+
+def input_failure_reason(error: BaseException | None) -> str:
+  """`Type: message` of the unreadable manifest or lost lock that `error` is
+  or wraps, as a local run's line says it; '' when it is none. Flink and
+  Spark report it inside their job's failure (`Pipeline BeamApp-... failed in
+  state FAILED: java.lang.RuntimeException: Error received from SDK harness
+  for instruction 3: transforms.core.line_ranges.ManifestCutShortError:
+  ...`): the same line on every runner."""
+  seen = 0
+  while error is not None and seen < 20:
+    if type(error).__name__ in _input_failure_names():
+      return failure_reason(error)
+    text = str(error)
+    for name in _input_failure_names():
+      if f'{name}: ' in text:
+        line = text[text.index(f'{name}: '):].splitlines()[0].strip()
+        return re.sub(r" \[while running '[^']*'\]$", '', line)
+    error, seen = error.__cause__ or (
+        None if error.__suppress_context__ else error.__context__), seen + 1
+  return ''
+
+
 def input_failure(error: BaseException | None) -> bool:
   """Whether `error` is, or was raised from, an unreadable manifest or a
   run that lost its lock (a runner that reports the job's failure as text:
   its text names the type)."""
   seen = 0
-  names = [kind.__name__ for kind in _INPUT_FAILURES] + list(_STATE_FAILURES)
+  names = _input_failure_names()
   while error is not None and seen < 20:
     if type(error).__name__ in names or any(f'{name}: ' in str(error) for name in names):
       return True
@@ -182,10 +208,13 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
     return True
   # the engine's failure, logged whole by Beam's job service client (30 lines
   # of Spark's stack), and a job server that did not start, logged at each of
-  # Beam's three tries with its whole command: the run's one line says it
+  # Beam's three tries with its whole command; a manifest that cannot be read
+  # whole, as Flink's and Spark's harness and job service log it (63 lines
+  # of two tracebacks): the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
       text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME,
-                                   _JOB_SERVER_NOT_STARTED))
+                                   _JOB_SERVER_NOT_STARTED,
+                                   *(f'{kind.__name__}: ' for kind in _INPUT_FAILURES)))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
@@ -224,7 +253,7 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
       print(f'error: the job failed: {store}', file=sys.stderr)
       return EXIT_STORE_NOT_ANSWERING
     meaning = engine_failure(error)
-    print(f'error: the job failed: {failure_reason(error)}'
+    print(f'error: the job failed: {input_failure_reason(error) or failure_reason(error)}'
           + (f' ({meaning})' if meaning else ''), file=sys.stderr)
     if not full_disk(error) and not input_failure(error) and not meaning:
       traceback.print_exc(file=sys.stderr)
