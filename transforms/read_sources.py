@@ -56,7 +56,7 @@ def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
   except RowError:
     raise
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
-    text = str(error)
+    text = filesystem.error_text(error)
     code = 'missing_file' if ('Not found' in text or '404' in text or
                               'NoSuchKey' in text) else 'unreadable'
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')

@@ -22,6 +22,14 @@ time: a store that stopped answering 9 s into a run kept it going for over
 So a store that stops answering ends the run within about ATTEMPTS *
 (CONNECT_TIMEOUT_S or READ_TIMEOUT_S) + 40 s of backoff (seconds when its
 connections are refused), whatever it was doing then.
+
+A body that breaks off (cut short of its Content-Length, its connection
+reset) is no store that stopped answering: it answered. get_range asks
+again ATTEMPTS times, then raises an S3ClientError saying so: the row is
+rejected as unreadable with that reason. Beam's get_range retried it under
+its backoff for minutes (and, as it failed to read the error's HTTP status,
+with an AttributeError), which --image_timeout_s cut after 60 s into a
+rejection saying "took longer than --image_timeout_s".
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import time
 from typing import Optional
 
 from apache_beam.io.aws.clients.s3 import boto3_client
+from apache_beam.io.aws.clients.s3 import messages
 from apache_beam.options import pipeline_options
 from apache_beam.utils.retry import PermanentException
 
@@ -40,6 +49,9 @@ CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
 ATTEMPTS = 3
 NOT_ANSWERING_FOR_S = 60.0
+# get_range's wait before asking again: 1, 2 s (botocore's own backoff sits
+# under each try for an HTTP 5xx or throttling answer).
+RANGE_BACKOFF_S = 1.0
 
 # endpoint -> (time.monotonic() when a request got no answer, its line)
 _NOT_ANSWERING: dict = {}
@@ -61,11 +73,16 @@ def _options(options) -> dict:
 
 def _no_answer(error: Optional[BaseException]) -> Optional[BaseException]:
   """The botocore error of a request that got no answer (connection refused,
-  reset or closed, a timeout) that `error` is or was raised from, else None."""
+  reset or closed, a timeout) that `error` is or was raised from, else None.
+  A body that broke off after its answer began (ResponseStreamingError) is
+  none: the store answered."""
   from botocore.exceptions import ConnectionError as NoConnection
   from botocore.exceptions import HTTPClientError
+  from botocore.exceptions import ResponseStreamingError
   seen = 0
   while error is not None and seen < 10:
+    if isinstance(error, ResponseStreamingError):
+      return None
     if isinstance(error, (NoConnection, HTTPClientError)):
       return error
     error, seen = error.__cause__ or error.__context__, seen + 1
@@ -117,6 +134,44 @@ class BoundedClient(boto3_client.Client):
       _NOT_ANSWERING[self.endpoint] = (time.monotonic(), line)
     return StoreNotAnswering(line)
 
+  def get_range(self, request, start, end):
+    """The object's bytes [start, end) (fewer at its end): Beam's
+    get_range, asked ATTEMPTS times with a short wait, not under Beam's
+    backoff (see the module's docstring). S3ClientError, with the answer's
+    HTTP status if there was one, once every try failed; StoreNotAnswering
+    if the store gave no answer."""
+    for attempt in range(1, ATTEMPTS + 1):
+      self.refuse_if_not_answering()
+      try:
+        data = self.get_stream(request, start).read(end - start)
+        self._download_pos += len(data)
+        return data
+      except Exception as error:
+        self._download_stream = self._download_request = None  # the next try reconnects
+        cause = _no_answer(error)
+        if cause is not None:
+          raise self.not_answering(cause) from None
+        code = getattr(error, 'code', None)  # S3ClientError's: the answer's HTTP status
+        if attempt == ATTEMPTS or (code is not None and code < 500):
+          raise _read_failed(request, error, code, attempt) from None
+        time.sleep(RANGE_BACKOFF_S * attempt)
+    raise AssertionError('unreachable: the last try returns or raises')
+
+
+def _read_failed(request, error: Exception, code: Optional[int],
+                 tries: int) -> messages.S3ClientError:
+  """The S3ClientError of a read of `request` that failed with `error`: a
+  body that broke off says so, with how much came (botocore's words)."""
+  from botocore.exceptions import IncompleteReadError
+  from botocore.exceptions import ResponseStreamingError
+
+  from transforms.filesystem import error_text
+  text = error_text(error).splitlines()[0] if str(error) else type(error).__name__
+  if isinstance(error, (ResponseStreamingError, IncompleteReadError)):
+    text = (f"the store's answer for s3://{request.bucket}/{request.object} broke off "
+            f'before its Content-Length, {tries} times ({type(error).__name__}: {text})')
+  return messages.S3ClientError(text, code)
+
 
 def _bounded(name: str):
   beam_call = getattr(boto3_client.Client, name)
@@ -136,7 +191,7 @@ def _bounded(name: str):
   return call
 
 
-for _name in ('get_object_metadata', 'get_stream', 'get_range', 'list',
+for _name in ('get_object_metadata', 'get_stream', 'list',
               'create_multipart_upload', 'upload_part', 'complete_multipart_upload',
               'delete', 'delete_batch', 'copy'):
   setattr(BoundedClient, _name, _bounded(_name))

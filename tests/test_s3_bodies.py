@@ -1,0 +1,157 @@
+"""An s3:// object whose body breaks off (shorter than its Content-Length,
+its connection reset mid-body) or that keeps answering 500: the row is
+rejected as read/unreadable within seconds, saying what happened, and a
+break that happens once is read again (transforms/s3_client.py's get_range).
+
+Before, Beam's get_range retried such a read under its backoff for minutes
+(7 tries, waits growing to minutes, an AttributeError for the reset), which
+--image_timeout_s cut after 60 s into a rejection saying the image "took
+longer than --image_timeout_s".
+
+A fake S3 endpoint on 127.0.0.1 (no moto): HEAD and GET of one object.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import threading
+import time
+
+from PIL import Image
+import pytest
+
+from tests.local_http import QuietHandler
+from tests.local_http import RunningServer
+from transforms import filesystem
+from transforms import s3_client
+from transforms.core.rejects import RowError
+from transforms.read_sources import read_bytes
+
+PATH = 's3://bkt/images/a.png'
+# Far below Beam's backoff (minutes), far above ATTEMPTS tries with their
+# waits of 1 and 2 s (botocore's backoff under a 500's).
+LIMIT_S = 40
+
+
+def _png() -> bytes:
+  buffer = io.BytesIO()
+  Image.new('RGB', (64, 48), (200, 30, 10)).save(buffer, format='PNG')
+  return buffer.getvalue()
+
+
+BODY = _png()
+
+
+def _handler(behaviour: str, gets: list):
+  """behaviour for each GET: 'short' (half the body, then the connection
+  closes), 'reset' (half, then an RST), '500', or 'whole'; after the listed
+  ones, the last repeats."""
+
+  class Handler(QuietHandler):
+
+    def do_HEAD(self):
+      self._headers(200, len(BODY))
+
+    def _headers(self, status: int, length: int) -> None:
+      self.send_response(status)
+      self.send_header('Content-Length', str(length))
+      self.send_header('ETag', '"abc"')
+      self.send_header('Last-Modified', 'Mon, 07 Dec 2026 20:00:00 GMT')
+      self.send_header('Content-Type', 'image/png' if status == 200 else 'application/xml')
+      self.end_headers()
+
+    def do_GET(self):
+      gets.append(self.headers.get('Range'))
+      mode = behaviour.split(',')[min(len(gets), len(behaviour.split(','))) - 1]
+      if mode == '500':
+        error = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
+                 b'<Message>We encountered an internal error.</Message></Error>')
+        self._headers(500, len(error))
+        self.wfile.write(error)
+        return
+      start = int((self.headers.get('Range') or 'bytes=0-')[6:].split('-')[0])
+      body = BODY[start:]
+      self._headers(206 if self.headers.get('Range') else 200, len(body))
+      if mode == 'whole':
+        self.wfile.write(body)
+        return
+      self.wfile.write(body[:len(body) // 2])
+      self.wfile.flush()
+      if mode == 'reset':  # SO_LINGER 0: close() sends an RST
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+      self.close_connection = True
+      self.connection.close()
+
+  return Handler
+
+
+@pytest.fixture(autouse=True)
+def _no_aws_config(monkeypatch):
+  """Only the client's own options configure it (no profile, file or proxy here)."""
+  for name, value in (('AWS_CONFIG_FILE', '/dev/null'), ('AWS_SHARED_CREDENTIALS_FILE', '/dev/null'),
+                      ('AWS_EC2_METADATA_DISABLED', 'true'), ('NO_PROXY', '127.0.0.1')):
+    monkeypatch.setenv(name, value)
+  for name in ('AWS_PROFILE', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'HTTP_PROXY',
+               'http_proxy', 'AWS_ENDPOINT_URL'):
+    monkeypatch.delenv(name, raising=False)
+
+
+def _read(behaviour: str):
+  """(what read_bytes returned or raised, seconds it took, the GETs made)."""
+  gets: list = []
+  with RunningServer(_handler(behaviour, gets)) as server:
+    endpoint = server.base
+    s3_client._NOT_ANSWERING.pop(endpoint, None)
+
+    def make_s3io():
+      from apache_beam.io.aws import s3io
+      return s3io.S3IO(client=s3_client.BoundedClient({
+          's3_endpoint_url': endpoint, 's3_access_key_id': 'AKIDTEST',
+          's3_secret_access_key': 'SECRETTEST', 's3_region_name': 'us-east-1'}))
+
+    outcome: list = []
+
+    def read():
+      try:
+        outcome.append(read_bytes(PATH, filesystem.FileAccess(make_s3io)))
+      except Exception as error:  # the test asserts on what it was
+        outcome.append(error)
+
+    started = time.monotonic()
+    reader = threading.Thread(target=read, daemon=True)  # left running if it hangs: it fails below
+    reader.start()
+    reader.join(LIMIT_S)
+    took = time.monotonic() - started
+    assert outcome, f'the read of a {behaviour} body was still going after {took:.0f} s'
+    return outcome[0], took, gets
+
+
+@pytest.mark.parametrize('behaviour', ['short', 'reset'])
+def test_a_body_that_always_breaks_off_is_unreadable_saying_so(behaviour):
+  result, _, gets = _read(behaviour)
+  assert isinstance(result, RowError), result
+  assert (result.stage, result.code) == ('read', 'unreadable')
+  assert result.reason.startswith(f"cannot read {PATH}: the store's answer for {PATH} broke off "
+                                  f'before its Content-Length, {s3_client.ATTEMPTS} times (')
+  assert "', None)" not in result.reason  # not S3ClientError's tuple
+  # A cut-off body's bytes are kept and the rest asked for (Range): the
+  # last ATTEMPTS asks got nothing more.
+  assert len(gets) >= s3_client.ATTEMPTS
+
+
+def test_a_body_that_breaks_off_once_is_read_again_from_where_it_broke():
+  result, _, gets = _read('short,whole')
+  assert result == BODY
+  assert gets == [None, f'bytes={len(BODY) // 2}-'] or gets == ['bytes=0-', f'bytes={len(BODY) // 2}-']
+
+
+def test_an_object_that_keeps_answering_500_is_unreadable_with_the_stores_words():
+  result, _, gets = _read('500')
+  assert isinstance(result, RowError), result
+  assert (result.stage, result.code) == ('read', 'unreadable')
+  assert result.reason == (
+      f'cannot read {PATH}: An error occurred (InternalError) when calling the GetObject '
+      'operation (reached max retries: 2): We encountered an internal error.')
+  assert len(gets) == s3_client.ATTEMPTS * s3_client.ATTEMPTS  # botocore's tries under each of ours
