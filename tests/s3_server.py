@@ -336,3 +336,29 @@ class CuttingProxy:
   def __exit__(self, *exc) -> bool:
     self.stop()
     return False
+
+
+class RefusingProxy(StallingProxy):
+  """StallingProxy's forwarder that answers every write (PUT, POST) to the
+  objects whose path starts with `refused_path` ('bucket/key-prefix') with a
+  500 InternalError, as a failing store does after its client's tries;
+  other requests pass. proxy.refused counts those answered so."""
+
+  def __init__(self, target: str, refused_path: str):
+    super().__init__(target, '\0')  # stalls nothing
+    self._refused = '/' + refused_path.lstrip('/')
+    self.refused = 0
+
+  def _forward(self, handler) -> None:
+    if handler.command in ('PUT', 'POST') and handler.path.startswith(self._refused):
+      self.refused += 1
+      length = int(handler.headers.get('Content-Length') or 0)
+      handler.rfile.read(length)
+      error = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
+               b'<Message>We encountered an internal error.</Message></Error>')
+      handler.send_response(500)
+      handler.send_header('Content-Length', str(len(error)))
+      handler.end_headers()
+      handler.wfile.write(error)
+      return
+    super()._forward(handler)

@@ -198,9 +198,32 @@ def store_not_answering(error: BaseException | None) -> str:
   return not_answering.line_of(error)
 
 
+# An object store's own answer refusing a request after its client's tries
+# (an S3 5xx or 403 to a write: Beam's S3ClientError, known by its name: this
+# module imports no Beam) is the store's state, not a bug: one line in the
+# store's words. A dataset_info.json the store refused ended the run with 243
+# lines: Beam's log of the upload's traceback, then the step's, then ours.
+_STORE_ERROR = 'S3ClientError'
+
+
+def store_refused(error: BaseException | None) -> str:
+  """The store's words of the S3ClientError that `error` is or was raised
+  from (its message: its str() is a tuple's, "('An error ...', 500)"); ''
+  when it is none."""
+  seen = 0
+  while error is not None and seen < 20:
+    if type(error).__name__ == _STORE_ERROR:
+      message = getattr(error, 'message', None) or (error.args[0] if error.args else '')
+      return _reason(str(message)) or _STORE_ERROR
+    error, seen = error.__cause__ or (
+        None if error.__suppress_context__ else error.__context__), seen + 1
+  return ''
+
+
 def _no_repeated_failures(record: logging.LogRecord) -> bool:
   if record.exc_info and (full_disk(record.exc_info[1]) or input_failure(record.exc_info[1])
-                          or store_not_answering(record.exc_info[1])):
+                          or store_not_answering(record.exc_info[1])
+                          or store_refused(record.exc_info[1])):
     return False
   try:
     message = record.getMessage()
@@ -210,11 +233,13 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   # of Spark's stack), and a job server that did not start, logged at each of
   # Beam's three tries with its whole command; a manifest that cannot be read
   # whole, as Flink's and Spark's harness and job service log it (63 lines
-  # of two tracebacks): the run's one line says it
+  # of two tracebacks); Beam's S3 upload logs its failure's traceback as
+  # text: the run's one line says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
       text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME,
                                    _JOB_SERVER_NOT_STARTED,
-                                   *(f'{kind.__name__}: ' for kind in _INPUT_FAILURES)))
+                                   *(f'{kind.__name__}: ' for kind in _INPUT_FAILURES),
+                                   f'.{_STORE_ERROR}: '))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
@@ -252,6 +277,10 @@ def main_with_exit_codes(run, argv=None, handlers=None) -> int:
     if store:
       print(f'error: the job failed: {store}', file=sys.stderr)
       return EXIT_STORE_NOT_ANSWERING
+    refused = store_refused(error)
+    if refused:
+      print(f'error: the job failed: an object store request failed: {refused}', file=sys.stderr)
+      return EXIT_FAILED
     meaning = engine_failure(error)
     print(f'error: the job failed: {input_failure_reason(error) or failure_reason(error)}'
           + (f' ({meaning})' if meaning else ''), file=sys.stderr)
