@@ -39,6 +39,9 @@ R = redact.REDACTED
      '&X-Amz-Security-Token=HUSH&X-Amz-Signature=HUSH',
      'https://b.s3.amazonaws.com/j.jar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential='
      f'{R}&X-Amz-Security-Token={R}&X-Amz-Signature={R}'),
+    # a SigV2 presigned URL (boto3's default for s3 then): its access key too, as SigV4's
+    ('http://127.0.0.1:9000/b/a.png?AWSAccessKeyId=AKIAHUSH&Signature=HUSH%3D&Expires=1796680604',
+     f'http://127.0.0.1:9000/b/a.png?AWSAccessKeyId={R}&Signature={R}&Expires=1796680604'),
     ('https://storage.googleapis.com/b/o?X-Goog-Signature=HUSH&X-Goog-Date=20300101',
      f'https://storage.googleapis.com/b/o?X-Goog-Signature={R}&X-Goog-Date=20300101'),
     ('https://h/x?token=HUSH&access_token=HUSH&key=HUSH&api_key=HUSH&page=2',

@@ -34,9 +34,11 @@ SECRET_OPTION = re.compile(r'secret|passw|token|access_key|credential|gbek', re.
 # Names of pairs and JSON keys whose value is a credential: AccountKey,
 # SharedAccessKey, SharedAccessSignature, Password, pwd, sig, X-Amz-Signature,
 # X-Goog-Signature, X-Amz-Security-Token, token, access_token, key, api_key,
-# client_secret, ... (SharedAccessKeyName, AccountName and sv are kept).
-SECRET_NAME = re.compile(r'secret|passw|pwd|token|signature|credential|(?:key|sig|auth)$',
-                         re.IGNORECASE)
+# client_secret, AWSAccessKeyId (a SigV2 presigned URL's access key, which
+# SigV4's X-Amz-Credential holds, and --s3_access_key_id is redacted), ...
+# (SharedAccessKeyName, AccountName and sv are kept).
+SECRET_NAME = re.compile(r'secret|passw|pwd|token|signature|credential|access_?key_?id|'
+                         r'(?:key|sig|auth)$', re.IGNORECASE)
 _USERINFO = re.compile(r'\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]+)@')
 # A pair's name starts the text or follows a separator: `;` (connection
 # strings), `&`/`?` (queries), `,` or space (lists), `=` (a pair inside a
