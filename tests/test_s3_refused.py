@@ -42,20 +42,40 @@ def server():
     yield moto
 
 
-def test_a_dataset_info_the_store_refuses_is_one_line_and_no_dataset_info(server, tmp_path):
-  with RefusingProxy(server.endpoint, f'{BUCKET}/out/dataset_info.json') as proxy:
+def _convert_refused(server, tmp_path, out: str, refused: str):
+  """convert to s3://BUCKET/out with the writes under `refused` answered 500:
+  (the CompletedProcess, the keys left under out/)."""
+  with RefusingProxy(server.endpoint, f'{BUCKET}/{refused}') as proxy:
     options = server.beam_options()
     options[options.index('--s3_endpoint_url') + 1] = proxy.endpoint
     result = subprocess.run(
         [sys.executable, '-m', 'pipeline.convert', '--runner', 'DirectRunner',
-         '--manifest', f's3://{BUCKET}/data/manifest.csv', '--output_dir', f's3://{BUCKET}/out',
+         '--manifest', f's3://{BUCKET}/data/manifest.csv', '--output_dir', f's3://{BUCKET}/{out}',
          '--height', '8', '--width', '8', '--progress', 'off', *options],
         cwd=ROOT, env=isolated_env(str(tmp_path)), capture_output=True, text=True, timeout=180)
   assert proxy.refused >= 1
+  listed = server.client().list_objects_v2(Bucket=BUCKET, Prefix=f'{out}/').get('Contents', [])
+  return result, [item['Key'] for item in listed]
+
+
+def test_a_dataset_info_the_store_refuses_is_one_line_and_no_dataset_info(server, tmp_path):
+  result, left = _convert_refused(server, tmp_path, 'out', 'out/dataset_info.json')
   assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
   assert result.stderr.splitlines() == [
       'error: the job failed: an object store request failed: An error occurred (InternalError) when '
       'calling the CreateMultipartUpload operation (reached max retries: 2): We encountered an '
       "internal error. [while running 'WriteDatasetInfo']"], result.stderr[-3000:]
-  listed = server.client().list_objects_v2(Bucket=BUCKET, Prefix='out/').get('Contents', [])
-  assert 'out/dataset_info.json' not in [item['Key'] for item in listed]
+  assert 'out/dataset_info.json' not in left
+
+
+def test_a_shard_rename_the_store_refuses_is_one_line_naming_both_paths(server, tmp_path):
+  """Beam's BeamIOError holds the store's error for the rename (a copy on S3)."""
+  result, left = _convert_refused(server, tmp_path, 'out2', 'out2/train-')
+  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
+  assert result.stderr.splitlines() == [
+      'error: the job failed: an object store request failed: renaming '
+      f's3://{BUCKET}/out2/beam-temp-train-shards/00000.tfrecord to '
+      f's3://{BUCKET}/out2/train-00000-of-00001.tfrecord: An error occurred (InternalError) '
+      'when calling the CopyObject operation (reached max retries: 2): We encountered an '
+      'internal error.'], result.stderr[-3000:]
+  assert 'out2/dataset_info.json' not in left

@@ -208,13 +208,20 @@ _STORE_ERROR = 'S3ClientError'
 
 def store_refused(error: BaseException | None) -> str:
   """The store's words of the S3ClientError that `error` is or was raised
-  from (its message: its str() is a tuple's, "('An error ...', 500)"); ''
-  when it is none."""
+  from (its message: its str() is a tuple's, "('An error ...', 500)"), or
+  that a BeamIOError holds for a path (a rename's copy, a delete), with the
+  path; '' when it is none."""
   seen = 0
   while error is not None and seen < 20:
     if type(error).__name__ == _STORE_ERROR:
       message = getattr(error, 'message', None) or (error.args[0] if error.args else '')
       return _reason(str(message)) or _STORE_ERROR
+    details = getattr(error, 'exception_details', None)  # BeamIOError's {path(s): error}
+    for where, failure in (details.items() if isinstance(details, dict) else ()):
+      words = store_refused(failure) if isinstance(failure, BaseException) else ''
+      if words:
+        what = f'renaming {where[0]} to {where[1]}' if isinstance(where, tuple) else str(where)
+        return f'{what}: {words}'
     error, seen = error.__cause__ or (
         None if error.__suppress_context__ else error.__context__), seen + 1
   return ''
@@ -234,12 +241,13 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
   # Beam's three tries with its whole command; a manifest that cannot be read
   # whole, as Flink's and Spark's harness and job service log it (63 lines
   # of two tracebacks); Beam's S3 upload logs its failure's traceback as
-  # text: the run's one line says it
+  # text, and 'HTTP error while requesting file PATH: 3': the run's one line
+  # says it
   return not any(f'[Errno {number}]' in message for number in _FULL_DISK) and not any(
       text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME,
                                    _JOB_SERVER_NOT_STARTED,
                                    *(f'{kind.__name__}: ' for kind in _INPUT_FAILURES),
-                                   f'.{_STORE_ERROR}: '))
+                                   f'.{_STORE_ERROR}: ', 'HTTP error while requesting file '))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
