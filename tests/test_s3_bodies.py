@@ -155,3 +155,37 @@ def test_an_object_that_keeps_answering_500_is_unreadable_with_the_stores_words(
       f'cannot read {PATH}: An error occurred (InternalError) when calling the GetObject '
       'operation (reached max retries: 2): We encountered an internal error.')
   assert len(gets) == s3_client.ATTEMPTS * s3_client.ATTEMPTS  # botocore's tries under each of ours
+
+
+class _BreaksOff(io.RawIOBase):
+  """A shard's stream whose store's answer broke off (what get_range raises
+  then), or that raises `error`."""
+
+  def __init__(self, error: Exception):
+    super().__init__()
+    self._error = error
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    raise self._error
+
+
+def test_inspect_skips_a_shard_whose_body_breaks_off_saying_so(monkeypatch):
+  """inspect --input_dir s3://...: it was a traceback and exit 1."""
+  from apache_beam.io.aws.clients.s3.messages import S3ClientError
+
+  from pipeline.looking import look_sample
+  words = ("the store's answer for s3://b/out/train-00000-of-00001.tfrecord broke off before "
+           'its Content-Length, 3 times (IncompleteReadError: 0 read, but total bytes expected '
+           'is 1.)')
+  monkeypatch.setattr(look_sample.dataset, 'open_binary',
+                      lambda path: io.BufferedReader(_BreaksOff(S3ClientError(words, None))))
+  skipped: list = []
+  assert list(look_sample.records_of('s3://b/out/train-00000-of-00001.tfrecord', skipped)) == []
+  assert skipped == [f'train-00000-of-00001.tfrecord: {words}']
+  monkeypatch.setattr(look_sample.dataset, 'open_binary',  # a bug is still one
+                      lambda path: io.BufferedReader(_BreaksOff(ValueError('a bug'))))
+  with pytest.raises(ValueError, match='a bug'):
+    list(look_sample.records_of('s3://b/out/train-00000-of-00001.tfrecord', []))

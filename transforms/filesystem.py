@@ -311,13 +311,6 @@ def read_errors() -> tuple:
   return tuple(errors)
 
 
-def error_text(error: BaseException) -> str:
-  """What a read error says: Beam's S3ClientError(message, code) gives its
-  message (its str() is the tuple's, "('An error occurred ...', 403)")."""
-  message = getattr(error, 'message', None)
-  return message if isinstance(message, str) and message else str(error)
-
-
 def local_write_problem(folder: str, error: Optional[OSError] = None) -> Optional[str]:
   """Why nothing can be written in the local `folder` (made first if
   missing), in a few words naming the path at fault; None when nothing is

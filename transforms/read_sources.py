@@ -18,6 +18,7 @@ from transforms.core.rejects import STAGE_READ
 from transforms.core.rejects import RowError
 from transforms.core.rejects import unexpected_error
 from transforms.core.spec import ImageSpec
+from transforms.core.store_errors import error_text
 from transforms.workers import http_fetch
 from transforms.workers import progress_ticks
 from transforms.workers.checked_read import read_checked
@@ -56,7 +57,7 @@ def read_bytes(path, reader: Optional[filesystem.FileAccess] = None,
   except RowError:
     raise
   except Exception as error:  # remote filesystems wrap their errors in BeamIOError
-    text = filesystem.error_text(error)
+    text = error_text(error)
     code = 'missing_file' if ('Not found' in text or '404' in text or
                               'NoSuchKey' in text) else 'unreadable'
     raise RowError(STAGE_READ, code, f'cannot read {path}: {text}')

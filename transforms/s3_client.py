@@ -44,6 +44,7 @@ from apache_beam.options import pipeline_options
 from apache_beam.utils.retry import PermanentException
 
 from transforms.core.not_answering import NotAnswering
+from transforms.core.store_errors import error_text
 
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
@@ -164,8 +165,6 @@ def _read_failed(request, error: Exception, code: Optional[int],
   body that broke off says so, with how much came (botocore's words)."""
   from botocore.exceptions import IncompleteReadError
   from botocore.exceptions import ResponseStreamingError
-
-  from transforms.filesystem import error_text
   text = error_text(error).splitlines()[0] if str(error) else type(error).__name__
   if isinstance(error, (ResponseStreamingError, IncompleteReadError)):
     text = (f"the store's answer for s3://{request.bucket}/{request.object} broke off "

@@ -18,6 +18,7 @@ from transforms.core import paths
 from transforms.core import records
 from transforms.core import side_files
 from transforms.core.decoders import RecordError
+from transforms.core.store_errors import store_refused
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import read_records_skipping
 
@@ -94,6 +95,11 @@ def records_of(path: str, skipped: list, by_content: bool = False):
     skipped.append(f'{shard}: {kind}: {error}')
   except ShardError as error:  # a folder or FIFO in a shard's place: it was a traceback
     skipped.append(f'{shard}: {error.detail}')
+  except Exception as error:  # the store's error reading it (S3 5xx, a body cut off): it was a traceback
+    words = store_refused(error)
+    if not words:
+      raise
+    skipped.append(f'{shard}: {words}')
 
 
 def _label_ids(label) -> list:

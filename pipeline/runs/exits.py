@@ -33,6 +33,8 @@ from pipeline.runs.std_streams import keeping_going
 from pipeline.runs.std_streams import stdout_closed
 from transforms.core import line_ranges
 from transforms.core import not_answering
+from transforms.core import store_errors
+from transforms.core.store_errors import store_refused
 
 
 def main_with_usage_errors(run, argv=None, handlers=None) -> int:
@@ -198,35 +200,6 @@ def store_not_answering(error: BaseException | None) -> str:
   return not_answering.line_of(error)
 
 
-# An object store's own answer refusing a request after its client's tries
-# (an S3 5xx or 403 to a write: Beam's S3ClientError, known by its name: this
-# module imports no Beam) is the store's state, not a bug: one line in the
-# store's words. A dataset_info.json the store refused ended the run with 243
-# lines: Beam's log of the upload's traceback, then the step's, then ours.
-_STORE_ERROR = 'S3ClientError'
-
-
-def store_refused(error: BaseException | None) -> str:
-  """The store's words of the S3ClientError that `error` is or was raised
-  from (its message: its str() is a tuple's, "('An error ...', 500)"), or
-  that a BeamIOError holds for a path (a rename's copy, a delete), with the
-  path; '' when it is none."""
-  seen = 0
-  while error is not None and seen < 20:
-    if type(error).__name__ == _STORE_ERROR:
-      message = getattr(error, 'message', None) or (error.args[0] if error.args else '')
-      return _reason(str(message)) or _STORE_ERROR
-    details = getattr(error, 'exception_details', None)  # BeamIOError's {path(s): error}
-    for where, failure in (details.items() if isinstance(details, dict) else ()):
-      words = store_refused(failure) if isinstance(failure, BaseException) else ''
-      if words:
-        what = f'renaming {where[0]} to {where[1]}' if isinstance(where, tuple) else str(where)
-        return f'{what}: {words}'
-    error, seen = error.__cause__ or (
-        None if error.__suppress_context__ else error.__context__), seen + 1
-  return ''
-
-
 def _no_repeated_failures(record: logging.LogRecord) -> bool:
   if record.exc_info and (full_disk(record.exc_info[1]) or input_failure(record.exc_info[1])
                           or store_not_answering(record.exc_info[1])
@@ -247,7 +220,7 @@ def _no_repeated_failures(record: logging.LogRecord) -> bool:
       text in message for text in (*_ENGINE_FAILURES, *_STATE_FAILURES, not_answering.NAME,
                                    _JOB_SERVER_NOT_STARTED,
                                    *(f'{kind.__name__}: ' for kind in _INPUT_FAILURES),
-                                   f'.{_STORE_ERROR}: ', 'HTTP error while requesting file '))
+                                   f'.{store_errors.NAME}: ', 'HTTP error while requesting file '))
 
 
 def main_with_exit_codes(run, argv=None, handlers=None) -> int:
