@@ -98,6 +98,16 @@ def _no_aws_config(monkeypatch):
     monkeypatch.delenv(name, raising=False)
 
 
+def _files(endpoint: str) -> filesystem.FileAccess:
+  """FileAccess whose S3 client asks `endpoint`."""
+  def make_s3io():
+    from apache_beam.io.aws import s3io
+    return s3io.S3IO(client=s3_client.BoundedClient({
+        's3_endpoint_url': endpoint, 's3_access_key_id': 'AKIDTEST',
+        's3_secret_access_key': 'SECRETTEST', 's3_region_name': 'us-east-1'}))
+  return filesystem.FileAccess(make_s3io)
+
+
 def _read(behaviour: str):
   """(what read_bytes returned or raised, seconds it took, the GETs made)."""
   gets: list = []
@@ -105,17 +115,11 @@ def _read(behaviour: str):
     endpoint = server.base
     s3_client._NOT_ANSWERING.pop(endpoint, None)
 
-    def make_s3io():
-      from apache_beam.io.aws import s3io
-      return s3io.S3IO(client=s3_client.BoundedClient({
-          's3_endpoint_url': endpoint, 's3_access_key_id': 'AKIDTEST',
-          's3_secret_access_key': 'SECRETTEST', 's3_region_name': 'us-east-1'}))
-
     outcome: list = []
 
     def read():
       try:
-        outcome.append(read_bytes(PATH, filesystem.FileAccess(make_s3io)))
+        outcome.append(read_bytes(PATH, _files(endpoint)))
       except Exception as error:  # the test asserts on what it was
         outcome.append(error)
 
@@ -189,3 +193,19 @@ def test_inspect_skips_a_shard_whose_body_breaks_off_saying_so(monkeypatch):
                       lambda path: io.BufferedReader(_BreaksOff(ValueError('a bug'))))
   with pytest.raises(ValueError, match='a bug'):
     list(look_sample.records_of('s3://b/out/train-00000-of-00001.tfrecord', []))
+
+
+def test_a_password_in_the_endpoint_url_is_in_no_line_about_it():
+  """--s3_endpoint_url http://user:password@host: botocore's errors name the
+  URL whole; the lines that quote them said the password."""
+  from pipeline.configuration import locations
+  from tests.conftest import free_port
+  endpoint = f'http://admin:HUSH@127.0.0.1:{free_port()}'  # nothing listens there
+  s3_client._NOT_ANSWERING.pop(endpoint, None)
+  problem = locations.unreachable('s3://bkt/data/m.csv', _files(endpoint))
+  assert problem.startswith('cannot be reached: EndpointConnectionError: Could not connect to '
+                            'the endpoint URL: "http://<redacted>@127.0.0.1:')
+  with pytest.raises(s3_client.StoreNotAnswering) as raised:
+    _files(endpoint).read_bytes('s3://bkt/data/m.csv')
+  assert str(raised.value).startswith('the S3 endpoint http://<redacted>@127.0.0.1:')
+  assert 'HUSH' not in problem + str(raised.value)

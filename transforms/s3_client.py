@@ -44,6 +44,7 @@ from apache_beam.options import pipeline_options
 from apache_beam.utils.retry import PermanentException
 
 from transforms.core.not_answering import NotAnswering
+from transforms.core.redact import redact_text
 from transforms.core.store_errors import error_text
 
 CONNECT_TIMEOUT_S = 10
@@ -128,9 +129,11 @@ class BoundedClient(boto3_client.Client):
 
   def not_answering(self, cause: BaseException) -> StoreNotAnswering:
     """Records that the endpoint gave no answer (cause: botocore's error)."""
-    line = (f'the S3 endpoint {self.endpoint} stopped answering: {type(cause).__name__}: '
-            f'{str(cause).splitlines()[0] if str(cause) else ""} (after {ATTEMPTS} tries of '
-            f'{CONNECT_TIMEOUT_S} s to connect and {READ_TIMEOUT_S} s per read)')
+    # the endpoint URL, in ours and botocore's words, with a user:password@ given in it
+    line = redact_text(
+        f'the S3 endpoint {self.endpoint} stopped answering: {type(cause).__name__}: '
+        f'{str(cause).splitlines()[0] if str(cause) else ""} (after {ATTEMPTS} tries of '
+        f'{CONNECT_TIMEOUT_S} s to connect and {READ_TIMEOUT_S} s per read)')
     with _LOCK:
       _NOT_ANSWERING[self.endpoint] = (time.monotonic(), line)
     return StoreNotAnswering(line)

@@ -97,7 +97,8 @@ def unreachable(path: str, files=None) -> Optional[str]:
   except _s3_errors() as error:
     if _readable_unlisted(client, error, bucket, prefix):
       return None
-    return f'cannot be reached: {type(error).__name__}: {error}'
+    # botocore's text names the endpoint URL, with a user:password@ given in it
+    return f'cannot be reached: {type(error).__name__}: {redact.redact_text(str(error))}'
   return None
 
 
