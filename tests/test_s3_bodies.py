@@ -35,9 +35,9 @@ PATH = 's3://bkt/images/a.png'
 LIMIT_S = 40
 
 
-def _png() -> bytes:
+def _png(size=(64, 48)) -> bytes:
   buffer = io.BytesIO()
-  Image.new('RGB', (64, 48), (200, 30, 10)).save(buffer, format='PNG')
+  Image.effect_noise(size, 60).convert('RGB').save(buffer, format='PNG')
   return buffer.getvalue()
 
 
@@ -46,7 +46,8 @@ BODY = _png()
 
 def _handler(behaviour: str, gets: list):
   """behaviour for each GET: 'short' (half the body, then the connection
-  closes), 'reset' (half, then an RST), '500', or 'whole'; after the listed
+  closes), 'reset' (half, then an RST), '500', 'changed' (overwritten since
+  the HEAD: a larger object, or 412 if asked If-Match), or 'whole'; after the listed
   ones, the last repeats."""
 
   class Handler(QuietHandler):
@@ -65,6 +66,17 @@ def _handler(behaviour: str, gets: list):
     def do_GET(self):
       gets.append(self.headers.get('Range'))
       mode = behaviour.split(',')[min(len(gets), len(behaviour.split(','))) - 1]
+      if mode == 'changed':  # its ETag is no longer "abc"
+        if self.headers.get('If-Match'):  # as S3 answers one asked for a version it no longer holds
+          error = (b'<?xml version="1.0"?><Error><Code>PreconditionFailed</Code><Message>At least '
+                   b'one of the pre-conditions you specified did not hold</Message></Error>')
+          self._headers(412, len(error))
+          self.wfile.write(error)
+          return
+        mode, body = 'whole', _png((96, 72))  # overwritten since its HEAD: another, larger object
+        self._headers(200, len(body))
+        self.wfile.write(body)
+        return
       if mode == '500':
         error = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
                  b'<Message>We encountered an internal error.</Message></Error>')
@@ -149,6 +161,20 @@ def test_a_body_that_breaks_off_once_is_read_again_from_where_it_broke():
   result, _, gets = _read('short,whole')
   assert result == BODY
   assert gets == [None, f'bytes={len(BODY) // 2}-'] or gets == ['bytes=0-', f'bytes={len(BODY) // 2}-']
+
+
+def test_an_object_changed_between_its_size_and_its_bytes_is_unreadable_saying_so():
+  """Beam's downloader reads the size (HEAD), then the bytes to that size:
+  an object overwritten between the two by a larger one was read cut at the
+  old size, and rejected as 'image file is truncated'."""
+  result, _, gets = _read('changed')
+  assert isinstance(result, RowError), result
+  assert (result.stage, result.code) == ('read', 'unreadable')
+  assert result.reason == (
+      f'cannot read {PATH}: {PATH} changed while it was read: its ETag is no longer the one its '
+      'size was read with (An error occurred (PreconditionFailed) when calling the GetObject '
+      'operation: At least one of the pre-conditions you specified did not hold)')
+  assert len(gets) == 1  # a 4xx is not asked again
 
 
 def test_an_object_that_keeps_answering_500_is_unreadable_with_the_stores_words():

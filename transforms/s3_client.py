@@ -54,6 +54,7 @@ NOT_ANSWERING_FOR_S = 60.0
 # get_range's wait before asking again: 1, 2 s (botocore's own backoff sits
 # under each try for an HTTP 5xx or throttling answer).
 RANGE_BACKOFF_S = 1.0
+_ETAGS_KEPT = 64
 
 # endpoint -> (time.monotonic() when a request got no answer, its line)
 _NOT_ANSWERING: dict = {}
@@ -115,6 +116,10 @@ class BoundedClient(boto3_client.Client):
     self._download_request = None
     self._download_stream = None
     self._download_pos = 0
+    # (bucket, key) -> the ETag of the object whose size was read (Beam's
+    # downloader reads the size, then the bytes): its reads ask If-Match.
+    self._etags: dict = {}
+    self.client.meta.events.register('before-parameter-build.s3.GetObject', self._if_match)
 
   @property
   def endpoint(self) -> str:
@@ -137,6 +142,22 @@ class BoundedClient(boto3_client.Client):
     with _LOCK:
       _NOT_ANSWERING[self.endpoint] = (time.monotonic(), line)
     return StoreNotAnswering(line)
+
+  def get_object_metadata(self, request):
+    """Beam's, bounded; the object's ETag is kept for its reads (_if_match)."""
+    item = _BOUNDED['get_object_metadata'](self, request)
+    if len(self._etags) >= _ETAGS_KEPT:  # a step's client reads one object after another
+      self._etags.pop(next(iter(self._etags)))
+    self._etags[(request.bucket, request.object)] = item.etag
+    return item
+
+  def _if_match(self, params: dict, **_) -> None:
+    """A GetObject of an object whose size was read asks for that version
+    (If-Match its ETag): one changed since answers 412, not other bytes read
+    to the old size (a larger one was cut there: 'image file is truncated')."""
+    etag = self._etags.get((params.get('Bucket'), params.get('Key')))
+    if etag and 'IfMatch' not in params:
+      params['IfMatch'] = etag
 
   def get_range(self, request, start, end):
     """The object's bytes [start, end) (fewer at its end): Beam's
@@ -169,7 +190,10 @@ def _read_failed(request, error: Exception, code: Optional[int],
   from botocore.exceptions import IncompleteReadError
   from botocore.exceptions import ResponseStreamingError
   text = error_text(error).splitlines()[0] if str(error) else type(error).__name__
-  if isinstance(error, (ResponseStreamingError, IncompleteReadError)):
+  if code == 412:  # _if_match's
+    text = (f's3://{request.bucket}/{request.object} changed while it was read: its ETag is '
+            f'no longer the one its size was read with ({text})')
+  elif isinstance(error, (ResponseStreamingError, IncompleteReadError)):
     text = (f"the store's answer for s3://{request.bucket}/{request.object} broke off "
             f'before its Content-Length, {tries} times ({type(error).__name__}: {text})')
   return messages.S3ClientError(text, code)
@@ -193,8 +217,10 @@ def _bounded(name: str):
   return call
 
 
-for _name in ('get_object_metadata', 'get_stream', 'list',
-              'create_multipart_upload', 'upload_part', 'complete_multipart_upload',
-              'delete', 'delete_batch', 'copy'):
-  setattr(BoundedClient, _name, _bounded(_name))
+_BOUNDED = {name: _bounded(name) for name in (
+    'get_object_metadata', 'get_stream', 'list', 'create_multipart_upload', 'upload_part',
+    'complete_multipart_upload', 'delete', 'delete_batch', 'copy')}
+for _name, _call in _BOUNDED.items():
+  if _name not in vars(BoundedClient):  # BoundedClient's own calls them
+    setattr(BoundedClient, _name, _call)
 
