@@ -79,3 +79,15 @@ def test_a_shard_rename_the_store_refuses_is_one_line_naming_both_paths(server, 
       'when calling the CopyObject operation (reached max retries: 2): We encountered an '
       'internal error.'], result.stderr[-3000:]
   assert 'out2/dataset_info.json' not in left
+
+
+def test_a_lock_the_store_refuses_is_one_line(server, tmp_path):
+  """The lock's conditional put is botocore's own request (no Beam): a
+  ClientError, which printed its traceback after the line."""
+  result, left = _convert_refused(server, tmp_path, 'out3', 'out3/.convert.lock')
+  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
+  assert result.stderr.splitlines() == [
+      'error: the job failed: an object store request failed: An error occurred (InternalError) '
+      'when calling the PutObject operation (reached max retries: 2): We encountered an '
+      'internal error.'], result.stderr[-3000:]
+  assert left == []

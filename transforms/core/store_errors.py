@@ -1,6 +1,6 @@
 """An object store's own answer refusing a request, after its client's tries
 (an S3 5xx, a 403 to a write, a body that broke off each time: Beam's
-S3ClientError), known without Beam: the store's state, not a bug. The
+S3ClientError, or botocore's ClientError), known without Beam: the store's state, not a bug. The
 command line says it in one line (pipeline/runs/exits.py), inspect skips the
 shard it was reading with it (pipeline/looking/look_sample.py); both printed
 tracebacks, with the error's tuple, "('An error occurred ...', 500)".
@@ -12,6 +12,9 @@ from typing import Optional
 
 # Known by its name: Beam re-raises a step's error as a new one of its type.
 NAME = 'S3ClientError'
+# botocore's own, from the requests made without Beam's S3IO (the run's lock:
+# pipeline/runs/lock_stores.py's conditional put); its str() is its message.
+BOTOCORE_NAME = 'ClientError'
 
 
 def error_text(error: BaseException) -> str:
@@ -27,7 +30,8 @@ def store_refused(error: Optional[BaseException]) -> str:
   rename's copy, a delete), with the path; '' when it is none."""
   seen = 0
   while error is not None and seen < 20:
-    if type(error).__name__ == NAME:
+    if type(error).__name__ == NAME or (type(error).__name__ == BOTOCORE_NAME
+                                        and type(error).__module__.startswith('botocore')):
       lines = [line.strip() for line in error_text(error).splitlines() if line.strip()]
       return lines[0] if lines else NAME
     details = getattr(error, 'exception_details', None)  # BeamIOError's {path(s): error}
