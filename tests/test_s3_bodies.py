@@ -235,3 +235,24 @@ def test_a_password_in_the_endpoint_url_is_in_no_line_about_it():
     _files(endpoint).read_bytes('s3://bkt/data/m.csv')
   assert str(raised.value).startswith('the S3 endpoint http://<redacted>@127.0.0.1:')
   assert 'HUSH' not in problem + str(raised.value)
+
+
+def test_a_parquet_manifest_the_store_fails_to_give_is_one_line_in_its_words():
+  """It said S3ClientError's tuple: ("the store's answer ... 3 times (...)", None)."""
+  from apache_beam.io.aws.clients.s3.messages import S3ClientError
+
+  from pipeline.configuration import preflight_parquet
+  from pipeline.errors import UsageError
+
+  class Refusing:
+    def open(self, path):
+      raise S3ClientError('An error occurred (InternalError) when calling the GetObject '
+                          'operation (reached max retries: 2): We encountered an internal error.',
+                          500)
+
+  with pytest.raises(UsageError) as raised:
+    preflight_parquet._footer('s3://bkt/data/m.parquet', Refusing())
+  assert str(raised.value) == (
+      'cannot read manifest s3://bkt/data/m.parquet: S3ClientError: An error occurred '
+      '(InternalError) when calling the GetObject operation (reached max retries: 2): We '
+      'encountered an internal error.')

@@ -14,6 +14,7 @@ from transforms import filesystem
 from transforms.core import file_kinds
 from transforms.core import paths
 from transforms.core import splits
+from transforms.core.store_errors import error_text
 
 
 def manifest_files(path: str) -> tuple:
@@ -27,7 +28,7 @@ def manifest_files(path: str) -> tuple:
     files = tuple((p, size) for p, size in _match(path)
                   if paths.is_remote(p) or os.path.isfile(p))
   except filesystem.read_errors() as error:
-    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error_text(error)}')
   if not files:
     raise UsageError(f'manifest {path} matches no file')
   return files

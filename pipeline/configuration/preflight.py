@@ -25,6 +25,7 @@ from transforms.core import manifest_hints
 from transforms.core import paths
 from transforms.core import splits
 from transforms.core.labels import DEFAULT_NORMALIZE
+from transforms.core.store_errors import error_text
 
 
 def _first_line(path: str, skip_blank: bool = False,
@@ -38,7 +39,7 @@ def _first_line(path: str, skip_blank: bool = False,
         first = line_caps.read_line(stream)
       return first
   except filesystem.read_errors() as error:
-    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error_text(error)}')
 
 
 def read_manifest_header(path: str, fmt: str,

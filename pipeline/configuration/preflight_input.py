@@ -18,6 +18,7 @@ from transforms.core import manifest
 from transforms.core import manifest_hints
 from transforms.core import paths
 from transforms.core.labels import written_out
+from transforms.core.store_errors import error_text
 
 # The empty-input message names this many skipped files, then ', ...'.
 SHOWN_SKIPPED = 3
@@ -65,7 +66,7 @@ def _has_data_line(path: str, fmt: str) -> bool:
     with filesystem.FileAccess().open_checked(path) as stream:
       found = next(manifest.iter_lines(stream, fmt), None)
   except filesystem.read_errors() as error:
-    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error_text(error)}')
   # A CSV/TSV's first line was checked as its header. A UTF-16 .txt or
   # .jsonl had every line rejected (bad_encoding, and a NUL byte left as a
   # row of its own by each b'\\n'): exit 2, "all 3 rows were rejected".

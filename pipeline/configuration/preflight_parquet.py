@@ -18,6 +18,7 @@ from transforms.core import paths
 from transforms.core import splits
 from transforms.core.labels import LabelMap
 from transforms.core.labels import normalized_map
+from transforms.core.store_errors import error_text
 
 # Footers are read this many at a time (a remote open is a round trip).
 FOOTER_READERS = 16
@@ -33,7 +34,7 @@ def _footer(path: str, access: filesystem.FileAccess):
       return found.schema_arrow, tuple(meta.row_group(i).num_rows
                                        for i in range(meta.num_row_groups))
   except filesystem.read_errors() as error:
-    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error}')
+    raise UsageError(f'cannot read manifest {path}: {type(error).__name__}: {error_text(error)}')
   except Exception as error:  # pyarrow's ArrowInvalid: not a Parquet file
     raise UsageError(f'manifest {path} is not a readable Parquet file: '
                      f'{type(error).__name__}: {error}')
