@@ -30,9 +30,9 @@ from transforms.core.rejects import RowError
 from transforms.read_sources import read_bytes
 
 PATH = 's3://bkt/images/a.png'
-# Far below Beam's backoff (minutes), far above ATTEMPTS tries with their
-# waits of 1 and 2 s (botocore's backoff under a 500's).
-LIMIT_S = 40
+# Far below Beam's backoff (minutes), far above RANGE_5XX_ATTEMPTS tries with
+# their waits of 1 to 8 s (botocore's backoff under a 500's).
+LIMIT_S = 90
 
 
 def _png(size=(64, 48)) -> bytes:
@@ -46,7 +46,7 @@ BODY = _png()
 
 def _handler(behaviour: str, gets: list):
   """behaviour for each GET: 'short' (half the body, then the connection
-  closes), 'reset' (half, then an RST), '500', 'changed' (overwritten since
+  closes), 'reset' (half, then an RST), '500', '503' (SlowDown), 'changed' (overwritten since
   the HEAD: a larger object, or 412 if asked If-Match), or 'whole'; after the listed
   ones, the last repeats."""
 
@@ -77,10 +77,12 @@ def _handler(behaviour: str, gets: list):
         self._headers(200, len(body))
         self.wfile.write(body)
         return
-      if mode == '500':
+      if mode in ('500', '503'):
         error = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
-                 b'<Message>We encountered an internal error.</Message></Error>')
-        self._headers(500, len(error))
+                 b'<Message>We encountered an internal error.</Message></Error>' if mode == '500'
+                 else b'<?xml version="1.0"?><Error><Code>SlowDown</Code>'
+                 b'<Message>Please reduce your request rate.</Message></Error>')
+        self._headers(int(mode), len(error))
         self.wfile.write(error)
         return
       start = int((self.headers.get('Range') or 'bytes=0-')[6:].split('-')[0])
@@ -184,7 +186,15 @@ def test_an_object_that_keeps_answering_500_is_unreadable_with_the_stores_words(
   assert result.reason == (
       f'cannot read {PATH}: An error occurred (InternalError) when calling the GetObject '
       'operation (reached max retries: 2): We encountered an internal error.')
-  assert len(gets) == s3_client.ATTEMPTS * s3_client.ATTEMPTS  # botocore's tries under each of ours
+  # botocore's tries under each of ours
+  assert len(gets) == s3_client.RANGE_5XX_ATTEMPTS * s3_client.ATTEMPTS
+
+
+def test_a_burst_of_slow_down_answers_is_waited_out():
+  """S3's 503 SlowDown, 10 times in a row: boto3's 3 tries alone gave up."""
+  result, _, gets = _read(','.join(['503'] * 10 + ['whole']))
+  assert result == BODY
+  assert len(gets) == 11
 
 
 class _BreaksOff(io.RawIOBase):

@@ -25,7 +25,9 @@ connections are refused), whatever it was doing then.
 
 A body that breaks off (cut short of its Content-Length, its connection
 reset) is no store that stopped answering: it answered. get_range asks
-again ATTEMPTS times, then raises an S3ClientError saying so: the row is
+again, ATTEMPTS times in all (RANGE_5XX_ATTEMPTS for a 5xx or throttling
+answer, each of boto3's ATTEMPTS tries: a burst of SlowDown is waited out
+for about 30 s), then raises an S3ClientError saying so: the row is
 rejected as unreadable with that reason. Beam's get_range retried it under
 its backoff for minutes (and, as it failed to read the error's HTTP status,
 with an AttributeError), which --image_timeout_s cut after 60 s into a
@@ -51,9 +53,10 @@ CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 20
 ATTEMPTS = 3
 NOT_ANSWERING_FOR_S = 60.0
-# get_range's wait before asking again: 1, 2 s (botocore's own backoff sits
-# under each try for an HTTP 5xx or throttling answer).
+# get_range's wait before asking again: 1, 2, 4, 8 s (botocore's own backoff
+# sits under each try for an HTTP 5xx or throttling answer).
 RANGE_BACKOFF_S = 1.0
+RANGE_5XX_ATTEMPTS = 5
 _ETAGS_KEPT = 64
 
 # endpoint -> (time.monotonic() when a request got no answer, its line)
@@ -161,11 +164,11 @@ class BoundedClient(boto3_client.Client):
 
   def get_range(self, request, start, end):
     """The object's bytes [start, end) (fewer at its end): Beam's
-    get_range, asked ATTEMPTS times with a short wait, not under Beam's
-    backoff (see the module's docstring). S3ClientError, with the answer's
+    get_range, asked ATTEMPTS times (RANGE_5XX_ATTEMPTS for a 5xx) with a
+    short wait, not under Beam's backoff (see the module's docstring). S3ClientError, with the answer's
     HTTP status if there was one, once every try failed; StoreNotAnswering
     if the store gave no answer."""
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, RANGE_5XX_ATTEMPTS + 1):
       self.refuse_if_not_answering()
       try:
         data = self.get_stream(request, start).read(end - start)
@@ -177,9 +180,10 @@ class BoundedClient(boto3_client.Client):
         if cause is not None:
           raise self.not_answering(cause) from None
         code = getattr(error, 'code', None)  # S3ClientError's: the answer's HTTP status
-        if attempt == ATTEMPTS or (code is not None and code < 500):
+        last = RANGE_5XX_ATTEMPTS if code is not None else ATTEMPTS
+        if attempt >= last or (code is not None and code < 500):
           raise _read_failed(request, error, code, attempt) from None
-        time.sleep(RANGE_BACKOFF_S * attempt)
+        time.sleep(RANGE_BACKOFF_S * 2 ** (attempt - 1))
     raise AssertionError('unreachable: the last try returns or raises')
 
 
