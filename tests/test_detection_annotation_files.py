@@ -169,6 +169,23 @@ def test_a_repeated_yolo_row_is_kept_once_as_ultralytics_keeps_it():
                                   'the object is kept once')]
 
 
+def test_a_malformed_yolo_row_given_twice_is_malformed_twice_not_kept_once():
+  """A repeat was told from the numbers alone, before the row's shape was
+  checked: a row of 3 coordinates given twice was bad_annotation, then
+  duplicate_annotation 'the object is kept once', of an object never kept."""
+  annotation, rejected = yolo.parse_labels(
+      '0 0.5 0.5 0.2\n0 0.5 0.5 0.2\n1 0.3 0.3\n1 0.3 0.3\n2 0.5 0.5 0.2 0.4\n'
+      '2 0.5 0.5 0.2 0.4\n', 3, 'a.txt')
+  assert [(o.label, o.line) for o in annotation.objects] == [(3, 5)]
+  assert [(r.code, r.line) for r in rejected] == [
+      ('bad_annotation', 1), ('bad_annotation', 2), ('short_polygon', 3), ('short_polygon', 4),
+      ('duplicate_annotation', 6)]
+  pose, rejected = yolo.parse_labels('0 0.5 0.5 0.2 0.4 0.1\n0 0.5 0.5 0.2 0.4 0.1\n', 3,
+                                     'a.txt', keypoints=3)
+  assert (pose.objects, [(r.code, r.line) for r in rejected]) == (
+      (), [('bad_annotation', 1), ('bad_annotation', 2)])
+
+
 @pytest.mark.parametrize('on_bad_box', ['drop', 'reject_row'])
 def test_a_yolo_file_giving_a_box_twice_writes_it_once(tmp_path, capsys, on_bad_box):
   """Ultralytics drops a label file's repeated rows (verify_image_label);

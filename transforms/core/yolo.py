@@ -109,32 +109,34 @@ def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tu
       continue
     label = int(fields[0]) + 1
     values, bad = _numbers(fields[1:])
-    if bad is None and first_line.setdefault((label, tuple(values)), line) != line:
-      # A box given twice would be two objects in the record: Ultralytics
-      # drops the repeat (verify_image_label), and so a model trained from
-      # either sees the object once.
-      reject(objects.DUPLICATE_ANNOTATION, f'line {line} repeats line '
-             f'{first_line[label, tuple(values)]} (the same class and coordinates): the '
-             f'object is kept once')
-    elif bad is not None:
+    polygon = len(values) >= 6 and len(values) % 2 == 0
+    if bad is not None:
       reject(objects.BAD_ANNOTATION, f'coordinate {bad!r} is not a number')
     elif keypoints and len(values) != 4 + keypoints:
       reject(objects.BAD_ANNOTATION, f'line is not "class cx cy w h" and the {keypoints} '
              f'keypoint values kpt_shape gives ({len(fields)} fields)')
+    elif not (len(values) == 4 or keypoints or polygon):  # one point: a polygon too short
+      reject(objects.SHORT_POLYGON if len(values) == 2 else objects.BAD_ANNOTATION,
+             f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
+             f'({len(fields)} fields)')
+    elif first_line.setdefault((label, tuple(values)), line) != line:
+      # A box given twice would be two objects in the record: Ultralytics
+      # drops the repeat (verify_image_label), and so a model trained from
+      # either sees the object once. Only a row kept counts as the first: a
+      # malformed row given twice is bad_annotation twice, not "kept once".
+      reject(objects.DUPLICATE_ANNOTATION, f'line {line} repeats line '
+             f'{first_line[label, tuple(values)]} (the same class and coordinates): the '
+             f'object is kept once')
     elif len(values) == 4 or keypoints:
       cx, cy, w, h = values[:4]
       parsed.append(objects.ObjectAnnotation(
           label, (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), shown=shown,
           source=source, line=line, category=f'class {fields[0]}'))
-    elif len(values) >= 6 and len(values) % 2 == 0:  # a segmentation polygon
+    else:  # a segmentation polygon
       xs, ys = values[0::2], values[1::2]
       parsed.append(objects.ObjectAnnotation(
           label, (min(xs), min(ys), max(xs), max(ys)), segmentation=('polygons', [values]),
           shown=shown, source=source, line=line, category=f'class {fields[0]}'))
-    else:  # one point is a polygon too short; two would read as a box
-      reject(objects.SHORT_POLYGON if len(values) == 2 else objects.BAD_ANNOTATION,
-             f'line is not "class cx cy w h" or "class x1 y1 x2 y2 x3 y3 ..." '
-             f'({len(fields)} fields)')
   return objects.ImageAnnotation(ordinal, None, tuple(parsed), normalized=True), rejected
 
 
