@@ -3,12 +3,14 @@ read_sources.HeldBytes): within rows and within bytes, without Beam."""
 
 import io
 import threading
+import time
 
 import numpy as np
 from PIL import Image
 
 from tests.local_http import QuietHandler
 from tests.local_http import RunningServer
+from transforms import encode
 from transforms import read_sources
 from transforms.core.example import LabelledRow
 from transforms.core.manifest import ManifestRow
@@ -103,3 +105,67 @@ def test_urls_are_fetched_ahead_only_while_their_bytes_fit(monkeypatch):
   for index in (0, 39):  # each its own image's pixels
     expected = Image.open(io.BytesIO(bodies[index])).resize((4, 4), Image.BILINEAR)
     assert out[index].image.data == expected.tobytes()
+
+
+def test_photos_after_thumbnails_are_not_all_fetched_at_the_thumbnails_size(monkeypatch):
+  """A fetch still running counts as the average fetch so far: after 60
+  small PNGs, each of 20 big ones was guessed at ~1 KB and all 20 started
+  at once (their rows arrive before any finishes), 1.4 MB held against a
+  300 KB bound. Now at most FETCH_IN_FLIGHT fetches run or queue: what
+  passes the bound is those few images."""
+  monkeypatch.setattr(read_sources, 'FETCH_AHEAD_BYTES', 300_000)
+  monkeypatch.setattr(read_sources, 'FETCH_GUESS', 1_000)
+  monkeypatch.setattr(read_sources, 'FETCH_IN_FLIGHT', 4, raising=False)
+  small = Image.new('RGB', (8, 8), (200, 10, 10))
+  out = io.BytesIO()
+  small.save(out, format='PNG')
+  bodies = [out.getvalue()] * 60 + [_noise_png(i) for i in range(20)]  # ~72 KB each
+  peak = []
+
+  class Counted(HeldBytes):
+    def finished(self, key, size):
+      super().finished(key, size)
+      peak.append(self.total)
+
+  monkeypatch.setattr(encode, 'HeldBytes', Counted)
+
+  class Images(QuietHandler):
+    def do_GET(self):
+      index = int(self.path.strip('/').split('.')[0])
+      if index >= 60:
+        time.sleep(0.05)  # a photo takes longer than the rows take to arrive
+      body = bodies[index]
+      self.send_response(200)
+      self.send_header('Content-Type', 'image/png')
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+
+  gate = threading.Event()  # no row converted before the last has arrived
+
+  def gated(*args):
+    assert gate.wait(30)
+    return convert_sources(*args)
+
+  with RunningServer(Images) as server:
+    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
+                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
+                                    label='red'), 0, 'red') for i in range(80)]
+    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
+                     convert_on_thread=gated)
+    fn.setup()
+    timer = threading.Timer(2.0, gate.set)
+    try:
+      fn.start_bundle()
+      timer.start()
+      out = [o for row in rows for o in fn.process(row)] + [
+          windowed.value for windowed in fn.finish_bundle()]
+    finally:
+      timer.cancel()
+      gate.set()
+      fn.teardown()
+  # the bound and the 4 fetches in flight past it: 300 KB + 4 x 72 KB
+  assert 300_000 < max(peak) < 300_000 + 5 * 72_000, max(peak)
+  assert [o.labelled.row.key for o in out] == [f'{i}.png' for i in range(80)]
+  expected = Image.open(io.BytesIO(bodies[79])).resize((4, 4), Image.BILINEAR)
+  assert out[79].image.data == expected.tobytes()

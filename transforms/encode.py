@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import functools
 from typing import Optional
@@ -205,8 +206,11 @@ class LoadImageFn(PooledSourceFn):
     """Waits, before another fetch starts, until the rows not yet converted
     hold FETCH_AHEAD_BYTES or less: the rows ahead go to the pool (in full
     batches: giving one row and waiting for it left a process idle), then
-    its oldest calls are waited for."""
+    its oldest calls are waited for. Only FETCH_IN_FLIGHT fetches running
+    already: one of them is waited for, and the rows ahead stay there."""
     while not room_for_fetch(self._held):
+      if room_for_fetch(self._held, count_fetches=False) and self._a_fetch_ends():
+        continue  # only the fetches in flight were too many (the rows ahead stay)
       if self._ahead:
         self._give(self._ahead.popleft())
         continue
@@ -214,6 +218,13 @@ class LoadImageFn(PooledSourceFn):
       if not done:
         break
       self._took(done)
+
+  def _a_fetch_ends(self) -> bool:
+    """Waits until a fetch of a row ahead ends; False: none is running."""
+    running = [fetch for fetch in self._fetching.values() if not fetch.done()]
+    if running:
+      concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+    return bool(running)
 
   def _give(self, entry) -> None:
     self._waiting.append(entry)
