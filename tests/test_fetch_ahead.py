@@ -169,3 +169,54 @@ def test_photos_after_thumbnails_are_not_all_fetched_at_the_thumbnails_size(monk
   assert [o.labelled.row.key for o in out] == [f'{i}.png' for i in range(80)]
   expected = Image.open(io.BytesIO(bodies[79])).resize((4, 4), Image.BILINEAR)
   assert out[79].image.data == expected.tobytes()
+
+
+def test_urls_are_fetched_at_most_fetch_ahead_max_rows_ahead(monkeypatch):
+  """Rows of small images fit the bytes many times over: the rows ahead of
+  the pool (FETCH_AHEAD_MAX) are what stops their fetches (no test held it
+  once too_far_ahead's went)."""
+  monkeypatch.setattr(encode, 'FETCH_AHEAD_MAX', 6)
+  body = _noise_png(1)
+  answered = []
+
+  class Images(QuietHandler):
+    def do_GET(self):
+      self.send_response(200)
+      self.send_header('Content-Type', 'image/png')
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+      answered.append(self.path)
+
+  gate = threading.Event()
+  at_gate = []
+
+  def gated(*args):
+    assert gate.wait(30)
+    return convert_sources(*args)
+
+  def open_gate():
+    at_gate.append(len(answered))
+    gate.set()
+
+  with RunningServer(Images) as server:
+    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
+                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
+                                    label='red'), 0, 'red') for i in range(40)]
+    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
+                     convert_on_thread=gated)
+    fn.setup()
+    timer = threading.Timer(1.0, open_gate)
+    try:
+      fn.start_bundle()
+      timer.start()
+      out = [o for row in rows for o in fn.process(row)] + [
+          windowed.value for windowed in fn.finish_bundle()]
+    finally:
+      timer.cancel()
+      gate.set()
+      fn.teardown()
+  # 6 rows ahead, and the pool's calls: two threads, up to 2 calls each waiting
+  (fetched,) = at_gate
+  assert 6 <= fetched <= 14, fetched
+  assert [o.labelled.row.key for o in out] == [f'{i}.png' for i in range(40)]
