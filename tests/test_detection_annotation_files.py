@@ -164,9 +164,9 @@ def test_a_repeated_yolo_row_is_kept_once_as_ultralytics_keeps_it():
   assert [(o.label, o.line) for o in annotation.objects] == [(1, 1), (2, 2), (1, 4)]
   assert [(r.code, r.line, r.reason) for r in rejected] == [
       ('duplicate_annotation', 3, 'line 3 repeats line 1 (the same class and coordinates): '
-                                  'the object is kept once'),
+                                  'only line 1 is read'),
       ('duplicate_annotation', 5, 'line 5 repeats line 4 (the same class and coordinates): '
-                                  'the object is kept once')]
+                                  'only line 4 is read')]
 
 
 def test_a_malformed_yolo_row_given_twice_is_malformed_twice_not_kept_once():
@@ -184,6 +184,27 @@ def test_a_malformed_yolo_row_given_twice_is_malformed_twice_not_kept_once():
                                      'a.txt', keypoints=3)
   assert (pose.objects, [(r.code, r.line) for r in rejected]) == (
       (), [('bad_annotation', 1), ('bad_annotation', 2)])
+
+
+def test_a_repeat_of_a_yolo_box_dropped_as_bad_says_no_object_was_kept(tmp_path):
+  """Its line said 'the object is kept once' beside line 1's empty_box: no
+  object was kept."""
+  root = tmp_path / 'yolo'
+  (root / 'images').mkdir(parents=True)
+  (root / 'labels').mkdir()
+  Image.new('RGB', (100, 80), (90, 120, 60)).save(root / 'images' / 'a.jpg')
+  (root / 'classes.txt').write_text('cat\ndog\n')
+  (root / 'labels' / 'a.txt').write_text('0 0.5 0.5 0 0.2\n0 0.5 0.5 0 0.2\n1 0.3 0.3 0.1 0.1\n')
+  out = tmp_path / 'out'
+  assert convert.main(['--annotations', str(root), '--annotation_format', 'yolo',
+                       '--resize_mode', 'none', '--encoding', 'png', '--progress', 'off',
+                       '--output_dir', str(out)]) == EXIT_OK
+  (example,) = read_examples(out)
+  assert feature(example, 'image/object/class/text') == b'dog'  # one object
+  assert [(line['code'], line['line'], line['reason']) for line in rejected_lines(out)] == [
+      ('empty_box', 1, 'box (0.5, 0.4, 0.5, 0.6) has no area (width or height <= 0)'),
+      ('duplicate_annotation', 2,
+       'line 2 repeats line 1 (the same class and coordinates): only line 1 is read')]
 
 
 @pytest.mark.parametrize('on_bad_box', ['drop', 'reject_row'])
@@ -212,7 +233,7 @@ def test_a_yolo_file_giving_a_box_twice_writes_it_once(tmp_path, capsys, on_bad_
   (line,) = rejected_lines(out)
   assert (line['stage'], line['code'], line['source'], line['line'], line['reason']) == (
       'annotation', 'duplicate_annotation', label, 2,
-      'line 2 repeats line 1 (the same class and coordinates): the object is kept once')
+      'line 2 repeats line 1 (the same class and coordinates): only line 1 is read')
   info = read_info(out)
   assert (info['num_examples'], info['num_rejected'], info['over_budget']) == (1, 0, False)
   assert info['rejected_annotations_by_reason'] == {'annotation/duplicate_annotation': 1}

@@ -123,10 +123,11 @@ def parse_labels(text: str, ordinal: int, source: str, keypoints: int = 0) -> tu
       # A box given twice would be two objects in the record: Ultralytics
       # drops the repeat (verify_image_label), and so a model trained from
       # either sees the object once. Only a row kept counts as the first: a
-      # malformed row given twice is bad_annotation twice, not "kept once".
-      reject(objects.DUPLICATE_ANNOTATION, f'line {line} repeats line '
-             f'{first_line[label, tuple(values)]} (the same class and coordinates): the '
-             f'object is kept once')
+      # malformed row given twice is bad_annotation twice, not a repeat.
+      # Not "the object is kept once": the first may be dropped as a bad box.
+      first = first_line[label, tuple(values)]
+      reject(objects.DUPLICATE_ANNOTATION, f'line {line} repeats line {first} (the same '
+             f'class and coordinates): only line {first} is read')
     elif len(values) == 4 or keypoints:
       cx, cy, w, h = values[:4]
       parsed.append(objects.ObjectAnnotation(
