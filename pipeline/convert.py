@@ -265,15 +265,15 @@ def _previous_rows(rows, config: configs.ConvertConfig, in_order: bool):
   dataset, its records, [tallies of dropped keys])."""
   if config.sink == SINK_TFRECORDIO:
     return rows, []  # no sidecar: nothing to fingerprint for
-  fingerprint = FingerprintFn(config.image_timeout_s or None, config.http,
-                              http_from_fetch=fingerprints_fetched(config)
-                              ) if config.change_detection == fingerprints.METADATA else None
+  if config.change_detection == fingerprints.METADATA:
+    rows = rows | 'Fingerprint' >> beam.ParDo(FingerprintFn(
+        config.image_timeout_s or None, config.http,
+        http_from_fetch=fingerprints_fetched(config)))
   if not previous_used(config):
-    return (rows if fingerprint is None else rows | 'Fingerprint' >> beam.ParDo(fingerprint)), []
+    return rows, []
   joined = rows | 'JoinPrevious' >> JoinPrevious(
       config.previous.sidecars, config.change_detection,
-      config.split if config.split_by == 'content' else None, in_order,
-      fingerprint=fingerprint)
+      config.split if config.split_by == 'content' else None, in_order)
   return joined[ROWS], [joined[TALLIES]]
 
 

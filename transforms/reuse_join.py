@@ -61,11 +61,9 @@ class FingerprintFn(BatchesOut, beam.DoFn):
 
   def process(self, batch):
     if batch:
-      yield RowBatch(replaced(row, fingerprint=fingerprint)
-                     for row, fingerprint in self.fingerprints(batch))
+      yield RowBatch(self._fingerprinted(batch))
 
-  def fingerprints(self, batch):
-    """(row, its fingerprint) of each row of the batch, in order."""
+  def _fingerprinted(self, batch):
     # This thread's S3 client, shared by the lookup threads: a HEAD keeps no
     # state in Beam's client wrapper (a download does), and boto3 clients are
     # thread-safe; a client per thread would cost 0.1-0.5 s of CPU each.
@@ -81,7 +79,7 @@ class FingerprintFn(BatchesOut, beam.DoFn):
     for row, fingerprint, fallback in zip(batch, found, found[len(batch):]):
       if row.ref is not None:
         fingerprint = fingerprints.part_fingerprint(fingerprint, row.ref.part(), fallback)
-      yield row, fingerprint
+      yield replaced(row, fingerprint=fingerprint)
 
 
 class _JoinFn(beam.DoFn):
@@ -105,22 +103,14 @@ class _JoinFn(beam.DoFn):
     for row in rows:
       yield self._attached(row, record)
 
-  def _attached(self, row, record, fingerprint: Optional[str] = None):
-    """fingerprint: the row's, taken in the same step (FingerprintAttachFn),
-    set in the same replace."""
-    changes = {'previous': record}
-    if fingerprint is not None:
-      changes['fingerprint'] = fingerprint
-    else:
-      fingerprint = row.fingerprint
-    if (record is not None and self._mode == fingerprints.METADATA and fingerprint
-            and fingerprint == record.fingerprint and record.source_sha256):
-      changes['content_sha256'] = record.source_sha256
-      if self._split:
-        changes['split'] = splits.hash_split(record.source_sha256, self._split.fractions,
-                                             self._split.seed)
-    # one replace a row, not one per field: ~5 us each
-    return replaced(row, **changes)
+  def _attached(self, row, record):
+    if (record is not None and self._mode == fingerprints.METADATA and row.fingerprint
+            and row.fingerprint == record.fingerprint and record.source_sha256):
+      split = (splits.hash_split(record.source_sha256, self._split.fractions,
+                                 self._split.seed) if self._split else row.split)
+      # one replace, not two: ~5 us a reused row
+      return replaced(row, previous=record, content_sha256=record.source_sha256, split=split)
+    return replaced(row, previous=record)
 
 
 class _AttachFn(_JoinFn):
@@ -149,13 +139,9 @@ class _AttachFn(_JoinFn):
     self._matched = 0
 
   def process(self, row):
-    yield self.attached(row)
-
-  def attached(self, row, fingerprint: Optional[str] = None):
-    """The join of one row, without its lists."""
     record = self._previous.get(row.key)
     self._matched += record is not None
-    return self._attached(row, record, fingerprint)
+    yield self._attached(row, record)  # the join of one row, without its lists
 
   def finish_bundle(self):
     yield in_global_window(_tally(reuse.MATCHED, self._matched))
@@ -164,51 +150,15 @@ class _AttachFn(_JoinFn):
     self._unreported = self._cut_short = 0
 
 
-class FingerprintAttachFn(BatchesOut, beam.DoFn):
-  """A batch of ManifestRows -> the batch, each row with its source's
-  fingerprint and its previous record: FingerprintFn and _AttachFn's join
-  (a single local worker) in one step, one replace of each row instead of
-  two and one step's pass instead of two (~5 us each a reused row)."""
-
-  def __init__(self, fingerprint: FingerprintFn, attach: _AttachFn):
-    self._fingerprint = fingerprint
-    self._attach = attach
-
-  def setup(self):
-    self._fingerprint.setup()
-    self._attach.setup()
-
-  def start_bundle(self):
-    self._attach.start_bundle()
-
-  def process(self, batch):
-    attached = self._attach.attached
-    if batch:
-      yield RowBatch(attached(row, fingerprint)
-                     for row, fingerprint in self._fingerprint.fingerprints(batch))
-
-  def finish_bundle(self):
-    yield from self._attach.finish_bundle()
-
-
 @beam.ptransform_fn
 def JoinPrevious(rows, sidecars: tuple, mode: str, split: Optional[splits.SplitConfig],
-                 in_order: bool = False, buckets: int = KEY_BUCKETS,
-                 fingerprint: Optional[FingerprintFn] = None):
+                 in_order: bool = False, buckets: int = KEY_BUCKETS):
   """Batches of rows -> {ROWS: batches of each row with its previous record
   (or None), TALLIES: the dropped keys}. The sidecars are read in the workers, one per split.
   split: with --split_by content, the split drawn from a reused SHA-256.
   in_order (a single local worker): the previous records are a dict in the
   step and rows keep their order; else joined by key (CoGroupByKey), rows and
-  records in lists per bucket of keys (`buckets`, buckets.py).
-  fingerprint: with in_order, the rows are fingerprinted in the same step
-  (FingerprintAttachFn); else they already are."""
-  if in_order and fingerprint is not None:
-    attached = rows | 'FingerprintAttach' >> beam.ParDo(FingerprintAttachFn(
-        fingerprint, _AttachFn(mode, split, sidecars))).with_outputs(TALLIES, main=ROWS)
-    return {ROWS: attached[ROWS], TALLIES: attached[TALLIES]}
-  if fingerprint is not None:
-    rows = rows | 'Fingerprint' >> beam.ParDo(fingerprint)
+  records in lists per bucket of keys (`buckets`, buckets.py)."""
   if in_order:
     attached = rows | 'Attach' >> beam.ParDo(
         BatchedFn(_AttachFn(mode, split, sidecars))).with_outputs(TALLIES, main=ROWS)
