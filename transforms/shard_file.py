@@ -71,7 +71,8 @@ class ShardFile:
   def _write_gathered(self) -> None:
     gathered = self._gathered
     self._gathered, self._gathered_bytes = [], 0
-    self._behind.write(self._handle, gathered[0] if len(gathered) == 1 else gathered)
+    data = gathered[0] if len(gathered) == 1 else b''.join(gathered)
+    self._behind.write(self._handle, data)
 
   def abandon(self) -> None:
     """Closes the file after a failed write, whose error is the one raised;

@@ -10,8 +10,6 @@ with the writes on the copying thread, 29-32 with them on this one, against
 
 from __future__ import annotations
 
-import io
-import os
 import queue
 import threading
 from typing import BinaryIO
@@ -22,33 +20,6 @@ IN_FLIGHT = 4
 # A thread with nothing to write for this long ends (a later write starts a
 # new one): a writer dropped without stop() leaves no thread behind for good.
 IDLE_S = 2.0
-_IOV_MAX = 1024  # Linux's limit on the buffers of one writev
-
-
-def write_all(handle: BinaryIO, data) -> None:
-  """Writes `data` (bytes, or a list of bytes, written in order) to
-  `handle`. A list reaches a plain local file in writev calls, with no
-  joined copy of it made first: joining a shard's gathered megabyte let the
-  GIL go (bytes.join does past 1 MiB) and the gathering thread waited to get
-  it back, 26 us a reused 31 KB record in a nightly run (py-spy, 12,000
-  records, 2 Xeon cores)."""
-  if not isinstance(data, list):
-    handle.write(data)
-    return
-  if type(handle) is not io.BufferedWriter or type(handle.raw) is not io.FileIO:
-    handle.write(b''.join(data))  # a remote or compressed stream: its own buffering
-    return
-  handle.flush()  # nothing the handle holds may come after these bytes
-  parts = [memoryview(part) for part in data if len(part)]
-  while parts:
-    written = os.writev(handle.fileno(), parts[:_IOV_MAX])
-    done = 0
-    while done < len(parts) and written >= len(parts[done]):
-      written -= len(parts[done])
-      done += 1
-    parts = parts[done:]
-    if parts and written:  # a part written in part: the rest of it next
-      parts[0] = parts[0][written:]
 
 
 class WriteBehind:
@@ -66,9 +37,9 @@ class WriteBehind:
     self._error = None
     self._dropping = False
 
-  def write(self, handle: BinaryIO, data) -> None:
-    """Hands `data` (write_all's) over to be written to `handle` (waits
-    while IN_FLIGHT writes wait); raises the error of a write that failed."""
+  def write(self, handle: BinaryIO, data: bytes) -> None:
+    """Hands `data` over to be written to `handle` (waits while IN_FLIGHT
+    writes wait); raises the error of a write that failed."""
     self._raise_failed()
     with self._lock:
       if self._thread is None:
@@ -120,7 +91,7 @@ class WriteBehind:
         return
       try:
         if not self._dropping and self._error is None:
-          write_all(item[0], item[1])
+          item[0].write(item[1])
       except Exception as error:  # raised in the handing thread by its next call
         self._error = error
       finally:
@@ -132,8 +103,8 @@ class WriteInPlace:
   a writer without a thread of its own (remote outputs, the distributed
   writers) is given, so no caller tells the two apart."""
 
-  def write(self, handle: BinaryIO, data) -> None:
-    write_all(handle, data)
+  def write(self, handle: BinaryIO, data: bytes) -> None:
+    handle.write(data)
 
   def drain(self) -> None:
     pass  # every write is done when write() returns
