@@ -47,6 +47,59 @@ def _noise_png(seed: int) -> bytes:
   return out.getvalue()  # ~72 KB: noise does not compress
 
 
+def _images(body_of, answered=None, delay_of=lambda index: 0.0):
+  """A handler serving /N.png as body_of(N) (after delay_of(N) seconds),
+  each path answered appended to `answered`."""
+
+  class Images(QuietHandler):
+    def do_GET(self):
+      index = int(self.path.strip('/').split('.')[0])
+      time.sleep(delay_of(index))
+      body = body_of(index)
+      self.send_response(200)
+      self.send_header('Content-Type', 'image/png')
+      self.send_header('Content-Length', str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+      if answered is not None:
+        answered.append(self.path)
+
+  return Images
+
+
+def _loaded_behind_a_gate(handler, count: int, open_after_s: float, on_open=lambda: None):
+  """LoadImageFn over the rows of /0.png .. /count-1.png served by `handler`,
+  on two threads whose pool converts nothing until open_after_s have passed
+  (on_open() is called then, before the pool goes on); -> its outputs, in order."""
+  gate = threading.Event()
+
+  def gated(*args):
+    assert gate.wait(30)
+    return convert_sources(*args)
+
+  def open_gate():
+    on_open()
+    gate.set()
+
+  with RunningServer(handler) as server:
+    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
+                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
+                                    label='red'), 0, 'red') for i in range(count)]
+    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
+                     convert_on_thread=gated)
+    fn.setup()
+    timer = threading.Timer(open_after_s, open_gate)
+    try:
+      fn.start_bundle()
+      timer.start()
+      return [o for row in rows for o in fn.process(row)] + [
+          windowed.value for windowed in fn.finish_bundle()]
+    finally:
+      timer.cancel()
+      gate.set()
+      fn.teardown()
+
+
 def test_urls_are_fetched_ahead_only_while_their_bytes_fit(monkeypatch):
   """Rows arrive faster than the pool converts them: every fetch started
   as its row arrived, and with fetches faster than decoding, a bundle's
@@ -56,46 +109,9 @@ def test_urls_are_fetched_ahead_only_while_their_bytes_fit(monkeypatch):
   monkeypatch.setattr(read_sources, 'FETCH_AHEAD_BYTES', 400_000)
   monkeypatch.setattr(read_sources, 'FETCH_GUESS', 80_000, raising=False)
   bodies = [_noise_png(i) for i in range(40)]
-  answered = []
-
-  class Images(QuietHandler):
-    def do_GET(self):
-      body = bodies[int(self.path.strip('/').split('.')[0])]
-      self.send_response(200)
-      self.send_header('Content-Type', 'image/png')
-      self.send_header('Content-Length', str(len(body)))
-      self.end_headers()
-      self.wfile.write(body)
-      answered.append(self.path)
-
-  gate = threading.Event()  # the pool converts nothing until the timer opens it
-  at_gate = []
-
-  def gated(*args):
-    assert gate.wait(30)
-    return convert_sources(*args)
-
-  def open_gate():
-    at_gate.append(len(answered))
-    gate.set()
-
-  with RunningServer(Images) as server:
-    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
-                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
-                                    label='red'), 0, 'red') for i in range(40)]
-    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
-                     convert_on_thread=gated)
-    fn.setup()
-    timer = threading.Timer(1.0, open_gate)
-    try:
-      fn.start_bundle()
-      timer.start()
-      out = [o for row in rows for o in fn.process(row)] + [
-          windowed.value for windowed in fn.finish_bundle()]
-    finally:
-      timer.cancel()
-      gate.set()
-      fn.teardown()
+  answered, at_gate = [], []
+  out = _loaded_behind_a_gate(_images(bodies.__getitem__, answered), 40, 1.0,
+                              lambda: at_gate.append(len(answered)))
   # 400 KB hold 5 of these 72 KB images; the pool's two threads take a
   # call each, up to 2 calls a thread waiting (one row a call on threads)
   (fetched,) = at_gate
@@ -129,41 +145,11 @@ def test_photos_after_thumbnails_are_not_all_fetched_at_the_thumbnails_size(monk
 
   monkeypatch.setattr(encode, 'HeldBytes', Counted)
 
-  class Images(QuietHandler):
-    def do_GET(self):
-      index = int(self.path.strip('/').split('.')[0])
-      if index >= 60:
-        time.sleep(0.05)  # a photo takes longer than the rows take to arrive
-      body = bodies[index]
-      self.send_response(200)
-      self.send_header('Content-Type', 'image/png')
-      self.send_header('Content-Length', str(len(body)))
-      self.end_headers()
-      self.wfile.write(body)
-
-  gate = threading.Event()  # no row converted before the last has arrived
-
-  def gated(*args):
-    assert gate.wait(30)
-    return convert_sources(*args)
-
-  with RunningServer(Images) as server:
-    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
-                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
-                                    label='red'), 0, 'red') for i in range(80)]
-    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
-                     convert_on_thread=gated)
-    fn.setup()
-    timer = threading.Timer(2.0, gate.set)
-    try:
-      fn.start_bundle()
-      timer.start()
-      out = [o for row in rows for o in fn.process(row)] + [
-          windowed.value for windowed in fn.finish_bundle()]
-    finally:
-      timer.cancel()
-      gate.set()
-      fn.teardown()
+  # a photo takes longer than the rows take to arrive; no row is converted
+  # before the last has arrived
+  out = _loaded_behind_a_gate(_images(bodies.__getitem__,
+                                      delay_of=lambda index: 0.05 if index >= 60 else 0.0),
+                              80, 2.0)
   # the bound and the 4 fetches in flight past it: 300 KB + 4 x 72 KB
   assert 300_000 < max(peak) < 300_000 + 5 * 72_000, max(peak)
   assert [o.labelled.row.key for o in out] == [f'{i}.png' for i in range(80)]
@@ -177,45 +163,9 @@ def test_urls_are_fetched_at_most_fetch_ahead_max_rows_ahead(monkeypatch):
   once too_far_ahead's went)."""
   monkeypatch.setattr(encode, 'FETCH_AHEAD_MAX', 6)
   body = _noise_png(1)
-  answered = []
-
-  class Images(QuietHandler):
-    def do_GET(self):
-      self.send_response(200)
-      self.send_header('Content-Type', 'image/png')
-      self.send_header('Content-Length', str(len(body)))
-      self.end_headers()
-      self.wfile.write(body)
-      answered.append(self.path)
-
-  gate = threading.Event()
-  at_gate = []
-
-  def gated(*args):
-    assert gate.wait(30)
-    return convert_sources(*args)
-
-  def open_gate():
-    at_gate.append(len(answered))
-    gate.set()
-
-  with RunningServer(Images) as server:
-    rows = [LabelledRow(ManifestRow({'image': f'{i}.png'}, 'm', i + 2, image=f'{i}.png',
-                                    path=f'{server.base}/{i}.png', key=f'{i}.png',
-                                    label='red'), 0, 'red') for i in range(40)]
-    fn = LoadImageFn(ImageSpec(height=4, width=4, encoding='raw'), threads=2,
-                     convert_on_thread=gated)
-    fn.setup()
-    timer = threading.Timer(1.0, open_gate)
-    try:
-      fn.start_bundle()
-      timer.start()
-      out = [o for row in rows for o in fn.process(row)] + [
-          windowed.value for windowed in fn.finish_bundle()]
-    finally:
-      timer.cancel()
-      gate.set()
-      fn.teardown()
+  answered, at_gate = [], []
+  out = _loaded_behind_a_gate(_images(lambda index: body, answered), 40, 1.0,
+                              lambda: at_gate.append(len(answered)))
   # 6 rows ahead, and the pool's calls: two threads, up to 2 calls each waiting
   (fetched,) = at_gate
   assert 6 <= fetched <= 14, fetched

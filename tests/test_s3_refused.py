@@ -58,26 +58,30 @@ def _convert_refused(server, tmp_path, out: str, refused: str):
   return result, [item['Key'] for item in listed]
 
 
+def _failure_lines(result) -> list:
+  """The lines of a failed convert's stderr (exit 1 asserted)."""
+  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
+  return result.stderr.splitlines()
+
+
 def test_a_dataset_info_the_store_refuses_is_one_line_and_no_dataset_info(server, tmp_path):
   result, left = _convert_refused(server, tmp_path, 'out', 'out/dataset_info.json')
-  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
-  assert result.stderr.splitlines() == [
+  assert _failure_lines(result) == [
       'error: the job failed: an object store request failed: An error occurred (InternalError) when '
       'calling the CreateMultipartUpload operation (reached max retries: 2): We encountered an '
-      "internal error. [while running 'WriteDatasetInfo']"], result.stderr[-3000:]
+      "internal error. [while running 'WriteDatasetInfo']"]
   assert 'out/dataset_info.json' not in left
 
 
 def test_a_shard_rename_the_store_refuses_is_one_line_naming_both_paths(server, tmp_path):
   """Beam's BeamIOError holds the store's error for the rename (a copy on S3)."""
   result, left = _convert_refused(server, tmp_path, 'out2', 'out2/train-')
-  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
-  assert result.stderr.splitlines() == [
+  assert _failure_lines(result) == [
       'error: the job failed: an object store request failed: renaming '
       f's3://{BUCKET}/out2/beam-temp-train-shards/00000.tfrecord to '
       f's3://{BUCKET}/out2/train-00000-of-00001.tfrecord: An error occurred (InternalError) '
       'when calling the CopyObject operation (reached max retries: 2): We encountered an '
-      'internal error.'], result.stderr[-3000:]
+      'internal error.']
   assert 'out2/dataset_info.json' not in left
 
 
@@ -85,9 +89,8 @@ def test_a_lock_the_store_refuses_is_one_line(server, tmp_path):
   """The lock's conditional put is botocore's own request (no Beam): a
   ClientError, which printed its traceback after the line."""
   result, left = _convert_refused(server, tmp_path, 'out3', 'out3/.convert.lock')
-  assert result.returncode == EXIT_FAILED, result.stderr[-3000:]
-  assert result.stderr.splitlines() == [
+  assert _failure_lines(result) == [
       'error: the job failed: an object store request failed: An error occurred (InternalError) '
       'when calling the PutObject operation (reached max retries: 2): We encountered an '
-      'internal error.'], result.stderr[-3000:]
+      'internal error.']
   assert left == []
