@@ -144,14 +144,7 @@ def input_failure(error: BaseException | None) -> bool:
   """Whether `error` is, or was raised from, an unreadable manifest or a
   run that lost its lock (a runner that reports the job's failure as text:
   its text names the type)."""
-  seen = 0
-  names = _input_failure_names()
-  while error is not None and seen < 20:
-    if type(error).__name__ in names or any(f'{name}: ' in str(error) for name in names):
-      return True
-    error, seen = error.__cause__ or (
-        None if error.__suppress_context__ else error.__context__), seen + 1
-  return False
+  return bool(input_failure_reason(error))
 
 
 # An engine that failed for what it was pointed at, not for a bug: the job's
