@@ -102,6 +102,28 @@ def test_the_run_s_manifest_where_it_lives_now(fresh, tmp_path, capsys):
   assert (code, report['valid'], report['num_warnings']) == (EXIT_OK, True, 0)
 
 
+def test_a_relative_manifest_read_from_another_folder_is_named(fresh, monkeypatch):
+  """A run given `--manifest m.csv` records that relative path, which
+  validate reads from the folder it runs in: run from another folder holding
+  another m.csv, every sampled record was skipped as 'no row gives it now',
+  naming neither file. The warning names the file read (its full path) and
+  --manifest."""
+  monkeypatch.chdir(fresh)
+  assert convert.main(['--manifest', 'm.csv', '--output_dir', 'rel', *FLAGS]) == EXIT_OK
+  other = fresh / 'other'
+  other.mkdir()
+  (other / 'm.csv').write_text('image,label,key,w\nimgs/z.png,cat,z,1\n')
+  monkeypatch.chdir(other)
+  code, report = _validate(fresh / 'rel', '--recompute', '1.0')
+  assert (code, report['num_recomputed'], report['num_recompute_skipped']) == (EXIT_OK, 0, 10)
+  assert {w['detail'].split(': ', 1)[1] for w in report['warnings']} == {
+      f"no row of the run's input gives it now (rows read from m.csv = {other / 'm.csv'}; "
+      f"--manifest: where the run's manifest lives now)"}
+  monkeypatch.chdir(fresh)
+  code, report = _validate(fresh / 'rel', '--recompute', '1.0')
+  assert (code, report['num_recomputed'], report['num_warnings']) == (EXIT_OK, 10, 0)
+
+
 def _swap_first_two(out: pathlib.Path) -> list:
   """Swaps two records of one train shard whose lengths are equal: -> their keys."""
   lines = [line for line in _lines(out) if line['shard'] == 0]

@@ -227,6 +227,19 @@ def _names_a_file_gone(source: manifest.ManifestConfig, key: str) -> bool:
   return bool(slash) and name not in names
 
 
+def _rows_read_from(config) -> str:
+  """' (rows read from ...)': the manifests read, a relative one with the
+  path it resolved to. A relative --manifest the run recorded is read from
+  the folder validate runs in: from another folder holding a manifest of that
+  name, every sampled record was skipped as 'no row gives it now', naming
+  neither file."""
+  if not config.manifests:
+    return ''
+  read = [m.source if paths.is_remote(m.source) or os.path.isabs(m.source)
+          else f'{m.source} = {os.path.abspath(m.source)}' for m in config.manifests]
+  return f" (rows read from {', '.join(read)}; --manifest: where the run's manifest lives now)"
+
+
 def _image_dir_row(config, image: str):
   """The row --image_dir made of the file at `image` (relative to it)."""
   source = manifest.ManifestConfig(
@@ -281,7 +294,8 @@ def findings(input_dir: str, info: dict, amount, manifest_path: Optional[str],
         continue
       if row is None:
         mine[1].append(Problem(recompute.SOURCE_CHANGED, *where,
-                               f"key {key!r}: no row of the run's input gives it now"))
+                               f"key {key!r}: no row of the run's input gives it now"
+                               f'{_rows_read_from(config)}'))
         continue
       found = _one(row, split, record, config, label_map, digest, reader, files, http,
                    bool(unchanged) and not as_read)
