@@ -95,7 +95,7 @@ class _JoinFn(beam.DoFn):
   def process(self, joined):
     _, grouped = joined
     previous = list(grouped['previous'])
-    record = previous[0] if previous else None
+    record = reuse.first_written(previous) if previous else None
     rows = list(grouped['rows'])
     if not rows:
       yield _tally(reuse.DROPPED)
@@ -130,8 +130,12 @@ class _AttachFn(_JoinFn):
 
   def setup(self):
     cut_short = []
-    self._previous = dict(record for sidecar in self._sidecars
-                          for record in read_sidecar(sidecar, cut_short))
+    self._previous = previous = {}
+    for sidecar in self._sidecars:
+      for key, record in read_sidecar(sidecar, cut_short):
+        known = previous.setdefault(key, record)
+        if known is not record:  # a key on two lines: the one the join takes
+          previous[key] = reuse.first_written((known, record))
     self._unreported = len(self._previous)
     self._cut_short = len(cut_short)
 

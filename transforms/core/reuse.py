@@ -203,6 +203,21 @@ def _plain(value):
   return list(value) if isinstance(value, tuple) else value
 
 
+def first_written(records) -> PreviousRecord:
+  """Of the lines one key has (a sidecar edited to give a key two lines;
+  the writer gives each one), the one written first: by split, shard and
+  place. Both copy paths take this one: a single local worker kept the last
+  (a dict of the lines), the join by key the first its lists brought, so the
+  two counted the same run differently."""
+  return min(records, key=_written_at)
+
+
+def _written_at(record: PreviousRecord) -> tuple:
+  # repr last: two lines of one place that differ elsewhere still order the
+  # same every run (a label list and an int do not compare)
+  return record.split, record.shard_path, record.ordinal, record.offset, repr(record)
+
+
 def decide(previous: Optional[PreviousRecord], split: str, fingerprint: str,
            label: Optional[tuple], option_digest: str, image: str) -> Optional[str]:
   """None: the row's record in the previous dataset may be copied (everything

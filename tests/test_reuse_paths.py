@@ -1,0 +1,55 @@
+"""--previous_dataset on both copy paths: a single local worker (inline, in
+write order) and every other run (sidecars read in the workers, joined by key,
+copied a previous shard per call) count the same reuse and write the same
+bytes, whatever damage the previous dataset holds. The corpus and helpers are
+test_reuse_checks.py's (eight raw records of one length)."""
+
+import pytest
+
+from pipeline.errors import EXIT_OK
+from tests.conftest import read_info
+from tests.test_reuse_checks import _lines
+from tests.test_reuse_checks import _previous
+from tests.test_reuse_checks import _run
+from tests.test_reuse_checks import _same_shards
+from tests.test_reuse_checks import _write_lines
+from tests.test_reuse_checks import night1  # noqa: F401 (a fixture)
+from tests.test_reuse_checks import path  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.xdist_group('reuse_checks')
+
+
+@pytest.mark.parametrize('edited, expected', [
+    # k1 keeps its own line (the first): copied; k6, without one, is new
+    ('later', {'reused': 7, 'new': 1, 'changed_source': 0}),
+    # k6's first line is k1's record (another file's fingerprint): encoded;
+    # k1, without a line, is new
+    ('earlier', {'reused': 6, 'new': 1, 'changed_source': 1}),
+])
+def test_a_key_on_two_sidecar_lines_is_served_by_its_first_on_both_paths(
+    night1, tmp_path, path, edited, expected):  # noqa: F811 (fixtures)
+  """A sidecar edited to give one key two lines (a later line given an
+  earlier line's key, or the other way round): a single local worker kept
+  the last line (a dict of the lines), the join by key the first (the order
+  its lists arrive in), so the two paths counted the same run differently
+  (`later`: 6 reused and a changed_source inline, 7 reused by shard). Both
+  take the line written first now. The bytes were and are a full run's."""
+  root, _, full = night1
+  previous = _previous(full, tmp_path)
+  lines = _lines(previous)
+  one = next(line for line in lines if line['key'] == 'k1')
+  other = next(line for line in lines if line['key'] == 'k6')
+  assert lines.index(one) < lines.index(other)  # write order: k1's line first
+  if edited == 'later':
+    other['key'] = 'k1'
+  else:
+    one['key'] = 'k6'
+  _write_lines(previous, lines)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert {'reused': reuse_info['reused'], 'new': reuse_info['encoded']['new'],
+          'changed_source': reuse_info['encoded']['changed_source']} == expected
+  assert (reuse_info['reuse_fallback'], reuse_info['dropped']) == (0, 0)
+  _same_shards(out, full)
+
