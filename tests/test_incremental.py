@@ -416,7 +416,7 @@ def test_content_detection_reuses_a_dataset_made_with_metadata(nights, tmp_path,
 def test_the_distributed_path_copies_by_shard_to_the_same_bytes(nights, tmp_path, monkeypatch,
                                                                 variant):
   """As on a distributed runner: rows joined by key (CoGroupByKey), records
-  copied a previous shard per call (by offset; gzip by ordinal), written
+  copied a previous shard per call (by offset; a gzip one streamed to the offsets), written
   through the writer's shuffle; a corrupt record is encoded instead."""
   import gzip
   night1, full, _ = nights[variant]

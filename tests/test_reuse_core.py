@@ -439,36 +439,52 @@ def test_a_multi_label_copy_holds_the_sidecars_lists():
     copies.read_at(io.BytesIO(shard), len(shard), record, key, check)
 
 
-def test_gzip_records_are_picked_by_ordinal_streaming_and_checked():
+def _wanted(*pairs) -> dict:
+  """{offset: [(record, key), ...]} of (record, key) pairs, as CopyShardFn asks."""
+  wanted = {}
+  for record, key in pairs:
+    wanted.setdefault(record.offset, []).append((record, key))
+  return wanted
+
+
+def test_gzip_records_are_picked_by_offset_streaming_and_checked():
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(5)]
   shard = b''.join(frame(r) for r in records)
-  wanted = {i: [_at(records, i, f'k{i}')] for i in (3, 1)}
-  assert list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY)) == [
-      (1, records[1]), (3, records[3])]
+  at = [_at(records, i, f'k{i}') for i in range(5)]
+  offsets = [record.offset for record, _ in at]
+  assert list(copies.pick_places(io.BytesIO(shard), _wanted(at[3], at[1]), KEY)) == [
+      (offsets[1], records[1]), (offsets[3], records[3])]
   damaged = bytearray(shard)
   damaged[len(frame(records[0])) * 2 + 12] ^= 1  # record 2's data
-  wanted = {i: [_at(records, i, f'k{i}')] for i in (2, 4)}
-  wanted[0] = [_at(records, 0, 'k4')]  # another key
-  wanted[9] = [_at(records, 4, 'k4', ordinal=9)]
-  picked = dict(copies.pick_ordinals(io.BytesIO(bytes(damaged)), wanted, KEY))
-  assert picked[4] == records[4]
+  past = _at(records, 4, 'k4', offset=len(shard) + 5)
+  inside = _at(records, 4, 'k4', offset=offsets[4] + 3)  # no record starts there
+  wanted = _wanted(at[2], at[4], _at(records, 0, 'k4'), past, inside)  # k4 at 0: another key
+  picked = dict(copies.pick_places(io.BytesIO(bytes(damaged)), wanted, KEY))
+  assert picked[offsets[4]] == records[4]
   assert picked[0].kind == copies.NOT_THE_RECORD
-  assert isinstance(picked[2], ShardError) and isinstance(picked[9], ShardError)
-  # two lines naming record 1 (an edited sidecar): each gets its own answer
-  wanted = {1: [_at(records, 1, 'k3'), _at(records, 1, 'k1')], 7: [_at(records, 1, 'k1')] * 2}
-  picked = list(copies.pick_ordinals(io.BytesIO(shard), wanted, KEY))
-  assert [(ordinal, type(data)) for ordinal, data in picked] == [
-      (1, ShardError), (1, bytes), (7, ShardError), (7, ShardError)]
+  assert all(isinstance(picked[offset], ShardError)
+             for offset in (offsets[2], past[0].offset, inside[0].offset))
+  # two lines naming record 1 (an edited sidecar): each gets its own answer;
+  # a line of another length than the record at its offset is not that record
+  longer = _at(records, 1, 'k1', length=len(frame(records[1])) + 1)
+  wanted = _wanted(_at(records, 1, 'k3'), at[1], longer)
+  wanted[99] = [at[1]] * 2
+  picked = list(copies.pick_places(io.BytesIO(shard), wanted, KEY))
+  assert [(offset, type(data)) for offset, data in picked] == [
+      (offsets[1], ShardError), (offsets[1], bytes), (offsets[1], ShardError),
+      (99, ShardError), (99, ShardError)]
   assert picked[0][1].kind == copies.NOT_THE_RECORD and picked[1][1] == records[1]
+  assert 'its line says' in str(picked[2][1])
 
 
-def test_picking_ordinals_stops_after_the_last_one_wanted():
+def test_picking_places_stops_after_the_last_one_wanted():
   """A gzip shard is streamed (inflated) from its start: no byte past the
   last record wanted is read."""
   records = [_example(f'k{i}', f'r{i}'.encode()) for i in range(4)]
   stream = io.BytesIO(b''.join(frame(r) for r in records))
-  wanted = {i: [_at(records, i, f'k{i}')] for i in (0, 1)}
-  assert list(copies.pick_ordinals(stream, wanted, KEY)) == [(0, records[0]), (1, records[1])]
+  wanted = _wanted(*(_at(records, i, f'k{i}') for i in (0, 1)))
+  assert list(copies.pick_places(stream, wanted, KEY)) == [
+      (0, records[0]), (len(frame(records[0])), records[1])]
   assert stream.tell() == len(frame(records[0])) + len(frame(records[1]))
 
 

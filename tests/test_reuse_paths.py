@@ -53,3 +53,47 @@ def test_a_key_on_two_sidecar_lines_is_served_by_its_first_on_both_paths(
   assert (reuse_info['reuse_fallback'], reuse_info['dropped']) == (0, 0)
   _same_shards(out, full)
 
+
+@pytest.fixture(scope='module')
+def gzip_night1(night1):  # noqa: F811 (a fixture)
+  """test_reuse_checks' corpus converted with gzip shards: (its folder, the
+  dataset)."""
+  root, _, _ = night1
+  out = root / 'night1_gzip'
+  assert _run(root / 'night1.csv', out, '--compression', 'gzip') == EXIT_OK
+  return root, out
+
+
+def _other_in_shard(lines: list, line: dict) -> dict:
+  return next(other for other in lines if other['shard'] == line['shard'] and other is not line)
+
+
+@pytest.mark.parametrize('damage, reused', [
+    ('length', 7),  # 10**12: past the shard's end
+    ('offset', 7),  # past 2^63
+    ('offset_of_another', 7),  # another record's place, its ordinal still right
+    ('ordinal_of_another', 8),  # the line's offset still right: the record is there
+])
+def test_a_gzip_shard_s_record_is_found_where_its_line_says_on_both_paths(
+    gzip_night1, tmp_path, path, damage, reused):  # noqa: F811 (fixtures)
+  """A gzip shard's records are copied from where the line's offset and
+  length place them in its uncompressed bytes, on both paths. By shard they
+  were picked by ordinal, offset and length unused: a line whose length or
+  offset is damaged, or that names another record's place, was copied by
+  shard (8 reused) and encoded inline (7 reused, 1 reuse_fallback); one whose
+  ordinal alone was edited the other way round."""
+  root, night = gzip_night1
+  previous = _previous(night, tmp_path)
+  lines = _lines(previous)
+  first, other = lines[0], _other_in_shard(lines, lines[0])
+  first.update({'length': {'length': 10 ** 12}, 'offset': {'offset': 2 ** 63},
+                'offset_of_another': {'offset': other['offset']},
+                'ordinal_of_another': {'ordinal': other['ordinal']}}[damage])
+  _write_lines(previous, lines)
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--compression', 'gzip',
+              '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (reused, 8 - reused)
+  for name in [p.name for p in night.iterdir() if p.name != 'dataset_info.json']:
+    assert (out / name).read_bytes() == (night / name).read_bytes(), name

@@ -109,8 +109,7 @@ class DecideFn(beam.DoFn):
 
 class CopyShardFn(beam.DoFn):
   """(previous shard path, [Reusable]) -> a BuiltExample of each, its bytes
-  copied from the shard (by offset in a plain shard, by ordinal streaming a
-  gzip one) with both CRCs checked, its data CRC the sidecar's, its key and
+  copied from the shard (by offset, a gzip one streamed to the offsets) with both CRCs checked, its data CRC the sidecar's, its key and
   label the row's and the sidecar's (copies.checked_copy); a record that
   fails is not copied: its row goes out under FALLBACK_ROWS to be encoded from its
   source."""
@@ -125,7 +124,7 @@ class CopyShardFn(beam.DoFn):
 
   def process(self, grouped):
     path, reusables = grouped
-    reusables = sorted(reusables, key=lambda r: r.row.previous.ordinal)
+    reusables = sorted(reusables, key=lambda r: r.row.previous.offset)
     for reusable, data in self._read(path, reusables):
       if isinstance(data, ShardError):  # encoded, counted by its example
         yield beam.pvalue.TaggedOutput(FALLBACK_ROWS, dataclasses.replace(
@@ -134,8 +133,8 @@ class CopyShardFn(beam.DoFn):
       yield self._example(reusable, data)
 
   def _read(self, path: str, reusables: list):
-    """(Reusable, data or ShardError) of each, in ordinal order."""
-    done = set()  # id() of each Reusable answered (two may share an ordinal)
+    """(Reusable, data or ShardError) of each, in offset order."""
+    done = set()  # id() of each Reusable answered (two may name one record)
     kind = None if paths.is_remote(path) else file_kinds.not_regular(path)
     if kind:  # opening a FIFO waits for a writer: the run hung
       for reusable in reusables:
@@ -154,15 +153,15 @@ class CopyShardFn(beam.DoFn):
 
   def _records(self, stream, reusables: list):
     if reusables[0].row.previous.compressed:
-      # a list an ordinal: two lines of an edited sidecar may name one record
-      by_ordinal = {}
+      # a list an offset: two lines of an edited sidecar may name one record
+      by_offset = {}
       for reusable in reusables:
-        by_ordinal.setdefault(reusable.row.previous.ordinal, []).append(reusable)
-      wanted = {ordinal: [(r.row.previous, r.row.key) for r in group]
-                for ordinal, group in by_ordinal.items()}
-      answered = {ordinal: iter(group) for ordinal, group in by_ordinal.items()}
-      for ordinal, data in copies.pick_ordinals(stream, wanted, self._check):
-        yield next(answered[ordinal]), data
+        by_offset.setdefault(reusable.row.previous.offset, []).append(reusable)
+      wanted = {offset: [(r.row.previous, r.row.key) for r in group]
+                for offset, group in by_offset.items()}
+      answered = {offset: iter(group) for offset, group in by_offset.items()}
+      for offset, data in copies.pick_places(stream, wanted, self._check):
+        yield next(answered[offset]), data
       return
     size = stream.seek(0, 2)
     for reusable in reusables:

@@ -8,7 +8,7 @@ A single local worker copies records inline, in its image step (a reused
 row goes through it like any row, in write order, to the same writer, its
 "image work" a copy of its record; a copy that fails converts the image
 instead): ShardReader. Elsewhere a previous shard is read per worker call:
-read_at, pick_ordinals.
+read_at, pick_places.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from transforms.core.reuse import PreviousRecord
 from transforms.core.tfrecord import ShardError
 from transforms.core.tfrecord import data_view
 from transforms.core.tfrecord import masked_crc
-from transforms.core.tfrecord import read_records_skipping
+from transforms.core.tfrecord import read_placed_skipping
 from transforms.core.tfrecord import unframe
 
 # What ShardError.kind says of a record that is intact but not the one the
@@ -184,27 +184,35 @@ def _checked(framed: bytes, record: PreviousRecord, key: str, check: CopyCheck) 
   return checked_copy(data, int.from_bytes(framed[-4:], 'little'), record, key, check)
 
 
-def pick_ordinals(stream: BinaryIO, wanted: dict, check: CopyCheck):
-  """(ordinal, data or ShardError) for each (record, key) of `wanted`
-  ({ordinal: [(record, key), ...]}, in that order), streaming a gzip shard
-  once from its start; stops after the last one wanted. Ordinals past a
-  damaged length or the end of the file get a ShardError; a record is
-  checked for each (record, key) as checked_copy does. Two sidecar lines
-  may name one record (a damaged or edited sidecar): each gets its answer
-  (one (record, key) an ordinal had the other line's row neither copied nor
-  encoded: lost)."""
+def pick_places(stream: BinaryIO, wanted: dict, check: CopyCheck):
+  """(offset, data or ShardError) for each (record, key) of `wanted`
+  ({offset: [(record, key), ...]}, in that order), streaming a gzip shard
+  once from its start; stops after the last one wanted. A record is found
+  where its line's offset and length place it, as read_at and ShardReader
+  find one (a single local worker's copies): picked by ordinal, a line whose
+  offset or length was damaged, or that named another record's place, was
+  copied here and encoded there. Offsets no record starts at, or past the
+  end, get a ShardError; a record is checked for each (record, key) as
+  checked_copy does. Two sidecar lines may name one record (a damaged or
+  edited sidecar): each gets its answer (one (record, key) a place had the
+  other line's row neither copied nor encoded: lost)."""
   wanted = dict(wanted)
   if not wanted:
     return
   last = max(wanted)
-  for index, data in read_records_skipping(stream):
-    for record, key in wanted.pop(index, ()):
-      yield index, _checked_or_error(data, record, key, check)
-    if index >= last:
+  for index, (offset, framed), data in read_placed_skipping(stream):
+    for record, key in wanted.pop(offset, ()):
+      if not isinstance(data, ShardError) and framed != record.length:
+        yield offset, ShardError(index, 'corrupt_shard', f'the record at byte {offset} is '
+                                 f'{framed} bytes, its line says {record.length}')
+      else:
+        yield offset, _checked_or_error(data, record, key, check)
+    if offset >= last:
       break
-  for index in sorted(wanted):
-    for _ in wanted[index]:
-      yield index, ShardError(index, 'truncated_shard', f'record {index} cannot be read')
+  for offset in sorted(wanted):
+    for record, _ in wanted[offset]:
+      yield offset, ShardError(record.ordinal, 'truncated_shard',
+                               f'no record starts at byte {offset}')
 
 
 def _checked_or_error(data, record: PreviousRecord, key: str, check: CopyCheck):

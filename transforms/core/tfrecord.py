@@ -168,31 +168,44 @@ def read_records_skipping(stream: BinaryIO) -> Iterator[tuple[int, object]]:
   """Like read_records, but a record whose data CRC fails is yielded as a
   ShardError and reading goes on (its length was intact); a damaged length or a
   cut-off file ends the shard with a ShardError."""
-  index = 0
+  for index, _, data in read_placed_skipping(stream):
+    yield index, data
+
+
+def read_placed_skipping(stream: BinaryIO) -> Iterator[tuple[int, tuple, object]]:
+  """read_records_skipping's records, each with its place: (index, (offset,
+  framed length), data or ShardError), the offset counted from the stream's
+  start (a gzip shard's uncompressed bytes); (offset, None) for a ShardError
+  that ends the shard."""
+  index, offset = 0, 0
   while True:
     header = stream.read(_HEADER.size)
     if not header:
       return
     if len(header) < _HEADER.size:  # not a damaged length: a file cut (or 1-11 bytes appended)
-      yield index, ShardError(index, 'truncated_shard',
-                              f'file ends inside the header of record {index}')
+      yield index, (offset, None), ShardError(index, 'truncated_shard',
+                                              f'file ends inside the header of record {index}')
       return
     length = _data_length(header)
     if length is None:
-      yield index, ShardError(index, 'corrupt_shard', f'record {index}: damaged length; '
-                              f'the rest of the file cannot be read')
+      yield index, (offset, None), ShardError(index, 'corrupt_shard',
+                                              f'record {index}: damaged length; '
+                                              f'the rest of the file cannot be read')
       return
     data = _read_data(stream, length)
     footer = stream.read(_FOOTER.size)
     if len(data) < length or len(footer) < _FOOTER.size:
-      yield index, ShardError(index, 'truncated_shard',
-                              cut_inside(index, len(data), length, len(footer)))
+      yield index, (offset, None), ShardError(index, 'truncated_shard',
+                                              cut_inside(index, len(data), length, len(footer)))
       return
+    framed = _HEADER.size + length + _FOOTER.size
     if not _intact(data, footer):
-      yield index, ShardError(index, 'corrupt_shard', f'data CRC mismatch at record {index}')
+      yield index, (offset, framed), ShardError(index, 'corrupt_shard',
+                                                f'data CRC mismatch at record {index}')
     else:
-      yield index, data
+      yield index, (offset, framed), data
     index += 1
+    offset += framed
 
 
 def record_spans(stream: BinaryIO) -> Iterator[tuple[int, int]]:
