@@ -4,6 +4,9 @@ copied a previous shard per call) count the same reuse and write the same
 bytes, whatever damage the previous dataset holds. The corpus and helpers are
 test_reuse_checks.py's (eight raw records of one length)."""
 
+import json
+import zlib
+
 import pytest
 
 from pipeline.errors import EXIT_OK
@@ -95,5 +98,35 @@ def test_a_gzip_shard_s_record_is_found_where_its_line_says_on_both_paths(
               '--previous_dataset', str(previous)) == EXIT_OK
   reuse_info = read_info(out)['reuse']
   assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (reused, 8 - reused)
+  for name in [p.name for p in night.iterdir() if p.name != 'dataset_info.json']:
+    assert (out / name).read_bytes() == (night / name).read_bytes(), name
+
+
+def test_a_gzip_shard_cut_short_serves_its_records_before_the_cut_on_both_paths(
+    gzip_night1, tmp_path, path):  # noqa: F811 (fixtures)
+  """A gzip shard cut short after the run's checks (here: its size put in
+  dataset_info.json): the records inflated whole before the cut are copied,
+  those past it encoded (reuse_fallback). Inline, the shard was inflated a
+  MiB at a time with read(), which drops what it inflated when the cut
+  raises EOFError: every record of the shard was encoded (by shard, streamed,
+  only those past the cut)."""
+  root, night = gzip_night1
+  previous = _previous(night, tmp_path)
+  info = read_info(previous)
+  shard = previous / info['splits']['train']['shards'][1]
+  data = shard.read_bytes()
+  kept = data[:len(data) // 2]
+  shard.write_bytes(kept)
+  info['splits']['train']['num_bytes'] -= len(data) - len(kept)
+  (previous / 'dataset_info.json').write_text(json.dumps(info))
+  inflated = len(zlib.decompressobj(31).decompress(kept))
+  whole = sum(1 for line in _lines(previous)
+              if line['shard'] == 1 and line['offset'] + line['length'] <= inflated)
+  assert 0 < whole < 4  # some records of shard 1 before the cut, some past it
+  out = tmp_path / 'out'
+  assert _run(root / 'night1.csv', out, '--compression', 'gzip',
+              '--previous_dataset', str(previous)) == EXIT_OK
+  reuse_info = read_info(out)['reuse']
+  assert (reuse_info['reused'], reuse_info['reuse_fallback']) == (4 + whole, 4 - whole)
   for name in [p.name for p in night.iterdir() if p.name != 'dataset_info.json']:
     assert (out / name).read_bytes() == (night / name).read_bytes(), name

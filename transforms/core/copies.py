@@ -326,7 +326,11 @@ class ShardReader:
     entry = self._inflated[path]
     stream, copy, size = entry
     while size < end and stream is not None:
-      chunk = stream.read(_INFLATE_CHUNK)
+      # read1: what is inflated so far comes out before a cut raises
+      # EOFError (read(n) dropped the chunk it held: a shard cut short had
+      # every record encoded, those before the cut too; by shard, streamed,
+      # they were copied)
+      chunk = stream.read1(_INFLATE_CHUNK)
       if not chunk:
         stream.close()
         entry[0] = stream = None
